@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, engine and session handling, migrations on start."""

@@ -1,0 +1,69 @@
+"""Run the alembic chain from code: on server start (under a Postgres advisory lock so that
+replicas starting together migrate once) and from tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+import volcano_global.migrations as migrations_package
+
+# pg_advisory_xact_lock key shared by every replica ("vglo" in ASCII).
+MIGRATION_LOCK_KEY = 0x76676C6F
+
+
+def alembic_config(url: str | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations_package.__file__).parent))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    await _run(engine, lambda cfg: command.upgrade(cfg, revision))
+
+
+async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    await _run(engine, lambda cfg: command.downgrade(cfg, revision))
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    async with engine.connect() as conn:
+        has_table = await conn.run_sync(
+            lambda sync: sync.dialect.has_table(sync, "alembic_version")
+        )
+        if not has_table:
+            return None
+        return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+
+
+async def _run(engine: AsyncEngine, action) -> None:  # type: ignore[no-untyped-def]
+    async with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            # Batch migrations copy tables; with foreign keys on, dropping the old table would
+            # cascade deletes. The pragma only takes effect outside a transaction.
+            await conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            await conn.commit()
+        else:
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
+
+        def run(sync_conn: Connection) -> None:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = sync_conn
+            action(cfg)
+
+        try:
+            await conn.run_sync(run)
+            await conn.commit()
+        finally:
+            if engine.dialect.name == "sqlite":
+                await conn.rollback()
+                await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                await conn.commit()

@@ -1,0 +1,37 @@
+"""All tables of the Global. Importing this package registers every model on `Base.metadata`."""
+
+from volcano_global.db.models.clusters import Cluster, ClusterGpuCapacity, ClusterState
+from volcano_global.db.models.events import Event, EventType
+from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models.jobs import TERMINAL_JOB_STATES, Job, JobState
+from volcano_global.db.models.links import Link
+from volcano_global.db.models.placements import (
+    ClusterShare,
+    LinkReservation,
+    Placement,
+    PlacementState,
+)
+from volcano_global.db.models.queues import Queue
+from volcano_global.db.models.tokens import ApiToken, TokenRole
+
+__all__ = [
+    "TERMINAL_JOB_STATES",
+    "ApiToken",
+    "Cluster",
+    "ClusterGpuCapacity",
+    "ClusterShare",
+    "ClusterState",
+    "DomainGpuCapacity",
+    "Event",
+    "EventType",
+    "Job",
+    "JobState",
+    "Link",
+    "LinkReservation",
+    "Node",
+    "Placement",
+    "PlacementState",
+    "Queue",
+    "TokenRole",
+    "TopologyDomain",
+]

@@ -1,0 +1,53 @@
+"""Member clusters and their capacity summary by GPU model."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from volcano_global.db.base import Base, Timestamps, UUIDPrimaryKey, str_enum
+
+
+class ClusterState(enum.StrEnum):
+    UNKNOWN = "Unknown"
+    READY = "Ready"
+    NOT_READY = "NotReady"
+
+
+class Cluster(UUIDPrimaryKey, Timestamps, Base):
+    __tablename__ = "clusters"
+
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(String(512), default="")
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    state: Mapped[ClusterState] = mapped_column(
+        str_enum(ClusterState), default=ClusterState.UNKNOWN
+    )
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    inventory_generation: Mapped[int] = mapped_column(default=0)
+    inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    capacities: Mapped[list[ClusterGpuCapacity]] = relationship(
+        back_populates="cluster", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+
+class ClusterGpuCapacity(Base):
+    """GPUs of one model in one cluster: total allocatable, and free on ready, schedulable
+    nodes. Kept in step with the node inventory; the solver reads this, not the nodes."""
+
+    __tablename__ = "cluster_gpu_capacities"
+
+    cluster_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True
+    )
+    gpu_model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    total_gpus: Mapped[int] = mapped_column(default=0)
+    free_gpus: Mapped[int] = mapped_column(default=0)
+
+    cluster: Mapped[Cluster] = relationship(back_populates="capacities")

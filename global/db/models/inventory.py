@@ -1,0 +1,70 @@
+"""Per-cluster inventory: the topology tree (mirroring Volcano HyperNodes) and the nodes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, utcnow
+
+
+class TopologyDomain(UUIDPrimaryKey, Base):
+    """One HyperNode: a network domain of `tier` (1 = closest to the nodes) inside a cluster."""
+
+    __tablename__ = "topology_domains"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+
+    cluster_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(253))
+    tier: Mapped[int]
+    tier_name: Mapped[str | None] = mapped_column(String(63), default=None)
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("topology_domains.id", ondelete="CASCADE"), default=None, index=True
+    )
+
+
+class DomainGpuCapacity(Base):
+    """GPUs of one model under one domain (its whole subtree): total and free."""
+
+    __tablename__ = "domain_gpu_capacities"
+
+    domain_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("topology_domains.id", ondelete="CASCADE"), primary_key=True
+    )
+    gpu_model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    total_gpus: Mapped[int] = mapped_column(default=0)
+    free_gpus: Mapped[int] = mapped_column(default=0)
+
+
+class Node(UUIDPrimaryKey, Base):
+    __tablename__ = "nodes"
+    __table_args__ = (
+        UniqueConstraint("cluster_id", "name"),
+        Index("ix_nodes_domain_id", "domain_id"),
+    )
+
+    cluster_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(253))
+    gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
+    gpu_allocatable: Mapped[int] = mapped_column(default=0)
+    gpu_used: Mapped[int] = mapped_column(default=0)
+    cpu_allocatable_millis: Mapped[int] = mapped_column(BigInteger, default=0)
+    cpu_used_millis: Mapped[int] = mapped_column(BigInteger, default=0)
+    memory_allocatable_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    memory_used_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    ready: Mapped[bool] = mapped_column(default=True)
+    schedulable: Mapped[bool] = mapped_column(default=True)
+    domain_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("topology_domains.id", ondelete="SET NULL"), default=None
+    )
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    taints: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    @property
+    def gpu_free(self) -> int:
+        return max(self.gpu_allocatable - self.gpu_used, 0)

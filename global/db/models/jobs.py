@@ -1,0 +1,82 @@
+"""Jobs: the submitted document as received, its normalized gang, and the lifecycle."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
+from volcano_global.db.models.queues import Queue
+
+
+class JobState(enum.StrEnum):
+    PENDING = "Pending"
+    PLACED = "Placed"
+    DISPATCHED = "Dispatched"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+TERMINAL_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+_ACTIVE_PREDICATE = text("state NOT IN ('Succeeded', 'Failed', 'Cancelled')")
+
+
+class Job(UUIDPrimaryKey, Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        # A name is taken while its job is alive; a finished job's name can be submitted again.
+        Index(
+            "uq_jobs_active_namespace_name",
+            "namespace",
+            "name",
+            unique=True,
+            sqlite_where=_ACTIVE_PREDICATE,
+            postgresql_where=_ACTIVE_PREDICATE,
+        ),
+        Index("ix_jobs_state_priority", "state", "priority"),
+        Index("ix_jobs_queue_id_submitted_at", "queue_id", "submitted_at"),
+        Index("ix_jobs_submitted_at_id", "submitted_at", "id"),
+    )
+
+    name: Mapped[str] = mapped_column(String(63))
+    namespace: Mapped[str] = mapped_column(String(63))
+    kind: Mapped[str] = mapped_column(String(16))
+    api_version: Mapped[str] = mapped_column(String(64))
+    queue_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("queues.id", ondelete="RESTRICT"))
+    priority: Mapped[int] = mapped_column(default=0)
+    priority_class_name: Mapped[str | None] = mapped_column(String(253), default=None)
+
+    source: Mapped[str] = mapped_column(Text)
+    source_format: Mapped[str] = mapped_column(String(8))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    gang: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    communication: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None)
+    split_policy: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    total_pods: Mapped[int]
+    total_gpus: Mapped[int]
+    gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
+
+    state: Mapped[JobState] = mapped_column(str_enum(JobState), default=JobState.PENDING)
+    state_message: Mapped[str] = mapped_column(Text, default="")
+    pending_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    submitted_by: Mapped[str] = mapped_column(String(128), default="")
+
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    placed_at: Mapped[datetime | None] = mapped_column(default=None)
+    dispatched_at: Mapped[datetime | None] = mapped_column(default=None)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    queue: Mapped[Queue] = relationship(lazy="joined")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_JOB_STATES

@@ -1,0 +1,76 @@
+"""Placements: a job's shares per cluster and the link bandwidth they reserve, per round."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
+from volcano_global.db.models.clusters import Cluster
+from volcano_global.db.models.links import Link
+
+
+class PlacementState(enum.StrEnum):
+    ACTIVE = "Active"  # holds capacity and link bandwidth
+    WITHDRAWN = "Withdrawn"  # taken back before the job ran (gang timeout, stale round)
+    RELEASED = "Released"  # the job finished or was cancelled
+
+
+class Placement(UUIDPrimaryKey, Base):
+    __tablename__ = "placements"
+    __table_args__ = (Index("ix_placements_job_id_state", "job_id", "state"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    generation: Mapped[int]
+    state: Mapped[PlacementState] = mapped_column(
+        str_enum(PlacementState), default=PlacementState.ACTIVE
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    shares: Mapped[list[ClusterShare]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="ClusterShare.rank_offset"
+    )
+    link_reservations: Mapped[list[LinkReservation]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin"
+    )
+
+
+class ClusterShare(UUIDPrimaryKey, Base):
+    """The part of a job one cluster runs: `pods` pods (`units` whole units), ranks starting at
+    `rank_offset`, optionally broken down by topology domain (`domains`: name -> pods)."""
+
+    __tablename__ = "cluster_shares"
+
+    placement_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("placements.id", ondelete="CASCADE"), index=True
+    )
+    cluster_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("clusters.id", ondelete="RESTRICT"), index=True
+    )
+    pods: Mapped[int]
+    gpus: Mapped[int]
+    units: Mapped[int]
+    rank_offset: Mapped[int] = mapped_column(default=0)
+    domains: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+    cluster: Mapped[Cluster] = relationship(lazy="joined")
+
+
+class LinkReservation(UUIDPrimaryKey, Base):
+    __tablename__ = "link_reservations"
+
+    placement_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("placements.id", ondelete="CASCADE"), index=True
+    )
+    link_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("links.id", ondelete="CASCADE"), index=True
+    )
+    gbps: Mapped[float]
+
+    link: Mapped[Link] = relationship(lazy="joined")

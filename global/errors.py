@@ -1,0 +1,65 @@
+"""Domain errors. Each carries a code; the API (and later gRPC) maps codes to statuses in one
+place. Services raise these and never an HTTP exception."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One invalid field, named by its path in the submitted document (`spec.tasks[1].replicas`)."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class DomainError(Exception):
+    code = "InternalError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    code = "NotFound"
+
+
+class Conflict(DomainError):
+    code = "Conflict"
+
+
+class Forbidden(DomainError):
+    code = "Forbidden"
+
+
+class Unauthorized(DomainError):
+    code = "Unauthorized"
+
+
+class Busy(DomainError):
+    """The database (or another dependency) cannot serve the request right now."""
+
+    code = "ServiceUnavailable"
+
+
+class TooLarge(DomainError):
+    code = "RequestEntityTooLarge"
+
+
+class Invalid(DomainError):
+    """Input that fails validation. `errors` names every bad field found."""
+
+    code = "Invalid"
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors) or "invalid input")
+
+    @classmethod
+    def one(cls, field: str, message: str) -> Invalid:
+        return cls([FieldError(field, message)])

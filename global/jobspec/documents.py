@@ -1,0 +1,105 @@
+"""Load a submitted YAML or JSON body safely: one document, bounded expansion and depth."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from volcano_global.errors import Invalid
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings refuse duplicate keys (YAML says keys are unique)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str | int | float | bool) and key is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, "mapping keys must be scalars", key_node.start_mark
+            )
+        if key in result:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+    return result
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int) -> dict[str, Any]:
+    """Parse one JSON or YAML document into a dict. YAML alias expansion ("billion laughs")
+    and nesting are bounded *before* the document is built."""
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise Invalid.one("", f"document nests deeper than {max_depth} levels") from None
+        except ValueError as exc:
+            raise Invalid.one("", f"invalid JSON: {exc}") from None
+        _check_depth(data, max_depth)
+    else:
+        data = _load_yaml(text, max_nodes=max_nodes, max_depth=max_depth)
+    if not isinstance(data, dict):
+        raise Invalid.one("", "the document must be a mapping (a Kubernetes object)")
+    return data
+
+
+def _load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
+    except yaml.YAMLError as exc:
+        raise Invalid.one("", f"invalid YAML: {exc}") from None
+    nodes = [n for n in nodes if n is not None]
+    if len(nodes) != 1:
+        raise Invalid.one("", f"expected exactly one YAML document, got {len(nodes)}")
+    _check_node_budget(nodes[0], max_nodes=max_nodes, max_depth=max_depth)
+    loader = _StrictLoader("")
+    try:
+        return loader.construct_document(nodes[0])
+    except yaml.YAMLError as exc:
+        raise Invalid.one("", f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _check_node_budget(root: yaml.Node, *, max_nodes: int, max_depth: int) -> None:
+    """Count nodes as if every alias were expanded; stop as soon as the budget is spent."""
+    budget = max_nodes
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise Invalid.one("", f"document expands to more than {max_nodes} nodes")
+        if depth > max_depth:
+            raise Invalid.one("", f"document nests deeper than {max_depth} levels")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+
+
+def _check_depth(data: Any, max_depth: int) -> None:
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > max_depth:
+            raise Invalid.one("", f"document nests deeper than {max_depth} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)

@@ -1,0 +1,184 @@
+"""The multi-cluster extension fields, carried as annotations so the document stays a valid
+Volcano object that `kubectl apply` accepts unchanged:
+
+    global.volcano.sh/split: "auto" | "never"
+    global.volcano.sh/max-clusters: "3"
+    global.volcano.sh/min-share-pods: "8"
+    global.volcano.sh/unit-pods: "4"
+    global.volcano.sh/gpu-model: "H100"
+    global.volcano.sh/communication: |      # the parallelism plan, YAML or JSON
+      {tensorParallel: 8, pipelineParallel: 4, modelParameters: 70e9}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.model import Communication
+
+PREFIX = "global.volcano.sh/"
+SPLIT = PREFIX + "split"
+MAX_CLUSTERS = PREFIX + "max-clusters"
+MIN_SHARE_PODS = PREFIX + "min-share-pods"
+UNIT_PODS = PREFIX + "unit-pods"
+GPU_MODEL = PREFIX + "gpu-model"
+COMMUNICATION = PREFIX + "communication"
+KNOWN = frozenset({SPLIT, MAX_CLUSTERS, MIN_SHARE_PODS, UNIT_PODS, GPU_MODEL, COMMUNICATION})
+
+ANNOTATIONS_PATH = "metadata.annotations"
+
+
+class _CommunicationInput(BaseModel):
+    """What a user may write in the communication annotation (all sizes optional but DP
+    can be derived from the world size)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int | None = None
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    gpus_per_pod: int | None = None
+    model_parameters: float | None = None
+    gradient_bytes_per_parameter: float = 2.0
+    optimizer_sharding: str = "none"
+    target_step_time_seconds: float | None = None
+    tolerated_communication_share: float = 0.1
+
+
+def read_annotations(metadata: dict[str, Any], check: Checker) -> dict[str, str]:
+    """The job's annotations; unknown `global.volcano.sh/` keys are refused (likely typos)."""
+    raw = check.mapping(metadata, "annotations", "metadata") or {}
+    result: dict[str, str] = {}
+    for key, value in raw.items():
+        path = child(ANNOTATIONS_PATH, str(key))
+        if not isinstance(value, str):
+            check.fail(path, "must be a string (annotation values are strings; quote numbers)")
+            continue
+        if str(key).startswith(PREFIX) and key not in KNOWN:
+            check.fail(path, f"unknown annotation; known: {', '.join(sorted(KNOWN))}")
+        result[str(key)] = value
+    return result
+
+
+def annotation_int(
+    annotations: dict[str, str], key: str, check: Checker, *, minimum: int
+) -> int | None:
+    value = annotations.get(key)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        check.fail(child(ANNOTATIONS_PATH, key), f"must be an integer, got {value!r}")
+        return None
+    if number < minimum:
+        check.fail(child(ANNOTATIONS_PATH, key), f"must be >= {minimum}")
+        return None
+    return number
+
+
+def read_communication(
+    annotations: dict[str, str],
+    check: Checker,
+    *,
+    world_size: int,
+    gpus_per_pod: int | None,
+) -> Communication | None:
+    """Parse and check the parallelism plan against the job's GPUs (sizes multiply to the
+    world size, TP fits in one pod, a DP replica is whole pods or a pod holds whole replicas)."""
+    text = annotations.get(COMMUNICATION)
+    if text is None:
+        return None
+    path = child(ANNOTATIONS_PATH, COMMUNICATION)
+    try:
+        raw = yaml.safe_load(text) if len(text) <= 16384 else None
+    except yaml.YAMLError as exc:
+        check.fail(path, f"invalid YAML/JSON: {exc}")
+        return None
+    if not isinstance(raw, dict):
+        check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")
+        return None
+    try:
+        plan = _CommunicationInput.model_validate(raw)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"])
+            check.fail(f"{path}.{where}", error["msg"])
+        return None
+
+    failed = len(check.errors)
+    for name in ("tensorParallel", "pipelineParallel", "contextParallel", "expertParallel"):
+        if getattr(plan, _snake(name)) < 1:
+            check.fail(f"{path}.{name}", "must be >= 1")
+    if plan.optimizer_sharding not in ("none", "zero1", "zero2", "zero3", "fsdp"):
+        check.fail(f"{path}.optimizerSharding", "must be one of none, zero1, zero2, zero3, fsdp")
+    for name in ("modelParameters", "targetStepTimeSeconds", "gradientBytesPerParameter"):
+        value = getattr(plan, _snake(name))
+        if value is not None and value <= 0:
+            check.fail(f"{path}.{name}", "must be > 0")
+    if not 0 < plan.tolerated_communication_share <= 1:
+        check.fail(f"{path}.toleratedCommunicationShare", "must be in (0, 1]")
+    per_pod = plan.gpus_per_pod or gpus_per_pod
+    if per_pod is None or per_pod < 1:
+        check.fail(f"{path}.gpusPerPod", "required: the job's GPU pods differ in GPUs per pod")
+        return None
+    if len(check.errors) > failed:
+        return None
+
+    model_parallel = plan.tensor_parallel * plan.pipeline_parallel * plan.context_parallel
+    data_parallel = plan.data_parallel
+    if data_parallel is None:
+        if world_size % model_parallel:
+            check.fail(
+                path,
+                f"TP x PP x CP = {model_parallel} does not divide the job's {world_size} GPUs",
+            )
+            return None
+        data_parallel = world_size // model_parallel
+    if model_parallel * data_parallel != world_size:
+        check.fail(
+            path,
+            f"TP x PP x CP x DP = {model_parallel * data_parallel} must equal the job's "
+            f"{world_size} GPUs",
+        )
+    if data_parallel < 1:
+        check.fail(f"{path}.dataParallel", "must be >= 1")
+    elif data_parallel % plan.expert_parallel:
+        check.fail(f"{path}.expertParallel", f"must divide dataParallel ({data_parallel})")
+    if plan.tensor_parallel > per_pod or per_pod % plan.tensor_parallel:
+        check.fail(
+            f"{path}.tensorParallel",
+            f"must divide the GPUs of one pod ({per_pod}): tensor parallelism stays in a node",
+        )
+    if model_parallel % per_pod and per_pod % model_parallel:
+        check.fail(
+            path,
+            f"a data-parallel replica ({model_parallel} GPUs) must be whole pods of {per_pod} "
+            "GPUs, or a pod must hold whole replicas",
+        )
+    if len(check.errors) > failed:
+        return None
+    return Communication(
+        tensor_parallel=plan.tensor_parallel,
+        pipeline_parallel=plan.pipeline_parallel,
+        data_parallel=data_parallel,
+        context_parallel=plan.context_parallel,
+        expert_parallel=plan.expert_parallel,
+        gpus_per_pod=per_pod,
+        model_parameters=plan.model_parameters,
+        gradient_bytes_per_parameter=plan.gradient_bytes_per_parameter,
+        optimizer_sharding=plan.optimizer_sharding,  # type: ignore[arg-type]
+        target_step_time_seconds=plan.target_step_time_seconds,
+        tolerated_communication_share=plan.tolerated_communication_share,
+    )
+
+
+def _snake(camel: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in camel)

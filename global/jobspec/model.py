@@ -1,0 +1,121 @@
+"""The normalized form of a submitted job: what the scheduler reads, whatever the input kind."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid"
+    )
+
+
+class PodResources(Frozen):
+    """Effective requests of one pod (init containers and sidecars folded in, as the
+    kube-scheduler computes them)."""
+
+    gpus: int = 0
+    gpu_resource: str | None = None
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+
+
+class TopologyRequirement(Frozen):
+    """Volcano `networkTopology`: pods must stay within one HyperNode of at most this tier."""
+
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+
+
+class Partition(Frozen):
+    """Volcano `partitionPolicy`: the task's pods come in groups that each stay in one domain."""
+
+    total_partitions: int
+    partition_size: int
+    min_partitions: int = 0
+    network_topology: TopologyRequirement | None = None
+
+
+class TaskGang(Frozen):
+    name: str
+    replicas: int
+    min_available: int
+    resources: PodResources
+    gpu_model: str | None = None
+    partition: Partition | None = None
+    sub_job: str | None = Field(None, description="HyperJob replicatedJob this task belongs to")
+
+
+class SubJob(Frozen):
+    """A HyperJob replicatedJob: `replicas` Volcano Jobs of `pods` pods each. Each child job
+    runs whole in one cluster."""
+
+    name: str
+    replicas: int
+    pods: int
+    gpus: int
+    min_available: int
+    cluster_names: list[str] = Field(default_factory=list)
+    network_topology: TopologyRequirement | None = None
+
+
+class Gang(Frozen):
+    tasks: list[TaskGang]
+    min_available: int
+    total_pods: int
+    total_gpus: int
+    gpu_model: str | None = None
+    network_topology: TopologyRequirement | None = None
+    sub_jobs: list[SubJob] = Field(default_factory=list)
+    min_sub_jobs: int | None = None
+
+
+class Communication(Frozen):
+    """The training framework's parallelism plan (the communication declaration)."""
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    gpus_per_pod: int
+    model_parameters: float | None = None
+    gradient_bytes_per_parameter: float = 2.0
+    optimizer_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
+    target_step_time_seconds: float | None = None
+    tolerated_communication_share: float = 0.1
+
+    @property
+    def unit_gpus(self) -> int:
+        """GPUs of one data-parallel replica: the part that must stay inside one cluster."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+
+class SplitPolicy(Frozen):
+    """Whether and how the job may be split across clusters. `unit_pods` pods always stay in
+    one cluster (for a HyperJob the unit is one child Volcano Job: `unit: subJob`)."""
+
+    mode: Literal["never", "auto"] = "never"
+    unit: Literal["pods", "subJob"] = "pods"
+    unit_pods: int
+    max_clusters: int = 1
+    min_share_pods: int = 0
+    source: Literal["default", "annotations", "communication", "hyperjob"] = "default"
+
+
+class NormalizedJob(Frozen):
+    api_version: str
+    kind: Literal["Job", "HyperJob"]
+    name: str
+    namespace: str
+    queue: str | None
+    priority_class_name: str | None
+    priority: int
+    gang: Gang
+    split_policy: SplitPolicy
+    communication: Communication | None = None

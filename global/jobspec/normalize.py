@@ -1,0 +1,290 @@
+"""Entry point of the parser: check a document's kind and metadata, read its spec, and derive
+the gang, the split policy and the communication declaration."""
+
+from __future__ import annotations
+
+import secrets
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+from volcano_global.jobspec import extensions as ext
+from volcano_global.jobspec.fields import Checker, child, is_dns_label
+from volcano_global.jobspec.model import (
+    Communication,
+    Gang,
+    NormalizedJob,
+    SplitPolicy,
+    SubJob,
+    TaskGang,
+)
+from volcano_global.jobspec.volcano_job import JobSpecSummary, read_job_spec
+
+VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+HYPERJOB = ("training.volcano.sh/v1alpha1", "HyperJob")
+HYPERJOB_FIELDS = frozenset({"minAvailable", "maxDomains", "replicatedJobs"})
+REPLICATED_JOB_FIELDS = frozenset({"name", "replicas", "clusterNames", "templateSpec"})
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    default_max_clusters: int = 4
+    max_total_pods: int = 100_000
+
+
+def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
+    """Validate a Volcano Job or HyperJob and normalize it. Raises `Invalid` listing every bad
+    field."""
+    check = Checker()
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if (api_version, kind) not in (VOLCANO_JOB, HYPERJOB):
+        if kind not in ("Job", "HyperJob"):
+            check.fail(
+                "kind",
+                f"unsupported kind {kind!r}: expected Job "
+                f"({VOLCANO_JOB[0]}) or HyperJob ({HYPERJOB[0]})",
+            )
+        else:
+            expected = VOLCANO_JOB[0] if kind == "Job" else HYPERJOB[0]
+            check.fail("apiVersion", f"must be {expected} for kind {kind}, got {api_version!r}")
+        check.raise_if_any()
+
+    metadata = check.mapping(doc, "metadata", "", required=True) or {}
+    name = _name(metadata, check)
+    namespace = check.dns_label(metadata, "namespace", "metadata") or "default"
+    labels = check.mapping(metadata, "labels", "metadata") or {}
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            check.fail(child("metadata.labels", str(key)), "must be a string")
+    annotations = ext.read_annotations(metadata, check)
+    gpu_model = annotations.get(ext.GPU_MODEL)
+    spec = check.mapping(doc, "spec", "", required=True)
+    check.raise_if_any()
+    assert spec is not None and name is not None
+
+    if kind == "Job":
+        summary = read_job_spec(
+            spec, "spec", check, default_gpu_model=gpu_model, max_total_pods=options.max_total_pods
+        )
+        gang = _job_gang(summary)
+        queue, priority_class = summary.queue, summary.priority_class_name
+        class_path = "spec.priorityClassName"
+    else:
+        gang, queue, priority_class, class_path = _hyperjob(spec, check, gpu_model, options)
+    check.raise_if_any()
+
+    communication = ext.read_communication(
+        annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
+    )
+    split = _split_policy(kind, gang, communication, annotations, check, options)
+    priority = 0
+    if priority_class is not None:
+        if priority_class not in options.priority_classes:
+            known = ", ".join(sorted(options.priority_classes)) or "none configured"
+            check.fail(class_path, f"unknown priority class {priority_class!r} (known: {known})")
+        else:
+            priority = options.priority_classes[priority_class]
+    check.raise_if_any()
+    return NormalizedJob(
+        api_version=str(api_version),
+        kind=kind,  # type: ignore[arg-type]
+        name=name,
+        namespace=namespace,
+        queue=queue,
+        priority_class_name=priority_class,
+        priority=priority,
+        gang=gang,
+        split_policy=split,
+        communication=communication,
+    )
+
+
+def _name(metadata: dict[str, Any], check: Checker) -> str | None:
+    name = check.string(metadata, "name", "metadata")
+    if name is None:
+        prefix = check.string(metadata, "generateName", "metadata")
+        if prefix is None:
+            check.fail("metadata.name", "required (or metadata.generateName)")
+            return None
+        suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+        name = prefix[:58] + suffix
+        field_name = "metadata.generateName"
+    else:
+        field_name = "metadata.name"
+    if not is_dns_label(name):
+        check.fail(
+            field_name,
+            f"{name!r} is not a valid name: at most 63 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit",
+        )
+        return None
+    return name
+
+
+def _job_gang(summary: JobSpecSummary) -> Gang:
+    return Gang(
+        tasks=summary.tasks,
+        min_available=summary.min_available,
+        total_pods=summary.total_pods,
+        total_gpus=sum(t.replicas * t.resources.gpus for t in summary.tasks),
+        gpu_model=_common_gpu_model(summary.tasks),
+        network_topology=summary.network_topology,
+    )
+
+
+def _hyperjob(
+    spec: dict[str, Any], check: Checker, gpu_model: str | None, options: ParseOptions
+) -> tuple[Gang, str | None, str | None, str]:
+    check.unknown_fields(spec, HYPERJOB_FIELDS, "spec")
+    entries = check.sequence(spec, "replicatedJobs", "spec", required=True) or []
+    sub_jobs: list[SubJob] = []
+    tasks: list[TaskGang] = []
+    queues: dict[str, str] = {}
+    classes: dict[str, str] = {}
+    names: set[str] = set()
+    pods_left = options.max_total_pods
+    for index, entry in enumerate(entries):
+        path = child("spec.replicatedJobs", index)
+        if not isinstance(entry, dict):
+            check.fail(path, "must be a mapping")
+            continue
+        check.unknown_fields(entry, REPLICATED_JOB_FIELDS, path)
+        name = check.dns_label(entry, "name", path, required=True)
+        if name in names:
+            check.fail(child(path, "name"), f"duplicate replicated job name {name!r}")
+        replicas = check.integer(entry, "replicas", path, minimum=1)
+        replicas = 1 if replicas is None else replicas
+        clusters = check.sequence(entry, "clusterNames", path) or []
+        for ci, cluster in enumerate(clusters):
+            if not isinstance(cluster, str) or not cluster:
+                check.fail(child(child(path, "clusterNames"), ci), "must be a cluster name")
+        template = check.mapping(entry, "templateSpec", path, required=True)
+        if template is None or name is None:
+            continue
+        names.add(name)
+        tpath = child(path, "templateSpec")
+        summary = read_job_spec(
+            template,
+            tpath,
+            check,
+            sub_job=name,
+            default_gpu_model=gpu_model,
+            max_total_pods=max(pods_left // replicas, 0),
+        )
+        pods_left -= summary.total_pods * replicas
+        if summary.queue:
+            queues[f"{tpath}.queue"] = summary.queue
+        if summary.priority_class_name:
+            classes[f"{tpath}.priorityClassName"] = summary.priority_class_name
+        tasks.extend(summary.tasks)
+        sub_jobs.append(
+            SubJob(
+                name=name,
+                replicas=replicas,
+                pods=summary.total_pods,
+                gpus=sum(t.replicas * t.resources.gpus for t in summary.tasks),
+                min_available=summary.min_available,
+                cluster_names=[str(c) for c in clusters],
+                network_topology=summary.network_topology,
+            )
+        )
+    total_children = sum(s.replicas for s in sub_jobs)
+    min_sub_jobs = check.integer(spec, "minAvailable", "spec", minimum=1)
+    if min_sub_jobs is not None and sub_jobs and min_sub_jobs > total_children:
+        check.fail("spec.minAvailable", f"must be <= the number of child jobs ({total_children})")
+    check.integer(spec, "maxDomains", "spec", minimum=1)
+    queue = _one_value(queues, check, "queue")
+    priority_class = _one_value(classes, check, "priorityClassName")
+    class_path = next(iter(classes), "spec.replicatedJobs[0].templateSpec.priorityClassName")
+    gang = Gang(
+        tasks=tasks,
+        min_available=sum(s.min_available * s.replicas for s in sub_jobs),
+        total_pods=sum(s.pods * s.replicas for s in sub_jobs),
+        total_gpus=sum(s.gpus * s.replicas for s in sub_jobs),
+        gpu_model=_common_gpu_model(tasks),
+        sub_jobs=sub_jobs,
+        min_sub_jobs=total_children if min_sub_jobs is None else min_sub_jobs,
+    )
+    return gang, queue, priority_class, class_path
+
+
+def _one_value(values: dict[str, str], check: Checker, what: str) -> str | None:
+    distinct = set(values.values())
+    if len(distinct) > 1:
+        for path in values:
+            check.fail(
+                path, f"all replicated jobs must use the same {what}, got {sorted(distinct)}"
+            )
+    return next(iter(distinct), None)
+
+
+def _split_policy(
+    kind: str,
+    gang: Gang,
+    communication: Communication | None,
+    annotations: dict[str, str],
+    check: Checker,
+    options: ParseOptions,
+) -> SplitPolicy:
+    mode = annotations.get(ext.SPLIT)
+    if mode not in (None, "auto", "never"):
+        check.fail(child(ext.ANNOTATIONS_PATH, ext.SPLIT), "must be auto or never")
+        mode = None
+    max_clusters = ext.annotation_int(annotations, ext.MAX_CLUSTERS, check, minimum=1)
+    min_share = ext.annotation_int(annotations, ext.MIN_SHARE_PODS, check, minimum=0)
+    unit_pods = ext.annotation_int(annotations, ext.UNIT_PODS, check, minimum=1)
+
+    if kind == "HyperJob":
+        children = sum(s.replicas for s in gang.sub_jobs)
+        never = mode == "never"
+        return SplitPolicy(
+            mode="never" if never else "auto",
+            unit="subJob",
+            unit_pods=max((s.pods for s in gang.sub_jobs), default=1),
+            max_clusters=1 if never else (max_clusters or children),
+            min_share_pods=min_share or 0,
+            source="annotations" if mode else "hyperjob",
+        )
+
+    source = "annotations" if mode or unit_pods or max_clusters else "default"
+    if mode is None:
+        mode = "auto" if communication is not None else "never"
+        source = "communication" if communication is not None else source
+    if mode == "never":
+        return SplitPolicy(mode="never", unit_pods=gang.total_pods, source=source)  # type: ignore[arg-type]
+
+    if unit_pods is None and communication is not None:
+        unit_pods = max(communication.unit_gpus // communication.gpus_per_pod, 1)
+    if unit_pods is None:
+        partitions = {t.partition.partition_size for t in gang.tasks if t.partition}
+        unit_pods = partitions.pop() if len(partitions) == 1 else 1
+    path = child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS)
+    if gang.total_pods % unit_pods:
+        check.fail(
+            path, f"a split unit of {unit_pods} pods must divide the job's {gang.total_pods} pods"
+        )
+    for task in gang.tasks:
+        if task.partition and unit_pods % task.partition.partition_size:
+            check.fail(
+                path,
+                f"a split unit of {unit_pods} pods would cut task {task.name!r}'s partitions "
+                f"of {task.partition.partition_size} pods",
+            )
+    return SplitPolicy(
+        mode="auto",
+        unit_pods=unit_pods,
+        max_clusters=max_clusters or options.default_max_clusters,
+        min_share_pods=min_share if min_share is not None else unit_pods,
+        source=source,  # type: ignore[arg-type]
+    )
+
+
+def _common_gpu_model(tasks: list[TaskGang]) -> str | None:
+    models = {t.gpu_model for t in tasks if t.resources.gpus}
+    return models.pop() if len(models) == 1 else None
+
+
+def _gpus_per_pod(tasks: list[TaskGang]) -> int | None:
+    sizes = {t.resources.gpus for t in tasks if t.resources.gpus}
+    return sizes.pop() if len(sizes) == 1 else None

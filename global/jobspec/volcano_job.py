@@ -1,0 +1,199 @@
+"""A Volcano `JobSpec` (batch.volcano.sh/v1alpha1) read into tasks with per-pod resources.
+
+Every JobSpec and TaskSpec field Volcano defines is accepted (and kept in the stored
+document); a field Volcano does not define is refused, as the API server's strict field
+validation does, so that a typo such as `minAvaliable` is not silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
+from volcano_global.jobspec.pods import gpu_model_from_template, pod_resources
+
+JOB_SPEC_FIELDS = frozenset(
+    {
+        "schedulerName",
+        "minAvailable",
+        "volumes",
+        "tasks",
+        "policies",
+        "plugins",
+        "runningEstimate",
+        "queue",
+        "maxRetry",
+        "ttlSecondsAfterFinished",
+        "priorityClassName",
+        "minSuccess",
+        "networkTopology",
+    }
+)
+TASK_FIELDS = frozenset(
+    {
+        "name",
+        "replicas",
+        "minAvailable",
+        "template",
+        "policies",
+        "topologyPolicy",
+        "maxRetry",
+        "dependsOn",
+        "partitionPolicy",
+    }
+)
+NETWORK_TOPOLOGY_FIELDS = frozenset({"mode", "highestTierAllowed", "highestTierName"})
+PARTITION_FIELDS = frozenset(
+    {"totalPartitions", "partitionSize", "networkTopology", "minPartitions"}
+)
+
+
+@dataclass(frozen=True)
+class JobSpecSummary:
+    tasks: list[TaskGang]
+    min_available: int
+    total_pods: int
+    queue: str | None
+    priority_class_name: str | None
+    network_topology: TopologyRequirement | None
+
+
+def read_job_spec(
+    spec: dict[str, Any],
+    path: str,
+    check: Checker,
+    *,
+    sub_job: str | None = None,
+    default_gpu_model: str | None = None,
+    max_total_pods: int,
+) -> JobSpecSummary:
+    check.unknown_fields(spec, JOB_SPEC_FIELDS, path)
+    tasks_raw = check.sequence(spec, "tasks", path, required=True) or []
+    tasks: list[TaskGang] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(tasks_raw):
+        tpath = child(child(path, "tasks"), index)
+        if not isinstance(raw, dict):
+            check.fail(tpath, "must be a mapping")
+            continue
+        task = _read_task(raw, tpath, check, index, sub_job, default_gpu_model)
+        if task is None:
+            continue
+        if task.name in seen:
+            check.fail(child(tpath, "name"), f"duplicate task name {task.name!r}")
+        seen.add(task.name)
+        tasks.append(task)
+
+    total_pods = sum(t.replicas for t in tasks)
+    if total_pods > max_total_pods:
+        check.fail(child(path, "tasks"), f"asks for {total_pods} pods; at most {max_total_pods}")
+    min_available = check.integer(spec, "minAvailable", path, minimum=0)
+    if min_available is None:
+        min_available = total_pods
+    elif tasks and len(tasks) == len(tasks_raw) and min_available > total_pods:
+        check.fail(
+            child(path, "minAvailable"),
+            f"must be <= the total replicas of all tasks ({total_pods})",
+        )
+    check.integer(spec, "maxRetry", path, minimum=0)
+    check.integer(spec, "minSuccess", path, minimum=1)
+    check.integer(spec, "ttlSecondsAfterFinished", path, minimum=0)
+    check.string(spec, "schedulerName", path)
+    return JobSpecSummary(
+        tasks=tasks,
+        min_available=min_available,
+        total_pods=total_pods,
+        queue=check.string(spec, "queue", path),
+        priority_class_name=check.string(spec, "priorityClassName", path),
+        network_topology=read_network_topology(spec, "networkTopology", path, check),
+    )
+
+
+def _read_task(
+    raw: dict[str, Any],
+    path: str,
+    check: Checker,
+    index: int,
+    sub_job: str | None,
+    default_gpu_model: str | None,
+) -> TaskGang | None:
+    check.unknown_fields(raw, TASK_FIELDS, path)
+    name = check.dns_label(raw, "name", path) or f"default{index}"
+    replicas = check.integer(raw, "replicas", path, required=True, minimum=1)
+    min_available = check.integer(raw, "minAvailable", path, minimum=0)
+    if replicas is not None and min_available is not None and min_available > replicas:
+        check.fail(child(path, "minAvailable"), f"must be <= replicas ({replicas})")
+    check.integer(raw, "maxRetry", path, minimum=0)
+    topology_policy = raw.get("topologyPolicy")
+    if topology_policy not in (None, "none", "best-effort", "restricted", "single-numa-node"):
+        check.fail(
+            child(path, "topologyPolicy"),
+            "must be one of none, best-effort, restricted, single-numa-node",
+        )
+    template = check.mapping(raw, "template", path, required=True)
+    resources = pod_resources(template, child(path, "template"), check) if template else None
+    partition = _read_partition(raw, path, check, replicas)
+    if replicas is None or resources is None:
+        return None
+    return TaskGang(
+        name=name,
+        replicas=replicas,
+        min_available=replicas if min_available is None else min_available,
+        resources=resources,
+        gpu_model=(gpu_model_from_template(template) if template else None) or default_gpu_model,
+        partition=partition,
+        sub_job=sub_job,
+    )
+
+
+def _read_partition(
+    task: dict[str, Any], path: str, check: Checker, replicas: int | None
+) -> Partition | None:
+    raw = check.mapping(task, "partitionPolicy", path)
+    if raw is None:
+        return None
+    ppath = child(path, "partitionPolicy")
+    check.unknown_fields(raw, PARTITION_FIELDS, ppath)
+    total = check.integer(raw, "totalPartitions", ppath, required=True, minimum=1)
+    size = check.integer(raw, "partitionSize", ppath, required=True, minimum=1)
+    minimum = check.integer(raw, "minPartitions", ppath, minimum=0) or 0
+    topology = read_network_topology(raw, "networkTopology", ppath, check)
+    if total is None or size is None:
+        return None
+    if replicas is not None and total * size != replicas:
+        check.fail(
+            ppath,
+            f"totalPartitions x partitionSize ({total} x {size} = {total * size}) "
+            f"must equal replicas ({replicas})",
+        )
+    if minimum > total:
+        check.fail(child(ppath, "minPartitions"), f"must be <= totalPartitions ({total})")
+    return Partition(
+        total_partitions=total,
+        partition_size=size,
+        min_partitions=minimum,
+        network_topology=topology,
+    )
+
+
+def read_network_topology(
+    obj: dict[str, Any], key: str, path: str, check: Checker
+) -> TopologyRequirement | None:
+    raw = check.mapping(obj, key, path)
+    if raw is None:
+        return None
+    npath = child(path, key)
+    check.unknown_fields(raw, NETWORK_TOPOLOGY_FIELDS, npath)
+    mode = raw.get("mode", "hard")
+    if mode not in ("hard", "soft"):
+        check.fail(child(npath, "mode"), "must be hard or soft")
+        mode = "hard"
+    tier = check.integer(raw, "highestTierAllowed", npath, minimum=1)
+    tier_name = check.string(raw, "highestTierName", npath)
+    if tier is not None and tier_name is not None:
+        check.fail(npath, "highestTierAllowed and highestTierName cannot both be set")
+    if mode == "hard" and tier is None and tier_name is None:
+        tier = 1  # Volcano's default for hard mode
+    return TopologyRequirement(mode=mode, highest_tier_allowed=tier, highest_tier_name=tier_name)

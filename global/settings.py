@@ -1,0 +1,77 @@
+"""Typed settings for the Global server, read from the environment (prefix `VGLOBAL_`).
+
+Nested groups use a double underscore: `VGLOBAL_LIMITS__MAX_JOB_BYTES=2097152`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path("vglobal-data")
+
+
+class LimitSettings(BaseModel):
+    """Sizes beyond which input is refused before it is parsed."""
+
+    max_job_bytes: int = Field(1 << 20, description="Largest job document accepted (413 above).")
+    max_inventory_bytes: int = Field(
+        64 << 20, description="Largest inventory snapshot accepted over REST (413 above)."
+    )
+    max_document_nodes: int = Field(
+        200_000, description="Most YAML/JSON nodes a job document may expand to (aliases count)."
+    )
+    max_document_depth: int = Field(64, description="Deepest nesting a job document may have.")
+    max_total_pods: int = Field(100_000, description="Most pods one job may ask for.")
+    max_page_size: int = Field(500, description="Largest page a list endpoint returns.")
+
+
+class SchedulingDefaults(BaseModel):
+    """Defaults applied to a job's split policy when the job does not say."""
+
+    max_clusters: int = Field(4, ge=1, description="Most clusters a split job may span.")
+    priority_classes: dict[str, int] = Field(
+        default_factory=lambda: {
+            "system-critical": 100_000,
+            "high-priority": 1_000,
+            "medium-priority": 500,
+            "low-priority": 100,
+        },
+        description="priorityClassName -> priority value (as Kubernetes PriorityClass objects).",
+    )
+    default_queue: str = Field("default", description="Queue of a job that names none.")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="VGLOBAL_", env_nested_delimiter="__", env_file=None, extra="ignore"
+    )
+
+    database_url: str = Field(
+        f"sqlite+aiosqlite:///{DEFAULT_DATA_DIR}/vglobal.db",
+        description="SQLAlchemy async URL: sqlite+aiosqlite:///path or postgresql+asyncpg://...",
+    )
+    admin_token: SecretStr | None = Field(
+        None,
+        description="Admin bearer token. Unset: one is generated on first start, stored hashed "
+        "and printed once.",
+    )
+    host: str = Field("127.0.0.1", description="REST listen address.")
+    port: int = Field(8080, description="REST listen port.")
+    log_level: str = Field("info", description="Python log level of the server.")
+    migrate_on_start: bool = Field(True, description="Run alembic upgrade head on start.")
+    db_pool_size: int = Field(10, description="Connection pool size (Postgres).")
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

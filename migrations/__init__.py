@@ -1,0 +1,1 @@
+"""The alembic migration chain (installed as `volcano_global.migrations`)."""
