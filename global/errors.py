@@ -47,6 +47,10 @@ class Busy(DomainError):
     code = "ServiceUnavailable"
 
 
+class UnsupportedMediaType(DomainError):
+    code = "UnsupportedMediaType"
+
+
 class TooLarge(DomainError):
     code = "RequestEntityTooLarge"
 

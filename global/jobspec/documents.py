@@ -40,7 +40,12 @@ _StrictLoader.add_constructor(
 def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int) -> dict[str, Any]:
     """Parse one JSON or YAML document into a dict. YAML alias expansion ("billion laughs")
     and nesting are bounded *before* the document is built."""
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+    except UnicodeDecodeError as exc:
+        raise Invalid.one(
+            "", f"the document is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     if fmt == "json":
         try:
             data = json.loads(text)

@@ -1,0 +1,166 @@
+"""/api/v1/clusters: registration, inventory, topology, agent tokens, events."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from volcano_global.api.deps import Admin, Caller, Session
+from volcano_global.db.models import Cluster
+from volcano_global.schemas.clusters import (
+    ClusterCreate,
+    ClusterList,
+    ClusterOut,
+    ClusterRegistered,
+    ClusterToken,
+    DomainOut,
+    InventoryAccepted,
+    InventorySnapshot,
+    NodeCounts,
+    Topology,
+)
+from volcano_global.schemas.common import GpuCapacity, error_responses
+from volcano_global.schemas.jobs import EventList, EventOut
+from volcano_global.services import clusters, events, inventory
+from volcano_global.services.clusters import NodeCounts as NodeCountsView
+
+router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    operation_id="registerCluster",
+    responses=error_responses(401, 403, 409, 422),
+)
+async def register_cluster(body: ClusterCreate, session: Session, _: Admin) -> ClusterRegistered:
+    """Register a member cluster. The response carries the agent token, shown only this once."""
+    cluster, token = await clusters.register_cluster(
+        session, name=body.name, description=body.description, labels=body.labels
+    )
+    (out,) = await present_clusters(session, [cluster])
+    return ClusterRegistered(**out.model_dump(), agent_token=token)
+
+
+@router.get("", operation_id="listClusters", responses=error_responses(401, 403))
+async def list_clusters(session: Session, _: Admin) -> ClusterList:
+    return ClusterList(items=await present_clusters(session, await clusters.list_clusters(session)))
+
+
+@router.get("/{name}", operation_id="getCluster", responses=error_responses(401, 403, 404))
+async def get_cluster(name: str, session: Session, caller: Caller) -> ClusterOut:
+    cluster = await clusters.get_cluster(session, name=name)
+    caller.require_cluster(cluster.id)
+    (out,) = await present_clusters(session, [cluster])
+    return out
+
+
+@router.delete(
+    "/{name}",
+    status_code=204,
+    operation_id="deleteCluster",
+    responses=error_responses(401, 403, 404, 409),
+)
+async def delete_cluster(name: str, session: Session, _: Admin) -> Response:
+    await clusters.delete_cluster(session, name=name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{name}/token", operation_id="rotateClusterToken", responses=error_responses(401, 403, 404)
+)
+async def rotate_token(name: str, session: Session, _: Admin) -> ClusterToken:
+    """Revoke the cluster's agent token and issue a new one (shown only this once)."""
+    token = await clusters.rotate_agent_token(session, name=name)
+    return ClusterToken(cluster=name, agent_token=token)
+
+
+@router.put(
+    "/{name}/inventory",
+    operation_id="replaceClusterInventory",
+    responses=error_responses(401, 403, 404, 413, 422),
+)
+async def replace_inventory(
+    name: str, body: InventorySnapshot, session: Session, caller: Caller
+) -> InventoryAccepted:
+    """Replace the cluster's whole inventory (nodes and HyperNode tree). Callable by the
+    cluster's own agent token or an admin."""
+    cluster = await clusters.get_cluster(session, name=name)
+    caller.require_cluster(cluster.id)
+    cluster = await inventory.replace_inventory(session, cluster=cluster, snapshot=body)
+    return InventoryAccepted(
+        cluster=cluster.name,
+        inventory_generation=cluster.inventory_generation,
+        nodes=len(body.nodes),
+        domains=len(body.domains),
+        capacity=_capacity(cluster),
+    )
+
+
+@router.get(
+    "/{name}/topology", operation_id="getClusterTopology", responses=error_responses(401, 403, 404)
+)
+async def get_topology(name: str, session: Session, caller: Caller) -> Topology:
+    cluster = await clusters.get_cluster(session, name=name)
+    caller.require_cluster(cluster.id)
+    domains = await inventory.topology(session, cluster=cluster)
+    return Topology(
+        cluster=cluster.name,
+        domains=[
+            DomainOut(
+                name=d.name,
+                tier=d.tier,
+                tier_name=d.tier_name,
+                parent=d.parent,
+                capacity=[
+                    GpuCapacity(gpu_model=m, total=t, free=f, used=t - f)
+                    for m, (t, f) in sorted(d.capacity.items())
+                ],
+                nodes=d.nodes,
+                nodes_not_ready=d.nodes_not_ready,
+            )
+            for d in domains
+        ],
+    )
+
+
+@router.get(
+    "/{name}/events", operation_id="listClusterEvents", responses=error_responses(401, 403, 404)
+)
+async def cluster_events(name: str, session: Session, _: Admin) -> EventList:
+    cluster = await clusters.get_cluster(session, name=name)
+    rows = await events.list_events(session, cluster_id=cluster.id)
+    return EventList(items=[EventOut.model_validate(e) for e in rows])
+
+
+async def present_clusters(session: Session, rows: list[Cluster]) -> list[ClusterOut]:
+    counts = await clusters.node_counts(session, cluster_ids=[c.id for c in rows])
+    result = []
+    for cluster in rows:
+        count = counts.get(cluster.id, NodeCountsView())
+        result.append(
+            ClusterOut(
+                name=cluster.name,
+                description=cluster.description,
+                labels=cluster.labels,
+                state=cluster.state.value,
+                last_heartbeat_at=cluster.last_heartbeat_at,
+                inventory_generation=cluster.inventory_generation,
+                inventory_updated_at=cluster.inventory_updated_at,
+                capacity=_capacity(cluster),
+                nodes=NodeCounts(total=count.total, ready=count.ready),
+                created_at=cluster.created_at,
+            )
+        )
+    return result
+
+
+def _capacity(cluster: Cluster) -> list[GpuCapacity]:
+    return [
+        GpuCapacity(
+            gpu_model=c.gpu_model,
+            total=c.total_gpus,
+            free=c.free_gpus,
+            used=c.total_gpus - c.free_gpus,
+        )
+        for c in sorted(cluster.capacities, key=lambda c: c.gpu_model)
+    ]

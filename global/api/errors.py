@@ -1,0 +1,130 @@
+"""The one place where domain and database errors become HTTP statuses."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from volcano_global.errors import (
+    Busy,
+    Conflict,
+    DomainError,
+    FieldError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from volcano_global.schemas.common import Status, StatusCause, StatusDetails
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: dict[type[DomainError], int] = {
+    Invalid: 422,
+    NotFound: 404,
+    Conflict: 409,
+    Unauthorized: 401,
+    Forbidden: 403,
+    TooLarge: 413,
+    Busy: 503,
+    UnsupportedMediaType: 415,
+}
+_REASONS = {
+    400: "BadRequest",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    415: "UnsupportedMediaType",
+}
+_PATH_MESSAGE = re.compile(r"^([A-Za-z_][\w]*(?:\[\d+\]|\.[A-Za-z_]\w*)*): (.+)$", re.S)
+
+
+def status_response(
+    code: int, reason: str, message: str, causes: list[FieldError] | None = None, **headers: str
+) -> JSONResponse:
+    body = Status(
+        reason=reason,
+        message=message,
+        code=code,
+        details=StatusDetails(
+            causes=[StatusCause(field=c.field, message=c.message) for c in causes]
+        )
+        if causes
+        else None,
+    )
+    return JSONResponse(
+        body.model_dump(mode="json", by_alias=True, exclude_none=True),
+        status_code=code,
+        headers=headers or None,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        code = STATUS_BY_ERROR.get(type(exc), 500)
+        causes = exc.errors if isinstance(exc, Invalid) else None
+        headers = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
+        return status_response(code, exc.code, exc.message, causes, **headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        causes = [_cause(error) for error in exc.errors()]
+        message = "; ".join(str(c) for c in causes)
+        return status_response(422, "Invalid", message, causes)
+
+    @app.exception_handler(IntegrityError)
+    async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
+        log.info("integrity error mapped to 409: %s", exc.orig)
+        return status_response(409, "Conflict", "the change conflicts with existing data")
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def unavailable(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", exc)
+        return status_response(503, "ServiceUnavailable", "database busy or unreachable; retry")
+
+    @app.exception_handler(DBAPIError)
+    async def dbapi(_: Request, exc: DBAPIError) -> JSONResponse:
+        if exc.connection_invalidated:
+            return status_response(503, "ServiceUnavailable", "database connection lost; retry")
+        log.exception("database error")
+        return status_response(500, "InternalError", "internal database error")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return status_response(
+            exc.status_code, _REASONS.get(exc.status_code, "Error"), str(exc.detail)
+        )
+
+
+def _cause(error: dict[str, Any]) -> FieldError:
+    loc = list(error.get("loc", ()))
+    where = loc[0] if loc else ""
+    parts = loc[1:] if where in ("body", "query", "path", "header") else loc
+    path = ""
+    for part in parts:
+        path = (
+            f"{path}[{part}]"
+            if isinstance(part, int)
+            else (f"{path}.{part}" if path else str(part))
+        )
+    message = str(error.get("msg", "invalid"))
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+        match = _PATH_MESSAGE.match(message)
+        if match:
+            inner, message = match.groups()
+            path = f"{path}.{inner}" if path else inner
+    if where == "query" and path:
+        path = f"{path} (query)"
+    return FieldError(path, message)

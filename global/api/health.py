@@ -1,0 +1,50 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from volcano_global.api.deps import Admin, Session
+from volcano_global.api.errors import status_response
+from volcano_global.metrics import refresh_inventory_gauges
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", operation_id="healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up (no dependency is checked)."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz", operation_id="readyz", responses={503: {"description": "database unreachable"}}
+)
+async def readyz(request: Request) -> Response:
+    """Ready to serve: the database answers within 2 seconds."""
+    try:
+        async with asyncio.timeout(2):
+            async with request.app.state.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+    except Exception as exc:  # any failure to reach the database means not ready
+        return status_response(
+            503, "ServiceUnavailable", f"database unreachable: {type(exc).__name__}"
+        )
+    return Response('{"status":"ready"}', media_type="application/json")
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+)
+async def metrics(request: Request, session: Session, _: Admin) -> Response:
+    """Prometheus text format: HTTP traffic plus jobs, clusters and GPUs from the database."""
+    registry = request.app.state.metrics.registry
+    await refresh_inventory_gauges(session, request.app.state.metrics)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

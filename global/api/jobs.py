@@ -1,0 +1,204 @@
+"""/api/v1/jobs: the unified job API (Volcano Job or HyperJob, YAML or JSON, unchanged)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from volcano_global.api.deps import Admin, AppSettings, Session
+from volcano_global.db.models import Job, JobState, Placement
+from volcano_global.errors import UnsupportedMediaType
+from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
+from volcano_global.schemas.common import ListMeta, error_responses
+from volcano_global.schemas.jobs import (
+    EventList,
+    EventOut,
+    JobDetail,
+    JobList,
+    JobSummary,
+    JobTimestamps,
+    LinkReservationOut,
+    PlacementOut,
+    ShareOut,
+)
+from volcano_global.services import events, jobs
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
+_DOCUMENT_SCHEMA = {
+    "type": "object",
+    "description": "A Volcano Job (batch.volcano.sh/v1alpha1) or HyperJob "
+    "(training.volcano.sh/v1alpha1), unchanged.",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string", "enum": ["Job", "HyperJob"]},
+        "metadata": {"type": "object"},
+        "spec": {"type": "object"},
+    },
+}
+
+
+@router.post(
+    "",
+    status_code=201,
+    operation_id="submitJob",
+    responses=error_responses(401, 403, 409, 413, 415, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/yaml": {"schema": _DOCUMENT_SCHEMA},
+                "application/json": {"schema": _DOCUMENT_SCHEMA},
+            },
+        }
+    },
+)
+async def submit_job(
+    request: Request, session: Session, settings: AppSettings, caller: Admin
+) -> JobDetail:
+    """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media in YAML_TYPES:
+        fmt = "yaml"
+    elif media in ("application/json", "") or media.endswith("+json"):
+        fmt = "json"
+    else:
+        raise UnsupportedMediaType(
+            f"Content-Type {media!r}: send application/yaml or application/json"
+        )
+    job = await jobs.submit_job(
+        session,
+        body=await request.body(),
+        fmt=fmt,
+        options=ParseOptions(
+            priority_classes=settings.scheduling.priority_classes,
+            default_max_clusters=settings.scheduling.max_clusters,
+            max_total_pods=settings.limits.max_total_pods,
+        ),
+        limits=jobs.SubmitLimits(
+            max_nodes=settings.limits.max_document_nodes,
+            max_depth=settings.limits.max_document_depth,
+        ),
+        default_queue=settings.scheduling.default_queue,
+        submitted_by=caller.name,
+    )
+    return present_job(job, None)
+
+
+@router.get("", operation_id="listJobs", responses=error_responses(401, 403, 422))
+async def list_jobs(
+    session: Session,
+    settings: AppSettings,
+    _: Admin,
+    queue: str | None = None,
+    state: JobState | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
+    continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
+) -> JobList:
+    """Jobs, newest first, one page at a time; pass `metadata.continue` back for the next."""
+    rows, token = await jobs.list_jobs(
+        session,
+        filters=jobs.JobFilter(queue=queue, state=state, cluster=cluster, namespace=namespace),
+        limit=min(limit, settings.limits.max_page_size),
+        continue_token=continue_,
+    )
+    placements = await jobs.active_placements(session, job_ids=[j.id for j in rows])
+    return JobList(
+        items=[_summary(j, placements.get(j.id)) for j in rows],
+        metadata=ListMeta(continue_=token),
+    )
+
+
+@router.get("/{uid}", operation_id="getJob", responses=error_responses(401, 403, 404, 422))
+async def get_job(uid: uuid.UUID, session: Session, _: Admin) -> JobDetail:
+    job = await jobs.get_job(session, uid=uid)
+    placements = await jobs.active_placements(session, job_ids=[job.id])
+    return present_job(job, placements.get(job.id))
+
+
+@router.post(
+    "/{uid}/cancel", operation_id="cancelJob", responses=error_responses(401, 403, 404, 409, 422)
+)
+async def cancel_job(uid: uuid.UUID, session: Session, caller: Admin) -> JobDetail:
+    """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
+    job = await jobs.cancel_job(session, uid=uid, by=caller.name)
+    return present_job(job, None)
+
+
+@router.get(
+    "/{uid}/events", operation_id="listJobEvents", responses=error_responses(401, 403, 404, 422)
+)
+async def job_events(uid: uuid.UUID, session: Session, _: Admin) -> EventList:
+    job = await jobs.get_job(session, uid=uid)
+    rows = await events.list_events(session, job_id=job.id)
+    return EventList(items=[EventOut.model_validate(e) for e in rows])
+
+
+def _summary(job: Job, placement: Placement | None) -> JobSummary:
+    return JobSummary(
+        uid=job.id,
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        queue=job.queue.name,
+        priority=job.priority,
+        priority_class_name=job.priority_class_name,
+        state=job.state.value,
+        state_message=job.state_message,
+        pending_reason=job.pending_reason if job.state is JobState.PENDING else None,
+        total_pods=job.total_pods,
+        total_gpus=job.total_gpus,
+        gpu_model=job.gpu_model,
+        clusters=[s.cluster.name for s in placement.shares] if placement else [],
+        timestamps=JobTimestamps(
+            submitted_at=job.submitted_at,
+            placed_at=job.placed_at,
+            dispatched_at=job.dispatched_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        ),
+    )
+
+
+def present_job(job: Job, placement: Placement | None) -> JobDetail:
+    return JobDetail(
+        **_summary(job, placement).model_dump(),
+        gang=Gang.model_validate(job.gang),
+        split_policy=SplitPolicy.model_validate(job.split_policy),
+        communication=Communication.model_validate(job.communication)
+        if job.communication
+        else None,
+        placement=_placement(placement) if placement else None,
+        manifest=job.manifest,
+    )
+
+
+def _placement(placement: Placement) -> PlacementOut:
+    return PlacementOut(
+        generation=placement.generation,
+        state=placement.state.value,
+        created_at=placement.created_at,
+        shares=[
+            ShareOut(
+                cluster=s.cluster.name,
+                pods=s.pods,
+                gpus=s.gpus,
+                units=s.units,
+                rank_offset=s.rank_offset,
+                domains=s.domains,
+            )
+            for s in placement.shares
+        ],
+        link_reservations=[
+            LinkReservationOut(
+                cluster_a=r.link.cluster_a.name, cluster_b=r.link.cluster_b.name, gbps=r.gbps
+            )
+            for r in placement.link_reservations
+        ],
+    )

@@ -1,0 +1,72 @@
+"""The Global server application: migrations and bootstrap on start, then the REST API."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from volcano_global import __version__
+from volcano_global.api import clusters, health, jobs, links, queues
+from volcano_global.api.errors import install_error_handlers
+from volcano_global.api.limits import BodyLimitMiddleware
+from volcano_global.db import migrate
+from volcano_global.db.engine import create_engine, create_session_factory, transaction
+from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
+from volcano_global.metrics import Metrics, MetricsMiddleware
+from volcano_global.services.queues import ensure_queue
+from volcano_global.services.tokens import ensure_admin_token
+from volcano_global.settings import Settings, get_settings
+
+log = logging.getLogger("volcano_global")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        try:
+            if settings.migrate_on_start:
+                await migrate.upgrade(engine)
+            sessions = create_session_factory(engine)
+            async with transaction(sessions) as session:
+                await advisory_xact_lock(session, BOOTSTRAP_LOCK_KEY)
+                await ensure_queue(session, name=settings.scheduling.default_queue)
+                generated = None if settings.admin_token else await ensure_admin_token(session)
+            if generated:
+                announce_admin_token(generated)
+            app.state.engine = engine
+            app.state.sessions = sessions
+            yield
+        finally:
+            await engine.dispose()
+
+    app = FastAPI(
+        title="Volcano Global",
+        version=__version__,
+        description="Federated multi-cluster control plane for large-scale LLM training.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    install_error_handlers(app)
+    for module in (health, clusters, links, queues, jobs):
+        app.include_router(module.router)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        default_limit=settings.limits.max_job_bytes,
+        inventory_limit=settings.limits.max_inventory_bytes,
+    )
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app
+
+
+def announce_admin_token(token: str) -> None:
+    """Print a generated admin token once; only its hash is stored."""
+    log.warning("generated the admin token (shown once, stored hashed)")
+    print(f"\n  Admin token (save it now, it is not shown again):\n    {token}\n", file=sys.stderr)

@@ -1,0 +1,99 @@
+"""Prometheus metrics of one server: HTTP traffic (middleware) and gauges read from the
+database at scrape time, so every replica reports the same truth."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, ClusterState, Job, JobState
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.requests = Counter(
+            "vglobal_http_requests_total",
+            "HTTP requests",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "vglobal_http_request_duration_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        self.jobs = Gauge("vglobal_jobs", "Jobs by state", ["state"], registry=r)
+        self.clusters = Gauge("vglobal_clusters", "Member clusters by state", ["state"], registry=r)
+        self.gpus = Gauge(
+            "vglobal_cluster_gpus",
+            "GPUs by cluster, model and kind (total|free)",
+            ["cluster", "gpu_model", "kind"],
+            registry=r,
+        )
+
+
+async def refresh_inventory_gauges(session: AsyncSession, metrics: Metrics) -> None:
+    counts = dict(
+        (await session.execute(select(Job.state, func.count()).group_by(Job.state))).all()
+    )
+    for state in JobState:
+        metrics.jobs.labels(state.value).set(counts.get(state, 0))
+    states = dict(
+        (await session.execute(select(Cluster.state, func.count()).group_by(Cluster.state))).all()
+    )
+    for cstate in ClusterState:
+        metrics.clusters.labels(cstate.value).set(states.get(cstate, 0))
+    metrics.gpus.clear()
+    rows = await session.execute(
+        select(
+            Cluster.name,
+            ClusterGpuCapacity.gpu_model,
+            ClusterGpuCapacity.total_gpus,
+            ClusterGpuCapacity.free_gpus,
+        ).join(ClusterGpuCapacity, ClusterGpuCapacity.cluster_id == Cluster.id)
+    )
+    for name, model, total, free in rows:
+        metrics.gpus.labels(name, model, "total").set(total)
+        metrics.gpus.labels(name, model, "free").set(free)
+
+
+class MetricsMiddleware:
+    """Counts requests and their latency by route template (bounded label cardinality)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], template, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], template).observe(
+                time.perf_counter() - start
+            )

@@ -1,0 +1,147 @@
+"""Clusters, their inventory snapshots and topology."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity
+
+LabelValue = Annotated[str, Field(max_length=63)]
+
+
+class ClusterCreate(ApiModel):
+    name: DNSLabel
+    description: str = Field("", max_length=512)
+    labels: dict[Annotated[str, Field(max_length=253)], LabelValue] = Field(
+        default_factory=dict,
+        description="Placement labels, e.g. region, zone, site.",
+        max_length=64,
+    )
+
+
+class NodeCounts(ApiModel):
+    total: int
+    ready: int
+
+
+class ClusterOut(ApiModel):
+    name: str
+    description: str
+    labels: dict[str, str]
+    state: str
+    last_heartbeat_at: datetime | None
+    inventory_generation: int
+    inventory_updated_at: datetime | None
+    capacity: list[GpuCapacity]
+    nodes: NodeCounts
+    created_at: datetime
+
+
+class ClusterRegistered(ClusterOut):
+    agent_token: str = Field(description="Shown once: the agent's bearer token for this cluster.")
+
+
+class ClusterToken(ApiModel):
+    cluster: str
+    agent_token: str
+
+
+class ClusterList(ApiModel):
+    items: list[ClusterOut]
+
+
+class DomainIn(ApiModel):
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    tier: Annotated[int, Field(ge=1, le=16)]
+    tier_name: Annotated[str, Field(max_length=63)] | None = None
+    parent: str | None = None
+
+
+class Taint(ApiModel):
+    key: Annotated[str, Field(max_length=317)]
+    value: Annotated[str, Field(max_length=63)] | None = None
+    effect: str
+
+
+class NodeIn(ApiModel):
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    gpu_model: Annotated[str, Field(max_length=128)] | None = None
+    gpu_allocatable: Annotated[int, Field(ge=0, le=1024)] = 0
+    gpu_used: Annotated[int, Field(ge=0, le=1024)] = 0
+    cpu_allocatable_millis: Annotated[int, Field(ge=0)] = 0
+    cpu_used_millis: Annotated[int, Field(ge=0)] = 0
+    memory_allocatable_bytes: Annotated[int, Field(ge=0)] = 0
+    memory_used_bytes: Annotated[int, Field(ge=0)] = 0
+    ready: bool = True
+    schedulable: bool = True
+    domain: str | None = Field(None, description="Name of the tier-1 domain holding the node.")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _used_within_allocatable(self) -> NodeIn:
+        if self.gpu_used > self.gpu_allocatable:
+            raise ValueError(
+                f"gpuUsed ({self.gpu_used}) exceeds gpuAllocatable ({self.gpu_allocatable})"
+            )
+        return self
+
+
+class InventorySnapshot(ApiModel):
+    """A cluster's whole inventory; it replaces what the Global held for the cluster."""
+
+    domains: list[DomainIn] = Field(default_factory=list, max_length=100_000)
+    nodes: list[NodeIn] = Field(default_factory=list, max_length=20_000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InventorySnapshot:
+        tiers: dict[str, int] = {}
+        for i, domain in enumerate(self.domains):
+            if domain.name in tiers:
+                raise ValueError(f"domains[{i}].name: duplicate domain {domain.name!r}")
+            tiers[domain.name] = domain.tier
+        for i, domain in enumerate(self.domains):
+            if domain.parent is None:
+                continue
+            if domain.parent not in tiers:
+                raise ValueError(f"domains[{i}].parent: unknown domain {domain.parent!r}")
+            if tiers[domain.parent] <= domain.tier:
+                raise ValueError(
+                    f"domains[{i}].parent: a parent's tier must be above its child's "
+                    f"({domain.parent!r} is tier {tiers[domain.parent]}, {domain.name!r} is "
+                    f"tier {domain.tier})"
+                )
+        names: set[str] = set()
+        for i, node in enumerate(self.nodes):
+            if node.name in names:
+                raise ValueError(f"nodes[{i}].name: duplicate node {node.name!r}")
+            names.add(node.name)
+            if node.domain is not None and node.domain not in tiers:
+                raise ValueError(f"nodes[{i}].domain: unknown domain {node.domain!r}")
+        return self
+
+
+class InventoryAccepted(ApiModel):
+    cluster: str
+    inventory_generation: int
+    nodes: int
+    domains: int
+    capacity: list[GpuCapacity]
+
+
+class DomainOut(ApiModel):
+    name: str
+    tier: int
+    tier_name: str | None
+    parent: str | None
+    capacity: list[GpuCapacity]
+    nodes: int
+    nodes_not_ready: list[str]
+
+
+class Topology(ApiModel):
+    cluster: str
+    domains: list[DomainOut]

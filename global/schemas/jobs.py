@@ -1,0 +1,87 @@
+"""Jobs, their placements and events."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.schemas.common import ApiModel, ListMeta
+
+
+class ShareOut(ApiModel):
+    cluster: str
+    pods: int
+    gpus: int
+    units: int
+    rank_offset: int
+    domains: dict[str, Any]
+
+
+class LinkReservationOut(ApiModel):
+    cluster_a: str
+    cluster_b: str
+    gbps: float
+
+
+class PlacementOut(ApiModel):
+    generation: int
+    state: str
+    created_at: datetime
+    shares: list[ShareOut]
+    link_reservations: list[LinkReservationOut]
+
+
+class JobTimestamps(ApiModel):
+    submitted_at: datetime
+    placed_at: datetime | None
+    dispatched_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class JobSummary(ApiModel):
+    uid: uuid.UUID
+    name: str
+    namespace: str
+    kind: str
+    queue: str
+    priority: int
+    priority_class_name: str | None
+    state: str
+    state_message: str
+    pending_reason: str | None
+    total_pods: int
+    total_gpus: int
+    gpu_model: str | None
+    clusters: list[str] = Field(description="Clusters holding a share of the active placement.")
+    timestamps: JobTimestamps
+
+
+class JobDetail(JobSummary):
+    gang: Gang
+    split_policy: SplitPolicy
+    communication: Communication | None
+    placement: PlacementOut | None
+    manifest: dict[str, Any]
+
+
+class JobList(ApiModel):
+    items: list[JobSummary]
+    metadata: ListMeta
+
+
+class EventOut(ApiModel):
+    type: str
+    reason: str
+    message: str
+    count: int
+    first_seen_at: datetime
+    last_seen_at: datetime
+
+
+class EventList(ApiModel):
+    items: list[EventOut]

@@ -1,0 +1,31 @@
+"""Links between clusters."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from volcano_global.schemas.common import ApiModel, DNSLabel
+
+
+class LinkCreate(ApiModel):
+    cluster_a: DNSLabel
+    cluster_b: DNSLabel
+    capacity_gbps: Annotated[float, Field(gt=0, le=1_000_000, description="Per direction.")]
+    latency_ms: Annotated[float, Field(ge=0, le=10_000)] = 0.0
+
+
+class LinkOut(ApiModel):
+    cluster_a: str
+    cluster_b: str
+    capacity_gbps: float
+    latency_ms: float
+    reserved_gbps: float
+    free_gbps: float
+    created_at: datetime
+
+
+class LinkList(ApiModel):
+    items: list[LinkOut]

@@ -1,0 +1,47 @@
+"""Queues."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from volcano_global.schemas.common import ApiModel, DNSLabel
+
+Weight = Annotated[int, Field(ge=1, le=1_000_000)]
+Quota = Annotated[int, Field(ge=0, le=10_000_000, description="GPUs; null means unlimited.")]
+Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+
+
+class QueueCreate(ApiModel):
+    name: DNSLabel
+    weight: Weight = 1
+    gpu_quota: Quota | None = None
+    priority: Priority = 0
+
+
+class QueuePatch(ApiModel):
+    weight: Weight | None = None
+    gpu_quota: Quota | None = None
+    priority: Priority | None = None
+
+
+class QueueUsage(ApiModel):
+    allocated_gpus: int
+    pending_jobs: int
+    active_jobs: int
+
+
+class QueueOut(ApiModel):
+    name: str
+    weight: int
+    gpu_quota: int | None
+    priority: int
+    usage: QueueUsage
+    created_at: datetime
+    updated_at: datetime
+
+
+class QueueList(ApiModel):
+    items: list[QueueOut]

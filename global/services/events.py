@@ -1,0 +1,70 @@
+"""Events about jobs and clusters, folded like Kubernetes events: a repeat of the same type,
+reason and message bumps the count and the last-seen time."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Event, EventType
+
+
+async def record_event(
+    session: AsyncSession,
+    *,
+    reason: str,
+    message: str,
+    type: EventType = EventType.NORMAL,
+    job_id: uuid.UUID | None = None,
+    cluster_id: uuid.UUID | None = None,
+) -> Event:
+    now = utcnow()
+    previous = (
+        await session.execute(
+            select(Event)
+            .where(
+                Event.job_id == job_id if job_id else Event.job_id.is_(None),
+                Event.cluster_id == cluster_id if cluster_id else Event.cluster_id.is_(None),
+                Event.type == type,
+                Event.reason == reason,
+                Event.message == message,
+            )
+            .order_by(Event.last_seen_at.desc())
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    if previous is not None:
+        previous.count += 1
+        previous.last_seen_at = now
+        await session.flush()
+        return previous
+    event = Event(
+        job_id=job_id,
+        cluster_id=cluster_id,
+        type=type,
+        reason=reason,
+        message=message,
+        first_seen_at=now,
+        last_seen_at=now,
+    )
+    session.add(event)
+    await session.flush()
+    return event
+
+
+async def list_events(
+    session: AsyncSession,
+    *,
+    job_id: uuid.UUID | None = None,
+    cluster_id: uuid.UUID | None = None,
+    limit: int = 200,
+) -> list[Event]:
+    query = select(Event).order_by(Event.last_seen_at.desc(), Event.id).limit(limit)
+    if job_id is not None:
+        query = query.where(Event.job_id == job_id)
+    if cluster_id is not None:
+        query = query.where(Event.cluster_id == cluster_id)
+    return list((await session.execute(query)).scalars())

@@ -1,0 +1,228 @@
+"""Jobs: submission through the unified job API, listing, the lifecycle state machine and
+cancellation."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    TERMINAL_JOB_STATES,
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    Placement,
+    PlacementState,
+    Queue,
+)
+from volcano_global.errors import Conflict, Invalid, NotFound
+from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.services.events import record_event
+from volcano_global.services.queues import find_queue
+
+# Which state may follow which. Placed/Dispatched may fall back to Pending when a placement
+# is withdrawn (cross-cluster gang timeout, stale round).
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.PLACED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.PLACED: frozenset(
+        {JobState.DISPATCHED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.DISPATCHED: frozenset(
+        {JobState.RUNNING, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+NOT_YET_SCHEDULED = "waiting for the scheduler's next round"
+
+
+@dataclass(frozen=True)
+class SubmitLimits:
+    max_nodes: int
+    max_depth: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    queue: str | None = None
+    state: JobState | None = None
+    cluster: str | None = None
+    namespace: str | None = None
+
+
+async def submit_job(
+    session: AsyncSession,
+    *,
+    body: bytes,
+    fmt: str,
+    options: ParseOptions,
+    limits: SubmitLimits,
+    default_queue: str,
+    submitted_by: str,
+) -> Job:
+    document = load_document(body, fmt=fmt, max_nodes=limits.max_nodes, max_depth=limits.max_depth)
+    job = normalize_job(document, options)
+    queue_name = job.queue or default_queue
+    queue = await find_queue(session, name=queue_name)
+    if queue is None:
+        field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
+        raise Invalid.one(field, f"queue {queue_name!r} does not exist")
+    taken = await session.execute(
+        select(Job.id).where(
+            Job.namespace == job.namespace,
+            Job.name == job.name,
+            Job.state.not_in(TERMINAL_JOB_STATES),
+        )
+    )
+    if taken.first() is not None:
+        raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
+    row = Job(
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        api_version=job.api_version,
+        queue_id=queue.id,
+        priority=job.priority,
+        priority_class_name=job.priority_class_name,
+        source=body.decode("utf-8"),
+        source_format=fmt,
+        manifest=document,
+        gang=job.gang.model_dump(mode="json", by_alias=True),
+        communication=job.communication.model_dump(mode="json", by_alias=True)
+        if job.communication
+        else None,
+        split_policy=job.split_policy.model_dump(mode="json", by_alias=True),
+        total_pods=job.gang.total_pods,
+        total_gpus=job.gang.total_gpus,
+        gpu_model=job.gang.gpu_model,
+        pending_reason=NOT_YET_SCHEDULED,
+        submitted_by=submitted_by,
+    )
+    session.add(row)
+    await session.flush()
+    await session.refresh(row, ["queue"])
+    split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
+    await record_event(
+        session,
+        job_id=row.id,
+        reason="Submitted",
+        message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
+        f"submitted to queue {queue.name} by {submitted_by}; {split}",
+    )
+    return row
+
+
+async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
+    job = await session.get(Job, uid)
+    if job is None:
+        raise NotFound(f"job {uid} not found")
+    return job
+
+
+async def list_jobs(
+    session: AsyncSession, *, filters: JobFilter, limit: int, continue_token: str | None
+) -> tuple[list[Job], str | None]:
+    """Newest first. Returns a page and the token of the next page (None on the last)."""
+    query: Select[tuple[Job]] = select(Job).order_by(Job.submitted_at.desc(), Job.id.desc())
+    if filters.queue is not None:
+        query = query.join(Queue, Queue.id == Job.queue_id).where(Queue.name == filters.queue)
+    if filters.state is not None:
+        query = query.where(Job.state == filters.state)
+    if filters.namespace is not None:
+        query = query.where(Job.namespace == filters.namespace)
+    if filters.cluster is not None:
+        holders = (
+            select(Placement.job_id)
+            .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+            .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+            .where(Cluster.name == filters.cluster, Placement.state == PlacementState.ACTIVE)
+        )
+        query = query.where(Job.id.in_(holders))
+    if continue_token:
+        submitted_at, last_id = _decode_cursor(continue_token)
+        query = query.where(
+            or_(
+                Job.submitted_at < submitted_at,
+                and_(Job.submitted_at == submitted_at, Job.id < last_id),
+            )
+        )
+    rows = list((await session.execute(query.limit(limit + 1))).scalars())
+    if len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    return page, _encode_cursor(page[-1])
+
+
+def transition(job: Job, to: JobState, *, message: str = "") -> None:
+    """Move a job along its state machine, stamping the time of the new state."""
+    if to not in TRANSITIONS[job.state]:
+        raise Conflict(f"job {job.namespace}/{job.name} cannot go from {job.state} to {to}")
+    now = utcnow()
+    job.state = to
+    job.state_message = message
+    if to is JobState.PENDING:
+        job.placed_at = job.dispatched_at = None
+    elif to is JobState.PLACED:
+        job.placed_at = now
+        job.pending_reason = None
+    elif to is JobState.DISPATCHED:
+        job.dispatched_at = now
+    elif to is JobState.RUNNING:
+        job.started_at = now
+    else:
+        job.finished_at = now
+
+
+async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
+    """Cancel a job; cancelling a cancelled job changes nothing. Its active placement is
+    released, which frees its capacity and link bandwidth."""
+    job = await get_job(session, uid=uid)
+    if job.state is JobState.CANCELLED:
+        return job
+    if job.is_terminal:
+        raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
+    transition(job, JobState.CANCELLED, message=f"cancelled by {by}")
+    job.pending_reason = None
+    await session.execute(
+        update(Placement)
+        .where(Placement.job_id == job.id, Placement.state == PlacementState.ACTIVE)
+        .values(state=PlacementState.RELEASED, ended_at=utcnow())
+    )
+    await record_event(session, job_id=job.id, reason="Cancelled", message=f"cancelled by {by}")
+    await session.flush()
+    return job
+
+
+async def active_placements(
+    session: AsyncSession, *, job_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, Placement]:
+    rows = await session.execute(
+        select(Placement).where(
+            Placement.job_id.in_(job_ids), Placement.state == PlacementState.ACTIVE
+        )
+    )
+    return {p.job_id: p for p in rows.scalars()}
+
+
+def _encode_cursor(job: Job) -> str:
+    raw = json.dumps([job.submitted_at.isoformat(), str(job.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        submitted_at, last_id = json.loads(raw)
+        return datetime.fromisoformat(submitted_at), uuid.UUID(last_id)
+    except (ValueError, TypeError):
+        raise Invalid.one("continue", "invalid continue token") from None
