@@ -98,13 +98,16 @@ async def list_jobs(
     state: JobState | None = None,
     cluster: str | None = None,
     namespace: str | None = None,
+    name: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
     continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
 ) -> JobList:
     """Jobs, newest first, one page at a time; pass `metadata.continue` back for the next."""
     rows, token = await jobs.list_jobs(
         session,
-        filters=jobs.JobFilter(queue=queue, state=state, cluster=cluster, namespace=namespace),
+        filters=jobs.JobFilter(
+            queue=queue, state=state, cluster=cluster, namespace=namespace, name=name
+        ),
         limit=min(limit, settings.limits.max_page_size),
         continue_token=continue_,
     )

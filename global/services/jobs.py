@@ -58,6 +58,7 @@ class JobFilter:
     state: JobState | None = None
     cluster: str | None = None
     namespace: str | None = None
+    name: str | None = None
 
 
 async def submit_job(
@@ -140,6 +141,8 @@ async def list_jobs(
         query = query.where(Job.state == filters.state)
     if filters.namespace is not None:
         query = query.where(Job.namespace == filters.namespace)
+    if filters.name is not None:
+        query = query.where(Job.name == filters.name)
     if filters.cluster is not None:
         holders = (
             select(Placement.job_id)

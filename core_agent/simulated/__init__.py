@@ -1,0 +1,1 @@
+"""Simulated member clusters built from real datacenter topology data."""

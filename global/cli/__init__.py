@@ -1,0 +1,1 @@
+"""The `vglobal` command line."""

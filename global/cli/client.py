@@ -1,0 +1,76 @@
+"""A small REST client for the CLI: one clear error line for every failure."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+DEFAULT_CONFIG = Path.home() / ".config" / "vglobal" / "config.yaml"
+
+
+class CliError(Exception):
+    """A failure to report as one line, exiting non-zero."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    server: str
+    token: str | None
+
+
+def resolve_connection(server: str | None, token: str | None, config: Path | None) -> Connection:
+    """Flags win over the environment (VGLOBAL_SERVER, VGLOBAL_TOKEN), which wins over the
+    config file (`server:` and `token:` keys; default ~/.config/vglobal/config.yaml)."""
+    path = config or Path(os.environ.get("VGLOBAL_CONFIG", DEFAULT_CONFIG))
+    stored: dict[str, Any] = {}
+    if path.exists():
+        try:
+            stored = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise CliError(f"config file {path}: {exc}") from None
+        if not isinstance(stored, dict):
+            raise CliError(f"config file {path}: expected a mapping with server and token")
+    elif config is not None:
+        raise CliError(f"config file {path} not found")
+    return Connection(
+        server=(
+            server or os.environ.get("VGLOBAL_SERVER") or stored.get("server") or DEFAULT_SERVER
+        ).rstrip("/"),
+        token=token or os.environ.get("VGLOBAL_TOKEN") or stored.get("token"),
+    )
+
+
+class Client:
+    def __init__(self, connection: Connection, timeout: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
+        self._http = httpx.Client(base_url=connection.server, headers=headers, timeout=timeout)
+        self.server = connection.server
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise CliError(f"cannot reach {self.server}: {exc}") from None
+        if response.status_code >= 400:
+            raise CliError(_error_line(response))
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _error_line(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        message = body.get("message") or body
+    except ValueError:
+        message = response.text.strip() or response.reason_phrase
+    return f"{response.status_code} {response.reason_phrase}: {message}"

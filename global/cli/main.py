@@ -1,0 +1,71 @@
+"""`vglobal`: run the Global server and talk to it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from volcano_global.cli import demo as demo_command
+from volcano_global.cli import resources
+from volcano_global.cli.client import CliError
+from volcano_global.cli.context import Options
+from volcano_global.cli.output import Format
+
+app = typer.Typer(
+    help="Volcano Global: one control plane for the GPU clusters you have.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    server: Annotated[
+        str | None, typer.Option(help="Global REST address [env: VGLOBAL_SERVER]")
+    ] = None,
+    token: Annotated[str | None, typer.Option(help="Bearer token [env: VGLOBAL_TOKEN]")] = None,
+    config: Annotated[Path | None, typer.Option(help="Config file with server and token")] = None,
+    output: Annotated[Format, typer.Option("-o", "--output", help="Output format")] = Format.TABLE,
+) -> None:
+    ctx.obj = Options(server=server, token=token, config=config, output=output)
+
+
+@app.command()
+def server(
+    host: Annotated[
+        str | None, typer.Option(help="REST listen address [env: VGLOBAL_HOST]")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="REST listen port [env: VGLOBAL_PORT]")] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Database URL [env: VGLOBAL_DATABASE_URL]")
+    ] = None,
+) -> None:
+    """Run the Global server (migrates the database on start)."""
+    from volcano_global.cli.serve import run_server
+
+    run_server(host=host, port=port, database_url=database_url)
+
+
+app.command()(demo_command.demo)
+for command in resources.COMMANDS:
+    app.command()(command)
+app.add_typer(resources.clusters_app, name="clusters")
+app.add_typer(resources.links_app, name="links")
+app.add_typer(resources.queues_app, name="queues")
+
+
+def run() -> Any:
+    try:
+        return app()
+    except CliError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

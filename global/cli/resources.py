@@ -1,0 +1,275 @@
+"""Commands on the Global's resources: jobs, clusters, links, queues."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from volcano_global.cli.client import Client, CliError
+from volcano_global.cli.context import client, options
+from volcano_global.cli.output import Column, gpus, render
+
+JOB_COLUMNS: list[Column] = [
+    ("NAMESPACE", lambda j: j["namespace"]),
+    ("NAME", lambda j: j["name"]),
+    ("KIND", lambda j: j["kind"]),
+    ("QUEUE", lambda j: j["queue"]),
+    ("STATE", lambda j: j["state"]),
+    ("PODS", lambda j: j["totalPods"]),
+    ("GPUS", lambda j: f"{j['totalGpus']} {j['gpuModel'] or ''}".strip()),
+    ("CLUSTERS", lambda j: ",".join(j["clusters"]) or "-"),
+]
+
+
+def submit(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Option("-f", "--file", help="Job YAML/JSON ('-' = stdin)")],
+) -> None:
+    """Submit Volcano Jobs or HyperJobs."""
+    api = client(ctx)
+    submitted = []
+    for path in files:
+        text = sys.stdin.read() if str(path) == "-" else _read(path)
+        media = "application/json" if path.suffix == ".json" else "application/yaml"
+        job = api.request(
+            "POST", "/api/v1/jobs", content=text.encode(), headers={"Content-Type": media}
+        )
+        submitted.append(job)
+    render({"items": submitted}, options(ctx).output, JOB_COLUMNS)
+
+
+def jobs(
+    ctx: typer.Context,
+    queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
+    state: Annotated[str | None, typer.Option(help="Only this state, e.g. Pending")] = None,
+    cluster: Annotated[
+        str | None, typer.Option(help="Only jobs with a share in this cluster")
+    ] = None,
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace")] = None,
+    limit: Annotated[int, typer.Option(help="Jobs per page")] = 100,
+    all_pages: Annotated[bool, typer.Option("--all", help="Follow every page")] = False,
+) -> None:
+    """List jobs, newest first."""
+    api = client(ctx)
+    params = {
+        "queue": queue,
+        "state": state,
+        "cluster": cluster,
+        "namespace": namespace,
+        "limit": limit,
+    }
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.request("GET", "/api/v1/jobs", params={k: v for k, v in params.items() if v})
+        items.extend(page["items"])
+        token = page["metadata"].get("continue")
+        if not (all_pages and token):
+            break
+        params["continue"] = token
+    render(
+        {"items": items, "metadata": {"continue": None if all_pages else token}},
+        options(ctx).output,
+        JOB_COLUMNS,
+    )
+
+
+def get(
+    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+) -> None:
+    """Show one job: state, gang, placement, why it is pending."""
+    api = client(ctx)
+    detail = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}")
+    render(
+        detail,
+        options(ctx).output,
+        [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")],
+    )
+
+
+def cancel(
+    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+) -> None:
+    """Cancel a job."""
+    api = client(ctx)
+    detail = api.request("POST", f"/api/v1/jobs/{_resolve(api, job)}/cancel")
+    render(detail, options(ctx).output, JOB_COLUMNS)
+
+
+def events(
+    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+) -> None:
+    """Show a job's events."""
+    api = client(ctx)
+    data = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}/events")
+    render(
+        data,
+        options(ctx).output,
+        [
+            ("LAST SEEN", lambda e: e["lastSeenAt"]),
+            ("TYPE", lambda e: e["type"]),
+            ("REASON", lambda e: e["reason"]),
+            ("COUNT", lambda e: e["count"]),
+            ("MESSAGE", lambda e: e["message"]),
+        ],
+    )
+
+
+COMMANDS = [submit, jobs, get, cancel, events]
+
+clusters_app = typer.Typer(
+    help="Member clusters (lists them without a subcommand).", invoke_without_command=True
+)
+links_app = typer.Typer(
+    help="Links between clusters (lists them without a subcommand).", invoke_without_command=True
+)
+queues_app = typer.Typer(
+    help="Queues (lists them without a subcommand).", invoke_without_command=True
+)
+
+CLUSTER_COLUMNS: list[Column] = [
+    ("NAME", lambda c: c["name"]),
+    ("STATE", lambda c: c["state"]),
+    ("NODES", lambda c: f"{c['nodes']['ready']}/{c['nodes']['total']}"),
+    ("GPUS FREE/TOTAL", lambda c: gpus(c["capacity"])),
+    ("LABELS", lambda c: ",".join(f"{k}={v}" for k, v in c["labels"].items()) or "-"),
+]
+LINK_COLUMNS: list[Column] = [
+    ("CLUSTER A", lambda link: link["clusterA"]),
+    ("CLUSTER B", lambda link: link["clusterB"]),
+    ("CAPACITY GBPS", lambda link: f"{link['capacityGbps']:g}"),
+    ("RESERVED GBPS", lambda link: f"{link['reservedGbps']:g}"),
+    ("LATENCY MS", lambda link: f"{link['latencyMs']:g}"),
+]
+QUEUE_COLUMNS: list[Column] = [
+    ("NAME", lambda q: q["name"]),
+    ("WEIGHT", lambda q: q["weight"]),
+    ("GPU QUOTA", lambda q: "-" if q["gpuQuota"] is None else q["gpuQuota"]),
+    ("PRIORITY", lambda q: q["priority"]),
+    ("ALLOCATED GPUS", lambda q: q["usage"]["allocatedGpus"]),
+    ("PENDING", lambda q: q["usage"]["pendingJobs"]),
+    ("ACTIVE", lambda q: q["usage"]["activeJobs"]),
+]
+
+
+@clusters_app.callback()
+def clusters_list(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        render(client(ctx).request("GET", "/api/v1/clusters"), options(ctx).output, CLUSTER_COLUMNS)
+
+
+@clusters_app.command("add")
+def clusters_add(
+    ctx: typer.Context,
+    name: str,
+    label: Annotated[list[str] | None, typer.Option("-l", "--label", help="key=value")] = None,
+    description: str = "",
+) -> None:
+    """Register a cluster and print its agent token (shown once)."""
+    body = {"name": name, "description": description, "labels": _pairs(label or [])}
+    created = client(ctx).request("POST", "/api/v1/clusters", json=body)
+    render(
+        created,
+        options(ctx).output,
+        [*CLUSTER_COLUMNS, ("AGENT TOKEN", lambda c: c["agentToken"])],
+        None,
+    )
+
+
+@clusters_app.command("delete")
+def clusters_delete(ctx: typer.Context, name: str) -> None:
+    client(ctx).request("DELETE", f"/api/v1/clusters/{name}")
+    typer.echo(f"cluster {name} deleted")
+
+
+@links_app.callback()
+def links_list(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        render(client(ctx).request("GET", "/api/v1/links"), options(ctx).output, LINK_COLUMNS)
+
+
+@links_app.command("add")
+def links_add(
+    ctx: typer.Context, cluster_a: str, cluster_b: str, gbps: float, latency_ms: float = 0.0
+) -> None:
+    body = {
+        "clusterA": cluster_a,
+        "clusterB": cluster_b,
+        "capacityGbps": gbps,
+        "latencyMs": latency_ms,
+    }
+    render(
+        client(ctx).request("POST", "/api/v1/links", json=body),
+        options(ctx).output,
+        LINK_COLUMNS,
+        None,
+    )
+
+
+@links_app.command("delete")
+def links_delete(ctx: typer.Context, cluster_a: str, cluster_b: str) -> None:
+    client(ctx).request("DELETE", f"/api/v1/links/{cluster_a}/{cluster_b}")
+    typer.echo(f"link {cluster_a}<->{cluster_b} deleted")
+
+
+@queues_app.callback()
+def queues_list(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        render(client(ctx).request("GET", "/api/v1/queues"), options(ctx).output, QUEUE_COLUMNS)
+
+
+@queues_app.command("add")
+def queues_add(
+    ctx: typer.Context, name: str, weight: int = 1, gpu_quota: int | None = None, priority: int = 0
+) -> None:
+    body = {"name": name, "weight": weight, "gpuQuota": gpu_quota, "priority": priority}
+    render(
+        client(ctx).request("POST", "/api/v1/queues", json=body),
+        options(ctx).output,
+        QUEUE_COLUMNS,
+        None,
+    )
+
+
+@queues_app.command("delete")
+def queues_delete(ctx: typer.Context, name: str) -> None:
+    client(ctx).request("DELETE", f"/api/v1/queues/{name}")
+    typer.echo(f"queue {name} deleted")
+
+
+def _resolve(api: Client, job: str) -> str:
+    """A job's UID from a UID, NAMESPACE/NAME or NAME (the newest job of that name)."""
+    try:
+        return str(uuid.UUID(job))
+    except ValueError:
+        pass
+    namespace, _, name = job.rpartition("/")
+    params = {"name": name, "limit": 2}
+    if namespace:
+        params["namespace"] = namespace
+    items = api.request("GET", "/api/v1/jobs", params=params)["items"]
+    if not items:
+        raise CliError(f"no job named {job!r}")
+    if not namespace and len({i["namespace"] for i in items}) > 1:
+        raise CliError(f"job name {name!r} exists in several namespaces; use NAMESPACE/NAME")
+    return str(items[0]["uid"])
+
+
+def _pairs(values: list[str]) -> dict[str, str]:
+    result = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise CliError(f"label {value!r}: expected key=value")
+        result[key] = val
+    return result
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None

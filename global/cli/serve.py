@@ -1,0 +1,36 @@
+"""`vglobal server`: uvicorn around the app, logging the URLs it listens on."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from volcano_global.app import create_app
+from volcano_global.settings import Settings
+
+
+def run_server(*, host: str | None, port: int | None, database_url: str | None) -> None:
+    overrides = {
+        k: v for k, v in {"host": host, "port": port, "database_url": database_url}.items() if v
+    }
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    log = logging.getLogger("volcano_global")
+    log.info("REST API on http://%s:%d/api/v1 (OpenAPI: /docs)", settings.host, settings.port)
+    log.info("database: %s", _redact(settings.database_url))
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=10,
+    )
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
