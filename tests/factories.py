@@ -1,0 +1,100 @@
+"""Test data with realistic defaults, created through the public API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+
+
+async def create_cluster(
+    api: httpx.AsyncClient, name: str = "gpu-east", **overrides: Any
+) -> dict[str, Any]:
+    body = {"name": name, "labels": {"region": "us-east", "zone": "us-east-1a"}, **overrides}
+    response = await api.post("/api/v1/clusters", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def inventory(
+    cluster: str, *, tors: int = 2, nodes_per_tor: int = 4, gpu_model: str = "H100", used: int = 0
+) -> dict[str, Any]:
+    """A two-tier topology: one spine over `tors` ToR HyperNodes of 8-GPU nodes."""
+    spine = f"{cluster}-spine"
+    domains: list[dict[str, Any]] = [{"name": spine, "tier": 2, "tierName": "spine"}]
+    nodes = []
+    for t in range(tors):
+        tor = f"{cluster}-tor{t}"
+        domains.append({"name": tor, "tier": 1, "tierName": "tor", "parent": spine})
+        for n in range(nodes_per_tor):
+            nodes.append(
+                {
+                    "name": f"{cluster}-n{t}-{n}",
+                    "gpuModel": gpu_model,
+                    "gpuAllocatable": 8,
+                    "gpuUsed": used,
+                    "cpuAllocatableMillis": 192_000,
+                    "memoryAllocatableBytes": 2 << 40,
+                    "domain": tor,
+                }
+            )
+    return {"domains": domains, "nodes": nodes}
+
+
+async def create_queue(
+    api: httpx.AsyncClient, name: str = "llm", **overrides: Any
+) -> dict[str, Any]:
+    response = await api.post("/api/v1/queues", json={"name": name, "weight": 2, **overrides})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def example(name: str) -> str:
+    return (EXAMPLES / name).read_text()
+
+
+def job_document(
+    name: str = "train", *, queue: str = "default", replicas: int = 2, gpus: int = 8, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "queue": queue,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "trainer",
+                                    "image": "trainer:1",
+                                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+async def submit(api: httpx.AsyncClient, document: dict[str, Any] | str) -> httpx.Response:
+    if isinstance(document, str):
+        return await api.post(
+            "/api/v1/jobs", content=document, headers={"Content-Type": "application/yaml"}
+        )
+    return await api.post("/api/v1/jobs", json=document)
+
+
+def to_yaml(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document)

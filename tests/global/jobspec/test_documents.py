@@ -1,0 +1,72 @@
+"""Loading submitted bodies: YAML bombs, deep nesting and odd documents are refused cleanly."""
+
+from __future__ import annotations
+
+import pytest
+
+from volcano_global.errors import Invalid
+from volcano_global.jobspec import load_document
+
+LIMITS = {"max_nodes": 10_000, "max_depth": 64}
+
+BILLION_LAUGHS = """
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def message(body: str, fmt: str = "yaml") -> str:
+    with pytest.raises(Invalid) as caught:
+        load_document(body.encode(), fmt=fmt, **LIMITS)
+    return caught.value.message
+
+
+def test_yaml_bomb_is_refused_before_expansion() -> None:
+    assert message(BILLION_LAUGHS) == "document expands to more than 10000 nodes"
+
+
+def test_small_anchors_still_work() -> None:
+    doc = load_document(b"base: &b {cpu: 1}\nother: *b\n", fmt="yaml", **LIMITS)
+    assert doc["other"] == {"cpu": 1}
+
+
+def test_deep_yaml_nesting_is_refused() -> None:
+    assert message("a: " + "[" * 100 + "]" * 100) == "document nests deeper than 64 levels"
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_deep_json_nesting_is_refused(depth: int) -> None:
+    assert (
+        message('{"a": ' + "[" * depth + "]" * depth + "}", fmt="json")
+        == "document nests deeper than 64 levels"
+    )
+
+
+def test_multiple_documents_are_refused() -> None:
+    assert message("a: 1\n---\nb: 2\n") == "expected exactly one YAML document, got 2"
+
+
+def test_duplicate_keys_are_refused() -> None:
+    assert "duplicate key 'replicas'" in message("replicas: 1\nreplicas: 2\n")
+
+
+def test_non_mapping_is_refused() -> None:
+    assert message("- a\n- b\n") == "the document must be a mapping (a Kubernetes object)"
+
+
+def test_invalid_json_and_utf8_are_refused() -> None:
+    assert message("{not json", fmt="json").startswith("invalid JSON:")
+    with pytest.raises(Invalid) as caught:
+        load_document(b"name: \xff\xfe", fmt="yaml", **LIMITS)
+    assert "not valid UTF-8" in caught.value.message
+
+
+def test_python_tags_are_not_constructed() -> None:
+    assert "invalid YAML" in message("a: !!python/object/apply:os.system ['true']\n")
