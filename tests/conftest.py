@@ -102,14 +102,14 @@ async def _truncate(url: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated, empty database of each kind."""
     if request.param == "sqlite":
         path = tmp_path / "vglobal.db"
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite+aiosqlite:///{path}"
     url: str = request.getfixturevalue("postgres_url")
-    await _truncate(url)
+    asyncio.run(_truncate(url))
     return url
 
 

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import BILLION_LAUGHS
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import load_document
 
 LIMITS = {"max_nodes": 10_000, "max_depth": 64}
-
-BILLION_LAUGHS = """
-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-"""
 
 
 def message(body: str, fmt: str = "yaml") -> str:

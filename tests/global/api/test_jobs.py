@@ -1,0 +1,185 @@
+"""The unified job API over REST: submission as YAML or JSON, listing, cancel, events."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.factories import BILLION_LAUGHS, create_queue, example, job_document, submit, to_yaml
+
+
+async def test_submit_yaml_stores_the_document_as_received(api: httpx.AsyncClient) -> None:
+    await create_queue(api, "llm")
+    text = example("llm-pretrain-64x8.yaml")
+    response = await submit(api, text)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert (job["state"], job["queue"], job["totalGpus"], job["gpuModel"]) == (
+        "Pending",
+        "llm",
+        512,
+        "H100",
+    )
+    assert job["pendingReason"] == "waiting for the scheduler's next round"
+    assert job["splitPolicy"]["mode"] == "auto" and job["communication"]["dataParallel"] == 16
+    assert job["manifest"]["metadata"]["annotations"]["global.volcano.sh/max-clusters"] == "3"
+    assert job["placement"] is None and job["clusters"] == []
+    fetched = (await api.get(f"/api/v1/jobs/{job['uid']}")).json()
+    assert (
+        fetched["gang"] == job["gang"]
+        and fetched["timestamps"]["submittedAt"] == job["timestamps"]["submittedAt"]
+    )
+    events = (await api.get(f"/api/v1/jobs/{job['uid']}/events")).json()["items"]
+    assert events[0]["reason"] == "Submitted"
+    assert "512 GPUs submitted to queue llm by admin; may be split" in events[0]["message"]
+
+
+async def test_submit_json_and_yaml_of_the_same_job_agree(api: httpx.AsyncClient) -> None:
+    doc = job_document("a")
+    from_json = (await submit(api, doc)).json()
+    doc["metadata"]["name"] = "b"
+    from_yaml = (await submit(api, to_yaml(doc))).json()
+    assert from_json["gang"] == from_yaml["gang"]
+
+
+async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.AsyncClient) -> None:
+    first = (await submit(api, job_document("train"))).json()
+    response = await submit(api, job_document("train"))
+    assert response.status_code == 409
+    assert response.json()["message"] == "job ml/train already exists and has not finished"
+    other_namespace = job_document("train")
+    other_namespace["metadata"]["namespace"] = "other"
+    assert (await submit(api, other_namespace)).status_code == 201
+    await api.post(f"/api/v1/jobs/{first['uid']}/cancel")
+    again = await submit(api, job_document("train"))
+    assert again.status_code == 201 and again.json()["uid"] != first["uid"]
+
+
+async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
+    doc = job_document()
+    doc["spec"]["tasks"].append(
+        {"name": "extra", "replicas": 0, "template": {"spec": {"containers": [{"name": "c"}]}}}
+    )
+    response = await submit(api, to_yaml(doc))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["kind"] == "Status" and body["reason"] == "Invalid"
+    assert body["message"] == "spec.tasks[1].replicas: must be >= 1"
+    assert body["details"]["causes"] == [
+        {"field": "spec.tasks[1].replicas", "message": "must be >= 1"}
+    ]
+
+
+async def test_unknown_queue_and_kind_are_refused(api: httpx.AsyncClient) -> None:
+    response = await submit(api, job_document(queue="nope"))
+    assert response.status_code == 422
+    assert response.json()["message"] == "spec.queue: queue 'nope' does not exist"
+    doc = job_document()
+    doc["kind"] = "PyTorchJob"
+    response = await submit(api, doc)
+    assert (
+        response.status_code == 422 and response.json()["details"]["causes"][0]["field"] == "kind"
+    )
+
+
+async def test_bodies_that_are_too_big_or_not_documents(api: httpx.AsyncClient) -> None:
+    response = await api.post(
+        "/api/v1/jobs", content=b"a" * (2 << 20), headers={"Content-Type": "application/yaml"}
+    )
+    assert response.status_code == 413
+    assert response.json()["message"] == "request body larger than 1048576 bytes"
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        for _ in range(40):
+            yield b"#" * 65536
+
+    response = await api.post(
+        "/api/v1/jobs", content=chunks(), headers={"Content-Type": "application/yaml"}
+    )
+    assert response.status_code == 413
+
+    response = await api.post(
+        "/api/v1/jobs", content=BILLION_LAUGHS, headers={"Content-Type": "application/yaml"}
+    )
+    assert response.status_code == 422
+    assert response.json()["message"] == "document expands to more than 200000 nodes"
+
+    nested = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = await api.post(
+        "/api/v1/jobs", content=nested, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422 and "nests deeper" in response.json()["message"]
+
+    response = await api.post("/api/v1/jobs", content=b"x", headers={"Content-Type": "text/plain"})
+    assert response.status_code == 415
+
+
+async def test_list_filters_and_pages(api: httpx.AsyncClient) -> None:
+    await create_queue(api, "llm")
+    uids = []
+    for i in range(7):
+        response = await submit(api, job_document(f"job-{i}", queue="llm" if i % 2 else "default"))
+        uids.append(response.json()["uid"])
+    await api.post(f"/api/v1/jobs/{uids[0]}/cancel")
+
+    seen: list[str] = []
+    params: dict[str, str | int] = {"limit": 3}
+    pages = 0
+    while True:
+        page = (await api.get("/api/v1/jobs", params=params)).json()
+        seen.extend(j["uid"] for j in page["items"])
+        pages += 1
+        if not page["metadata"]["continue"]:
+            break
+        params["continue"] = page["metadata"]["continue"]
+    assert pages == 3 and seen == list(reversed(uids))  # newest first, no gaps or repeats
+
+    llm = (await api.get("/api/v1/jobs", params={"queue": "llm"})).json()["items"]
+    assert {j["name"] for j in llm} == {"job-1", "job-3", "job-5"}
+    cancelled = (await api.get("/api/v1/jobs", params={"state": "Cancelled"})).json()["items"]
+    assert [j["name"] for j in cancelled] == ["job-0"]
+    named = (await api.get("/api/v1/jobs", params={"name": "job-4", "namespace": "ml"})).json()[
+        "items"
+    ]
+    assert [j["uid"] for j in named] == [uids[4]]
+    assert (await api.get("/api/v1/jobs", params={"cluster": "gpu-east"})).json()["items"] == []
+    response = await api.get("/api/v1/jobs", params={"state": "Sleeping"})
+    assert (
+        response.status_code == 422
+        and response.json()["details"]["causes"][0]["field"] == "state (query)"
+    )
+    response = await api.get("/api/v1/jobs", params={"continue": "garbage!"})
+    assert (
+        response.status_code == 422
+        and response.json()["message"] == "continue: invalid continue token"
+    )
+
+
+async def test_cancel_is_idempotent_and_final(api: httpx.AsyncClient) -> None:
+    job = (await submit(api, job_document())).json()
+    first = await api.post(f"/api/v1/jobs/{job['uid']}/cancel")
+    assert first.status_code == 200 and first.json()["state"] == "Cancelled"
+    assert first.json()["timestamps"]["finishedAt"] is not None
+    second = await api.post(f"/api/v1/jobs/{job['uid']}/cancel")
+    assert second.status_code == 200 and second.json()["timestamps"] == first.json()["timestamps"]
+    events = (await api.get(f"/api/v1/jobs/{job['uid']}/events")).json()["items"]
+    assert [e["reason"] for e in events] == ["Cancelled", "Submitted"]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/{uid}", "/api/v1/jobs/{uid}/events"])
+async def test_unknown_and_malformed_job_ids(api: httpx.AsyncClient, path: str) -> None:
+    missing = await api.get(path.format(uid="00000000-0000-0000-0000-000000000000"))
+    assert missing.status_code == 404
+    malformed = await api.get(path.format(uid="not-a-uid"))
+    assert (
+        malformed.status_code == 422 and malformed.json()["details"]["causes"][0]["field"] == "uid"
+    )
+
+
+async def test_hyperjob_submission(api: httpx.AsyncClient) -> None:
+    await create_queue(api, "llm")
+    job = (await submit(api, example("hyperjob-llm-training.yaml"))).json()
+    assert job["kind"] == "HyperJob" and job["gang"]["subJobs"][0]["replicas"] == 2
+    assert json.loads(json.dumps(job["splitPolicy"]))["unit"] == "subJob"
