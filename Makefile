@@ -1,0 +1,30 @@
+# The two commands (see README):  make demo   and   make test
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint setup clean
+
+$(BIN)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/vglobal demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: setup
+	scripts/ensure-postgres.sh
+	$(MAKE) lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) vglobal-data .pytest_cache .ruff_cache

@@ -1,0 +1,34 @@
+"""`vglobal demo`, the README's main command, runs end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.factories import EXAMPLES
+
+
+def test_demo_registers_clusters_and_submits_every_example(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "volcano_global.cli.main",
+            "demo",
+            "--data-dir",
+            str(tmp_path),
+            "--examples",
+            str(EXAMPLES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for cluster in ("gpu-east", "gpu-west", "gpu-central"):
+        assert cluster in out
+    assert "H100 2896/2896" in out  # the largest Lingjun aggregation block, 362 hosts x 8 GPUs
+    assert out.count("Pending") == len(list(EXAMPLES.glob("*.yaml")))
+    assert (tmp_path / "demo.db").exists()

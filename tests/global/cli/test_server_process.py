@@ -1,0 +1,228 @@
+"""The real `vglobal server` process over real sockets: a kill -9 and restart on the same
+database keeps everything, and the CLI talks to it with one clear line per error."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.factories import example, inventory, job_document, to_yaml
+
+VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, database_url: str, tmp: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "VGLOBAL_DATABASE_URL": database_url,
+            "VGLOBAL_ADMIN_TOKEN": ADMIN_TOKEN,
+            "VGLOBAL_LOG_LEVEL": "info",
+            "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
+        }
+        self.log = tmp / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*VGLOBAL, "server", "--port", str(self.port), "--host", "127.0.0.1"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=15)
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
+        return subprocess.run(
+            [*VGLOBAL, *args], env=env, capture_output=True, text=True, input=stdin, timeout=60
+        )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def server(
+    request: pytest.FixtureRequest, tmp_path: Path, fresh_database_name: str
+) -> Iterator[ServerProcess]:
+    import asyncio
+
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path}/server.db"
+    else:
+        url = asyncio.run(create_postgres_database(fresh_database_name))
+    process = ServerProcess(url, tmp_path)
+    process.start()
+    yield process
+    process.stop()
+    if request.param == "postgres":
+        asyncio.run(drop_postgres_database(fresh_database_name))
+
+
+def test_kill_and_restart_keeps_everything(server: ServerProcess) -> None:
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    token = api.post(
+        "/api/v1/clusters", json={"name": "gpu-east", "labels": {"region": "r1"}}
+    ).json()["agentToken"]
+    api.post("/api/v1/clusters", json={"name": "gpu-west"})
+    assert (
+        api.put(
+            "/api/v1/clusters/gpu-east/inventory",
+            json=inventory("gpu-east"),
+            headers={"Authorization": f"Bearer {token}"},
+        ).status_code
+        == 200
+    )
+    api.post(
+        "/api/v1/links", json={"clusterA": "gpu-east", "clusterB": "gpu-west", "capacityGbps": 200}
+    )
+    api.post("/api/v1/queues", json={"name": "llm", "weight": 3, "gpuQuota": 512})
+    job = api.post(
+        "/api/v1/jobs",
+        content=example("llm-pretrain-64x8.yaml"),
+        headers={"Content-Type": "application/yaml"},
+    ).json()
+    before = {
+        path: api.get(path).json()
+        for path in (
+            "/api/v1/clusters",
+            "/api/v1/links",
+            "/api/v1/queues",
+            "/api/v1/jobs",
+            f"/api/v1/jobs/{job['uid']}",
+            f"/api/v1/jobs/{job['uid']}/events",
+        )
+    }
+
+    server.kill()
+    server.start()
+
+    after = {path: api.get(path).json() for path in before}
+    assert after == before
+    # The agent token survived too, and the job's name is still taken.
+    assert (
+        api.get(
+            "/api/v1/clusters/gpu-east", headers={"Authorization": f"Bearer {token}"}
+        ).status_code
+        == 200
+    )
+    assert (
+        api.post(
+            "/api/v1/jobs",
+            content=example("llm-pretrain-64x8.yaml"),
+            headers={"Content-Type": "application/yaml"},
+        ).status_code
+        == 409
+    )
+    log = server.log.read_text()
+    assert f"REST API on http://127.0.0.1:{server.port}/api/v1" in log
+
+
+def test_cli_round_trip(server: ServerProcess, tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(to_yaml(job_document("train")))
+    submitted = server.cli("-o", "json", "submit", "-f", str(path))
+    assert submitted.returncode == 0, submitted.stderr
+    uid = json.loads(submitted.stdout)["items"][0]["uid"]
+
+    listed = server.cli("jobs")
+    assert listed.returncode == 0 and "train" in listed.stdout and "Pending" in listed.stdout
+    shown = json.loads(server.cli("-o", "json", "get", "ml/train").stdout)
+    assert shown["uid"] == uid and shown["gang"]["totalGpus"] == 16
+    assert "kind: Job" in server.cli("-o", "yaml", "get", uid).stdout
+    cancelled = json.loads(server.cli("-o", "json", "cancel", "train").stdout)
+    assert cancelled["state"] == "Cancelled"
+    assert "Cancelled" in server.cli("events", "ml/train").stdout
+
+    added = server.cli("clusters", "add", "gpu-east", "-l", "region=us-east")
+    assert added.returncode == 0 and "vg_" in added.stdout
+    assert "gpu-east" in server.cli("clusters").stdout
+    server.cli("clusters", "add", "gpu-west")
+    assert server.cli("links", "add", "gpu-east", "gpu-west", "400").returncode == 0
+    assert "400" in server.cli("links").stdout
+    assert server.cli("queues", "add", "llm", "--weight", "4").returncode == 0
+    assert "llm" in server.cli("queues").stdout
+
+
+def test_cli_errors_are_one_line_and_non_zero(server: ServerProcess, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    doc = job_document()
+    doc["spec"]["tasks"][0]["replicas"] = 0
+    bad.write_text(to_yaml(doc))
+    result = server.cli("submit", "-f", str(bad))
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        == "error: 422 Unprocessable Entity: spec.tasks[0].replicas: must be >= 1"
+    )
+
+    result = server.cli("submit", "-f", str(tmp_path / "missing.yaml"))
+    assert result.returncode == 1 and result.stderr.strip().endswith(
+        "missing.yaml: No such file or directory"
+    )
+
+    result = server.cli("get", "no-such-job")
+    assert (result.returncode, result.stderr.strip()) == (1, "error: no job named 'no-such-job'")
+
+    result = server.cli("--token", "vg_wrong", "jobs")
+    assert (
+        result.returncode == 1
+        and result.stderr.strip() == "error: 401 Unauthorized: invalid or revoked token"
+    )
+
+    result = server.cli("--server", f"http://127.0.0.1:{_free_port()}", "jobs")
+    assert result.returncode == 1 and result.stderr.startswith(
+        "error: cannot reach http://127.0.0.1:"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_reads_a_config_file(server: ServerProcess, tmp_path: Path) -> None:
+    config = tmp_path / "vglobal.yaml"
+    config.write_text(f"server: {server.url}\ntoken: {ADMIN_TOKEN}\n")
+    env = {k: v for k, v in server.env.items() if k not in ("VGLOBAL_SERVER", "VGLOBAL_TOKEN")}
+    result = subprocess.run(
+        [*VGLOBAL, "--config", str(config), "queues"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and "default" in result.stdout
