@@ -89,6 +89,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)
+    @app.exception_handler(OSError)  # the driver could not connect (refused, reset, DNS)
     async def unavailable(_: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable: %s", exc)
         return status_response(503, "ServiceUnavailable", "database busy or unreachable; retry")
