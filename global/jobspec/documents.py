@@ -66,7 +66,7 @@ def _load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
         nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
     except yaml.YAMLError as exc:
         raise Invalid.one("", f"invalid YAML: {exc}") from None
-    nodes = [n for n in nodes if n is not None]
+    nodes = [n for n in nodes if n is not None and not _is_empty(n)]
     if len(nodes) != 1:
         raise Invalid.one("", f"expected exactly one YAML document, got {len(nodes)}")
     _check_node_budget(nodes[0], max_nodes=max_nodes, max_depth=max_depth)
@@ -77,6 +77,15 @@ def _load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
         raise Invalid.one("", f"invalid YAML: {exc}") from None
     finally:
         loader.dispose()
+
+
+def _is_empty(node: yaml.Node) -> bool:
+    """An empty document, e.g. after a trailing `---` as many manifests end."""
+    return (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag.endswith(":null")
+        and node.value in ("", "~", "null")
+    )
 
 
 def _check_node_budget(root: yaml.Node, *, max_nodes: int, max_depth: int) -> None:

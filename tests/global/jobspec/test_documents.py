@@ -59,3 +59,8 @@ def test_invalid_json_and_utf8_are_refused() -> None:
 
 def test_python_tags_are_not_constructed() -> None:
     assert "invalid YAML" in message("a: !!python/object/apply:os.system ['true']\n")
+
+
+def test_trailing_document_separator_is_accepted() -> None:
+    doc = load_document(b"---\nkind: Job\n---\n", fmt="yaml", **LIMITS)
+    assert doc == {"kind": "Job"}
