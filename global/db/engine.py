@@ -44,10 +44,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def is_postgres(engine: AsyncEngine) -> bool:
-    return engine.dialect.name == "postgresql"
-
-
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 

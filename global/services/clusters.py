@@ -66,13 +66,6 @@ async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:
     return cluster
 
 
-async def get_cluster_by_id(session: AsyncSession, *, cluster_id: uuid.UUID) -> Cluster:
-    cluster = await session.get(Cluster, cluster_id)
-    if cluster is None:
-        raise NotFound(f"cluster {cluster_id} not found")
-    return cluster
-
-
 async def list_clusters(session: AsyncSession) -> list[Cluster]:
     return list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
 
