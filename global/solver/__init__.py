@@ -1,0 +1,138 @@
+"""The placement engine: a pure function from a scheduling snapshot to a decision.
+
+`solve(snapshot, policy)` runs CP-SAT (the product) or one of the baseline policies on the
+same input and returns, per job, admitted shares (units per cluster, pods per domain), link
+reservations, and for every job left pending the reason in numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from volcano_global.solver.baselines import first_fit, greedy, proportional, reservations_for
+from volcano_global.solver.cpsat import cpsat_decision
+from volcano_global.solver.model import (
+    ClusterState,
+    Decision,
+    JobDecision,
+    JobRequest,
+    Leaf,
+    LinkReservation,
+    LinkState,
+    Policy,
+    QueueState,
+    Share,
+    Snapshot,
+    SolveOptions,
+    link_key,
+)
+from volcano_global.solver.packing import pack_job, pools_of
+from volcano_global.solver.reasons import explain
+
+__all__ = [
+    "ClusterState",
+    "Decision",
+    "JobDecision",
+    "JobRequest",
+    "Leaf",
+    "LinkReservation",
+    "LinkState",
+    "Policy",
+    "QueueState",
+    "Share",
+    "Snapshot",
+    "SolveOptions",
+    "solve",
+]
+
+
+def solve(
+    snapshot: Snapshot, policy: Policy = Policy.CPSAT, options: SolveOptions | None = None
+) -> Decision:
+    options = options or SolveOptions()
+    check_snapshot(snapshot)
+    window = list(snapshot.jobs[: options.window])
+    start = time.monotonic()
+    if policy is Policy.CPSAT:
+        decision = cpsat_decision(snapshot, window, options, hint=greedy(snapshot, window))
+        decision = replace(
+            decision, jobs=tuple(_with_reservations(j, window) for j in decision.jobs)
+        )
+    elif policy is Policy.FIRST_FIT:
+        decision = first_fit(snapshot, window)
+    elif policy is Policy.PROPORTIONAL:
+        decision = proportional(snapshot, window)
+    else:
+        decision = greedy(snapshot, window)
+    decision = _explained(snapshot, decision, window)
+    outside = tuple(
+        JobDecision(
+            j.id, False, reason=f"outside this round's window of the first {options.window} jobs"
+        )
+        for j in snapshot.jobs[options.window :]
+    )
+    return replace(decision, jobs=decision.jobs + outside, solve_seconds=time.monotonic() - start)
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    """Refuse inputs the model cannot mean anything for (a ValueError naming the job)."""
+    seen: set[str] = set()
+    for job in snapshot.jobs:
+        if job.id in seen:
+            raise ValueError(f"job {job.id}: duplicate id")
+        seen.add(job.id)
+        if job.pods < 1 or job.gpus_per_pod < 0 or job.unit_pods < 0:
+            raise ValueError(f"job {job.id}: pods must be >= 1 and sizes >= 0")
+        if job.pods % job.unit:
+            raise ValueError(
+                f"job {job.id}: unit of {job.unit} pods does not divide {job.pods} pods"
+            )
+        if job.max_clusters < 1 or job.min_share_units < 1 or job.allreduce_gbps < 0:
+            raise ValueError(f"job {job.id}: max_clusters and min_share_units must be >= 1")
+    for cluster in snapshot.clusters:
+        for leaf in cluster.leaves:
+            if any(n < 0 for n in leaf.free_nodes):
+                raise ValueError(f"cluster {cluster.name}: negative node count")
+
+
+def _with_reservations(decision: JobDecision, jobs: list[JobRequest]) -> JobDecision:
+    if not decision.admitted or len(decision.shares) < 2:
+        return decision
+    job = next(j for j in jobs if j.id == decision.job_id)
+    return replace(decision, reservations=reservations_for(job, list(decision.clusters)))
+
+
+def _explained(snapshot: Snapshot, decision: Decision, jobs: list[JobRequest]) -> Decision:
+    """Apply the admitted shares to the capacity, then explain each pending job against it."""
+    by_id = {j.id: j for j in jobs}
+    pools = pools_of(snapshot.clusters)
+    links = {link.key: link.free_gbps for link in snapshot.links}
+    room = {
+        q.name: max(q.quota_gpus - q.used_gpus, 0)
+        for q in snapshot.queues
+        if q.quota_gpus is not None
+    }
+    for d in decision.admitted:
+        job = by_id[d.job_id]
+        pack_job(job, {s.cluster: s.units for s in d.shares}, pools)
+        for r in d.reservations:
+            links[link_key(r.a, r.b)] = links.get(link_key(r.a, r.b), 0.0) - r.gbps
+        if job.queue in room:
+            room[job.queue] -= job.gpus
+    load: dict[tuple[str, str], float] = {link.key: link.reserved_gbps for link in snapshot.links}
+    for d in decision.admitted:
+        for r in d.reservations:
+            key = link_key(r.a, r.b)
+            load[key] = load.get(key, 0.0) + r.gbps
+    jobs_out = tuple(
+        d
+        if d.admitted or d.reason
+        else replace(d, reason=explain(by_id[d.job_id], pools, links, room))
+        for d in decision.jobs
+    )
+    return replace(
+        decision,
+        jobs=jobs_out,
+        link_load=tuple((a, b, round(g, 3)) for (a, b), g in sorted(load.items())),
+    )

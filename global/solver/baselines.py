@@ -1,0 +1,209 @@
+"""The policies the product ships besides CP-SAT, judged by the same packing rules:
+
+- first-fit: the whole job in the first cluster (by name) where it fits; never split. What
+  Kueue MultiKueue does.
+- proportional: every job's units spread over the clusters in proportion to their free GPUs of
+  its model, with no gang across clusters, no split policy and no bandwidth model (Karmada's
+  dynamic weight). Its link reservations are what the traffic model says the split would need,
+  reported even when a link cannot carry them: that is how often it would oversubscribe.
+- greedy: in queue order, the whole job in the tightest cluster that fits, else a split over
+  the clusters with most room, up to the job's limit, accepted only if every pair is linked
+  with enough free bandwidth. It also warm-starts CP-SAT.
+"""
+
+from __future__ import annotations
+
+import time
+
+from volcano_global.solver.capacity import ClusterPool, job_models
+from volcano_global.solver.model import (
+    Decision,
+    JobDecision,
+    JobRequest,
+    LinkReservation,
+    Policy,
+    Snapshot,
+    link_key,
+)
+from volcano_global.solver.packing import pack_job, pools_of
+from volcano_global.solver.traffic import pair_demand_gbps
+
+
+def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+    start = time.monotonic()
+    pools = pools_of(snapshot.clusters)
+    room = _quota_room(snapshot)
+    decided = []
+    for job in jobs:
+        decision = JobDecision(job.id, False)
+        if room.get(job.queue, job.gpus) >= job.gpus:
+            for name in sorted(_eligible(job, pools)):
+                shares, failed = pack_job(job, {name: job.units}, pools)
+                if failed is None:
+                    decision = JobDecision(job.id, True, shares=shares)
+                    _charge(room, job)
+                    break
+        decided.append(decision)
+    return _decision(Policy.FIRST_FIT, decided, start)
+
+
+def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+    start = time.monotonic()
+    pools = pools_of(snapshot.clusters)
+    room = _quota_room(snapshot)
+    decided = []
+    for job in jobs:
+        decision = JobDecision(job.id, False)
+        free = {
+            name: max(pools[name].free_gpus(m) for m in job_models(job, pools[name]))
+            for name in _eligible(job, pools)
+        }
+        total = sum(free.values())
+        if total >= job.gpus and room.get(job.queue, job.gpus) >= job.gpus:
+            units = _proportional_units(job.units, free)
+            shares, failed = pack_job(job, units, pools)
+            if failed is None:
+                clusters = [s.cluster for s in shares]
+                decision = JobDecision(
+                    job.id, True, shares=shares, reservations=reservations_for(job, clusters)
+                )
+                _charge(room, job)
+        decided.append(decision)
+    return _decision(Policy.PROPORTIONAL, decided, start)
+
+
+def greedy(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+    start = time.monotonic()
+    pools = pools_of(snapshot.clusters)
+    room = _quota_room(snapshot)
+    links = {link.key: link.free_gbps for link in snapshot.links}
+    decided = []
+    for job in jobs:
+        decision = JobDecision(job.id, False)
+        if room.get(job.queue, job.gpus) >= job.gpus:
+            decision = _greedy_one(job, pools, links) or decision
+            if decision.admitted:
+                _charge(room, job)
+                for r in decision.reservations:
+                    links[link_key(r.a, r.b)] -= r.gbps
+        decided.append(decision)
+    return _decision(Policy.GREEDY, decided, start)
+
+
+def _greedy_one(
+    job: JobRequest, pools: dict[str, ClusterPool], links: dict[tuple[str, str], float]
+) -> JobDecision | None:
+    capacity = {name: _max_units(job, pools[name]) for name in _eligible(job, pools)}
+    whole = sorted(
+        (c for c, u in capacity.items() if u >= job.units), key=lambda c: (_free(job, pools[c]), c)
+    )
+    for name in whole:
+        shares, failed = pack_job(job, {name: job.units}, pools)
+        if failed is None:
+            return JobDecision(job.id, True, shares=shares)
+    if job.cluster_limit < 2:
+        return None
+    chosen: list[str] = []
+    for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
+        if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:
+            continue
+        if sum(capacity[c] for c in chosen) >= job.units:
+            break
+        candidate = [*chosen, name]
+        if _links_allow(job, candidate, links):
+            chosen = candidate
+    units = _fill(job, chosen, capacity)
+    if units is None or not _links_allow(job, list(units), links):
+        return None
+    shares, failed = pack_job(job, units, pools)
+    if failed is not None:
+        return None
+    return JobDecision(job.id, True, shares=shares, reservations=reservations_for(job, list(units)))
+
+
+def _fill(job: JobRequest, chosen: list[str], capacity: dict[str, int]) -> dict[str, int] | None:
+    """Units per chosen cluster, biggest first, every share at least the minimum."""
+    remaining = job.units
+    units: dict[str, int] = {}
+    for name in sorted(chosen, key=lambda c: (-capacity[c], c)):
+        if remaining == 0:
+            break
+        take = min(capacity[name], remaining)
+        if take < job.min_share_units:
+            continue
+        units[name] = take
+        remaining -= take
+    if remaining:
+        return None
+    small = [c for c, u in units.items() if u < job.min_share_units]
+    return None if small else units
+
+
+def _links_allow(job: JobRequest, clusters: list[str], links: dict[tuple[str, str], float]) -> bool:
+    demand = pair_demand_gbps(job.allreduce_gbps, len(clusters))
+    for i, a in enumerate(clusters):
+        for b in clusters[i + 1 :]:
+            free = links.get(link_key(a, b))
+            if free is None or free + 1e-9 < demand:
+                return False
+    return True
+
+
+def reservations_for(job: JobRequest, clusters: list[str]) -> tuple[LinkReservation, ...]:
+    """What a split over these clusters reserves on each pair's link (traffic model)."""
+    demand = pair_demand_gbps(job.allreduce_gbps, len(clusters))
+    if demand <= 0:
+        return ()
+    names = sorted(clusters)
+    return tuple(
+        LinkReservation(a, b, round(demand, 3)) for i, a in enumerate(names) for b in names[i + 1 :]
+    )
+
+
+def _proportional_units(units: int, free: dict[str, int]) -> dict[str, int]:
+    total = sum(free.values())
+    exact = {c: units * f / total for c, f in free.items()}
+    result = {c: int(v) for c, v in exact.items()}
+    for c in sorted(exact, key=lambda c: (-(exact[c] - result[c]), c))[
+        : units - sum(result.values())
+    ]:
+        result[c] += 1
+    return {c: u for c, u in result.items() if u}
+
+
+def _eligible(job: JobRequest, pools: dict[str, ClusterPool]) -> list[str]:
+    return [
+        name
+        for name, pool in pools.items()
+        if (job.allowed_clusters is None or name in job.allowed_clusters) and job_models(job, pool)
+    ]
+
+
+def _max_units(job: JobRequest, pool: ClusterPool) -> int:
+    return min(max(pool.max_units(job, m) for m in job_models(job, pool)), job.units)
+
+
+def _free(job: JobRequest, pool: ClusterPool) -> int:
+    return max(pool.free_gpus(m) for m in job_models(job, pool))
+
+
+def _quota_room(snapshot: Snapshot) -> dict[str, int]:
+    return {
+        q.name: max(q.quota_gpus - q.used_gpus, 0)
+        for q in snapshot.queues
+        if q.quota_gpus is not None
+    }
+
+
+def _charge(room: dict[str, int], job: JobRequest) -> None:
+    if job.queue in room:
+        room[job.queue] -= job.gpus
+
+
+def _decision(policy: Policy, decided: list[JobDecision], start: float) -> Decision:
+    return Decision(
+        policy=policy,
+        status="HEURISTIC",
+        jobs=tuple(decided),
+        solve_seconds=time.monotonic() - start,
+    )

@@ -1,0 +1,319 @@
+r"""The placement model, solved with OR-Tools CP-SAT.
+
+Sets. J: the pending jobs of the round's window, in queue order. C: member clusters.
+L: pairs of clusters joined by a link. For job j, C_j ⊆ C: clusters that have its GPU model,
+are allowed for it, and could hold at least one share of it on their own.
+
+Data. n_j units of u_j pods, g_j GPUs per pod (a unit is one data-parallel replica, or one
+partition, and never leaves a cluster); U_jc: units of j cluster c could hold alone, from the
+free-GPU histograms of its domains and j's topology tiers (every unit inside one domain of
+tier t_j; the whole share inside one domain of tier s_j); F_cm: free GPUs of model m in c;
+K_j: most clusters j may use (1 when j may not be split); m_j: smallest share in units;
+B_l: free bandwidth of link l (per direction, in 0.1 Gbps, rounded down); A_j: j's
+all-reduce rate V/tau (see `traffic`), so a pair of a k-cluster split needs D_jk = 2 A_j / k
+(rounded up); Q_q: GPUs queue q may still take; w_j: priority weight (the rank of j's
+priority among the window's, 1 = lowest).
+
+Variables. a_j ∈ {0,1} (admitted); x_jc ∈ {0..U_jc} (units in c); z_jc ∈ {0,1} (c used);
+y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used by j);
+r_jl ≥ 0 (bandwidth j reserves on l).
+
+Constraints.
+    Σ_c x_jc = n_j a_j                                  all or nothing (gang)
+    m_j z_jc ≤ x_jc ≤ U_jc z_jc,  z_jc ≤ a_j            shares are whole units, no tiny shares
+    Σ_c z_jc = Σ_k k y_jk,  Σ_k y_jk = a_j,  k ≤ K_j    at most K_j clusters
+    z_ja + z_jb ≤ 1              for a, b ∈ C_j not linked (parts must be pairwise linked)
+    p_jl ≥ z_ja + z_jb - 1, p_jl ≤ z_ja, p_jl ≤ z_jb    for l = (a, b) ∈ L
+    r_jl ≥ D_jk (p_jl + y_jk - 1)                       for k = 2..K_j
+    Σ_j r_jl ≤ B_l                                      no link is oversubscribed
+    Σ_{j: model m} u_j g_j x_jc ≤ F_cm                  GPU capacity per cluster and model
+    Σ_{j ∈ q} u_j g_j n_j a_j ≤ Q_q                     queue quotas
+
+Objective. Admitted priority-weighted GPUs first, strictly: W is one more than the largest
+value the secondary terms can take, so no saving below buys a single admitted GPU.
+    maximise  W Σ_j w_j g_j u_j n_j a_j
+            - 10^4 (Σ_jc z_jc - Σ_j a_j)          fewer clusters per job (10^4 ~ 1 Tbps)
+            - Σ_jl r_jl                            less cross-cluster traffic (units of 0.1 Gbps)
+            - Σ_jc ρ_c u_j g_j x_jc                tighter fit: fill fuller clusters first
+where ρ_c ∈ {0..3} is the quartile of c's free GPUs (0 = fewest): big free pools stay whole
+for the big jobs that need them. Between the three secondary terms the weights are a
+documented trade-off, not a strict order.
+
+Scale. Nodes never appear: capacities are per (cluster, model) and U_jc comes from domain
+histograms. Unit placement into concrete domains (and node best fit) is done afterwards by
+`packing`; if a cluster cannot pack what the model gave it (jobs competing for the same
+domains, which the aggregate does not see), U_jc is cut to what packs and the model is solved
+again, warm-started ("repair"). Identical domains are one histogram class, so there is no
+symmetry among them to break. The greedy splitter's answer hints the search; each round has a
+time limit and reports the best answer with CP-SAT's proven bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from volcano_global.solver.capacity import ClusterPool, job_models
+from volcano_global.solver.model import (
+    Decision,
+    JobDecision,
+    JobRequest,
+    Policy,
+    Snapshot,
+    SolveOptions,
+    link_key,
+)
+from volcano_global.solver.packing import pack_job, packing_order, pools_of
+from volcano_global.solver.traffic import pair_demand_gbps
+
+RES_PER_GBPS = 10  # link reservations are integers of 100 Mbps: demand rounded up, room down
+CLUSTER_PENALTY = 10_000  # one more cluster for a job costs as much as 1 Tbps of traffic
+FIT_RANKS = 4
+
+
+@dataclass
+class _JobVars:
+    job: JobRequest
+    admitted: cp_model.IntVar
+    units: dict[str, cp_model.IntVar]
+    used: dict[str, cp_model.IntVar]
+    size: dict[int, cp_model.IntVar]
+    reserve: dict[tuple[str, str], cp_model.IntVar]
+    model_in: dict[str, str]
+
+
+def solve_cpsat(
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    options: SolveOptions,
+    hint: Decision | None,
+) -> tuple[dict[str, dict[str, int]], str, float, float]:
+    """Units per cluster of each admitted job, the status, objective and bound (after the
+    repair rounds)."""
+    caps: dict[tuple[str, str], int] = {}
+    units: dict[str, dict[str, int]] = {}
+    status, objective, bound = "UNKNOWN", 0.0, 0.0
+    deadline = time.monotonic() + options.time_limit_s
+    for _ in range(options.repair_rounds + 1):
+        remaining = max(deadline - time.monotonic(), 0.05)
+        units, status, objective, bound = _solve_once(
+            snapshot, jobs, options, hint, caps, remaining
+        )
+        failures = _repair_caps(snapshot, jobs, units, caps)
+        if not failures:
+            break
+        hint = None
+    return units, status, objective, bound
+
+
+def _repair_caps(
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    units: dict[str, dict[str, int]],
+    caps: dict[tuple[str, str], int],
+) -> int:
+    """Pack the model's answer; lower U_jc where a cluster could not pack it."""
+    pools = pools_of(snapshot.clusters)
+    failures = 0
+    by_id = {j.id: j for j in jobs}
+    for job_id in sorted(units, key=lambda i: packing_order(by_id[i])):
+        job = by_id[job_id]
+        _, failed = pack_job(job, units[job_id], pools)
+        if failed is None:
+            continue
+        failures += 1
+        pool = pools[failed]
+        fits = max((pool.max_units(job, m) for m in job_models(job, pool)), default=0)
+        caps[(job_id, failed)] = min(fits, units[job_id][failed] - 1)
+    return failures
+
+
+def _solve_once(
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    options: SolveOptions,
+    hint: Decision | None,
+    caps: dict[tuple[str, str], int],
+    time_limit: float,
+) -> tuple[dict[str, dict[str, int]], str, float, float]:
+    model = cp_model.CpModel()
+    pools = pools_of(snapshot.clusters)
+    links = {link.key: link for link in snapshot.links}
+    free_rank = _free_rank(pools)
+    weights = _priority_weights(jobs)
+
+    vars_: list[_JobVars] = []
+    capacity: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+    link_use: dict[tuple[str, str], list[cp_model.IntVar]] = defaultdict(list)
+    quota_use: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+    for job in jobs:
+        v = _job_vars(model, job, pools, caps, links)
+        vars_.append(v)
+        for c, x in v.units.items():
+            capacity[(c, v.model_in[c])].append((job.unit_gpus, x))
+        for key, r in v.reserve.items():
+            link_use[key].append(r)
+        quota_use[job.queue].append((job.gpus, v.admitted))
+
+    for (c, m), terms in capacity.items():
+        model.add(sum(g * x for g, x in terms) <= pools[c].free_gpus(m))
+    for key, terms in link_use.items():
+        model.add(sum(terms) <= math.floor(links[key].free_gbps * RES_PER_GBPS))
+    for queue in snapshot.queues:
+        if queue.quota_gpus is not None and quota_use.get(queue.name):
+            room = max(queue.quota_gpus - queue.used_gpus, 0)
+            model.add(sum(g * a for g, a in quota_use[queue.name]) <= room)
+
+    extra_clusters = sum(sum(v.used.values()) - v.admitted for v in vars_)
+    traffic = sum(r for v in vars_ for r in v.reserve.values())
+    fit = sum(free_rank[c] * v.job.unit_gpus * x for v in vars_ for c, x in v.units.items())
+    secondary_max = (
+        CLUSTER_PENALTY * sum(max(len(v.used) - 1, 0) for v in vars_)
+        + sum(_upper(r) for v in vars_ for r in v.reserve.values())
+        + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
+    )
+    admitted_gpus = sum(weights[v.job.id] * v.job.gpus * v.admitted for v in vars_)
+    model.maximize(
+        (secondary_max + 1) * admitted_gpus - CLUSTER_PENALTY * extra_clusters - traffic - fit
+    )
+
+    if hint is not None:
+        _add_hints(model, vars_, hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = options.workers
+    solver.parameters.random_seed = options.seed
+    code = solver.solve(model)
+    status = solver.status_name(code)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return {}, status, 0.0, 0.0
+    units = {
+        v.job.id: {c: int(solver.value(x)) for c, x in v.units.items() if solver.value(x) > 0}
+        for v in vars_
+        if solver.value(v.admitted)
+    }
+    return units, status, float(solver.objective_value), float(solver.best_objective_bound)
+
+
+def _upper(var: cp_model.IntVar) -> int:
+    return int(var.proto.domain[-1])
+
+
+def _job_vars(
+    model: cp_model.CpModel,
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    caps: dict[tuple[str, str], int],
+    links: dict,  # type: ignore[type-arg]
+) -> _JobVars:
+    admitted = model.new_bool_var(f"a[{job.id}]")
+    units: dict[str, cp_model.IntVar] = {}
+    used: dict[str, cp_model.IntVar] = {}
+    model_in: dict[str, str] = {}
+    limit = job.cluster_limit
+    min_share = job.units if limit == 1 else max(job.min_share_units, 1)
+    for name, pool in pools.items():
+        if job.allowed_clusters is not None and name not in job.allowed_clusters:
+            continue
+        models = job_models(job, pool)
+        if not models:
+            continue
+        best_model = max(models, key=lambda m: pool.max_units(job, m))
+        cap = min(pool.max_units(job, best_model), job.units, caps.get((job.id, name), job.units))
+        if cap < min_share:
+            continue
+        x = model.new_int_var(0, cap, f"x[{job.id},{name}]")
+        z = model.new_bool_var(f"z[{job.id},{name}]")
+        model.add(x <= cap * z)
+        model.add(x >= min_share * z)
+        model.add_implication(z, admitted)
+        units[name], used[name], model_in[name] = x, z, best_model
+    model.add(sum(units.values()) == job.units * admitted)
+    size: dict[int, cp_model.IntVar] = {}
+    for k in range(1, min(limit, len(used)) + 1):
+        size[k] = model.new_bool_var(f"y[{job.id},{k}]")
+    model.add(sum(size.values()) == admitted)
+    model.add(sum(used.values()) == sum(k * y for k, y in size.items()))
+
+    reserve: dict[tuple[str, str], cp_model.IntVar] = {}
+    names = sorted(used)
+    if limit > 1:
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                key = link_key(a, b)
+                if key not in links:
+                    model.add(used[a] + used[b] <= 1)
+                    continue
+                pair = model.new_bool_var(f"p[{job.id},{a},{b}]")
+                model.add(pair >= used[a] + used[b] - 1)
+                model.add(pair <= used[a])
+                model.add(pair <= used[b])
+                demands = {
+                    k: math.ceil(pair_demand_gbps(job.allreduce_gbps, k) * RES_PER_GBPS)
+                    for k in size
+                    if k >= 2
+                }
+                top = max(demands.values(), default=0)
+                if top == 0:
+                    continue
+                r = model.new_int_var(0, top, f"r[{job.id},{a},{b}]")
+                for k, demand in demands.items():
+                    model.add(r >= demand * (pair + size[k] - 1))
+                reserve[key] = r
+    return _JobVars(job, admitted, units, used, size, reserve, model_in)
+
+
+def _add_hints(model: cp_model.CpModel, vars_: list[_JobVars], hint: Decision) -> None:
+    decided = {d.job_id: d for d in hint.jobs}
+    for v in vars_:
+        d = decided.get(v.job.id)
+        shares = {s.cluster: s.units for s in d.shares} if d and d.admitted else {}
+        if any(c not in v.units for c in shares):
+            continue
+        model.add_hint(v.admitted, 1 if shares else 0)
+        for c, x in v.units.items():
+            model.add_hint(x, shares.get(c, 0))
+            model.add_hint(v.used[c], 1 if c in shares else 0)
+
+
+def _free_rank(pools: dict[str, ClusterPool]) -> dict[str, int]:
+    """0 for the clusters with the fewest free GPUs up to FIT_RANKS - 1 for the most."""
+    totals = {name: sum(pool.free_gpus(m) for m in pool.models()) for name, pool in pools.items()}
+    order = sorted(totals, key=lambda n: (totals[n], n))
+    return {name: i * FIT_RANKS // max(len(order), 1) for i, name in enumerate(order)}
+
+
+def _priority_weights(jobs: list[JobRequest]) -> dict[str, int]:
+    ranks = {p: i + 1 for i, p in enumerate(sorted({j.priority for j in jobs}))}
+    return {j.id: ranks[j.priority] for j in jobs}
+
+
+def cpsat_decision(
+    snapshot: Snapshot, jobs: list[JobRequest], options: SolveOptions, hint: Decision | None
+) -> Decision:
+    """Solve, then pack the answer into domains (the packing cannot fail after repair, but a
+    job whose packing still fails is left pending rather than half-placed)."""
+    start = time.monotonic()
+    units, status, objective, bound = solve_cpsat(snapshot, jobs, options, hint)
+    pools = pools_of(snapshot.clusters)
+    decided: dict[str, JobDecision] = {}
+    for job in sorted((j for j in jobs if j.id in units), key=packing_order):
+        shares, failed = pack_job(job, units[job.id], pools)
+        if failed is not None:
+            decided[job.id] = JobDecision(
+                job.id, False, reason=f"could not pack its units into {failed}'s topology domains"
+            )
+            continue
+        decided[job.id] = JobDecision(job.id, True, shares=shares)
+    return Decision(
+        policy=Policy.CPSAT,
+        status=status,
+        jobs=tuple(decided.get(j.id, JobDecision(j.id, False)) for j in jobs),
+        objective=objective,
+        bound=bound,
+        solve_seconds=time.monotonic() - start,
+    )

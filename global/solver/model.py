@@ -1,0 +1,190 @@
+"""The solver's input and output: frozen values, no database, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """The lowest topology domain of a cluster (a tier-1 HyperNode) for one GPU model,
+    summarised as a histogram: `free_nodes[v]` nodes have exactly `v` free GPUs (ready,
+    schedulable nodes only). `path[i]` names the enclosing domain of tier i + 1
+    (`path[0]` is the leaf itself); a cluster without HyperNodes has one leaf with `path=()`."""
+
+    gpu_model: str
+    free_nodes: tuple[int, ...]
+    path: tuple[str, ...] = ()
+
+    @property
+    def free_gpus(self) -> int:
+        return sum(v * n for v, n in enumerate(self.free_nodes))
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    leaves: tuple[Leaf, ...]
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """An undirected link; `capacity_gbps` per direction, `reserved_gbps` held by running jobs."""
+
+    a: str
+    b: str
+    capacity_gbps: float
+    reserved_gbps: float = 0.0
+
+    @property
+    def free_gbps(self) -> float:
+        return max(self.capacity_gbps - self.reserved_gbps, 0.0)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return link_key(self.a, self.b)
+
+
+def link_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One pending gang. Its pods are uniform (`gpus_per_pod` GPUs of `gpu_model`); they come
+    in units of `unit_pods` pods that always stay in one cluster. A splittable job may use up
+    to `max_clusters` clusters with at least `min_share_units` units in each.
+
+    `unit_tier`: every unit must fit inside one topology domain of this tier (Volcano
+    `partitionPolicy.networkTopology` / a data-parallel replica that must stay under one
+    switch). `share_tier`: the whole share in a cluster must fit inside one domain of this tier
+    (the job's hard `networkTopology`, which the member cluster's Volcano enforces per share).
+    `allreduce_gbps` is V/tau of the traffic model (see `traffic`): gradient bits per step over
+    the time budget for communication; 0 when the job declares nothing."""
+
+    id: str
+    pods: int
+    gpus_per_pod: int
+    gpu_model: str | None = None
+    unit_pods: int = 0  # 0: the whole job is one unit
+    priority: int = 0
+    queue: str = "default"
+    splittable: bool = False
+    max_clusters: int = 1
+    min_share_units: int = 1
+    unit_tier: int | None = None
+    share_tier: int | None = None
+    allreduce_gbps: float = 0.0
+    allowed_clusters: tuple[str, ...] | None = None
+
+    @property
+    def unit(self) -> int:
+        return self.unit_pods or self.pods
+
+    @property
+    def units(self) -> int:
+        return self.pods // self.unit
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    @property
+    def unit_gpus(self) -> int:
+        return self.unit * self.gpus_per_pod
+
+    @property
+    def cluster_limit(self) -> int:
+        return max(1, min(self.max_clusters, self.units)) if self.splittable else 1
+
+
+@dataclass(frozen=True)
+class QueueState:
+    name: str
+    quota_gpus: int | None = None
+    used_gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scheduling round sees. `jobs` come in queue order (priority, fair share,
+    submission time); the solver considers a window of the first ones."""
+
+    clusters: tuple[ClusterState, ...]
+    links: tuple[LinkState, ...] = ()
+    jobs: tuple[JobRequest, ...] = ()
+    queues: tuple[QueueState, ...] = ()
+
+
+class Policy(StrEnum):
+    CPSAT = "cpsat"  # the product: optimal split under bandwidth, gang and topology constraints
+    FIRST_FIT = "first-fit"  # whole job, first cluster that fits (Kueue MultiKueue)
+    PROPORTIONAL = "proportional"  # split by free capacity, no gang, no links (Karmada)
+    GREEDY = "greedy"  # bandwidth-aware greedy splitter
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    time_limit_s: float = 1.0
+    window: int = 200
+    workers: int = 2
+    seed: int = 0
+    repair_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class Share:
+    """A job's part in one cluster: `units` units, i.e. `pods` pods; `domains` maps the
+    topology domain (or leaf) each pod group went to -> pods."""
+
+    cluster: str
+    units: int
+    pods: int
+    gpus: int
+    domains: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class LinkReservation:
+    a: str
+    b: str
+    gbps: float
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    job_id: str
+    admitted: bool
+    shares: tuple[Share, ...] = ()
+    reservations: tuple[LinkReservation, ...] = ()
+    reason: str | None = None
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        return tuple(s.cluster for s in self.shares)
+
+
+@dataclass(frozen=True)
+class Decision:
+    policy: Policy
+    status: str
+    jobs: tuple[JobDecision, ...]
+    objective: float = 0.0
+    bound: float = 0.0
+    solve_seconds: float = 0.0
+    link_load: tuple[tuple[str, str, float], ...] = field(default=())
+
+    @property
+    def gap(self) -> float:
+        """Relative distance between the answer and the proven bound (0 = proven optimal)."""
+        if self.bound <= 0:
+            return 0.0
+        return max(self.bound - self.objective, 0.0) / max(abs(self.bound), 1e-9)
+
+    @property
+    def admitted(self) -> tuple[JobDecision, ...]:
+        return tuple(j for j in self.jobs if j.admitted)
+
+    def job(self, job_id: str) -> JobDecision:
+        return next(j for j in self.jobs if j.job_id == job_id)

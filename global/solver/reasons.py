@@ -1,0 +1,72 @@
+"""Why a job is still pending, in numbers, against what is left after the round's decision."""
+
+from __future__ import annotations
+
+from volcano_global.solver.capacity import ClusterPool, job_models
+from volcano_global.solver.model import JobRequest, link_key
+from volcano_global.solver.traffic import pair_demand_gbps
+
+
+def explain(
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    links: dict[tuple[str, str], float],
+    quota_room: dict[str, int],
+) -> str:
+    model = job.gpu_model or "GPU"
+    need = f"needs {job.pods} pods x {job.gpus_per_pod} {model} ({job.gpus} GPUs)"
+    room = quota_room.get(job.queue)
+    if room is not None and room < job.gpus:
+        return f"{need}; queue {job.queue} has {room} GPUs of quota left"
+    fits = {
+        name: min(
+            max((pool.max_units(job, m) for m in job_models(job, pool)), default=0), job.units
+        )
+        for name, pool in pools.items()
+        if job.allowed_clusters is None or name in job.allowed_clusters
+    }
+    if not any(fits.values()):
+        where = f" in clusters {', '.join(job.allowed_clusters)}" if job.allowed_clusters else ""
+        return f"{need}; no cluster{where} has room for one unit of {job.unit} pods now"
+    best = max(fits, key=lambda c: (fits[c], c))
+    if job.cluster_limit < 2:
+        if fits[best] < job.units:
+            return (
+                f"{need} in one cluster (not splittable); the most any cluster can take is "
+                f"{fits[best] * job.unit} pods, in {best}"
+            )
+        return f"{need}; it fits in {best}, but the round gave that room to jobs ahead of it"
+    ranked = sorted(fits, key=lambda c: (-fits[c], c))[: job.cluster_limit]
+    ranked = [c for c in ranked if fits[c] >= job.min_share_units]
+    reachable = sum(fits[c] for c in ranked)
+    if reachable < job.units:
+        return (
+            f"{need}; best split {reachable * job.unit * job.gpus_per_pod} GPUs over "
+            f"{', '.join(ranked) or 'no cluster'} (at most {job.cluster_limit} clusters)"
+        )
+    used = _smallest_cover(ranked, fits, job.units)
+    demand = pair_demand_gbps(job.allreduce_gbps, len(used))
+    for i, a in enumerate(used):
+        for b in used[i + 1 :]:
+            free = links.get(link_key(a, b))
+            if free is None:
+                return f"{need}; a split over {', '.join(used)} needs a link {a}<->{b}; none exists"
+            if free + 1e-9 < demand:
+                return (
+                    f"{need}; best split over {', '.join(used)}: link {a}<->{b} has "
+                    f"{free:g} Gbps free, the split needs {demand:.1f} Gbps"
+                )
+    return (
+        f"{need}; a split over {', '.join(used)} fits, but the round gave that room to jobs "
+        "ahead of it"
+    )
+
+
+def _smallest_cover(ranked: list[str], fits: dict[str, int], units: int) -> list[str]:
+    used, total = [], 0
+    for name in ranked:
+        used.append(name)
+        total += fits[name]
+        if total >= units:
+            break
+    return used
