@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from volcano_global.solver.capacity import ClusterPool, job_models
@@ -156,7 +157,9 @@ def reservations_for(job: JobRequest, clusters: list[str]) -> tuple[LinkReservat
         return ()
     names = sorted(clusters)
     return tuple(
-        LinkReservation(a, b, round(demand, 3)) for i, a in enumerate(names) for b in names[i + 1 :]
+        LinkReservation(a, b, math.ceil(demand * 1000) / 1000)
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
     )
 
 

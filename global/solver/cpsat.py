@@ -11,8 +11,11 @@ tier t_j; the whole share inside one domain of tier s_j); F_cm: free GPUs of mod
 K_j: most clusters j may use (1 when j may not be split); m_j: smallest share in units;
 B_l: free bandwidth of link l (per direction, in 0.1 Gbps, rounded down); A_j: j's
 all-reduce rate V/tau (see `traffic`), so a pair of a k-cluster split needs D_jk = 2 A_j / k
-(rounded up); Q_q: GPUs queue q may still take; w_j: priority weight (the rank of j's
-priority among the window's, 1 = lowest).
+(rounded up); Q_q: GPUs queue q may still take; w_j = f^level_j: priority weight per GPU,
+level 0 for the lowest priority in the window (f = 4 by default, levels above the eighth
+merged). A job of a higher level is worth f times more per GPU: the round will not give its
+room to lower-priority jobs unless they admit more than f times its GPUs, which keeps
+priority meaningful without starving utilisation.
 
 Variables. a_j ∈ {0,1} (admitted); x_jc ∈ {0..U_jc} (units in c); z_jc ∈ {0,1} (c used);
 y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used by j);
@@ -27,6 +30,9 @@ Constraints.
     r_jl ≥ D_jk (p_jl + y_jk - 1)                       for k = 2..K_j
     Σ_j r_jl ≤ B_l                                      no link is oversubscribed
     Σ_{j: model m} u_j g_j x_jc ≤ F_cm                  GPU capacity per cluster and model
+    Σ_{j: g_j ≥ s} (g_j / s) u_j x_jc ≤ S_cms           per pod size s: pods of s GPUs or more
+                                                        need nodes with s free (S_cms: slots
+                                                        in c's free-GPU histograms)
     Σ_{j ∈ q} u_j g_j n_j a_j ≤ Q_q                     queue quotas
 
 Objective. Admitted priority-weighted GPUs first, strictly: W is one more than the largest
@@ -35,9 +41,10 @@ value the secondary terms can take, so no saving below buys a single admitted GP
             - 10^4 (Σ_jc z_jc - Σ_j a_j)          fewer clusters per job (10^4 ~ 1 Tbps)
             - Σ_jl r_jl                            less cross-cluster traffic (units of 0.1 Gbps)
             - Σ_jc ρ_c u_j g_j x_jc                tighter fit: fill fuller clusters first
-where ρ_c ∈ {0..3} is the quartile of c's free GPUs (0 = fewest): big free pools stay whole
-for the big jobs that need them. Between the three secondary terms the weights are a
-documented trade-off, not a strict order.
+            - Σ_j π_j a_j                          ties go to jobs earlier in queue order
+where π_j is j's position in the window and ρ_c ∈ {0..3} the quartile of c's free GPUs
+(0 = fewest): big free pools stay whole for the big jobs that need them. Between the secondary
+terms the weights are a documented trade-off, not a strict order.
 
 Scale. Nodes never appear: capacities are per (cluster, model) and U_jc comes from domain
 histograms. Unit placement into concrete domains (and node best fit) is done afterwards by
@@ -144,23 +151,30 @@ def _solve_once(
     pools = pools_of(snapshot.clusters)
     links = {link.key: link for link in snapshot.links}
     free_rank = _free_rank(pools)
-    weights = _priority_weights(jobs)
+    weights = priority_weights(jobs, options.priority_factor)
 
     vars_: list[_JobVars] = []
     capacity: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     link_use: dict[tuple[str, str], list[cp_model.IntVar]] = defaultdict(list)
     quota_use: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+    pod_terms: dict[tuple[str, str], list[tuple[int, int, cp_model.IntVar]]] = defaultdict(list)
     for job in jobs:
         v = _job_vars(model, job, pools, caps, links)
         vars_.append(v)
         for c, x in v.units.items():
             capacity[(c, v.model_in[c])].append((job.unit_gpus, x))
+            pod_terms[(c, v.model_in[c])].append((job.gpus_per_pod, job.unit, x))
         for key, r in v.reserve.items():
             link_use[key].append(r)
         quota_use[job.queue].append((job.gpus, v.admitted))
 
     for (c, m), terms in capacity.items():
         model.add(sum(g * x for g, x in terms) <= pools[c].free_gpus(m))
+    for (c, m), entries in pod_terms.items():
+        for size in sorted({g for g, _, _ in entries if g > 1}):
+            # Pods of `size` GPUs or more need nodes with that much free: count in size-slots.
+            big = [(g // size) * pods * x for g, pods, x in entries if g >= size]
+            model.add(sum(big) <= pools[c].slots(m, size))
     for key, terms in link_use.items():
         model.add(sum(terms) <= math.floor(links[key].free_gbps * RES_PER_GBPS))
     for queue in snapshot.queues:
@@ -171,14 +185,20 @@ def _solve_once(
     extra_clusters = sum(sum(v.used.values()) - v.admitted for v in vars_)
     traffic = sum(r for v in vars_ for r in v.reserve.values())
     fit = sum(free_rank[c] * v.job.unit_gpus * x for v in vars_ for c, x in v.units.items())
+    order = sum(position * v.admitted for position, v in enumerate(vars_))
     secondary_max = (
-        CLUSTER_PENALTY * sum(max(len(v.used) - 1, 0) for v in vars_)
+        len(vars_) ** 2
+        + CLUSTER_PENALTY * sum(max(len(v.used) - 1, 0) for v in vars_)
         + sum(_upper(r) for v in vars_ for r in v.reserve.values())
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
     admitted_gpus = sum(weights[v.job.id] * v.job.gpus * v.admitted for v in vars_)
     model.maximize(
-        (secondary_max + 1) * admitted_gpus - CLUSTER_PENALTY * extra_clusters - traffic - fit
+        (secondary_max + 1) * admitted_gpus
+        - CLUSTER_PENALTY * extra_clusters
+        - traffic
+        - fit
+        - order
     )
 
     if hint is not None:
@@ -287,9 +307,10 @@ def _free_rank(pools: dict[str, ClusterPool]) -> dict[str, int]:
     return {name: i * FIT_RANKS // max(len(order), 1) for i, name in enumerate(order)}
 
 
-def _priority_weights(jobs: list[JobRequest]) -> dict[str, int]:
-    ranks = {p: i + 1 for i, p in enumerate(sorted({j.priority for j in jobs}))}
-    return {j.id: ranks[j.priority] for j in jobs}
+def priority_weights(jobs: list[JobRequest], factor: int) -> dict[str, int]:
+    """factor^level per GPU, the lowest priority level 0, levels above the eighth merged."""
+    levels = {p: min(i, 7) for i, p in enumerate(sorted({j.priority for j in jobs}))}
+    return {j.id: factor ** levels[j.priority] for j in jobs}
 
 
 def cpsat_decision(
@@ -309,11 +330,21 @@ def cpsat_decision(
             )
             continue
         decided[job.id] = JobDecision(job.id, True, shares=shares)
+    result = tuple(decided.get(j.id, JobDecision(j.id, False)) for j in jobs)
+    if hint is not None:
+        weights = priority_weights(jobs, options.priority_factor)
+        if _value(hint.jobs, weights) > _value(result, weights):
+            # Repair cuts are heuristics; never return less than the greedy answer we started from.
+            result, status = hint.jobs, f"{status}+GREEDY"
     return Decision(
         policy=Policy.CPSAT,
         status=status,
-        jobs=tuple(decided.get(j.id, JobDecision(j.id, False)) for j in jobs),
+        jobs=result,
         objective=objective,
         bound=bound,
         solve_seconds=time.monotonic() - start,
     )
+
+
+def _value(decisions: tuple[JobDecision, ...], weights: dict[str, int]) -> int:
+    return sum(weights[d.job_id] * sum(s.gpus for s in d.shares) for d in decisions if d.admitted)

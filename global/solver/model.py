@@ -131,6 +131,7 @@ class SolveOptions:
     workers: int = 2
     seed: int = 0
     repair_rounds: int = 3
+    priority_factor: int = 4  # weight per GPU of one priority level over the level below
 
 
 @dataclass(frozen=True)

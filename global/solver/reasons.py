@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.model import JobRequest, link_key
 from volcano_global.solver.traffic import pair_demand_gbps
@@ -18,24 +20,30 @@ def explain(
     room = quota_room.get(job.queue)
     if room is not None and room < job.gpus:
         return f"{need}; queue {job.queue} has {room} GPUs of quota left"
-    fits = {
-        name: min(
-            max((pool.max_units(job, m) for m in job_models(job, pool)), default=0), job.units
-        )
+    candidates = {
+        name: pool
         for name, pool in pools.items()
         if job.allowed_clusters is None or name in job.allowed_clusters
     }
-    if not any(fits.values()):
-        where = f" in clusters {', '.join(job.allowed_clusters)}" if job.allowed_clusters else ""
-        return f"{need}; no cluster{where} has room for one unit of {job.unit} pods now"
-    best = max(fits, key=lambda c: (fits[c], c))
     if job.cluster_limit < 2:
-        if fits[best] < job.units:
+        # Measured in the job's own units, or in pods when the whole job is one unit.
+        probe = job if job.unit_pods else replace(job, unit_pods=1)
+        pods = {name: _units(probe, pool) * probe.unit for name, pool in candidates.items()}
+        best = max(pods, key=lambda c: (pods[c], c), default=None)
+        if best is None or pods[best] < job.pods:
+            where = f"{pods[best]} pods, in {best}" if best else "nothing"
             return (
                 f"{need} in one cluster (not splittable); the most any cluster can take is "
-                f"{fits[best] * job.unit} pods, in {best}"
+                f"{where}{_tier_note(job)}"
             )
         return f"{need}; it fits in {best}, but the round gave that room to jobs ahead of it"
+    fits = {name: min(_units(job, pool), job.units) for name, pool in candidates.items()}
+    if not any(fits.values()):
+        where = f" in clusters {', '.join(job.allowed_clusters)}" if job.allowed_clusters else ""
+        return (
+            f"{need}; no cluster{where} has room for one unit of {job.unit} pods now"
+            f"{_tier_note(job)}"
+        )
     ranked = sorted(fits, key=lambda c: (-fits[c], c))[: job.cluster_limit]
     ranked = [c for c in ranked if fits[c] >= job.min_share_units]
     reachable = sum(fits[c] for c in ranked)
@@ -60,6 +68,18 @@ def explain(
         f"{need}; a split over {', '.join(used)} fits, but the round gave that room to jobs "
         "ahead of it"
     )
+
+
+def _tier_note(job: JobRequest) -> str:
+    if job.share_tier is not None:
+        return f" (its share in a cluster must fit inside one tier-{job.share_tier} domain)"
+    if job.unit_tier is not None:
+        return f" (each unit of {job.unit} pods must fit inside one tier-{job.unit_tier} domain)"
+    return ""
+
+
+def _units(job: JobRequest, pool: ClusterPool) -> int:
+    return max((pool.max_units(job, m) for m in job_models(job, pool)), default=0)
 
 
 def _smallest_cover(ranked: list[str], fits: dict[str, int], units: int) -> list[str]:

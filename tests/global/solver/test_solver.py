@@ -1,0 +1,170 @@
+"""The placement engine on hand-checked cases and on randomized instances for every policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.solver_support.checker import check
+from tests.solver_support.instances import cluster, job, random_snapshot
+from volcano_global.solver import LinkState, Policy, QueueState, Snapshot, SolveOptions, solve
+
+OPTIONS = SolveOptions(time_limit_s=2.0)
+
+
+def test_a_job_that_fits_nowhere_whole_is_split() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("east", 40, tors=5), cluster("west", 40, tors=5)),
+        links=(LinkState("east", "west", 400),),
+        jobs=(job("llm", 64, unit_pods=4, splittable=True, max_clusters=2, allreduce_gbps=150),),
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    llm = decision.job("llm")
+    assert llm.admitted and sorted(s.units for s in llm.shares) == [6, 10]
+    assert [(r.a, r.b, r.gbps) for r in llm.reservations] == [("east", "west", 150.0)]
+    assert decision.link_load == (("east", "west", 150.0),)
+    assert decision.status == "OPTIMAL" and decision.gap == 0
+    assert not solve(snapshot, Policy.FIRST_FIT).job("llm").admitted
+    assert check(snapshot, decision) == []
+
+
+def test_a_thin_link_keeps_the_job_pending_with_the_link_as_reason() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("east", 40), cluster("west", 40)),
+        links=(LinkState("east", "west", 200, reserved_gbps=100),),
+        jobs=(job("llm", 64, unit_pods=4, splittable=True, max_clusters=2, allreduce_gbps=150),),
+    )
+    for policy in (Policy.CPSAT, Policy.GREEDY):
+        llm = solve(snapshot, policy, OPTIONS).job("llm")
+        assert not llm.admitted
+        assert llm.reason == (
+            "needs 64 pods x 8 H100 (512 GPUs); best split over east, west: link east<->west has "
+            "100 Gbps free, the split needs 150.0 Gbps"
+        )
+    # Karmada-style proportional split ignores the link and would oversubscribe it.
+    proportional = solve(snapshot, Policy.PROPORTIONAL)
+    assert proportional.job("llm").admitted and proportional.link_load == (("east", "west", 250.0),)
+
+
+def test_a_job_without_split_permission_is_never_split() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("east", 40), cluster("west", 40)),
+        links=(LinkState("east", "west", 1000),),
+        jobs=(job("train", 64),),
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert not decision.job("train").admitted
+    assert decision.job("train").reason == (
+        "needs 64 pods x 8 H100 (512 GPUs) in one cluster (not splittable); the most any "
+        "cluster can take is 40 pods, in west"
+    )
+
+
+def test_known_optimum_beats_greedy_order() -> None:
+    # Two 10-node clusters, no links; no two of these jobs share a cluster. Best: 8 + 6 nodes.
+    snapshot = Snapshot(
+        clusters=(cluster("x", 10), cluster("y", 10)),
+        jobs=(job("a", 6), job("b", 6), job("c", 8), job("d", 6)),
+    )
+    cpsat = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert sum(j.admitted for j in cpsat.jobs) == 2
+    assert sorted(sum(s.pods for s in j.shares) for j in cpsat.admitted) == [6, 8]
+    greedy = solve(snapshot, Policy.GREEDY)
+    assert sorted(sum(s.pods for s in j.shares) for j in greedy.admitted) == [6, 6]
+
+
+def test_priority_wins_over_size() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("x", 10),),
+        jobs=(job("big-low", 10, priority=0), job("small-high", 4, priority=1000)),
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert [j.job_id for j in decision.admitted] == ["small-high"]
+    assert decision.job("big-low").reason == (
+        "needs 10 pods x 8 H100 (80 GPUs) in one cluster (not splittable); the most any cluster "
+        "can take is 6 pods, in x"
+    )
+
+
+def test_unit_tier_keeps_units_inside_one_domain() -> None:
+    # ToRs of 4 nodes: units of 5 pods cannot stay under one ToR, units of 4 can.
+    snapshot = Snapshot(
+        clusters=(cluster("x", 16, tors=4),), jobs=(job("five", 10, unit_pods=5, unit_tier=1),)
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert not decision.job("five").admitted
+    assert (
+        decision.job("five").reason
+        == "needs 10 pods x 8 H100 (80 GPUs) in one cluster (not splittable); the most any cluster can take is 0 pods, in x (each unit of 5 pods must fit inside one tier-1 domain)"
+    )
+    snapshot = Snapshot(
+        clusters=(cluster("x", 16, tors=4),), jobs=(job("four", 8, unit_pods=4, unit_tier=1),)
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    shares = decision.job("four").shares
+    assert decision.job("four").admitted and sorted(p for _, p in shares[0].domains) == [4, 4]
+    assert check(snapshot, decision) == []
+
+
+def test_share_tier_keeps_a_clusters_share_in_one_domain() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("x", 8, tors=2), cluster("y", 16, tors=2)),
+        links=(LinkState("x", "y", 100),),
+        jobs=(job("t", 6, share_tier=1, unit_pods=2, splittable=True, max_clusters=2),),
+    )
+    decision = solve(snapshot, Policy.CPSAT, OPTIONS)
+    t = decision.job("t")
+    assert t.admitted and len(t.shares) == 1 and t.shares[0].cluster == "y"  # one ToR of y holds 8
+    assert check(snapshot, decision) == []
+
+
+def test_queue_quota_is_respected() -> None:
+    snapshot = Snapshot(
+        clusters=(cluster("x", 10),),
+        jobs=(job("a", 4, queue="q"), job("b", 4, queue="q")),
+        queues=(QueueState("q", quota_gpus=80, used_gpus=24),),
+    )
+    for policy in Policy:
+        decision = solve(snapshot, policy, OPTIONS)
+        assert [j.job_id for j in decision.admitted] == ["a"], policy
+        assert (
+            decision.job("b").reason
+            == "needs 4 pods x 8 H100 (32 GPUs); queue q has 24 GPUs of quota left"
+        )
+
+
+def test_window_leaves_later_jobs_for_the_next_round() -> None:
+    snapshot = Snapshot(clusters=(cluster("x", 10),), jobs=tuple(job(f"j{i}", 1) for i in range(5)))
+    decision = solve(snapshot, Policy.CPSAT, SolveOptions(window=3))
+    assert [j.job_id for j in decision.admitted] == ["j0", "j1", "j2"]
+    assert decision.job("j4").reason == "outside this round's window of the first 3 jobs"
+
+
+def test_invalid_input_is_refused() -> None:
+    snapshot = Snapshot(clusters=(cluster("x", 10),), jobs=(job("a", 5, unit_pods=2),))
+    with pytest.raises(ValueError, match="unit of 2 pods does not divide 5 pods"):
+        solve(snapshot)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("policy", list(Policy))
+def test_random_instances_pass_the_independent_checker(seed: int, policy: Policy) -> None:
+    snapshot = random_snapshot(seed)
+    decision = solve(snapshot, policy, SolveOptions(time_limit_s=1.0))
+    assert check(snapshot, decision) == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cpsat_is_never_worse_than_the_feasible_baselines(seed: int) -> None:
+    snapshot = random_snapshot(seed)
+    priorities = sorted({j.priority for j in snapshot.jobs})
+    weight = {j.id: 4 ** priorities.index(j.priority) for j in snapshot.jobs}
+
+    def value(policy: Policy) -> int:
+        return sum(
+            weight[d.job_id] * sum(s.gpus for s in d.shares)
+            for d in solve(snapshot, policy, OPTIONS).admitted
+        )
+
+    best = value(Policy.CPSAT)
+    assert best >= value(Policy.GREEDY)
+    assert best >= value(Policy.FIRST_FIT)

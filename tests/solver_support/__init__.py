@@ -1,0 +1,1 @@
+"""Helpers of the solver tests: an independent checker and instance builders."""
