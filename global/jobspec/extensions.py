@@ -6,6 +6,7 @@ Volcano object that `kubectl apply` accepts unchanged:
     global.volcano.sh/min-share-pods: "8"
     global.volcano.sh/unit-pods: "4"
     global.volcano.sh/gpu-model: "H100"
+    global.volcano.sh/crossing-gbps: "120"    # explicit all-reduce rate V/tau, overrides the plan
     global.volcano.sh/communication: |      # the parallelism plan, YAML or JSON
       {tensorParallel: 8, pipelineParallel: 4, modelParameters: 70e9}
 """
@@ -28,7 +29,10 @@ MIN_SHARE_PODS = PREFIX + "min-share-pods"
 UNIT_PODS = PREFIX + "unit-pods"
 GPU_MODEL = PREFIX + "gpu-model"
 COMMUNICATION = PREFIX + "communication"
-KNOWN = frozenset({SPLIT, MAX_CLUSTERS, MIN_SHARE_PODS, UNIT_PODS, GPU_MODEL, COMMUNICATION})
+CROSSING_GBPS = PREFIX + "crossing-gbps"
+KNOWN = frozenset(
+    {SPLIT, MAX_CLUSTERS, MIN_SHARE_PODS, UNIT_PODS, GPU_MODEL, COMMUNICATION, CROSSING_GBPS}
+)
 
 ANNOTATIONS_PATH = "metadata.annotations"
 
@@ -80,6 +84,22 @@ def annotation_int(
         return None
     if number < minimum:
         check.fail(child(ANNOTATIONS_PATH, key), f"must be >= {minimum}")
+        return None
+    return number
+
+
+def annotation_gbps(annotations: dict[str, str], check: Checker) -> float | None:
+    value = annotations.get(CROSSING_GBPS)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        check.fail(
+            child(ANNOTATIONS_PATH, CROSSING_GBPS), f"must be a number of Gbps >= 0, got {value!r}"
+        )
         return None
     return number
 

@@ -105,6 +105,9 @@ class SplitPolicy(Frozen):
     unit_pods: int
     max_clusters: int = 1
     min_share_pods: int = 0
+    crossing_gbps: float | None = Field(
+        None, description="Declared all-reduce rate V/tau (Gbps); overrides the derived one"
+    )
     source: Literal["default", "annotations", "communication", "hyperjob"] = "default"
 
 

@@ -78,6 +78,9 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
     )
     split = _split_policy(kind, gang, communication, annotations, check, options)
+    crossing = ext.annotation_gbps(annotations, check)
+    if crossing is not None:
+        split = split.model_copy(update={"crossing_gbps": crossing})
     priority = 0
     if priority_class is not None:
         if priority_class not in options.priority_classes:

@@ -46,13 +46,15 @@ where π_j is j's position in the window and ρ_c ∈ {0..3} the quartile of c's
 (0 = fewest): big free pools stay whole for the big jobs that need them. Between the secondary
 terms the weights are a documented trade-off, not a strict order.
 
-Scale. Nodes never appear: capacities are per (cluster, model) and U_jc comes from domain
-histograms. Unit placement into concrete domains (and node best fit) is done afterwards by
-`packing`; if a cluster cannot pack what the model gave it (jobs competing for the same
-domains, which the aggregate does not see), U_jc is cut to what packs and the model is solved
-again, warm-started ("repair"). Identical domains are one histogram class, so there is no
-symmetry among them to break. The greedy splitter's answer hints the search; each round has a
-time limit and reports the best answer with CP-SAT's proven bound.
+Scale. A splittable job considers its `candidates_per_job` clusters with most room (8 by
+default), so pair variables stay bounded as clusters are added. Nodes never appear: capacities
+are per (cluster, model) and U_jc comes from domain histograms. Unit placement into concrete
+domains (and node best fit) is done afterwards by `packing`; if a cluster cannot pack what the
+model gave it (jobs competing for the same domains, which the aggregate does not see), U_jc is
+cut to what packs and the model is solved again ("repair"). Identical domains are
+one histogram class, so there is no symmetry among them to break. The greedy splitter's answer
+hints the search; each round has a time limit and reports the best answer with CP-SAT's proven
+bound. The answer is never worse than that greedy start (the repair cuts are heuristic).
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def _solve_once(
     quota_use: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     pod_terms: dict[tuple[str, str], list[tuple[int, int, cp_model.IntVar]]] = defaultdict(list)
     for job in jobs:
-        v = _job_vars(model, job, pools, caps, links)
+        v = _job_vars(model, job, pools, caps, links, options.candidates_per_job)
         vars_.append(v)
         for c, x in v.units.items():
             capacity[(c, v.model_in[c])].append((job.unit_gpus, x))
@@ -229,6 +231,7 @@ def _job_vars(
     pools: dict[str, ClusterPool],
     caps: dict[tuple[str, str], int],
     links: dict,  # type: ignore[type-arg]
+    candidates: int,
 ) -> _JobVars:
     admitted = model.new_bool_var(f"a[{job.id}]")
     units: dict[str, cp_model.IntVar] = {}
@@ -236,16 +239,7 @@ def _job_vars(
     model_in: dict[str, str] = {}
     limit = job.cluster_limit
     min_share = job.units if limit == 1 else max(job.min_share_units, 1)
-    for name, pool in pools.items():
-        if job.allowed_clusters is not None and name not in job.allowed_clusters:
-            continue
-        models = job_models(job, pool)
-        if not models:
-            continue
-        best_model = max(models, key=lambda m: pool.max_units(job, m))
-        cap = min(pool.max_units(job, best_model), job.units, caps.get((job.id, name), job.units))
-        if cap < min_share:
-            continue
+    for name, best_model, cap in _candidates(job, pools, caps, min_share, candidates):
         x = model.new_int_var(0, cap, f"x[{job.id},{name}]")
         z = model.new_bool_var(f"z[{job.id},{name}]")
         model.add(x <= cap * z)
@@ -285,6 +279,32 @@ def _job_vars(
                     model.add(r >= demand * (pair + size[k] - 1))
                 reserve[key] = r
     return _JobVars(job, admitted, units, used, size, reserve, model_in)
+
+
+def _candidates(
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    caps: dict[tuple[str, str], int],
+    min_share: int,
+    limit: int,
+) -> list[tuple[str, str, int]]:
+    """(cluster, model, U_jc) for the clusters the model considers for the job: all that can
+    hold a share, or for a splittable job the `limit` with most room (pair variables grow
+    with the square of the candidates)."""
+    found = []
+    for name, pool in pools.items():
+        if job.allowed_clusters is not None and name not in job.allowed_clusters:
+            continue
+        models = job_models(job, pool)
+        if not models:
+            continue
+        best_model = max(models, key=lambda m: pool.max_units(job, m))
+        cap = min(pool.max_units(job, best_model), job.units, caps.get((job.id, name), job.units))
+        if cap >= min_share:
+            found.append((name, best_model, cap))
+    if job.cluster_limit > 1 and len(found) > limit:
+        found = sorted(found, key=lambda f: (-f[2], f[0]))[:limit]
+    return sorted(found)
 
 
 def _add_hints(model: cp_model.CpModel, vars_: list[_JobVars], hint: Decision) -> None:

@@ -132,6 +132,7 @@ class SolveOptions:
     seed: int = 0
     repair_rounds: int = 3
     priority_factor: int = 4  # weight per GPU of one priority level over the level below
+    candidates_per_job: int = 8  # clusters a splittable job considers (those with most room)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""From a normalized job (the unified job API) to the solver's `JobRequest`."""
+
+from __future__ import annotations
+
+import math
+
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.solver.model import JobRequest
+from volcano_global.solver.traffic import allreduce_gbps
+
+
+def job_request(
+    *,
+    job_id: str,
+    gang: Gang,
+    split: SplitPolicy,
+    communication: Communication | None,
+    priority: int,
+    queue: str,
+) -> JobRequest:
+    """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
+    yet (GPU pods of different sizes in one job; HyperJob children of different sizes)."""
+    gpu_tasks = [t for t in gang.tasks if t.resources.gpus]
+    sizes = {t.resources.gpus for t in gpu_tasks}
+    if len(sizes) > 1:
+        raise ValueError(f"job {job_id}: GPU pods of different sizes {sorted(sizes)}")
+    gpus_per_pod = sizes.pop() if sizes else 0
+    pods = sum(t.replicas for t in gpu_tasks) if gpu_tasks else gang.total_pods
+    if gang.sub_jobs:
+        child_pods = {s.pods for s in gang.sub_jobs}
+        if len(child_pods) > 1:
+            raise ValueError(
+                f"job {job_id}: HyperJob children of different sizes {sorted(child_pods)}"
+            )
+        pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
+        unit = child_pods.pop()
+        named = [s.cluster_names for s in gang.sub_jobs]
+        allowed = tuple(sorted({c for names in named for c in names})) if all(named) else None
+    else:
+        unit = split.unit_pods if split.mode == "auto" else 0
+        allowed = None
+    unit_tier = None
+    for task in gpu_tasks:
+        topology = task.partition.network_topology if task.partition else None
+        if topology is not None and topology.mode == "hard" and topology.highest_tier_allowed:
+            unit_tier = topology.highest_tier_allowed
+            unit = unit or task.partition.partition_size  # type: ignore[union-attr]
+    share = gang.network_topology
+    share_tier = share.highest_tier_allowed if share is not None and share.mode == "hard" else None
+    if split.crossing_gbps is not None:
+        rate = split.crossing_gbps
+    else:
+        rate = allreduce_gbps(communication) if communication is not None else 0.0
+    unit = unit if unit and pods % unit == 0 else 0
+    return JobRequest(
+        id=job_id,
+        pods=pods,
+        gpus_per_pod=gpus_per_pod,
+        gpu_model=gang.gpu_model,
+        unit_pods=unit,
+        priority=priority,
+        queue=queue,
+        splittable=split.mode == "auto",
+        max_clusters=split.max_clusters,
+        min_share_units=max(1, math.ceil(split.min_share_pods / unit)) if unit else 1,
+        unit_tier=unit_tier,
+        share_tier=share_tier,
+        allreduce_gbps=rate,
+        allowed_clusters=allowed,
+    )

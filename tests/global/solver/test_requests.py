@@ -1,0 +1,70 @@
+"""From the unified job API's normalized jobs to solver requests, and the traffic model."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import EXAMPLES
+from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.settings import SchedulingDefaults
+from volcano_global.solver.requests import job_request
+from volcano_global.solver.traffic import allreduce_gbps, pair_demand_gbps
+
+
+def request_for(name: str, **annotations: str):  # type: ignore[no-untyped-def]
+    doc = load_document((EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=10_000, max_depth=64)
+    doc["metadata"].setdefault("annotations", {}).update(annotations)
+    job = normalize_job(doc, ParseOptions(priority_classes=SchedulingDefaults().priority_classes))
+    return job, job_request(
+        job_id=job.name,
+        gang=job.gang,
+        split=job.split_policy,
+        communication=job.communication,
+        priority=job.priority,
+        queue=job.queue or "default",
+    )
+
+
+def test_llm_pretraining_request() -> None:
+    job, request = request_for("llm-pretrain-64x8.yaml")
+    assert (request.pods, request.gpus_per_pod, request.gpu_model, request.unit_pods) == (
+        64,
+        8,
+        "H100",
+        4,
+    )
+    assert (request.splittable, request.max_clusters, request.min_share_units) == (True, 3, 1)
+    assert request.unit_tier == 1 and request.share_tier is None  # job-level topology is soft
+    # 70e9 params x 2 bytes x 8 bits (ZeRO-1: factor 1) over 10% of a 12 s step.
+    assert request.allreduce_gbps == pytest.approx(70e9 * 2 * 8 / 1.2 / 1e9)
+    assert (
+        job.communication is not None
+        and allreduce_gbps(job.communication) == request.allreduce_gbps
+    )
+
+
+def test_declared_crossing_rate_overrides_the_plan() -> None:
+    _, request = request_for("llm-pretrain-64x8.yaml", **{"global.volcano.sh/crossing-gbps": "120"})
+    assert request.allreduce_gbps == 120
+
+
+def test_hyperjob_units_are_child_jobs() -> None:
+    _, request = request_for("hyperjob-llm-training.yaml")
+    assert (request.pods, request.unit_pods, request.units, request.max_clusters) == (32, 16, 2, 2)
+    assert request.splittable and request.allowed_clusters is None
+
+
+def test_plain_job_is_one_unit() -> None:
+    _, request = request_for("volcano-job-basic.yaml")
+    assert request.unit == request.pods and not request.splittable and request.gpus_per_pod == 0
+
+
+def test_only_gpu_pods_count() -> None:
+    _, request = request_for("mpi-job.yaml")  # the master has no GPU: only GPU pods count
+    assert (request.pods, request.gpus_per_pod) == (2, 1)
+
+
+def test_pair_demand_follows_the_hierarchical_exchange() -> None:
+    assert pair_demand_gbps(100.0, 1) == 0
+    assert pair_demand_gbps(100.0, 2) == 100.0  # each pair carries 2G/k per direction
+    assert pair_demand_gbps(100.0, 4) == 50.0
