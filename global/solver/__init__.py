@@ -27,7 +27,7 @@ from volcano_global.solver.model import (
     SolveOptions,
     link_key,
 )
-from volcano_global.solver.packing import pack_job, pools_of
+from volcano_global.solver.packing import Pools
 from volcano_global.solver.reasons import explain
 
 __all__ = [
@@ -55,17 +55,17 @@ def solve(
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     if policy is Policy.CPSAT:
-        decision = cpsat_decision(snapshot, window, options, hint=greedy(snapshot, window))
+        decision, pools = cpsat_decision(snapshot, window, options, hint=greedy(snapshot, window))
         decision = replace(
             decision, jobs=tuple(_with_reservations(j, window) for j in decision.jobs)
         )
     elif policy is Policy.FIRST_FIT:
-        decision = first_fit(snapshot, window)
+        decision, pools = first_fit(snapshot, window)
     elif policy is Policy.PROPORTIONAL:
-        decision = proportional(snapshot, window)
+        decision, pools = proportional(snapshot, window)
     else:
-        decision = greedy(snapshot, window)
-    decision = _explained(snapshot, decision, window)
+        decision, pools = greedy(snapshot, window)
+    decision = _explained(snapshot, decision, window, pools)
     outside = tuple(
         JobDecision(
             j.id, False, reason=f"outside this round's window of the first {options.window} jobs"
@@ -103,11 +103,14 @@ def _with_reservations(decision: JobDecision, jobs: list[JobRequest]) -> JobDeci
     return replace(decision, reservations=reservations_for(job, list(decision.clusters)))
 
 
-def _explained(snapshot: Snapshot, decision: Decision, jobs: list[JobRequest]) -> Decision:
-    """Apply the admitted shares to the capacity, then explain each pending job against it."""
+def _explained(
+    snapshot: Snapshot, decision: Decision, jobs: list[JobRequest], pools: Pools
+) -> Decision:
+    """Explain each pending job against what the admitted shares left (`pools` already holds
+    them), and total the load per link."""
     by_id = {j.id: j for j in jobs}
-    pools = pools_of(snapshot.clusters)
     links = {link.key: link.free_gbps for link in snapshot.links}
+    load = {link.key: link.reserved_gbps for link in snapshot.links}
     room = {
         q.name: max(q.quota_gpus - q.used_gpus, 0)
         for q in snapshot.queues
@@ -115,16 +118,12 @@ def _explained(snapshot: Snapshot, decision: Decision, jobs: list[JobRequest]) -
     }
     for d in decision.admitted:
         job = by_id[d.job_id]
-        pack_job(job, {s.cluster: s.units for s in d.shares}, pools)
-        for r in d.reservations:
-            links[link_key(r.a, r.b)] = links.get(link_key(r.a, r.b), 0.0) - r.gbps
-        if job.queue in room:
-            room[job.queue] -= job.gpus
-    load: dict[tuple[str, str], float] = {link.key: link.reserved_gbps for link in snapshot.links}
-    for d in decision.admitted:
         for r in d.reservations:
             key = link_key(r.a, r.b)
+            links[key] = links.get(key, 0.0) - r.gbps
             load[key] = load.get(key, 0.0) + r.gbps
+        if job.queue in room:
+            room[job.queue] -= job.gpus
     jobs_out = tuple(
         d
         if d.admitted or d.reason

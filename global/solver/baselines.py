@@ -26,11 +26,11 @@ from volcano_global.solver.model import (
     Snapshot,
     link_key,
 )
-from volcano_global.solver.packing import pack_job, pools_of
+from volcano_global.solver.packing import Pools, pack_job, pools_of
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
-def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
     start = time.monotonic()
     pools = pools_of(snapshot.clusters)
     room = _quota_room(snapshot)
@@ -45,10 +45,10 @@ def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
                     _charge(room, job)
                     break
         decided.append(decision)
-    return _decision(Policy.FIRST_FIT, decided, start)
+    return _decision(Policy.FIRST_FIT, decided, start), pools
 
 
-def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
     start = time.monotonic()
     pools = pools_of(snapshot.clusters)
     room = _quota_room(snapshot)
@@ -70,10 +70,10 @@ def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
                 )
                 _charge(room, job)
         decided.append(decision)
-    return _decision(Policy.PROPORTIONAL, decided, start)
+    return _decision(Policy.PROPORTIONAL, decided, start), pools
 
 
-def greedy(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
+def greedy(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
     start = time.monotonic()
     pools = pools_of(snapshot.clusters)
     room = _quota_room(snapshot)
@@ -88,7 +88,7 @@ def greedy(snapshot: Snapshot, jobs: list[JobRequest]) -> Decision:
                 for r in decision.reservations:
                     links[link_key(r.a, r.b)] -= r.gbps
         decided.append(decision)
-    return _decision(Policy.GREEDY, decided, start)
+    return _decision(Policy.GREEDY, decided, start), pools
 
 
 def _greedy_one(

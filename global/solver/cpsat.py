@@ -72,11 +72,12 @@ from volcano_global.solver.model import (
     JobDecision,
     JobRequest,
     Policy,
+    Share,
     Snapshot,
     SolveOptions,
     link_key,
 )
-from volcano_global.solver.packing import pack_job, packing_order, pools_of
+from volcano_global.solver.packing import Pools, pack_job, packing_order, pools_of
 from volcano_global.solver.traffic import pair_demand_gbps
 
 RES_PER_GBPS = 10  # link reservations are integers of 100 Mbps: demand rounded up, room down
@@ -100,45 +101,46 @@ def solve_cpsat(
     jobs: list[JobRequest],
     options: SolveOptions,
     hint: Decision | None,
-) -> tuple[dict[str, dict[str, int]], str, float, float]:
-    """Units per cluster of each admitted job, the status, objective and bound (after the
-    repair rounds)."""
+) -> tuple[dict[str, tuple[Share, ...]], Pools, str, float, float]:
+    """Shares of each admitted job packed into domains, the pools after them, the status,
+    objective and bound. Solve, pack; where a cluster cannot pack what the model gave it, cut
+    U_jc and solve again (at most `repair_rounds` times, within the one time limit)."""
     caps: dict[tuple[str, str], int] = {}
-    units: dict[str, dict[str, int]] = {}
-    status, objective, bound = "UNKNOWN", 0.0, 0.0
     deadline = time.monotonic() + options.time_limit_s
-    for _ in range(options.repair_rounds + 1):
+    attempt = 0
+    while True:
         remaining = max(deadline - time.monotonic(), 0.05)
         units, status, objective, bound = _solve_once(
             snapshot, jobs, options, hint, caps, remaining
         )
-        failures = _repair_caps(snapshot, jobs, units, caps)
-        if not failures:
-            break
+        shares, pools, failures = _pack(snapshot, jobs, units, caps)
+        if not failures or attempt == options.repair_rounds:
+            return shares, pools, status, objective, bound
+        attempt += 1
         hint = None
-    return units, status, objective, bound
 
 
-def _repair_caps(
+def _pack(
     snapshot: Snapshot,
     jobs: list[JobRequest],
     units: dict[str, dict[str, int]],
     caps: dict[tuple[str, str], int],
-) -> int:
-    """Pack the model's answer; lower U_jc where a cluster could not pack it."""
+) -> tuple[dict[str, tuple[Share, ...]], Pools, int]:
+    """Pack the model's answer, most constrained jobs first; lower U_jc where a cluster could
+    not pack it (the job is then left out of this answer)."""
     pools = pools_of(snapshot.clusters)
+    shares: dict[str, tuple[Share, ...]] = {}
     failures = 0
-    by_id = {j.id: j for j in jobs}
-    for job_id in sorted(units, key=lambda i: packing_order(by_id[i])):
-        job = by_id[job_id]
-        _, failed = pack_job(job, units[job_id], pools)
+    for job in sorted((j for j in jobs if j.id in units), key=packing_order):
+        packed, failed = pack_job(job, units[job.id], pools)
         if failed is None:
+            shares[job.id] = packed
             continue
         failures += 1
         pool = pools[failed]
         fits = max((pool.max_units(job, m) for m in job_models(job, pool)), default=0)
-        caps[(job_id, failed)] = min(fits, units[job_id][failed] - 1)
-    return failures
+        caps[(job.id, failed)] = min(fits, units[job.id][failed] - 1)
+    return shares, pools, failures
 
 
 def _solve_once(
@@ -334,29 +336,25 @@ def priority_weights(jobs: list[JobRequest], factor: int) -> dict[str, int]:
 
 
 def cpsat_decision(
-    snapshot: Snapshot, jobs: list[JobRequest], options: SolveOptions, hint: Decision | None
-) -> Decision:
-    """Solve, then pack the answer into domains (the packing cannot fail after repair, but a
-    job whose packing still fails is left pending rather than half-placed)."""
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    options: SolveOptions,
+    hint: tuple[Decision, Pools] | None,
+) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    units, status, objective, bound = solve_cpsat(snapshot, jobs, options, hint)
-    pools = pools_of(snapshot.clusters)
-    decided: dict[str, JobDecision] = {}
-    for job in sorted((j for j in jobs if j.id in units), key=packing_order):
-        shares, failed = pack_job(job, units[job.id], pools)
-        if failed is not None:
-            decided[job.id] = JobDecision(
-                job.id, False, reason=f"could not pack its units into {failed}'s topology domains"
-            )
-            continue
-        decided[job.id] = JobDecision(job.id, True, shares=shares)
-    result = tuple(decided.get(j.id, JobDecision(j.id, False)) for j in jobs)
+    shares, pools, status, objective, bound = solve_cpsat(
+        snapshot, jobs, options, hint[0] if hint else None
+    )
+    result = tuple(
+        JobDecision(j.id, True, shares=shares[j.id]) if j.id in shares else JobDecision(j.id, False)
+        for j in jobs
+    )
     if hint is not None:
         weights = priority_weights(jobs, options.priority_factor)
-        if _value(hint.jobs, weights) > _value(result, weights):
+        if _value(hint[0].jobs, weights) > _value(result, weights):
             # Repair cuts are heuristics; never return less than the greedy answer we started from.
-            result, status = hint.jobs, f"{status}+GREEDY"
-    return Decision(
+            result, pools, status = hint[0].jobs, hint[1], f"{status}+GREEDY"
+    decision = Decision(
         policy=Policy.CPSAT,
         status=status,
         jobs=result,
@@ -364,6 +362,7 @@ def cpsat_decision(
         bound=bound,
         solve_seconds=time.monotonic() - start,
     )
+    return decision, pools
 
 
 def _value(decisions: tuple[JobDecision, ...], weights: dict[str, int]) -> int:

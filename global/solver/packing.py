@@ -3,11 +3,15 @@ free capacity; shared by every policy so that all are judged by the same rules."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from volcano_global.solver.capacity import ClusterPool, job_models
-from volcano_global.solver.model import JobRequest, Share
+from volcano_global.solver.model import ClusterState, JobRequest, Share
+
+Pools = dict[str, ClusterPool]
 
 
-def pools_of(clusters) -> dict[str, ClusterPool]:  # type: ignore[no-untyped-def]
+def pools_of(clusters: Iterable[ClusterState]) -> Pools:
     return {c.name: ClusterPool(c) for c in clusters}
 
 
@@ -17,19 +21,20 @@ def pack_job(
     """Place the job's units; on success the pools are consumed and the shares returned, on
     failure the pools are unchanged and the failing cluster is named."""
     taken: list[tuple[ClusterPool, Share]] = []
-    saved = {name: pools[name].copy() for name in units_by_cluster}
+    marks: dict[str, int] = {}
     for cluster, units in sorted(units_by_cluster.items()):
         if units <= 0:
             continue
         pool = pools[cluster]
+        marks[cluster] = pool.mark()
         placed = None
         for model in job_models(job, pool):
             placed = pool.place(job, units, model)
             if placed is not None:
                 break
         if placed is None:
-            for name, copy in saved.items():
-                pools[name] = copy
+            for name, mark in marks.items():
+                pools[name].rollback(mark)
             return (), cluster
         pods = units * job.unit
         taken.append(
