@@ -205,13 +205,13 @@ def main() -> None:
         args,
     )
     philly = [
-        philly_snapshot(data_dir=args.data_dir, trace=t, jobs=200, clusters=4, nodes=64, seed=7)
+        philly_snapshot(data_dir=args.data_dir, trace=t, jobs=200, clusters=4, nodes=32, seed=7)
         for t in ("0e4a51", "103959", "11cb48", "23dbec", "2869ce")[: args.snapshots]
     ]
     lines += quality_table(
         "Philly-derived traces",
         "The first 200 jobs of each Gavel/Philly trace (1-8 GPUs, none splittable) on 4 clusters of "
-        "64 nodes at 50-80% utilisation.",
+        "32 nodes at 50-80% utilisation.",
         philly,
         args,
     )

@@ -3,8 +3,9 @@
 Nodes are summarised per leaf domain as a histogram of free GPUs, so placing pods is
 arithmetic on counts, not a walk over 5,000 nodes. Pods go to the nodes with the fewest free
 GPUs that still fit them (best fit), units to the smallest domain that holds them, keeping
-large domains whole for the jobs that need them. Changes are journaled so that a job that
-does not fit everywhere can be rolled back cheaply.
+large domains whole for the jobs that need them. Totals (free GPUs, pod slots per domain) are
+kept up to date incrementally, and changes are journaled so a job that does not fit
+everywhere is rolled back cheaply.
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ class _Leaf:
         """Pods of `gpus_per_pod` GPUs that fit on the leaf's nodes (memoised until it changes)."""
         found = self.memo.get(gpus_per_pod)
         if found is None:
-            found = sum(
-                n * (v // gpus_per_pod) for v, n in enumerate(self.hist) if v >= gpus_per_pod
-            )
+            found = _slots(self.hist, gpus_per_pod)
             self.memo[gpus_per_pod] = found
         return found
+
+
+def _slots(hist: list[int], gpus_per_pod: int) -> int:
+    return sum(n * (v // gpus_per_pod) for v, n in enumerate(hist) if v >= gpus_per_pod)
+
+
+def _free(hist: list[int]) -> int:
+    return sum(v * n for v, n in enumerate(hist))
+
+
+Scope = tuple[int, str] | None  # (tier, domain name), or the whole cluster
 
 
 class ClusterPool:
@@ -47,32 +57,33 @@ class ClusterPool:
             for leaf in state.leaves
         ]
         self._models = sorted({x.gpu_model for x in self.leaves})
-        self._cache: dict[tuple[object, ...], int] = {}
+        self._free_total: dict[str, int] = defaultdict(int)
+        for leaf in self.leaves:
+            self._free_total[leaf.gpu_model] += _free(leaf.hist)
+        self._slot_total: dict[tuple[str, int], int] = {}
+        self._domain_slots: dict[tuple[str, int, int], dict[str, int]] = {}
         self._groups: dict[tuple[str, int], dict[str, list[_Leaf]]] = {}
+        self._inside: dict[tuple[str, int, str, int], list[str]] = {}
+        self._units: dict[tuple[object, ...], int] = {}
         self._journal: list[tuple[_Leaf, list[int]]] = []
 
-    # -- queries (cached until the pool changes) ---------------------------------------
+    # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
         return self._models
 
     def free_gpus(self, model: str) -> int:
-        key = ("free", model)
-        if key not in self._cache:
-            self._cache[key] = sum(
-                v * n for x in self.leaves if x.gpu_model == model for v, n in enumerate(x.hist)
-            )
-        return self._cache[key]
+        return self._free_total.get(model, 0)
 
     def slots(self, model: str, gpus_per_pod: int) -> int:
-        key = ("slots", model, gpus_per_pod)
-        if key not in self._cache:
-            self._cache[key] = sum(
+        key = (model, gpus_per_pod)
+        if key not in self._slot_total:
+            self._slot_total[key] = sum(
                 x.slots(gpus_per_pod) for x in self.leaves if x.gpu_model == model
             )
-        return self._cache[key]
+        return self._slot_total[key]
 
     def domains(self, model: str, tier: int) -> dict[str, list[_Leaf]]:
-        """Leaves grouped by their domain of `tier` (leaves not under such a domain left out).
+        """Leaves grouped by their domain of `tier` (leaves under no such domain left out).
         The tree never changes, so the grouping is computed once."""
         key = (model, tier)
         if key not in self._groups:
@@ -83,35 +94,61 @@ class ClusterPool:
             self._groups[key] = dict(groups)
         return self._groups[key]
 
+    def domain_slots(self, model: str, tier: int, gpus_per_pod: int) -> dict[str, int]:
+        key = (model, tier, gpus_per_pod)
+        if key not in self._domain_slots:
+            self._domain_slots[key] = {
+                name: sum(x.slots(gpus_per_pod) for x in leaves)
+                for name, leaves in self.domains(model, tier).items()
+            }
+        return self._domain_slots[key]
+
+    def _domains_inside(self, model: str, scope: Scope, tier: int) -> list[str]:
+        """Names of the tier-`tier` domains inside `scope` (static)."""
+        if scope is None:
+            return list(self.domains(model, tier))
+        key = (model, scope[0], scope[1], tier)
+        if key not in self._inside:
+            outer_tier, outer = scope
+            self._inside[key] = sorted(
+                {
+                    leaf.path[tier - 1]
+                    for leaf in self.domains(model, outer_tier).get(outer, [])
+                    if len(leaf.path) >= tier
+                }
+            )
+        return self._inside[key]
+
+    def _scope_slots(self, model: str, scope: Scope, gpus_per_pod: int) -> int:
+        if scope is None:
+            return self.slots(model, gpus_per_pod)
+        return self.domain_slots(model, scope[0], gpus_per_pod).get(scope[1], 0)
+
+    def _units_in(self, job: JobRequest, model: str, scope: Scope) -> int:
+        g = job.gpus_per_pod
+        if job.unit_tier is None:
+            return self._scope_slots(model, scope, g) // job.unit
+        slots = self.domain_slots(model, job.unit_tier, g)
+        return sum(slots[d] // job.unit for d in self._domains_inside(model, scope, job.unit_tier))
+
     def max_units(self, job: JobRequest, model: str) -> int:
         """Units of the job this cluster could take if the job were alone in it."""
         key = (model, job.gpus_per_pod, job.unit, job.unit_tier, job.share_tier)
-        if key not in self._cache:
-            self._cache[key] = self._max_units(job, model)
-        return self._cache[key]
-
-    def _max_units(self, job: JobRequest, model: str) -> int:
-        if job.gpus_per_pod == 0:
-            return job.units
-        if job.share_tier is not None:
-            return max(
-                (
-                    self._units_in(leaves, job)
-                    for leaves in self.domains(model, job.share_tier).values()
-                ),
-                default=0,
-            )
-        return self._units_in([x for x in self.leaves if x.gpu_model == model], job)
-
-    def _units_in(self, leaves: list[_Leaf], job: JobRequest) -> int:
-        g = job.gpus_per_pod
-        if job.unit_tier is None:
-            return sum(x.slots(g) for x in leaves) // job.unit
-        groups: dict[str, int] = defaultdict(int)
-        for leaf in leaves:
-            if len(leaf.path) >= job.unit_tier:
-                groups[leaf.path[job.unit_tier - 1]] += leaf.slots(g)
-        return sum(s // job.unit for s in groups.values())
+        if key not in self._units:
+            if job.gpus_per_pod == 0:
+                found = job.units
+            elif job.share_tier is not None:
+                found = max(
+                    (
+                        self._units_in(job, model, (job.share_tier, d))
+                        for d in self.domains(model, job.share_tier)
+                    ),
+                    default=0,
+                )
+            else:
+                found = self._units_in(job, model, None)
+            self._units[key] = found
+        return self._units[key]
 
     # -- changes ------------------------------------------------------------------------
     def mark(self) -> int:
@@ -121,9 +158,21 @@ class ClusterPool:
         """Undo every change made since `mark`."""
         while len(self._journal) > mark:
             leaf, hist = self._journal.pop()
-            leaf.hist = hist
-            leaf.memo.clear()
-        self._cache.clear()
+            self._set_hist(leaf, hist)
+
+    def _set_hist(self, leaf: _Leaf, hist: list[int]) -> None:
+        old = leaf.hist
+        model = leaf.gpu_model
+        self._free_total[model] += _free(hist) - _free(old)
+        for (m, g), total in self._slot_total.items():
+            if m == model:
+                self._slot_total[(m, g)] = total + _slots(hist, g) - _slots(old, g)
+        for (m, tier, g), per_domain in self._domain_slots.items():
+            if m == model and len(leaf.path) >= tier:
+                per_domain[leaf.path[tier - 1]] += _slots(hist, g) - _slots(old, g)
+        leaf.hist = hist
+        leaf.memo.clear()
+        self._units.clear()
 
     def place(self, job: JobRequest, units: int, model: str) -> list[tuple[str, int]] | None:
         """Take `units` units of the job; return (domain, pods) placements, or None and leave
@@ -136,47 +185,46 @@ class ClusterPool:
         placed = self._place(job, units, model)
         if placed is None:
             self.rollback(mark)
-        else:
-            self._cache.clear()
         return placed
 
     def _place(self, job: JobRequest, units: int, model: str) -> list[tuple[str, int]] | None:
         if job.share_tier is None:
-            return self._place_units([x for x in self.leaves if x.gpu_model == model], job, units)
-        g = job.gpus_per_pod
+            return self._place_units(job, units, model, None)
+        slots = self.domain_slots(model, job.share_tier, job.gpus_per_pod)
         fitting = sorted(
-            (sum(x.slots(g) for x in leaves), name)
-            for name, leaves in self.domains(model, job.share_tier).items()
-            if self._units_in(leaves, job) >= units
+            (slots[d], d)
+            for d in self.domains(model, job.share_tier)
+            if self._units_in(job, model, (job.share_tier, d)) >= units
         )
         for _, name in fitting:
             mark = self.mark()
-            placed = self._place_units(self.domains(model, job.share_tier)[name], job, units)
+            placed = self._place_units(job, units, model, (job.share_tier, name))
             if placed is not None:
                 return placed
             self.rollback(mark)
         return None
 
     def _place_units(
-        self, leaves: list[_Leaf], job: JobRequest, units: int
+        self, job: JobRequest, units: int, model: str, scope: Scope
     ) -> list[tuple[str, int]] | None:
         g = job.gpus_per_pod
         if job.unit_tier is None:
+            leaves = (
+                [x for x in self.leaves if x.gpu_model == model]
+                if scope is None
+                else self.domains(model, scope[0]).get(scope[1], [])
+            )
             return self._take_pods(leaves, g, units * job.unit)
-        groups: dict[str, list[_Leaf]] = defaultdict(list)
-        for leaf in leaves:
-            if len(leaf.path) >= job.unit_tier:
-                groups[leaf.path[job.unit_tier - 1]].append(leaf)
+        candidates = self._domains_inside(model, scope, job.unit_tier)
+        slots = self.domain_slots(model, job.unit_tier, g)
         placed: list[tuple[str, int]] = []
         for _ in range(units):
-            fitting = [
-                (room, name)
-                for name, group in groups.items()
-                if (room := sum(x.slots(g) for x in group)) >= job.unit
-            ]
+            fitting = [(slots[d], d) for d in candidates if slots[d] >= job.unit]
             if not fitting:
                 return None
-            taken = self._take_pods(groups[min(fitting)[1]], g, job.unit)
+            taken = self._take_pods(
+                self.domains(model, job.unit_tier)[min(fitting)[1]], g, job.unit
+            )
             if taken is None:
                 return None
             placed.extend(taken)
@@ -193,31 +241,32 @@ class ClusterPool:
                 break
             if leaf.slots(gpus_per_pod) == 0:
                 continue
-            self._journal.append((leaf, list(leaf.hist)))
-            taken = _take_from_leaf(leaf, gpus_per_pod, pods)
+            hist = list(leaf.hist)
+            taken = _take_from(hist, gpus_per_pod, pods)
+            self._journal.append((leaf, leaf.hist))
+            self._set_hist(leaf, hist)
             pods -= taken
             placed.append((leaf.name, taken))
         return placed
 
 
-def _take_from_leaf(leaf: _Leaf, gpus_per_pod: int, pods: int) -> int:
+def _take_from(hist: list[int], gpus_per_pod: int, pods: int) -> int:
     """Best fit inside one leaf: nodes with the fewest free GPUs that hold a pod go first."""
     taken = 0
-    for v in range(gpus_per_pod, len(leaf.hist)):
+    for v in range(gpus_per_pod, len(hist)):
         per_node = v // gpus_per_pod
-        while leaf.hist[v] and pods:
+        while hist[v] and pods:
             if pods >= per_node:
-                nodes = min(leaf.hist[v], pods // per_node)
-                leaf.hist[v] -= nodes
-                leaf.hist[v - per_node * gpus_per_pod] += nodes
+                nodes = min(hist[v], pods // per_node)
+                hist[v] -= nodes
+                hist[v - per_node * gpus_per_pod] += nodes
                 pods -= nodes * per_node
                 taken += nodes * per_node
             else:
-                leaf.hist[v] -= 1
-                leaf.hist[v - pods * gpus_per_pod] += 1
+                hist[v] -= 1
+                hist[v - pods * gpus_per_pod] += 1
                 taken += pods
                 pods = 0
-    leaf.memo.clear()
     return taken
 
 
