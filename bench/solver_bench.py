@@ -185,7 +185,7 @@ def main() -> None:
     ]
     lines += scale_section(args, mean)
     lines += ["", "## 2. One round, every policy on the same snapshots", ""]
-    tors = 8 if args.quick else 32
+    tors = 8 if args.quick else 16
     llm = [
         llm_snapshot(
             seed=100 + s,
@@ -200,7 +200,8 @@ def main() -> None:
     lines += quality_table(
         "LLM-scale mix (synthetic, seeded)",
         f"{args.snapshots} snapshots (seeds 100..), 6 clusters of {tors * 8} nodes at 50-80% "
-        "utilisation, a window of the first 200 jobs in priority order (demand ~1.5x the free GPUs).",
+        "utilisation, a window of the first 200 jobs in priority order (they ask for more GPUs "
+        "than are free: see the admitted column).",
         llm,
         args,
     )

@@ -6,8 +6,9 @@ uniformly from a range); a busy node has 0 free GPUs, or 2/4/6 with probability 
 (fragmentation). GPU model H100 or A100, alternating by cluster. The solver only ever sees
 the per-ToR histograms.
 
-Links: clusters come in regions of 4. Within a region every pair is linked with 400 or 800
-Gbps; across regions a pair is linked with probability 0.5 with 100 or 200 Gbps. Running jobs
+Links: clusters come in regions (campuses) of 4. Within a region every pair is linked with
+1.6 or 3.2 Tbps (data-centre interconnect on one campus); across regions a pair is linked with
+probability 0.5 with 100 or 400 Gbps (long-haul). Running jobs
 already hold 0-30% of each link.
 
 LLM-scale job mix, parameterised from AcmeTrace's Kalos cluster (an LLM training cluster;
@@ -88,7 +89,7 @@ def links_for(names: list[str], rng: random.Random) -> tuple[LinkState, ...]:
             same_region = i // 4 == j // 4
             if not same_region and rng.random() < 0.5:
                 continue
-            capacity = rng.choice([400.0, 800.0]) if same_region else rng.choice([100.0, 200.0])
+            capacity = rng.choice([1600.0, 3200.0]) if same_region else rng.choice([100.0, 400.0])
             links.append(LinkState(a, b, capacity, round(capacity * rng.uniform(0, 0.3), 1)))
     return tuple(links)
 

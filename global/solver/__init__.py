@@ -27,7 +27,7 @@ from volcano_global.solver.model import (
     SolveOptions,
     link_key,
 )
-from volcano_global.solver.packing import Pools
+from volcano_global.solver.packing import Pools, pools_of
 from volcano_global.solver.reasons import explain
 
 __all__ = [
@@ -54,17 +54,21 @@ def solve(
     check_snapshot(snapshot)
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
+    base = pools_of(snapshot.clusters)
     if policy is Policy.CPSAT:
-        decision, pools = cpsat_decision(snapshot, window, options, hint=greedy(snapshot, window))
+        hint = greedy(snapshot, window, base)
+        decision, pools = cpsat_decision(
+            snapshot, window, options, hint=hint, base=base, deadline=start + options.time_limit_s
+        )
         decision = replace(
             decision, jobs=tuple(_with_reservations(j, window) for j in decision.jobs)
         )
     elif policy is Policy.FIRST_FIT:
-        decision, pools = first_fit(snapshot, window)
+        decision, pools = first_fit(snapshot, window, base)
     elif policy is Policy.PROPORTIONAL:
-        decision, pools = proportional(snapshot, window)
+        decision, pools = proportional(snapshot, window, base)
     else:
-        decision, pools = greedy(snapshot, window)
+        decision, pools = greedy(snapshot, window, base)
     decision = _explained(snapshot, decision, window, pools)
     outside = tuple(
         JobDecision(

@@ -26,13 +26,13 @@ from volcano_global.solver.model import (
     Snapshot,
     link_key,
 )
-from volcano_global.solver.packing import Pools, pack_job, pools_of
+from volcano_global.solver.packing import Pools, copy_pools, pack_job
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
-def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
+def first_fit(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = pools_of(snapshot.clusters)
+    pools = copy_pools(base)
     room = _quota_room(snapshot)
     decided = []
     for job in jobs:
@@ -48,9 +48,9 @@ def first_fit(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Poo
     return _decision(Policy.FIRST_FIT, decided, start), pools
 
 
-def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
+def proportional(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = pools_of(snapshot.clusters)
+    pools = copy_pools(base)
     room = _quota_room(snapshot)
     decided = []
     for job in jobs:
@@ -73,9 +73,9 @@ def proportional(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, 
     return _decision(Policy.PROPORTIONAL, decided, start), pools
 
 
-def greedy(snapshot: Snapshot, jobs: list[JobRequest]) -> tuple[Decision, Pools]:
+def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = pools_of(snapshot.clusters)
+    pools = copy_pools(base)
     room = _quota_room(snapshot)
     links = {link.key: link.free_gbps for link in snapshot.links}
     decided = []

@@ -67,6 +67,27 @@ class ClusterPool:
         self._units: dict[tuple[object, ...], int] = {}
         self._journal: list[tuple[_Leaf, list[int]]] = []
 
+    def copy(self) -> ClusterPool:
+        """An independent pool in the same state (cheaper than building one from the state)."""
+        clone = object.__new__(ClusterPool)
+        clone.name = self.name
+        clone.leaves = [
+            _Leaf(x.name, x.gpu_model, list(x.hist), x.path, dict(x.memo)) for x in self.leaves
+        ]
+        index = {id(old): new for old, new in zip(self.leaves, clone.leaves, strict=True)}
+        clone._models = self._models
+        clone._free_total = defaultdict(int, self._free_total)
+        clone._slot_total = dict(self._slot_total)
+        clone._domain_slots = {k: dict(v) for k, v in self._domain_slots.items()}
+        clone._groups = {
+            k: {d: [index[id(x)] for x in leaves] for d, leaves in v.items()}
+            for k, v in self._groups.items()
+        }
+        clone._inside = self._inside
+        clone._units = dict(self._units)
+        clone._journal = []
+        return clone
+
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
         return self._models
@@ -233,21 +254,25 @@ class ClusterPool:
     def _take_pods(
         self, leaves: list[_Leaf], gpus_per_pod: int, pods: int
     ) -> list[tuple[str, int]] | None:
-        if sum(x.slots(gpus_per_pod) for x in leaves) < pods:
+        room = [(x.slots(gpus_per_pod), x.name, x) for x in leaves]
+        room = [r for r in room if r[0]]
+        if sum(r[0] for r in room) < pods:
             return None
+        # Best fit: leaves with the least room first. A few pods need only the smallest
+        # leaves; sorting all of them is for big requests.
+        whole = [r for r in room if r[0] >= pods] if pods <= 8 else []
+        order = [min(whole)] if whole else sorted(room)
         placed: list[tuple[str, int]] = []
-        for leaf in sorted(leaves, key=lambda x: (x.slots(gpus_per_pod), x.name)):
+        for _, _, leaf in order:
             if pods == 0:
                 break
-            if leaf.slots(gpus_per_pod) == 0:
-                continue
             hist = list(leaf.hist)
             taken = _take_from(hist, gpus_per_pod, pods)
             self._journal.append((leaf, leaf.hist))
             self._set_hist(leaf, hist)
             pods -= taken
             placed.append((leaf.name, taken))
-        return placed
+        return placed if pods == 0 else None
 
 
 def _take_from(hist: list[int], gpus_per_pod: int, pods: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -126,13 +127,12 @@ class Policy(StrEnum):
 
 @dataclass(frozen=True)
 class SolveOptions:
-    time_limit_s: float = 1.0
+    time_limit_s: float = 1.0  # for the whole round (warm start, search, packing)
     window: int = 200
     workers: int = 2
     seed: int = 0
-    repair_rounds: int = 3
     priority_factor: int = 4  # weight per GPU of one priority level over the level below
-    candidates_per_job: int = 8  # clusters a splittable job considers (those with most room)
+    candidates_per_job: int = 8  # clusters the model considers per job
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,9 @@ class JobDecision:
 
 @dataclass(frozen=True)
 class Decision:
+    """`objective`: priority-weighted admitted GPUs of the answer (the primary objective);
+    `bound`: CP-SAT's proven upper bound on it (for heuristics, the objective itself)."""
+
     policy: Policy
     status: str
     jobs: tuple[JobDecision, ...]
@@ -179,10 +182,15 @@ class Decision:
 
     @property
     def gap(self) -> float:
-        """Relative distance between the answer and the proven bound (0 = proven optimal)."""
+        """Relative distance between the answer and the proven bound (0 = proven optimal;
+        NaN when the search proved no bound in time)."""
+        if self.status == "HEURISTIC":
+            return 0.0 if self.bound <= self.objective else math.nan
+        if not math.isfinite(self.bound):
+            return math.nan
         if self.bound <= 0:
             return 0.0
-        return max(self.bound - self.objective, 0.0) / max(abs(self.bound), 1e-9)
+        return max(self.bound - self.objective, 0.0) / self.bound
 
     @property
     def admitted(self) -> tuple[JobDecision, ...]:
