@@ -160,12 +160,12 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: checks the benchmark runs"
     )
-    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--snapshots", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.snapshots = 2, 2

@@ -56,9 +56,8 @@ def solve(
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
     if policy is Policy.CPSAT:
-        hint = greedy(snapshot, window, base)
         decision, pools = cpsat_decision(
-            snapshot, window, options, hint=hint, base=base, deadline=start + options.time_limit_s
+            snapshot, window, options, base=base, deadline=start + options.time_limit_s
         )
         decision = replace(
             decision, jobs=tuple(_with_reservations(j, window) for j in decision.jobs)

@@ -9,6 +9,9 @@
 - greedy: in queue order, the whole job in the tightest cluster that fits, else a split over
   the clusters with most room, up to the job's limit, accepted only if every pair is linked
   with enough free bandwidth. It also warm-starts CP-SAT.
+
+Each policy places into the pools it is given (and returns them); the caller rolls them back
+if it wants the starting capacity again.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from volcano_global.solver.model import (
     Snapshot,
     link_key,
 )
-from volcano_global.solver.packing import Pools, copy_pools, pack_job
+from volcano_global.solver.packing import Pools, pack_job
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
 def first_fit(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = copy_pools(base)
+    pools = base
     room = _quota_room(snapshot)
     decided = []
     for job in jobs:
@@ -50,7 +53,7 @@ def first_fit(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[
 
 def proportional(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = copy_pools(base)
+    pools = base
     room = _quota_room(snapshot)
     decided = []
     for job in jobs:
@@ -75,14 +78,14 @@ def proportional(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tup
 
 def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
     start = time.monotonic()
-    pools = copy_pools(base)
+    pools = base
     room = _quota_room(snapshot)
     links = {link.key: link.free_gbps for link in snapshot.links}
     decided = []
     for job in jobs:
         decision = JobDecision(job.id, False)
         if room.get(job.queue, job.gpus) >= job.gpus:
-            decision = _greedy_one(job, pools, links) or decision
+            decision = place_greedily(job, pools, links) or decision
             if decision.admitted:
                 _charge(room, job)
                 for r in decision.reservations:
@@ -91,7 +94,7 @@ def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Dec
     return _decision(Policy.GREEDY, decided, start), pools
 
 
-def _greedy_one(
+def place_greedily(
     job: JobRequest, pools: dict[str, ClusterPool], links: dict[tuple[str, str], float]
 ) -> JobDecision | None:
     capacity = {name: _max_units(job, pools[name]) for name in _eligible(job, pools)}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from volcano_global.solver.model import ClusterState, JobRequest
 
 
-@dataclass
+@dataclass(slots=True)
 class _Leaf:
     name: str
     gpu_model: str
@@ -62,31 +62,12 @@ class ClusterPool:
             self._free_total[leaf.gpu_model] += _free(leaf.hist)
         self._slot_total: dict[tuple[str, int], int] = {}
         self._domain_slots: dict[tuple[str, int, int], dict[str, int]] = {}
+        # (model, pod size) -> slots -> leaves with that many slots: best fit without a scan
+        self._buckets: dict[tuple[str, int], dict[int, dict[str, _Leaf]]] = {}
         self._groups: dict[tuple[str, int], dict[str, list[_Leaf]]] = {}
         self._inside: dict[tuple[str, int, str, int], list[str]] = {}
         self._units: dict[tuple[object, ...], int] = {}
         self._journal: list[tuple[_Leaf, list[int]]] = []
-
-    def copy(self) -> ClusterPool:
-        """An independent pool in the same state (cheaper than building one from the state)."""
-        clone = object.__new__(ClusterPool)
-        clone.name = self.name
-        clone.leaves = [
-            _Leaf(x.name, x.gpu_model, list(x.hist), x.path, dict(x.memo)) for x in self.leaves
-        ]
-        index = {id(old): new for old, new in zip(self.leaves, clone.leaves, strict=True)}
-        clone._models = self._models
-        clone._free_total = defaultdict(int, self._free_total)
-        clone._slot_total = dict(self._slot_total)
-        clone._domain_slots = {k: dict(v) for k, v in self._domain_slots.items()}
-        clone._groups = {
-            k: {d: [index[id(x)] for x in leaves] for d, leaves in v.items()}
-            for k, v in self._groups.items()
-        }
-        clone._inside = self._inside
-        clone._units = dict(self._units)
-        clone._journal = []
-        return clone
 
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
@@ -188,6 +169,12 @@ class ClusterPool:
         for (m, g), total in self._slot_total.items():
             if m == model:
                 self._slot_total[(m, g)] = total + _slots(hist, g) - _slots(old, g)
+        for (m, g), buckets in self._buckets.items():
+            if m == model:
+                before, after = _slots(old, g), _slots(hist, g)
+                if before != after:
+                    del buckets[before][leaf.name]
+                    buckets.setdefault(after, {})[leaf.name] = leaf
         for (m, tier, g), per_domain in self._domain_slots.items():
             if m == model and len(leaf.path) >= tier:
                 per_domain[leaf.path[tier - 1]] += _slots(hist, g) - _slots(old, g)
@@ -258,9 +245,8 @@ class ClusterPool:
         room = [r for r in room if r[0]]
         if sum(r[0] for r in room) < pods:
             return None
-        # Best fit: leaves with the least room first. A few pods need only the smallest
-        # leaves; sorting all of them is for big requests.
-        whole = [r for r in room if r[0] >= pods] if pods <= 8 else []
+        # Best fit: the tightest leaf that holds them all, else leaves with the least room first.
+        whole = [r for r in room if r[0] >= pods]
         order = [min(whole)] if whole else sorted(room)
         placed: list[tuple[str, int]] = []
         for _, _, leaf in order:

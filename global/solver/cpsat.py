@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from volcano_global.solver.baselines import greedy, place_greedily, reservations_for
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.model import (
     Decision,
@@ -77,7 +78,7 @@ from volcano_global.solver.model import (
     SolveOptions,
     link_key,
 )
-from volcano_global.solver.packing import Pools, copy_pools, pack_job, packing_order
+from volcano_global.solver.packing import Pools, pack_job, packing_order
 from volcano_global.solver.traffic import pair_demand_gbps
 
 PACKING_RESERVE_S = 0.15  # of the round's time limit, kept for packing and explaining
@@ -111,34 +112,38 @@ def solve_cpsat(
     """Shares of each admitted job packed into domains, the pools after them, the status,
     objective and bound. The search gets what is left of the round's time limit."""
     units, status, objective, bound = _solve_once(snapshot, jobs, options, hint, base, deadline)
-    shares, pools = _pack(jobs, units, base)
-    return shares, pools, status, objective, bound
+    return _pack(snapshot, jobs, units, base), base, status, objective, bound
 
 
 def _pack(
-    jobs: list[JobRequest], units: dict[str, dict[str, int]], base: Pools
-) -> tuple[dict[str, tuple[Share, ...]], Pools]:
-    """Pack the model's answer, most constrained jobs first. A job the aggregate let through
-    but whose units do not pack (jobs competing for the same domains) is re-placed greedily
-    on what is left, or stays pending ("repair")."""
-    pools = copy_pools(base)
+    snapshot: Snapshot, jobs: list[JobRequest], units: dict[str, dict[str, int]], pools: Pools
+) -> dict[str, tuple[Share, ...]]:
+    """Pack the model's answer into `pools`, most constrained jobs first. A job the aggregate
+    let through but whose units do not pack (jobs competing for the same domains) is placed
+    again by the greedy policy on what is left, or stays pending ("repair")."""
     shares: dict[str, tuple[Share, ...]] = {}
     failed: list[JobRequest] = []
+    by_id = {j.id: j for j in jobs}
     for job in sorted((j for j in jobs if j.id in units), key=packing_order):
         packed, failed_in = pack_job(job, units[job.id], pools)
         if failed_in is None:
             shares[job.id] = packed
         else:
             failed.append(job)
-    for job in failed:
-        for name in sorted(
-            pools, key=lambda c: -sum(pools[c].free_gpus(m) for m in job_models(job, pools[c]))
-        ):
-            packed, failed_in = pack_job(job, {name: job.units}, pools)
-            if failed_in is None:
-                shares[job.id] = packed
-                break
-    return shares, pools
+    if failed:
+        links = {link.key: link.free_gbps for link in snapshot.links}
+        for job_id, packed in shares.items():
+            for r in reservations_for(
+                by_id[job_id], [s.cluster for s in packed] if len(packed) > 1 else []
+            ):
+                links[link_key(r.a, r.b)] -= r.gbps
+        for job in sorted(failed, key=lambda j: jobs.index(j)):
+            placed = place_greedily(job, pools, links)
+            if placed is not None:
+                shares[job.id] = placed.shares
+                for r in placed.reservations:
+                    links[link_key(r.a, r.b)] -= r.gbps
+    return shares
 
 
 def _solve_once(
@@ -362,24 +367,28 @@ def cpsat_decision(
     snapshot: Snapshot,
     jobs: list[JobRequest],
     options: SolveOptions,
-    hint: tuple[Decision, Pools] | None,
     base: Pools,
     deadline: float,
 ) -> tuple[Decision, Pools]:
+    """Warm-start with the greedy policy, solve, pack. `base` is the round's starting capacity;
+    it ends holding the returned answer."""
     start = time.monotonic()
-    shares, pools, status, _, bound = solve_cpsat(
-        snapshot, jobs, options, hint[0] if hint else None, base, deadline
-    )
+    marks = {name: pool.mark() for name, pool in base.items()}
+    hint, _ = greedy(snapshot, jobs, base)
+    for name, pool in base.items():
+        pool.rollback(marks[name])
+    shares, pools, status, _, bound = solve_cpsat(snapshot, jobs, options, hint, base, deadline)
     result = tuple(
         JobDecision(j.id, True, shares=shares[j.id]) if j.id in shares else JobDecision(j.id, False)
         for j in jobs
     )
-    if hint is not None:
-        weights = priority_weights(jobs, options.priority_factor)
-        if _value(hint[0].jobs, weights) > _value(result, weights):
-            # Repair is a heuristic; never return less than the greedy answer we started from.
-            result, pools, status = hint[0].jobs, hint[1], f"{status}+GREEDY"
     weights = priority_weights(jobs, options.priority_factor)
+    if _value(hint.jobs, weights) > _value(result, weights):
+        # Repair is a heuristic; never return less than the greedy answer we started from.
+        for name, pool in base.items():
+            pool.rollback(marks[name])
+        hint, pools = greedy(snapshot, jobs, base)
+        result, status = hint.jobs, f"{status}+GREEDY"
     decision = Decision(
         policy=Policy.CPSAT,
         status=status,

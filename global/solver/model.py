@@ -129,7 +129,7 @@ class Policy(StrEnum):
 class SolveOptions:
     time_limit_s: float = 1.0  # for the whole round (warm start, search, packing)
     window: int = 200
-    workers: int = 2
+    workers: int = 1  # deterministic; on 2 cores a second worker cost more than it found
     seed: int = 0
     priority_factor: int = 4  # weight per GPU of one priority level over the level below
     candidates_per_job: int = 8  # clusters the model considers per job

@@ -15,10 +15,6 @@ def pools_of(clusters: Iterable[ClusterState]) -> Pools:
     return {c.name: ClusterPool(c) for c in clusters}
 
 
-def copy_pools(pools: Pools) -> Pools:
-    return {name: pool.copy() for name, pool in pools.items()}
-
-
 def pack_job(
     job: JobRequest, units_by_cluster: dict[str, int], pools: dict[str, ClusterPool]
 ) -> tuple[tuple[Share, ...], str | None]:
