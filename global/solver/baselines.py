@@ -97,6 +97,8 @@ def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Dec
 def place_greedily(
     job: JobRequest, pools: dict[str, ClusterPool], links: dict[tuple[str, str], float]
 ) -> JobDecision | None:
+    """The whole job in the tightest cluster that holds it, else a split over the clusters with
+    most room whose every pair is linked with enough free bandwidth; None if neither fits."""
     capacity = {name: _max_units(job, pools[name]) for name in _eligible(job, pools)}
     whole = sorted(
         (c for c, u in capacity.items() if u >= job.units), key=lambda c: (_free(job, pools[c]), c)

@@ -1,0 +1,25 @@
+"""The placement benchmark runs end to end (its quick mode), so it cannot rot unnoticed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "solver_bench.py"
+
+
+def test_quick_benchmark_writes_a_report(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = out.read_text()
+    assert "## 1. Solve time and gap against size" in report
+    for policy in ("cpsat", "first-fit", "proportional", "greedy"):
+        assert f"| {policy} |" in report
+    assert "Kalos" in report and "CP-SAT against the best baseline" in report
