@@ -18,6 +18,7 @@ setup(
     package_dir={"volcano_global": "global", "volcano_global.migrations": "migrations"},
     package_data={
         "volcano_global.migrations": ["script.py.mako"],
+        "volcano_global.rpc.v1": ["*.pyi"],
         "core_agent": ["data/*.csv"],
     },
 )

@@ -35,7 +35,7 @@ def snapshot(tors: int, nodes_per_tor: int) -> dict[str, object]:
 
 
 async def main(database_url: str, repeats: int, tors: int, nodes_per_tor: int) -> None:
-    app = create_app(Settings(database_url=database_url, admin_token=TOKEN))
+    app = create_app(Settings(database_url=database_url, admin_token=TOKEN, grpc_port=0))
     body = snapshot(tors, nodes_per_tor)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

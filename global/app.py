@@ -16,10 +16,13 @@ from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.db import migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
+from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
+from volcano_global.services.clusters import mark_unresponsive
 from volcano_global.services.queues import ensure_queue
 from volcano_global.services.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
+from volcano_global.tasks import start_guarded, stop
 
 log = logging.getLogger("volcano_global")
 
@@ -42,7 +45,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 announce_admin_token(generated)
             app.state.engine = engine
             app.state.sessions = sessions
-            yield
+            grpc_server, app.state.grpc_port = await start_grpc_server(
+                sessions=sessions, settings=settings
+            )
+            log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)
+
+            async def check_heartbeats() -> None:
+                async with transaction(sessions) as session:
+                    names = await mark_unresponsive(
+                        session, timeout_s=settings.agents.heartbeat_timeout_s
+                    )
+                for name in names:
+                    log.warning("cluster %s is NotReady: its agent went silent", name)
+
+            tasks = [
+                start_guarded(
+                    "heartbeat-monitor",
+                    check_heartbeats,
+                    every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
+                )
+            ]
+            try:
+                yield
+            finally:
+                await stop(tasks)
+                await grpc_server.stop(grace=5)
         finally:
             await engine.dispose()
 

@@ -45,6 +45,18 @@ class SchedulingDefaults(BaseModel):
     default_queue: str = Field("default", description="Queue of a job that names none.")
 
 
+class AgentSettings(BaseModel):
+    """The agent stream (gRPC)."""
+
+    heartbeat_interval_s: int = Field(5, ge=1, description="Heartbeat period asked of agents.")
+    heartbeat_timeout_s: float = Field(
+        30.0, gt=0, description="A cluster silent this long becomes NotReady."
+    )
+    max_message_bytes: int = Field(
+        64 << 20, description="Largest agent message (RESOURCE_EXHAUSTED above)."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="VGLOBAL_", env_nested_delimiter="__", env_file=None, extra="ignore"
@@ -61,11 +73,13 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="REST listen address.")
     port: int = Field(8080, description="REST listen port.")
+    grpc_port: int = Field(8081, description="Agent gRPC listen port (0: any free port).")
     log_level: str = Field("info", description="Python log level of the server.")
     migrate_on_start: bool = Field(True, description="Run alembic upgrade head on start.")
     db_pool_size: int = Field(10, description="Connection pool size (Postgres).")
     limits: LimitSettings = Field(default_factory=LimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
 
     @property
     def is_sqlite(self) -> bool:

@@ -115,7 +115,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN)
+    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN, grpc_port=0)
 
 
 @pytest.fixture

@@ -54,6 +54,7 @@ def demo(
         "VGLOBAL_ADMIN_TOKEN": token,
         "VGLOBAL_HOST": "127.0.0.1",
         "VGLOBAL_PORT": str(port),
+        "VGLOBAL_GRPC_PORT": str(_free_port()),
         "VGLOBAL_LOG_LEVEL": "warning",
     }
     console.rule("[bold]Volcano Global demo")

@@ -41,6 +41,9 @@ def server(
         str | None, typer.Option(help="REST listen address [env: VGLOBAL_HOST]")
     ] = None,
     port: Annotated[int | None, typer.Option(help="REST listen port [env: VGLOBAL_PORT]")] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(help="Agent gRPC listen port [env: VGLOBAL_GRPC_PORT]")
+    ] = None,
     database_url: Annotated[
         str | None, typer.Option(help="Database URL [env: VGLOBAL_DATABASE_URL]")
     ] = None,
@@ -48,7 +51,7 @@ def server(
     """Run the Global server (migrates the database on start)."""
     from volcano_global.cli.serve import run_server
 
-    run_server(host=host, port=port, database_url=database_url)
+    run_server(host=host, port=port, grpc_port=grpc_port, database_url=database_url)
 
 
 app.command()(demo_command.demo)

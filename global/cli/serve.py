@@ -10,10 +10,11 @@ from volcano_global.app import create_app
 from volcano_global.settings import Settings
 
 
-def run_server(*, host: str | None, port: int | None, database_url: str | None) -> None:
-    overrides = {
-        k: v for k, v in {"host": host, "port": port, "database_url": database_url}.items() if v
-    }
+def run_server(
+    *, host: str | None, port: int | None, grpc_port: int | None, database_url: str | None
+) -> None:
+    given = {"host": host, "port": port, "grpc_port": grpc_port, "database_url": database_url}
+    overrides = {k: v for k, v in given.items() if v is not None}
     settings = Settings(**overrides)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -145,3 +145,25 @@ class DomainOut(ApiModel):
 class Topology(ApiModel):
     cluster: str
     domains: list[DomainOut]
+
+
+class InventoryDelta(ApiModel):
+    """Changes to a cluster's inventory: whole nodes added or changed, nodes removed, and
+    HyperNode changes. Applied in one transaction."""
+
+    node_upserts: list[NodeIn] = Field(default_factory=list, max_length=20_000)
+    node_removals: list[str] = Field(default_factory=list, max_length=20_000)
+    domain_upserts: list[DomainIn] = Field(default_factory=list, max_length=100_000)
+    domain_removals: list[str] = Field(default_factory=list, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> InventoryDelta:
+        seen: set[str] = set()
+        for i, node in enumerate(self.node_upserts):
+            if node.name in seen:
+                raise ValueError(f"nodeUpserts[{i}].name: duplicate node {node.name!r}")
+            seen.add(node.name)
+        for i, name in enumerate(self.node_removals):
+            if name in seen:
+                raise ValueError(f"nodeRemovals[{i}]: node {name!r} is both changed and removed")
+        return self

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
+    ClusterState,
+    EventType,
     Job,
     Node,
     Placement,
@@ -59,8 +63,67 @@ async def rotate_agent_token(session: AsyncSession, *, name: str) -> str:
     return token
 
 
+async def agent_seen(session: AsyncSession, *, cluster: Cluster, connected: bool = False) -> None:
+    """An agent connected or sent a heartbeat: the cluster is Ready."""
+    cluster.last_heartbeat_at = utcnow()
+    if cluster.state is not ClusterState.READY:
+        previous = cluster.state
+        cluster.state = ClusterState.READY
+        await record_event(
+            session,
+            cluster_id=cluster.id,
+            reason="Ready",
+            message=f"agent {'connected' if connected else 'heartbeat'}; was {previous.value}",
+        )
+    await session.flush()
+
+
+async def mark_unresponsive(session: AsyncSession, *, timeout_s: float) -> list[str]:
+    """Clusters whose agent has been silent longer than the timeout become NotReady (with a
+    Warning event). Safe to run on every replica: rows are claimed with SKIP LOCKED."""
+    cutoff = utcnow() - timedelta(seconds=timeout_s)
+    stale = (
+        (
+            await session.execute(
+                select(Cluster)
+                .where(Cluster.state == ClusterState.READY, Cluster.last_heartbeat_at < cutoff)
+                .with_for_update(skip_locked=True)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for cluster in stale:
+        cluster.state = ClusterState.NOT_READY
+        await record_event(
+            session,
+            cluster_id=cluster.id,
+            type=EventType.WARNING,
+            reason="NotReady",
+            message=f"no heartbeat from the agent for more than {timeout_s:g} s",
+        )
+    await session.flush()
+    return [c.name for c in stale]
+
+
 async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:
     cluster = await _find(session, name)
+    if cluster is None:
+        raise NotFound(f"cluster {name!r} not found")
+    return cluster
+
+
+async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
+    """The cluster row, locked for the transaction (Postgres; SQLite has one writer anyway):
+    inventory messages of one cluster apply one at a time, whichever replica holds the stream."""
+    cluster = (
+        await session.execute(
+            select(Cluster)
+            .where(Cluster.name == name)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
     if cluster is None:
         raise NotFound(f"cluster {name!r} not found")
     return cluster

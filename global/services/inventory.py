@@ -34,8 +34,19 @@ class GpuTally:
         self.free[model] += free
 
 
+def contribution(
+    *, gpu_model: str | None, gpu_allocatable: int, gpu_used: int, ready: bool, schedulable: bool
+) -> tuple[str, int, int] | None:
+    """(model, total, free) a node adds to its domains and cluster; None for a GPU-less node.
+    Free GPUs count only on ready, schedulable nodes."""
+    if gpu_allocatable == 0:
+        return None
+    free = gpu_allocatable - gpu_used if ready and schedulable else 0
+    return gpu_model or UNKNOWN_GPU_MODEL, gpu_allocatable, max(free, 0)
+
+
 async def replace_inventory(
-    session: AsyncSession, *, cluster: Cluster, snapshot: InventorySnapshot
+    session: AsyncSession, *, cluster: Cluster, snapshot: InventorySnapshot, seq: int | None = None
 ) -> Cluster:
     """Replace everything the Global holds about the cluster's nodes and topology, in the
     caller's transaction (nothing is half-applied), and bump the inventory generation."""
@@ -49,7 +60,7 @@ async def replace_inventory(
     parents = {d.name: d.parent for d in snapshot.domains}
     # Parents before children, so the self-referencing foreign key holds row by row.
     ordered = sorted(snapshot.domains, key=lambda d: -d.tier)
-    await _insert_many(
+    await insert_many(
         session,
         TopologyDomain,
         [
@@ -68,17 +79,22 @@ async def replace_inventory(
     cluster_tally = GpuTally()
     domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
     for node in snapshot.nodes:
-        if node.gpu_allocatable == 0:
+        part = contribution(
+            gpu_model=node.gpu_model,
+            gpu_allocatable=node.gpu_allocatable,
+            gpu_used=node.gpu_used,
+            ready=node.ready,
+            schedulable=node.schedulable,
+        )
+        if part is None:
             continue
-        model = node.gpu_model or UNKNOWN_GPU_MODEL
-        free = node.gpu_allocatable - node.gpu_used if node.ready and node.schedulable else 0
-        cluster_tally.add(model, node.gpu_allocatable, free)
+        cluster_tally.add(*part)
         domain = node.domain
         while domain is not None:
-            domain_tally[domain].add(model, node.gpu_allocatable, free)
+            domain_tally[domain].add(*part)
             domain = parents[domain]
 
-    await _insert_many(
+    await insert_many(
         session,
         Node,
         [
@@ -93,7 +109,7 @@ async def replace_inventory(
             for n in snapshot.nodes
         ],
     )
-    await _insert_many(
+    await insert_many(
         session,
         DomainGpuCapacity,
         [
@@ -107,7 +123,7 @@ async def replace_inventory(
             for m, t in tally.total.items()
         ],
     )
-    await _insert_many(
+    await insert_many(
         session,
         ClusterGpuCapacity,
         [
@@ -122,6 +138,8 @@ async def replace_inventory(
     )
     cluster.inventory_generation += 1
     cluster.inventory_updated_at = utcnow()
+    if seq is not None:
+        cluster.inventory_seq = seq
     await session.flush()
     await session.refresh(cluster, ["capacities"])
     return cluster
@@ -184,6 +202,6 @@ async def topology(
     ]
 
 
-async def _insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]
+async def insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]
     for start in range(0, len(rows), _BATCH):
         await session.execute(insert(model), rows[start : start + _BATCH])

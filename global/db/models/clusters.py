@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import BigInteger, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, Timestamps, UUIDPrimaryKey, str_enum
@@ -30,6 +30,8 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     )
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     inventory_generation: Mapped[int] = mapped_column(default=0)
+    # Last agent inventory sequence applied (snapshots reset it, deltas advance it by one).
+    inventory_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
 
     capacities: Mapped[list[ClusterGpuCapacity]] = relationship(

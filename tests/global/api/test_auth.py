@@ -95,7 +95,7 @@ async def test_metrics_report_jobs_and_gpus(api: httpx.AsyncClient) -> None:
 async def test_generated_admin_token_is_printed_once_and_works(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = Settings(database_url=database_url, admin_token=None)
+    settings = Settings(database_url=database_url, admin_token=None, grpc_port=0)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         printed = capsys.readouterr().err

@@ -38,6 +38,7 @@ class ServerProcess:
             "VGLOBAL_ADMIN_TOKEN": ADMIN_TOKEN,
             "VGLOBAL_LOG_LEVEL": "info",
             "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
+            "VGLOBAL_GRPC_PORT": str(_free_port()),
         }
         self.log = tmp / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -1,0 +1,1 @@
+"""gRPC side of the Global: thin servicers over the same services as the REST API."""

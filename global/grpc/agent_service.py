@@ -1,0 +1,160 @@
+"""`AgentService.Connect`: one stream per member-cluster agent. Authenticates the agent's
+token, binds the stream to its cluster, applies inventory messages in order (each in its own
+transaction, together with the sequence number), and answers with acks or resync requests."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster
+from volcano_global.errors import DomainError, Invalid, NotFound
+from volcano_global.grpc.convert import delta_from, snapshot_from
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.v1 import agent_pb2_grpc
+from volcano_global.services import clusters as cluster_service
+from volcano_global.services.events import record_event
+from volcano_global.services.inventory import replace_inventory
+from volcano_global.services.inventory_deltas import apply_delta
+from volcano_global.services.tokens import Principal, authenticate
+from volcano_global.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class AgentService(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+        self.sessions = sessions
+        self.settings = settings
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.GlobalMessage]:
+        principal = await self._authenticate(context)
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
+            return
+        if first.WhichOneof("body") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be hello")
+        cluster_name = first.hello.cluster
+        async with transaction(self.sessions) as session:
+            cluster = await self._cluster(session, cluster_name, principal, context)
+            await cluster_service.agent_seen(session, cluster=cluster, connected=True)
+            await record_event(
+                session,
+                cluster_id=cluster.id,
+                reason="AgentConnected",
+                message=f"agent {first.hello.agent_version or '?'} ({first.hello.source or '?'}) "
+                f"connected, last acked seq {first.hello.last_acked_seq}",
+            )
+            applied, empty = cluster.inventory_seq, cluster.inventory_generation == 0
+        yield pb.GlobalMessage(
+            welcome=pb.Welcome(
+                applied_seq=applied,
+                snapshot_required=empty,
+                heartbeat_interval_seconds=self.settings.agents.heartbeat_interval_s,
+            )
+        )
+        log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
+        async for message in request_iterator:
+            reply = await self._handle(cluster_name, message, context)
+            if reply is not None:
+                yield reply
+
+    async def _handle(
+        self, cluster_name: str, message: pb.AgentMessage, context: grpc.aio.ServicerContext
+    ) -> pb.GlobalMessage | None:
+        kind = message.WhichOneof("body")
+        try:
+            if kind == "snapshot":
+                return await self._snapshot(cluster_name, message.snapshot)
+            if kind == "delta":
+                return await self._delta(cluster_name, message.delta)
+            if kind == "heartbeat":
+                async with transaction(self.sessions) as session:
+                    cluster = await cluster_service.get_cluster(session, name=cluster_name)
+                    await cluster_service.agent_seen(session, cluster=cluster)
+                return None
+            if kind == "job_status":
+                return None  # consumed by the scheduling milestone
+        except Invalid as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+        except NotFound as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, exc.message)
+        except DomainError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, exc.message)
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"
+        )
+        return None
+
+    async def _snapshot(self, cluster_name: str, message: pb.InventorySnapshot) -> pb.GlobalMessage:
+        snapshot = snapshot_from(message)
+        async with transaction(self.sessions) as session:
+            cluster = await cluster_service.lock_cluster(session, name=cluster_name)
+            await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=message.seq)
+        return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
+
+    async def _delta(self, cluster_name: str, message: pb.InventoryDelta) -> pb.GlobalMessage:
+        delta = delta_from(message)
+        async with transaction(self.sessions) as session:
+            cluster = await cluster_service.lock_cluster(session, name=cluster_name)
+            applied = cluster.inventory_seq
+            if cluster.inventory_generation == 0:
+                return pb.GlobalMessage(
+                    resync=pb.ResyncRequest(
+                        reason="no inventory yet: send a snapshot", applied_seq=applied
+                    )
+                )
+            if message.seq <= applied:
+                return pb.GlobalMessage(ack=pb.Ack(seq=applied))  # a duplicate: already applied
+            if message.seq != applied + 1:
+                return pb.GlobalMessage(
+                    resync=pb.ResyncRequest(
+                        reason=f"gap: expected seq {applied + 1}, got {message.seq}",
+                        applied_seq=applied,
+                    )
+                )
+            await apply_delta(session, cluster=cluster, delta=delta, seq=message.seq)
+        return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
+
+    async def _authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+        metadata = dict(context.invocation_metadata() or ())
+        header = str(metadata.get("authorization", ""))
+        token = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        if not token:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing bearer token")
+        admin = self.settings.admin_token.get_secret_value() if self.settings.admin_token else None
+        try:
+            async with transaction(self.sessions) as session:
+                return await authenticate(session, token=token, admin_token=admin)
+        except DomainError as exc:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+        raise AssertionError("unreachable")
+
+    async def _cluster(
+        self,
+        session: AsyncSession,
+        name: str,
+        principal: Principal,
+        context: grpc.aio.ServicerContext,
+    ) -> Cluster:
+        try:
+            cluster = await cluster_service.get_cluster(session, name=name)
+        except NotFound:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal.name} may not act for cluster {name!r}",
+            )
+        try:
+            principal.require_cluster(cluster.id)
+        except DomainError:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal.name} may not act for cluster {name!r}",
+            )
+        return cluster

@@ -1,0 +1,78 @@
+"""Agent protocol messages -> validated schemas, with errors that name the message field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from volcano_global.errors import FieldError, Invalid
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
+
+
+def snapshot_from(message: pb.InventorySnapshot) -> InventorySnapshot:
+    return _validate(
+        InventorySnapshot,
+        {
+            "domains": [_domain(d) for d in message.domains],
+            "nodes": [_node(n) for n in message.nodes],
+        },
+        "snapshot",
+    )
+
+
+def delta_from(message: pb.InventoryDelta) -> InventoryDelta:
+    return _validate(
+        InventoryDelta,
+        {
+            "node_upserts": [_node(n) for n in message.node_upserts],
+            "node_removals": list(message.node_removals),
+            "domain_upserts": [_domain(d) for d in message.domain_upserts],
+            "domain_removals": list(message.domain_removals),
+        },
+        "delta",
+    )
+
+
+def _node(node: pb.Node) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "gpu_model": node.gpu_model or None,
+        "gpu_allocatable": node.gpu_allocatable,
+        "gpu_used": node.gpu_used,
+        "cpu_allocatable_millis": node.cpu_allocatable_millis,
+        "cpu_used_millis": node.cpu_used_millis,
+        "memory_allocatable_bytes": node.memory_allocatable_bytes,
+        "memory_used_bytes": node.memory_used_bytes,
+        "ready": node.ready,
+        "schedulable": node.schedulable,
+        "domain": node.domain or None,
+        "labels": dict(node.labels),
+        "taints": [
+            {"key": t.key, "value": t.value or None, "effect": t.effect} for t in node.taints
+        ],
+    }
+
+
+def _domain(domain: pb.Domain) -> dict[str, Any]:
+    return {
+        "name": domain.name,
+        "tier": domain.tier,
+        "tier_name": domain.tier_name or None,
+        "parent": domain.parent or None,
+    }
+
+
+def _validate(schema, data: dict[str, Any], prefix: str):  # type: ignore[no-untyped-def]
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        errors = []
+        for error in exc.errors()[:20]:
+            path = prefix
+            for part in error["loc"]:
+                path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}"
+            message = str(error["msg"]).removeprefix("Value error, ")
+            errors.append(FieldError(path, message))
+        raise Invalid(errors) from None

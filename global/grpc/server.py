@@ -1,0 +1,34 @@
+"""The Global's gRPC server: the agent service and the standard health service."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from volcano_global.grpc.agent_service import AgentService
+from volcano_global.rpc.v1 import agent_pb2, agent_pb2_grpc
+from volcano_global.settings import Settings
+
+
+async def start_grpc_server(
+    *, sessions: async_sessionmaker[AsyncSession], settings: Settings
+) -> tuple[grpc.aio.Server, int]:
+    """Start serving; returns the server and the port it listens on."""
+    limit = settings.agents.max_message_bytes
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.keepalive_time_ms", 30_000),
+        ]
+    )
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(sessions, settings), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
+    await server.start()
+    service = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+    for name in ("", service):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port

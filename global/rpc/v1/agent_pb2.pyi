@@ -1,0 +1,208 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AgentMessage(_message.Message):
+    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    JOB_STATUS_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    snapshot: InventorySnapshot
+    delta: InventoryDelta
+    heartbeat: Heartbeat
+    job_status: JobStatusReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ...) -> None: ...
+
+class GlobalMessage(_message.Message):
+    __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLATION_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    ack: Ack
+    resync: ResyncRequest
+    assignment: ShareAssignment
+    cancellation: ShareCancellation
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., assignment: _Optional[_Union[ShareAssignment, _Mapping]] = ..., cancellation: _Optional[_Union[ShareCancellation, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("cluster", "agent_version", "last_acked_seq", "source")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    agent_version: str
+    last_acked_seq: int
+    source: str
+    def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds")
+    APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    applied_seq: int
+    snapshot_required: bool
+    heartbeat_interval_seconds: int
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("name", "gpu_model", "gpu_allocatable", "gpu_used", "cpu_allocatable_millis", "cpu_used_millis", "memory_allocatable_bytes", "memory_used_bytes", "ready", "schedulable", "domain", "labels", "taints")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    GPU_ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    GPU_USED_FIELD_NUMBER: _ClassVar[int]
+    CPU_ALLOCATABLE_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ALLOCATABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    gpu_model: str
+    gpu_allocatable: int
+    gpu_used: int
+    cpu_allocatable_millis: int
+    cpu_used_millis: int
+    memory_allocatable_bytes: int
+    memory_used_bytes: int
+    ready: bool
+    schedulable: bool
+    domain: str
+    labels: _containers.ScalarMap[str, str]
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    def __init__(self, name: _Optional[str] = ..., gpu_model: _Optional[str] = ..., gpu_allocatable: _Optional[int] = ..., gpu_used: _Optional[int] = ..., cpu_allocatable_millis: _Optional[int] = ..., cpu_used_millis: _Optional[int] = ..., memory_allocatable_bytes: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., ready: bool = ..., schedulable: bool = ..., domain: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ...) -> None: ...
+
+class Domain(_message.Message):
+    __slots__ = ("name", "tier", "tier_name", "parent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    TIER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tier: int
+    tier_name: str
+    parent: str
+    def __init__(self, name: _Optional[str] = ..., tier: _Optional[int] = ..., tier_name: _Optional[str] = ..., parent: _Optional[str] = ...) -> None: ...
+
+class InventorySnapshot(_message.Message):
+    __slots__ = ("seq", "domains", "nodes")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    domains: _containers.RepeatedCompositeFieldContainer[Domain]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, seq: _Optional[int] = ..., domains: _Optional[_Iterable[_Union[Domain, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+
+class InventoryDelta(_message.Message):
+    __slots__ = ("seq", "node_upserts", "node_removals", "domain_upserts", "domain_removals")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    NODE_UPSERTS_FIELD_NUMBER: _ClassVar[int]
+    NODE_REMOVALS_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_UPSERTS_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_REMOVALS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    node_upserts: _containers.RepeatedCompositeFieldContainer[Node]
+    node_removals: _containers.RepeatedScalarFieldContainer[str]
+    domain_upserts: _containers.RepeatedCompositeFieldContainer[Domain]
+    domain_removals: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, seq: _Optional[int] = ..., node_upserts: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., node_removals: _Optional[_Iterable[str]] = ..., domain_upserts: _Optional[_Iterable[_Union[Domain, _Mapping]]] = ..., domain_removals: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("sent_unix_millis",)
+    SENT_UNIX_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    sent_unix_millis: int
+    def __init__(self, sent_unix_millis: _Optional[int] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class ResyncRequest(_message.Message):
+    __slots__ = ("reason", "applied_seq")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    applied_seq: int
+    def __init__(self, reason: _Optional[str] = ..., applied_seq: _Optional[int] = ...) -> None: ...
+
+class ShareAssignment(_message.Message):
+    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json")
+    PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    JOB_UID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    RANK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    placement_id: str
+    generation: int
+    job_uid: str
+    job_name: str
+    namespace: str
+    pods: int
+    rank_offset: int
+    manifest_json: str
+    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+
+class ShareCancellation(_message.Message):
+    __slots__ = ("placement_id", "job_uid", "reason")
+    PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_UID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    placement_id: str
+    job_uid: str
+    reason: str
+    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class JobStatusReport(_message.Message):
+    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message")
+    PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_UID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    placement_id: str
+    job_uid: str
+    phase: str
+    running: int
+    succeeded: int
+    failed: int
+    message: str
+    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[str] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,230 @@
+"""Applying an agent's inventory delta: node and HyperNode changes, with the per-domain and
+per-cluster GPU aggregates adjusted by the difference instead of recomputed."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    DomainGpuCapacity,
+    Node,
+    TopologyDomain,
+)
+from volcano_global.errors import Invalid
+from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
+from volcano_global.services.inventory import contribution, insert_many, replace_inventory
+
+Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
+
+
+async def apply_delta(
+    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None = None
+) -> Cluster:
+    """Apply the delta in the caller's transaction. A HyperNode change re-reads the whole
+    inventory (rare); node changes adjust the aggregates by their difference."""
+    if delta.domain_upserts or delta.domain_removals:
+        return await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq)
+    domains = await _domains(session, cluster.id)
+    for i, node in enumerate(delta.node_upserts):
+        if node.domain is not None and node.domain not in domains:
+            raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
+    names = [n.name for n in delta.node_upserts] + list(delta.node_removals)
+    existing = {
+        row.name: row
+        for row in (
+            await session.execute(
+                select(Node).where(Node.cluster_id == cluster.id, Node.name.in_(names))
+            )
+        ).scalars()
+    }
+    parents = {domain_id: parent for domain_id, parent in domains.values()}
+    change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
+
+    def account(part: tuple[str, int, int] | None, domain_id: uuid.UUID | None, sign: int) -> None:
+        if part is None:
+            return
+        model, total, free = part
+        for key_domain in [None, *_chain(domain_id, parents)]:
+            entry = change[(key_domain, model)]
+            entry[0] += sign * total
+            entry[1] += sign * free
+
+    for row in existing.values():
+        account(_row_part(row), row.domain_id, -1)
+    for node in delta.node_upserts:
+        account(_node_part(node), domains[node.domain][0] if node.domain else None, +1)
+
+    if delta.node_removals:
+        await session.execute(
+            delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(delta.node_removals))
+        )
+    now = utcnow()
+    updates, inserts = [], []
+    for node in delta.node_upserts:
+        values = {
+            **node.model_dump(exclude={"domain", "taints"}),
+            "taints": [t.model_dump(by_alias=True) for t in node.taints],
+            "domain_id": domains[node.domain][0] if node.domain else None,
+            "updated_at": now,
+        }
+        if node.name in existing:
+            updates.append({"id": existing[node.name].id, **values})
+        else:
+            inserts.append({"id": uuid.uuid4(), "cluster_id": cluster.id, **values})
+    if updates:
+        await session.execute(update(Node), updates)
+    await insert_many(session, Node, inserts)
+    await _apply_change(session, cluster.id, change)
+    cluster.inventory_updated_at = now
+    if seq is not None:
+        cluster.inventory_seq = seq
+    await session.flush()
+    await session.refresh(cluster, ["capacities"])
+    return cluster
+
+
+async def _with_domain_changes(
+    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None
+) -> Cluster:
+    """Rebuild the snapshot the delta leads to and replace the inventory with it."""
+    domain_rows = (
+        await session.execute(select(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
+    ).scalars()
+    by_id = {d.id: d for d in domain_rows}
+    domains = {
+        d.name: DomainIn(
+            name=d.name,
+            tier=d.tier,
+            tier_name=d.tier_name,
+            parent=by_id[d.parent_id].name if d.parent_id in by_id else None,
+        )
+        for d in by_id.values()
+    }
+    for name in delta.domain_removals:
+        domains.pop(name, None)
+    domains.update({d.name: d for d in delta.domain_upserts})
+    node_rows = (await session.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
+    nodes = {
+        n.name: NodeIn(
+            name=n.name,
+            gpu_model=n.gpu_model,
+            gpu_allocatable=n.gpu_allocatable,
+            gpu_used=n.gpu_used,
+            cpu_allocatable_millis=n.cpu_allocatable_millis,
+            cpu_used_millis=n.cpu_used_millis,
+            memory_allocatable_bytes=n.memory_allocatable_bytes,
+            memory_used_bytes=n.memory_used_bytes,
+            ready=n.ready,
+            schedulable=n.schedulable,
+            domain=by_id[n.domain_id].name if n.domain_id in by_id else None,
+            labels=n.labels,
+            taints=n.taints,
+        )
+        for n in node_rows
+    }
+    for name in delta.node_removals:
+        nodes.pop(name, None)
+    nodes.update({n.name: n for n in delta.node_upserts})
+    for node in nodes.values():
+        if node.domain is not None and node.domain not in domains:
+            node.domain = None  # its domain was removed
+    snapshot = InventorySnapshot(domains=list(domains.values()), nodes=list(nodes.values()))
+    return await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
+
+
+async def _domains(
+    session: AsyncSession, cluster_id: uuid.UUID
+) -> dict[str, tuple[uuid.UUID, uuid.UUID | None]]:
+    rows = await session.execute(
+        select(TopologyDomain.name, TopologyDomain.id, TopologyDomain.parent_id).where(
+            TopologyDomain.cluster_id == cluster_id
+        )
+    )
+    return {name: (domain_id, parent) for name, domain_id, parent in rows}
+
+
+def _chain(
+    domain_id: uuid.UUID | None, parents: dict[uuid.UUID, uuid.UUID | None]
+) -> list[uuid.UUID]:
+    chain = []
+    while domain_id is not None:
+        chain.append(domain_id)
+        domain_id = parents.get(domain_id)
+    return chain
+
+
+def _row_part(row: Node) -> tuple[str, int, int] | None:
+    return contribution(
+        gpu_model=row.gpu_model,
+        gpu_allocatable=row.gpu_allocatable,
+        gpu_used=row.gpu_used,
+        ready=row.ready,
+        schedulable=row.schedulable,
+    )
+
+
+def _node_part(node: NodeIn) -> tuple[str, int, int] | None:
+    return contribution(
+        gpu_model=node.gpu_model,
+        gpu_allocatable=node.gpu_allocatable,
+        gpu_used=node.gpu_used,
+        ready=node.ready,
+        schedulable=node.schedulable,
+    )
+
+
+async def _apply_change(
+    session: AsyncSession, cluster_id: uuid.UUID, change: dict[Key, list[int]]
+) -> None:
+    change = {k: v for k, v in change.items() if v[0] or v[1]}
+    if not change:
+        return
+    models = {model for _, model in change}
+    cluster_rows = {
+        row.gpu_model: row
+        for row in (
+            await session.execute(
+                select(ClusterGpuCapacity).where(
+                    ClusterGpuCapacity.cluster_id == cluster_id,
+                    ClusterGpuCapacity.gpu_model.in_(models),
+                )
+            )
+        ).scalars()
+    }
+    domain_ids = {d for d, _ in change if d is not None}
+    domain_rows = (
+        {
+            (row.domain_id, row.gpu_model): row
+            for row in (
+                await session.execute(
+                    select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(domain_ids))
+                )
+            ).scalars()
+        }
+        if domain_ids
+        else {}
+    )
+    for (domain_id, model), (total, free) in change.items():
+        row = cluster_rows.get(model) if domain_id is None else domain_rows.get((domain_id, model))
+        if row is not None:
+            row.total_gpus += total
+            row.free_gpus += free
+        elif domain_id is None:
+            session.add(
+                ClusterGpuCapacity(
+                    cluster_id=cluster_id, gpu_model=model, total_gpus=total, free_gpus=free
+                )
+            )
+        else:
+            session.add(
+                DomainGpuCapacity(
+                    domain_id=domain_id, gpu_model=model, total_gpus=total, free_gpus=free
+                )
+            )

@@ -1,0 +1,28 @@
+"""agent inventory sequence per cluster
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-30
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002"
+down_revision: str | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("clusters", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("inventory_seq", sa.BigInteger(), nullable=False, server_default="0")
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("clusters", schema=None) as batch_op:
+        batch_op.drop_column("inventory_seq")
