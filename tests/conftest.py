@@ -17,6 +17,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -119,17 +120,24 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The REST API in-process (lifespan run: migrations, bootstrap), as the admin."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport,
-            base_url="http://vglobal.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        ) as client:
-            yield client
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """The Global in-process with its lifespan run (migrations, bootstrap, the agent gRPC
+    server on a free loopback port: `app.state.grpc_port`)."""
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The REST API of `app`, as the admin."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport,
+        base_url="http://vglobal.test",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    ) as client:
+        yield client
 
 
 @pytest.fixture

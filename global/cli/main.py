@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from core_agent.cli import agent as agent_command
 from volcano_global.cli import demo as demo_command
 from volcano_global.cli import resources
 from volcano_global.cli.client import CliError
@@ -55,6 +56,7 @@ def server(
 
 
 app.command()(demo_command.demo)
+app.command()(agent_command)
 for command in resources.COMMANDS:
     app.command()(command)
 app.add_typer(resources.clusters_app, name="clusters")

@@ -1,0 +1,196 @@
+"""The agent's side of the stream: connect, say hello, bring the Global up to date (resend
+what it has not applied, or a snapshot), then send coalesced deltas and heartbeats. Reconnects
+with backoff; keeps unacknowledged messages so a cut or a Global restart loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import OrderedDict
+
+import grpc
+
+from core_agent.inventory import Inventory
+from core_agent.sources import InventorySource
+from volcano_global import __version__
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.v1 import agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
+
+
+class AgentClient:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        target: str,
+        token: str,
+        source: InventorySource,
+        coalesce_s: float = 0.2,
+        max_message_bytes: int = 64 << 20,
+    ) -> None:
+        self.cluster = cluster
+        self.target = target
+        self.token = token
+        self.source = source
+        self.coalesce_s = coalesce_s
+        self.max_message_bytes = max_message_bytes
+        self.seq = 0  # last sequence number sent
+        self.acked = 0  # last sequence the Global acknowledged
+        self.sent_view = Inventory()  # the inventory as of the last message sent
+        self.unacked: OrderedDict[int, pb.AgentMessage] = OrderedDict()
+        self.connected = asyncio.Event()
+        self.heartbeat_s = 5.0
+        self._resync_requested = False
+
+    async def run(self, *, stop: asyncio.Event | None = None) -> None:
+        """Stream until `stop` is set, reconnecting with exponential backoff and jitter."""
+        stop = stop or asyncio.Event()
+        await self.source.start()
+        delay = 0.2
+        while not stop.is_set():
+            try:
+                await self._session(stop)
+                delay = 0.2
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() in (
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                ):
+                    raise
+                log.warning(
+                    "stream to %s ended: %s %s", self.target, exc.code().name, exc.details()
+                )
+            self.connected.clear()
+            if stop.is_set():
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay * random.uniform(0.5, 1.5))
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, 30.0)
+        await self.source.stop()
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        options = [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+        ]
+        async with grpc.aio.insecure_channel(self.target, options=options) as channel:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            call = stub.Connect(metadata=(("authorization", f"Bearer {self.token}"),))
+            hello = pb.Hello(
+                cluster=self.cluster,
+                agent_version=__version__,
+                last_acked_seq=self.acked,
+                source=self.source.name,
+            )
+            await call.write(pb.AgentMessage(hello=hello))
+            welcome = await call.read()
+            if welcome is grpc.aio.EOF or welcome.WhichOneof("body") != "welcome":
+                raise ConnectionError("the Global did not welcome the agent")
+            self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
+            await self._catch_up(call, welcome.welcome)
+            self.connected.set()
+            reader = asyncio.create_task(self._read(call), name=f"agent-{self.cluster}-reader")
+            try:
+                await self._write_loop(call, stop, reader)
+            finally:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+                call.cancel()
+
+    async def _catch_up(self, call: grpc.aio.StreamStreamCall, welcome: pb.Welcome) -> None:
+        applied = welcome.applied_seq
+        self._acknowledge(applied)
+        pending = [seq for seq in self.unacked if seq > applied]
+        resumable = (
+            not welcome.snapshot_required
+            and applied <= self.seq
+            and (applied == self.seq or (pending and pending[0] == applied + 1))
+        )
+        if resumable:
+            for seq in pending:
+                await call.write(self.unacked[seq])
+            return
+        self.seq = max(self.seq, applied)
+        await self._send_snapshot(call)
+
+    async def _send_snapshot(self, call: grpc.aio.StreamStreamCall) -> None:
+        view = self.source.current()
+        self.seq += 1
+        message = pb.AgentMessage(snapshot=view.snapshot(self.seq))
+        self.unacked.clear()
+        self.unacked[self.seq] = message
+        self.sent_view = view
+        await call.write(message)
+
+    async def _write_loop(
+        self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event, reader: asyncio.Task[None]
+    ) -> None:
+        while not stop.is_set() and not reader.done():
+            changed = asyncio.create_task(self.source.changed.wait())
+            stopped = asyncio.create_task(stop.wait())
+            done, pending = await asyncio.wait(
+                {changed, stopped, reader},
+                timeout=self.heartbeat_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for task in pending:
+                if task is not reader:
+                    task.cancel()
+            if reader in done:
+                reader.result()  # re-raise a stream error
+                return
+            if self._resync_requested:
+                self._resync_requested = False
+                await self._send_snapshot(call)
+            if changed in done:
+                await asyncio.sleep(self.coalesce_s)  # let a burst of changes land in one delta
+                self.source.changed.clear()
+                await self._send_delta(call)
+            elif not done:
+                await call.write(
+                    pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
+                )
+
+    async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> None:
+        view = self.source.current()
+        delta = self.sent_view.delta_to(view, self.seq + 1)
+        if delta is None:
+            return
+        if len(self.unacked) >= MAX_UNACKED:
+            await self._send_snapshot(call)
+            return
+        self.seq += 1
+        message = pb.AgentMessage(delta=delta)
+        self.unacked[self.seq] = message
+        self.sent_view = view
+        await call.write(message)
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        while True:
+            message = await call.read()
+            if message is grpc.aio.EOF:
+                raise ConnectionError("the Global closed the stream")
+            kind = message.WhichOneof("body")
+            if kind == "ack":
+                self._acknowledge(message.ack.seq)
+            elif kind == "resync":
+                log.warning("resync requested: %s", message.resync.reason)
+                self._resync_requested = True
+                self.source.changed.set()  # wake the writer
+
+    def _acknowledge(self, seq: int) -> None:
+        self.acked = max(self.acked, seq)
+        for old in [s for s in self.unacked if s <= seq]:
+            del self.unacked[old]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

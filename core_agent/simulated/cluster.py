@@ -1,0 +1,211 @@
+"""A simulated member cluster: nodes with GPUs, CPU and memory, grouped into HyperNode tiers.
+It is a product feature (demo, what-if, benchmarks): its per-node usage is what running the
+pods of assigned shares will change (the scheduling milestone)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from core_agent.inventory import Inventory
+from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
+from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class NodeGroup(_Spec):
+    count: Annotated[int, Field(ge=1, le=100_000)]
+    gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 8
+    gpu_model: str = "H100"
+    cpu: Annotated[int, Field(ge=1)] = 192
+    memory: str = "2Ti"
+    name_prefix: str | None = None
+
+
+class Tier(_Spec):
+    name: str
+    size: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="Members per domain: nodes for tier 1, domains of the tier below above it",
+        ),
+    ]
+
+
+class Topology(_Spec):
+    tiers: list[Tier] = Field(default_factory=list, max_length=6)
+
+
+class ClusterSpec(_Spec):
+    """A simulated cluster described in YAML: node groups and topology tiers."""
+
+    node_groups: list[NodeGroup] = Field(min_length=1)
+    topology: Topology = Field(default_factory=Topology)
+
+
+@dataclass
+class SimNode:
+    name: str
+    gpu_model: str
+    gpus: int
+    cpu_millis: int
+    memory_bytes: int
+    domain: str | None
+    used_gpus: int = 0
+    used_cpu_millis: int = 0
+    used_memory_bytes: int = 0
+    ready: bool = True
+    schedulable: bool = True
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def message(self) -> pb.Node:
+        return pb.Node(
+            name=self.name,
+            gpu_model=self.gpu_model,
+            gpu_allocatable=self.gpus,
+            gpu_used=self.used_gpus,
+            cpu_allocatable_millis=self.cpu_millis,
+            cpu_used_millis=self.used_cpu_millis,
+            memory_allocatable_bytes=self.memory_bytes,
+            memory_used_bytes=self.used_memory_bytes,
+            ready=self.ready,
+            schedulable=self.schedulable,
+            domain=self.domain or "",
+            labels=self.labels,
+        )
+
+
+class SimulatedCluster:
+    """An `InventorySource` whose nodes live in memory."""
+
+    def __init__(self, name: str, nodes: list[SimNode], domains: list[pb.Domain]) -> None:
+        self.name = name
+        self.nodes = {n.name: n for n in nodes}
+        self.domains = {d.name: d for d in domains}
+        self.changed = asyncio.Event()
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_spec(cls, name: str, spec: ClusterSpec) -> SimulatedCluster:
+        nodes: list[SimNode] = []
+        for index, group in enumerate(spec.node_groups):
+            prefix = group.name_prefix or f"{name}-g{index}"
+            memory = int(parse_quantity(group.memory))
+            nodes += [
+                SimNode(
+                    f"{prefix}-{i:05d}",
+                    group.gpu_model,
+                    group.gpus_per_node,
+                    group.cpu * 1000,
+                    memory,
+                    None,
+                )
+                for i in range(group.count)
+            ]
+        domains: list[pb.Domain] = []
+        members: list[str | None] = [None] * len(nodes)  # each node's domain at the tier below
+        for tier_index, tier in enumerate(spec.topology.tiers, start=1):
+            if tier_index == 1:
+                groups = [
+                    list(range(i, min(i + tier.size, len(nodes))))
+                    for i in range(0, len(nodes), tier.size)
+                ]
+                for g, idxs in enumerate(groups):
+                    domain = f"{name}-{tier.name}{g:04d}"
+                    domains.append(pb.Domain(name=domain, tier=1, tier_name=tier.name))
+                    for i in idxs:
+                        nodes[i].domain = domain
+                members = [f"{name}-{tier.name}{g:04d}" for g in range(len(groups))]
+            else:
+                below = [d for d in members if d is not None]
+                parents = []
+                by_name = {d.name: d for d in domains}
+                for g in range(0, len(below), tier.size):
+                    domain = f"{name}-{tier.name}{g // tier.size:04d}"
+                    parents.append(domain)
+                    domains.append(pb.Domain(name=domain, tier=tier_index, tier_name=tier.name))
+                    for child in below[g : g + tier.size]:
+                        by_name[child].parent = domain
+                members = list(parents)
+        return cls(name, nodes, domains)
+
+    @classmethod
+    def from_yaml(cls, name: str, path: Path) -> SimulatedCluster:
+        return cls.from_spec(name, ClusterSpec.model_validate(yaml.safe_load(path.read_text())))
+
+    @classmethod
+    def from_lingjun(
+        cls, name: str, *, block: int = 0, gpu_model: str = "H800"
+    ) -> SimulatedCluster:
+        """One aggregation block (PSW) of the real Lingjun fabric: its hosts, 8 GPUs each, under
+        ToR (tier 1) and aggregation (tier 2) HyperNodes."""
+        blocks = list(hosts_by_aggregation(load_lingjun_hosts()).items())
+        aggregation, hosts = blocks[block % len(blocks)]
+        spine = f"{name}-{aggregation.lower()}"
+        domains = [pb.Domain(name=spine, tier=2, tier_name="spine")]
+        nodes = []
+        for i, host in enumerate(sorted(hosts, key=lambda h: (h.tor, h.host_id))):
+            tor = f"{spine}-{host.tor.lower()}"
+            if tor not in {d.name for d in domains[-1:]} and not any(
+                d.name == tor for d in domains
+            ):
+                domains.append(pb.Domain(name=tor, tier=1, tier_name="tor", parent=spine))
+            nodes.append(
+                SimNode(
+                    f"{name}-node-{i:04d}",
+                    gpu_model,
+                    8,
+                    192_000,
+                    2048 << 30,
+                    tor,
+                    labels={"lingjun/host": host.host_id[:16]},
+                )
+            )
+        return cls(name, nodes, domains)
+
+    # -- InventorySource --------------------------------------------------------------------
+    async def start(self) -> None:
+        self.changed.set()
+
+    async def stop(self) -> None:
+        return None
+
+    def current(self) -> Inventory:
+        return Inventory(
+            domains={name: _copy_domain(d) for name, d in self.domains.items()},
+            nodes={name: n.message() for name, n in self.nodes.items()},
+        )
+
+    # -- changes ------------------------------------------------------------------------------
+    def update_node(self, name: str, **changes: object) -> None:
+        node = self.nodes[name]
+        for key, value in changes.items():
+            if not hasattr(node, key):
+                raise AttributeError(f"SimNode has no field {key!r}")
+            setattr(node, key, value)
+        self.changed.set()
+
+    def add_node(self, node: SimNode) -> None:
+        self.nodes[node.name] = node
+        self.changed.set()
+
+    def remove_node(self, name: str) -> None:
+        del self.nodes[name]
+        self.changed.set()
+
+
+def _copy_domain(domain: pb.Domain) -> pb.Domain:
+    copy = pb.Domain()
+    copy.CopyFrom(domain)
+    return copy

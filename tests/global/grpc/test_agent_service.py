@@ -1,0 +1,251 @@
+"""The Global's agent stream over real loopback gRPC, on SQLite and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.factories import create_cluster
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.v1 import agent_pb2_grpc
+from volcano_global.settings import Settings
+
+
+def node(
+    name: str, *, used: int = 0, domain: str = "tor0", ready: bool = True, gpus: int = 8
+) -> pb.Node:
+    return pb.Node(
+        name=name,
+        gpu_model="H100",
+        gpu_allocatable=gpus,
+        gpu_used=used,
+        ready=ready,
+        schedulable=True,
+        domain=domain,
+    )
+
+
+def snapshot(seq: int, nodes: int = 4) -> pb.AgentMessage:
+    return pb.AgentMessage(
+        snapshot=pb.InventorySnapshot(
+            seq=seq,
+            domains=[
+                pb.Domain(name="spine", tier=2),
+                pb.Domain(name="tor0", tier=1, parent="spine"),
+            ],
+            nodes=[node(f"n{i}") for i in range(nodes)],
+        )
+    )
+
+
+class Stream:
+    """A raw agent stream for driving the servicer message by message."""
+
+    def __init__(self, app: FastAPI, token: str) -> None:
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.state.grpc_port}")
+        stub = agent_pb2_grpc.AgentServiceStub(self.channel)
+        self.call = stub.Connect(metadata=(("authorization", f"Bearer {token}"),))
+
+    async def send(self, message: pb.AgentMessage) -> pb.GlobalMessage:
+        await self.call.write(message)
+        reply = await asyncio.wait_for(self.call.read(), timeout=10)
+        assert reply is not grpc.aio.EOF
+        return reply
+
+    async def hello(self, cluster: str = "gpu-east", last_acked: int = 0) -> pb.Welcome:
+        return (
+            await self.send(
+                pb.AgentMessage(hello=pb.Hello(cluster=cluster, last_acked_seq=last_acked))
+            )
+        ).welcome
+
+    async def close(self) -> None:
+        self.call.cancel()
+        await self.channel.close()
+
+
+@pytest.fixture
+async def east(api: httpx.AsyncClient) -> str:
+    return str((await create_cluster(api, "gpu-east"))["agentToken"])
+
+
+async def capacity(api: httpx.AsyncClient, cluster: str = "gpu-east") -> list[dict]:
+    return (await api.get(f"/api/v1/clusters/{cluster}")).json()["capacity"]
+
+
+async def test_snapshot_then_deltas_in_order(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    stream = Stream(app, east)
+    welcome = await stream.hello()
+    assert welcome.snapshot_required and welcome.applied_seq == 0
+    assert (await stream.send(snapshot(10))).ack.seq == 10
+    assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 32, "used": 0}]
+
+    delta = pb.InventoryDelta(
+        seq=11, node_upserts=[node("n0", used=8), node("n9")], node_removals=["n1"]
+    )
+    assert (await stream.send(pb.AgentMessage(delta=delta))).ack.seq == 11
+    assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 24, "used": 8}]
+    tors = {
+        d["name"]: d
+        for d in (await api.get("/api/v1/clusters/gpu-east/topology")).json()["domains"]
+    }
+    assert tors["tor0"]["capacity"][0] == {"gpuModel": "H100", "total": 32, "free": 24, "used": 8}
+    assert tors["spine"]["nodes"] == 4
+
+    # A duplicate is acknowledged with what is applied and changes nothing.
+    assert (await stream.send(pb.AgentMessage(delta=delta))).ack.seq == 11
+    assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 24, "used": 8}]
+    # A gap asks for a resync.
+    gap = pb.InventoryDelta(seq=13, node_removals=["n2"])
+    reply = await stream.send(pb.AgentMessage(delta=gap))
+    assert reply.WhichOneof("body") == "resync" and reply.resync.applied_seq == 11
+    assert reply.resync.reason == "gap: expected seq 12, got 13"
+    # A node going NotReady frees nothing; a domain change re-reads the inventory.
+    down = pb.InventoryDelta(
+        seq=12,
+        node_upserts=[node("n3", ready=False)],
+        domain_upserts=[pb.Domain(name="tor1", tier=1, parent="spine")],
+    )
+    assert (await stream.send(pb.AgentMessage(delta=down))).ack.seq == 12
+    assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 16, "used": 16}]
+    await stream.close()
+
+    # Reconnecting: the Global says what it holds, no snapshot needed.
+    again = Stream(app, east)
+    welcome = await again.hello(last_acked=11)
+    assert (welcome.applied_seq, welcome.snapshot_required) == (12, False)
+    await again.close()
+
+
+async def test_delta_before_any_snapshot_asks_for_one(app: FastAPI, east: str) -> None:
+    stream = Stream(app, east)
+    await stream.hello()
+    reply = await stream.send(pb.AgentMessage(delta=pb.InventoryDelta(seq=1, node_removals=["x"])))
+    assert reply.resync.reason == "no inventory yet: send a snapshot"
+    await stream.close()
+
+
+async def test_token_is_bound_to_its_cluster(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    await create_cluster(api, "gpu-west")
+    stream = Stream(app, east)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stream.hello("gpu-west")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details() == "agent:gpu-east may not act for cluster 'gpu-west'"
+    await stream.close()
+    for token, code in (
+        ("vg_wrong", grpc.StatusCode.UNAUTHENTICATED),
+        ("", grpc.StatusCode.UNAUTHENTICATED),
+    ):
+        stream = Stream(app, token)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stream.hello()
+        assert caught.value.code() == code
+        await stream.close()
+
+
+async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    west = str((await create_cluster(api, "gpu-west"))["agentToken"])
+    healthy = Stream(app, west)
+    await healthy.hello("gpu-west")
+
+    first_not_hello = Stream(app, east)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await first_not_hello.send(snapshot(1))
+    assert (caught.value.code(), caught.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "the first message must be hello",
+    )
+    await first_not_hello.close()
+
+    bad = Stream(app, east)
+    await bad.hello()
+    broken = snapshot(1)
+    broken.snapshot.nodes[2].gpu_used = 9
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bad.send(broken)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "snapshot.nodes[2]: gpuUsed (9) exceeds gpuAllocatable (8)"
+    await bad.close()
+
+    unknown = Stream(app, east)
+    await unknown.hello()
+    await unknown.send(snapshot(1))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await unknown.send(
+            pb.AgentMessage(
+                delta=pb.InventoryDelta(seq=2, node_upserts=[node("n7", domain="nowhere")])
+            )
+        )
+    assert caught.value.details() == "nodeUpserts[0].domain: unknown domain 'nowhere'"
+    await unknown.close()
+
+    # The other cluster's stream is untouched.
+    assert (await healthy.send(snapshot(5))).ack.seq == 5
+    await healthy.close()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    from tests.conftest import ADMIN_TOKEN
+
+    return Settings(
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        grpc_port=0,
+        agents={
+            "heartbeat_timeout_s": 0.6,
+            "heartbeat_interval_s": 1,
+            "max_message_bytes": 1 << 20,
+        },
+    )
+
+
+async def test_oversized_message_is_refused(app: FastAPI, east: str) -> None:
+    stream = Stream(app, east)
+    await stream.hello()
+    huge = snapshot(1, nodes=0)
+    huge.snapshot.nodes.extend(node(f"node-with-a-long-name-{i:08d}") for i in range(40_000))
+    assert huge.ByteSize() > 1 << 20
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stream.send(huge)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    await stream.close()
+
+
+async def test_silent_agent_makes_its_cluster_not_ready_and_back(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    stream = Stream(app, east)
+    await stream.hello()
+    assert (await api.get("/api/v1/clusters/gpu-east")).json()["state"] == "Ready"
+
+    async def state() -> str:
+        return str((await api.get("/api/v1/clusters/gpu-east")).json()["state"])
+
+    for _ in range(100):
+        if await state() == "NotReady":
+            break
+        await asyncio.sleep(0.05)
+    assert await state() == "NotReady"
+    await stream.call.write(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=1)))
+    for _ in range(100):
+        if await state() == "Ready":
+            break
+        await asyncio.sleep(0.05)
+    assert await state() == "Ready"
+    reasons = [
+        e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
+    ]
+    assert reasons[:3] == ["Ready", "NotReady", "AgentConnected"]
+    await stream.close()
