@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
             finally:
                 await stop(tasks)
-                await grpc_server.stop(grace=5)
+                await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
         finally:
             await engine.dispose()
 

@@ -55,6 +55,9 @@ class AgentSettings(BaseModel):
     max_message_bytes: int = Field(
         64 << 20, description="Largest agent message (RESOURCE_EXHAUSTED above)."
     )
+    shutdown_grace_s: float = Field(
+        2.0, ge=0, description="On shutdown, how long open agent streams may finish a message."
+    )
 
 
 class Settings(BaseSettings):

@@ -1,6 +1,6 @@
-"""`vglobal demo`: the main job on the embedded default (SQLite). Starts a Global server,
-registers three simulated member clusters cut from a real datacenter fabric, links and
-queues, submits the example jobs and shows the result."""
+"""`vglobal demo`: the main job on the embedded default (SQLite). Starts a Global server and
+one agent per simulated member cluster (one cut from the real Lingjun fabric, two from YAML
+specs), links and queues, submits the example jobs and shows the aggregated inventory."""
 
 from __future__ import annotations
 
@@ -15,15 +15,27 @@ from typing import Annotated
 
 import typer
 
-from core_agent.simulated.fabric import hosts_by_aggregation, inventory_snapshot, load_lingjun_hosts
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.output import Format, console, render
 from volcano_global.cli.resources import CLUSTER_COLUMNS, JOB_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
 
 CLUSTERS = [
-    ("gpu-east", "H100", {"region": "us-east", "zone": "us-east-1a", "site": "campus-a"}),
-    ("gpu-west", "A100", {"region": "us-west", "zone": "us-west-2b", "site": "campus-b"}),
-    ("gpu-central", "H100", {"region": "us-east", "zone": "us-east-1c", "site": "campus-a"}),
+    # name, agent arguments (examples dir relative), labels
+    (
+        "gpu-east",
+        ["--lingjun-block", "0", "--gpu-model", "H100"],
+        {"region": "us-east", "zone": "us-east-1a", "site": "campus-a"},
+    ),
+    (
+        "gpu-west",
+        ["--spec", "clusters/gpu-west.yaml"],
+        {"region": "us-west", "zone": "us-west-2b", "site": "campus-b"},
+    ),
+    (
+        "gpu-central",
+        ["--spec", "clusters/gpu-central.yaml"],
+        {"region": "us-east", "zone": "us-east-1c", "site": "campus-a"},
+    ),
 ]
 LINKS = [
     ("gpu-east", "gpu-central", 400.0, 2.0),
@@ -46,6 +58,7 @@ def demo(
     for stale in data_dir.glob("demo.db*"):
         stale.unlink()
     port = port or _free_port()
+    grpc_port = _free_port()
     token = "vg_demo_" + secrets.token_urlsafe(24)
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -54,15 +67,17 @@ def demo(
         "VGLOBAL_ADMIN_TOKEN": token,
         "VGLOBAL_HOST": "127.0.0.1",
         "VGLOBAL_PORT": str(port),
-        "VGLOBAL_GRPC_PORT": str(_free_port()),
+        "VGLOBAL_GRPC_PORT": str(grpc_port),
         "VGLOBAL_LOG_LEVEL": "warning",
     }
     console.rule("[bold]Volcano Global demo")
     console.print(f"starting the Global server on {url} (SQLite in {data_dir}/demo.db)")
     server = subprocess.Popen([sys.executable, "-m", "volcano_global.cli.main", "server"], env=env)
     api = Client(Connection(server=url, token=token))
+    agents: list[subprocess.Popen[bytes]] = []
     try:
         _wait_ready(api, server)
+        agents = _start_agents(api, examples, grpc_port, data_dir)
         _populate(api, examples)
         if keep_running:
             console.print(f"\nserver running at {url}; admin token: {token}\nCtrl-C stops it.")
@@ -71,19 +86,59 @@ def demo(
         pass
     finally:
         api.close()
-        server.terminate()
-        server.wait(timeout=15)
+        for process in [*agents, server]:
+            process.terminate()
+        for process in [*agents, server]:
+            process.wait(timeout=15)
+
+
+def _start_agents(
+    api: Client, examples: Path, grpc_port: int, data_dir: Path
+) -> list[subprocess.Popen[bytes]]:
+    """Register each cluster and start its agent; wait until every inventory has arrived."""
+    console.rule("member clusters, each with its own agent")
+    agents = []
+    for name, arguments, labels in CLUSTERS:
+        token = api.request("POST", "/api/v1/clusters", json={"name": name, "labels": labels})[
+            "agentToken"
+        ]
+        args = [str(examples / a) if a.endswith(".yaml") else a for a in arguments]
+        log = (data_dir / f"agent-{name}.log").open("wb")
+        agents.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "volcano_global.cli.main",
+                    "agent",
+                    "--cluster",
+                    name,
+                    "--global",
+                    f"127.0.0.1:{grpc_port}",
+                    *args,
+                ],
+                env={**os.environ, "VGLOBAL_AGENT_TOKEN": token},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        clusters = api.request("GET", "/api/v1/clusters")["items"]
+        if all(c["state"] == "Ready" and c["inventoryGeneration"] > 0 for c in clusters):
+            break
+        if any(a.poll() is not None for a in agents):
+            raise CliError(f"an agent exited; see {data_dir}/agent-*.log")
+        time.sleep(0.2)
+    else:
+        raise CliError(
+            f"the agents' inventories did not arrive within 60 s; see {data_dir}/agent-*.log"
+        )
+    render(api.request("GET", "/api/v1/clusters"), Format.TABLE, CLUSTER_COLUMNS)
+    return agents
 
 
 def _populate(api: Client, examples: Path) -> None:
-    groups = list(hosts_by_aggregation(load_lingjun_hosts()).values())
-    console.rule("member clusters (Lingjun 3-tier fabric, one aggregation block each)")
-    for (name, model, labels), hosts in zip(CLUSTERS, groups, strict=False):
-        api.request("POST", "/api/v1/clusters", json={"name": name, "labels": labels})
-        snapshot = inventory_snapshot(hosts, cluster=name, gpu_model=model)
-        api.request("PUT", f"/api/v1/clusters/{name}/inventory", json=snapshot)
-    render(api.request("GET", "/api/v1/clusters"), Format.TABLE, CLUSTER_COLUMNS)
-
     console.rule("inter-cluster links")
     for a, b, gbps, latency in LINKS:
         api.request(

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.factories import EXAMPLES
 
 
-def test_demo_registers_clusters_and_submits_every_example(tmp_path: Path) -> None:
+def test_demo_runs_agents_and_submits_every_example(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -30,5 +30,7 @@ def test_demo_registers_clusters_and_submits_every_example(tmp_path: Path) -> No
     for cluster in ("gpu-east", "gpu-west", "gpu-central"):
         assert cluster in out
     assert "H100 2896/2896" in out  # the largest Lingjun aggregation block, 362 hosts x 8 GPUs
+    assert "A100 4096/4096" in out and "L40S 128/128" in out  # the two YAML-specified clusters
+    assert out.count("Ready") >= 3  # each cluster's own agent connected
     assert out.count("Pending") == len(list(EXAMPLES.glob("*.yaml")))
     assert (tmp_path / "demo.db").exists()

@@ -1,0 +1,138 @@
+"""A simulated agent's inventory reaches the REST API over real loopback gRPC, keeps flowing
+as the cluster changes, and survives a Global restart without losing a change."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+import httpx
+from fastapi import FastAPI
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import create_cluster
+from volcano_global.app import create_app
+from volcano_global.settings import Settings
+
+SPEC = ClusterSpec.model_validate(
+    {
+        "nodeGroups": [
+            {"count": 64, "gpusPerNode": 8, "gpuModel": "H100"},
+            {"count": 16, "gpusPerNode": 4, "gpuModel": "A100"},
+        ],
+        "topology": {"tiers": [{"name": "tor", "size": 8}, {"name": "spine", "size": 5}]},
+    }
+)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+def rest(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://t",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+
+
+async def capacity_of(api: httpx.AsyncClient) -> dict[str, tuple[int, int]]:
+    body = (await api.get("/api/v1/clusters/sim")).json()
+    return {c["gpuModel"]: (c["total"], c["free"]) for c in body["capacity"]}
+
+
+async def test_simulated_agent_inventory_appears_and_follows_changes(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    token = (await create_cluster(api, "sim"))["agentToken"]
+    cluster = SimulatedCluster.from_spec("sim", SPEC)
+    client = AgentClient(
+        cluster="sim",
+        target=f"127.0.0.1:{app.state.grpc_port}",
+        token=token,
+        source=cluster,
+        coalesce_s=0.05,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(client.run(stop=stop))
+    try:
+
+        async def full() -> bool:
+            return await capacity_of(api) == {"A100": (64, 64), "H100": (512, 512)}
+
+        await eventually(full)
+        body = (await api.get("/api/v1/clusters/sim")).json()
+        assert body["state"] == "Ready" and body["nodes"] == {"total": 80, "ready": 80}
+        topology = (await api.get("/api/v1/clusters/sim/topology")).json()["domains"]
+        assert {d["tier"] for d in topology} == {1, 2} and len(topology) == 10 + 2
+
+        for i in range(10):  # a burst of changes
+            cluster.update_node(f"sim-g0-{i:05d}", used_gpus=8)
+        cluster.update_node("sim-g1-00000", ready=False)
+
+        async def changed() -> bool:
+            return await capacity_of(api) == {"A100": (64, 60), "H100": (512, 432)}
+
+        await eventually(changed)
+        assert client.seq <= 4  # snapshot + the burst coalesced into few deltas
+        assert client.unacked == {} or max(client.unacked) <= client.seq
+    finally:
+        stop.set()
+        await task
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_global_restart_loses_no_change(database_url: str) -> None:
+    settings = Settings(
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        grpc_port=_free_port(),
+        agents={"shutdown_grace_s": 0.1},
+    )
+    cluster = SimulatedCluster.from_spec("sim", SPEC)
+    first = create_app(settings)
+    async with first.router.lifespan_context(first):
+        async with rest(first) as api:
+            token = (await create_cluster(api, "sim"))["agentToken"]
+    stop = asyncio.Event()
+    client = AgentClient(
+        cluster="sim",
+        target=f"127.0.0.1:{settings.grpc_port}",
+        token=token,
+        source=cluster,
+        coalesce_s=0.05,
+    )
+    task = asyncio.create_task(client.run(stop=stop))
+    try:
+        first = create_app(settings)
+        async with first.router.lifespan_context(first):
+            async with rest(first) as api:
+                await eventually(lambda: _has(api, "H100", (512, 512)))
+        # The Global is down: the cluster keeps changing.
+        cluster.update_node("sim-g0-00000", used_gpus=8)
+        cluster.remove_node("sim-g0-00001")
+        await asyncio.sleep(0.3)
+        second = create_app(settings)
+        async with second.router.lifespan_context(second):
+            async with rest(second) as api:
+                await eventually(lambda: _has(api, "H100", (504, 496)))
+                assert (await api.get("/api/v1/clusters/sim")).json()["nodes"]["total"] == 79
+    finally:
+        stop.set()
+        await task
+
+
+async def _has(api: httpx.AsyncClient, model: str, expected: tuple[int, int]) -> bool:
+    return (await capacity_of(api)).get(model) == expected
