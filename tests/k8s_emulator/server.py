@@ -1,0 +1,361 @@
+"""The emulator: an aiohttp server on a loopback port speaking enough of the Kubernetes API for
+the agent: lists with increasing resourceVersions and `limit`/`continue`, watches from a
+resourceVersion (ADDED/MODIFIED/DELETED, objects entering or leaving a selector become
+ADDED/DELETED, an ERROR 410 "Expired" event for a compacted one), label and field selectors,
+create/replace/merge-patch/delete, core resources and registered custom resources.
+
+Deviation from a real API server (documented because tests must not depend on it): a paginated
+list serves the live state at each page, not a snapshot at the first page's resourceVersion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
+
+GVR = tuple[str, str, str]  # (group, version, plural); core group is ""
+NODES: GVR = ("", "v1", "nodes")
+PODS: GVR = ("", "v1", "pods")
+HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
+VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    kind: str
+    namespaced: bool
+
+
+@dataclass
+class _Event:
+    rv: int
+    gvr: GVR
+    type: str
+    obj: dict[str, Any]
+    old: dict[str, Any] | None
+
+
+@dataclass
+class _Watcher:
+    gvr: GVR
+    namespace: str | None
+    matches: Predicate
+    queue: asyncio.Queue[_Event] = field(default_factory=asyncio.Queue)
+
+
+class KubeEmulator:
+    def __init__(self, *, history: int = 10_000) -> None:
+        self.types: dict[GVR, ResourceType] = {
+            NODES: ResourceType("Node", False),
+            PODS: ResourceType("Pod", True),
+        }
+        self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
+            gvr: {} for gvr in self.types
+        }
+        self.rv = 1000
+        self.history: list[_Event] = []
+        self.history_limit = history
+        self.compacted_rv = self.rv
+        self.watchers: list[_Watcher] = []
+        self.requests: list[str] = []  # "GET /api/v1/nodes?limit=..." for assertions
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return f"http://127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        for watcher in self.watchers:
+            watcher.queue.put_nowait(_Event(-1, watcher.gvr, "CLOSE", {}, None))
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def register(self, gvr: GVR, kind: str, *, namespaced: bool) -> None:
+        """Install a custom resource definition."""
+        self.types[gvr] = ResourceType(kind, namespaced)
+        self.objects.setdefault(gvr, {})
+
+    # -- state changes (also used directly by tests) --------------------------------------
+    def create(self, gvr: GVR, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        namespace = meta.get("namespace", "default") if self.types[gvr].namespaced else ""
+        key = (namespace, meta["name"])
+        if key in self.objects[gvr]:
+            raise KeyError(f"{meta['name']} already exists")
+        if namespace:
+            meta["namespace"] = namespace
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._store(gvr, key, obj, "ADDED", None)
+
+    def replace(self, gvr: GVR, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        key = (meta.get("namespace", "") if self.types[gvr].namespaced else "", meta["name"])
+        old = self.objects[gvr][key]
+        obj = copy.deepcopy(obj)
+        for kept in ("uid", "creationTimestamp", "namespace"):
+            if kept in old["metadata"]:
+                obj["metadata"][kept] = old["metadata"][kept]
+        return self._store(gvr, key, obj, "MODIFIED", old)
+
+    def patch(
+        self, gvr: GVR, name: str, patch: dict[str, Any], namespace: str = ""
+    ) -> dict[str, Any]:
+        key = (namespace if self.types[gvr].namespaced else "", name)
+        old = self.objects[gvr][key]
+        return self._store(gvr, key, _merge(copy.deepcopy(old), patch), "MODIFIED", old)
+
+    def delete(self, gvr: GVR, name: str, namespace: str = "") -> dict[str, Any]:
+        key = (namespace if self.types[gvr].namespaced else "", name)
+        old = self.objects[gvr].pop(key)
+        self.rv += 1
+        gone = copy.deepcopy(old)
+        gone["metadata"]["resourceVersion"] = str(self.rv)
+        self._emit(_Event(self.rv, gvr, "DELETED", gone, old))
+        return gone
+
+    def compact(self) -> None:
+        """Forget the event history, as etcd compaction does: older watches get 410."""
+        self.history.clear()
+        self.compacted_rv = self.rv
+
+    def _store(
+        self,
+        gvr: GVR,
+        key: tuple[str, str],
+        obj: dict[str, Any],
+        kind: str,
+        old: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[gvr][key] = obj
+        self._emit(_Event(self.rv, gvr, kind, copy.deepcopy(obj), old))
+        return obj
+
+    def _emit(self, event: _Event) -> None:
+        self.history.append(event)
+        if len(self.history) > self.history_limit:
+            dropped = self.history.pop(0)
+            self.compacted_rv = dropped.rv
+        for watcher in self.watchers:
+            if watcher.gvr == event.gvr:
+                watcher.queue.put_nowait(event)
+
+    # -- HTTP -----------------------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(f"{request.method} {request.path_qs}")
+        parsed = self._parse(request.path)
+        if parsed is None:
+            return _status(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({request.path})",
+            )
+        gvr, namespace, name = parsed
+        if gvr not in self.types:
+            return _status(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({request.path})",
+            )
+        try:
+            if request.method == "GET" and name is None:
+                if request.query.get("watch") in ("1", "true", "True"):
+                    return await self._watch(request, gvr, namespace)
+                return self._list(request, gvr, namespace)
+            if request.method == "GET":
+                obj = self.objects[gvr].get((namespace or "", name))
+                return (
+                    web.json_response(obj)
+                    if obj
+                    else _status(404, "NotFound", f'{gvr[2]} "{name}" not found')
+                )
+            if request.method == "POST":
+                body = await request.json()
+                if namespace:
+                    body.setdefault("metadata", {})["namespace"] = namespace
+                return web.json_response(self.create(gvr, body), status=201)
+            if request.method == "PUT":
+                return web.json_response(self.replace(gvr, await request.json()))
+            if request.method == "PATCH":
+                return web.json_response(
+                    self.patch(gvr, str(name), await request.json(), namespace or "")
+                )
+            if request.method == "DELETE":
+                return web.json_response(self.delete(gvr, str(name), namespace or ""))
+        except KeyError as exc:
+            code = 409 if request.method == "POST" else 404
+            return _status(code, "AlreadyExists" if code == 409 else "NotFound", str(exc))
+        return _status(405, "MethodNotAllowed", request.method)
+
+    def _parse(self, path: str) -> tuple[GVR, str | None, str | None] | None:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2:
+            return None
+        return (group, version, rest[0]), namespace, rest[1] if len(rest) == 2 else None
+
+    def _selected(self, request: web.Request, gvr: GVR, namespace: str | None) -> Predicate:
+        labels = label_selector(request.query.get("labelSelector"))
+        fields = field_selector(request.query.get("fieldSelector"))
+        return lambda obj: (
+            (namespace is None or obj["metadata"].get("namespace") == namespace)
+            and labels(obj)
+            and fields(obj)
+        )
+
+    def _list(self, request: web.Request, gvr: GVR, namespace: str | None) -> web.Response:
+        matches = self._selected(request, gvr, namespace)
+        items = sorted((key, obj) for key, obj in self.objects[gvr].items() if matches(obj))
+        list_rv = self.rv
+        token = request.query.get("continue")
+        if token:
+            list_rv, after = json.loads(base64.urlsafe_b64decode(token))
+            if list_rv < self.compacted_rv:
+                return _status(410, "Expired", "The provided continue parameter is too old")
+            items = [(k, o) for k, o in items if list(k) > after]
+        limit = int(request.query.get("limit") or 0)
+        page = items[:limit] if limit else items
+        metadata: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if limit and len(items) > limit:
+            metadata["continue"] = base64.urlsafe_b64encode(
+                json.dumps([list_rv, list(page[-1][0])]).encode()
+            ).decode()
+            metadata["remainingItemCount"] = len(items) - limit
+        kind = self.types[gvr].kind
+        return web.json_response(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": f"{gvr[0]}/{gvr[1]}" if gvr[0] else gvr[1],
+                "metadata": metadata,
+                "items": [obj for _, obj in page],
+            }
+        )
+
+    async def _watch(
+        self, request: web.Request, gvr: GVR, namespace: str | None
+    ) -> web.StreamResponse:
+        matches = self._selected(request, gvr, namespace)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        since = request.query.get("resourceVersion")
+        timeout = float(request.query.get("timeoutSeconds") or 1800)
+        watcher = _Watcher(gvr, namespace, matches)
+        self.watchers.append(watcher)
+        try:
+            if since and since != "0" and int(since) < self.compacted_rv:
+                status = {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "reason": "Expired",
+                    "message": f"too old resource version: {since} ({self.compacted_rv})",
+                    "code": 410,
+                }
+                await _send(response, "ERROR", status)
+                return response
+            if not since or since == "0":
+                for _, obj in sorted(self.objects[gvr].items()):
+                    if matches(obj):
+                        await _send(response, "ADDED", obj)
+            else:
+                for event in list(self.history):
+                    if event.gvr == gvr and event.rv > int(since):
+                        await _deliver(response, event, matches)
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), timeout=remaining)
+                except TimeoutError:
+                    break
+                if event.type == "CLOSE":
+                    break
+                if since and since != "0" and event.rv <= int(since):
+                    continue
+                await _deliver(response, event, matches)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers.remove(watcher)
+        return response
+
+
+async def _deliver(response: web.StreamResponse, event: _Event, matches: Predicate) -> None:
+    was = event.old is not None and matches(event.old)
+    now = event.type != "DELETED" and matches(event.obj)
+    if event.type == "DELETED":
+        kind = "DELETED" if was else None
+    elif was and now:
+        kind = "MODIFIED"
+    elif now:
+        kind = "ADDED"
+    elif was:
+        kind = "DELETED"  # it no longer matches the selector
+    else:
+        kind = None
+    if kind:
+        await _send(response, kind, event.obj)
+
+
+async def _send(response: web.StreamResponse, kind: str, obj: dict[str, Any]) -> None:
+    await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "reason": reason,
+            "message": message,
+            "code": code,
+        },
+        status=code,
+    )
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386)."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge(target.get(key), value)
+    return target

@@ -1,0 +1,131 @@
+"""The emulator behaves like the API server where the agent depends on it, checked through the
+real kubernetes-asyncio client over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.k8s_emulator.server import HYPERNODES, NODES, PODS, KubeEmulator
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[tuple[KubeEmulator, client.ApiClient]]:
+    emulator = KubeEmulator()
+    host = await emulator.start()
+    api_client = client.ApiClient(client.Configuration(host=host))
+    yield emulator, api_client
+    await api_client.close()
+    await emulator.stop()
+
+
+def node(name: str, **labels: str) -> dict:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"capacity": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def pod(name: str, node_name: str = "", phase: str = "Pending") -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c"}]},
+        "status": {"phase": phase},
+    }
+
+
+async def test_list_pages_and_increasing_versions(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    core = client.CoreV1Api(api)
+    for i in range(5):
+        emulator.create(NODES, node(f"n{i}"))
+    first = await core.list_node(limit=2)
+    assert [n.metadata.name for n in first.items] == ["n0", "n1"] and first.metadata._continue
+    versions = [int(n.metadata.resource_version) for n in first.items]
+    assert versions == sorted(versions) and len(set(versions)) == 2
+    second = await core.list_node(limit=2, _continue=first.metadata._continue)
+    third = await core.list_node(limit=2, _continue=second.metadata._continue)
+    assert [n.metadata.name for n in second.items + third.items] == ["n2", "n3", "n4"]
+    assert not third.metadata._continue
+    assert int(first.metadata.resource_version) >= max(versions)
+
+
+async def test_selectors(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    core = client.CoreV1Api(api)
+    emulator.create(NODES, node("a", pool="train", zone="z1"))
+    emulator.create(NODES, node("b", pool="infer", zone="z1"))
+    emulator.create(NODES, node("c", zone="z2"))
+    names = lambda result: [n.metadata.name for n in result.items]  # noqa: E731
+    assert names(await core.list_node(label_selector="pool=train")) == ["a"]
+    assert names(await core.list_node(label_selector="zone=z1,pool!=train")) == ["b"]
+    assert names(await core.list_node(label_selector="pool in (train,infer)")) == ["a", "b"]
+    assert names(await core.list_node(label_selector="!pool")) == ["c"]
+    emulator.create(PODS, pod("p1", "a", "Running"))
+    emulator.create(PODS, pod("p2", "", "Pending"))
+    emulator.create(PODS, pod("p3", "b", "Succeeded"))
+    bound = await core.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName!=,status.phase!=Succeeded"
+    )
+    assert [p.metadata.name for p in bound.items] == ["p1"]
+
+
+async def test_watch_from_a_version_and_selector_transitions(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    core = client.CoreV1Api(api)
+    emulator.create(PODS, pod("p1", "a", "Running"))
+    listed = await core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded")
+    events: list[tuple[str, str]] = []
+
+    async def consume() -> None:
+        async with watch.Watch() as w:
+            async for event in w.stream(
+                core.list_pod_for_all_namespaces,
+                field_selector="status.phase!=Succeeded",
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=5,
+            ):
+                events.append((event["type"], event["raw_object"]["metadata"]["name"]))
+                if len(events) == 4:
+                    return
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.2)
+    emulator.create(PODS, pod("p2", "b", "Running"))
+    emulator.patch(PODS, "p2", {"metadata": {"labels": {"x": "y"}}}, "ml")
+    emulator.patch(PODS, "p1", {"status": {"phase": "Succeeded"}}, "ml")  # leaves the selector
+    emulator.delete(PODS, "p2", "ml")
+    await asyncio.wait_for(task, 10)
+    assert events == [("ADDED", "p2"), ("MODIFIED", "p2"), ("DELETED", "p1"), ("DELETED", "p2")]
+
+
+async def test_watch_from_a_compacted_version_gets_410(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    core = client.CoreV1Api(api)
+    emulator.create(NODES, node("a"))
+    old = (await core.list_node()).metadata.resource_version
+    emulator.create(NODES, node("b"))
+    emulator.compact()
+    with pytest.raises(ApiException) as caught:
+        async with watch.Watch() as w:
+            async for _ in w.stream(core.list_node, resource_version=old, timeout_seconds=5):
+                pass
+    assert caught.value.status == 410
+
+
+async def test_custom_resources_exist_only_once_registered(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    custom = client.CustomObjectsApi(api)
+    with pytest.raises(ApiException) as caught:
+        await custom.list_cluster_custom_object("topology.volcano.sh", "v1alpha1", "hypernodes")
+    assert caught.value.status == 404
+    emulator.register(HYPERNODES, "HyperNode", namespaced=False)
+    emulator.create(HYPERNODES, {"metadata": {"name": "s0"}, "spec": {"tier": 2, "members": []}})
+    listed = await custom.list_cluster_custom_object(
+        "topology.volcano.sh", "v1alpha1", "hypernodes"
+    )
+    assert [h["metadata"]["name"] for h in listed["items"]] == ["s0"]
