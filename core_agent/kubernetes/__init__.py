@@ -1,0 +1,1 @@
+"""The Kubernetes inventory source: list+watch Nodes, bound Pods and HyperNodes."""
