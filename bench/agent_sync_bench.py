@@ -1,0 +1,160 @@
+"""Agent ingestion benchmark: full sync of N simulated clusters and steady delta ingestion,
+through a real `vglobal server` process and real gRPC streams, with the server's peak memory.
+
+    .venv/bin/python bench/agent_sync_bench.py                       # SQLite, 20 x 5,000 nodes
+    .venv/bin/python bench/agent_sync_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
+    .venv/bin/python bench/agent_sync_bench.py --clusters 2 --nodes 500 --seconds 3   # quick
+
+The agents run in this process (one asyncio task each); the Global runs alone in its own
+process, so its memory is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from core_agent.client import AgentClient  # noqa: E402
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
+    deadline = time.monotonic() + within
+    while any(c.acked < c.seq or c.seq == 0 for c in clients):
+        if time.monotonic() > deadline:
+            raise TimeoutError("agents not acknowledged in time")
+        await asyncio.sleep(0.01)
+
+
+async def run(args: argparse.Namespace) -> dict[str, float]:
+    port, grpc_port = free_port(), free_port()
+    token = "vg_bench_" + secrets.token_urlsafe(16)
+    tmp = tempfile.mkdtemp(prefix="vglobal-bench-")
+    database = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
+    env = {
+        **os.environ,
+        "VGLOBAL_DATABASE_URL": database,
+        "VGLOBAL_ADMIN_TOKEN": token,
+        "VGLOBAL_PORT": str(port),
+        "VGLOBAL_GRPC_PORT": str(grpc_port),
+        "VGLOBAL_LOG_LEVEL": "warning",
+    }
+    server = subprocess.Popen(  # noqa: ASYNC220 (the server under test, started once)
+        [sys.executable, "-m", "volcano_global.cli.main", "server"], env=env
+    )
+    url = f"http://127.0.0.1:{port}"
+    api = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+    try:
+        for _ in range(300):
+            try:
+                if (await api.get("/readyz")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+        spec = ClusterSpec.model_validate(
+            {
+                "nodeGroups": [{"count": args.nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
+                "topology": {"tiers": [{"name": "tor", "size": 8}, {"name": "spine", "size": 25}]},
+            }
+        )
+        clusters, clients = [], []
+        for i in range(args.clusters):
+            name = f"bench-{i:02d}"
+            agent_token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
+                "agentToken"
+            ]
+            cluster = SimulatedCluster.from_spec(name, spec)
+            clusters.append(cluster)
+            clients.append(
+                AgentClient(
+                    cluster=name,
+                    target=f"127.0.0.1:{grpc_port}",
+                    token=agent_token,
+                    source=cluster,
+                    coalesce_s=0.0,
+                )
+            )
+        stop = asyncio.Event()
+        started = time.perf_counter()
+        tasks = [asyncio.create_task(c.run(stop=stop)) for c in clients]
+        await wait_acked(clients)
+        full_sync = time.perf_counter() - started
+
+        rng = random.Random(1)
+        names = [list(c.nodes) for c in clusters]
+        updates = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < args.seconds:
+            for cluster, nodes in zip(clusters, names, strict=True):
+                for name in rng.sample(nodes, args.batch):
+                    cluster.nodes[name].used_gpus = rng.randrange(9)
+                cluster.changed.set()
+            await asyncio.sleep(0)
+            await wait_acked(clients)
+            updates += args.batch * len(clusters)
+        ingest_seconds = time.perf_counter() - started
+        stop.set()
+        await asyncio.gather(*tasks)
+        totals = (await api.get("/api/v1/clusters")).json()["items"]
+        assert all(c["nodes"]["total"] == args.nodes for c in totals)
+        return {
+            "full_sync_s": full_sync,
+            "updates_per_s": updates / ingest_seconds,
+            "updates": updates,
+            "peak_rss_mib": peak_rss_mib(server.pid),
+        }
+    finally:
+        await api.aclose()
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long to drive deltas")
+    parser.add_argument("--batch", type=int, default=500, help="node updates per cluster per delta")
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    db = (args.database_url or "sqlite").split(":")[0]
+    print(
+        f"{db}: {args.clusters} clusters x {args.nodes} nodes: full sync {result['full_sync_s']:.1f} s; "
+        f"deltas: {result['updates_per_s']:,.0f} node updates/s ({result['updates']:,} in {args.seconds:g} s, "
+        f"batches of {args.batch} per cluster); Global peak RSS {result['peak_rss_mib']:.0f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()
