@@ -249,3 +249,13 @@ async def test_silent_agent_makes_its_cluster_not_ready_and_back(
     ]
     assert reasons[:3] == ["Ready", "NotReady", "AgentConnected"]
     await stream.close()
+
+
+async def test_standard_health_service(app: FastAPI) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.state.grpc_port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "volcano_global.rpc.v1.AgentService"):
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
