@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,16 @@ async def submit(api: httpx.AsyncClient, document: dict[str, Any] | str) -> http
 
 def to_yaml(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document)
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 15.0) -> None:
+    """Wait until `check` holds (polling every 50 ms); fail after `within` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        result = check()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)

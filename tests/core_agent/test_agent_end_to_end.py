@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
 
 import httpx
 from fastapi import FastAPI
@@ -13,7 +12,7 @@ from fastapi import FastAPI
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import create_cluster
+from tests.factories import create_cluster, eventually
 from volcano_global.app import create_app
 from volcano_global.settings import Settings
 
@@ -26,13 +25,6 @@ SPEC = ClusterSpec.model_validate(
         "topology": {"tiers": [{"name": "tor", "size": 8}, {"name": "spine", "size": 5}]},
     }
 )
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def rest(app: FastAPI) -> httpx.AsyncClient:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import NODES, KubernetesSource
 from core_agent.kubernetes.watcher import list_then_watch
+from tests.factories import create_cluster, eventually
 from tests.k8s_emulator.server import HYPERNODES, PODS, KubeEmulator
 from tests.k8s_emulator.server import NODES as NODE_GVR
 
@@ -49,18 +50,6 @@ def hypernode(name: str, tier: int, members: list[dict]) -> dict:
         "metadata": {"name": name},
         "spec": {"tier": tier, "tierName": f"t{tier}", "members": members},
     }
-
-
-async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = check()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -204,7 +193,7 @@ async def test_without_hypernodes_tiers_come_from_labels(kube) -> None:  # type:
 
 async def test_a_kubernetes_agent_inventory_reaches_the_global(kube, app, api) -> None:  # type: ignore[no-untyped-def]
     from core_agent.client import AgentClient
-    from tests.factories import create_cluster
+    from tests.factories import eventually
 
     emulator, kube_api = kube
     populate(emulator)
