@@ -23,6 +23,7 @@ lint: setup
 
 test: setup
 	scripts/ensure-postgres.sh
+	scripts/ensure-kubectl.sh
 	$(MAKE) lint
 	$(BIN)/pytest
 
