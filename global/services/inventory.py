@@ -203,5 +203,7 @@ async def topology(
 
 
 async def insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]
+    """Core executemany on the table: the ORM's bulk path costs several times more per row."""
+    table = model.__table__  # type: ignore[attr-defined]
     for start in range(0, len(rows), _BATCH):
-        await session.execute(insert(model), rows[start : start + _BATCH])
+        await session.execute(insert(table), rows[start : start + _BATCH])

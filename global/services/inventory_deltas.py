@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -79,7 +79,10 @@ async def apply_delta(
         else:
             inserts.append({"id": uuid.uuid4(), "cluster_id": cluster.id, **values})
     if updates:
-        await session.execute(update(Node), updates)
+        table = Node.__table__
+        columns = {key: bindparam(f"v_{key}") for key in updates[0] if key != "id"}
+        statement = update(table).where(table.c.id == bindparam("v_id")).values(columns)
+        await session.execute(statement, [{f"v_{k}": v for k, v in row.items()} for row in updates])
     await insert_many(session, Node, inserts)
     await _apply_change(session, cluster.id, change)
     cluster.inventory_updated_at = now
