@@ -18,6 +18,7 @@ from volcano_global.db.engine import create_engine, create_session_factory, tran
 from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
+from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.clusters import mark_unresponsive
 from volcano_global.services.queues import ensure_queue
 from volcano_global.services.tokens import ensure_admin_token
@@ -65,10 +66,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
                 )
             ]
+            scheduler = Scheduler(engine, sessions, settings)
+            app.state.scheduler = scheduler
+            if settings.scheduling.enabled:
+                tasks.append(start_guarded("scheduler", scheduler.step, every_s=0))
             try:
                 yield
             finally:
                 await stop(tasks)
+                await scheduler.stop()
                 await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
         finally:
             await engine.dispose()

@@ -43,6 +43,13 @@ class SchedulingDefaults(BaseModel):
         description="priorityClassName -> priority value (as Kubernetes PriorityClass objects).",
     )
     default_queue: str = Field("default", description="Queue of a job that names none.")
+    policy: str = Field(
+        "cpsat", description="Placement policy: cpsat, first-fit, proportional, greedy."
+    )
+    interval_s: float = Field(2.0, gt=0, description="Longest wait between scheduling rounds.")
+    round_time_limit_s: float = Field(1.0, gt=0, description="Time limit of one round.")
+    window: int = Field(200, ge=1, description="Pending jobs considered per round.")
+    enabled: bool = Field(True, description="Run the scheduling loop in this replica.")
 
 
 class AgentSettings(BaseModel):

@@ -23,7 +23,10 @@ def start_guarded(
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("background task %s failed; retrying in %.1f s", name, every_s)
+                pause = max(every_s, 1.0)
+                log.exception("background task %s failed; retrying in %.1f s", name, pause)
+                await asyncio.sleep(pause)
+                continue
             await asyncio.sleep(every_s)
 
     return asyncio.create_task(loop(), name=name)

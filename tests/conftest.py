@@ -116,7 +116,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN, grpc_port=0)
+    # The scheduling loop is off in API tests (they check states it would change); the
+    # scheduler tests drive rounds themselves.
+    return Settings(
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        grpc_port=0,
+        scheduling={"enabled": False},
+    )
 
 
 @pytest.fixture

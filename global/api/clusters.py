@@ -87,6 +87,7 @@ async def replace_inventory(
     cluster = await clusters.get_cluster(session, name=name)
     caller.require_cluster(cluster.id)
     cluster = await inventory.replace_inventory(session, cluster=cluster, snapshot=body)
+    await clusters.agent_seen(session, cluster=cluster)  # a push counts as a heartbeat
     return InventoryAccepted(
         cluster=cluster.name,
         inventory_generation=cluster.inventory_generation,

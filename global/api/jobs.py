@@ -86,6 +86,7 @@ async def submit_job(
         default_queue=settings.scheduling.default_queue,
         submitted_by=caller.name,
     )
+    request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
 
 

@@ -18,6 +18,7 @@ import typer
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.output import Format, console, render
 from volcano_global.cli.resources import CLUSTER_COLUMNS, JOB_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
+from volcano_global.services.jobs import NOT_YET_SCHEDULED
 
 CLUSTERS = [
     # name, agent arguments (examples dir relative), labels
@@ -179,11 +180,27 @@ def _populate(api: Client, examples: Path) -> None:
         )
     render(api.request("GET", "/api/v1/queues"), Format.TABLE, QUEUE_COLUMNS)
 
-    console.rule("jobs")
-    render(api.request("GET", "/api/v1/jobs"), Format.TABLE, JOB_COLUMNS)
-    console.print(
-        "\nThe jobs wait in their queues: placement and dispatch are the next milestones."
-    )
+    console.rule("jobs after the first scheduling round (CP-SAT)")
+    deadline = time.monotonic() + 30
+    jobs = api.request("GET", "/api/v1/jobs")
+    while time.monotonic() < deadline:
+        jobs = api.request("GET", "/api/v1/jobs")
+        if all(j["pendingReason"] != NOT_YET_SCHEDULED for j in jobs["items"]):
+            break
+        time.sleep(0.2)
+    render(jobs, Format.TABLE, [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")])
+    for job in jobs["items"]:
+        if job["state"] != "Placed":
+            continue
+        placement = api.request("GET", f"/api/v1/jobs/{job['uid']}")["placement"]
+        parts = [f"{s['pods']} pods in {s['cluster']}" for s in placement["shares"]]
+        parts += [
+            f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
+            for r in placement["linkReservations"]
+        ]
+        console.print(f"  {job['namespace']}/{job['name']}: {'; '.join(parts)}")
+    render(api.request("GET", "/api/v1/links"), Format.TABLE, LINK_COLUMNS)
+    console.print("\nPlaced shares go to the agents with the dispatch milestone.")
 
 
 def _wait_ready(api: Client, server: subprocess.Popen[bytes], timeout: float = 60.0) -> None:

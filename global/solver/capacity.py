@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from volcano_global.solver.model import ClusterState, JobRequest
+from volcano_global.solver.model import ClusterState, JobRequest, Leaf
 
 
 @dataclass(slots=True)
@@ -68,6 +68,32 @@ class ClusterPool:
         self._inside: dict[tuple[str, int, str, int], list[str]] = {}
         self._units: dict[tuple[object, ...], int] = {}
         self._journal: list[tuple[_Leaf, list[int]]] = []
+
+    def state(self) -> ClusterState:
+        """The pool's current free capacity as solver input."""
+        return ClusterState(
+            self.name, tuple(Leaf(x.gpu_model, tuple(x.hist), x.path) for x in self.leaves)
+        )
+
+    def take_from_leaf(
+        self, leaf_name: str, model: str | None, gpus_per_pod: int, pods: int
+    ) -> int:
+        """Take up to `pods` pods from one named leaf (capacity held by placements whose pods do
+        not show in the inventory yet); returns how many fitted."""
+        leaves = [
+            x
+            for x in self.leaves
+            if x.name == leaf_name and (model is None or x.gpu_model == model)
+        ]
+        taken = 0
+        for leaf in leaves:
+            hist = list(leaf.hist)
+            got = _take_from(hist, gpus_per_pod, pods - taken)
+            if got:
+                self._journal.append((leaf, leaf.hist))
+                self._set_hist(leaf, hist)
+                taken += got
+        return taken
 
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:

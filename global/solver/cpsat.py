@@ -37,7 +37,7 @@ Constraints.
 
 Objective. Admitted priority-weighted GPUs first, strictly: W is one more than the largest
 value the secondary terms can take, so no saving below buys a single admitted GPU.
-    maximise  W Σ_j w_j g_j u_j n_j a_j
+    maximise  W Σ_j w_j max(g_j u_j n_j, 1) a_j         (a CPU-only job counts as one GPU)
             - 10^4 (Σ_jc z_jc - Σ_j a_j)          fewer clusters per job (10^4 ~ 1 Tbps)
             - Σ_jl r_jl                            less cross-cluster traffic (units of 0.1 Gbps)
             - Σ_jc ρ_c u_j g_j x_jc                tighter fit: fill fuller clusters first
@@ -202,7 +202,8 @@ def _solve_once(
         + sum(_upper(r) for v in vars_ for r in v.reserve.values())
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
-    admitted_gpus = sum(weights[v.job.id] * v.job.gpus * v.admitted for v in vars_)
+    # A CPU-only job counts as one GPU, so that admitting it is worth something.
+    admitted_gpus = sum(weights[v.job.id] * max(v.job.gpus, 1) * v.admitted for v in vars_)
     model.maximize(
         (secondary_max + 1) * admitted_gpus
         - CLUSTER_PENALTY * extra_clusters
@@ -401,4 +402,6 @@ def cpsat_decision(
 
 
 def _value(decisions: tuple[JobDecision, ...], weights: dict[str, int]) -> int:
-    return sum(weights[d.job_id] * sum(s.gpus for s in d.shares) for d in decisions if d.admitted)
+    return sum(
+        weights[d.job_id] * max(sum(s.gpus for s in d.shares), 1) for d in decisions if d.admitted
+    )

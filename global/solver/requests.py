@@ -23,15 +23,16 @@ def job_request(
     gpu_tasks = [t for t in gang.tasks if t.resources.gpus]
     sizes = {t.resources.gpus for t in gpu_tasks}
     if len(sizes) > 1:
-        raise ValueError(f"job {job_id}: GPU pods of different sizes {sorted(sizes)}")
+        raise ValueError(f"GPU pods of different sizes {sorted(sizes)}")
     gpus_per_pod = sizes.pop() if sizes else 0
     pods = sum(t.replicas for t in gpu_tasks) if gpu_tasks else gang.total_pods
+    models = {t.gpu_model for t in gpu_tasks}
+    if len(models) > 1:
+        raise ValueError(f"parts on different GPU models {sorted(m or '?' for m in models)}")
     if gang.sub_jobs:
         child_pods = {s.pods for s in gang.sub_jobs}
         if len(child_pods) > 1:
-            raise ValueError(
-                f"job {job_id}: HyperJob children of different sizes {sorted(child_pods)}"
-            )
+            raise ValueError(f"HyperJob children of different sizes {sorted(child_pods)}")
         pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
         unit = child_pods.pop()
         named = [s.cluster_names for s in gang.sub_jobs]

@@ -131,4 +131,4 @@ async def test_rotating_the_token_revokes_the_old_one(api: httpx.AsyncClient) ->
     reasons = [
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]
-    assert reasons == ["TokenRotated", "Registered"]
+    assert reasons == ["Ready", "TokenRotated", "Registered"]  # the push made the cluster Ready

@@ -1,0 +1,1 @@
+"""The scheduling loop: leader election, rounds (snapshot -> solver -> atomic commit)."""

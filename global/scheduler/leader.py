@@ -1,0 +1,56 @@
+"""Leader election through a Postgres session-level advisory lock, held on a dedicated
+connection for as long as this replica leads. On SQLite (one replica) this replica leads."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_LOCK_KEY = 0x76677363  # "vgsc"
+
+
+class Leadership:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._connection: AsyncConnection | None = None
+
+    async def acquire(self) -> bool:
+        """True when this replica leads (now or already)."""
+        if self.engine.dialect.name != "postgresql":
+            return True
+        if self._connection is not None:
+            try:
+                await self._connection.execute(text("SELECT 1"))
+                return True
+            except Exception:  # the connection (and with it the lock) is gone
+                log.warning("lost the scheduler lock's connection; no longer leading")
+                await self.release()
+        connection = await self.engine.connect()
+        got = (
+            await connection.execute(
+                text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEDULER_LOCK_KEY}
+            )
+        ).scalar()
+        await connection.commit()
+        if got:
+            self._connection = connection
+            log.info("this replica leads the scheduler")
+            return True
+        await connection.close()
+        return False
+
+    async def release(self) -> None:
+        if self._connection is not None:
+            try:
+                await self._connection.execute(
+                    text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEDULER_LOCK_KEY}
+                )
+                await self._connection.commit()
+            except Exception:
+                pass
+            await self._connection.close()
+            self._connection = None

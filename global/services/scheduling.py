@@ -1,0 +1,289 @@
+"""One scheduling round's database side: a consistent snapshot for the solver (free capacity
+per leaf domain minus what placed-but-not-running jobs hold, link reservations, quotas, the
+pending window) and the atomic commit of the decision, refused when the inventory moved."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import lazyload
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    EventType,
+    Job,
+    JobState,
+    Link,
+    LinkReservation,
+    Node,
+    Placement,
+    PlacementState,
+    Queue,
+    TopologyDomain,
+)
+from volcano_global.db.models import (
+    ClusterState as ClusterHealth,
+)
+from volcano_global.errors import Conflict
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.services.events import record_event
+from volcano_global.services.jobs import transition
+from volcano_global.services.links import reserved_gbps
+from volcano_global.services.queues import HOLDING_STATES
+from volcano_global.solver import (
+    ClusterState,
+    Decision,
+    JobRequest,
+    Leaf,
+    LinkState,
+    QueueState,
+    Snapshot,
+)
+from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.requests import job_request
+
+NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
+
+
+class StaleRound(Conflict):
+    """The inventory moved while the round was solving: solve again."""
+
+
+@dataclass
+class RoundContext:
+    """What the snapshot was built from, to check at commit time."""
+
+    versions: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # cluster -> (generation, seq)
+    cluster_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    link_ids: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
+    jobs: dict[str, uuid.UUID] = field(default_factory=dict)
+    unmodelled: dict[str, str] = field(default_factory=dict)  # job id -> why
+
+
+async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapshot, RoundContext]:
+    context = RoundContext()
+    clusters = list(
+        (
+            await session.execute(
+                select(Cluster).where(Cluster.state == ClusterHealth.READY).order_by(Cluster.name)
+            )
+        ).scalars()
+    )
+    for c in clusters:
+        context.versions[c.name] = (c.inventory_generation, c.inventory_seq)
+        context.cluster_ids[c.name] = c.id
+    states = await _free_capacity(session, clusters)
+    links = list((await session.execute(select(Link))).unique().scalars())
+    held = await reserved_gbps(session, link_ids=[link.id for link in links])
+    link_states = []
+    for link in links:
+        a, b = link.cluster_a.name, link.cluster_b.name
+        context.link_ids[(a, b)] = link.id
+        link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
+    queues = await _queue_states(session)
+    pending = list(
+        (
+            await session.execute(
+                select(Job)
+                .where(Job.state == JobState.PENDING)
+                .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+                .limit(window)
+            )
+        ).scalars()
+    )
+    requests: list[JobRequest] = []
+    for job in pending:
+        key = str(job.id)
+        context.jobs[key] = job.id
+        try:
+            requests.append(
+                job_request(
+                    job_id=key,
+                    gang=Gang.model_validate(job.gang),
+                    split=SplitPolicy.model_validate(job.split_policy),
+                    communication=Communication.model_validate(job.communication)
+                    if job.communication
+                    else None,
+                    priority=job.priority,
+                    queue=job.queue.name,
+                )
+            )
+        except ValueError as exc:
+            context.unmodelled[key] = f"cannot be placed yet: {exc}"
+    return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
+
+
+async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list[ClusterState]:
+    """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
+    minus the pods of placements that hold capacity before their pods run."""
+    ids = [c.id for c in clusters]
+    domains = {
+        d.id: d
+        for d in (
+            await session.execute(select(TopologyDomain).where(TopologyDomain.cluster_id.in_(ids)))
+        ).scalars()
+    }
+    rows = await session.execute(
+        select(
+            Node.cluster_id,
+            Node.domain_id,
+            Node.gpu_model,
+            (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            func.count(),
+        )
+        .where(
+            Node.cluster_id.in_(ids),
+            Node.ready.is_(True),
+            Node.schedulable.is_(True),
+            Node.gpu_allocatable > 0,
+        )
+        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+    )
+    hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
+    for cluster_id, domain_id, model, free, count in rows:
+        hist = hists[(cluster_id, domain_id, model or "unknown")]
+        if free >= len(hist):
+            hist.extend([0] * (free + 1 - len(hist)))
+        hist[max(free, 0)] += count
+    by_cluster: dict[uuid.UUID, list[Leaf]] = defaultdict(list)
+    for (cluster_id, domain_id, model), hist in sorted(
+        hists.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]), kv[0][2])
+    ):
+        path: list[str] = []
+        current = domains.get(domain_id) if domain_id else None
+        while current is not None:
+            path.append(current.name)
+            current = domains.get(current.parent_id) if current.parent_id else None
+        by_cluster[cluster_id].append(Leaf(model, tuple(hist), tuple(path)))
+    pools = {c.id: ClusterPool(ClusterState(c.name, tuple(by_cluster[c.id]))) for c in clusters}
+    holding = await session.execute(
+        select(ClusterShare, Job.gpu_model)
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state == PlacementState.ACTIVE,
+            Job.state.in_(NOT_RUNNING_YET),
+            ClusterShare.cluster_id.in_(ids),
+        )
+    )
+    for share, model in holding:
+        per_pod = share.gpus // share.pods if share.pods else 0
+        if per_pod == 0:
+            continue  # a CPU-only share holds no GPUs
+        for leaf, count in (share.domains or {}).items():
+            pools[share.cluster_id].take_from_leaf(leaf, model, per_pod, int(count))
+    return [pools[c.id].state() for c in clusters]
+
+
+async def _queue_states(session: AsyncSession) -> list[QueueState]:
+    used = dict(
+        (
+            await session.execute(
+                select(Job.queue_id, func.sum(Job.total_gpus))
+                .where(Job.state.in_(HOLDING_STATES))
+                .group_by(Job.queue_id)
+            )
+        ).all()
+    )
+    queues = (await session.execute(select(Queue))).scalars()
+    return [QueueState(q.name, q.gpu_quota, int(used.get(q.id) or 0)) for q in queues]
+
+
+async def _lock_job(session: AsyncSession, job_id: uuid.UUID | None) -> Job | None:
+    if job_id is None:
+        return None
+    query = (
+        select(Job)
+        .where(Job.id == job_id)
+        .options(lazyload(Job.queue))
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    generation: int
+    placed: list[str]
+    pending: int
+
+
+async def commit_round(
+    session: AsyncSession, *, decision: Decision, context: RoundContext
+) -> RoundResult:
+    """Write the decision in the caller's transaction: placements with their shares and link
+    reservations, jobs Placed, reasons for the rest. Raises StaleRound (nothing written) when a
+    cluster's inventory moved since the snapshot."""
+    current = await session.execute(
+        select(Cluster.name, Cluster.inventory_generation, Cluster.inventory_seq)
+        .where(Cluster.name.in_(list(context.versions)))
+        .with_for_update()
+    )
+    for name, generation, seq in current:
+        if (generation, seq) != context.versions[name]:
+            raise StaleRound(f"cluster {name} inventory moved during the round")
+    generation = (
+        int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
+    )
+    placed = []
+    for d in decision.jobs:
+        job = await _lock_job(session, context.jobs.get(d.job_id))
+        if job is None or job.state is not JobState.PENDING:
+            continue  # cancelled while the round was solving
+        if not d.admitted:
+            job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
+            continue
+        placement = Placement(job_id=job.id, generation=generation)
+        session.add(placement)
+        await session.flush()
+        offset = 0
+        lines = []
+        for share in d.shares:
+            session.add(
+                ClusterShare(
+                    placement_id=placement.id,
+                    cluster_id=context.cluster_ids[share.cluster],
+                    pods=share.pods,
+                    gpus=share.gpus,
+                    units=share.units,
+                    rank_offset=offset,
+                    domains=dict(share.domains),
+                )
+            )
+            offset += share.pods
+            lines.append(f"{share.pods} pods in {share.cluster}")
+        for r in d.reservations:
+            key = (r.a, r.b) if (r.a, r.b) in context.link_ids else (r.b, r.a)
+            session.add(
+                LinkReservation(
+                    placement_id=placement.id, link_id=context.link_ids[key], gbps=r.gbps
+                )
+            )
+            lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
+        transition(job, JobState.PLACED, message=f"placed in round {generation}")
+        await record_event(
+            session,
+            job_id=job.id,
+            reason="Placed",
+            message=f"round {generation}: " + "; ".join(lines),
+        )
+        placed.append(d.job_id)
+    for key, why in context.unmodelled.items():
+        job = await session.get(Job, context.jobs[key])
+        if job is not None and job.state is JobState.PENDING:
+            job.pending_reason = why
+            await record_event(
+                session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
+            )
+    await session.flush()
+    return RoundResult(
+        generation=generation, placed=placed, pending=len(decision.jobs) - len(placed)
+    )

@@ -1,0 +1,112 @@
+"""Scheduling rounds against the database (SQLite and Postgres): snapshot, solve, atomic commit."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.factories import create_cluster, create_queue, example, inventory, submit
+from volcano_global.db.engine import transaction
+from volcano_global.services.scheduling import StaleRound, build_snapshot, commit_round
+from volcano_global.solver import Policy, SolveOptions, solve
+
+LLM = example("llm-pretrain-64x8.yaml")
+
+
+async def two_clusters(api: httpx.AsyncClient, link_gbps: float = 400) -> None:
+    for name in ("gpu-east", "gpu-west"):
+        await create_cluster(api, name)
+        assert (
+            await api.put(
+                f"/api/v1/clusters/{name}/inventory", json=inventory(name, tors=5, nodes_per_tor=8)
+            )
+        ).status_code == 200
+    await api.post(
+        "/api/v1/links",
+        json={"clusterA": "gpu-east", "clusterB": "gpu-west", "capacityGbps": link_gbps},
+    )
+    await create_queue(api, "llm")
+
+
+def llm_job(name: str, crossing_gbps: str = "100") -> str:
+    return LLM.replace("name: llama-70b-pretrain", f"name: {name}").replace(
+        'global.volcano.sh/max-clusters: "3"',
+        f'global.volcano.sh/max-clusters: "3"\n    global.volcano.sh/crossing-gbps: "{crossing_gbps}"',
+    )
+
+
+async def test_a_round_splits_a_job_that_fits_no_single_cluster(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_clusters(api)
+    uid = (await submit(api, llm_job("big"))).json()["uid"]
+    report = await app.state.scheduler.run_once()
+    assert (
+        report is not None and report.result.placed == [uid] and report.status.startswith("OPTIMAL")
+    )
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["state"] == "Placed" and job["timestamps"]["placedAt"]
+    shares = job["placement"]["shares"]
+    assert sorted(s["cluster"] for s in shares) == ["gpu-east", "gpu-west"]
+    assert sum(s["pods"] for s in shares) == 64 and sorted(s["rankOffset"] for s in shares)[0] == 0
+    assert all(s["pods"] % 4 == 0 for s in shares)  # whole data-parallel replicas
+    assert job["placement"]["linkReservations"] == [
+        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
+    ]
+    assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 100.0
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert (
+        events[0]["reason"] == "Placed"
+        and "100 Gbps on gpu-east<->gpu-west" in events[0]["message"]
+    )
+    listed = (await api.get("/api/v1/jobs", params={"cluster": "gpu-west"})).json()["items"]
+    assert [j["uid"] for j in listed] == [uid]
+
+
+async def test_pending_reason_in_numbers_and_held_capacity(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_clusters(api, link_gbps=400)
+    first = (await submit(api, llm_job("first"))).json()["uid"]
+    await app.state.scheduler.run_once()
+    assert (await api.get(f"/api/v1/jobs/{first}")).json()["state"] == "Placed"
+    # The first job's pods are not running yet, but its capacity is held: the second waits.
+    second = (await submit(api, llm_job("second"))).json()["uid"]
+    await app.state.scheduler.run_once()
+    job = (await api.get(f"/api/v1/jobs/{second}")).json()
+    assert job["state"] == "Pending"
+    assert job["pendingReason"].startswith(
+        "needs 64 pods x 8 H100 (512 GPUs); best split 128 GPUs over"
+    )
+    # Too thin a link for the declared rate: the reason names the link.
+    await api.post(f"/api/v1/jobs/{first}/cancel")
+    thin = (await submit(api, llm_job("thin", crossing_gbps="900"))).json()["uid"]
+    await api.post(f"/api/v1/jobs/{second}/cancel")
+    await app.state.scheduler.run_once()
+    reason = (await api.get(f"/api/v1/jobs/{thin}")).json()["pendingReason"]
+    assert reason == (
+        "needs 64 pods x 8 H100 (512 GPUs); best split over gpu-east, gpu-west: link "
+        "gpu-east<->gpu-west has 400 Gbps free, the split needs 900.0 Gbps"
+    )
+
+
+async def test_a_round_on_moved_inventory_is_refused_whole(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_clusters(api)
+    uid = (await submit(api, llm_job("big"))).json()["uid"]
+    sessions = app.state.sessions
+    async with transaction(sessions) as session:
+        snapshot, context = await build_snapshot(session, window=10)
+    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
+    assert decision.job(uid).admitted
+    await api.put(
+        "/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", tors=5, nodes_per_tor=8)
+    )
+    with pytest.raises(StaleRound):
+        async with transaction(sessions) as session:
+            await commit_round(session, decision=decision, context=context)
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["state"] == "Pending" and job["placement"] is None
+    assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
