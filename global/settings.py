@@ -30,7 +30,7 @@ class LimitSettings(BaseModel):
 
 
 class SchedulingDefaults(BaseModel):
-    """Defaults applied to a job's split policy when the job does not say."""
+    """The scheduling loop, and the defaults applied to a job that does not say."""
 
     max_clusters: int = Field(4, ge=1, description="Most clusters a split job may span.")
     priority_classes: dict[str, int] = Field(
