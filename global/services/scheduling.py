@@ -1,6 +1,7 @@
 """One scheduling round's database side: a consistent snapshot for the solver (free capacity
 per leaf domain minus what placed-but-not-running jobs hold, link reservations, quotas, the
-pending window) and the atomic commit of the decision, refused when the inventory moved."""
+pending window in priority and fair-share order) and the atomic commit of the decision, refused
+when the inventory moved."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from volcano_global.db.models import (
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.services.events import record_event
+from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.services.jobs import transition
 from volcano_global.services.links import reserved_gbps
 from volcano_global.services.queues import HOLDING_STATES
@@ -48,6 +50,7 @@ from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.requests import job_request
 
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
+CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
 
 
 class StaleRound(Conflict):
@@ -88,16 +91,27 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
         context.link_ids[(a, b)] = link.id
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
     queues = await _queue_states(session)
-    pending = list(
+    candidates = list(
         (
             await session.execute(
                 select(Job)
                 .where(Job.state == JobState.PENDING)
                 .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
-                .limit(window)
+                .limit(window * CANDIDATES_PER_WINDOW_SLOT)
             )
         ).scalars()
     )
+    weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())
+    by_key = {str(j.id): j for j in candidates}
+    order = fair_order(
+        [
+            Candidate(str(j.id), j.queue.name, j.priority, j.total_gpus, j.submitted_at)
+            for j in candidates
+        ],
+        held={q.name: q.used_gpus for q in queues},
+        weights=weights,
+    )
+    pending = [by_key[c.key] for c in order[:window]]
     requests: list[JobRequest] = []
     for job in pending:
         key = str(job.id)

@@ -1,0 +1,52 @@
+"""Queue order of pending jobs: priority first; within a priority, weighted fair share between
+queues (the queue whose GPUs held, counting the jobs already ordered ahead, are smallest
+relative to its weight goes next, as Volcano's proportion plugin divides by weight); within a
+queue, submission time."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    queue: str
+    priority: int
+    gpus: int
+    submitted_at: datetime
+
+
+def fair_order(
+    jobs: list[Candidate], *, held: dict[str, int], weights: dict[str, int]
+) -> list[Candidate]:
+    ordered: list[Candidate] = []
+    taken: dict[str, int] = defaultdict(int)
+    for priority in sorted({j.priority for j in jobs}, reverse=True):
+        queues: dict[str, deque[Candidate]] = defaultdict(deque)
+        for job in sorted(
+            (j for j in jobs if j.priority == priority), key=lambda j: (j.submitted_at, j.key)
+        ):
+            queues[job.queue].append(job)
+        while queues:
+            queue = min(queues, key=lambda q, qs=queues: _share(q, qs, held, taken, weights))
+            job = queues[queue].popleft()
+            ordered.append(job)
+            taken[queue] += max(job.gpus, 1)
+            if not queues[queue]:
+                del queues[queue]
+    return ordered
+
+
+def _share(
+    queue: str,
+    queues: dict[str, deque[Candidate]],
+    held: dict[str, int],
+    taken: dict[str, int],
+    weights: dict[str, int],
+) -> tuple[float, datetime, str]:
+    """How far the queue is into its share (lower goes first); ties by the oldest head job."""
+    load = (held.get(queue, 0) + taken[queue]) / max(weights.get(queue, 1), 1)
+    return load, queues[queue][0].submitted_at, queue
