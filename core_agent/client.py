@@ -47,6 +47,7 @@ class AgentClient:
         self.connected = asyncio.Event()
         self.heartbeat_s = 5.0
         self._resync_requested = False
+        self.reports: asyncio.Queue[pb.JobStatusReport] = asyncio.Queue()
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter."""
@@ -150,6 +151,8 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
+            while not self.reports.empty():
+                await call.write(pb.AgentMessage(job_status=self.reports.get_nowait()))
             if changed in done:
                 await asyncio.sleep(self.coalesce_s)  # let a burst of changes land in one delta
                 self.source.changed.clear()
@@ -181,10 +184,40 @@ class AgentClient:
             kind = message.WhichOneof("body")
             if kind == "ack":
                 self._acknowledge(message.ack.seq)
+            elif kind == "assignment":
+                apply = getattr(self.source, "apply_share", None)
+                if apply is None:
+                    self._report(
+                        pb.JobStatusReport(
+                            placement_id=message.assignment.placement_id,
+                            job_uid=message.assignment.job_uid,
+                            phase="Failed",
+                            message=f"the {self.source.name} source cannot run shares yet",
+                        )
+                    )
+                else:
+                    apply(message.assignment, self._report)
+            elif kind == "cancellation":
+                cancel = getattr(self.source, "cancel_share", None)
+                if cancel is not None:
+                    cancel(message.cancellation, self._report)
+                else:
+                    self._report(
+                        pb.JobStatusReport(
+                            placement_id=message.cancellation.placement_id,
+                            job_uid=message.cancellation.job_uid,
+                            phase="Cancelled",
+                        )
+                    )
             elif kind == "resync":
                 log.warning("resync requested: %s", message.resync.reason)
                 self._resync_requested = True
                 self.source.changed.set()  # wake the writer
+
+    def _report(self, report: pb.JobStatusReport) -> None:
+        """Queue a status report for the writer (reports also acknowledge dispatch messages)."""
+        self.reports.put_nowait(report)
+        self.source.changed.set()  # wake the writer
 
     def _acknowledge(self, seq: int) -> None:
         self.acked = max(self.acked, seq)

@@ -62,6 +62,9 @@ class AgentSettings(BaseModel):
     max_message_bytes: int = Field(
         64 << 20, description="Largest agent message (RESOURCE_EXHAUSTED above)."
     )
+    outbox_poll_s: float = Field(
+        0.5, gt=0, description="How often a stream looks for new dispatch messages."
+    )
     shutdown_grace_s: float = Field(
         2.0, ge=0, description="On shutdown, how long open agent streams may finish a message."
     )

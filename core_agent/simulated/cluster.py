@@ -5,6 +5,7 @@ pods of assigned shares will change (the scheduling milestone)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -55,6 +56,14 @@ class ClusterSpec(_Spec):
 
 
 @dataclass
+class _RunningShare:
+    assignment: pb.ShareAssignment
+    bound: list[tuple[str, int]]
+    phase: str
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
 class SimNode:
     name: str
     gpu_model: str
@@ -89,11 +98,15 @@ class SimNode:
 class SimulatedCluster:
     """An `InventorySource` whose nodes live in memory."""
 
-    def __init__(self, name: str, nodes: list[SimNode], domains: list[pb.Domain]) -> None:
+    def __init__(
+        self, name: str, nodes: list[SimNode], domains: list[pb.Domain], *, time_scale: float = 1.0
+    ) -> None:
         self.name = name
         self.nodes = {n.name: n for n in nodes}
         self.domains = {d.name: d for d in domains}
         self.changed = asyncio.Event()
+        self.time_scale = time_scale  # 0.01: a job of 100 s runs for 1 s
+        self.shares: dict[str, _RunningShare] = {}
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -185,6 +198,104 @@ class SimulatedCluster:
         return Inventory(
             domains={name: _copy_domain(d) for name, d in self.domains.items()},
             nodes={name: n.message() for name, n in self.nodes.items()},
+        )
+
+    # -- running assigned shares ---------------------------------------------------------------
+    def apply_share(
+        self, assignment: pb.ShareAssignment, report: Callable[[pb.JobStatusReport], None]
+    ) -> None:
+        """Bind the share's pods to nodes of its domains, run them for the job's duration, and
+        report Accepted, Running, then Succeeded. Applying an assignment twice changes nothing."""
+        existing = self.shares.get(assignment.placement_id)
+        if existing is not None:
+            report(self._status(assignment, existing.phase))
+            return
+        bound = self._bind(assignment)
+        if bound is None:
+            report(
+                self._status(assignment, "Failed", "not enough free GPUs in the assigned domains")
+            )
+            return
+        share = _RunningShare(assignment=assignment, bound=bound, phase="Running")
+        self.shares[assignment.placement_id] = share
+        self.changed.set()
+        report(self._status(assignment, "Accepted"))
+        report(self._status(assignment, "Running"))
+        share.timer = asyncio.get_running_loop().call_later(
+            assignment.duration_seconds * self.time_scale,
+            self._finish,
+            assignment.placement_id,
+            report,
+        )
+
+    def cancel_share(
+        self, cancellation: pb.ShareCancellation, report: Callable[[pb.JobStatusReport], None]
+    ) -> None:
+        share = self.shares.pop(cancellation.placement_id, None)
+        if share is not None:
+            if share.timer is not None:
+                share.timer.cancel()
+            self._release(share)
+        report(
+            pb.JobStatusReport(
+                placement_id=cancellation.placement_id,
+                job_uid=cancellation.job_uid,
+                phase="Cancelled",
+            )
+        )
+
+    def _finish(self, placement_id: str, report: Callable[[pb.JobStatusReport], None]) -> None:
+        share = self.shares.get(placement_id)
+        if share is None or share.phase != "Running":
+            return
+        share.phase = "Succeeded"
+        self._release(share)
+        report(self._status(share.assignment, "Succeeded"))
+
+    def _bind(self, assignment: pb.ShareAssignment) -> list[tuple[str, int]] | None:
+        """(node, GPUs) for every pod, best fit inside each assigned domain."""
+        g = assignment.gpus_per_pod
+        bound: list[tuple[str, int]] = []
+        for domain, pods in assignment.domains.items():
+            candidates = [
+                n
+                for n in self.nodes.values()
+                if n.domain == domain or (domain == self.name and n.domain is None)
+            ]
+            for _ in range(pods):
+                fitting = [
+                    n
+                    for n in candidates
+                    if n.ready
+                    and n.gpus - n.used_gpus >= g
+                    and (not assignment.gpu_model or n.gpu_model == assignment.gpu_model)
+                ]
+                if not fitting:
+                    for node, gpus in bound:
+                        self.nodes[node].used_gpus -= gpus
+                    return None
+                node = min(fitting, key=lambda n: (n.gpus - n.used_gpus, n.name))
+                node.used_gpus += g
+                bound.append((node.name, g))
+        return bound
+
+    def _release(self, share: _RunningShare) -> None:
+        for node, gpus in share.bound:
+            if node in self.nodes:
+                self.nodes[node].used_gpus = max(self.nodes[node].used_gpus - gpus, 0)
+        share.bound = []
+        self.changed.set()
+
+    def _status(
+        self, assignment: pb.ShareAssignment, phase: str, message: str = ""
+    ) -> pb.JobStatusReport:
+        return pb.JobStatusReport(
+            placement_id=assignment.placement_id,
+            job_uid=assignment.job_uid,
+            phase=phase,
+            running=assignment.pods if phase == "Running" else 0,
+            succeeded=assignment.pods if phase == "Succeeded" else 0,
+            message=message,
         )
 
     # -- changes ------------------------------------------------------------------------------

@@ -4,19 +4,22 @@ transaction, together with the sequence number), and answers with acks or resync
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster
+from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import DomainError, Invalid, NotFound
 from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services import clusters as cluster_service
+from volcano_global.services import dispatch
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import replace_inventory
 from volcano_global.services.inventory_deltas import apply_delta
@@ -24,6 +27,20 @@ from volcano_global.services.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
+REPORTED_PHASES = frozenset({"Accepted", "Running", "Succeeded", "Failed", "Cancelled"})
+
+
+def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
+    payload = message.payload
+    if message.kind is OutboxKind.CANCEL:
+        return pb.GlobalMessage(
+            cancellation=pb.ShareCancellation(
+                placement_id=payload["placement_id"],
+                job_uid=payload["job_uid"],
+                reason=payload["reason"],
+            )
+        )
+    return pb.GlobalMessage(assignment=pb.ShareAssignment(**payload))
 
 
 class AgentService(agent_pb2_grpc.AgentServiceServicer):
@@ -52,6 +69,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 f"connected, last acked seq {first.hello.last_acked_seq}",
             )
             applied, empty = cluster.inventory_seq, cluster.inventory_generation == 0
+            cluster_id = cluster.id
         yield pb.GlobalMessage(
             welcome=pb.Welcome(
                 applied_seq=applied,
@@ -60,10 +78,32 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
+        # Dispatch messages ride on the stream's traffic: after every agent message (at least a
+        # heartbeat every few seconds) the cluster's unacknowledged outbox messages follow,
+        # again on every new stream, until the agent's report acknowledges them.
+        sent: set[uuid.UUID] = set()
+        async for item in self._outbox(cluster_id, sent):
+            yield item
         async for message in request_iterator:
-            reply = await self._handle(cluster_name, message, context)
+            reply = await asyncio.shield(self._handle(cluster_name, message, context))
             if reply is not None:
                 yield reply
+            async for item in self._outbox(cluster_id, sent):
+                yield item
+
+    async def _outbox(
+        self, cluster_id: uuid.UUID, sent: set[uuid.UUID]
+    ) -> AsyncIterator[pb.GlobalMessage]:
+        # Shielded: a stream cancelled mid-query must not leave a database connection half-used.
+        messages = await asyncio.shield(self._undelivered(cluster_id))
+        for message in messages:
+            if message.id not in sent:
+                sent.add(message.id)
+                yield _outbox_message(message)
+
+    async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
+        async with transaction(self.sessions) as session:
+            return await dispatch.undelivered(session, cluster_id=cluster_id)
 
     async def _handle(
         self, cluster_name: str, message: pb.AgentMessage, context: grpc.aio.ServicerContext
@@ -80,7 +120,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     await cluster_service.agent_seen(session, cluster=cluster)
                 return None
             if kind == "job_status":
-                return None  # consumed by the scheduling milestone
+                await self._report(cluster_name, message.job_status)
+                return None
         except Invalid as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except NotFound as exc:
@@ -91,6 +132,27 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"
         )
         return None
+
+    async def _report(self, cluster_name: str, status: pb.JobStatusReport) -> None:
+        try:
+            placement_id = uuid.UUID(status.placement_id)
+        except ValueError:
+            raise Invalid.one(
+                "job_status.placement_id", f"not a placement id: {status.placement_id!r}"
+            ) from None
+        if status.phase not in REPORTED_PHASES:
+            raise Invalid.one(
+                "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
+            )
+        async with transaction(self.sessions) as session:
+            cluster = await cluster_service.get_cluster(session, name=cluster_name)
+            await dispatch.report(
+                session,
+                cluster_id=cluster.id,
+                placement_id=placement_id,
+                phase=status.phase,
+                message=status.message,
+            )
 
     async def _snapshot(self, cluster_name: str, message: pb.InventorySnapshot) -> pb.GlobalMessage:
         snapshot = snapshot_from(message)

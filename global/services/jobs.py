@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -25,24 +25,11 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict, Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.services.dispatch import enqueue_cancellations
 from volcano_global.services.events import record_event
+from volcano_global.services.lifecycle import transition
 from volcano_global.services.queues import find_queue
 
-# Which state may follow which. Placed/Dispatched may fall back to Pending when a placement
-# is withdrawn (cross-cluster gang timeout, stale round).
-TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.PENDING: frozenset({JobState.PLACED, JobState.FAILED, JobState.CANCELLED}),
-    JobState.PLACED: frozenset(
-        {JobState.DISPATCHED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
-    ),
-    JobState.DISPATCHED: frozenset(
-        {JobState.RUNNING, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
-    ),
-    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
-    JobState.SUCCEEDED: frozenset(),
-    JobState.FAILED: frozenset(),
-    JobState.CANCELLED: frozenset(),
-}
 NOT_YET_SCHEDULED = "waiting for the scheduler's next round"
 
 
@@ -166,26 +153,6 @@ async def list_jobs(
     return page, _encode_cursor(page[-1])
 
 
-def transition(job: Job, to: JobState, *, message: str = "") -> None:
-    """Move a job along its state machine, stamping the time of the new state."""
-    if to not in TRANSITIONS[job.state]:
-        raise Conflict(f"job {job.namespace}/{job.name} cannot go from {job.state} to {to}")
-    now = utcnow()
-    job.state = to
-    job.state_message = message
-    if to is JobState.PENDING:
-        job.placed_at = job.dispatched_at = None
-    elif to is JobState.PLACED:
-        job.placed_at = now
-        job.pending_reason = None
-    elif to is JobState.DISPATCHED:
-        job.dispatched_at = now
-    elif to is JobState.RUNNING:
-        job.started_at = now
-    else:
-        job.finished_at = now
-
-
 async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     """Cancel a job; cancelling a cancelled job changes nothing. Its active placement is
     released, which frees its capacity and link bandwidth."""
@@ -196,11 +163,10 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
         raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
     transition(job, JobState.CANCELLED, message=f"cancelled by {by}")
     job.pending_reason = None
-    await session.execute(
-        update(Placement)
-        .where(Placement.job_id == job.id, Placement.state == PlacementState.ACTIVE)
-        .values(state=PlacementState.RELEASED, ended_at=utcnow())
-    )
+    active = (await active_placements(session, job_ids=[job.id])).get(job.id)
+    if active is not None:
+        active.state, active.ended_at = PlacementState.RELEASED, utcnow()
+        await enqueue_cancellations(session, placement=active, reason=f"cancelled by {by}")
     await record_event(session, job_id=job.id, reason="Cancelled", message=f"cancelled by {by}")
     await session.flush()
     return job

@@ -32,9 +32,10 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.services.dispatch import enqueue_assignments
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
-from volcano_global.services.jobs import transition
+from volcano_global.services.lifecycle import transition
 from volcano_global.services.links import reserved_gbps
 from volcano_global.services.queues import HOLDING_STATES
 from volcano_global.solver import (
@@ -260,18 +261,19 @@ async def commit_round(
         await session.flush()
         offset = 0
         lines = []
+        rows = []
         for share in d.shares:
-            session.add(
-                ClusterShare(
-                    placement_id=placement.id,
-                    cluster_id=context.cluster_ids[share.cluster],
-                    pods=share.pods,
-                    gpus=share.gpus,
-                    units=share.units,
-                    rank_offset=offset,
-                    domains=dict(share.domains),
-                )
+            row = ClusterShare(
+                placement_id=placement.id,
+                cluster_id=context.cluster_ids[share.cluster],
+                pods=share.pods,
+                gpus=share.gpus,
+                units=share.units,
+                rank_offset=offset,
+                domains=dict(share.domains),
             )
+            session.add(row)
+            rows.append(row)
             offset += share.pods
             lines.append(f"{share.pods} pods in {share.cluster}")
         for r in d.reservations:
@@ -282,6 +284,7 @@ async def commit_round(
                 )
             )
             lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
+        enqueue_assignments(session, job=job, placement=placement, shares=rows)
         transition(job, JobState.PLACED, message=f"placed in round {generation}")
         await record_event(
             session,

@@ -34,6 +34,7 @@ def test_wheel_contains_migrations_stubs_and_data(tmp_path: Path) -> None:
         "volcano_global/migrations/script.py.mako",
         "volcano_global/migrations/versions/0001_initial_schema.py",
         "volcano_global/migrations/versions/0002_inventory_sequence.py",
+        "volcano_global/migrations/versions/0003_dispatch_outbox.py",
         "volcano_global/rpc/v1/agent_pb2.py",
         "volcano_global/rpc/v1/agent_pb2.pyi",
         "volcano_global/solver/cpsat.py",

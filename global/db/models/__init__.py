@@ -5,6 +5,7 @@ from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES, Job, JobState
 from volcano_global.db.models.links import Link
+from volcano_global.db.models.outbox import OutboxKind, OutboxMessage
 from volcano_global.db.models.placements import (
     ClusterShare,
     LinkReservation,
@@ -29,6 +30,8 @@ __all__ = [
     "Link",
     "LinkReservation",
     "Node",
+    "OutboxKind",
+    "OutboxMessage",
     "Placement",
     "PlacementState",
     "Queue",

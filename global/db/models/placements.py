@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index
+from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
@@ -58,6 +58,10 @@ class ClusterShare(UUIDPrimaryKey, Base):
     units: Mapped[int]
     rank_offset: Mapped[int] = mapped_column(default=0)
     domains: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # What the cluster's agent last reported: Assigned (not yet), Accepted, Running, Succeeded,
+    # Failed, Cancelled.
+    phase: Mapped[str] = mapped_column(String(16), default="Assigned")
+    reported_at: Mapped[datetime | None] = mapped_column(default=None)
 
     cluster: Mapped[Cluster] = relationship(lazy="joined")
 

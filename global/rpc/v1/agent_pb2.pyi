@@ -160,7 +160,14 @@ class ResyncRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., applied_seq: _Optional[int] = ...) -> None: ...
 
 class ShareAssignment(_message.Message):
-    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json")
+    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json", "gpus_per_pod", "gpu_model", "domains", "duration_seconds", "world_pods")
+    class DomainsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     JOB_UID_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +176,11 @@ class ShareAssignment(_message.Message):
     PODS_FIELD_NUMBER: _ClassVar[int]
     RANK_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_POD_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WORLD_PODS_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     generation: int
     job_uid: str
@@ -177,7 +189,12 @@ class ShareAssignment(_message.Message):
     pods: int
     rank_offset: int
     manifest_json: str
-    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+    gpus_per_pod: int
+    gpu_model: str
+    domains: _containers.ScalarMap[str, int]
+    duration_seconds: float
+    world_pods: int
+    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ..., gpus_per_pod: _Optional[int] = ..., gpu_model: _Optional[str] = ..., domains: _Optional[_Mapping[str, int]] = ..., duration_seconds: _Optional[float] = ..., world_pods: _Optional[int] = ...) -> None: ...
 
 class ShareCancellation(_message.Message):
     __slots__ = ("placement_id", "job_uid", "reason")

@@ -42,7 +42,7 @@ async def test_upgrade_downgrade_upgrade(empty_engine: AsyncEngine) -> None:
     expected = {t.name for t in Base.metadata.sorted_tables}
     await migrate.upgrade(empty_engine)
     assert expected <= await _tables(empty_engine)
-    assert await migrate.current_revision(empty_engine) == "0002"
+    assert await migrate.current_revision(empty_engine) == "0003"
     await migrate.downgrade(empty_engine, "base")
     assert await _tables(empty_engine) == {"alembic_version"}
     assert await migrate.current_revision(empty_engine) is None
@@ -68,7 +68,7 @@ async def test_postgres_replicas_starting_together_migrate_once(fresh_database_n
     engines = [create_engine(url) for _ in range(3)]
     try:
         await asyncio.gather(*(migrate.upgrade(e) for e in engines))
-        assert await migrate.current_revision(engines[0]) == "0002"
+        assert await migrate.current_revision(engines[0]) == "0003"
     finally:
         for engine in engines:
             await engine.dispose()

@@ -1,0 +1,43 @@
+"""The job state machine: which state may follow which, and the timestamps of each."""
+
+from __future__ import annotations
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Job, JobState
+from volcano_global.errors import Conflict
+
+# Which state may follow which. Placed/Dispatched may fall back to Pending when a placement
+# is withdrawn (cross-cluster gang timeout, stale round).
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.PLACED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.PLACED: frozenset(
+        {JobState.DISPATCHED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.DISPATCHED: frozenset(
+        {JobState.RUNNING, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+def transition(job: Job, to: JobState, *, message: str = "") -> None:
+    """Move a job along its state machine, stamping the time of the new state."""
+    if to not in TRANSITIONS[job.state]:
+        raise Conflict(f"job {job.namespace}/{job.name} cannot go from {job.state} to {to}")
+    now = utcnow()
+    job.state = to
+    job.state_message = message
+    if to is JobState.PENDING:
+        job.placed_at = job.dispatched_at = None
+    elif to is JobState.PLACED:
+        job.placed_at = now
+        job.pending_reason = None
+    elif to is JobState.DISPATCHED:
+        job.dispatched_at = now
+    elif to is JobState.RUNNING:
+        job.started_at = now
+    else:
+        job.finished_at = now
