@@ -200,7 +200,7 @@ def _populate(api: Client, examples: Path) -> None:
         ]
         console.print(f"  {job['namespace']}/{job['name']}: {'; '.join(parts)}")
     render(api.request("GET", "/api/v1/links"), Format.TABLE, LINK_COLUMNS)
-    console.print("\nThe agents now run the placed shares in their simulated clusters (see `vglobal jobs`).")
+    console.print("\nThe agents now run the placed shares in their simulated clusters.")
 
 
 def _wait_ready(api: Client, server: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
