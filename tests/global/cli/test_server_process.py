@@ -39,6 +39,9 @@ class ServerProcess:
             "VGLOBAL_LOG_LEVEL": "info",
             "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
             "VGLOBAL_GRPC_PORT": str(_free_port()),
+            # These tests check persistence and the CLI; a scheduling round would change the
+            # jobs between the two reads.
+            "VGLOBAL_SCHEDULING__ENABLED": "false",
         }
         self.log = tmp / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
