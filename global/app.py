@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 announce_admin_token(generated)
             app.state.engine = engine
             app.state.sessions = sessions
-            grpc_server, app.state.grpc_port, _ = await start_grpc_server(
+            grpc_server, app.state.grpc_port = await start_grpc_server(
                 sessions=sessions, settings=settings
             )
             log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)

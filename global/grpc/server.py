@@ -13,8 +13,8 @@ from volcano_global.settings import Settings
 
 async def start_grpc_server(
     *, sessions: async_sessionmaker[AsyncSession], settings: Settings
-) -> tuple[grpc.aio.Server, int, AgentService]:
-    """Start serving; returns the server, the port it listens on and the agent service."""
+) -> tuple[grpc.aio.Server, int]:
+    """Start serving; returns the server and the port it listens on."""
     limit = settings.agents.max_message_bytes
     server = grpc.aio.server(
         options=[
@@ -23,8 +23,7 @@ async def start_grpc_server(
             ("grpc.keepalive_time_ms", 30_000),
         ]
     )
-    service = AgentService(sessions, settings)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(service, server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(sessions, settings), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
@@ -32,4 +31,4 @@ async def start_grpc_server(
     full_name = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
     for name in ("", full_name):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, port, service
+    return server, port
