@@ -52,6 +52,9 @@ class AgentClient:
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter."""
         stop = stop or asyncio.Event()
+        bind = getattr(self.source, "bind_reporter", None)
+        if bind is not None:
+            bind(self._report)  # a source that reports share status on its own (Kubernetes)
         await self.source.start()
         delay = 0.2
         while not stop.is_set():

@@ -50,6 +50,13 @@ class SchedulingDefaults(BaseModel):
     round_time_limit_s: float = Field(1.0, gt=0, description="Time limit of one round.")
     window: int = Field(200, ge=1, description="Pending jobs considered per round.")
     enabled: bool = Field(True, description="Run the scheduling loop in this replica.")
+    gang_start_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A placement not running everywhere this long after it was made is "
+        "withdrawn and the job requeued (per job: the annotation "
+        "global.volcano.sh/gang-start-timeout).",
+    )
 
 
 class AgentSettings(BaseModel):

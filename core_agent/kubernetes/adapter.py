@@ -12,6 +12,8 @@ from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
+VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
+CUSTOM = {"hypernodes": HYPERNODE, "vcjobs": VOLCANO_JOB}
 
 
 class Gone(Exception):
@@ -22,9 +24,17 @@ class Missing(Exception):
     """The resource type does not exist in this cluster (e.g. no HyperNode CRD)."""
 
 
+class AlreadyExists(Exception):
+    """Create refused: an object of that name exists (HTTP 409)."""
+
+
+class Refused(Exception):
+    """The API server refused a write; the message says why (for the user)."""
+
+
 @dataclass(frozen=True)
 class Kind:
-    name: str  # "nodes", "pods" or "hypernodes"
+    name: str  # "nodes", "pods", "hypernodes" or "vcjobs"
     field_selector: str | None = None
     label_selector: str | None = None
 
@@ -51,7 +61,7 @@ class KubeApi:
             return self.core.list_node
         if kind.name == "pods":
             return self.core.list_pod_for_all_namespaces
-        group, version, plural = HYPERNODE
+        group, version, plural = CUSTOM[kind.name]
 
         async def custom(**kwargs: Any) -> Any:
             return await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
@@ -97,6 +107,58 @@ class KubeApi:
                     yield event["type"], event["raw_object"]
         except ApiException as exc:
             raise _translated(exc) from exc
+
+    # -- Volcano Jobs (the shares this cluster runs) -----------------------------------------
+    async def create_volcano_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        group, version, plural = VOLCANO_JOB
+        try:
+            response = await self.custom.create_namespaced_custom_object(
+                group, version, namespace, plural, body, _preload_content=False
+            )
+            return dict(json.loads(await response.read()))
+        except ApiException as exc:
+            if exc.status == 409:
+                raise AlreadyExists(body["metadata"]["name"]) from exc
+            raise Refused(_message(exc)) from exc
+
+    async def get_volcano_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        group, version, plural = VOLCANO_JOB
+        try:
+            response = await self.custom.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False
+            )
+            return dict(json.loads(await response.read()))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise Refused(_message(exc)) from exc
+
+    async def delete_volcano_job(self, namespace: str, name: str) -> bool:
+        """Delete it and, in the background, its pods; False when it was already gone."""
+        group, version, plural = VOLCANO_JOB
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+                propagation_policy="Background",
+                _preload_content=False,
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise Refused(_message(exc)) from exc
+
+
+def _message(exc: ApiException) -> str:
+    """The Status message of a refused call, else its HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError):
+        return f"{exc.status} {exc.reason}"
 
 
 def _translated(exc: ApiException) -> Exception:

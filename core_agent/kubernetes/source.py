@@ -13,6 +13,7 @@ from typing import Any
 
 from core_agent.inventory import Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
+from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs, Report
 from core_agent.kubernetes.watcher import Store, watch_forever
 from volcano_global.jobspec.fields import Checker
 from volcano_global.jobspec.pods import GPU_MODEL_LABEL, is_accelerator, pod_resources
@@ -45,7 +46,10 @@ class KubernetesSource:
         self.pods: Store = {}
         self.hypernodes: Store = {}
         self.changed = asyncio.Event()
-        self._synced = {kind.name: asyncio.Event() for kind in (NODES, BOUND_PODS, HYPERNODES)}
+        self.shares = MemberJobs(api)
+        self._synced = {
+            kind.name: asyncio.Event() for kind in (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
+        }
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -53,6 +57,7 @@ class KubernetesSource:
             (NODES, self.nodes),
             (BOUND_PODS, self.pods),
             (HYPERNODES, self.hypernodes),
+            (VOLCANO_JOBS, self.shares.store),
         ):
             self._tasks.append(
                 asyncio.create_task(
@@ -73,11 +78,25 @@ class KubernetesSource:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.shares.stop()
+
+    # -- shares of global jobs (Volcano Jobs) ----------------------------------------------------
+    def bind_reporter(self, report: Report) -> None:
+        self.shares.bind_reporter(report)
+
+    def apply_share(self, assignment: pb.ShareAssignment, report: Report) -> None:
+        self.shares.apply_share(assignment, report)
+
+    def cancel_share(self, cancellation: pb.ShareCancellation, report: Report) -> None:
+        self.shares.cancel_share(cancellation, report)
 
     def _notifier(self, kind: str):  # type: ignore[no-untyped-def]
         def changed() -> None:
             self._synced[kind].set()
-            self.changed.set()
+            if kind == VOLCANO_JOBS.name:
+                self.shares.refresh()
+            else:
+                self.changed.set()
 
         return changed
 

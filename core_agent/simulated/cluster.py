@@ -106,6 +106,7 @@ class SimulatedCluster:
         self.domains = {d.name: d for d in domains}
         self.changed = asyncio.Event()
         self.time_scale = time_scale  # 0.01: a job of 100 s runs for 1 s
+        self.start_delay_s = 0.0  # simulated seconds from binding to all pods running
         self.shares: dict[str, _RunningShare] = {}
 
     # -- construction ---------------------------------------------------------------------
@@ -204,8 +205,9 @@ class SimulatedCluster:
     def apply_share(
         self, assignment: pb.ShareAssignment, report: Callable[[pb.JobStatusReport], None]
     ) -> None:
-        """Bind the share's pods to nodes of its domains, run them for the job's duration, and
-        report Accepted, Running, then Succeeded. Applying an assignment twice changes nothing."""
+        """Bind the share's pods to nodes of its domains, start them after `start_delay_s`, run
+        them for the job's duration, and report Accepted, Running, then Succeeded. Applying an
+        assignment twice changes nothing."""
         existing = self.shares.get(assignment.placement_id)
         if existing is not None:
             report(self._status(assignment, existing.phase))
@@ -216,15 +218,24 @@ class SimulatedCluster:
                 self._status(assignment, "Failed", "not enough free GPUs in the assigned domains")
             )
             return
-        share = _RunningShare(assignment=assignment, bound=bound, phase="Running")
+        share = _RunningShare(assignment=assignment, bound=bound, phase="Accepted")
         self.shares[assignment.placement_id] = share
         self.changed.set()
         report(self._status(assignment, "Accepted"))
-        report(self._status(assignment, "Running"))
+        if self.start_delay_s > 0:
+            share.timer = asyncio.get_running_loop().call_later(
+                self.start_delay_s * self.time_scale, self._start, share, report
+            )
+        else:
+            self._start(share, report)
+
+    def _start(self, share: _RunningShare, report: Callable[[pb.JobStatusReport], None]) -> None:
+        share.phase = "Running"
+        report(self._status(share.assignment, "Running"))
         share.timer = asyncio.get_running_loop().call_later(
-            assignment.duration_seconds * self.time_scale,
+            share.assignment.duration_seconds * self.time_scale,
             self._finish,
-            assignment.placement_id,
+            share.assignment.placement_id,
             report,
         )
 

@@ -156,6 +156,7 @@ def _summary(job: Job, placement: Placement | None) -> JobSummary:
         state=job.state.value,
         state_message=job.state_message,
         pending_reason=job.pending_reason if job.state is JobState.PENDING else None,
+        requeues=job.requeues,
         total_pods=job.total_pods,
         total_gpus=job.total_gpus,
         gpu_model=job.gpu_model,
@@ -196,6 +197,8 @@ def _placement(placement: Placement) -> PlacementOut:
                 units=s.units,
                 rank_offset=s.rank_offset,
                 domains=s.domains,
+                phase=s.phase,
+                message=s.message,
             )
             for s in placement.shares
         ],

@@ -19,7 +19,7 @@ from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services import clusters as cluster_service
-from volcano_global.services import dispatch
+from volcano_global.services import dispatch, outbox
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import replace_inventory
 from volcano_global.services.inventory_deltas import apply_delta
@@ -78,16 +78,17 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
-        # Dispatch messages ride on the stream's traffic: after every agent message (at least a
-        # heartbeat every few seconds) the cluster's unacknowledged outbox messages follow,
-        # again on every new stream, until the agent's report acknowledges them.
+        # Dispatch: after every agent message, and after every `outbox_poll_s` of silence, the
+        # cluster's unacknowledged outbox messages follow (whichever replica wrote them), again
+        # on every new stream, until the agent's report acknowledges them.
         sent: set[uuid.UUID] = set()
         async for item in self._outbox(cluster_id, sent):
             yield item
-        async for message in request_iterator:
-            reply = await asyncio.shield(self._handle(cluster_name, message, context))
-            if reply is not None:
-                yield reply
+        async for message in _with_ticks(request_iterator, self.settings.agents.outbox_poll_s):
+            if message is not None:
+                reply = await asyncio.shield(self._handle(cluster_name, message, context))
+                if reply is not None:
+                    yield reply
             async for item in self._outbox(cluster_id, sent):
                 yield item
 
@@ -103,7 +104,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
 
     async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
         async with transaction(self.sessions) as session:
-            return await dispatch.undelivered(session, cluster_id=cluster_id)
+            return await outbox.undelivered(session, cluster_id=cluster_id)
 
     async def _handle(
         self, cluster_name: str, message: pb.AgentMessage, context: grpc.aio.ServicerContext
@@ -220,3 +221,30 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 f"{principal.name} may not act for cluster {name!r}",
             )
         return cluster
+
+
+async def _with_ticks(
+    requests: AsyncIterator[pb.AgentMessage], every_s: float
+) -> AsyncIterator[pb.AgentMessage | None]:
+    """The agent's messages in order, with a None after every `every_s` of silence."""
+    iterator = aiter(requests)
+    pending: asyncio.Future[pb.AgentMessage] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({pending}, timeout=every_s)
+            if not done:
+                yield None
+                continue
+            try:
+                message = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield message
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+        elif pending is not None and not pending.cancelled():
+            pending.exception()  # retrieved: the stream's end is not an error

@@ -30,8 +30,18 @@ UNIT_PODS = PREFIX + "unit-pods"
 GPU_MODEL = PREFIX + "gpu-model"
 COMMUNICATION = PREFIX + "communication"
 CROSSING_GBPS = PREFIX + "crossing-gbps"
+GANG_START_TIMEOUT = PREFIX + "gang-start-timeout"  # seconds every share has to start
 KNOWN = frozenset(
-    {SPLIT, MAX_CLUSTERS, MIN_SHARE_PODS, UNIT_PODS, GPU_MODEL, COMMUNICATION, CROSSING_GBPS}
+    {
+        SPLIT,
+        MAX_CLUSTERS,
+        MIN_SHARE_PODS,
+        UNIT_PODS,
+        GPU_MODEL,
+        COMMUNICATION,
+        CROSSING_GBPS,
+        GANG_START_TIMEOUT,
+    }
 )
 
 ANNOTATIONS_PATH = "metadata.annotations"

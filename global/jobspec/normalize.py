@@ -59,6 +59,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
             check.fail(child("metadata.labels", str(key)), "must be a string")
     annotations = ext.read_annotations(metadata, check)
     gpu_model = annotations.get(ext.GPU_MODEL)
+    ext.annotation_int(annotations, ext.GANG_START_TIMEOUT, check, minimum=1)  # read at dispatch
     spec = check.mapping(doc, "spec", "", required=True)
     check.raise_if_any()
     assert spec is not None and name is not None

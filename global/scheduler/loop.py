@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import transaction
 from volcano_global.scheduler.leader import Leadership
+from volcano_global.services.gang import Outcome, supervise
 from volcano_global.services.scheduling import RoundResult, StaleRound, build_snapshot, commit_round
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
@@ -69,8 +70,22 @@ class Scheduler:
             return RoundReport(result, decision.status, decision.gap, decision.solve_seconds)
         return None
 
+    async def supervise(self) -> list[Outcome]:
+        """Withdraw or requeue gangs that did not start or lost a cluster (leader only)."""
+        if not await self.leadership.acquire():
+            return []
+        async with transaction(self.sessions) as session:
+            outcomes = await supervise(
+                session, default_timeout_s=self.settings.scheduling.gang_start_timeout_s
+            )
+        for outcome in outcomes:
+            log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
+        return outcomes
+
     async def step(self) -> None:
-        """What the background task runs: a round, then wait for a wake-up or the period."""
+        """What the background task runs: supervision and a round, then wait for a wake-up or
+        the period."""
+        await self.supervise()
         await self.run_once()
         try:
             await asyncio.wait_for(self.wake.wait(), timeout=self.settings.scheduling.interval_s)

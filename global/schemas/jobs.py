@@ -19,6 +19,11 @@ class ShareOut(ApiModel):
     units: int
     rank_offset: int
     domains: dict[str, Any]
+    phase: str = Field(
+        description="What the cluster's agent last reported: Assigned (nothing yet), Accepted, "
+        "Running, Succeeded, Failed, Cancelled."
+    )
+    message: str
 
 
 class LinkReservationOut(ApiModel):
@@ -54,6 +59,7 @@ class JobSummary(ApiModel):
     state: str
     state_message: str
     pending_reason: str | None
+    requeues: int = Field(description="Times the job was requeued after it had started.")
     total_pods: int
     total_gpus: int
     gpu_model: str | None

@@ -1,22 +1,18 @@
-"""Dispatch: share assignments and cancellations through the outbox, and the lifecycle the
-agents' reports drive. A split job is Running only when every share reports all its pods
-started (cross-cluster gang); it Succeeds when every share has; one failed share fails the job
-and withdraws the others."""
+"""The lifecycle the agents' reports drive. A split job is Dispatched when every share is
+accepted, Running only when every share reports all its pods started (cross-cluster gang), and
+Succeeded when every share has. A share that fails is handed to gang supervision: before the
+job runs the whole placement is withdrawn and the job requeued; after, the job's policy
+decides."""
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
-    ClusterShare,
-    EventType,
     Job,
     JobState,
     OutboxKind,
@@ -25,86 +21,8 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.services.events import record_event
+from volcano_global.services.gang import share_lost
 from volcano_global.services.lifecycle import transition
-
-DEFAULT_DURATION_S = 60.0
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
-
-
-def running_estimate(manifest: dict[str, Any]) -> float:
-    """Volcano's `spec.runningEstimate` (a Go duration such as "1h30m") in seconds."""
-    spec = manifest.get("spec") or {}
-    text = spec.get("runningEstimate")
-    if text is None:
-        templates = [
-            r.get("templateSpec", {}) for r in spec.get("replicatedJobs", []) if isinstance(r, dict)
-        ]
-        text = next((t.get("runningEstimate") for t in templates if t.get("runningEstimate")), None)
-    if not isinstance(text, str):
-        return DEFAULT_DURATION_S
-    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    total = sum(float(n) * scale[unit] for n, unit in _DURATION.findall(text))
-    return total or DEFAULT_DURATION_S
-
-
-def enqueue_assignments(
-    session: AsyncSession, *, job: Job, placement: Placement, shares: list[ClusterShare]
-) -> None:
-    duration = running_estimate(job.manifest)
-    for share in shares:
-        session.add(
-            OutboxMessage(
-                cluster_id=share.cluster_id,
-                placement_id=placement.id,
-                kind=OutboxKind.ASSIGN,
-                payload={
-                    "placement_id": str(placement.id),
-                    "generation": placement.generation,
-                    "job_uid": str(job.id),
-                    "job_name": job.name,
-                    "namespace": job.namespace,
-                    "pods": share.pods,
-                    "rank_offset": share.rank_offset,
-                    "world_pods": job.total_pods,
-                    "gpus_per_pod": share.gpus // share.pods if share.pods else 0,
-                    "gpu_model": job.gpu_model or "",
-                    "domains": {k: int(v) for k, v in (share.domains or {}).items()},
-                    "duration_seconds": duration,
-                    "manifest_json": json.dumps(job.manifest),
-                },
-            )
-        )
-
-
-async def enqueue_cancellations(
-    session: AsyncSession, *, placement: Placement, reason: str, skip: uuid.UUID | None = None
-) -> None:
-    for share in placement.shares:
-        if share.cluster_id != skip:
-            session.add(
-                OutboxMessage(
-                    cluster_id=share.cluster_id,
-                    placement_id=placement.id,
-                    kind=OutboxKind.CANCEL,
-                    payload={
-                        "placement_id": str(placement.id),
-                        "job_uid": str(placement.job_id),
-                        "reason": reason,
-                    },
-                )
-            )
-
-
-async def undelivered(
-    session: AsyncSession, *, cluster_id: uuid.UUID, limit: int = 100
-) -> list[OutboxMessage]:
-    rows = await session.execute(
-        select(OutboxMessage)
-        .where(OutboxMessage.cluster_id == cluster_id, OutboxMessage.acked_at.is_(None))
-        .order_by(OutboxMessage.created_at, OutboxMessage.id)
-        .limit(limit)
-    )
-    return list(rows.scalars())
 
 
 async def report(
@@ -137,7 +55,7 @@ async def report(
     share = next((s for s in placement.shares if s.cluster_id == cluster_id), None)
     if share is None:
         return
-    share.phase, share.reported_at = phase, utcnow()
+    share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
     job = await session.get(
         Job, placement.job_id, with_for_update={"of": Job}, populate_existing=True
     )
@@ -145,11 +63,14 @@ async def report(
         return
     phases = {s.phase for s in placement.shares}
     where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
-    if phase == "Failed":
-        transition(job, JobState.FAILED, message=where)
-        await _release(session, placement, job, reason=f"share in {share.cluster.name} failed")
-        await record_event(
-            session, job_id=job.id, type=EventType.WARNING, reason="ShareFailed", message=where
+    if phase in ("Failed", "Cancelled"):
+        # Cancelled here means the share was removed in its cluster without our asking.
+        await share_lost(
+            session,
+            placement=placement,
+            job=job,
+            event="PodFailed",
+            message=f"share in {where}",
         )
         return
     if job.state is JobState.PLACED and phases <= {"Accepted", "Running", "Succeeded"}:
@@ -169,10 +90,4 @@ async def report(
         await record_event(
             session, job_id=job.id, reason="Succeeded", message="every share completed"
         )
-    await session.flush()
-
-
-async def _release(session: AsyncSession, placement: Placement, job: Job, *, reason: str) -> None:
-    placement.state, placement.ended_at = PlacementState.RELEASED, utcnow()
-    await enqueue_cancellations(session, placement=placement, reason=reason)
     await session.flush()

@@ -25,9 +25,9 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict, Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, load_document, normalize_job
-from volcano_global.services.dispatch import enqueue_cancellations
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle import transition
+from volcano_global.services.outbox import enqueue_cancellations
 from volcano_global.services.queues import find_queue
 
 NOT_YET_SCHEDULED = "waiting for the scheduler's next round"

@@ -6,8 +6,8 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, JobState
 from volcano_global.errors import Conflict
 
-# Which state may follow which. Placed/Dispatched may fall back to Pending when a placement
-# is withdrawn (cross-cluster gang timeout, stale round).
+# Which state may follow which. Placed/Dispatched fall back to Pending when a placement is
+# withdrawn (a share could not start); Running does when a lost share requeues the job.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.PLACED, JobState.FAILED, JobState.CANCELLED}),
     JobState.PLACED: frozenset(
@@ -16,7 +16,9 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.DISPATCHED: frozenset(
         {JobState.RUNNING, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
     ),
-    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
@@ -31,7 +33,7 @@ def transition(job: Job, to: JobState, *, message: str = "") -> None:
     job.state = to
     job.state_message = message
     if to is JobState.PENDING:
-        job.placed_at = job.dispatched_at = None
+        job.placed_at = job.dispatched_at = job.started_at = None
     elif to is JobState.PLACED:
         job.placed_at = now
         job.pending_reason = None

@@ -32,11 +32,11 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.services.dispatch import enqueue_assignments
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.links import reserved_gbps
+from volcano_global.services.outbox import enqueue_assignments
 from volcano_global.services.queues import HOLDING_STATES
 from volcano_global.solver import (
     ClusterState,

@@ -1,19 +1,16 @@
-"""A job runs across simulated member clusters end to end: submitted, placed (split over two
-clusters), dispatched over the agent streams, Running only when every share runs, Succeeded
-when every share has finished, and its GPUs free again."""
+"""Jobs run across simulated member clusters end to end, over real gRPC and the real database:
+placed (split over two clusters or whole in one), dispatched over the agent streams, Running
+only when every share runs, Succeeded when every share has; and the cross-cluster gang's
+failure paths: a share that does not start in time, a cancelled split job, a cluster lost while
+the job runs."""
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
-import httpx
-from fastapi import FastAPI
-
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.conftest import ADMIN_TOKEN
-from tests.factories import create_cluster, eventually, job_document
-from volcano_global.settings import Settings
+from tests.core_agent.federation import Federation, federation
+from tests.factories import eventually, job_document
 
 SPEC = ClusterSpec.model_validate(
     {
@@ -23,88 +20,121 @@ SPEC = ClusterSpec.model_validate(
 )
 
 
-def settings_for(database_url: str) -> Settings:
-    return Settings(
-        database_url=database_url,
-        admin_token=ADMIN_TOKEN,
-        grpc_port=0,
-        agents={"heartbeat_interval_s": 1},
-        scheduling={"interval_s": 0.3},
+def split_job(name: str = "train", *, seconds: str = "20s", **annotations: str) -> dict[str, Any]:
+    """96 GPUs: more than one 64-GPU cluster holds; units of 4 pods."""
+    doc = job_document(name, replicas=12, runningEstimate=seconds)
+    doc["metadata"]["annotations"] = {
+        "global.volcano.sh/split": "auto",
+        "global.volcano.sh/unit-pods": "4",
+        "global.volcano.sh/crossing-gbps": "50",
+        **annotations,
+    }
+    return doc
+
+
+async def two_clusters(fed: Federation, *, time_scale: float = 0.1) -> dict[str, SimulatedCluster]:
+    clusters = {}
+    for name in ("east", "west"):
+        clusters[name] = SimulatedCluster.from_spec(name, SPEC)
+        clusters[name].time_scale = time_scale
+        await fed.join(name, clusters[name])
+    await fed.api.post(
+        "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
     )
+    await fed.ready("east", "west")
+    return clusters
 
 
-async def test_a_split_job_runs_across_two_simulated_clusters(database_url: str) -> None:
-    from volcano_global.app import create_app
+def busy(clusters: dict[str, SimulatedCluster]) -> int:
+    return sum(n.used_gpus for c in clusters.values() for n in c.nodes.values())
 
-    app: FastAPI = create_app(settings_for(database_url))
-    async with app.router.lifespan_context(app):
-        api = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://t",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+
+async def link_reserved(fed: Federation) -> float:
+    return float((await fed.api.get("/api/v1/links")).json()["items"][0]["reservedGbps"])
+
+
+async def test_a_split_job_and_a_whole_job_run_to_completion(database_url: str) -> None:
+    async with federation(database_url) as fed:
+        clusters = await two_clusters(fed)
+        split = await fed.submit(split_job())
+        whole = await fed.submit(job_document("small", replicas=2, runningEstimate="20s"))
+
+        job = await fed.reach(split, "Running")
+        assert sorted(s["cluster"] for s in job["placement"]["shares"]) == ["east", "west"]
+        single = await fed.reach(whole, "Running")
+        assert len(single["placement"]["shares"]) == 1
+        assert busy(clusters) == 96 + 16  # the pods are bound in the simulated clusters
+        assert await link_reserved(fed) == 50
+
+        await fed.reach(split, "Succeeded")
+        await fed.reach(whole, "Succeeded")
+        assert (await fed.reasons(split))[:4] == ["Succeeded", "Running", "Dispatched", "Placed"]
+        assert busy(clusters) == 0
+
+        async def freed() -> bool:
+            items = (await fed.api.get("/api/v1/clusters")).json()["items"]
+            return all(c["capacity"][0]["free"] == 64 for c in items)
+
+        await eventually(freed)
+        assert await link_reserved(fed) == 0
+
+
+async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
+    database_url: str,
+) -> None:
+    async with federation(database_url) as fed:
+        clusters = await two_clusters(fed)
+        clusters["west"].start_delay_s = 10_000  # west's pods never start (image pull stuck)
+        uid = await fed.submit(split_job(**{"global.volcano.sh/gang-start-timeout": "2"}))
+
+        async def timed_out() -> bool:
+            return "GangTimeout" in await fed.reasons(uid)
+
+        await eventually(timed_out, within=20)
+        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+        message = next(e["message"] for e in events if e["reason"] == "GangTimeout")
+        assert "not every share started within 2 s" in message and "west: Accepted" in message
+        # Every share was withdrawn: the pods bound in both clusters are gone.
+        clusters["west"].start_delay_s = 0
+        job = await fed.reach(uid, "Running")  # requeued, placed again, and now it starts
+        assert busy(clusters) == 96  # the first placement's pods did not leak
+        assert job["state"] == "Running"
+        assert sum(len(c.shares) for c in clusters.values()) == 2
+
+
+async def test_cancelling_a_split_job_removes_every_share(database_url: str) -> None:
+    async with federation(database_url) as fed:
+        clusters = await two_clusters(fed)
+        uid = await fed.submit(split_job(seconds="10h"))
+        await fed.reach(uid, "Running")
+        assert all(len(c.shares) == 1 for c in clusters.values())
+
+        assert (await fed.api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200
+        await eventually(lambda: busy(clusters) == 0)
+        assert all(not c.shares for c in clusters.values())
+        assert (await fed.job(uid))["state"] == "Cancelled"
+        assert await link_reserved(fed) == 0
+
+
+async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) -> None:
+    async with federation(database_url, agents={"heartbeat_timeout_s": 1.5}) as fed:
+        clusters = await two_clusters(fed)
+        uid = await fed.submit(split_job(seconds="10h"))
+        await fed.reach(uid, "Running")
+
+        await fed.leave("west")  # west's agent goes silent: NotReady after 1.5 s
+
+        async def evicted() -> bool:
+            return "PodEvicted" in await fed.reasons(uid)
+
+        await eventually(evicted, within=20)
+        job = await fed.job(uid)
+        assert job["state"] == "Pending"
+        assert (
+            "cluster west" in job["stateMessage"] and "requeued (retry 1/3)" in job["stateMessage"]
         )
-        clusters, clients = {}, []
-        stop = asyncio.Event()
-        for name in ("east", "west"):
-            token = (await create_cluster(api, name))["agentToken"]
-            clusters[name] = SimulatedCluster.from_spec(name, SPEC)
-            clusters[name].time_scale = 0.1
-            clients.append(
-                AgentClient(
-                    cluster=name,
-                    target=f"127.0.0.1:{app.state.grpc_port}",
-                    token=token,
-                    source=clusters[name],
-                    coalesce_s=0.05,
-                )
-            )
-        tasks = [asyncio.create_task(c.run(stop=stop)) for c in clients]
-        try:
-            await api.post(
-                "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
-            )
+        await eventually(lambda: busy({"east": clusters["east"]}) == 0)  # east's share withdrawn
 
-            async def ready() -> bool:
-                items = (await api.get("/api/v1/clusters")).json()["items"]
-                return all(c["state"] == "Ready" and c["inventoryGeneration"] > 0 for c in items)
-
-            await eventually(ready)
-            doc = job_document(
-                "train", replicas=12, runningEstimate="20s"
-            )  # 96 GPUs: more than one cluster's 64
-            doc["metadata"]["annotations"] = {
-                "global.volcano.sh/split": "auto",
-                "global.volcano.sh/unit-pods": "4",
-                "global.volcano.sh/crossing-gbps": "50",
-            }
-            uid = (await api.post("/api/v1/jobs", json=doc)).json()["uid"]
-
-            async def state() -> str:
-                return str((await api.get(f"/api/v1/jobs/{uid}")).json()["state"])
-
-            await eventually(lambda: _is(state(), "Running"), within=20)
-            job = (await api.get(f"/api/v1/jobs/{uid}")).json()
-            assert sorted(s["cluster"] for s in job["placement"]["shares"]) == ["east", "west"]
-            busy = sum(n.used_gpus for c in clusters.values() for n in c.nodes.values())
-            assert busy == 96  # the pods are bound in the simulated clusters
-            await eventually(lambda: _is(state(), "Succeeded"), within=20)
-            reasons = [
-                e["reason"] for e in (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
-            ]
-            assert reasons[:4] == ["Succeeded", "Running", "Dispatched", "Placed"]
-            assert sum(n.used_gpus for c in clusters.values() for n in c.nodes.values()) == 0
-
-            async def freed() -> bool:
-                items = (await api.get("/api/v1/clusters")).json()["items"]
-                return all(c["capacity"][0]["free"] == 64 for c in items)
-
-            await eventually(freed)
-            assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks)
-            await api.aclose()
-
-
-async def _is(value, expected: str) -> bool:  # type: ignore[no-untyped-def]
-    return await value == expected
+        await fed.join("west", clusters["west"])  # back: the cancellation waiting for it lands
+        await fed.reach(uid, "Running")
+        assert busy(clusters) == 96  # placed again once, nothing duplicated

@@ -26,6 +26,7 @@ from tests.k8s_emulator.selectors import Predicate, field_selector, label_select
 GVR = tuple[str, str, str]  # (group, version, plural); core group is ""
 NODES: GVR = ("", "v1", "nodes")
 PODS: GVR = ("", "v1", "pods")
+NAMESPACES: GVR = ("", "v1", "namespaces")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -58,6 +59,7 @@ class KubeEmulator:
         self.types: dict[GVR, ResourceType] = {
             NODES: ResourceType("Node", False),
             PODS: ResourceType("Pod", True),
+            NAMESPACES: ResourceType("Namespace", False),
         }
         self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
             gvr: {} for gvr in self.types
@@ -193,6 +195,8 @@ class KubeEmulator:
             if request.method == "POST":
                 body = await request.json()
                 if namespace:
+                    if ("", namespace) not in self.objects[NAMESPACES]:
+                        return _status(404, "NotFound", f'namespaces "{namespace}" not found')
                     body.setdefault("metadata", {})["namespace"] = namespace
                 return web.json_response(self.create(gvr, body), status=201)
             if request.method == "PUT":

@@ -67,6 +67,8 @@ class Job(UUIDPrimaryKey, Base):
     state_message: Mapped[str] = mapped_column(Text, default="")
     pending_reason: Mapped[str | None] = mapped_column(Text, default=None)
     submitted_by: Mapped[str] = mapped_column(String(128), default="")
+    # Times the job went back to Pending after it had started (cluster lost, RestartJob).
+    requeues: Mapped[int] = mapped_column(default=0)
 
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     placed_at: Mapped[datetime | None] = mapped_column(default=None)

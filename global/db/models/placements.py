@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
@@ -62,6 +62,7 @@ class ClusterShare(UUIDPrimaryKey, Base):
     # Failed, Cancelled.
     phase: Mapped[str] = mapped_column(String(16), default="Assigned")
     reported_at: Mapped[datetime | None] = mapped_column(default=None)
+    message: Mapped[str] = mapped_column(Text, default="")  # the agent's last word on it
 
     cluster: Mapped[Cluster] = relationship(lazy="joined")
 

@@ -1,0 +1,216 @@
+"""Shares of global jobs run as Volcano Jobs in the member cluster.
+
+An assignment becomes one Volcano Job (one per child for a HyperJob), labelled with its
+placement; creating it again finds the one already there (at-least-once delivery, agent
+restarts). A watch on the labelled Volcano Jobs turns Volcano's status into the share's phase
+(Accepted, Running when every member job runs its gang, Succeeded, Failed), reported whenever it
+moves and again after a restart. A cancellation deletes every Volcano Job of the placement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Refused
+from core_agent.kubernetes.watcher import Store
+from volcano_global.jobspec.members import (
+    JOB_UID_LABEL,
+    MEMBERS_ANNOTATION,
+    PLACEMENT_LABEL,
+    ShareLayout,
+    member_jobs,
+)
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+VOLCANO_JOBS = Kind("vcjobs", label_selector=PLACEMENT_LABEL)
+FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
+ORDER = {"Accepted": 0, "Running": 1, "Succeeded": 2, "Failed": 3, "Cancelled": 3}
+
+Report = Callable[[pb.JobStatusReport], None]
+
+
+class MemberJobs:
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self.store: Store = {}  # the labelled Volcano Jobs, kept by the source's watch
+        self.report: Report | None = None
+        self.reported: dict[str, str] = {}  # placement -> last phase reported
+        self.job_uids: dict[str, str] = {}
+        self.cancelled: set[str] = set()
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def bind_reporter(self, report: Report) -> None:
+        self.report = report
+
+    # -- from the Global ------------------------------------------------------------------------
+    def apply_share(self, assignment: pb.ShareAssignment, report: Report) -> None:
+        self.report = report
+        self._spawn(self._apply(assignment))
+
+    def cancel_share(self, cancellation: pb.ShareCancellation, report: Report) -> None:
+        self.report = report
+        self._spawn(self._cancel(cancellation))
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _apply(self, a: pb.ShareAssignment) -> None:
+        pid = a.placement_id
+        self.job_uids[pid] = a.job_uid
+        async with self._locks[pid]:
+            if pid in self.cancelled:
+                return
+            layout = ShareLayout(
+                job_uid=a.job_uid,
+                job_name=a.job_name,
+                namespace=a.namespace,
+                placement_id=pid,
+                generation=a.generation,
+                rank_offset=a.rank_offset,
+                pods=a.pods,
+                world_pods=a.world_pods,
+                cluster_index=a.cluster_index,
+                cluster_count=a.cluster_count,
+                rendezvous_address=a.rendezvous_address,
+                member=a.member_job_name,
+            )
+            try:
+                documents = member_jobs(json.loads(a.manifest_json), layout)
+            except (ValueError, KeyError, TypeError) as exc:
+                self._send(pid, "Failed", f"cannot build the Volcano Job: {exc}", force=True)
+                return
+            created: list[str] = []
+            for doc in documents:
+                name = doc["metadata"]["name"]
+                try:
+                    await self.api.create_volcano_job(a.namespace, doc)
+                    created.append(name)
+                except AlreadyExists:
+                    existing = await self.api.get_volcano_job(a.namespace, name)
+                    labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+                    if labels.get(PLACEMENT_LABEL) != pid:
+                        await self._delete(a.namespace, created)
+                        self._send(
+                            pid,
+                            "Failed",
+                            f"Volcano Job {a.namespace}/{name} exists and is not this share's",
+                            force=True,
+                        )
+                        return
+                except Refused as exc:
+                    await self._delete(a.namespace, created)
+                    self._send(
+                        pid,
+                        "Failed",
+                        f"creating Volcano Job {a.namespace}/{name}: {exc}",
+                        force=True,
+                    )
+                    return
+            log.info("share %s: Volcano Jobs %s", pid, ", ".join(created) or "already there")
+            self._send(pid, "Accepted", "")
+            self.refresh()
+
+    async def _cancel(self, c: pb.ShareCancellation) -> None:
+        pid = c.placement_id
+        self.cancelled.add(pid)
+        async with self._locks[pid]:
+            page = await self.api.list_page(
+                Kind("vcjobs", label_selector=f"{PLACEMENT_LABEL}={pid}"), limit=500, token=None
+            )
+            for obj in page.get("items", []):
+                meta = obj["metadata"]
+                await self.api.delete_volcano_job(meta["namespace"], meta["name"])
+        self.job_uids.setdefault(pid, c.job_uid)
+        self._send(pid, "Cancelled", c.reason, force=True)
+
+    async def _delete(self, namespace: str, names: list[str]) -> None:
+        for name in names:
+            await self.api.delete_volcano_job(namespace, name)
+
+    # -- from the watch ------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Report every placement whose phase moved (called on each Volcano Job change)."""
+        by_placement: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        for obj in self.store.values():
+            pid = (obj["metadata"].get("labels") or {}).get(PLACEMENT_LABEL)
+            if pid:
+                by_placement[pid].append(obj)
+        for pid, jobs in by_placement.items():
+            if pid in self.cancelled:
+                continue
+            uid = (jobs[0]["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")
+            self.job_uids.setdefault(pid, uid)
+            phase, message = share_phase(jobs)
+            self._send(pid, phase, message)
+        for pid, last in list(self.reported.items()):
+            if pid not in by_placement and pid not in self.cancelled and last in ("Running",):
+                self._send(pid, "Failed", "its Volcano Jobs were deleted in the cluster")
+
+    def _send(self, pid: str, phase: str, message: str, *, force: bool = False) -> None:
+        last = self.reported.get(pid)
+        if not force and last is not None and ORDER[phase] <= ORDER[last]:
+            return
+        self.reported[pid] = phase
+        if self.report is None:
+            return
+        jobs = [o for o in self.store.values() if _placement(o) == pid]
+        running = sum(int((o.get("status") or {}).get("running", 0)) for o in jobs)
+        succeeded = sum(int((o.get("status") or {}).get("succeeded", 0)) for o in jobs)
+        failed = sum(int((o.get("status") or {}).get("failed", 0)) for o in jobs)
+        self.report(
+            pb.JobStatusReport(
+                placement_id=pid,
+                job_uid=self.job_uids.get(pid, ""),
+                phase=phase,
+                running=running,
+                succeeded=succeeded,
+                failed=failed,
+                message=message,
+            )
+        )
+
+
+def share_phase(jobs: list[dict[str, Any]]) -> tuple[str, str]:
+    """A share's phase from its Volcano Jobs' status: Failed if any failed, Succeeded when all
+    completed, Running when all run their gang (or completed), else Accepted."""
+    expected = max(int(_annotations(o).get(MEMBERS_ANNOTATION, "1")) for o in jobs)
+    phases = []
+    for obj in jobs:
+        state = (obj.get("status") or {}).get("state") or {}
+        phase = state.get("phase", "Pending")
+        if phase in FAILED_PHASES:
+            detail = state.get("message") or state.get("reason") or ""
+            return "Failed", f"Volcano Job {obj['metadata']['name']} {phase}" + (
+                f": {detail}" if detail else ""
+            )
+        phases.append(phase)
+    if len(jobs) < expected:
+        return "Accepted", ""
+    if all(p == "Completed" for p in phases):
+        return "Succeeded", ""
+    if all(p in ("Running", "Completing", "Completed") for p in phases):
+        return "Running", ""
+    return "Accepted", ""
+
+
+def _placement(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(PLACEMENT_LABEL)
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return obj["metadata"].get("annotations") or {}

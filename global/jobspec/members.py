@@ -1,0 +1,154 @@
+"""A share of a global job as the Volcano Jobs its member cluster runs.
+
+The job's pods are ranked in document order (tasks in order, replicas in order; for a HyperJob,
+replicated jobs in order, each replica's tasks in order). A share owns the ranks
+[rank_offset, rank_offset + pods): each task keeps the replicas whose ranks fall there, so TP/PP
+groups laid out in rank order stay together. Everything else in the user's document is kept:
+`networkTopology`, `partitionPolicy` (partition count recomputed for the share's replicas),
+policies, plugins, the pod templates. `minAvailable` becomes the share's pod count (the gang
+inside the cluster; the Global holds the gang across clusters).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
+RENDEZVOUS_PORT = 29500
+LABEL_PREFIX = "global.volcano.sh/"
+PLACEMENT_LABEL = LABEL_PREFIX + "placement"
+JOB_UID_LABEL = LABEL_PREFIX + "job-uid"
+CLUSTER_INDEX_LABEL = LABEL_PREFIX + "cluster-index"
+MEMBERS_ANNOTATION = LABEL_PREFIX + "members"  # how many Volcano Jobs the share has
+
+
+@dataclass(frozen=True)
+class ShareLayout:
+    """What a member cluster needs to know about its share."""
+
+    job_uid: str
+    job_name: str
+    namespace: str
+    placement_id: str
+    generation: int
+    rank_offset: int
+    pods: int
+    world_pods: int
+    cluster_index: int
+    cluster_count: int
+    rendezvous_address: str
+    member: str = ""  # the member Volcano Job name; empty: derived from the job and placement
+
+
+def member_job_name(job_name: str, placement_id: str) -> str:
+    """The member Volcano Job of a placement: the job's name and the placement's first 8 hex
+    digits (a requeued job's new placement never collides with the old one's leftovers)."""
+    return f"{job_name[:50]}-{placement_id.replace('-', '')[:8]}"
+
+
+def rendezvous_address(
+    manifest: dict[str, Any], *, member: str, namespace: str, split: bool
+) -> str:
+    """Where rank 0 listens. One cluster: the first pod's DNS name under the headless service
+    Volcano's `svc` plugin creates. Split: the `<member>-rdzv` service the rank-0 cluster's
+    agent exports through Multi-Cluster Services (`clusterset.local`)."""
+    if split:
+        return f"{member}-rdzv.{namespace}.svc.clusterset.local:{RENDEZVOUS_PORT}"
+    job, spec = _volcano_jobs(manifest, member)[0]
+    task = (spec.get("tasks") or [{}])[0].get("name", "task")
+    return f"{job}-{task}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
+
+
+def rendezvous_env(layout: ShareLayout) -> dict[str, str]:
+    """The environment every container of the share gets (read by the SDK's runtime helper)."""
+    return {
+        "VGLOBAL_JOB_UID": layout.job_uid,
+        "VGLOBAL_PLACEMENT_ID": layout.placement_id,
+        "VGLOBAL_WORLD_PODS": str(layout.world_pods),
+        "VGLOBAL_SHARE_PODS": str(layout.pods),
+        "VGLOBAL_RANK_OFFSET": str(layout.rank_offset),
+        "VGLOBAL_CLUSTER_INDEX": str(layout.cluster_index),
+        "VGLOBAL_CLUSTER_COUNT": str(layout.cluster_count),
+        "VGLOBAL_RENDEZVOUS_ADDR": layout.rendezvous_address,
+    }
+
+
+def member_jobs(manifest: dict[str, Any], layout: ShareLayout) -> list[dict[str, Any]]:
+    """The Volcano Job documents of one share (one per Job; one per HyperJob child that has
+    pods in the share)."""
+    member = layout.member or member_job_name(layout.job_name, layout.placement_id)
+    first, last = layout.rank_offset, layout.rank_offset + layout.pods
+    env = [{"name": k, "value": v} for k, v in rendezvous_env(layout).items()]
+    documents = []
+    rank = 0
+    for name, spec in _volcano_jobs(manifest, member):
+        spec = copy.deepcopy(spec)
+        tasks = []
+        for task in spec.get("tasks") or []:
+            replicas = int(task.get("replicas", 1))
+            kept = max(0, min(last, rank + replicas) - max(first, rank))
+            rank += replicas
+            if kept:
+                tasks.append(_task_share(task, kept, env))
+        if not tasks:
+            continue
+        spec["tasks"] = tasks
+        spec["minAvailable"] = sum(t["replicas"] for t in tasks)
+        spec.pop("minSuccess", None)
+        documents.append(
+            {
+                "apiVersion": VOLCANO_API_VERSION,
+                "kind": "Job",
+                "metadata": {
+                    "name": name,
+                    "namespace": layout.namespace,
+                    "labels": {
+                        PLACEMENT_LABEL: layout.placement_id,
+                        JOB_UID_LABEL: layout.job_uid,
+                        CLUSTER_INDEX_LABEL: str(layout.cluster_index),
+                    },
+                    "annotations": {
+                        LABEL_PREFIX + "job-name": layout.job_name,
+                        LABEL_PREFIX + "generation": str(layout.generation),
+                        LABEL_PREFIX + "ranks": f"{first}-{last - 1}",
+                    },
+                },
+                "spec": spec,
+            }
+        )
+    for document in documents:
+        document["metadata"]["annotations"][MEMBERS_ANNOTATION] = str(len(documents))
+    return documents
+
+
+def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:
+    """(member Volcano Job name, JobSpec) in rank order."""
+    spec = manifest.get("spec") or {}
+    if manifest.get("kind") != "HyperJob":
+        return [(member, spec)]
+    return [
+        (f"{member}-{replicated.get('name', 'job')}-{i}", replicated.get("templateSpec") or {})
+        for replicated in spec.get("replicatedJobs") or []
+        for i in range(int(replicated.get("replicas", 1)))
+    ]
+
+
+def _task_share(task: dict[str, Any], replicas: int, env: list[dict[str, str]]) -> dict[str, Any]:
+    task = copy.deepcopy(task)
+    task["replicas"] = replicas
+    if "minAvailable" in task:
+        task["minAvailable"] = min(int(task["minAvailable"]), replicas)
+    partition = task.get("partitionPolicy")
+    if isinstance(partition, dict) and partition.get("partitionSize"):
+        total = replicas // int(partition["partitionSize"])
+        partition["totalPartitions"] = total
+        if "minPartitions" in partition:
+            partition["minPartitions"] = min(int(partition["minPartitions"]), total)
+    pod_spec = task.setdefault("template", {}).setdefault("spec", {})
+    for container in pod_spec.get("containers") or []:
+        names = {e["name"] for e in env}
+        container["env"] = [e for e in container.get("env") or [] if e.get("name") not in names]
+        container["env"] += copy.deepcopy(env)
+    return task
