@@ -87,9 +87,12 @@ class KubeApi:
             kwargs["_continue"] = token
         try:
             response = await self._list_call(kind)(**kwargs)
-            return json.loads(await response.read())
         except ApiException as exc:
             raise _translated(exc) from exc
+        body = await response.read()
+        if response.status >= 400:  # unread content is not checked by the client
+            raise _translated(ApiException(status=response.status, reason=response.reason))
+        return dict(json.loads(body))
 
     async def watch(
         self, kind: Kind, *, resource_version: str, timeout_s: int
@@ -112,10 +115,11 @@ class KubeApi:
     async def create_volcano_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         group, version, plural = VOLCANO_JOB
         try:
-            response = await self.custom.create_namespaced_custom_object(
-                group, version, namespace, plural, body, _preload_content=False
+            return dict(
+                await self.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, body
+                )
             )
-            return dict(json.loads(await response.read()))
         except ApiException as exc:
             if exc.status == 409:
                 raise AlreadyExists(body["metadata"]["name"]) from exc
@@ -124,10 +128,11 @@ class KubeApi:
     async def get_volcano_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         group, version, plural = VOLCANO_JOB
         try:
-            response = await self.custom.get_namespaced_custom_object(
-                group, version, namespace, plural, name, _preload_content=False
+            return dict(
+                await self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name
+                )
             )
-            return dict(json.loads(await response.read()))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -144,7 +149,6 @@ class KubeApi:
                 plural,
                 name,
                 propagation_policy="Background",
-                _preload_content=False,
             )
             return True
         except ApiException as exc:

@@ -186,6 +186,7 @@ def present_job(job: Job, placement: Placement | None) -> JobDetail:
 
 def _placement(placement: Placement) -> PlacementOut:
     return PlacementOut(
+        uid=placement.id,
         generation=placement.generation,
         state=placement.state.value,
         created_at=placement.created_at,

@@ -33,6 +33,7 @@ class LinkReservationOut(ApiModel):
 
 
 class PlacementOut(ApiModel):
+    uid: uuid.UUID
     generation: int
     state: str
     created_at: datetime

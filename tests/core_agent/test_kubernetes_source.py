@@ -3,90 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 
-import pytest
-
-from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import NODES, KubernetesSource
 from core_agent.kubernetes.watcher import list_then_watch
+from tests.core_agent.kube_objects import node, pod, populate
 from tests.factories import create_cluster, eventually
-from tests.k8s_emulator.server import HYPERNODES, PODS, KubeEmulator
 from tests.k8s_emulator.server import NODES as NODE_GVR
-
-
-def node(name: str, *, gpus: int = 8, ready: bool = True, **labels: str) -> dict:
-    return {
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100", **labels}},
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96", "memory": "1Ti"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
-
-
-def pod(name: str, node_name: str, gpus: int, phase: str = "Running") -> dict:
-    return {
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {
-            "nodeName": node_name,
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {
-                        "limits": {"nvidia.com/gpu": str(gpus)},
-                        "requests": {"cpu": "4"},
-                    },
-                }
-            ],
-        },
-        "status": {"phase": phase},
-    }
-
-
-def hypernode(name: str, tier: int, members: list[dict]) -> dict:
-    return {
-        "metadata": {"name": name},
-        "spec": {"tier": tier, "tierName": f"t{tier}", "members": members},
-    }
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
-    emulator = KubeEmulator()
-    host = await emulator.start()
-    client = await api_client(host=host)
-    yield emulator, KubeApi(client)
-    await client.close()
-    await emulator.stop()
-
-
-def populate(emulator: KubeEmulator) -> None:
-    emulator.register(HYPERNODES, "HyperNode", namespaced=False)
-    for i in range(6):
-        emulator.create(NODE_GVR, node(f"n{i}"))
-    emulator.create(
-        HYPERNODES,
-        hypernode("tor0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "n[0-2]"}}}]),
-    )
-    emulator.create(
-        HYPERNODES,
-        hypernode(
-            "tor1",
-            1,
-            [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in ("n3", "n4", "n5")],
-        ),
-    )
-    emulator.create(
-        HYPERNODES,
-        hypernode(
-            "spine", 2, [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "tor.*"}}}]
-        ),
-    )
-    emulator.create(PODS, pod("p0", "n0", 8))
-    emulator.create(PODS, pod("p1", "n1", 2))
-    emulator.create(PODS, pod("done", "n2", 8, phase="Succeeded"))
+from tests.k8s_emulator.server import PODS
 
 
 async def test_initial_list_with_pages_and_topology(kube) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,173 @@
+"""Shares run as Volcano Jobs in member clusters, through the real kubernetes-asyncio client
+against the API emulator, the real gRPC stream and the real database. The test plays Volcano's
+job controller: it moves the Volcano Jobs' status the way Volcano would."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from core_agent.kubernetes.adapter import Kind, KubeApi, Missing, api_client
+from core_agent.kubernetes.source import KubernetesSource
+from tests.core_agent.federation import federation
+from tests.core_agent.kube_objects import populate
+from tests.factories import eventually, job_document
+from tests.k8s_emulator.server import NAMESPACES, VOLCANO_JOBS, KubeEmulator
+
+
+@asynccontextmanager
+async def member_cluster() -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
+    """An emulated member cluster: 6 nodes of 8 GPUs under two ToRs (38 GPUs free), the
+    Volcano Job CRD, namespace `ml`."""
+    emulator = KubeEmulator()
+    host = await emulator.start()
+    populate(emulator)
+    emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
+    client = await api_client(host=host)
+    try:
+        yield emulator, KubeApi(client)
+    finally:
+        await client.close()
+        await emulator.stop()
+
+
+def volcano_jobs(emulator: KubeEmulator) -> list[dict[str, Any]]:
+    return list(emulator.objects[VOLCANO_JOBS].values())
+
+
+def env_of(vcjob: dict[str, Any]) -> dict[str, str]:
+    container = vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def set_phase(emulator: KubeEmulator, vcjob: dict[str, Any], phase: str, **counts: int) -> None:
+    """What Volcano's job controller would write."""
+    meta = vcjob["metadata"]
+    status = {"state": {"phase": phase}, "minAvailable": vcjob["spec"]["minAvailable"], **counts}
+    emulator.patch(VOLCANO_JOBS, meta["name"], {"status": status}, namespace=meta["namespace"])
+
+
+async def test_a_share_runs_as_a_volcano_job_and_reports_its_status(database_url: str) -> None:
+    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+        await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
+        await fed.ready("k8s")
+        doc = job_document("train", replicas=2, networkTopology={"mode": "hard"})
+        doc["spec"]["tasks"][0]["partitionPolicy"] = {"totalPartitions": 2, "partitionSize": 1}
+        uid = await fed.submit(doc)
+
+        await eventually(lambda: len(volcano_jobs(emulator)) == 1)
+        job = await fed.reach(uid, "Dispatched")
+        vcjob = volcano_jobs(emulator)[0]
+        member = vcjob["metadata"]["name"]
+        assert member.startswith("train-") and vcjob["metadata"]["namespace"] == "ml"
+        assert vcjob["metadata"]["labels"]["global.volcano.sh/job-uid"] == uid
+        assert vcjob["spec"]["minAvailable"] == 2
+        assert vcjob["spec"]["networkTopology"] == {"mode": "hard"}
+        assert vcjob["spec"]["tasks"][0]["partitionPolicy"]["totalPartitions"] == 2
+        env = env_of(vcjob)
+        assert env["VGLOBAL_WORLD_PODS"] == "2" and env["VGLOBAL_RANK_OFFSET"] == "0"
+        assert env["VGLOBAL_CLUSTER_COUNT"] == "1"
+        assert env["VGLOBAL_RENDEZVOUS_ADDR"] == f"{member}-worker-0.{member}.ml.svc:29500"
+        labels = vcjob["metadata"]["labels"]
+        assert labels["global.volcano.sh/placement"] == job["placement"]["uid"]
+
+        set_phase(emulator, vcjob, "Running", running=2)
+        await fed.reach(uid, "Running")
+        set_phase(emulator, vcjob, "Completed", succeeded=2)
+        await fed.reach(uid, "Succeeded")
+
+
+async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_deletes_both(
+    database_url: str,
+) -> None:
+    async with (
+        member_cluster() as (east, east_api),
+        member_cluster() as (west, west_api),
+        federation(database_url) as fed,
+    ):
+        await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
+        await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
+        await fed.api.post(
+            "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
+        )
+        await fed.ready("east", "west")
+        doc = job_document("llm", replicas=8)  # 64 GPUs; each cluster has room for 4 pods
+        doc["metadata"]["annotations"] = {
+            "global.volcano.sh/split": "auto",
+            "global.volcano.sh/unit-pods": "2",
+            "global.volcano.sh/crossing-gbps": "50",
+        }
+        uid = await fed.submit(doc)
+
+        await eventually(lambda: len(volcano_jobs(east)) == 1 and len(volcano_jobs(west)) == 1)
+        await fed.reach(uid, "Dispatched")
+        shares = {e: volcano_jobs(c)[0] for e, c in (("east", east), ("west", west))}
+        envs = {name: env_of(v) for name, v in shares.items()}
+        assert sorted(int(e["VGLOBAL_RANK_OFFSET"]) for e in envs.values()) == [0, 4]
+        assert sorted(e["VGLOBAL_CLUSTER_INDEX"] for e in envs.values()) == ["0", "1"]
+        assert all(v["spec"]["minAvailable"] == 4 for v in shares.values())
+        addresses = {e["VGLOBAL_RENDEZVOUS_ADDR"] for e in envs.values()}
+        assert len(addresses) == 1 and addresses.pop().endswith(".ml.svc.clusterset.local:29500")
+
+        set_phase(east, shares["east"], "Running", running=4)
+        await asyncio.sleep(0.5)
+        assert (await fed.job(uid))["state"] == "Dispatched"  # one share running is not enough
+        set_phase(west, shares["west"], "Running", running=4)
+        await fed.reach(uid, "Running")
+
+        assert (await fed.api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200
+        await eventually(lambda: not volcano_jobs(east) and not volcano_jobs(west))
+        assert (await fed.job(uid))["state"] == "Cancelled"
+
+
+class _CrashAfterCreate(KubeApi):
+    """The agent dies right after creating the Volcano Job, before it can report (and before
+    its watch of Volcano Jobs could see it)."""
+
+    async def list_page(self, kind: Kind, *, limit: int, token: str | None) -> dict[str, Any]:
+        if kind.name == "vcjobs":
+            raise Missing("not watched by this agent")
+        return await super().list_page(kind, limit=limit, token=token)
+
+    async def create_volcano_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        created = await super().create_volcano_job(namespace, body)
+        await asyncio.Event().wait()  # never reports; cancelled when the agent stops
+        return created
+
+
+async def test_an_agent_restarted_during_dispatch_creates_no_duplicate(database_url: str) -> None:
+    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+        crashing = _CrashAfterCreate(kube_api.core.api_client)
+        await fed.join("k8s", KubernetesSource(crashing, watch_timeout_s=5))
+        await fed.ready("k8s")
+        uid = await fed.submit(job_document("train", replicas=2))
+        await eventually(lambda: len(volcano_jobs(emulator)) == 1)
+        await fed.leave("k8s")
+        assert (await fed.job(uid))["state"] == "Placed"  # the Global never heard back
+
+        await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
+        await fed.reach(uid, "Dispatched")  # the assignment was delivered again and applied
+        assert len(volcano_jobs(emulator)) == 1  # ... onto the Volcano Job already there
+        set_phase(emulator, volcano_jobs(emulator)[0], "Running", running=2)
+        await fed.reach(uid, "Running")
+
+
+async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) -> None:
+    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+        await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
+        await fed.ready("k8s")
+        doc = job_document("train", replicas=2)
+        doc["metadata"]["namespace"] = "absent"  # no such namespace in the member cluster
+        uid = await fed.submit(doc)
+
+        async def withdrawn() -> bool:
+            return "GangWithdrawn" in await fed.reasons(uid)
+
+        await eventually(withdrawn)
+        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+        message = next(e["message"] for e in events if e["reason"] == "GangWithdrawn")
+        assert "k8s: Failed" in message and 'namespaces "absent" not found' in message
+        assert not volcano_jobs(emulator)
