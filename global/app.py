@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
                 )
             ]
-            scheduler = Scheduler(engine, sessions, settings)
+            scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
             if settings.scheduling.enabled:
                 tasks.append(start_guarded("scheduler", scheduler.step, every_s=0))

@@ -35,6 +35,29 @@ class Metrics:
         )
         self.jobs = Gauge("vglobal_jobs", "Jobs by state", ["state"], registry=r)
         self.clusters = Gauge("vglobal_clusters", "Member clusters by state", ["state"], registry=r)
+        self.leader = Gauge(
+            "vglobal_scheduler_leader", "1 while this replica runs the scheduling loop", registry=r
+        )
+        self.rounds = Counter(
+            "vglobal_scheduling_rounds_total",
+            "Scheduling rounds by outcome (committed|stale|idle)",
+            ["outcome"],
+            registry=r,
+        )
+        self.round_seconds = Histogram(
+            "vglobal_scheduling_round_seconds",
+            "Wall time of a committed round: snapshot, solve and commit",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+            registry=r,
+        )
+        self.placed = Counter("vglobal_jobs_placed_total", "Jobs placed", registry=r)
+        self.gang = Counter(
+            "vglobal_gang_outcomes_total",
+            "Placements taken back (Withdrawn) and started jobs Requeued/Failed/Completed by "
+            "gang supervision",
+            ["action"],
+            registry=r,
+        )
         self.gpus = Gauge(
             "vglobal_cluster_gpus",
             "GPUs by cluster, model and kind (total|free)",

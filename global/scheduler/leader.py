@@ -18,6 +18,10 @@ class Leadership:
         self.engine = engine
         self._connection: AsyncConnection | None = None
 
+    @property
+    def leading(self) -> bool:
+        return self.engine.dialect.name != "postgresql" or self._connection is not None
+
     async def acquire(self) -> bool:
         """True when this replica leads (now or already)."""
         if self.engine.dialect.name != "postgresql":

@@ -1,15 +1,19 @@
 """Scheduling rounds: on the leader, take a consistent snapshot, solve off the event loop with
-the round's time limit, commit atomically; a round whose inventory moved is retried."""
+the round's time limit, commit atomically; a round whose inventory moved is retried. Before
+each round the leader supervises the cross-cluster gangs (start timeouts, lost clusters)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import transaction
+from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.gang import Outcome, supervise
 from volcano_global.services.scheduling import RoundResult, StaleRound, build_snapshot, commit_round
@@ -17,6 +21,7 @@ from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
 
 log = logging.getLogger(__name__)
+RECENT_ROUNDS = 50
 
 
 @dataclass(frozen=True)
@@ -24,30 +29,45 @@ class RoundReport:
     result: RoundResult
     status: str
     gap: float
-    seconds: float
+    seconds: float  # solver time
+    wall_seconds: float  # snapshot + solve + commit
+    finished_at: float  # unix time
 
 
 class Scheduler:
     def __init__(
-        self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], settings: Settings
+        self,
+        engine: AsyncEngine,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
         self.settings = settings
+        self.metrics = metrics or Metrics()
         self.leadership = Leadership(engine)
         self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
+        self.recent: deque[RoundReport] = deque(maxlen=RECENT_ROUNDS)
+
+    async def _lead(self) -> bool:
+        leading = await self.leadership.acquire()
+        self.metrics.leader.set(1 if leading else 0)
+        return leading
 
     async def run_once(self, *, retries: int = 3) -> RoundReport | None:
-        """One round; None when another replica leads."""
-        if not await self.leadership.acquire():
+        """One round; None when another replica leads or nothing waits."""
+        if not await self._lead():
             return None
         options = SolveOptions(
             time_limit_s=self.settings.scheduling.round_time_limit_s,
             window=self.settings.scheduling.window,
         )
         for attempt in range(retries):
+            started = time.perf_counter()
             async with transaction(self.sessions) as session:
                 snapshot, context = await build_snapshot(session, window=options.window)
             if not snapshot.jobs and not context.unmodelled:
+                self.metrics.rounds.labels("idle").inc()
                 return None
             decision = await asyncio.to_thread(
                 solve, snapshot, Policy(self.settings.scheduling.policy), options
@@ -56,8 +76,13 @@ class Scheduler:
                 async with transaction(self.sessions) as session:
                     result = await commit_round(session, decision=decision, context=context)
             except StaleRound as exc:
+                self.metrics.rounds.labels("stale").inc()
                 log.info("round discarded (%s); retrying (%d)", exc, attempt + 1)
                 continue
+            wall = time.perf_counter() - started
+            self.metrics.rounds.labels("committed").inc()
+            self.metrics.round_seconds.observe(wall)
+            self.metrics.placed.inc(len(result.placed))
             if result.placed:
                 log.info(
                     "round %d placed %d jobs (%s, gap %.2f%%, %.2f s)",
@@ -67,18 +92,23 @@ class Scheduler:
                     decision.gap * 100,
                     decision.solve_seconds,
                 )
-            return RoundReport(result, decision.status, decision.gap, decision.solve_seconds)
+            report = RoundReport(
+                result, decision.status, decision.gap, decision.solve_seconds, wall, time.time()
+            )
+            self.recent.append(report)
+            return report
         return None
 
     async def supervise(self) -> list[Outcome]:
         """Withdraw or requeue gangs that did not start or lost a cluster (leader only)."""
-        if not await self.leadership.acquire():
+        if not await self._lead():
             return []
         async with transaction(self.sessions) as session:
             outcomes = await supervise(
                 session, default_timeout_s=self.settings.scheduling.gang_start_timeout_s
             )
         for outcome in outcomes:
+            self.metrics.gang.labels(outcome.action).inc()
             log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
         return outcomes
 
@@ -95,3 +125,4 @@ class Scheduler:
 
     async def stop(self) -> None:
         await self.leadership.release()
+        self.metrics.leader.set(0)

@@ -4,12 +4,7 @@ database keeps everything, and the CLI talks to it with one clear line per error
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,68 +13,7 @@ import pytest
 
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import example, inventory, job_document, to_yaml
-
-VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class ServerProcess:
-    def __init__(self, database_url: str, tmp: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "VGLOBAL_DATABASE_URL": database_url,
-            "VGLOBAL_ADMIN_TOKEN": ADMIN_TOKEN,
-            "VGLOBAL_LOG_LEVEL": "info",
-            "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
-            "VGLOBAL_GRPC_PORT": str(_free_port()),
-            # These tests check persistence and the CLI; a scheduling round would change the
-            # jobs between the two reads.
-            "VGLOBAL_SCHEDULING__ENABLED": "false",
-        }
-        self.log = tmp / "server.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [*VGLOBAL, "server", "--port", str(self.port), "--host", "127.0.0.1"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=15)
-
-    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
-        return subprocess.run(
-            [*VGLOBAL, *args], env=env, capture_output=True, text=True, input=stdin, timeout=60
-        )
+from tests.server_process import VGLOBAL, ServerProcess, free_port
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -211,7 +145,7 @@ def test_cli_errors_are_one_line_and_non_zero(server: ServerProcess, tmp_path: P
         and result.stderr.strip() == "error: 401 Unauthorized: invalid or revoked token"
     )
 
-    result = server.cli("--server", f"http://127.0.0.1:{_free_port()}", "jobs")
+    result = server.cli("--server", f"http://127.0.0.1:{free_port()}", "jobs")
     assert result.returncode == 1 and result.stderr.startswith(
         "error: cannot reach http://127.0.0.1:"
     )

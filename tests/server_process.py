@@ -1,0 +1,78 @@
+"""A real `vglobal server` process on free ports, for tests over real sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import ADMIN_TOKEN
+
+VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, database_url: str, tmp: Path, *, scheduling: bool = False) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "VGLOBAL_DATABASE_URL": database_url,
+            "VGLOBAL_ADMIN_TOKEN": ADMIN_TOKEN,
+            "VGLOBAL_LOG_LEVEL": "info",
+            "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
+            "VGLOBAL_GRPC_PORT": str(free_port()),
+            # Off unless asked: tests of persistence and the CLI compare reads, which a
+            # scheduling round would change in between.
+            "VGLOBAL_SCHEDULING__ENABLED": "true" if scheduling else "false",
+            "VGLOBAL_SCHEDULING__INTERVAL_S": "0.3",
+        }
+        self.log = tmp / f"server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*VGLOBAL, "server", "--port", str(self.port), "--host", "127.0.0.1"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=15)
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
+        return subprocess.run(
+            [*VGLOBAL, *args], env=env, capture_output=True, text=True, input=stdin, timeout=60
+        )
