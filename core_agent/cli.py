@@ -12,7 +12,10 @@ from typing import Annotated
 import typer
 
 from core_agent.client import AgentClient
+from core_agent.kubernetes.adapter import KubeApi, api_client
+from core_agent.kubernetes.source import KubernetesSource
 from core_agent.simulated.cluster import SimulatedCluster
+from core_agent.sources import InventorySource
 
 
 class SourceKind(StrEnum):
@@ -44,32 +47,60 @@ def agent(
     gpu_model: Annotated[
         str, typer.Option(help="GPU model of a Lingjun-built simulated cluster")
     ] = "H800",
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            min=0.0001, help="Simulated: wall seconds per job second (0.01: 1 h runs in 36 s)"
+        ),
+    ] = 1.0,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="Kubernetes: kubeconfig file (default: in-cluster, then ~/.kube)"),
+    ] = None,
+    kube_host: Annotated[
+        str | None, typer.Option(help="Kubernetes: API server URL without credentials (emulators)")
+    ] = None,
+    tier_label: Annotated[
+        list[str] | None,
+        typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
+    ] = None,
 ) -> None:
-    """Run the agent of one member cluster: stream its inventory to the Global."""
+    """Run the agent of one member cluster: stream its inventory to the Global and run the
+    shares it is assigned."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if source is SourceKind.KUBERNETES:
-        raise typer.BadParameter(
-            "the kubernetes source is not built yet; use --source simulated", param_hint="--source"
-        )
-    if spec is not None:
-        inventory_source = SimulatedCluster.from_yaml(cluster, spec)
-    elif lingjun_block is not None:
-        inventory_source = SimulatedCluster.from_lingjun(
-            cluster, block=lingjun_block, gpu_model=gpu_model
-        )
-    else:
-        raise typer.BadParameter(
-            "a simulated cluster needs --spec FILE or --lingjun-block N", param_hint="--spec"
-        )
-    client = AgentClient(cluster=cluster, target=global_, token=token, source=inventory_source)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if source is SourceKind.KUBERNETES:
+            api = await api_client(
+                kubeconfig=str(kubeconfig) if kubeconfig else None, host=kube_host
+            )
+            inventory_source: InventorySource = KubernetesSource(
+                KubeApi(api), tier_labels=tier_label or []
+            )
+        else:
+            inventory_source = _simulated(cluster, spec, lingjun_block, gpu_model, time_scale)
+        client = AgentClient(cluster=cluster, target=global_, token=token, source=inventory_source)
         await client.run(stop=stop)
 
     asyncio.run(main())
+
+
+def _simulated(
+    cluster: str, spec: Path | None, block: int | None, gpu_model: str, time_scale: float
+) -> SimulatedCluster:
+    if spec is not None:
+        simulated = SimulatedCluster.from_yaml(cluster, spec)
+    elif block is not None:
+        simulated = SimulatedCluster.from_lingjun(cluster, block=block, gpu_model=gpu_model)
+    else:
+        raise typer.BadParameter(
+            "a simulated cluster needs --spec FILE or --lingjun-block N", param_hint="--spec"
+        )
+    simulated.time_scale = time_scale
+    return simulated

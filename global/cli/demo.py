@@ -1,6 +1,8 @@
 """`vglobal demo`: the main job on the embedded default (SQLite). Starts a Global server and
 one agent per simulated member cluster (one cut from the real Lingjun fabric, two from YAML
-specs), links and queues, submits the example jobs and shows the aggregated inventory."""
+specs), links and queues, submits the demo jobs and follows them to the end on a compressed
+clock: placed (one split over two clusters, one waiting for link bandwidth), dispatched,
+running, finished."""
 
 from __future__ import annotations
 
@@ -10,21 +12,23 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.output import Format, console, render
-from volcano_global.cli.resources import CLUSTER_COLUMNS, JOB_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
+from volcano_global.cli.resources import CLUSTER_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
 from volcano_global.services.jobs import NOT_YET_SCHEDULED
 
 CLUSTERS = [
     # name, agent arguments (examples dir relative), labels
     (
         "gpu-east",
-        ["--lingjun-block", "0", "--gpu-model", "H100"],
+        ["--lingjun-block", "2", "--gpu-model", "H100"],
         {"region": "us-east", "zone": "us-east-1a", "site": "campus-a"},
     ),
     (
@@ -43,7 +47,8 @@ LINKS = [
     ("gpu-east", "gpu-west", 100.0, 31.0),
     ("gpu-west", "gpu-central", 200.0, 29.0),
 ]
-QUEUES = [("llm", 4, 2048, 10), ("research", 1, 256, 0)]
+QUEUES = [("llm", 4, 4096, 10), ("research", 1, 1024, 0)]
+TERMINAL = {"Succeeded", "Failed", "Cancelled"}
 
 
 def demo(
@@ -51,10 +56,25 @@ def demo(
     data_dir: Annotated[Path, typer.Option(help="Where the demo's SQLite file goes")] = Path(
         "vglobal-data/demo"
     ),
-    examples: Annotated[Path, typer.Option(help="Job documents to submit")] = Path("docs/examples"),
-    keep_running: Annotated[bool, typer.Option(help="Leave the server running at the end")] = False,
+    examples: Annotated[
+        Path, typer.Option(help="Directory with clusters/ specs and the jobs to submit")
+    ] = Path("docs/examples"),
+    jobs: Annotated[
+        str, typer.Option(help="Job documents to submit (glob under --examples)")
+    ] = "demo/*.yaml",
+    time_scale: Annotated[
+        float, typer.Option(min=0.0001, help="Wall seconds per simulated second")
+    ] = 0.02,
+    timeout: Annotated[
+        float, typer.Option(help="Give up (exit 1) if the jobs have not finished by then (s)")
+    ] = 300.0,
+    keep_running: Annotated[
+        bool, typer.Option(help="Leave the server running at the end (Ctrl-C stops it)")
+    ] = False,
 ) -> None:
-    """Run the demo end to end on a fresh SQLite database."""
+    """Run the whole story on a fresh SQLite database: three simulated clusters with real
+    topologies and links, jobs placed (one split across two clusters, one waiting for link
+    bandwidth, others whole), run on a compressed clock, and finished. Ends by itself."""
     data_dir.mkdir(parents=True, exist_ok=True)
     for stale in data_dir.glob("demo.db*"):
         stale.unlink()
@@ -70,6 +90,7 @@ def demo(
         "VGLOBAL_PORT": str(port),
         "VGLOBAL_GRPC_PORT": str(grpc_port),
         "VGLOBAL_LOG_LEVEL": "warning",
+        "VGLOBAL_SCHEDULING__INTERVAL_S": "0.5",
     }
     console.rule("[bold]Volcano Global demo")
     console.print(f"starting the Global server on {url} (SQLite in {data_dir}/demo.db)")
@@ -78,10 +99,17 @@ def demo(
     agents: list[subprocess.Popen[bytes]] = []
     try:
         _wait_ready(api, server)
-        agents = _start_agents(api, examples, grpc_port, data_dir)
-        _populate(api, examples)
+        agents = _start_agents(api, examples, grpc_port, data_dir, time_scale)
+        _populate(api)
+        uids = _submit(api, sorted(examples.glob(jobs)))
+        _follow(api, uids, time_scale=time_scale, timeout=timeout)
+        _summary(api, uids, time_scale=time_scale)
+        console.print(
+            f"\nThe REST API is at {url}/api/v1 (admin token in this run: {token}); the web "
+            f"console will be served at {url}/ once it lands."
+        )
         if keep_running:
-            console.print(f"\nserver running at {url}; admin token: {token}\nCtrl-C stops it.")
+            console.print("The server keeps running; Ctrl-C stops it.")
             server.wait()
     except KeyboardInterrupt:
         pass
@@ -94,7 +122,7 @@ def demo(
 
 
 def _start_agents(
-    api: Client, examples: Path, grpc_port: int, data_dir: Path
+    api: Client, examples: Path, grpc_port: int, data_dir: Path, time_scale: float
 ) -> list[subprocess.Popen[bytes]]:
     """Register each cluster and start its agent; wait until every inventory has arrived."""
     console.rule("member clusters, each with its own agent")
@@ -116,6 +144,8 @@ def _start_agents(
                     name,
                     "--global",
                     f"127.0.0.1:{grpc_port}",
+                    "--time-scale",
+                    str(time_scale),
                     *args,
                 ],
                 env={**os.environ, "VGLOBAL_AGENT_TOKEN": token},
@@ -139,8 +169,8 @@ def _start_agents(
     return agents
 
 
-def _populate(api: Client, examples: Path) -> None:
-    console.rule("inter-cluster links")
+def _populate(api: Client) -> None:
+    console.rule("inter-cluster links and queues")
     for a, b, gbps, latency in LINKS:
         api.request(
             "POST",
@@ -148,19 +178,20 @@ def _populate(api: Client, examples: Path) -> None:
             json={"clusterA": a, "clusterB": b, "capacityGbps": gbps, "latencyMs": latency},
         )
     render(api.request("GET", "/api/v1/links"), Format.TABLE, LINK_COLUMNS)
-
-    console.rule("queues")
     for name, weight, quota, priority in QUEUES:
         api.request(
             "POST",
             "/api/v1/queues",
             json={"name": name, "weight": weight, "gpuQuota": quota, "priority": priority},
         )
+    render(api.request("GET", "/api/v1/queues"), Format.TABLE, QUEUE_COLUMNS)
 
-    console.rule(f"submitting the jobs in {examples}")
-    documents = sorted(examples.glob("*.yaml"))
+
+def _submit(api: Client, documents: list[Path]) -> list[str]:
+    console.rule("submitting the jobs")
     if not documents:
-        raise CliError(f"no job documents (*.yaml) in {examples}")
+        raise CliError("no job documents to submit")
+    uids = []
     for path in documents:
         job = api.request(
             "POST",
@@ -168,6 +199,7 @@ def _populate(api: Client, examples: Path) -> None:
             content=path.read_bytes(),
             headers={"Content-Type": "application/yaml"},
         )
+        uids.append(job["uid"])
         split = job["splitPolicy"]
         how = (
             f"may split over up to {split['maxClusters']} clusters"
@@ -175,32 +207,77 @@ def _populate(api: Client, examples: Path) -> None:
             else "one cluster"
         )
         console.print(
-            f"  {path.name}: {job['kind']} {job['namespace']}/{job['name']}, "
-            f"{job['totalPods']} pods, {job['totalGpus']} GPUs, {how}"
+            f"  {path.name}: {job['namespace']}/{job['name']}, {job['totalPods']} pods, "
+            f"{job['totalGpus']} {job['gpuModel'] or ''} GPUs, {how}"
         )
-    render(api.request("GET", "/api/v1/queues"), Format.TABLE, QUEUE_COLUMNS)
+    return uids
 
-    console.rule("jobs after the first scheduling round (CP-SAT)")
-    deadline = time.monotonic() + 30
-    jobs = api.request("GET", "/api/v1/jobs")
-    while time.monotonic() < deadline:
-        jobs = api.request("GET", "/api/v1/jobs")
-        if all(j["pendingReason"] != NOT_YET_SCHEDULED for j in jobs["items"]):
-            break
-        time.sleep(0.2)
-    render(jobs, Format.TABLE, [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")])
-    for job in jobs["items"]:
-        if job["state"] != "Placed":
-            continue
-        placement = api.request("GET", f"/api/v1/jobs/{job['uid']}")["placement"]
+
+def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) -> None:
+    """Print every state change and pending reason as it happens, until every job ends."""
+    console.rule(f"running on a compressed clock (1 simulated hour = {3600 * time_scale:g} s)")
+    started = time.monotonic()
+    seen: dict[str, tuple[str, str | None]] = {}
+    while True:
+        elapsed = time.monotonic() - started
+        jobs = [api.request("GET", f"/api/v1/jobs/{uid}") for uid in uids]
+        for job in jobs:
+            now = (job["state"], job["pendingReason"])
+            if seen.get(job["uid"]) != now and now[1] != NOT_YET_SCHEDULED:
+                seen[job["uid"]] = now
+                console.print(
+                    f"[dim]{elapsed:6.1f} s (sim {elapsed / time_scale / 60:5.1f} min)[/dim]  "
+                    f"{job['namespace']}/{job['name']}: [bold]{job['state']}[/bold]" + _detail(job)
+                )
+        if all(j["state"] in TERMINAL for j in jobs):
+            return
+        if elapsed > timeout:
+            raise CliError(f"the jobs did not all finish within {timeout:g} s")
+        time.sleep(0.25)
+
+
+def _detail(job: dict[str, object]) -> str:
+    placement = job.get("placement")
+    if job["state"] == "Pending" and job.get("pendingReason"):
+        return f" - {job['pendingReason']}"
+    if job["state"] == "Placed" and isinstance(placement, dict):
         parts = [f"{s['pods']} pods in {s['cluster']}" for s in placement["shares"]]
         parts += [
             f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
             for r in placement["linkReservations"]
         ]
-        console.print(f"  {job['namespace']}/{job['name']}: {'; '.join(parts)}")
-    render(api.request("GET", "/api/v1/links"), Format.TABLE, LINK_COLUMNS)
-    console.print("\nThe agents now run the placed shares in their simulated clusters.")
+        return " - " + "; ".join(parts)
+    return ""
+
+
+def _summary(api: Client, uids: list[str], *, time_scale: float) -> None:
+    console.rule("summary")
+    table = Table("JOB", "STATE", "CLUSTERS", "SUBMIT->RUNNING", "PLACED->RUNNING")
+    for uid in uids:
+        job = api.request("GET", f"/api/v1/jobs/{uid}")
+        events = api.request("GET", f"/api/v1/jobs/{uid}/events")["items"]
+        placed = [e for e in events if e["reason"] == "Placed"]
+        clusters = placed[0]["message"].split(": ", 1)[-1] if placed else "-"
+        stamps = job["timestamps"]
+        table.add_row(
+            f"{job['namespace']}/{job['name']}",
+            job["state"],
+            clusters,
+            _between(stamps["submittedAt"], stamps["startedAt"]),
+            _between(stamps["placedAt"], stamps["startedAt"]),
+        )
+    console.print(table)
+    console.print(
+        f"(wall-clock seconds; the simulated clusters ran {1 / time_scale:g}x faster than real "
+        "time, the control plane did not)"
+    )
+
+
+def _between(start: str | None, end: str | None) -> str:
+    if not start or not end:
+        return "-"
+    seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    return f"{seconds:.2f} s"
 
 
 def _wait_ready(api: Client, server: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
