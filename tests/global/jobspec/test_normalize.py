@@ -287,6 +287,13 @@ MALFORMED = [
         "unknown annotation; known: global.volcano.sh/communication, global.volcano.sh/crossing-gbps, global.volcano.sh/gang-start-timeout, global.volcano.sh/gpu-model, global.volcano.sh/max-clusters, global.volcano.sh/min-share-pods, global.volcano.sh/split, global.volcano.sh/unit-pods",
     ),
     (
+        "gang start timeout not positive",
+        "metadata/annotations",
+        {"global.volcano.sh/gang-start-timeout": "0"},
+        'metadata.annotations["global.volcano.sh/gang-start-timeout"]',
+        "must be >= 1",
+    ),
+    (
         "split unit not dividing",
         "metadata/annotations",
         {"global.volcano.sh/split": "auto", "global.volcano.sh/unit-pods": "3"},
