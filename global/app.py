@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from volcano_global import __version__
-from volcano_global.api import clusters, health, jobs, links, queues
+from volcano_global.api import clusters, health, jobs, links, overview, queues
 from volcano_global.api.errors import install_error_handlers
 from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.db import migrate
@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     install_error_handlers(app)
-    for module in (health, clusters, links, queues, jobs):
+    for module in (health, clusters, links, queues, jobs, overview):
         app.include_router(module.router)
     app.add_middleware(
         BodyLimitMiddleware,

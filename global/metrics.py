@@ -7,11 +7,10 @@ import time
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, ClusterState, Job, JobState
+from volcano_global.services.overview import cluster_counts, gpu_capacity, job_counts
 
 
 @dataclass
@@ -67,26 +66,12 @@ class Metrics:
 
 
 async def refresh_inventory_gauges(session: AsyncSession, metrics: Metrics) -> None:
-    counts = dict(
-        (await session.execute(select(Job.state, func.count()).group_by(Job.state))).all()
-    )
-    for state in JobState:
-        metrics.jobs.labels(state.value).set(counts.get(state, 0))
-    states = dict(
-        (await session.execute(select(Cluster.state, func.count()).group_by(Cluster.state))).all()
-    )
-    for cstate in ClusterState:
-        metrics.clusters.labels(cstate.value).set(states.get(cstate, 0))
+    for state, count in (await job_counts(session)).items():
+        metrics.jobs.labels(state.value).set(count)
+    for cstate, count in (await cluster_counts(session)).items():
+        metrics.clusters.labels(cstate.value).set(count)
     metrics.gpus.clear()
-    rows = await session.execute(
-        select(
-            Cluster.name,
-            ClusterGpuCapacity.gpu_model,
-            ClusterGpuCapacity.total_gpus,
-            ClusterGpuCapacity.free_gpus,
-        ).join(ClusterGpuCapacity, ClusterGpuCapacity.cluster_id == Cluster.id)
-    )
-    for name, model, total, free in rows:
+    for name, model, total, free in await gpu_capacity(session):
         metrics.gpus.labels(name, model, "total").set(total)
         metrics.gpus.labels(name, model, "free").set(free)
 

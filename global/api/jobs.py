@@ -100,6 +100,9 @@ async def list_jobs(
     cluster: str | None = None,
     namespace: str | None = None,
     name: str | None = None,
+    text: Annotated[
+        str | None, Query(max_length=63, description="Part of the name or namespace")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
     continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
 ) -> JobList:
@@ -107,7 +110,7 @@ async def list_jobs(
     rows, token = await jobs.list_jobs(
         session,
         filters=jobs.JobFilter(
-            queue=queue, state=state, cluster=cluster, namespace=namespace, name=name
+            queue=queue, state=state, cluster=cluster, namespace=namespace, name=name, text=text
         ),
         limit=min(limit, settings.limits.max_page_size),
         continue_token=continue_,

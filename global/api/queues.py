@@ -62,6 +62,7 @@ async def delete_queue(name: str, session: Session, settings: AppSettings, _: Ad
 
 async def present_queues(session: Session, rows: list[Queue]) -> list[QueueOut]:
     usage = await queues.queue_usage(session, queue_ids=[q.id for q in rows])
+    fair = await queues.deserved_gpus(session, rows=rows, usage=usage)
     return [
         QueueOut(
             name=q.name,
@@ -69,6 +70,7 @@ async def present_queues(session: Session, rows: list[Queue]) -> list[QueueOut]:
             gpu_quota=q.gpu_quota,
             priority=q.priority,
             usage=QueueUsage.model_validate(usage.get(q.id, queues.QueueUsage())),
+            fair_share_gpus=fair[q.id],
             created_at=q.created_at,
             updated_at=q.updated_at,
         )

@@ -7,21 +7,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.gang import Outcome, supervise
+from volcano_global.services.overview import record_round
 from volcano_global.services.scheduling import RoundResult, StaleRound, build_snapshot, commit_round
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
 
 log = logging.getLogger(__name__)
-RECENT_ROUNDS = 50
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,6 @@ class RoundReport:
     gap: float
     seconds: float  # solver time
     wall_seconds: float  # snapshot + solve + commit
-    finished_at: float  # unix time
 
 
 class Scheduler:
@@ -47,7 +46,6 @@ class Scheduler:
         self.metrics = metrics or Metrics()
         self.leadership = Leadership(engine)
         self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
-        self.recent: deque[RoundReport] = deque(maxlen=RECENT_ROUNDS)
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -93,9 +91,21 @@ class Scheduler:
                     decision.solve_seconds,
                 )
             report = RoundReport(
-                result, decision.status, decision.gap, decision.solve_seconds, wall, time.time()
+                result, decision.status, decision.gap, decision.solve_seconds, wall
             )
-            self.recent.append(report)
+            async with transaction(self.sessions) as session:
+                await record_round(
+                    session,
+                    generation=result.generation,
+                    wall_seconds=wall,
+                    solve_seconds=decision.solve_seconds,
+                    status=decision.status,
+                    gap=decision.gap,
+                    placed=len(result.placed),
+                    pending=result.pending,
+                    policy=self.settings.scheduling.policy,
+                    finished_at=utcnow(),
+                )
             return report
         return None
 

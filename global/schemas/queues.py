@@ -31,6 +31,7 @@ class QueueUsage(ApiModel):
     allocated_gpus: int
     pending_jobs: int
     active_jobs: int
+    pending_gpus: int
 
 
 class QueueOut(ApiModel):
@@ -39,6 +40,10 @@ class QueueOut(ApiModel):
     gpu_quota: int | None
     priority: int
     usage: QueueUsage
+    fair_share_gpus: int = Field(
+        description="GPUs the queue deserves now: the Ready clusters' GPUs divided by weight "
+        "among queues that want GPUs, capped by what it wants and its quota (Volcano proportion)"
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -46,6 +46,7 @@ class JobFilter:
     cluster: str | None = None
     namespace: str | None = None
     name: str | None = None
+    text: str | None = None  # in the name or namespace
 
 
 async def submit_job(
@@ -130,6 +131,11 @@ async def list_jobs(
         query = query.where(Job.namespace == filters.namespace)
     if filters.name is not None:
         query = query.where(Job.name == filters.name)
+    if filters.text:
+        pattern = "%" + filters.text.replace("\\", "").replace("%", "").replace("_", "\\_") + "%"
+        query = query.where(
+            or_(Job.name.like(pattern, escape="\\"), Job.namespace.like(pattern, escape="\\"))
+        )
     if filters.cluster is not None:
         holders = (
             select(Placement.job_id)

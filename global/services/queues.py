@@ -9,8 +9,17 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import TERMINAL_JOB_STATES, Job, JobState, Queue
+from volcano_global.db.models import (
+    TERMINAL_JOB_STATES,
+    Cluster,
+    ClusterGpuCapacity,
+    ClusterState,
+    Job,
+    JobState,
+    Queue,
+)
 from volcano_global.errors import Conflict, NotFound
+from volcano_global.services.fairshare import deserved
 
 HOLDING_STATES = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING)
 
@@ -20,6 +29,7 @@ class QueueUsage:
     allocated_gpus: int = 0
     pending_jobs: int = 0
     active_jobs: int = 0
+    pending_gpus: int = 0
 
 
 async def ensure_queue(session: AsyncSession, *, name: str) -> Queue:
@@ -92,15 +102,35 @@ async def queue_usage(
             func.sum(case((Job.state.in_(HOLDING_STATES), Job.total_gpus), else_=0)),
             func.sum(case((Job.state == JobState.PENDING, 1), else_=0)),
             func.sum(case((Job.state.not_in(TERMINAL_JOB_STATES), 1), else_=0)),
+            func.sum(case((Job.state == JobState.PENDING, Job.total_gpus), else_=0)),
         )
         .where(Job.queue_id.in_(queue_ids))
         .group_by(Job.queue_id)
     )
     return {
-        qid: QueueUsage(int(gpus or 0), int(pending or 0), int(active or 0))
-        for qid, gpus, pending, active in rows
+        qid: QueueUsage(int(gpus or 0), int(pending or 0), int(active or 0), int(wanted or 0))
+        for qid, gpus, pending, active, wanted in rows
     }
 
 
 async def _find(session: AsyncSession, name: str) -> Queue | None:
     return (await session.execute(select(Queue).where(Queue.name == name))).scalar_one_or_none()
+
+
+async def deserved_gpus(
+    session: AsyncSession, *, rows: list[Queue], usage: dict[uuid.UUID, QueueUsage]
+) -> dict[uuid.UUID, int]:
+    """Each queue's deserved share of the Ready clusters' GPUs (see fairshare.deserved)."""
+    capacity = (
+        await session.execute(
+            select(func.coalesce(func.sum(ClusterGpuCapacity.total_gpus), 0))
+            .join(Cluster, Cluster.id == ClusterGpuCapacity.cluster_id)
+            .where(Cluster.state == ClusterState.READY)
+        )
+    ).scalar_one()
+    wants = {}
+    for q in rows:
+        used = usage.get(q.id, QueueUsage())
+        wants[str(q.id)] = (q.weight, used.allocated_gpus + used.pending_gpus, q.gpu_quota)
+    shares = deserved(int(capacity), wants)
+    return {q.id: shares[str(q.id)] for q in rows}

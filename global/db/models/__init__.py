@@ -13,6 +13,7 @@ from volcano_global.db.models.placements import (
     PlacementState,
 )
 from volcano_global.db.models.queues import Queue
+from volcano_global.db.models.rounds import SchedulingRound
 from volcano_global.db.models.tokens import ApiToken, TokenRole
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Placement",
     "PlacementState",
     "Queue",
+    "SchedulingRound",
     "TokenRole",
     "TopologyDomain",
 ]

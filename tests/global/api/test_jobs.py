@@ -144,6 +144,13 @@ async def test_list_filters_and_pages(api: httpx.AsyncClient) -> None:
         "items"
     ]
     assert [j["uid"] for j in named] == [uids[4]]
+    found = (await api.get("/api/v1/jobs", params={"text": "b-5"})).json()["items"]
+    assert [j["name"] for j in found] == ["job-5"]
+    assert len((await api.get("/api/v1/jobs", params={"text": "ml"})).json()["items"]) == 7
+    assert (
+        len((await api.get("/api/v1/jobs", params={"text": "%"})).json()["items"]) == 7
+    )  # no wildcard
+    assert (await api.get("/api/v1/jobs", params={"text": "job_"})).json()["items"] == []
     assert (await api.get("/api/v1/jobs", params={"cluster": "gpu-east"})).json()["items"] == []
     response = await api.get("/api/v1/jobs", params={"state": "Sleeping"})
     assert (

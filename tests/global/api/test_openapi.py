@@ -26,6 +26,8 @@ EXPECTED = {
     "getJob",
     "cancelJob",
     "listJobEvents",
+    "getOverview",
+    "listSchedulingRounds",
     "healthz",
     "readyz",
     "metrics",

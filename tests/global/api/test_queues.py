@@ -9,7 +9,13 @@ from tests.factories import create_queue, job_document, submit
 
 async def test_queue_round_trip(api: httpx.AsyncClient) -> None:
     created = await create_queue(api, "llm", weight=4, gpuQuota=2048, priority=10)
-    assert created["usage"] == {"allocatedGpus": 0, "pendingJobs": 0, "activeJobs": 0}
+    assert created["usage"] == {
+        "allocatedGpus": 0,
+        "pendingJobs": 0,
+        "activeJobs": 0,
+        "pendingGpus": 0,
+    }
+    assert created["fairShareGpus"] == 0  # wants nothing, deserves nothing
     names = [q["name"] for q in (await api.get("/api/v1/queues")).json()["items"]]
     assert names == ["default", "llm"]  # the default queue exists from the start
     patched = (await api.patch("/api/v1/queues/llm", json={"weight": 8})).json()
@@ -39,7 +45,7 @@ async def test_queue_with_unfinished_jobs_cannot_be_deleted(api: httpx.AsyncClie
     await create_queue(api, "llm")
     job = (await submit(api, job_document(queue="llm"))).json()
     usage = (await api.get("/api/v1/queues/llm")).json()["usage"]
-    assert usage == {"allocatedGpus": 0, "pendingJobs": 1, "activeJobs": 1}
+    assert usage == {"allocatedGpus": 0, "pendingJobs": 1, "activeJobs": 1, "pendingGpus": 16}
     response = await api.delete("/api/v1/queues/llm")
     assert response.status_code == 409
     assert response.json()["message"] == "queue 'llm' has 1 unfinished jobs"

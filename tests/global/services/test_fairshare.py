@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.services.fairshare import Candidate, fair_order
+from volcano_global.services.fairshare import Candidate, deserved, fair_order
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -36,3 +36,17 @@ def test_priority_comes_before_fair_share() -> None:
         "high",
         "low",
     ]
+
+
+def test_deserved_divides_by_weight_among_queues_that_want_gpus() -> None:
+    assert deserved(64, {"a": (3, 1000, None), "b": (1, 1000, None), "idle": (5, 0, None)}) == {
+        "a": 48,
+        "b": 16,
+        "idle": 0,
+    }
+
+
+def test_what_a_capped_queue_leaves_is_divided_again() -> None:
+    # b wants 8 only; a's quota caps it at 40; c takes the rest.
+    shares = deserved(100, {"a": (1, 1000, 40), "b": (1, 8, None), "c": (1, 1000, None)})
+    assert shares == {"a": 40, "b": 8, "c": 52}

@@ -1,0 +1,24 @@
+"""The record of committed scheduling rounds (for operators and the console)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from volcano_global.db.base import Base, UUIDPrimaryKey, utcnow
+
+
+class SchedulingRound(UUIDPrimaryKey, Base):
+    __tablename__ = "scheduling_rounds"
+
+    generation: Mapped[int]
+    finished_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    wall_seconds: Mapped[float]  # snapshot + solve + commit
+    solve_seconds: Mapped[float]
+    status: Mapped[str] = mapped_column(String(32))  # OPTIMAL, FEASIBLE, GREEDY, ...
+    gap: Mapped[float]
+    placed: Mapped[int]
+    pending: Mapped[int]
+    policy: Mapped[str] = mapped_column(String(32))

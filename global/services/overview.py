@@ -1,0 +1,104 @@
+"""Federation-wide figures: jobs by state, clusters by state, GPUs by model; and the record of
+scheduling rounds. Read by the overview endpoint, the console and the metrics scrape."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    ClusterState,
+    Job,
+    JobState,
+    SchedulingRound,
+)
+
+KEPT_ROUNDS = 1000
+
+
+async def job_counts(session: AsyncSession) -> dict[JobState, int]:
+    rows = await session.execute(select(Job.state, func.count()).group_by(Job.state))
+    counts = dict(rows.tuples().all())
+    return {state: int(counts.get(state, 0)) for state in JobState}
+
+
+async def cluster_counts(session: AsyncSession) -> dict[ClusterState, int]:
+    rows = await session.execute(select(Cluster.state, func.count()).group_by(Cluster.state))
+    counts = dict(rows.tuples().all())
+    return {state: int(counts.get(state, 0)) for state in ClusterState}
+
+
+async def gpu_capacity(session: AsyncSession) -> list[tuple[str, str, int, int]]:
+    """(cluster, GPU model, total, free) of every cluster."""
+    rows = await session.execute(
+        select(
+            Cluster.name,
+            ClusterGpuCapacity.gpu_model,
+            ClusterGpuCapacity.total_gpus,
+            ClusterGpuCapacity.free_gpus,
+        )
+        .join(ClusterGpuCapacity, ClusterGpuCapacity.cluster_id == Cluster.id)
+        .order_by(Cluster.name, ClusterGpuCapacity.gpu_model)
+    )
+    return [(name, model, int(total), int(free)) for name, model, total, free in rows]
+
+
+def by_model(capacity: list[tuple[str, str, int, int]]) -> dict[str, tuple[int, int]]:
+    """GPU model -> (total, free) over all clusters."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for _, model, total, free in capacity:
+        totals[model][0] += total
+        totals[model][1] += free
+    return {model: (t, f) for model, (t, f) in sorted(totals.items())}
+
+
+async def record_round(
+    session: AsyncSession,
+    *,
+    generation: int,
+    wall_seconds: float,
+    solve_seconds: float,
+    status: str,
+    gap: float,
+    placed: int,
+    pending: int,
+    policy: str,
+    finished_at: datetime,
+) -> None:
+    """Keep a committed round on record (the newest KEPT_ROUNDS are kept)."""
+    session.add(
+        SchedulingRound(
+            generation=generation,
+            wall_seconds=wall_seconds,
+            solve_seconds=solve_seconds,
+            status=status,
+            gap=gap,
+            placed=placed,
+            pending=pending,
+            policy=policy,
+            finished_at=finished_at,
+        )
+    )
+    await session.flush()
+    cutoff = (
+        await session.execute(
+            select(SchedulingRound.finished_at)
+            .order_by(SchedulingRound.finished_at.desc())
+            .offset(KEPT_ROUNDS)
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    if cutoff is not None:
+        await session.execute(delete(SchedulingRound).where(SchedulingRound.finished_at <= cutoff))
+
+
+async def recent_rounds(session: AsyncSession, *, limit: int) -> list[SchedulingRound]:
+    rows = await session.execute(
+        select(SchedulingRound).order_by(SchedulingRound.finished_at.desc()).limit(limit)
+    )
+    return list(rows.scalars())
