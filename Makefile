@@ -24,6 +24,7 @@ lint: setup
 test: setup
 	scripts/ensure-postgres.sh
 	scripts/ensure-kubectl.sh
+	scripts/ensure-chromium.sh
 	$(MAKE) lint
 	$(BIN)/pytest
 

@@ -19,6 +19,7 @@ setup(
     package_data={
         "volcano_global.migrations": ["script.py.mako"],
         "volcano_global.rpc.v1": ["*.pyi"],
+        "volcano_global.console": ["static/*"],
         "core_agent": ["data/*.csv"],
     },
 )

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from volcano_global.api.deps import Admin, AppSettings, Session
-from volcano_global.db.models import Job, JobState, Placement
+from volcano_global.db.models import Job, JobState, Placement, PlacementState
 from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -125,8 +125,7 @@ async def list_jobs(
 @router.get("/{uid}", operation_id="getJob", responses=error_responses(401, 403, 404, 422))
 async def get_job(uid: uuid.UUID, session: Session, _: Admin) -> JobDetail:
     job = await jobs.get_job(session, uid=uid)
-    placements = await jobs.active_placements(session, job_ids=[job.id])
-    return present_job(job, placements.get(job.id))
+    return present_job(job, await jobs.latest_placement(session, job_id=job.id))
 
 
 @router.post(
@@ -135,7 +134,7 @@ async def get_job(uid: uuid.UUID, session: Session, _: Admin) -> JobDetail:
 async def cancel_job(uid: uuid.UUID, session: Session, caller: Admin) -> JobDetail:
     """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
     job = await jobs.cancel_job(session, uid=uid, by=caller.name)
-    return present_job(job, None)
+    return present_job(job, await jobs.latest_placement(session, job_id=job.id))
 
 
 @router.get(
@@ -163,7 +162,9 @@ def _summary(job: Job, placement: Placement | None) -> JobSummary:
         total_pods=job.total_pods,
         total_gpus=job.total_gpus,
         gpu_model=job.gpu_model,
-        clusters=[s.cluster.name for s in placement.shares] if placement else [],
+        clusters=[s.cluster.name for s in placement.shares]
+        if placement and placement.state is PlacementState.ACTIVE
+        else [],
         timestamps=JobTimestamps(
             submitted_at=job.submitted_at,
             placed_at=job.placed_at,

@@ -105,11 +105,13 @@ def demo(
         _follow(api, uids, time_scale=time_scale, timeout=timeout)
         _summary(api, uids, time_scale=time_scale)
         console.print(
-            f"\nThe REST API is at {url}/api/v1 (admin token in this run: {token}); the web "
-            f"console will be served at {url}/ once it lands."
+            f"\nThe web console is at {url}/ and the REST API at {url}/api/v1; the admin "
+            f"token of this run is {token}"
         )
         if keep_running:
             console.print("The server keeps running; Ctrl-C stops it.")
+        else:
+            console.print("(`vglobal demo --keep-running` leaves it up to look around.)")
             server.wait()
     except KeyboardInterrupt:
         pass

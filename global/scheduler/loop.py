@@ -46,6 +46,7 @@ class Scheduler:
         self.metrics = metrics or Metrics()
         self.leadership = Leadership(engine)
         self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
+        self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -93,21 +94,32 @@ class Scheduler:
             report = RoundReport(
                 result, decision.status, decision.gap, decision.solve_seconds, wall
             )
-            async with transaction(self.sessions) as session:
-                await record_round(
-                    session,
-                    generation=result.generation,
-                    wall_seconds=wall,
-                    solve_seconds=decision.solve_seconds,
-                    status=decision.status,
-                    gap=decision.gap,
-                    placed=len(result.placed),
-                    pending=result.pending,
-                    policy=self.settings.scheduling.policy,
-                    finished_at=utcnow(),
-                )
+            if self._worth_recording(len(result.placed), result.pending):
+                async with transaction(self.sessions) as session:
+                    await record_round(
+                        session,
+                        generation=result.generation,
+                        wall_seconds=wall,
+                        solve_seconds=decision.solve_seconds,
+                        status=decision.status,
+                        gap=decision.gap,
+                        placed=len(result.placed),
+                        pending=result.pending,
+                        policy=self.settings.scheduling.policy,
+                        finished_at=utcnow(),
+                    )
             return report
         return None
+
+    def _worth_recording(self, placed: int, pending: int) -> bool:
+        """Rounds that admit nothing and change nothing repeat every period while jobs wait:
+        keep one of them a minute, and every round that placed a job or moved the backlog."""
+        now = time.monotonic()
+        last = self._last_recorded
+        if placed or last is None or last[1] != pending or now - last[0] > 60:
+            self._last_recorded = (now, pending)
+            return True
+        return False
 
     async def supervise(self) -> list[Outcome]:
         """Withdraw or requeue gangs that did not start or lost a cluster (leader only)."""

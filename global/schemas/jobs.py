@@ -72,7 +72,10 @@ class JobDetail(JobSummary):
     gang: Gang
     split_policy: SplitPolicy
     communication: Communication | None
-    placement: PlacementOut | None
+    placement: PlacementOut | None = Field(
+        description="The active placement, else the most recent one (state Withdrawn or "
+        "Released: where the job ran or was to run); null if never placed."
+    )
     manifest: dict[str, Any]
 
 

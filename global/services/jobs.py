@@ -178,6 +178,17 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     return job
 
 
+async def latest_placement(session: AsyncSession, *, job_id: uuid.UUID) -> Placement | None:
+    """The job's active placement, else its most recent one (withdrawn or released)."""
+    rows = await session.execute(
+        select(Placement)
+        .where(Placement.job_id == job_id)
+        .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
+        .limit(1)
+    )
+    return rows.scalar_one_or_none()
+
+
 async def active_placements(
     session: AsyncSession, *, job_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Placement]:

@@ -1,5 +1,5 @@
 """The wheel the image installs carries what an installed server needs: the migrations, the
-generated gRPC stubs and the agent's data."""
+generated gRPC stubs, the console's static files and the agent's data."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def test_wheel_contains_migrations_stubs_and_data(tmp_path: Path) -> None:
         "volcano_global/migrations/versions/0001_initial_schema.py",
         "volcano_global/migrations/versions/0002_inventory_sequence.py",
         "volcano_global/migrations/versions/0003_dispatch_outbox.py",
+        "volcano_global/migrations/versions/0004_gang_supervision.py",
+        "volcano_global/migrations/versions/0005_scheduling_rounds.py",
+        "volcano_global/console/static/index.html",
+        "volcano_global/console/static/app.js",
+        "volcano_global/console/static/style.css",
         "volcano_global/rpc/v1/agent_pb2.py",
         "volcano_global/rpc/v1/agent_pb2.pyi",
         "volcano_global/solver/cpsat.py",

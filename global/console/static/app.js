@@ -1,0 +1,552 @@
+// Volcano Global admin console: a dependency-free single page over the REST API.
+// Views re-fetch their data every 2 seconds (live updates); forms are never redrawn by it.
+
+const REFRESH_MS = 2000;
+const TOKEN_KEY = "vglobal-token";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const TERMINAL = new Set(["Succeeded", "Failed", "Cancelled"]);
+const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled"];
+
+let timer = null;
+let generation = 0; // bumps on navigation so a late response never draws on the wrong page
+
+// ---------------------------------------------------------------- DOM helpers
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  setAttrs(el, attrs);
+  append(el, children);
+  return el;
+}
+
+function s(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  setAttrs(el, attrs);
+  append(el, children);
+  return el;
+}
+
+function setAttrs(el, attrs) {
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+}
+
+function append(el, children) {
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+const badge = (state) => h("span", { class: `badge ${state}`, "data-state": state }, state);
+const fmt = (n) => Number(n).toLocaleString("en-US");
+
+function ago(iso) {
+  if (!iso) return "-";
+  const seconds = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
+  if (seconds < 60) return `${Math.round(seconds)} s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
+  return new Date(iso).toLocaleString();
+}
+
+// ---------------------------------------------------------------- API
+class ApiError extends Error {
+  constructor(status, body) {
+    super(body && body.message ? body.message : `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+async function api(path, options = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = { Authorization: `Bearer ${token}`, ...(options.headers || {}) };
+  const response = await fetch(path, { ...options, headers });
+  const text = await response.text();
+  const body = text ? JSON.parse(text) : null;
+  if (response.status === 401) {
+    logout("Your token was refused; log in again.");
+    throw new ApiError(401, body);
+  }
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+// ---------------------------------------------------------------- charts (SVG)
+function capacityBar(capacity, width = 360) {
+  // One row per GPU model: used (accent) then free (green) on a track.
+  const rows = capacity.length ? capacity : [{ gpuModel: "no GPUs", total: 0, used: 0, free: 0 }];
+  const height = rows.length * 22;
+  const svg = s("svg", { width, height, role: "img", "aria-label": "GPU capacity" });
+  const barX = 70, barW = width - barX - 150;
+  rows.forEach((row, i) => {
+    const y = i * 22 + 4;
+    const used = row.total ? (row.used / row.total) * barW : 0;
+    svg.append(
+      s("text", { x: 0, y: y + 11 }, row.gpuModel),
+      s("rect", { class: "track", x: barX, y, width: barW, height: 14, rx: 3 }),
+      s("rect", { class: "used", x: barX, y, width: used, height: 14, rx: 3 }),
+      s("text", { x: barX + barW + 8, y: y + 11, class: "muted" },
+        `${fmt(row.free)} free / ${fmt(row.total)}`),
+    );
+  });
+  return svg;
+}
+
+function ratioBar(value, total, width = 160, cls = "used") {
+  const svg = s("svg", { width, height: 12 });
+  const w = total ? Math.min(1, value / total) * width : 0;
+  svg.append(
+    s("rect", { class: "track", x: 0, y: 0, width, height: 12, rx: 3 }),
+    s("rect", { class: cls, x: 0, y: 0, width: w, height: 12, rx: 3 }),
+  );
+  return svg;
+}
+
+function linkGraph(clusters, links) {
+  const size = 380, cx = size / 2, cy = size / 2 - 6, r = 130;
+  const svg = s("svg", { width: size, height: size, role: "img", "aria-label": "inter-cluster links",
+    "data-testid": "link-graph" });
+  const pos = {};
+  clusters.forEach((c, i) => {
+    const angle = (2 * Math.PI * i) / Math.max(clusters.length, 1) - Math.PI / 2;
+    pos[c.name] = [cx + r * Math.cos(angle), cy + r * Math.sin(angle)];
+  });
+  const maxCap = Math.max(1, ...links.map((l) => l.capacityGbps));
+  for (const link of links) {
+    const a = pos[link.clusterA], b = pos[link.clusterB];
+    if (!a || !b) continue;
+    const busy = link.reservedGbps > 0;
+    svg.append(s("line", { class: `edge${busy ? " busy" : ""}`, x1: a[0], y1: a[1], x2: b[0], y2: b[1],
+      "stroke-width": 2 + (6 * link.capacityGbps) / maxCap, "stroke-opacity": 0.75 }));
+    const mx = (a[0] + b[0]) / 2, my = (a[1] + b[1]) / 2;
+    svg.append(s("text", { x: mx, y: my - 4, "text-anchor": "middle" },
+      `${fmt(link.reservedGbps)} / ${fmt(link.capacityGbps)} Gbps`));
+  }
+  for (const c of clusters) {
+    const [x, y] = pos[c.name];
+    const node = s("g", {});
+    node.append(
+      s("circle", { class: "node", cx: x, cy: y, r: 24 }),
+      s("text", { x, y: y + 40, "text-anchor": "middle" }, c.name),
+    );
+    svg.append(node);
+  }
+  return svg;
+}
+
+function roundsChart(rounds) {
+  const width = 420, height = 130, pad = 24;
+  const svg = s("svg", { width, height, role: "img", "aria-label": "scheduling rounds" });
+  const items = [...rounds].reverse();
+  const maxWall = Math.max(0.001, ...items.map((r) => r.wallSeconds));
+  const bw = (width - pad) / Math.max(items.length, 1);
+  items.forEach((r, i) => {
+    const bh = ((height - pad) * r.wallSeconds) / maxWall;
+    const bar = s("rect", { class: r.placed ? "used" : "bar", x: pad + i * bw + 1, y: height - pad - bh,
+      width: Math.max(bw - 2, 1), height: bh });
+    bar.append(s("title", {}, `round ${r.generation}: ${(r.wallSeconds * 1000).toFixed(0)} ms, placed ${r.placed}`));
+    svg.append(bar);
+  });
+  svg.append(
+    s("text", { x: 0, y: 10, class: "muted" }, `${(maxWall * 1000).toFixed(0)} ms`),
+    s("text", { x: pad, y: height - 6, class: "muted" }, "older"),
+    s("text", { x: width, y: height - 6, class: "muted", "text-anchor": "end" }, "newest"),
+  );
+  return svg;
+}
+
+function placementChart(shares) {
+  // One bar per cluster, segmented by topology domain (pods per domain).
+  const width = 620, rowH = 34;
+  const svg = s("svg", { width, height: shares.length * rowH + 8, role: "img",
+    "aria-label": "placement", "data-testid": "placement-chart" });
+  const maxPods = Math.max(1, ...shares.map((x) => x.pods));
+  const barX = 130, barW = width - barX - 10;
+  shares.forEach((share, i) => {
+    const y = i * rowH + 4;
+    svg.append(s("text", { x: 0, y: y + 16 }, share.cluster));
+    let x = barX;
+    const domains = Object.entries(share.domains || {});
+    const parts = domains.length ? domains : [[share.cluster, share.pods]];
+    parts.forEach(([domain, pods], j) => {
+      const w = (barW * pods) / maxPods;
+      const rect = s("rect", { class: j % 2 ? "held" : "used", x, y, width: Math.max(w - 1, 1), height: 22, rx: 2 });
+      rect.append(s("title", {}, `${domain}: ${pods} pods`));
+      svg.append(rect);
+      if (w > 46) svg.append(s("text", { x: x + 4, y: y + 15 }, `${pods}`));
+      x += w;
+    });
+  });
+  return svg;
+}
+
+// ---------------------------------------------------------------- views
+const views = {
+  async overview(main, token) {
+    const [overview, clusters, links, rounds] = await Promise.all([
+      api("/api/v1/overview"),
+      api("/api/v1/clusters"),
+      api("/api/v1/links"),
+      api("/api/v1/scheduling/rounds?limit=20"),
+    ]);
+    if (token !== generation) return;
+    const j = overview.jobs;
+    const active = j.Placed + j.Dispatched;
+    const finished = j.Succeeded + j.Failed + j.Cancelled;
+    fill(main, 
+      h("h1", {}, "Overview"),
+      h("div", { class: "counters" },
+        counter("Pending", j.Pending, "counter-pending"),
+        counter("Placed / dispatched", active, "counter-placed"),
+        counter("Running", j.Running, "counter-running"),
+        counter("Finished", finished, "counter-finished"),
+        counter("Clusters ready", `${overview.clusters.Ready} / ${clusters.items.length}`, "counter-clusters"),
+      ),
+      h("div", { class: "grid" },
+        h("section", { class: "panel" }, h("h2", {}, "GPUs by model"), capacityBar(overview.gpus, 520),
+          h("div", { class: "legend" }, h("span", {}, h("i", { class: "used" }), "used"),
+            h("span", {}, h("i", { class: "track" }), "free"))),
+        h("section", { class: "panel" }, h("h2", {}, "Inter-cluster links (reserved / capacity)"),
+          linkGraph(clusters.items, links.items)),
+      ),
+      h("section", { class: "panel" }, h("h2", {}, "Clusters"), clusterTable(clusters.items)),
+      h("section", { class: "panel" }, h("h2", {}, "Last scheduling rounds"),
+        rounds.items.length ? roundsChart(rounds.items) : h("p", { class: "muted" }, "no round yet"),
+        roundsTable(rounds.items)),
+    );
+  },
+
+  async cluster(main, token, name) {
+    const [cluster, topology, events] = await Promise.all([
+      api(`/api/v1/clusters/${encodeURIComponent(name)}`),
+      api(`/api/v1/clusters/${encodeURIComponent(name)}/topology`),
+      api(`/api/v1/clusters/${encodeURIComponent(name)}/events`),
+    ]);
+    if (token !== generation) return;
+    const notReady = topology.domains.flatMap((d) => d.nodesNotReady.map((n) => [n, d.name]));
+    fill(main, 
+      h("h1", {}, `Cluster ${cluster.name} `, badge(cluster.state)),
+      h("p", { class: "muted" },
+        `${cluster.nodes.ready} of ${cluster.nodes.total} nodes ready · inventory generation ${cluster.inventoryGeneration}`
+        + ` · last heartbeat ${ago(cluster.lastHeartbeatAt)} · `
+        + Object.entries(cluster.labels).map(([k, v]) => `${k}=${v}`).join(", ")),
+      h("section", { class: "panel" }, h("h2", {}, "Capacity"), capacityBar(cluster.capacity, 560)),
+      h("section", { class: "panel", "data-testid": "topology" },
+        h("h2", {}, "Topology (HyperNode tiers) with free GPUs per domain"), topologyTree(topology.domains)),
+      h("section", { class: "panel" }, h("h2", {}, `Nodes not ready (${notReady.length})`),
+        notReady.length
+          ? h("table", {}, h("tr", {}, h("th", {}, "node"), h("th", {}, "domain")),
+            notReady.slice(0, 200).map(([n, d]) => h("tr", {}, h("td", {}, n), h("td", {}, d))))
+          : h("p", { class: "muted" }, "every node is ready")),
+      h("section", { class: "panel" }, h("h2", {}, "Recent events"), timeline(events.items.slice(0, 50))),
+    );
+  },
+
+  async jobs(main, token, _arg, query) {
+    let form = main.querySelector("form.filters");
+    if (!form || main.dataset.view !== "jobs") {
+      main.dataset.view = "jobs";
+      const [queues, clusters] = await Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")]);
+      if (token !== generation) return;
+      form = jobFilters(queues.items, clusters.items, query);
+      fill(main, h("h1", {}, "Jobs"), form, h("div", { id: "job-table", class: "panel" }));
+    }
+    const params = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) if (value) params.set(key, value);
+    const cursor = pager.cursors[pager.cursors.length - 1];
+    if (cursor) params.set("continue", cursor);
+    params.set("limit", "25");
+    const page = await api(`/api/v1/jobs?${params}`);
+    if (token !== generation) return;
+    const table = main.querySelector("#job-table");
+    table.replaceChildren(jobTable(page.items), h("div", { class: "pager" },
+      h("button", { disabled: pager.cursors.length <= 1, onclick: () => { pager.cursors.pop(); refresh(); } }, "Previous"),
+      h("span", { class: "muted" }, `page ${pager.cursors.length}`),
+      h("button", { "data-testid": "next-page", disabled: !page.metadata.continue,
+        onclick: () => { pager.cursors.push(page.metadata.continue); refresh(); } }, "Next")));
+  },
+
+  async job(main, token, uid) {
+    const [job, events] = await Promise.all([
+      api(`/api/v1/jobs/${uid}`),
+      api(`/api/v1/jobs/${uid}/events`),
+    ]);
+    if (token !== generation) return;
+    const placement = job.placement;
+    const cancel = h("button", { class: "danger", "data-testid": "cancel-job", disabled: TERMINAL.has(job.state),
+      onclick: async (event) => {
+        event.target.disabled = true;
+        try { await api(`/api/v1/jobs/${uid}/cancel`, { method: "POST" }); } catch (e) { alert(e.message); }
+        refresh();
+      } }, "Cancel job");
+    fill(main, 
+      h("div", { class: "title" }, h("h1", {}, `${job.namespace}/${job.name} `, badge(job.state)), cancel),
+      h("p", { class: "muted" },
+        `${job.kind} in queue ${job.queue} · priority ${job.priority} · ${job.totalPods} pods · `
+        + `${fmt(job.totalGpus)} ${job.gpuModel || ""} GPUs · split ${job.splitPolicy.mode}`
+        + (job.splitPolicy.mode === "auto" ? ` (unit ${job.splitPolicy.unitPods} pods, up to ${job.splitPolicy.maxClusters} clusters)` : "")
+        + (job.requeues ? ` · requeued ${job.requeues}×` : "")),
+      job.state === "Pending"
+        ? h("div", { class: "why", "data-testid": "why-pending" }, h("strong", {}, "Why it is pending: "),
+          plainReason(job.pendingReason))
+        : job.stateMessage ? h("p", {}, job.stateMessage) : null,
+      placement
+        ? h("section", { class: "panel", "data-testid": "placement" },
+          h("h2", {}, `Placement (round ${placement.generation}, ${placement.state})`),
+          placementChart(placement.shares),
+          h("p", { class: "legend" }, "one bar per cluster; each segment is a leaf HyperNode (hover for its pods)"),
+          h("table", {}, h("tr", {}, h("th", {}, "cluster"), h("th", { class: "num" }, "pods"),
+            h("th", { class: "num" }, "GPUs"), h("th", { class: "num" }, "ranks"), h("th", {}, "phase"),
+            h("th", {}, "domains (pods)")),
+          placement.shares.map((sh) => h("tr", { "data-testid": `share-${sh.cluster}` },
+            h("td", {}, h("a", { href: `#/clusters/${sh.cluster}` }, sh.cluster)),
+            h("td", { class: "num" }, sh.pods), h("td", { class: "num" }, sh.gpus),
+            h("td", { class: "num" }, `${sh.rankOffset}-${sh.rankOffset + sh.pods - 1}`),
+            h("td", {}, badge(sh.phase), sh.message ? h("span", { class: "muted" }, ` ${sh.message}`) : null),
+            h("td", { class: "muted" }, Object.entries(sh.domains).map(([d, p]) => `${d}: ${p}`).join(", "))))),
+          placement.linkReservations.length
+            ? h("p", {}, "Link bandwidth held: ", placement.linkReservations
+              .map((r) => `${fmt(r.gbps)} Gbps on ${r.clusterA} ↔ ${r.clusterB}`).join("; "))
+            : h("p", { class: "muted" }, "No inter-cluster bandwidth held (one cluster)."))
+        : null,
+      h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline(events.items)),
+    );
+  },
+
+  async queues(main, token) {
+    const queues = await api("/api/v1/queues");
+    if (token !== generation) return;
+    fill(main, h("h1", {}, "Queues"), h("section", { class: "panel" },
+      h("table", { "data-testid": "queues" },
+        h("tr", {}, h("th", {}, "queue"), h("th", { class: "num" }, "weight"), h("th", { class: "num" }, "priority"),
+          h("th", { class: "num" }, "GPU quota"), h("th", { class: "num" }, "GPUs held"),
+          h("th", { class: "num" }, "fair share"), h("th", {}, "held vs fair share"),
+          h("th", { class: "num" }, "pending jobs"), h("th", { class: "num" }, "pending GPUs")),
+        queues.items.map((q) => h("tr", {},
+          h("td", {}, h("a", { href: `#/jobs?queue=${q.name}` }, q.name)),
+          h("td", { class: "num" }, q.weight), h("td", { class: "num" }, q.priority),
+          h("td", { class: "num" }, q.gpuQuota === null ? "unlimited" : fmt(q.gpuQuota)),
+          h("td", { class: "num" }, fmt(q.usage.allocatedGpus)), h("td", { class: "num" }, fmt(q.fairShareGpus)),
+          h("td", {}, ratioBar(q.usage.allocatedGpus, Math.max(q.fairShareGpus, q.usage.allocatedGpus, 1))),
+          h("td", { class: "num" }, q.usage.pendingJobs), h("td", { class: "num" }, fmt(q.usage.pendingGpus))))),
+      h("p", { class: "muted" }, "Fair share: the ready clusters' GPUs divided by weight among queues that want GPUs, "
+        + "capped by what each wants and its quota (Volcano's proportion plugin).")));
+  },
+
+  submit(main) {
+    if (main.dataset.view === "submit") return; // a form is never redrawn
+    main.dataset.view = "submit";
+    const result = h("div", { "data-testid": "submit-result" });
+    const text = h("textarea", { name: "document", "data-testid": "yaml", spellcheck: "false",
+      placeholder: "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\n..." });
+    const form = h("form", { onsubmit: async (event) => {
+      event.preventDefault();
+      result.replaceChildren(h("p", { class: "muted" }, "submitting..."));
+      try {
+        const job = await api("/api/v1/jobs", { method: "POST", body: text.value,
+          headers: { "Content-Type": "application/yaml" } });
+        result.replaceChildren(h("p", { class: "ok" }, "Submitted ",
+          h("a", { href: `#/jobs/${job.uid}`, "data-testid": "submitted-link" }, `${job.namespace}/${job.name}`),
+          ` (${job.totalPods} pods, ${fmt(job.totalGpus)} GPUs).`));
+      } catch (error) {
+        const causes = (error.body && error.body.details && error.body.details.causes) || [];
+        result.replaceChildren(h("div", { class: "error", "data-testid": "submit-error" },
+          h("strong", {}, `Refused (${error.status}): `), error.message,
+          causes.length ? h("ul", { class: "causes" }, causes.map((c) => h("li", {}, h("code", {}, c.field), `: ${c.message}`))) : null));
+      }
+    } }, text, h("p", {}, h("button", { class: "primary", type: "submit" }, "Submit")));
+    fill(main, h("h1", {}, "Submit a job"),
+      h("p", { class: "muted" }, "A Volcano Job or HyperJob document as you would kubectl apply it; the same validation as the API."),
+      h("section", { class: "panel" }, form, result));
+  },
+};
+
+// ---------------------------------------------------------------- pieces
+function counter(label, value, testid) {
+  return h("div", { class: "counter", "data-testid": testid }, h("div", { class: "n" }, value), h("div", { class: "l" }, label));
+}
+
+function clusterTable(clusters) {
+  return h("table", { "data-testid": "clusters" },
+    h("tr", {}, h("th", {}, "cluster"), h("th", {}, "state"), h("th", { class: "num" }, "nodes ready"),
+      h("th", {}, "GPUs (used of total)"), h("th", {}, "heartbeat")),
+    clusters.map((c) => h("tr", { "data-testid": `cluster-${c.name}` },
+      h("td", {}, h("a", { href: `#/clusters/${c.name}` }, c.name)),
+      h("td", {}, badge(c.state)),
+      h("td", { class: "num" }, `${c.nodes.ready}/${c.nodes.total}`),
+      h("td", {}, capacityBar(c.capacity, 420)),
+      h("td", { class: "muted" }, ago(c.lastHeartbeatAt)))));
+}
+
+function roundsTable(rounds) {
+  return h("table", {},
+    h("tr", {}, h("th", {}, "round"), h("th", {}, "when"), h("th", { class: "num" }, "duration"),
+      h("th", { class: "num" }, "solver"), h("th", { class: "num" }, "admitted"), h("th", { class: "num" }, "pending"),
+      h("th", {}, "status"), h("th", { class: "num" }, "gap")),
+    rounds.slice(0, 10).map((r) => h("tr", {},
+      h("td", {}, r.generation), h("td", { class: "muted" }, ago(r.finishedAt)),
+      h("td", { class: "num" }, `${(r.wallSeconds * 1000).toFixed(0)} ms`),
+      h("td", { class: "num" }, `${(r.solveSeconds * 1000).toFixed(0)} ms`),
+      h("td", { class: "num" }, r.placed), h("td", { class: "num" }, r.pending),
+      h("td", {}, r.status), h("td", { class: "num" }, `${(r.gap * 100).toFixed(2)} %`))));
+}
+
+function topologyTree(domains) {
+  const children = new Map();
+  for (const d of domains) {
+    const key = d.parent || "";
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(d);
+  }
+  const names = new Set(domains.map((d) => d.name));
+  const roots = domains.filter((d) => !d.parent || !names.has(d.parent)).sort(byName);
+  const node = (d) => {
+    const total = d.capacity.reduce((a, c) => a + c.total, 0);
+    const free = d.capacity.reduce((a, c) => a + c.free, 0);
+    const kids = (children.get(d.name) || []).sort(byName);
+    return h("li", {},
+      h("div", { class: "row" }, h("span", { class: "name" }, d.name),
+        h("span", { class: "muted" }, `tier ${d.tier}${d.tierName ? ` (${d.tierName})` : ""}`),
+        ratioBar(free, total, 120, "free"), h("span", {}, `${fmt(free)} / ${fmt(total)} free`),
+        d.nodesNotReady.length ? h("span", { class: "error" }, `${d.nodesNotReady.length} not ready`) : null),
+      kids.length ? h("ul", { class: "tree" }, kids.map(node)) : null);
+  };
+  return roots.length ? h("ul", { class: "tree" }, roots.map(node)) : h("p", { class: "muted" }, "no topology reported");
+}
+
+const collator = new Intl.Collator("en", { numeric: true });
+const byName = (a, b) => collator.compare(a.name, b.name);
+
+function timeline(events) {
+  if (!events.length) return h("p", { class: "muted" }, "no events");
+  return h("ul", { class: "timeline", "data-testid": "timeline" }, events.map((e) =>
+    h("li", { class: e.type }, h("span", { class: "when" }, ago(e.lastSeenAt || e.createdAt)),
+      h("strong", {}, e.reason), e.count > 1 ? h("span", { class: "muted" }, ` ×${e.count}`) : null, " ", e.message)));
+}
+
+function plainReason(reason) {
+  if (!reason) return "waiting for the next scheduling round.";
+  return reason;
+}
+
+const pager = { key: "", cursors: [null] };
+
+function jobFilters(queues, clusters, query) {
+  const select = (name, label, options) => h("select", { name, "aria-label": label, onchange: resetPager },
+    h("option", { value: "" }, `any ${label}`),
+    options.map((o) => h("option", { value: o, selected: query.get(name) === o }, o)));
+  let typing = null;
+  return h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); resetPager(); } },
+    select("queue", "queue", queues.map((q) => q.name)),
+    select("state", "state", STATES),
+    select("cluster", "cluster", clusters.map((c) => c.name)),
+    h("input", { name: "text", type: "search", placeholder: "name or namespace", "aria-label": "text",
+      value: query.get("text") || "", oninput: () => { clearTimeout(typing); typing = setTimeout(resetPager, 300); } }));
+}
+
+function resetPager() {
+  pager.cursors = [null];
+  refresh();
+}
+
+function jobTable(jobs) {
+  if (!jobs.length) return h("p", { class: "muted" }, "no jobs match");
+  return h("table", { "data-testid": "jobs" },
+    h("tr", {}, h("th", {}, "job"), h("th", {}, "queue"), h("th", {}, "state"), h("th", { class: "num" }, "pods"),
+      h("th", { class: "num" }, "GPUs"), h("th", {}, "clusters"), h("th", {}, "submitted"), h("th", {}, "why pending")),
+    jobs.map((j) => h("tr", { "data-testid": `job-${j.name}` },
+      h("td", {}, h("a", { href: `#/jobs/${j.uid}` }, `${j.namespace}/${j.name}`)),
+      h("td", {}, j.queue), h("td", {}, badge(j.state)), h("td", { class: "num" }, j.totalPods),
+      h("td", { class: "num" }, `${fmt(j.totalGpus)} ${j.gpuModel || ""}`),
+      h("td", {}, j.clusters.join(", ") || "-"), h("td", { class: "muted" }, ago(j.timestamps.submittedAt)),
+      h("td", { class: "muted" }, j.pendingReason || ""))));
+}
+
+// ---------------------------------------------------------------- routing, login, refresh
+function route() {
+  const [path, queryString] = (location.hash.slice(1) || "/").split("?");
+  const query = new URLSearchParams(queryString || "");
+  const parts = path.split("/").filter(Boolean);
+  if (parts[0] === "clusters" && parts[1]) return ["cluster", decodeURIComponent(parts[1]), query];
+  if (parts[0] === "jobs" && parts[1]) return ["job", parts[1], query];
+  if (parts[0] === "jobs") return ["jobs", null, query];
+  if (parts[0] === "queues") return ["queues", null, query];
+  if (parts[0] === "submit") return ["submit", null, query];
+  return ["overview", null, query];
+}
+
+async function refresh() {
+  const main = document.getElementById("main");
+  const live = document.getElementById("live");
+  const [view, arg, query] = route();
+  const token = generation;
+  try {
+    await views[view](main, token, arg, query);
+    live.classList.remove("stale");
+    live.textContent = "live";
+  } catch (error) {
+    if (error.status === 401) return;
+    live.classList.add("stale");
+    live.textContent = `offline: ${error.message}`;
+    if (token === generation && !main.childElementCount) fill(main, h("p", { class: "error" }, error.message));
+  }
+}
+
+function navigate() {
+  generation += 1;
+  const main = document.getElementById("main");
+  fill(main, );
+  delete main.dataset.view;
+  pager.cursors = [null];
+  const [view] = route();
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.nav === view || (view === "job" && a.dataset.nav === "jobs"));
+  }
+  clearInterval(timer);
+  refresh();
+  timer = setInterval(refresh, REFRESH_MS);
+}
+
+function logout(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  clearInterval(timer);
+  showLogin(message);
+}
+
+function showLogin(message = "") {
+  document.getElementById("nav").hidden = true;
+  const input = h("input", { type: "password", name: "token", "data-testid": "token", autocomplete: "off",
+    placeholder: "vg_..." });
+  const error = h("p", { class: "error", "data-testid": "login-error" }, message);
+  const form = h("form", { class: "panel login", onsubmit: async (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    try {
+      await api("/api/v1/overview");
+      start();
+    } catch (e) {
+      if (e.status !== 401) error.textContent = e.message;
+    }
+  } }, h("h1", {}, "Log in"), h("p", { class: "muted" }, "An admin token of this Global (VGLOBAL_ADMIN_TOKEN, or the one printed at first start)."),
+  input, h("button", { class: "primary", type: "submit" }, "Log in"), error);
+  fill(document.getElementById("main"), form);
+  input.focus();
+}
+
+function start() {
+  document.getElementById("nav").hidden = false;
+  navigate();
+}
+
+window.addEventListener("hashchange", () => { if (sessionStorage.getItem(TOKEN_KEY)) navigate(); });
+document.getElementById("logout").addEventListener("click", () => logout(""));
+if (sessionStorage.getItem(TOKEN_KEY)) start(); else showLogin();

@@ -1,0 +1,228 @@
+"""The admin console in a real browser (Debian's Chromium, headless, driven by Playwright)
+against a real `vglobal server` process with two simulated clusters streaming over gRPC.
+Screenshots of every page go to `artifacts/console/` (not committed)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import eventually, job_document
+from tests.server_process import ServerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("VGLOBAL_ARTIFACTS", REPO / "artifacts")) / "console"
+CHROMIUM = os.environ.get("VGLOBAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SPEC = ClusterSpec.model_validate(
+    {
+        "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
+        "topology": {"tiers": [{"name": "tor", "size": 4}, {"name": "spine", "size": 2}]},
+    }
+)
+VALID = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: from-the-console, namespace: ml}
+spec:
+  runningEstimate: 10h
+  tasks:
+    - name: worker
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: c
+              image: trainer:1
+              resources: {limits: {nvidia.com/gpu: "8"}}
+"""
+INVALID = VALID.replace("runningEstimate: 10h", "runningEstimate: 10h\n  minAvaliable: 1")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/console.db", tmp_path, scheduling=True)
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+async def federation(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    """Two simulated clusters streaming to the server, linked at 400 Gbps."""
+    api = httpx.AsyncClient(
+        base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+    )
+    stop = asyncio.Event()
+    tasks = []
+    for name in ("east", "west"):
+        token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
+        cluster = SimulatedCluster.from_spec(name, SPEC)
+        client = AgentClient(
+            cluster=name,
+            target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            token=token,
+            source=cluster,
+            coalesce_s=0.05,
+        )
+        tasks.append(asyncio.create_task(client.run(stop=stop)))
+    await api.post(
+        "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
+    )
+    try:
+        yield api
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        await api.aclose()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: run scripts/ensure-chromium.sh"
+    return CHROMIUM
+
+
+@pytest.fixture
+async def browser(chromium: str) -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        instance = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield instance
+        await instance.close()
+
+
+async def open_page(browser: Browser, scheme: str) -> tuple[Page, list[str]]:
+    """A page in light or dark mode, and the list its script errors and 5xx answers land in
+    (4xx answers are expected: the test sends a wrong token and an invalid document)."""
+    page = await browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.on(
+        "response",
+        lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 500 else None,
+    )
+    return page, problems
+
+
+async def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def state_of(api: httpx.AsyncClient, uid: str) -> str:
+    return str((await api.get(f"/api/v1/jobs/{uid}")).json()["state"])
+
+
+async def test_console_in_a_real_browser(
+    server: ServerProcess, federation: httpx.AsyncClient, browser: Browser
+) -> None:
+    api = federation
+    split = job_document("train", replicas=12, runningEstimate="10h")  # 96 GPUs > one cluster
+    split["metadata"]["annotations"] = {
+        "global.volcano.sh/split": "auto",
+        "global.volcano.sh/unit-pods": "4",
+        "global.volcano.sh/crossing-gbps": "50",
+    }
+    split_uid = (await api.post("/api/v1/jobs", json=split)).json()["uid"]
+    small_uid = (
+        await api.post(
+            "/api/v1/jobs", json=job_document("small", replicas=1, runningEstimate="10h")
+        )
+    ).json()["uid"]
+
+    async def running() -> bool:
+        return {await state_of(api, split_uid), await state_of(api, small_uid)} == {"Running"}
+
+    await eventually(running, within=30)
+
+    for scheme in ("dark", "light"):  # dark: the overview only
+        page, errors = await open_page(browser, scheme)
+        await page.goto(server.url + "/")
+
+        # Log in: a wrong token is refused with a message, the admin token gets in.
+        await page.fill("[data-testid=token]", "vg_wrong")
+        await page.click("button[type=submit]")
+        await expect(page.get_by_test_id("login-error")).to_contain_text("refused")
+        await page.fill("[data-testid=token]", ADMIN_TOKEN)
+        await page.click("button[type=submit]")
+
+        # Overview: both clusters Ready, the link with the split job's reservation.
+        await expect(page.get_by_test_id("cluster-east")).to_contain_text("Ready")
+        await expect(page.get_by_test_id("cluster-west")).to_contain_text("Ready")
+        await expect(page.get_by_test_id("link-graph")).to_contain_text("50 / 400 Gbps")
+        await expect(page.get_by_test_id("counter-running")).to_contain_text("2")
+        await shot(page, f"overview-{scheme}")
+        if scheme == "dark":
+            assert errors == []
+            await page.close()
+            continue
+
+        # The split job's placement across the two clusters.
+        await page.click("nav >> text=Jobs")
+        await expect(page.get_by_test_id("job-train")).to_contain_text("east, west")
+        await shot(page, "jobs")
+        await page.fill("input[name=text]", "smal")  # the text filter, applied as one types
+        await expect(page.get_by_test_id("job-train")).to_have_count(0)
+        await expect(page.get_by_test_id("job-small")).to_be_visible()
+        await page.select_option("select[name=state]", "Pending")
+        await expect(page.get_by_test_id("job-small")).to_have_count(0)
+        await page.fill("input[name=text]", "")
+        await page.select_option("select[name=state]", "")
+        await page.click("text=ml/train")
+        await expect(page.get_by_test_id("share-east")).to_contain_text("Running")
+        await expect(page.get_by_test_id("share-west")).to_contain_text("Running")
+        await expect(page.get_by_test_id("placement")).to_contain_text("50 Gbps on east")
+        await shot(page, "job-split")
+
+        # A cluster page: the topology tree with free GPUs per domain.
+        await page.click("[data-testid=share-east] >> text=east")
+        await expect(page.get_by_test_id("topology")).to_contain_text("east-spine0000")
+        await shot(page, "cluster")
+
+        await page.click("nav >> text=Queues")
+        await expect(page.get_by_test_id("queues")).to_contain_text("default")
+        await shot(page, "queues")
+
+        # Submit: an invalid document is refused naming the field, a valid one is accepted.
+        await page.click("nav >> text=Submit")
+        await page.fill("[data-testid=yaml]", INVALID)
+        await page.click("button[type=submit]")
+        await expect(page.get_by_test_id("submit-error")).to_contain_text("spec.minAvaliable")
+        await shot(page, "submit-invalid")
+        await page.fill("[data-testid=yaml]", VALID)
+        await page.click("button[type=submit]")
+        await expect(page.get_by_test_id("submitted-link")).to_contain_text("ml/from-the-console")
+        await shot(page, "submit-valid")
+
+        # Cancel a running job and watch the state change without reloading.
+        await page.goto(f"{server.url}/#/jobs/{small_uid}")
+        await expect(page.locator("h1 .badge")).to_have_text("Running")
+        await page.click("[data-testid=cancel-job]")
+        await expect(page.locator("h1 .badge")).to_have_text("Cancelled")
+        assert await state_of(api, small_uid) == "Cancelled"
+        # ...and a change made elsewhere (the API) shows up live too.
+        await page.goto(f"{server.url}/#/jobs/{split_uid}")
+        await expect(page.locator("h1 .badge")).to_have_text("Running")
+        await api.post(f"/api/v1/jobs/{split_uid}/cancel")
+        await expect(page.locator("h1 .badge")).to_have_text("Cancelled", timeout=10_000)
+        await expect(page.get_by_test_id("placement")).to_contain_text("Released")  # where it ran
+        await shot(page, "job-cancelled")
+        assert errors == []
+        await page.close()
