@@ -110,9 +110,9 @@ def demo(
         )
         if keep_running:
             console.print("The server keeps running; Ctrl-C stops it.")
+            server.wait()
         else:
             console.print("(`vglobal demo --keep-running` leaves it up to look around.)")
-            server.wait()
     except KeyboardInterrupt:
         pass
     finally:
