@@ -17,13 +17,16 @@ from volcano_global.schemas.jobs import (
     EventOut,
     JobDetail,
     JobList,
+    JobPreview,
     JobSummary,
     JobTimestamps,
     LinkReservationOut,
     PlacementOut,
+    PreviewShare,
     ShareOut,
 )
-from volcano_global.services import events, jobs
+from volcano_global.services import events, jobs, preview
+from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
@@ -61,33 +64,93 @@ async def submit_job(
     request: Request, session: Session, settings: AppSettings, caller: Admin
 ) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    if media in YAML_TYPES:
-        fmt = "yaml"
-    elif media in ("application/json", "") or media.endswith("+json"):
-        fmt = "json"
-    else:
-        raise UnsupportedMediaType(
-            f"Content-Type {media!r}: send application/yaml or application/json"
-        )
     job = await jobs.submit_job(
         session,
         body=await request.body(),
-        fmt=fmt,
-        options=ParseOptions(
-            priority_classes=settings.scheduling.priority_classes,
-            default_max_clusters=settings.scheduling.max_clusters,
-            max_total_pods=settings.limits.max_total_pods,
-        ),
-        limits=jobs.SubmitLimits(
-            max_nodes=settings.limits.max_document_nodes,
-            max_depth=settings.limits.max_document_depth,
-        ),
+        fmt=_format(request),
+        options=_parse_options(settings),
+        limits=_limits(settings),
         default_queue=settings.scheduling.default_queue,
         submitted_by=caller.name,
     )
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
+
+
+@router.post(
+    "/preview",
+    operation_id="previewJob",
+    responses=error_responses(401, 403, 413, 415, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/yaml": {"schema": _DOCUMENT_SCHEMA},
+                "application/json": {"schema": _DOCUMENT_SCHEMA},
+            },
+        }
+    },
+)
+async def preview_job(
+    request: Request, session: Session, settings: AppSettings, _: Admin
+) -> JobPreview:
+    """Check a document as submit does and show where it would run if it were first in line
+    now (current free GPUs, link reservations and quotas; other pending jobs ignored). Nothing
+    is stored."""
+    result = await preview.preview_job(
+        session,
+        body=await request.body(),
+        fmt=_format(request),
+        options=_parse_options(settings),
+        limits=_limits(settings),
+        default_queue=settings.scheduling.default_queue,
+        time_limit_s=settings.scheduling.round_time_limit_s,
+    )
+    job, decision = result.job, result.decision
+    return JobPreview(
+        name=job.name,
+        namespace=job.namespace,
+        queue=result.queue,
+        total_pods=job.gang.total_pods,
+        total_gpus=job.gang.total_gpus,
+        gpu_model=job.gang.gpu_model,
+        split_policy=job.split_policy,
+        communication=job.communication,
+        admitted=decision.admitted,
+        shares=[
+            PreviewShare(cluster=s.cluster, pods=s.pods, gpus=s.gpus, domains=dict(s.domains))
+            for s in decision.shares
+        ],
+        link_reservations=[
+            LinkReservationOut(cluster_a=r.a, cluster_b=r.b, gbps=r.gbps)
+            for r in decision.reservations
+        ],
+        reason=decision.reason,
+    )
+
+
+def _format(request: Request) -> str:
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media in YAML_TYPES:
+        return "yaml"
+    if media in ("application/json", "") or media.endswith("+json"):
+        return "json"
+    raise UnsupportedMediaType(f"Content-Type {media!r}: send application/yaml or application/json")
+
+
+def _parse_options(settings: Settings) -> ParseOptions:
+    return ParseOptions(
+        priority_classes=settings.scheduling.priority_classes,
+        default_max_clusters=settings.scheduling.max_clusters,
+        max_total_pods=settings.limits.max_total_pods,
+    )
+
+
+def _limits(settings: Settings) -> jobs.SubmitLimits:
+    return jobs.SubmitLimits(
+        max_nodes=settings.limits.max_document_nodes,
+        max_depth=settings.limits.max_document_depth,
+    )
 
 
 @router.get("", operation_id="listJobs", responses=error_responses(401, 403, 422))

@@ -15,6 +15,10 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
+from volcano_global.jobspec.extensions import COMMUNICATION
+
 VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
 RENDEZVOUS_PORT = 29500
 LABEL_PREFIX = "global.volcano.sh/"
@@ -75,12 +79,38 @@ def rendezvous_env(layout: ShareLayout) -> dict[str, str]:
     }
 
 
+def parallelism_env(manifest: dict[str, Any]) -> str:
+    """`tp=8,pp=4,cp=1,dp=16` from the job's communication declaration ("" without one)."""
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(COMMUNICATION)
+    if not isinstance(text, str):
+        return ""
+    try:
+        plan = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return ""
+    if not isinstance(plan, dict):
+        return ""
+    keys = (
+        ("tp", "tensorParallel"),
+        ("pp", "pipelineParallel"),
+        ("cp", "contextParallel"),
+        ("dp", "dataParallel"),
+    )
+    return ",".join(
+        f"{short}={int(plan[key])}" for short, key in keys if isinstance(plan.get(key), int)
+    )
+
+
 def member_jobs(manifest: dict[str, Any], layout: ShareLayout) -> list[dict[str, Any]]:
     """The Volcano Job documents of one share (one per Job; one per HyperJob child that has
     pods in the share)."""
     member = layout.member or member_job_name(layout.job_name, layout.placement_id)
     first, last = layout.rank_offset, layout.rank_offset + layout.pods
     env = [{"name": k, "value": v} for k, v in rendezvous_env(layout).items()]
+    parallelism = parallelism_env(manifest)
+    if parallelism:
+        env.append({"name": "VGLOBAL_PARALLELISM", "value": parallelism})
     documents = []
     rank = 0
     for name, spec in _volcano_jobs(manifest, member):

@@ -95,3 +95,27 @@ class EventOut(ApiModel):
 
 class EventList(ApiModel):
     items: list[EventOut]
+
+
+class PreviewShare(ApiModel):
+    cluster: str
+    pods: int
+    gpus: int
+    domains: dict[str, int]
+
+
+class JobPreview(ApiModel):
+    """Where the job would run if it were first in line now (nothing is stored)."""
+
+    name: str
+    namespace: str
+    queue: str
+    total_pods: int
+    total_gpus: int
+    gpu_model: str | None
+    split_policy: SplitPolicy
+    communication: Communication | None
+    admitted: bool = Field(description="It would start now, ahead of every pending job.")
+    shares: list[PreviewShare]
+    link_reservations: list[LinkReservationOut]
+    reason: str | None = Field(description="Why it could not start now, in numbers.")

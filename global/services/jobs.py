@@ -8,6 +8,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,7 +25,7 @@ from volcano_global.db.models import (
     Queue,
 )
 from volcano_global.errors import Conflict, Invalid, NotFound
-from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.outbox import enqueue_cancellations
@@ -49,6 +50,26 @@ class JobFilter:
     text: str | None = None  # in the name or namespace
 
 
+async def parse_submission(
+    session: AsyncSession,
+    *,
+    body: bytes,
+    fmt: str,
+    options: ParseOptions,
+    limits: SubmitLimits,
+    default_queue: str,
+) -> tuple[dict[str, Any], NormalizedJob, Queue]:
+    """The document, its normalized gang and its queue; every bad field refused (Invalid)."""
+    document = load_document(body, fmt=fmt, max_nodes=limits.max_nodes, max_depth=limits.max_depth)
+    job = normalize_job(document, options)
+    queue_name = job.queue or default_queue
+    queue = await find_queue(session, name=queue_name)
+    if queue is None:
+        field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
+        raise Invalid.one(field, f"queue {queue_name!r} does not exist")
+    return document, job, queue
+
+
 async def submit_job(
     session: AsyncSession,
     *,
@@ -59,13 +80,9 @@ async def submit_job(
     default_queue: str,
     submitted_by: str,
 ) -> Job:
-    document = load_document(body, fmt=fmt, max_nodes=limits.max_nodes, max_depth=limits.max_depth)
-    job = normalize_job(document, options)
-    queue_name = job.queue or default_queue
-    queue = await find_queue(session, name=queue_name)
-    if queue is None:
-        field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
-        raise Invalid.one(field, f"queue {queue_name!r} does not exist")
+    document, job, queue = await parse_submission(
+        session, body=body, fmt=fmt, options=options, limits=limits, default_queue=default_queue
+    )
     taken = await session.execute(
         select(Job.id).where(
             Job.namespace == job.namespace,

@@ -26,6 +26,7 @@ EXPECTED = {
     "getJob",
     "cancelJob",
     "listJobEvents",
+    "previewJob",
     "getOverview",
     "listSchedulingRounds",
     "healthz",

@@ -1,0 +1,62 @@
+"""POST /api/v1/jobs/preview: checked like a submission, placed by the solver on the current
+capacity as if first in line, nothing stored."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.factories import create_cluster, inventory, job_document, to_yaml
+
+
+async def two_clusters(api: httpx.AsyncClient) -> None:
+    for name in ("east", "west"):
+        await create_cluster(api, name)
+        response = await api.put(f"/api/v1/clusters/{name}/inventory", json=inventory(name))
+        assert response.status_code == 200  # 64 H100 each
+    await api.post(
+        "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 100}
+    )
+
+
+def split(gbps: str) -> dict:
+    doc = job_document("big", replicas=12)  # 96 GPUs: more than one cluster
+    doc["metadata"]["annotations"] = {
+        "global.volcano.sh/split": "auto",
+        "global.volcano.sh/unit-pods": "4",
+        "global.volcano.sh/crossing-gbps": gbps,
+    }
+    return doc
+
+
+async def test_preview_places_without_storing(api: httpx.AsyncClient) -> None:
+    await two_clusters(api)
+    whole = (await api.post("/api/v1/jobs/preview", json=job_document("small", replicas=2))).json()
+    assert whole["admitted"] and len(whole["shares"]) == 1 and whole["shares"][0]["gpus"] == 16
+
+    response = await api.post(
+        "/api/v1/jobs/preview",
+        content=to_yaml(split("50")),
+        headers={"Content-Type": "application/yaml"},
+    )
+    preview = response.json()
+    assert response.status_code == 200 and preview["admitted"]
+    assert sorted(s["cluster"] for s in preview["shares"]) == ["east", "west"]
+    assert sum(s["pods"] for s in preview["shares"]) == 12
+    assert preview["linkReservations"] == [{"clusterA": "east", "clusterB": "west", "gbps": 50.0}]
+
+    too_thin = (await api.post("/api/v1/jobs/preview", json=split("150"))).json()
+    assert not too_thin["admitted"] and too_thin["shares"] == []
+    assert "100 Gbps" in too_thin["reason"] and "150" in too_thin["reason"]
+
+    assert (await api.get("/api/v1/jobs")).json()["items"] == []  # nothing stored
+    assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
+
+
+async def test_preview_refuses_what_submit_refuses(api: httpx.AsyncClient) -> None:
+    doc = job_document("bad", replicas=2)
+    doc["spec"]["minAvaliable"] = 1
+    response = await api.post("/api/v1/jobs/preview", json=doc)
+    assert response.status_code == 422
+    assert response.json()["details"]["causes"][0]["field"] == "spec.minAvaliable"
+    missing = await api.post("/api/v1/jobs/preview", json=job_document("q", queue="nope"))
+    assert missing.status_code == 422 and "queue 'nope' does not exist" in missing.text
