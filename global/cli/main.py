@@ -10,6 +10,7 @@ import typer
 
 from core_agent.cli import agent as agent_command
 from volcano_global.cli import demo as demo_command
+from volcano_global.cli import plan as plan_command
 from volcano_global.cli import resources
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import Options
@@ -57,6 +58,7 @@ def server(
 
 app.command()(demo_command.demo)
 app.command()(agent_command)
+app.command()(plan_command.plan)
 for command in resources.COMMANDS:
     app.command()(command)
 app.add_typer(resources.clusters_app, name="clusters")

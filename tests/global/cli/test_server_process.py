@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import example, inventory, job_document, to_yaml
@@ -164,3 +165,36 @@ def test_cli_reads_a_config_file(server: ServerProcess, tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0 and "default" in result.stdout
+
+
+def test_plan_prints_the_document_and_checks_it_with_the_server(server: ServerProcess) -> None:
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    token = api.post("/api/v1/clusters", json={"name": "gpu-east"}).json()["agentToken"]
+    api.put(
+        "/api/v1/clusters/gpu-east/inventory",
+        json=inventory("gpu-east"),
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    result = server.cli(
+        "plan",
+        "llama",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--dp",
+        "2",
+        "--params",
+        "7e9",
+        "--step-time",
+        "2",
+        "--check",
+    )
+    assert result.returncode == 0, result.stderr
+    document = yaml.safe_load(result.stdout)  # stdout is the document alone
+    assert document["spec"]["tasks"][0]["replicas"] == 4
+    assert "2 pods" in result.stderr and "560.0 Gbps" in result.stderr  # 8 x 7e9 x 2 / 0.2 s
+    assert "It could start now: 4 pods in gpu-east" in result.stderr
+    assert api.get("/api/v1/jobs").json()["items"] == []  # a check stores nothing
+    bad = server.cli("plan", "x", "--tp", "16", "--dp", "2")
+    assert bad.returncode == 1 and "tensorParallel (16) must divide gpusPerPod (8)" in bad.stderr

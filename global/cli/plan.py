@@ -1,0 +1,130 @@
+"""`vglobal plan`: a parallelism plan in, the Volcano Job and its derived facts out; with
+`--check`, where the Global would place it now."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from volcano_global.cli.client import CliError
+from volcano_global.cli.context import client
+from volcano_global.sdk import ParallelPlan, job_document
+
+# The derived facts and the check go to stderr, so stdout is the document alone.
+notes = Console(stderr=True)
+
+OPTIMIZERS = ["none", "zero1", "zero2", "zero3", "fsdp"]
+
+
+def plan(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Job name")],
+    data_parallel: Annotated[int, typer.Option("--dp", help="Data-parallel replicas")],
+    tensor_parallel: Annotated[int, typer.Option("--tp", help="Tensor parallel (in a node)")] = 1,
+    pipeline_parallel: Annotated[int, typer.Option("--pp", help="Pipeline stages")] = 1,
+    context_parallel: Annotated[int, typer.Option("--cp", help="Context parallel")] = 1,
+    expert_parallel: Annotated[int, typer.Option("--ep", help="Expert parallel")] = 1,
+    gpus_per_pod: Annotated[int, typer.Option(help="GPUs per pod (node)")] = 8,
+    params: Annotated[float | None, typer.Option(help="Model parameters, e.g. 70e9")] = None,
+    gradient_bytes: Annotated[float, typer.Option(help="Bytes per gradient value (bf16: 2)")] = 2.0,
+    optimizer: Annotated[str, typer.Option(help=f"Optimizer sharding: {', '.join(OPTIMIZERS)}")] = (
+        "none"
+    ),
+    step_time: Annotated[float | None, typer.Option(help="Target step time (s)")] = None,
+    comm_share: Annotated[
+        float, typer.Option(help="Share of the step the cross-cluster exchange may take")
+    ] = 0.1,
+    replica_in_tier1: Annotated[
+        bool, typer.Option(help="Keep each DP replica inside one tier-1 HyperNode")
+    ] = False,
+    image: Annotated[str, typer.Option(help="Training image")] = "nvcr.io/nvidia/nemo:25.02",
+    namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
+    queue: Annotated[str | None, typer.Option(help="Queue")] = None,
+    gpu_model: Annotated[str | None, typer.Option(help="GPU model (nodeSelector)")] = None,
+    max_clusters: Annotated[int | None, typer.Option(help="Most clusters a split may span")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the document here")] = None,
+    check: Annotated[
+        bool, typer.Option(help="Ask the Global where it would run now (POST /api/v1/jobs/preview)")
+    ] = False,
+) -> None:
+    """Build the Volcano Job for a parallelism plan and show what the scheduler derives from
+    it: the unit that stays in one cluster and the bandwidth a cluster crossing needs."""
+    if optimizer not in OPTIMIZERS:
+        raise typer.BadParameter(f"one of {', '.join(OPTIMIZERS)}", param_hint="--optimizer")
+    try:
+        parallel = ParallelPlan(
+            tensor_parallel=tensor_parallel,
+            pipeline_parallel=pipeline_parallel,
+            data_parallel=data_parallel,
+            context_parallel=context_parallel,
+            expert_parallel=expert_parallel,
+            gpus_per_pod=gpus_per_pod,
+            model_parameters=params,
+            gradient_bytes_per_parameter=gradient_bytes,
+            optimizer_sharding=optimizer,  # type: ignore[arg-type]
+            target_step_time_seconds=step_time,
+            tolerated_communication_share=comm_share,
+            replica_in_tier1=replica_in_tier1,
+        )
+    except ValidationError as exc:
+        messages = (e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise CliError("; ".join(messages)) from None
+    document = job_document(
+        parallel,
+        name=name,
+        image=image,
+        namespace=namespace,
+        queue=queue,
+        gpu_model=gpu_model,
+        max_clusters=max_clusters,
+    )
+    text = yaml.safe_dump(document, sort_keys=False)
+    if out is not None:
+        out.write_text(text)
+    else:
+        sys.stdout.write(text)  # the document alone on stdout: `vglobal plan ... > job.yaml`
+    facts = parallel.facts(max_clusters=max_clusters or 4)
+    table = Table("derived", "value", title="what the scheduler derives", title_justify="left")
+    table.add_row("world", f"{facts.world_gpus} GPUs = {facts.world_pods} pods")
+    table.add_row(
+        "unit (one DP replica, stays in one cluster)",
+        f"{facts.unit_gpus} GPUs = {facts.unit_pods} pods",
+    )
+    if facts.gradient_bytes:
+        table.add_row("gradient per step", f"{facts.gradient_bytes / 1e9:,.1f} GB")
+    if facts.communication_budget_s:
+        table.add_row("time for the exchange (tau)", f"{facts.communication_budget_s:g} s")
+    table.add_row(
+        "all-reduce rate V/tau",
+        f"{facts.allreduce_gbps:,.1f} Gbps" if facts.allreduce_gbps else "not declared (free)",
+    )
+    for k, gbps in facts.crossing_gbps.items():
+        table.add_row(f"split over {k} clusters", f"{gbps:,.1f} Gbps per pair of clusters")
+    notes.print(table)
+    if check:
+        _check(ctx, text)
+
+
+def _check(ctx: typer.Context, document: str) -> None:
+    preview = client(ctx).request(
+        "POST",
+        "/api/v1/jobs/preview",
+        content=document.encode(),
+        headers={"Content-Type": "application/yaml"},
+    )
+    if preview["admitted"]:
+        parts = [f"{s['pods']} pods in {s['cluster']}" for s in preview["shares"]]
+        parts += [
+            f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
+            for r in preview["linkReservations"]
+        ]
+        notes.print("It could start now: " + "; ".join(parts))
+    else:
+        notes.print(f"It could not start now: {preview['reason']}")
