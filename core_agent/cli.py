@@ -60,6 +60,14 @@ def agent(
     kube_host: Annotated[
         str | None, typer.Option(help="Kubernetes: API server URL without credentials (emulators)")
     ] = None,
+    global_api: Annotated[
+        str,
+        typer.Option(
+            envvar="VGLOBAL_API",
+            help="Kubernetes: the Global's REST URL as the training pods reach it (for their "
+            "measurement reports) [env: VGLOBAL_API]",
+        ),
+    ] = "",
     tier_label: Annotated[
         list[str] | None,
         typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
@@ -81,7 +89,7 @@ def agent(
                 kubeconfig=str(kubeconfig) if kubeconfig else None, host=kube_host
             )
             inventory_source: InventorySource = KubernetesSource(
-                KubeApi(api), tier_labels=tier_label or []
+                KubeApi(api), tier_labels=tier_label or [], global_api=global_api
             )
         else:
             inventory_source = _simulated(cluster, spec, lingjun_block, gpu_model, time_scale)

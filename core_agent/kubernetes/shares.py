@@ -37,8 +37,9 @@ Report = Callable[[pb.JobStatusReport], None]
 
 
 class MemberJobs:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, *, global_api: str = "") -> None:
         self.api = api
+        self.global_api = global_api  # the Global's REST address as pods reach it
         self.store: Store = {}  # the labelled Volcano Jobs, kept by the source's watch
         self.report: Report | None = None
         self.reported: dict[str, str] = {}  # placement -> last phase reported
@@ -88,6 +89,8 @@ class MemberJobs:
                 cluster_count=a.cluster_count,
                 rendezvous_address=a.rendezvous_address,
                 member=a.member_job_name,
+                job_token=a.job_token,
+                api_url=self.global_api,
             )
             try:
                 documents = member_jobs(json.loads(a.manifest_json), layout)

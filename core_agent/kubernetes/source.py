@@ -37,6 +37,7 @@ class KubernetesSource:
         tier_labels: list[str] | None = None,
         page_size: int = 500,
         watch_timeout_s: int = 300,
+        global_api: str = "",
     ) -> None:
         self.api = api
         self.tier_labels = tier_labels or []
@@ -46,7 +47,7 @@ class KubernetesSource:
         self.pods: Store = {}
         self.hypernodes: Store = {}
         self.changed = asyncio.Event()
-        self.shares = MemberJobs(api)
+        self.shares = MemberJobs(api, global_api=global_api)
         self._synced = {
             kind.name: asyncio.Event() for kind in (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
         }

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from volcano_global.api.deps import Admin, AppSettings, Session
+from volcano_global.api.deps import Admin, AppSettings, Caller, Session
 from volcano_global.db.models import Job, JobState, Placement, PlacementState
 from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
@@ -21,11 +21,13 @@ from volcano_global.schemas.jobs import (
     JobSummary,
     JobTimestamps,
     LinkReservationOut,
+    MeasurementIn,
+    Measurements,
     PlacementOut,
     PreviewShare,
     ShareOut,
 )
-from volcano_global.services import events, jobs, preview
+from volcano_global.services import events, jobs, measurements, preview
 from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -246,6 +248,7 @@ def present_job(job: Job, placement: Placement | None) -> JobDetail:
         communication=Communication.model_validate(job.communication)
         if job.communication
         else None,
+        measurements=Measurements.model_validate(job.measurements) if job.measurements else None,
         placement=_placement(placement) if placement else None,
         manifest=job.manifest,
     )
@@ -277,3 +280,21 @@ def _placement(placement: Placement) -> PlacementOut:
             for r in placement.link_reservations
         ],
     )
+
+
+@router.post(
+    "/{uid}/measurements",
+    operation_id="reportJobMeasurements",
+    responses=error_responses(401, 403, 404, 409, 422),
+)
+async def report_measurements(
+    uid: uuid.UUID, body: MeasurementIn, session: Session, caller: Caller
+) -> Measurements:
+    """A training process reports its step time and the bytes its gradient all-reduce moved
+    (with the job token the agent injected, or an admin token). Later placements of the job
+    use the measured rate instead of the declared one."""
+    caller.require_job(uid)
+    job = await measurements.record(
+        session, uid=uid, step_time_s=body.step_time_seconds, bytes_per_step=body.bytes_per_step
+    )
+    return Measurements.model_validate(job.measurements)

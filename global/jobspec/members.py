@@ -44,6 +44,8 @@ class ShareLayout:
     cluster_count: int
     rendezvous_address: str
     member: str = ""  # the member Volcano Job name; empty: derived from the job and placement
+    job_token: str = ""  # lets the training processes report measurements for this job
+    api_url: str = ""  # the Global's REST address as the pods reach it (agent --global-api)
 
 
 def member_job_name(job_name: str, placement_id: str) -> str:
@@ -67,7 +69,7 @@ def rendezvous_address(
 
 def rendezvous_env(layout: ShareLayout) -> dict[str, str]:
     """The environment every container of the share gets (read by the SDK's runtime helper)."""
-    return {
+    env = {
         "VGLOBAL_JOB_UID": layout.job_uid,
         "VGLOBAL_PLACEMENT_ID": layout.placement_id,
         "VGLOBAL_WORLD_PODS": str(layout.world_pods),
@@ -77,6 +79,11 @@ def rendezvous_env(layout: ShareLayout) -> dict[str, str]:
         "VGLOBAL_CLUSTER_COUNT": str(layout.cluster_count),
         "VGLOBAL_RENDEZVOUS_ADDR": layout.rendezvous_address,
     }
+    if layout.api_url:
+        env["VGLOBAL_API"] = layout.api_url
+    if layout.job_token:
+        env["VGLOBAL_JOB_TOKEN"] = layout.job_token
+    return env
 
 
 def parallelism_env(manifest: dict[str, Any]) -> str:

@@ -68,10 +68,35 @@ class JobSummary(ApiModel):
     timestamps: JobTimestamps
 
 
+class MeasurementIn(ApiModel):
+    """One report from a job's training processes (the SDK's Runtime.report)."""
+
+    step_time_seconds: float = Field(gt=0, le=86_400, description="Measured time of one step.")
+    bytes_per_step: float = Field(
+        ge=0,
+        le=1e15,
+        description="Bytes one data-parallel replica exchanged in the gradient all-reduce "
+        "in that step (as the framework counts them).",
+    )
+
+
+class Measurements(ApiModel):
+    step_time_seconds: float
+    bytes_per_step: float
+    samples: int
+    allreduce_gbps: float = Field(
+        description="V/tau from the measurements; replaces the declared one for later placements"
+    )
+    updated_at: datetime
+
+
 class JobDetail(JobSummary):
     gang: Gang
     split_policy: SplitPolicy
     communication: Communication | None
+    measurements: Measurements | None = Field(
+        description="What the job's processes reported (null: nothing yet)."
+    )
     placement: PlacementOut | None = Field(
         description="The active placement, else the most recent one (state Withdrawn or "
         "Released: where the job ran or was to run); null if never placed."

@@ -3,13 +3,14 @@
 Pure: no database, no server; torch is imported only by `Runtime.init_torch`."""
 
 from volcano_global.sdk.plan import ParallelPlan, PlanFacts, job_document
-from volcano_global.sdk.runtime import Layout, LayoutError, Runtime, Share
+from volcano_global.sdk.runtime import Layout, LayoutError, ReportError, Runtime, Share
 
 __all__ = [
     "Layout",
     "LayoutError",
     "ParallelPlan",
     "PlanFacts",
+    "ReportError",
     "Runtime",
     "Share",
     "job_document",

@@ -24,8 +24,11 @@ one cluster and each DP group has one member per replica, across the clusters as
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +36,10 @@ from typing import Any
 
 class LayoutError(ValueError):
     """The environment or the sizes do not describe a valid layout."""
+
+
+class ReportError(RuntimeError):
+    """A measurement could not be reported (missing environment, refused by the Global)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,42 @@ class Runtime:
             f"--master-addr={self.master_addr}",
             f"--master-port={self.master_port}",
         ]
+
+    def report(
+        self,
+        *,
+        step_time_s: float,
+        bytes_per_step: float,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 5.0,
+    ) -> dict[str, Any]:
+        """Send one measurement to the Global (VGLOBAL_API, with the job token the agent
+        injected as VGLOBAL_JOB_TOKEN); returns the job's running figures. Call it from one
+        rank (e.g. rank 0) every few hundred steps."""
+        env = os.environ if env is None else env
+        api, token, uid = (
+            env.get("VGLOBAL_API"),
+            env.get("VGLOBAL_JOB_TOKEN"),
+            env.get("VGLOBAL_JOB_UID"),
+        )
+        if not api or not token or not uid:
+            raise ReportError(
+                "reporting needs VGLOBAL_API, VGLOBAL_JOB_TOKEN and VGLOBAL_JOB_UID "
+                "(start the agent with --global-api)"
+            )
+        body = json.dumps({"stepTimeSeconds": step_time_s, "bytesPerStep": bytes_per_step})
+        request = urllib.request.Request(
+            f"{api.rstrip('/')}/api/v1/jobs/{uid}/measurements",
+            data=body.encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return dict(json.loads(response.read()))
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise ReportError(f"the Global refused the report ({exc.code}): {detail}") from None
 
     def init_torch(self, backend: str = "nccl", **kwargs: Any) -> dict[str, Any]:
         """init_process_group over the rendezvous address, then every TP/CP/PP/DP group (all

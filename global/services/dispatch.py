@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -34,17 +34,19 @@ async def report(
     message: str = "",
 ) -> None:
     """Apply an agent's report about its share of a placement (idempotent)."""
-    kinds = [OutboxKind.CANCEL] if phase == "Cancelled" else [OutboxKind.ASSIGN]
-    await session.execute(
-        update(OutboxMessage)
-        .where(
+    kind = OutboxKind.CANCEL if phase == "Cancelled" else OutboxKind.ASSIGN
+    acked = await session.execute(
+        select(OutboxMessage).where(
             OutboxMessage.cluster_id == cluster_id,
             OutboxMessage.placement_id == placement_id,
-            OutboxMessage.kind.in_(kinds),
+            OutboxMessage.kind == kind,
             OutboxMessage.acked_at.is_(None),
         )
-        .values(acked_at=utcnow())
     )
+    for delivered in acked.scalars():
+        delivered.acked_at = utcnow()
+        if "job_token" in delivered.payload:  # the secret need not stay in the table
+            delivered.payload = {k: v for k, v in delivered.payload.items() if k != "job_token"}
     placement = (
         await session.execute(
             select(Placement).where(Placement.id == placement_id).with_for_update()

@@ -36,8 +36,15 @@ def running_estimate(manifest: dict[str, Any]) -> float:
 
 
 def enqueue_assignments(
-    session: AsyncSession, *, job: Job, placement: Placement, shares: list[ClusterShare]
+    session: AsyncSession,
+    *,
+    job: Job,
+    placement: Placement,
+    shares: list[ClusterShare],
+    job_token: str = "",
 ) -> None:
+    """One assignment per share. The job token rides in the payload until the agent
+    acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
     duration = running_estimate(job.manifest)
     member = member_job_name(job.name, str(placement.id))
     ordered = sorted(shares, key=lambda s: s.rank_offset)
@@ -68,6 +75,7 @@ def enqueue_assignments(
                     "cluster_count": len(ordered),
                     "rendezvous_address": rendezvous,
                     "member_job_name": member,
+                    "job_token": job_token,
                 },
             )
         )

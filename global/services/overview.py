@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,13 +24,13 @@ KEPT_ROUNDS = 1000
 
 async def job_counts(session: AsyncSession) -> dict[JobState, int]:
     rows = await session.execute(select(Job.state, func.count()).group_by(Job.state))
-    counts = dict(rows.tuples().all())
+    counts: dict[Any, int] = {state: count for state, count in rows}
     return {state: int(counts.get(state, 0)) for state in JobState}
 
 
 async def cluster_counts(session: AsyncSession) -> dict[ClusterState, int]:
     rows = await session.execute(select(Cluster.state, func.count()).group_by(Cluster.state))
-    counts = dict(rows.tuples().all())
+    counts: dict[Any, int] = {state: count for state, count in rows}
     return {state: int(counts.get(state, 0)) for state in ClusterState}
 
 

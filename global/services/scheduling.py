@@ -36,6 +36,7 @@ from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.links import reserved_gbps
+from volcano_global.services.measurements import issue_job_token
 from volcano_global.services.outbox import enqueue_assignments
 from volcano_global.services.queues import HOLDING_STATES
 from volcano_global.solver import (
@@ -122,7 +123,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
                 job_request(
                     job_id=key,
                     gang=Gang.model_validate(job.gang),
-                    split=SplitPolicy.model_validate(job.split_policy),
+                    split=_with_measurements(SplitPolicy.model_validate(job.split_policy), job),
                     communication=Communication.model_validate(job.communication)
                     if job.communication
                     else None,
@@ -133,6 +134,14 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
         except ValueError as exc:
             context.unmodelled[key] = f"cannot be placed yet: {exc}"
     return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
+
+
+def _with_measurements(split: SplitPolicy, job: Job) -> SplitPolicy:
+    """What the job's processes measured replaces what it declared (services/measurements)."""
+    measured = (job.measurements or {}).get("allreduceGbps")
+    if measured is None or split.mode == "never":
+        return split
+    return split.model_copy(update={"crossing_gbps": float(measured)})
 
 
 async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list[ClusterState]:
@@ -284,7 +293,8 @@ async def commit_round(
                 )
             )
             lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
-        enqueue_assignments(session, job=job, placement=placement, shares=rows)
+        token = await issue_job_token(session, job=job)
+        enqueue_assignments(session, job=job, placement=placement, shares=rows, job_token=token)
         transition(job, JobState.PLACED, message=f"placed in round {generation}")
         await record_event(
             session,

@@ -26,6 +26,7 @@ class Principal:
     name: str
     role: TokenRole
     cluster_id: uuid.UUID | None = None
+    job_id: uuid.UUID | None = None
 
     def require_admin(self) -> None:
         if self.role is not TokenRole.ADMIN:
@@ -37,6 +38,13 @@ class Principal:
             return
         if self.role is not TokenRole.AGENT or self.cluster_id != cluster_id:
             raise Forbidden(f"{self.name} may not act for another cluster")
+
+    def require_job(self, job_id: uuid.UUID) -> None:
+        """Admins may report for any job; a job token only for its own job."""
+        if self.role is TokenRole.ADMIN:
+            return
+        if self.role is not TokenRole.JOB or self.job_id != job_id:
+            raise Forbidden(f"{self.name} may not report for another job")
 
 
 def new_secret() -> str:
@@ -53,6 +61,7 @@ async def issue_token(
     name: str,
     role: TokenRole,
     cluster_id: uuid.UUID | None = None,
+    job_id: uuid.UUID | None = None,
     expires_at: datetime | None = None,
 ) -> str:
     """Store a new token's hash and return the token itself (the only time it is seen)."""
@@ -63,6 +72,7 @@ async def issue_token(
             role=role,
             token_hash=hash_token(token),
             cluster_id=cluster_id,
+            job_id=job_id,
             expires_at=expires_at,
         )
     )
@@ -89,7 +99,7 @@ async def authenticate(session: AsyncSession, *, token: str, admin_token: str | 
         raise Unauthorized("invalid or revoked token")
     if row.expires_at is not None and row.expires_at <= utcnow():
         raise Unauthorized("token expired")
-    return Principal(name=row.name, role=row.role, cluster_id=row.cluster_id)
+    return Principal(name=row.name, role=row.role, cluster_id=row.cluster_id, job_id=row.job_id)
 
 
 async def ensure_admin_token(session: AsyncSession) -> str | None:

@@ -69,6 +69,8 @@ class Job(UUIDPrimaryKey, Base):
     submitted_by: Mapped[str] = mapped_column(String(128), default="")
     # Times the job went back to Pending after it had started (cluster lost, RestartJob).
     requeues: Mapped[int] = mapped_column(default=0)
+    # What the job's training processes measured (step time, bytes per step), if reported.
+    measurements: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None)
 
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     placed_at: Mapped[datetime | None] = mapped_column(default=None)

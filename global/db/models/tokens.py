@@ -16,6 +16,7 @@ from volcano_global.db.base import Base, UUIDPrimaryKey, str_enum, utcnow
 class TokenRole(enum.StrEnum):
     ADMIN = "admin"
     AGENT = "agent"  # bound to one cluster
+    JOB = "job"  # bound to one job: its training processes report measurements
 
 
 class ApiToken(UUIDPrimaryKey, Base):
@@ -26,6 +27,9 @@ class ApiToken(UUIDPrimaryKey, Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     cluster_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("clusters.id", ondelete="CASCADE"), default=None, index=True
+    )
+    job_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), default=None, index=True
     )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(default=None)

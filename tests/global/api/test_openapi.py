@@ -27,6 +27,7 @@ EXPECTED = {
     "cancelJob",
     "listJobEvents",
     "previewJob",
+    "reportJobMeasurements",
     "getOverview",
     "listSchedulingRounds",
     "healthz",

@@ -1,0 +1,125 @@
+"""Feedback: a training process reports measured step time and bytes with the job token the
+agent received for its share; the Global keeps the running figures and uses the measured rate
+for the job's later placements. Real server process, real gRPC agent, real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import eventually, job_document
+from tests.server_process import ServerProcess
+from volcano_global.db.models import Job
+from volcano_global.jobspec import SplitPolicy
+from volcano_global.jobspec.members import ShareLayout, rendezvous_env
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.sdk import ReportError, Runtime
+from volcano_global.services.scheduling import _with_measurements
+
+SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
+
+
+def env_of(assignment: pb.ShareAssignment, api: str) -> dict[str, str]:
+    """What the Kubernetes source injects for this share (the same function builds it)."""
+    layout = ShareLayout(
+        job_uid=assignment.job_uid,
+        job_name=assignment.job_name,
+        namespace=assignment.namespace,
+        placement_id=assignment.placement_id,
+        generation=assignment.generation,
+        rank_offset=assignment.rank_offset,
+        pods=assignment.pods,
+        world_pods=assignment.world_pods,
+        cluster_index=assignment.cluster_index,
+        cluster_count=assignment.cluster_count,
+        rendezvous_address=assignment.rendezvous_address,
+        job_token=assignment.job_token,
+        api_url=api,
+    )
+    return {**rendezvous_env(layout), "VC_TASK_INDEX": "0", "LOCAL_RANK": "0"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> ServerProcess:
+    process = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/f.db", tmp_path, scheduling=True)
+    process.start()
+    yield process  # type: ignore[misc]
+    process.stop()
+
+
+async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_path: Path) -> None:
+    api = httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
+    cluster = SimulatedCluster.from_spec("east", SPEC)
+    agent = AgentClient(
+        cluster="east",
+        target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+        token=token,
+        source=cluster,
+        coalesce_s=0.05,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop=stop))
+    try:
+        uids = []
+        for name in ("first", "second"):
+            doc = job_document(name, replicas=1, runningEstimate="10h")
+            uids.append((await api.post("/api/v1/jobs", json=doc)).json()["uid"])
+
+        async def both_running() -> bool:
+            states = {(await api.get(f"/api/v1/jobs/{u}")).json()["state"] for u in uids}
+            return states == {"Running"}
+
+        await eventually(both_running, within=30)
+        share = {s.assignment.job_uid: s.assignment for s in cluster.shares.values()}
+        first = Runtime.from_env(env_of(share[uids[0]], server.url), procs_per_pod=8)
+        figures = await asyncio.to_thread(
+            first.report,
+            step_time_s=2.0,
+            bytes_per_step=14e9,
+            env=env_of(share[uids[0]], server.url),
+        )
+        # V = 8 x 14e9 bits, tau = 0.1 x 2 s: 560 Gbps.
+        assert figures["samples"] == 1 and figures["allreduceGbps"] == pytest.approx(560.0)
+        await asyncio.to_thread(
+            first.report,
+            step_time_s=4.0,
+            bytes_per_step=14e9,
+            env=env_of(share[uids[0]], server.url),
+        )
+        job = (await api.get(f"/api/v1/jobs/{uids[0]}")).json()
+        assert job["measurements"]["samples"] == 2
+        assert job["measurements"]["stepTimeSeconds"] == pytest.approx(3.0)  # the mean so far
+
+        # The second job's token cannot report for the first.
+        stolen = {
+            **env_of(share[uids[0]], server.url),
+            "VGLOBAL_JOB_TOKEN": share[uids[1]].job_token,
+        }
+        with pytest.raises(ReportError, match="403"):
+            await asyncio.to_thread(first.report, step_time_s=1.0, bytes_per_step=1.0, env=stolen)
+
+        # Delivered assignments keep no token in the outbox.
+        rows = sqlite3.connect(tmp_path / "f.db").execute("SELECT payload FROM outbox").fetchall()
+        assert rows and all("job_token" not in json.loads(p) for (p,) in rows)
+    finally:
+        stop.set()
+        await task
+        await api.aclose()
+
+
+def test_later_placements_use_the_measured_rate() -> None:
+    split = SplitPolicy(mode="auto", unit_pods=4, max_clusters=2, crossing_gbps=933.3)
+    job = Job(measurements={"allreduceGbps": 560.0})
+    assert _with_measurements(split, job).crossing_gbps == 560.0
+    assert _with_measurements(split, Job(measurements=None)).crossing_gbps == 933.3
+    never = SplitPolicy(mode="never", unit_pods=4)
+    assert _with_measurements(never, job).crossing_gbps is None
