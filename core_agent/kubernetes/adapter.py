@@ -13,6 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
+SERVICE_EXPORT = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 CUSTOM = {"hypernodes": HYPERNODE, "vcjobs": VOLCANO_JOB}
 
 
@@ -155,6 +156,34 @@ class KubeApi:
             if exc.status == 404:
                 return False
             raise Refused(_message(exc)) from exc
+
+    # -- the rendezvous endpoint of a split job ---------------------------------------------
+    async def create_service(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create a Service; one already there is left as it is."""
+        try:
+            await self.core.create_namespaced_service(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise Refused(_message(exc)) from exc
+
+    async def create_service_export(self, namespace: str, name: str, owner: dict[str, Any]) -> None:
+        """Export a Service to the cluster set (Multi-Cluster Services). Raises Missing when
+        the ServiceExport API is not installed in this cluster."""
+        group, version, plural = SERVICE_EXPORT
+        body = {
+            "apiVersion": f"{group}/{version}",
+            "kind": "ServiceExport",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        }
+        try:
+            await self.custom.create_namespaced_custom_object(
+                group, version, namespace, plural, body
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise Missing(f"{group}/{version} {plural}") from exc
+            if exc.status != 409:
+                raise Refused(_message(exc)) from exc
 
 
 def _message(exc: ApiException) -> str:

@@ -16,12 +16,14 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Refused
+from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused
 from core_agent.kubernetes.watcher import Store
 from volcano_global.jobspec.members import (
     JOB_UID_LABEL,
     MEMBERS_ANNOTATION,
     PLACEMENT_LABEL,
+    RENDEZVOUS_PORT,
+    VOLCANO_API_VERSION,
     ShareLayout,
     member_jobs,
 )
@@ -68,7 +70,13 @@ class MemberJobs:
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # The Global redelivers the message (it was not acknowledged), so this is retried.
+            log.error("applying a share failed", exc_info=task.exception())
 
     async def _apply(self, a: pb.ShareAssignment) -> None:
         pid = a.placement_id
@@ -98,14 +106,15 @@ class MemberJobs:
                 self._send(pid, "Failed", f"cannot build the Volcano Job: {exc}", force=True)
                 return
             created: list[str] = []
+            first: dict[str, Any] | None = None
             for doc in documents:
                 name = doc["metadata"]["name"]
                 try:
-                    await self.api.create_volcano_job(a.namespace, doc)
+                    made = await self.api.create_volcano_job(a.namespace, doc)
                     created.append(name)
                 except AlreadyExists:
-                    existing = await self.api.get_volcano_job(a.namespace, name)
-                    labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+                    made = await self.api.get_volcano_job(a.namespace, name) or {}
+                    labels = (made.get("metadata") or {}).get("labels") or {}
                     if labels.get(PLACEMENT_LABEL) != pid:
                         await self._delete(a.namespace, created)
                         self._send(
@@ -124,9 +133,60 @@ class MemberJobs:
                         force=True,
                     )
                     return
+                first = first or made
             log.info("share %s: Volcano Jobs %s", pid, ", ".join(created) or "already there")
-            self._send(pid, "Accepted", "")
+            warning = ""
+            if a.cluster_count > 1 and a.cluster_index == 0 and first:
+                warning = await self._export_rendezvous(a, documents[0], first)
+            # Always answer an assignment, even one applied before: it comes again only when
+            # the Global did not get the report (a cut stream), and the report is the ack.
+            # The phase is the furthest reported (the watch may be ahead of this task).
+            phase = max(self.reported.get(pid, "Accepted"), "Accepted", key=ORDER.__getitem__)
+            self._send(pid, phase, warning, force=True)
             self.refresh()
+
+    async def _export_rendezvous(
+        self, a: pb.ShareAssignment, document: dict[str, Any], created: dict[str, Any]
+    ) -> str:
+        """The rank-0 share of a split job publishes rank 0's endpoint to the other clusters:
+        a Service `<member>-rdzv` selecting the first pod, exported with a Multi-Cluster
+        Services ServiceExport; both owned by the Volcano Job (deleted with it). Returns a
+        warning for the user when the cluster cannot export it."""
+        name = f"{a.member_job_name}-rdzv"
+        job_name = document["metadata"]["name"]
+        task = document["spec"]["tasks"][0]["name"]
+        owner = {
+            "apiVersion": VOLCANO_API_VERSION,
+            "kind": "Job",
+            "name": job_name,
+            "uid": (created.get("metadata") or {}).get("uid", ""),
+        }
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": a.namespace, "ownerReferences": [owner]},
+            "spec": {
+                "selector": {
+                    "volcano.sh/job-name": job_name,
+                    "volcano.sh/task-spec": task,
+                    "volcano.sh/task-index": "0",
+                },
+                "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
+            },
+        }
+        try:
+            await self.api.create_service(a.namespace, service)
+            await self.api.create_service_export(a.namespace, name, owner)
+        except Missing:
+            return (
+                f"warning: the Multi-Cluster Services API (multicluster.x-k8s.io ServiceExport) "
+                f"is not installed in this cluster, so the other clusters cannot reach the "
+                f"rendezvous {a.rendezvous_address}; install an MCS implementation or provide "
+                f"the cross-cluster route yourself"
+            )
+        except Refused as exc:
+            return f"warning: could not export the rendezvous service {name}: {exc}"
+        return ""
 
     async def _cancel(self, c: pb.ShareCancellation) -> None:
         pid = c.placement_id

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
+    EventType,
     Job,
     JobState,
     OutboxKind,
@@ -23,6 +24,8 @@ from volcano_global.db.models import (
 from volcano_global.services.events import record_event
 from volcano_global.services.gang import share_lost
 from volcano_global.services.lifecycle import transition
+
+WARNING_PREFIX = "warning: "  # a report message the job's events should show as a Warning
 
 
 async def report(
@@ -65,6 +68,14 @@ async def report(
         return
     phases = {s.phase for s in placement.shares}
     where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
+    if message.startswith(WARNING_PREFIX):  # the share runs, but the user should know
+        await record_event(
+            session,
+            job_id=job.id,
+            type=EventType.WARNING,
+            reason="ClusterWarning",
+            message=f"{share.cluster.name}: {message.removeprefix(WARNING_PREFIX)}",
+        )
     if phase in ("Failed", "Cancelled"):
         # Cancelled here means the share was removed in its cluster without our asking.
         await share_lost(

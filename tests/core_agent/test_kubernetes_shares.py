@@ -14,17 +14,26 @@ from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import federation
 from tests.core_agent.kube_objects import populate
 from tests.factories import eventually, job_document
-from tests.k8s_emulator.server import NAMESPACES, VOLCANO_JOBS, KubeEmulator
+from tests.k8s_emulator.server import (
+    NAMESPACES,
+    SERVICE_EXPORTS,
+    SERVICES,
+    VOLCANO_JOBS,
+    KubeEmulator,
+)
 
 
 @asynccontextmanager
-async def member_cluster() -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
+async def member_cluster(*, mcs: bool = True) -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
     """An emulated member cluster: 6 nodes of 8 GPUs under two ToRs (38 GPUs free), the
-    Volcano Job CRD, namespace `ml`."""
+    Volcano Job CRD, namespace `ml`, and (unless `mcs` is False) the Multi-Cluster Services
+    ServiceExport CRD."""
     emulator = KubeEmulator()
     host = await emulator.start()
     populate(emulator)
     emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    if mcs:
+        emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     client = await api_client(host=host)
     try:
@@ -111,6 +120,22 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
         assert all(v["spec"]["minAvailable"] == 4 for v in shares.values())
         addresses = {e["VGLOBAL_RENDEZVOUS_ADDR"] for e in envs.values()}
         assert len(addresses) == 1 and addresses.pop().endswith(".ml.svc.clusterset.local:29500")
+        # The rank-0 cluster exports rank 0's endpoint through Multi-Cluster Services.
+        emulators = {"east": east, "west": west}
+        first = next(n for n, e in envs.items() if e["VGLOBAL_CLUSTER_INDEX"] == "0")
+        other = "west" if first == "east" else "east"
+        member = shares[first]["metadata"]["name"]
+        await eventually(lambda: len(emulators[first].objects[SERVICE_EXPORTS]) == 1)
+        (service,) = emulators[first].objects[SERVICES].values()
+        assert service["metadata"]["name"] == f"{member}-rdzv"
+        assert service["spec"]["selector"] == {
+            "volcano.sh/job-name": member,
+            "volcano.sh/task-spec": "worker",
+            "volcano.sh/task-index": "0",
+        }
+        assert service["metadata"]["ownerReferences"][0]["uid"] == shares[first]["metadata"]["uid"]
+        assert envs[first]["VGLOBAL_RENDEZVOUS_ADDR"].startswith(f"{member}-rdzv.ml.svc")
+        assert not emulators[other].objects[SERVICES]  # only the rank-0 cluster exports
 
         set_phase(east, shares["east"], "Running", running=4)
         await asyncio.sleep(0.5)
@@ -171,3 +196,32 @@ async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) 
         message = next(e["message"] for e in events if e["reason"] == "GangWithdrawn")
         assert "k8s: Failed" in message and 'namespaces "absent" not found' in message
         assert not volcano_jobs(emulator)
+
+
+async def test_without_multi_cluster_services_the_user_is_told(database_url: str) -> None:
+    async with (
+        member_cluster(mcs=False) as (_, east_api),
+        member_cluster(mcs=False) as (_, west_api),
+        federation(database_url) as fed,
+    ):
+        await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
+        await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
+        await fed.api.post(
+            "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
+        )
+        await fed.ready("east", "west")
+        doc = job_document("llm", replicas=8)
+        doc["metadata"]["annotations"] = {
+            "global.volcano.sh/split": "auto",
+            "global.volcano.sh/unit-pods": "2",
+        }
+        uid = await fed.submit(doc)
+
+        async def warned() -> bool:
+            return "ClusterWarning" in await fed.reasons(uid)
+
+        await eventually(warned)
+        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+        message = next(e["message"] for e in events if e["reason"] == "ClusterWarning")
+        assert "Multi-Cluster Services API" in message and "not installed" in message
+        assert (await fed.job(uid))["state"] == "Dispatched"  # the share still runs

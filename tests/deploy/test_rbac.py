@@ -5,12 +5,23 @@ by the ClusterRole the member overlay renders."""
 from __future__ import annotations
 
 import asyncio
+import json
 from urllib.parse import parse_qs, urlparse
 
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.deploy.manifests import OVERLAYS, find, render
-from tests.k8s_emulator.server import HYPERNODES, NODES, PODS, KubeEmulator
+from tests.factories import job_document
+from tests.k8s_emulator.server import (
+    HYPERNODES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    SERVICE_EXPORTS,
+    VOLCANO_JOBS,
+    KubeEmulator,
+)
+from volcano_global.rpc.v1 import agent_pb2 as pb
 
 
 def permission(request: str) -> tuple[str, str, str]:
@@ -52,11 +63,35 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
             "status": {"phase": "Running"},
         },
     )
+    emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
+    emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     client = await api_client(host=host)
     source = KubernetesSource(KubeApi(client), watch_timeout_s=1)
+    reports: list[pb.JobStatusReport] = []
     try:
         await source.start()
         emulator.create(NODES, {"metadata": {"name": "n1"}, "status": {}})
+        # Run the rank-0 share of a split job (Volcano Job, rendezvous Service and
+        # ServiceExport), apply it again, then cancel it.
+        assignment = pb.ShareAssignment(
+            placement_id="0123abcd-0000-0000-0000-000000000000",
+            job_uid="u",
+            job_name="train",
+            namespace="ml",
+            pods=1,
+            world_pods=2,
+            cluster_count=2,
+            member_job_name="train-0123abcd",
+            rendezvous_address="train-0123abcd-rdzv.ml.svc.clusterset.local:29500",
+            manifest_json=json.dumps(job_document("train", replicas=2)),
+        )
+        for _ in range(2):
+            source.apply_share(assignment, reports.append)
+            await asyncio.sleep(0.3)
+        source.cancel_share(
+            pb.ShareCancellation(placement_id=assignment.placement_id), reports.append
+        )
         await asyncio.sleep(0.3)
     finally:
         await source.stop()
@@ -71,7 +106,14 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("watch", "", "pods"),
         ("list", "topology.volcano.sh", "hypernodes"),
         ("watch", "topology.volcano.sh", "hypernodes"),
+        ("create", "batch.volcano.sh", "jobs"),
+        ("get", "batch.volcano.sh", "jobs"),
+        ("delete", "batch.volcano.sh", "jobs"),
+        ("create", "", "services"),
+        ("create", "multicluster.x-k8s.io", "serviceexports"),
     } <= calls
+    phases = [r.phase for r in reports]  # each apply answered (the watch may add one)
+    assert set(phases[:-1]) == {"Accepted"} and len(phases) >= 3 and phases[-1] == "Cancelled"
     rules = find(render(OVERLAYS[2]), "ClusterRole", "volcano-global-agent")["rules"]
     missing = sorted(c for c in calls if not allowed(rules, *c))
     assert missing == [], f"the agent's ClusterRole does not allow {missing}"

@@ -27,6 +27,8 @@ GVR = tuple[str, str, str]  # (group, version, plural); core group is ""
 NODES: GVR = ("", "v1", "nodes")
 PODS: GVR = ("", "v1", "pods")
 NAMESPACES: GVR = ("", "v1", "namespaces")
+SERVICES: GVR = ("", "v1", "services")
+SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -60,6 +62,7 @@ class KubeEmulator:
             NODES: ResourceType("Node", False),
             PODS: ResourceType("Pod", True),
             NAMESPACES: ResourceType("Namespace", False),
+            SERVICES: ResourceType("Service", True),
         }
         self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
             gvr: {} for gvr in self.types
