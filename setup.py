@@ -20,6 +20,7 @@ setup(
         "volcano_global.migrations": ["script.py.mako"],
         "volcano_global.rpc.v1": ["*.pyi"],
         "volcano_global.console": ["static/*"],
+        "volcano_global.simulation": ["data/*.csv"],
         "core_agent": ["data/*.csv"],
     },
 )

@@ -12,6 +12,7 @@ from core_agent.cli import agent as agent_command
 from volcano_global.cli import demo as demo_command
 from volcano_global.cli import plan as plan_command
 from volcano_global.cli import resources
+from volcano_global.cli import simulate as simulate_command
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import Options
 from volcano_global.cli.output import Format
@@ -59,6 +60,7 @@ def server(
 app.command()(demo_command.demo)
 app.command()(agent_command)
 app.command()(plan_command.plan)
+app.command()(simulate_command.simulate)
 for command in resources.COMMANDS:
     app.command()(command)
 app.add_typer(resources.clusters_app, name="clusters")

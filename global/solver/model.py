@@ -128,6 +128,9 @@ class Policy(StrEnum):
 @dataclass(frozen=True)
 class SolveOptions:
     time_limit_s: float = 1.0  # for the whole round (warm start, search, packing)
+    # CP-SAT's deterministic work limit; set (the simulator does) to make a seed reproduce the
+    # same decisions on any machine, with time_limit_s only as a safety net.
+    deterministic_time: float | None = None
     window: int = 200
     workers: int = 1  # deterministic; on 2 cores a second worker cost more than it found
     seed: int = 0

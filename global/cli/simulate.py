@@ -1,0 +1,128 @@
+"""`vglobal simulate`: replay a trace against described clusters, per policy, on a virtual
+clock; write the results (CSV, JSON, plots) and print the comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from volcano_global.cli.client import CliError
+from volcano_global.cli.output import console
+from volcano_global.simulation.engine import SimOptions, Simulation
+from volcano_global.simulation.metrics import summarise
+from volcano_global.simulation.report import write
+from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.workload import (
+    TraceJob,
+    read_philly,
+    read_pollux,
+    synthetic_llm,
+)
+from volcano_global.solver import Policy
+
+
+def simulate(
+    scenario: Annotated[Path, typer.Option(help="Clusters, links and queues (YAML)")],
+    trace: Annotated[
+        str,
+        typer.Option(
+            help="synthetic (the LLM-scale mix), philly:FILE (Gavel's Philly trace) or "
+            "pollux:FILE (a Pollux workload CSV)"
+        ),
+    ] = "synthetic",
+    jobs: Annotated[int, typer.Option(help="Jobs (synthetic: generated; traces: first N)")] = 500,
+    load: Annotated[
+        float, typer.Option(help="Synthetic: offered GPU-seconds per second / GPUs")
+    ] = 1.0,
+    seed: Annotated[int, typer.Option(help="Synthetic: random seed")] = 1,
+    gpu_model: Annotated[
+        str | None, typer.Option(help="GPU model the trace's jobs ask for (default: any)")
+    ] = None,
+    policy: Annotated[
+        list[Policy] | None, typer.Option(help="Policies to compare (repeat; default: all)")
+    ] = None,
+    window: Annotated[int, typer.Option(help="Pending jobs the solver considers per round")] = 100,
+    deterministic_time: Annotated[
+        float, typer.Option(help="CP-SAT work per round (deterministic units)")
+    ] = 0.5,
+    out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
+) -> None:
+    """What-if: replay a job trace through the scheduler's queue order and placement engine,
+    per policy, and report JCT, queueing, allocation, splits, link use and the fluid bounds."""
+    try:
+        world = Scenario.load(scenario)
+    except (OSError, ValidationError, ValueError) as exc:
+        raise CliError(f"{scenario}: {exc}") from None
+    probe = Simulation(world, [], Policy.CPSAT)
+    workload = _workload(trace, jobs, load, seed, gpu_model, probe.capacity_gpus)
+    options = SimOptions(window=window, deterministic_time=deterministic_time)
+    results, summaries = [], []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        for chosen in policy or list(Policy):
+            task = progress.add_task(f"{chosen.value:>12}", total=len(workload))
+            result = Simulation(world, workload, chosen, options).run(
+                lambda n, task=task: progress.advance(task, n)
+            )
+            results.append(result)
+            summaries.append(summarise(result))
+    files = write(out, results, summaries)
+    table = Table(
+        "policy",
+        "finished",
+        "avg JCT",
+        "p99 JCT",
+        "makespan",
+        "GPU alloc (backlog)",
+        "split",
+        "slowed",
+        "cross-cluster",
+        "oversubscribed",
+        title=f"{len(workload)} jobs on {probe.capacity_gpus} GPUs "
+        f"(bounds: avg JCT >= {summaries[0].avg_jct_bound_s:,.0f} s, "
+        f"makespan >= {summaries[0].makespan_bound_s:,.0f} s)",
+    )
+    for s in summaries:
+        table.add_row(
+            s.policy,
+            f"{s.finished}/{s.jobs}",
+            f"{s.avg_jct_s:,.0f} s",
+            f"{s.p99_jct_s:,.0f} s",
+            f"{s.makespan_s:,.0f} s",
+            f"{100 * s.gpu_allocation:.1f}% ({100 * s.gpu_allocation_backlog:.1f}%)",
+            str(s.split_jobs),
+            str(s.slowed_jobs),
+            f"{s.crossing_tb:,.1f} TB",
+            f"{s.oversubscribed_s:,.0f} s",
+        )
+    console.print(table)
+    console.print(f"{len(files)} files in {out}")
+
+
+def _workload(
+    trace: str, jobs: int, load: float, seed: int, gpu_model: str | None, capacity: int
+) -> list[TraceJob]:
+    kind, _, path = trace.partition(":")
+    try:
+        if kind == "synthetic":
+            return synthetic_llm(
+                seed=seed, jobs=jobs, load=load, capacity_gpus=capacity, gpu_model=gpu_model
+            )
+        if kind == "philly" and path:
+            return read_philly(Path(path), limit=jobs, gpu_model=gpu_model)
+        if kind == "pollux" and path:
+            return read_pollux(Path(path), gpu_model=gpu_model)[:jobs]
+    except (OSError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    raise typer.BadParameter("synthetic, philly:FILE or pollux:FILE", param_hint="--trace")

@@ -1,0 +1,345 @@
+"""The simulator: jobs arrive on a virtual clock and each scheduling round is decided by the
+code the server runs - the queue order of `services.fairshare` (priority, then weighted fair
+share, then submission time) and `solver.solve` with the chosen policy - over the free capacity
+of simulated nodes. What the server keeps in its database (free GPUs per leaf HyperNode, link
+reservations, queue usage) is kept here in memory; placements bind pods to nodes best-fit inside
+the leaf domains the decision names, as the simulated agent does. A round runs at every instant
+something changed (an arrival or a completion). Deterministic for a seed: CP-SAT is given a
+deterministic work limit, not a wall-clock one.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from volcano_global.services.fairshare import Candidate, fair_order
+from volcano_global.simulation import speed
+from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.workload import TraceJob
+from volcano_global.solver import (
+    ClusterState,
+    JobDecision,
+    JobRequest,
+    Leaf,
+    LinkState,
+    Policy,
+    QueueState,
+    Snapshot,
+    SolveOptions,
+    solve,
+)
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    window: int = 100
+    deterministic_time: float = 0.5  # CP-SAT work per round (deterministic units)
+    time_limit_s: float = 30.0  # a wall-clock safety net only
+
+
+@dataclass
+class _Node:
+    gpus: int
+    free: int
+
+
+@dataclass
+class _Running:
+    job: TraceJob
+    bound: list[tuple[str, str, str, int, int]]  # (cluster, leaf, model, node index, gpus)
+    clusters: list[str]
+    reservations: list[tuple[str, str, float]]
+    start: float
+    work_left: float  # seconds of full-speed work
+    factor: float = 1.0
+    last: float = 0.0
+    version: int = 0
+    unit_broken: bool = False
+    crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
+
+
+@dataclass
+class JobRecord:
+    job: TraceJob
+    start: float | None = None
+    finish: float | None = None
+    clusters: tuple[str, ...] = ()
+    slowest_factor: float = 1.0
+    crossing_gbit: float = 0.0  # bits sent across cluster boundaries / 1e9
+
+
+@dataclass
+class Sample:
+    time: float
+    allocated_gpus: int
+    pending: tuple[str, ...]  # ids of the jobs waiting
+    link_demand: dict[speed.Pair, float]  # what split jobs need on each link now
+
+
+@dataclass
+class SimResult:
+    policy: str
+    capacity_gpus: int
+    links: dict[speed.Pair, float]
+    records: list[JobRecord]
+    timeline: list[Sample] = field(default_factory=list)
+    rounds: int = 0
+
+
+class Simulation:
+    def __init__(
+        self,
+        scenario: Scenario,
+        jobs: list[TraceJob],
+        policy: Policy,
+        options: SimOptions | None = None,
+    ) -> None:
+        self.policy = policy
+        self.options = options or SimOptions()
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+        self.nodes: dict[tuple[str, str, str], list[_Node]] = defaultdict(list)
+        self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        for entry in scenario.clusters:
+            cluster = entry.build()
+            parents = {d.name: d.parent for d in cluster.domains.values()}
+            for node in cluster.nodes.values():
+                if node.gpus == 0:
+                    continue
+                leaf = node.domain or entry.name
+                self.nodes[(entry.name, leaf, node.gpu_model)].append(_Node(node.gpus, node.gpus))
+                path, current = [], node.domain
+                while current:
+                    path.append(current)
+                    current = parents.get(current) or None
+                self.paths[(entry.name, leaf)] = tuple(path)
+        self.cluster_names = [c.name for c in scenario.clusters]
+        self.capacity = {speed.pair(link.a, link.b): link.gbps for link in scenario.links}
+        self.queues = {q.name: q for q in scenario.queues}
+        self.capacity_gpus = sum(n.gpus for ns in self.nodes.values() for n in ns)
+
+    # -- the run ----------------------------------------------------------------------------
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        records = {j.id: JobRecord(j) for j in self.jobs}
+        result = SimResult(
+            self.policy.value, self.capacity_gpus, self.capacity, list(records.values())
+        )
+        events: list[tuple[float, int, str, str, int]] = []
+        seq = 0
+        for job in self.jobs:
+            heapq.heappush(events, (job.arrival_s, seq, "arrive", job.id, 0))
+            seq += 1
+        by_id = {j.id: j for j in self.jobs}
+        pending: list[TraceJob] = []
+        running: dict[str, _Running] = {}
+        while events:
+            now = events[0][0]
+            while events and events[0][0] == now:
+                _, _, kind, job_id, version = heapq.heappop(events)
+                if kind == "arrive":
+                    pending.append(by_id[job_id])
+                elif job_id in running and running[job_id].version == version:
+                    done = running.pop(job_id)
+                    records[job_id].crossing_gbit += done.crossing_gbps * (now - done.last)
+                    self._release(done)
+                    records[job_id].finish = now
+                    if progress:
+                        progress(1)
+            if pending:
+                started = self._round(pending, running, records, now)
+                result.rounds += 1
+                if started:
+                    pending = [j for j in pending if j.id not in started]
+            for run in self._reprice(running, records, now):
+                seq += 1
+                finish = now + run.work_left * run.factor
+                heapq.heappush(events, (finish, seq, "finish", run.job.id, run.version))
+            result.timeline.append(
+                Sample(now, self._allocated(), tuple(j.id for j in pending), self._demand(running))
+            )
+        return result
+
+    def _round(
+        self,
+        pending: list[TraceJob],
+        running: dict[str, _Running],
+        records: dict[str, JobRecord],
+        now: float,
+    ) -> set[str]:
+        held: dict[str, int] = defaultdict(int)
+        for run in running.values():
+            held[run.job.queue] += run.job.gpus
+        order = fair_order(
+            [Candidate(j.id, j.queue, j.priority, j.gpus, _stamp(j.arrival_s)) for j in pending],
+            held=dict(held),
+            weights={name: q.weight for name, q in self.queues.items()},
+        )
+        by_id = {j.id: j for j in pending}
+        snapshot = Snapshot(
+            clusters=self._clusters(),
+            links=self._links(running),
+            jobs=tuple(_request(by_id[c.key]) for c in order),
+            queues=tuple(
+                QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
+            ),
+        )
+        decision = solve(
+            snapshot,
+            self.policy,
+            SolveOptions(
+                time_limit_s=self.options.time_limit_s,
+                window=self.options.window,
+                deterministic_time=self.options.deterministic_time,
+            ),
+        )
+        started = set()
+        for jd in decision.jobs:
+            if jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
+                started.add(jd.job_id)
+                records[jd.job_id].start = now
+                records[jd.job_id].clusters = jd.clusters
+        return started
+
+    def _start(
+        self, job: TraceJob, jd: JobDecision, running: dict[str, _Running], now: float
+    ) -> bool:
+        bound: list[tuple[str, str, str, int, int]] = []
+        unit_broken = False
+        for share in jd.shares:
+            for leaf, pods in share.domains or ((share.cluster, share.pods),):
+                if job.unit_tier and job.unit_pods and pods % job.unit_pods:
+                    unit_broken = True
+                got = self._bind(share.cluster, leaf, job, pods)
+                if got is None:
+                    self._unbind(bound)
+                    return False
+                bound += got
+        running[job.id] = _Running(
+            job,
+            bound,
+            list(jd.clusters),
+            [(r.a, r.b, r.gbps) for r in jd.reservations],
+            start=now,
+            work_left=job.duration_s,
+            last=now,
+            unit_broken=unit_broken,
+        )
+        return True
+
+    # -- nodes ------------------------------------------------------------------------------
+    def _bind(
+        self, cluster: str, leaf: str, job: TraceJob, pods: int
+    ) -> list[tuple[str, str, str, int, int]] | None:
+        keys = [
+            k
+            for k in self.nodes
+            if k[0] == cluster and k[1] == leaf and (job.gpu_model in (None, k[2]))
+        ]
+        got: list[tuple[str, str, str, int, int]] = []
+        for _ in range(pods):
+            best = None
+            for key in keys:
+                for i, node in enumerate(self.nodes[key]):
+                    if node.free >= job.gpus_per_pod and (best is None or node.free < best[2]):
+                        best = (key, i, node.free)
+            if best is None:
+                self._unbind(got)
+                return None
+            key, i, _ = best
+            self.nodes[key][i].free -= job.gpus_per_pod
+            got.append((key[0], key[1], key[2], i, job.gpus_per_pod))
+        return got
+
+    def _unbind(self, bound: list[tuple[str, str, str, int, int]]) -> None:
+        for cluster, leaf, model, i, gpus in bound:
+            self.nodes[(cluster, leaf, model)][i].free += gpus
+
+    def _release(self, run: _Running) -> None:
+        self._unbind(run.bound)
+
+    def _allocated(self) -> int:
+        return sum(n.gpus - n.free for ns in self.nodes.values() for n in ns)
+
+    # -- solver input -----------------------------------------------------------------------
+    def _clusters(self) -> tuple[ClusterState, ...]:
+        leaves: dict[str, list[Leaf]] = defaultdict(list)
+        for (cluster, leaf, model), nodes in sorted(self.nodes.items()):
+            hist = [0] * (max(n.gpus for n in nodes) + 1)
+            for node in nodes:
+                hist[node.free] += 1
+            leaves[cluster].append(Leaf(model, tuple(hist), self.paths.get((cluster, leaf), ())))
+        return tuple(ClusterState(name, tuple(leaves[name])) for name in self.cluster_names)
+
+    def _links(self, running: dict[str, _Running]) -> tuple[LinkState, ...]:
+        reserved: dict[speed.Pair, float] = defaultdict(float)
+        for run in running.values():
+            for a, b, gbps in run.reservations:
+                reserved[speed.pair(a, b)] += gbps
+        return tuple(
+            LinkState(a, b, cap, min(reserved.get((a, b), 0.0), cap))
+            for (a, b), cap in sorted(self.capacity.items())
+        )
+
+    # -- speed ------------------------------------------------------------------------------
+    def _demand(self, running: dict[str, _Running]) -> dict[speed.Pair, float]:
+        total: dict[speed.Pair, float] = defaultdict(float)
+        for run in running.values():
+            for p, d in speed.needs(run.job.allreduce_gbps, run.clusters).items():
+                total[p] += d
+        return dict(total)
+
+    def _reprice(
+        self, running: dict[str, _Running], records: dict[str, JobRecord], now: float
+    ) -> list[_Running]:
+        """Bring every running job's progress to `now` and recompute its speed; return the
+        jobs whose finish time moved (they get a new finish event)."""
+        demands = {
+            job_id: speed.needs(run.job.allreduce_gbps, run.clusters)
+            for job_id, run in running.items()
+        }
+        granted = speed.grants(demands, self.capacity)
+        moved = []
+        for job_id, run in running.items():
+            record = records[job_id]
+            record.crossing_gbit += run.crossing_gbps * (now - run.last)
+            run.work_left -= (now - run.last) / run.factor
+            run.last = now
+            run.crossing_gbps = 2 * sum(granted[job_id].values())  # both directions
+            factor = speed.step_factor(
+                comm_share=run.job.comm_share,
+                need=demands[job_id],
+                got=granted[job_id],
+                unit_broken=run.unit_broken,
+            )
+            record.slowest_factor = max(record.slowest_factor, factor)
+            if factor != run.factor or run.version == 0:
+                run.factor = factor
+                run.version += 1
+                moved.append(run)
+        return moved
+
+
+def _request(job: TraceJob) -> JobRequest:
+    return JobRequest(
+        job.id,
+        pods=job.pods,
+        gpus_per_pod=job.gpus_per_pod,
+        gpu_model=job.gpu_model,
+        unit_pods=job.unit_pods,
+        priority=job.priority,
+        queue=job.queue,
+        splittable=job.splittable,
+        max_clusters=job.max_clusters,
+        unit_tier=job.unit_tier,
+        allreduce_gbps=job.allreduce_gbps,
+    )
+
+
+def _stamp(seconds: float) -> datetime:
+    """Arrival as the datetime fair_order sorts by (submission time)."""
+    return EPOCH + timedelta(seconds=seconds)

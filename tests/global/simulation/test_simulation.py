@@ -1,0 +1,207 @@
+"""The simulator: a hand-computed schedule per policy on a tiny trace, determinism for a seed,
+the fluid bounds never beaten, the speed model by hand, the trace readers on the real files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from volcano_global.simulation import speed
+from volcano_global.simulation.engine import SimOptions, Simulation
+from volcano_global.simulation.metrics import summarise
+from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.workload import TraceJob, read_philly, read_pollux, synthetic_llm
+from volcano_global.solver import Policy
+
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "traces"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def two_clusters(gbps: float = 100.0, nodes: int = 2) -> Scenario:
+    spec = {"nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}]}
+    return Scenario.model_validate(
+        {
+            "clusters": [{"name": "c0", "spec": spec}, {"name": "c1", "spec": spec}],
+            "links": [{"a": "c0", "b": "c1", "gbps": gbps}],
+        }
+    )
+
+
+# A: 16 GPUs whole, 100 s. B: 24 GPUs (more than one 16-GPU cluster), splittable by pod, 50 s.
+TINY = [
+    TraceJob("A", 0.0, pods=2, gpus_per_pod=8, duration_s=100.0),
+    TraceJob(
+        "B",
+        0.0,
+        pods=3,
+        gpus_per_pod=8,
+        duration_s=50.0,
+        splittable=True,
+        unit_pods=1,
+        max_clusters=2,
+    ),
+]
+
+
+def times(policy: Policy) -> dict[str, tuple[float | None, float | None]]:
+    result = Simulation(two_clusters(), TINY, policy).run()
+    return {r.job.id: (r.start, r.finish) for r in result.records}
+
+
+def test_the_tiny_trace_by_hand() -> None:
+    # CP-SAT admits the most GPUs first: B split 16 + 8 at t=0; A needs a whole cluster, which
+    # frees when B ends at 50; A ends at 150.
+    assert times(Policy.CPSAT) == {"A": (50.0, 150.0), "B": (0.0, 50.0)}
+    # Greedy and proportional go in queue order: A takes c0 at 0; B does not fit in c1's 16
+    # GPUs and waits for A; then splits; ends at 150.
+    assert times(Policy.GREEDY) == {"A": (0.0, 100.0), "B": (100.0, 150.0)}
+    assert times(Policy.PROPORTIONAL) == {"A": (0.0, 100.0), "B": (100.0, 150.0)}
+    # First-fit never splits: B never fits anywhere.
+    assert times(Policy.FIRST_FIT) == {"A": (0.0, 100.0), "B": (None, None)}
+    summary = summarise(Simulation(two_clusters(), TINY, Policy.CPSAT).run())
+    assert (summary.avg_jct_s, summary.makespan_s) == (100.0, 150.0)
+    assert summary.avg_jct_bound_s == 75.0  # (100 + 50) / 2
+    assert summary.makespan_bound_s == 100.0  # A alone; fluid: (1600 + 1200) / 32 = 87.5
+    assert summary.split_jobs == 1
+
+
+def test_a_split_short_of_bandwidth_runs_slower_by_the_model() -> None:
+    # B declares V/tau = 300 Gbps and tolerates 20 % of a step: a 2-way split needs 300 Gbps
+    # per pair; proportional ignores links and splits over the 100 Gbps one:
+    # step factor 1 + 0.2 * (300/100 - 1) = 1.4, so 50 s of work takes 70 s.
+    hungry = TraceJob(
+        "B",
+        0.0,
+        pods=3,
+        gpus_per_pod=8,
+        duration_s=50.0,
+        splittable=True,
+        unit_pods=1,
+        max_clusters=2,
+        allreduce_gbps=300.0,
+        comm_share=0.2,
+    )
+    result = Simulation(two_clusters(), [hungry], Policy.PROPORTIONAL).run()
+    (record,) = result.records
+    assert record.finish == pytest.approx(70.0) and record.slowest_factor == pytest.approx(1.4)
+    assert record.crossing_gbit == pytest.approx(2 * 100 * 70)  # both directions, full link
+    cpsat = Simulation(two_clusters(), [hungry], Policy.CPSAT).run()
+    assert cpsat.records[0].start is None  # CP-SAT does not oversubscribe the link
+
+
+def test_speed_model_by_hand() -> None:
+    need = speed.needs(600.0, ["b", "a", "c"])  # 3-way split: 2 x 600 / 3 = 400 per pair
+    assert need == {("a", "b"): 400.0, ("a", "c"): 400.0, ("b", "c"): 400.0}
+    granted = speed.grants(
+        {"j1": {("a", "b"): 400.0}, "j2": {("a", "b"): 200.0}}, {("a", "b"): 300.0}
+    )
+    assert granted == {"j1": {("a", "b"): 200.0}, "j2": {("a", "b"): 100.0}}
+    assert speed.step_factor(
+        comm_share=0.1, need={("a", "b"): 400.0}, got={("a", "b"): 200.0}, unit_broken=True
+    ) == pytest.approx(1.1 * speed.TIER_PENALTY)
+    assert speed.grants({"j": {("x", "y"): 50.0}}, {}) == {"j": {("x", "y"): speed.FALLBACK_GBPS}}
+
+
+def run_all(seed: int, jobs: int = 120) -> dict[str, object]:
+    world = two_clusters(gbps=400.0, nodes=16)  # 2 x 128 GPUs
+    workload = synthetic_llm(seed=seed, jobs=jobs, load=1.5, capacity_gpus=256)
+    options = SimOptions(window=30, deterministic_time=0.2)
+    return {p.value: Simulation(world, workload, p, options).run() for p in Policy}
+
+
+def test_a_seed_reproduces_the_run_exactly() -> None:
+    first, second = run_all(7), run_all(7)
+    for policy, result in first.items():
+        other = second[policy]
+        assert [(r.job.id, r.start, r.finish, r.clusters) for r in result.records] == [  # type: ignore[attr-defined]
+            (r.job.id, r.start, r.finish, r.clusters)
+            for r in other.records  # type: ignore[attr-defined]
+        ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_policy_beats_the_fluid_bound(seed: int) -> None:
+    for policy, result in run_all(seed).items():
+        summary = summarise(result)  # type: ignore[arg-type]
+        for r in result.records:  # type: ignore[attr-defined]
+            if r.finish is not None:
+                assert r.finish - r.job.arrival_s >= r.job.duration_s - 1e-6, (policy, r.job.id)
+        if summary.finished == summary.jobs:
+            assert summary.makespan_s >= summary.makespan_bound_s - 1e-6, policy
+            assert summary.avg_jct_s >= summary.avg_jct_bound_s - 1e-6, policy
+        assert 0.0 <= summary.gpu_allocation <= 1.0
+
+
+def test_trace_readers_on_the_real_files() -> None:
+    philly = read_philly(DATA / "philly_gavel" / "0e4a51.trace", limit=20)
+    assert len(philly) == 20 and philly[0].arrival_s == 0.0
+    # Transformer: 95,121 steps at 8 steps/s on 1 GPU.
+    assert philly[0].gpus == 1 and philly[0].duration_s == pytest.approx(95121 / 8)
+    pollux = read_pollux(DATA / "pollux" / "workload-1.csv")
+    assert len(pollux) == 160
+    first = pollux[0]
+    assert first.id == "cifar10-0" and first.pods == 16  # 1 GPU-hour over 16 replicas
+    assert first.duration_s == pytest.approx(3600 / 16)
+
+
+def test_the_command_writes_results_and_plots(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "clusters:\n"
+        "  - {name: a, spec: {nodeGroups: [{count: 8, gpusPerNode: 8}]}}\n"
+        "  - {name: b, spec: {nodeGroups: [{count: 8, gpusPerNode: 8}]}}\n"
+        "links: [{a: a, b: b, gbps: 400}]\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "volcano_global.cli.main",
+            "simulate",
+            "--scenario",
+            str(scenario),
+            "--jobs",
+            "40",
+            "--out",
+            str(tmp_path / "out"),
+            "--policy",
+            "cpsat",
+            "--policy",
+            "first-fit",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in (
+        "summary.json",
+        "summary.csv",
+        "jobs-cpsat.csv",
+        "timeline-first-fit.csv",
+        "allocation.png",
+        "allocation.svg",
+        "jct.svg",
+        "queueing.png",
+    ):
+        assert (tmp_path / "out" / name).stat().st_size > 0, name
+    assert "avg JCT" in result.stdout
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "volcano_global.cli.main",
+            "simulate",
+            "--scenario",
+            str(tmp_path / "missing.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert bad.returncode == 1 and "missing.yaml" in bad.stderr
