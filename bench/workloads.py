@@ -33,10 +33,10 @@ import random
 from pathlib import Path
 
 from volcano_global.jobspec import Communication
+from volcano_global.simulation.workload import size_distribution
 from volcano_global.solver import ClusterState, JobRequest, Leaf, LinkState, QueueState, Snapshot
 from volcano_global.solver.traffic import allreduce_gbps
 
-SIZES = [2**i for i in range(1, 11)]  # 2 .. 1024
 MODELS = ["H100", "A100"]
 
 
@@ -44,24 +44,6 @@ def kalos_stats(data_dir: Path) -> tuple[float, float, float]:
     with (data_dir / "traces" / "acme_cluster_summary.csv").open() as f:
         row = next(r for r in csv.DictReader(f) if r["id"] == "Kalos")
     return float(row["avg_gpu_num"]), float(row["med_gpu_num"]), float(row["max_gpu"])
-
-
-def size_distribution(mean: float) -> tuple[float, list[tuple[int, float]]]:
-    """(alpha, [(gpus, probability)]): half the jobs take 1 GPU, the rest s^-alpha."""
-
-    def dist(alpha: float) -> list[tuple[int, float]]:
-        weights = [s**-alpha for s in SIZES]
-        total = sum(weights)
-        return [(1, 0.5)] + [(s, 0.5 * w / total) for s, w in zip(SIZES, weights, strict=True)]
-
-    low, high = 0.0, 3.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        if sum(s * p for s, p in dist(mid)) > mean:
-            low = mid
-        else:
-            high = mid
-    return low, dist(low)
 
 
 def big_cluster(

@@ -1,9 +1,10 @@
 """What a simulated run achieved, and the fluid lower bounds no policy can beat.
 
-Bounds: a job finishes no sooner than its full-speed duration after it arrives, so the
-average JCT is at least the average duration; the makespan is at least the last
-arrival-plus-duration after the first arrival, and at least the total GPU-time divided by the
-GPUs there are (the fluid bound). A policy "beating" either means the simulator is broken.
+Bounds, over the jobs the policy finished (the ones its averages are over): a job finishes no
+sooner than its full-speed duration after it arrives, so the average JCT is at least the
+average duration; the makespan is at least the last arrival-plus-duration after the first
+arrival, and at least the total GPU-time divided by the GPUs there are (the fluid bound). A
+policy "beating" either means the simulator is broken.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from volcano_global.simulation.engine import SimResult
+from volcano_global.simulation.workload import TraceJob
 
 SIZE_CLASSES = [
     (1, 1, "1"),
@@ -65,8 +67,8 @@ def summarise(result: SimResult) -> Summary:
         avg_jct_s=sum(jcts) / len(jcts) if jcts else math.nan,
         p99_jct_s=jcts[max(math.ceil(0.99 * len(jcts)) - 1, 0)] if jcts else math.nan,
         makespan_s=last - first,
-        avg_jct_bound_s=sum(r.job.duration_s for r in records) / max(len(records), 1),
-        makespan_bound_s=makespan_bound(result),
+        avg_jct_bound_s=sum(r.job.duration_s for r in done) / max(len(done), 1),
+        makespan_bound_s=makespan_bound(result, [r.job for r in done]),
         gpu_allocation=allocation,
         gpu_allocation_backlog=backlog,
         queueing_by_size={k: (sum(v) / len(v) if v else math.nan) for k, v in queueing.items()},
@@ -79,8 +81,7 @@ def summarise(result: SimResult) -> Summary:
     )
 
 
-def makespan_bound(result: SimResult) -> float:
-    jobs = [r.job for r in result.records]
+def makespan_bound(result: SimResult, jobs: list[TraceJob]) -> float:
     if not jobs:
         return 0.0
     first = min(j.arrival_s for j in jobs)

@@ -115,8 +115,9 @@ def kalos(acme_summary: Path) -> dict[str, float]:
     }
 
 
-def size_distribution(mean: float) -> list[tuple[int, float]]:
-    """Half the jobs take 1 GPU, the rest s in 2..1024 with P ~ s^-alpha, mean = `mean`."""
+def size_distribution(mean: float) -> tuple[float, list[tuple[int, float]]]:
+    """(alpha, [(GPUs, probability)]): half the jobs take 1 GPU, the rest s in 2..1024 with
+    P ~ s^-alpha, alpha found by bisection so that the mean is `mean`."""
 
     def dist(alpha: float) -> list[tuple[int, float]]:
         weights = [s**-alpha for s in SIZES]
@@ -130,7 +131,7 @@ def size_distribution(mean: float) -> list[tuple[int, float]]:
             low = mid
         else:
             high = mid
-    return dist(low)
+    return low, dist(low)
 
 
 def synthetic_llm(
@@ -145,7 +146,7 @@ def synthetic_llm(
 ) -> list[TraceJob]:
     rng = random.Random(seed)
     stats = kalos(acme_summary)
-    dist = size_distribution(stats["mean_gpus"])
+    _, dist = size_distribution(stats["mean_gpus"])
     # log-normal with Kalos's median and mean: mu = ln(median), sigma^2 = 2 ln(mean / median)
     mu = math.log(stats["median_run_s"])
     sigma = math.sqrt(2 * math.log(stats["mean_run_s"] / stats["median_run_s"]))

@@ -129,9 +129,8 @@ def test_no_policy_beats_the_fluid_bound(seed: int) -> None:
         for r in result.records:  # type: ignore[attr-defined]
             if r.finish is not None:
                 assert r.finish - r.job.arrival_s >= r.job.duration_s - 1e-6, (policy, r.job.id)
-        if summary.finished == summary.jobs:
-            assert summary.makespan_s >= summary.makespan_bound_s - 1e-6, policy
-            assert summary.avg_jct_s >= summary.avg_jct_bound_s - 1e-6, policy
+        assert summary.makespan_s >= summary.makespan_bound_s - 1e-6, policy
+        assert summary.avg_jct_s >= summary.avg_jct_bound_s - 1e-6, policy
         assert 0.0 <= summary.gpu_allocation <= 1.0
 
 
