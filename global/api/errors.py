@@ -53,10 +53,13 @@ def status_response(
 ) -> JSONResponse:
     body = Status(
         reason=reason,
-        message=message,
+        message=_printable(message),
         code=code,
         details=StatusDetails(
-            causes=[StatusCause(field=c.field, message=c.message) for c in causes]
+            causes=[
+                StatusCause(field=_printable(c.field), message=_printable(c.message))
+                for c in causes
+            ]
         )
         if causes
         else None,
@@ -129,3 +132,8 @@ def _cause(error: dict[str, Any]) -> FieldError:
     if where == "query" and path:
         path = f"{path} (query)"
     return FieldError(path, message)
+
+
+def _printable(text: str) -> str:
+    """Errors echo the caller's input; a NUL in it is shown escaped, never sent raw."""
+    return text.replace("\x00", "\\u0000")

@@ -25,6 +25,18 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        if (
+            b"%00" in raw_path
+            or b"%00" in scope.get("query_string", b"")
+            or "\x00" in scope["path"]
+        ):
+            # Postgres cannot hold a NUL character in text; refuse it before any query.
+            response = status_response(
+                400, "BadRequest", "the URL contains a NUL (%00) character, which is not allowed"
+            )
+            await response(scope, receive, send)
+            return
         limit = self.inventory_limit if scope["path"].endswith("/inventory") else self.default_limit
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")

@@ -58,7 +58,30 @@ def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int
         data = _load_yaml(text, max_nodes=max_nodes, max_depth=max_depth)
     if not isinstance(data, dict):
         raise Invalid.one("", "the document must be a mapping (a Kubernetes object)")
+    where = nul_path(data)
+    if where is not None:
+        raise Invalid.one(where, "NUL (\\u0000) characters are not allowed")
     return data
+
+
+def nul_path(value: Any, path: str = "") -> str | None:
+    """The path of the first string (or key) holding a NUL character, else None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and "\x00" in key:
+                return here
+            found = nul_path(item, here)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = nul_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:

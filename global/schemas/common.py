@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
+
+from volcano_global.jobspec.documents import nul_path
 
 DNSLabel = Annotated[
     str,
@@ -17,6 +19,15 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, from_attributes=True, extra="forbid"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        """Postgres text cannot hold NUL characters: refuse them, naming where."""
+        where = nul_path(data)
+        if where is not None:
+            raise ValueError(f"{where or 'body'}: NUL (\\u0000) characters are not allowed")
+        return data
 
 
 class StatusCause(ApiModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.factories import create_cluster, inventory
+from tests.factories import create_cluster, inventory, job_document
 
 
 async def test_register_returns_the_agent_token_once(api: httpx.AsyncClient) -> None:
@@ -132,3 +132,17 @@ async def test_rotating_the_token_revokes_the_old_one(api: httpx.AsyncClient) ->
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]
     assert reasons == ["Ready", "TokenRotated", "Registered"]  # the push made the cluster Ready
+
+
+async def test_nul_characters_are_refused_wherever_they_come(api: httpx.AsyncClient) -> None:
+    """Postgres text cannot hold NUL: refused as bad input, never a 500 (found by fuzzing)."""
+    body = await api.post("/api/v1/clusters", json={"name": "gpu-east", "description": "a\x00b"})
+    assert body.status_code == 422 and "description: NUL" in body.text
+    assert "\x00" not in body.json()["message"]  # named escaped, never echoed raw
+    url = await api.get("/api/v1/clusters/gpu%00east")
+    assert url.status_code == 400 and "NUL (%00)" in url.json()["message"]
+    document = job_document("train")
+    document["metadata"]["labels"] = {"team\x00": "x"}
+    job = await api.post("/api/v1/jobs", json=document)
+    assert job.status_code == 422
+    assert job.json()["details"]["causes"][0]["field"] == "metadata.labels.team\\u0000"

@@ -5,34 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import example, inventory, job_document, to_yaml
 from tests.server_process import VGLOBAL, ServerProcess, free_port
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def server(
-    request: pytest.FixtureRequest, tmp_path: Path, fresh_database_name: str
-) -> Iterator[ServerProcess]:
-    import asyncio
-
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path}/server.db"
-    else:
-        url = asyncio.run(create_postgres_database(fresh_database_name))
-    process = ServerProcess(url, tmp_path)
-    process.start()
-    yield process
-    process.stop()
-    if request.param == "postgres":
-        asyncio.run(drop_postgres_database(fresh_database_name))
 
 
 def test_kill_and_restart_keeps_everything(server: ServerProcess) -> None:

@@ -1,0 +1,63 @@
+"""Schemathesis against the OpenAPI document of a real `vglobal server` process (SQLite and
+Postgres): generated requests for every operation - the coverage phase's boundary and invalid
+values, random fuzzing, and stateful sequences that follow created resources - with the admin
+token. None may get a 5xx, and at least 1,000 cases must run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import inventory, job_document
+from tests.server_process import ServerProcess
+
+ST = Path(sys.executable).with_name("st")
+
+
+def test_no_generated_request_gets_a_server_error(server: ServerProcess, tmp_path: Path) -> None:
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    token = api.post("/api/v1/clusters", json={"name": "gpu-east"}).json()["agentToken"]
+    api.put(
+        "/api/v1/clusters/gpu-east/inventory",
+        json=inventory("gpu-east"),
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    api.post("/api/v1/queues", json={"name": "llm"})
+    api.post("/api/v1/jobs", json=job_document("train"))
+    result = subprocess.run(
+        [
+            str(ST),
+            "run",
+            f"{server.url}/openapi.json",
+            "--header",
+            f"Authorization: Bearer {ADMIN_TOKEN}",
+            "--checks",
+            "not_a_server_error",
+            "--phases",
+            "coverage,fuzzing,stateful",
+            "--max-examples",
+            "40",
+            "--seed",
+            "1",
+            "--no-color",
+            "--report",
+            "junit",
+            "--report-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    summary = result.stdout[result.stdout.find("SUMMARY") :]
+    assert result.returncode == 0, summary or result.stdout[-3000:] + result.stderr
+    cases = re.search(r"(\d+) generated, (\d+) passed", summary)
+    assert cases is not None, summary
+    generated, passed = int(cases.group(1)), int(cases.group(2))
+    assert generated >= 1000 and passed == generated, summary
+    assert "Tested: 28" in summary or re.search(r"Tested: (\d+)", summary), summary
