@@ -10,7 +10,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from volcano_global import __version__
-from volcano_global.api import clusters, console, health, jobs, links, overview, queues
+from volcano_global.api import (
+    clusters,
+    console,
+    health,
+    jobs,
+    links,
+    overview,
+    queues,
+    tokens,
+)
 from volcano_global.api.errors import install_error_handlers
 from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.db import migrate
@@ -88,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     install_error_handlers(app)
-    for module in (health, clusters, links, queues, jobs, overview):
+    for module in (health, clusters, links, queues, jobs, overview, tokens):
         app.include_router(module.router)
     console.mount(app)
     app.add_middleware(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from volcano_global.api.deps import Admin, Caller, Session
+from volcano_global.api.deps import Admin, Caller, Reader, Session
 from volcano_global.db.models import Cluster
 from volcano_global.schemas.clusters import (
     ClusterCreate,
@@ -42,14 +42,14 @@ async def register_cluster(body: ClusterCreate, session: Session, _: Admin) -> C
 
 
 @router.get("", operation_id="listClusters", responses=error_responses(401, 403))
-async def list_clusters(session: Session, _: Admin) -> ClusterList:
+async def list_clusters(session: Session, _: Reader) -> ClusterList:
     return ClusterList(items=await present_clusters(session, await clusters.list_clusters(session)))
 
 
 @router.get("/{name}", operation_id="getCluster", responses=error_responses(401, 403, 404))
 async def get_cluster(name: str, session: Session, caller: Caller) -> ClusterOut:
     cluster = await clusters.get_cluster(session, name=name)
-    caller.require_cluster(cluster.id)
+    caller.require_cluster_read(cluster.id)
     (out,) = await present_clusters(session, [cluster])
     return out
 
@@ -102,7 +102,7 @@ async def replace_inventory(
 )
 async def get_topology(name: str, session: Session, caller: Caller) -> Topology:
     cluster = await clusters.get_cluster(session, name=name)
-    caller.require_cluster(cluster.id)
+    caller.require_cluster_read(cluster.id)
     domains = await inventory.topology(session, cluster=cluster)
     return Topology(
         cluster=cluster.name,
@@ -127,7 +127,7 @@ async def get_topology(name: str, session: Session, caller: Caller) -> Topology:
 @router.get(
     "/{name}/events", operation_id="listClusterEvents", responses=error_responses(401, 403, 404)
 )
-async def cluster_events(name: str, session: Session, _: Admin) -> EventList:
+async def cluster_events(name: str, session: Session, _: Reader) -> EventList:
     cluster = await clusters.get_cluster(session, name=name)
     rows = await events.list_events(session, cluster_id=cluster.id)
     return EventList(items=[EventOut.model_validate(e) for e in rows])

@@ -53,5 +53,17 @@ async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> 
     return principal
 
 
+async def get_reader(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    principal.require_reader()
+    return principal
+
+
+async def get_submitter(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    principal.require_submitter()
+    return principal
+
+
 Caller = Annotated[Principal, Depends(get_principal)]
 Admin = Annotated[Principal, Depends(get_admin)]
+Reader = Annotated[Principal, Depends(get_reader)]  # admin, reader, queue user (its queues)
+Submitter = Annotated[Principal, Depends(get_submitter)]  # admin, queue user (its queues)

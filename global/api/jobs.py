@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from volcano_global.api.deps import Admin, AppSettings, Caller, Session
+from volcano_global.api.deps import AppSettings, Caller, Reader, Session, Submitter
 from volcano_global.db.models import Job, JobState, Placement, PlacementState
 from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
@@ -63,7 +63,7 @@ _DOCUMENT_SCHEMA = {
     },
 )
 async def submit_job(
-    request: Request, session: Session, settings: AppSettings, caller: Admin
+    request: Request, session: Session, settings: AppSettings, caller: Submitter
 ) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     job = await jobs.submit_job(
@@ -74,6 +74,7 @@ async def submit_job(
         limits=_limits(settings),
         default_queue=settings.scheduling.default_queue,
         submitted_by=caller.name,
+        allowed_queues=caller.visible_queues(),
     )
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
@@ -94,7 +95,7 @@ async def submit_job(
     },
 )
 async def preview_job(
-    request: Request, session: Session, settings: AppSettings, _: Admin
+    request: Request, session: Session, settings: AppSettings, caller: Submitter
 ) -> JobPreview:
     """Check a document as submit does and show where it would run if it were first in line
     now (current free GPUs, link reservations and quotas; other pending jobs ignored). Nothing
@@ -107,6 +108,7 @@ async def preview_job(
         limits=_limits(settings),
         default_queue=settings.scheduling.default_queue,
         time_limit_s=settings.scheduling.round_time_limit_s,
+        allowed_queues=caller.visible_queues(),
     )
     job, decision = result.job, result.decision
     return JobPreview(
@@ -159,7 +161,7 @@ def _limits(settings: Settings) -> jobs.SubmitLimits:
 async def list_jobs(
     session: Session,
     settings: AppSettings,
-    _: Admin,
+    caller: Reader,
     queue: str | None = None,
     state: JobState | None = None,
     cluster: str | None = None,
@@ -175,7 +177,13 @@ async def list_jobs(
     rows, token = await jobs.list_jobs(
         session,
         filters=jobs.JobFilter(
-            queue=queue, state=state, cluster=cluster, namespace=namespace, name=name, text=text
+            queue=queue,
+            state=state,
+            cluster=cluster,
+            namespace=namespace,
+            name=name,
+            text=text,
+            queues=caller.visible_queues(),
         ),
         limit=min(limit, settings.limits.max_page_size),
         continue_token=continue_,
@@ -188,16 +196,18 @@ async def list_jobs(
 
 
 @router.get("/{uid}", operation_id="getJob", responses=error_responses(401, 403, 404, 422))
-async def get_job(uid: uuid.UUID, session: Session, _: Admin) -> JobDetail:
+async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail:
     job = await jobs.get_job(session, uid=uid)
+    caller.require_queue(job.queue.name)
     return present_job(job, await jobs.latest_placement(session, job_id=job.id))
 
 
 @router.post(
     "/{uid}/cancel", operation_id="cancelJob", responses=error_responses(401, 403, 404, 409, 422)
 )
-async def cancel_job(uid: uuid.UUID, session: Session, caller: Admin) -> JobDetail:
+async def cancel_job(uid: uuid.UUID, session: Session, caller: Submitter) -> JobDetail:
     """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
+    caller.require_queue((await jobs.get_job(session, uid=uid)).queue.name)
     job = await jobs.cancel_job(session, uid=uid, by=caller.name)
     return present_job(job, await jobs.latest_placement(session, job_id=job.id))
 
@@ -205,8 +215,9 @@ async def cancel_job(uid: uuid.UUID, session: Session, caller: Admin) -> JobDeta
 @router.get(
     "/{uid}/events", operation_id="listJobEvents", responses=error_responses(401, 403, 404, 422)
 )
-async def job_events(uid: uuid.UUID, session: Session, _: Admin) -> EventList:
+async def job_events(uid: uuid.UUID, session: Session, caller: Reader) -> EventList:
     job = await jobs.get_job(session, uid=uid)
+    caller.require_queue(job.queue.name)
     rows = await events.list_events(session, job_id=job.id)
     return EventList(items=[EventOut.model_validate(e) for e in rows])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from volcano_global.api.deps import Admin, Session
+from volcano_global.api.deps import Admin, Reader, Session
 from volcano_global.db.models import Link
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.links import LinkCreate, LinkList, LinkOut
@@ -28,7 +28,7 @@ async def create_link(body: LinkCreate, session: Session, _: Admin) -> LinkOut:
 
 
 @router.get("", operation_id="listLinks", responses=error_responses(401, 403))
-async def list_links(session: Session, _: Admin) -> LinkList:
+async def list_links(session: Session, _: Reader) -> LinkList:
     return LinkList(items=await present_links(session, await links.list_links(session)))
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from volcano_global.api.deps import Admin, Session
+from volcano_global.api.deps import Reader, Session
 from volcano_global.schemas.common import GpuCapacity, error_responses
 from volcano_global.schemas.overview import Overview, RoundList, RoundOut
 from volcano_global.services import overview
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api/v1", tags=["overview"])
 
 
 @router.get("/overview", operation_id="getOverview", responses=error_responses(401, 403))
-async def get_overview(session: Session, _: Admin) -> Overview:
+async def get_overview(session: Session, _: Reader) -> Overview:
     """Jobs and clusters by state, GPUs by model over the federation."""
     models = overview.by_model(await overview.gpu_capacity(session))
     return Overview(
@@ -32,7 +32,7 @@ async def get_overview(session: Session, _: Admin) -> Overview:
     "/scheduling/rounds", operation_id="listSchedulingRounds", responses=error_responses(401, 403)
 )
 async def list_rounds(
-    session: Session, _: Admin, limit: Annotated[int, Query(ge=1, le=1000)] = 20
+    session: Session, _: Reader, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> RoundList:
     """The most recent committed scheduling rounds, newest first."""
     rows = await overview.recent_rounds(session, limit=limit)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from volcano_global.api.deps import Admin, AppSettings, Session
+from volcano_global.api.deps import Admin, AppSettings, Reader, Session
 from volcano_global.db.models import Queue
 from volcano_global.errors import Invalid
 from volcano_global.schemas.common import error_responses
@@ -29,12 +29,18 @@ async def create_queue(body: QueueCreate, session: Session, _: Admin) -> QueueOu
 
 
 @router.get("", operation_id="listQueues", responses=error_responses(401, 403))
-async def list_queues(session: Session, _: Admin) -> QueueList:
-    return QueueList(items=await present_queues(session, await queues.list_queues(session)))
+async def list_queues(session: Session, caller: Reader) -> QueueList:
+    """Every queue (a queue user sees its own)."""
+    rows = await queues.list_queues(session)
+    visible = caller.visible_queues()
+    if visible is not None:
+        rows = [q for q in rows if q.name in visible]
+    return QueueList(items=await present_queues(session, rows))
 
 
 @router.get("/{name}", operation_id="getQueue", responses=error_responses(401, 403, 404))
-async def get_queue(name: str, session: Session, _: Admin) -> QueueOut:
+async def get_queue(name: str, session: Session, caller: Reader) -> QueueOut:
+    caller.require_queue(name)
     return (await present_queues(session, [await queues.get_queue(session, name=name)]))[0]
 
 

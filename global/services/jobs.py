@@ -24,7 +24,7 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
-from volcano_global.errors import Conflict, Invalid, NotFound
+from volcano_global.errors import Conflict, Forbidden, Invalid, NotFound
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle import transition
@@ -48,6 +48,7 @@ class JobFilter:
     namespace: str | None = None
     name: str | None = None
     text: str | None = None  # in the name or namespace
+    queues: tuple[str, ...] | None = None  # only these queues (a queue user's)
 
 
 async def parse_submission(
@@ -58,6 +59,7 @@ async def parse_submission(
     options: ParseOptions,
     limits: SubmitLimits,
     default_queue: str,
+    allowed_queues: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, Any], NormalizedJob, Queue]:
     """The document, its normalized gang and its queue; every bad field refused (Invalid)."""
     document = load_document(body, fmt=fmt, max_nodes=limits.max_nodes, max_depth=limits.max_depth)
@@ -67,6 +69,11 @@ async def parse_submission(
     if queue is None:
         field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
         raise Invalid.one(field, f"queue {queue_name!r} does not exist")
+    if allowed_queues is not None and queue.name not in allowed_queues:
+        raise Forbidden(
+            f"this token may not submit to queue {queue.name!r} "
+            f"(allowed: {', '.join(allowed_queues)})"
+        )
     return document, job, queue
 
 
@@ -79,9 +86,16 @@ async def submit_job(
     limits: SubmitLimits,
     default_queue: str,
     submitted_by: str,
+    allowed_queues: tuple[str, ...] | None = None,
 ) -> Job:
     document, job, queue = await parse_submission(
-        session, body=body, fmt=fmt, options=options, limits=limits, default_queue=default_queue
+        session,
+        body=body,
+        fmt=fmt,
+        options=options,
+        limits=limits,
+        default_queue=default_queue,
+        allowed_queues=allowed_queues,
     )
     taken = await session.execute(
         select(Job.id).where(
@@ -148,6 +162,10 @@ async def list_jobs(
         query = query.where(Job.namespace == filters.namespace)
     if filters.name is not None:
         query = query.where(Job.name == filters.name)
+    if filters.queues is not None:
+        query = query.where(
+            Job.queue_id.in_(select(Queue.id).where(Queue.name.in_(filters.queues)))
+        )
     if filters.text:
         pattern = "%" + filters.text.replace("\\", "").replace("%", "").replace("_", "\\_") + "%"
         query = query.where(

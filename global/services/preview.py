@@ -33,9 +33,16 @@ async def preview_job(
     limits: SubmitLimits,
     default_queue: str,
     time_limit_s: float,
+    allowed_queues: tuple[str, ...] | None = None,
 ) -> Preview:
     _, job, queue = await parse_submission(
-        session, body=body, fmt=fmt, options=options, limits=limits, default_queue=default_queue
+        session,
+        body=body,
+        fmt=fmt,
+        options=options,
+        limits=limits,
+        default_queue=default_queue,
+        allowed_queues=allowed_queues,
     )
     snapshot, _ = await build_snapshot(session, window=0)
     try:

@@ -13,8 +13,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import ApiToken, TokenRole
-from volcano_global.errors import Forbidden, Unauthorized
+from volcano_global.db.models import ApiToken, Queue, TokenRole
+from volcano_global.errors import Forbidden, Invalid, NotFound, Unauthorized
 
 TOKEN_PREFIX = "vg_"
 
@@ -27,6 +27,7 @@ class Principal:
     role: TokenRole
     cluster_id: uuid.UUID | None = None
     job_id: uuid.UUID | None = None
+    queues: tuple[str, ...] = ()  # a queue user's queues
 
     def require_admin(self) -> None:
         if self.role is not TokenRole.ADMIN:
@@ -38,6 +39,32 @@ class Principal:
             return
         if self.role is not TokenRole.AGENT or self.cluster_id != cluster_id:
             raise Forbidden(f"{self.name} may not act for another cluster")
+
+    def require_cluster_read(self, cluster_id: uuid.UUID) -> None:
+        """A cluster's own agent, or anyone who may read the federation."""
+        if self.role is TokenRole.AGENT and self.cluster_id == cluster_id:
+            return
+        self.require_reader()
+
+    def require_reader(self) -> None:
+        """Reading the federation: admins, readers and queue users (these see their queues)."""
+        if self.role not in (TokenRole.ADMIN, TokenRole.READER, TokenRole.QUEUE_USER):
+            raise Forbidden(f"{self.name} ({self.role.value} token) may not read this")
+
+    def require_submitter(self) -> None:
+        if self.role not in (TokenRole.ADMIN, TokenRole.QUEUE_USER):
+            raise Forbidden(f"{self.name} ({self.role.value} token) may not submit or cancel jobs")
+
+    def visible_queues(self) -> tuple[str, ...] | None:
+        """The queues this caller may see (None: all)."""
+        return self.queues if self.role is TokenRole.QUEUE_USER else None
+
+    def require_queue(self, queue: str) -> None:
+        visible = self.visible_queues()
+        if visible is not None and queue not in visible:
+            raise Forbidden(
+                f"{self.name} may not use queue {queue!r} (allowed: {', '.join(visible)})"
+            )
 
     def require_job(self, job_id: uuid.UUID) -> None:
         """Admins may report for any job; a job token only for its own job."""
@@ -62,6 +89,7 @@ async def issue_token(
     role: TokenRole,
     cluster_id: uuid.UUID | None = None,
     job_id: uuid.UUID | None = None,
+    queues: list[str] | None = None,
     expires_at: datetime | None = None,
 ) -> str:
     """Store a new token's hash and return the token itself (the only time it is seen)."""
@@ -73,6 +101,7 @@ async def issue_token(
             token_hash=hash_token(token),
             cluster_id=cluster_id,
             job_id=job_id,
+            queues=queues,
             expires_at=expires_at,
         )
     )
@@ -99,7 +128,13 @@ async def authenticate(session: AsyncSession, *, token: str, admin_token: str | 
         raise Unauthorized("invalid or revoked token")
     if row.expires_at is not None and row.expires_at <= utcnow():
         raise Unauthorized("token expired")
-    return Principal(name=row.name, role=row.role, cluster_id=row.cluster_id, job_id=row.job_id)
+    return Principal(
+        name=row.name,
+        role=row.role,
+        cluster_id=row.cluster_id,
+        job_id=row.job_id,
+        queues=tuple(row.queues or ()),
+    )
 
 
 async def ensure_admin_token(session: AsyncSession) -> str | None:
@@ -110,3 +145,58 @@ async def ensure_admin_token(session: AsyncSession) -> str | None:
     if existing.first() is not None:
         return None
     return await issue_token(session, name="bootstrap-admin", role=TokenRole.ADMIN)
+
+
+async def create_user_token(
+    session: AsyncSession,
+    *,
+    name: str,
+    role: TokenRole,
+    queues: list[str],
+    expires_at: datetime | None,
+) -> tuple[ApiToken, str]:
+    """An admin, reader or queue-user token (agent and job tokens come with their cluster or
+    job). A queue user needs at least one existing queue."""
+    if role not in (TokenRole.ADMIN, TokenRole.READER, TokenRole.QUEUE_USER):
+        raise Invalid.one("role", "must be admin, reader or queue-user")
+    if role is TokenRole.QUEUE_USER:
+        if not queues:
+            raise Invalid.one("queues", "a queue-user token needs at least one queue")
+        known = set(
+            (await session.execute(select(Queue.name).where(Queue.name.in_(queues)))).scalars()
+        )
+        for i, queue in enumerate(queues):
+            if queue not in known:
+                raise Invalid.one(f"queues[{i}]", f"queue {queue!r} does not exist")
+    elif queues:
+        raise Invalid.one(
+            "queues", f"only a queue-user token is limited to queues, not {role.value}"
+        )
+    if expires_at is not None and expires_at <= utcnow():
+        raise Invalid.one("expiresAt", "must be in the future")
+    secret = await issue_token(
+        session, name=name, role=role, queues=queues or None, expires_at=expires_at
+    )
+    row = (
+        await session.execute(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
+    ).scalar_one()
+    return row, secret
+
+
+async def list_user_tokens(session: AsyncSession) -> list[ApiToken]:
+    rows = await session.execute(
+        select(ApiToken)
+        .where(ApiToken.role.in_([TokenRole.ADMIN, TokenRole.READER, TokenRole.QUEUE_USER]))
+        .order_by(ApiToken.created_at)
+    )
+    return list(rows.scalars())
+
+
+async def revoke_token(session: AsyncSession, *, token_id: uuid.UUID) -> ApiToken:
+    row = await session.get(ApiToken, token_id)
+    if row is None or row.role not in (TokenRole.ADMIN, TokenRole.READER, TokenRole.QUEUE_USER):
+        raise NotFound(f"token {token_id} not found")
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        await session.flush()
+    return row

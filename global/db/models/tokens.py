@@ -10,13 +10,15 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from volcano_global.db.base import Base, UUIDPrimaryKey, str_enum, utcnow
+from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
 
 
 class TokenRole(enum.StrEnum):
     ADMIN = "admin"
     AGENT = "agent"  # bound to one cluster
     JOB = "job"  # bound to one job: its training processes report measurements
+    READER = "reader"  # reads everything, changes nothing
+    QUEUE_USER = "queue-user"  # submits to, and sees, only its queues
 
 
 class ApiToken(UUIDPrimaryKey, Base):
@@ -31,6 +33,7 @@ class ApiToken(UUIDPrimaryKey, Base):
     job_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), default=None, index=True
     )
+    queues: Mapped[list[str] | None] = mapped_column(JSONType, default=None)  # queue-user only
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
