@@ -10,9 +10,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.errors import Unauthorized
+from volcano_global.services.events import record_audit
 from volcano_global.services.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _bearer = HTTPBearer(auto_error=False, description="A token issued by the Global.")
 
 
@@ -27,6 +29,11 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     async with request.app.state.sessions() as session:
         try:
             yield session
+            principal = getattr(request.state, "principal", None)
+            if principal is not None and request.method in MUTATING:
+                await record_audit(
+                    session, who=principal.name, method=request.method, path=request.url.path
+                )
             await session.commit()
         except BaseException:
             await session.rollback()
@@ -38,6 +45,7 @@ AppSettings = Annotated[Settings, Depends(get_settings)]
 
 
 async def get_principal(
+    request: Request,
     session: Session,
     settings: AppSettings,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -45,7 +53,9 @@ async def get_principal(
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
     admin = settings.admin_token.get_secret_value() if settings.admin_token else None
-    return await authenticate(session, token=credentials.credentials, admin_token=admin)
+    principal = await authenticate(session, token=credentials.credentials, admin_token=admin)
+    request.state.principal = principal  # for the audit record of a mutating call
+    return principal
 
 
 async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:

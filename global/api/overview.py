@@ -1,4 +1,5 @@
-"""/api/v1/overview and /api/v1/scheduling/rounds: the federation at a glance."""
+"""/api/v1/overview, /api/v1/scheduling/rounds and /api/v1/audit: the federation at a glance
+and who changed it."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from volcano_global.api.deps import Reader, Session
+from volcano_global.api.deps import Admin, Reader, Session
 from volcano_global.schemas.common import GpuCapacity, error_responses
+from volcano_global.schemas.jobs import EventList, EventOut
 from volcano_global.schemas.overview import Overview, RoundList, RoundOut
-from volcano_global.services import overview
+from volcano_global.services import events, overview
 
 router = APIRouter(prefix="/api/v1", tags=["overview"])
 
@@ -37,3 +39,12 @@ async def list_rounds(
     """The most recent committed scheduling rounds, newest first."""
     rows = await overview.recent_rounds(session, limit=limit)
     return RoundList(items=[RoundOut.model_validate(r) for r in rows])
+
+
+@router.get("/audit", operation_id="listAudit", responses=error_responses(401, 403, 422))
+async def list_audit(
+    session: Session, _: Admin, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> EventList:
+    """Every accepted mutating call, newest first: who, method and path."""
+    rows = await events.audit_trail(session, limit=limit)
+    return EventList(items=[EventOut.model_validate(e) for e in rows])

@@ -20,22 +20,27 @@ async def record_event(
     type: EventType = EventType.NORMAL,
     job_id: uuid.UUID | None = None,
     cluster_id: uuid.UUID | None = None,
+    fold: bool = True,
 ) -> Event:
     now = utcnow()
     previous = (
-        await session.execute(
-            select(Event)
-            .where(
-                Event.job_id == job_id if job_id else Event.job_id.is_(None),
-                Event.cluster_id == cluster_id if cluster_id else Event.cluster_id.is_(None),
-                Event.type == type,
-                Event.reason == reason,
-                Event.message == message,
+        None
+        if not fold
+        else (
+            await session.execute(
+                select(Event)
+                .where(
+                    Event.job_id == job_id if job_id else Event.job_id.is_(None),
+                    Event.cluster_id == cluster_id if cluster_id else Event.cluster_id.is_(None),
+                    Event.type == type,
+                    Event.reason == reason,
+                    Event.message == message,
+                )
+                .order_by(Event.last_seen_at.desc())
+                .limit(1)
             )
-            .order_by(Event.last_seen_at.desc())
-            .limit(1)
-        )
-    ).scalar_one_or_none()
+        ).scalar_one_or_none()
+    )
     if previous is not None:
         previous.count += 1
         previous.last_seen_at = now
@@ -68,3 +73,18 @@ async def list_events(
     if cluster_id is not None:
         query = query.where(Event.cluster_id == cluster_id)
     return list((await session.execute(query)).scalars())
+
+
+AUDIT = "Audit"
+
+
+async def record_audit(session: AsyncSession, *, who: str, method: str, path: str) -> None:
+    """One record per accepted mutating call, in the call's own transaction (never folded)."""
+    await record_event(session, reason=AUDIT, message=f"{who}: {method} {path}", fold=False)
+
+
+async def audit_trail(session: AsyncSession, *, limit: int) -> list[Event]:
+    rows = await session.execute(
+        select(Event).where(Event.reason == AUDIT).order_by(Event.first_seen_at.desc()).limit(limit)
+    )
+    return list(rows.scalars())

@@ -31,6 +31,7 @@ EXPECTED = {
     "createToken",
     "listTokens",
     "revokeToken",
+    "listAudit",
     "getOverview",
     "listSchedulingRounds",
     "healthz",

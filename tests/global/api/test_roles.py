@@ -119,3 +119,18 @@ async def test_token_requests_are_validated(api: httpx.AsyncClient) -> None:
     assert (
         await api.delete("/api/v1/tokens/00000000-0000-0000-0000-000000000000")
     ).status_code == 404
+
+
+async def test_every_accepted_change_is_audited_with_who(api: httpx.AsyncClient) -> None:
+    await create_queue(api, "llm")
+    user = await token(api, "queue-user", queues=["llm"])
+    await api.post("/api/v1/jobs", json=job_document("mine", queue="llm"), headers=bearer(user))
+    await api.post("/api/v1/jobs", json=job_document("no", queue="default"), headers=bearer(user))
+    trail = [e["message"] for e in (await api.get("/api/v1/audit")).json()["items"]]
+    assert trail[:3] == [
+        "queue-user of tests: POST /api/v1/jobs",
+        "admin: POST /api/v1/tokens",
+        "admin: POST /api/v1/queues",
+    ]  # newest first; the refused submission changed nothing and is not in the trail
+    reader = bearer(await token(api, "reader"))
+    assert (await api.get("/api/v1/audit", headers=reader)).status_code == 403
