@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import transaction
@@ -52,6 +53,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GlobalMessage]:
         principal = await self._authenticate(context)
+        request_iterator = _decoded(request_iterator, context)
         first = await anext(aiter(request_iterator), None)
         if first is None:
             return
@@ -248,3 +250,15 @@ async def _with_ticks(
             pending.cancel()
         elif pending is not None and not pending.cancelled():
             pending.exception()  # retrieved: the stream's end is not an error
+
+
+async def _decoded(
+    requests: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
+) -> AsyncIterator[pb.AgentMessage]:
+    """The agent's messages; bytes that are not an AgentMessage end the stream with
+    INVALID_ARGUMENT (not an unhandled error)."""
+    try:
+        async for message in requests:
+            yield message
+    except DecodeError:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a message is not an AgentMessage")
