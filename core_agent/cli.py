@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import grpc
 import typer
 
 from core_agent.client import AgentClient
@@ -68,6 +69,25 @@ def agent(
             "measurement reports) [env: VGLOBAL_API]",
         ),
     ] = "",
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VGLOBAL_AGENT_CA_FILE",
+            help="TLS: CA bundle the Global's certificate is checked against",
+        ),
+    ] = None,
+    cert_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VGLOBAL_AGENT_CERT_FILE", help="Mutual TLS: this agent's client certificate"
+        ),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VGLOBAL_AGENT_KEY_FILE", help="Mutual TLS: the client certificate's key"
+        ),
+    ] = None,
     tier_label: Annotated[
         list[str] | None,
         typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
@@ -93,7 +113,13 @@ def agent(
             )
         else:
             inventory_source = _simulated(cluster, spec, lingjun_block, gpu_model, time_scale)
-        client = AgentClient(cluster=cluster, target=global_, token=token, source=inventory_source)
+        client = AgentClient(
+            cluster=cluster,
+            target=global_,
+            token=token,
+            source=inventory_source,
+            credentials=tls_credentials(ca_file, cert_file, key_file),
+        )
         await client.run(stop=stop)
 
     asyncio.run(main())
@@ -112,3 +138,18 @@ def _simulated(
         )
     simulated.time_scale = time_scale
     return simulated
+
+
+def tls_credentials(
+    ca_file: Path | None, cert_file: Path | None, key_file: Path | None
+) -> grpc.ChannelCredentials | None:
+    """Channel credentials from PEM files: none of them means a plain channel."""
+    if ca_file is None and cert_file is None:
+        return None
+    if (cert_file is None) != (key_file is None):
+        raise typer.BadParameter("give both --cert-file and --key-file", param_hint="--cert-file")
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca_file.read_bytes() if ca_file else None,
+        private_key=key_file.read_bytes() if key_file else None,
+        certificate_chain=cert_file.read_bytes() if cert_file else None,
+    )

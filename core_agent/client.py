@@ -33,6 +33,7 @@ class AgentClient:
         source: InventorySource,
         coalesce_s: float = 0.2,
         max_message_bytes: int = 64 << 20,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.cluster = cluster
         self.target = target
@@ -40,6 +41,7 @@ class AgentClient:
         self.source = source
         self.coalesce_s = coalesce_s
         self.max_message_bytes = max_message_bytes
+        self.credentials = credentials  # TLS (and a client certificate for mutual TLS)
         self.seq = 0  # last sequence number sent
         self.acked = 0  # last sequence the Global acknowledged
         self.sent_view = Inventory()  # the inventory as of the last message sent
@@ -85,7 +87,12 @@ class AgentClient:
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.max_receive_message_length", self.max_message_bytes),
         ]
-        async with grpc.aio.insecure_channel(self.target, options=options) as channel:
+        channel = (
+            grpc.aio.secure_channel(self.target, self.credentials, options=options)
+            if self.credentials is not None
+            else grpc.aio.insecure_channel(self.target, options=options)
+        )
+        async with channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)
             call = stub.Connect(metadata=(("authorization", f"Bearer {self.token}"),))
             hello = pb.Hello(

@@ -59,6 +59,22 @@ class SchedulingDefaults(BaseModel):
     )
 
 
+class TlsSettings(BaseModel):
+    """TLS for the REST API and the agent gRPC port (both off when no certificate is set)."""
+
+    cert_file: Path | None = Field(None, description="PEM certificate (chain) of the server.")
+    key_file: Path | None = Field(None, description="PEM private key of the certificate.")
+    client_ca_file: Path | None = Field(
+        None,
+        description="PEM CA bundle: when set, agents must present a client certificate it "
+        "signed (mutual TLS on the gRPC port).",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None and self.key_file is not None
+
+
 class AgentSettings(BaseModel):
     """The agent stream (gRPC)."""
 
@@ -100,6 +116,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
     agents: AgentSettings = Field(default_factory=AgentSettings)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
 
     @property
     def is_sqlite(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ class ServerProcess:
             "VGLOBAL_SCHEDULING__INTERVAL_S": "0.3",
         }
         self.log = tmp / f"server-{self.port}.log"
+        self.ready_verify: ssl.SSLContext | bool = True  # the CA when the server speaks https
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -54,7 +56,8 @@ class ServerProcess:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                ready = httpx.get(f"{self.url}/readyz", timeout=1, verify=self.ready_verify)
+                if ready.status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

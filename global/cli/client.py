@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,13 @@ def resolve_connection(server: str | None, token: str | None, config: Path | Non
 class Client:
     def __init__(self, connection: Connection, timeout: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
-        self._http = httpx.Client(base_url=connection.server, headers=headers, timeout=timeout)
+        ca_file = os.environ.get("VGLOBAL_CA_FILE")  # a private CA for an https Global
+        self._http = httpx.Client(
+            base_url=connection.server,
+            headers=headers,
+            timeout=timeout,
+            verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
+        )
         self.server = connection.server
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:

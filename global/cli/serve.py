@@ -20,7 +20,8 @@ def run_server(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     log = logging.getLogger("volcano_global")
-    log.info("REST API on http://%s:%d/api/v1 (OpenAPI: /docs)", settings.host, settings.port)
+    scheme = "https" if settings.tls.enabled else "http"
+    log.info("REST API on %s://%s:%d/api/v1 (OpenAPI: /docs)", scheme, settings.host, settings.port)
     log.info("database: %s", _redact(settings.database_url))
     uvicorn.run(
         create_app(settings),
@@ -28,6 +29,8 @@ def run_server(
         port=settings.port,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=10,
+        ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
+        ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
     )
 
 

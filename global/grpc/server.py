@@ -26,7 +26,19 @@ async def start_grpc_server(
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(sessions, settings), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
+    address = f"{settings.host}:{settings.grpc_port}"
+    tls = settings.tls
+    if tls.enabled:
+        assert tls.cert_file is not None and tls.key_file is not None
+        client_ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
+        credentials = grpc.ssl_server_credentials(
+            [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
     await server.start()
     full_name = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
     for name in ("", full_name):
