@@ -1,0 +1,245 @@
+"""Load test: job submissions and reads against a real `vglobal server` (scheduling loop on)
+while agents stream the inventory of many large clusters, all on loopback. Open loop: requests
+leave on a fixed schedule whatever the answers, so latency includes queueing at the server.
+
+    .venv/bin/python bench/load_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
+    .venv/bin/python bench/load_bench.py --clusters 2 --nodes 500 --seconds 5   # quick
+
+Reports p50/p95/p99 latency and errors per request kind, achieved rates, and the agents' delta
+rate during the run. The agents run in a child process (their own CPU budget on this 2-core
+machine is part of the load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent_sync_bench import free_port, wait_acked  # noqa: E402
+
+from core_agent.client import AgentClient  # noqa: E402
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
+
+
+async def agents_main(target: str, tokens: dict[str, str], nodes: int, seconds: float) -> None:
+    """Child process: full sync of every cluster, then deltas of 50 nodes per cluster as fast as
+    they are acknowledged, for `seconds`; prints how many node updates went through."""
+    spec = ClusterSpec.model_validate(
+        {
+            "nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
+            "topology": {"tiers": [{"name": "tor", "size": 8}, {"name": "spine", "size": 25}]},
+        }
+    )
+    clusters = {name: SimulatedCluster.from_spec(name, spec) for name in tokens}
+    clients = [
+        AgentClient(cluster=n, target=target, token=t, source=clusters[n], coalesce_s=0.05)
+        for n, t in tokens.items()
+    ]
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(c.run(stop=stop)) for c in clients]
+    await wait_acked(clients)
+    print("synced", flush=True)
+    rng = random.Random(2)
+    names = {n: list(c.nodes) for n, c in clusters.items()}
+    updates, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        for name, cluster in clusters.items():
+            for node in rng.sample(names[name], 50):
+                cluster.nodes[node].used_gpus = rng.randrange(9)
+            cluster.changed.set()
+        updates += 50 * len(clusters)
+        await asyncio.sleep(0.1)
+    stop.set()
+    await asyncio.gather(*tasks)
+    print(json.dumps({"node_updates": updates, "seconds": time.monotonic() - started}), flush=True)
+
+
+def job(index: int) -> dict[str, object]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": f"load-{index:06d}", "namespace": "load"},
+        "spec": {
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "i",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: float) -> dict:
+    latencies: dict[str, list[float]] = {"submit": [], "list": [], "get": []}
+    errors: dict[str, int] = {k: 0 for k in latencies}
+    uids: list[str] = []
+    pending: set[asyncio.Task[None]] = set()
+
+    async def call(kind: str, method: str, path: str, **kwargs: object) -> None:
+        started = time.perf_counter()
+        try:
+            response = await api.request(method, path, **kwargs)  # type: ignore[arg-type]
+            ok = response.status_code < 400
+            if ok and kind == "submit":
+                uids.append(response.json()["uid"])
+        except httpx.HTTPError:
+            ok = False
+        latencies[kind].append(time.perf_counter() - started)
+        if not ok:
+            errors[kind] += 1
+
+    begin = time.perf_counter()
+    submitted = read = 0
+    while (now := time.perf_counter() - begin) < seconds:
+        while submitted < now * rate:
+            pending.add(
+                asyncio.create_task(call("submit", "POST", "/api/v1/jobs", json=job(submitted)))
+            )
+            submitted += 1
+        while read < now * reads:
+            if read % 2 == 0 or not uids:
+                task = call("list", "GET", "/api/v1/jobs", params={"limit": 20})
+            else:
+                task = call("get", "GET", f"/api/v1/jobs/{random.choice(uids)}")
+            pending.add(asyncio.create_task(task))
+            read += 1
+        pending = {t for t in pending if not t.done()}
+        await asyncio.sleep(0.002)
+    await asyncio.gather(*pending)
+    elapsed = time.perf_counter() - begin
+    return {
+        kind: {
+            "requests": len(values),
+            "per_s": len(values) / elapsed,
+            "p50_ms": 1000 * percentile(values, 0.5),
+            "p95_ms": 1000 * percentile(values, 0.95),
+            "p99_ms": 1000 * percentile(values, 0.99),
+            "errors": errors[kind],
+        }
+        for kind, values in latencies.items()
+    }
+
+
+async def run(args: argparse.Namespace) -> dict:
+    port, grpc_port = free_port(), free_port()
+    token = "vg_bench_" + secrets.token_urlsafe(16)
+    tmp = tempfile.mkdtemp(prefix="vglobal-load-")
+    database = args.database_url or f"sqlite+aiosqlite:///{tmp}/load.db"
+    env = {
+        **os.environ,
+        "VGLOBAL_DATABASE_URL": database,
+        "VGLOBAL_ADMIN_TOKEN": token,
+        "VGLOBAL_PORT": str(port),
+        "VGLOBAL_GRPC_PORT": str(grpc_port),
+        "VGLOBAL_LOG_LEVEL": "warning",
+        "VGLOBAL_DB_POOL_SIZE": "20",
+    }
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "volcano_global.cli.main", "server", env=env
+    )
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    api = httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        limits=limits,
+    )
+    agents = None
+    try:
+        for _ in range(300):
+            try:
+                if (await api.get("/readyz")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+        tokens = {}
+        for i in range(args.clusters):
+            name = f"load-{i:02d}"
+            tokens[name] = (await api.post("/api/v1/clusters", json={"name": name})).json()[
+                "agentToken"
+            ]
+        agents = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "agents",
+            f"127.0.0.1:{grpc_port}",
+            json.dumps(tokens),
+            str(args.nodes),
+            str(args.seconds + 5),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert agents.stdout is not None
+        line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
+        assert line.strip() == b"synced", line
+        result = await drive(api, args.rate, args.reads, args.seconds)
+        streamed = json.loads((await agents.stdout.readline()) or b"{}")
+        result["agents"] = {
+            "clusters": args.clusters,
+            "nodes": args.nodes,
+            "node_updates_per_s": streamed.get("node_updates", 0) / streamed.get("seconds", 1),
+        }
+        return result
+    finally:
+        if agents is not None and agents.returncode is None:
+            agents.terminate()
+            await agents.wait()
+        await api.aclose()
+        server.terminate()
+        await server.wait()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["agents"]:
+        target, tokens, nodes, seconds = sys.argv[2:6]
+        asyncio.run(agents_main(target, json.loads(tokens), int(nodes), float(seconds)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--rate", type=float, default=200.0, help="submissions per second")
+    parser.add_argument("--reads", type=float, default=100.0, help="reads per second")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    result = asyncio.run(run(parser.parse_args()))
+    print(json.dumps(result, indent=2))
+    for kind in ("submit", "list", "get"):
+        r = result[kind]
+        print(
+            f"{kind:>6}: {r['requests']} requests, {r['per_s']:.0f}/s, p50 {r['p50_ms']:.1f} ms, "
+            f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, {r['errors']} errors"
+        )
+
+
+if __name__ == "__main__":
+    main()
