@@ -48,6 +48,8 @@ def test_the_demo_tells_the_whole_story_and_ends_by_itself(tmp_path: Path) -> No
     )
     assert out.index("llm/pretrain-405b: Succeeded") < out.index("llm/finetune-moe: Running")
     for job in ("pretrain-405b", "eval-70b", "finetune-moe", "sweep-a100"):
-        assert f"{job}: Running" in out and f"{job}: Succeeded" in out
+        assert f"{job}: Succeeded" in out
+    for job in ("pretrain-405b", "finetune-moe"):  # long enough that a poll always sees it run
+        assert f"{job}: Running" in out
     assert "The web console is at http://127.0.0.1:" in out
     assert (tmp_path / "demo.db").exists()
