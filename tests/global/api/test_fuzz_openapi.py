@@ -53,6 +53,7 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, tmp_pat
         capture_output=True,
         text=True,
         timeout=900,
+        cwd=tmp_path,  # its cache stays out of the repository
     )
     summary = result.stdout[result.stdout.find("SUMMARY") :]
     assert result.returncode == 0, summary or result.stdout[-3000:] + result.stderr
