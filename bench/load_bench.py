@@ -102,6 +102,7 @@ def percentile(values: list[float], q: float) -> float:
 async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: float) -> dict:
     latencies: dict[str, list[float]] = {"submit": [], "list": [], "get": []}
     errors: dict[str, int] = {k: 0 for k in latencies}
+    causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
     uids: list[str] = []
     pending: set[asyncio.Task[None]] = set()
 
@@ -112,8 +113,11 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
             ok = response.status_code < 400
             if ok and kind == "submit":
                 uids.append(response.json()["uid"])
-        except httpx.HTTPError:
-            ok = False
+            cause = str(response.status_code)
+        except httpx.HTTPError as exc:
+            ok, cause = False, type(exc).__name__
+        if not ok:
+            causes[f"{kind} {cause}"] = causes.get(f"{kind} {cause}", 0) + 1
         latencies[kind].append(time.perf_counter() - started)
         if not ok:
             errors[kind] += 1
@@ -137,7 +141,7 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
         await asyncio.sleep(0.002)
     await asyncio.gather(*pending)
     elapsed = time.perf_counter() - begin
-    return {
+    return {"error_causes": causes} | {
         kind: {
             "requests": len(values),
             "per_s": len(values) / elapsed,
@@ -233,6 +237,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     result = asyncio.run(run(parser.parse_args()))
     print(json.dumps(result, indent=2))
+    print("errors by cause:", result["error_causes"] or "none")
     for kind in ("submit", "list", "get"):
         r = result[kind]
         print(
