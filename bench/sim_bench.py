@@ -22,7 +22,7 @@ from volcano_global.solver import Policy
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "docs" / "examples" / "simulate" / "four-clusters.yaml"
 SMALL = REPO / "docs" / "examples" / "simulate" / "small-fleet.yaml"
-TRACES = REPO.parent / "shared" / "data" / "traces"
+TRACES = REPO / "bench" / "data" / "traces"  # excerpts of ../shared/data (bench/data/README.md)
 PLOTS = REPO / "docs" / "benchmarks"
 
 
@@ -113,7 +113,7 @@ def sections(*, quick: bool = False) -> list[str]:
                 "",
             ]
     small = Scenario.load(SMALL)
-    philly = read_philly(TRACES / "philly_gavel" / "0e4a51.trace", limit=100 if quick else 300)
+    philly = read_philly(TRACES / "philly_gavel" / "0e4a51.trace", limit=100 if quick else 200)
     pollux = read_pollux(TRACES / "pollux" / "workload-1.csv")
     lines += [
         f"The two public traces replayed on `{SMALL.relative_to(REPO)}` (4 clusters x 16 GPUs, "

@@ -16,7 +16,7 @@ from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob, read_philly, read_pollux, synthetic_llm
 from volcano_global.solver import Policy
 
-DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "traces"
+DATA = Path(__file__).resolve().parents[3] / "bench" / "data" / "traces"  # excerpts in the repo
 REPO = Path(__file__).resolve().parents[3]
 
 
