@@ -13,29 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import secrets
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from harness import global_server, wait_acked
 
-from core_agent.client import AgentClient  # noqa: E402
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -45,40 +33,9 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
-    deadline = time.monotonic() + within
-    while any(c.acked < c.seq or c.seq == 0 for c in clients):
-        if time.monotonic() > deadline:
-            raise TimeoutError("agents not acknowledged in time")
-        await asyncio.sleep(0.01)
-
-
 async def run(args: argparse.Namespace) -> dict[str, float]:
-    port, grpc_port = free_port(), free_port()
-    token = "vg_bench_" + secrets.token_urlsafe(16)
-    tmp = tempfile.mkdtemp(prefix="vglobal-bench-")
-    database = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
-    env = {
-        **os.environ,
-        "VGLOBAL_DATABASE_URL": database,
-        "VGLOBAL_ADMIN_TOKEN": token,
-        "VGLOBAL_PORT": str(port),
-        "VGLOBAL_GRPC_PORT": str(grpc_port),
-        "VGLOBAL_LOG_LEVEL": "warning",
-    }
-    server = subprocess.Popen(  # noqa: ASYNC220 (the server under test, started once)
-        [sys.executable, "-m", "volcano_global.cli.main", "server"], env=env
-    )
-    url = f"http://127.0.0.1:{port}"
-    api = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
-    try:
-        for _ in range(300):
-            try:
-                if (await api.get("/readyz")).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
+    async with global_server(args.database_url, timeout=120) as server:
+        api = server.api
         spec = ClusterSpec.model_validate(
             {
                 "nodeGroups": [{"count": args.nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -96,7 +53,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             clients.append(
                 AgentClient(
                     cluster=name,
-                    target=f"127.0.0.1:{grpc_port}",
+                    target=server.grpc_target,
                     token=agent_token,
                     source=cluster,
                     coalesce_s=0.0,
@@ -131,10 +88,6 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             "updates": updates,
             "peak_rss_mib": peak_rss_mib(server.pid),
         }
-    finally:
-        await api.aclose()
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def main() -> None:

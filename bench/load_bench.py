@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import secrets
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +25,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent_sync_bench import free_port, wait_acked  # noqa: E402
+from harness import global_server, wait_acked  # noqa: E402
 
 from core_agent.client import AgentClient  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
@@ -155,72 +152,41 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
 
 
 async def run(args: argparse.Namespace) -> dict:
-    port, grpc_port = free_port(), free_port()
-    token = "vg_bench_" + secrets.token_urlsafe(16)
-    tmp = tempfile.mkdtemp(prefix="vglobal-load-")
-    database = args.database_url or f"sqlite+aiosqlite:///{tmp}/load.db"
-    env = {
-        **os.environ,
-        "VGLOBAL_DATABASE_URL": database,
-        "VGLOBAL_ADMIN_TOKEN": token,
-        "VGLOBAL_PORT": str(port),
-        "VGLOBAL_GRPC_PORT": str(grpc_port),
-        "VGLOBAL_LOG_LEVEL": "warning",
-        "VGLOBAL_DB_POOL_SIZE": "20",
-    }
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "volcano_global.cli.main", "server", env=env
-    )
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    api = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-        limits=limits,
-    )
-    agents = None
-    try:
-        for _ in range(300):
-            try:
-                if (await api.get("/readyz")).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
+    pool = {"VGLOBAL_DB_POOL_SIZE": "20"}
+    async with global_server(args.database_url, env=pool, limits=limits) as server:
         tokens = {}
         for i in range(args.clusters):
             name = f"load-{i:02d}"
-            tokens[name] = (await api.post("/api/v1/clusters", json={"name": name})).json()[
+            tokens[name] = (await server.api.post("/api/v1/clusters", json={"name": name})).json()[
                 "agentToken"
             ]
         agents = await asyncio.create_subprocess_exec(
             sys.executable,
             __file__,
             "agents",
-            f"127.0.0.1:{grpc_port}",
+            server.grpc_target,
             json.dumps(tokens),
             str(args.nodes),
             str(args.seconds + 5),
             stdout=asyncio.subprocess.PIPE,
         )
-        assert agents.stdout is not None
-        line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
-        assert line.strip() == b"synced", line
-        result = await drive(api, args.rate, args.reads, args.seconds)
-        streamed = json.loads((await agents.stdout.readline()) or b"{}")
+        try:
+            assert agents.stdout is not None
+            line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
+            assert line.strip() == b"synced", line
+            result = await drive(server.api, args.rate, args.reads, args.seconds)
+            streamed = json.loads((await agents.stdout.readline()) or b"{}")
+        finally:
+            if agents.returncode is None:
+                agents.terminate()
+                await agents.wait()
         result["agents"] = {
             "clusters": args.clusters,
             "nodes": args.nodes,
             "node_updates_per_s": streamed.get("node_updates", 0) / streamed.get("seconds", 1),
         }
         return result
-    finally:
-        if agents is not None and agents.returncode is None:
-            agents.terminate()
-            await agents.wait()
-        await api.aclose()
-        server.terminate()
-        await server.wait()
 
 
 def main() -> None:

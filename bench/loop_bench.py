@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import re
-import secrets
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent_sync_bench import free_port  # noqa: E402
+from harness import global_server  # noqa: E402
 
 from core_agent.client import AgentClient  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
@@ -98,41 +93,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    token = "vg_bench_" + secrets.token_urlsafe(16)
-    port, grpc_port = free_port(), free_port()
-    tmp = Path(tempfile.mkdtemp(prefix="vglobal-loop-"))
-    url = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
-    env = {
-        **os.environ,
-        "VGLOBAL_DATABASE_URL": url,
-        "VGLOBAL_ADMIN_TOKEN": token,
-        "VGLOBAL_PORT": str(port),
-        "VGLOBAL_GRPC_PORT": str(grpc_port),
-        "VGLOBAL_LOG_LEVEL": "warning",
-    }
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "volcano_global.cli.main",
-        "server",
-        env=env,
-        stderr=(tmp / "server.log").open("wb"),
-    )
-    api = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
-    try:
-        for _ in range(300):
-            try:
-                if (await api.get("/readyz")).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
+    async with global_server(args.database_url) as server:
+        api = server.api
         names = [f"c{i}" for i in range(args.clusters)]
         for name in names:
             agent_token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
@@ -141,7 +105,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             cluster = SimulatedCluster.from_spec(name, CLUSTER)
             cluster.time_scale = args.time_scale
             client = AgentClient(
-                cluster=name, target=f"127.0.0.1:{grpc_port}", token=agent_token, source=cluster
+                cluster=name, target=server.grpc_target, token=agent_token, source=cluster
             )
             tasks.append(asyncio.create_task(client.run(stop=stop)))
         for i, a in enumerate(names):
@@ -174,12 +138,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if all(j["state"] in ("Succeeded", "Failed") for j in jobs):
                 break
             await asyncio.sleep(1.0)
-    finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await api.aclose()
-        server.terminate()
-        await asyncio.wait_for(server.wait(), timeout=30)
 
     def latency(j: dict[str, Any]) -> float | None:
         stamps = j["timestamps"]
@@ -207,7 +167,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         before, "vglobal_scheduling_round_seconds_sum"
     )
     return {
-        "database": "postgres" if url.startswith("postgresql") else "sqlite",
+        "database": "postgres" if (args.database_url or "").startswith("postgresql") else "sqlite",
         "jobs": len(jobs),
         "window_s": window,
         "rounds_per_s": committed / window,

@@ -221,7 +221,7 @@ class MemberJobs:
             phase, message = share_phase(jobs)
             self._send(pid, phase, message)
         for pid, last in list(self.reported.items()):
-            if pid not in by_placement and pid not in self.cancelled and last in ("Running",):
+            if pid not in by_placement and pid not in self.cancelled and last == "Running":
                 self._send(pid, "Failed", "its Volcano Jobs were deleted in the cluster")
 
     def _send(self, pid: str, phase: str, message: str, *, force: bool = False) -> None:

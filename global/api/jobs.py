@@ -28,6 +28,7 @@ from volcano_global.schemas.jobs import (
     ShareOut,
 )
 from volcano_global.services import events, jobs, measurements, preview
+from volcano_global.services.tokens import Principal
 from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -47,35 +48,30 @@ _DOCUMENT_SCHEMA = {
 }
 
 
+_DOCUMENT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/yaml": {"schema": _DOCUMENT_SCHEMA},
+            "application/json": {"schema": _DOCUMENT_SCHEMA},
+        },
+    }
+}
+
+
 @router.post(
     "",
     status_code=201,
     operation_id="submitJob",
     responses=error_responses(401, 403, 409, 413, 415, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/yaml": {"schema": _DOCUMENT_SCHEMA},
-                "application/json": {"schema": _DOCUMENT_SCHEMA},
-            },
-        }
-    },
+    openapi_extra=_DOCUMENT_BODY,
 )
 async def submit_job(
     request: Request, session: Session, settings: AppSettings, caller: Submitter
 ) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
-    job = await jobs.submit_job(
-        session,
-        body=await request.body(),
-        fmt=_format(request),
-        options=_parse_options(settings),
-        limits=_limits(settings),
-        default_queue=settings.scheduling.default_queue,
-        submitted_by=caller.name,
-        allowed_queues=caller.visible_queues(),
-    )
+    submission = await _submission(request, settings, caller)
+    job = await jobs.submit_job(session, submission, submitted_by=caller.name)
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
 
@@ -84,15 +80,7 @@ async def submit_job(
     "/preview",
     operation_id="previewJob",
     responses=error_responses(401, 403, 413, 415, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/yaml": {"schema": _DOCUMENT_SCHEMA},
-                "application/json": {"schema": _DOCUMENT_SCHEMA},
-            },
-        }
-    },
+    openapi_extra=_DOCUMENT_BODY,
 )
 async def preview_job(
     request: Request, session: Session, settings: AppSettings, caller: Submitter
@@ -102,13 +90,8 @@ async def preview_job(
     is stored."""
     result = await preview.preview_job(
         session,
-        body=await request.body(),
-        fmt=_format(request),
-        options=_parse_options(settings),
-        limits=_limits(settings),
-        default_queue=settings.scheduling.default_queue,
+        await _submission(request, settings, caller),
         time_limit_s=settings.scheduling.round_time_limit_s,
-        allowed_queues=caller.visible_queues(),
     )
     job, decision = result.job, result.decision
     return JobPreview(
@@ -142,18 +125,21 @@ def _format(request: Request) -> str:
     raise UnsupportedMediaType(f"Content-Type {media!r}: send application/yaml or application/json")
 
 
-def _parse_options(settings: Settings) -> ParseOptions:
-    return ParseOptions(
-        priority_classes=settings.scheduling.priority_classes,
-        default_max_clusters=settings.scheduling.max_clusters,
-        max_total_pods=settings.limits.max_total_pods,
-    )
-
-
-def _limits(settings: Settings) -> jobs.SubmitLimits:
-    return jobs.SubmitLimits(
-        max_nodes=settings.limits.max_document_nodes,
-        max_depth=settings.limits.max_document_depth,
+async def _submission(request: Request, settings: Settings, caller: Principal) -> jobs.Submission:
+    return jobs.Submission(
+        body=await request.body(),
+        fmt=_format(request),
+        options=ParseOptions(
+            priority_classes=settings.scheduling.priority_classes,
+            default_max_clusters=settings.scheduling.max_clusters,
+            max_total_pods=settings.limits.max_total_pods,
+        ),
+        limits=jobs.SubmitLimits(
+            max_nodes=settings.limits.max_document_nodes,
+            max_depth=settings.limits.max_document_depth,
+        ),
+        default_queue=settings.scheduling.default_queue,
+        allowed_queues=caller.visible_queues(),
     )
 
 

@@ -12,9 +12,10 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimitMiddleware:
-    """Bodies are capped at `default_limit` bytes, inventory snapshots at `inventory_limit`.
-    A declared Content-Length over the cap is refused at once; a chunked body is counted as
-    it streams in."""
+    """Guards every request before the app sees it: a URL holding a NUL character is refused
+    (400); bodies are capped at `default_limit` bytes, inventory snapshots at
+    `inventory_limit` - a declared Content-Length over the cap is refused at once, a chunked
+    body is counted as it streams in."""
 
     def __init__(self, app: ASGIApp, *, default_limit: int, inventory_limit: int) -> None:
         self.app = app

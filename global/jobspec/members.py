@@ -184,8 +184,8 @@ def _task_share(task: dict[str, Any], replicas: int, env: list[dict[str, str]]) 
         if "minPartitions" in partition:
             partition["minPartitions"] = min(int(partition["minPartitions"]), total)
     pod_spec = task.setdefault("template", {}).setdefault("spec", {})
+    names = {e["name"] for e in env}
     for container in pod_spec.get("containers") or []:
-        names = {e["name"] for e in env}
         container["env"] = [e for e in container.get("env") or [] if e.get("name") not in names]
         container["env"] += copy.deepcopy(env)
     return task

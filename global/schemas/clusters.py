@@ -7,12 +7,12 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity
+from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, RequestBody
 
 LabelValue = Annotated[str, Field(max_length=63)]
 
 
-class ClusterCreate(ApiModel):
+class ClusterCreate(RequestBody):
     name: DNSLabel
     description: str = Field("", max_length=512)
     labels: dict[Annotated[str, Field(max_length=253)], LabelValue] = Field(
@@ -90,7 +90,7 @@ class NodeIn(ApiModel):
         return self
 
 
-class InventorySnapshot(ApiModel):
+class InventorySnapshot(RequestBody):
     """A cluster's whole inventory; it replaces what the Global held for the cluster."""
 
     domains: list[DomainIn] = Field(default_factory=list, max_length=100_000)
@@ -147,7 +147,7 @@ class Topology(ApiModel):
     domains: list[DomainOut]
 
 
-class InventoryDelta(ApiModel):
+class InventoryDelta(RequestBody):
     """Changes to a cluster's inventory: whole nodes added or changed, nodes removed, and
     HyperNode changes. Applied in one transaction."""
 

@@ -20,6 +20,11 @@ class ApiModel(BaseModel):
         alias_generator=to_camel, populate_by_name=True, from_attributes=True, extra="forbid"
     )
 
+
+class RequestBody(ApiModel):
+    """A request body's top-level model: its whole input is checked once (nested models and
+    responses are not walked again)."""
+
     @model_validator(mode="before")
     @classmethod
     def _no_nul(cls, data: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.schemas.common import ApiModel, ListMeta
+from volcano_global.schemas.common import ApiModel, ListMeta, RequestBody
 
 
 class ShareOut(ApiModel):
@@ -68,7 +68,7 @@ class JobSummary(ApiModel):
     timestamps: JobTimestamps
 
 
-class MeasurementIn(ApiModel):
+class MeasurementIn(RequestBody):
     """One report from a job's training processes (the SDK's Runtime.report)."""
 
     step_time_seconds: float = Field(gt=0, le=86_400, description="Measured time of one step.")

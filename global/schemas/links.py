@@ -7,10 +7,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from volcano_global.schemas.common import ApiModel, DNSLabel
+from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 
-class LinkCreate(ApiModel):
+class LinkCreate(RequestBody):
     cluster_a: DNSLabel
     cluster_b: DNSLabel
     capacity_gbps: Annotated[float, Field(gt=0, le=1_000_000, description="Per direction.")]

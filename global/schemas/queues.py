@@ -7,21 +7,21 @@ from typing import Annotated
 
 from pydantic import Field
 
-from volcano_global.schemas.common import ApiModel, DNSLabel
+from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 Weight = Annotated[int, Field(ge=1, le=1_000_000)]
 Quota = Annotated[int, Field(ge=0, le=10_000_000, description="GPUs; null means unlimited.")]
 Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
 
 
-class QueueCreate(ApiModel):
+class QueueCreate(RequestBody):
     name: DNSLabel
     weight: Weight = 1
     gpu_quota: Quota | None = None
     priority: Priority = 0
 
 
-class QueuePatch(ApiModel):
+class QueuePatch(RequestBody):
     weight: Weight | None = None
     gpu_quota: Quota | None = None
     priority: Priority | None = None

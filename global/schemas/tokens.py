@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from volcano_global.schemas.common import ApiModel, DNSLabel
+from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 
-class TokenCreate(ApiModel):
+class TokenCreate(RequestBody):
     name: Annotated[str, Field(min_length=1, max_length=128)]
     role: Literal["admin", "reader", "queue-user"]
     queues: list[DNSLabel] = Field(

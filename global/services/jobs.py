@@ -51,20 +51,31 @@ class JobFilter:
     queues: tuple[str, ...] | None = None  # only these queues (a queue user's)
 
 
+@dataclass(frozen=True)
+class Submission:
+    """A job document as received (submit or preview) and the rules it is checked against."""
+
+    body: bytes
+    fmt: str  # "yaml" or "json"
+    options: ParseOptions
+    limits: SubmitLimits
+    default_queue: str
+    allowed_queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
+
+
 async def parse_submission(
-    session: AsyncSession,
-    *,
-    body: bytes,
-    fmt: str,
-    options: ParseOptions,
-    limits: SubmitLimits,
-    default_queue: str,
-    allowed_queues: tuple[str, ...] | None = None,
+    session: AsyncSession, submission: Submission
 ) -> tuple[dict[str, Any], NormalizedJob, Queue]:
     """The document, its normalized gang and its queue; every bad field refused (Invalid)."""
-    document = load_document(body, fmt=fmt, max_nodes=limits.max_nodes, max_depth=limits.max_depth)
-    job = normalize_job(document, options)
-    queue_name = job.queue or default_queue
+    limits, allowed_queues = submission.limits, submission.allowed_queues
+    document = load_document(
+        submission.body,
+        fmt=submission.fmt,
+        max_nodes=limits.max_nodes,
+        max_depth=limits.max_depth,
+    )
+    job = normalize_job(document, submission.options)
+    queue_name = job.queue or submission.default_queue
     queue = await find_queue(session, name=queue_name)
     if queue is None:
         field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
@@ -77,26 +88,8 @@ async def parse_submission(
     return document, job, queue
 
 
-async def submit_job(
-    session: AsyncSession,
-    *,
-    body: bytes,
-    fmt: str,
-    options: ParseOptions,
-    limits: SubmitLimits,
-    default_queue: str,
-    submitted_by: str,
-    allowed_queues: tuple[str, ...] | None = None,
-) -> Job:
-    document, job, queue = await parse_submission(
-        session,
-        body=body,
-        fmt=fmt,
-        options=options,
-        limits=limits,
-        default_queue=default_queue,
-        allowed_queues=allowed_queues,
-    )
+async def submit_job(session: AsyncSession, submission: Submission, *, submitted_by: str) -> Job:
+    document, job, queue = await parse_submission(session, submission)
     taken = await session.execute(
         select(Job.id).where(
             Job.namespace == job.namespace,
@@ -114,8 +107,8 @@ async def submit_job(
         queue_id=queue.id,
         priority=job.priority,
         priority_class_name=job.priority_class_name,
-        source=body.decode("utf-8"),
-        source_format=fmt,
+        source=submission.body.decode("utf-8"),
+        source_format=submission.fmt,
         manifest=document,
         gang=job.gang.model_dump(mode="json", by_alias=True),
         communication=job.communication.model_dump(mode="json", by_alias=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.jobspec import NormalizedJob, ParseOptions
-from volcano_global.services.jobs import SubmitLimits, parse_submission
+from volcano_global.jobspec import NormalizedJob
+from volcano_global.services.jobs import Submission, parse_submission
 from volcano_global.services.scheduling import build_snapshot
 from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, solve
 from volcano_global.solver.requests import job_request
@@ -25,25 +25,9 @@ class Preview:
 
 
 async def preview_job(
-    session: AsyncSession,
-    *,
-    body: bytes,
-    fmt: str,
-    options: ParseOptions,
-    limits: SubmitLimits,
-    default_queue: str,
-    time_limit_s: float,
-    allowed_queues: tuple[str, ...] | None = None,
+    session: AsyncSession, submission: Submission, *, time_limit_s: float
 ) -> Preview:
-    _, job, queue = await parse_submission(
-        session,
-        body=body,
-        fmt=fmt,
-        options=options,
-        limits=limits,
-        default_queue=default_queue,
-        allowed_queues=allowed_queues,
-    )
+    _, job, queue = await parse_submission(session, submission)
     snapshot, _ = await build_snapshot(session, window=0)
     try:
         request = job_request(

@@ -146,7 +146,7 @@ class Simulation:
                 elif job_id in running and running[job_id].version == version:
                     done = running.pop(job_id)
                     records[job_id].crossing_gbit += done.crossing_gbps * (now - done.last)
-                    self._release(done)
+                    self._unbind(done.bound)
                     records[job_id].finish = now
                     if progress:
                         progress(1)
@@ -258,9 +258,6 @@ class Simulation:
     def _unbind(self, bound: list[tuple[str, str, str, int, int]]) -> None:
         for cluster, leaf, model, i, gpus in bound:
             self.nodes[(cluster, leaf, model)][i].free += gpus
-
-    def _release(self, run: _Running) -> None:
-        self._unbind(run.bound)
 
     def _allocated(self) -> int:
         return sum(n.gpus - n.free for ns in self.nodes.values() for n in ns)

@@ -70,6 +70,25 @@ class Federation:
         items = (await self.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
         return [e["reason"] for e in items]
 
+    async def link(self, a: str, b: str, gbps: float = 400) -> None:
+        response = await self.api.post(
+            "/api/v1/links", json={"clusterA": a, "clusterB": b, "capacityGbps": gbps}
+        )
+        assert response.status_code == 201, response.text
+
+    async def event(self, uid: str, reason: str, within: float = 15.0) -> str:
+        """Wait for the job's first event with this reason; its message."""
+        message = ""
+
+        async def check() -> bool:
+            nonlocal message
+            items = (await self.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+            message = next((e["message"] for e in items if e["reason"] == reason), "")
+            return bool(message)
+
+        await eventually(check, within=within)
+        return message
+
     async def reach(self, uid: str, state: str, within: float = 20.0) -> dict[str, Any]:
         job: dict[str, Any] = {}
 

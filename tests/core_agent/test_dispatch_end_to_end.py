@@ -38,9 +38,7 @@ async def two_clusters(fed: Federation, *, time_scale: float = 0.1) -> dict[str,
         clusters[name] = SimulatedCluster.from_spec(name, SPEC)
         clusters[name].time_scale = time_scale
         await fed.join(name, clusters[name])
-    await fed.api.post(
-        "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
-    )
+    await fed.link("east", "west")
     await fed.ready("east", "west")
     return clusters
 
@@ -87,12 +85,7 @@ async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
         clusters["west"].start_delay_s = 10_000  # west's pods never start (image pull stuck)
         uid = await fed.submit(split_job(**{"global.volcano.sh/gang-start-timeout": "2"}))
 
-        async def timed_out() -> bool:
-            return "GangTimeout" in await fed.reasons(uid)
-
-        await eventually(timed_out, within=20)
-        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
-        message = next(e["message"] for e in events if e["reason"] == "GangTimeout")
+        message = await fed.event(uid, "GangTimeout", within=20)
         assert "not every share started within 2 s" in message and "west: Accepted" in message
         # Every share was withdrawn: the pods bound in both clusters are gone.
         clusters["west"].start_delay_s = 0
@@ -124,10 +117,7 @@ async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) 
 
         await fed.leave("west")  # west's agent goes silent: NotReady after 1.5 s
 
-        async def evicted() -> bool:
-            return "PodEvicted" in await fed.reasons(uid)
-
-        await eventually(evicted, within=20)
+        await fed.event(uid, "PodEvicted", within=20)
         job = await fed.job(uid)
         assert job["state"] == "Pending"
         assert (

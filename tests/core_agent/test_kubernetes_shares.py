@@ -11,7 +11,7 @@ from typing import Any
 
 from core_agent.kubernetes.adapter import Kind, KubeApi, Missing, api_client
 from core_agent.kubernetes.source import KubernetesSource
-from tests.core_agent.federation import federation
+from tests.core_agent.federation import Federation, federation
 from tests.core_agent.kube_objects import populate
 from tests.factories import eventually, job_document
 from tests.k8s_emulator.server import (
@@ -41,6 +41,14 @@ async def member_cluster(*, mcs: bool = True) -> AsyncIterator[tuple[KubeEmulato
     finally:
         await client.close()
         await emulator.stop()
+
+
+async def join_two(fed: Federation, east_api: KubeApi, west_api: KubeApi) -> None:
+    """Two emulated member clusters, east and west, linked at 400 Gbps, both Ready."""
+    await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
+    await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
+    await fed.link("east", "west")
+    await fed.ready("east", "west")
 
 
 def volcano_jobs(emulator: KubeEmulator) -> list[dict[str, Any]]:
@@ -97,12 +105,7 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
         member_cluster() as (west, west_api),
         federation(database_url) as fed,
     ):
-        await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
-        await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
-        await fed.api.post(
-            "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
-        )
-        await fed.ready("east", "west")
+        await join_two(fed, east_api, west_api)
         doc = job_document("llm", replicas=8)  # 64 GPUs; each cluster has room for 4 pods
         doc["metadata"]["annotations"] = {
             "global.volcano.sh/split": "auto",
@@ -188,12 +191,7 @@ async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) 
         doc["metadata"]["namespace"] = "absent"  # no such namespace in the member cluster
         uid = await fed.submit(doc)
 
-        async def withdrawn() -> bool:
-            return "GangWithdrawn" in await fed.reasons(uid)
-
-        await eventually(withdrawn)
-        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
-        message = next(e["message"] for e in events if e["reason"] == "GangWithdrawn")
+        message = await fed.event(uid, "GangWithdrawn")
         assert "k8s: Failed" in message and 'namespaces "absent" not found' in message
         assert not volcano_jobs(emulator)
 
@@ -204,12 +202,7 @@ async def test_without_multi_cluster_services_the_user_is_told(database_url: str
         member_cluster(mcs=False) as (_, west_api),
         federation(database_url) as fed,
     ):
-        await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
-        await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
-        await fed.api.post(
-            "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
-        )
-        await fed.ready("east", "west")
+        await join_two(fed, east_api, west_api)
         doc = job_document("llm", replicas=8)
         doc["metadata"]["annotations"] = {
             "global.volcano.sh/split": "auto",
@@ -217,11 +210,6 @@ async def test_without_multi_cluster_services_the_user_is_told(database_url: str
         }
         uid = await fed.submit(doc)
 
-        async def warned() -> bool:
-            return "ClusterWarning" in await fed.reasons(uid)
-
-        await eventually(warned)
-        events = (await fed.api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
-        message = next(e["message"] for e in events if e["reason"] == "ClusterWarning")
+        message = await fed.event(uid, "ClusterWarning")
         assert "Multi-Cluster Services API" in message and "not installed" in message
         assert (await fed.job(uid))["state"] == "Dispatched"  # the share still runs

@@ -1,0 +1,91 @@
+"""What the benchmarks share: a real `vglobal server` process on free loopback ports, ready
+to take requests, stopped at the end; and waiting until agents' messages are acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from core_agent.client import AgentClient  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    api: httpx.AsyncClient  # authenticated as admin
+    grpc_target: str
+    pid: int
+
+
+@asynccontextmanager
+async def global_server(
+    database_url: str | None, *, env: dict[str, str] | None = None, **client: Any
+) -> AsyncIterator[Server]:
+    """A server on a fresh SQLite file (or `database_url`), its log in a temp folder."""
+    port, grpc_port = free_port(), free_port()
+    token = "vg_bench_" + secrets.token_urlsafe(16)
+    tmp = Path(tempfile.mkdtemp(prefix="vglobal-bench-"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "volcano_global.cli.main",
+        "server",
+        env={
+            **os.environ,
+            "VGLOBAL_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
+            "VGLOBAL_ADMIN_TOKEN": token,
+            "VGLOBAL_PORT": str(port),
+            "VGLOBAL_GRPC_PORT": str(grpc_port),
+            "VGLOBAL_LOG_LEVEL": "warning",
+            **(env or {}),
+        },
+        stderr=(tmp / "server.log").open("wb"),
+    )
+    api = httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {token}"},
+        **{"timeout": 30, **client},
+    )
+    try:
+        for _ in range(300):
+            try:
+                if (await api.get("/readyz")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError(f"the server did not get ready; see {tmp}/server.log")
+        yield Server(api, f"127.0.0.1:{grpc_port}", process.pid)
+    finally:
+        await api.aclose()
+        process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=30)
+
+
+async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
+    deadline = time.monotonic() + within
+    while any(c.acked < c.seq or c.seq == 0 for c in clients):
+        if time.monotonic() > deadline:
+            raise TimeoutError("agents not acknowledged in time")
+        await asyncio.sleep(0.01)
