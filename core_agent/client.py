@@ -1,6 +1,7 @@
 """The agent's side of the stream: connect, say hello, bring the Global up to date (resend
 what it has not applied, or a snapshot), then send coalesced deltas and heartbeats. Reconnects
-with backoff; keeps unacknowledged messages so a cut or a Global restart loses nothing."""
+with backoff; keeps unacknowledged inventory messages and status reports so a cut or a Global
+restart loses nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from volcano_global.rpc.v1 import agent_pb2_grpc
 log = logging.getLogger(__name__)
 
 MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
+MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
+KEEPALIVE_MS = 15_000  # the Global accepts pings this often (its grpc server options)
 
 
 class AgentClient:
@@ -49,7 +52,11 @@ class AgentClient:
         self.connected = asyncio.Event()
         self.heartbeat_s = 5.0
         self._resync_requested = False
-        self.reports: asyncio.Queue[pb.JobStatusReport] = asyncio.Queue()
+        # Status reports, numbered, kept until the Global acknowledges them; each new stream
+        # resends the ones still unacknowledged.
+        self.report_seq = 0
+        self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
+        self._reports_written = 0  # the last report written on the current stream
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter."""
@@ -72,6 +79,14 @@ class AgentClient:
                 log.warning(
                     "stream to %s ended: %s %s", self.target, exc.code().name, exc.details()
                 )
+                if self.connected.is_set():
+                    delay = 0.2  # the stream had been up: back off from the start again
+            except (ConnectionError, asyncio.InvalidStateError) as exc:
+                # The Global ended the stream (shutting down), or it ended while we wrote
+                # (grpc.aio says "RPC already finished").
+                log.warning("stream to %s ended: %s", self.target, exc)
+                if self.connected.is_set():
+                    delay = 0.2
             self.connected.clear()
             if stop.is_set():
                 break
@@ -86,6 +101,14 @@ class AgentClient:
         options = [
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.max_receive_message_length", self.max_message_bytes),
+            # Each session gets its own connections: gRPC's process-wide subchannel pool would
+            # otherwise keep a restarted Global's address in its own connection backoff (up to
+            # 2 minutes) after our reconnect loop has decided to try again.
+            ("grpc.use_local_subchannel_pool", 1),
+            # A Global that vanished without closing the connection (host down, partition) is
+            # noticed within ~25 s instead of the kernel's retransmission timeout.
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+            ("grpc.keepalive_timeout_ms", 10_000),
         ]
         channel = (
             grpc.aio.secure_channel(self.target, self.credentials, options=options)
@@ -107,6 +130,9 @@ class AgentClient:
                 raise ConnectionError("the Global did not welcome the agent")
             self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
             await self._catch_up(call, welcome.welcome)
+            self._reports_written = 0  # resend every unacknowledged report on this stream
+            if self.unacked_reports:
+                self.source.changed.set()  # wake the writer to send them
             self.connected.set()
             reader = asyncio.create_task(self._read(call), name=f"agent-{self.cluster}-reader")
             try:
@@ -144,12 +170,15 @@ class AgentClient:
     async def _write_loop(
         self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event, reader: asyncio.Task[None]
     ) -> None:
+        # Heartbeats go out on their period whatever else is sent: a cluster whose inventory
+        # changes all the time must not look silent.
+        next_beat = time.monotonic() + self.heartbeat_s
         while not stop.is_set() and not reader.done():
             changed = asyncio.create_task(self.source.changed.wait())
             stopped = asyncio.create_task(stop.wait())
             done, pending = await asyncio.wait(
                 {changed, stopped, reader},
-                timeout=self.heartbeat_s,
+                timeout=max(0.0, next_beat - time.monotonic()),
                 return_when=asyncio.FIRST_COMPLETED,
             )
             for task in pending:
@@ -161,16 +190,19 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
-            while not self.reports.empty():
-                await call.write(pb.AgentMessage(job_status=self.reports.get_nowait()))
+            for seq, report in list(self.unacked_reports.items()):
+                if seq > self._reports_written:
+                    await call.write(pb.AgentMessage(job_status=report))
+                    self._reports_written = seq
             if changed in done:
                 await asyncio.sleep(self.coalesce_s)  # let a burst of changes land in one delta
                 self.source.changed.clear()
                 await self._send_delta(call)
-            elif not done:
+            if time.monotonic() >= next_beat:
                 await call.write(
                     pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
                 )
+                next_beat = time.monotonic() + self.heartbeat_s
 
     async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> None:
         view = self.source.current()
@@ -194,6 +226,9 @@ class AgentClient:
             kind = message.WhichOneof("body")
             if kind == "ack":
                 self._acknowledge(message.ack.seq)
+            elif kind == "report_ack":
+                for seq in [s for s in self.unacked_reports if s <= message.report_ack.report_seq]:
+                    del self.unacked_reports[seq]
             elif kind == "assignment":
                 apply = getattr(self.source, "apply_share", None)
                 if apply is None:
@@ -225,8 +260,18 @@ class AgentClient:
                 self.source.changed.set()  # wake the writer
 
     def _report(self, report: pb.JobStatusReport) -> None:
-        """Queue a status report for the writer (reports also acknowledge dispatch messages)."""
-        self.reports.put_nowait(report)
+        """Number a status report and queue it for the writer (reports also acknowledge
+        dispatch messages); kept until the Global acknowledges it."""
+        self.report_seq += 1
+        report.report_seq = self.report_seq
+        self.unacked_reports[self.report_seq] = report
+        if len(self.unacked_reports) > MAX_UNACKED_REPORTS:  # a Global that never acknowledges
+            dropped, _ = self.unacked_reports.popitem(last=False)
+            log.warning(
+                "more than %d reports unacknowledged: report %d dropped",
+                MAX_UNACKED_REPORTS,
+                dropped,
+            )
         self.source.changed.set()  # wake the writer
 
     def _acknowledge(self, seq: int) -> None:

@@ -13,6 +13,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from volcano_global import failpoints
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import DomainError, Invalid, NotFound
@@ -103,6 +104,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             if message.id not in sent:
                 sent.add(message.id)
                 yield _outbox_message(message)
+                if message.kind is OutboxKind.ASSIGN:
+                    failpoints.hit("dispatch-sent")
 
     async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
         async with transaction(self.sessions) as session:
@@ -124,7 +127,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 return None
             if kind == "job_status":
                 await self._report(cluster_name, message.job_status)
-                return None
+                seq = message.job_status.report_seq
+                return pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq)) if seq else None
         except Invalid as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except NotFound as exc:
@@ -162,6 +166,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         async with transaction(self.sessions) as session:
             cluster = await cluster_service.lock_cluster(session, name=cluster_name)
             await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=message.seq)
+            await cluster_service.agent_seen(session, cluster=cluster)
         return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
 
     async def _delta(self, cluster_name: str, message: pb.InventoryDelta) -> pb.GlobalMessage:
@@ -185,6 +190,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     )
                 )
             await apply_delta(session, cluster=cluster, delta=delta, seq=message.seq)
+            await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
         return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> Principal:

@@ -21,6 +21,9 @@ async def start_grpc_server(
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.keepalive_time_ms", 30_000),
+            # Agents ping every 15 s to notice a vanished Global; accept that (the default
+            # minimum is 5 minutes, and more frequent pings would get the stream closed).
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ]
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(sessions, settings), server)

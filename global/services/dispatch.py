@@ -11,6 +11,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global import failpoints
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
     EventType,
@@ -26,6 +27,8 @@ from volcano_global.services.gang import share_lost
 from volcano_global.services.lifecycle import transition
 
 WARNING_PREFIX = "warning: "  # a report message the job's events should show as a Warning
+# How far a share has come; a report never moves a share back (Failed/Cancelled: 9, always taken).
+_PROGRESS = {"Assigned": 0, "Accepted": 1, "Running": 2, "Succeeded": 3}
 
 
 async def report(
@@ -58,8 +61,8 @@ async def report(
     if placement is None or placement.state is not PlacementState.ACTIVE:
         return  # a report about a withdrawn or finished placement: acknowledged, nothing else
     share = next((s for s in placement.shares if s.cluster_id == cluster_id), None)
-    if share is None:
-        return
+    if share is None or _PROGRESS.get(phase, 9) < _PROGRESS.get(share.phase, 0):
+        return  # unknown share, or an older report resent after a newer one was stored
     share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
     job = await session.get(
         Job, placement.job_id, with_for_update={"of": Job}, populate_existing=True
@@ -104,3 +107,4 @@ async def report(
             session, job_id=job.id, reason="Succeeded", message="every share completed"
         )
     await session.flush()
+    failpoints.hit("report-commit")

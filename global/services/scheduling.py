@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import lazyload
 
+from volcano_global import failpoints
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
@@ -311,6 +312,8 @@ async def commit_round(
                 session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
             )
     await session.flush()
+    if placed:
+        failpoints.hit("round-commit")
     return RoundResult(
         generation=generation, placed=placed, pending=len(decision.jobs) - len(placed)
     )

@@ -21,18 +21,20 @@ class AgentMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ...) -> None: ...
 
 class GlobalMessage(_message.Message):
-    __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation")
+    __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation", "report_ack")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     CANCELLATION_FIELD_NUMBER: _ClassVar[int]
+    REPORT_ACK_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     ack: Ack
     resync: ResyncRequest
     assignment: ShareAssignment
     cancellation: ShareCancellation
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., assignment: _Optional[_Union[ShareAssignment, _Mapping]] = ..., cancellation: _Optional[_Union[ShareCancellation, _Mapping]] = ...) -> None: ...
+    report_ack: ReportAck
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., assignment: _Optional[_Union[ShareAssignment, _Mapping]] = ..., cancellation: _Optional[_Union[ShareCancellation, _Mapping]] = ..., report_ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("cluster", "agent_version", "last_acked_seq", "source")
@@ -217,7 +219,7 @@ class ShareCancellation(_message.Message):
     def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message")
+    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message", "report_seq")
     PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_UID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +227,7 @@ class JobStatusReport(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     job_uid: str
     phase: str
@@ -232,4 +235,11 @@ class JobStatusReport(_message.Message):
     succeeded: int
     failed: int
     message: str
-    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[str] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    report_seq: int
+    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[str] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
+
+class ReportAck(_message.Message):
+    __slots__ = ("report_seq",)
+    REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    report_seq: int
+    def __init__(self, report_seq: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,141 @@
+"""What must hold after any fault: no accepted job lost or invented, every job in the state it
+should reach, no share run twice, nothing held after the jobs end (GPUs in the clusters, link
+bandwidth and placements in the Global, undelivered dispatch messages). Each check counts what
+it looked at, for the fault report."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from core_agent.simulated.cluster import SimulatedCluster
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "faults"
+
+
+class RecordingCluster(SimulatedCluster):
+    """A simulated cluster that records every time a share's GPUs are bound and released."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.binds: Counter[str] = Counter()  # placement id -> times bound here
+        self.timeline: list[tuple[float, str, str, str]] = []  # (t, bind|release, job, placement)
+
+    def _bind(self, assignment: pb.ShareAssignment) -> list[tuple[str, int]] | None:
+        bound = super()._bind(assignment)
+        if bound is not None:
+            self.binds[assignment.placement_id] += 1
+            self.timeline.append(
+                (time.monotonic(), "bind", assignment.job_uid, assignment.placement_id)
+            )
+        return bound
+
+    def _release(self, share: Any) -> None:
+        if share.bound:
+            a = share.assignment
+            self.timeline.append((time.monotonic(), "release", a.job_uid, a.placement_id))
+        super()._release(share)
+
+
+@dataclass
+class Checked:
+    """How many things each invariant was checked on."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+
+async def check_invariants(
+    database_url: str,
+    clusters: dict[str, RecordingCluster],
+    *,
+    accepted: dict[str, str],  # "namespace/name" -> uid, from the answers the client got
+    final_state: str = "Succeeded",
+    runs_once: bool = True,  # every job ran under exactly one placement (nothing requeued)
+) -> Checked:
+    checked = Checked()
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as db:
+            jobs = (await db.execute(text("SELECT id, namespace, name, state FROM jobs"))).all()
+            placements = (await db.execute(text("SELECT id, job_id, state FROM placements"))).all()
+            held = (
+                await db.execute(
+                    text(
+                        "SELECT count(*) FROM link_reservations r JOIN placements p "
+                        "ON p.id = r.placement_id WHERE p.state = 'Active'"
+                    )
+                )
+            ).scalar_one()
+            undelivered = (
+                await db.execute(text("SELECT count(*) FROM outbox WHERE acked_at IS NULL"))
+            ).scalar_one()
+            shares = (await db.execute(text("SELECT placement_id FROM cluster_shares"))).all()
+    finally:
+        await engine.dispose()
+
+    stored = {f"{ns}/{name}": str(uid).replace("-", "") for uid, ns, name, _ in jobs}
+    wanted = {key: uid.replace("-", "") for key, uid in accepted.items()}
+    assert len(jobs) == len(stored), "a job name stored twice"
+    assert stored == wanted, f"stored jobs differ from accepted: {set(stored) ^ set(wanted)}"
+    checked.add("accepted jobs stored exactly once", len(wanted))
+
+    states = Counter(state for *_, state in jobs)
+    assert states == Counter({final_state: len(jobs)}), f"job states: {dict(states)}"
+    checked.add(f"jobs {final_state}", len(jobs))
+
+    assert not [p for p in placements if p.state == "Active"], "placements still active"
+    per_job = Counter(str(p.job_id) for p in placements if p.state == "Released")
+    if runs_once:
+        twice = {job: n for job, n in per_job.items() if n != 1}
+        assert not twice, f"jobs released under several placements: {twice}"
+    checked.add("placements ended (none Active)", len(placements))
+    assert held == 0, f"{held} link reservations held by active placements"
+    checked.add("link reservations released", len(placements))
+    assert undelivered == 0, f"{undelivered} dispatch messages never acknowledged"
+    checked.add("dispatch messages acknowledged")
+
+    shares_of = Counter(str(p).replace("-", "") for (p,) in shares)
+    for name, cluster in clusters.items():
+        twice = {p: n for p, n in cluster.binds.items() if n > 1}
+        assert not twice, f"{name} bound a share twice: {twice}"
+        unknown = [p for p in cluster.binds if p.replace("-", "") not in shares_of]
+        assert not unknown, f"{name} ran shares the Global never placed: {unknown}"
+        checked.add("shares bound at most once", len(cluster.binds))
+        busy = {n.name: n.used_gpus for n in cluster.nodes.values() if n.used_gpus}
+        assert not busy, f"{name} still has GPUs bound: {busy}"
+        checked.add("cluster GPUs freed", len(cluster.nodes))
+        if runs_once:
+            _no_overlap(name, cluster)
+            checked.add("no job running two placements at once", len(cluster.binds))
+    return checked
+
+
+def _no_overlap(name: str, cluster: RecordingCluster) -> None:
+    """A job never holds GPUs under two placements at the same time in one cluster."""
+    holding: dict[str, set[str]] = {}
+    for _, kind, job, placement in sorted(cluster.timeline):
+        live = holding.setdefault(job, set())
+        if kind == "bind":
+            live.add(placement)
+            assert len(live) == 1, f"{name}: job {job} holds GPUs under {sorted(live)}"
+        else:
+            live.discard(placement)
+
+
+def write_report(name: str, report: dict[str, Any]) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True))
+    print(json.dumps(report, indent=2, sort_keys=True))
+    return path
