@@ -28,13 +28,20 @@ class Federation:
     )
     tokens: dict[str, str] = field(default_factory=dict)
 
-    async def join(self, name: str, source: InventorySource) -> AgentClient:
-        """Register the cluster (first time) and start its agent."""
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.app.state.grpc_port}"
+
+    async def join(
+        self, name: str, source: InventorySource, *, target: str | None = None
+    ) -> AgentClient:
+        """Register the cluster (first time) and start its agent (connecting to `target`, a
+        proxy for instance, instead of the Global's address)."""
         if name not in self.tokens:
             self.tokens[name] = (await create_cluster(self.api, name))["agentToken"]
         client = AgentClient(
             cluster=name,
-            target=f"127.0.0.1:{self.app.state.grpc_port}",
+            target=target or self.grpc_address,
             token=self.tokens[name],
             source=source,
             coalesce_s=0.05,

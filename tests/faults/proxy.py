@@ -129,3 +129,16 @@ class Proxy:
         self._pending.remove(cut)
         self.cut()
         cut.done.set()
+
+
+def carries_message(chunk: bytes) -> bool:
+    """Whether the chunk holds an HTTP/2 DATA frame (a gRPC message) rather than only control
+    frames (window updates, pings, settings). Assumes the chunk starts on a frame boundary,
+    which holds on a quiet connection."""
+    at = 0
+    while at + 9 <= len(chunk):
+        length, kind = int.from_bytes(chunk[at : at + 3], "big"), chunk[at + 3]
+        if kind == 0 and length > 0:
+            return True
+        at += 9 + length
+    return False
