@@ -7,6 +7,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from volcano_global.db.engine import is_unavailable
+
 log = logging.getLogger(__name__)
 
 
@@ -22,9 +24,17 @@ def start_guarded(
                 await step()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 pause = max(every_s, 1.0)
-                log.exception("background task %s failed; retrying in %.1f s", name, pause)
+                if is_unavailable(exc):  # expected while the database restarts: no traceback
+                    log.warning(
+                        "background task %s: database unavailable (%s); retrying in %.1f s",
+                        name,
+                        str(exc).splitlines()[0],
+                        pause,
+                    )
+                else:
+                    log.exception("background task %s failed; retrying in %.1f s", name, pause)
                 await asyncio.sleep(pause)
                 continue
             await asyncio.sleep(every_s)

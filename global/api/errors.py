@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from volcano_global.db.engine import is_unavailable
 from volcano_global.errors import (
     Busy,
     Conflict,
@@ -99,8 +100,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def dbapi(_: Request, exc: DBAPIError) -> JSONResponse:
-        if exc.connection_invalidated:
-            return status_response(503, "ServiceUnavailable", "database connection lost; retry")
+        if is_unavailable(exc):
+            log.warning("database unavailable: %s", exc)
+            return status_response(503, "ServiceUnavailable", "database busy or unreachable; retry")
         log.exception("database error")
         return status_response(500, "InternalError", "internal database error")
 

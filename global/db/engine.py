@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -53,3 +55,28 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
     """A unit of work: commits on success, rolls back on any exception."""
     async with factory() as session, session.begin():
         yield session
+
+
+# SQLSTATEs that mean "try again": connection exceptions (class 08), the server shutting down or
+# starting (57P01-57P03), too many connections, serialization failure, deadlock.
+_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether a database error is transient (the database restarting, unreachable, busy or the
+    connection lost mid-statement): the caller should be told to retry, not that we failed."""
+    if isinstance(exc, OperationalError | PoolTimeout | OSError):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    error: BaseException | None = exc.orig
+    while error is not None:  # SQLAlchemy's adapter error, then the driver's own
+        state = str(getattr(error, "sqlstate", None) or getattr(error, "pgcode", None) or "")
+        if state.startswith(_TRANSIENT_SQLSTATES):
+            return True
+        if type(error).__name__ in ("ConnectionDoesNotExistError", "InterfaceError"):
+            return True  # asyncpg: the connection was closed under the statement
+        error = error.__cause__
+    return False

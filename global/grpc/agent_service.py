@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
-from volcano_global.db.engine import transaction
+from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import DomainError, Invalid, NotFound
 from volcano_global.grpc.convert import delta_from, snapshot_from
@@ -51,6 +51,20 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         self.settings = settings
 
     async def Connect(
+        self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.GlobalMessage]:
+        try:
+            async for message in self._connect(request_iterator, context):
+                yield message
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            log.warning("agent stream ended: database unavailable: %s", exc)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, "database busy or unreachable; reconnect and retry"
+            )
+
+    async def _connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GlobalMessage]:
         principal = await self._authenticate(context)

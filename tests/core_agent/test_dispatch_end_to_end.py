@@ -6,6 +6,7 @@ the job runs."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
@@ -128,3 +129,20 @@ async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) 
         await fed.join("west", clusters["west"])  # back: the cancellation waiting for it lands
         await fed.reach(uid, "Running")
         assert busy(clusters) == 96  # placed again once, nothing duplicated
+
+
+async def test_a_cluster_whose_inventory_never_rests_stays_ready(database_url: str) -> None:
+    """Changes every 50 ms for 3x the NotReady timeout: the agent's heartbeats still go out on
+    their period (they used to wait for a quiet moment that never came), so no NotReady."""
+    async with federation(database_url, agents={"heartbeat_timeout_s": 2}) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        await fed.join("east", east)
+        await fed.ready("east")
+        names = sorted(east.nodes)
+        for i in range(120):
+            east.update_node(names[i % len(names)], used_gpus=i % 9)
+            await asyncio.sleep(0.05)
+        cluster = (await fed.api.get("/api/v1/clusters/east")).json()
+        assert cluster["state"] == "Ready"
+        events = (await fed.api.get("/api/v1/clusters/east/events")).json()["items"]
+        assert [e for e in events if e["reason"] == "NotReady"] == []
