@@ -48,6 +48,12 @@ class SchedulingDefaults(BaseModel):
     )
     interval_s: float = Field(2.0, gt=0, description="Longest wait between scheduling rounds.")
     round_time_limit_s: float = Field(1.0, gt=0, description="Time limit of one round.")
+    min_interval_s: float = Field(
+        0.2,
+        ge=0,
+        description="Shortest time between the starts of two rounds: under a burst of "
+        "submissions, rounds take them in batches instead of one round per submission.",
+    )
     window: int = Field(200, ge=1, description="Pending jobs considered per round.")
     enabled: bool = Field(True, description="Run the scheduling loop in this replica.")
     gang_start_timeout_s: float = Field(
@@ -113,6 +119,13 @@ class Settings(BaseSettings):
     log_level: str = Field("info", description="Python log level of the server.")
     migrate_on_start: bool = Field(True, description="Run alembic upgrade head on start.")
     db_pool_size: int = Field(10, description="Connection pool size (Postgres).")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the REST and gRPC ports (more than 1 needs "
+        "Postgres and a fixed gRPC port); each is a replica, one of them schedules.",
+    )
     limits: LimitSettings = Field(default_factory=LimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
     agents: AgentSettings = Field(default_factory=AgentSettings)

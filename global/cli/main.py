@@ -50,11 +50,17 @@ def server(
     database_url: Annotated[
         str | None, typer.Option(help="Database URL [env: VGLOBAL_DATABASE_URL]")
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Server processes (Postgres only) [env: VGLOBAL_WORKERS]", min=1),
+    ] = None,
 ) -> None:
     """Run the Global server (migrates the database on start)."""
     from volcano_global.cli.serve import run_server
 
-    run_server(host=host, port=port, grpc_port=grpc_port, database_url=database_url)
+    run_server(
+        host=host, port=port, grpc_port=grpc_port, database_url=database_url, workers=workers
+    )
 
 
 app.command()(demo_command.demo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import uvicorn
 
@@ -11,9 +12,20 @@ from volcano_global.settings import Settings
 
 
 def run_server(
-    *, host: str | None, port: int | None, grpc_port: int | None, database_url: str | None
+    *,
+    host: str | None,
+    port: int | None,
+    grpc_port: int | None,
+    database_url: str | None,
+    workers: int | None = None,
 ) -> None:
-    given = {"host": host, "port": port, "grpc_port": grpc_port, "database_url": database_url}
+    given = {
+        "host": host,
+        "port": port,
+        "grpc_port": grpc_port,
+        "database_url": database_url,
+        "workers": workers,
+    }
     overrides = {k: v for k, v in given.items() if v is not None}
     settings = Settings(**overrides)
     logging.basicConfig(
@@ -23,8 +35,18 @@ def run_server(
     scheme = "https" if settings.tls.enabled else "http"
     log.info("REST API on %s://%s:%d/api/v1 (OpenAPI: /docs)", scheme, settings.host, settings.port)
     log.info("database: %s", _redact(settings.database_url))
+    if settings.workers > 1:
+        if settings.is_sqlite or settings.grpc_port == 0:
+            raise SystemExit(
+                "error: workers > 1 needs Postgres (VGLOBAL_DATABASE_URL) and a fixed gRPC port"
+            )
+        # Each worker process builds its settings from the environment: pass the options on.
+        os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
+        log.info("%d worker processes", settings.workers)
     uvicorn.run(
-        create_app(settings),
+        "volcano_global.app:create_app" if settings.workers > 1 else create_app(settings),
+        factory=settings.workers > 1,
+        workers=settings.workers if settings.workers > 1 else None,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

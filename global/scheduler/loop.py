@@ -47,6 +47,7 @@ class Scheduler:
         self.leadership = Leadership(engine)
         self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
         self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
+        self._last_start = float("-inf")  # monotonic time the last step began
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -136,7 +137,12 @@ class Scheduler:
 
     async def step(self) -> None:
         """What the background task runs: supervision and a round, then wait for a wake-up or
-        the period."""
+        the period. Rounds start at least `min_interval_s` apart, so a burst of submissions is
+        taken in batches (an isolated submission is scheduled at once)."""
+        pause = self._last_start + self.settings.scheduling.min_interval_s - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        self._last_start = time.monotonic()
         await self.supervise()
         await self.run_once()
         try:

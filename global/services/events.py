@@ -44,8 +44,7 @@ async def record_event(
     if previous is not None:
         previous.count += 1
         previous.last_seen_at = now
-        await session.flush()
-        return previous
+        return previous  # written with the transaction's next flush
     event = Event(
         job_id=job_id,
         cluster_id=cluster_id,
@@ -55,8 +54,7 @@ async def record_event(
         first_seen_at=now,
         last_seen_at=now,
     )
-    session.add(event)
-    await session.flush()
+    session.add(event)  # inserted with the transaction's next flush (after its job)
     return event
 
 

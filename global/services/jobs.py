@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
@@ -104,7 +105,7 @@ async def submit_job(session: AsyncSession, submission: Submission, *, submitted
         namespace=job.namespace,
         kind=job.kind,
         api_version=job.api_version,
-        queue_id=queue.id,
+        queue=queue,
         priority=job.priority,
         priority_class_name=job.priority_class_name,
         source=submission.body.decode("utf-8"),
@@ -123,11 +124,11 @@ async def submit_job(session: AsyncSession, submission: Submission, *, submitted
     )
     session.add(row)
     await session.flush()
-    await session.refresh(row, ["queue"])
     split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
     await record_event(
         session,
         job_id=row.id,
+        fold=False,  # a new job has no earlier event to fold into
         reason="Submitted",
         message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
         f"submitted to queue {queue.name} by {submitted_by}; {split}",
@@ -146,7 +147,12 @@ async def list_jobs(
     session: AsyncSession, *, filters: JobFilter, limit: int, continue_token: str | None
 ) -> tuple[list[Job], str | None]:
     """Newest first. Returns a page and the token of the next page (None on the last)."""
-    query: Select[tuple[Job]] = select(Job).order_by(Job.submitted_at.desc(), Job.id.desc())
+    query: Select[tuple[Job]] = (
+        select(Job)
+        # A page shows summaries: the documents stay in the database.
+        .options(defer(Job.source), defer(Job.manifest), defer(Job.measurements))
+        .order_by(Job.submitted_at.desc(), Job.id.desc())
+    )
     if filters.queue is not None:
         query = query.join(Queue, Queue.id == Job.queue_id).where(Queue.name == filters.queue)
     if filters.state is not None:
