@@ -31,9 +31,12 @@ from core_agent.client import AgentClient  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
 
 
-async def agents_main(target: str, tokens: dict[str, str], nodes: int, seconds: float) -> None:
-    """Child process: full sync of every cluster, then deltas of 50 nodes per cluster as fast as
-    they are acknowledged, for `seconds`; prints how many node updates went through."""
+async def agents_main(
+    target: str, tokens: dict[str, str], nodes: int, seconds: float, updates_per_s: float
+) -> None:
+    """Child process: full sync of every cluster, then `updates_per_s` node changes a second
+    spread over the clusters (ten batches a second), for `seconds`; prints how many node
+    updates were made."""
     spec = ClusterSpec.model_validate(
         {
             "nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -51,13 +54,14 @@ async def agents_main(target: str, tokens: dict[str, str], nodes: int, seconds: 
     print("synced", flush=True)
     rng = random.Random(2)
     names = {n: list(c.nodes) for n, c in clusters.items()}
+    per_batch = max(1, round(updates_per_s / 10 / len(clusters)))
     updates, started = 0, time.monotonic()
     while time.monotonic() - started < seconds:
         for name, cluster in clusters.items():
-            for node in rng.sample(names[name], 50):
+            for node in rng.sample(names[name], per_batch):
                 cluster.nodes[node].used_gpus = rng.randrange(9)
             cluster.changed.set()
-        updates += 50 * len(clusters)
+        updates += per_batch * len(clusters)
         await asyncio.sleep(0.1)
     stop.set()
     await asyncio.gather(*tasks)
@@ -153,7 +157,7 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
 
 async def run(args: argparse.Namespace) -> dict:
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    pool = {"VGLOBAL_DB_POOL_SIZE": "20"}
+    pool = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
     async with global_server(args.database_url, env=pool, limits=limits) as server:
         tokens = {}
         for i in range(args.clusters):
@@ -169,6 +173,7 @@ async def run(args: argparse.Namespace) -> dict:
             json.dumps(tokens),
             str(args.nodes),
             str(args.seconds + 5),
+            str(args.node_updates),
             stdout=asyncio.subprocess.PIPE,
         )
         try:
@@ -181,6 +186,7 @@ async def run(args: argparse.Namespace) -> dict:
             if agents.returncode is None:
                 agents.terminate()
                 await agents.wait()
+        result["server"] = {"workers": args.workers}
         result["agents"] = {
             "clusters": args.clusters,
             "nodes": args.nodes,
@@ -191,8 +197,10 @@ async def run(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     if sys.argv[1:2] == ["agents"]:
-        target, tokens, nodes, seconds = sys.argv[2:6]
-        asyncio.run(agents_main(target, json.loads(tokens), int(nodes), float(seconds)))
+        target, tokens, nodes, seconds, updates = sys.argv[2:7]
+        asyncio.run(
+            agents_main(target, json.loads(tokens), int(nodes), float(seconds), float(updates))
+        )
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
@@ -201,6 +209,16 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="submissions per second")
     parser.add_argument("--reads", type=float, default=100.0, help="reads per second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--node-updates",
+        type=float,
+        default=1000.0,
+        help="node changes a second over all clusters (1,000: each of 100,000 nodes changes "
+        "every 100 s on average)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes (more than 1: Postgres only)"
+    )
     result = asyncio.run(run(parser.parse_args()))
     print(json.dumps(result, indent=2))
     print("errors by cause:", result["error_causes"] or "none")

@@ -51,6 +51,10 @@ def run_server(
         port=settings.port,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=10,
+        # Longer than the idle timeout of the load balancers in front (60 s is common) and of
+        # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server
+        # has just closed gets a reset (seen as ReadError in the load benchmark).
+        timeout_keep_alive=75,
         ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
         ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
     )
