@@ -70,6 +70,7 @@ class RoundContext:
     cluster_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     link_ids: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
     jobs: dict[str, uuid.UUID] = field(default_factory=dict)
+    gpu_models: dict[str, str | None] = field(default_factory=dict)  # job id -> its GPU model
     unmodelled: dict[str, str] = field(default_factory=dict)  # job id -> why
 
 
@@ -119,6 +120,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
     for job in pending:
         key = str(job.id)
         context.jobs[key] = job.id
+        context.gpu_models[key] = job.gpu_model
         try:
             requests.append(
                 job_request(
@@ -207,6 +209,33 @@ async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list
     return [pools[c.id].state() for c in clusters]
 
 
+async def _still_fits(
+    session: AsyncSession, *, decision: Decision, context: RoundContext, clusters: list[Cluster]
+) -> None:
+    """Raise StaleRound unless every share the decision puts in `clusters` fits, together, in
+    what their current inventories leave free (minus capacity held by earlier placements)."""
+    pools = {s.name: ClusterPool(s) for s in await _free_capacity(session, clusters)}
+    for d in decision.jobs:
+        if not d.admitted:
+            continue
+        for share in d.shares:
+            pool = pools.get(share.cluster)
+            if pool is None or not share.pods:
+                continue
+            per_pod = share.gpus // share.pods
+            if per_pod == 0:
+                continue
+            model = context.gpu_models.get(d.job_id)
+            if not share.domains and model and pool.free_gpus(model) < share.gpus:
+                raise StaleRound(f"cluster {share.cluster} no longer has {share.gpus} GPUs free")
+            for leaf, pods in share.domains:
+                if pool.take_from_leaf(leaf, model, per_pod, pods) < pods:
+                    raise StaleRound(
+                        f"cluster {share.cluster} inventory moved during the round and "
+                        f"{leaf} no longer has room for {pods} pods of {per_pod} GPUs"
+                    )
+
+
 async def _queue_states(session: AsyncSession) -> list[QueueState]:
     used = dict(
         (
@@ -246,15 +275,25 @@ async def commit_round(
 ) -> RoundResult:
     """Write the decision in the caller's transaction: placements with their shares and link
     reservations, jobs Placed, reasons for the rest. Raises StaleRound (nothing written) when a
-    cluster's inventory moved since the snapshot."""
-    current = await session.execute(
-        select(Cluster.name, Cluster.inventory_generation, Cluster.inventory_seq)
-        .where(Cluster.name.in_(list(context.versions)))
-        .with_for_update()
-    )
-    for name, generation, seq in current:
-        if (generation, seq) != context.versions[name]:
-            raise StaleRound(f"cluster {name} inventory moved during the round")
+    cluster the decision uses is no longer Ready, or its inventory moved since the snapshot and
+    the decision's shares no longer fit what is free there now."""
+    current = (
+        await session.execute(
+            select(Cluster).where(Cluster.name.in_(list(context.versions))).with_for_update()
+        )
+    ).scalars()
+    used = {s.cluster for d in decision.jobs if d.admitted for s in d.shares}
+    moved = []
+    for cluster in current:
+        if cluster.name in used and cluster.state is not ClusterHealth.READY:
+            raise StaleRound(f"cluster {cluster.name} is {cluster.state.value}")
+        version = (cluster.inventory_generation, cluster.inventory_seq)
+        if cluster.name in used and version != context.versions[cluster.name]:
+            moved.append(cluster)
+    if moved:
+        # Inventories move all the time in large clusters (pods come and go): check the shares
+        # against what is free now instead of throwing the round away.
+        await _still_fits(session, decision=decision, context=context, clusters=moved)
     generation = (
         int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
     )

@@ -91,7 +91,7 @@ async def test_pending_reason_in_numbers_and_held_capacity(
     )
 
 
-async def test_a_round_on_moved_inventory_is_refused_whole(
+async def test_a_round_whose_room_was_taken_meanwhile_is_refused_whole(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     await two_clusters(api)
@@ -101,12 +101,30 @@ async def test_a_round_on_moved_inventory_is_refused_whole(
         snapshot, context = await build_snapshot(session, window=10)
     decision = solve(snapshot, Policy.CPSAT, SolveOptions())
     assert decision.job(uid).admitted
-    await api.put(
-        "/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", tors=5, nodes_per_tor=8)
-    )
-    with pytest.raises(StaleRound):
+    await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", used=8))
+    with pytest.raises(StaleRound, match="no longer has room"):
         async with transaction(sessions) as session:
             await commit_round(session, decision=decision, context=context)
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
     assert job["state"] == "Pending" and job["placement"] is None
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
+
+
+async def test_a_round_still_fitting_a_moved_inventory_commits(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Large clusters' inventories move all the time: a decision that still fits is kept."""
+    await two_clusters(api)
+    uid = (await submit(api, llm_job("big"))).json()["uid"]
+    sessions = app.state.sessions
+    async with transaction(sessions) as session:
+        snapshot, context = await build_snapshot(session, window=10)
+    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
+    assert decision.job(uid).admitted
+    for name in ("gpu-east", "gpu-west"):  # more room than before, same HyperNodes
+        more = inventory(name, tors=5, nodes_per_tor=8)
+        assert (await api.put(f"/api/v1/clusters/{name}/inventory", json=more)).status_code == 200
+    async with transaction(sessions) as session:
+        result = await commit_round(session, decision=decision, context=context)
+    assert result.placed == [uid]
+    assert (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] == "Placed"
