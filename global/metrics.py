@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,6 +19,9 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds...
+        # per server process (with --workers, each worker answers for itself).
+        ProcessCollector(registry=r)
         self.requests = Counter(
             "vglobal_http_requests_total",
             "HTTP requests",

@@ -1,0 +1,77 @@
+"""`vglobal server --workers 2` on Postgres: two processes share the REST and gRPC ports, each a
+replica; exactly one schedules, and agents reach the cluster through either. On SQLite it is
+refused with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.factories import job_document
+from tests.server_process import VGLOBAL, ServerProcess
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
+
+
+def test_workers_need_postgres(tmp_path: Path) -> None:
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/one.db", tmp_path)
+    done = subprocess.run(
+        [*VGLOBAL, "server", "--workers", "2"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "workers > 1 needs Postgres" in done.stderr
+
+
+async def test_two_workers_share_the_ports_and_one_schedules(
+    tmp_path: Path, fresh_database_name: str
+) -> None:
+    url = await create_postgres_database(fresh_database_name)
+    server = ServerProcess(url, tmp_path, scheduling=True)
+    server.env["VGLOBAL_WORKERS"] = "2"
+    stop = asyncio.Event()
+    tasks = []
+    try:
+        await asyncio.to_thread(server.start)
+        async with httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=10) as api:
+            # Fresh connections land on one worker or the other: both answer, one leads.
+            seen: set[float] = set()
+            deadline = time.monotonic() + 30
+            while seen != {0.0, 1.0}:
+                assert time.monotonic() < deadline, f"leader gauges seen: {seen}"
+                async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as fresh:
+                    text = (await fresh.get("/metrics")).text
+                lead = re.search(r"^vglobal_scheduler_leader ([0-9.]+)$", text, re.M)
+                assert lead is not None
+                seen.add(float(lead.group(1)))
+
+            target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+            for name in ("east", "west"):
+                token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
+                    "agentToken"
+                ]
+                cluster = SimulatedCluster.from_spec(name, SPEC)
+                agent = AgentClient(cluster=name, target=target, token=token, source=cluster)
+                tasks.append(asyncio.create_task(agent.run(stop=stop)))
+            uid = (await api.post("/api/v1/jobs", json=job_document("w", replicas=2))).json()["uid"]
+            deadline = time.monotonic() + 30
+            while (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] != "Running":
+                assert time.monotonic() < deadline, "the job did not run"
+                await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server.stop()
+        await drop_postgres_database(fresh_database_name)
