@@ -1,0 +1,78 @@
+"""Server CPU per REST request, measured in-process (the app and an ASGI client in one process,
+no sockets, no agents, no scheduling loop): what one job submission, one page of 20 jobs and a
+health check cost the server itself. The load benchmark measures the whole system; this one
+tells which requests are expensive and whether a change made them cheaper.
+
+    .venv/bin/python bench/request_cost_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
+    .venv/bin/python bench/request_cost_bench.py          # a fresh SQLite file
+
+Prints process CPU milliseconds per request (includes the in-process client's share, ~0.3 ms:
+compare with healthz)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from load_bench import job  # noqa: E402
+
+from volcano_global.app import create_app  # noqa: E402
+from volcano_global.settings import Settings  # noqa: E402
+
+TOKEN = "vg_bench_request_cost_0123456789"
+
+
+async def measure(database_url: str, requests: int) -> dict[str, float]:
+    settings = Settings(
+        database_url=database_url,
+        admin_token=TOKEN,
+        grpc_port=0,
+        log_level="warning",
+        scheduling={"enabled": False},
+    )
+    app = create_app(settings)
+    costs: dict[str, float] = {}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers
+        ) as api:
+            base = time.time_ns() % 10**9 * 1000
+            for i in range(50):  # warm up, and 50 jobs for the pages
+                assert (await api.post("/api/v1/jobs", json=job(base + i))).status_code == 201
+            calls = {
+                "submit": lambda i: api.post("/api/v1/jobs", json=job(base + 100 + i)),
+                "list 20 jobs": lambda i: api.get("/api/v1/jobs", params={"limit": 20}),
+                "healthz": lambda i: api.get("/healthz"),
+            }
+            for kind, call in calls.items():
+                started = time.process_time()
+                for i in range(requests):
+                    response = await call(i)
+                    assert response.status_code < 300, response.text
+                costs[kind] = (time.process_time() - started) / requests * 1000
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    url = args.database_url or f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/cost.db"
+    for kind, ms in asyncio.run(measure(url, args.requests)).items():
+        print(f"{kind:>14}: {ms:.2f} ms CPU per request")
+
+
+if __name__ == "__main__":
+    main()
