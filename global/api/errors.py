@@ -13,7 +13,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from volcano_global.db.engine import is_unavailable
+from volcano_global.api.deps import MUTATING
+from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.errors import (
     Busy,
     Conflict,
@@ -27,6 +28,7 @@ from volcano_global.errors import (
     UnsupportedMediaType,
 )
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
+from volcano_global.services.events import record_audit
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +74,31 @@ def status_response(
     )
 
 
+async def _audit_denied(request: Request, why: str) -> None:
+    """A refused mutating call by a known caller goes to the audit trail too (callers without a
+    valid token are only logged: recording them would let anyone fill the table)."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None or request.method not in MUTATING:
+        return
+    try:
+        async with transaction(request.app.state.sessions) as session:
+            await record_audit(
+                session,
+                who=principal.name,
+                method=request.method,
+                path=request.url.path,
+                denied=why,
+            )
+    except Exception as exc:  # the refusal stands even if the trail cannot be written now
+        log.warning("could not audit a refused call: %s", exc)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
-    async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
+    async def domain_error(request: Request, exc: DomainError) -> JSONResponse:
         code = STATUS_BY_ERROR.get(type(exc), 500)
+        if code == 403:
+            await _audit_denied(request, exc.message)
         causes = exc.errors if isinstance(exc, Invalid) else None
         headers = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
         return status_response(code, exc.code, exc.message, causes, **headers)

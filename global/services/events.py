@@ -76,9 +76,15 @@ async def list_events(
 AUDIT = "Audit"
 
 
-async def record_audit(session: AsyncSession, *, who: str, method: str, path: str) -> None:
-    """One record per accepted mutating call, in the call's own transaction (never folded)."""
-    await record_event(session, reason=AUDIT, message=f"{who}: {method} {path}", fold=False)
+async def record_audit(
+    session: AsyncSession, *, who: str, method: str, path: str, denied: str | None = None
+) -> None:
+    """One record per mutating call: an accepted one in the call's own transaction, a refused
+    one (`denied`: why) in a transaction of its own; never folded."""
+    message = f"{who}: {method} {path}"
+    if denied is not None:
+        message = f"DENIED {message} ({denied})"
+    await record_event(session, reason=AUDIT, message=message[:2000], fold=False)
 
 
 async def audit_trail(session: AsyncSession, *, limit: int) -> list[Event]:

@@ -127,10 +127,22 @@ async def test_every_accepted_change_is_audited_with_who(api: httpx.AsyncClient)
     await api.post("/api/v1/jobs", json=job_document("mine", queue="llm"), headers=bearer(user))
     await api.post("/api/v1/jobs", json=job_document("no", queue="default"), headers=bearer(user))
     trail = [e["message"] for e in (await api.get("/api/v1/audit")).json()["items"]]
-    assert trail[:3] == [
+    assert trail[:4] == [
+        "DENIED queue-user of tests: POST /api/v1/jobs (this token may not submit to queue "
+        "'default' (allowed: llm))",
         "queue-user of tests: POST /api/v1/jobs",
         "admin: POST /api/v1/tokens",
         "admin: POST /api/v1/queues",
-    ]  # newest first; the refused submission changed nothing and is not in the trail
+    ]  # newest first; the refused submission changed nothing but is in the trail
     reader = bearer(await token(api, "reader"))
     assert (await api.get("/api/v1/audit", headers=reader)).status_code == 403
+    assert (await api.delete("/api/v1/queues/llm", headers=reader)).status_code == 403
+    assert (await api.get("/api/v1/audit", headers=reader)).status_code == 403  # a read: not kept
+    trail = [e["message"] for e in (await api.get("/api/v1/audit")).json()["items"]]
+    assert trail[0].startswith("DENIED reader of tests: DELETE /api/v1/queues/llm (")
+    assert not any("GET /api/v1/audit" in line for line in trail)
+    # No valid token: refused and not recorded (anyone could fill the trail).
+    bad = {"Authorization": "Bearer vg_not_a_token"}
+    assert (await api.post("/api/v1/queues", json={"name": "x"}, headers=bad)).status_code == 401
+    after = [e["message"] for e in (await api.get("/api/v1/audit")).json()["items"]]
+    assert after == trail
