@@ -69,7 +69,6 @@ class AgentClient:
         while not stop.is_set():
             try:
                 await self._session(stop)
-                delay = 0.2
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (
                     grpc.StatusCode.UNAUTHENTICATED,
@@ -79,14 +78,12 @@ class AgentClient:
                 log.warning(
                     "stream to %s ended: %s %s", self.target, exc.code().name, exc.details()
                 )
-                if self.connected.is_set():
-                    delay = 0.2  # the stream had been up: back off from the start again
             except (ConnectionError, asyncio.InvalidStateError) as exc:
                 # The Global ended the stream (shutting down), or it ended while we wrote
                 # (grpc.aio says "RPC already finished").
                 log.warning("stream to %s ended: %s", self.target, exc)
-                if self.connected.is_set():
-                    delay = 0.2
+            if self.connected.is_set():
+                delay = 0.2  # the stream had been up: back off from the start again
             self.connected.clear()
             if stop.is_set():
                 break

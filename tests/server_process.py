@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ADMIN_TOKEN
+from tests.factories import inventory
 
 VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
 
@@ -73,6 +74,19 @@ class ServerProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=15)
+
+    def admin_with_cluster(self, name: str = "gpu-east") -> httpx.Client:
+        """An admin client, after registering cluster `name` and pushing its inventory with
+        the cluster's own agent token."""
+        api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        token = api.post("/api/v1/clusters", json={"name": name}).json()["agentToken"]
+        pushed = api.put(
+            f"/api/v1/clusters/{name}/inventory",
+            json=inventory(name),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert pushed.status_code == 200, pushed.text
+        return api
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}

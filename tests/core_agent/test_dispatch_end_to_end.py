@@ -90,9 +90,8 @@ async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
         assert "not every share started within 2 s" in message and "west: Accepted" in message
         # Every share was withdrawn: the pods bound in both clusters are gone.
         clusters["west"].start_delay_s = 0
-        job = await fed.reach(uid, "Running")  # requeued, placed again, and now it starts
+        await fed.reach(uid, "Running")  # requeued, placed again, and now it starts
         assert busy(clusters) == 96  # the first placement's pods did not leak
-        assert job["state"] == "Running"
         assert sum(len(c.shares) for c in clusters.values()) == 2
 
 

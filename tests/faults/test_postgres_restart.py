@@ -76,7 +76,7 @@ async def test_postgres_restart_under_load(tmp_path: Path, fresh_database_name: 
             clusters[name].time_scale = 0.05
             agent = AgentClient(
                 cluster=name,
-                target=server.env["VGLOBAL_GRPC_PORT"].join(["127.0.0.1:", ""]),
+                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
                 token=token,
                 source=clusters[name],
                 coalesce_s=0.05,

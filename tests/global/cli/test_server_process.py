@@ -148,13 +148,7 @@ def test_cli_reads_a_config_file(server: ServerProcess, tmp_path: Path) -> None:
 
 
 def test_plan_prints_the_document_and_checks_it_with_the_server(server: ServerProcess) -> None:
-    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    token = api.post("/api/v1/clusters", json={"name": "gpu-east"}).json()["agentToken"]
-    api.put(
-        "/api/v1/clusters/gpu-east/inventory",
-        json=inventory("gpu-east"),
-        headers={"Authorization": f"Bearer {token}"},
-    )
+    api = server.admin_with_cluster()
     result = server.cli(
         "plan",
         "llama",

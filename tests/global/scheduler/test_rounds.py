@@ -8,8 +8,13 @@ from fastapi import FastAPI
 
 from tests.factories import create_cluster, create_queue, example, inventory, submit
 from volcano_global.db.engine import transaction
-from volcano_global.services.scheduling import StaleRound, build_snapshot, commit_round
-from volcano_global.solver import Policy, SolveOptions, solve
+from volcano_global.services.scheduling import (
+    RoundContext,
+    StaleRound,
+    build_snapshot,
+    commit_round,
+)
+from volcano_global.solver import Decision, Policy, SolveOptions, solve
 
 LLM = example("llm-pretrain-64x8.yaml")
 
@@ -91,16 +96,24 @@ async def test_pending_reason_in_numbers_and_held_capacity(
     )
 
 
-async def test_a_round_whose_room_was_taken_meanwhile_is_refused_whole(
+async def decided_not_committed(
     app: FastAPI, api: httpx.AsyncClient
-) -> None:
+) -> tuple[str, Decision, RoundContext]:
+    """A round that admitted the job "big" on two clusters, stopped before its commit."""
     await two_clusters(api)
     uid = (await submit(api, llm_job("big"))).json()["uid"]
-    sessions = app.state.sessions
-    async with transaction(sessions) as session:
+    async with transaction(app.state.sessions) as session:
         snapshot, context = await build_snapshot(session, window=10)
     decision = solve(snapshot, Policy.CPSAT, SolveOptions())
     assert decision.job(uid).admitted
+    return uid, decision, context
+
+
+async def test_a_round_whose_room_was_taken_meanwhile_is_refused_whole(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uid, decision, context = await decided_not_committed(app, api)
+    sessions = app.state.sessions
     await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", used=8))
     with pytest.raises(StaleRound, match="no longer has room"):
         async with transaction(sessions) as session:
@@ -114,13 +127,8 @@ async def test_a_round_still_fitting_a_moved_inventory_commits(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """Large clusters' inventories move all the time: a decision that still fits is kept."""
-    await two_clusters(api)
-    uid = (await submit(api, llm_job("big"))).json()["uid"]
+    uid, decision, context = await decided_not_committed(app, api)
     sessions = app.state.sessions
-    async with transaction(sessions) as session:
-        snapshot, context = await build_snapshot(session, window=10)
-    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
-    assert decision.job(uid).admitted
     for name in ("gpu-east", "gpu-west"):  # more room than before, same HyperNodes
         more = inventory(name, tors=5, nodes_per_tor=8)
         assert (await api.put(f"/api/v1/clusters/{name}/inventory", json=more)).status_code == 200
