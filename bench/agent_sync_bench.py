@@ -72,8 +72,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         while time.perf_counter() - started < args.seconds:
             for cluster, nodes in zip(clusters, names, strict=True):
                 for name in rng.sample(nodes, args.batch):
-                    cluster.nodes[name].used_gpus = rng.randrange(9)
-                cluster.changed.set()
+                    cluster.update_node(name, used_gpus=rng.randrange(9))
             await asyncio.sleep(0)
             await wait_acked(clients)
             updates += args.batch * len(clusters)

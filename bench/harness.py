@@ -83,6 +83,44 @@ async def global_server(
         await asyncio.wait_for(process.wait(), timeout=30)
 
 
+def process_tree(root: int) -> set[int]:
+    """`root` and its live descendants."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+def cpu_seconds(name: str | None = None, pids: set[int] | None = None) -> float:
+    """User+system CPU seconds used so far by the live processes named `name` (as in
+    /proc/PID/comm) or with the given ids, children's reaped time not included."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or (pids is not None and int(entry.name) not in pids):
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+        if name is not None and comm != name:
+            continue
+        utime, stime = fields.split()[11:13]
+        total += int(utime) + int(stime)
+    return total / tick
+
+
 async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
     deadline = time.monotonic() + within
     while any(c.acked < c.seq or c.seq == 0 for c in clients):

@@ -15,17 +15,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import time
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import global_server, wait_acked  # noqa: E402
+from harness import Server, cpu_seconds, global_server, process_tree, wait_acked  # noqa: E402
 
 from core_agent.client import AgentClient  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
@@ -59,8 +60,7 @@ async def agents_main(
     while time.monotonic() - started < seconds:
         for name, cluster in clusters.items():
             for node in rng.sample(names[name], per_batch):
-                cluster.nodes[node].used_gpus = rng.randrange(9)
-            cluster.changed.set()
+                cluster.update_node(node, used_gpus=rng.randrange(9))
         updates += per_batch * len(clusters)
         await asyncio.sleep(0.1)
     stop.set()
@@ -100,7 +100,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: float) -> dict:
+async def drive(server: Server, rate: float, reads: float, seconds: float) -> dict:
+    """The load, sent with aiohttp (C-accelerated; the client's own CPU cost per request is a
+    fraction of httpx's, and it shares the machine with the server)."""
+    connector = aiohttp.TCPConnector(limit=200)
+    async with aiohttp.ClientSession(
+        str(server.api.base_url),
+        connector=connector,
+        headers={"Authorization": server.api.headers["Authorization"]},
+        timeout=aiohttp.ClientTimeout(total=60),
+    ) as api:
+        return await _drive(api, rate, reads, seconds)
+
+
+async def _drive(api: aiohttp.ClientSession, rate: float, reads: float, seconds: float) -> dict:
     latencies: dict[str, list[float]] = {"submit": [], "list": [], "get": []}
     errors: dict[str, int] = {k: 0 for k in latencies}
     causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
@@ -110,12 +123,14 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
     async def call(kind: str, method: str, path: str, **kwargs: object) -> None:
         started = time.perf_counter()
         try:
-            response = await api.request(method, path, **kwargs)  # type: ignore[arg-type]
-            ok = response.status_code < 400
-            if ok and kind == "submit":
-                uids.append(response.json()["uid"])
-            cause = str(response.status_code)
-        except httpx.HTTPError as exc:
+            async with api.request(method, path, **kwargs) as response:  # type: ignore[arg-type]
+                ok = response.status < 400
+                if ok and kind == "submit":
+                    uids.append((await response.json())["uid"])
+                else:
+                    await response.read()
+                cause = str(response.status)
+        except (aiohttp.ClientError, TimeoutError) as exc:
             ok, cause = False, type(exc).__name__
         if not ok:
             causes[f"{kind} {cause}"] = causes.get(f"{kind} {cause}", 0) + 1
@@ -156,9 +171,8 @@ async def drive(api: httpx.AsyncClient, rate: float, reads: float, seconds: floa
 
 
 async def run(args: argparse.Namespace) -> dict:
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     pool = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
-    async with global_server(args.database_url, env=pool, limits=limits) as server:
+    async with global_server(args.database_url, env=pool) as server:
         tokens = {}
         for i in range(args.clusters):
             name = f"load-{i:02d}"
@@ -180,7 +194,19 @@ async def run(args: argparse.Namespace) -> dict:
             assert agents.stdout is not None
             line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
             assert line.strip() == b"synced", line
-            result = await drive(server.api, args.rate, args.reads, args.seconds)
+            profiler = await _profiler(server.pid, args.profile, args.seconds)
+            groups = {
+                "server": lambda: cpu_seconds(pids=process_tree(server.pid)),
+                "agents": lambda: cpu_seconds(pids={agents.pid}),
+                "postgres": lambda: cpu_seconds("postgres"),
+                "load client": lambda: cpu_seconds(pids={os.getpid()}),
+            }
+            before, started = {k: f() for k, f in groups.items()}, time.monotonic()
+            result = await drive(server, args.rate, args.reads, args.seconds)
+            elapsed = time.monotonic() - started
+            result["cpu_cores"] = {k: (f() - before[k]) / elapsed for k, f in groups.items()}
+            if profiler is not None:
+                await profiler.wait()
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
         finally:
             if agents.returncode is None:
@@ -193,6 +219,29 @@ async def run(args: argparse.Namespace) -> dict:
             "node_updates_per_s": streamed.get("node_updates", 0) / streamed.get("seconds", 1),
         }
         return result
+
+
+async def _profiler(
+    pid: int, output: str | None, seconds: float
+) -> asyncio.subprocess.Process | None:
+    """py-spy sampling the server (all its threads, native frames off) while the load runs."""
+    if output is None:
+        return None
+    return await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"),
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(int(seconds)),
+        "--rate",
+        "50",
+        "--format",
+        "raw",
+        "--output",
+        output,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -219,9 +268,15 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="server processes (more than 1: Postgres only)"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="sample the server with py-spy during the load; collapsed stacks written to FILE",
+    )
     result = asyncio.run(run(parser.parse_args()))
     print(json.dumps(result, indent=2))
     print("errors by cause:", result["error_causes"] or "none")
+    print("CPU cores used:", ", ".join(f"{k} {v:.2f}" for k, v in result["cpu_cores"].items()))
     for kind in ("submit", "list", "get"):
         r = result[kind]
         print(

@@ -156,6 +156,7 @@ class AgentClient:
         await self._send_snapshot(call)
 
     async def _send_snapshot(self, call: grpc.aio.StreamStreamCall) -> None:
+        self.source.take_changes()  # the snapshot carries them
         view = self.source.current()
         self.seq += 1
         message = pb.AgentMessage(snapshot=view.snapshot(self.seq))
@@ -202,8 +203,15 @@ class AgentClient:
                 next_beat = time.monotonic() + self.heartbeat_s
 
     async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> None:
-        view = self.source.current()
-        delta = self.sent_view.delta_to(view, self.seq + 1)
+        changes = self.source.take_changes()
+        if changes is None:  # the source cannot tell what moved: compare everything
+            view = self.source.current()
+            delta = self.sent_view.delta_to(view, self.seq + 1)
+            self.sent_view = view
+        else:
+            part = self.source.view_of(changes)
+            delta = self.sent_view.delta_to(part, self.seq + 1, within=changes)
+            self.sent_view.patch(part, changes)
         if delta is None:
             return
         if len(self.unacked) >= MAX_UNACKED:
@@ -212,7 +220,6 @@ class AgentClient:
         self.seq += 1
         message = pb.AgentMessage(delta=delta)
         self.unacked[self.seq] = message
-        self.sent_view = view
         await call.write(message)
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:

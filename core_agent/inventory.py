@@ -1,11 +1,21 @@
 """The agent's view of its cluster's inventory, as protocol messages, and the diff between
-two views (what a delta carries)."""
+two views (what a delta carries), over every name or only the names a source says it touched."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from volcano_global.rpc.v1 import agent_pb2 as pb
+
+
+@dataclass
+class Changes:
+    """Names of nodes and domains touched since a source last reported its changes. A touched
+    name may hold the same value as before, or be gone."""
+
+    nodes: set[str] = field(default_factory=set)
+    domains: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -13,25 +23,34 @@ class Inventory:
     domains: dict[str, pb.Domain] = field(default_factory=dict)
     nodes: dict[str, pb.Node] = field(default_factory=dict)
 
-    def copy(self) -> Inventory:
-        return Inventory(dict(self.domains), {name: _clone(n) for name, n in self.nodes.items()})
-
     def snapshot(self, seq: int) -> pb.InventorySnapshot:
-        # Parents before children, as the Global stores them.
-        domains = sorted(self.domains.values(), key=lambda d: (-d.tier, d.name))
-        return pb.InventorySnapshot(seq=seq, domains=domains, nodes=list(self.nodes.values()))
+        return pb.InventorySnapshot(
+            seq=seq, domains=_parents_first(self.domains.values()), nodes=list(self.nodes.values())
+        )
 
-    def delta_to(self, newer: Inventory, seq: int) -> pb.InventoryDelta | None:
-        """What turns this view into `newer`; None when nothing changed."""
+    def delta_to(
+        self, newer: Inventory, seq: int, *, within: Changes | None = None
+    ) -> pb.InventoryDelta | None:
+        """What turns this view into `newer`; None when nothing changed. With `within`, only
+        those names are compared (`newer` need hold no other)."""
+        nodes = self.nodes.keys() | newer.nodes.keys() if within is None else within.nodes
+        domains = self.domains.keys() | newer.domains.keys() if within is None else within.domains
         delta = pb.InventoryDelta(
             seq=seq,
-            node_upserts=[n for name, n in newer.nodes.items() if self.nodes.get(name) != n],
-            node_removals=[name for name in self.nodes if name not in newer.nodes],
-            domain_upserts=sorted(
-                (d for name, d in newer.domains.items() if self.domains.get(name) != d),
-                key=lambda d: (-d.tier, d.name),
+            node_upserts=[
+                newer.nodes[n]
+                for n in sorted(nodes)
+                if n in newer.nodes and self.nodes.get(n) != newer.nodes[n]
+            ],
+            node_removals=sorted(n for n in nodes if n in self.nodes and n not in newer.nodes),
+            domain_upserts=_parents_first(
+                newer.domains[d]
+                for d in domains
+                if d in newer.domains and self.domains.get(d) != newer.domains[d]
             ),
-            domain_removals=[name for name in self.domains if name not in newer.domains],
+            domain_removals=sorted(
+                d for d in domains if d in self.domains and d not in newer.domains
+            ),
         )
         empty = not (
             delta.node_upserts
@@ -41,8 +60,20 @@ class Inventory:
         )
         return None if empty else delta
 
+    def patch(self, newer: Inventory, within: Changes) -> None:
+        """Make the names in `within` what they are in `newer` (a view of just those names)."""
+        for name in within.nodes:
+            if name in newer.nodes:
+                self.nodes[name] = newer.nodes[name]
+            else:
+                self.nodes.pop(name, None)
+        for name in within.domains:
+            if name in newer.domains:
+                self.domains[name] = newer.domains[name]
+            else:
+                self.domains.pop(name, None)
 
-def _clone(node: pb.Node) -> pb.Node:
-    copy = pb.Node()
-    copy.CopyFrom(node)
-    return copy
+
+def _parents_first(domains: Iterable[pb.Domain]) -> list[pb.Domain]:
+    """Parents before children, as the Global stores them."""
+    return sorted(domains, key=lambda d: (-d.tier, d.name))

@@ -1,12 +1,13 @@
 """Where an agent's inventory comes from: a source keeps an `Inventory` up to date and sets
-`changed` whenever it moves."""
+`changed` whenever it moves. A source that knows which names it touched lets the agent build a
+delta from those alone instead of comparing every node of the cluster."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Protocol
 
-from core_agent.inventory import Inventory
+from core_agent.inventory import Changes, Inventory
 
 
 class InventorySource(Protocol):
@@ -20,3 +21,10 @@ class InventorySource(Protocol):
 
     def current(self) -> Inventory:
         """A copy of the inventory as of now."""
+
+    def take_changes(self) -> Changes | None:
+        """The names touched since the last call, forgotten once returned; None when the
+        source cannot tell (the agent then compares every name)."""
+
+    def view_of(self, changes: Changes) -> Inventory:
+        """A copy of just these nodes and domains as of now (those that still exist)."""

@@ -11,7 +11,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from core_agent.inventory import Inventory
+from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs, Report
 from core_agent.kubernetes.watcher import Store, watch_forever
@@ -113,6 +113,19 @@ class KubernetesSource:
             name = obj["metadata"]["name"]
             inventory.nodes[name] = _node(obj, used.get(name, {}), node_domain.get(name))
         return inventory
+
+    def take_changes(self) -> None:
+        # The watches report that something moved, not which node it touched (a pod moves its
+        # node's usage, a label or a HyperNode can move many nodes' domains): the agent compares
+        # the whole inventory.
+        return None
+
+    def view_of(self, changes: Changes) -> Inventory:
+        whole = self.current()
+        return Inventory(
+            domains={d: whole.domains[d] for d in changes.domains if d in whole.domains},
+            nodes={n: whole.nodes[n] for n in changes.nodes if n in whole.nodes},
+        )
 
 
 def _node(obj: dict[str, Any], used: dict[str, Decimal], domain: str | None) -> pb.Node:

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from core_agent.inventory import Inventory
+from core_agent.inventory import Changes, Inventory
 from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -96,7 +96,8 @@ class SimNode:
 
 
 class SimulatedCluster:
-    """An `InventorySource` whose nodes live in memory."""
+    """An `InventorySource` whose nodes live in memory. Change nodes through `update_node`,
+    `add_node` and `remove_node` (they record what the next delta must carry)."""
 
     def __init__(
         self, name: str, nodes: list[SimNode], domains: list[pb.Domain], *, time_scale: float = 1.0
@@ -108,6 +109,7 @@ class SimulatedCluster:
         self.time_scale = time_scale  # 0.01: a job of 100 s runs for 1 s
         self.start_delay_s = 0.0  # simulated seconds from binding to all pods running
         self.shares: dict[str, _RunningShare] = {}
+        self._touched = Changes()
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -201,6 +203,22 @@ class SimulatedCluster:
             nodes={name: n.message() for name, n in self.nodes.items()},
         )
 
+    def take_changes(self) -> Changes:
+        touched, self._touched = self._touched, Changes()
+        return touched
+
+    def view_of(self, changes: Changes) -> Inventory:
+        return Inventory(
+            domains={
+                d: _copy_domain(self.domains[d]) for d in changes.domains if d in self.domains
+            },
+            nodes={n: self.nodes[n].message() for n in changes.nodes if n in self.nodes},
+        )
+
+    def _touch(self, *nodes: str) -> None:
+        self._touched.nodes.update(nodes)
+        self.changed.set()
+
     # -- running assigned shares ---------------------------------------------------------------
     def apply_share(
         self, assignment: pb.ShareAssignment, report: Callable[[pb.JobStatusReport], None]
@@ -220,7 +238,6 @@ class SimulatedCluster:
             return
         share = _RunningShare(assignment=assignment, bound=bound, phase="Accepted")
         self.shares[assignment.placement_id] = share
-        self.changed.set()
         report(self._status(assignment, "Accepted"))
         if self.start_delay_s > 0:
             share.timer = asyncio.get_running_loop().call_later(
@@ -288,14 +305,15 @@ class SimulatedCluster:
                 node = min(fitting, key=lambda n: (n.gpus - n.used_gpus, n.name))
                 node.used_gpus += g
                 bound.append((node.name, g))
+        self._touch(*(node for node, _ in bound))
         return bound
 
     def _release(self, share: _RunningShare) -> None:
         for node, gpus in share.bound:
             if node in self.nodes:
                 self.nodes[node].used_gpus = max(self.nodes[node].used_gpus - gpus, 0)
+        self._touch(*(node for node, _ in share.bound))
         share.bound = []
-        self.changed.set()
 
     def _status(
         self, assignment: pb.ShareAssignment, phase: str, message: str = ""
@@ -316,15 +334,15 @@ class SimulatedCluster:
             if not hasattr(node, key):
                 raise AttributeError(f"SimNode has no field {key!r}")
             setattr(node, key, value)
-        self.changed.set()
+        self._touch(name)
 
     def add_node(self, node: SimNode) -> None:
         self.nodes[node.name] = node
-        self.changed.set()
+        self._touch(node.name)
 
     def remove_node(self, name: str) -> None:
         del self.nodes[name]
-        self.changed.set()
+        self._touch(name)
 
 
 def _copy_domain(domain: pb.Domain) -> pb.Domain:
