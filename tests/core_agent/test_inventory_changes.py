@@ -26,9 +26,10 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
     cluster.take_changes()
     sent = cluster.current()  # what the agent last sent, kept up to date by patches
     reports: list[pb.JobStatusReport] = []
+    live: list[str] = []  # placements bound
     for step in range(200):
         names = sorted(cluster.nodes)
-        action = rng.randrange(5)
+        action = rng.randrange(6)
         if action == 0:
             cluster.update_node(
                 rng.choice(names), used_gpus=rng.randrange(9), ready=rng.random() > 0.2
@@ -40,14 +41,16 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
             cluster.add_node(SimNode(f"extra-{step}", "H100", 8, 1000, 1 << 30, "east-tor0000"))
         elif action == 3 and len(names) > 10:
             cluster.remove_node(rng.choice(names))
-        else:
+        elif action == 4 or not live:
             assignment = pb.ShareAssignment(
                 placement_id=f"p{step}", job_uid="u", pods=2, gpus_per_pod=2, duration_seconds=3600
             )
             assignment.domains["east-tor0001"] = 2
             cluster.apply_share(assignment, reports.append)
-            if rng.random() < 0.5:
-                cluster.cancel_share(pb.ShareCancellation(placement_id=f"p{step}"), reports.append)
+            live.append(f"p{step}")
+        else:  # cancel a share bound in an earlier step
+            placement = live.pop(rng.randrange(len(live)))
+            cluster.cancel_share(pb.ShareCancellation(placement_id=placement), reports.append)
         whole = cluster.current()
         expected = sent.delta_to(whole, step)
         changes = cluster.take_changes()
@@ -55,7 +58,8 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
         assert sent.delta_to(part, step, within=changes) == expected
         sent.patch(part, changes)
         assert sent == whole
-    assert any(r.phase == "Running" for r in reports)  # the binds happened
+    phases = {r.phase for r in reports}
+    assert {"Running", "Cancelled"} <= phases  # binds and releases happened
 
 
 def test_nothing_touched_means_no_delta() -> None:
