@@ -50,6 +50,8 @@ def run_server(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        loop="uvloop",
+        http="httptools",
         timeout_graceful_shutdown=10,
         # Longer than the idle timeout of the load balancers in front (60 s is common) and of
         # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server

@@ -19,6 +19,7 @@ from volcano_global.db.models import (
     TopologyDomain,
 )
 from volcano_global.schemas.clusters import InventorySnapshot
+from volcano_global.services.domain_trees import mark_replaced
 
 UNKNOWN_GPU_MODEL = "unknown"
 _BATCH = 2000
@@ -50,6 +51,7 @@ async def replace_inventory(
 ) -> Cluster:
     """Replace everything the Global holds about the cluster's nodes and topology, in the
     caller's transaction (nothing is half-applied), and bump the inventory generation."""
+    mark_replaced(session, cluster.id)
     await session.execute(delete(Node).where(Node.cluster_id == cluster.id))
     await session.execute(delete(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
     await session.execute(

@@ -19,6 +19,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Invalid
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
+from volcano_global.services.domain_trees import domain_trees
 from volcano_global.services.inventory import contribution, insert_many, replace_inventory
 
 Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
@@ -31,7 +32,8 @@ async def apply_delta(
     inventory (rare); node changes adjust the aggregates by their difference."""
     if delta.domain_upserts or delta.domain_removals:
         return await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq)
-    domains = await _domains(session, cluster.id)
+    tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
+    domains = tree.ids
     for i, node in enumerate(delta.node_upserts):
         if node.domain is not None and node.domain not in domains:
             raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
@@ -44,14 +46,13 @@ async def apply_delta(
             )
         ).scalars()
     }
-    parents = {domain_id: parent for domain_id, parent in domains.values()}
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
 
     def account(part: tuple[str, int, int] | None, domain_id: uuid.UUID | None, sign: int) -> None:
         if part is None:
             return
         model, total, free = part
-        for key_domain in [None, *_chain(domain_id, parents)]:
+        for key_domain in [None, *tree.chain(domain_id)]:
             entry = change[(key_domain, model)]
             entry[0] += sign * total
             entry[1] += sign * free
@@ -59,7 +60,7 @@ async def apply_delta(
     for row in existing.values():
         account(_row_part(row), row.domain_id, -1)
     for node in delta.node_upserts:
-        account(_node_part(node), domains[node.domain][0] if node.domain else None, +1)
+        account(_node_part(node), domains[node.domain] if node.domain else None, +1)
 
     if delta.node_removals:
         await session.execute(
@@ -71,7 +72,7 @@ async def apply_delta(
         values = {
             **node.model_dump(exclude={"domain", "taints"}),
             "taints": [t.model_dump(by_alias=True) for t in node.taints],
-            "domain_id": domains[node.domain][0] if node.domain else None,
+            "domain_id": domains[node.domain] if node.domain else None,
             "updated_at": now,
         }
         if node.name in existing:
@@ -140,27 +141,6 @@ async def _with_domain_changes(
             node.domain = None  # its domain was removed
     snapshot = InventorySnapshot(domains=list(domains.values()), nodes=list(nodes.values()))
     return await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
-
-
-async def _domains(
-    session: AsyncSession, cluster_id: uuid.UUID
-) -> dict[str, tuple[uuid.UUID, uuid.UUID | None]]:
-    rows = await session.execute(
-        select(TopologyDomain.name, TopologyDomain.id, TopologyDomain.parent_id).where(
-            TopologyDomain.cluster_id == cluster_id
-        )
-    )
-    return {name: (domain_id, parent) for name, domain_id, parent in rows}
-
-
-def _chain(
-    domain_id: uuid.UUID | None, parents: dict[uuid.UUID, uuid.UUID | None]
-) -> list[uuid.UUID]:
-    chain = []
-    while domain_id is not None:
-        chain.append(domain_id)
-        domain_id = parents.get(domain_id)
-    return chain
 
 
 def _row_part(row: Node) -> tuple[str, int, int] | None:

@@ -26,13 +26,13 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
     Queue,
-    TopologyDomain,
 )
 from volcano_global.db.models import (
     ClusterState as ClusterHealth,
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.services.domain_trees import domain_trees
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.services.lifecycle import transition
@@ -151,12 +151,7 @@ async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
     minus the pods of placements that hold capacity before their pods run."""
     ids = [c.id for c in clusters]
-    domains = {
-        d.id: d
-        for d in (
-            await session.execute(select(TopologyDomain).where(TopologyDomain.cluster_id.in_(ids)))
-        ).scalars()
-    }
+    trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
     rows = await session.execute(
         select(
             Node.cluster_id,
@@ -180,15 +175,10 @@ async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list
             hist.extend([0] * (free + 1 - len(hist)))
         hist[max(free, 0)] += count
     by_cluster: dict[uuid.UUID, list[Leaf]] = defaultdict(list)
-    for (cluster_id, domain_id, model), hist in sorted(
-        hists.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]), kv[0][2])
-    ):
-        path: list[str] = []
-        current = domains.get(domain_id) if domain_id else None
-        while current is not None:
-            path.append(current.name)
-            current = domains.get(current.parent_id) if current.parent_id else None
-        by_cluster[cluster_id].append(Leaf(model, tuple(hist), tuple(path)))
+    for (cluster_id, domain_id, model), hist in hists.items():
+        by_cluster[cluster_id].append(Leaf(model, tuple(hist), trees[cluster_id].path(domain_id)))
+    for leaves in by_cluster.values():
+        leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
     pools = {c.id: ClusterPool(ClusterState(c.name, tuple(by_cluster[c.id]))) for c in clusters}
     holding = await session.execute(
         select(ClusterShare, Job.gpu_model)
