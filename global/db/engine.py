@@ -34,7 +34,10 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         raise ValueError(
             f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql"
         )
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip on every checkout. A connection found dead when used
+    # makes SQLAlchemy drop every pooled connection opened before it (the request that found it
+    # gets a 503 and retries), which is how a Postgres restart shows.
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

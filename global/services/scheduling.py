@@ -240,17 +240,18 @@ async def _queue_states(session: AsyncSession) -> list[QueueState]:
     return [QueueState(q.name, q.gpu_quota, int(used.get(q.id) or 0)) for q in queues]
 
 
-async def _lock_job(session: AsyncSession, job_id: uuid.UUID | None) -> Job | None:
-    if job_id is None:
-        return None
+async def _lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
+    """The jobs, locked for the transaction in one statement (in id order, as every locker
+    of several jobs must, against deadlocks), as they are now."""
     query = (
         select(Job)
-        .where(Job.id == job_id)
+        .where(Job.id.in_(job_ids))
+        .order_by(Job.id)
         .options(lazyload(Job.queue))
         .with_for_update(of=Job)
         .execution_options(populate_existing=True)
     )
-    return (await session.execute(query)).scalar_one_or_none()
+    return {job.id: job for job in (await session.execute(query)).scalars()}
 
 
 @dataclass(frozen=True)
@@ -288,8 +289,10 @@ async def commit_round(
         int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
     )
     placed = []
+    ids = {d.job_id: context.jobs.get(d.job_id) for d in decision.jobs}
+    jobs = await _lock_jobs(session, [i for i in ids.values() if i is not None])
     for d in decision.jobs:
-        job = await _lock_job(session, context.jobs.get(d.job_id))
+        job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None
         if job is None or job.state is not JobState.PENDING:
             continue  # cancelled while the round was solving
         if not d.admitted:
@@ -329,6 +332,7 @@ async def commit_round(
         await record_event(
             session,
             job_id=job.id,
+            fold=False,  # the round's number makes every Placed message new
             reason="Placed",
             message=f"round {generation}: " + "; ".join(lines),
         )
