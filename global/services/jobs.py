@@ -11,12 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
-    TERMINAL_JOB_STATES,
+    ACTIVE_NAME_INDEX,
     Cluster,
     ClusterShare,
     Job,
@@ -91,16 +92,8 @@ async def parse_submission(
 
 async def submit_job(session: AsyncSession, submission: Submission, *, submitted_by: str) -> Job:
     document, job, queue = await parse_submission(session, submission)
-    taken = await session.execute(
-        select(Job.id).where(
-            Job.namespace == job.namespace,
-            Job.name == job.name,
-            Job.state.not_in(TERMINAL_JOB_STATES),
-        )
-    )
-    if taken.first() is not None:
-        raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
     row = Job(
+        id=uuid.uuid4(),
         name=job.name,
         namespace=job.namespace,
         kind=job.kind,
@@ -123,7 +116,15 @@ async def submit_job(session: AsyncSession, submission: Submission, *, submitted
         submitted_by=submitted_by,
     )
     session.add(row)
-    await session.flush()
+    try:
+        await session.flush()  # before its event (they have no ORM relationship to order them)
+    except IntegrityError as exc:
+        if not _name_taken(exc):
+            raise
+        # The unique index on live jobs' names decides (no read-then-insert race).
+        raise Conflict(
+            f"job {job.namespace}/{job.name} already exists and has not finished"
+        ) from None
     split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
     await record_event(
         session,
@@ -134,6 +135,13 @@ async def submit_job(session: AsyncSession, submission: Submission, *, submitted
         f"submitted to queue {queue.name} by {submitted_by}; {split}",
     )
     return row
+
+
+def _name_taken(exc: IntegrityError) -> bool:
+    """The insert hit the unique index on live jobs' names (Postgres names the index, SQLite
+    the columns)."""
+    text = str(exc.orig)
+    return ACTIVE_NAME_INDEX in text or "jobs.namespace, jobs.name" in text
 
 
 async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:

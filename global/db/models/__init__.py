@@ -3,7 +3,7 @@
 from volcano_global.db.models.clusters import Cluster, ClusterGpuCapacity, ClusterState
 from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
-from volcano_global.db.models.jobs import TERMINAL_JOB_STATES, Job, JobState
+from volcano_global.db.models.jobs import ACTIVE_NAME_INDEX, TERMINAL_JOB_STATES, Job, JobState
 from volcano_global.db.models.links import Link
 from volcano_global.db.models.outbox import OutboxKind, OutboxMessage
 from volcano_global.db.models.placements import (
@@ -17,6 +17,7 @@ from volcano_global.db.models.rounds import SchedulingRound
 from volcano_global.db.models.tokens import ApiToken, TokenRole
 
 __all__ = [
+    "ACTIVE_NAME_INDEX",
     "TERMINAL_JOB_STATES",
     "ApiToken",
     "Cluster",

@@ -25,6 +25,7 @@ class JobState(enum.StrEnum):
 
 
 TERMINAL_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ACTIVE_NAME_INDEX = "uq_jobs_active_namespace_name"
 _ACTIVE_PREDICATE = text("state NOT IN ('Succeeded', 'Failed', 'Cancelled')")
 
 
@@ -33,7 +34,7 @@ class Job(UUIDPrimaryKey, Base):
     __table_args__ = (
         # A name is taken while its job is alive; a finished job's name can be submitted again.
         Index(
-            "uq_jobs_active_namespace_name",
+            ACTIVE_NAME_INDEX,
             "namespace",
             "name",
             unique=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -55,6 +56,16 @@ async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.Asy
     await api.post(f"/api/v1/jobs/{first['uid']}/cancel")
     again = await submit(api, job_document("train"))
     assert again.status_code == 201 and again.json()["uid"] != first["uid"]
+
+
+async def test_simultaneous_submissions_of_one_name_store_one_job(api: httpx.AsyncClient) -> None:
+    answers = await asyncio.gather(*(submit(api, job_document("race")) for _ in range(8)))
+    assert sorted(a.status_code for a in answers) == [201] + [409] * 7
+    assert {a.json()["message"] for a in answers if a.status_code == 409} == {
+        "job ml/race already exists and has not finished"
+    }
+    listed = (await api.get("/api/v1/jobs", params={"name": "race"})).json()["items"]
+    assert len(listed) == 1
 
 
 async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
