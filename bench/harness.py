@@ -101,10 +101,11 @@ def process_tree(root: int) -> set[int]:
     return tree
 
 
-def cpu_seconds(name: str | None = None, pids: set[int] | None = None) -> float:
-    """User+system CPU seconds used so far by the live processes named `name` (as in
-    /proc/PID/comm) or with the given ids, children's reaped time not included."""
-    total = 0
+def cpu_seconds(name: str | None = None, pids: set[int] | None = None) -> dict[int, float]:
+    """User+system CPU seconds used so far by each live process named `name` (as in
+    /proc/PID/comm) or with the given ids. Compare per process id: a process that ended in
+    between is missing from the later reading (its time since the first is not counted)."""
+    used = {}
     tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or (pids is not None and int(entry.name) not in pids):
@@ -117,8 +118,8 @@ def cpu_seconds(name: str | None = None, pids: set[int] | None = None) -> float:
         if name is not None and comm != name:
             continue
         utime, stime = fields.split()[11:13]
-        total += int(utime) + int(stime)
-    return total / tick
+        used[int(entry.name)] = (int(utime) + int(stime)) / tick
+    return used
 
 
 async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:

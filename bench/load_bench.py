@@ -37,7 +37,7 @@ async def agents_main(
 ) -> None:
     """Child process: full sync of every cluster, then `updates_per_s` node changes a second
     spread over the clusters (ten batches a second), for `seconds`; prints how many node
-    updates were made."""
+    updates were made. The agents coalesce changes as deployed (their default window)."""
     spec = ClusterSpec.model_validate(
         {
             "nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -46,7 +46,7 @@ async def agents_main(
     )
     clusters = {name: SimulatedCluster.from_spec(name, spec) for name in tokens}
     clients = [
-        AgentClient(cluster=n, target=target, token=t, source=clusters[n], coalesce_s=0.05)
+        AgentClient(cluster=n, target=target, token=t, source=clusters[n])
         for n, t in tokens.items()
     ]
     stop = asyncio.Event()
@@ -204,7 +204,10 @@ async def run(args: argparse.Namespace) -> dict:
             before, started = {k: f() for k, f in groups.items()}, time.monotonic()
             result = await drive(server, args.rate, args.reads, args.seconds)
             elapsed = time.monotonic() - started
-            result["cpu_cores"] = {k: (f() - before[k]) / elapsed for k, f in groups.items()}
+            result["cpu_cores"] = {
+                k: sum(v - before[k].get(pid, 0.0) for pid, v in f().items()) / elapsed
+                for k, f in groups.items()
+            }
             if profiler is not None:
                 await profiler.wait()
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
