@@ -52,7 +52,9 @@ class SchedulingDefaults(BaseModel):
         0.2,
         ge=0,
         description="Shortest time between the starts of two rounds: under a burst of "
-        "submissions, rounds take them in batches instead of one round per submission.",
+        "submissions, rounds take them in batches instead of one round per submission. A "
+        "round that took longer than this delays the next by its own duration (rounds use at "
+        "most about half of the leader's time; the rest serves requests and streams).",
     )
     window: int = Field(200, ge=1, description="Pending jobs considered per round.")
     enabled: bool = Field(True, description="Run the scheduling loop in this replica.")

@@ -17,7 +17,13 @@ from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.gang import Outcome, supervise
 from volcano_global.services.overview import record_round
-from volcano_global.services.scheduling import RoundResult, StaleRound, build_snapshot, commit_round
+from volcano_global.services.scheduling import (
+    RoundResult,
+    StaleRound,
+    anything_pending,
+    build_snapshot,
+    commit_round,
+)
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
 
@@ -48,6 +54,7 @@ class Scheduler:
         self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
         self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
         self._last_start = float("-inf")  # monotonic time the last step began
+        self._last_busy = 0.0  # how long it took
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -65,6 +72,9 @@ class Scheduler:
         for attempt in range(retries):
             started = time.perf_counter()
             async with transaction(self.sessions) as session:
+                if not await anything_pending(session):  # skip reading the inventory
+                    self.metrics.rounds.labels("idle").inc()
+                    return None
                 snapshot, context = await build_snapshot(session, window=options.window)
             if not snapshot.jobs and not context.unmodelled:
                 self.metrics.rounds.labels("idle").inc()
@@ -138,13 +148,17 @@ class Scheduler:
     async def step(self) -> None:
         """What the background task runs: supervision and a round, then wait for a wake-up or
         the period. Rounds start at least `min_interval_s` apart, so a burst of submissions is
-        taken in batches (an isolated submission is scheduled at once)."""
-        pause = self._last_start + self.settings.scheduling.min_interval_s - time.monotonic()
+        taken in batches (an isolated submission is scheduled at once), and at least twice the
+        last step's duration apart, so rounds on a large inventory cannot take the whole
+        process."""
+        spacing = max(self.settings.scheduling.min_interval_s, 2 * self._last_busy)
+        pause = self._last_start + spacing - time.monotonic()
         if pause > 0:
             await asyncio.sleep(pause)
         self._last_start = time.monotonic()
         await self.supervise()
         await self.run_once()
+        self._last_busy = time.monotonic() - self._last_start
         try:
             await asyncio.wait_for(self.wake.wait(), timeout=self.settings.scheduling.interval_s)
         except TimeoutError:

@@ -9,7 +9,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import lazyload
 
@@ -147,11 +147,29 @@ def _with_measurements(split: SplitPolicy, job: Job) -> SplitPolicy:
     return split.model_copy(update={"crossing_gbps": float(measured)})
 
 
-async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list[ClusterState]:
+async def _free_capacity(
+    session: AsyncSession, clusters: list[Cluster], *, leaves: set[str] | None = None
+) -> list[ClusterState]:
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
-    minus the pods of placements that hold capacity before their pods run."""
+    minus the pods of placements that hold capacity before their pods run. With `leaves`
+    (leaf domain names; a cluster's own name for its nodes outside any domain), only those."""
     ids = [c.id for c in clusters]
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
+    where = [
+        Node.cluster_id.in_(ids),
+        Node.ready.is_(True),
+        Node.schedulable.is_(True),
+        Node.gpu_allocatable > 0,
+    ]
+    if leaves is not None:
+        domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
+        outside = [c.id for c in clusters if c.name in leaves]
+        where.append(
+            or_(
+                Node.domain_id.in_(domain_ids),
+                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
+            )
+        )
     rows = await session.execute(
         select(
             Node.cluster_id,
@@ -160,12 +178,7 @@ async def _free_capacity(session: AsyncSession, clusters: list[Cluster]) -> list
             (Node.gpu_allocatable - Node.gpu_used).label("free"),
             func.count(),
         )
-        .where(
-            Node.cluster_id.in_(ids),
-            Node.ready.is_(True),
-            Node.schedulable.is_(True),
-            Node.gpu_allocatable > 0,
-        )
+        .where(*where)
         .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
     )
     hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
@@ -203,8 +216,14 @@ async def _still_fits(
     session: AsyncSession, *, decision: Decision, context: RoundContext, clusters: list[Cluster]
 ) -> None:
     """Raise StaleRound unless every share the decision puts in `clusters` fits, together, in
-    what their current inventories leave free (minus capacity held by earlier placements)."""
-    pools = {s.name: ClusterPool(s) for s in await _free_capacity(session, clusters)}
+    what their current inventories leave free (minus capacity held by earlier placements).
+    Only the leaves the shares use are read, unless a share names none (then whole clusters)."""
+    names = {c.name for c in clusters}
+    shares = [s for d in decision.jobs if d.admitted for s in d.shares if s.cluster in names]
+    leaves = (
+        {leaf for s in shares for leaf, _ in s.domains} if all(s.domains for s in shares) else None
+    )
+    pools = {s.name: ClusterPool(s) for s in await _free_capacity(session, clusters, leaves=leaves)}
     for d in decision.jobs:
         if not d.admitted:
             continue
@@ -224,6 +243,12 @@ async def _still_fits(
                         f"cluster {share.cluster} inventory moved during the round and "
                         f"{leaf} no longer has room for {pods} pods of {per_pod} GPUs"
                     )
+
+
+async def anything_pending(session: AsyncSession) -> bool:
+    """Whether a job waits (a round has something to do)."""
+    found = await session.execute(select(Job.id).where(Job.state == JobState.PENDING).limit(1))
+    return found.first() is not None
 
 
 async def _queue_states(session: AsyncSession) -> list[QueueState]:

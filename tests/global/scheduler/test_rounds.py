@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 import pytest
 from fastapi import FastAPI
 
 from tests.factories import create_cluster, create_queue, example, inventory, submit
 from volcano_global.db.engine import transaction
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.clusters import lock_cluster
+from volcano_global.services.inventory_deltas import apply_delta
 from volcano_global.services.scheduling import (
     RoundContext,
     StaleRound,
@@ -123,6 +129,27 @@ async def test_a_round_whose_room_was_taken_meanwhile_is_refused_whole(
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
 
 
+async def test_a_round_whose_one_leaf_filled_meanwhile_is_refused(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The commit re-reads only the leaves the decision uses: filling one of them is seen."""
+    _, decision, context = await decided_not_committed(app, api)
+    share = next(s for d in decision.jobs if d.admitted for s in d.shares)
+    leaf = share.domains[0][0]
+    nodes = [
+        n | {"gpuUsed": 8}
+        for n in inventory(share.cluster, tors=5, nodes_per_tor=8)["nodes"]
+        if n["domain"] == leaf
+    ]
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name=share.cluster)
+        delta = InventoryDelta.model_validate({"nodeUpserts": nodes})
+        await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
+    with pytest.raises(StaleRound, match=f"{leaf} no longer has room"):
+        async with transaction(app.state.sessions) as session:
+            await commit_round(session, decision=decision, context=context)
+
+
 async def test_a_round_still_fitting_a_moved_inventory_commits(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -136,3 +163,21 @@ async def test_a_round_still_fitting_a_moved_inventory_commits(
         result = await commit_round(session, decision=decision, context=context)
     assert result.placed == [uid]
     assert (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] == "Placed"
+
+
+async def test_a_long_round_spaces_the_next_by_its_duration(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds on a large inventory must leave the process time for requests and streams."""
+    scheduler = app.state.scheduler
+    starts: list[float] = []
+
+    async def slow_round(**_: object) -> None:
+        starts.append(time.monotonic())
+        await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(scheduler, "run_once", slow_round)
+    for _ in range(2):
+        scheduler.wake.set()  # no wait for the period
+        await scheduler.step()
+    assert starts[1] - starts[0] >= 2 * 0.3
