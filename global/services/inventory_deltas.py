@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Insert, Table, bindparam, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -27,11 +29,13 @@ Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU mo
 
 async def apply_delta(
     session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None = None
-) -> Cluster:
+) -> None:
     """Apply the delta in the caller's transaction. A HyperNode change re-reads the whole
-    inventory (rare); node changes adjust the aggregates by their difference."""
+    inventory (rare); node changes adjust the aggregates by their difference (the cluster's
+    loaded `capacities` are not refreshed)."""
     if delta.domain_upserts or delta.domain_removals:
-        return await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq)
+        await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq)
+        return
     tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
     domains = tree.ids
     for i, node in enumerate(delta.node_upserts):
@@ -90,13 +94,11 @@ async def apply_delta(
     if seq is not None:
         cluster.inventory_seq = seq
     await session.flush()
-    await session.refresh(cluster, ["capacities"])
-    return cluster
 
 
 async def _with_domain_changes(
     session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None
-) -> Cluster:
+) -> None:
     """Rebuild the snapshot the delta leads to and replace the inventory with it."""
     domain_rows = (
         await session.execute(select(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
@@ -140,7 +142,7 @@ async def _with_domain_changes(
         if node.domain is not None and node.domain not in domains:
             node.domain = None  # its domain was removed
     snapshot = InventorySnapshot(domains=list(domains.values()), nodes=list(nodes.values()))
-    return await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
+    await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
 
 
 def _row_part(row: Node) -> tuple[str, int, int] | None:
@@ -166,48 +168,40 @@ def _node_part(node: NodeIn) -> tuple[str, int, int] | None:
 async def _apply_change(
     session: AsyncSession, cluster_id: uuid.UUID, change: dict[Key, list[int]]
 ) -> None:
-    change = {k: v for k, v in change.items() if v[0] or v[1]}
-    if not change:
-        return
-    models = {model for _, model in change}
-    cluster_rows = {
-        row.gpu_model: row
-        for row in (
-            await session.execute(
-                select(ClusterGpuCapacity).where(
-                    ClusterGpuCapacity.cluster_id == cluster_id,
-                    ClusterGpuCapacity.gpu_model.in_(models),
-                )
-            )
-        ).scalars()
-    }
-    domain_ids = {d for d, _ in change if d is not None}
-    domain_rows = (
-        {
-            (row.domain_id, row.gpu_model): row
-            for row in (
-                await session.execute(
-                    select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(domain_ids))
-                )
-            ).scalars()
-        }
-        if domain_ids
-        else {}
+    """Add the differences to the aggregates, creating rows that do not exist yet: one upsert
+    statement per table, in key order (no read, no ORM objects)."""
+    change = {k: v for k, v in sorted(change.items(), key=_key_order) if v[0] or v[1]}
+    clusters = [
+        {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
+        for (d, m), (t, f) in change.items()
+        if d is None
+    ]
+    domains = [
+        {"domain_id": d, "gpu_model": m, "total_gpus": t, "free_gpus": f}
+        for (d, m), (t, f) in change.items()
+        if d is not None
+    ]
+    for model, rows, keys in (
+        (ClusterGpuCapacity, clusters, ["cluster_id", "gpu_model"]),
+        (DomainGpuCapacity, domains, ["domain_id", "gpu_model"]),
+    ):
+        if rows:
+            await session.execute(_adding_upsert(session, model.__table__, keys), rows)
+
+
+def _key_order(item: tuple[Key, list[int]]) -> tuple[str, str]:
+    (domain_id, model), _ = item
+    return (str(domain_id) if domain_id else "", model)
+
+
+def _adding_upsert(session: AsyncSession, table: Table, keys: list[str]) -> Insert:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE adding the inserted totals to the stored ones."""
+    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(table)
+    return statement.on_conflict_do_update(
+        index_elements=keys,
+        set_={
+            "total_gpus": table.c.total_gpus + statement.excluded.total_gpus,
+            "free_gpus": table.c.free_gpus + statement.excluded.free_gpus,
+        },
     )
-    for (domain_id, model), (total, free) in change.items():
-        row = cluster_rows.get(model) if domain_id is None else domain_rows.get((domain_id, model))
-        if row is not None:
-            row.total_gpus += total
-            row.free_gpus += free
-        elif domain_id is None:
-            session.add(
-                ClusterGpuCapacity(
-                    cluster_id=cluster_id, gpu_model=model, total_gpus=total, free_gpus=free
-                )
-            )
-        else:
-            session.add(
-                DomainGpuCapacity(
-                    domain_id=domain_id, gpu_model=model, total_gpus=total, free_gpus=free
-                )
-            )

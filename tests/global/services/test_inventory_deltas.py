@@ -1,0 +1,93 @@
+"""Inventory deltas keep the per-cluster and per-domain GPU aggregates equal to what the stored
+nodes add up to (SQLite and Postgres), through new nodes, new GPU models, removals and flips."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from tests.factories import create_cluster, inventory
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import ClusterGpuCapacity, DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.clusters import lock_cluster
+from volcano_global.services.inventory import contribution
+from volcano_global.services.inventory_deltas import apply_delta
+
+
+async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
+    """(stored, recomputed from the nodes): (domain or None, model) -> (total, free)."""
+    async with transaction(app.state.sessions) as session:
+        parents = dict(
+            (await session.execute(select(TopologyDomain.id, TopologyDomain.parent_id))).all()
+        )
+        expected: Counter = Counter()
+        for node in (await session.execute(select(Node))).scalars():
+            part = contribution(
+                gpu_model=node.gpu_model,
+                gpu_allocatable=node.gpu_allocatable,
+                gpu_used=node.gpu_used,
+                ready=node.ready,
+                schedulable=node.schedulable,
+            )
+            if part is None:
+                continue
+            model, total, free = part
+            domain = node.domain_id
+            chain = [None]
+            while domain is not None:
+                chain.append(domain)
+                domain = parents.get(domain)
+            for key in chain:
+                expected[(key, model, "total")] += total
+                expected[(key, model, "free")] += free
+        stored: Counter = Counter()
+        for row in (await session.execute(select(ClusterGpuCapacity))).scalars():
+            stored[(None, row.gpu_model, "total")] += row.total_gpus
+            stored[(None, row.gpu_model, "free")] += row.free_gpus
+        for row in (await session.execute(select(DomainGpuCapacity))).scalars():
+            stored[(row.domain_id, row.gpu_model, "total")] += row.total_gpus
+            stored[(row.domain_id, row.gpu_model, "free")] += row.free_gpus
+    return +stored, +expected
+
+
+async def test_random_deltas_keep_the_aggregates_exact(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await create_cluster(api, "east")
+    base = inventory("east", tors=3, nodes_per_tor=4)
+    await api.put("/api/v1/clusters/east/inventory", json=base)
+    nodes = {n["name"]: n for n in base["nodes"]}
+    tors = [d["name"] for d in base["domains"] if d["tier"] == 1]
+    rng = random.Random(3)
+    for step in range(30):
+        upserts, removals = [], []
+        for _ in range(rng.randrange(1, 6)):
+            name = rng.choice([*nodes, f"new-{step}"])
+            if rng.random() < 0.15 and name in nodes and name not in upserts:
+                removals.append(name)
+                continue
+            node = dict(nodes.get(name) or {**base["nodes"][0], "name": name})
+            node |= {
+                "gpuUsed": rng.randrange(9),
+                "ready": rng.random() > 0.2,
+                "gpuModel": rng.choice(["H100", "H100", "A100"]),
+                "domain": rng.choice(tors),
+            }
+            upserts = [u for u in upserts if u["name"] != name] + [node]
+        removals = [r for r in removals if r not in {u["name"] for u in upserts}]
+        async with transaction(app.state.sessions) as session:
+            cluster = await lock_cluster(session, name="east")
+            delta = InventoryDelta.model_validate(
+                {"nodeUpserts": upserts, "nodeRemovals": removals}
+            )
+            await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
+        for name in removals:
+            nodes.pop(name)
+        nodes.update({u["name"]: u for u in upserts})
+        stored, expected = await _aggregates(app)
+        assert stored == expected, f"step {step}"
