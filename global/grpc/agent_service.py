@@ -1,6 +1,7 @@
 """`AgentService.Connect`: one stream per member-cluster agent. Authenticates the agent's
 token, binds the stream to its cluster, applies inventory messages in order (each in its own
-transaction, together with the sequence number), and answers with acks or resync requests."""
+transaction, together with the sequence number; deltas that queued up while the previous message
+was handled go in one transaction), and answers with acks or resync requests."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from volcano_global import failpoints
 from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import DomainError, Invalid, NotFound
+from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
@@ -24,7 +26,7 @@ from volcano_global.services import clusters as cluster_service
 from volcano_global.services import dispatch, outbox
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import replace_inventory
-from volcano_global.services.inventory_deltas import apply_delta
+from volcano_global.services.inventory_deltas import apply_delta, merged
 from volcano_global.services.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
@@ -101,10 +103,9 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         sent: set[uuid.UUID] = set()
         async for item in self._outbox(cluster_id, sent):
             yield item
-        async for message in _with_ticks(request_iterator, self.settings.agents.outbox_poll_s):
-            if message is not None:
-                reply = await asyncio.shield(self._handle(cluster_name, message, context))
-                if reply is not None:
+        async for batch in batches(request_iterator, self.settings.agents.outbox_poll_s):
+            for unit in _units(batch):
+                for reply in await asyncio.shield(self._handle(cluster_name, unit, context)):
                     yield reply
             async for item in self._outbox(cluster_id, sent):
                 yield item
@@ -126,23 +127,25 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             return await outbox.undelivered(session, cluster_id=cluster_id)
 
     async def _handle(
-        self, cluster_name: str, message: pb.AgentMessage, context: grpc.aio.ServicerContext
-    ) -> pb.GlobalMessage | None:
-        kind = message.WhichOneof("body")
+        self, cluster_name: str, unit: list[pb.AgentMessage], context: grpc.aio.ServicerContext
+    ) -> list[pb.GlobalMessage]:
+        """One message, or a run of consecutive deltas (applied together)."""
+        kind = unit[0].WhichOneof("body")
         try:
-            if kind == "snapshot":
-                return await self._snapshot(cluster_name, message.snapshot)
             if kind == "delta":
-                return await self._delta(cluster_name, message.delta)
+                return await self._deltas(cluster_name, [m.delta for m in unit])
+            (message,) = unit
+            if kind == "snapshot":
+                return [await self._snapshot(cluster_name, message.snapshot)]
             if kind == "heartbeat":
                 async with transaction(self.sessions) as session:
                     cluster = await cluster_service.get_cluster(session, name=cluster_name)
                     await cluster_service.agent_seen(session, cluster=cluster)
-                return None
+                return []
             if kind == "job_status":
                 await self._report(cluster_name, message.job_status)
                 seq = message.job_status.report_seq
-                return pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq)) if seq else None
+                return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
         except Invalid as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except NotFound as exc:
@@ -152,7 +155,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"
         )
-        return None
+        return []
 
     async def _report(self, cluster_name: str, status: pb.JobStatusReport) -> None:
         try:
@@ -183,29 +186,38 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             await cluster_service.agent_seen(session, cluster=cluster)
         return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
 
-    async def _delta(self, cluster_name: str, message: pb.InventoryDelta) -> pb.GlobalMessage:
-        delta = delta_from(message)
+    async def _deltas(
+        self, cluster_name: str, messages: list[pb.InventoryDelta]
+    ) -> list[pb.GlobalMessage]:
+        """Consecutive deltas in one transaction: those already applied are skipped, the rest
+        must follow on in sequence (a gap asks for a snapshot); answered with one ack."""
+        deltas = [delta_from(m) for m in messages]  # each validated, before anything is applied
         async with transaction(self.sessions) as session:
             cluster = await cluster_service.lock_cluster(session, name=cluster_name)
             applied = cluster.inventory_seq
             if cluster.inventory_generation == 0:
-                return pb.GlobalMessage(
-                    resync=pb.ResyncRequest(
-                        reason="no inventory yet: send a snapshot", applied_seq=applied
-                    )
-                )
-            if message.seq <= applied:
-                return pb.GlobalMessage(ack=pb.Ack(seq=applied))  # a duplicate: already applied
-            if message.seq != applied + 1:
-                return pb.GlobalMessage(
-                    resync=pb.ResyncRequest(
-                        reason=f"gap: expected seq {applied + 1}, got {message.seq}",
-                        applied_seq=applied,
-                    )
-                )
-            await apply_delta(session, cluster=cluster, delta=delta, seq=message.seq)
-            await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
-        return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
+                reason = "no inventory yet: send a snapshot"
+                resync = pb.ResyncRequest(reason=reason, applied_seq=applied)
+                return [pb.GlobalMessage(resync=resync)]
+            fresh, replies = [], []
+            for message, delta in zip(messages, deltas, strict=True):
+                expected = applied + len(fresh) + 1
+                if message.seq < expected:
+                    continue  # a duplicate: already applied
+                if message.seq != expected:
+                    reason = f"gap: expected seq {expected}, got {message.seq}"
+                    resync = pb.ResyncRequest(reason=reason, applied_seq=expected - 1)
+                    replies.append(pb.GlobalMessage(resync=resync))
+                    break
+                fresh.append(delta)
+            last = applied + len(fresh)
+            for delta in merged(fresh):
+                await apply_delta(session, cluster=cluster, delta=delta, seq=last)
+            if fresh:
+                await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
+        if replies and not fresh:
+            return replies  # nothing new was applied: only the resync request
+        return [pb.GlobalMessage(ack=pb.Ack(seq=last)), *replies]
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
         metadata = dict(context.invocation_metadata() or ())
@@ -245,31 +257,17 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return cluster
 
 
-async def _with_ticks(
-    requests: AsyncIterator[pb.AgentMessage], every_s: float
-) -> AsyncIterator[pb.AgentMessage | None]:
-    """The agent's messages in order, with a None after every `every_s` of silence."""
-    iterator = aiter(requests)
-    pending: asyncio.Future[pb.AgentMessage] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=every_s)
-            if not done:
-                yield None
-                continue
-            try:
-                message = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield message
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-        elif pending is not None and not pending.cancelled():
-            pending.exception()  # retrieved: the stream's end is not an error
+def _units(batch: list[pb.AgentMessage]) -> list[list[pb.AgentMessage]]:
+    """The batch cut into what is handled together: runs of consecutive deltas, and every
+    other message on its own."""
+    units: list[list[pb.AgentMessage]] = []
+    for message in batch:
+        delta = message.WhichOneof("body") == "delta"
+        if delta and units and units[-1][0].WhichOneof("body") == "delta":
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
 
 
 async def _decoded(

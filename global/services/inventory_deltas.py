@@ -96,6 +96,36 @@ async def apply_delta(
     await session.flush()
 
 
+def merged(deltas: list[InventoryDelta]) -> list[InventoryDelta]:
+    """Consecutive node-only deltas as one (each node's last change wins; within a delta,
+    removals come before upserts, as `apply_delta` applies them); a delta that changes
+    HyperNodes stays on its own."""
+    out: list[InventoryDelta] = []
+    nodes: dict[str, NodeIn | None] = {}  # name -> its last upsert, None: removed
+
+    def close() -> None:
+        if nodes:
+            out.append(
+                InventoryDelta.model_construct(  # validated message by message already
+                    node_upserts=[n for n in nodes.values() if n is not None],
+                    node_removals=[name for name, n in nodes.items() if n is None],
+                    domain_upserts=[],
+                    domain_removals=[],
+                )
+            )
+            nodes.clear()
+
+    for delta in deltas:
+        if delta.domain_upserts or delta.domain_removals:
+            close()
+            out.append(delta)
+            continue
+        nodes.update(dict.fromkeys(delta.node_removals))
+        nodes.update({n.name: n for n in delta.node_upserts})
+    close()
+    return out
+
+
 async def _with_domain_changes(
     session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None
 ) -> None:

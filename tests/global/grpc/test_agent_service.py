@@ -202,3 +202,48 @@ async def test_standard_health_service(app: FastAPI) -> None:
         for service in ("", "volcano_global.rpc.v1.AgentService"):
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_burst_of_deltas_is_applied_in_order_whatever_the_batching(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """Deltas written without waiting for acks queue up and are applied together: the result
+    is the same as one at a time, including a node removed then added again, a node changed
+    many times, duplicates, and a HyperNode change in the middle."""
+    stream = Stream(app, east)
+    await stream.hello()
+    assert (await stream.send(snapshot(1, nodes=8))).ack.seq == 1
+    messages = []
+    for seq in range(2, 62):
+        i = seq % 8
+        domain = "tor1" if i == 7 and seq > 30 else "tor0"
+        delta = pb.InventoryDelta(
+            seq=seq, node_upserts=[node(f"n{i}", used=seq % 9, domain=domain)]
+        )
+        if seq == 20:
+            delta = pb.InventoryDelta(seq=seq, node_removals=["n7"])
+        if seq == 30:
+            delta.domain_upserts.append(pb.Domain(name="tor1", tier=1, parent="spine"))
+            delta.node_upserts.append(node("n7", domain="tor1", used=2))
+        messages.append(pb.AgentMessage(delta=delta))
+    messages.insert(10, messages[5])  # a duplicate inside the burst
+    for message in messages:
+        await stream.call.write(message)
+    acked = 0
+    while acked < 61:
+        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        assert reply.WhichOneof("body") == "ack", reply
+        assert reply.ack.seq >= acked
+        acked = reply.ack.seq
+    # Last use of each node: n(i) for seq in 54..61, n7 by seq 55 (after its re-adding).
+    used = {f"n{seq % 8}": seq % 9 for seq in range(54, 62)}
+    expected_used = sum(used.values())
+    assert await capacity(api) == [
+        {"gpuModel": "H100", "total": 64, "free": 64 - expected_used, "used": expected_used}
+    ]
+    tors = {
+        d["name"]: d
+        for d in (await api.get("/api/v1/clusters/gpu-east/topology")).json()["domains"]
+    }
+    assert tors["tor1"]["nodes"] == 1 and tors["spine"]["nodes"] == 8
+    await stream.close()

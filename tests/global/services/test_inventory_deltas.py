@@ -16,7 +16,7 @@ from volcano_global.db.models import ClusterGpuCapacity, DomainGpuCapacity, Node
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.clusters import lock_cluster
 from volcano_global.services.inventory import contribution
-from volcano_global.services.inventory_deltas import apply_delta
+from volcano_global.services.inventory_deltas import apply_delta, merged
 
 
 async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
@@ -91,3 +91,26 @@ async def test_random_deltas_keep_the_aggregates_exact(
         nodes.update({u["name"]: u for u in upserts})
         stored, expected = await _aggregates(app)
         assert stored == expected, f"step {step}"
+
+
+def test_merged_deltas_keep_each_nodes_last_change() -> None:
+    def delta(**fields: object) -> InventoryDelta:
+        return InventoryDelta.model_validate(fields)
+
+    node = inventory("east")["nodes"][0]
+    a, b = node | {"name": "a"}, node | {"name": "b"}
+    runs = merged(
+        [
+            delta(nodeUpserts=[a], nodeRemovals=["b"]),
+            delta(nodeUpserts=[b | {"gpuUsed": 3}], nodeRemovals=["a"]),
+            delta(nodeUpserts=[b | {"gpuUsed": 5}]),
+            delta(domainUpserts=[{"name": "tor9", "tier": 1}]),
+            delta(nodeRemovals=["b"], nodeUpserts=[a]),
+        ]
+    )
+    assert len(runs) == 3
+    first, domains, last = runs
+    assert [(n.name, n.gpu_used) for n in first.node_upserts] == [("b", 5)]
+    assert first.node_removals == ["a"]
+    assert [d.name for d in domains.domain_upserts] == ["tor9"]
+    assert [n.name for n in last.node_upserts] == ["a"] and last.node_removals == ["b"]

@@ -1,0 +1,59 @@
+"""Reading an agent's stream in batches: the messages that arrived while the previous batch
+was being handled come out together, so that under load many small deltas become one
+transaction instead of queueing one transaction each. Bounded: at most `limit` messages wait
+(beyond that gRPC flow control holds the agent back)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+_END = object()
+
+
+async def batches(
+    requests: AsyncIterator[pb.AgentMessage], every_s: float, *, limit: int = 256
+) -> AsyncIterator[list[pb.AgentMessage]]:
+    """The agent's messages in order, in batches of up to `limit`; an empty batch after every
+    `every_s` of silence. An error reading the stream is raised after the messages before it."""
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=limit)
+
+    async def read() -> None:
+        try:
+            async for message in requests:
+                await queue.put(message)
+            await queue.put(_END)
+        except Exception as exc:  # the stream broke, or a message did not decode
+            await queue.put(exc)
+
+    reader = asyncio.create_task(read(), name="agent-stream-reader")
+    getter: asyncio.Future[object] | None = None
+    try:
+        while True:
+            if getter is None:
+                getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter}, timeout=every_s)
+            if not done:
+                yield []
+                continue
+            item, getter = getter.result(), None
+            batch: list[pb.AgentMessage] = []
+            while isinstance(item, pb.AgentMessage):
+                batch.append(item)
+                if len(batch) >= limit or queue.empty():
+                    item = None
+                    break
+                item = queue.get_nowait()
+            if batch:
+                yield batch
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                raise item
+    finally:
+        if getter is not None:
+            getter.cancel()
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)

@@ -1,0 +1,64 @@
+"""Reading an agent's stream in batches: order kept, silence reported, errors after the
+messages before them, the reader stopped when the consumer leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from volcano_global.grpc.batches import batches
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+
+def beat(i: int) -> pb.AgentMessage:
+    return pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=i))
+
+
+async def test_queued_messages_come_out_together_in_order() -> None:
+    async def stream() -> AsyncIterator[pb.AgentMessage]:
+        for i in range(10):
+            yield beat(i)
+        await asyncio.sleep(0.3)  # silence
+        yield beat(10)
+
+    seen: list[list[int]] = []
+    async for batch in batches(stream(), 0.1, limit=4):
+        seen.append([m.heartbeat.sent_unix_millis for m in batch])
+        await asyncio.sleep(0.02)  # handling a batch: the next messages queue up meanwhile
+    flat = [i for batch in seen for i in batch]
+    assert flat == list(range(11))
+    assert max(len(b) for b in seen) == 4  # the limit
+    assert [] in seen  # silence came out as an empty batch
+
+
+async def test_an_error_comes_after_the_messages_before_it() -> None:
+    async def stream() -> AsyncIterator[pb.AgentMessage]:
+        yield beat(1)
+        yield beat(2)
+        raise ConnectionError("cut")
+
+    seen = []
+    with pytest.raises(ConnectionError, match="cut"):
+        async for batch in batches(stream(), 1.0):
+            seen += [m.heartbeat.sent_unix_millis for m in batch]
+    assert seen == [1, 2]
+
+
+async def test_leaving_early_stops_the_reader() -> None:
+    closed = asyncio.Event()
+
+    async def stream() -> AsyncIterator[pb.AgentMessage]:
+        try:
+            while True:
+                yield beat(0)
+                await asyncio.sleep(0)
+        finally:
+            closed.set()
+
+    reader = batches(stream(), 1.0)
+    async for _ in reader:
+        break
+    await reader.aclose()
+    await asyncio.wait_for(closed.wait(), timeout=5)
