@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -97,18 +98,22 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
-        # Dispatch: after every agent message, and after every `outbox_poll_s` of silence, the
-        # cluster's unacknowledged outbox messages follow (whichever replica wrote them), again
-        # on every new stream, until the agent's report acknowledges them.
+        # Dispatch: the cluster's unacknowledged outbox messages follow (whichever replica
+        # wrote them) every `outbox_poll_s`, at once when this process has committed new ones,
+        # and again on every new stream, until the agent's report acknowledges them.
+        poll_s = self.settings.agents.outbox_poll_s
         sent: set[uuid.UUID] = set()
+        polled, seen = time.monotonic(), outbox.written()
         async for item in self._outbox(cluster_id, sent):
             yield item
-        async for batch in batches(request_iterator, self.settings.agents.outbox_poll_s):
+        async for batch in batches(request_iterator, poll_s):
             for unit in _units(batch):
                 for reply in await asyncio.shield(self._handle(cluster_name, unit, context)):
                     yield reply
-            async for item in self._outbox(cluster_id, sent):
-                yield item
+            if outbox.written() != seen or time.monotonic() - polled >= poll_s:
+                polled, seen = time.monotonic(), outbox.written()
+                async for item in self._outbox(cluster_id, sent):
+                    yield item
 
     async def _outbox(
         self, cluster_id: uuid.UUID, sent: set[uuid.UUID]
@@ -211,10 +216,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     break
                 fresh.append(delta)
             last = applied + len(fresh)
-            for delta in merged(fresh):
-                await apply_delta(session, cluster=cluster, delta=delta, seq=last)
             if fresh:
                 await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
+            for delta in merged(fresh):
+                await apply_delta(session, cluster=cluster, delta=delta, seq=last)
         if replies and not fresh:
             return replies  # nothing new was applied: only the resync request
         return [pb.GlobalMessage(ack=pb.Ack(seq=last)), *replies]

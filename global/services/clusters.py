@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import raiseload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
@@ -75,7 +76,6 @@ async def agent_seen(session: AsyncSession, *, cluster: Cluster, connected: bool
             reason="Ready",
             message=f"agent {'connected' if connected else 'heartbeat'}; was {previous.value}",
         )
-    await session.flush()
 
 
 async def mark_unresponsive(session: AsyncSession, *, timeout_s: float) -> list[str]:
@@ -120,6 +120,7 @@ async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
         await session.execute(
             select(Cluster)
             .where(Cluster.name == name)
+            .options(raiseload(Cluster.capacities))  # one read fewer; refresh it if needed
             .with_for_update()
             .execution_options(populate_existing=True)
         )

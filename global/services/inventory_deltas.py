@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, delete, select, update
+from sqlalchemy import Insert, Row, Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -44,11 +45,18 @@ async def apply_delta(
     names = [n.name for n in delta.node_upserts] + list(delta.node_removals)
     existing = {
         row.name: row
-        for row in (
-            await session.execute(
-                select(Node).where(Node.cluster_id == cluster.id, Node.name.in_(names))
-            )
-        ).scalars()
+        for row in await session.execute(
+            select(
+                Node.id,
+                Node.name,
+                Node.domain_id,
+                Node.gpu_model,
+                Node.gpu_allocatable,
+                Node.gpu_used,
+                Node.ready,
+                Node.schedulable,
+            ).where(Node.cluster_id == cluster.id, Node.name.in_(names))
+        )
     }
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
 
@@ -175,7 +183,7 @@ async def _with_domain_changes(
     await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
 
 
-def _row_part(row: Node) -> tuple[str, int, int] | None:
+def _row_part(row: Row[Any]) -> tuple[str, int, int] | None:
     return contribution(
         gpu_model=row.gpu_model,
         gpu_allocatable=row.gpu_allocatable,
