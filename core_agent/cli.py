@@ -12,7 +12,7 @@ from typing import Annotated
 import grpc
 import typer
 
-from core_agent.client import AgentClient
+from core_agent.client import DEFAULT_COALESCE_S, AgentClient
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from core_agent.simulated.cluster import SimulatedCluster
@@ -92,6 +92,15 @@ def agent(
         list[str] | None,
         typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
     ] = None,
+    coalesce_s: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            envvar="VGLOBAL_AGENT_COALESCE_S",
+            help="Inventory changes within this window go to the Global as one delta (each "
+            "delta costs the Global a transaction, whatever its size)",
+        ),
+    ] = DEFAULT_COALESCE_S,
 ) -> None:
     """Run the agent of one member cluster: stream its inventory to the Global and run the
     shares it is assigned."""
@@ -118,6 +127,7 @@ def agent(
             target=global_,
             token=token,
             source=inventory_source,
+            coalesce_s=coalesce_s,
             credentials=tls_credentials(ca_file, cert_file, key_file),
         )
         await client.run(stop=stop)

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
 MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
 KEEPALIVE_MS = 15_000  # the Global accepts pings this often (its grpc server options)
+# A large cluster's inventory changes all the time (pods come and go): one delta a second per
+# cluster keeps the Global within a second of it at a twentieth of the transactions of 50 ms.
+DEFAULT_COALESCE_S = 1.0
 
 
 class AgentClient:
@@ -34,7 +37,7 @@ class AgentClient:
         target: str,
         token: str,
         source: InventorySource,
-        coalesce_s: float = 0.2,
+        coalesce_s: float = DEFAULT_COALESCE_S,
         max_message_bytes: int = 64 << 20,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:

@@ -233,13 +233,20 @@ def _key_order(item: tuple[Key, list[int]]) -> tuple[str, str]:
 
 
 def _adding_upsert(session: AsyncSession, table: Table, keys: list[str]) -> Insert:
-    """INSERT ... ON CONFLICT (keys) DO UPDATE adding the inserted totals to the stored ones."""
-    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(table)
-    return statement.on_conflict_do_update(
-        index_elements=keys,
-        set_={
-            "total_gpus": table.c.total_gpus + statement.excluded.total_gpus,
-            "free_gpus": table.c.free_gpus + statement.excluded.free_gpus,
-        },
-    )
+    """INSERT ... ON CONFLICT (keys) DO UPDATE adding the inserted totals to the stored ones
+    (built once per dialect and table: building it costs more than running it)."""
+    dialect = session.get_bind().dialect.name
+    statement = _UPSERTS.get((dialect, table.name))
+    if statement is None:
+        insert = (postgresql_insert if dialect == "postgresql" else sqlite_insert)(table)
+        statement = _UPSERTS[(dialect, table.name)] = insert.on_conflict_do_update(
+            index_elements=keys,
+            set_={
+                "total_gpus": table.c.total_gpus + insert.excluded.total_gpus,
+                "free_gpus": table.c.free_gpus + insert.excluded.free_gpus,
+            },
+        )
+    return statement
+
+
+_UPSERTS: dict[tuple[str, str], Insert] = {}
