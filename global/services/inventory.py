@@ -105,6 +105,7 @@ async def replace_inventory(
                 "cluster_id": cluster.id,
                 "domain_id": domain_ids[n.domain] if n.domain else None,
                 "updated_at": utcnow(),
+                "seq": seq if seq is not None else cluster.inventory_seq,
                 **n.model_dump(exclude={"domain", "taints"}),
                 "taints": [t.model_dump(by_alias=True) for t in n.taints],
             }

@@ -29,7 +29,7 @@ Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU mo
 
 
 async def apply_delta(
-    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None = None
+    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int
 ) -> None:
     """Apply the delta in the caller's transaction. A HyperNode change re-reads the whole
     inventory (rare); node changes adjust the aggregates by their difference (the cluster's
@@ -78,6 +78,7 @@ async def apply_delta(
         await session.execute(
             delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(delta.node_removals))
         )
+        cluster.nodes_removed_seq = seq
     now = utcnow()
     updates, inserts = [], []
     for node in delta.node_upserts:
@@ -86,6 +87,7 @@ async def apply_delta(
             "taints": [t.model_dump(by_alias=True) for t in node.taints],
             "domain_id": domains[node.domain] if node.domain else None,
             "updated_at": now,
+            "seq": seq,
         }
         if node.name in existing:
             updates.append({"id": existing[node.name].id, **values})
@@ -99,8 +101,7 @@ async def apply_delta(
     await insert_many(session, Node, inserts)
     await _apply_change(session, cluster.id, change)
     cluster.inventory_updated_at = now
-    if seq is not None:
-        cluster.inventory_seq = seq
+    cluster.inventory_seq = seq
     await session.flush()
 
 
@@ -135,7 +136,7 @@ def merged(deltas: list[InventoryDelta]) -> list[InventoryDelta]:
 
 
 async def _with_domain_changes(
-    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int | None
+    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int
 ) -> None:
     """Rebuild the snapshot the delta leads to and replace the inventory with it."""
     domain_rows = (

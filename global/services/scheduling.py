@@ -32,7 +32,8 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.services.domain_trees import domain_trees
+from volcano_global.services.capacity_view import UNKNOWN_MODEL, free_histograms
+from volcano_global.services.domain_trees import DomainTree, domain_trees
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.services.lifecycle import transition
@@ -151,47 +152,24 @@ async def _free_capacity(
     session: AsyncSession, clusters: list[Cluster], *, leaves: set[str] | None = None
 ) -> list[ClusterState]:
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
-    minus the pods of placements that hold capacity before their pods run. With `leaves`
-    (leaf domain names; a cluster's own name for its nodes outside any domain), only those."""
-    ids = [c.id for c in clusters]
+    minus the pods of placements that hold capacity before their pods run. All leaves come from
+    the in-memory view brought up to date (services/capacity_view); with `leaves` (leaf domain
+    names; a cluster's own name for its nodes outside any domain), only those, read afresh."""
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
-    where = [
-        Node.cluster_id.in_(ids),
-        Node.ready.is_(True),
-        Node.schedulable.is_(True),
-        Node.gpu_allocatable > 0,
-    ]
-    if leaves is not None:
-        domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
-        outside = [c.id for c in clusters if c.name in leaves]
-        where.append(
-            or_(
-                Node.domain_id.in_(domain_ids),
-                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
-            )
-        )
-    rows = await session.execute(
-        select(
-            Node.cluster_id,
-            Node.domain_id,
-            Node.gpu_model,
-            (Node.gpu_allocatable - Node.gpu_used).label("free"),
-            func.count(),
-        )
-        .where(*where)
-        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+    hists = (
+        {
+            (cluster_id, domain_id, model): hist
+            for cluster_id, per_leaf in (await free_histograms(session, clusters)).items()
+            for (domain_id, model), hist in per_leaf.items()
+        }
+        if leaves is None
+        else await _read_histograms(session, clusters, trees, leaves)
     )
-    hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
-    for cluster_id, domain_id, model, free, count in rows:
-        hist = hists[(cluster_id, domain_id, model or "unknown")]
-        if free >= len(hist):
-            hist.extend([0] * (free + 1 - len(hist)))
-        hist[max(free, 0)] += count
     by_cluster: dict[uuid.UUID, list[Leaf]] = defaultdict(list)
     for (cluster_id, domain_id, model), hist in hists.items():
-        by_cluster[cluster_id].append(Leaf(model, tuple(hist), trees[cluster_id].path(domain_id)))
-    for leaves in by_cluster.values():
-        leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
+        by_cluster[cluster_id].append(Leaf(model, hist, trees[cluster_id].path(domain_id)))
+    for cluster_leaves in by_cluster.values():
+        cluster_leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
     pools = {c.id: ClusterPool(ClusterState(c.name, tuple(by_cluster[c.id]))) for c in clusters}
     holding = await session.execute(
         select(ClusterShare, Job.gpu_model)
@@ -200,7 +178,7 @@ async def _free_capacity(
         .where(
             Placement.state == PlacementState.ACTIVE,
             Job.state.in_(NOT_RUNNING_YET),
-            ClusterShare.cluster_id.in_(ids),
+            ClusterShare.cluster_id.in_([c.id for c in clusters]),
         )
     )
     for share, model in holding:
@@ -210,6 +188,45 @@ async def _free_capacity(
         for leaf, count in (share.domains or {}).items():
             pools[share.cluster_id].take_from_leaf(leaf, model, per_pod, int(count))
     return [pools[c.id].state() for c in clusters]
+
+
+async def _read_histograms(
+    session: AsyncSession,
+    clusters: list[Cluster],
+    trees: dict[uuid.UUID, DomainTree],
+    leaves: set[str],
+) -> dict[tuple[uuid.UUID, uuid.UUID | None, str], tuple[int, ...]]:
+    """The histograms of just these leaves, from the nodes as they are now."""
+    domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
+    outside = [c.id for c in clusters if c.name in leaves]
+    rows = await session.execute(
+        select(
+            Node.cluster_id,
+            Node.domain_id,
+            Node.gpu_model,
+            (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            func.count(),
+        )
+        .where(
+            Node.cluster_id.in_([c.id for c in clusters]),
+            Node.ready.is_(True),
+            Node.schedulable.is_(True),
+            Node.gpu_allocatable > 0,
+            or_(
+                Node.domain_id.in_(domain_ids),
+                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
+            ),
+        )
+        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+    )
+    hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
+    for cluster_id, domain_id, model, free, count in rows:
+        hist = hists[(cluster_id, domain_id, model or UNKNOWN_MODEL)]
+        free = max(free, 0)
+        if free >= len(hist):
+            hist.extend([0] * (free + 1 - len(hist)))
+        hist[free] += count
+    return {key: tuple(hist) for key, hist in hists.items()}
 
 
 async def _still_fits(

@@ -32,6 +32,9 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     inventory_generation: Mapped[int] = mapped_column(default=0)
     # Last agent inventory sequence applied (snapshots reset it, deltas advance it by one).
     inventory_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The last sequence whose delta removed nodes (readers of changes since a sequence re-read
+    # the whole cluster when it moved: a removed row leaves nothing to read).
+    nodes_removed_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
 
     capacities: Mapped[list[ClusterGpuCapacity]] = relationship(

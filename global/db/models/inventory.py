@@ -45,6 +45,7 @@ class Node(UUIDPrimaryKey, Base):
     __table_args__ = (
         UniqueConstraint("cluster_id", "name"),
         Index("ix_nodes_domain_id", "domain_id"),
+        Index("ix_nodes_cluster_id_seq", "cluster_id", "seq"),
     )
 
     cluster_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
@@ -64,6 +65,8 @@ class Node(UUIDPrimaryKey, Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     taints: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    # The cluster's inventory sequence of the snapshot or delta that last wrote the node.
+    seq: Mapped[int] = mapped_column(BigInteger, default=0)
 
     @property
     def gpu_free(self) -> int:

@@ -57,7 +57,7 @@ async def test_deltas_and_rounds_use_the_tree_of_the_current_generation(
     async with transaction(app.state.sessions) as session:
         cluster = await lock_cluster(session, name="east")
         delta = InventoryDelta.model_validate({"nodeUpserts": [node]})
-        await apply_delta(session, cluster=cluster, delta=delta)
+        await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
     async with transaction(app.state.sessions) as session:
         snapshot, _ = await build_snapshot(session, window=1)
     (east,) = snapshot.clusters

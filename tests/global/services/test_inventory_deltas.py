@@ -4,7 +4,7 @@ nodes add up to (SQLite and Postgres), through new nodes, new GPU models, remova
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 
 import httpx
 from fastapi import FastAPI
@@ -12,8 +12,15 @@ from sqlalchemy import select
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import ClusterGpuCapacity, DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    DomainGpuCapacity,
+    Node,
+    TopologyDomain,
+)
 from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.capacity_view import free_histograms
 from volcano_global.services.clusters import lock_cluster
 from volcano_global.services.inventory import contribution
 from volcano_global.services.inventory_deltas import apply_delta, merged
@@ -55,6 +62,19 @@ async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
     return +stored, +expected
 
 
+async def _histograms(app: FastAPI) -> tuple[dict, dict]:
+    """(the scheduler's incremental view, recomputed from the nodes): leaf histograms."""
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        view = await free_histograms(session, clusters)
+        recomputed: dict = {c.id: defaultdict(lambda: [0] * 9) for c in clusters}
+        for node in (await session.execute(select(Node))).scalars():
+            if node.ready and node.schedulable and node.gpu_allocatable > 0:
+                hist = recomputed[node.cluster_id][(node.domain_id, node.gpu_model or "unknown")]
+                hist[max(node.gpu_allocatable - node.gpu_used, 0)] += 1
+    return view, {cid: {key: tuple(h) for key, h in per.items()} for cid, per in recomputed.items()}
+
+
 async def test_random_deltas_keep_the_aggregates_exact(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -91,6 +111,8 @@ async def test_random_deltas_keep_the_aggregates_exact(
         nodes.update({u["name"]: u for u in upserts})
         stored, expected = await _aggregates(app)
         assert stored == expected, f"step {step}"
+        view, recomputed = await _histograms(app)
+        assert view == recomputed, f"step {step}"
 
 
 def test_merged_deltas_keep_each_nodes_last_change() -> None:
