@@ -18,7 +18,7 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _bearer = HTTPBearer(auto_error=False, description="A token issued by the Global.")
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
