@@ -5,7 +5,6 @@ when the inventory moved."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -166,44 +165,29 @@ async def _free_capacity(
         if leaves is None
         else await _read_histograms(session, clusters, trees, leaves)
     )
-    holding = [
-        (share.cluster_id, share.pods, share.gpus, dict(share.domains or {}), model)
-        for share, model in await session.execute(
-            select(ClusterShare, Job.gpu_model)
-            .join(Placement, Placement.id == ClusterShare.placement_id)
-            .join(Job, Job.id == Placement.job_id)
-            .where(
-                Placement.state == PlacementState.ACTIVE,
-                Job.state.in_(NOT_RUNNING_YET),
-                ClusterShare.cluster_id.in_([c.id for c in clusters]),
-            )
-        )
-    ]
-    # Tens of thousands of leaves on a large federation: assembled off the event loop, which
-    # keeps serving requests and streams meanwhile.
-    names = [(c.id, c.name) for c in clusters]
-    return await asyncio.to_thread(_assemble, names, trees, hists, holding)
-
-
-def _assemble(
-    clusters: list[tuple[uuid.UUID, str]],
-    trees: dict[uuid.UUID, DomainTree],
-    hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], tuple[int, ...]],
-    holding: list[tuple[uuid.UUID, int, int, dict[str, int], str | None]],
-) -> list[ClusterState]:
     by_cluster: dict[uuid.UUID, list[Leaf]] = defaultdict(list)
     for (cluster_id, domain_id, model), hist in hists.items():
         by_cluster[cluster_id].append(Leaf(model, hist, trees[cluster_id].path(domain_id)))
     for cluster_leaves in by_cluster.values():
         cluster_leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
-    pools = {cid: ClusterPool(ClusterState(name, tuple(by_cluster[cid]))) for cid, name in clusters}
-    for cluster_id, pods, gpus, domains, model in holding:
-        per_pod = gpus // pods if pods else 0
+    pools = {c.id: ClusterPool(ClusterState(c.name, tuple(by_cluster[c.id]))) for c in clusters}
+    holding = await session.execute(
+        select(ClusterShare, Job.gpu_model)
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state == PlacementState.ACTIVE,
+            Job.state.in_(NOT_RUNNING_YET),
+            ClusterShare.cluster_id.in_([c.id for c in clusters]),
+        )
+    )
+    for share, model in holding:
+        per_pod = share.gpus // share.pods if share.pods else 0
         if per_pod == 0:
             continue  # a CPU-only share holds no GPUs
-        for leaf, count in domains.items():
-            pools[cluster_id].take_from_leaf(leaf, model, per_pod, int(count))
-    return [pools[cid].state() for cid, _ in clusters]
+        for leaf, count in (share.domains or {}).items():
+            pools[share.cluster_id].take_from_leaf(leaf, model, per_pod, int(count))
+    return [pools[c.id].state() for c in clusters]
 
 
 async def _read_histograms(
