@@ -63,6 +63,22 @@ def server(
     )
 
 
+@app.command()
+def scheduler(
+    database_url: Annotated[
+        str | None, typer.Option(help="Database URL, Postgres [env: VGLOBAL_DATABASE_URL]")
+    ] = None,
+    interval_s: Annotated[
+        float, typer.Option(help="How often to look for waiting jobs", min=0.05)
+    ] = 0.25,
+) -> None:
+    """Run only the scheduling loop (API replicas then run with
+    VGLOBAL_SCHEDULING__ENABLED=false): rounds never hold up requests."""
+    from volcano_global.cli.scheduler import run_scheduler
+
+    run_scheduler(database_url=database_url, interval_s=interval_s)
+
+
 app.command()(demo_command.demo)
 app.command()(agent_command)
 app.command()(plan_command.plan)

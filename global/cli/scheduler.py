@@ -1,0 +1,50 @@
+"""`vglobal scheduler`: the scheduling loop in a process of its own, serving no requests and no
+agent streams, so its rounds (tens of thousands of leaves on a large federation) never hold up
+an API replica's event loop. Run the API replicas with `VGLOBAL_SCHEDULING__ENABLED=false`.
+Postgres only: leadership is a Postgres advisory lock, so several such processes are safe (one
+leads). Nothing wakes this process on a submission: it looks for waiting jobs every
+`--interval-s` (one indexed query when nothing waits)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import uvloop
+
+from volcano_global.db.engine import create_engine, create_session_factory
+from volcano_global.scheduler.loop import Scheduler
+from volcano_global.settings import Settings
+from volcano_global.tasks import start_guarded, stop
+
+log = logging.getLogger("volcano_global.scheduler")
+
+
+def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
+    settings = Settings(**({"database_url": database_url} if database_url else {}))
+    if settings.is_sqlite:
+        raise SystemExit(
+            "error: a separate scheduler process needs Postgres (VGLOBAL_DATABASE_URL)"
+        )
+    settings.scheduling.interval_s = interval_s
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvloop.run(_schedule(settings))
+
+
+async def _schedule(settings: Settings) -> None:
+    engine = create_engine(settings.database_url, pool_size=2)
+    scheduler = Scheduler(engine, create_session_factory(engine), settings)
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
+    task = start_guarded("scheduler", scheduler.step, every_s=0)
+    log.info("scheduling (looking for waiting jobs every %.2f s)", settings.scheduling.interval_s)
+    try:
+        await stopping.wait()
+    finally:
+        await stop([task])
+        await scheduler.stop()
+        await engine.dispose()
