@@ -172,7 +172,21 @@ async def _drive(api: aiohttp.ClientSession, rate: float, reads: float, seconds:
 
 async def run(args: argparse.Namespace) -> dict:
     pool = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
+    if args.scheduler_process:
+        pool["VGLOBAL_SCHEDULING__ENABLED"] = "false"
     async with global_server(args.database_url, env=pool) as server:
+        scheduler = (
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "volcano_global.cli.main",
+                "scheduler",
+                env={**os.environ, "VGLOBAL_DATABASE_URL": args.database_url or ""},
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            if args.scheduler_process
+            else None
+        )
         tokens = {}
         for i in range(args.clusters):
             name = f"load-{i:02d}"
@@ -201,6 +215,8 @@ async def run(args: argparse.Namespace) -> dict:
                 "postgres": lambda: cpu_seconds("postgres"),
                 "load client": lambda: cpu_seconds(pids={os.getpid()}),
             }
+            if scheduler is not None:
+                groups["scheduler"] = lambda: cpu_seconds(pids={scheduler.pid})
             before, started = {k: f() for k, f in groups.items()}, time.monotonic()
             result = await drive(server, args.rate, args.reads, args.seconds)
             elapsed = time.monotonic() - started
@@ -212,10 +228,11 @@ async def run(args: argparse.Namespace) -> dict:
                 await profiler.wait()
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
         finally:
-            if agents.returncode is None:
-                agents.terminate()
-                await agents.wait()
-        result["server"] = {"workers": args.workers}
+            for child in (agents, scheduler):
+                if child is not None and child.returncode is None:
+                    child.terminate()
+                    await child.wait()
+        result["server"] = {"workers": args.workers, "scheduler_process": args.scheduler_process}
         result["agents"] = {
             "clusters": args.clusters,
             "nodes": args.nodes,
@@ -270,6 +287,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--workers", type=int, default=1, help="server processes (more than 1: Postgres only)"
+    )
+    parser.add_argument(
+        "--scheduler-process",
+        action="store_true",
+        help="schedule in a separate `vglobal scheduler` process (Postgres only)",
     )
     parser.add_argument(
         "--profile",
