@@ -19,8 +19,8 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
+from volcano_global.services.inventory import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 
-UNKNOWN_MODEL = "unknown"
 Bucket = tuple[uuid.UUID | None, str, int]  # (leaf domain, model, free GPUs) a node counts in
 LeafKey = tuple[uuid.UUID | None, str]  # (leaf domain, model)
 
@@ -47,16 +47,7 @@ class _ClusterView:
 
 _views: dict[uuid.UUID, _ClusterView] = {}
 
-_COLUMNS = (
-    Node.id,
-    Node.cluster_id,
-    Node.domain_id,
-    Node.gpu_model,
-    Node.gpu_allocatable,
-    Node.gpu_used,
-    Node.ready,
-    Node.schedulable,
-)
+_COLUMNS = (Node.id, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
 
 
 async def free_histograms(
@@ -91,7 +82,7 @@ async def free_histograms(
             schedulable,
         ) in await session.execute(select(*_COLUMNS).where(or_(*conditions))):
             counted = ready and schedulable and allocatable > 0
-            bucket = (domain_id, model or UNKNOWN_MODEL, max(allocatable - used, 0))
+            bucket = (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0))
             _views[cluster_id].put(node_id, bucket if counted else None)
     return {
         c.id: {key: tuple(h) for key, h in _views[c.id].hists.items() if any(h)} for c in clusters

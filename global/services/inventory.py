@@ -22,6 +22,15 @@ from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.domain_trees import mark_replaced
 
 UNKNOWN_GPU_MODEL = "unknown"
+# What a node adds to free capacity (`contribution`, the schedulers' histograms).
+NODE_CAPACITY_COLUMNS = (
+    Node.domain_id,
+    Node.gpu_model,
+    Node.gpu_allocatable,
+    Node.gpu_used,
+    Node.ready,
+    Node.schedulable,
+)
 _BATCH = 2000
 
 

@@ -23,7 +23,12 @@ from volcano_global.db.models import (
 from volcano_global.errors import Invalid
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.domain_trees import domain_trees
-from volcano_global.services.inventory import contribution, insert_many, replace_inventory
+from volcano_global.services.inventory import (
+    NODE_CAPACITY_COLUMNS,
+    contribution,
+    insert_many,
+    replace_inventory,
+)
 
 Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
 
@@ -46,16 +51,9 @@ async def apply_delta(
     existing = {
         row.name: row
         for row in await session.execute(
-            select(
-                Node.id,
-                Node.name,
-                Node.domain_id,
-                Node.gpu_model,
-                Node.gpu_allocatable,
-                Node.gpu_used,
-                Node.ready,
-                Node.schedulable,
-            ).where(Node.cluster_id == cluster.id, Node.name.in_(names))
+            select(Node.id, Node.name, *NODE_CAPACITY_COLUMNS).where(
+                Node.cluster_id == cluster.id, Node.name.in_(names)
+            )
         )
     }
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])

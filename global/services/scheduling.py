@@ -32,10 +32,11 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.services.capacity_view import UNKNOWN_MODEL, free_histograms
+from volcano_global.services.capacity_view import free_histograms
 from volcano_global.services.domain_trees import DomainTree, domain_trees
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
+from volcano_global.services.inventory import UNKNOWN_GPU_MODEL
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.links import reserved_gbps
 from volcano_global.services.measurements import issue_job_token
@@ -221,7 +222,7 @@ async def _read_histograms(
     )
     hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
     for cluster_id, domain_id, model, free, count in rows:
-        hist = hists[(cluster_id, domain_id, model or UNKNOWN_MODEL)]
+        hist = hists[(cluster_id, domain_id, model or UNKNOWN_GPU_MODEL)]
         free = max(free, 0)
         if free >= len(hist):
             hist.extend([0] * (free + 1 - len(hist)))
