@@ -208,7 +208,11 @@ async def run(args: argparse.Namespace) -> dict:
             assert agents.stdout is not None
             line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
             assert line.strip() == b"synced", line
-            profiler = await _profiler(server.pid, args.profile, args.seconds)
+            profilers = [await _profiler(server.pid, args.profile, args.seconds)]
+            if scheduler is not None and args.profile:
+                profilers.append(
+                    await _profiler(scheduler.pid, f"{args.profile}.scheduler", args.seconds)
+                )
             groups = {
                 "server": lambda: cpu_seconds(pids=process_tree(server.pid)),
                 "agents": lambda: cpu_seconds(pids={agents.pid}),
@@ -224,8 +228,9 @@ async def run(args: argparse.Namespace) -> dict:
                 k: sum(v - before[k].get(pid, 0.0) for pid, v in f().items()) / elapsed
                 for k, f in groups.items()
             }
-            if profiler is not None:
-                await profiler.wait()
+            for profiler in profilers:
+                if profiler is not None:
+                    await profiler.wait()
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
         finally:
             for child in (agents, scheduler):
@@ -296,7 +301,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="sample the server with py-spy during the load; collapsed stacks written to FILE",
+        help="sample the server with py-spy during the load; collapsed stacks written to FILE "
+        "(and the scheduler process's to FILE.scheduler)",
     )
     result = asyncio.run(run(parser.parse_args()))
     print(json.dumps(result, indent=2))

@@ -108,7 +108,9 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             yield item
         async for batch in batches(request_iterator, poll_s):
             for unit in _units(batch):
-                for reply in await asyncio.shield(self._handle(cluster_name, unit, context)):
+                for reply in await asyncio.shield(
+                    self._handle(cluster_id, cluster_name, unit, context)
+                ):
                     yield reply
             if outbox.written() != seen or time.monotonic() - polled >= poll_s:
                 polled, seen = time.monotonic(), outbox.written()
@@ -132,13 +134,22 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             return await outbox.undelivered(session, cluster_id=cluster_id)
 
     async def _handle(
-        self, cluster_name: str, unit: list[pb.AgentMessage], context: grpc.aio.ServicerContext
+        self,
+        cluster_id: uuid.UUID,
+        cluster_name: str,
+        unit: list[pb.AgentMessage],
+        context: grpc.aio.ServicerContext,
     ) -> list[pb.GlobalMessage]:
-        """One message, or a run of consecutive deltas (applied together)."""
+        """One message, or a run of consecutive deltas or reports (applied together)."""
         kind = unit[0].WhichOneof("body")
         try:
             if kind == "delta":
                 return await self._deltas(cluster_name, [m.delta for m in unit])
+            if kind == "job_status":
+                reports = [m.job_status for m in unit]
+                await self._reports(cluster_id, reports)
+                seq = max(r.report_seq for r in reports)
+                return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
             (message,) = unit
             if kind == "snapshot":
                 return [await self._snapshot(cluster_name, message.snapshot)]
@@ -147,10 +158,6 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     cluster = await cluster_service.get_cluster(session, name=cluster_name)
                     await cluster_service.agent_seen(session, cluster=cluster)
                 return []
-            if kind == "job_status":
-                await self._report(cluster_name, message.job_status)
-                seq = message.job_status.report_seq
-                return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
         except Invalid as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except NotFound as exc:
@@ -162,26 +169,12 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         )
         return []
 
-    async def _report(self, cluster_name: str, status: pb.JobStatusReport) -> None:
-        try:
-            placement_id = uuid.UUID(status.placement_id)
-        except ValueError:
-            raise Invalid.one(
-                "job_status.placement_id", f"not a placement id: {status.placement_id!r}"
-            ) from None
-        if status.phase not in REPORTED_PHASES:
-            raise Invalid.one(
-                "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
-            )
+    async def _reports(self, cluster_id: uuid.UUID, messages: list[pb.JobStatusReport]) -> None:
+        """Consecutive status reports in one transaction; each validated before any is
+        applied."""
+        reports = [_share_report(m) for m in messages]
         async with transaction(self.sessions) as session:
-            cluster = await cluster_service.get_cluster(session, name=cluster_name)
-            await dispatch.report(
-                session,
-                cluster_id=cluster.id,
-                placement_id=placement_id,
-                phase=status.phase,
-                message=status.message,
-            )
+            await dispatch.apply_reports(session, cluster_id=cluster_id, reports=reports)
 
     async def _snapshot(self, cluster_name: str, message: pb.InventorySnapshot) -> pb.GlobalMessage:
         snapshot = snapshot_from(message)
@@ -262,13 +255,30 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return cluster
 
 
+def _share_report(status: pb.JobStatusReport) -> dispatch.ShareReport:
+    try:
+        placement_id = uuid.UUID(status.placement_id)
+    except ValueError:
+        raise Invalid.one(
+            "job_status.placement_id", f"not a placement id: {status.placement_id!r}"
+        ) from None
+    if status.phase not in REPORTED_PHASES:
+        raise Invalid.one(
+            "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
+        )
+    return dispatch.ShareReport(placement_id, status.phase, status.message)
+
+
+_GROUPED = frozenset({"delta", "job_status"})
+
+
 def _units(batch: list[pb.AgentMessage]) -> list[list[pb.AgentMessage]]:
-    """The batch cut into what is handled together: runs of consecutive deltas, and every
-    other message on its own."""
+    """The batch cut into what is handled together: runs of consecutive deltas, runs of
+    consecutive status reports, and every other message on its own."""
     units: list[list[pb.AgentMessage]] = []
     for message in batch:
-        delta = message.WhichOneof("body") == "delta"
-        if delta and units and units[-1][0].WhichOneof("body") == "delta":
+        kind = message.WhichOneof("body")
+        if kind in _GROUPED and units and units[-1][0].WhichOneof("body") == kind:
             units[-1].append(message)
         else:
             units.append([message])

@@ -7,13 +7,17 @@ decides."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
 
 from volcano_global import failpoints
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
     EventType,
     Job,
     JobState,
@@ -31,42 +35,101 @@ WARNING_PREFIX = "warning: "  # a report message the job's events should show as
 _PROGRESS = {"Assigned": 0, "Accepted": 1, "Running": 2, "Succeeded": 3}
 
 
-async def report(
-    session: AsyncSession,
-    *,
-    cluster_id: uuid.UUID,
-    placement_id: uuid.UUID,
-    phase: str,
-    message: str = "",
+@dataclass(frozen=True)
+class ShareReport:
+    """An agent's word on its share of a placement."""
+
+    placement_id: uuid.UUID
+    phase: str  # Accepted, Running, Succeeded, Failed, Cancelled
+    message: str = ""
+
+
+async def apply_reports(
+    session: AsyncSession, *, cluster_id: uuid.UUID, reports: list[ShareReport]
 ) -> None:
-    """Apply an agent's report about its share of a placement (idempotent)."""
-    kind = OutboxKind.CANCEL if phase == "Cancelled" else OutboxKind.ASSIGN
-    acked = await session.execute(
+    """Apply a cluster agent's reports, in the order it sent them (idempotent). The rows they
+    touch are read once for all of them: the dispatch messages they acknowledge, then the
+    placements and then their jobs, each locked in id order (one statement each)."""
+    if not reports:
+        return
+    await _acknowledge(session, cluster_id=cluster_id, reports=reports)
+    placement_ids = sorted({r.placement_id for r in reports})
+    placements = {
+        p.id: p
+        for p in (
+            await session.execute(
+                select(Placement)
+                .where(Placement.id.in_(placement_ids))
+                .order_by(Placement.id)
+                .with_for_update(of=Placement)
+                .options(
+                    selectinload(Placement.shares)
+                    .joinedload(ClusterShare.cluster)
+                    .raiseload(Cluster.capacities)
+                )
+            )
+        ).scalars()
+    }
+    job_ids = sorted({p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE})
+    jobs = {
+        j.id: j
+        for j in (
+            await session.execute(
+                select(Job)
+                .where(Job.id.in_(job_ids))
+                .order_by(Job.id)
+                .with_for_update(of=Job)
+                .execution_options(populate_existing=True)
+            )
+        ).scalars()
+    }
+    for report in reports:
+        placement = placements.get(report.placement_id)
+        if placement is not None:
+            await _apply(session, report, placement, jobs.get(placement.job_id), cluster_id)
+    await session.flush()
+    failpoints.hit("report-commit")
+
+
+async def _acknowledge(
+    session: AsyncSession, *, cluster_id: uuid.UUID, reports: list[ShareReport]
+) -> None:
+    """A report acknowledges the dispatch messages about its share: an assignment, or for
+    Cancelled a cancellation. An assignment's job token need not stay in the table."""
+    wanted = {
+        (r.placement_id, OutboxKind.CANCEL if r.phase == "Cancelled" else OutboxKind.ASSIGN)
+        for r in reports
+    }
+    delivered = await session.execute(
         select(OutboxMessage).where(
             OutboxMessage.cluster_id == cluster_id,
-            OutboxMessage.placement_id == placement_id,
-            OutboxMessage.kind == kind,
+            OutboxMessage.placement_id.in_({placement for placement, _ in wanted}),
             OutboxMessage.acked_at.is_(None),
         )
     )
-    for delivered in acked.scalars():
-        delivered.acked_at = utcnow()
-        if "job_token" in delivered.payload:  # the secret need not stay in the table
-            delivered.payload = {k: v for k, v in delivered.payload.items() if k != "job_token"}
-    placement = (
-        await session.execute(
-            select(Placement).where(Placement.id == placement_id).with_for_update()
-        )
-    ).scalar_one_or_none()
-    if placement is None or placement.state is not PlacementState.ACTIVE:
+    now = utcnow()
+    for message in delivered.scalars():
+        if (message.placement_id, message.kind) not in wanted:
+            continue
+        message.acked_at = now
+        if "job_token" in message.payload:
+            message.payload = {k: v for k, v in message.payload.items() if k != "job_token"}
+
+
+async def _apply(
+    session: AsyncSession,
+    report: ShareReport,
+    placement: Placement,
+    job: Job | None,
+    cluster_id: uuid.UUID,
+) -> None:
+    phase, message = report.phase, report.message
+    if placement.state is not PlacementState.ACTIVE:
         return  # a report about a withdrawn or finished placement: acknowledged, nothing else
     share = next((s for s in placement.shares if s.cluster_id == cluster_id), None)
     if share is None or _PROGRESS.get(phase, 9) < _PROGRESS.get(share.phase, 0):
         return  # unknown share, or an older report resent after a newer one was stored
     share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
-    job = await session.get(
-        Job, placement.job_id, with_for_update={"of": Job}, populate_existing=True
-    )
     if job is None or job.is_terminal:
         return
     phases = {s.phase for s in placement.shares}
@@ -89,22 +152,33 @@ async def report(
             message=f"share in {where}",
         )
         return
+    # Each transition happens once per placement: its event is new, not folded into another.
     if job.state is JobState.PLACED and phases <= {"Accepted", "Running", "Succeeded"}:
         transition(job, JobState.DISPATCHED, message="every share accepted")
         await record_event(
-            session, job_id=job.id, reason="Dispatched", message="every cluster accepted its share"
+            session,
+            job_id=job.id,
+            reason="Dispatched",
+            message="every cluster accepted its share",
+            fold=False,
         )
     if job.state is JobState.DISPATCHED and phases <= {"Running", "Succeeded"}:
         transition(job, JobState.RUNNING, message="every share running")
         clusters = ", ".join(s.cluster.name for s in placement.shares)
         await record_event(
-            session, job_id=job.id, reason="Running", message=f"all pods started in {clusters}"
+            session,
+            job_id=job.id,
+            reason="Running",
+            message=f"all pods started in {clusters}",
+            fold=False,
         )
     if job.state is JobState.RUNNING and phases == {"Succeeded"}:
         transition(job, JobState.SUCCEEDED, message="every share succeeded")
         placement.state, placement.ended_at = PlacementState.RELEASED, utcnow()
         await record_event(
-            session, job_id=job.id, reason="Succeeded", message="every share completed"
+            session,
+            job_id=job.id,
+            reason="Succeeded",
+            message="every share completed",
+            fold=False,
         )
-    await session.flush()
-    failpoints.hit("report-commit")
