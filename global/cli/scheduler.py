@@ -13,6 +13,7 @@ import signal
 
 import uvloop
 
+from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.settings import Settings
@@ -37,6 +38,7 @@ def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
 async def _schedule(settings: Settings) -> None:
     engine = create_engine(settings.database_url, pool_size=2)
     scheduler = Scheduler(engine, create_session_factory(engine), settings)
+    tune_gc()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)

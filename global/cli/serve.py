@@ -6,8 +6,10 @@ import logging
 import os
 
 import uvicorn
+from fastapi import FastAPI
 
 from volcano_global.app import create_app
+from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.settings import Settings
 
 
@@ -44,7 +46,7 @@ def run_server(
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
         log.info("%d worker processes", settings.workers)
     uvicorn.run(
-        "volcano_global.app:create_app" if settings.workers > 1 else create_app(settings),
+        "volcano_global.cli.serve:worker_app" if settings.workers > 1 else _app(settings),
         factory=settings.workers > 1,
         workers=settings.workers if settings.workers > 1 else None,
         host=settings.host,
@@ -60,6 +62,17 @@ def run_server(
         ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
         ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
     )
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process (each builds its settings from the environment)."""
+    return _app(None)
+
+
+def _app(settings: Settings | None) -> FastAPI:
+    app = create_app(settings)
+    tune_gc()
+    return app
 
 
 def _redact(url: str) -> str:
