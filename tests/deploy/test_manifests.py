@@ -39,6 +39,12 @@ def test_management_overlays() -> None:
         env = {e["name"]: e for e in container["env"]}
         assert "secretKeyRef" in env["VGLOBAL_DATABASE_URL"]["valueFrom"]
         assert "secretKeyRef" in env["VGLOBAL_ADMIN_TOKEN"]["valueFrom"]
+        assert env["VGLOBAL_SCHEDULING__ENABLED"]["value"] == "false"  # the scheduler's job
+        scheduler = find(docs, "Deployment", "volcano-global-scheduler")
+        assert scheduler["spec"]["replicas"] == 2  # one leads, one stands by
+        (scheduling,) = scheduler["spec"]["template"]["spec"]["containers"]
+        assert scheduling["args"] == ["scheduler"]
+        assert "secretKeyRef" in scheduling["env"][0]["valueFrom"]
         assert find(docs, "PodDisruptionBudget", "volcano-global")["spec"]["minAvailable"] == 1
         ports = {
             p["name"]: p["port"] for p in find(docs, "Service", "volcano-global")["spec"]["ports"]
