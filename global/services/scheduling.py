@@ -32,7 +32,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.services.capacity_view import free_histograms
+from volcano_global.services.capacity_view import free_states, solver_state
 from volcano_global.services.domain_trees import DomainTree, domain_trees
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
@@ -46,7 +46,6 @@ from volcano_global.solver import (
     ClusterState,
     Decision,
     JobRequest,
-    Leaf,
     LinkState,
     QueueState,
     Snapshot,
@@ -157,21 +156,12 @@ async def _free_capacity(
     the in-memory view brought up to date (services/capacity_view); with `leaves` (leaf domain
     names; a cluster's own name for its nodes outside any domain), only those, read afresh."""
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
-    hists = (
-        {
-            (cluster_id, domain_id, model): hist
-            for cluster_id, per_leaf in (await free_histograms(session, clusters)).items()
-            for (domain_id, model), hist in per_leaf.items()
-        }
-        if leaves is None
-        else await _read_histograms(session, clusters, trees, leaves)
-    )
-    by_cluster: dict[uuid.UUID, list[Leaf]] = defaultdict(list)
-    for (cluster_id, domain_id, model), hist in hists.items():
-        by_cluster[cluster_id].append(Leaf(model, hist, trees[cluster_id].path(domain_id)))
-    for cluster_leaves in by_cluster.values():
-        cluster_leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
-    pools = {c.id: ClusterPool(ClusterState(c.name, tuple(by_cluster[c.id]))) for c in clusters}
+    if leaves is None:
+        states = await free_states(session, clusters, trees)
+    else:
+        read = await _read_histograms(session, clusters, trees, leaves)
+        states = {c.id: solver_state(c.name, read.get(c.id, {}), trees[c.id]) for c in clusters}
+    pools: dict[uuid.UUID, ClusterPool] = {}  # the clusters where a share holds capacity
     holding = await session.execute(
         select(ClusterShare, Job.gpu_model)
         .join(Placement, Placement.id == ClusterShare.placement_id)
@@ -186,9 +176,12 @@ async def _free_capacity(
         per_pod = share.gpus // share.pods if share.pods else 0
         if per_pod == 0:
             continue  # a CPU-only share holds no GPUs
+        pool = pools.get(share.cluster_id)
+        if pool is None:
+            pool = pools[share.cluster_id] = ClusterPool(states[share.cluster_id])
         for leaf, count in (share.domains or {}).items():
-            pools[share.cluster_id].take_from_leaf(leaf, model, per_pod, int(count))
-    return [pools[c.id].state() for c in clusters]
+            pool.take_from_leaf(leaf, model, per_pod, int(count))
+    return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
 
 
 async def _read_histograms(
@@ -196,8 +189,8 @@ async def _read_histograms(
     clusters: list[Cluster],
     trees: dict[uuid.UUID, DomainTree],
     leaves: set[str],
-) -> dict[tuple[uuid.UUID, uuid.UUID | None, str], tuple[int, ...]]:
-    """The histograms of just these leaves, from the nodes as they are now."""
+) -> dict[uuid.UUID, dict[tuple[uuid.UUID | None, str], tuple[int, ...]]]:
+    """Per cluster, the histograms of just these leaves, from the nodes as they are now."""
     domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
     outside = [c.id for c in clusters if c.name in leaves]
     rows = await session.execute(
@@ -220,14 +213,19 @@ async def _read_histograms(
         )
         .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
     )
-    hists: dict[tuple[uuid.UUID, uuid.UUID | None, str], list[int]] = defaultdict(lambda: [0] * 9)
+    hists: dict[uuid.UUID, dict[tuple[uuid.UUID | None, str], list[int]]] = defaultdict(
+        lambda: defaultdict(lambda: [0] * 9)
+    )
     for cluster_id, domain_id, model, free, count in rows:
-        hist = hists[(cluster_id, domain_id, model or UNKNOWN_GPU_MODEL)]
+        hist = hists[cluster_id][(domain_id, model or UNKNOWN_GPU_MODEL)]
         free = max(free, 0)
         if free >= len(hist):
             hist.extend([0] * (free + 1 - len(hist)))
         hist[free] += count
-    return {key: tuple(hist) for key, hist in hists.items()}
+    return {
+        cluster_id: {key: tuple(hist) for key, hist in per_leaf.items()}
+        for cluster_id, per_leaf in hists.items()
+    }
 
 
 async def _still_fits(

@@ -20,8 +20,9 @@ from volcano_global.db.models import (
     TopologyDomain,
 )
 from volcano_global.schemas.clusters import InventoryDelta
-from volcano_global.services.capacity_view import free_histograms
+from volcano_global.services.capacity_view import free_histograms, free_states, solver_state
 from volcano_global.services.clusters import lock_cluster
+from volcano_global.services.domain_trees import domain_trees
 from volcano_global.services.inventory import contribution
 from volcano_global.services.inventory_deltas import apply_delta, merged
 
@@ -65,7 +66,7 @@ async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
 async def _histograms(app: FastAPI) -> tuple[dict, dict]:
     """(the scheduler's incremental view, recomputed from the nodes): leaf histograms."""
     async with transaction(app.state.sessions) as session:
-        clusters = list((await session.execute(select(Cluster))).scalars())
+        clusters = list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
         view = await free_histograms(session, clusters)
         recomputed: dict = {c.id: defaultdict(lambda: [0] * 9) for c in clusters}
         for node in (await session.execute(select(Node))).scalars():
@@ -81,6 +82,9 @@ async def test_random_deltas_keep_the_aggregates_exact(
     await create_cluster(api, "east")
     base = inventory("east", tors=3, nodes_per_tor=4)
     await api.put("/api/v1/clusters/east/inventory", json=base)
+    await create_cluster(api, "west")
+    await api.put("/api/v1/clusters/west/inventory", json=inventory("west", tors=2))
+    west = (await _states(app, {}))[0]["west"]
     nodes = {n["name"]: n for n in base["nodes"]}
     tors = [d["name"] for d in base["domains"] if d["tier"] == 1]
     rng = random.Random(3)
@@ -113,6 +117,21 @@ async def test_random_deltas_keep_the_aggregates_exact(
         assert stored == expected, f"step {step}"
         view, recomputed = await _histograms(app)
         assert view == recomputed, f"step {step}"
+        states, expected_states = await _states(app, recomputed)
+        assert states["east"] == expected_states["east"], f"step {step}"
+        assert states["west"] is west  # unchanged: the cached solver input, not rebuilt
+
+
+async def _states(app: FastAPI, recomputed: dict) -> tuple[dict, dict]:
+    """(the solver input the scheduler assembles per cluster name, the same from `recomputed`)"""
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
+        states = await free_states(session, clusters, trees)
+    return (
+        {c.name: states[c.id] for c in clusters},
+        {c.name: solver_state(c.name, recomputed.get(c.id, {}), trees[c.id]) for c in clusters},
+    )
 
 
 def test_merged_deltas_keep_each_nodes_last_change() -> None:
