@@ -29,6 +29,7 @@ from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.clusters import mark_unresponsive
+from volcano_global.services.job_writer import JobWriter
 from volcano_global.services.queues import ensure_queue
 from volcano_global.services.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 announce_admin_token(generated)
             app.state.engine = engine
             app.state.sessions = sessions
+            app.state.job_writer = JobWriter(sessions)
             grpc_server, app.state.grpc_port = await start_grpc_server(
                 sessions=sessions, settings=settings
             )

@@ -30,7 +30,8 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         try:
             yield session
             principal = getattr(request.state, "principal", None)
-            if principal is not None and request.method in MUTATING:
+            audited = getattr(request.state, "audited", False)  # e.g. with a submitted job
+            if principal is not None and request.method in MUTATING and not audited:
                 await record_audit(
                     session, who=principal.name, method=request.method, path=request.url.path
                 )

@@ -71,7 +71,18 @@ async def submit_job(
 ) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     submission = await _submission(request, settings, caller)
-    job = await jobs.submit_job(session, submission, submitted_by=caller.name)
+    audit = events.event_row(
+        reason=events.AUDIT,
+        message=events.audit_message(caller.name, request.method, request.url.path),
+    )
+    job = await jobs.submit_job(
+        session,
+        submission,
+        submitted_by=caller.name,
+        writer=request.app.state.job_writer,
+        events=[audit],
+    )
+    request.state.audited = True  # written with the job
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
 

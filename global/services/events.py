@@ -58,6 +58,29 @@ async def record_event(
     return event
 
 
+def event_row(
+    *,
+    reason: str,
+    message: str,
+    type: EventType = EventType.NORMAL,
+    job_id: uuid.UUID | None = None,
+    cluster_id: uuid.UUID | None = None,
+) -> dict[str, object]:
+    """Every column of a new event, for a bulk insert (the job writer's)."""
+    now = utcnow()
+    return {
+        "id": uuid.uuid4(),
+        "job_id": job_id,
+        "cluster_id": cluster_id,
+        "type": type,
+        "reason": reason,
+        "message": message,
+        "count": 1,
+        "first_seen_at": now,
+        "last_seen_at": now,
+    }
+
+
 async def list_events(
     session: AsyncSession,
     *,
@@ -81,10 +104,16 @@ async def record_audit(
 ) -> None:
     """One record per mutating call: an accepted one in the call's own transaction, a refused
     one (`denied`: why) in a transaction of its own; never folded."""
+    await record_event(
+        session, reason=AUDIT, message=audit_message(who, method, path, denied), fold=False
+    )
+
+
+def audit_message(who: str, method: str, path: str, denied: str | None = None) -> str:
     message = f"{who}: {method} {path}"
     if denied is not None:
         message = f"DENIED {message} ({denied})"
-    await record_event(session, reason=AUDIT, message=message[:2000], fold=False)
+    return message[:2000]
 
 
 async def audit_trail(session: AsyncSession, *, limit: int) -> list[Event]:

@@ -6,18 +6,17 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
-    ACTIVE_NAME_INDEX,
     Cluster,
     ClusterShare,
     Job,
@@ -28,7 +27,8 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict, Forbidden, Invalid, NotFound
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
-from volcano_global.services.events import record_event
+from volcano_global.services.events import event_row, record_event
+from volcano_global.services.job_writer import JobWriter
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.outbox import enqueue_cancellations
 from volcano_global.services.queues import find_queue
@@ -90,58 +90,66 @@ async def parse_submission(
     return document, job, queue
 
 
-async def submit_job(session: AsyncSession, submission: Submission, *, submitted_by: str) -> Job:
+async def submit_job(
+    session: AsyncSession,
+    submission: Submission,
+    *,
+    submitted_by: str,
+    writer: JobWriter,
+    events: Sequence[dict[str, Any]] = (),
+) -> Job:
+    """Check the submission, then store the job with its Submitted event and `events` (rows
+    from `event_row`, e.g. the call's audit record) in the writer's next batch. The session's
+    read transaction ends before the wait (SQLite has one connection, which the writer needs).
+    Returns the stored job (not attached to a session)."""
     document, job, queue = await parse_submission(session, submission)
-    row = Job(
-        id=uuid.uuid4(),
-        name=job.name,
-        namespace=job.namespace,
-        kind=job.kind,
-        api_version=job.api_version,
-        queue=queue,
-        priority=job.priority,
-        priority_class_name=job.priority_class_name,
-        source=submission.body.decode("utf-8"),
-        source_format=submission.fmt,
-        manifest=document,
-        gang=job.gang.model_dump(mode="json", by_alias=True),
-        communication=job.communication.model_dump(mode="json", by_alias=True)
+    await session.commit()
+    now = utcnow()
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "name": job.name,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "api_version": job.api_version,
+        "queue_id": queue.id,
+        "priority": job.priority,
+        "priority_class_name": job.priority_class_name,
+        "source": submission.body.decode("utf-8"),
+        "source_format": submission.fmt,
+        "manifest": document,
+        "gang": job.gang.model_dump(mode="json", by_alias=True),
+        "communication": job.communication.model_dump(mode="json", by_alias=True)
         if job.communication
         else None,
-        split_policy=job.split_policy.model_dump(mode="json", by_alias=True),
-        total_pods=job.gang.total_pods,
-        total_gpus=job.gang.total_gpus,
-        gpu_model=job.gang.gpu_model,
-        pending_reason=NOT_YET_SCHEDULED,
-        submitted_by=submitted_by,
-    )
-    session.add(row)
-    try:
-        await session.flush()  # before its event (they have no ORM relationship to order them)
-    except IntegrityError as exc:
-        if not _name_taken(exc):
-            raise
-        # The unique index on live jobs' names decides (no read-then-insert race).
-        raise Conflict(
-            f"job {job.namespace}/{job.name} already exists and has not finished"
-        ) from None
+        "split_policy": job.split_policy.model_dump(mode="json", by_alias=True),
+        "total_pods": job.gang.total_pods,
+        "total_gpus": job.gang.total_gpus,
+        "gpu_model": job.gang.gpu_model,
+        "state": JobState.PENDING,
+        "state_message": "",
+        "pending_reason": NOT_YET_SCHEDULED,
+        "submitted_by": submitted_by,
+        "requeues": 0,
+        "measurements": None,
+        "submitted_at": now,
+        "placed_at": None,
+        "dispatched_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "updated_at": now,
+    }
     split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
-    await record_event(
-        session,
-        job_id=row.id,
-        fold=False,  # a new job has no earlier event to fold into
+    submitted = event_row(
+        job_id=values["id"],
         reason="Submitted",
         message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
         f"submitted to queue {queue.name} by {submitted_by}; {split}",
     )
+    if not await writer.add(values, [submitted, *events]):
+        raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
+    row = Job(**values)
+    row.queue = queue
     return row
-
-
-def _name_taken(exc: IntegrityError) -> bool:
-    """The insert hit the unique index on live jobs' names (Postgres names the index, SQLite
-    the columns)."""
-    text = str(exc.orig)
-    return ACTIVE_NAME_INDEX in text or "jobs.namespace, jobs.name" in text
 
 
 async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
