@@ -255,6 +255,7 @@ async def _profiler(
     return await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "py-spy"),
         "record",
+        "--subprocesses",  # the workers of `--workers N`
         "--pid",
         str(pid),
         "--duration",

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import defer, raiseload, selectinload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
@@ -235,6 +235,7 @@ async def latest_placement(session: AsyncSession, *, job_id: uuid.UUID) -> Place
         .where(Placement.job_id == job_id)
         .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
         .limit(1)
+        .options(_SHARE_CLUSTER_NAMES)
     )
     return rows.scalar_one_or_none()
 
@@ -242,12 +243,21 @@ async def latest_placement(session: AsyncSession, *, job_id: uuid.UUID) -> Place
 async def active_placements(
     session: AsyncSession, *, job_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Placement]:
+    """For job summaries: the active placements' shares and their clusters (not the link
+    reservations)."""
     rows = await session.execute(
-        select(Placement).where(
-            Placement.job_id.in_(job_ids), Placement.state == PlacementState.ACTIVE
-        )
+        select(Placement)
+        .where(Placement.job_id.in_(job_ids), Placement.state == PlacementState.ACTIVE)
+        .options(_SHARE_CLUSTER_NAMES, raiseload(Placement.link_reservations))
     )
     return {p.job_id: p for p in rows.scalars()}
+
+
+# A placement's shares with their clusters, without the clusters' GPU capacities (a statement
+# more per page, and what a job is shown with does not use them).
+_SHARE_CLUSTER_NAMES = (
+    selectinload(Placement.shares).joinedload(ClusterShare.cluster).raiseload(Cluster.capacities)
+)
 
 
 def _encode_cursor(job: Job) -> str:
