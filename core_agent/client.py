@@ -172,14 +172,18 @@ class AgentClient:
         self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event, reader: asyncio.Task[None]
     ) -> None:
         # Heartbeats go out on their period whatever else is sent: a cluster whose inventory
-        # changes all the time must not look silent.
-        next_beat = time.monotonic() + self.heartbeat_s
+        # changes all the time must not look silent. Status reports go at once. Inventory
+        # changes go as one delta per coalescing window, jittered by a quarter either way so
+        # that agents started together do not reach the Global in step, window after window.
+        now = time.monotonic()
+        next_beat, next_delta, moved = now + self.heartbeat_s, now, False
         while not stop.is_set() and not reader.done():
+            wake_at = min(next_beat, next_delta) if moved else next_beat
             changed = asyncio.create_task(self.source.changed.wait())
             stopped = asyncio.create_task(stop.wait())
             done, pending = await asyncio.wait(
                 {changed, stopped, reader},
-                timeout=max(0.0, next_beat - time.monotonic()),
+                timeout=max(0.0, wake_at - time.monotonic()),
                 return_when=asyncio.FIRST_COMPLETED,
             )
             for task in pending:
@@ -188,6 +192,9 @@ class AgentClient:
             if reader in done:
                 reader.result()  # re-raise a stream error
                 return
+            if changed in done:
+                self.source.changed.clear()
+                moved = True  # (or only a report: the delta then finds nothing to send)
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
@@ -195,17 +202,20 @@ class AgentClient:
                 if seq > self._reports_written:
                     await call.write(pb.AgentMessage(job_status=report))
                     self._reports_written = seq
-            if changed in done:
-                await asyncio.sleep(self.coalesce_s)  # let a burst of changes land in one delta
-                self.source.changed.clear()
-                await self._send_delta(call)
+            if moved and time.monotonic() >= next_delta:
+                moved = False
+                if await self._send_delta(call):
+                    jitter = random.uniform(0.75, 1.25)
+                    next_delta = time.monotonic() + self.coalesce_s * jitter
             if time.monotonic() >= next_beat:
                 await call.write(
                     pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
                 )
                 next_beat = time.monotonic() + self.heartbeat_s
 
-    async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> None:
+    async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> bool:
+        """The changes since the last message, if any (a snapshot instead if too many deltas
+        wait for acknowledgement); whether anything was sent."""
         changes = self.source.take_changes()
         if changes is None:  # the source cannot tell what moved: compare everything
             view = self.source.current()
@@ -216,14 +226,15 @@ class AgentClient:
             delta = self.sent_view.delta_to(part, self.seq + 1, within=changes)
             self.sent_view.patch(part, changes)
         if delta is None:
-            return
+            return False
         if len(self.unacked) >= MAX_UNACKED:
             await self._send_snapshot(call)
-            return
+            return True
         self.seq += 1
         message = pb.AgentMessage(delta=delta)
         self.unacked[self.seq] = message
         await call.write(message)
+        return True
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         while True:

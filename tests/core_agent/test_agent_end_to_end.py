@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 
 import httpx
 from fastapi import FastAPI
@@ -14,6 +15,7 @@ from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import create_cluster, eventually
 from volcano_global.app import create_app
+from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.settings import Settings
 
 SPEC = ClusterSpec.model_validate(
@@ -128,3 +130,39 @@ async def test_a_global_restart_loses_no_change(database_url: str) -> None:
 
 async def _has(api: httpx.AsyncClient, model: str, expected: tuple[int, int]) -> bool:
     return (await capacity_of(api)).get(model) == expected
+
+
+async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Inventory changes go as at most one delta per window (jittered by a quarter); a status
+    report written in the middle of a window goes at once."""
+    token = (await create_cluster(api, "sim"))["agentToken"]
+    cluster = SimulatedCluster.from_spec("sim", SPEC)
+    client = AgentClient(
+        cluster="sim",
+        target=f"127.0.0.1:{app.state.grpc_port}",
+        token=token,
+        source=cluster,
+        coalesce_s=1.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(client.run(stop=stop))
+    try:
+        await eventually(lambda: client.acked >= 1)  # the snapshot
+        synced = client.seq
+        started = asyncio.get_running_loop().time()
+        for i in range(50):  # a change every 50 ms for 2.5 s
+            cluster.update_node(f"sim-g0-{i % 64:05d}", used_gpus=1 + i % 7)
+            if i == 10:  # mid-window: a report (about a placement the Global does not know)
+                client._report(pb.JobStatusReport(placement_id=str(uuid.uuid4()), phase="Running"))
+                reported = asyncio.get_running_loop().time()
+                await eventually(lambda: not client.unacked_reports, within=5)
+                assert asyncio.get_running_loop().time() - reported < 0.5
+            await asyncio.sleep(0.05)
+        elapsed = asyncio.get_running_loop().time() - started
+        deltas = client.seq - synced
+        assert 2 <= deltas <= elapsed / 0.75 + 1  # one now, then one per 0.75-1.25 s window
+    finally:
+        stop.set()
+        await task
