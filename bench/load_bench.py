@@ -6,7 +6,7 @@ leave on a fixed schedule whatever the answers, so latency includes queueing at 
     .venv/bin/python bench/load_bench.py --clusters 2 --nodes 500 --seconds 5   # quick
 
 Reports p50/p95/p99 latency and errors per request kind, achieved rates, and the agents' delta
-rate during the run. The agents run in a child process (their own CPU budget on this 2-core
+rate during the run, measured after `--warmup` seconds (3) of the same load that are not counted. The agents run in a child process (their own CPU budget on this 2-core
 machine is part of the load).
 """
 
@@ -100,9 +100,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def drive(server: Server, rate: float, reads: float, seconds: float) -> dict:
+async def drive(
+    server: Server, rate: float, reads: float, seconds: float, *, first: int = 0
+) -> dict:
     """The load, sent with aiohttp (C-accelerated; the client's own CPU cost per request is a
-    fraction of httpx's, and it shares the machine with the server)."""
+    fraction of httpx's, and it shares the machine with the server); jobs numbered from
+    `first`."""
     connector = aiohttp.TCPConnector(limit=200)
     async with aiohttp.ClientSession(
         str(server.api.base_url),
@@ -110,10 +113,12 @@ async def drive(server: Server, rate: float, reads: float, seconds: float) -> di
         headers={"Authorization": server.api.headers["Authorization"]},
         timeout=aiohttp.ClientTimeout(total=60),
     ) as api:
-        return await _drive(api, rate, reads, seconds)
+        return await _drive(api, rate, reads, seconds, first)
 
 
-async def _drive(api: aiohttp.ClientSession, rate: float, reads: float, seconds: float) -> dict:
+async def _drive(
+    api: aiohttp.ClientSession, rate: float, reads: float, seconds: float, first: int = 0
+) -> dict:
     latencies: dict[str, list[float]] = {"submit": [], "list": [], "get": []}
     errors: dict[str, int] = {k: 0 for k in latencies}
     causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
@@ -143,7 +148,9 @@ async def _drive(api: aiohttp.ClientSession, rate: float, reads: float, seconds:
     while (now := time.perf_counter() - begin) < seconds:
         while submitted < now * rate:
             pending.add(
-                asyncio.create_task(call("submit", "POST", "/api/v1/jobs", json=job(submitted)))
+                asyncio.create_task(
+                    call("submit", "POST", "/api/v1/jobs", json=job(first + submitted))
+                )
             )
             submitted += 1
         while read < now * reads:
@@ -200,7 +207,7 @@ async def run(args: argparse.Namespace) -> dict:
             server.grpc_target,
             json.dumps(tokens),
             str(args.nodes),
-            str(args.seconds + 5),
+            str(args.warmup + args.seconds + 5),
             str(args.node_updates),
             stdout=asyncio.subprocess.PIPE,
         )
@@ -208,6 +215,8 @@ async def run(args: argparse.Namespace) -> dict:
             assert agents.stdout is not None
             line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
             assert line.strip() == b"synced", line
+            if args.warmup > 0:  # fresh pool connections, first statements: not counted
+                await drive(server, args.rate, args.reads, args.warmup, first=10**6)
             profilers = [await _profiler(server.pid, args.profile, args.seconds)]
             if scheduler is not None and args.profile:
                 profilers.append(
@@ -284,6 +293,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="submissions per second")
     parser.add_argument("--reads", type=float, default=100.0, help="reads per second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="seconds of the same load before the measured part (not counted)",
+    )
     parser.add_argument(
         "--node-updates",
         type=float,
