@@ -45,6 +45,7 @@ from volcano_global.services.queues import HOLDING_STATES
 from volcano_global.solver import (
     ClusterState,
     Decision,
+    JobDecision,
     JobRequest,
     LinkState,
     QueueState,
@@ -332,6 +333,7 @@ async def commit_round(
     placed = []
     ids = {d.job_id: context.jobs.get(d.job_id) for d in decision.jobs}
     jobs = await _lock_jobs(session, [i for i in ids.values() if i is not None])
+    admitted: list[tuple[JobDecision, Job, Placement]] = []
     for d in decision.jobs:
         job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None
         if job is None or job.state is not JobState.PENDING:
@@ -339,9 +341,12 @@ async def commit_round(
         if not d.admitted:
             job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
             continue
-        placement = Placement(job_id=job.id, generation=generation)
-        session.add(placement)
-        await session.flush()
+        admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
+    # The placements first, in one flush: the rows that point at them (shares, reservations,
+    # dispatch messages) then go together in the round's last flush, a statement per table.
+    session.add_all([placement for _, _, placement in admitted])
+    await session.flush()
+    for d, job, placement in admitted:
         offset = 0
         lines = []
         rows = []
@@ -367,7 +372,7 @@ async def commit_round(
                 )
             )
             lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
-        token = await issue_job_token(session, job=job)
+        token = issue_job_token(session, job=job)
         enqueue_assignments(session, job=job, placement=placement, shares=rows, job_token=token)
         transition(job, JobState.PLACED, message=f"placed in round {generation}")
         await record_event(

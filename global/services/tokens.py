@@ -93,6 +93,30 @@ async def issue_token(
     expires_at: datetime | None = None,
 ) -> str:
     """Store a new token's hash and return the token itself (the only time it is seen)."""
+    token = new_token(
+        session,
+        name=name,
+        role=role,
+        cluster_id=cluster_id,
+        job_id=job_id,
+        queues=queues,
+        expires_at=expires_at,
+    )
+    await session.flush()
+    return token
+
+
+def new_token(
+    session: AsyncSession,
+    *,
+    name: str,
+    role: TokenRole,
+    cluster_id: uuid.UUID | None = None,
+    job_id: uuid.UUID | None = None,
+    queues: list[str] | None = None,
+    expires_at: datetime | None = None,
+) -> str:
+    """As `issue_token`, the row written with the session's next flush."""
     token = new_secret()
     session.add(
         ApiToken(
@@ -105,7 +129,6 @@ async def issue_token(
             expires_at=expires_at,
         )
     )
-    await session.flush()
     return token
 
 

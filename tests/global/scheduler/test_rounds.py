@@ -8,8 +8,16 @@ import time
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import event
 
-from tests.factories import create_cluster, create_queue, example, inventory, submit
+from tests.factories import (
+    create_cluster,
+    create_queue,
+    example,
+    inventory,
+    job_document,
+    submit,
+)
 from volcano_global.db.engine import transaction
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.clusters import lock_cluster
@@ -181,3 +189,29 @@ async def test_a_long_round_spaces_the_next_by_its_duration(
         scheduler.wake.set()  # no wait for the period
         await scheduler.step()
     assert starts[1] - starts[0] >= 2 * 0.3
+
+
+async def test_a_round_writes_its_placements_in_statements_per_table_not_per_job(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Placing 30 jobs takes as many statements as placing 5 (the rows go table by table)."""
+    await two_clusters(api)
+    statements: list[object] = []
+    engine = app.state.engine.sync_engine
+
+    def count(*args: object) -> None:
+        statements.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", count)
+    counts = []
+    try:
+        for size in (5, 30):
+            for i in range(size):
+                await submit(api, job_document(f"small-{size}-{i}", replicas=1))
+            statements.clear()
+            report = await app.state.scheduler.run_once()
+            assert report is not None and len(report.result.placed) == size
+            counts.append(len(statements))
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert counts[1] <= counts[0] + 2, counts
