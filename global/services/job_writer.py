@@ -43,6 +43,7 @@ class JobWriter:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
         self._queue: list[_Item] = []
+        self._batch: list[_Item] = []  # being written
         self._writing: asyncio.Task[None] | None = None
 
     async def add(self, job: dict[str, Any], events: list[dict[str, Any]]) -> bool:
@@ -52,15 +53,26 @@ class JobWriter:
         self._queue.append(item)
         if self._writing is None:
             self._writing = asyncio.create_task(self._drain())
+            self._writing.add_done_callback(self._abandon)
         return await item.written
 
     async def _drain(self) -> None:
         try:
             while self._queue:
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                await self._write(batch)
+                self._batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                await self._write(self._batch)
         finally:
             self._writing = None
+
+    def _abandon(self, task: asyncio.Task[None]) -> None:
+        """The writer was cancelled (shutting down), maybe before it started: no caller may
+        wait for ever, and the next submission starts a new writer."""
+        if self._writing is task:
+            self._writing = None
+        if task.cancelled():
+            for item in self._batch + self._queue:
+                item.written.cancel()
+            self._queue = []
 
     async def _write(self, batch: list[_Item]) -> None:
         try:

@@ -87,3 +87,17 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         )
     assert names == {"seed", *(f"good-{i}" for i in range(5))}
     assert events == 6  # the seed's and the good ones': none for the rows not stored
+
+
+async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    writer = app.state.job_writer
+    callers = [asyncio.create_task(writer.add({"id": uuid.uuid4()}, [])) for _ in range(3)]
+    await asyncio.sleep(0)  # the callers queue; the writer task is created, not yet run
+    assert writer._writing is not None
+    writer._writing.cancel()
+    done, pending = await asyncio.wait(callers, timeout=5)
+    assert not pending and all(task.cancelled() for task in done)
+    answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
+    assert answer.status_code == 201  # a new writer took over
