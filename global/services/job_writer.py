@@ -4,9 +4,10 @@ events, one commit - instead of a transaction per job. The first submission afte
 is written at once; under load a batch holds what queued during the previous write, so the
 wait is at most one write.
 
-A live job's name is unique (the partial unique index `ACTIVE_NAME_INDEX`): a row that collides,
-with a stored job or an earlier row of its own batch, is skipped by `ON CONFLICT DO NOTHING` and
-its submitter told so; the others are written. Any other integrity error (e.g. the queue was
+A live job's name is unique (the partial unique index `ACTIVE_NAME_INDEX`, the table's only
+unique index besides its primary key, a fresh UUID): a row that collides, with a stored job or
+an earlier row of its own batch, is skipped by `ON CONFLICT DO NOTHING` and its submitter told
+so; the others are written. Any other integrity error (e.g. the queue was
 deleted meanwhile) makes the batch be written again one job at a time, so only the job at fault
 fails. A database error fails every submission of the batch (each caller gets the error: the
 client retries); nothing is reported written that is not committed."""
