@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
@@ -52,10 +52,14 @@ class _ClusterView:
             self.hists[old[:2]][old[2]] -= 1
         if bucket is not None:
             self.nodes[node_id] = bucket
-            hist = self.hists[bucket[:2]]
-            if bucket[2] >= len(hist):
-                hist.extend([0] * (bucket[2] + 1 - len(hist)))
-            hist[bucket[2]] += 1
+            _count(self.hists[bucket[:2]], bucket[2], 1)
+
+
+def _count(hist: list[int], free: int, nodes: int) -> None:
+    """`nodes` more nodes with `free` free GPUs (the histogram grows as needed)."""
+    if free >= len(hist):
+        hist.extend([0] * (free + 1 - len(hist)))
+    hist[free] += nodes
 
 
 _views: dict[uuid.UUID, _ClusterView] = {}
@@ -100,6 +104,44 @@ def solver_state(
     ]
     leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
     return ClusterState(name, tuple(leaves))
+
+
+async def read_histograms(
+    session: AsyncSession,
+    clusters: list[Cluster],
+    trees: dict[uuid.UUID, DomainTree],
+    leaves: set[str],
+) -> dict[uuid.UUID, dict[LeafKey, list[int]]]:
+    """Per cluster, the histograms of just these leaves (leaf domain names; a cluster's own
+    name for its nodes outside any domain), read afresh from the nodes, not from the view."""
+    domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
+    outside = [c.id for c in clusters if c.name in leaves]
+    rows = await session.execute(
+        select(
+            Node.cluster_id,
+            Node.domain_id,
+            Node.gpu_model,
+            (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            func.count(),
+        )
+        .where(
+            Node.cluster_id.in_([c.id for c in clusters]),
+            Node.ready.is_(True),
+            Node.schedulable.is_(True),
+            Node.gpu_allocatable > 0,
+            or_(
+                Node.domain_id.in_(domain_ids),
+                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
+            ),
+        )
+        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+    )
+    hists: dict[uuid.UUID, dict[LeafKey, list[int]]] = defaultdict(
+        lambda: defaultdict(lambda: [0] * 9)
+    )
+    for cluster_id, domain_id, model, free, count in rows:
+        _count(hists[cluster_id][(domain_id, model or UNKNOWN_GPU_MODEL)], max(free, 0), count)
+    return hists
 
 
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:

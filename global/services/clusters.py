@@ -42,9 +42,7 @@ async def register_cluster(
     cluster = Cluster(name=name, description=description, labels=labels, capacities=[])
     session.add(cluster)
     await session.flush()
-    token = await issue_token(
-        session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id
-    )
+    token = issue_token(session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id)
     await record_event(
         session, cluster_id=cluster.id, reason="Registered", message=f"cluster {name} registered"
     )
@@ -55,9 +53,7 @@ async def rotate_agent_token(session: AsyncSession, *, name: str) -> str:
     """Revoke the cluster's agent tokens and issue a new one."""
     cluster = await get_cluster(session, name=name)
     await revoke_cluster_tokens(session, cluster_id=cluster.id)
-    token = await issue_token(
-        session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id
-    )
+    token = issue_token(session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id)
     await record_event(
         session, cluster_id=cluster.id, reason="TokenRotated", message="agent token rotated"
     )

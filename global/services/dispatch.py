@@ -28,6 +28,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.services.events import record_event
 from volcano_global.services.gang import share_lost
+from volcano_global.services.jobs import lock_jobs
 from volcano_global.services.lifecycle import transition
 
 WARNING_PREFIX = "warning: "  # a report message the job's events should show as a Warning
@@ -70,19 +71,8 @@ async def apply_reports(
             )
         ).scalars()
     }
-    job_ids = sorted({p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE})
-    jobs = {
-        j.id: j
-        for j in (
-            await session.execute(
-                select(Job)
-                .where(Job.id.in_(job_ids))
-                .order_by(Job.id)
-                .with_for_update(of=Job)
-                .execution_options(populate_existing=True)
-            )
-        ).scalars()
-    }
+    job_ids = [p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE]
+    jobs = await lock_jobs(session, job_ids)
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:

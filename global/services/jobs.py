@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer, raiseload, selectinload
+from sqlalchemy.orm import defer, lazyload, raiseload, selectinload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
@@ -150,6 +150,20 @@ async def submit_job(
     row = Job(**values)
     row.queue = queue
     return row
+
+
+async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
+    """The jobs, locked for the transaction in one statement (in id order, as every locker
+    of several jobs must, against deadlocks), as they are now."""
+    query = (
+        select(Job)
+        .where(Job.id.in_(job_ids))
+        .order_by(Job.id)
+        .options(lazyload(Job.queue))
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    return {job.id: job for job in (await session.execute(query)).scalars()}
 
 
 async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, TokenRole
 from volcano_global.errors import Conflict, NotFound
-from volcano_global.services.tokens import new_token
+from volcano_global.services.tokens import issue_token
 
 DEFAULT_SHARE = 0.1  # the tolerated communication share when the job declares none
 JOB_TOKEN_LIFETIME = timedelta(days=30)
@@ -29,7 +29,7 @@ JOB_TOKEN_LIFETIME = timedelta(days=30)
 def issue_job_token(session: AsyncSession, *, job: Job) -> str:
     """A token that may only report measurements for this job (injected into its pods); its
     row is written with the session's next flush."""
-    return new_token(
+    return issue_token(
         session,
         name=f"job {job.namespace}/{job.name}",
         role=TokenRole.JOB,

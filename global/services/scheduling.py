@@ -6,12 +6,10 @@ when the inventory moved."""
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import lazyload
 
 from volcano_global import failpoints
 from volcano_global.db.models import (
@@ -22,7 +20,6 @@ from volcano_global.db.models import (
     JobState,
     Link,
     LinkReservation,
-    Node,
     Placement,
     PlacementState,
     Queue,
@@ -32,11 +29,11 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
-from volcano_global.services.capacity_view import free_states, solver_state
-from volcano_global.services.domain_trees import DomainTree, domain_trees
+from volcano_global.services.capacity_view import free_states, read_histograms, solver_state
+from volcano_global.services.domain_trees import domain_trees
 from volcano_global.services.events import record_event
 from volcano_global.services.fairshare import Candidate, fair_order
-from volcano_global.services.inventory import UNKNOWN_GPU_MODEL
+from volcano_global.services.jobs import lock_jobs
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.links import reserved_gbps
 from volcano_global.services.measurements import issue_job_token
@@ -160,7 +157,7 @@ async def _free_capacity(
     if leaves is None:
         states = await free_states(session, clusters, trees)
     else:
-        read = await _read_histograms(session, clusters, trees, leaves)
+        read = await read_histograms(session, clusters, trees, leaves)
         states = {c.id: solver_state(c.name, read.get(c.id, {}), trees[c.id]) for c in clusters}
     pools: dict[uuid.UUID, ClusterPool] = {}  # the clusters where a share holds capacity
     holding = await session.execute(
@@ -183,50 +180,6 @@ async def _free_capacity(
         for leaf, count in (share.domains or {}).items():
             pool.take_from_leaf(leaf, model, per_pod, int(count))
     return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
-
-
-async def _read_histograms(
-    session: AsyncSession,
-    clusters: list[Cluster],
-    trees: dict[uuid.UUID, DomainTree],
-    leaves: set[str],
-) -> dict[uuid.UUID, dict[tuple[uuid.UUID | None, str], tuple[int, ...]]]:
-    """Per cluster, the histograms of just these leaves, from the nodes as they are now."""
-    domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
-    outside = [c.id for c in clusters if c.name in leaves]
-    rows = await session.execute(
-        select(
-            Node.cluster_id,
-            Node.domain_id,
-            Node.gpu_model,
-            (Node.gpu_allocatable - Node.gpu_used).label("free"),
-            func.count(),
-        )
-        .where(
-            Node.cluster_id.in_([c.id for c in clusters]),
-            Node.ready.is_(True),
-            Node.schedulable.is_(True),
-            Node.gpu_allocatable > 0,
-            or_(
-                Node.domain_id.in_(domain_ids),
-                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
-            ),
-        )
-        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
-    )
-    hists: dict[uuid.UUID, dict[tuple[uuid.UUID | None, str], list[int]]] = defaultdict(
-        lambda: defaultdict(lambda: [0] * 9)
-    )
-    for cluster_id, domain_id, model, free, count in rows:
-        hist = hists[cluster_id][(domain_id, model or UNKNOWN_GPU_MODEL)]
-        free = max(free, 0)
-        if free >= len(hist):
-            hist.extend([0] * (free + 1 - len(hist)))
-        hist[free] += count
-    return {
-        cluster_id: {key: tuple(hist) for key, hist in per_leaf.items()}
-        for cluster_id, per_leaf in hists.items()
-    }
 
 
 async def _still_fits(
@@ -282,20 +235,6 @@ async def _queue_states(session: AsyncSession) -> list[QueueState]:
     return [QueueState(q.name, q.gpu_quota, int(used.get(q.id) or 0)) for q in queues]
 
 
-async def _lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
-    """The jobs, locked for the transaction in one statement (in id order, as every locker
-    of several jobs must, against deadlocks), as they are now."""
-    query = (
-        select(Job)
-        .where(Job.id.in_(job_ids))
-        .order_by(Job.id)
-        .options(lazyload(Job.queue))
-        .with_for_update(of=Job)
-        .execution_options(populate_existing=True)
-    )
-    return {job.id: job for job in (await session.execute(query)).scalars()}
-
-
 @dataclass(frozen=True)
 class RoundResult:
     generation: int
@@ -332,7 +271,7 @@ async def commit_round(
     )
     placed = []
     ids = {d.job_id: context.jobs.get(d.job_id) for d in decision.jobs}
-    jobs = await _lock_jobs(session, [i for i in ids.values() if i is not None])
+    jobs = await lock_jobs(session, [i for i in ids.values() if i is not None])
     admitted: list[tuple[JobDecision, Job, Placement]] = []
     for d in decision.jobs:
         job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None

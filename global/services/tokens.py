@@ -82,7 +82,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-async def issue_token(
+def issue_token(
     session: AsyncSession,
     *,
     name: str,
@@ -92,31 +92,8 @@ async def issue_token(
     queues: list[str] | None = None,
     expires_at: datetime | None = None,
 ) -> str:
-    """Store a new token's hash and return the token itself (the only time it is seen)."""
-    token = new_token(
-        session,
-        name=name,
-        role=role,
-        cluster_id=cluster_id,
-        job_id=job_id,
-        queues=queues,
-        expires_at=expires_at,
-    )
-    await session.flush()
-    return token
-
-
-def new_token(
-    session: AsyncSession,
-    *,
-    name: str,
-    role: TokenRole,
-    cluster_id: uuid.UUID | None = None,
-    job_id: uuid.UUID | None = None,
-    queues: list[str] | None = None,
-    expires_at: datetime | None = None,
-) -> str:
-    """As `issue_token`, the row written with the session's next flush."""
+    """Store a new token's hash (written with the session's next flush) and return the token
+    itself (the only time it is seen)."""
     token = new_secret()
     session.add(
         ApiToken(
@@ -167,7 +144,7 @@ async def ensure_admin_token(session: AsyncSession) -> str | None:
     )
     if existing.first() is not None:
         return None
-    return await issue_token(session, name="bootstrap-admin", role=TokenRole.ADMIN)
+    return issue_token(session, name="bootstrap-admin", role=TokenRole.ADMIN)
 
 
 async def create_user_token(
@@ -197,7 +174,7 @@ async def create_user_token(
         )
     if expires_at is not None and expires_at <= utcnow():
         raise Invalid.one("expiresAt", "must be in the future")
-    secret = await issue_token(
+    secret = issue_token(
         session, name=name, role=role, queues=queues or None, expires_at=expires_at
     )
     row = (

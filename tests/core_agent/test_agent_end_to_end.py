@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
@@ -37,6 +39,29 @@ def rest(app: FastAPI) -> httpx.AsyncClient:
     )
 
 
+@asynccontextmanager
+async def running_agent(
+    app: FastAPI, api: httpx.AsyncClient, *, coalesce_s: float
+) -> AsyncIterator[tuple[SimulatedCluster, AgentClient]]:
+    """Cluster `sim` registered and its simulated agent streaming to `app` until the block ends."""
+    token = (await create_cluster(api, "sim"))["agentToken"]
+    cluster = SimulatedCluster.from_spec("sim", SPEC)
+    client = AgentClient(
+        cluster="sim",
+        target=f"127.0.0.1:{app.state.grpc_port}",
+        token=token,
+        source=cluster,
+        coalesce_s=coalesce_s,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(client.run(stop=stop))
+    try:
+        yield cluster, client
+    finally:
+        stop.set()
+        await task
+
+
 async def capacity_of(api: httpx.AsyncClient) -> dict[str, tuple[int, int]]:
     body = (await api.get("/api/v1/clusters/sim")).json()
     return {c["gpuModel"]: (c["total"], c["free"]) for c in body["capacity"]}
@@ -45,18 +70,7 @@ async def capacity_of(api: httpx.AsyncClient) -> dict[str, tuple[int, int]]:
 async def test_simulated_agent_inventory_appears_and_follows_changes(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    token = (await create_cluster(api, "sim"))["agentToken"]
-    cluster = SimulatedCluster.from_spec("sim", SPEC)
-    client = AgentClient(
-        cluster="sim",
-        target=f"127.0.0.1:{app.state.grpc_port}",
-        token=token,
-        source=cluster,
-        coalesce_s=0.05,
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(client.run(stop=stop))
-    try:
+    async with running_agent(app, api, coalesce_s=0.05) as (cluster, client):
 
         async def full() -> bool:
             return await capacity_of(api) == {"A100": (64, 64), "H100": (512, 512)}
@@ -77,9 +91,6 @@ async def test_simulated_agent_inventory_appears_and_follows_changes(
         await eventually(changed)
         assert client.seq <= 4  # snapshot + the burst coalesced into few deltas
         assert client.unacked == {} or max(client.unacked) <= client.seq
-    finally:
-        stop.set()
-        await task
 
 
 def _free_port() -> int:
@@ -137,18 +148,7 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
 ) -> None:
     """Inventory changes go as at most one delta per window (jittered by a quarter); a status
     report written in the middle of a window goes at once."""
-    token = (await create_cluster(api, "sim"))["agentToken"]
-    cluster = SimulatedCluster.from_spec("sim", SPEC)
-    client = AgentClient(
-        cluster="sim",
-        target=f"127.0.0.1:{app.state.grpc_port}",
-        token=token,
-        source=cluster,
-        coalesce_s=1.0,
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(client.run(stop=stop))
-    try:
+    async with running_agent(app, api, coalesce_s=1.0) as (cluster, client):
         await eventually(lambda: client.acked >= 1)  # the snapshot
         synced = client.seq
         started = asyncio.get_running_loop().time()
@@ -163,6 +163,3 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
         elapsed = asyncio.get_running_loop().time() - started
         deltas = client.seq - synced
         assert 2 <= deltas <= elapsed / 0.75 + 1  # one now, then one per 0.75-1.25 s window
-    finally:
-        stop.set()
-        await task
