@@ -122,6 +122,14 @@ def cpu_seconds(name: str | None = None, pids: set[int] | None = None) -> dict[i
     return used
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores of the machine have spent busy so far (every process, the kernel
+    too: /proc/stat, all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
     deadline = time.monotonic() + within
     while any(c.acked < c.seq or c.seq == 0 for c in clients):

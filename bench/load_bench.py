@@ -26,7 +26,14 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import Server, cpu_seconds, global_server, process_tree, wait_acked  # noqa: E402
+from harness import (  # noqa: E402
+    Server,
+    cpu_seconds,
+    global_server,
+    machine_busy_seconds,
+    process_tree,
+    wait_acked,
+)
 
 from core_agent.client import AgentClient  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
@@ -231,12 +238,13 @@ async def run(args: argparse.Namespace) -> dict:
             if scheduler is not None:
                 groups["scheduler"] = lambda: cpu_seconds(pids={scheduler.pid})
             before, started = {k: f() for k, f in groups.items()}, time.monotonic()
+            busy = machine_busy_seconds()
             result = await drive(server, args.rate, args.reads, args.seconds)
             elapsed = time.monotonic() - started
             result["cpu_cores"] = {
                 k: sum(v - before[k].get(pid, 0.0) for pid, v in f().items()) / elapsed
                 for k, f in groups.items()
-            }
+            } | {"whole machine": (machine_busy_seconds() - busy) / elapsed}
             for profiler in profilers:
                 if profiler is not None:
                     await profiler.wait()

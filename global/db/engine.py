@@ -60,6 +60,22 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
         yield session
 
 
+async def read_only(session: AsyncSession) -> AsyncSession:
+    """Make a new session run each statement in autocommit on Postgres: at READ COMMITTED every
+    statement sees a snapshot of its own inside a transaction too, so a session that only reads
+    sees the same and saves the BEGIN and COMMIT round trips. (SQLite: unchanged.)"""
+    if session.bind is not None and session.bind.dialect.name == "postgresql":
+        await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    return session
+
+
+@asynccontextmanager
+async def reading(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A session that only reads (see `read_only`)."""
+    async with factory() as session:
+        yield await read_only(session)
+
+
 # SQLSTATEs that mean "try again": connection exceptions (class 08), the server shutting down or
 # starting (57P01-57P03), too many connections, serialization failure, deadlock.
 _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
-from volcano_global.db.engine import is_unavailable, transaction
+from volcano_global.db.engine import is_unavailable, reading, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import DomainError, Invalid, NotFound
 from volcano_global.grpc.batches import batches
@@ -130,7 +130,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     failpoints.hit("dispatch-sent")
 
     async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
-        async with transaction(self.sessions) as session:
+        async with reading(self.sessions) as session:
             return await outbox.undelivered(session, cluster_id=cluster_id)
 
     async def _handle(

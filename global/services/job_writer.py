@@ -1,43 +1,53 @@
 """Group commit for new jobs: submissions that arrive while a batch is being written wait for
-the next one, and a batch is one transaction - one multi-row INSERT of the jobs, one of their
-events, one commit - instead of a transaction per job. The first submission after a quiet spell
-is written at once; under load a batch holds what queued during the previous write, so the
-wait is at most one write.
+the next one, and a batch is one transaction - one read of the queues its jobs name, one
+multi-row INSERT of the jobs, one of their events, one commit - instead of a transaction per
+job (the submission itself reads nothing: its queue is looked up here, with the batch). The
+first submission after a quiet spell is written at once; under load a batch holds what queued
+during the previous write, so the wait is at most one write.
 
 A live job's name is unique (the partial unique index `ACTIVE_NAME_INDEX`, the table's only
 unique index besides its primary key, a fresh UUID): a row that collides, with a stored job or
 an earlier row of its own batch, is skipped by `ON CONFLICT DO NOTHING` and its submitter told
-so; the others are written. Any other integrity error (e.g. the queue was
-deleted meanwhile) makes the batch be written again one job at a time, so only the job at fault
-fails. A database error fails every submission of the batch (each caller gets the error: the
-client retries); nothing is reported written that is not committed."""
+so; the others are written. A job whose queue does not exist is not written and its submitter
+told so. Any other integrity error (e.g. the queue was deleted between the read and the
+insert) makes the batch be written again one job at a time, so only the job at fault fails. A
+database error fails every submission of the batch (each caller gets the error: the client
+retries); nothing is reported written that is not committed."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, insert
+from sqlalchemy import Insert, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Event, Job
+from volcano_global.db.models import Event, Job, Queue
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 500  # jobs per INSERT (each has ~25 columns: well under the bind-parameter limits)
 
 
+class Outcome(enum.Enum):
+    STORED = "stored"
+    NAME_TAKEN = "a live job has its name"
+    NO_QUEUE = "its queue does not exist"
+
+
 @dataclass
 class _Item:
-    job: dict[str, Any]  # every column of the row
+    job: dict[str, Any]  # every column of the row but queue_id, set from `queue` when written
+    queue: str  # the queue's name
     events: list[dict[str, Any]]  # every column of each event row
-    written: asyncio.Future[bool]  # False: the live name was taken
+    written: asyncio.Future[Outcome]
 
 
 class JobWriter:
@@ -47,10 +57,13 @@ class JobWriter:
         self._batch: list[_Item] = []  # being written
         self._writing: asyncio.Task[None] | None = None
 
-    async def add(self, job: dict[str, Any], events: list[dict[str, Any]]) -> bool:
-        """Write the job and its events in the next batch; False if a live job has its name.
-        Raises what the write raised (the job is then not stored)."""
-        item = _Item(job, events, asyncio.get_running_loop().create_future())
+    async def add(
+        self, job: dict[str, Any], events: list[dict[str, Any]], *, queue: str
+    ) -> Outcome:
+        """Write the job (into the queue named `queue`, whose id it is given) and its events in
+        the next batch, and tell whether it was stored. Raises what the write raised (the job
+        is then not stored)."""
+        item = _Item(job, queue, events, asyncio.get_running_loop().create_future())
         self._queue.append(item)
         if self._writing is None:
             self._writing = asyncio.create_task(self._drain())
@@ -77,28 +90,40 @@ class JobWriter:
 
     async def _write(self, batch: list[_Item]) -> None:
         try:
-            inserted = await self._insert(batch)
+            outcomes = await self._insert(batch)
         except IntegrityError as exc:
             if len(batch) > 1:
                 log.info("a batch of %d jobs hit %s: writing them one by one", len(batch), exc.orig)
                 for item in batch:
                     await self._write([item])
                 return
-            _settle(batch, error=exc)
+            _fail(batch, exc)
             return
         except Exception as exc:  # the database: every caller of the batch gets the error
-            _settle(batch, error=exc)
+            _fail(batch, exc)
             return
-        _settle(batch, inserted=inserted)
+        _settle(batch, outcomes)
 
-    async def _insert(self, batch: list[_Item]) -> set[uuid.UUID]:
+    async def _insert(self, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
         async with transaction(self.sessions) as session:
-            rows = await session.execute(_insert_jobs(session), [item.job for item in batch])
-            inserted = set(rows.scalars())
-            events = [e for item in batch if item.job["id"] in inserted for e in item.events]
+            names = {item.queue for item in batch}
+            found = select(Queue.name, Queue.id).where(Queue.name.in_(names))
+            queue_ids = {name: id_ for name, id_ in await session.execute(found)}
+            outcomes = {item.job["id"]: Outcome.NO_QUEUE for item in batch}
+            rows = []
+            for item in batch:
+                if item.queue in queue_ids:
+                    item.job["queue_id"] = queue_ids[item.queue]
+                    rows.append(item.job)
+                    outcomes[item.job["id"]] = Outcome.NAME_TAKEN  # unless the insert returns it
+            if rows:
+                for job_id in (await session.execute(_insert_jobs(session), rows)).scalars():
+                    outcomes[job_id] = Outcome.STORED
+            stored = [item for item in batch if outcomes[item.job["id"]] is Outcome.STORED]
+            events = [e for item in stored for e in item.events]
             if events:
                 await session.execute(insert(Event.__table__), events)
-        return inserted
+        return outcomes
 
 
 def _insert_jobs(session: AsyncSession) -> Insert:
@@ -119,13 +144,13 @@ def _insert_jobs(session: AsyncSession) -> Insert:
 _INSERTS: dict[str, Insert] = {}
 
 
-def _settle(
-    batch: list[_Item], *, inserted: set[uuid.UUID] | None = None, error: Exception | None = None
-) -> None:
+def _settle(batch: list[_Item], outcomes: dict[uuid.UUID, Outcome]) -> None:
     for item in batch:
-        if item.written.done():  # its caller went away (the job is written all the same)
-            continue
-        if error is not None:
+        if not item.written.done():  # else its caller went away (the outcome stands all the same)
+            item.written.set_result(outcomes[item.job["id"]])
+
+
+def _fail(batch: list[_Item], error: Exception) -> None:
+    for item in batch:
+        if not item.written.done():
             item.written.set_exception(error)
-        else:
-            item.written.set_result(item.job["id"] in (inserted or set()))

@@ -28,7 +28,7 @@ from volcano_global.db.models import (
 from volcano_global.errors import Conflict, Forbidden, Invalid, NotFound
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.services.events import event_row, record_event
-from volcano_global.services.job_writer import JobWriter
+from volcano_global.services.job_writer import JobWriter, Outcome
 from volcano_global.services.lifecycle import transition
 from volcano_global.services.outbox import enqueue_cancellations
 from volcano_global.services.queues import find_queue
@@ -65,10 +65,9 @@ class Submission:
     allowed_queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
 
 
-async def parse_submission(
-    session: AsyncSession, submission: Submission
-) -> tuple[dict[str, Any], NormalizedJob, Queue]:
-    """The document, its normalized gang and its queue; every bad field refused (Invalid)."""
+def read_submission(submission: Submission) -> tuple[dict[str, Any], NormalizedJob, str]:
+    """The document, its normalized gang and its queue's name, checked without the database:
+    every bad field refused (Invalid), a queue the caller may not use refused (Forbidden)."""
     limits, allowed_queues = submission.limits, submission.allowed_queues
     document = load_document(
         submission.body,
@@ -78,16 +77,28 @@ async def parse_submission(
     )
     job = normalize_job(document, submission.options)
     queue_name = job.queue or submission.default_queue
-    queue = await find_queue(session, name=queue_name)
-    if queue is None:
-        field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
-        raise Invalid.one(field, f"queue {queue_name!r} does not exist")
-    if allowed_queues is not None and queue.name not in allowed_queues:
+    if allowed_queues is not None and queue_name not in allowed_queues:
         raise Forbidden(
-            f"this token may not submit to queue {queue.name!r} "
+            f"this token may not submit to queue {queue_name!r} "
             f"(allowed: {', '.join(allowed_queues)})"
         )
+    return document, job, queue_name
+
+
+async def parse_submission(
+    session: AsyncSession, submission: Submission
+) -> tuple[dict[str, Any], NormalizedJob, Queue]:
+    """As `read_submission`, with the queue read (Invalid if it does not exist)."""
+    document, job, queue_name = read_submission(submission)
+    queue = await find_queue(session, name=queue_name)
+    if queue is None:
+        raise _no_queue(job, queue_name)
     return document, job, queue
+
+
+def _no_queue(job: NormalizedJob, queue_name: str) -> Invalid:
+    field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
+    return Invalid.one(field, f"queue {queue_name!r} does not exist")
 
 
 async def submit_job(
@@ -99,10 +110,11 @@ async def submit_job(
     events: Sequence[dict[str, Any]] = (),
 ) -> Job:
     """Check the submission, then store the job with its Submitted event and `events` (rows
-    from `event_row`, e.g. the call's audit record) in the writer's next batch. The session's
-    read transaction ends before the wait (SQLite has one connection, which the writer needs).
-    Returns the stored job (not attached to a session)."""
-    document, job, queue = await parse_submission(session, submission)
+    from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
+    looks its queue up. The session's transaction (if the caller's token was read) ends before
+    the wait (SQLite has one connection, which the writer needs). Returns the stored job (not
+    attached to a session; its queue carries only its id and name)."""
+    document, job, queue_name = read_submission(submission)
     await session.commit()
     now = utcnow()
     values: dict[str, Any] = {
@@ -111,7 +123,6 @@ async def submit_job(
         "namespace": job.namespace,
         "kind": job.kind,
         "api_version": job.api_version,
-        "queue_id": queue.id,
         "priority": job.priority,
         "priority_class_name": job.priority_class_name,
         "source": submission.body.decode("utf-8"),
@@ -143,12 +154,15 @@ async def submit_job(
         job_id=values["id"],
         reason="Submitted",
         message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
-        f"submitted to queue {queue.name} by {submitted_by}; {split}",
+        f"submitted to queue {queue_name} by {submitted_by}; {split}",
     )
-    if not await writer.add(values, [submitted, *events]):
+    outcome = await writer.add(values, [submitted, *events], queue=queue_name)
+    if outcome is Outcome.NO_QUEUE:
+        raise _no_queue(job, queue_name)
+    if outcome is Outcome.NAME_TAKEN:
         raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
     row = Job(**values)
-    row.queue = queue
+    row.queue = Queue(id=values["queue_id"], name=queue_name)
     return row
 
 

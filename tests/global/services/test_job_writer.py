@@ -1,12 +1,13 @@
 """Group commit of submissions (SQLite and Postgres): submissions that arrive together are
 written in fewer INSERTs than jobs, each with its events and audit record; a job whose row
-cannot be stored fails alone."""
+cannot be stored fails alone, and one whose queue does not exist is refused alone."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Awaitable
 
 import httpx
 from fastapi import FastAPI
@@ -17,6 +18,7 @@ from tests.factories import job_document, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
+from volcano_global.services.job_writer import Outcome
 
 
 async def test_submissions_that_arrive_together_share_a_transaction(
@@ -62,24 +64,25 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         template = {c.key: getattr(seed, c.key) for c in Job.__table__.columns}
     writer = app.state.job_writer
 
-    def row(name: str, queue_id: uuid.UUID) -> dict:
-        return template | {"id": uuid.uuid4(), "name": name, "queue_id": queue_id}
+    def row(name: str, **changes: object) -> dict:
+        return template | {"id": uuid.uuid4(), "name": name} | changes
 
-    good = [row(f"good-{i}", template["queue_id"]) for i in range(5)]
-    bad = row("bad", uuid.uuid4())  # no such queue: a foreign key violation
-    taken = row("seed", template["queue_id"])  # a live job has this name
+    def add(job: dict, queue: str = "default") -> Awaitable[Outcome]:
+        submitted = event_row(job_id=job["id"], reason="Submitted", message="m")
+        return writer.add(job, [submitted], queue=queue)
+
+    good = [row(f"good-{i}") for i in range(5)]
+    bad = row("bad", state=None)  # a NOT NULL column without a value: an integrity error
     results = await asyncio.gather(
-        *(
-            writer.add(r, [event_row(job_id=r["id"], reason="Submitted", message="m")])
-            for r in good
-        ),
-        writer.add(bad, [event_row(job_id=bad["id"], reason="Submitted", message="m")]),
-        writer.add(taken, []),
+        *(add(r) for r in good),
+        add(bad),
+        add(row("seed")),  # a live job has this name
+        add(row("elsewhere"), queue="no-such-queue"),
         return_exceptions=True,
     )
-    assert results[:5] == [True] * 5
+    assert results[:5] == [Outcome.STORED] * 5
     assert isinstance(results[5], IntegrityError)
-    assert results[6] is False
+    assert results[6:] == [Outcome.NAME_TAKEN, Outcome.NO_QUEUE]
     async with transaction(app.state.sessions) as session:
         names = set((await session.execute(select(Job.name))).scalars())
         events = await session.scalar(
@@ -93,7 +96,9 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     writer = app.state.job_writer
-    callers = [asyncio.create_task(writer.add({"id": uuid.uuid4()}, [])) for _ in range(3)]
+    callers = [
+        asyncio.create_task(writer.add({"id": uuid.uuid4()}, [], queue="default")) for _ in range(3)
+    ]
     await asyncio.sleep(0)  # the callers queue; the writer task is created, not yet run
     assert writer._writing is not None
     writer._writing.cancel()
