@@ -64,8 +64,19 @@ def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int
     return data
 
 
-def nul_path(value: Any, path: str = "") -> str | None:
-    """The path of the first string (or key) holding a NUL character, else None."""
+def nul_path(value: Any) -> str | None:
+    """The path of the first string (or key) holding a NUL character, else None. JSON text
+    escapes every NUL as `\\u0000`: one encoding (in C) clears almost every input without
+    walking it in Python; a hit (or a value JSON cannot encode) is walked to find the path."""
+    try:
+        if "\\u0000" not in json.dumps(value, default=str):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return _nul_walk(value, "")
+
+
+def _nul_walk(value: Any, path: str) -> str | None:
     if isinstance(value, str):
         return path if "\x00" in value else None
     if isinstance(value, dict):
@@ -73,12 +84,12 @@ def nul_path(value: Any, path: str = "") -> str | None:
             here = f"{path}.{key}" if path else str(key)
             if isinstance(key, str) and "\x00" in key:
                 return here
-            found = nul_path(item, here)
+            found = _nul_walk(item, here)
             if found is not None:
                 return found
     if isinstance(value, list):
         for i, item in enumerate(value):
-            found = nul_path(item, f"{path}[{i}]")
+            found = _nul_walk(item, f"{path}[{i}]")
             if found is not None:
                 return found
     return None

@@ -7,12 +7,11 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Insert, Row, Table, bindparam, delete, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Row, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
+from volcano_global.db.bulk import add_to_rows, update_rows
 from volcano_global.db.models import (
     Cluster,
     ClusterGpuCapacity,
@@ -84,18 +83,20 @@ async def apply_delta(
             **node.model_dump(exclude={"domain", "taints"}),
             "taints": [t.model_dump(by_alias=True) for t in node.taints],
             "domain_id": domains[node.domain] if node.domain else None,
-            "updated_at": now,
-            "seq": seq,
         }
         if node.name in existing:
-            updates.append({"id": existing[node.name].id, **values})
+            updates.append(values)  # found by name (the cluster's names are unique)
         else:
-            inserts.append({"id": uuid.uuid4(), "cluster_id": cluster.id, **values})
-    if updates:
-        table = Node.__table__
-        columns = {key: bindparam(f"v_{key}") for key in updates[0] if key != "id"}
-        statement = update(table).where(table.c.id == bindparam("v_id")).values(columns)
-        await session.execute(statement, [{f"v_{k}": v for k, v in row.items()} for row in updates])
+            extra = {"id": uuid.uuid4(), "cluster_id": cluster.id, "updated_at": now, "seq": seq}
+            inserts.append(values | extra)
+    await update_rows(
+        session,
+        Node.__table__,
+        updates,
+        key="name",
+        where={"cluster_id": cluster.id},
+        values={"updated_at": now, "seq": seq},
+    )
     await insert_many(session, Node, inserts)
     await _apply_change(session, cluster.id, change)
     cluster.inventory_updated_at = now
@@ -219,33 +220,14 @@ async def _apply_change(
         if d is not None
     ]
     for model, rows, keys in (
-        (ClusterGpuCapacity, clusters, ["cluster_id", "gpu_model"]),
-        (DomainGpuCapacity, domains, ["domain_id", "gpu_model"]),
+        (ClusterGpuCapacity, clusters, ("cluster_id", "gpu_model")),
+        (DomainGpuCapacity, domains, ("domain_id", "gpu_model")),
     ):
-        if rows:
-            await session.execute(_adding_upsert(session, model.__table__, keys), rows)
+        await add_to_rows(
+            session, model.__table__, rows, keys=keys, added=("total_gpus", "free_gpus")
+        )
 
 
 def _key_order(item: tuple[Key, list[int]]) -> tuple[str, str]:
     (domain_id, model), _ = item
     return (str(domain_id) if domain_id else "", model)
-
-
-def _adding_upsert(session: AsyncSession, table: Table, keys: list[str]) -> Insert:
-    """INSERT ... ON CONFLICT (keys) DO UPDATE adding the inserted totals to the stored ones
-    (built once per dialect and table: building it costs more than running it)."""
-    dialect = session.get_bind().dialect.name
-    statement = _UPSERTS.get((dialect, table.name))
-    if statement is None:
-        insert = (postgresql_insert if dialect == "postgresql" else sqlite_insert)(table)
-        statement = _UPSERTS[(dialect, table.name)] = insert.on_conflict_do_update(
-            index_elements=keys,
-            set_={
-                "total_gpus": table.c.total_gpus + insert.excluded.total_gpus,
-                "free_gpus": table.c.free_gpus + insert.excluded.free_gpus,
-            },
-        )
-    return statement
-
-
-_UPSERTS: dict[tuple[str, str], Insert] = {}

@@ -7,6 +7,7 @@ import pytest
 from tests.factories import BILLION_LAUGHS
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import load_document
+from volcano_global.jobspec.documents import nul_path
 
 LIMITS = {"max_nodes": 10_000, "max_depth": 64}
 
@@ -64,3 +65,12 @@ def test_python_tags_are_not_constructed() -> None:
 def test_trailing_document_separator_is_accepted() -> None:
     doc = load_document(b"---\nkind: Job\n---\n", fmt="yaml", **LIMITS)
     assert doc == {"kind": "Job"}
+
+
+def test_nul_characters_are_found_wherever_they_are_and_only_there() -> None:
+    assert nul_path({"spec": {"tasks": [{"name": "ok"}, {"args": ["a", "b\x00"]}]}}) == (
+        "spec.tasks[1].args[1]"
+    )
+    assert nul_path({"labels": {"team\x00": "x"}}) == "labels.team\x00"
+    assert nul_path({"text": "a literal \\u0000 is six characters, not a NUL"}) is None
+    assert nul_path({"when": object(), "n": [1, 2.5, None, True]}) is None  # not JSON: fine

@@ -1,0 +1,136 @@
+"""Many rows in one statement. On Postgres the rows travel as one JSON parameter unpacked by
+`jsonb_to_recordset`: one statement, one parameter and one round trip whatever the number of
+rows, and SQL text that does not change with it (prepared once per connection). An executemany
+costs SQLAlchemy a parameter set per row, each processed in Python, which for the agents'
+inventory deltas was most of the server's work. Elsewhere (SQLite, the embedded default) the
+same rows go as an executemany; the outcome is the same."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Executable, Table, bindparam, text, update
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import BindParameter, TextClause
+
+T = TypeVar("T")
+Names = tuple[str, ...]  # column names
+_PG = postgresql.dialect()
+_STATEMENTS: dict[tuple[Any, ...], Any] = {}  # built once: building costs more than running
+
+
+async def update_rows(
+    session: AsyncSession,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    *,
+    key: str,
+    where: dict[str, Any],
+    values: dict[str, Any],
+) -> None:
+    """In the rows of `table` matching `where` (column: value), set each given row's columns in
+    the row whose `key` column equals its `key` (every row gives the same columns), and the
+    `values` (column: value) in all of them."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    constants = {f"w_{c}": v for c, v in where.items()} | {f"c_{c}": v for c, v in values.items()}
+    shape = (table.name, columns, key, tuple(where), tuple(values))
+    if _dialect(session) == "postgresql":
+        statement = _cached(("update", *shape), _pg_update, table, *shape[1:])
+        await session.execute(statement, {"rows": _json(rows), **constants})
+        return
+    statement = _cached(("update sqlite", *shape), _update, table, *shape[1:])
+    await session.execute(
+        statement, [{f"v_{c}": v for c, v in row.items()} | constants for row in rows]
+    )
+
+
+async def add_to_rows(
+    session: AsyncSession,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    *,
+    keys: tuple[str, ...],
+    added: tuple[str, ...],
+) -> None:
+    """Insert the rows; where a row with the same `keys` exists, add the `added` columns to
+    it instead. Give the rows in key order (concurrent writers then lock in the same order)."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    if _dialect(session) == "postgresql":
+        key = ("add", table.name, columns, keys, added)
+        statement = _cached(key, _pg_add, table, columns, keys, added)
+        await session.execute(statement, {"rows": _json(rows)})
+        return
+    statement = _cached(("add sqlite", table.name, keys, added), _add, table, keys, added)
+    await session.execute(statement, list(rows))
+
+
+def _pg_update(table: Table, columns: Names, key: str, where: Names, values: Names) -> TextClause:
+    sets = [f"{c} = u.{c}" for c in columns if c != key] + [f"{c} = :c_{c}" for c in values]
+    matches = [f"t.{key} = u.{key}"] + [f"t.{c} = :w_{c}" for c in where]
+    return text(
+        # Table and column names come from the model, never from input.
+        f"UPDATE {table.name} AS t SET {', '.join(sets)} "
+        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({_record(table, columns)}) "
+        f"WHERE {' AND '.join(matches)}"
+    ).bindparams(*_typed(table, "w_", where), *_typed(table, "c_", values))
+
+
+def _pg_add(
+    table: Table, columns: tuple[str, ...], keys: tuple[str, ...], added: tuple[str, ...]
+) -> TextClause:
+    names = ", ".join(columns)
+    sets = ", ".join(f"{c} = t.{c} + excluded.{c}" for c in added)
+    return text(
+        f"INSERT INTO {table.name} AS t ({names}) SELECT {names} "
+        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({_record(table, columns)}) "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
+    )
+
+
+def _update(table: Table, columns: Names, key: str, where: Names, values: Names) -> Executable:
+    sets = {c: bindparam(f"v_{c}") for c in columns if c != key}
+    sets |= {c: bindparam(f"c_{c}") for c in values}
+    matches = [table.c[key] == bindparam(f"v_{key}")]
+    matches += [table.c[c] == bindparam(f"w_{c}") for c in where]
+    return update(table).where(*matches).values(sets)
+
+
+def _add(table: Table, keys: tuple[str, ...], added: tuple[str, ...]) -> Executable:
+    insert = sqlite_insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=list(keys), set_={c: table.c[c] + insert.excluded[c] for c in added}
+    )
+
+
+def _typed(table: Table, prefix: str, columns: tuple[str, ...]) -> list[BindParameter[Any]]:
+    """Parameters for constants, typed as their columns (so they are converted as stored)."""
+    return [bindparam(f"{prefix}{c}", type_=table.c[c].type) for c in columns]
+
+
+def _record(table: Table, columns: tuple[str, ...]) -> str:
+    """The record definition `jsonb_to_recordset` needs: each column with its Postgres type."""
+    return ", ".join(f"{c} {table.c[c].type.compile(dialect=_PG)}" for c in columns)
+
+
+def _json(rows: Sequence[dict[str, Any]]) -> str:
+    # UUIDs and timestamps as their text forms, which Postgres casts back to the column types.
+    return json.dumps(rows, default=str, separators=(",", ":"))
+
+
+def _cached(key: tuple[Any, ...], build: Callable[..., T], *args: Any) -> T:
+    statement = _STATEMENTS.get(key)
+    if statement is None:
+        statement = _STATEMENTS[key] = build(*args)
+    return statement  # type: ignore[no-any-return]
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
