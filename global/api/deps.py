@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.engine import read_only
+from volcano_global.db.engine import autocommit
 from volcano_global.errors import Unauthorized
 from volcano_global.services.events import record_audit
 from volcano_global.services.tokens import Principal, authenticate
@@ -27,11 +27,11 @@ async def get_settings(request: Request) -> Settings:
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """One unit of work per request, committed before the response is sent (so a failed
     commit is reported to the caller instead of being lost). A read (GET) only reads: its
-    statements run in autocommit (`read_only`)."""
+    statements run in autocommit (`autocommit`)."""
     async with request.app.state.sessions() as session:
         try:
             if request.method not in MUTATING:
-                await read_only(session)
+                await autocommit(session)
             yield session
             principal = getattr(request.state, "principal", None)
             audited = getattr(request.state, "audited", False)  # e.g. with a submitted job

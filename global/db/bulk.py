@@ -42,7 +42,7 @@ async def update_rows(
     shape = (table.name, columns, key, tuple(where), tuple(values))
     if _dialect(session) == "postgresql":
         statement = _cached(("update", *shape), _pg_update, table, *shape[1:])
-        await session.execute(statement, {"rows": _json(rows), **constants})
+        await session.execute(statement, {"rows": as_json(rows), **constants})
         return
     statement = _cached(("update sqlite", *shape), _update, table, *shape[1:])
     await session.execute(
@@ -66,7 +66,7 @@ async def add_to_rows(
     if _dialect(session) == "postgresql":
         key = ("add", table.name, columns, keys, added)
         statement = _cached(key, _pg_add, table, columns, keys, added)
-        await session.execute(statement, {"rows": _json(rows)})
+        await session.execute(statement, {"rows": as_json(rows)})
         return
     statement = _cached(("add sqlite", table.name, keys, added), _add, table, keys, added)
     await session.execute(statement, list(rows))
@@ -78,7 +78,7 @@ def _pg_update(table: Table, columns: Names, key: str, where: Names, values: Nam
     return text(
         # Table and column names come from the model, never from input.
         f"UPDATE {table.name} AS t SET {', '.join(sets)} "
-        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({_record(table, columns)}) "
+        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({record_of(table, columns)}) "
         f"WHERE {' AND '.join(matches)}"
     ).bindparams(*_typed(table, "w_", where), *_typed(table, "c_", values))
 
@@ -90,7 +90,7 @@ def _pg_add(
     sets = ", ".join(f"{c} = t.{c} + excluded.{c}" for c in added)
     return text(
         f"INSERT INTO {table.name} AS t ({names}) SELECT {names} "
-        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({_record(table, columns)}) "
+        f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({record_of(table, columns)}) "
         f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
     )
 
@@ -115,13 +115,15 @@ def _typed(table: Table, prefix: str, columns: tuple[str, ...]) -> list[BindPara
     return [bindparam(f"{prefix}{c}", type_=table.c[c].type) for c in columns]
 
 
-def _record(table: Table, columns: tuple[str, ...]) -> str:
-    """The record definition `jsonb_to_recordset` needs: each column with its Postgres type."""
+def record_of(table: Table, columns: tuple[str, ...]) -> str:
+    """The record definition `jsonb_to_recordset` needs for rows of `table` (as `as_json`
+    sends them): each column with its Postgres type."""
     return ", ".join(f"{c} {table.c[c].type.compile(dialect=_PG)}" for c in columns)
 
 
-def _json(rows: Sequence[dict[str, Any]]) -> str:
-    # UUIDs and timestamps as their text forms, which Postgres casts back to the column types.
+def as_json(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows as one JSON parameter: UUIDs and timestamps as their text forms, which Postgres
+    casts back to the column types."""
     return json.dumps(rows, default=str, separators=(",", ":"))
 
 

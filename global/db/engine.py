@@ -60,10 +60,11 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
         yield session
 
 
-async def read_only(session: AsyncSession) -> AsyncSession:
-    """Make a new session run each statement in autocommit on Postgres: at READ COMMITTED every
-    statement sees a snapshot of its own inside a transaction too, so a session that only reads
-    sees the same and saves the BEGIN and COMMIT round trips. (SQLite: unchanged.)"""
+async def autocommit(session: AsyncSession) -> AsyncSession:
+    """Make a new session run each statement in autocommit on Postgres, without the BEGIN and
+    COMMIT round trips. For sessions that only read (at READ COMMITTED every statement sees a
+    snapshot of its own inside a transaction too, so they see the same) or whose every write
+    is one statement (atomic on its own). SQLite: unchanged."""
     if session.bind is not None and session.bind.dialect.name == "postgresql":
         await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     return session
@@ -71,9 +72,9 @@ async def read_only(session: AsyncSession) -> AsyncSession:
 
 @asynccontextmanager
 async def reading(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
-    """A session that only reads (see `read_only`)."""
+    """A session that only reads (see `autocommit`)."""
     async with factory() as session:
-        yield await read_only(session)
+        yield await autocommit(session)
 
 
 # SQLSTATEs that mean "try again": connection exceptions (class 08), the server shutting down or

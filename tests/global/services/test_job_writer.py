@@ -27,7 +27,7 @@ async def test_submissions_that_arrive_together_share_a_transaction(
     inserts = []
 
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO JOBS"):
+        if "INSERT INTO JOBS" in statement.upper():
             inserts.append(statement)
 
     engine = app.state.engine.sync_engine
