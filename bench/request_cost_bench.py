@@ -49,11 +49,15 @@ async def measure(database_url: str, requests: int) -> dict[str, float]:
             transport=transport, base_url="http://t", headers=headers
         ) as api:
             base = time.time_ns() % 10**9 * 1000
+            uids = []
             for i in range(50):  # warm up, and 50 jobs for the pages
-                assert (await api.post("/api/v1/jobs", json=job(base + i))).status_code == 201
+                answer = await api.post("/api/v1/jobs", json=job(base + i))
+                assert answer.status_code == 201
+                uids.append(answer.json()["uid"])
             calls = {
                 "submit": lambda i: api.post("/api/v1/jobs", json=job(base + 100 + i)),
                 "list 20 jobs": lambda i: api.get("/api/v1/jobs", params={"limit": 20}),
+                "get 1 job": lambda i: api.get(f"/api/v1/jobs/{uids[i % len(uids)]}"),
                 "healthz": lambda i: api.get("/healthz"),
             }
             for kind, call in calls.items():

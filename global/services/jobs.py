@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Integer, Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer, lazyload, raiseload, selectinload
 
@@ -191,12 +191,7 @@ async def list_jobs(
     session: AsyncSession, *, filters: JobFilter, limit: int, continue_token: str | None
 ) -> tuple[list[Job], str | None]:
     """Newest first. Returns a page and the token of the next page (None on the last)."""
-    query: Select[tuple[Job]] = (
-        select(Job)
-        # A page shows summaries: the documents stay in the database.
-        .options(defer(Job.source), defer(Job.manifest), defer(Job.measurements))
-        .order_by(Job.submitted_at.desc(), Job.id.desc())
-    )
+    query = _PAGE
     if filters.queue is not None:
         query = query.join(Queue, Queue.id == Job.queue_id).where(Queue.name == filters.queue)
     if filters.state is not None:
@@ -230,11 +225,21 @@ async def list_jobs(
                 and_(Job.submitted_at == submitted_at, Job.id < last_id),
             )
         )
-    rows = list((await session.execute(query.limit(limit + 1))).scalars())
+    rows = list((await session.execute(query.limit(_LIMIT), {"limit": limit + 1})).scalars())
     if len(rows) <= limit:
         return rows, None
     page = rows[:limit]
     return page, _encode_cursor(page[-1])
+
+
+# Built once (building a statement costs more than running a cached one): a page shows
+# summaries, so the documents stay in the database.
+_PAGE: Select[tuple[Job]] = (
+    select(Job)
+    .options(defer(Job.source), defer(Job.manifest), defer(Job.measurements))
+    .order_by(Job.submitted_at.desc(), Job.id.desc())
+)
+_LIMIT = bindparam("limit", type_=Integer)
 
 
 async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
@@ -258,13 +263,7 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
 
 async def latest_placement(session: AsyncSession, *, job_id: uuid.UUID) -> Placement | None:
     """The job's active placement, else its most recent one (withdrawn or released)."""
-    rows = await session.execute(
-        select(Placement)
-        .where(Placement.job_id == job_id)
-        .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
-        .limit(1)
-        .options(_SHARE_CLUSTER_NAMES)
-    )
+    rows = await session.execute(_LATEST_PLACEMENT, {"job_id": job_id})
     return rows.scalar_one_or_none()
 
 
@@ -273,11 +272,7 @@ async def active_placements(
 ) -> dict[uuid.UUID, Placement]:
     """For job summaries: the active placements' shares and their clusters (not the link
     reservations)."""
-    rows = await session.execute(
-        select(Placement)
-        .where(Placement.job_id.in_(job_ids), Placement.state == PlacementState.ACTIVE)
-        .options(_SHARE_CLUSTER_NAMES, raiseload(Placement.link_reservations))
-    )
+    rows = await session.execute(_ACTIVE_PLACEMENTS, {"job_ids": job_ids})
     return {p.job_id: p for p in rows.scalars()}
 
 
@@ -285,6 +280,21 @@ async def active_placements(
 # more per page, and what a job is shown with does not use them).
 _SHARE_CLUSTER_NAMES = (
     selectinload(Placement.shares).joinedload(ClusterShare.cluster).raiseload(Cluster.capacities)
+)
+_LATEST_PLACEMENT = (
+    select(Placement)
+    .where(Placement.job_id == bindparam("job_id"))
+    .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
+    .limit(1)
+    .options(_SHARE_CLUSTER_NAMES)
+)
+_ACTIVE_PLACEMENTS = (
+    select(Placement)
+    .where(
+        Placement.job_id.in_(bindparam("job_ids", expanding=True)),
+        Placement.state == PlacementState.ACTIVE,
+    )
+    .options(_SHARE_CLUSTER_NAMES, raiseload(Placement.link_reservations))
 )
 
 
