@@ -11,6 +11,7 @@ from typing import Annotated
 
 import grpc
 import typer
+import uvloop
 
 from core_agent.client import DEFAULT_COALESCE_S, AgentClient
 from core_agent.kubernetes.adapter import KubeApi, api_client
@@ -132,7 +133,7 @@ def agent(
         )
         await client.run(stop=stop)
 
-    asyncio.run(main())
+    uvloop.run(main())  # asyncio's own loop costs ~2x the CPU per message
 
 
 def _simulated(

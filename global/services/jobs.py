@@ -233,10 +233,22 @@ async def list_jobs(
 
 
 # Built once (building a statement costs more than running a cached one): a page shows
-# summaries, so the documents stay in the database.
+# summaries, so the documents and the other JSON columns stay in the database.
 _PAGE: Select[tuple[Job]] = (
     select(Job)
-    .options(defer(Job.source), defer(Job.manifest), defer(Job.measurements))
+    .options(
+        *(
+            defer(column)
+            for column in (
+                Job.source,
+                Job.manifest,
+                Job.measurements,
+                Job.gang,
+                Job.split_policy,
+                Job.communication,
+            )
+        )
+    )
     .order_by(Job.submitted_at.desc(), Job.id.desc())
 )
 _LIMIT = bindparam("limit", type_=Integer)
