@@ -120,7 +120,9 @@ class Settings(BaseSettings):
     grpc_port: int = Field(8081, description="Agent gRPC listen port (0: any free port).")
     log_level: str = Field("info", description="Python log level of the server.")
     migrate_on_start: bool = Field(True, description="Run alembic upgrade head on start.")
-    db_pool_size: int = Field(10, description="Connection pool size (Postgres).")
+    db_pool_size: int = Field(
+        10, description="Postgres connections per server process (no overflow: beyond, work waits)."
+    )
     workers: int = Field(
         1,
         ge=1,
