@@ -36,7 +36,7 @@ def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
 
 
 async def _schedule(settings: Settings) -> None:
-    engine = create_engine(settings.database_url, pool_size=2)
+    engine = create_engine(settings.database_url, pool_size=4)  # leadership, rounds, slack
     scheduler = Scheduler(engine, create_session_factory(engine), settings)
     tune_gc()
     stopping = asyncio.Event()
