@@ -41,10 +41,10 @@ async def update_rows(
     constants = {f"w_{c}": v for c, v in where.items()} | {f"c_{c}": v for c, v in values.items()}
     shape = (table.name, columns, key, tuple(where), tuple(values))
     if _dialect(session) == "postgresql":
-        statement = _cached(("update", *shape), _pg_update, table, *shape[1:])
+        statement = cached_statement(("update", *shape), _pg_update, table, *shape[1:])
         await session.execute(statement, {"rows": as_json(rows), **constants})
         return
-    statement = _cached(("update sqlite", *shape), _update, table, *shape[1:])
+    statement = cached_statement(("update sqlite", *shape), _update, table, *shape[1:])
     await session.execute(
         statement, [{f"v_{c}": v for c, v in row.items()} | constants for row in rows]
     )
@@ -65,10 +65,10 @@ async def add_to_rows(
     columns = tuple(rows[0])
     if _dialect(session) == "postgresql":
         key = ("add", table.name, columns, keys, added)
-        statement = _cached(key, _pg_add, table, columns, keys, added)
+        statement = cached_statement(key, _pg_add, table, columns, keys, added)
         await session.execute(statement, {"rows": as_json(rows)})
         return
-    statement = _cached(("add sqlite", table.name, keys, added), _add, table, keys, added)
+    statement = cached_statement(("add sqlite", table.name, keys, added), _add, table, keys, added)
     await session.execute(statement, list(rows))
 
 
@@ -127,7 +127,8 @@ def as_json(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(rows, default=str, separators=(",", ":"))
 
 
-def _cached(key: tuple[Any, ...], build: Callable[..., T], *args: Any) -> T:
+def cached_statement(key: tuple[Any, ...], build: Callable[..., T], *args: Any) -> T:
+    """`build(*args)`, built once per `key` (the statement's shape)."""
     statement = _STATEMENTS.get(key)
     if statement is None:
         statement = _STATEMENTS[key] = build(*args)

@@ -28,8 +28,9 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.sql.elements import TextClause
 
-from volcano_global.db.bulk import as_json, record_of
+from volcano_global.db.bulk import as_json, cached_statement, record_of
 from volcano_global.db.engine import autocommit
 from volcano_global.db.models import Event, Job, Queue
 
@@ -119,7 +120,10 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     jobs = [{**item.job, "queue_name": item.queue, "n": n} for n, item in enumerate(batch)]
     events = [{**e, "owner": item.job["id"]} for item in batch for e in item.events]
     job_columns = tuple(c for c in batch[0].job if c != "queue_id")  # set from the queue's name
-    statement = _cached_batch_statement(job_columns, tuple(events[0]) if events else ())
+    event_columns = tuple(c for c in events[0] if c != "owner") if events else ()
+    statement = cached_statement(
+        ("job batch", job_columns, event_columns), _batch_statement, job_columns, event_columns
+    )
     rows = await session.execute(statement, {"jobs": as_json(jobs), "events": as_json(events)})
     stored, queue_ids = set(), {}
     for row_id, queue in rows:
@@ -142,19 +146,10 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     return outcomes
 
 
-def _cached_batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...]) -> Any:
-    key = (job_columns, event_columns)
-    statement = _BATCH_STATEMENTS.get(key)
-    if statement is None:
-        statement = _BATCH_STATEMENTS[key] = _batch_statement(job_columns, event_columns)
-    return statement
-
-
-def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...]) -> Any:
+def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...]) -> TextClause:
     """Read the queues the jobs name; insert, in submission order, the jobs whose queue exists
     (a live name taken: skipped), and the events of the jobs inserted. Returns (job id, NULL)
     for each job inserted and (queue id, queue name) for each queue found."""
-    event_columns = tuple(c for c in event_columns if c != "owner")
     jobs, events = Job.__table__, Event.__table__
     names = ", ".join(job_columns)
     picked = ", ".join(f"i.{c}" for c in job_columns)
@@ -179,9 +174,6 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
         )
     sql += " SELECT id, CAST(NULL AS text) FROM new_jobs UNION ALL SELECT id, name FROM found"
     return text(sql)
-
-
-_BATCH_STATEMENTS: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
 
 
 async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
