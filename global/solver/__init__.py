@@ -95,7 +95,7 @@ def check_snapshot(snapshot: Snapshot) -> None:
             raise ValueError(f"job {job.id}: max_clusters and min_share_units must be >= 1")
     for cluster in snapshot.clusters:
         for leaf in cluster.leaves:
-            if any(n < 0 for n in leaf.free_nodes):
+            if leaf.free_nodes and min(leaf.free_nodes) < 0:  # (in C: every leaf, every round)
                 raise ValueError(f"cluster {cluster.name}: negative node count")
 
 

@@ -11,7 +11,10 @@ everywhere is rolled back cheaply.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from operator import mul
 
 from volcano_global.solver.model import ClusterState, JobRequest, Leaf
 
@@ -20,7 +23,7 @@ from volcano_global.solver.model import ClusterState, JobRequest, Leaf
 class _Leaf:
     name: str
     gpu_model: str
-    hist: list[int]
+    hist: Sequence[int]  # never changed in place: replaced (the input's tuple until then)
     path: tuple[str, ...]
     memo: dict[int, int] = field(default_factory=dict)
 
@@ -33,12 +36,19 @@ class _Leaf:
         return found
 
 
-def _slots(hist: list[int], gpus_per_pod: int) -> int:
-    return sum(n * (v // gpus_per_pod) for v, n in enumerate(hist) if v >= gpus_per_pod)
+def _slots(hist: Sequence[int], gpus_per_pod: int) -> int:
+    """Pods of `gpus_per_pod` GPUs the nodes fit: nodes x pods per node (a node with v free
+    GPUs holds v // gpus_per_pod), summed in C; called for every leaf a round looks at."""
+    return sum(map(mul, hist[gpus_per_pod:], _pods_per_node(len(hist), gpus_per_pod)))
 
 
-def _free(hist: list[int]) -> int:
-    return sum(v * n for v, n in enumerate(hist))
+@cache
+def _pods_per_node(length: int, gpus_per_pod: int) -> tuple[int, ...]:
+    return tuple(v // gpus_per_pod for v in range(gpus_per_pod, length))
+
+
+def _free(hist: Sequence[int]) -> int:
+    return sum(map(mul, range(len(hist)), hist))  # free GPUs x nodes with that many
 
 
 Scope = tuple[int, str] | None  # (tier, domain name), or the whole cluster
@@ -51,7 +61,7 @@ class ClusterPool:
             _Leaf(
                 name=leaf.path[0] if leaf.path else state.name,
                 gpu_model=leaf.gpu_model,
-                hist=list(leaf.free_nodes),
+                hist=leaf.free_nodes,  # a pool is built every round: no copy
                 path=leaf.path,
             )
             for leaf in state.leaves
@@ -67,7 +77,7 @@ class ClusterPool:
         self._groups: dict[tuple[str, int], dict[str, list[_Leaf]]] = {}
         self._inside: dict[tuple[str, int, str, int], list[str]] = {}
         self._units: dict[tuple[object, ...], int] = {}
-        self._journal: list[tuple[_Leaf, list[int]]] = []
+        self._journal: list[tuple[_Leaf, Sequence[int]]] = []
 
     def state(self) -> ClusterState:
         """The pool's current free capacity as solver input."""
@@ -188,7 +198,7 @@ class ClusterPool:
             leaf, hist = self._journal.pop()
             self._set_hist(leaf, hist)
 
-    def _set_hist(self, leaf: _Leaf, hist: list[int]) -> None:
+    def _set_hist(self, leaf: _Leaf, hist: Sequence[int]) -> None:
         old = leaf.hist
         model = leaf.gpu_model
         self._free_total[model] += _free(hist) - _free(old)
@@ -243,12 +253,15 @@ class ClusterPool:
     ) -> list[tuple[str, int]] | None:
         g = job.gpus_per_pod
         if job.unit_tier is None:
-            leaves = (
-                [x for x in self.leaves if x.gpu_model == model]
-                if scope is None
-                else self.domains(model, scope[0]).get(scope[1], [])
-            )
-            return self._take_pods(leaves, g, units * job.unit)
+            pods = units * job.unit
+            if scope is None:
+                tightest = self._tightest(model, g, pods)
+                if tightest is not None:  # what the scan below would pick, found without it
+                    return self._take_pods([tightest], g, pods)
+                leaves = [x for x in self.leaves if x.gpu_model == model]
+            else:
+                leaves = self.domains(model, scope[0]).get(scope[1], [])
+            return self._take_pods(leaves, g, pods)
         candidates = self._domains_inside(model, scope, job.unit_tier)
         slots = self.domain_slots(model, job.unit_tier, g)
         placed: list[tuple[str, int]] = []
@@ -263,6 +276,25 @@ class ClusterPool:
                 return None
             placed.extend(taken)
         return _merge(placed)
+
+    def _tightest(self, model: str, gpus_per_pod: int, pods: int) -> _Leaf | None:
+        """The leaf of `model` with the fewest pod slots that still holds all `pods` (the first
+        by name among those), as `_take_pods` picks it, without a scan: the model's leaves are
+        kept bucketed by their slots (`_set_hist` moves a leaf between buckets)."""
+        if pods <= 0:
+            return None
+        key = (model, gpus_per_pod)
+        buckets = self._buckets.get(key)
+        if buckets is None:
+            buckets = self._buckets[key] = {}
+            for leaf in self.leaves:
+                if leaf.gpu_model == model:
+                    buckets.setdefault(leaf.slots(gpus_per_pod), {})[leaf.name] = leaf
+        fitting = [slots for slots, leaves in buckets.items() if slots >= pods and leaves]
+        if not fitting:
+            return None
+        leaves = buckets[min(fitting)]
+        return leaves[min(leaves)]
 
     def _take_pods(
         self, leaves: list[_Leaf], gpus_per_pod: int, pods: int

@@ -1,0 +1,39 @@
+"""The pool's incremental bookkeeping agrees with a scan of its leaves, however it changed."""
+
+from __future__ import annotations
+
+import random
+
+from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.model import ClusterState, JobRequest, Leaf
+
+
+def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollbacks() -> None:
+    rng = random.Random(7)
+    leaves = tuple(
+        Leaf(model, tuple(rng.randrange(3) for _ in range(9)), (f"tor{t:03d}", f"spine{t // 8}"))
+        for t in range(60)
+        for model in ("H100", "A100")
+    )
+    pool = ClusterPool(ClusterState("c", leaves))
+
+    def scanned(model: str, gpus_per_pod: int, pods: int) -> str | None:
+        fits = [
+            (x.slots(gpus_per_pod), x.name)
+            for x in pool.leaves
+            if x.gpu_model == model and x.slots(gpus_per_pod) >= pods
+        ]
+        return min(fits)[1] if fits else None
+
+    marks = []
+    for step in range(400):
+        model, g, pods = rng.choice(["H100", "A100"]), rng.choice([1, 2, 4, 8]), rng.randrange(1, 6)
+        tightest = pool._tightest(model, g, pods)
+        assert (tightest.name if tightest else None) == scanned(model, g, pods), step
+        if rng.random() < 0.15 and marks:
+            pool.rollback(marks.pop())
+        else:
+            marks.append(pool.mark())
+            job = JobRequest(id=f"j{step}", pods=pods, gpus_per_pod=g, gpu_model=model)
+            pool.place(job, pods, model)
+    assert any(pool._buckets.values())  # the buckets were used, and kept
