@@ -1,8 +1,8 @@
 """Many rows in one statement. On Postgres the rows travel as one JSON parameter unpacked by
 `jsonb_to_recordset`: one statement, one parameter and one round trip whatever the number of
 rows, and SQL text that does not change with it (prepared once per connection). An executemany
-costs SQLAlchemy a parameter set per row, each processed in Python, which for the agents'
-inventory deltas was most of the server's work. Elsewhere (SQLite, the embedded default) the
+costs SQLAlchemy a parameter set per row, each processed in Python: a large part of what an
+agent's inventory delta cost. Elsewhere (SQLite, the embedded default) the
 same rows go as an executemany; the outcome is the same."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ async def add_to_rows(
     table: Table,
     rows: Sequence[dict[str, Any]],
     *,
-    keys: tuple[str, ...],
-    added: tuple[str, ...],
+    keys: Names,
+    added: Names,
 ) -> None:
     """Insert the rows; where a row with the same `keys` exists, add the `added` columns to
     it instead. Give the rows in key order (concurrent writers then lock in the same order)."""
@@ -83,9 +83,7 @@ def _pg_update(table: Table, columns: Names, key: str, where: Names, values: Nam
     ).bindparams(*_typed(table, "w_", where), *_typed(table, "c_", values))
 
 
-def _pg_add(
-    table: Table, columns: tuple[str, ...], keys: tuple[str, ...], added: tuple[str, ...]
-) -> TextClause:
+def _pg_add(table: Table, columns: Names, keys: Names, added: Names) -> TextClause:
     names = ", ".join(columns)
     sets = ", ".join(f"{c} = t.{c} + excluded.{c}" for c in added)
     return text(
@@ -103,19 +101,19 @@ def _update(table: Table, columns: Names, key: str, where: Names, values: Names)
     return update(table).where(*matches).values(sets)
 
 
-def _add(table: Table, keys: tuple[str, ...], added: tuple[str, ...]) -> Executable:
+def _add(table: Table, keys: Names, added: Names) -> Executable:
     insert = sqlite_insert(table)
     return insert.on_conflict_do_update(
         index_elements=list(keys), set_={c: table.c[c] + insert.excluded[c] for c in added}
     )
 
 
-def _typed(table: Table, prefix: str, columns: tuple[str, ...]) -> list[BindParameter[Any]]:
+def _typed(table: Table, prefix: str, columns: Names) -> list[BindParameter[Any]]:
     """Parameters for constants, typed as their columns (so they are converted as stored)."""
     return [bindparam(f"{prefix}{c}", type_=table.c[c].type) for c in columns]
 
 
-def record_of(table: Table, columns: tuple[str, ...]) -> str:
+def record_of(table: Table, columns: Names) -> str:
     """The record definition `jsonb_to_recordset` needs for rows of `table` (as `as_json`
     sends them): each column with its Postgres type."""
     return ", ".join(f"{c} {table.c[c].type.compile(dialect=_PG)}" for c in columns)

@@ -50,7 +50,7 @@ async def apply_delta(
     existing = {
         row.name: row
         for row in await session.execute(
-            select(Node.id, Node.name, *NODE_CAPACITY_COLUMNS).where(
+            select(Node.name, *NODE_CAPACITY_COLUMNS).where(
                 Node.cluster_id == cluster.id, Node.name.in_(names)
             )
         )

@@ -134,15 +134,11 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     outcomes = {}
     for item in batch:
         job_id = item.job["id"]
-        if item.queue in queue_ids:
-            item.job["queue_id"] = queue_ids[item.queue]
-        outcomes[job_id] = (
-            Outcome.STORED
-            if job_id in stored
-            else Outcome.NAME_TAKEN
-            if item.queue in queue_ids
-            else Outcome.NO_QUEUE
-        )
+        if item.queue not in queue_ids:
+            outcomes[job_id] = Outcome.NO_QUEUE
+            continue
+        item.job["queue_id"] = queue_ids[item.queue]
+        outcomes[job_id] = Outcome.STORED if job_id in stored else Outcome.NAME_TAKEN
     return outcomes
 
 
