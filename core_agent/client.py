@@ -62,7 +62,8 @@ class AgentClient:
         self._reports_written = 0  # the last report written on the current stream
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
-        """Stream until `stop` is set, reconnecting with exponential backoff and jitter."""
+        """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
+        the heartbeat interval)."""
         stop = stop or asyncio.Event()
         bind = getattr(self.source, "bind_reporter", None)
         if bind is not None:
@@ -94,7 +95,9 @@ class AgentClient:
                 await asyncio.wait_for(stop.wait(), timeout=delay * random.uniform(0.5, 1.5))
             except TimeoutError:
                 pass
-            delay = min(delay * 2, 30.0)
+            # Tried at least once per heartbeat interval: an agent backing off longer than
+            # the Global's NotReady timeout would have its running jobs requeued for nothing.
+            delay = min(delay * 2, max(self.heartbeat_s, 1.0))
         await self.source.stop()
 
     async def _session(self, stop: asyncio.Event) -> None:

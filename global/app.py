@@ -28,7 +28,7 @@ from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
-from volcano_global.services.clusters import mark_unresponsive
+from volcano_global.services.heartbeats import HeartbeatMonitor
 from volcano_global.services.job_writer import JobWriter
 from volcano_global.services.queues import ensure_queue
 from volcano_global.services.tokens import ensure_admin_token
@@ -62,12 +62,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)
 
+            monitor = HeartbeatMonitor(sessions, timeout_s=settings.agents.heartbeat_timeout_s)
+
             async def check_heartbeats() -> None:
-                async with transaction(sessions) as session:
-                    names = await mark_unresponsive(
-                        session, timeout_s=settings.agents.heartbeat_timeout_s
-                    )
-                for name in names:
+                for name in await monitor.check():
                     log.warning("cluster %s is NotReady: its agent went silent", name)
 
             tasks = [

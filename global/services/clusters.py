@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -15,7 +14,6 @@ from volcano_global.db.models import (
     Cluster,
     ClusterShare,
     ClusterState,
-    EventType,
     Job,
     Node,
     Placement,
@@ -72,34 +70,6 @@ async def agent_seen(session: AsyncSession, *, cluster: Cluster, connected: bool
             reason="Ready",
             message=f"agent {'connected' if connected else 'heartbeat'}; was {previous.value}",
         )
-
-
-async def mark_unresponsive(session: AsyncSession, *, timeout_s: float) -> list[str]:
-    """Clusters whose agent has been silent longer than the timeout become NotReady (with a
-    Warning event). Safe to run on every replica: rows are claimed with SKIP LOCKED."""
-    cutoff = utcnow() - timedelta(seconds=timeout_s)
-    stale = (
-        (
-            await session.execute(
-                select(Cluster)
-                .where(Cluster.state == ClusterState.READY, Cluster.last_heartbeat_at < cutoff)
-                .with_for_update(skip_locked=True)
-            )
-        )
-        .scalars()
-        .all()
-    )
-    for cluster in stale:
-        cluster.state = ClusterState.NOT_READY
-        await record_event(
-            session,
-            cluster_id=cluster.id,
-            type=EventType.WARNING,
-            reason="NotReady",
-            message=f"no heartbeat from the agent for more than {timeout_s:g} s",
-        )
-    await session.flush()
-    return [c.name for c in stale]
 
 
 async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:

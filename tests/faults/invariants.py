@@ -89,6 +89,16 @@ async def check_invariants(
                 )
             ).all()
             shares = (await db.execute(text("SELECT placement_id FROM cluster_shares"))).all()
+            warnings = (
+                await db.execute(
+                    text(
+                        "SELECT e.last_seen_at, coalesce(j.name, c.name), e.reason, e.message "
+                        "FROM events e LEFT JOIN jobs j ON j.id = e.job_id "
+                        "LEFT JOIN clusters c ON c.id = e.cluster_id "
+                        "WHERE e.type = 'Warning' ORDER BY e.last_seen_at"
+                    )
+                )
+            ).all()
     finally:
         await engine.dispose()
 
@@ -106,7 +116,8 @@ async def check_invariants(
     per_job = Counter(str(p.job_id) for p in placements if p.state == "Released")
     if runs_once:
         twice = {job: n for job, n in per_job.items() if n != 1}
-        assert not twice, f"jobs released under several placements: {twice}"
+        why = "\n".join(" | ".join(str(v) for v in row) for row in warnings)
+        assert not twice, f"jobs released under several placements: {twice}; warnings:\n{why}"
     checked.add("placements ended (none Active)", len(placements))
     assert held == 0, f"{held} link reservations held by active placements"
     checked.add("link reservations released", len(placements))
