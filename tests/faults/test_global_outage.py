@@ -1,0 +1,106 @@
+"""The Global down (SIGKILL) for longer than the NotReady timeout while jobs run in its
+clusters: when it comes back, the agents reconnect and nothing is requeued - the clusters were
+never silent, the Global was absent. Every job runs once, under its first placement."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec
+from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.factories import job_document
+from tests.faults.invariants import RecordingCluster, check_invariants, write_report
+from tests.server_process import ServerProcess
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+SPEC = ClusterSpec.model_validate(
+    {
+        "nodeGroups": [{"count": 4, "gpusPerNode": 8, "gpuModel": "H100"}],
+        "topology": {"tiers": [{"name": "tor", "size": 2}]},
+    }
+)
+TIMEOUT_S = 2.0  # the NotReady timeout
+OUTAGE_S = 3 * TIMEOUT_S
+
+
+async def test_global_down_longer_than_the_not_ready_timeout(
+    tmp_path: Path, fresh_database_name: str
+) -> None:
+    url = await create_postgres_database(fresh_database_name)
+    server = ServerProcess(url, tmp_path, scheduling=True)
+    server.env.update(
+        {
+            "VGLOBAL_AGENTS__HEARTBEAT_INTERVAL_S": "1",
+            "VGLOBAL_AGENTS__HEARTBEAT_TIMEOUT_S": str(TIMEOUT_S),
+            "VGLOBAL_LOG_LEVEL": "warning",
+        }
+    )
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.to_thread(server.start)
+        api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
+        clusters: dict[str, RecordingCluster] = {}
+        for name in ("east", "west"):
+            token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
+            clusters[name] = RecordingCluster.from_spec(name, SPEC)
+            clusters[name].time_scale = 0.1  # each job runs 25 s: across the outage
+            agent = AgentClient(
+                cluster=name,
+                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+                token=token,
+                source=clusters[name],
+                coalesce_s=0.05,
+            )
+            tasks.append(asyncio.create_task(agent.run(stop=stop)))
+        accepted = {}
+        for i in range(4):  # two 16-GPU jobs per cluster
+            doc = job_document(f"job-{i}", replicas=2, runningEstimate="250s")
+            response = await api.post("/api/v1/jobs", json=doc)
+            assert response.status_code == 201, response.text
+            accepted[f"ml/job-{i}"] = response.json()["uid"]
+
+        async def states() -> list[str]:
+            items = (await api.get("/api/v1/jobs", params={"limit": 10})).json()["items"]
+            return sorted(j["state"] for j in items)
+
+        deadline = time.monotonic() + 30
+        while await states() != ["Running"] * 4:
+            assert time.monotonic() < deadline, await states()
+            await asyncio.sleep(0.2)
+
+        killed = time.monotonic()
+        await asyncio.to_thread(server.kill)
+        await asyncio.sleep(OUTAGE_S)
+        await asyncio.to_thread(server.start)
+        outage = time.monotonic() - killed
+
+        deadline = time.monotonic() + 60
+        while (left := await states()) != ["Succeeded"] * 4:
+            assert time.monotonic() < deadline, left
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)  # the last acknowledgements
+        checked = await check_invariants(url, clusters, accepted=accepted)
+        for name in clusters:
+            events = (await api.get(f"/api/v1/clusters/{name}/events")).json()["items"]
+            assert "NotReady" not in [e["reason"] for e in events], events
+            checked.add("clusters never NotReady")
+        write_report(
+            "global-outage",
+            {
+                "outage seconds (SIGKILL to ready again)": round(outage, 1),
+                "NotReady timeout seconds": TIMEOUT_S,
+                "invariants checked": dict(checked.counts),
+            },
+        )
+        await api.aclose()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server.stop()
+        await drop_postgres_database(fresh_database_name)
