@@ -38,9 +38,7 @@ async def test_silence_counts_only_while_listening(app: FastAPI) -> None:
     assert await _state(app) is ClusterState.READY
     async with transaction(app.state.sessions) as session:
         listening = now - timedelta(seconds=31)
-        assert await mark_unresponsive(session, timeout_s=30, listening_since=listening) == [
-            "east"
-        ]
+        assert await mark_unresponsive(session, timeout_s=30, listening_since=listening) == ["east"]
     assert await _state(app) is ClusterState.NOT_READY
 
 
