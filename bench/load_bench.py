@@ -23,6 +23,8 @@ from pathlib import Path
 
 import aiohttp
 import uvloop
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -185,10 +187,36 @@ async def _drive(
     }
 
 
+async def scheduling_delays(database_url: str) -> dict[str, float]:
+    """How long the measured jobs (not the warm-up's) took from submission to placed and to
+    running, read from the database after a 2 s grace; jobs not yet there are counted."""
+    await asyncio.sleep(2.0)
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as db:
+            rows = (
+                await db.execute(text("SELECT name, submitted_at, placed_at, started_at FROM jobs"))
+            ).all()
+    finally:
+        await engine.dispose()
+    measured = [r for r in rows if r.name.startswith("load-") and int(r.name[5:]) < 10**6]
+    result: dict[str, float] = {"jobs": len(measured)}
+    for step, column in (("placed", 2), ("running", 3)):
+        delays = [(r[column] - r.submitted_at).total_seconds() for r in measured if r[column]]
+        result[f"{step}"] = len(delays)
+        result[f"{step}_p50_s"] = percentile(delays, 0.5)
+        result[f"{step}_p99_s"] = percentile(delays, 0.99)
+    return result
+
+
 async def run(args: argparse.Namespace) -> dict:
     pool = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
     if args.scheduler_process:
         pool["VGLOBAL_SCHEDULING__ENABLED"] = "false"
+
+    def background() -> None:
+        os.nice(args.background_nice)
+
     async with global_server(args.database_url, env=pool) as server:
         scheduler = (
             await asyncio.create_subprocess_exec(
@@ -198,6 +226,7 @@ async def run(args: argparse.Namespace) -> dict:
                 "scheduler",
                 env={**os.environ, "VGLOBAL_DATABASE_URL": args.database_url or ""},
                 stderr=asyncio.subprocess.DEVNULL,
+                preexec_fn=background,
             )
             if args.scheduler_process
             else None
@@ -218,6 +247,7 @@ async def run(args: argparse.Namespace) -> dict:
             str(args.warmup + args.seconds + 5),
             str(args.node_updates),
             stdout=asyncio.subprocess.PIPE,
+            preexec_fn=background,
         )
         try:
             assert agents.stdout is not None
@@ -249,13 +279,19 @@ async def run(args: argparse.Namespace) -> dict:
             for profiler in profilers:
                 if profiler is not None:
                     await profiler.wait()
+            if args.database_url:
+                result["scheduling"] = await scheduling_delays(args.database_url)
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
         finally:
             for child in (agents, scheduler):
                 if child is not None and child.returncode is None:
                     child.terminate()
                     await child.wait()
-        result["server"] = {"workers": args.workers, "scheduler_process": args.scheduler_process}
+        result["server"] = {
+            "workers": args.workers,
+            "scheduler_process": args.scheduler_process,
+            "background_nice": args.background_nice,
+        }
         result["agents"] = {
             "clusters": args.clusters,
             "nodes": args.nodes,
@@ -324,6 +360,14 @@ def main() -> None:
         help="schedule in a separate `vglobal scheduler` process (Postgres only)",
     )
     parser.add_argument(
+        "--background-nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the agents and the scheduler process at this nice value (10: they yield the "
+        "CPU to the server and Postgres, as on their own machines)",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="sample the server with py-spy during the load; collapsed stacks written to FILE "
@@ -334,6 +378,13 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     print("errors by cause:", result["error_causes"] or "none")
     print("CPU cores used:", ", ".join(f"{k} {v:.2f}" for k, v in result["cpu_cores"].items()))
+    if "scheduling" in result:
+        d = result["scheduling"]
+        print(
+            f"scheduling: of {d['jobs']} jobs, {d['placed']} placed (p50 {d['placed_p50_s']:.2f} "
+            f"s, p99 {d['placed_p99_s']:.2f} s after submission), {d['running']} running "
+            f"(p50 {d['running_p50_s']:.2f} s, p99 {d['running_p99_s']:.2f} s)"
+        )
     for kind in ("submit", "list", "get"):
         r = result[kind]
         print(
