@@ -20,6 +20,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from subprocess import DEVNULL
 
 import aiohttp
 import uvloop
@@ -224,8 +225,12 @@ async def run(args: argparse.Namespace) -> dict:
                 "-m",
                 "volcano_global.cli.main",
                 "scheduler",
-                env={**os.environ, "VGLOBAL_DATABASE_URL": args.database_url or ""},
-                stderr=asyncio.subprocess.DEVNULL,
+                env={
+                    **os.environ,
+                    "VGLOBAL_DATABASE_URL": args.database_url or "",
+                    "VGLOBAL_LOG_LEVEL": "info" if args.scheduler_log else "warning",
+                },
+                stderr=open(args.scheduler_log, "wb") if args.scheduler_log else DEVNULL,
                 preexec_fn=background,
             )
             if args.scheduler_process
@@ -358,6 +363,9 @@ def main() -> None:
         "--scheduler-process",
         action="store_true",
         help="schedule in a separate `vglobal scheduler` process (Postgres only)",
+    )
+    parser.add_argument(
+        "--scheduler-log", metavar="FILE", help="the scheduler process's log (info level)"
     )
     parser.add_argument(
         "--background-nice",

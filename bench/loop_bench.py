@@ -160,8 +160,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     committed = metric(after, 'vglobal_scheduling_rounds_total{outcome="committed"}') - metric(
         before, 'vglobal_scheduling_rounds_total{outcome="committed"}'
     )
-    stale = metric(after, 'vglobal_scheduling_rounds_total{outcome="stale"}') - metric(
-        before, 'vglobal_scheduling_rounds_total{outcome="stale"}'
+    deferred = metric(after, "vglobal_jobs_deferred_total") - metric(
+        before, "vglobal_jobs_deferred_total"
     )
     seconds = metric(after, "vglobal_scheduling_round_seconds_sum") - metric(
         before, "vglobal_scheduling_round_seconds_sum"
@@ -171,7 +171,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "jobs": len(jobs),
         "window_s": window,
         "rounds_per_s": committed / window,
-        "stale_rounds": int(stale),
+        "deferred_jobs": int(deferred),
         "round_mean_s": seconds / committed if committed else float("nan"),
         "succeeded": sum(j["state"] == "Succeeded" for j in jobs),
         "split_jobs": len(split),

@@ -42,7 +42,7 @@ class Metrics:
         )
         self.rounds = Counter(
             "vglobal_scheduling_rounds_total",
-            "Scheduling rounds by outcome (committed|stale|idle)",
+            "Scheduling rounds by outcome (committed|idle)",
             ["outcome"],
             registry=r,
         )
@@ -53,6 +53,12 @@ class Metrics:
             registry=r,
         )
         self.placed = Counter("vglobal_jobs_placed_total", "Jobs placed", registry=r)
+        self.deferred = Counter(
+            "vglobal_jobs_deferred_total",
+            "Jobs a round admitted but left for the next: the inventory moved while it solved "
+            "and they no longer fitted",
+            registry=r,
+        )
         self.gang = Counter(
             "vglobal_gang_outcomes_total",
             "Placements taken back (Withdrawn) and started jobs Requeued/Failed/Completed by "

@@ -37,7 +37,8 @@ def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
 
 async def _schedule(settings: Settings) -> None:
     engine = create_engine(settings.database_url, pool_size=4)  # leadership, rounds, slack
-    scheduler = Scheduler(engine, create_session_factory(engine), settings)
+    # Nothing else runs here: rounds may follow each other while jobs wait.
+    scheduler = Scheduler(engine, create_session_factory(engine), settings, busy_share=1.0)
     tune_gc()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -19,7 +19,6 @@ from volcano_global.services.gang import Outcome, supervise
 from volcano_global.services.overview import record_round
 from volcano_global.services.scheduling import (
     RoundResult,
-    StaleRound,
     anything_pending,
     build_snapshot,
     commit_round,
@@ -46,8 +45,13 @@ class Scheduler:
         sessions: async_sessionmaker[AsyncSession],
         settings: Settings,
         metrics: Metrics | None = None,
+        *,
+        busy_share: float = 0.5,
     ) -> None:
+        """`busy_share`: the largest share of the process's time rounds may take (in an API
+        replica the rest serves requests and streams; a process of its own may take all)."""
         self.sessions = sessions
+        self.busy_share = busy_share
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.leadership = Leadership(engine)
@@ -61,7 +65,7 @@ class Scheduler:
         self.metrics.leader.set(1 if leading else 0)
         return leading
 
-    async def run_once(self, *, retries: int = 3) -> RoundReport | None:
+    async def run_once(self) -> RoundReport | None:
         """One round; None when another replica leads or nothing waits."""
         if not await self._lead():
             return None
@@ -69,58 +73,56 @@ class Scheduler:
             time_limit_s=self.settings.scheduling.round_time_limit_s,
             window=self.settings.scheduling.window,
         )
-        for attempt in range(retries):
-            started = time.perf_counter()
-            async with transaction(self.sessions) as session:
-                if not await anything_pending(session):  # skip reading the inventory
-                    self.metrics.rounds.labels("idle").inc()
-                    return None
-                snapshot, context = await build_snapshot(session, window=options.window)
-            if not snapshot.jobs and not context.unmodelled:
+        started = time.perf_counter()
+        async with transaction(self.sessions) as session:
+            if not await anything_pending(session):  # skip reading the inventory
                 self.metrics.rounds.labels("idle").inc()
                 return None
-            decision = await asyncio.to_thread(
-                solve, snapshot, Policy(self.settings.scheduling.policy), options
+            snapshot, context = await build_snapshot(session, window=options.window)
+        if not snapshot.jobs and not context.unmodelled:
+            self.metrics.rounds.labels("idle").inc()
+            return None
+        read = time.perf_counter()
+        decision = await asyncio.to_thread(
+            solve, snapshot, Policy(self.settings.scheduling.policy), options
+        )
+        solved = time.perf_counter()
+        async with transaction(self.sessions) as session:
+            result = await commit_round(session, decision=decision, context=context)
+        wall = time.perf_counter() - started
+        self.metrics.rounds.labels("committed").inc()
+        self.metrics.round_seconds.observe(wall)
+        self.metrics.placed.inc(len(result.placed))
+        self.metrics.deferred.inc(len(result.deferred))
+        if result.placed or result.deferred:
+            log.info(
+                "round %d placed %d jobs, deferred %d (%s, gap %.2f%%; snapshot %.2f s, "
+                "solve %.2f s, commit %.2f s)",
+                result.generation,
+                len(result.placed),
+                len(result.deferred),
+                decision.status,
+                decision.gap * 100,
+                read - started,
+                solved - read,
+                wall - (solved - started),
             )
-            try:
-                async with transaction(self.sessions) as session:
-                    result = await commit_round(session, decision=decision, context=context)
-            except StaleRound as exc:
-                self.metrics.rounds.labels("stale").inc()
-                log.info("round discarded (%s); retrying (%d)", exc, attempt + 1)
-                continue
-            wall = time.perf_counter() - started
-            self.metrics.rounds.labels("committed").inc()
-            self.metrics.round_seconds.observe(wall)
-            self.metrics.placed.inc(len(result.placed))
-            if result.placed:
-                log.info(
-                    "round %d placed %d jobs (%s, gap %.2f%%, %.2f s)",
-                    result.generation,
-                    len(result.placed),
-                    decision.status,
-                    decision.gap * 100,
-                    decision.solve_seconds,
+        report = RoundReport(result, decision.status, decision.gap, decision.solve_seconds, wall)
+        if self._worth_recording(len(result.placed), result.pending):
+            async with transaction(self.sessions) as session:
+                await record_round(
+                    session,
+                    generation=result.generation,
+                    wall_seconds=wall,
+                    solve_seconds=decision.solve_seconds,
+                    status=decision.status,
+                    gap=decision.gap,
+                    placed=len(result.placed),
+                    pending=result.pending,
+                    policy=self.settings.scheduling.policy,
+                    finished_at=utcnow(),
                 )
-            report = RoundReport(
-                result, decision.status, decision.gap, decision.solve_seconds, wall
-            )
-            if self._worth_recording(len(result.placed), result.pending):
-                async with transaction(self.sessions) as session:
-                    await record_round(
-                        session,
-                        generation=result.generation,
-                        wall_seconds=wall,
-                        solve_seconds=decision.solve_seconds,
-                        status=decision.status,
-                        gap=decision.gap,
-                        placed=len(result.placed),
-                        pending=result.pending,
-                        policy=self.settings.scheduling.policy,
-                        finished_at=utcnow(),
-                    )
-            return report
-        return None
+        return report
 
     def _worth_recording(self, placed: int, pending: int) -> bool:
         """Rounds that admit nothing and change nothing repeat every period while jobs wait:
@@ -146,19 +148,22 @@ class Scheduler:
         return outcomes
 
     async def step(self) -> None:
-        """What the background task runs: supervision and a round, then wait for a wake-up or
-        the period. Rounds start at least `min_interval_s` apart, so a burst of submissions is
-        taken in batches (an isolated submission is scheduled at once), and at least twice the
-        last step's duration apart, so rounds on a large inventory cannot take the whole
+        """What the background task runs: supervision and a round, then (unless the round
+        placed jobs: more may wait) wait for a wake-up or the period. Rounds start at least
+        `min_interval_s` apart, so a burst of submissions is taken in batches (an isolated
+        submission is scheduled at once), and at least the last step's duration over
+        `busy_share` apart, so rounds on a large inventory cannot take an API replica's whole
         process."""
-        spacing = max(self.settings.scheduling.min_interval_s, 2 * self._last_busy)
+        spacing = max(self.settings.scheduling.min_interval_s, self._last_busy / self.busy_share)
         pause = self._last_start + spacing - time.monotonic()
         if pause > 0:
             await asyncio.sleep(pause)
         self._last_start = time.monotonic()
         await self.supervise()
-        await self.run_once()
+        report = await self.run_once()
         self._last_busy = time.monotonic() - self._last_start
+        if report is not None and (report.result.placed or report.result.deferred):
+            return  # a backlog is being worked off: the next round as soon as spacing allows
         try:
             await asyncio.wait_for(self.wake.wait(), timeout=self.settings.scheduling.interval_s)
         except TimeoutError:

@@ -6,7 +6,7 @@ when the inventory moved."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,7 +27,6 @@ from volcano_global.db.models import (
 from volcano_global.db.models import (
     ClusterState as ClusterHealth,
 )
-from volcano_global.errors import Conflict
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.services.capacity_view import free_states, read_histograms, solver_state
 from volcano_global.services.domain_trees import domain_trees
@@ -53,10 +52,6 @@ from volcano_global.solver.requests import job_request
 
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
 CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
-
-
-class StaleRound(Conflict):
-    """The inventory moved while the round was solving: solve again."""
 
 
 @dataclass
@@ -182,37 +177,49 @@ async def _free_capacity(
     return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
 
 
-async def _still_fits(
+async def _misfits(
     session: AsyncSession, *, decision: Decision, context: RoundContext, clusters: list[Cluster]
-) -> None:
-    """Raise StaleRound unless every share the decision puts in `clusters` fits, together, in
-    what their current inventories leave free (minus capacity held by earlier placements).
-    Only the leaves the shares use are read, unless a share names none (then whole clusters)."""
+) -> dict[str, str]:
+    """The admitted jobs (id -> why) whose shares in `clusters` no longer fit what their
+    current inventories leave free (minus capacity held by earlier placements), taken in the
+    decision's order: a job that fits takes its room, one that does not takes none. Only the
+    leaves the shares use are read, unless a share names none (then whole clusters)."""
     names = {c.name for c in clusters}
     shares = [s for d in decision.jobs if d.admitted for s in d.shares if s.cluster in names]
     leaves = (
         {leaf for s in shares for leaf, _ in s.domains} if all(s.domains for s in shares) else None
     )
     pools = {s.name: ClusterPool(s) for s in await _free_capacity(session, clusters, leaves=leaves)}
+    misfits = {}
     for d in decision.jobs:
-        if not d.admitted:
+        touched = {s.cluster: pools[s.cluster] for s in d.shares if s.cluster in pools}
+        if not d.admitted or not touched:
             continue
-        for share in d.shares:
-            pool = pools.get(share.cluster)
-            if pool is None or not share.pods:
-                continue
-            per_pod = share.gpus // share.pods
-            if per_pod == 0:
-                continue
-            model = context.gpu_models.get(d.job_id)
-            if not share.domains and model and pool.free_gpus(model) < share.gpus:
-                raise StaleRound(f"cluster {share.cluster} no longer has {share.gpus} GPUs free")
-            for leaf, pods in share.domains:
-                if pool.take_from_leaf(leaf, model, per_pod, pods) < pods:
-                    raise StaleRound(
-                        f"cluster {share.cluster} inventory moved during the round and "
-                        f"{leaf} no longer has room for {pods} pods of {per_pod} GPUs"
-                    )
+        marks = {name: pool.mark() for name, pool in touched.items()}
+        why = _misfit(d, touched, context.gpu_models.get(d.job_id))
+        if why is not None:
+            misfits[d.job_id] = why
+            for name, mark in marks.items():
+                touched[name].rollback(mark)
+    return misfits
+
+
+def _misfit(d: JobDecision, pools: dict[str, ClusterPool], model: str | None) -> str | None:
+    """Take the job's shares from `pools`; why one does not fit, or None."""
+    for share in d.shares:
+        pool = pools.get(share.cluster)
+        per_pod = share.gpus // share.pods if share.pods else 0
+        if pool is None or per_pod == 0:
+            continue
+        if not share.domains and model and pool.free_gpus(model) < share.gpus:
+            return f"cluster {share.cluster} no longer has {share.gpus} GPUs free"
+        for leaf, pods in share.domains:
+            if pool.take_from_leaf(leaf, model, per_pod, pods) < pods:
+                return (
+                    f"{leaf} in {share.cluster} no longer has room for {pods} pods of "
+                    f"{per_pod} GPUs"
+                )
+    return None
 
 
 async def anything_pending(session: AsyncSession) -> bool:
@@ -240,32 +247,45 @@ class RoundResult:
     generation: int
     placed: list[str]
     pending: int
+    deferred: dict[str, str] = field(default_factory=dict)  # admitted, then no longer fitting
 
 
 async def commit_round(
     session: AsyncSession, *, decision: Decision, context: RoundContext
 ) -> RoundResult:
     """Write the decision in the caller's transaction: placements with their shares and link
-    reservations, jobs Placed, reasons for the rest. Raises StaleRound (nothing written) when a
-    cluster the decision uses is no longer Ready, or its inventory moved since the snapshot and
-    the decision's shares no longer fit what is free there now."""
+    reservations, jobs Placed, reasons for the rest. An admitted job is deferred to the next
+    round (left Pending, the reason said) when a cluster it uses is no longer Ready, or its
+    inventory moved since the snapshot and the job's shares no longer fit what is free there
+    now; the rest of the round is kept."""
     current = (
         await session.execute(
             select(Cluster).where(Cluster.name.in_(list(context.versions))).with_for_update()
         )
     ).scalars()
     used = {s.cluster for d in decision.jobs if d.admitted for s in d.shares}
-    moved = []
+    moved, gone = [], {}
     for cluster in current:
-        if cluster.name in used and cluster.state is not ClusterHealth.READY:
-            raise StaleRound(f"cluster {cluster.name} is {cluster.state.value}")
-        version = (cluster.inventory_generation, cluster.inventory_seq)
-        if cluster.name in used and version != context.versions[cluster.name]:
+        if cluster.name not in used:
+            continue
+        if cluster.state is not ClusterHealth.READY:
+            gone[cluster.name] = f"cluster {cluster.name} is {cluster.state.value}"
+        elif (cluster.inventory_generation, cluster.inventory_seq) != context.versions[
+            cluster.name
+        ]:
             moved.append(cluster)
+    deferred = {
+        d.job_id: gone[s.cluster]
+        for d in decision.jobs
+        if d.admitted
+        for s in d.shares
+        if s.cluster in gone
+    }
     if moved:
         # Inventories move all the time in large clusters (pods come and go): check the shares
-        # against what is free now instead of throwing the round away.
-        await _still_fits(session, decision=decision, context=context, clusters=moved)
+        # against what is free now; only the jobs that no longer fit wait for the next round.
+        kept = _without(decision, deferred)
+        deferred |= await _misfits(session, decision=kept, context=context, clusters=moved)
     generation = (
         int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
     )
@@ -277,6 +297,12 @@ async def commit_round(
         job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None
         if job is None or job.state is not JobState.PENDING:
             continue  # cancelled while the round was solving
+        if d.job_id in deferred:
+            job.pending_reason = (
+                f"admitted in round {generation}, but the inventory moved while it was being "
+                f"solved: {deferred[d.job_id]}; placed again in the next round"
+            )
+            continue
         if not d.admitted:
             job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
             continue
@@ -333,5 +359,15 @@ async def commit_round(
     if placed:
         failpoints.hit("round-commit")
     return RoundResult(
-        generation=generation, placed=placed, pending=len(decision.jobs) - len(placed)
+        generation=generation,
+        placed=placed,
+        pending=len(decision.jobs) - len(placed),
+        deferred=deferred,
     )
+
+
+def _without(decision: Decision, jobs: dict[str, str]) -> Decision:
+    """The decision without the jobs in `jobs`."""
+    if not jobs:
+        return decision
+    return replace(decision, jobs=tuple(d for d in decision.jobs if d.job_id not in jobs))

@@ -19,12 +19,12 @@ from tests.factories import (
     submit,
 )
 from volcano_global.db.engine import transaction
+from volcano_global.scheduler.loop import Scheduler
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.clusters import lock_cluster
 from volcano_global.services.inventory_deltas import apply_delta
 from volcano_global.services.scheduling import (
     RoundContext,
-    StaleRound,
     build_snapshot,
     commit_round,
 )
@@ -123,39 +123,78 @@ async def decided_not_committed(
     return uid, decision, context
 
 
-async def test_a_round_whose_room_was_taken_meanwhile_is_refused_whole(
+async def test_a_job_whose_room_was_taken_meanwhile_is_deferred(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     uid, decision, context = await decided_not_committed(app, api)
     sessions = app.state.sessions
     await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", used=8))
-    with pytest.raises(StaleRound, match="no longer has room"):
-        async with transaction(sessions) as session:
-            await commit_round(session, decision=decision, context=context)
+    async with transaction(sessions) as session:
+        result = await commit_round(session, decision=decision, context=context)
+    assert result.placed == [] and "no longer has" in result.deferred[uid]
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
     assert job["state"] == "Pending" and job["placement"] is None
+    assert job["pendingReason"].startswith(f"admitted in round {result.generation}, but the")
+    assert job["pendingReason"].endswith("placed again in the next round")
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
+    await app.state.scheduler.run_once()  # the next round sees the full cluster: no room
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["state"] == "Pending" and job["pendingReason"].startswith("needs 64 pods")
 
 
-async def test_a_round_whose_one_leaf_filled_meanwhile_is_refused(
-    app: FastAPI, api: httpx.AsyncClient
-) -> None:
-    """The commit re-reads only the leaves the decision uses: filling one of them is seen."""
-    _, decision, context = await decided_not_committed(app, api)
-    share = next(s for d in decision.jobs if d.admitted for s in d.shares)
-    leaf = share.domains[0][0]
+async def fill_leaf(app: FastAPI, cluster: str, leaf: str) -> None:
+    """An agent's delta: every node of `leaf` (in `two_clusters`' inventory) fully used."""
     nodes = [
         n | {"gpuUsed": 8}
-        for n in inventory(share.cluster, tors=5, nodes_per_tor=8)["nodes"]
+        for n in inventory(cluster, tors=5, nodes_per_tor=8)["nodes"]
         if n["domain"] == leaf
     ]
     async with transaction(app.state.sessions) as session:
-        cluster = await lock_cluster(session, name=share.cluster)
+        row = await lock_cluster(session, name=cluster)
         delta = InventoryDelta.model_validate({"nodeUpserts": nodes})
-        await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
-    with pytest.raises(StaleRound, match=f"{leaf} no longer has room"):
-        async with transaction(app.state.sessions) as session:
-            await commit_round(session, decision=decision, context=context)
+        await apply_delta(session, cluster=row, delta=delta, seq=row.inventory_seq + 1)
+
+
+async def test_a_job_whose_one_leaf_filled_meanwhile_is_deferred(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The commit re-reads only the leaves the decision uses: filling one of them is seen."""
+    uid, decision, context = await decided_not_committed(app, api)
+    share = next(s for d in decision.jobs if d.admitted for s in d.shares)
+    leaf = share.domains[0][0]
+    await fill_leaf(app, share.cluster, leaf)
+    async with transaction(app.state.sessions) as session:
+        result = await commit_round(session, decision=decision, context=context)
+    assert result.deferred[uid].startswith(f"{leaf} in {share.cluster} no longer has room")
+    assert result.placed == []
+
+
+async def test_only_the_jobs_that_no_longer_fit_wait_the_rest_of_the_round_commits(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Two jobs of a whole ToR each; the ToR of one fills while the round solves: that one is
+    deferred (and placed by the next round elsewhere), the other placed."""
+    await two_clusters(api)
+    uids = [
+        (await submit(api, job_document(name, replicas=8, gpus=8))).json()["uid"]
+        for name in ("first", "second")
+    ]
+    async with transaction(app.state.sessions) as session:
+        snapshot, context = await build_snapshot(session, window=10)
+    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
+    first, second = (decision.job(uid) for uid in uids)
+    assert first.admitted and second.admitted
+    (share,) = first.shares
+    leaf = share.domains[0][0]
+    assert leaf not in {d for s in second.shares for d, _ in s.domains}
+    await fill_leaf(app, share.cluster, leaf)
+    async with transaction(app.state.sessions) as session:
+        result = await commit_round(session, decision=decision, context=context)
+    assert result.placed == [uids[1]] and list(result.deferred) == [uids[0]]
+    await app.state.scheduler.run_once()
+    placed = (await api.get(f"/api/v1/jobs/{uids[0]}")).json()
+    assert placed["state"] == "Placed"
+    assert leaf not in {d for s in placed["placement"]["shares"] for d in s["domains"]}
 
 
 async def test_a_round_still_fitting_a_moved_inventory_commits(
@@ -189,6 +228,30 @@ async def test_a_long_round_spaces_the_next_by_its_duration(
         scheduler.wake.set()  # no wait for the period
         await scheduler.step()
     assert starts[1] - starts[0] >= 2 * 0.3
+
+
+async def test_a_scheduler_of_its_own_works_off_a_backlog_without_waiting_for_the_period(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """As `vglobal scheduler` runs it (nothing wakes it, rounds may take all its time): after a
+    round that placed jobs the next starts at once; the period is waited only when idle."""
+    await two_clusters(api)
+    settings = app.state.settings.model_copy(deep=True)
+    settings.scheduling.window, settings.scheduling.interval_s = 1, 30.0
+    scheduler = Scheduler(app.state.engine, app.state.sessions, settings, busy_share=1.0)
+    uids = [
+        (await submit(api, job_document(f"job-{i}", replicas=1, gpus=8))).json()["uid"]
+        for i in range(3)
+    ]
+    try:
+        for _ in uids:  # a job per round (window 1); none waits for the 30 s period
+            await asyncio.wait_for(scheduler.step(), timeout=10)
+        states = [(await api.get(f"/api/v1/jobs/{uid}")).json()["state"] for uid in uids]
+        assert states == ["Placed"] * 3
+        with pytest.raises(TimeoutError):  # idle: it waits for the period (or a wake-up)
+            await asyncio.wait_for(scheduler.step(), timeout=1)
+    finally:
+        await scheduler.stop()
 
 
 async def test_a_round_writes_its_placements_in_statements_per_table_not_per_job(
