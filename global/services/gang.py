@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
+    Cluster,
     ClusterShare,
     ClusterState,
     EventType,
@@ -123,14 +125,29 @@ async def supervise(
     """One sweep over the active placements (run by the scheduling leader): withdraw gangs
     that did not start in time, act on shares whose cluster is NotReady."""
     now = now or utcnow()
+    # Running jobs on Ready clusters (nearly all of them, once a federation is busy) need no
+    # look: read only the placements still starting and those with a share on a lost cluster.
+    on_lost_cluster = (
+        select(ClusterShare.placement_id)
+        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .where(Cluster.state != ClusterState.READY)
+    )
     rows = await session.execute(
         select(Placement, Job)
         .join(Job, Job.id == Placement.job_id)
         .where(
             Placement.state == PlacementState.ACTIVE,
-            Job.state.in_([*NOT_STARTED, JobState.RUNNING]),
+            or_(
+                Job.state.in_(NOT_STARTED),
+                and_(Job.state == JobState.RUNNING, Placement.id.in_(on_lost_cluster)),
+            ),
         )
         .order_by(Job.submitted_at)
+        .options(
+            selectinload(Placement.shares)
+            .joinedload(ClusterShare.cluster)
+            .raiseload(Cluster.capacities)
+        )
         .with_for_update(of=[Placement, Job], skip_locked=True)
     )
     outcomes = []
