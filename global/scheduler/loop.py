@@ -36,6 +36,7 @@ class RoundReport:
     gap: float
     seconds: float  # solver time
     wall_seconds: float  # snapshot + solve + commit
+    backlog: bool = False  # more jobs wait than a round takes, or some were deferred
 
 
 class Scheduler:
@@ -107,7 +108,14 @@ class Scheduler:
                 solved - read,
                 wall - (solved - started),
             )
-        report = RoundReport(result, decision.status, decision.gap, decision.solve_seconds, wall)
+        report = RoundReport(
+            result,
+            decision.status,
+            decision.gap,
+            decision.solve_seconds,
+            wall,
+            backlog=len(snapshot.jobs) >= options.window or bool(result.deferred),
+        )
         if self._worth_recording(len(result.placed), result.pending):
             async with transaction(self.sessions) as session:
                 await record_round(
@@ -148,12 +156,12 @@ class Scheduler:
         return outcomes
 
     async def step(self) -> None:
-        """What the background task runs: supervision and a round, then (unless the round
-        placed jobs: more may wait) wait for a wake-up or the period. Rounds start at least
-        `min_interval_s` apart, so a burst of submissions is taken in batches (an isolated
-        submission is scheduled at once), and at least the last step's duration over
-        `busy_share` apart, so rounds on a large inventory cannot take an API replica's whole
-        process."""
+        """What the background task runs: supervision and a round, then (unless a backlog is
+        being worked off: a full window, or jobs deferred) wait for a wake-up or the period.
+        Rounds start at least `min_interval_s` apart, so a burst of submissions is taken in
+        batches (an isolated submission is scheduled at once), and at least the last step's
+        duration over `busy_share` apart, so rounds on a large inventory cannot take an API
+        replica's whole process."""
         spacing = max(self.settings.scheduling.min_interval_s, self._last_busy / self.busy_share)
         pause = self._last_start + spacing - time.monotonic()
         if pause > 0:
@@ -162,8 +170,8 @@ class Scheduler:
         await self.supervise()
         report = await self.run_once()
         self._last_busy = time.monotonic() - self._last_start
-        if report is not None and (report.result.placed or report.result.deferred):
-            return  # a backlog is being worked off: the next round as soon as spacing allows
+        if report is not None and report.backlog:
+            return  # the next round as soon as spacing allows, not after the period
         try:
             await asyncio.wait_for(self.wake.wait(), timeout=self.settings.scheduling.interval_s)
         except TimeoutError:
