@@ -71,12 +71,21 @@ def scheduler(
     interval_s: Annotated[
         float, typer.Option(help="How often to look for waiting jobs", min=0.05)
     ] = 0.25,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve Prometheus metrics (rounds, placements, leadership, process) on this "
+            "port, on VGLOBAL_HOST",
+            min=1,
+            max=65535,
+        ),
+    ] = None,
 ) -> None:
     """Run only the scheduling loop (API replicas then run with
     VGLOBAL_SCHEDULING__ENABLED=false): rounds never hold up requests."""
     from volcano_global.cli.scheduler import run_scheduler
 
-    run_scheduler(database_url=database_url, interval_s=interval_s)
+    run_scheduler(database_url=database_url, interval_s=interval_s, metrics_port=metrics_port)
 
 
 app.command()(demo_command.demo)

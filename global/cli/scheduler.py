@@ -12,9 +12,11 @@ import logging
 import signal
 
 import uvloop
+from prometheus_client import start_http_server
 
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.engine import create_engine, create_session_factory
+from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.settings import Settings
 from volcano_global.tasks import start_guarded, stop
@@ -22,7 +24,9 @@ from volcano_global.tasks import start_guarded, stop
 log = logging.getLogger("volcano_global.scheduler")
 
 
-def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
+def run_scheduler(
+    *, database_url: str | None, interval_s: float, metrics_port: int | None = None
+) -> None:
     settings = Settings(**({"database_url": database_url} if database_url else {}))
     if settings.is_sqlite:
         raise SystemExit(
@@ -32,13 +36,18 @@ def run_scheduler(*, database_url: str | None, interval_s: float) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvloop.run(_schedule(settings))
+    uvloop.run(_schedule(settings, metrics_port))
 
 
-async def _schedule(settings: Settings) -> None:
+async def _schedule(settings: Settings, metrics_port: int | None) -> None:
     engine = create_engine(settings.database_url, pool_size=4)  # leadership, rounds, slack
+    metrics = Metrics()
     # Nothing else runs here: rounds may follow each other while jobs wait.
-    scheduler = Scheduler(engine, create_session_factory(engine), settings, busy_share=1.0)
+    scheduler = Scheduler(engine, create_session_factory(engine), settings, metrics, busy_share=1.0)
+    if metrics_port is not None:
+        # Prometheus text on every path of this port, from a thread of its own.
+        start_http_server(metrics_port, addr=settings.host, registry=metrics.registry)
+        log.info("metrics on %s:%d", settings.host, metrics_port)
     tune_gc()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -89,43 +90,58 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
         context.link_ids[(a, b)] = link.id
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
     queues = await _queue_states(session)
-    candidates = list(
-        (
-            await session.execute(
-                select(Job)
-                .where(Job.state == JobState.PENDING)
-                .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
-                .limit(window * CANDIDATES_PER_WINDOW_SLOT)
-            )
-        ).scalars()
-    )
+    # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
+    # placement fields are read (never the manifests).
+    heads = (
+        await session.execute(
+            select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
+            .join(Queue, Queue.id == Job.queue_id)
+            .where(Job.state == JobState.PENDING)
+            .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+            .limit(window * CANDIDATES_PER_WINDOW_SLOT)
+        )
+    ).all()
     weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())
-    by_key = {str(j.id): j for j in candidates}
     order = fair_order(
-        [
-            Candidate(str(j.id), j.queue.name, j.priority, j.total_gpus, j.submitted_at)
-            for j in candidates
-        ],
+        [Candidate(str(c.id), c.name, c.priority, c.total_gpus, c.submitted_at) for c in heads],
         held={q.name: q.used_gpus for q in queues},
         weights=weights,
     )
-    pending = [by_key[c.key] for c in order[:window]]
+    chosen = [uuid.UUID(c.key) for c in order[:window]]
+    fields = {
+        row.id: row
+        for row in await session.execute(
+            select(
+                Job.id,
+                Queue.name.label("queue"),
+                Job.priority,
+                Job.gpu_model,
+                Job.gang,
+                Job.split_policy,
+                Job.communication,
+                Job.measurements,
+            )
+            .join(Queue, Queue.id == Job.queue_id)
+            .where(Job.id.in_(chosen))
+        )
+    }
     requests: list[JobRequest] = []
-    for job in pending:
+    for job in (fields[i] for i in chosen if i in fields):
         key = str(job.id)
         context.jobs[key] = job.id
         context.gpu_models[key] = job.gpu_model
         try:
+            split = SplitPolicy.model_validate(job.split_policy)
             requests.append(
                 job_request(
                     job_id=key,
                     gang=Gang.model_validate(job.gang),
-                    split=_with_measurements(SplitPolicy.model_validate(job.split_policy), job),
+                    split=_with_measurements(split, job.measurements),
                     communication=Communication.model_validate(job.communication)
                     if job.communication
                     else None,
                     priority=job.priority,
-                    queue=job.queue.name,
+                    queue=job.queue,
                 )
             )
         except ValueError as exc:
@@ -133,9 +149,9 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
     return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
 
 
-def _with_measurements(split: SplitPolicy, job: Job) -> SplitPolicy:
+def _with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
     """What the job's processes measured replaces what it declared (services/measurements)."""
-    measured = (job.measurements or {}).get("allreduceGbps")
+    measured = (measurements or {}).get("allreduceGbps")
     if measured is None or split.mode == "never":
         return split
     return split.model_copy(update={"crossing_gbps": float(measured)})

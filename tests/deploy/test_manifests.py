@@ -43,7 +43,8 @@ def test_management_overlays() -> None:
         scheduler = find(docs, "Deployment", "volcano-global-scheduler")
         assert scheduler["spec"]["replicas"] == 2  # one leads, one stands by
         (scheduling,) = scheduler["spec"]["template"]["spec"]["containers"]
-        assert scheduling["args"] == ["scheduler"]
+        assert scheduling["args"] == ["scheduler", "--metrics-port", "9090"]
+        assert scheduling["ports"] == [{"name": "metrics", "containerPort": 9090}]
         assert "secretKeyRef" in scheduling["env"][0]["valueFrom"]
         assert find(docs, "PodDisruptionBudget", "volcano-global")["spec"]["minAvailable"] == 1
         ports = {

@@ -1,5 +1,6 @@
 """`vglobal scheduler`: the scheduling loop alone in its own process, beside an API replica that
-does not schedule (Postgres); refused on SQLite with the reason."""
+does not schedule (Postgres), its metrics on a port of their own; refused on SQLite with the
+reason."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
+
 from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.factories import job_document
-from tests.server_process import VGLOBAL, ServerProcess
+from tests.server_process import VGLOBAL, ServerProcess, free_port
 
 
 def test_a_separate_scheduler_needs_postgres(tmp_path: Path) -> None:
@@ -36,8 +39,9 @@ def test_jobs_wait_until_the_scheduler_process_runs_then_are_placed(
         assert api.get(f"/api/v1/jobs/{uid}").json()["state"] == "Pending"
 
         log = (tmp_path / "scheduler.log").open("wb")
+        metrics_port = free_port()
         scheduler = subprocess.Popen(
-            [*VGLOBAL, "scheduler", "--interval-s", "0.2"],
+            [*VGLOBAL, "scheduler", "--interval-s", "0.2", "--metrics-port", str(metrics_port)],
             env=server.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -47,6 +51,10 @@ def test_jobs_wait_until_the_scheduler_process_runs_then_are_placed(
             assert scheduler.poll() is None, (tmp_path / "scheduler.log").read_text()
             assert time.monotonic() < deadline, "the scheduler process placed nothing"
             time.sleep(0.2)
+        metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+        assert "vglobal_scheduler_leader 1.0" in metrics
+        assert "vglobal_jobs_placed_total 1.0" in metrics
+        assert 'vglobal_scheduling_rounds_total{outcome="committed"}' in metrics
         scheduler.terminate()
         assert scheduler.wait(timeout=30) == 0  # SIGTERM: leadership released, clean exit
         assert (

@@ -17,7 +17,6 @@ from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document
 from tests.server_process import ServerProcess
-from volcano_global.db.models import Job
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import ShareLayout, rendezvous_env
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -118,8 +117,8 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
 
 def test_later_placements_use_the_measured_rate() -> None:
     split = SplitPolicy(mode="auto", unit_pods=4, max_clusters=2, crossing_gbps=933.3)
-    job = Job(measurements={"allreduceGbps": 560.0})
-    assert _with_measurements(split, job).crossing_gbps == 560.0
-    assert _with_measurements(split, Job(measurements=None)).crossing_gbps == 933.3
+    measured = {"allreduceGbps": 560.0}
+    assert _with_measurements(split, measured).crossing_gbps == 560.0
+    assert _with_measurements(split, None).crossing_gbps == 933.3
     never = SplitPolicy(mode="never", unit_pods=4)
-    assert _with_measurements(never, job).crossing_gbps is None
+    assert _with_measurements(never, measured).crossing_gbps is None
