@@ -36,7 +36,7 @@ class RoundReport:
     gap: float
     seconds: float  # solver time
     wall_seconds: float  # snapshot + solve + commit
-    backlog: bool = False  # more jobs wait than a round takes, or some were deferred
+    backlog: bool = False  # jobs placed, and more waiting than a round takes or some deferred
 
 
 class Scheduler:
@@ -114,7 +114,11 @@ class Scheduler:
             decision.gap,
             decision.solve_seconds,
             wall,
-            backlog=len(snapshot.jobs) >= options.window or bool(result.deferred),
+            # More may be placeable now: the round made progress and left work behind. A
+            # window full of jobs that cannot be placed is not a backlog (nothing to gain
+            # from solving it again at once).
+            backlog=bool(result.placed)
+            and (len(snapshot.jobs) >= options.window or bool(result.deferred)),
         )
         if self._worth_recording(len(result.placed), result.pending):
             async with transaction(self.sessions) as session:
@@ -157,7 +161,8 @@ class Scheduler:
 
     async def step(self) -> None:
         """What the background task runs: supervision and a round, then (unless a backlog is
-        being worked off: a full window, or jobs deferred) wait for a wake-up or the period.
+        being worked off: jobs placed, and a full window or jobs deferred) wait for a wake-up
+        or the period.
         Rounds start at least `min_interval_s` apart, so a burst of submissions is taken in
         batches (an isolated submission is scheduled at once), and at least the last step's
         duration over `busy_share` apart, so rounds on a large inventory cannot take an API

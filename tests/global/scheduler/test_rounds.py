@@ -250,6 +250,13 @@ async def test_a_scheduler_of_its_own_works_off_a_backlog_without_waiting_for_th
         assert states == ["Placed"] * 3
         with pytest.raises(TimeoutError):  # idle: it waits for the period (or a wake-up)
             await asyncio.wait_for(scheduler.step(), timeout=1)
+        # A full window of jobs that cannot be placed is not a backlog: no round after round.
+        too_big = job_document("too-big", replicas=100, gpus=8)
+        assert (await submit(api, too_big)).status_code == 201
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(scheduler.step(), timeout=1)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(scheduler.step(), timeout=1)
     finally:
         await scheduler.stop()
 
