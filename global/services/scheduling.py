@@ -315,8 +315,8 @@ async def commit_round(
             continue  # cancelled while the round was solving
         if d.job_id in deferred:
             job.pending_reason = (
-                f"admitted in round {generation}, but the inventory moved while it was being "
-                f"solved: {deferred[d.job_id]}; placed again in the next round"
+                f"admitted in round {generation}, but by its commit {deferred[d.job_id]} "
+                "(the inventory moved while it solved); tried again in the next round"
             )
             continue
         if not d.admitted:

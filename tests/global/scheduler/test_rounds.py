@@ -134,8 +134,10 @@ async def test_a_job_whose_room_was_taken_meanwhile_is_deferred(
     assert result.placed == [] and "no longer has" in result.deferred[uid]
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
     assert job["state"] == "Pending" and job["placement"] is None
-    assert job["pendingReason"].startswith(f"admitted in round {result.generation}, but the")
-    assert job["pendingReason"].endswith("placed again in the next round")
+    assert job["pendingReason"] == (
+        f"admitted in round {result.generation}, but by its commit {result.deferred[uid]} (the "
+        "inventory moved while it solved); tried again in the next round"
+    )
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
     await app.state.scheduler.run_once()  # the next round sees the full cluster: no room
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
