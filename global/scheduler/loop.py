@@ -1,6 +1,7 @@
 """Scheduling rounds: on the leader, take a consistent snapshot, solve off the event loop with
-the round's time limit, commit atomically; a round whose inventory moved is retried. Before
-each round the leader supervises the cross-cluster gangs (start timeouts, lost clusters)."""
+the round's time limit, commit atomically (jobs that no longer fit an inventory that moved
+meanwhile wait for the next round). Before each round the leader supervises the cross-cluster
+gangs (start timeouts, lost clusters)."""
 
 from __future__ import annotations
 

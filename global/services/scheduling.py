@@ -1,7 +1,7 @@
 """One scheduling round's database side: a consistent snapshot for the solver (free capacity
 per leaf domain minus what placed-but-not-running jobs hold, link reservations, quotas, the
-pending window in priority and fair-share order) and the atomic commit of the decision, refused
-when the inventory moved."""
+pending window in priority and fair-share order) and the atomic commit of the decision, less
+the jobs that no longer fit where the inventory moved meanwhile."""
 
 from __future__ import annotations
 
