@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 from subprocess import DEVNULL
+from typing import IO
 
 import aiohttp
 import uvloop
@@ -188,6 +189,11 @@ async def _drive(
     }
 
 
+def _log_file(path: str | None) -> IO[bytes] | int:
+    """Where a child process's log goes: the file at `path`, else nowhere."""
+    return Path(path).open("wb") if path else DEVNULL
+
+
 async def scheduling_delays(database_url: str) -> dict[str, float]:
     """How long the measured jobs (not the warm-up's) took from submission to placed and to
     running, read from the database after a 2 s grace; jobs not yet there are counted."""
@@ -230,7 +236,7 @@ async def run(args: argparse.Namespace) -> dict:
                     "VGLOBAL_DATABASE_URL": args.database_url or "",
                     "VGLOBAL_LOG_LEVEL": "info" if args.scheduler_log else "warning",
                 },
-                stderr=open(args.scheduler_log, "wb") if args.scheduler_log else DEVNULL,
+                stderr=_log_file(args.scheduler_log),
                 preexec_fn=background,
             )
             if args.scheduler_process
