@@ -231,6 +231,8 @@ async def run(args: argparse.Namespace) -> dict:
                 "-m",
                 "volcano_global.cli.main",
                 "scheduler",
+                "--interval-s",
+                str(args.scheduler_interval_s),
                 env={
                     **os.environ,
                     "VGLOBAL_DATABASE_URL": args.database_url or "",
@@ -369,6 +371,12 @@ def main() -> None:
         "--scheduler-process",
         action="store_true",
         help="schedule in a separate `vglobal scheduler` process (Postgres only)",
+    )
+    parser.add_argument(
+        "--scheduler-interval-s",
+        type=float,
+        default=0.25,
+        help="the scheduler process's period (`vglobal scheduler --interval-s`)",
     )
     parser.add_argument(
         "--scheduler-log", metavar="FILE", help="the scheduler process's log (info level)"
