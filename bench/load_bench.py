@@ -231,8 +231,11 @@ async def run(args: argparse.Namespace) -> dict:
                 "-m",
                 "volcano_global.cli.main",
                 "scheduler",
-                "--interval-s",
-                str(args.scheduler_interval_s),
+                *(
+                    ["--interval-s", str(args.scheduler_interval_s)]
+                    if args.scheduler_interval_s
+                    else []
+                ),
                 env={
                     **os.environ,
                     "VGLOBAL_DATABASE_URL": args.database_url or "",
@@ -375,8 +378,8 @@ def main() -> None:
     parser.add_argument(
         "--scheduler-interval-s",
         type=float,
-        default=0.25,
-        help="the scheduler process's period (`vglobal scheduler --interval-s`)",
+        default=None,
+        help="the scheduler process's period (`vglobal scheduler --interval-s`; default: its own)",
     )
     parser.add_argument(
         "--scheduler-log", metavar="FILE", help="the scheduler process's log (info level)"

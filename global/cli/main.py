@@ -69,8 +69,13 @@ def scheduler(
         str | None, typer.Option(help="Database URL, Postgres [env: VGLOBAL_DATABASE_URL]")
     ] = None,
     interval_s: Annotated[
-        float, typer.Option(help="How often to look for waiting jobs", min=0.05)
-    ] = 0.25,
+        float,
+        typer.Option(
+            help="How often to look for waiting jobs (Volcano's --schedule-period is 1 s too); "
+            "while a backlog is worked off rounds follow each other at once",
+            min=0.05,
+        ),
+    ] = 1.0,
     metrics_port: Annotated[
         int | None,
         typer.Option(
