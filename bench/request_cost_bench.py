@@ -7,13 +7,14 @@ tells which requests are expensive and whether a change made them cheaper.
     .venv/bin/python bench/request_cost_bench.py          # a fresh SQLite file
 
 Prints process CPU milliseconds per request (includes the in-process client's share, ~0.3 ms:
-compare with healthz), and per agent inventory delta of 50 node changes on a 5,000-node
-cluster."""
+compare with healthz), per job from placed to done (dispatch and status reports, the agent in
+a child process; "job lifecycle"), and per agent inventory delta of 50 node changes on a 5,000-node cluster."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import tempfile
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 import httpx
+from fastapi import FastAPI
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +34,7 @@ from load_bench import job  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
 from volcano_global.app import create_app  # noqa: E402
 from volcano_global.db.engine import transaction  # noqa: E402
+from volcano_global.db.models import Job, JobState  # noqa: E402
 from volcano_global.grpc.convert import delta_from, snapshot_from  # noqa: E402
 from volcano_global.services.clusters import lock_cluster  # noqa: E402
 from volcano_global.services.inventory import replace_inventory  # noqa: E402
@@ -38,6 +42,7 @@ from volcano_global.services.inventory_deltas import apply_delta  # noqa: E402
 from volcano_global.settings import Settings  # noqa: E402
 
 TOKEN = "vg_bench_request_cost_0123456789"
+ACTIVE = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING)
 TOGETHER = 20
 
 
@@ -89,8 +94,58 @@ async def measure(database_url: str, requests: int) -> dict[str, float]:
                 (time.process_time() - started) / (requests // TOGETHER * TOGETHER) * 1000
             )
             assert (await api.post("/api/v1/clusters", json={"name": "cost"})).status_code == 201
+            costs["job lifecycle"] = await lifecycle_cost(app, api)
         costs["inventory delta"] = await delta_cost(app.state.sessions, requests)
     return costs
+
+
+async def lifecycle_cost(app: FastAPI, api: httpx.AsyncClient, idle_s: float = 3.0) -> float:
+    """What a job costs the server from placed to done, beyond its submission and placement:
+    its assignment out of the outbox onto the agent's stream, the agent's Accepted, Running and
+    Succeeded reports and their acknowledgements (a share that finds no room reports Failed
+    and its job waits again). Every job the other rows left pending is placed in one scheduling
+    pass (on a cluster of 200 nodes whose agent runs in a child process; simulated jobs without
+    a running estimate finish at once) and waited for; the server's CPU over that time, less
+    what it uses idle with the agent connected, per job placed."""
+    token = (await api.post("/api/v1/clusters", json={"name": "lifecycle"})).json()["agentToken"]
+    agent = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(REPO / "bench" / "load_bench.py"),
+        "agents",
+        f"127.0.0.1:{app.state.grpc_port}",
+        json.dumps({"lifecycle": token}),
+        "200",  # nodes: 1,600 GPUs for the one-GPU jobs
+        "600",  # seconds
+        "0",  # node changes a second (the agent still makes ten: in the idle baseline too)
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert agent.stdout is not None
+        assert (await agent.stdout.readline()).strip() == b"synced"
+        started = time.process_time()
+        await asyncio.sleep(idle_s)
+        idle = (time.process_time() - started) / idle_s  # CPU seconds per second, idle
+        jobs = 0
+        while report := await app.state.scheduler.run_once():
+            jobs += len(report.result.placed)
+            if not report.result.placed:
+                break
+        started_cpu, started = time.process_time(), time.monotonic()
+        while active := await _active(app.state.sessions):
+            assert time.monotonic() - started < 120, f"{active} jobs still active after 120 s"
+            await asyncio.sleep(0.05)
+        busy = time.process_time() - started_cpu - idle * (time.monotonic() - started)
+        return busy / jobs * 1000
+    finally:
+        agent.terminate()
+        await agent.wait()
+
+
+async def _active(sessions: async_sessionmaker[AsyncSession]) -> int:
+    """Jobs placed and not finished (the simulated jobs run for a moment and succeed)."""
+    async with transaction(sessions) as session:
+        query = select(func.count()).select_from(Job).where(Job.state.in_(ACTIVE))
+        return int((await session.execute(query)).scalar_one())
 
 
 async def delta_cost(sessions: async_sessionmaker[AsyncSession], deltas: int) -> float:
