@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from core_agent.simulated.cluster import SimulatedCluster
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "faults"
@@ -44,6 +45,30 @@ class RecordingCluster(SimulatedCluster):
             a = share.assignment
             self.timeline.append((time.monotonic(), "release", a.job_uid, a.placement_id))
         super()._release(share)
+
+
+async def join_recording_agents(
+    api: Any,
+    target: str,
+    spec: ClusterSpec,
+    *,
+    names: tuple[str, ...],
+    time_scale: float,
+    stop: asyncio.Event,
+) -> tuple[dict[str, RecordingCluster], list[asyncio.Task[None]]]:
+    """Register each cluster through `api` (an admin httpx client) and start its agent on a
+    recording simulated cluster, streaming to `target` until `stop`."""
+    clusters: dict[str, RecordingCluster] = {}
+    tasks = []
+    for name in names:
+        token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
+        clusters[name] = RecordingCluster.from_spec(name, spec)
+        clusters[name].time_scale = time_scale
+        agent = AgentClient(
+            cluster=name, target=target, token=token, source=clusters[name], coalesce_s=0.05
+        )
+        tasks.append(asyncio.create_task(agent.run(stop=stop)))
+    return clusters, tasks
 
 
 @dataclass

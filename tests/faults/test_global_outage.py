@@ -10,11 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import job_document
-from tests.faults.invariants import RecordingCluster, check_invariants, write_report
+from tests.faults.invariants import check_invariants, join_recording_agents, write_report
 from tests.server_process import ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -45,19 +44,15 @@ async def test_global_down_longer_than_the_not_ready_timeout(
     try:
         await asyncio.to_thread(server.start)
         api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
-        clusters: dict[str, RecordingCluster] = {}
-        for name in ("east", "west"):
-            token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
-            clusters[name] = RecordingCluster.from_spec(name, SPEC)
-            clusters[name].time_scale = 0.1  # each job runs 25 s: across the outage
-            agent = AgentClient(
-                cluster=name,
-                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-                token=token,
-                source=clusters[name],
-                coalesce_s=0.05,
-            )
-            tasks.append(asyncio.create_task(agent.run(stop=stop)))
+        clusters, agents = await join_recording_agents(
+            api,
+            f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            SPEC,
+            names=("east", "west"),
+            time_scale=0.1,  # each job runs 25 s: across the outage
+            stop=stop,
+        )
+        tasks.extend(agents)
         accepted = {}
         for i in range(4):  # two 16-GPU jobs per cluster
             doc = job_document(f"job-{i}", replicas=2, runningEstimate="250s")

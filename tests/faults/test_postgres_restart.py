@@ -15,11 +15,15 @@ from pathlib import Path
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import job_document
-from tests.faults.invariants import RecordingCluster, check_invariants, write_report
+from tests.faults.invariants import (
+    RecordingCluster,
+    check_invariants,
+    join_recording_agents,
+    write_report,
+)
 from tests.server_process import ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -69,19 +73,15 @@ async def test_postgres_restart_under_load(tmp_path: Path, fresh_database_name: 
     try:
         await asyncio.to_thread(server.start)
         api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
-        clusters: dict[str, RecordingCluster] = {}
-        for name in ("east", "west"):
-            token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
-            clusters[name] = RecordingCluster.from_spec(name, SPEC)
-            clusters[name].time_scale = 0.05
-            agent = AgentClient(
-                cluster=name,
-                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-                token=token,
-                source=clusters[name],
-                coalesce_s=0.05,
-            )
-            tasks.append(asyncio.create_task(agent.run(stop=stop)))
+        clusters, agents = await join_recording_agents(
+            api,
+            f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            SPEC,
+            names=("east", "west"),
+            time_scale=0.05,
+            stop=stop,
+        )
+        tasks.extend(agents)
         tasks.append(asyncio.create_task(churn(clusters, churning)))
 
         async def submit(i: int) -> None:
