@@ -210,7 +210,7 @@ async def scheduling_delays(database_url: str) -> dict[str, float]:
     result: dict[str, float] = {"jobs": len(measured)}
     for step, column in (("placed", 2), ("running", 3)):
         delays = [(r[column] - r.submitted_at).total_seconds() for r in measured if r[column]]
-        result[f"{step}"] = len(delays)
+        result[step] = len(delays)
         result[f"{step}_p50_s"] = percentile(delays, 0.5)
         result[f"{step}_p99_s"] = percentile(delays, 0.99)
     return result

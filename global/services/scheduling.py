@@ -208,8 +208,10 @@ async def _misfits(
     pools = {s.name: ClusterPool(s) for s in await _free_capacity(session, clusters, leaves=leaves)}
     misfits = {}
     for d in decision.jobs:
+        if not d.admitted:
+            continue
         touched = {s.cluster: pools[s.cluster] for s in d.shares if s.cluster in pools}
-        if not d.admitted or not touched:
+        if not touched:
             continue
         marks = {name: pool.mark() for name, pool in touched.items()}
         why = _misfit(d, touched, context.gpu_models.get(d.job_id))
