@@ -17,9 +17,7 @@ retries); nothing is reported written that is not committed."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +31,8 @@ from sqlalchemy.sql.elements import TextClause
 from volcano_global.db.bulk import as_json, cached_statement, record_of
 from volcano_global.db.engine import autocommit
 from volcano_global.db.models import Event, Job, Queue
+from volcano_global.services.group_commit import GroupCommit
 
-log = logging.getLogger(__name__)
 MAX_BATCH = 500  # jobs per INSERT (each has ~25 columns: well under the bind-parameter limits)
 
 
@@ -49,15 +47,17 @@ class _Item:
     job: dict[str, Any]  # every column of the row but queue_id, set from `queue` when written
     queue: str  # the queue's name
     events: list[dict[str, Any]]  # every column of each event row
-    written: asyncio.Future[Outcome]
 
 
 class JobWriter:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
-        self._queue: list[_Item] = []
-        self._batch: list[_Item] = []  # being written
-        self._writing: asyncio.Task[None] | None = None
+        self._group = GroupCommit[_Item, Outcome](
+            self._insert,
+            what="jobs",
+            max_batch=MAX_BATCH,
+            alone=lambda exc: isinstance(exc, IntegrityError),
+        )
 
     async def add(
         self, job: dict[str, Any], events: list[dict[str, Any]], *, queue: str
@@ -65,53 +65,16 @@ class JobWriter:
         """Write the job (into the queue named `queue`, whose id it is given) and its events in
         the next batch, and tell whether it was stored. Raises what the write raised (the job
         is then not stored)."""
-        item = _Item(job, queue, events, asyncio.get_running_loop().create_future())
-        self._queue.append(item)
-        if self._writing is None:
-            self._writing = asyncio.create_task(self._drain())
-            self._writing.add_done_callback(self._abandon)
-        return await item.written
+        return await self._group.add(_Item(job, queue, events))
 
-    async def _drain(self) -> None:
-        try:
-            while self._queue:
-                self._batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                await self._write(self._batch)
-        finally:
-            self._writing = None
-
-    def _abandon(self, task: asyncio.Task[None]) -> None:
-        """The writer was cancelled (shutting down), maybe before it started: no caller may
-        wait for ever, and the next submission starts a new writer."""
-        if self._writing is task:
-            self._writing = None
-        if task.cancelled():
-            for item in self._batch + self._queue:
-                item.written.cancel()
-            self._queue = []
-
-    async def _write(self, batch: list[_Item]) -> None:
-        try:
-            outcomes = await self._insert(batch)
-        except IntegrityError as exc:
-            if len(batch) > 1:
-                log.info("a batch of %d jobs hit %s: writing them one by one", len(batch), exc.orig)
-                for item in batch:
-                    await self._write([item])
-                return
-            _fail(batch, exc)
-            return
-        except Exception as exc:  # the database: every caller of the batch gets the error
-            _fail(batch, exc)
-            return
-        _settle(batch, outcomes)
-
-    async def _insert(self, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
+    async def _insert(self, batch: list[_Item]) -> list[Outcome]:
         async with self.sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
-                return await _insert_at_once(await autocommit(session), batch)
-            async with session.begin():
-                return await _insert_in_steps(session, batch)
+                outcomes = await _insert_at_once(await autocommit(session), batch)
+            else:
+                async with session.begin():
+                    outcomes = await _insert_in_steps(session, batch)
+        return [outcomes[item.job["id"]] for item in batch]
 
 
 async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
@@ -197,15 +160,3 @@ async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uu
 
 # SQLAlchemy sends the rows of an executemany of this as multi-row VALUES.
 _INSERT_JOBS = sqlite_insert(Job.__table__).on_conflict_do_nothing().returning(Job.__table__.c.id)
-
-
-def _settle(batch: list[_Item], outcomes: dict[uuid.UUID, Outcome]) -> None:
-    for item in batch:
-        if not item.written.done():  # else its caller went away (the outcome stands all the same)
-            item.written.set_result(outcomes[item.job["id"]])
-
-
-def _fail(batch: list[_Item], error: Exception) -> None:
-    for item in batch:
-        if not item.written.done():
-            item.written.set_exception(error)

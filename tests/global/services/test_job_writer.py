@@ -100,8 +100,8 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
         asyncio.create_task(writer.add({"id": uuid.uuid4()}, [], queue="default")) for _ in range(3)
     ]
     await asyncio.sleep(0)  # the callers queue; the writer task is created, not yet run
-    assert writer._writing is not None
-    writer._writing.cancel()
+    assert writer._group._writing is not None
+    writer._group._writing.cancel()
     done, pending = await asyncio.wait(callers, timeout=5)
     assert not pending and all(task.cancelled() for task in done)
     answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
