@@ -52,6 +52,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
         self.sessions = sessions
         self.settings = settings
+        self.reports = dispatch.report_writer(sessions)
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -146,9 +147,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             if kind == "delta":
                 return await self._deltas(cluster_name, [m.delta for m in unit])
             if kind == "job_status":
-                reports = [m.job_status for m in unit]
-                await self._reports(cluster_id, reports)
-                seq = max(r.report_seq for r in reports)
+                statuses = [m.job_status for m in unit]
+                # each validated before any is applied
+                await self.reports.add([_share_report(cluster_id, m) for m in statuses])
+                seq = max(r.report_seq for r in statuses)
                 return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
             (message,) = unit
             if kind == "snapshot":
@@ -168,13 +170,6 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"
         )
         return []
-
-    async def _reports(self, cluster_id: uuid.UUID, messages: list[pb.JobStatusReport]) -> None:
-        """Consecutive status reports in one transaction; each validated before any is
-        applied."""
-        reports = [_share_report(m) for m in messages]
-        async with transaction(self.sessions) as session:
-            await dispatch.apply_reports(session, cluster_id=cluster_id, reports=reports)
 
     async def _snapshot(self, cluster_name: str, message: pb.InventorySnapshot) -> pb.GlobalMessage:
         snapshot = snapshot_from(message)
@@ -255,7 +250,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return cluster
 
 
-def _share_report(status: pb.JobStatusReport) -> dispatch.ShareReport:
+def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> dispatch.ShareReport:
     try:
         placement_id = uuid.UUID(status.placement_id)
     except ValueError:
@@ -266,7 +261,7 @@ def _share_report(status: pb.JobStatusReport) -> dispatch.ShareReport:
         raise Invalid.one(
             "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
         )
-    return dispatch.ShareReport(placement_id, status.phase, status.message)
+    return dispatch.ShareReport(cluster_id, placement_id, status.phase, status.message)
 
 
 _GROUPED = frozenset({"delta", "job_status"})

@@ -10,11 +10,12 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import selectinload
 
 from volcano_global import failpoints
 from volcano_global.db.base import utcnow
+from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
@@ -28,6 +29,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.services.events import record_event
 from volcano_global.services.gang import share_lost
+from volcano_global.services.group_commit import GroupCommit
 from volcano_global.services.jobs import lock_jobs
 from volcano_global.services.lifecycle import transition
 
@@ -38,22 +40,39 @@ _PROGRESS = {"Assigned": 0, "Accepted": 1, "Running": 2, "Succeeded": 3}
 
 @dataclass(frozen=True)
 class ShareReport:
-    """An agent's word on its share of a placement."""
+    """An agent's word on its cluster's share of a placement."""
 
+    cluster_id: uuid.UUID
     placement_id: uuid.UUID
     phase: str  # Accepted, Running, Succeeded, Failed, Cancelled
     message: str = ""
 
 
-async def apply_reports(
-    session: AsyncSession, *, cluster_id: uuid.UUID, reports: list[ShareReport]
-) -> None:
-    """Apply a cluster agent's reports, in the order it sent them (idempotent). The rows they
-    touch are read once for all of them: the dispatch messages they acknowledge, then the
-    placements and then their jobs, each locked in id order (one statement each)."""
+def report_writer(
+    sessions: async_sessionmaker[AsyncSession],
+) -> GroupCommit[list[ShareReport], None]:
+    """The reports of every agent stream of this process, applied together: what the streams
+    send while a transaction of reports is written goes in the next one (a transaction's round
+    trips are paid once for many reports; one stream's reports stay in its order). A report
+    that fails for a reason of its own fails only its stream's batch."""
+
+    async def write(batches: list[list[ShareReport]]) -> list[None]:
+        async with transaction(sessions) as session:
+            await apply_reports(session, [report for batch in batches for report in batch])
+        return [None] * len(batches)
+
+    return GroupCommit(
+        write, what="report batches", max_batch=64, alone=lambda exc: not is_unavailable(exc)
+    )
+
+
+async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> None:
+    """Apply agents' reports, in the order given (idempotent). The rows they touch are read
+    once for all of them: the dispatch messages they acknowledge, then the placements and then
+    their jobs, each locked in id order (one statement each)."""
     if not reports:
         return
-    await _acknowledge(session, cluster_id=cluster_id, reports=reports)
+    await _acknowledge(session, reports)
     placement_ids = sorted({r.placement_id for r in reports})
     placements = {
         p.id: p
@@ -76,30 +95,32 @@ async def apply_reports(
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:
-            await _apply(session, report, placement, jobs.get(placement.job_id), cluster_id)
+            await _apply(session, report, placement, jobs.get(placement.job_id))
     await session.flush()
     failpoints.hit("report-commit")
 
 
-async def _acknowledge(
-    session: AsyncSession, *, cluster_id: uuid.UUID, reports: list[ShareReport]
-) -> None:
-    """A report acknowledges the dispatch messages about its share: an assignment, or for
-    Cancelled a cancellation. An assignment's job token need not stay in the table."""
+async def _acknowledge(session: AsyncSession, reports: list[ShareReport]) -> None:
+    """A report acknowledges the dispatch messages to its cluster about its share: an
+    assignment, or for Cancelled a cancellation. An assignment's job token need not stay in the
+    table."""
     wanted = {
-        (r.placement_id, OutboxKind.CANCEL if r.phase == "Cancelled" else OutboxKind.ASSIGN)
+        (
+            r.cluster_id,
+            r.placement_id,
+            OutboxKind.CANCEL if r.phase == "Cancelled" else OutboxKind.ASSIGN,
+        )
         for r in reports
     }
     delivered = await session.execute(
         select(OutboxMessage).where(
-            OutboxMessage.cluster_id == cluster_id,
-            OutboxMessage.placement_id.in_({placement for placement, _ in wanted}),
+            OutboxMessage.placement_id.in_({r.placement_id for r in reports}),
             OutboxMessage.acked_at.is_(None),
         )
     )
     now = utcnow()
     for message in delivered.scalars():
-        if (message.placement_id, message.kind) not in wanted:
+        if (message.cluster_id, message.placement_id, message.kind) not in wanted:
             continue
         message.acked_at = now
         if "job_token" in message.payload:
@@ -111,12 +132,11 @@ async def _apply(
     report: ShareReport,
     placement: Placement,
     job: Job | None,
-    cluster_id: uuid.UUID,
 ) -> None:
     phase, message = report.phase, report.message
     if placement.state is not PlacementState.ACTIVE:
         return  # a report about a withdrawn or finished placement: acknowledged, nothing else
-    share = next((s for s in placement.shares if s.cluster_id == cluster_id), None)
+    share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
     if share is None or _PROGRESS.get(phase, 9) < _PROGRESS.get(share.phase, 0):
         return  # unknown share, or an older report resent after a newer one was stored
     share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]

@@ -9,10 +9,15 @@ import uuid
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import event, select
 
 from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster, OutboxMessage
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services import dispatch
+from volcano_global.services.dispatch import ShareReport
 
 
 @pytest.fixture
@@ -66,3 +71,62 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
     withdrawn = (await api.get(f"/api/v1/jobs/{uids[2]}")).json()
     assert withdrawn["state"] == "Pending" and withdrawn["placement"]["state"] == "Withdrawn"
     await stream.close()
+
+
+async def test_reports_of_several_clusters_are_applied_in_one_transaction(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The streams' report batches that queue together are one transaction; each report
+    moves only its own cluster's share and acknowledges only the dispatch message to its own
+    cluster (a report naming another cluster's placement changes nothing)."""
+    clusters = {}
+    for name in ("east", "west", "north"):
+        created = await create_cluster(api, name)
+        stream = Stream(app, created["agentToken"])
+        await stream.hello(name)
+        assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
+        async with transaction(app.state.sessions) as session:
+            cluster_id = await session.scalar(select(Cluster.id).where(Cluster.name == name))
+        clusters[name] = (cluster_id, stream)
+    uids = [(await submit(api, job_document(f"j{i}", replicas=1))).json()["uid"] for i in range(3)]
+    report = await app.state.scheduler.run_once()
+    assert report is not None and len(report.result.placed) == 3  # one 8-GPU node each
+    where = {}  # cluster name -> (job uid, placement id)
+    for uid in uids:
+        placement = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]
+        where[placement["shares"][0]["cluster"]] = (uid, uuid.UUID(placement["uid"]))
+    assert sorted(where) == ["east", "north", "west"]
+    transactions = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.startswith("SELECT") and f"FROM {OutboxMessage.__tablename__}" in statement:
+            transactions.append(statement)  # the acknowledgements: one read a transaction
+
+    writer = dispatch.report_writer(app.state.sessions)
+    engine = app.state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        await asyncio.gather(
+            writer.add([ShareReport(clusters["east"][0], where["east"][1], "Accepted")]),
+            writer.add([ShareReport(clusters["west"][0], where["west"][1], "Running")]),
+            # east speaking of north's placement: not its share, not its message
+            writer.add([ShareReport(clusters["east"][0], where["north"][1], "Running")]),
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(transactions) == 1
+    states = {
+        name: (await api.get(f"/api/v1/jobs/{uid}")).json()["state"]
+        for name, (uid, _) in where.items()
+    }
+    assert states == {"east": "Dispatched", "west": "Running", "north": "Placed"}
+    async with transaction(app.state.sessions) as session:
+        acked = {
+            placement: acked_at is not None
+            for placement, acked_at in await session.execute(
+                select(OutboxMessage.placement_id, OutboxMessage.acked_at)
+            )
+        }
+    assert acked == {where["east"][1]: True, where["west"][1]: True, where["north"][1]: False}
+    for _, stream in clusters.values():
+        await stream.close()
