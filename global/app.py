@@ -30,6 +30,7 @@ from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.heartbeats import HeartbeatMonitor
 from volcano_global.services.job_writer import JobWriter
+from volcano_global.services.outbox_signal import OutboxListener
 from volcano_global.services.queues import ensure_queue
 from volcano_global.services.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
@@ -73,8 +74,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "heartbeat-monitor",
                     check_heartbeats,
                     every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
-                )
+                ),
             ]
+            if engine.dialect.name == "postgresql":
+                listener = OutboxListener(engine)
+                tasks.append(start_guarded("outbox-listener", listener.listen, every_s=1.0))
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
             if settings.scheduling.enabled:

@@ -94,7 +94,15 @@ class AgentSettings(BaseModel):
         64 << 20, description="Largest agent message (RESOURCE_EXHAUSTED above)."
     )
     outbox_poll_s: float = Field(
-        0.5, gt=0, description="How often a stream looks for new dispatch messages."
+        0.5,
+        gt=0,
+        description="How often a stream looks for new dispatch messages when commits of other "
+        "processes cannot wake it (SQLite, or the notification connection is down).",
+    )
+    outbox_safety_poll_s: float = Field(
+        10.0,
+        gt=0,
+        description="How often a stream looks anyway while Postgres notifications wake it.",
     )
     shutdown_grace_s: float = Field(
         2.0, ge=0, description="On shutdown, how long open agent streams may finish a message."

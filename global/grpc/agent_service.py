@@ -24,7 +24,7 @@ from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services import clusters as cluster_service
-from volcano_global.services import dispatch, outbox
+from volcano_global.services import dispatch, outbox, outbox_signal
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import replace_inventory
 from volcano_global.services.inventory_deltas import apply_delta, merged
@@ -99,24 +99,32 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
-        # Dispatch: the cluster's unacknowledged outbox messages follow (whichever replica
-        # wrote them) every `outbox_poll_s`, at once when this process has committed new ones,
-        # and again on every new stream, until the agent's report acknowledges them.
-        poll_s = self.settings.agents.outbox_poll_s
+        # Dispatch: the cluster's unacknowledged outbox messages follow at once when a commit
+        # wrote some for this cluster (services/outbox_signal), else every poll period, and
+        # again on every new stream, until the agent's report acknowledges them.
         sent: set[uuid.UUID] = set()
-        polled, seen = time.monotonic(), outbox.written()
-        async for item in self._outbox(cluster_id, sent):
-            yield item
-        async for batch in batches(request_iterator, poll_s):
-            for unit in _units(batch):
-                for reply in await asyncio.shield(
-                    self._handle(cluster_id, cluster_name, unit, context)
-                ):
-                    yield reply
-            if outbox.written() != seen or time.monotonic() - polled >= poll_s:
-                polled, seen = time.monotonic(), outbox.written()
-                async for item in self._outbox(cluster_id, sent):
-                    yield item
+        with outbox_signal.watch(cluster_id) as woken:
+            polled = time.monotonic()
+            async for item in self._outbox(cluster_id, sent):
+                yield item
+            tick = self.settings.agents.outbox_poll_s  # a tick costs no query: `_poll_s` decides
+            async for batch in batches(request_iterator, tick, wake=woken):
+                for unit in _units(batch):
+                    for reply in await asyncio.shield(
+                        self._handle(cluster_id, cluster_name, unit, context)
+                    ):
+                        yield reply
+                if woken.is_set() or time.monotonic() - polled >= self._poll_s():
+                    woken.clear()
+                    polled = time.monotonic()
+                    async for item in self._outbox(cluster_id, sent):
+                        yield item
+
+    def _poll_s(self) -> float:
+        """How often a stream reads its outbox unwoken: rarely while commits of every process
+        wake it, else often."""
+        agents = self.settings.agents
+        return agents.outbox_safety_poll_s if outbox_signal.listening() else agents.outbox_poll_s
 
     async def _outbox(
         self, cluster_id: uuid.UUID, sent: set[uuid.UUID]

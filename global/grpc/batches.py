@@ -14,10 +14,15 @@ _END = object()
 
 
 async def batches(
-    requests: AsyncIterator[pb.AgentMessage], every_s: float, *, limit: int = 256
+    requests: AsyncIterator[pb.AgentMessage],
+    every_s: float,
+    *,
+    wake: asyncio.Event | None = None,
+    limit: int = 256,
 ) -> AsyncIterator[list[pb.AgentMessage]]:
     """The agent's messages in order, in batches of up to `limit`; an empty batch after every
-    `every_s` of silence. An error reading the stream is raised after the messages before it."""
+    `every_s` of silence, and at once when `wake` is set during a silence (the caller clears
+    it). An error reading the stream is raised after the messages before it."""
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=limit)
 
     async def read() -> None:
@@ -30,12 +35,20 @@ async def batches(
 
     reader = asyncio.create_task(read(), name="agent-stream-reader")
     getter: asyncio.Future[object] | None = None
+    waker: asyncio.Future[object] | None = None
     try:
         while True:
             if getter is None:
                 getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter}, timeout=every_s)
-            if not done:
+            if waker is None and wake is not None:
+                waker = asyncio.ensure_future(wake.wait())
+            waiting = {getter} if waker is None else {getter, waker}
+            done, _ = await asyncio.wait(
+                waiting, timeout=every_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if waker in done:
+                waker = None
+            if getter not in done:
                 yield []
                 continue
             item, getter = getter.result(), None
@@ -53,7 +66,8 @@ async def batches(
             if isinstance(item, Exception):
                 raise item
     finally:
-        if getter is not None:
-            getter.cancel()
+        for pending in (getter, waker):
+            if pending is not None:
+                pending.cancel()
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)

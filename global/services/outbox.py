@@ -9,38 +9,15 @@ import re
 import uuid
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
 
 from volcano_global.db.models import ClusterShare, Job, OutboxKind, OutboxMessage, Placement
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
+from volcano_global.services import outbox_signal
 
 DEFAULT_DURATION_S = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
-
-
-_written = 0  # commits of this process that enqueued messages (see `written`)
-_WROTE = "outbox_written"  # session.info flag: this transaction enqueued messages
-
-
-def written() -> int:
-    """How many of this process's commits have enqueued messages: a stream that saw this
-    number change reads its cluster's outbox now instead of at its next periodic poll
-    (messages committed by other replicas wait for that poll)."""
-    return _written
-
-
-@event.listens_for(Session, "after_commit")
-def _committed(session: Session) -> None:
-    global _written
-    if session.info.pop(_WROTE, False):
-        _written += 1
-
-
-@event.listens_for(Session, "after_rollback")
-def _rolled_back(session: Session) -> None:
-    session.info.pop(_WROTE, None)
 
 
 def running_estimate(manifest: dict[str, Any]) -> float:
@@ -75,7 +52,7 @@ def enqueue_assignments(
     rendezvous = rendezvous_address(
         job.manifest, member=member, namespace=job.namespace, split=len(ordered) > 1
     )
-    session.info[_WROTE] = True
+    outbox_signal.wrote(session, [share.cluster_id for share in ordered])
     for index, share in enumerate(ordered):
         session.add(
             OutboxMessage(
@@ -110,7 +87,7 @@ async def enqueue_cancellations(
     session: AsyncSession, *, placement: Placement, reason: str
 ) -> None:
     """Tell every cluster holding a share of the placement to remove it."""
-    session.info[_WROTE] = True
+    outbox_signal.wrote(session, [share.cluster_id for share in placement.shares])
     for share in placement.shares:
         session.add(
             OutboxMessage(

@@ -62,3 +62,28 @@ async def test_leaving_early_stops_the_reader() -> None:
         break
     await reader.aclose()
     await asyncio.wait_for(closed.wait(), timeout=5)
+
+
+async def test_a_wake_during_silence_comes_out_as_an_empty_batch_at_once() -> None:
+    """Messages still come out while a wake is pending; a wake in a silence ends it early."""
+    wake = asyncio.Event()
+
+    async def stream() -> AsyncIterator[pb.AgentMessage]:
+        yield beat(1)
+        await asyncio.sleep(0.2)
+        wake.set()
+        await asyncio.sleep(0.2)
+        yield beat(2)
+
+    seen: list[tuple[list[int], float]] = []
+    started = asyncio.get_running_loop().time()
+    async for batch in batches(stream(), 60, wake=wake):
+        seen.append(
+            (
+                [m.heartbeat.sent_unix_millis for m in batch],
+                round(asyncio.get_running_loop().time() - started, 1),
+            )
+        )
+        wake.clear()  # as the stream does before reading its outbox
+    assert [b for b, _ in seen] == [[1], [], [2]]
+    assert seen[1][1] < 5  # the wake, not the 60 s silence

@@ -1,0 +1,51 @@
+"""A placement committed while an agent's stream is quiet reaches the agent at once, not at the
+stream's next poll (both poll periods here are a minute): the commit wakes the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import create_cluster, job_document, submit
+from tests.grpc_stream import Stream, snapshot
+from volcano_global.services import outbox_signal
+from volcano_global.settings import Settings
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        grpc_port=0,
+        scheduling={"enabled": False},
+        agents={"outbox_poll_s": 60, "outbox_safety_poll_s": 60},
+    )
+
+
+async def test_a_placement_reaches_a_quiet_stream_at_once(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    token = (await create_cluster(api, "gpu-east"))["agentToken"]
+    stream = Stream(app, token)
+    await stream.hello()
+    assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
+    if app.state.engine.dialect.name == "postgresql":
+        for _ in range(100):  # connected listeners wake every stream once: not what is tested
+            if outbox_signal.listening():
+                break
+            await asyncio.sleep(0.05)
+    uid = (await submit(api, job_document("solo", replicas=1))).json()["uid"]
+    await asyncio.sleep(0.5)  # the stream is idle, waiting on its next message or poll
+    started = time.monotonic()
+    report = await app.state.scheduler.run_once()
+    assert report is not None and report.result.placed == [uid]
+    reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+    assert reply.WhichOneof("body") == "assignment" and reply.assignment.job_uid == uid
+    assert time.monotonic() - started < 5
+    await stream.close()
