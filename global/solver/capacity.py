@@ -78,6 +78,7 @@ class ClusterPool:
         self._inside: dict[tuple[str, int, str, int], list[str]] = {}
         self._units: dict[tuple[object, ...], int] = {}
         self._journal: list[tuple[_Leaf, Sequence[int]]] = []
+        self._named: dict[str, list[_Leaf]] | None = None  # leaf name -> its leaves (by model)
 
     def state(self) -> ClusterState:
         """The pool's current free capacity as solver input."""
@@ -90,10 +91,12 @@ class ClusterPool:
     ) -> int:
         """Take up to `pods` pods from one named leaf (capacity held by placements whose pods do
         not show in the inventory yet); returns how many fitted."""
+        if self._named is None:
+            self._named = defaultdict(list)
+            for x in self.leaves:
+                self._named[x.name].append(x)
         leaves = [
-            x
-            for x in self.leaves
-            if x.name == leaf_name and (model is None or x.gpu_model == model)
+            x for x in self._named.get(leaf_name, ()) if model is None or x.gpu_model == model
         ]
         taken = 0
         for leaf in leaves:
