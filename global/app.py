@@ -76,8 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
                 ),
             ]
-            if engine.dialect.name == "postgresql":
-                listener = OutboxListener(engine)
+            listener = None
+            if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
+                listener = OutboxListener(create_engine(settings.database_url, pool_size=1))
                 tasks.append(start_guarded("outbox-listener", listener.listen, every_s=1.0))
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
@@ -87,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
             finally:
                 await stop(tasks)
+                if listener is not None:
+                    await listener.engine.dispose()
                 await scheduler.stop()
                 await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
         finally:
