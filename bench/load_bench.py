@@ -218,7 +218,7 @@ async def scheduling_delays(database_url: str) -> dict[str, float]:
 
 async def run(args: argparse.Namespace) -> dict:
     pool = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
-    if args.scheduler_process:
+    if args.scheduler_process or args.no_scheduling:
         pool["VGLOBAL_SCHEDULING__ENABLED"] = "false"
 
     def background() -> None:
@@ -244,7 +244,7 @@ async def run(args: argparse.Namespace) -> dict:
                 stderr=_log_file(args.scheduler_log),
                 preexec_fn=background,
             )
-            if args.scheduler_process
+            if args.scheduler_process and not args.no_scheduling
             else None
         )
         tokens = {}
@@ -295,7 +295,7 @@ async def run(args: argparse.Namespace) -> dict:
             for profiler in profilers:
                 if profiler is not None:
                     await profiler.wait()
-            if args.database_url:
+            if args.database_url and not args.no_scheduling:
                 result["scheduling"] = await scheduling_delays(args.database_url)
             streamed = json.loads((await agents.stdout.readline()) or b"{}")
         finally:
@@ -306,6 +306,7 @@ async def run(args: argparse.Namespace) -> dict:
         result["server"] = {
             "workers": args.workers,
             "scheduler_process": args.scheduler_process,
+            "scheduling": not args.no_scheduling,
             "background_nice": args.background_nice,
         }
         result["agents"] = {
@@ -374,6 +375,12 @@ def main() -> None:
         "--scheduler-process",
         action="store_true",
         help="schedule in a separate `vglobal scheduler` process (Postgres only)",
+    )
+    parser.add_argument(
+        "--no-scheduling",
+        action="store_true",
+        help="place nothing (no scheduling loop anywhere): the API and the agents' inventory "
+        "streams alone, without the placed jobs' dispatch and status reports",
     )
     parser.add_argument(
         "--scheduler-interval-s",
