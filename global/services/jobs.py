@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import Integer, Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer, lazyload, raiseload, selectinload
+from sqlalchemy.orm import defer, joinedload, lazyload, raiseload, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
@@ -21,6 +22,8 @@ from volcano_global.db.models import (
     ClusterShare,
     Job,
     JobState,
+    Link,
+    LinkReservation,
     Placement,
     PlacementState,
     Queue,
@@ -274,9 +277,18 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
 
 
 async def latest_placement(session: AsyncSession, *, job_id: uuid.UUID) -> Placement | None:
-    """The job's active placement, else its most recent one (withdrawn or released)."""
+    """The job's active placement, else its most recent one (withdrawn or released), with its
+    shares and their clusters in the same statement; its link reservations are read only when
+    it has some (a split: more than one share)."""
     rows = await session.execute(_LATEST_PLACEMENT, {"job_id": job_id})
-    return rows.scalar_one_or_none()
+    placement = rows.unique().scalar_one_or_none()
+    if placement is not None:
+        reservations = []
+        if len(placement.shares) > 1:
+            found = await session.execute(_RESERVATIONS, {"placement_id": placement.id})
+            reservations = list(found.scalars())
+        set_committed_value(placement, "link_reservations", reservations)
+    return placement
 
 
 async def active_placements(
@@ -298,7 +310,20 @@ _LATEST_PLACEMENT = (
     .where(Placement.job_id == bindparam("job_id"))
     .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
     .limit(1)
-    .options(_SHARE_CLUSTER_NAMES)
+    .options(
+        joinedload(Placement.shares).joinedload(ClusterShare.cluster).raiseload(Cluster.capacities),
+        lazyload(Placement.link_reservations),  # set by `latest_placement`
+    )
+)
+_RESERVATIONS = (
+    select(LinkReservation)
+    .where(LinkReservation.placement_id == bindparam("placement_id"))
+    .options(
+        *(
+            joinedload(LinkReservation.link).joinedload(end).raiseload(Cluster.capacities)
+            for end in (Link.cluster_a, Link.cluster_b)
+        )
+    )
 )
 _ACTIVE_PLACEMENTS = (
     select(Placement)

@@ -287,3 +287,37 @@ async def test_a_round_writes_its_placements_in_statements_per_table_not_per_job
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert counts[1] <= counts[0] + 2, counts
+
+
+async def test_a_job_s_detail_reads_its_placement_and_shares_in_one_statement(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """GET of a placed job: the job, then its placement with its shares and their clusters;
+    link reservations are read only for a split (they exist only there)."""
+    await two_clusters(api)
+    whole = (await submit(api, job_document("whole", replicas=1))).json()["uid"]
+    split = (await submit(api, llm_job("big"))).json()["uid"]
+    report = await app.state.scheduler.run_once()
+    assert report is not None and sorted(report.result.placed) == sorted([whole, split])
+    statements: list[object] = []
+    engine = app.state.engine.sync_engine
+
+    def count(*args: object) -> None:
+        statements.append(args[2])
+
+    details = {}
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for uid in (whole, split):
+            statements.clear()
+            details[uid] = (await api.get(f"/api/v1/jobs/{uid}")).json()
+            details[uid]["statements"] = len(statements)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert details[whole]["statements"] == 2 and details[split]["statements"] == 3
+    assert [s["pods"] for s in details[whole]["placement"]["shares"]] == [1]
+    assert details[whole]["placement"]["linkReservations"] == []
+    assert len(details[split]["placement"]["shares"]) == 2
+    assert details[split]["placement"]["linkReservations"] == [
+        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
+    ]
