@@ -220,6 +220,7 @@ def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) 
     console.rule(f"running on a compressed clock (1 simulated hour = {3600 * time_scale:g} s)")
     started = time.monotonic()
     seen: dict[str, tuple[str, str | None]] = {}
+    shown: set[str] = set()  # placements already described (a poll may not catch Placed)
     while True:
         elapsed = time.monotonic() - started
         jobs = [api.request("GET", f"/api/v1/jobs/{uid}") for uid in uids]
@@ -229,7 +230,8 @@ def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) 
                 seen[job["uid"]] = now
                 console.print(
                     f"[dim]{elapsed:6.1f} s (sim {elapsed / time_scale / 60:5.1f} min)[/dim]  "
-                    f"{job['namespace']}/{job['name']}: [bold]{job['state']}[/bold]" + _detail(job)
+                    f"{job['namespace']}/{job['name']}: [bold]{job['state']}[/bold]"
+                    + _detail(job, shown)
                 )
         if all(j["state"] in TERMINAL for j in jobs):
             return
@@ -238,11 +240,18 @@ def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) 
         time.sleep(0.25)
 
 
-def _detail(job: dict[str, object]) -> str:
+def _detail(job: dict[str, object], shown: set[str]) -> str:
+    """The pending reason, or a placement's shares and reservations the first time the job is
+    seen holding it (Placed, or already Dispatched or Running: dispatch may beat the poll)."""
     placement = job.get("placement")
     if job["state"] == "Pending" and job.get("pendingReason"):
         return f" - {job['pendingReason']}"
-    if job["state"] == "Placed" and isinstance(placement, dict):
+    if (
+        job["state"] in ("Placed", "Dispatched", "Running")
+        and isinstance(placement, dict)
+        and placement["uid"] not in shown
+    ):
+        shown.add(placement["uid"])
         parts = [f"{s['pods']} pods in {s['cluster']}" for s in placement["shares"]]
         parts += [
             f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
