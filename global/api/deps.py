@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.engine import autocommit
 from volcano_global.errors import Unauthorized
 from volcano_global.services.events import record_audit
-from volcano_global.services.tokens import Principal, authenticate
+from volcano_global.services.tokens import Principal, authenticate, configured_admin
 from volcano_global.settings import Settings
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -49,18 +49,43 @@ Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
 
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
 async def get_principal(
-    request: Request,
-    session: Session,
-    settings: AppSettings,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request, session: Session, settings: AppSettings, credentials: Credentials
 ) -> Principal:
-    if credentials is None or not credentials.credentials:
-        raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
-    admin = settings.admin_token.get_secret_value() if settings.admin_token else None
-    principal = await authenticate(session, token=credentials.credentials, admin_token=admin)
+    principal = await authenticate(
+        session, token=_token(credentials), admin_token=_admin_token(settings)
+    )
     request.state.principal = principal  # for the audit record of a mutating call
     return principal
+
+
+async def get_submitter_alone(
+    request: Request, settings: AppSettings, credentials: Credentials
+) -> Principal:
+    """The caller of an endpoint that keeps no session for the request (a submission is
+    written by the job writer, audit record included): the admin token is recognised without
+    the database, any other token is read in a session of its own, closed at once."""
+    token = _token(credentials)
+    principal = configured_admin(token, _admin_token(settings))
+    if principal is None:
+        async with request.app.state.sessions() as session:
+            principal = await authenticate(session, token=token, admin_token=None)
+    principal.require_submitter()
+    request.state.principal = principal
+    return principal
+
+
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
+    return credentials.credentials
+
+
+def _admin_token(settings: Settings) -> str | None:
+    return settings.admin_token.get_secret_value() if settings.admin_token else None
 
 
 async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
@@ -82,3 +107,4 @@ Caller = Annotated[Principal, Depends(get_principal)]
 Admin = Annotated[Principal, Depends(get_admin)]
 Reader = Annotated[Principal, Depends(get_reader)]  # admin, reader, queue user (its queues)
 Submitter = Annotated[Principal, Depends(get_submitter)]  # admin, queue user (its queues)
+LoneSubmitter = Annotated[Principal, Depends(get_submitter_alone)]  # the same, no session

@@ -7,7 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from volcano_global.api.deps import AppSettings, Caller, Reader, Session, Submitter
+from volcano_global.api.deps import (
+    AppSettings,
+    Caller,
+    LoneSubmitter,
+    Reader,
+    Session,
+    Submitter,
+)
 from volcano_global.db.models import Job, JobState, Placement, PlacementState
 from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
@@ -66,9 +73,7 @@ _DOCUMENT_BODY = {
     responses=error_responses(401, 403, 409, 413, 415, 422),
     openapi_extra=_DOCUMENT_BODY,
 )
-async def submit_job(
-    request: Request, session: Session, settings: AppSettings, caller: Submitter
-) -> JobDetail:
+async def submit_job(request: Request, settings: AppSettings, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     submission = await _submission(request, settings, caller)
     audit = events.event_row(
@@ -76,7 +81,6 @@ async def submit_job(
         message=events.audit_message(caller.name, request.method, request.url.path),
     )
     job = await jobs.submit_job(
-        session,
         submission,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,

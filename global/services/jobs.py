@@ -105,7 +105,6 @@ def _no_queue(job: NormalizedJob, queue_name: str) -> Invalid:
 
 
 async def submit_job(
-    session: AsyncSession,
     submission: Submission,
     *,
     submitted_by: str,
@@ -114,11 +113,10 @@ async def submit_job(
 ) -> Job:
     """Check the submission, then store the job with its Submitted event and `events` (rows
     from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
-    looks its queue up. The session's transaction (if the caller's token was read) ends before
-    the wait (SQLite has one connection, which the writer needs). Returns the stored job (not
-    attached to a session; its queue carries only its id and name)."""
+    looks its queue up (no session of the caller's is held meanwhile: SQLite has one
+    connection, which the writer needs). Returns the stored job (not attached to a session; its
+    queue carries only its id and name)."""
     document, job, queue_name = read_submission(submission)
-    await session.commit()
     now = utcnow()
     values: dict[str, Any] = {
         "id": uuid.uuid4(),

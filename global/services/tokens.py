@@ -117,10 +117,18 @@ async def revoke_cluster_tokens(session: AsyncSession, *, cluster_id: uuid.UUID)
     )
 
 
-async def authenticate(session: AsyncSession, *, token: str, admin_token: str | None) -> Principal:
-    digest = hash_token(token)
-    if admin_token is not None and hmac.compare_digest(digest, hash_token(admin_token)):
+def configured_admin(token: str, admin_token: str | None) -> Principal | None:
+    """The admin, if `token` is the admin token of the settings (no database needed)."""
+    if admin_token is not None and hmac.compare_digest(hash_token(token), hash_token(admin_token)):
         return Principal(name="admin", role=TokenRole.ADMIN)
+    return None
+
+
+async def authenticate(session: AsyncSession, *, token: str, admin_token: str | None) -> Principal:
+    admin = configured_admin(token, admin_token)
+    if admin is not None:
+        return admin
+    digest = hash_token(token)
     row = (
         await session.execute(select(ApiToken).where(ApiToken.token_hash == digest))
     ).scalar_one_or_none()

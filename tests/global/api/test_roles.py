@@ -103,6 +103,32 @@ async def test_tokens_are_listed_without_secrets_revocable_and_expire(
     assert expired.status_code == 401 and expired.json()["message"] == "token expired"
 
 
+async def test_a_submission_checks_its_token_like_any_call(api: httpx.AsyncClient) -> None:
+    """Submissions authenticate without the request's session (the job writer stores them):
+    the same refusals hold there - missing, unknown, revoked, expired, or not a submitter."""
+    await create_queue(api, "llm")
+    user = await token(api, "queue-user", queues=["llm"])
+
+    async def submit(headers: dict[str, str], name: str) -> httpx.Response:
+        return await api.post("/api/v1/jobs", json=job_document(name, queue="llm"), headers=headers)
+
+    assert (await submit(bearer(user), "ok")).status_code == 201
+    assert (await submit({"Authorization": ""}, "none")).status_code == 401
+    assert (await submit({"Authorization": "Bearer vg_nope"}, "unknown")).status_code == 401
+    reader = await token(api, "reader")
+    assert (await submit(bearer(reader), "reader")).status_code == 403
+    await api.delete(f"/api/v1/tokens/{user['id']}")
+    revoked = await submit(bearer(user), "revoked")
+    assert revoked.status_code == 401 and revoked.json()["message"] == "invalid or revoked token"
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    short = await token(api, "queue-user", queues=["llm"], expiresAt=soon.isoformat())
+    await asyncio.sleep(1.2)
+    expired = await submit(bearer(short), "late")
+    assert expired.status_code == 401 and expired.json()["message"] == "token expired"
+    names = [j["name"] for j in (await api.get("/api/v1/jobs")).json()["items"]]
+    assert names == ["ok"]
+
+
 async def test_token_requests_are_validated(api: httpx.AsyncClient) -> None:
     cases = [
         ({"name": "n", "role": "queue-user"}, "queues"),
