@@ -34,8 +34,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
                 await autocommit(session)
             yield session
             principal = getattr(request.state, "principal", None)
-            audited = getattr(request.state, "audited", False)  # e.g. with a submitted job
-            if principal is not None and request.method in MUTATING and not audited:
+            if principal is not None and request.method in MUTATING:
                 await record_audit(
                     session, who=principal.name, method=request.method, path=request.url.path
                 )

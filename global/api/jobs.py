@@ -86,7 +86,6 @@ async def submit_job(request: Request, settings: AppSettings, caller: LoneSubmit
         writer=request.app.state.job_writer,
         events=[audit],
     )
-    request.state.audited = True  # written with the job
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
 
