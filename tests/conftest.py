@@ -13,6 +13,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -114,16 +115,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+def app_settings(database_url: str, **sections: Any) -> Settings:
+    """The in-process Global of the tests (admin token, any free gRPC port). The scheduling
+    loop is off (API tests check states it would change; the scheduler tests drive rounds
+    themselves); `sections` replace whole settings sections, e.g. `agents={...}`."""
+    return Settings(
+        **{
+            "database_url": database_url,
+            "admin_token": ADMIN_TOKEN,
+            "grpc_port": 0,
+            "scheduling": {"enabled": False},
+            **sections,
+        }
+    )
+
+
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    # The scheduling loop is off in API tests (they check states it would change); the
-    # scheduler tests drive rounds themselves.
-    return Settings(
-        database_url=database_url,
-        admin_token=ADMIN_TOKEN,
-        grpc_port=0,
-        scheduling={"enabled": False},
-    )
+    return app_settings(database_url)
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.conftest import ADMIN_TOKEN
-from tests.factories import create_cluster, job_document, submit
+from tests.conftest import app_settings
+from tests.factories import create_cluster, eventually, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.services import outbox_signal
 from volcano_global.settings import Settings
@@ -19,13 +19,7 @@ from volcano_global.settings import Settings
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(
-        database_url=database_url,
-        admin_token=ADMIN_TOKEN,
-        grpc_port=0,
-        scheduling={"enabled": False},
-        agents={"outbox_poll_s": 60, "outbox_safety_poll_s": 60},
-    )
+    return app_settings(database_url, agents={"outbox_poll_s": 60, "outbox_safety_poll_s": 60})
 
 
 async def test_a_placement_reaches_a_quiet_stream_at_once(
@@ -36,10 +30,8 @@ async def test_a_placement_reaches_a_quiet_stream_at_once(
     await stream.hello()
     assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
     if app.state.engine.dialect.name == "postgresql":
-        for _ in range(100):  # connected listeners wake every stream once: not what is tested
-            if outbox_signal.listening():
-                break
-            await asyncio.sleep(0.05)
+        # a listener wakes every stream once as it connects: not what is tested
+        await eventually(outbox_signal.listening, within=10)
     uid = (await submit(api, job_document("solo", replicas=1))).json()["uid"]
     await asyncio.sleep(0.5)  # the stream is idle, waiting on its next message or poll
     started = time.monotonic()

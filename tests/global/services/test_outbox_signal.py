@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import _asyncpg_dsn
+from tests.factories import eventually
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.db.models import ClusterShare, Placement
 from volcano_global.services import outbox, outbox_signal
@@ -28,7 +29,7 @@ def _placement(*clusters: uuid.UUID) -> Placement:
 
 async def test_a_commit_wakes_the_streams_of_the_clusters_it_wrote_for(app: FastAPI) -> None:
     if app.state.engine.dialect.name == "postgresql":
-        await _until(outbox_signal.listening)  # it wakes every stream as it connects
+        await eventually(outbox_signal.listening, within=10)  # it wakes every stream as it connects
     east, west = uuid.uuid4(), uuid.uuid4()
     with outbox_signal.watch(east) as east_woken, outbox_signal.watch(west) as west_woken:
         async with app.state.sessions() as session:
@@ -89,7 +90,7 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
     east, west = uuid.uuid4(), uuid.uuid4()
     try:
         with outbox_signal.watch(east) as east_woken, outbox_signal.watch(west) as west_woken:
-            await _until(outbox_signal.listening)
+            await eventually(outbox_signal.listening, within=10)
             east_woken.clear()
             west_woken.clear()  # woken as the listener connected
             await other.execute(f"NOTIFY {outbox_signal.CHANNEL}, '{east}'")
@@ -109,11 +110,3 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
         listener.cancel()
         await asyncio.gather(listener, return_exceptions=True)
         await other.close()
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(200):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("not reached in 10 s")
