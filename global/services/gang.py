@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,23 +126,13 @@ async def supervise(
     """One sweep over the active placements (run by the scheduling leader): withdraw gangs
     that did not start in time, act on shares whose cluster is NotReady."""
     now = now or utcnow()
-    # Running jobs on Ready clusters (nearly all of them, once a federation is busy) need no
-    # look: read only the placements still starting and those with a share on a lost cluster.
-    on_lost_cluster = (
-        select(ClusterShare.placement_id)
-        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
-        .where(Cluster.state != ClusterState.READY)
-    )
+    due = await _due(session, default_timeout_s=default_timeout_s, now=now)
+    if not due:
+        return []
     rows = await session.execute(
         select(Placement, Job)
         .join(Job, Job.id == Placement.job_id)
-        .where(
-            Placement.state == PlacementState.ACTIVE,
-            or_(
-                Job.state.in_(NOT_STARTED),
-                and_(Job.state == JobState.RUNNING, Placement.id.in_(on_lost_cluster)),
-            ),
-        )
+        .where(Placement.id.in_(due), Placement.state == PlacementState.ACTIVE)
         .order_by(Job.submitted_at)
         .options(
             selectinload(Placement.shares)
@@ -178,6 +169,44 @@ async def supervise(
                     )
                 )
     return outcomes
+
+
+async def _due(
+    session: AsyncSession, *, default_timeout_s: float, now: datetime
+) -> list[uuid.UUID]:
+    """The active placements a sweep may have to act on, read without locking or loading
+    them: those with a share on a cluster that is not Ready, and those not started whose
+    start timeout has passed - with the default, or with a timeout of their own
+    (annotation; few jobs carry one, and their rows are checked in full). Placements still
+    within the default timeout, nearly all of the starting ones under load, are not read:
+    a sweep every round used to load and lock each of them, with its job and shares."""
+    on_lost_cluster = (
+        select(ClusterShare.placement_id)
+        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .where(Cluster.state != ClusterState.READY)
+    )
+    own_timeout = Job.manifest[("metadata", "annotations", GANG_START_TIMEOUT)].as_string()
+    rows = await session.execute(
+        select(Placement.id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state == PlacementState.ACTIVE,
+            or_(
+                and_(
+                    Job.state.in_(NOT_STARTED),
+                    or_(
+                        Job.placed_at < now - timedelta(seconds=default_timeout_s),
+                        own_timeout.is_not(None),
+                    ),
+                ),
+                and_(
+                    Job.state.in_((*NOT_STARTED, JobState.RUNNING)),
+                    Placement.id.in_(on_lost_cluster),
+                ),
+            ),
+        )
+    )
+    return list(rows.scalars())
 
 
 def _not_started(shares: list[ClusterShare], timeout: float) -> str:
