@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
@@ -15,7 +16,7 @@ from volcano_global.api.deps import (
     Session,
     Submitter,
 )
-from volcano_global.db.models import Job, JobState, Placement, PlacementState
+from volcano_global.db.models import JobState, PlacementState
 from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -34,7 +35,8 @@ from volcano_global.schemas.jobs import (
     PreviewShare,
     ShareOut,
 )
-from volcano_global.services import events, jobs, measurements, preview
+from volcano_global.services import events, job_views, jobs, measurements, preview
+from volcano_global.services.job_views import PlacementView
 from volcano_global.services.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -174,9 +176,9 @@ async def list_jobs(
     continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
 ) -> JobList:
     """Jobs, newest first, one page at a time; pass `metadata.continue` back for the next."""
-    rows, token = await jobs.list_jobs(
+    rows, clusters, token = await job_views.job_page(
         session,
-        filters=jobs.JobFilter(
+        filters=job_views.JobFilter(
             queue=queue,
             state=state,
             cluster=cluster,
@@ -188,18 +190,17 @@ async def list_jobs(
         limit=min(limit, settings.limits.max_page_size),
         continue_token=continue_,
     )
-    placements = await jobs.active_placements(session, job_ids=[j.id for j in rows])
     return JobList(
-        items=[_summary(j, placements.get(j.id)) for j in rows],
+        items=[_summary(row, clusters.get(row["id"], [])) for row in rows],
         metadata=ListMeta(continue_=token),
     )
 
 
 @router.get("/{uid}", operation_id="getJob", responses=error_responses(401, 403, 404, 422))
 async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail:
-    job = await jobs.get_job(session, uid=uid)
-    caller.require_queue(job.queue.name)
-    return present_job(job, await jobs.latest_placement(session, job_id=job.id))
+    job, placement = await job_views.job_view(session, uid=uid)
+    caller.require_queue(job["queue_name"])
+    return present_job(job, placement)
 
 
 @router.post(
@@ -208,8 +209,8 @@ async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail
 async def cancel_job(uid: uuid.UUID, session: Session, caller: Submitter) -> JobDetail:
     """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
     caller.require_queue((await jobs.get_job(session, uid=uid)).queue.name)
-    job = await jobs.cancel_job(session, uid=uid, by=caller.name)
-    return present_job(job, await jobs.latest_placement(session, job_id=job.id))
+    await jobs.cancel_job(session, uid=uid, by=caller.name)
+    return present_job(*await job_views.job_view(session, uid=uid))
 
 
 @router.get(
@@ -222,74 +223,62 @@ async def job_events(uid: uuid.UUID, session: Session, caller: Reader) -> EventL
     return EventList(items=[EventOut.model_validate(e) for e in rows])
 
 
-def _summary(job: Job, placement: Placement | None) -> JobSummary:
+def _summary(job: Mapping[str, Any], clusters: list[str]) -> JobSummary:
+    """`job`: a row of `job_views` (its columns and `queue_name`); `clusters`: those holding
+    its active placement."""
+    state = job["state"]
     return JobSummary(
-        uid=job.id,
-        name=job.name,
-        namespace=job.namespace,
-        kind=job.kind,
-        queue=job.queue.name,
-        priority=job.priority,
-        priority_class_name=job.priority_class_name,
-        state=job.state.value,
-        state_message=job.state_message,
-        pending_reason=job.pending_reason if job.state is JobState.PENDING else None,
-        requeues=job.requeues,
-        total_pods=job.total_pods,
-        total_gpus=job.total_gpus,
-        gpu_model=job.gpu_model,
-        clusters=[s.cluster.name for s in placement.shares]
-        if placement and placement.state is PlacementState.ACTIVE
-        else [],
+        uid=job["id"],
+        name=job["name"],
+        namespace=job["namespace"],
+        kind=job["kind"],
+        queue=job["queue_name"],
+        priority=job["priority"],
+        priority_class_name=job["priority_class_name"],
+        state=state.value,
+        state_message=job["state_message"],
+        pending_reason=job["pending_reason"] if state is JobState.PENDING else None,
+        requeues=job["requeues"],
+        total_pods=job["total_pods"],
+        total_gpus=job["total_gpus"],
+        gpu_model=job["gpu_model"],
+        clusters=clusters,
         timestamps=JobTimestamps(
-            submitted_at=job.submitted_at,
-            placed_at=job.placed_at,
-            dispatched_at=job.dispatched_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
+            submitted_at=job["submitted_at"],
+            placed_at=job["placed_at"],
+            dispatched_at=job["dispatched_at"],
+            started_at=job["started_at"],
+            finished_at=job["finished_at"],
         ),
     )
 
 
-def present_job(job: Job, placement: Placement | None) -> JobDetail:
+def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobDetail:
+    active = placement is not None and placement.state is PlacementState.ACTIVE
+    clusters = [s["cluster"] for s in placement.shares] if placement and active else []
     return JobDetail(
-        **_summary(job, placement).model_dump(),
-        gang=Gang.model_validate(job.gang),
-        split_policy=SplitPolicy.model_validate(job.split_policy),
-        communication=Communication.model_validate(job.communication)
-        if job.communication
+        **_summary(job, clusters).model_dump(),
+        gang=Gang.model_validate(job["gang"]),
+        split_policy=SplitPolicy.model_validate(job["split_policy"]),
+        communication=Communication.model_validate(job["communication"])
+        if job["communication"]
         else None,
-        measurements=Measurements.model_validate(job.measurements) if job.measurements else None,
+        measurements=Measurements.model_validate(job["measurements"])
+        if job["measurements"]
+        else None,
         placement=_placement(placement) if placement else None,
-        manifest=job.manifest,
+        manifest=job["manifest"],
     )
 
 
-def _placement(placement: Placement) -> PlacementOut:
+def _placement(placement: PlacementView) -> PlacementOut:
     return PlacementOut(
         uid=placement.id,
         generation=placement.generation,
         state=placement.state.value,
         created_at=placement.created_at,
-        shares=[
-            ShareOut(
-                cluster=s.cluster.name,
-                pods=s.pods,
-                gpus=s.gpus,
-                units=s.units,
-                rank_offset=s.rank_offset,
-                domains=s.domains,
-                phase=s.phase,
-                message=s.message,
-            )
-            for s in placement.shares
-        ],
-        link_reservations=[
-            LinkReservationOut(
-                cluster_a=r.link.cluster_a.name, cluster_b=r.link.cluster_b.name, gbps=r.gbps
-            )
-            for r in placement.link_reservations
-        ],
+        shares=[ShareOut.model_validate(share) for share in placement.shares],
+        link_reservations=[LinkReservationOut.model_validate(r) for r in placement.reservations],
     )
 
 

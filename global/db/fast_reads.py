@@ -1,0 +1,126 @@
+"""Hot reads on the driver's own connection. A `Read` is a SELECT built with SQLAlchemy Core
+and compiled once; on Postgres it runs straight on the session's asyncpg connection, the
+parameters and the values going through the same type processing SQLAlchemy would apply; on
+SQLite, the embedded default, SQLAlchemy runs it. Either way the rows come back as dicts with
+the same keys and the same Python values.
+
+Why: SQLAlchemy costs ~0.3 ms of CPU per statement on top of the driver's ~0.15 (its
+greenlet, cursor and result layers; measured with a one-row SELECT on a pooled connection),
+more than the rest of a job read together. The reads the API serves most (a job, a page of
+jobs) run here; everything that writes keeps the ORM.
+
+A driver error is not translated here: the statement is run again through SQLAlchemy, which
+raises its own exception for it (the API answers 503 for a lost connection) and, for a dead
+connection, invalidates the pool as for any other statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Float, Numeric, Select
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.types import TypeEngine
+
+Row = dict[str, Any]
+Processor = Callable[[Any], Any]
+
+
+class Read:
+    def __init__(self, statement: Select[Any]) -> None:
+        self.statement = statement
+        self.keys = list(statement.selected_columns.keys())  # SQLAlchemy's: a name taken gets _1
+        self._compiled: tuple[Dialect, _Compiled] | None = None
+
+    async def rows(self, session: AsyncSession, params: Mapping[str, Any]) -> list[Row]:
+        connection = await session.connection()
+        if connection.dialect.name != "postgresql":
+            return await self._through_sqlalchemy(connection, params)
+        compiled = self._compiled_for(connection.dialect)
+        sql, args = compiled.arguments(params)
+        driver = (await connection.get_raw_connection()).driver_connection
+        try:
+            records = await driver.fetch(sql, *args)
+        except Exception:  # SQLAlchemy raises (and handles) it in its own terms
+            return await self._through_sqlalchemy(connection, params)
+        return [compiled.row(record) for record in records]
+
+    async def one_or_none(self, session: AsyncSession, params: Mapping[str, Any]) -> Row | None:
+        rows = await self.rows(session, params)
+        if len(rows) > 1:
+            raise ValueError(f"expected at most one row, got {len(rows)}")
+        return rows[0] if rows else None
+
+    async def _through_sqlalchemy(
+        self, connection: AsyncConnection, params: Mapping[str, Any]
+    ) -> list[Row]:
+        result = await connection.execute(self.statement, dict(params))
+        return [dict(zip(self.keys, row, strict=True)) for row in result]
+
+    def _compiled_for(self, dialect: Dialect) -> _Compiled:
+        if self._compiled is None or self._compiled[0] is not dialect:
+            self._compiled = (dialect, _Compiled(self.statement, self.keys, dialect))
+        return self._compiled[1]
+
+
+class _Compiled:
+    """The statement's SQL for one dialect and the type processing of its parameters and
+    columns (what SQLAlchemy's execution applies, taken from the same types)."""
+
+    def __init__(self, statement: Select[Any], keys: list[str], dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        self.compiled = compiled
+        self.expanding = bool(compiled.post_compile_params)
+        self.binds: dict[str, Processor] = {}
+        for name, bind in compiled.binds.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                self.binds[name] = process
+        self.keys = keys
+        self.columns: list[tuple[int, Processor]] = []
+        for index, column in enumerate(statement.selected_columns):
+            impl = column.type.dialect_impl(dialect)
+            process = impl.result_processor(dialect, _type_code(impl))
+            if process is not None:
+                self.columns.append((index, process))
+
+    def arguments(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        if self.expanding:
+            state = self.compiled.construct_expanded_state(dict(params))
+            sql, names, values = state.statement, state.positiontup or [], state.parameters
+            processors: Mapping[str, Processor] = {**self.binds, **state.processors}
+        else:
+            values = self.compiled.construct_params(dict(params))
+            sql, names, processors = (
+                self.compiled.string,
+                self.compiled.positiontup or [],
+                self.binds,
+            )
+        args = []
+        for name in names:
+            value = values[name]
+            process = processors.get(name)
+            args.append(value if process is None or value is None else process(value))
+        return sql, args
+
+    def row(self, record: Any) -> Row:
+        values = list(record)
+        for index, process in self.columns:
+            values[index] = process(values[index])
+        return dict(zip(self.keys, values, strict=True))
+
+
+# The driver's type codes (Postgres type OIDs) SQLAlchemy's numeric result processing asks
+# for: it converts a NUMERIC to float for a Float column and leaves a double as it comes.
+_FLOAT8, _NUMERIC = 701, 1700
+
+
+def _type_code(type_: TypeEngine[Any]) -> int | None:
+    if isinstance(type_, Float):
+        return _FLOAT8
+    if isinstance(type_, Numeric):
+        return _NUMERIC
+    return None
