@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import yaml
 
 from volcano_global.errors import Invalid
@@ -66,10 +67,10 @@ def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int
 
 def nul_path(value: Any) -> str | None:
     """The path of the first string (or key) holding a NUL character, else None. JSON text
-    escapes every NUL as `\\u0000`: one encoding (in C) clears almost every input without
+    escapes every NUL as `\\u0000`: one encoding (orjson, in Rust) clears almost every input without
     walking it in Python; a hit (or a value JSON cannot encode) is walked to find the path."""
     try:
-        if "\\u0000" not in json.dumps(value, default=str):
+        if b"\\u0000" not in orjson.dumps(value, default=str):
             return None
     except (TypeError, ValueError):
         pass
