@@ -82,9 +82,11 @@ async def job_page(
 ) -> tuple[list[Row], dict[uuid.UUID, list[str]], str | None]:
     """Job summaries, newest first; the clusters holding each one's active placement (in
     rank order); the token of the next page (None on the last)."""
-    shape = tuple(name for name in _FILTERS if getattr(filters, name) not in (None, "", ())) + (
-        ("continue",) if continue_token else ()
-    )
+    shape = tuple(
+        name
+        for name in _FILTERS
+        if getattr(filters, name) is not None and (name != "text" or filters.text)
+    ) + (("continue",) if continue_token else ())  # a queue user of no queue sees no job
     params: dict[str, Any] = {"limit": limit + 1}
     for name in shape:
         if name == "continue":
@@ -97,15 +99,18 @@ async def job_page(
         else:
             params[name] = getattr(filters, name)
     rows = await cached_statement(("job page", shape), _page, shape).rows(session, params)
-    page, token = rows, None
-    if len(rows) > limit:
-        page = rows[:limit]
-        token = _encode_cursor(page[-1])
+    page: list[Row] = []  # one row per job (a job on several clusters comes in several)
     clusters: dict[uuid.UUID, list[str]] = {}
-    if page:
-        found = await _ACTIVE_CLUSTERS.rows(session, {"job_ids": [row["id"] for row in page]})
-        for row in found:
-            clusters.setdefault(row["job_id"], []).append(row["cluster"])
+    for row in rows:
+        cluster = row.pop("cluster")
+        if not page or page[-1]["id"] != row["id"]:
+            page.append(row)
+        if cluster is not None:
+            clusters.setdefault(row["id"], []).append(cluster)
+    token = None
+    if len(page) > limit:
+        page = page[:limit]
+        token = _encode_cursor(page[-1])
     return page, clusters, token
 
 
@@ -133,7 +138,9 @@ SUMMARY_COLUMNS = (
 
 
 def _page(shape: tuple[str, ...]) -> Read:
-    """The page statement for the filters in `shape` (their values are parameters)."""
+    """The page statement for the filters in `shape` (their values are parameters): the
+    jobs of the page (one more, to tell whether a next page exists), each joined with the
+    clusters of its active placement in rank order - one statement."""
     query = (
         select(*SUMMARY_COLUMNS, Queue.name.label("queue_name"))
         .join(Queue, Queue.id == Job.queue_id)
@@ -173,7 +180,17 @@ def _page(shape: tuple[str, ...]) -> Read:
                 ),
             )
         )
-    return Read(query)
+    jobs = query.subquery("page")
+    return Read(
+        select(jobs, Cluster.name.label("cluster"))
+        .outerjoin(
+            Placement,
+            and_(Placement.job_id == jobs.c.id, Placement.state == PlacementState.ACTIVE),
+        )
+        .outerjoin(ClusterShare, ClusterShare.placement_id == Placement.id)
+        .outerjoin(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .order_by(jobs.c.submitted_at.desc(), jobs.c.id.desc(), ClusterShare.rank_offset)
+    )
 
 
 _JOB = Read(
@@ -220,16 +237,6 @@ _RESERVATIONS = Read(
         == bindparam("placement_id", type_=LinkReservation.placement_id.type)
     )
     .order_by(_END_A.name, _END_B.name)
-)
-_ACTIVE_CLUSTERS = Read(
-    select(Placement.job_id, Cluster.name.label("cluster"))
-    .join(ClusterShare, ClusterShare.placement_id == Placement.id)
-    .join(Cluster, Cluster.id == ClusterShare.cluster_id)
-    .where(
-        Placement.job_id.in_(bindparam("job_ids", expanding=True)),
-        Placement.state == PlacementState.ACTIVE,
-    )
-    .order_by(Placement.job_id, ClusterShare.rank_offset)
 )
 
 
