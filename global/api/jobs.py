@@ -75,9 +75,9 @@ _DOCUMENT_BODY = {
     responses=error_responses(401, 403, 409, 413, 415, 422),
     openapi_extra=_DOCUMENT_BODY,
 )
-async def submit_job(request: Request, settings: AppSettings, caller: LoneSubmitter) -> JobDetail:
+async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
-    submission = await _submission(request, settings, caller)
+    submission = await _submission(request, request.app.state.settings, caller)
     audit = events.event_row(
         reason=events.AUDIT,
         message=events.audit_message(caller.name, request.method, request.url.path),

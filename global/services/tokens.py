@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -82,6 +83,12 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+@functools.lru_cache(maxsize=4)
+def _digest_of(admin_token: str) -> str:
+    """The configured admin token's hash, computed once (it is compared on every request)."""
+    return hash_token(admin_token)
+
+
 def issue_token(
     session: AsyncSession,
     *,
@@ -119,7 +126,7 @@ async def revoke_cluster_tokens(session: AsyncSession, *, cluster_id: uuid.UUID)
 
 def configured_admin(token: str, admin_token: str | None) -> Principal | None:
     """The admin, if `token` is the admin token of the settings (no database needed)."""
-    if admin_token is not None and hmac.compare_digest(hash_token(token), hash_token(admin_token)):
+    if admin_token is not None and hmac.compare_digest(hash_token(token), _digest_of(admin_token)):
         return Principal(name="admin", role=TokenRole.ADMIN)
     return None
 
