@@ -29,9 +29,16 @@ Processor = Callable[[Any], Any]
 
 
 class Read:
-    def __init__(self, statement: Select[Any]) -> None:
+    """`statement` on every database, or `postgres` instead on Postgres when given: the same
+    columns, e.g. `= ANY(:names)` with an array for an `IN` list, whose SQL (prepared once per
+    connection) does not change with the number of values and needs no expanding."""
+
+    def __init__(self, statement: Select[Any], *, postgres: Select[Any] | None = None) -> None:
         self.statement = statement
+        self.postgres = statement if postgres is None else postgres
         self.keys = list(statement.selected_columns.keys())  # SQLAlchemy's: a name taken gets _1
+        if list(self.postgres.selected_columns.keys()) != self.keys:
+            raise ValueError("the Postgres form must select the same columns")
         self._compiled: tuple[Dialect, _Compiled] | None = None
 
     async def rows(self, session: AsyncSession, params: Mapping[str, Any]) -> list[Row]:
@@ -44,7 +51,7 @@ class Read:
         try:
             records = await driver.fetch(sql, *args)
         except Exception:  # SQLAlchemy raises (and handles) it in its own terms
-            return await self._through_sqlalchemy(connection, params)
+            return await self._through_sqlalchemy(connection, params, self.postgres)
         return [compiled.row(record) for record in records]
 
     async def one_or_none(self, session: AsyncSession, params: Mapping[str, Any]) -> Row | None:
@@ -54,14 +61,19 @@ class Read:
         return rows[0] if rows else None
 
     async def _through_sqlalchemy(
-        self, connection: AsyncConnection, params: Mapping[str, Any]
+        self,
+        connection: AsyncConnection,
+        params: Mapping[str, Any],
+        statement: Select[Any] | None = None,
     ) -> list[Row]:
-        result = await connection.execute(self.statement, dict(params))
+        result = await connection.execute(
+            self.statement if statement is None else statement, dict(params)
+        )
         return [dict(zip(self.keys, row, strict=True)) for row in result]
 
     def _compiled_for(self, dialect: Dialect) -> _Compiled:
         if self._compiled is None or self._compiled[0] is not dialect:
-            self._compiled = (dialect, _Compiled(self.statement, self.keys, dialect))
+            self._compiled = (dialect, _Compiled(self.postgres, self.keys, dialect))
         return self._compiled[1]
 
 

@@ -7,11 +7,13 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Row, delete, select
+from sqlalchemy import any_, bindparam, delete, select
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.bulk import add_to_rows, update_rows
+from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import (
     Cluster,
     ClusterGpuCapacity,
@@ -48,12 +50,8 @@ async def apply_delta(
             raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
     names = [n.name for n in delta.node_upserts] + list(delta.node_removals)
     existing = {
-        row.name: row
-        for row in await session.execute(
-            select(Node.name, *NODE_CAPACITY_COLUMNS).where(
-                Node.cluster_id == cluster.id, Node.name.in_(names)
-            )
-        )
+        row["name"]: row
+        for row in await _EXISTING.rows(session, {"cluster_id": cluster.id, "names": names})
     }
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
 
@@ -67,7 +65,7 @@ async def apply_delta(
             entry[1] += sign * free
 
     for row in existing.values():
-        account(_row_part(row), row.domain_id, -1)
+        account(_row_part(row), row["domain_id"], -1)
     for node in delta.node_upserts:
         account(_node_part(node), domains[node.domain] if node.domain else None, +1)
 
@@ -183,14 +181,28 @@ async def _with_domain_changes(
     await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
 
 
-def _row_part(row: Row[Any]) -> tuple[str, int, int] | None:
+def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:
     return contribution(
-        gpu_model=row.gpu_model,
-        gpu_allocatable=row.gpu_allocatable,
-        gpu_used=row.gpu_used,
-        ready=row.ready,
-        schedulable=row.schedulable,
+        gpu_model=row["gpu_model"],
+        gpu_allocatable=row["gpu_allocatable"],
+        gpu_used=row["gpu_used"],
+        ready=row["ready"],
+        schedulable=row["schedulable"],
     )
+
+
+# The stored state of the nodes a delta names (read on the driver's connection; on Postgres
+# the names go as one array parameter).
+_EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
+_IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
+_EXISTING = Read(
+    select(*_EXISTING_COLUMNS).where(
+        _IN_CLUSTER, Node.name.in_(bindparam("names", expanding=True))
+    ),
+    postgres=select(*_EXISTING_COLUMNS).where(
+        _IN_CLUSTER, Node.name == any_(bindparam("names", type_=ARRAY(Node.name.type)))
+    ),
+)
 
 
 def _node_part(node: NodeIn) -> tuple[str, int, int] | None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import any_, bindparam, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 
@@ -62,6 +63,23 @@ async def test_rows_are_what_sqlalchemy_returns_with_the_same_types(
         assert await JOBS.one_or_none(session, {"names": ["zz"], "p": 0}) is None
         with pytest.raises(ValueError, match="at most one row"):
             await JOBS.one_or_none(session, {"names": ["a", "b"], "p": 0})
+
+
+async def test_a_postgres_form_gives_the_same_rows(app: FastAPI, api: httpx.AsyncClient) -> None:
+    for name in ("a", "b", "c"):
+        assert (await submit(api, job_document(name))).status_code == 201
+    read = Read(
+        select(Job.name).where(Job.name.in_(bindparam("names", expanding=True))),
+        postgres=select(Job.name).where(
+            Job.name == any_(bindparam("names", type_=ARRAY(Job.name.type)))
+        ),
+    )
+    async with reading(app.state.sessions) as session:
+        for names in (["a", "c", "zz"], ["b"], []):
+            rows = await read.rows(session, {"names": names})
+            assert sorted(r["name"] for r in rows) == sorted(set(names) - {"zz"})
+    with pytest.raises(ValueError, match="same columns"):
+        Read(select(Job.name), postgres=select(Job.id))
 
 
 async def test_a_column_name_taken_twice_gets_sqlalchemys_key(app: FastAPI) -> None:
