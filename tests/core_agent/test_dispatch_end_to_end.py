@@ -133,12 +133,14 @@ async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) 
 async def test_a_cluster_whose_inventory_never_rests_stays_ready(database_url: str) -> None:
     """Changes every 50 ms for 3x the NotReady timeout: the agent's heartbeats still go out on
     their period (they used to wait for a quiet moment that never came), so no NotReady."""
-    async with federation(database_url, agents={"heartbeat_timeout_s": 2}) as fed:
+    # 3 s: the deltas (as good as heartbeats) come every ~1 s +- a quarter (the agent's
+    # window); with 2 s one busy moment of the CI machine made it NotReady.
+    async with federation(database_url, agents={"heartbeat_timeout_s": 3}) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
         await fed.join("east", east)
         await fed.ready("east")
         names = sorted(east.nodes)
-        for i in range(120):
+        for i in range(180):
             east.update_node(names[i % len(names)], used_gpus=i % 9)
             await asyncio.sleep(0.05)
         cluster = (await fed.api.get("/api/v1/clusters/east")).json()
