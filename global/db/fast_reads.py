@@ -6,8 +6,8 @@ the same keys and the same Python values.
 
 Why: SQLAlchemy costs ~0.3 ms of CPU per statement on top of the driver's ~0.15 (its
 greenlet, cursor and result layers; measured with a one-row SELECT on a pooled connection),
-more than the rest of a job read together. The reads the API serves most (a job, a page of
-jobs) run here; everything that writes keeps the ORM.
+more than the rest of a job read together. The reads served most (a job, a page of jobs,
+the nodes an inventory delta names) run here; everything that writes keeps the ORM.
 
 A driver error is not translated here: the statement is run again through SQLAlchemy, which
 raises its own exception for it (the API answers 503 for a lost connection) and, for a dead
