@@ -191,7 +191,7 @@ async def list_jobs(
         continue_token=continue_,
     )
     return JobList(
-        items=[_summary(row, clusters.get(row["id"], [])) for row in rows],
+        items=[JobSummary(**_summary_fields(row, clusters.get(row["id"], []))) for row in rows],
         metadata=ListMeta(continue_=token),
     )
 
@@ -223,41 +223,41 @@ async def job_events(uid: uuid.UUID, session: Session, caller: Reader) -> EventL
     return EventList(items=[EventOut.model_validate(e) for e in rows])
 
 
-def _summary(job: Mapping[str, Any], clusters: list[str]) -> JobSummary:
-    """`job`: a row of `job_views` (its columns and `queue_name`); `clusters`: those holding
-    its active placement."""
+def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
+    """What a summary shows of `job` (a row of `job_views`: its columns and `queue_name`);
+    `clusters`: those holding its active placement."""
     state = job["state"]
-    return JobSummary(
-        uid=job["id"],
-        name=job["name"],
-        namespace=job["namespace"],
-        kind=job["kind"],
-        queue=job["queue_name"],
-        priority=job["priority"],
-        priority_class_name=job["priority_class_name"],
-        state=state.value,
-        state_message=job["state_message"],
-        pending_reason=job["pending_reason"] if state is JobState.PENDING else None,
-        requeues=job["requeues"],
-        total_pods=job["total_pods"],
-        total_gpus=job["total_gpus"],
-        gpu_model=job["gpu_model"],
-        clusters=clusters,
-        timestamps=JobTimestamps(
+    return {
+        "uid": job["id"],
+        "name": job["name"],
+        "namespace": job["namespace"],
+        "kind": job["kind"],
+        "queue": job["queue_name"],
+        "priority": job["priority"],
+        "priority_class_name": job["priority_class_name"],
+        "state": state.value,
+        "state_message": job["state_message"],
+        "pending_reason": job["pending_reason"] if state is JobState.PENDING else None,
+        "requeues": job["requeues"],
+        "total_pods": job["total_pods"],
+        "total_gpus": job["total_gpus"],
+        "gpu_model": job["gpu_model"],
+        "clusters": clusters,
+        "timestamps": JobTimestamps(
             submitted_at=job["submitted_at"],
             placed_at=job["placed_at"],
             dispatched_at=job["dispatched_at"],
             started_at=job["started_at"],
             finished_at=job["finished_at"],
         ),
-    )
+    }
 
 
 def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobDetail:
     active = placement is not None and placement.state is PlacementState.ACTIVE
-    clusters = [s["cluster"] for s in placement.shares] if placement and active else []
+    clusters = [s["cluster"] for s in placement.shares] if active else []
     return JobDetail(
-        **_summary(job, clusters).model_dump(),
+        **_summary_fields(job, clusters),
         gang=Gang.model_validate(job["gang"]),
         split_policy=SplitPolicy.model_validate(job["split_policy"]),
         communication=Communication.model_validate(job["communication"])

@@ -8,7 +8,7 @@ import base64
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -49,8 +49,8 @@ class PlacementView:
     generation: int
     state: PlacementState
     created_at: datetime
-    shares: list[Row] = field(default_factory=list)  # in rank order, with their `cluster` name
-    reservations: list[Row] = field(default_factory=list)  # cluster_a, cluster_b, gbps
+    shares: list[Row]  # in rank order, with their `cluster` name
+    reservations: list[Row]  # cluster_a, cluster_b, gbps
 
 
 async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, PlacementView | None]:
@@ -63,17 +63,18 @@ async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, Place
     if not rows:
         return job, None
     first = rows[0]
+    shares = [{k: row[k] for k in _SHARE_KEYS} for row in rows if row["cluster"] is not None]
+    reservations = []
+    if len(shares) > 1:  # only a split reserves link bandwidth
+        reservations = await _RESERVATIONS.rows(session, {"placement_id": first["placement_id"]})
     placement = PlacementView(
         id=first["placement_id"],
         generation=first["generation"],
         state=first["placement_state"],
         created_at=first["created_at"],
-        shares=[{k: row[k] for k in _SHARE_KEYS} for row in rows if row["cluster"] is not None],
+        shares=shares,
+        reservations=reservations,
     )
-    if len(placement.shares) > 1:
-        placement.reservations.extend(
-            await _RESERVATIONS.rows(session, {"placement_id": placement.id})
-        )
     return job, placement
 
 
@@ -115,7 +116,7 @@ async def job_page(
 
 
 _FILTERS = ("queue", "state", "namespace", "name", "queues", "text", "cluster")
-SUMMARY_COLUMNS = (
+_SUMMARY_COLUMNS = (
     Job.id,
     Job.name,
     Job.namespace,
@@ -142,7 +143,7 @@ def _page(shape: tuple[str, ...]) -> Read:
     jobs of the page (one more, to tell whether a next page exists), each joined with the
     clusters of its active placement in rank order - one statement."""
     query = (
-        select(*SUMMARY_COLUMNS, Queue.name.label("queue_name"))
+        select(*_SUMMARY_COLUMNS, Queue.name.label("queue_name"))
         .join(Queue, Queue.id == Job.queue_id)
         .order_by(Job.submitted_at.desc(), Job.id.desc())
         .limit(bindparam("limit", type_=Integer))
