@@ -37,9 +37,9 @@ from volcano_global.app import create_app  # noqa: E402
 from volcano_global.db.engine import transaction  # noqa: E402
 from volcano_global.db.models import Job, JobState  # noqa: E402
 from volcano_global.grpc.convert import delta_from, snapshot_from  # noqa: E402
-from volcano_global.services.clusters import lock_cluster  # noqa: E402
-from volcano_global.services.inventory import replace_inventory  # noqa: E402
-from volcano_global.services.inventory_deltas import apply_delta  # noqa: E402
+from volcano_global.services.inventory.clusters import lock_cluster  # noqa: E402
+from volcano_global.services.inventory.deltas import apply_delta  # noqa: E402
+from volcano_global.services.inventory.snapshots import replace_inventory  # noqa: E402
 from volcano_global.settings import Settings  # noqa: E402
 
 TOKEN = "vg_bench_request_cost_0123456789"

@@ -25,14 +25,15 @@ from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.db import migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
+from volcano_global.db.notifications import Listener
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
-from volcano_global.services.heartbeats import HeartbeatMonitor
-from volcano_global.services.job_writer import JobWriter
-from volcano_global.services.outbox_signal import OutboxListener
-from volcano_global.services.queues import ensure_queue
-from volcano_global.services.tokens import ensure_admin_token
+from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
+from volcano_global.services.jobs.writer import JobWriter
+from volcano_global.services.lifecycle.outbox import OUTBOX
+from volcano_global.services.tenancy.queues import ensure_queue
+from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
 from volcano_global.tasks import start_guarded, stop
 
@@ -78,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ]
             listener = None
             if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
-                listener = OutboxListener(create_engine(settings.database_url, pool_size=1))
+                listener = Listener(create_engine(settings.database_url, pool_size=1), OUTBOX)
                 tasks.append(start_guarded("outbox-listener", listener.listen, every_s=1.0))
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler

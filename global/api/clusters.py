@@ -20,8 +20,10 @@ from volcano_global.schemas.clusters import (
 )
 from volcano_global.schemas.common import GpuCapacity, error_responses
 from volcano_global.schemas.jobs import EventList, EventOut
-from volcano_global.services import clusters, events, inventory
-from volcano_global.services.clusters import NodeCounts as NodeCountsView
+from volcano_global.services import events
+from volcano_global.services.inventory import clusters
+from volcano_global.services.inventory import snapshots as inventory
+from volcano_global.services.inventory.clusters import NodeCounts as NodeCountsView
 
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.engine import autocommit
 from volcano_global.errors import Unauthorized
 from volcano_global.services.events import record_audit
-from volcano_global.services.tokens import Principal, authenticate, configured_admin
+from volcano_global.services.tenancy.tokens import Principal, authenticate, configured_admin
 from volcano_global.settings import Settings
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

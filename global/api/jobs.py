@@ -35,9 +35,13 @@ from volcano_global.schemas.jobs import (
     PreviewShare,
     ShareOut,
 )
-from volcano_global.services import events, job_views, jobs, measurements, preview
-from volcano_global.services.job_views import PlacementView
-from volcano_global.services.tokens import Principal
+from volcano_global.services import events
+from volcano_global.services.jobs import cancel, measurements
+from volcano_global.services.jobs import submission as submissions
+from volcano_global.services.jobs import views as job_views
+from volcano_global.services.jobs.views import PlacementView
+from volcano_global.services.scheduling import preview
+from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -82,7 +86,7 @@ async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
         reason=events.AUDIT,
         message=events.audit_message(caller.name, request.method, request.url.path),
     )
-    job = await jobs.submit_job(
+    job = await submissions.submit_job(
         submission,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
@@ -141,8 +145,10 @@ def _format(request: Request) -> str:
     raise UnsupportedMediaType(f"Content-Type {media!r}: send application/yaml or application/json")
 
 
-async def _submission(request: Request, settings: Settings, caller: Principal) -> jobs.Submission:
-    return jobs.Submission(
+async def _submission(
+    request: Request, settings: Settings, caller: Principal
+) -> submissions.Submission:
+    return submissions.Submission(
         body=await request.body(),
         fmt=_format(request),
         options=ParseOptions(
@@ -150,7 +156,7 @@ async def _submission(request: Request, settings: Settings, caller: Principal) -
             default_max_clusters=settings.scheduling.max_clusters,
             max_total_pods=settings.limits.max_total_pods,
         ),
-        limits=jobs.SubmitLimits(
+        limits=submissions.SubmitLimits(
             max_nodes=settings.limits.max_document_nodes,
             max_depth=settings.limits.max_document_depth,
         ),
@@ -208,8 +214,8 @@ async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail
 )
 async def cancel_job(uid: uuid.UUID, session: Session, caller: Submitter) -> JobDetail:
     """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
-    caller.require_queue((await jobs.get_job(session, uid=uid)).queue.name)
-    await jobs.cancel_job(session, uid=uid, by=caller.name)
+    caller.require_queue((await cancel.get_job(session, uid=uid)).queue.name)
+    await cancel.cancel_job(session, uid=uid, by=caller.name)
     return present_job(*await job_views.job_view(session, uid=uid))
 
 
@@ -217,7 +223,7 @@ async def cancel_job(uid: uuid.UUID, session: Session, caller: Submitter) -> Job
     "/{uid}/events", operation_id="listJobEvents", responses=error_responses(401, 403, 404, 422)
 )
 async def job_events(uid: uuid.UUID, session: Session, caller: Reader) -> EventList:
-    job = await jobs.get_job(session, uid=uid)
+    job = await cancel.get_job(session, uid=uid)
     caller.require_queue(job.queue.name)
     rows = await events.list_events(session, job_id=job.id)
     return EventList(items=[EventOut.model_validate(e) for e in rows])

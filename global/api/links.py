@@ -8,7 +8,7 @@ from volcano_global.api.deps import Admin, Reader, Session
 from volcano_global.db.models import Link
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.links import LinkCreate, LinkList, LinkOut
-from volcano_global.services import links
+from volcano_global.services.inventory import links
 
 router = APIRouter(prefix="/api/v1/links", tags=["links"])
 

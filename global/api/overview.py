@@ -12,6 +12,7 @@ from volcano_global.schemas.common import GpuCapacity, error_responses
 from volcano_global.schemas.jobs import EventList, EventOut
 from volcano_global.schemas.overview import Overview, RoundList, RoundOut
 from volcano_global.services import events, overview
+from volcano_global.services.scheduling import rounds
 
 router = APIRouter(prefix="/api/v1", tags=["overview"])
 
@@ -37,7 +38,7 @@ async def list_rounds(
     session: Session, _: Reader, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> RoundList:
     """The most recent committed scheduling rounds, newest first."""
-    rows = await overview.recent_rounds(session, limit=limit)
+    rows = await rounds.recent_rounds(session, limit=limit)
     return RoundList(items=[RoundOut.model_validate(r) for r in rows])
 
 

@@ -9,7 +9,7 @@ from volcano_global.db.models import Queue
 from volcano_global.errors import Invalid
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.queues import QueueCreate, QueueList, QueueOut, QueuePatch, QueueUsage
-from volcano_global.services import queues
+from volcano_global.services.tenancy import queues
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 

@@ -10,7 +10,7 @@ from volcano_global.api.deps import Admin, Session
 from volcano_global.db.models import ApiToken, TokenRole
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.tokens import TokenCreate, TokenIssued, TokenList, TokenOut
-from volcano_global.services import tokens
+from volcano_global.services.tenancy import tokens
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 

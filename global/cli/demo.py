@@ -22,7 +22,7 @@ from rich.table import Table
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.output import Format, console, render
 from volcano_global.cli.resources import CLUSTER_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
-from volcano_global.services.jobs import NOT_YET_SCHEDULED
+from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
 
 CLUSTERS = [
     # name, agent arguments (examples dir relative), labels

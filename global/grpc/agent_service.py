@@ -23,12 +23,13 @@ from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
-from volcano_global.services import clusters as cluster_service
-from volcano_global.services import dispatch, outbox, outbox_signal
+from volcano_global.services.dispatch import reports
 from volcano_global.services.events import record_event
-from volcano_global.services.inventory import replace_inventory
-from volcano_global.services.inventory_deltas import apply_delta, merged
-from volcano_global.services.tokens import Principal, authenticate
+from volcano_global.services.inventory import clusters as cluster_service
+from volcano_global.services.inventory.deltas import apply_delta, merged
+from volcano_global.services.inventory.snapshots import replace_inventory
+from volcano_global.services.lifecycle import outbox
+from volcano_global.services.tenancy.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
         self.sessions = sessions
         self.settings = settings
-        self.reports = dispatch.report_writer(sessions)
+        self.reports = reports.report_writer(sessions)
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -100,10 +101,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
         # Dispatch: the cluster's unacknowledged outbox messages follow at once when a commit
-        # wrote some for this cluster (services/outbox_signal), else every poll period, and
+        # wrote some for this cluster (db/notifications), else every poll period, and
         # again on every new stream, until the agent's report acknowledges them.
         sent: set[uuid.UUID] = set()
-        with outbox_signal.watch(cluster_id) as woken:
+        with outbox.OUTBOX.watch(cluster_id) as woken:
             polled = time.monotonic()
             async for item in self._outbox(cluster_id, sent):
                 yield item
@@ -124,7 +125,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         """How often a stream reads its outbox unwoken: rarely while commits of every process
         wake it, else often."""
         agents = self.settings.agents
-        return agents.outbox_safety_poll_s if outbox_signal.listening() else agents.outbox_poll_s
+        return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
 
     async def _outbox(
         self, cluster_id: uuid.UUID, sent: set[uuid.UUID]
@@ -258,7 +259,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return cluster
 
 
-def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> dispatch.ShareReport:
+def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> reports.ShareReport:
     try:
         placement_id = uuid.UUID(status.placement_id)
     except ValueError:
@@ -269,7 +270,7 @@ def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> dispatch
         raise Invalid.one(
             "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
         )
-    return dispatch.ShareReport(cluster_id, placement_id, status.phase, status.message)
+    return reports.ShareReport(cluster_id, placement_id, status.phase, status.message)
 
 
 _GROUPED = frozenset({"delta", "job_status"})

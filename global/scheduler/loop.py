@@ -16,14 +16,10 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
-from volcano_global.services.gang import Outcome, supervise
-from volcano_global.services.overview import record_round
-from volcano_global.services.scheduling import (
-    RoundResult,
-    anything_pending,
-    build_snapshot,
-    commit_round,
-)
+from volcano_global.services.dispatch.supervision import Outcome, supervise
+from volcano_global.services.scheduling.commit import RoundResult, commit_round
+from volcano_global.services.scheduling.rounds import record_round
+from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
 

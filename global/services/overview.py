@@ -1,13 +1,12 @@
-"""Federation-wide figures: jobs by state, clusters by state, GPUs by model; and the record of
-scheduling rounds. Read by the overview endpoint, the console and the metrics scrape."""
+"""Federation-wide figures: jobs by state, clusters by state, GPUs by model. Read by the
+overview endpoint, the console and the metrics scrape."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
@@ -16,10 +15,7 @@ from volcano_global.db.models import (
     ClusterState,
     Job,
     JobState,
-    SchedulingRound,
 )
-
-KEPT_ROUNDS = 1000
 
 
 async def job_counts(session: AsyncSession) -> dict[JobState, int]:
@@ -56,50 +52,3 @@ def by_model(capacity: list[tuple[str, str, int, int]]) -> dict[str, tuple[int, 
         totals[model][0] += total
         totals[model][1] += free
     return {model: (t, f) for model, (t, f) in sorted(totals.items())}
-
-
-async def record_round(
-    session: AsyncSession,
-    *,
-    generation: int,
-    wall_seconds: float,
-    solve_seconds: float,
-    status: str,
-    gap: float,
-    placed: int,
-    pending: int,
-    policy: str,
-    finished_at: datetime,
-) -> None:
-    """Keep a committed round on record (the newest KEPT_ROUNDS are kept)."""
-    session.add(
-        SchedulingRound(
-            generation=generation,
-            wall_seconds=wall_seconds,
-            solve_seconds=solve_seconds,
-            status=status,
-            gap=gap,
-            placed=placed,
-            pending=pending,
-            policy=policy,
-            finished_at=finished_at,
-        )
-    )
-    await session.flush()
-    cutoff = (
-        await session.execute(
-            select(SchedulingRound.finished_at)
-            .order_by(SchedulingRound.finished_at.desc())
-            .offset(KEPT_ROUNDS)
-            .limit(1)
-        )
-    ).scalar_one_or_none()
-    if cutoff is not None:
-        await session.execute(delete(SchedulingRound).where(SchedulingRound.finished_at <= cutoff))
-
-
-async def recent_rounds(session: AsyncSession, *, limit: int) -> list[SchedulingRound]:
-    rows = await session.execute(
-        select(SchedulingRound).order_by(SchedulingRound.finished_at.desc()).limit(limit)
-    )
-    return list(rows.scalars())

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.services.fairshare import Candidate, fair_order
 from volcano_global.simulation import speed
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
@@ -32,6 +31,7 @@ from volcano_global.solver import (
     SolveOptions,
     solve,
 )
+from volcano_global.solver.queue_order import Candidate, fair_order
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxMessage
 from volcano_global.rpc.v1 import agent_pb2 as pb
-from volcano_global.services import dispatch
-from volcano_global.services.dispatch import ShareReport
+from volcano_global.services.dispatch import reports
+from volcano_global.services.dispatch.reports import ShareReport
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
         if statement.startswith("SELECT") and f"FROM {OutboxMessage.__tablename__}" in statement:
             transactions.append(statement)  # the acknowledgements: one read a transaction
 
-    writer = dispatch.report_writer(app.state.sessions)
+    writer = reports.report_writer(app.state.sessions)
     engine = app.state.engine.sync_engine
     event.listen(engine, "before_cursor_execute", count)
     try:

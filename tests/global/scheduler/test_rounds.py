@@ -22,13 +22,10 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.fast_reads import Read
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.schemas.clusters import InventoryDelta
-from volcano_global.services.clusters import lock_cluster
-from volcano_global.services.inventory_deltas import apply_delta
-from volcano_global.services.scheduling import (
-    RoundContext,
-    build_snapshot,
-    commit_round,
-)
+from volcano_global.services.inventory.clusters import lock_cluster
+from volcano_global.services.inventory.deltas import apply_delta
+from volcano_global.services.scheduling.commit import commit_round
+from volcano_global.services.scheduling.snapshot import RoundContext, build_snapshot
 from volcano_global.solver import Decision, Policy, SolveOptions, solve
 
 LLM = example("llm-pretrain-64x8.yaml")

@@ -21,7 +21,7 @@ from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import ShareLayout, rendezvous_env
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.sdk import ReportError, Runtime
-from volcano_global.services.scheduling import _with_measurements
+from volcano_global.services.scheduling.snapshot import _with_measurements
 
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 

@@ -1,0 +1,196 @@
+"""The lifecycle the agents' reports drive. A split job is Dispatched when every share is
+accepted, Running only when every share reports all its pods started (cross-cluster gang), and
+Succeeded when every share has. A share that fails is handed to gang supervision: before the
+job runs the whole placement is withdrawn and the job requeued; after, the job's policy
+decides."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import selectinload
+
+from volcano_global import failpoints
+from volcano_global.db.base import utcnow
+from volcano_global.db.engine import is_unavailable, transaction
+from volcano_global.db.group_commit import GroupCommit
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    EventType,
+    Job,
+    JobState,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+    PlacementState,
+)
+from volcano_global.services.dispatch.supervision import share_lost
+from volcano_global.services.events import record_event
+from volcano_global.services.lifecycle.jobs import lock_jobs, transition
+from volcano_global.services.lifecycle.placements import end_placement
+
+WARNING_PREFIX = "warning: "  # a report message the job's events should show as a Warning
+# How far a share has come; a report never moves a share back (Failed/Cancelled: 9, always taken).
+_PROGRESS = {"Assigned": 0, "Accepted": 1, "Running": 2, "Succeeded": 3}
+
+
+@dataclass(frozen=True)
+class ShareReport:
+    """An agent's word on its cluster's share of a placement."""
+
+    cluster_id: uuid.UUID
+    placement_id: uuid.UUID
+    phase: str  # Accepted, Running, Succeeded, Failed, Cancelled
+    message: str = ""
+
+
+def report_writer(
+    sessions: async_sessionmaker[AsyncSession],
+) -> GroupCommit[list[ShareReport], None]:
+    """The reports of every agent stream of this process, applied together: what the streams
+    send while a transaction of reports is written goes in the next one (a transaction's round
+    trips are paid once for many reports; one stream's reports stay in its order). A report
+    that fails for a reason of its own fails only its stream's batch."""
+
+    async def write(batches: list[list[ShareReport]]) -> list[None]:
+        async with transaction(sessions) as session:
+            await apply_reports(session, [report for batch in batches for report in batch])
+        return [None] * len(batches)
+
+    return GroupCommit(
+        write, what="report batches", max_batch=64, alone=lambda exc: not is_unavailable(exc)
+    )
+
+
+async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> None:
+    """Apply agents' reports, in the order given (idempotent). The rows they touch are read
+    once for all of them: the dispatch messages they acknowledge, then the placements and then
+    their jobs, each locked in id order (one statement each)."""
+    if not reports:
+        return
+    await _acknowledge(session, reports)
+    placement_ids = sorted({r.placement_id for r in reports})
+    placements = {
+        p.id: p
+        for p in (
+            await session.execute(
+                select(Placement)
+                .where(Placement.id.in_(placement_ids))
+                .order_by(Placement.id)
+                .with_for_update(of=Placement)
+                .options(
+                    selectinload(Placement.shares)
+                    .joinedload(ClusterShare.cluster)
+                    .raiseload(Cluster.capacities)
+                )
+            )
+        ).scalars()
+    }
+    job_ids = [p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE]
+    jobs = await lock_jobs(session, job_ids)
+    for report in reports:
+        placement = placements.get(report.placement_id)
+        if placement is not None:
+            await _apply(session, report, placement, jobs.get(placement.job_id))
+    await session.flush()
+    failpoints.hit("report-commit")
+
+
+async def _acknowledge(session: AsyncSession, reports: list[ShareReport]) -> None:
+    """A report acknowledges the dispatch messages to its cluster about its share: an
+    assignment, or for Cancelled a cancellation. An assignment's job token need not stay in the
+    table."""
+    wanted = {
+        (
+            r.cluster_id,
+            r.placement_id,
+            OutboxKind.CANCEL if r.phase == "Cancelled" else OutboxKind.ASSIGN,
+        )
+        for r in reports
+    }
+    delivered = await session.execute(
+        select(OutboxMessage).where(
+            OutboxMessage.placement_id.in_({r.placement_id for r in reports}),
+            OutboxMessage.acked_at.is_(None),
+        )
+    )
+    now = utcnow()
+    for message in delivered.scalars():
+        if (message.cluster_id, message.placement_id, message.kind) not in wanted:
+            continue
+        message.acked_at = now
+        if "job_token" in message.payload:
+            message.payload = {k: v for k, v in message.payload.items() if k != "job_token"}
+
+
+async def _apply(
+    session: AsyncSession,
+    report: ShareReport,
+    placement: Placement,
+    job: Job | None,
+) -> None:
+    phase, message = report.phase, report.message
+    if placement.state is not PlacementState.ACTIVE:
+        return  # a report about a withdrawn or finished placement: acknowledged, nothing else
+    share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
+    if share is None or _PROGRESS.get(phase, 9) < _PROGRESS.get(share.phase, 0):
+        return  # unknown share, or an older report resent after a newer one was stored
+    share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
+    if job is None or job.is_terminal:
+        return
+    phases = {s.phase for s in placement.shares}
+    where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
+    if message.startswith(WARNING_PREFIX):  # the share runs, but the user should know
+        await record_event(
+            session,
+            job_id=job.id,
+            type=EventType.WARNING,
+            reason="ClusterWarning",
+            message=f"{share.cluster.name}: {message.removeprefix(WARNING_PREFIX)}",
+        )
+    if phase in ("Failed", "Cancelled"):
+        # Cancelled here means the share was removed in its cluster without our asking.
+        await share_lost(
+            session,
+            placement=placement,
+            job=job,
+            event="PodFailed",
+            message=f"share in {where}",
+        )
+        return
+    # Each transition happens once per placement: its event is new, not folded into another.
+    if job.state is JobState.PLACED and phases <= {"Accepted", "Running", "Succeeded"}:
+        transition(job, JobState.DISPATCHED, message="every share accepted")
+        await record_event(
+            session,
+            job_id=job.id,
+            reason="Dispatched",
+            message="every cluster accepted its share",
+            fold=False,
+        )
+    if job.state is JobState.DISPATCHED and phases <= {"Running", "Succeeded"}:
+        transition(job, JobState.RUNNING, message="every share running")
+        clusters = ", ".join(s.cluster.name for s in placement.shares)
+        await record_event(
+            session,
+            job_id=job.id,
+            reason="Running",
+            message=f"all pods started in {clusters}",
+            fold=False,
+        )
+    if job.state is JobState.RUNNING and phases == {"Succeeded"}:
+        transition(job, JobState.SUCCEEDED, message="every share succeeded")
+        await end_placement(
+            session, placement=placement, state=PlacementState.RELEASED, cancel_reason=None
+        )
+        await record_event(
+            session,
+            job_id=job.id,
+            reason="Succeeded",
+            message="every share completed",
+            fold=False,
+        )

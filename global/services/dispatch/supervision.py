@@ -1,0 +1,219 @@
+"""Cross-cluster gang supervision: a placement either starts everywhere or nowhere.
+
+- A share that cannot start (its agent reports Failed before the job runs, its cluster goes
+  NotReady, or not every share runs within the gang start timeout) withdraws the whole
+  placement: every share is cancelled, its capacity and link bandwidth return, and the job goes
+  back to Pending with an event naming the cluster and why.
+- A share lost while the job runs (its cluster NotReady: Volcano's `PodEvicted`; its pods
+  failed: `PodFailed`) is handled by the job's Volcano `policies`: a Restart* action requeues
+  the job (up to `spec.maxRetry`, default 3), AbortJob/TerminateJob fail it, CompleteJob
+  completes it. Without a matching policy an evicted share requeues and a failed one fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    ClusterState,
+    EventType,
+    Job,
+    JobState,
+    Placement,
+    PlacementState,
+)
+from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+from volcano_global.services.events import record_event
+from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.placements import end_placement
+
+DEFAULT_MAX_RETRY = 3  # Volcano's default spec.maxRetry
+REQUEUE = frozenset({"RestartJob", "RestartTask", "RestartPod", "RestartPartition"})
+FAIL = frozenset({"AbortJob", "TerminateJob"})
+COMPLETE = frozenset({"CompleteJob"})
+DEFAULT_ACTION = {"PodEvicted": "RestartJob", "PodFailed": "AbortJob"}
+NOT_STARTED = (JobState.PLACED, JobState.DISPATCHED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: str  # namespace/name
+    action: str  # Withdrawn, Requeued, Failed, Completed
+    message: str
+
+
+def start_timeout_s(job: Job, default_s: float) -> float:
+    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(GANG_START_TIMEOUT)
+    return float(value) if value is not None else default_s
+
+
+def policy_action(manifest: dict[str, Any], event: str) -> str:
+    """The action of the first job-level Volcano policy matching `event` (or `*`)."""
+    for policy in (manifest.get("spec") or {}).get("policies") or []:
+        if not isinstance(policy, dict):
+            continue
+        events = [*(policy.get("events") or []), policy.get("event")]
+        if (event in events or "*" in events) and isinstance(policy.get("action"), str):
+            return str(policy["action"])
+    return DEFAULT_ACTION[event]
+
+
+async def withdraw(
+    session: AsyncSession, *, placement: Placement, job: Job, reason: str, message: str
+) -> Outcome:
+    """Take back a placement that has not started: cancel every share, free what it held,
+    and put the job back in the queue."""
+    await end_placement(
+        session, placement=placement, state=PlacementState.WITHDRAWN, cancel_reason=message
+    )
+    transition(job, JobState.PENDING, message=message)
+    job.pending_reason = message
+    await record_event(
+        session, job_id=job.id, type=EventType.WARNING, reason=reason, message=message
+    )
+    await session.flush()
+    return Outcome(f"{job.namespace}/{job.name}", "Withdrawn", message)
+
+
+async def share_lost(
+    session: AsyncSession, *, placement: Placement, job: Job, event: str, message: str
+) -> Outcome:
+    """A share of a job stopped: withdraw if the job had not started, else apply its policy."""
+    if job.state in NOT_STARTED:
+        return await withdraw(
+            session, placement=placement, job=job, reason="GangWithdrawn", message=message
+        )
+    action = policy_action(job.manifest, event)
+    max_retry = (job.manifest.get("spec") or {}).get("maxRetry", DEFAULT_MAX_RETRY)
+    name = f"{job.namespace}/{job.name}"
+    await end_placement(
+        session, placement=placement, state=PlacementState.RELEASED, cancel_reason=message
+    )
+    if action in REQUEUE and job.requeues < max_retry:
+        job.requeues += 1
+        text = f"{message}; {event} -> {action}: requeued (retry {job.requeues}/{max_retry})"
+        transition(job, JobState.PENDING, message=text)
+        job.pending_reason = text
+        outcome = Outcome(name, "Requeued", text)
+    elif action in COMPLETE:
+        text = f"{message}; {event} -> {action}"
+        transition(job, JobState.SUCCEEDED, message=text)
+        outcome = Outcome(name, "Completed", text)
+    else:
+        why = f"maxRetry ({max_retry}) reached" if action in REQUEUE else action
+        text = f"{message}; {event} -> {why}: failed"
+        transition(job, JobState.FAILED, message=text)
+        outcome = Outcome(name, "Failed", text)
+    await record_event(
+        session, job_id=job.id, type=EventType.WARNING, reason=event, message=outcome.message
+    )
+    await session.flush()
+    return outcome
+
+
+async def supervise(
+    session: AsyncSession, *, default_timeout_s: float, now: datetime | None = None
+) -> list[Outcome]:
+    """One sweep over the active placements (run by the scheduling leader): withdraw gangs
+    that did not start in time, act on shares whose cluster is NotReady."""
+    now = now or utcnow()
+    due = await _due(session, default_timeout_s=default_timeout_s, now=now)
+    if not due:
+        return []
+    rows = await session.execute(
+        select(Placement, Job)
+        .join(Job, Job.id == Placement.job_id)
+        .where(Placement.id.in_(due), Placement.state == PlacementState.ACTIVE)
+        .order_by(Job.submitted_at)
+        .options(
+            selectinload(Placement.shares)
+            .joinedload(ClusterShare.cluster)
+            .raiseload(Cluster.capacities)
+        )
+        .with_for_update(of=[Placement, Job], skip_locked=True)
+    )
+    outcomes = []
+    for placement, job in rows.all():
+        lost = [s for s in placement.shares if s.cluster.state is not ClusterState.READY]
+        if lost:
+            share = lost[0]
+            message = (
+                f"cluster {share.cluster.name} ({share.pods} pods of this job) is "
+                f"{share.cluster.state.value}"
+            )
+            outcomes.append(
+                await share_lost(
+                    session, placement=placement, job=job, event="PodEvicted", message=message
+                )
+            )
+            continue
+        timeout = start_timeout_s(job, default_timeout_s)
+        if job.state in NOT_STARTED and job.placed_at is not None:
+            if now - job.placed_at > timedelta(seconds=timeout):
+                outcomes.append(
+                    await withdraw(
+                        session,
+                        placement=placement,
+                        job=job,
+                        reason="GangTimeout",
+                        message=_not_started(placement.shares, timeout),
+                    )
+                )
+    return outcomes
+
+
+async def _due(
+    session: AsyncSession, *, default_timeout_s: float, now: datetime
+) -> list[uuid.UUID]:
+    """The active placements a sweep may have to act on, read without locking or loading
+    them: those with a share on a cluster that is not Ready, and those not started whose
+    start timeout has passed - with the default, or with a timeout of their own
+    (annotation; few jobs carry one, and their rows are checked in full). Placements still
+    within the default timeout, nearly all of the starting ones under load, are not read:
+    a sweep every round used to load and lock each of them, with its job and shares."""
+    on_lost_cluster = (
+        select(ClusterShare.placement_id)
+        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .where(Cluster.state != ClusterState.READY)
+    )
+    own_timeout = Job.manifest[("metadata", "annotations", GANG_START_TIMEOUT)].as_string()
+    rows = await session.execute(
+        select(Placement.id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state == PlacementState.ACTIVE,
+            or_(
+                and_(
+                    Job.state.in_(NOT_STARTED),
+                    or_(
+                        Job.placed_at < now - timedelta(seconds=default_timeout_s),
+                        own_timeout.is_not(None),
+                    ),
+                ),
+                and_(
+                    Job.state.in_((*NOT_STARTED, JobState.RUNNING)),
+                    Placement.id.in_(on_lost_cluster),
+                ),
+            ),
+        )
+    )
+    return list(rows.scalars())
+
+
+def _not_started(shares: list[ClusterShare], timeout: float) -> str:
+    late = [s for s in shares if s.phase not in ("Running", "Succeeded")]
+    parts = [
+        f"{s.cluster.name}: {s.phase}" + (f" ({s.message})" if s.message else "") for s in late
+    ]
+    return f"not every share started within {timeout:g} s; " + "; ".join(parts)

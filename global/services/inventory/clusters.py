@@ -1,0 +1,137 @@
+"""Member clusters: registration, lookup, deletion and agent tokens."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import raiseload
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    ClusterState,
+    Job,
+    Node,
+    Placement,
+    PlacementState,
+    TokenRole,
+)
+from volcano_global.errors import Conflict, NotFound
+from volcano_global.services.events import record_event
+from volcano_global.services.tenancy.tokens import issue_token, revoke_cluster_tokens
+
+
+@dataclass(frozen=True)
+class NodeCounts:
+    total: int = 0
+    ready: int = 0
+
+
+async def register_cluster(
+    session: AsyncSession, *, name: str, description: str, labels: dict[str, str]
+) -> tuple[Cluster, str]:
+    """Register a cluster; returns it with its agent token (shown only now)."""
+    if await _find(session, name) is not None:
+        raise Conflict(f"cluster {name!r} already exists")
+    cluster = Cluster(name=name, description=description, labels=labels, capacities=[])
+    session.add(cluster)
+    await session.flush()
+    token = issue_token(session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id)
+    await record_event(
+        session, cluster_id=cluster.id, reason="Registered", message=f"cluster {name} registered"
+    )
+    return cluster, token
+
+
+async def rotate_agent_token(session: AsyncSession, *, name: str) -> str:
+    """Revoke the cluster's agent tokens and issue a new one."""
+    cluster = await get_cluster(session, name=name)
+    await revoke_cluster_tokens(session, cluster_id=cluster.id)
+    token = issue_token(session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id)
+    await record_event(
+        session, cluster_id=cluster.id, reason="TokenRotated", message="agent token rotated"
+    )
+    return token
+
+
+async def agent_seen(session: AsyncSession, *, cluster: Cluster, connected: bool = False) -> None:
+    """An agent connected or sent a heartbeat: the cluster is Ready."""
+    cluster.last_heartbeat_at = utcnow()
+    if cluster.state is not ClusterState.READY:
+        previous = cluster.state
+        cluster.state = ClusterState.READY
+        await record_event(
+            session,
+            cluster_id=cluster.id,
+            reason="Ready",
+            message=f"agent {'connected' if connected else 'heartbeat'}; was {previous.value}",
+        )
+
+
+async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:
+    cluster = await _find(session, name)
+    if cluster is None:
+        raise NotFound(f"cluster {name!r} not found")
+    return cluster
+
+
+async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
+    """The cluster row, locked for the transaction (Postgres; SQLite has one writer anyway):
+    inventory messages of one cluster apply one at a time, whichever replica holds the stream."""
+    cluster = (
+        await session.execute(
+            select(Cluster)
+            .where(Cluster.name == name)
+            .options(raiseload(Cluster.capacities))  # one read fewer; refresh it if needed
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+    if cluster is None:
+        raise NotFound(f"cluster {name!r} not found")
+    return cluster
+
+
+async def list_clusters(session: AsyncSession) -> list[Cluster]:
+    return list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
+
+
+async def node_counts(
+    session: AsyncSession, *, cluster_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, NodeCounts]:
+    rows = await session.execute(
+        select(
+            Node.cluster_id,
+            func.count(),
+            func.sum(case((Node.ready.is_(True), 1), else_=0)),
+        )
+        .where(Node.cluster_id.in_(cluster_ids))
+        .group_by(Node.cluster_id)
+    )
+    return {cid: NodeCounts(total=int(total), ready=int(ready or 0)) for cid, total, ready in rows}
+
+
+async def delete_cluster(session: AsyncSession, *, name: str) -> None:
+    cluster = await get_cluster(session, name=name)
+    holders = (
+        await session.execute(
+            select(Job.namespace, Job.name)
+            .join(Placement, Placement.job_id == Job.id)
+            .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+            .where(ClusterShare.cluster_id == cluster.id, Placement.state == PlacementState.ACTIVE)
+            .limit(5)
+        )
+    ).all()
+    if holders:
+        jobs = ", ".join(f"{ns}/{n}" for ns, n in holders)
+        raise Conflict(f"cluster {name!r} holds shares of active jobs ({jobs}); cancel them first")
+    await session.delete(cluster)
+    await session.flush()
+
+
+async def _find(session: AsyncSession, name: str) -> Cluster | None:
+    return (await session.execute(select(Cluster).where(Cluster.name == name))).scalar_one_or_none()

@@ -1,0 +1,221 @@
+"""A cluster's inventory: replacing it from a snapshot, and the aggregates the solver reads
+(free GPUs by model per topology domain and per cluster)."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    DomainGpuCapacity,
+    Node,
+    TopologyDomain,
+)
+from volcano_global.schemas.clusters import InventorySnapshot
+from volcano_global.services.inventory.domain_trees import mark_replaced
+
+UNKNOWN_GPU_MODEL = "unknown"
+# What a node adds to free capacity (`contribution`, the schedulers' histograms).
+NODE_CAPACITY_COLUMNS = (
+    Node.domain_id,
+    Node.gpu_model,
+    Node.gpu_allocatable,
+    Node.gpu_used,
+    Node.ready,
+    Node.schedulable,
+)
+_BATCH = 2000
+
+
+@dataclass
+class GpuTally:
+    total: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    free: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, model: str, total: int, free: int) -> None:
+        self.total[model] += total
+        self.free[model] += free
+
+
+def contribution(
+    *, gpu_model: str | None, gpu_allocatable: int, gpu_used: int, ready: bool, schedulable: bool
+) -> tuple[str, int, int] | None:
+    """(model, total, free) a node adds to its domains and cluster; None for a GPU-less node.
+    Free GPUs count only on ready, schedulable nodes."""
+    if gpu_allocatable == 0:
+        return None
+    free = gpu_allocatable - gpu_used if ready and schedulable else 0
+    return gpu_model or UNKNOWN_GPU_MODEL, gpu_allocatable, max(free, 0)
+
+
+async def replace_inventory(
+    session: AsyncSession, *, cluster: Cluster, snapshot: InventorySnapshot, seq: int | None = None
+) -> Cluster:
+    """Replace everything the Global holds about the cluster's nodes and topology, in the
+    caller's transaction (nothing is half-applied), and bump the inventory generation."""
+    mark_replaced(session, cluster.id)
+    await session.execute(delete(Node).where(Node.cluster_id == cluster.id))
+    await session.execute(delete(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
+    await session.execute(
+        delete(ClusterGpuCapacity).where(ClusterGpuCapacity.cluster_id == cluster.id)
+    )
+
+    domain_ids = {d.name: uuid.uuid4() for d in snapshot.domains}
+    parents = {d.name: d.parent for d in snapshot.domains}
+    # Parents before children, so the self-referencing foreign key holds row by row.
+    ordered = sorted(snapshot.domains, key=lambda d: -d.tier)
+    await insert_many(
+        session,
+        TopologyDomain,
+        [
+            {
+                "id": domain_ids[d.name],
+                "cluster_id": cluster.id,
+                "name": d.name,
+                "tier": d.tier,
+                "tier_name": d.tier_name,
+                "parent_id": domain_ids[d.parent] if d.parent else None,
+            }
+            for d in ordered
+        ],
+    )
+
+    cluster_tally = GpuTally()
+    domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
+    for node in snapshot.nodes:
+        part = contribution(
+            gpu_model=node.gpu_model,
+            gpu_allocatable=node.gpu_allocatable,
+            gpu_used=node.gpu_used,
+            ready=node.ready,
+            schedulable=node.schedulable,
+        )
+        if part is None:
+            continue
+        cluster_tally.add(*part)
+        domain = node.domain
+        while domain is not None:
+            domain_tally[domain].add(*part)
+            domain = parents[domain]
+
+    await insert_many(
+        session,
+        Node,
+        [
+            {
+                "id": uuid.uuid4(),
+                "cluster_id": cluster.id,
+                "domain_id": domain_ids[n.domain] if n.domain else None,
+                "updated_at": utcnow(),
+                "seq": seq if seq is not None else cluster.inventory_seq,
+                **n.model_dump(exclude={"domain", "taints"}),
+                "taints": [t.model_dump(by_alias=True) for t in n.taints],
+            }
+            for n in snapshot.nodes
+        ],
+    )
+    await insert_many(
+        session,
+        DomainGpuCapacity,
+        [
+            {
+                "domain_id": domain_ids[name],
+                "gpu_model": m,
+                "total_gpus": t,
+                "free_gpus": tally.free[m],
+            }
+            for name, tally in domain_tally.items()
+            for m, t in tally.total.items()
+        ],
+    )
+    await insert_many(
+        session,
+        ClusterGpuCapacity,
+        [
+            {
+                "cluster_id": cluster.id,
+                "gpu_model": m,
+                "total_gpus": t,
+                "free_gpus": cluster_tally.free[m],
+            }
+            for m, t in cluster_tally.total.items()
+        ],
+    )
+    cluster.inventory_generation += 1
+    cluster.inventory_updated_at = utcnow()
+    if seq is not None:
+        cluster.inventory_seq = seq
+    await session.flush()
+    await session.refresh(cluster, ["capacities"])
+    return cluster
+
+
+@dataclass(frozen=True)
+class DomainView:
+    name: str
+    tier: int
+    tier_name: str | None
+    parent: str | None
+    capacity: dict[str, tuple[int, int]]  # model -> (total, free)
+    nodes: int
+    nodes_not_ready: list[str]
+
+
+async def topology(
+    session: AsyncSession, *, cluster: Cluster, max_listed: int = 50
+) -> list[DomainView]:
+    """The cluster's domain tree, top tier first, with capacity and node readiness per domain."""
+    domains = list(
+        (
+            await session.execute(
+                select(TopologyDomain)
+                .where(TopologyDomain.cluster_id == cluster.id)
+                .order_by(TopologyDomain.tier.desc(), TopologyDomain.name)
+            )
+        ).scalars()
+    )
+    by_id = {d.id: d for d in domains}
+    capacity: dict[uuid.UUID, dict[str, tuple[int, int]]] = defaultdict(dict)
+    rows = await session.execute(
+        select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(list(by_id)))
+    )
+    for cap in rows.scalars():
+        capacity[cap.domain_id][cap.gpu_model] = (cap.total_gpus, cap.free_gpus)
+
+    counts: dict[uuid.UUID, int] = defaultdict(int)
+    not_ready: dict[uuid.UUID, list[str]] = defaultdict(list)
+    nodes = await session.execute(
+        select(Node.name, Node.domain_id, Node.ready).where(Node.cluster_id == cluster.id)
+    )
+    for name, domain_id, ready in nodes:
+        while domain_id is not None and domain_id in by_id:
+            counts[domain_id] += 1
+            if not ready and len(not_ready[domain_id]) < max_listed:
+                not_ready[domain_id].append(name)
+            domain_id = by_id[domain_id].parent_id
+    return [
+        DomainView(
+            name=d.name,
+            tier=d.tier,
+            tier_name=d.tier_name,
+            parent=by_id[d.parent_id].name if d.parent_id in by_id else None,
+            capacity=capacity[d.id],
+            nodes=counts[d.id],
+            nodes_not_ready=not_ready[d.id],
+        )
+        for d in domains
+    ]
+
+
+async def insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]
+    """Core executemany on the table: the ORM's bulk path costs several times more per row."""
+    table = model.__table__  # type: ignore[attr-defined]
+    for start in range(0, len(rows), _BATCH):
+        await session.execute(insert(table), rows[start : start + _BATCH])

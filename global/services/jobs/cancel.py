@@ -1,0 +1,66 @@
+"""Reading one job for a change, and cancelling it."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import raiseload, selectinload
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    Placement,
+    PlacementState,
+)
+from volcano_global.errors import Conflict, NotFound
+from volcano_global.services.events import record_event
+from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.placements import end_placement
+
+
+async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
+    job = await session.get(Job, uid)
+    if job is None:
+        raise NotFound(f"job {uid} not found")
+    return job
+
+
+async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
+    """Cancel a job; cancelling a cancelled job changes nothing. Its active placement is
+    released, which frees its capacity and link bandwidth."""
+    job = await get_job(session, uid=uid)
+    if job.state is JobState.CANCELLED:
+        return job
+    if job.is_terminal:
+        raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
+    transition(job, JobState.CANCELLED, message=f"cancelled by {by}")
+    job.pending_reason = None
+    active = (await session.execute(_ACTIVE_PLACEMENT, {"job_id": job.id})).scalar_one_or_none()
+    if active is not None:
+        await end_placement(
+            session,
+            placement=active,
+            state=PlacementState.RELEASED,
+            cancel_reason=f"cancelled by {by}",
+        )
+    await record_event(session, job_id=job.id, reason="Cancelled", message=f"cancelled by {by}")
+    await session.flush()
+    return job
+
+
+# The job's active placement with its shares and their clusters (not the clusters' GPU
+# capacities: what releasing it needs).
+_ACTIVE_PLACEMENT = (
+    select(Placement)
+    .where(Placement.job_id == bindparam("job_id"), Placement.state == PlacementState.ACTIVE)
+    .options(
+        selectinload(Placement.shares)
+        .joinedload(ClusterShare.cluster)
+        .raiseload(Cluster.capacities),
+        raiseload(Placement.link_reservations),
+    )
+)

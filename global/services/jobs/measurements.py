@@ -1,0 +1,76 @@
+"""What a job's training processes measured, reported through its job token, and what the
+scheduler takes from it: the cross-cluster rate the job really needs.
+
+Measured: the step time and the bytes each data-parallel replica exchanges in the gradient
+all-reduce per step (as the framework counts them). Modelled: that a split's pair of clusters
+carries 2V/k of it within the tolerated share of the step (solver/traffic.py). With
+measurements, V = 8 x bytes per step and tau = share x measured step time replace the declared
+model size and target step time for the job's later placements (after a requeue or restart).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Job, TokenRole
+from volcano_global.errors import Conflict, NotFound
+from volcano_global.services.tenancy.tokens import issue_token
+
+DEFAULT_SHARE = 0.1  # the tolerated communication share when the job declares none
+JOB_TOKEN_LIFETIME = timedelta(days=30)
+
+
+def issue_job_token(session: AsyncSession, *, job: Job) -> str:
+    """A token that may only report measurements for this job (injected into its pods); its
+    row is written with the session's next flush."""
+    return issue_token(
+        session,
+        name=f"job {job.namespace}/{job.name}",
+        role=TokenRole.JOB,
+        job_id=job.id,
+        expires_at=utcnow() + JOB_TOKEN_LIFETIME,
+    )
+
+
+async def record(
+    session: AsyncSession, *, uid: uuid.UUID, step_time_s: float, bytes_per_step: float
+) -> Job:
+    """Fold one report into the job's running figures (an exponentially weighted mean that
+    starts as the plain mean, so a few reports settle it and later drift is followed)."""
+    job = (
+        await session.execute(select(Job).where(Job.id == uid).with_for_update(of=Job))
+    ).scalar_one_or_none()
+    if job is None:
+        raise NotFound(f"job {uid} not found")
+    if job.is_terminal:
+        raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
+    old: dict[str, Any] = job.measurements or {}
+    samples = int(old.get("samples", 0)) + 1
+    weight = max(1.0 / samples, 0.1)
+
+    def mean(key: str, value: float) -> float:
+        return value if key not in old else float(old[key]) + weight * (value - float(old[key]))
+
+    step = mean("stepTimeSeconds", step_time_s)
+    moved = mean("bytesPerStep", bytes_per_step)
+    share = (job.communication or {}).get("toleratedCommunicationShare", DEFAULT_SHARE)
+    job.measurements = {
+        "stepTimeSeconds": step,
+        "bytesPerStep": moved,
+        "samples": samples,
+        "allreduceGbps": measured_allreduce_gbps(moved, step, share),
+        "updatedAt": utcnow().isoformat(),
+    }
+    await session.flush()
+    return job
+
+
+def measured_allreduce_gbps(bytes_per_step: float, step_time_s: float, share: float) -> float:
+    """V / tau from measurements: 8 x bytes per step over the share of the measured step."""
+    return 8.0 * bytes_per_step / (share * step_time_s) / 1e9

@@ -1,0 +1,136 @@
+"""Submitting a job through the unified job API: the document checked (without the database)
+and stored with its Submitted event in the job writer's next batch."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import JobState, Queue
+from volcano_global.errors import Conflict, Forbidden, Invalid
+from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
+from volcano_global.services.events import event_row
+from volcano_global.services.jobs.writer import JobWriter, Outcome
+from volcano_global.services.tenancy.queues import find_queue
+
+NOT_YET_SCHEDULED = "waiting for the scheduler's next round"
+
+
+@dataclass(frozen=True)
+class SubmitLimits:
+    max_nodes: int
+    max_depth: int
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A job document as received (submit or preview) and the rules it is checked against."""
+
+    body: bytes
+    fmt: str  # "yaml" or "json"
+    options: ParseOptions
+    limits: SubmitLimits
+    default_queue: str
+    allowed_queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
+
+
+def read_submission(submission: Submission) -> tuple[dict[str, Any], NormalizedJob, str]:
+    """The document, its normalized gang and its queue's name, checked without the database:
+    every bad field refused (Invalid), a queue the caller may not use refused (Forbidden)."""
+    limits, allowed_queues = submission.limits, submission.allowed_queues
+    document = load_document(
+        submission.body,
+        fmt=submission.fmt,
+        max_nodes=limits.max_nodes,
+        max_depth=limits.max_depth,
+    )
+    job = normalize_job(document, submission.options)
+    queue_name = job.queue or submission.default_queue
+    if allowed_queues is not None and queue_name not in allowed_queues:
+        raise Forbidden(
+            f"this token may not submit to queue {queue_name!r} "
+            f"(allowed: {', '.join(allowed_queues)})"
+        )
+    return document, job, queue_name
+
+
+async def parse_submission(
+    session: AsyncSession, submission: Submission
+) -> tuple[dict[str, Any], NormalizedJob, Queue]:
+    """As `read_submission`, with the queue read (Invalid if it does not exist)."""
+    document, job, queue_name = read_submission(submission)
+    queue = await find_queue(session, name=queue_name)
+    if queue is None:
+        raise _no_queue(job, queue_name)
+    return document, job, queue
+
+
+def _no_queue(job: NormalizedJob, queue_name: str) -> Invalid:
+    field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
+    return Invalid.one(field, f"queue {queue_name!r} does not exist")
+
+
+async def submit_job(
+    submission: Submission,
+    *,
+    submitted_by: str,
+    writer: JobWriter,
+    events: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """Check the submission, then store the job with its Submitted event and `events` (rows
+    from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
+    looks its queue up (no session of the caller's is held meanwhile: SQLite has one
+    connection, which the writer needs). Returns the stored row (every column of the jobs table
+    and `queue_name`, as `job_views` reads it)."""
+    document, job, queue_name = read_submission(submission)
+    now = utcnow()
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "name": job.name,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "api_version": job.api_version,
+        "priority": job.priority,
+        "priority_class_name": job.priority_class_name,
+        "source": submission.body.decode("utf-8"),
+        "source_format": submission.fmt,
+        "manifest": document,
+        "gang": job.gang.model_dump(mode="json", by_alias=True),
+        "communication": job.communication.model_dump(mode="json", by_alias=True)
+        if job.communication
+        else None,
+        "split_policy": job.split_policy.model_dump(mode="json", by_alias=True),
+        "total_pods": job.gang.total_pods,
+        "total_gpus": job.gang.total_gpus,
+        "gpu_model": job.gang.gpu_model,
+        "state": JobState.PENDING,
+        "state_message": "",
+        "pending_reason": NOT_YET_SCHEDULED,
+        "submitted_by": submitted_by,
+        "requeues": 0,
+        "measurements": None,
+        "submitted_at": now,
+        "placed_at": None,
+        "dispatched_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "updated_at": now,
+    }
+    split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
+    submitted = event_row(
+        job_id=values["id"],
+        reason="Submitted",
+        message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
+        f"submitted to queue {queue_name} by {submitted_by}; {split}",
+    )
+    outcome = await writer.add(values, [submitted, *events], queue=queue_name)
+    if outcome is Outcome.NO_QUEUE:
+        raise _no_queue(job, queue_name)
+    if outcome is Outcome.NAME_TAKEN:
+        raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
+    return values | {"queue_name": queue_name}

@@ -1,0 +1,66 @@
+"""The job state machine: which state may follow which, the timestamps of each, and locking
+jobs before changing them."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import lazyload
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Job, JobState
+from volcano_global.errors import Conflict
+
+# Which state may follow which. Placed/Dispatched fall back to Pending when a placement is
+# withdrawn (a share could not start); Running does when a lost share requeues the job.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.PLACED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.PLACED: frozenset(
+        {JobState.DISPATCHED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.DISPATCHED: frozenset(
+        {JobState.RUNNING, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.PENDING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+def transition(job: Job, to: JobState, *, message: str = "") -> None:
+    """Move a job along its state machine, stamping the time of the new state."""
+    if to not in TRANSITIONS[job.state]:
+        raise Conflict(f"job {job.namespace}/{job.name} cannot go from {job.state} to {to}")
+    now = utcnow()
+    job.state = to
+    job.state_message = message
+    if to is JobState.PENDING:
+        job.placed_at = job.dispatched_at = job.started_at = None
+    elif to is JobState.PLACED:
+        job.placed_at = now
+        job.pending_reason = None
+    elif to is JobState.DISPATCHED:
+        job.dispatched_at = now
+    elif to is JobState.RUNNING:
+        job.started_at = now
+    else:
+        job.finished_at = now
+
+
+async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
+    """The jobs, locked for the transaction in one statement (in id order, as every locker
+    of several jobs must, against deadlocks), as they are now."""
+    query = (
+        select(Job)
+        .where(Job.id.in_(job_ids))
+        .order_by(Job.id)
+        .options(lazyload(Job.queue))
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    return {job.id: job for job in (await session.execute(query)).scalars()}

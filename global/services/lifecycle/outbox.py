@@ -1,0 +1,116 @@
+"""The dispatch outbox: share assignments and cancellations written in the same transaction
+as the decision that causes them, delivered over the agent streams until the agent reports
+on them (at least once; agents apply them idempotently by placement id)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import ClusterShare, Job, OutboxKind, OutboxMessage, Placement
+from volcano_global.db.notifications import Channel
+from volcano_global.jobspec.members import member_job_name, rendezvous_address
+
+OUTBOX = Channel("vglobal_outbox")  # wakes the stream of a cluster messages were written for
+DEFAULT_DURATION_S = 60.0
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+
+
+def running_estimate(manifest: dict[str, Any]) -> float:
+    """Volcano's `spec.runningEstimate` (a Go duration such as "1h30m") in seconds."""
+    spec = manifest.get("spec") or {}
+    text = spec.get("runningEstimate")
+    if text is None:
+        templates = [
+            r.get("templateSpec", {}) for r in spec.get("replicatedJobs", []) if isinstance(r, dict)
+        ]
+        text = next((t.get("runningEstimate") for t in templates if t.get("runningEstimate")), None)
+    if not isinstance(text, str):
+        return DEFAULT_DURATION_S
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    total = sum(float(n) * scale[unit] for n, unit in _DURATION.findall(text))
+    return total or DEFAULT_DURATION_S
+
+
+def enqueue_assignments(
+    session: AsyncSession,
+    *,
+    job: Job,
+    placement: Placement,
+    shares: list[ClusterShare],
+    job_token: str = "",
+) -> None:
+    """One assignment per share. The job token rides in the payload until the agent
+    acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
+    duration = running_estimate(job.manifest)
+    member = member_job_name(job.name, str(placement.id))
+    ordered = sorted(shares, key=lambda s: s.rank_offset)
+    rendezvous = rendezvous_address(
+        job.manifest, member=member, namespace=job.namespace, split=len(ordered) > 1
+    )
+    OUTBOX.wrote(session, [share.cluster_id for share in ordered])
+    for index, share in enumerate(ordered):
+        session.add(
+            OutboxMessage(
+                cluster_id=share.cluster_id,
+                placement_id=placement.id,
+                kind=OutboxKind.ASSIGN,
+                payload={
+                    "placement_id": str(placement.id),
+                    "generation": placement.generation,
+                    "job_uid": str(job.id),
+                    "job_name": job.name,
+                    "namespace": job.namespace,
+                    "pods": share.pods,
+                    "rank_offset": share.rank_offset,
+                    "world_pods": job.total_pods,
+                    "gpus_per_pod": share.gpus // share.pods if share.pods else 0,
+                    "gpu_model": job.gpu_model or "",
+                    "domains": {k: int(v) for k, v in (share.domains or {}).items()},
+                    "duration_seconds": duration,
+                    "manifest_json": json.dumps(job.manifest),
+                    "cluster_index": index,
+                    "cluster_count": len(ordered),
+                    "rendezvous_address": rendezvous,
+                    "member_job_name": member,
+                    "job_token": job_token,
+                },
+            )
+        )
+
+
+async def enqueue_cancellations(
+    session: AsyncSession, *, placement: Placement, reason: str
+) -> None:
+    """Tell every cluster holding a share of the placement to remove it."""
+    OUTBOX.wrote(session, [share.cluster_id for share in placement.shares])
+    for share in placement.shares:
+        session.add(
+            OutboxMessage(
+                cluster_id=share.cluster_id,
+                placement_id=placement.id,
+                kind=OutboxKind.CANCEL,
+                payload={
+                    "placement_id": str(placement.id),
+                    "job_uid": str(placement.job_id),
+                    "reason": reason,
+                },
+            )
+        )
+
+
+async def undelivered(
+    session: AsyncSession, *, cluster_id: uuid.UUID, limit: int = 100
+) -> list[OutboxMessage]:
+    rows = await session.execute(
+        select(OutboxMessage)
+        .where(OutboxMessage.cluster_id == cluster_id, OutboxMessage.acked_at.is_(None))
+        .order_by(OutboxMessage.created_at, OutboxMessage.id)
+        .limit(limit)
+    )
+    return list(rows.scalars())

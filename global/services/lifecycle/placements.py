@@ -1,0 +1,26 @@
+"""The end of a placement: withdrawn before its job started, or released after (finished,
+requeued, cancelled). Ending it frees the capacity and link bandwidth it held; the clusters
+still running a share are told to remove it."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Placement, PlacementState
+from volcano_global.services.lifecycle.outbox import enqueue_cancellations
+
+
+async def end_placement(
+    session: AsyncSession,
+    *,
+    placement: Placement,
+    state: PlacementState,
+    cancel_reason: str | None,
+) -> None:
+    """End an active placement in `state` (Withdrawn or Released). With `cancel_reason`,
+    every cluster holding a share gets a cancellation saying it; without, none (every share
+    has already ended where it ran)."""
+    placement.state, placement.ended_at = state, utcnow()
+    if cancel_reason is not None:
+        await enqueue_cancellations(session, placement=placement, reason=cancel_reason)

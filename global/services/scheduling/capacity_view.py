@@ -1,0 +1,177 @@
+"""Free-GPU histograms per (leaf domain, GPU model) of each cluster, kept in memory between
+scheduling rounds and brought up to date from the nodes written since the previous round: with
+100,000 nodes changing all the time, re-reading every node each round cost a round more CPU
+than solving it.
+
+Exact because every write of a node stamps it with the cluster's inventory sequence, under the
+cluster's row lock: the nodes with a sequence above the one the view has seen are exactly what
+changed. A new inventory generation (a full replacement) or a delta that removed nodes (a
+removed row leaves nothing to read) makes the view read that cluster whole again. Reading a
+change twice is harmless (each node's state replaces the previous one).
+
+A cluster's solver input (its leaves, sorted, with their topology paths) is kept too and rebuilt
+only when one of its histograms moved: a round over 20 clusters of 12,500 leaves mostly finds
+nothing changed in most of them."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import Cluster, Node
+from volcano_global.services.inventory.domain_trees import DomainTree
+from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
+from volcano_global.solver import ClusterState, Leaf
+
+Bucket = tuple[uuid.UUID | None, str, int]  # (leaf domain, model, free GPUs) a node counts in
+LeafKey = tuple[uuid.UUID | None, str]  # (leaf domain, model)
+_versions = itertools.count(1)  # unique across views: a replaced view never reuses a version
+
+
+@dataclass
+class _ClusterView:
+    generation: int
+    removed_seq: int
+    seq: int  # every node written at or below this sequence is reflected
+    nodes: dict[uuid.UUID, Bucket] = field(default_factory=dict)  # counted nodes only
+    hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
+    version: int = field(default_factory=lambda: next(_versions))  # moves with any histogram
+    state: tuple[int, ClusterState] | None = None  # (the version it was built at, solver input)
+
+    def put(self, node_id: uuid.UUID, bucket: Bucket | None) -> None:
+        old = self.nodes.pop(node_id, None)
+        if old != bucket:
+            self.version = next(_versions)
+        if old is not None:
+            self.hists[old[:2]][old[2]] -= 1
+        if bucket is not None:
+            self.nodes[node_id] = bucket
+            _count(self.hists[bucket[:2]], bucket[2], 1)
+
+
+def _count(hist: list[int], free: int, nodes: int) -> None:
+    """`nodes` more nodes with `free` free GPUs (the histogram grows as needed)."""
+    if free >= len(hist):
+        hist.extend([0] * (free + 1 - len(hist)))
+    hist[free] += nodes
+
+
+_views: dict[uuid.UUID, _ClusterView] = {}
+
+_COLUMNS = (Node.id, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
+
+
+async def free_histograms(
+    session: AsyncSession, clusters: list[Cluster]
+) -> dict[uuid.UUID, dict[LeafKey, tuple[int, ...]]]:
+    """Per cluster: (leaf domain, model) -> `h` where `h[v]` nodes have exactly `v` free GPUs
+    (ready, schedulable nodes with GPUs), as of the clusters' rows the caller read."""
+    await _refresh(session, clusters)
+    return {
+        c.id: {key: tuple(h) for key, h in _views[c.id].hists.items() if any(h)} for c in clusters
+    }
+
+
+async def free_states(
+    session: AsyncSession, clusters: list[Cluster], trees: dict[uuid.UUID, DomainTree]
+) -> dict[uuid.UUID, ClusterState]:
+    """Per cluster: its free capacity as solver input (leaves sorted by path and model), as of
+    the clusters' rows the caller read; `trees` at the generations of those rows."""
+    await _refresh(session, clusters)
+    states = {}
+    for c in clusters:
+        view = _views[c.id]
+        if view.state is None or view.state[0] != view.version or view.state[1].name != c.name:
+            view.state = (view.version, solver_state(c.name, view.hists, trees[c.id]))
+        states[c.id] = view.state[1]
+    return states
+
+
+def solver_state(
+    name: str, hists: Mapping[LeafKey, Sequence[int]], tree: DomainTree
+) -> ClusterState:
+    """A cluster's leaf histograms as solver input: leaves sorted by path and model."""
+    leaves = [
+        Leaf(model, tuple(h), tree.path(domain_id))
+        for (domain_id, model), h in hists.items()
+        if any(h)
+    ]
+    leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
+    return ClusterState(name, tuple(leaves))
+
+
+async def read_histograms(
+    session: AsyncSession,
+    clusters: list[Cluster],
+    trees: dict[uuid.UUID, DomainTree],
+    leaves: set[str],
+) -> dict[uuid.UUID, dict[LeafKey, list[int]]]:
+    """Per cluster, the histograms of just these leaves (leaf domain names; a cluster's own
+    name for its nodes outside any domain), read afresh from the nodes, not from the view."""
+    domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
+    outside = [c.id for c in clusters if c.name in leaves]
+    rows = await session.execute(
+        select(
+            Node.cluster_id,
+            Node.domain_id,
+            Node.gpu_model,
+            (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            func.count(),
+        )
+        .where(
+            Node.cluster_id.in_([c.id for c in clusters]),
+            Node.ready.is_(True),
+            Node.schedulable.is_(True),
+            Node.gpu_allocatable > 0,
+            or_(
+                Node.domain_id.in_(domain_ids),
+                and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
+            ),
+        )
+        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+    )
+    hists: dict[uuid.UUID, dict[LeafKey, list[int]]] = defaultdict(
+        lambda: defaultdict(lambda: [0] * 9)
+    )
+    for cluster_id, domain_id, model, free, count in rows:
+        _count(hists[cluster_id][(domain_id, model or UNKNOWN_GPU_MODEL)], max(free, 0), count)
+    return hists
+
+
+async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
+    """Bring the views of `clusters` up to the rows the caller read."""
+    whole, since = [], []
+    for c in clusters:
+        view = _views.get(c.id)
+        if (
+            view is None
+            or view.generation != c.inventory_generation
+            or view.removed_seq != c.nodes_removed_seq
+        ):
+            view = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
+            _views[c.id] = view
+            whole.append(c.id)
+        elif c.inventory_seq > view.seq:
+            since.append(and_(Node.cluster_id == c.id, Node.seq > view.seq))
+            view.seq = c.inventory_seq
+    conditions = ([Node.cluster_id.in_(whole)] if whole else []) + since
+    if conditions:
+        for (
+            node_id,
+            cluster_id,
+            domain_id,
+            model,
+            allocatable,
+            used,
+            ready,
+            schedulable,
+        ) in await session.execute(select(*_COLUMNS).where(or_(*conditions))):
+            counted = ready and schedulable and allocatable > 0
+            bucket = (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0))
+            _views[cluster_id].put(node_id, bucket if counted else None)

@@ -1,0 +1,210 @@
+"""A scheduling round's output: the decision committed atomically (placements with their
+shares, link reservations and dispatch messages; reasons for the jobs left pending), less the
+jobs that no longer fit where the inventory moved while the round solved."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global import failpoints
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    EventType,
+    Job,
+    JobState,
+    LinkReservation,
+    Placement,
+)
+from volcano_global.db.models import (
+    ClusterState as ClusterHealth,
+)
+from volcano_global.services.events import record_event
+from volcano_global.services.jobs.measurements import issue_job_token
+from volcano_global.services.lifecycle.jobs import lock_jobs, transition
+from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
+from volcano_global.solver import Decision, JobDecision
+from volcano_global.solver.capacity import ClusterPool
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    generation: int
+    placed: list[str]
+    pending: int
+    deferred: dict[str, str] = field(default_factory=dict)  # admitted, then no longer fitting
+
+
+async def commit_round(
+    session: AsyncSession, *, decision: Decision, context: RoundContext
+) -> RoundResult:
+    """Write the decision in the caller's transaction: placements with their shares and link
+    reservations, jobs Placed, reasons for the rest. An admitted job is deferred to the next
+    round (left Pending, the reason said) when a cluster it uses is no longer Ready, or its
+    inventory moved since the snapshot and the job's shares no longer fit what is free there
+    now; the rest of the round is kept."""
+    current = (
+        await session.execute(
+            select(Cluster).where(Cluster.name.in_(list(context.versions))).with_for_update()
+        )
+    ).scalars()
+    used = {s.cluster for d in decision.jobs if d.admitted for s in d.shares}
+    moved, gone = [], {}
+    for cluster in current:
+        if cluster.name not in used:
+            continue
+        if cluster.state is not ClusterHealth.READY:
+            gone[cluster.name] = f"cluster {cluster.name} is {cluster.state.value}"
+        elif (cluster.inventory_generation, cluster.inventory_seq) != context.versions[
+            cluster.name
+        ]:
+            moved.append(cluster)
+    deferred = {
+        d.job_id: gone[s.cluster]
+        for d in decision.jobs
+        if d.admitted
+        for s in d.shares
+        if s.cluster in gone
+    }
+    if moved:
+        # Inventories move all the time in large clusters (pods come and go): check the shares
+        # against what is free now; only the jobs that no longer fit wait for the next round.
+        kept = _without(decision, deferred)
+        deferred |= await _misfits(session, decision=kept, context=context, clusters=moved)
+    generation = (
+        int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
+    )
+    placed = []
+    ids = {d.job_id: context.jobs.get(d.job_id) for d in decision.jobs}
+    jobs = await lock_jobs(session, [i for i in ids.values() if i is not None])
+    admitted: list[tuple[JobDecision, Job, Placement]] = []
+    for d in decision.jobs:
+        job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None
+        if job is None or job.state is not JobState.PENDING:
+            continue  # cancelled while the round was solving
+        if d.job_id in deferred:
+            job.pending_reason = (
+                f"admitted in round {generation}, but by its commit {deferred[d.job_id]} "
+                "(the inventory moved while it solved); tried again in the next round"
+            )
+            continue
+        if not d.admitted:
+            job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
+            continue
+        admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
+    # The placements first, in one flush: the rows that point at them (shares, reservations,
+    # dispatch messages) then go together in the round's last flush, a statement per table.
+    session.add_all([placement for _, _, placement in admitted])
+    await session.flush()
+    for d, job, placement in admitted:
+        offset = 0
+        lines = []
+        rows = []
+        for share in d.shares:
+            row = ClusterShare(
+                placement_id=placement.id,
+                cluster_id=context.cluster_ids[share.cluster],
+                pods=share.pods,
+                gpus=share.gpus,
+                units=share.units,
+                rank_offset=offset,
+                domains=dict(share.domains),
+            )
+            session.add(row)
+            rows.append(row)
+            offset += share.pods
+            lines.append(f"{share.pods} pods in {share.cluster}")
+        for r in d.reservations:
+            key = (r.a, r.b) if (r.a, r.b) in context.link_ids else (r.b, r.a)
+            session.add(
+                LinkReservation(
+                    placement_id=placement.id, link_id=context.link_ids[key], gbps=r.gbps
+                )
+            )
+            lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
+        token = issue_job_token(session, job=job)
+        enqueue_assignments(session, job=job, placement=placement, shares=rows, job_token=token)
+        transition(job, JobState.PLACED, message=f"placed in round {generation}")
+        await record_event(
+            session,
+            job_id=job.id,
+            fold=False,  # the round's number makes every Placed message new
+            reason="Placed",
+            message=f"round {generation}: " + "; ".join(lines),
+        )
+        placed.append(d.job_id)
+    for key, why in context.unmodelled.items():
+        job = await session.get(Job, context.jobs[key])
+        if job is not None and job.state is JobState.PENDING:
+            job.pending_reason = why
+            await record_event(
+                session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
+            )
+    await session.flush()
+    if placed:
+        failpoints.hit("round-commit")
+    return RoundResult(
+        generation=generation,
+        placed=placed,
+        pending=len(decision.jobs) - len(placed),
+        deferred=deferred,
+    )
+
+
+def _without(decision: Decision, jobs: dict[str, str]) -> Decision:
+    """The decision without the jobs in `jobs`."""
+    if not jobs:
+        return decision
+    return replace(decision, jobs=tuple(d for d in decision.jobs if d.job_id not in jobs))
+
+
+async def _misfits(
+    session: AsyncSession, *, decision: Decision, context: RoundContext, clusters: list[Cluster]
+) -> dict[str, str]:
+    """The admitted jobs (id -> why) whose shares in `clusters` no longer fit what their
+    current inventories leave free (minus capacity held by earlier placements), taken in the
+    decision's order: a job that fits takes its room, one that does not takes none. Only the
+    leaves the shares use are read, unless a share names none (then whole clusters)."""
+    names = {c.name for c in clusters}
+    shares = [s for d in decision.jobs if d.admitted for s in d.shares if s.cluster in names]
+    leaves = (
+        {leaf for s in shares for leaf, _ in s.domains} if all(s.domains for s in shares) else None
+    )
+    pools = {s.name: ClusterPool(s) for s in await free_capacity(session, clusters, leaves=leaves)}
+    misfits = {}
+    for d in decision.jobs:
+        if not d.admitted:
+            continue
+        touched = {s.cluster: pools[s.cluster] for s in d.shares if s.cluster in pools}
+        if not touched:
+            continue
+        marks = {name: pool.mark() for name, pool in touched.items()}
+        why = _misfit(d, touched, context.gpu_models.get(d.job_id))
+        if why is not None:
+            misfits[d.job_id] = why
+            for name, mark in marks.items():
+                touched[name].rollback(mark)
+    return misfits
+
+
+def _misfit(d: JobDecision, pools: dict[str, ClusterPool], model: str | None) -> str | None:
+    """Take the job's shares from `pools`; why one does not fit, or None."""
+    for share in d.shares:
+        pool = pools.get(share.cluster)
+        per_pod = share.gpus // share.pods if share.pods else 0
+        if pool is None or per_pod == 0:
+            continue
+        if not share.domains and model and pool.free_gpus(model) < share.gpus:
+            return f"cluster {share.cluster} no longer has {share.gpus} GPUs free"
+        for leaf, pods in share.domains:
+            if pool.take_from_leaf(leaf, model, per_pod, pods) < pods:
+                return (
+                    f"{leaf} in {share.cluster} no longer has room for {pods} pods of "
+                    f"{per_pod} GPUs"
+                )
+    return None

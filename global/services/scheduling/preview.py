@@ -1,0 +1,48 @@
+"""A job's placement if it were first in line now: the submission checked as on submit, then
+the solver run on the current free capacity, link reservations and quotas with this job alone.
+Nothing is stored. Answers "which clusters could host it now" for `vglobal plan --check` and
+`POST /api/v1/jobs/preview`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.jobspec import NormalizedJob
+from volcano_global.services.jobs.submission import Submission, parse_submission
+from volcano_global.services.scheduling.snapshot import build_snapshot
+from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, solve
+from volcano_global.solver.requests import job_request
+
+
+@dataclass(frozen=True)
+class Preview:
+    job: NormalizedJob
+    queue: str
+    decision: JobDecision
+
+
+async def preview_job(
+    session: AsyncSession, submission: Submission, *, time_limit_s: float
+) -> Preview:
+    _, job, queue = await parse_submission(session, submission)
+    snapshot, _ = await build_snapshot(session, window=0)
+    try:
+        request = job_request(
+            job_id="preview",
+            gang=job.gang,
+            split=job.split_policy,
+            communication=job.communication,
+            priority=job.priority,
+            queue=queue.name,
+        )
+    except ValueError as exc:
+        decision = JobDecision("preview", False, reason=f"cannot be placed yet: {exc}")
+        return Preview(job, queue.name, decision)
+    alone = Snapshot(snapshot.clusters, snapshot.links, (request,), snapshot.queues)
+    result = await asyncio.to_thread(
+        solve, alone, Policy.CPSAT, SolveOptions(time_limit_s=time_limit_s)
+    )
+    return Preview(job, queue.name, result.jobs[0])

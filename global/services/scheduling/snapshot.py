@@ -1,0 +1,206 @@
+"""A scheduling round's input: a consistent snapshot for the solver (free capacity per leaf
+domain minus what placed-but-not-running jobs hold, link reservations, quotas, the pending
+window in priority and fair-share order) and what it was built from, checked at commit."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    Link,
+    Placement,
+    PlacementState,
+    Queue,
+)
+from volcano_global.db.models import (
+    ClusterState as ClusterHealth,
+)
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.services.inventory.domain_trees import domain_trees
+from volcano_global.services.inventory.links import reserved_gbps
+from volcano_global.services.scheduling.capacity_view import (
+    free_states,
+    read_histograms,
+    solver_state,
+)
+from volcano_global.services.tenancy.queues import HOLDING_STATES
+from volcano_global.solver import (
+    ClusterState,
+    JobRequest,
+    LinkState,
+    QueueState,
+    Snapshot,
+)
+from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.queue_order import Candidate, fair_order
+from volcano_global.solver.requests import job_request
+
+NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
+CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
+
+
+@dataclass
+class RoundContext:
+    """What the snapshot was built from, to check at commit time."""
+
+    versions: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # cluster -> (generation, seq)
+    cluster_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    link_ids: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
+    jobs: dict[str, uuid.UUID] = field(default_factory=dict)
+    gpu_models: dict[str, str | None] = field(default_factory=dict)  # job id -> its GPU model
+    unmodelled: dict[str, str] = field(default_factory=dict)  # job id -> why
+
+
+async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapshot, RoundContext]:
+    context = RoundContext()
+    clusters = list(
+        (
+            await session.execute(
+                select(Cluster).where(Cluster.state == ClusterHealth.READY).order_by(Cluster.name)
+            )
+        ).scalars()
+    )
+    for c in clusters:
+        context.versions[c.name] = (c.inventory_generation, c.inventory_seq)
+        context.cluster_ids[c.name] = c.id
+    states = await free_capacity(session, clusters)
+    links = list((await session.execute(select(Link))).unique().scalars())
+    held = await reserved_gbps(session, link_ids=[link.id for link in links])
+    link_states = []
+    for link in links:
+        a, b = link.cluster_a.name, link.cluster_b.name
+        context.link_ids[(a, b)] = link.id
+        link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
+    queues = await _queue_states(session)
+    # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
+    # placement fields are read (never the manifests).
+    heads = (
+        await session.execute(
+            select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
+            .join(Queue, Queue.id == Job.queue_id)
+            .where(Job.state == JobState.PENDING)
+            .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+            .limit(window * CANDIDATES_PER_WINDOW_SLOT)
+        )
+    ).all()
+    weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())
+    order = fair_order(
+        [Candidate(str(c.id), c.name, c.priority, c.total_gpus, c.submitted_at) for c in heads],
+        held={q.name: q.used_gpus for q in queues},
+        weights=weights,
+    )
+    chosen = [uuid.UUID(c.key) for c in order[:window]]
+    fields = {
+        row.id: row
+        for row in await session.execute(
+            select(
+                Job.id,
+                Queue.name.label("queue"),
+                Job.priority,
+                Job.gpu_model,
+                Job.gang,
+                Job.split_policy,
+                Job.communication,
+                Job.measurements,
+            )
+            .join(Queue, Queue.id == Job.queue_id)
+            .where(Job.id.in_(chosen))
+        )
+    }
+    requests: list[JobRequest] = []
+    for job in (fields[i] for i in chosen if i in fields):
+        key = str(job.id)
+        context.jobs[key] = job.id
+        context.gpu_models[key] = job.gpu_model
+        try:
+            split = SplitPolicy.model_validate(job.split_policy)
+            requests.append(
+                job_request(
+                    job_id=key,
+                    gang=Gang.model_validate(job.gang),
+                    split=_with_measurements(split, job.measurements),
+                    communication=Communication.model_validate(job.communication)
+                    if job.communication
+                    else None,
+                    priority=job.priority,
+                    queue=job.queue,
+                )
+            )
+        except ValueError as exc:
+            context.unmodelled[key] = f"cannot be placed yet: {exc}"
+    return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
+
+
+def _with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
+    """What the job's processes measured replaces what it declared (services/measurements)."""
+    measured = (measurements or {}).get("allreduceGbps")
+    if measured is None or split.mode == "never":
+        return split
+    return split.model_copy(update={"crossing_gbps": float(measured)})
+
+
+async def free_capacity(
+    session: AsyncSession, clusters: list[Cluster], *, leaves: set[str] | None = None
+) -> list[ClusterState]:
+    """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
+    minus the pods of placements that hold capacity before their pods run. All leaves come from
+    the in-memory view brought up to date (services/capacity_view); with `leaves` (leaf domain
+    names; a cluster's own name for its nodes outside any domain), only those, read afresh."""
+    trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
+    if leaves is None:
+        states = await free_states(session, clusters, trees)
+    else:
+        read = await read_histograms(session, clusters, trees, leaves)
+        states = {c.id: solver_state(c.name, read.get(c.id, {}), trees[c.id]) for c in clusters}
+    pools: dict[uuid.UUID, ClusterPool] = {}  # the clusters where a share holds capacity
+    holding = await session.execute(
+        select(ClusterShare, Job.gpu_model)
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state == PlacementState.ACTIVE,
+            Job.state.in_(NOT_RUNNING_YET),
+            ClusterShare.cluster_id.in_([c.id for c in clusters]),
+        )
+    )
+    for share, model in holding:
+        per_pod = share.gpus // share.pods if share.pods else 0
+        if per_pod == 0:
+            continue  # a CPU-only share holds no GPUs
+        pool = pools.get(share.cluster_id)
+        if pool is None:
+            pool = pools[share.cluster_id] = ClusterPool(states[share.cluster_id])
+        for leaf, count in (share.domains or {}).items():
+            pool.take_from_leaf(leaf, model, per_pod, int(count))
+    return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
+
+
+async def anything_pending(session: AsyncSession) -> bool:
+    """Whether a job waits (a round has something to do)."""
+    found = await session.execute(select(Job.id).where(Job.state == JobState.PENDING).limit(1))
+    return found.first() is not None
+
+
+async def _queue_states(session: AsyncSession) -> list[QueueState]:
+    used = dict(
+        (
+            await session.execute(
+                select(Job.queue_id, func.sum(Job.total_gpus))
+                .where(Job.state.in_(HOLDING_STATES))
+                .group_by(Job.queue_id)
+            )
+        ).all()
+    )
+    queues = (await session.execute(select(Queue))).scalars()
+    return [QueueState(q.name, q.gpu_quota, int(used.get(q.id) or 0)) for q in queues]

@@ -1,0 +1,78 @@
+"""Group commit on its own: what arrives during a write goes in the next batch together, each
+caller gets its own item's result, an error that belongs to one item fails only that item, and
+any other error fails the whole batch."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from volcano_global.db.group_commit import GroupCommit
+
+
+class Bad(Exception):
+    pass
+
+
+def writer(batches: list[list[int]], *, fail: Exception | None = None) -> GroupCommit[int, int]:
+    async def write(items: list[int]) -> list[int]:
+        batches.append(items)
+        await asyncio.sleep(0.01)  # a transaction's round trips
+        if fail is not None:
+            raise fail
+        if 13 in items:
+            raise Bad("13 cannot be written")
+        return [i * 10 for i in items]
+
+    return GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: isinstance(e, Bad))
+
+
+async def test_items_that_arrive_during_a_write_share_the_next_batch() -> None:
+    batches: list[list[int]] = []
+    group = writer(batches)
+    first = asyncio.create_task(group.add(0))
+    await asyncio.sleep(0.001)  # the first is being written alone
+    rest = [asyncio.create_task(group.add(i)) for i in range(1, 7)]
+    assert await first == 0
+    assert await asyncio.gather(*rest) == [10, 20, 30, 40, 50, 60]
+    assert batches == [[0], [1, 2, 3, 4], [5, 6]]  # at most max_batch per write
+
+
+async def test_an_error_of_one_item_fails_that_item_alone() -> None:
+    batches: list[list[int]] = []
+    group = writer(batches)
+    results = await asyncio.gather(*(group.add(i) for i in (12, 13, 14)), return_exceptions=True)
+    assert results[0] == 120 and results[2] == 140
+    assert isinstance(results[1], Bad)
+    assert batches == [[12, 13, 14], [12], [13], [14]]
+
+
+async def test_any_other_error_fails_every_caller_of_the_batch() -> None:
+    batches: list[list[int]] = []
+    group = writer(batches, fail=ConnectionError("database went away"))
+    results = await asyncio.gather(*(group.add(i) for i in (1, 2)), return_exceptions=True)
+    assert all(isinstance(r, ConnectionError) for r in results)
+    assert batches == [[1, 2]]  # not retried one by one: the callers retry
+
+
+async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced() -> None:
+    batches: list[list[int]] = []
+    group = writer(batches)
+    callers = [asyncio.create_task(group.add(i)) for i in range(3)]
+    await asyncio.sleep(0)
+    assert group._writing is not None
+    group._writing.cancel()
+    done, pending = await asyncio.wait(callers, timeout=5)
+    assert not pending and all(task.cancelled() for task in done)
+    assert await asyncio.wait_for(group.add(5), timeout=5) == 50
+
+
+@pytest.mark.parametrize("size", [1, 4, 9])
+async def test_every_item_is_written_once_in_arrival_order(size: int) -> None:
+    batches: list[list[int]] = []
+    group = writer(batches)
+    assert await asyncio.gather(*(group.add(i) for i in range(size))) == [
+        i * 10 for i in range(size)
+    ]
+    assert [i for b in batches for i in b] == list(range(size))

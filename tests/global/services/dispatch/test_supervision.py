@@ -1,0 +1,72 @@
+"""Gang supervision (`services.dispatch.supervision.supervise`) on both databases: which placements a sweep
+withdraws, when, and that it leaves the others alone (the scheduler runs it every round)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import update
+
+from tests.factories import create_cluster, job_document, submit
+from tests.grpc_stream import Stream, snapshot
+from volcano_global.db.base import utcnow
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster, ClusterState
+from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+from volcano_global.services.dispatch.supervision import supervise
+
+DEFAULT_S = 60.0
+
+
+async def _placed(app: FastAPI, api: httpx.AsyncClient, timeouts: dict[str, str | None]) -> None:
+    """Jobs named after `timeouts`, each with its own gang start timeout (annotation) or the
+    default, placed on one cluster by one scheduling round and never started."""
+    token = str((await create_cluster(api, "gpu-east"))["agentToken"])
+    stream = Stream(app, token)
+    await stream.hello()
+    assert (await stream.send(snapshot(1, nodes=8))).ack.seq == 1
+    for name, timeout in timeouts.items():
+        document = job_document(name, replicas=1, gpus=1)
+        if timeout is not None:
+            document["metadata"]["annotations"] = {GANG_START_TIMEOUT: timeout}
+        assert (await submit(api, document)).status_code == 201
+    report = await app.state.scheduler.run_once()
+    assert report is not None and len(report.result.placed) == len(timeouts)
+
+
+async def _sweep(app: FastAPI, after_s: float) -> list[str]:
+    async with transaction(app.state.sessions) as session:
+        outcomes = await supervise(
+            session,
+            default_timeout_s=DEFAULT_S,
+            now=utcnow() + timedelta(seconds=after_s),
+        )
+    return sorted(f"{o.job} {o.action}" for o in outcomes)
+
+
+async def test_each_gang_is_withdrawn_when_its_own_start_timeout_passes(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await _placed(app, api, {"short": "5", "default": None, "long": "600"})
+    assert await _sweep(app, 1) == []
+    assert await _sweep(app, 10) == ["ml/short Withdrawn"]
+    assert await _sweep(app, DEFAULT_S + 5) == ["ml/default Withdrawn"]
+    assert await _sweep(app, 300) == []  # the default has passed, but not its own timeout
+    assert await _sweep(app, 605) == ["ml/long Withdrawn"]
+    for name in ("short", "default", "long"):
+        jobs = (await api.get("/api/v1/jobs", params={"name": name})).json()["items"]
+        assert [j["state"] for j in jobs] == ["Pending"]
+        events = (await api.get(f"/api/v1/jobs/{jobs[0]['uid']}/events")).json()["items"]
+        assert [e["reason"] for e in events].count("GangTimeout") == 1
+
+
+async def test_a_gang_on_a_cluster_that_is_not_ready_is_withdrawn_at_once(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await _placed(app, api, {"a": None, "b": "600"})
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(Cluster).values(state=ClusterState.NOT_READY))
+    assert await _sweep(app, 0) == ["ml/a Withdrawn", "ml/b Withdrawn"]
+    assert await _sweep(app, 0) == []  # withdrawn placements are not looked at again

@@ -1,0 +1,161 @@
+"""Inventory deltas keep the per-cluster and per-domain GPU aggregates equal to what the stored
+nodes add up to (SQLite and Postgres), through new nodes, new GPU models, removals and flips."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from tests.factories import create_cluster, inventory
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    DomainGpuCapacity,
+    Node,
+    TopologyDomain,
+)
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.inventory.clusters import lock_cluster
+from volcano_global.services.inventory.deltas import apply_delta, merged
+from volcano_global.services.inventory.domain_trees import domain_trees
+from volcano_global.services.inventory.snapshots import contribution
+from volcano_global.services.scheduling.capacity_view import (
+    free_histograms,
+    free_states,
+    solver_state,
+)
+
+
+async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
+    """(stored, recomputed from the nodes): (domain or None, model) -> (total, free)."""
+    async with transaction(app.state.sessions) as session:
+        parents = dict(
+            (await session.execute(select(TopologyDomain.id, TopologyDomain.parent_id))).all()
+        )
+        expected: Counter = Counter()
+        for node in (await session.execute(select(Node))).scalars():
+            part = contribution(
+                gpu_model=node.gpu_model,
+                gpu_allocatable=node.gpu_allocatable,
+                gpu_used=node.gpu_used,
+                ready=node.ready,
+                schedulable=node.schedulable,
+            )
+            if part is None:
+                continue
+            model, total, free = part
+            domain = node.domain_id
+            chain = [None]
+            while domain is not None:
+                chain.append(domain)
+                domain = parents.get(domain)
+            for key in chain:
+                expected[(key, model, "total")] += total
+                expected[(key, model, "free")] += free
+        stored: Counter = Counter()
+        for row in (await session.execute(select(ClusterGpuCapacity))).scalars():
+            stored[(None, row.gpu_model, "total")] += row.total_gpus
+            stored[(None, row.gpu_model, "free")] += row.free_gpus
+        for row in (await session.execute(select(DomainGpuCapacity))).scalars():
+            stored[(row.domain_id, row.gpu_model, "total")] += row.total_gpus
+            stored[(row.domain_id, row.gpu_model, "free")] += row.free_gpus
+    return +stored, +expected
+
+
+async def _histograms(app: FastAPI) -> tuple[dict, dict]:
+    """(the scheduler's incremental view, recomputed from the nodes): leaf histograms."""
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
+        view = await free_histograms(session, clusters)
+        recomputed: dict = {c.id: defaultdict(lambda: [0] * 9) for c in clusters}
+        for node in (await session.execute(select(Node))).scalars():
+            if node.ready and node.schedulable and node.gpu_allocatable > 0:
+                hist = recomputed[node.cluster_id][(node.domain_id, node.gpu_model or "unknown")]
+                hist[max(node.gpu_allocatable - node.gpu_used, 0)] += 1
+    return view, {cid: {key: tuple(h) for key, h in per.items()} for cid, per in recomputed.items()}
+
+
+async def test_random_deltas_keep_the_aggregates_exact(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await create_cluster(api, "east")
+    base = inventory("east", tors=3, nodes_per_tor=4)
+    await api.put("/api/v1/clusters/east/inventory", json=base)
+    await create_cluster(api, "west")
+    await api.put("/api/v1/clusters/west/inventory", json=inventory("west", tors=2))
+    west = (await _states(app, {}))[0]["west"]
+    nodes = {n["name"]: n for n in base["nodes"]}
+    tors = [d["name"] for d in base["domains"] if d["tier"] == 1]
+    rng = random.Random(3)
+    for step in range(30):
+        upserts, removals = [], []
+        for _ in range(rng.randrange(1, 6)):
+            name = rng.choice([*nodes, f"new-{step}"])
+            if rng.random() < 0.15 and name in nodes and name not in upserts:
+                removals.append(name)
+                continue
+            node = dict(nodes.get(name) or {**base["nodes"][0], "name": name})
+            node |= {
+                "gpuUsed": rng.randrange(9),
+                "ready": rng.random() > 0.2,
+                "gpuModel": rng.choice(["H100", "H100", "A100"]),
+                "domain": rng.choice(tors),
+            }
+            upserts = [u for u in upserts if u["name"] != name] + [node]
+        removals = [r for r in removals if r not in {u["name"] for u in upserts}]
+        async with transaction(app.state.sessions) as session:
+            cluster = await lock_cluster(session, name="east")
+            delta = InventoryDelta.model_validate(
+                {"nodeUpserts": upserts, "nodeRemovals": removals}
+            )
+            await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
+        for name in removals:
+            nodes.pop(name)
+        nodes.update({u["name"]: u for u in upserts})
+        stored, expected = await _aggregates(app)
+        assert stored == expected, f"step {step}"
+        view, recomputed = await _histograms(app)
+        assert view == recomputed, f"step {step}"
+        states, expected_states = await _states(app, recomputed)
+        assert states["east"] == expected_states["east"], f"step {step}"
+        assert states["west"] is west  # unchanged: the cached solver input, not rebuilt
+
+
+async def _states(app: FastAPI, recomputed: dict) -> tuple[dict, dict]:
+    """(the solver input the scheduler assembles per cluster name, the same from `recomputed`)"""
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
+        states = await free_states(session, clusters, trees)
+    return (
+        {c.name: states[c.id] for c in clusters},
+        {c.name: solver_state(c.name, recomputed.get(c.id, {}), trees[c.id]) for c in clusters},
+    )
+
+
+def test_merged_deltas_keep_each_nodes_last_change() -> None:
+    def delta(**fields: object) -> InventoryDelta:
+        return InventoryDelta.model_validate(fields)
+
+    node = inventory("east")["nodes"][0]
+    a, b = node | {"name": "a"}, node | {"name": "b"}
+    runs = merged(
+        [
+            delta(nodeUpserts=[a], nodeRemovals=["b"]),
+            delta(nodeUpserts=[b | {"gpuUsed": 3}], nodeRemovals=["a"]),
+            delta(nodeUpserts=[b | {"gpuUsed": 5}]),
+            delta(domainUpserts=[{"name": "tor9", "tier": 1}]),
+            delta(nodeRemovals=["b"], nodeUpserts=[a]),
+        ]
+    )
+    assert len(runs) == 3
+    first, domains, last = runs
+    assert [(n.name, n.gpu_used) for n in first.node_upserts] == [("b", 5)]
+    assert first.node_removals == ["a"]
+    assert [d.name for d in domains.domain_upserts] == ["tor9"]
+    assert [n.name for n in last.node_upserts] == ["a"] and last.node_removals == ["b"]

@@ -1,0 +1,108 @@
+"""Group commit of submissions (SQLite and Postgres): submissions that arrive together are
+written in fewer INSERTs than jobs, each with its events and audit record; a job whose row
+cannot be stored fails alone, and one whose queue does not exist is refused alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Awaitable
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import event, func, select
+from sqlalchemy.exc import IntegrityError
+
+from tests.factories import job_document, submit
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Event, Job
+from volcano_global.services.events import AUDIT, event_row
+from volcano_global.services.jobs.writer import Outcome
+
+
+async def test_submissions_that_arrive_together_share_a_transaction(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    inserts = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if "INSERT INTO JOBS" in statement.upper():
+            inserts.append(statement)
+
+    engine = app.state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        answers = await asyncio.gather(
+            *(submit(api, job_document(f"train-{i}", replicas=1)) for i in range(30))
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert [a.status_code for a in answers] == [201] * 30
+    assert 1 <= len(inserts) < 30  # batched
+    async with transaction(app.state.sessions) as session:
+        assert await session.scalar(select(func.count()).select_from(Job)) == 30
+        reasons = Counter(
+            (
+                await session.execute(
+                    select(Event.reason).where(Event.reason.in_(["Submitted", AUDIT]))
+                )
+            ).scalars()
+        )
+    assert reasons == {"Submitted": 30, AUDIT: 30}
+    job = (await api.get(f"/api/v1/jobs/{answers[7].json()['uid']}")).json()
+    assert job["name"] == "train-7" and job["state"] == "Pending" and job["queue"] == "default"
+
+
+async def test_a_row_that_cannot_be_stored_fails_alone(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uids = [(await submit(api, job_document("seed", replicas=1))).json()["uid"]]
+    async with transaction(app.state.sessions) as session:
+        seed = await session.get(Job, uuid.UUID(uids[0]))
+        assert seed is not None
+        template = {c.key: getattr(seed, c.key) for c in Job.__table__.columns}
+    writer = app.state.job_writer
+
+    def row(name: str, **changes: object) -> dict:
+        return template | {"id": uuid.uuid4(), "name": name} | changes
+
+    def add(job: dict, queue: str = "default") -> Awaitable[Outcome]:
+        submitted = event_row(job_id=job["id"], reason="Submitted", message="m")
+        return writer.add(job, [submitted], queue=queue)
+
+    good = [row(f"good-{i}") for i in range(5)]
+    bad = row("bad", state=None)  # a NOT NULL column without a value: an integrity error
+    results = await asyncio.gather(
+        *(add(r) for r in good),
+        add(bad),
+        add(row("seed")),  # a live job has this name
+        add(row("elsewhere"), queue="no-such-queue"),
+        return_exceptions=True,
+    )
+    assert results[:5] == [Outcome.STORED] * 5
+    assert isinstance(results[5], IntegrityError)
+    assert results[6:] == [Outcome.NAME_TAKEN, Outcome.NO_QUEUE]
+    async with transaction(app.state.sessions) as session:
+        names = set((await session.execute(select(Job.name))).scalars())
+        events = await session.scalar(
+            select(func.count()).select_from(Event).where(Event.reason == "Submitted")
+        )
+    assert names == {"seed", *(f"good-{i}" for i in range(5))}
+    assert events == 6  # the seed's and the good ones': none for the rows not stored
+
+
+async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    writer = app.state.job_writer
+    callers = [
+        asyncio.create_task(writer.add({"id": uuid.uuid4()}, [], queue="default")) for _ in range(3)
+    ]
+    await asyncio.sleep(0)  # the callers queue; the writer task is created, not yet run
+    assert writer._group._writing is not None
+    writer._group._writing.cancel()
+    done, pending = await asyncio.wait(callers, timeout=5)
+    assert not pending and all(task.cancelled() for task in done)
+    answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
+    assert answer.status_code == 201  # a new writer took over
