@@ -34,7 +34,7 @@ from pathlib import Path
 
 from volcano_global.jobspec import Communication
 from volcano_global.simulation.workload import size_distribution
-from volcano_global.solver import ClusterState, JobRequest, Leaf, LinkState, QueueState, Snapshot
+from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, QueueState, Snapshot
 from volcano_global.solver.traffic import allreduce_gbps
 
 MODELS = ["H100", "A100"]
@@ -48,7 +48,7 @@ def kalos_stats(data_dir: Path) -> tuple[float, float, float]:
 
 def big_cluster(
     name: str, rng: random.Random, model: str, utilisation: float, tors: int = 625
-) -> ClusterState:
+) -> ClusterCapacity:
     leaves = []
     for t in range(tors):
         hist = [0] * 9
@@ -60,7 +60,7 @@ def big_cluster(
         leaves.append(
             Leaf(model, tuple(hist), (f"{name}-tor{t:03d}", f"{name}-spine{t // 25:02d}"))
         )
-    return ClusterState(name, tuple(leaves))
+    return ClusterCapacity(name, tuple(leaves))
 
 
 def links_for(names: list[str], rng: random.Random) -> tuple[LinkState, ...]:

@@ -16,7 +16,7 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
-from volcano_global.services.dispatch.supervision import Outcome, supervise
+from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.commit import RoundResult, commit_round
 from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
@@ -143,7 +143,7 @@ class Scheduler:
             return True
         return False
 
-    async def supervise(self) -> list[Outcome]:
+    async def supervise(self) -> list[GangOutcome]:
         """Withdraw or requeue gangs that did not start or lost a cluster (leader only)."""
         if not await self._lead():
             return []

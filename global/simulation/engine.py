@@ -20,7 +20,7 @@ from volcano_global.simulation import speed
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
-    ClusterState,
+    ClusterCapacity,
     JobDecision,
     JobRequest,
     Leaf,
@@ -263,14 +263,14 @@ class Simulation:
         return sum(n.gpus - n.free for ns in self.nodes.values() for n in ns)
 
     # -- solver input -----------------------------------------------------------------------
-    def _clusters(self) -> tuple[ClusterState, ...]:
+    def _clusters(self) -> tuple[ClusterCapacity, ...]:
         leaves: dict[str, list[Leaf]] = defaultdict(list)
         for (cluster, leaf, model), nodes in sorted(self.nodes.items()):
             hist = [0] * (max(n.gpus for n in nodes) + 1)
             for node in nodes:
                 hist[node.free] += 1
             leaves[cluster].append(Leaf(model, tuple(hist), self.paths.get((cluster, leaf), ())))
-        return tuple(ClusterState(name, tuple(leaves[name])) for name in self.cluster_names)
+        return tuple(ClusterCapacity(name, tuple(leaves[name])) for name in self.cluster_names)
 
     def _links(self, running: dict[str, _Running]) -> tuple[LinkState, ...]:
         reserved: dict[speed.Pair, float] = defaultdict(float)

@@ -13,12 +13,12 @@ from dataclasses import replace
 from volcano_global.solver.baselines import first_fit, greedy, proportional, reservations_for
 from volcano_global.solver.cpsat import cpsat_decision
 from volcano_global.solver.model import (
-    ClusterState,
+    ClusterCapacity,
     Decision,
     JobDecision,
     JobRequest,
     Leaf,
-    LinkReservation,
+    LinkBandwidth,
     LinkState,
     Policy,
     QueueState,
@@ -31,12 +31,12 @@ from volcano_global.solver.packing import Pools, pools_of
 from volcano_global.solver.reasons import explain
 
 __all__ = [
-    "ClusterState",
+    "ClusterCapacity",
     "Decision",
     "JobDecision",
     "JobRequest",
     "Leaf",
-    "LinkReservation",
+    "LinkBandwidth",
     "LinkState",
     "Policy",
     "QueueState",

@@ -24,7 +24,7 @@ from volcano_global.solver.model import (
     Decision,
     JobDecision,
     JobRequest,
-    LinkReservation,
+    LinkBandwidth,
     Policy,
     Snapshot,
     link_key,
@@ -155,14 +155,14 @@ def _links_allow(job: JobRequest, clusters: list[str], links: dict[tuple[str, st
     return True
 
 
-def reservations_for(job: JobRequest, clusters: list[str]) -> tuple[LinkReservation, ...]:
+def reservations_for(job: JobRequest, clusters: list[str]) -> tuple[LinkBandwidth, ...]:
     """What a split over these clusters reserves on each pair's link (traffic model)."""
     demand = pair_demand_gbps(job.allreduce_gbps, len(clusters))
     if demand <= 0:
         return ()
     names = sorted(clusters)
     return tuple(
-        LinkReservation(a, b, math.ceil(demand * 1000) / 1000)
+        LinkBandwidth(a, b, math.ceil(demand * 1000) / 1000)
         for i, a in enumerate(names)
         for b in names[i + 1 :]
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from operator import mul
 
-from volcano_global.solver.model import ClusterState, JobRequest, Leaf
+from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ Scope = tuple[int, str] | None  # (tier, domain name), or the whole cluster
 
 
 class ClusterPool:
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterCapacity) -> None:
         self.name = state.name
         self.leaves = [
             _Leaf(
@@ -80,9 +80,9 @@ class ClusterPool:
         self._journal: list[tuple[_Leaf, Sequence[int]]] = []
         self._named: dict[str, list[_Leaf]] | None = None  # leaf name -> its leaves (by model)
 
-    def state(self) -> ClusterState:
+    def state(self) -> ClusterCapacity:
         """The pool's current free capacity as solver input."""
-        return ClusterState(
+        return ClusterCapacity(
             self.name, tuple(Leaf(x.gpu_model, tuple(x.hist), x.path) for x in self.leaves)
         )
 

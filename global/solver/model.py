@@ -24,7 +24,7 @@ class Leaf:
 
 
 @dataclass(frozen=True)
-class ClusterState:
+class ClusterCapacity:
     name: str
     leaves: tuple[Leaf, ...]
 
@@ -112,7 +112,7 @@ class Snapshot:
     """Everything one scheduling round sees. `jobs` come in queue order (priority, fair share,
     submission time); the solver considers a window of the first ones."""
 
-    clusters: tuple[ClusterState, ...]
+    clusters: tuple[ClusterCapacity, ...]
     links: tuple[LinkState, ...] = ()
     jobs: tuple[JobRequest, ...] = ()
     queues: tuple[QueueState, ...] = ()
@@ -151,7 +151,9 @@ class Share:
 
 
 @dataclass(frozen=True)
-class LinkReservation:
+class LinkBandwidth:
+    """Bandwidth a decision reserves on the link between clusters a and b."""
+
     a: str
     b: str
     gbps: float
@@ -162,7 +164,7 @@ class JobDecision:
     job_id: str
     admitted: bool
     shares: tuple[Share, ...] = ()
-    reservations: tuple[LinkReservation, ...] = ()
+    reservations: tuple[LinkBandwidth, ...] = ()
     reason: str | None = None
 
     @property

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from volcano_global.solver.capacity import ClusterPool, job_models
-from volcano_global.solver.model import ClusterState, JobRequest, Share
+from volcano_global.solver.model import ClusterCapacity, JobRequest, Share
 
 Pools = dict[str, ClusterPool]
 
 
-def pools_of(clusters: Iterable[ClusterState]) -> Pools:
+def pools_of(clusters: Iterable[ClusterCapacity]) -> Pools:
     return {c.name: ClusterPool(c) for c in clusters}
 
 

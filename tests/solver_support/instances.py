@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import random
 
-from volcano_global.solver import ClusterState, JobRequest, Leaf, LinkState, QueueState, Snapshot
+from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, QueueState, Snapshot
 
 
 def cluster(
     name: str, nodes: int, *, model: str = "H100", tors: int = 1, free: int = 8
-) -> ClusterState:
+) -> ClusterCapacity:
     """`nodes` nodes with `free` free GPUs each, spread evenly over `tors` ToR domains under
     one spine."""
     per = [nodes // tors + (1 if t < nodes % tors else 0) for t in range(tors)]
-    return ClusterState(
+    return ClusterCapacity(
         name,
         tuple(
             Leaf(
@@ -46,7 +46,7 @@ def random_snapshot(seed: int) -> Snapshot:
             leaves.append(
                 Leaf(rng.choice(models) if c % 2 else "H100", tuple(hist), (f"c{c}-t{t}", spine))
             )
-        clusters.append(ClusterState(f"c{c}", tuple(leaves)))
+        clusters.append(ClusterCapacity(f"c{c}", tuple(leaves)))
     names = [c.name for c in clusters]
     links = [
         LinkState(a, b, rng.choice([50.0, 100.0, 400.0]), rng.choice([0.0, 0.0, 25.0]))

@@ -46,7 +46,7 @@ NOT_STARTED = (JobState.PLACED, JobState.DISPATCHED)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class GangOutcome:
     job: str  # namespace/name
     action: str  # Withdrawn, Requeued, Failed, Completed
     message: str
@@ -71,7 +71,7 @@ def policy_action(manifest: dict[str, Any], event: str) -> str:
 
 async def withdraw(
     session: AsyncSession, *, placement: Placement, job: Job, reason: str, message: str
-) -> Outcome:
+) -> GangOutcome:
     """Take back a placement that has not started: cancel every share, free what it held,
     and put the job back in the queue."""
     await end_placement(
@@ -83,12 +83,12 @@ async def withdraw(
         session, job_id=job.id, type=EventType.WARNING, reason=reason, message=message
     )
     await session.flush()
-    return Outcome(f"{job.namespace}/{job.name}", "Withdrawn", message)
+    return GangOutcome(f"{job.namespace}/{job.name}", "Withdrawn", message)
 
 
 async def share_lost(
     session: AsyncSession, *, placement: Placement, job: Job, event: str, message: str
-) -> Outcome:
+) -> GangOutcome:
     """A share of a job stopped: withdraw if the job had not started, else apply its policy."""
     if job.state in NOT_STARTED:
         return await withdraw(
@@ -105,16 +105,16 @@ async def share_lost(
         text = f"{message}; {event} -> {action}: requeued (retry {job.requeues}/{max_retry})"
         transition(job, JobState.PENDING, message=text)
         job.pending_reason = text
-        outcome = Outcome(name, "Requeued", text)
+        outcome = GangOutcome(name, "Requeued", text)
     elif action in COMPLETE:
         text = f"{message}; {event} -> {action}"
         transition(job, JobState.SUCCEEDED, message=text)
-        outcome = Outcome(name, "Completed", text)
+        outcome = GangOutcome(name, "Completed", text)
     else:
         why = f"maxRetry ({max_retry}) reached" if action in REQUEUE else action
         text = f"{message}; {event} -> {why}: failed"
         transition(job, JobState.FAILED, message=text)
-        outcome = Outcome(name, "Failed", text)
+        outcome = GangOutcome(name, "Failed", text)
     await record_event(
         session, job_id=job.id, type=EventType.WARNING, reason=event, message=outcome.message
     )
@@ -124,7 +124,7 @@ async def share_lost(
 
 async def supervise(
     session: AsyncSession, *, default_timeout_s: float, now: datetime | None = None
-) -> list[Outcome]:
+) -> list[GangOutcome]:
     """One sweep over the active placements (run by the scheduling leader): withdraw gangs
     that did not start in time, act on shares whose cluster is NotReady."""
     now = now or utcnow()

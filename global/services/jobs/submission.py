@@ -15,7 +15,7 @@ from volcano_global.db.models import JobState, Queue
 from volcano_global.errors import Conflict, Forbidden, Invalid
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.services.events import event_row
-from volcano_global.services.jobs.writer import JobWriter, Outcome
+from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
 from volcano_global.services.tenancy.queues import find_queue
 
 NOT_YET_SCHEDULED = "waiting for the scheduler's next round"
@@ -129,8 +129,8 @@ async def submit_job(
         f"submitted to queue {queue_name} by {submitted_by}; {split}",
     )
     outcome = await writer.add(values, [submitted, *events], queue=queue_name)
-    if outcome is Outcome.NO_QUEUE:
+    if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
-    if outcome is Outcome.NAME_TAKEN:
+    if outcome is WriteOutcome.NAME_TAKEN:
         raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
     return values | {"queue_name": queue_name}

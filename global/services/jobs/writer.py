@@ -36,7 +36,7 @@ from volcano_global.db.models import Event, Job, Queue
 MAX_BATCH = 500  # jobs per INSERT (each has ~25 columns: well under the bind-parameter limits)
 
 
-class Outcome(enum.Enum):
+class WriteOutcome(enum.Enum):
     STORED = "stored"
     NAME_TAKEN = "a live job has its name"
     NO_QUEUE = "its queue does not exist"
@@ -52,7 +52,7 @@ class _Item:
 class JobWriter:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
-        self._group = GroupCommit[_Item, Outcome](
+        self._group = GroupCommit[_Item, WriteOutcome](
             self._insert,
             what="jobs",
             max_batch=MAX_BATCH,
@@ -61,13 +61,13 @@ class JobWriter:
 
     async def add(
         self, job: dict[str, Any], events: list[dict[str, Any]], *, queue: str
-    ) -> Outcome:
+    ) -> WriteOutcome:
         """Write the job (into the queue named `queue`, whose id it is given) and its events in
         the next batch, and tell whether it was stored. Raises what the write raised (the job
         is then not stored)."""
         return await self._group.add(_Item(job, queue, events))
 
-    async def _insert(self, batch: list[_Item]) -> list[Outcome]:
+    async def _insert(self, batch: list[_Item]) -> list[WriteOutcome]:
         async with self.sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
                 outcomes = await _insert_at_once(await autocommit(session), batch)
@@ -77,7 +77,9 @@ class JobWriter:
         return [outcomes[item.job["id"]] for item in batch]
 
 
-async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
+async def _insert_at_once(
+    session: AsyncSession, batch: list[_Item]
+) -> dict[uuid.UUID, WriteOutcome]:
     """Postgres: the whole batch in one statement (atomic on its own: no BEGIN or COMMIT round
     trip), its jobs and events as two JSON parameters (`db/bulk.py`)."""
     jobs = [{**item.job, "queue_name": item.queue, "n": n} for n, item in enumerate(batch)]
@@ -98,10 +100,10 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     for item in batch:
         job_id = item.job["id"]
         if item.queue not in queue_ids:
-            outcomes[job_id] = Outcome.NO_QUEUE
+            outcomes[job_id] = WriteOutcome.NO_QUEUE
             continue
         item.job["queue_id"] = queue_ids[item.queue]
-        outcomes[job_id] = Outcome.STORED if job_id in stored else Outcome.NAME_TAKEN
+        outcomes[job_id] = WriteOutcome.STORED if job_id in stored else WriteOutcome.NAME_TAKEN
     return outcomes
 
 
@@ -135,23 +137,25 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
     return text(sql)
 
 
-async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Outcome]:
+async def _insert_in_steps(
+    session: AsyncSession, batch: list[_Item]
+) -> dict[uuid.UUID, WriteOutcome]:
     """SQLite: the queues read, then one multi-row INSERT of the jobs and one of their events,
     in the caller's transaction."""
     names = {item.queue for item in batch}
     found = select(Queue.name, Queue.id).where(Queue.name.in_(names))
     queue_ids = {name: id_ for name, id_ in await session.execute(found)}
-    outcomes = {item.job["id"]: Outcome.NO_QUEUE for item in batch}
+    outcomes = {item.job["id"]: WriteOutcome.NO_QUEUE for item in batch}
     rows = []
     for item in batch:
         if item.queue in queue_ids:
             item.job["queue_id"] = queue_ids[item.queue]
             rows.append(item.job)
-            outcomes[item.job["id"]] = Outcome.NAME_TAKEN  # unless the insert returns it
+            outcomes[item.job["id"]] = WriteOutcome.NAME_TAKEN  # unless the insert returns it
     if rows:
         for job_id in (await session.execute(_INSERT_JOBS, rows)).scalars():
-            outcomes[job_id] = Outcome.STORED
-    stored = [item for item in batch if outcomes[item.job["id"]] is Outcome.STORED]
+            outcomes[job_id] = WriteOutcome.STORED
+    stored = [item for item in batch if outcomes[item.job["id"]] is WriteOutcome.STORED]
     events = [e for item in stored for e in item.events]
     if events:
         await session.execute(insert(Event.__table__), events)

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.domain_trees import DomainTree
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
-from volcano_global.solver import ClusterState, Leaf
+from volcano_global.solver import ClusterCapacity, Leaf
 
 Bucket = tuple[uuid.UUID | None, str, int]  # (leaf domain, model, free GPUs) a node counts in
 LeafKey = tuple[uuid.UUID | None, str]  # (leaf domain, model)
@@ -42,7 +42,7 @@ class _ClusterView:
     nodes: dict[uuid.UUID, Bucket] = field(default_factory=dict)  # counted nodes only
     hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
     version: int = field(default_factory=lambda: next(_versions))  # moves with any histogram
-    state: tuple[int, ClusterState] | None = None  # (the version it was built at, solver input)
+    state: tuple[int, ClusterCapacity] | None = None  # (the version it was built at, solver input)
 
     def put(self, node_id: uuid.UUID, bucket: Bucket | None) -> None:
         old = self.nodes.pop(node_id, None)
@@ -80,7 +80,7 @@ async def free_histograms(
 
 async def free_states(
     session: AsyncSession, clusters: list[Cluster], trees: dict[uuid.UUID, DomainTree]
-) -> dict[uuid.UUID, ClusterState]:
+) -> dict[uuid.UUID, ClusterCapacity]:
     """Per cluster: its free capacity as solver input (leaves sorted by path and model), as of
     the clusters' rows the caller read; `trees` at the generations of those rows."""
     await _refresh(session, clusters)
@@ -95,7 +95,7 @@ async def free_states(
 
 def solver_state(
     name: str, hists: Mapping[LeafKey, Sequence[int]], tree: DomainTree
-) -> ClusterState:
+) -> ClusterCapacity:
     """A cluster's leaf histograms as solver input: leaves sorted by path and model."""
     leaves = [
         Leaf(model, tuple(h), tree.path(domain_id))
@@ -103,7 +103,7 @@ def solver_state(
         if any(h)
     ]
     leaves.sort(key=lambda leaf: (leaf.path, leaf.gpu_model))
-    return ClusterState(name, tuple(leaves))
+    return ClusterCapacity(name, tuple(leaves))
 
 
 async def read_histograms(

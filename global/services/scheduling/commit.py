@@ -14,14 +14,12 @@ from volcano_global import failpoints
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
+    ClusterState,
     EventType,
     Job,
     JobState,
     LinkReservation,
     Placement,
-)
-from volcano_global.db.models import (
-    ClusterState as ClusterHealth,
 )
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
@@ -58,7 +56,7 @@ async def commit_round(
     for cluster in current:
         if cluster.name not in used:
             continue
-        if cluster.state is not ClusterHealth.READY:
+        if cluster.state is not ClusterState.READY:
             gone[cluster.name] = f"cluster {cluster.name} is {cluster.state.value}"
         elif (cluster.inventory_generation, cluster.inventory_seq) != context.versions[
             cluster.name

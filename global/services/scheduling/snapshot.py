@@ -14,15 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
+    ClusterState,
     Job,
     JobState,
     Link,
     Placement,
     PlacementState,
     Queue,
-)
-from volcano_global.db.models import (
-    ClusterState as ClusterHealth,
 )
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.services.inventory.domain_trees import domain_trees
@@ -34,7 +32,7 @@ from volcano_global.services.scheduling.capacity_view import (
 )
 from volcano_global.services.tenancy.queues import HOLDING_STATES
 from volcano_global.solver import (
-    ClusterState,
+    ClusterCapacity,
     JobRequest,
     LinkState,
     QueueState,
@@ -67,7 +65,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
     clusters = list(
         (
             await session.execute(
-                select(Cluster).where(Cluster.state == ClusterHealth.READY).order_by(Cluster.name)
+                select(Cluster).where(Cluster.state == ClusterState.READY).order_by(Cluster.name)
             )
         ).scalars()
     )
@@ -152,7 +150,7 @@ def _with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) 
 
 async def free_capacity(
     session: AsyncSession, clusters: list[Cluster], *, leaves: set[str] | None = None
-) -> list[ClusterState]:
+) -> list[ClusterCapacity]:
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
     minus the pods of placements that hold capacity before their pods run. All leaves come from
     the in-memory view brought up to date (services/capacity_view); with `leaves` (leaf domain

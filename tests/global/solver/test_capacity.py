@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from volcano_global.solver.capacity import ClusterPool
-from volcano_global.solver.model import ClusterState, JobRequest, Leaf
+from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
 
 
 def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollbacks() -> None:
@@ -15,7 +15,7 @@ def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollba
         for t in range(60)
         for model in ("H100", "A100")
     )
-    pool = ClusterPool(ClusterState("c", leaves))
+    pool = ClusterPool(ClusterCapacity("c", leaves))
 
     def scanned(model: str, gpus_per_pod: int, pods: int) -> str | None:
         fits = [

@@ -18,7 +18,7 @@ from tests.factories import job_document, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
-from volcano_global.services.jobs.writer import Outcome
+from volcano_global.services.jobs.writer import WriteOutcome
 
 
 async def test_submissions_that_arrive_together_share_a_transaction(
@@ -67,7 +67,7 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
     def row(name: str, **changes: object) -> dict:
         return template | {"id": uuid.uuid4(), "name": name} | changes
 
-    def add(job: dict, queue: str = "default") -> Awaitable[Outcome]:
+    def add(job: dict, queue: str = "default") -> Awaitable[WriteOutcome]:
         submitted = event_row(job_id=job["id"], reason="Submitted", message="m")
         return writer.add(job, [submitted], queue=queue)
 
@@ -80,9 +80,9 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         add(row("elsewhere"), queue="no-such-queue"),
         return_exceptions=True,
     )
-    assert results[:5] == [Outcome.STORED] * 5
+    assert results[:5] == [WriteOutcome.STORED] * 5
     assert isinstance(results[5], IntegrityError)
-    assert results[6:] == [Outcome.NAME_TAKEN, Outcome.NO_QUEUE]
+    assert results[6:] == [WriteOutcome.NAME_TAKEN, WriteOutcome.NO_QUEUE]
     async with transaction(app.state.sessions) as session:
         names = set((await session.execute(select(Job.name))).scalars())
         events = await session.scalar(
