@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     install_error_handlers(app)
     # FastAPI tries the routers in order, each by matching every route of it: the jobs API,
-    # most of the traffic, first (a submission spent ~12% of its CPU in routing behind four).
+    # most of the traffic, first.
     for module in (jobs, health, clusters, links, queues, overview, tokens):
         app.include_router(module.router)
     console.mount(app)

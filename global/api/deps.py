@@ -66,8 +66,8 @@ async def _caller(
 
 
 # Each role is one dependency over the session and the bearer credentials, not a chain of
-# them: FastAPI's dependency resolution costs ~50-80 us of CPU per dependency and request
-# (FastAPI 0.165; estimated from py-spy samples of job submissions), more than a role check.
+# them: FastAPI resolves every dependency of every request, and a chain costs more than the
+# role check it wraps (docs/operations.md).
 
 
 async def get_principal(request: Request, session: Session, credentials: Credentials) -> Principal:

@@ -121,8 +121,8 @@ def record_of(table: Table, columns: Names) -> str:
 
 def as_json(rows: Sequence[dict[str, Any]]) -> str:
     """Rows as one JSON parameter: UUIDs and timestamps (RFC 3339) as text, which Postgres
-    casts back to the column types; enums as their values. orjson: ~10x the standard
-    library's speed (a 50-node inventory delta: 330 -> 31 us)."""
+    casts back to the column types; enums as their values. orjson, because these rows are
+    on the inventory delta's hot path."""
     return orjson.dumps(rows, default=str).decode()
 
 

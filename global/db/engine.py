@@ -38,9 +38,8 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     # makes SQLAlchemy drop every pooled connection opened before it (the request that found it
     # gets a 503 and retries), which is how a Postgres restart shows.
     # No overflow: a connection beyond the pool would be closed as soon as it is returned, so
-    # under a burst every extra checkout paid a new Postgres backend (~125 connections opened
-    # in a 20 s load run instead of ~40). Past `pool_size`, work waits for a connection (up to
-    # the pool timeout, then 503).
+    # under a burst every extra checkout would pay for a new Postgres backend. Past
+    # `pool_size`, work waits for a connection (up to the pool timeout, then 503).
     return create_async_engine(url, pool_size=pool_size, max_overflow=0)
 
 

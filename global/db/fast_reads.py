@@ -4,10 +4,10 @@ parameters and the values going through the same type processing SQLAlchemy woul
 SQLite, the embedded default, SQLAlchemy runs it. Either way the rows come back as dicts with
 the same keys and the same Python values.
 
-Why: SQLAlchemy costs ~0.3 ms of CPU per statement on top of the driver's ~0.15 (its
-greenlet, cursor and result layers; measured with a one-row SELECT on a pooled connection),
-more than the rest of a job read together. The reads served most (a job, a page of jobs,
-the nodes an inventory delta names) run here; everything that writes keeps the ORM.
+Why: SQLAlchemy's greenlet, cursor and result layers cost more CPU per statement than the
+driver itself, more than the rest of a job read together (docs/operations.md). The reads
+served most (a job, a page of jobs, the nodes an inventory delta names) run here; everything
+that writes keeps the ORM.
 
 A driver error is not translated here: the statement is run again through SQLAlchemy, which
 raises its own exception for it (the API answers 503 for a lost connection) and, for a dead

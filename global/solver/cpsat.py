@@ -222,7 +222,7 @@ def _solve_once(
     if options.deterministic_time is not None:
         solver.parameters.max_deterministic_time = options.deterministic_time
     # One presolve pass: the full fix-point costs more than it saves within a round's budget
-    # (measured on the benchmark's 200-job x 16-cluster rounds: 0.25 s -> 0.15 s to optimal).
+    # (docs/operations.md).
     solver.parameters.max_presolve_iterations = 1
     solver.parameters.random_seed = options.seed
     code = solver.solve(model)
