@@ -77,9 +77,11 @@ async def test_simulated_agent_inventory_appears_and_follows_changes(
 
         await eventually(full)
         body = (await api.get("/api/v1/clusters/sim")).json()
-        assert body["state"] == "Ready" and body["nodes"] == {"total": 80, "ready": 80}
+        assert body["state"] == "Ready"
+        assert body["nodes"] == {"total": 80, "ready": 80}
         topology = (await api.get("/api/v1/clusters/sim/topology")).json()["domains"]
-        assert {d["tier"] for d in topology} == {1, 2} and len(topology) == 10 + 2
+        assert {d["tier"] for d in topology} == {1, 2}
+        assert len(topology) == 10 + 2
 
         for i in range(10):  # a burst of changes
             cluster.update_node(f"sim-g0-{i:05d}", used_gpus=8)

@@ -43,7 +43,8 @@ async def test_an_error_of_one_item_fails_that_item_alone() -> None:
     batches: list[list[int]] = []
     group = writer(batches)
     results = await asyncio.gather(*(group.add(i) for i in (12, 13, 14)), return_exceptions=True)
-    assert results[0] == 120 and results[2] == 140
+    assert results[0] == 120
+    assert results[2] == 140
     assert isinstance(results[1], Bad)
     assert batches == [[12, 13, 14], [12], [13], [14]]
 
@@ -64,7 +65,8 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced() -> 
     assert group._writing is not None
     group._writing.cancel()
     done, pending = await asyncio.wait(callers, timeout=5)
-    assert not pending and all(task.cancelled() for task in done)
+    assert not pending
+    assert all(task.cancelled() for task in done)
     assert await asyncio.wait_for(group.add(5), timeout=5) == 50
 
 

@@ -87,7 +87,8 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
             env=env_of(share[uids[0]], server.url),
         )
         # V = 8 x 14e9 bits, tau = 0.1 x 2 s: 560 Gbps.
-        assert figures["samples"] == 1 and figures["allreduceGbps"] == pytest.approx(560.0)
+        assert figures["samples"] == 1
+        assert figures["allreduceGbps"] == pytest.approx(560.0)
         await asyncio.to_thread(
             first.report,
             step_time_s=4.0,
@@ -108,7 +109,8 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
 
         # Delivered assignments keep no token in the outbox.
         rows = sqlite3.connect(tmp_path / "f.db").execute("SELECT payload FROM outbox").fetchall()
-        assert rows and all("job_token" not in json.loads(p) for (p,) in rows)
+        assert rows
+        assert all("job_token" not in json.loads(p) for (p,) in rows)
     finally:
         stop.set()
         await task

@@ -51,7 +51,9 @@ async def test_submissions_that_arrive_together_share_a_transaction(
         )
     assert reasons == {"Submitted": 30, AUDIT: 30}
     job = (await api.get(f"/api/v1/jobs/{answers[7].json()['uid']}")).json()
-    assert job["name"] == "train-7" and job["state"] == "Pending" and job["queue"] == "default"
+    assert job["name"] == "train-7"
+    assert job["state"] == "Pending"
+    assert job["queue"] == "default"
 
 
 async def test_a_row_that_cannot_be_stored_fails_alone(
@@ -103,6 +105,7 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
     assert writer._group._writing is not None
     writer._group._writing.cancel()
     done, pending = await asyncio.wait(callers, timeout=5)
-    assert not pending and all(task.cancelled() for task in done)
+    assert not pending
+    assert all(task.cancelled() for task in done)
     answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
     assert answer.status_code == 201  # a new writer took over

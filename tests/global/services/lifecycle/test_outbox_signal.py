@@ -40,13 +40,15 @@ async def test_a_commit_wakes_the_streams_of_the_clusters_it_wrote_for(app: Fast
             await session.rollback()
         async with app.state.sessions() as session:
             await session.commit()  # a commit that wrote nothing for anyone
-        assert not east_woken.is_set() and not west_woken.is_set()
+        assert not east_woken.is_set()
+        assert not west_woken.is_set()
         async with app.state.sessions() as session:
             # Not committed to the database (no such placement): the signal only is tested.
             OUTBOX.wrote(session, [east])
             assert not east_woken.is_set()  # not before the commit
             await session.commit()
-        assert east_woken.is_set() and not west_woken.is_set()
+        assert east_woken.is_set()
+        assert not west_woken.is_set()
 
 
 @pytest.fixture
