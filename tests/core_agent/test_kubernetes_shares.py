@@ -144,8 +144,16 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
         assert not emulators[other].objects[SERVICES]  # only the rank-0 cluster exports
 
         set_phase(east, shares["east"], "Running", running=4)
-        await asyncio.sleep(0.5)
-        assert (await fed.job(uid))["state"] == "Dispatched"  # one share running is not enough
+        job: dict[str, Any] = {}
+
+        async def east_reported_running() -> bool:
+            nonlocal job
+            job = await fed.job(uid)
+            phases = {s["cluster"]: s["phase"] for s in job["placement"]["shares"]}
+            return phases["east"] == "Running"
+
+        await eventually(east_reported_running)  # the report is applied ...
+        assert job["state"] == "Dispatched"  # ... and one share running is not enough
         set_phase(west, shares["west"], "Running", running=4)
         await fed.reach(uid, "Running")
 
