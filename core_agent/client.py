@@ -68,7 +68,7 @@ class AgentClient:
         stop = stop or asyncio.Event()
         bind = getattr(self.source, "bind_reporter", None)
         if bind is not None:
-            bind(self._report)  # a source that reports share status on its own (Kubernetes)
+            bind(self.report)  # a source that reports share status on its own (Kubernetes)
         await self.source.start()
         backoff = Backoff(initial=0.2, cap=max(self.heartbeat_s, 1.0), jitter=0.5)
         while not stop.is_set():
@@ -254,7 +254,7 @@ class AgentClient:
             elif kind == "assignment":
                 apply = getattr(self.source, "apply_share", None)
                 if apply is None:
-                    self._report(
+                    self.report(
                         pb.JobStatusReport(
                             placement_id=message.assignment.placement_id,
                             job_uid=message.assignment.job_uid,
@@ -263,13 +263,13 @@ class AgentClient:
                         )
                     )
                 else:
-                    apply(message.assignment, self._report)
+                    apply(message.assignment, self.report)
             elif kind == "cancellation":
                 cancel = getattr(self.source, "cancel_share", None)
                 if cancel is not None:
-                    cancel(message.cancellation, self._report)
+                    cancel(message.cancellation, self.report)
                 else:
-                    self._report(
+                    self.report(
                         pb.JobStatusReport(
                             placement_id=message.cancellation.placement_id,
                             job_uid=message.cancellation.job_uid,
@@ -281,7 +281,7 @@ class AgentClient:
                 self._resync_requested = True
                 self.source.changed.set()  # wake the writer
 
-    def _report(self, report: pb.JobStatusReport) -> None:
+    def report(self, report: pb.JobStatusReport) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
         self.report_seq += 1

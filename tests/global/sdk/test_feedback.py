@@ -21,7 +21,7 @@ from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import ShareLayout, rendezvous_env
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.sdk import ReportError, Runtime
-from volcano_global.services.scheduling.snapshot import _with_measurements
+from volcano_global.services.scheduling.snapshot import with_measurements
 
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 
@@ -120,7 +120,7 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
 def test_later_placements_use_the_measured_rate() -> None:
     split = SplitPolicy(mode="auto", unit_pods=4, max_clusters=2, crossing_gbps=933.3)
     measured = {"allreduceGbps": 560.0}
-    assert _with_measurements(split, measured).crossing_gbps == 560.0
-    assert _with_measurements(split, None).crossing_gbps == 933.3
+    assert with_measurements(split, measured).crossing_gbps == 560.0
+    assert with_measurements(split, None).crossing_gbps == 933.3
     never = SplitPolicy(mode="never", unit_pods=4)
-    assert _with_measurements(never, measured).crossing_gbps is None
+    assert with_measurements(never, measured).crossing_gbps is None
