@@ -16,6 +16,7 @@ import grpc
 from core_agent.inventory import Inventory
 from core_agent.sources import InventorySource
 from volcano_global import __version__
+from volcano_global.backoff import Backoff
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -67,9 +68,9 @@ class AgentClient:
         stop = stop or asyncio.Event()
         bind = getattr(self.source, "bind_reporter", None)
         if bind is not None:
-            bind(self._report)  # a source that reports share status on its own (Kubernetes)
+            bind(self.report)  # a source that reports share status on its own (Kubernetes)
         await self.source.start()
-        delay = 0.2
+        backoff = Backoff(initial=0.2, cap=max(self.heartbeat_s, 1.0), jitter=0.5)
         while not stop.is_set():
             try:
                 await self._session(stop)
@@ -87,17 +88,17 @@ class AgentClient:
                 # (grpc.aio says "RPC already finished").
                 log.warning("stream to %s ended: %s", self.target, exc)
             if self.connected.is_set():
-                delay = 0.2  # the stream had been up: back off from the start again
+                backoff.reset()  # the stream had been up: back off from the start again
             self.connected.clear()
             if stop.is_set():
                 break
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=delay * random.uniform(0.5, 1.5))
-            except TimeoutError:
-                pass
             # Tried at least once per heartbeat interval: an agent backing off longer than
             # the Global's NotReady timeout would have its running jobs requeued for nothing.
-            delay = min(delay * 2, max(self.heartbeat_s, 1.0))
+            backoff.cap = max(self.heartbeat_s, 1.0)  # the interval the Global asked for
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=backoff.next_delay())
+            except TimeoutError:
+                pass
         await self.source.stop()
 
     async def _session(self, stop: asyncio.Event) -> None:
@@ -253,7 +254,7 @@ class AgentClient:
             elif kind == "assignment":
                 apply = getattr(self.source, "apply_share", None)
                 if apply is None:
-                    self._report(
+                    self.report(
                         pb.JobStatusReport(
                             placement_id=message.assignment.placement_id,
                             job_uid=message.assignment.job_uid,
@@ -262,13 +263,13 @@ class AgentClient:
                         )
                     )
                 else:
-                    apply(message.assignment, self._report)
+                    apply(message.assignment, self.report)
             elif kind == "cancellation":
                 cancel = getattr(self.source, "cancel_share", None)
                 if cancel is not None:
-                    cancel(message.cancellation, self._report)
+                    cancel(message.cancellation, self.report)
                 else:
-                    self._report(
+                    self.report(
                         pb.JobStatusReport(
                             placement_id=message.cancellation.placement_id,
                             job_uid=message.cancellation.job_uid,
@@ -280,7 +281,7 @@ class AgentClient:
                 self._resync_requested = True
                 self.source.changed.set()  # wake the writer
 
-    def _report(self, report: pb.JobStatusReport) -> None:
+    def report(self, report: pb.JobStatusReport) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
         self.report_seq += 1

@@ -22,20 +22,17 @@ from volcano_global.api import (
 )
 from volcano_global.api.errors import install_error_handlers
 from volcano_global.api.limits import BodyLimitMiddleware
+from volcano_global.background import Background, server_loops
 from volcano_global.db import migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
-from volcano_global.db.notifications import Listener
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
-from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
 from volcano_global.services.jobs.writer import JobWriter
-from volcano_global.services.lifecycle.outbox import OUTBOX
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
-from volcano_global.tasks import start_guarded, stop
 
 log = logging.getLogger("volcano_global")
 
@@ -64,33 +61,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)
 
-            monitor = HeartbeatMonitor(sessions, timeout_s=settings.agents.heartbeat_timeout_s)
-
-            async def check_heartbeats() -> None:
-                for name in await monitor.check():
-                    log.warning("cluster %s is NotReady: its agent went silent", name)
-
-            tasks = [
-                start_guarded(
-                    "heartbeat-monitor",
-                    check_heartbeats,
-                    every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
-                ),
-            ]
-            listener = None
-            if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
-                listener = Listener(create_engine(settings.database_url, pool_size=1), OUTBOX)
-                tasks.append(start_guarded("outbox-listener", listener.listen, every_s=1.0))
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
-            if settings.scheduling.enabled:
-                tasks.append(start_guarded("scheduler", scheduler.step, every_s=0))
+            background = Background(
+                server_loops(
+                    settings=settings, engine=engine, sessions=sessions, scheduler=scheduler
+                )
+            )
             try:
                 yield
             finally:
-                await stop(tasks)
-                if listener is not None:
-                    await listener.engine.dispose()
+                await background.stop()
                 await scheduler.stop()
                 await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
         finally:

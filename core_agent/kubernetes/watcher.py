@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
 from typing import Any
 
 from core_agent.kubernetes.adapter import Gone, Kind, KubeApi, Missing
+from volcano_global.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ async def watch_forever(
 ) -> None:
     """Keep `store` equal to the cluster's objects of `kind`. `iterations` bounds the number of
     list-then-watch rounds (tests)."""
-    delay = 0.2
+    backoff = Backoff(initial=0.2, cap=30.0, jitter=0.5)
     rounds = 0
     while iterations is None or rounds < iterations:
         rounds += 1
@@ -36,7 +36,7 @@ async def watch_forever(
             await list_then_watch(
                 api, kind, store, on_change, page_size=page_size, watch_timeout_s=watch_timeout_s
             )
-            delay = 0.2
+            backoff.reset()
         except Missing:
             log.info("%s: resource type not served by this cluster", kind.name)
             store.clear()
@@ -45,9 +45,9 @@ async def watch_forever(
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # the API server is down, a connection dropped, ...
+            delay = backoff.next_delay()
             log.warning("%s watch failed (%s); retrying in %.1f s", kind.name, exc, delay)
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 30.0)
+            await asyncio.sleep(delay)
 
 
 async def list_then_watch(

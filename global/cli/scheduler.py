@@ -14,12 +14,12 @@ import signal
 import uvloop
 from prometheus_client import start_http_server
 
+from volcano_global.background import Background, scheduling_rounds
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.settings import Settings
-from volcano_global.tasks import start_guarded, stop
 
 log = logging.getLogger("volcano_global.scheduler")
 
@@ -52,11 +52,11 @@ async def _schedule(settings: Settings, metrics_port: int | None) -> None:
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-    task = start_guarded("scheduler", scheduler.step, every_s=0)
+    background = Background([scheduling_rounds(scheduler)])
     log.info("scheduling (looking for waiting jobs every %.2f s)", settings.scheduling.interval_s)
     try:
         await stopping.wait()
     finally:
-        await stop([task])
+        await background.stop()
         await scheduler.stop()
         await engine.dispose()

@@ -46,7 +46,7 @@ def run_server(
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
         log.info("%d worker processes", settings.workers)
     uvicorn.run(
-        "volcano_global.cli.serve:worker_app" if settings.workers > 1 else _app(settings),
+        "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings),
         factory=settings.workers > 1,
         workers=settings.workers if settings.workers > 1 else None,
         host=settings.host,
@@ -66,10 +66,11 @@ def run_server(
 
 def worker_app() -> FastAPI:
     """The app of one worker process (each builds its settings from the environment)."""
-    return _app(None)
+    return server_app(None)
 
 
-def _app(settings: Settings | None) -> FastAPI:
+def server_app(settings: Settings | None) -> FastAPI:
+    """The app of a server process: the API, then the collector tuned for what it built."""
     app = create_app(settings)
     tune_gc()
     return app

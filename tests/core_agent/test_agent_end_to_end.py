@@ -77,9 +77,11 @@ async def test_simulated_agent_inventory_appears_and_follows_changes(
 
         await eventually(full)
         body = (await api.get("/api/v1/clusters/sim")).json()
-        assert body["state"] == "Ready" and body["nodes"] == {"total": 80, "ready": 80}
+        assert body["state"] == "Ready"
+        assert body["nodes"] == {"total": 80, "ready": 80}
         topology = (await api.get("/api/v1/clusters/sim/topology")).json()["domains"]
-        assert {d["tier"] for d in topology} == {1, 2} and len(topology) == 10 + 2
+        assert {d["tier"] for d in topology} == {1, 2}
+        assert len(topology) == 10 + 2
 
         for i in range(10):  # a burst of changes
             cluster.update_node(f"sim-g0-{i:05d}", used_gpus=8)
@@ -155,7 +157,7 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
         for i in range(50):  # a change every 50 ms for 2.5 s
             cluster.update_node(f"sim-g0-{i % 64:05d}", used_gpus=1 + i % 7)
             if i == 10:  # mid-window: a report (about a placement the Global does not know)
-                client._report(pb.JobStatusReport(placement_id=str(uuid.uuid4()), phase="Running"))
+                client.report(pb.JobStatusReport(placement_id=str(uuid.uuid4()), phase="Running"))
                 reported = asyncio.get_running_loop().time()
                 await eventually(lambda: not client.unacked_reports, within=5)
                 assert asyncio.get_running_loop().time() - reported < 0.5

@@ -87,7 +87,8 @@ async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
         uid = await fed.submit(split_job(**{"global.volcano.sh/gang-start-timeout": "2"}))
 
         message = await fed.event(uid, "GangTimeout", within=20)
-        assert "not every share started within 2 s" in message and "west: Accepted" in message
+        assert "not every share started within 2 s" in message
+        assert "west: Accepted" in message
         # Every share was withdrawn: the pods bound in both clusters are gone.
         clusters["west"].start_delay_s = 0
         await fed.reach(uid, "Running")  # requeued, placed again, and now it starts
@@ -120,9 +121,8 @@ async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) 
         await fed.event(uid, "PodEvicted", within=20)
         job = await fed.job(uid)
         assert job["state"] == "Pending"
-        assert (
-            "cluster west" in job["stateMessage"] and "requeued (retry 1/3)" in job["stateMessage"]
-        )
+        assert "cluster west" in job["stateMessage"]
+        assert "requeued (retry 1/3)" in job["stateMessage"]
         await eventually(lambda: busy({"east": clusters["east"]}) == 0)  # east's share withdrawn
 
         await fed.join("west", clusters["west"])  # back: the cancellation waiting for it lands

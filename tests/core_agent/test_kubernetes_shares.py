@@ -79,13 +79,15 @@ async def test_a_share_runs_as_a_volcano_job_and_reports_its_status(database_url
         job = await fed.reach(uid, "Dispatched")
         vcjob = volcano_jobs(emulator)[0]
         member = vcjob["metadata"]["name"]
-        assert member.startswith("train-") and vcjob["metadata"]["namespace"] == "ml"
+        assert member.startswith("train-")
+        assert vcjob["metadata"]["namespace"] == "ml"
         assert vcjob["metadata"]["labels"]["global.volcano.sh/job-uid"] == uid
         assert vcjob["spec"]["minAvailable"] == 2
         assert vcjob["spec"]["networkTopology"] == {"mode": "hard"}
         assert vcjob["spec"]["tasks"][0]["partitionPolicy"]["totalPartitions"] == 2
         env = env_of(vcjob)
-        assert env["VGLOBAL_WORLD_PODS"] == "2" and env["VGLOBAL_RANK_OFFSET"] == "0"
+        assert env["VGLOBAL_WORLD_PODS"] == "2"
+        assert env["VGLOBAL_RANK_OFFSET"] == "0"
         assert env["VGLOBAL_CLUSTER_COUNT"] == "1"
         assert env["VGLOBAL_RENDEZVOUS_ADDR"] == f"{member}-worker-0.{member}.ml.svc:29500"
         labels = vcjob["metadata"]["labels"]
@@ -122,7 +124,8 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
         assert sorted(e["VGLOBAL_CLUSTER_INDEX"] for e in envs.values()) == ["0", "1"]
         assert all(v["spec"]["minAvailable"] == 4 for v in shares.values())
         addresses = {e["VGLOBAL_RENDEZVOUS_ADDR"] for e in envs.values()}
-        assert len(addresses) == 1 and addresses.pop().endswith(".ml.svc.clusterset.local:29500")
+        assert len(addresses) == 1
+        assert addresses.pop().endswith(".ml.svc.clusterset.local:29500")
         # The rank-0 cluster exports rank 0's endpoint through Multi-Cluster Services.
         emulators = {"east": east, "west": west}
         first = next(n for n, e in envs.items() if e["VGLOBAL_CLUSTER_INDEX"] == "0")
@@ -141,8 +144,16 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
         assert not emulators[other].objects[SERVICES]  # only the rank-0 cluster exports
 
         set_phase(east, shares["east"], "Running", running=4)
-        await asyncio.sleep(0.5)
-        assert (await fed.job(uid))["state"] == "Dispatched"  # one share running is not enough
+        job: dict[str, Any] = {}
+
+        async def east_reported_running() -> bool:
+            nonlocal job
+            job = await fed.job(uid)
+            phases = {s["cluster"]: s["phase"] for s in job["placement"]["shares"]}
+            return phases["east"] == "Running"
+
+        await eventually(east_reported_running)  # the report is applied ...
+        assert job["state"] == "Dispatched"  # ... and one share running is not enough
         set_phase(west, shares["west"], "Running", running=4)
         await fed.reach(uid, "Running")
 
@@ -192,7 +203,8 @@ async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) 
         uid = await fed.submit(doc)
 
         message = await fed.event(uid, "GangWithdrawn")
-        assert "k8s: Failed" in message and 'namespaces "absent" not found' in message
+        assert "k8s: Failed" in message
+        assert 'namespaces "absent" not found' in message
         assert not volcano_jobs(emulator)
 
 
@@ -211,5 +223,6 @@ async def test_without_multi_cluster_services_the_user_is_told(database_url: str
         uid = await fed.submit(doc)
 
         message = await fed.event(uid, "ClusterWarning")
-        assert "Multi-Cluster Services API" in message and "not installed" in message
+        assert "Multi-Cluster Services API" in message
+        assert "not installed" in message
         assert (await fed.job(uid))["state"] == "Dispatched"  # the share still runs

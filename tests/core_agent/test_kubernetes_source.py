@@ -29,13 +29,16 @@ async def test_initial_list_with_pages_and_topology(kube) -> None:  # type: igno
             4000,
         )
         assert (n1.gpu_used, n2.gpu_used) == (2, 0)  # a finished pod uses nothing
-        assert n0.memory_allocatable_bytes == 2**40 and n0.ready
+        assert n0.memory_allocatable_bytes == 2**40
+        assert n0.ready
         assert (inventory.nodes["n4"].domain, n0.domain) == ("tor1", "tor0")
-        assert inventory.domains["tor0"].parent == "spine" and inventory.domains["spine"].tier == 2
+        assert inventory.domains["tor0"].parent == "spine"
+        assert inventory.domains["spine"].tier == 2
         node_lists = [
             r for r in emulator.requests if r.startswith("GET /api/v1/nodes?") and "watch" not in r
         ]
-        assert len(node_lists) == 2 and "continue=" in node_lists[1]  # 6 nodes in pages of 4
+        assert len(node_lists) == 2
+        assert "continue=" in node_lists[1]  # 6 nodes in pages of 4
     finally:
         await source.stop()
 
@@ -107,10 +110,8 @@ async def test_without_hypernodes_tiers_come_from_labels(kube) -> None:  # type:
     try:
         inventory = source.current()
         assert inventory.nodes["a"].domain == "rack-r1"
-        assert (
-            inventory.domains["rack-r2"].parent == "zone-z1"
-            and inventory.domains["zone-z1"].tier == 2
-        )
+        assert inventory.domains["rack-r2"].parent == "zone-z1"
+        assert inventory.domains["zone-z1"].tier == 2
     finally:
         await source.stop()
 

@@ -61,12 +61,12 @@ def test_management_overlays() -> None:
 def test_member_overlay_runs_one_agent_on_the_control_plane() -> None:
     docs = render(OVERLAYS[2])
     deployment = find(docs, "Deployment", "volcano-global-agent")
-    assert (
-        deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
-    )
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "volcano-global-agent"
     assert "node-role.kubernetes.io/control-plane" in pod["nodeSelector"]
     assert find(docs, "ConfigMap", "volcano-global-agent")["data"]["CLUSTER_NAME"] == "gpu-east"
     args = pod["containers"][0]["args"]
-    assert "--source=kubernetes" in args and "--cluster=$(CLUSTER_NAME)" in args
+    assert "--source=kubernetes" in args
+    assert "--cluster=$(CLUSTER_NAME)" in args

@@ -113,7 +113,9 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("create", "multicluster.x-k8s.io", "serviceexports"),
     } <= calls
     phases = [r.phase for r in reports]  # each apply answered (the watch may add one)
-    assert set(phases[:-1]) == {"Accepted"} and len(phases) >= 3 and phases[-1] == "Cancelled"
+    assert set(phases[:-1]) == {"Accepted"}
+    assert len(phases) >= 3
+    assert phases[-1] == "Cancelled"
     rules = find(render(OVERLAYS[2]), "ClusterRole", "volcano-global-agent")["rules"]
     missing = sorted(c for c in calls if not allowed(rules, *c))
     assert missing == [], f"the agent's ClusterRole does not allow {missing}"

@@ -210,7 +210,8 @@ async def test_partition_longer_than_the_notready_timeout(database_url: str) -> 
             runs_once=False,
         )
         reasons = await fed.reasons(uid)
-        assert reasons.count("Succeeded") == 1 and reasons.count("PodEvicted") == 1
+        assert reasons.count("Succeeded") == 1
+        assert reasons.count("PodEvicted") == 1
     write_report(
         f"partition-{database_url.split('+')[0]}",
         {"partitions": 1, "invariants checked": dict(checked.counts)},

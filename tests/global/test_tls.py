@@ -158,7 +158,8 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
             text=True,
             timeout=60,
         )
-        assert result.returncode == 0 and "gpu-east" in result.stdout, result.stderr
+        assert result.returncode == 0, result.stderr
+        assert "gpu-east" in result.stdout, result.stderr
         await api.aclose()
     finally:
         server.stop()

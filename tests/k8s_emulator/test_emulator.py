@@ -44,9 +44,11 @@ async def test_list_pages_and_increasing_versions(kube) -> None:  # type: ignore
     for i in range(5):
         emulator.create(NODES, node(f"n{i}"))
     first = await core.list_node(limit=2)
-    assert [n.metadata.name for n in first.items] == ["n0", "n1"] and first.metadata._continue
+    assert [n.metadata.name for n in first.items] == ["n0", "n1"]
+    assert first.metadata._continue
     versions = [int(n.metadata.resource_version) for n in first.items]
-    assert versions == sorted(versions) and len(set(versions)) == 2
+    assert versions == sorted(versions)
+    assert len(set(versions)) == 2
     second = await core.list_node(limit=2, _continue=first.metadata._continue)
     third = await core.list_node(limit=2, _continue=second.metadata._continue)
     assert [n.metadata.name for n in second.items + third.items] == ["n2", "n3", "n4"]

@@ -127,7 +127,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
                 job_request(
                     job_id=key,
                     gang=Gang.model_validate(job.gang),
-                    split=_with_measurements(split, job.measurements),
+                    split=with_measurements(split, job.measurements),
                     communication=Communication.model_validate(job.communication)
                     if job.communication
                     else None,
@@ -140,7 +140,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
     return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
 
 
-def _with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
+def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
     """What the job's processes measured replaces what it declared (services/measurements)."""
     measured = (measurements or {}).get("allreduceGbps")
     if measured is None or split.mode == "never":

@@ -10,7 +10,8 @@ from tests.factories import create_cluster, inventory, job_document
 async def test_register_returns_the_agent_token_once(api: httpx.AsyncClient) -> None:
     created = await create_cluster(api, "gpu-east", labels={"region": "us-east", "site": "a"})
     assert created["agentToken"].startswith("vg_")
-    assert created["state"] == "Unknown" and created["capacity"] == []
+    assert created["state"] == "Unknown"
+    assert created["capacity"] == []
     shown = (await api.get("/api/v1/clusters/gpu-east")).json()
     assert "agentToken" not in shown
     assert shown["labels"] == {"region": "us-east", "site": "a"}
@@ -73,7 +74,8 @@ async def test_inventory_snapshot_sets_capacity_and_topology(api: httpx.AsyncCli
     )
     assert response.json()["capacity"] == [{"gpuModel": "A100", "total": 16, "free": 16, "used": 0}]
     cluster = (await api.get("/api/v1/clusters/gpu-east")).json()
-    assert cluster["inventoryGeneration"] == 2 and cluster["nodes"]["total"] == 2
+    assert cluster["inventoryGeneration"] == 2
+    assert cluster["nodes"]["total"] == 2
 
 
 async def test_inconsistent_snapshot_is_refused_whole(api: httpx.AsyncClient) -> None:
@@ -97,7 +99,8 @@ async def test_inconsistent_snapshot_is_refused_whole(api: httpx.AsyncClient) ->
     assert response.status_code == 422
     assert response.json()["details"]["causes"][0]["field"] == "domains[1].parent"
     cluster = (await api.get("/api/v1/clusters/gpu-east")).json()
-    assert cluster["inventoryGeneration"] == 1 and cluster["nodes"]["total"] == 8
+    assert cluster["inventoryGeneration"] == 1
+    assert cluster["nodes"]["total"] == 8
 
 
 async def test_delete_cluster(api: httpx.AsyncClient) -> None:
@@ -137,10 +140,12 @@ async def test_rotating_the_token_revokes_the_old_one(api: httpx.AsyncClient) ->
 async def test_nul_characters_are_refused_wherever_they_come(api: httpx.AsyncClient) -> None:
     """Postgres text cannot hold NUL: refused as bad input, never a 500 (found by fuzzing)."""
     body = await api.post("/api/v1/clusters", json={"name": "gpu-east", "description": "a\x00b"})
-    assert body.status_code == 422 and "description: NUL" in body.text
+    assert body.status_code == 422
+    assert "description: NUL" in body.text
     assert "\x00" not in body.json()["message"]  # named escaped, never echoed raw
     url = await api.get("/api/v1/clusters/gpu%00east")
-    assert url.status_code == 400 and "NUL (%00)" in url.json()["message"]
+    assert url.status_code == 400
+    assert "NUL (%00)" in url.json()["message"]
     document = job_document("train")
     document["metadata"]["labels"] = {"team\x00": "x"}
     job = await api.post("/api/v1/jobs", json=document)

@@ -29,7 +29,8 @@ async def test_unreachable_database_gives_503(settings: Settings) -> None:
             transport=transport, base_url="http://t", headers=headers
         ) as api:
             ready = await api.get("/readyz")
-            assert ready.status_code == 503 and ready.json()["reason"] == "ServiceUnavailable"
+            assert ready.status_code == 503
+            assert ready.json()["reason"] == "ServiceUnavailable"
             listed = await api.get("/api/v1/queues")
             assert listed.status_code == 503, listed.text
             assert listed.json()["message"] == "database busy or unreachable; retry"

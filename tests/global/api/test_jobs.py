@@ -24,14 +24,14 @@ async def test_submit_yaml_stores_the_document_as_received(api: httpx.AsyncClien
         "H100",
     )
     assert job["pendingReason"] == "waiting for the scheduler's next round"
-    assert job["splitPolicy"]["mode"] == "auto" and job["communication"]["dataParallel"] == 16
+    assert job["splitPolicy"]["mode"] == "auto"
+    assert job["communication"]["dataParallel"] == 16
     assert job["manifest"]["metadata"]["annotations"]["global.volcano.sh/max-clusters"] == "3"
-    assert job["placement"] is None and job["clusters"] == []
+    assert job["placement"] is None
+    assert job["clusters"] == []
     fetched = (await api.get(f"/api/v1/jobs/{job['uid']}")).json()
-    assert (
-        fetched["gang"] == job["gang"]
-        and fetched["timestamps"]["submittedAt"] == job["timestamps"]["submittedAt"]
-    )
+    assert fetched["gang"] == job["gang"]
+    assert fetched["timestamps"]["submittedAt"] == job["timestamps"]["submittedAt"]
     events = (await api.get(f"/api/v1/jobs/{job['uid']}/events")).json()["items"]
     assert events[0]["reason"] == "Submitted"
     assert "512 GPUs submitted to queue llm by admin; may be split" in events[0]["message"]
@@ -55,7 +55,8 @@ async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.Asy
     assert (await submit(api, other_namespace)).status_code == 201
     await api.post(f"/api/v1/jobs/{first['uid']}/cancel")
     again = await submit(api, job_document("train"))
-    assert again.status_code == 201 and again.json()["uid"] != first["uid"]
+    assert again.status_code == 201
+    assert again.json()["uid"] != first["uid"]
 
 
 async def test_simultaneous_submissions_of_one_name_store_one_job(api: httpx.AsyncClient) -> None:
@@ -76,7 +77,8 @@ async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> 
     response = await submit(api, to_yaml(doc))
     assert response.status_code == 422
     body = response.json()
-    assert body["kind"] == "Status" and body["reason"] == "Invalid"
+    assert body["kind"] == "Status"
+    assert body["reason"] == "Invalid"
     assert body["message"] == "spec.tasks[1].replicas: must be >= 1"
     assert body["details"]["causes"] == [
         {"field": "spec.tasks[1].replicas", "message": "must be >= 1"}
@@ -90,9 +92,8 @@ async def test_unknown_queue_and_kind_are_refused(api: httpx.AsyncClient) -> Non
     doc = job_document()
     doc["kind"] = "PyTorchJob"
     response = await submit(api, doc)
-    assert (
-        response.status_code == 422 and response.json()["details"]["causes"][0]["field"] == "kind"
-    )
+    assert response.status_code == 422
+    assert response.json()["details"]["causes"][0]["field"] == "kind"
 
 
 async def test_bodies_that_are_too_big_or_not_documents(api: httpx.AsyncClient) -> None:
@@ -121,7 +122,8 @@ async def test_bodies_that_are_too_big_or_not_documents(api: httpx.AsyncClient) 
     response = await api.post(
         "/api/v1/jobs", content=nested, headers={"Content-Type": "application/json"}
     )
-    assert response.status_code == 422 and "nests deeper" in response.json()["message"]
+    assert response.status_code == 422
+    assert "nests deeper" in response.json()["message"]
 
     response = await api.post("/api/v1/jobs", content=b"x", headers={"Content-Type": "text/plain"})
     assert response.status_code == 415
@@ -145,7 +147,8 @@ async def test_list_filters_and_pages(api: httpx.AsyncClient) -> None:
         if not page["metadata"]["continue"]:
             break
         params["continue"] = page["metadata"]["continue"]
-    assert pages == 3 and seen == list(reversed(uids))  # newest first, no gaps or repeats
+    assert pages == 3
+    assert seen == list(reversed(uids))  # newest first, no gaps or repeats
 
     llm = (await api.get("/api/v1/jobs", params={"queue": "llm"})).json()["items"]
     assert {j["name"] for j in llm} == {"job-1", "job-3", "job-5"}
@@ -164,24 +167,22 @@ async def test_list_filters_and_pages(api: httpx.AsyncClient) -> None:
     assert (await api.get("/api/v1/jobs", params={"text": "job_"})).json()["items"] == []
     assert (await api.get("/api/v1/jobs", params={"cluster": "gpu-east"})).json()["items"] == []
     response = await api.get("/api/v1/jobs", params={"state": "Sleeping"})
-    assert (
-        response.status_code == 422
-        and response.json()["details"]["causes"][0]["field"] == "state (query)"
-    )
+    assert response.status_code == 422
+    assert response.json()["details"]["causes"][0]["field"] == "state (query)"
     response = await api.get("/api/v1/jobs", params={"continue": "garbage!"})
-    assert (
-        response.status_code == 422
-        and response.json()["message"] == "continue: invalid continue token"
-    )
+    assert response.status_code == 422
+    assert response.json()["message"] == "continue: invalid continue token"
 
 
 async def test_cancel_is_idempotent_and_final(api: httpx.AsyncClient) -> None:
     job = (await submit(api, job_document())).json()
     first = await api.post(f"/api/v1/jobs/{job['uid']}/cancel")
-    assert first.status_code == 200 and first.json()["state"] == "Cancelled"
+    assert first.status_code == 200
+    assert first.json()["state"] == "Cancelled"
     assert first.json()["timestamps"]["finishedAt"] is not None
     second = await api.post(f"/api/v1/jobs/{job['uid']}/cancel")
-    assert second.status_code == 200 and second.json()["timestamps"] == first.json()["timestamps"]
+    assert second.status_code == 200
+    assert second.json()["timestamps"] == first.json()["timestamps"]
     events = (await api.get(f"/api/v1/jobs/{job['uid']}/events")).json()["items"]
     assert [e["reason"] for e in events] == ["Cancelled", "Submitted"]
 
@@ -191,13 +192,13 @@ async def test_unknown_and_malformed_job_ids(api: httpx.AsyncClient, path: str) 
     missing = await api.get(path.format(uid="00000000-0000-0000-0000-000000000000"))
     assert missing.status_code == 404
     malformed = await api.get(path.format(uid="not-a-uid"))
-    assert (
-        malformed.status_code == 422 and malformed.json()["details"]["causes"][0]["field"] == "uid"
-    )
+    assert malformed.status_code == 422
+    assert malformed.json()["details"]["causes"][0]["field"] == "uid"
 
 
 async def test_hyperjob_submission(api: httpx.AsyncClient) -> None:
     await create_queue(api, "llm")
     job = (await submit(api, example("hyperjob-llm-training.yaml"))).json()
-    assert job["kind"] == "HyperJob" and job["gang"]["subJobs"][0]["replicas"] == 2
+    assert job["kind"] == "HyperJob"
+    assert job["gang"]["subJobs"][0]["replicas"] == 2
     assert json.loads(json.dumps(job["splitPolicy"]))["unit"] == "subJob"

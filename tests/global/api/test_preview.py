@@ -31,7 +31,9 @@ def split(gbps: str) -> dict:
 async def test_preview_places_without_storing(api: httpx.AsyncClient) -> None:
     await two_clusters(api)
     whole = (await api.post("/api/v1/jobs/preview", json=job_document("small", replicas=2))).json()
-    assert whole["admitted"] and len(whole["shares"]) == 1 and whole["shares"][0]["gpus"] == 16
+    assert whole["admitted"]
+    assert len(whole["shares"]) == 1
+    assert whole["shares"][0]["gpus"] == 16
 
     response = await api.post(
         "/api/v1/jobs/preview",
@@ -39,14 +41,17 @@ async def test_preview_places_without_storing(api: httpx.AsyncClient) -> None:
         headers={"Content-Type": "application/yaml"},
     )
     preview = response.json()
-    assert response.status_code == 200 and preview["admitted"]
+    assert response.status_code == 200
+    assert preview["admitted"]
     assert sorted(s["cluster"] for s in preview["shares"]) == ["east", "west"]
     assert sum(s["pods"] for s in preview["shares"]) == 12
     assert preview["linkReservations"] == [{"clusterA": "east", "clusterB": "west", "gbps": 50.0}]
 
     too_thin = (await api.post("/api/v1/jobs/preview", json=split("150"))).json()
-    assert not too_thin["admitted"] and too_thin["shares"] == []
-    assert "100 Gbps" in too_thin["reason"] and "150" in too_thin["reason"]
+    assert not too_thin["admitted"]
+    assert too_thin["shares"] == []
+    assert "100 Gbps" in too_thin["reason"]
+    assert "150" in too_thin["reason"]
 
     assert (await api.get("/api/v1/jobs")).json()["items"] == []  # nothing stored
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
@@ -59,4 +64,5 @@ async def test_preview_refuses_what_submit_refuses(api: httpx.AsyncClient) -> No
     assert response.status_code == 422
     assert response.json()["details"]["causes"][0]["field"] == "spec.minAvaliable"
     missing = await api.post("/api/v1/jobs/preview", json=job_document("q", queue="nope"))
-    assert missing.status_code == 422 and "queue 'nope' does not exist" in missing.text
+    assert missing.status_code == 422
+    assert "queue 'nope' does not exist" in missing.text

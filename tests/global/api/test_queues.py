@@ -21,7 +21,8 @@ async def test_queue_round_trip(api: httpx.AsyncClient) -> None:
     patched = (await api.patch("/api/v1/queues/llm", json={"weight": 8})).json()
     assert (patched["weight"], patched["gpuQuota"], patched["priority"]) == (8, 2048, 10)
     lifted = (await api.patch("/api/v1/queues/llm", json={"gpuQuota": None})).json()
-    assert lifted["gpuQuota"] is None and lifted["weight"] == 8
+    assert lifted["gpuQuota"] is None
+    assert lifted["weight"] == 8
     assert (await api.get("/api/v1/queues/llm")).json()["gpuQuota"] is None
     assert (await api.delete("/api/v1/queues/llm")).status_code == 204
     assert (await api.get("/api/v1/queues/llm")).status_code == 404
@@ -31,11 +32,11 @@ async def test_queue_conflicts_and_validation(api: httpx.AsyncClient) -> None:
     await create_queue(api, "llm")
     assert (await api.post("/api/v1/queues", json={"name": "llm"})).status_code == 409
     response = await api.post("/api/v1/queues", json={"name": "x", "weight": 0})
-    assert (
-        response.status_code == 422 and response.json()["details"]["causes"][0]["field"] == "weight"
-    )
+    assert response.status_code == 422
+    assert response.json()["details"]["causes"][0]["field"] == "weight"
     response = await api.patch("/api/v1/queues/llm", json={"weight": None})
-    assert response.status_code == 422 and response.json()["message"] == "weight: must not be null"
+    assert response.status_code == 422
+    assert response.json()["message"] == "weight: must not be null"
     assert (await api.patch("/api/v1/queues/nope", json={"weight": 2})).status_code == 404
     response = await api.delete("/api/v1/queues/default")
     assert response.status_code == 409

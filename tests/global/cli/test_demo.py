@@ -34,7 +34,8 @@ def test_the_demo_tells_the_whole_story_and_ends_by_itself(tmp_path: Path) -> No
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "H100 1432/1432" in out  # a real Lingjun aggregation block, 179 hosts x 8 GPUs
-    assert "A100 4096/4096" in out and "L40S 128/128" in out  # the two YAML-specified clusters
+    assert "A100 4096/4096" in out
+    assert "L40S 128/128" in out  # the two YAML-specified clusters
     # The split job: over the two H100 clusters, with its bandwidth on their link.
     assert re.search(
         # Placed, or already further: the poll can miss a state dispatch moves past at once.

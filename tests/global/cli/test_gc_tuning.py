@@ -25,7 +25,7 @@ def test_the_server_app_is_built_with_the_collector_tuned(
     restored_gc: None, tmp_path: object
 ) -> None:
     gc.unfreeze()
-    app = serve._app(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db"))
+    app = serve.server_app(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db"))
     assert app.title == "Volcano Global"
     assert gc.get_freeze_count() > 10_000  # the imported modules, models and routes
     assert gc.get_threshold()[0] == FIRST_GENERATION_THRESHOLD

@@ -82,16 +82,20 @@ def test_cli_round_trip(server: ServerProcess, tmp_path: Path) -> None:
     uid = json.loads(submitted.stdout)["items"][0]["uid"]
 
     listed = server.cli("jobs")
-    assert listed.returncode == 0 and "train" in listed.stdout and "Pending" in listed.stdout
+    assert listed.returncode == 0
+    assert "train" in listed.stdout
+    assert "Pending" in listed.stdout
     shown = json.loads(server.cli("-o", "json", "get", "ml/train").stdout)
-    assert shown["uid"] == uid and shown["gang"]["totalGpus"] == 16
+    assert shown["uid"] == uid
+    assert shown["gang"]["totalGpus"] == 16
     assert "kind: Job" in server.cli("-o", "yaml", "get", uid).stdout
     cancelled = json.loads(server.cli("-o", "json", "cancel", "train").stdout)
     assert cancelled["state"] == "Cancelled"
     assert "Cancelled" in server.cli("events", "ml/train").stdout
 
     added = server.cli("clusters", "add", "gpu-east", "-l", "region=us-east")
-    assert added.returncode == 0 and "vg_" in added.stdout
+    assert added.returncode == 0
+    assert "vg_" in added.stdout
     assert "gpu-east" in server.cli("clusters").stdout
     server.cli("clusters", "add", "gpu-west")
     assert server.cli("links", "add", "gpu-east", "gpu-west", "400").returncode == 0
@@ -113,23 +117,19 @@ def test_cli_errors_are_one_line_and_non_zero(server: ServerProcess, tmp_path: P
     )
 
     result = server.cli("submit", "-f", str(tmp_path / "missing.yaml"))
-    assert result.returncode == 1 and result.stderr.strip().endswith(
-        "missing.yaml: No such file or directory"
-    )
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("missing.yaml: No such file or directory")
 
     result = server.cli("get", "no-such-job")
     assert (result.returncode, result.stderr.strip()) == (1, "error: no job named 'no-such-job'")
 
     result = server.cli("--token", "vg_wrong", "jobs")
-    assert (
-        result.returncode == 1
-        and result.stderr.strip() == "error: 401 Unauthorized: invalid or revoked token"
-    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: 401 Unauthorized: invalid or revoked token"
 
     result = server.cli("--server", f"http://127.0.0.1:{free_port()}", "jobs")
-    assert result.returncode == 1 and result.stderr.startswith(
-        "error: cannot reach http://127.0.0.1:"
-    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot reach http://127.0.0.1:")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -144,7 +144,8 @@ def test_cli_reads_a_config_file(server: ServerProcess, tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert result.returncode == 0 and "default" in result.stdout
+    assert result.returncode == 0
+    assert "default" in result.stdout
 
 
 def test_plan_prints_the_document_and_checks_it_with_the_server(server: ServerProcess) -> None:
@@ -167,8 +168,10 @@ def test_plan_prints_the_document_and_checks_it_with_the_server(server: ServerPr
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(result.stdout)  # stdout is the document alone
     assert document["spec"]["tasks"][0]["replicas"] == 4
-    assert "2 pods" in result.stderr and "560.0 Gbps" in result.stderr  # 8 x 7e9 x 2 / 0.2 s
+    assert "2 pods" in result.stderr
+    assert "560.0 Gbps" in result.stderr  # 8 x 7e9 x 2 / 0.2 s
     assert "It could start now: 4 pods in gpu-east" in result.stderr
     assert api.get("/api/v1/jobs").json()["items"] == []  # a check stores nothing
     bad = server.cli("plan", "x", "--tp", "16", "--dp", "2")
-    assert bad.returncode == 1 and "tensorParallel (16) must divide gpusPerPod (8)" in bad.stderr
+    assert bad.returncode == 1
+    assert "tensorParallel (16) must divide gpusPerPod (8)" in bad.stderr

@@ -51,7 +51,8 @@ async def test_rows_are_what_sqlalchemy_returns_with_the_same_types(
                 dict(zip(read.keys, row, strict=True))
                 for row in await session.execute(read.statement, params)
             ]
-        assert rows == expected and rows
+        assert rows == expected
+        assert rows
         for row, want in zip(rows, expected, strict=True):
             for key, value in want.items():
                 assert isinstance(row[key], type(value)), (key, row[key], value)

@@ -43,7 +43,8 @@ async def test_an_error_of_one_item_fails_that_item_alone() -> None:
     batches: list[list[int]] = []
     group = writer(batches)
     results = await asyncio.gather(*(group.add(i) for i in (12, 13, 14)), return_exceptions=True)
-    assert results[0] == 120 and results[2] == 140
+    assert results[0] == 120
+    assert results[2] == 140
     assert isinstance(results[1], Bad)
     assert batches == [[12, 13, 14], [12], [13], [14]]
 
@@ -56,15 +57,42 @@ async def test_any_other_error_fails_every_caller_of_the_batch() -> None:
     assert batches == [[1, 2]]  # not retried one by one: the callers retry
 
 
-async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced() -> None:
+async def test_a_writer_cancelled_before_it_ran_leaves_no_caller_waiting_and_is_replaced() -> None:
     batches: list[list[int]] = []
     group = writer(batches)
     callers = [asyncio.create_task(group.add(i)) for i in range(3)]
-    await asyncio.sleep(0)
-    assert group._writing is not None
-    group._writing.cancel()
+    await asyncio.sleep(0)  # the callers queue; the writer task is created, not yet run
+    # As the event loop does on shutdown: every other task is cancelled (the writer only).
+    others = asyncio.all_tasks() - {asyncio.current_task(), *callers}
+    assert len(others) == 1
+    others.pop().cancel()
     done, pending = await asyncio.wait(callers, timeout=5)
-    assert not pending and all(task.cancelled() for task in done)
+    assert not pending
+    assert all(task.cancelled() for task in done)
+    assert batches == []  # nothing was written
+    assert await asyncio.wait_for(group.add(5), timeout=5) == 50
+
+
+async def test_a_writer_cancelled_in_a_write_leaves_no_caller_waiting_and_is_replaced() -> None:
+    batches: list[list[int]] = []
+    cut = asyncio.Event()
+
+    async def write(items: list[int]) -> list[int]:
+        batches.append(items)
+        if not cut.is_set():  # shutting down in the middle of the first write
+            cut.set()
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        await asyncio.sleep(0.01)
+        return [i * 10 for i in items]
+
+    group = GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: False)
+    callers = [asyncio.create_task(group.add(i)) for i in range(6)]
+    done, pending = await asyncio.wait(callers, timeout=5)
+    assert not pending
+    assert all(task.cancelled() for task in done)  # the batch written and the one queued
+    assert batches == [[0, 1, 2, 3]]
     assert await asyncio.wait_for(group.add(5), timeout=5) == 50
 
 

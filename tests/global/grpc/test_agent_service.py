@@ -25,7 +25,8 @@ async def test_snapshot_then_deltas_in_order(
 ) -> None:
     stream = Stream(app, east)
     welcome = await stream.hello()
-    assert welcome.snapshot_required and welcome.applied_seq == 0
+    assert welcome.snapshot_required
+    assert welcome.applied_seq == 0
     assert (await stream.send(snapshot(10))).ack.seq == 10
     assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 32, "used": 0}]
 
@@ -47,7 +48,8 @@ async def test_snapshot_then_deltas_in_order(
     # A gap asks for a resync.
     gap = pb.InventoryDelta(seq=13, node_removals=["n2"])
     reply = await stream.send(pb.AgentMessage(delta=gap))
-    assert reply.WhichOneof("body") == "resync" and reply.resync.applied_seq == 11
+    assert reply.WhichOneof("body") == "resync"
+    assert reply.resync.applied_seq == 11
     assert reply.resync.reason == "gap: expected seq 12, got 13"
     # A node going NotReady frees nothing; a domain change re-reads the inventory.
     down = pb.InventoryDelta(
@@ -245,5 +247,6 @@ async def test_a_burst_of_deltas_is_applied_in_order_whatever_the_batching(
         d["name"]: d
         for d in (await api.get("/api/v1/clusters/gpu-east/topology")).json()["domains"]
     }
-    assert tors["tor1"]["nodes"] == 1 and tors["spine"]["nodes"] == 8
+    assert tors["tor1"]["nodes"] == 1
+    assert tors["spine"]["nodes"] == 8
     await stream.close()

@@ -36,8 +36,10 @@ async def test_a_placement_reaches_a_quiet_stream_at_once(
     await asyncio.sleep(0.5)  # the stream is idle, waiting on its next message or poll
     started = time.monotonic()
     report = await app.state.scheduler.run_once()
-    assert report is not None and report.result.placed == [uid]
+    assert report is not None
+    assert report.result.placed == [uid]
     reply = await asyncio.wait_for(stream.call.read(), timeout=10)
-    assert reply.WhichOneof("body") == "assignment" and reply.assignment.job_uid == uid
+    assert reply.WhichOneof("body") == "assignment"
+    assert reply.assignment.job_uid == uid
     assert time.monotonic() - started < 5
     await stream.close()

@@ -37,7 +37,8 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
     assert (await stream.send(snapshot(1, nodes=8))).ack.seq == 1
     uids = [(await submit(api, job_document(f"j{i}", replicas=1))).json()["uid"] for i in range(3)]
     report = await app.state.scheduler.run_once()
-    assert report is not None and sorted(report.result.placed) == sorted(uids)
+    assert report is not None
+    assert sorted(report.result.placed) == sorted(uids)
     placement = {
         uid: (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["uid"] for uid in uids
     }
@@ -59,7 +60,8 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
         reply = await asyncio.wait_for(stream.call.read(), timeout=10)
         if reply.WhichOneof("body") == "report_ack":
             acks.append(reply.report_ack.report_seq)
-    assert acks == sorted(acks) and len(acks) < len(burst)  # batched, in order
+    assert acks == sorted(acks)
+    assert len(acks) < len(burst)  # batched, in order
     for uid in uids[:2]:
         job = (await api.get(f"/api/v1/jobs/{uid}")).json()
         assert job["state"] == "Running"
@@ -67,9 +69,11 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
         reasons = [
             e["reason"] for e in (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
         ]
-        assert reasons.count("Dispatched") == 1 and reasons.count("Running") == 1
+        assert reasons.count("Dispatched") == 1
+        assert reasons.count("Running") == 1
     withdrawn = (await api.get(f"/api/v1/jobs/{uids[2]}")).json()
-    assert withdrawn["state"] == "Pending" and withdrawn["placement"]["state"] == "Withdrawn"
+    assert withdrawn["state"] == "Pending"
+    assert withdrawn["placement"]["state"] == "Withdrawn"
     await stream.close()
 
 
@@ -90,7 +94,8 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
         clusters[name] = (cluster_id, stream)
     uids = [(await submit(api, job_document(f"j{i}", replicas=1))).json()["uid"] for i in range(3)]
     report = await app.state.scheduler.run_once()
-    assert report is not None and len(report.result.placed) == 3  # one 8-GPU node each
+    assert report is not None
+    assert len(report.result.placed) == 3  # one 8-GPU node each
     where = {}  # cluster name -> (job uid, placement id)
     for uid in uids:
         placement = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]

@@ -60,13 +60,15 @@ def test_a_share_keeps_the_replicas_of_its_ranks() -> None:
     assert a["minAvailable"] == b["minAvailable"] == 6
     assert a["tasks"][1]["partitionPolicy"]["totalPartitions"] == 2
     assert b["tasks"][0]["partitionPolicy"]["totalPartitions"] == 3
-    assert a["networkTopology"] == JOB["spec"]["networkTopology"] and a["policies"]
+    assert a["networkTopology"] == JOB["spec"]["networkTopology"]
+    assert a["policies"]
     assert first[0]["metadata"]["name"] == "train-0123abcd"
     assert second[0]["metadata"]["labels"]["global.volcano.sh/cluster-index"] == "1"
     assert second[0]["metadata"]["annotations"]["global.volcano.sh/ranks"] == "6-11"
     env = {e["name"]: e["value"] for e in b["tasks"][0]["template"]["spec"]["containers"][0]["env"]}
     assert env["VGLOBAL_RANK_OFFSET"] == "6"  # the user's own value of the name is replaced
-    assert env["VGLOBAL_CLUSTER_INDEX"] == "1" and env["VGLOBAL_WORLD_PODS"] == "12"
+    assert env["VGLOBAL_CLUSTER_INDEX"] == "1"
+    assert env["VGLOBAL_WORLD_PODS"] == "12"
     assert JOB["spec"]["tasks"][0]["replicas"] == 2  # the stored document is not changed
 
 

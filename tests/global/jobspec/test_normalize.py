@@ -49,11 +49,15 @@ def test_llm_pretraining_job_is_a_splittable_gang_of_512_gpus() -> None:
         "llm",
     )
     assert job.priority == 1000
-    assert job.gang.total_pods == 64 and job.gang.total_gpus == 512 and job.gang.gpu_model == "H100"
+    assert job.gang.total_pods == 64
+    assert job.gang.total_gpus == 512
+    assert job.gang.gpu_model == "H100"
     (task,) = job.gang.tasks
-    assert task.resources.gpus == 8 and task.resources.cpu_millis == 96_000
+    assert task.resources.gpus == 8
+    assert task.resources.cpu_millis == 96_000
     assert task.resources.memory_bytes == 1600 * 2**30
-    assert task.partition is not None and task.partition.partition_size == 4
+    assert task.partition is not None
+    assert task.partition.partition_size == 4
     assert task.partition.network_topology.highest_tier_allowed == 1
     assert job.gang.network_topology.mode == "soft"
     assert job.communication is not None
@@ -70,17 +74,21 @@ def test_llm_pretraining_job_is_a_splittable_gang_of_512_gpus() -> None:
 
 def test_plain_job_without_declaration_is_never_split() -> None:
     job = parse(example("pytorch-job.yaml"))
-    assert job.split_policy.mode == "never" and job.split_policy.max_clusters == 1
+    assert job.split_policy.mode == "never"
+    assert job.split_policy.max_clusters == 1
     assert [t.name for t in job.gang.tasks] == ["master", "worker"]
-    assert job.gang.min_available == 3 and job.gang.total_gpus == 24
+    assert job.gang.min_available == 3
+    assert job.gang.total_gpus == 24
 
 
 def test_hyperjob_units_are_whole_child_jobs() -> None:
     job = parse(example("hyperjob-llm-training.yaml"))
-    assert job.kind == "HyperJob" and job.queue == "llm"
+    assert job.kind == "HyperJob"
+    assert job.queue == "llm"
     (sub,) = job.gang.sub_jobs
     assert (sub.replicas, sub.pods, sub.gpus) == (2, 16, 128)
-    assert job.gang.total_gpus == 256 and job.gang.min_sub_jobs == 2
+    assert job.gang.total_gpus == 256
+    assert job.gang.min_sub_jobs == 2
     assert (job.split_policy.unit, job.split_policy.max_clusters) == ("subJob", 2)
 
 
@@ -114,7 +122,8 @@ def test_generate_name_gets_a_random_suffix() -> None:
     doc = job_document()
     doc["metadata"] = {"generateName": "sweep-"}
     name = parse(doc).name
-    assert name.startswith("sweep-") and len(name) == len("sweep-") + 5
+    assert name.startswith("sweep-")
+    assert len(name) == len("sweep-") + 5
 
 
 def test_communication_can_derive_data_parallel_and_unit() -> None:
@@ -123,8 +132,10 @@ def test_communication_can_derive_data_parallel_and_unit() -> None:
         "global.volcano.sh/communication": "{tensorParallel: 8, pipelineParallel: 2}"
     }
     job = parse(doc)
-    assert job.communication is not None and job.communication.data_parallel == 8
-    assert job.split_policy.unit_pods == 2 and job.split_policy.mode == "auto"
+    assert job.communication is not None
+    assert job.communication.data_parallel == 8
+    assert job.split_policy.unit_pods == 2
+    assert job.split_policy.mode == "auto"
 
 
 def test_split_annotations_override_defaults() -> None:

@@ -39,6 +39,13 @@ def leads(server: ServerProcess) -> bool:
     return match is not None and float(match.group(1)) == 1.0
 
 
+def rounds(server: ServerProcess) -> float:
+    """The scheduling rounds the replica ran as the leader, idle or not."""
+    text = httpx.get(f"{server.url}/metrics", headers=ADMIN, timeout=5).text
+    found = re.findall(r"^vglobal_scheduling_rounds_total\{[^}]*\} ([0-9.]+)$", text, re.MULTILINE)
+    return sum(float(n) for n in found)
+
+
 def wait_for(check, within: float = 20.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -69,8 +76,10 @@ def test_one_replica_schedules_and_the_other_takes_over_when_it_dies(
     follower = next(s for s in replicas if s is not leader)
     first = api.post("/api/v1/jobs", json=job_document("first", replicas=2)).json()["uid"]
     wait_for(lambda: api.get(f"/api/v1/jobs/{first}").json()["state"] == "Placed")
-    time.sleep(1.0)  # several rounds later: still only one leader
-    assert leads(leader) and not leads(follower)
+    before = rounds(leader)
+    wait_for(lambda: rounds(leader) >= before + 3)  # several rounds later ...
+    assert leads(leader)
+    assert not leads(follower)  # ... still only one leader
 
     leader.kill()
     survivor = httpx.Client(base_url=follower.url, headers=ADMIN, timeout=10)

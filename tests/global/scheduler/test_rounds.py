@@ -59,24 +59,24 @@ async def test_a_round_splits_a_job_that_fits_no_single_cluster(
     await two_clusters(api)
     uid = (await submit(api, llm_job("big"))).json()["uid"]
     report = await app.state.scheduler.run_once()
-    assert (
-        report is not None and report.result.placed == [uid] and report.status.startswith("OPTIMAL")
-    )
+    assert report is not None
+    assert report.result.placed == [uid]
+    assert report.status.startswith("OPTIMAL")
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
-    assert job["state"] == "Placed" and job["timestamps"]["placedAt"]
+    assert job["state"] == "Placed"
+    assert job["timestamps"]["placedAt"]
     shares = job["placement"]["shares"]
     assert sorted(s["cluster"] for s in shares) == ["gpu-east", "gpu-west"]
-    assert sum(s["pods"] for s in shares) == 64 and sorted(s["rankOffset"] for s in shares)[0] == 0
+    assert sum(s["pods"] for s in shares) == 64
+    assert sorted(s["rankOffset"] for s in shares)[0] == 0
     assert all(s["pods"] % 4 == 0 for s in shares)  # whole data-parallel replicas
     assert job["placement"]["linkReservations"] == [
         {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
     ]
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 100.0
     events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
-    assert (
-        events[0]["reason"] == "Placed"
-        and "100 Gbps on gpu-east<->gpu-west" in events[0]["message"]
-    )
+    assert events[0]["reason"] == "Placed"
+    assert "100 Gbps on gpu-east<->gpu-west" in events[0]["message"]
     listed = (await api.get("/api/v1/jobs", params={"cluster": "gpu-west"})).json()["items"]
     assert [j["uid"] for j in listed] == [uid]
 
@@ -129,9 +129,11 @@ async def test_a_job_whose_room_was_taken_meanwhile_is_deferred(
     await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", used=8))
     async with transaction(sessions) as session:
         result = await commit_round(session, decision=decision, context=context)
-    assert result.placed == [] and "no longer has" in result.deferred[uid]
+    assert result.placed == []
+    assert "no longer has" in result.deferred[uid]
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
-    assert job["state"] == "Pending" and job["placement"] is None
+    assert job["state"] == "Pending"
+    assert job["placement"] is None
     assert job["pendingReason"] == (
         f"admitted in round {result.generation}, but by its commit {result.deferred[uid]} (the "
         "inventory moved while it solved); tried again in the next round"
@@ -139,7 +141,8 @@ async def test_a_job_whose_room_was_taken_meanwhile_is_deferred(
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 0
     await app.state.scheduler.run_once()  # the next round sees the full cluster: no room
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
-    assert job["state"] == "Pending" and job["pendingReason"].startswith("needs 64 pods")
+    assert job["state"] == "Pending"
+    assert job["pendingReason"].startswith("needs 64 pods")
 
 
 async def fill_leaf(app: FastAPI, cluster: str, leaf: str) -> None:
@@ -183,14 +186,16 @@ async def test_only_the_jobs_that_no_longer_fit_wait_the_rest_of_the_round_commi
         snapshot, context = await build_snapshot(session, window=10)
     decision = solve(snapshot, Policy.CPSAT, SolveOptions())
     first, second = (decision.job(uid) for uid in uids)
-    assert first.admitted and second.admitted
+    assert first.admitted
+    assert second.admitted
     (share,) = first.shares
     leaf = share.domains[0][0]
     assert leaf not in {d for s in second.shares for d, _ in s.domains}
     await fill_leaf(app, share.cluster, leaf)
     async with transaction(app.state.sessions) as session:
         result = await commit_round(session, decision=decision, context=context)
-    assert result.placed == [uids[1]] and list(result.deferred) == [uids[0]]
+    assert result.placed == [uids[1]]
+    assert list(result.deferred) == [uids[0]]
     await app.state.scheduler.run_once()
     placed = (await api.get(f"/api/v1/jobs/{uids[0]}")).json()
     assert placed["state"] == "Placed"
@@ -280,7 +285,8 @@ async def test_a_round_writes_its_placements_in_statements_per_table_not_per_job
                 await submit(api, job_document(f"small-{size}-{i}", replicas=1))
             statements.clear()
             report = await app.state.scheduler.run_once()
-            assert report is not None and len(report.result.placed) == size
+            assert report is not None
+            assert len(report.result.placed) == size
             counts.append(len(statements))
     finally:
         event.remove(engine, "before_cursor_execute", count)
@@ -296,7 +302,8 @@ async def test_a_job_s_detail_reads_its_placement_and_shares_in_one_statement(
     whole = (await submit(api, job_document("whole", replicas=1))).json()["uid"]
     split = (await submit(api, llm_job("big"))).json()["uid"]
     report = await app.state.scheduler.run_once()
-    assert report is not None and sorted(report.result.placed) == sorted([whole, split])
+    assert report is not None
+    assert sorted(report.result.placed) == sorted([whole, split])
     statements: list[object] = []
     engine = app.state.engine.sync_engine
     through_driver = Read.rows  # on Postgres these bypass SQLAlchemy's events
@@ -325,7 +332,8 @@ async def test_a_job_s_detail_reads_its_placement_and_shares_in_one_statement(
             details[uid]["statements"] = len(statements)
     finally:
         event.remove(engine, "before_cursor_execute", count)
-    assert details[whole]["statements"] == 2 and details[split]["statements"] == 3
+    assert details[whole]["statements"] == 2
+    assert details[split]["statements"] == 3
     assert [s["pods"] for s in details[whole]["placement"]["shares"]] == [1]
     assert details[whole]["placement"]["linkReservations"] == []
     assert len(details[split]["placement"]["shares"]) == 2

@@ -21,7 +21,7 @@ from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import ShareLayout, rendezvous_env
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.sdk import ReportError, Runtime
-from volcano_global.services.scheduling.snapshot import _with_measurements
+from volcano_global.services.scheduling.snapshot import with_measurements
 
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 
@@ -87,7 +87,8 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
             env=env_of(share[uids[0]], server.url),
         )
         # V = 8 x 14e9 bits, tau = 0.1 x 2 s: 560 Gbps.
-        assert figures["samples"] == 1 and figures["allreduceGbps"] == pytest.approx(560.0)
+        assert figures["samples"] == 1
+        assert figures["allreduceGbps"] == pytest.approx(560.0)
         await asyncio.to_thread(
             first.report,
             step_time_s=4.0,
@@ -108,7 +109,8 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
 
         # Delivered assignments keep no token in the outbox.
         rows = sqlite3.connect(tmp_path / "f.db").execute("SELECT payload FROM outbox").fetchall()
-        assert rows and all("job_token" not in json.loads(p) for (p,) in rows)
+        assert rows
+        assert all("job_token" not in json.loads(p) for (p,) in rows)
     finally:
         stop.set()
         await task
@@ -118,7 +120,7 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
 def test_later_placements_use_the_measured_rate() -> None:
     split = SplitPolicy(mode="auto", unit_pods=4, max_clusters=2, crossing_gbps=933.3)
     measured = {"allreduceGbps": 560.0}
-    assert _with_measurements(split, measured).crossing_gbps == 560.0
-    assert _with_measurements(split, None).crossing_gbps == 933.3
+    assert with_measurements(split, measured).crossing_gbps == 560.0
+    assert with_measurements(split, None).crossing_gbps == 933.3
     never = SplitPolicy(mode="never", unit_pods=4)
-    assert _with_measurements(never, measured).crossing_gbps is None
+    assert with_measurements(never, measured).crossing_gbps is None

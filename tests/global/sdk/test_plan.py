@@ -44,7 +44,8 @@ def test_fsdp_moves_half_again_as_much() -> None:
 
 def test_without_model_size_or_step_time_nothing_is_needed() -> None:
     plan = ParallelPlan(tensor_parallel=8, data_parallel=2)
-    assert plan.facts().allreduce_gbps == 0 and plan.facts().crossing_gbps == {2: 0.0}
+    assert plan.facts().allreduce_gbps == 0
+    assert plan.facts().crossing_gbps == {2: 0.0}
 
 
 @pytest.mark.parametrize(
@@ -79,19 +80,23 @@ def test_the_document_is_a_job_the_parser_accepts_with_the_plans_unit() -> None:
         queue="llm",
     )
     task = doc["spec"]["tasks"][0]
-    assert task["replicas"] == 64 and doc["spec"]["minAvailable"] == 64
+    assert task["replicas"] == 64
+    assert doc["spec"]["minAvailable"] == 64
     assert task["partitionPolicy"] == {
         "totalPartitions": 16,
         "partitionSize": 4,
         "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
     }
     job = normalize_job(doc, ParseOptions())
-    assert job.split_policy.mode == "auto" and job.split_policy.unit_pods == 4
+    assert job.split_policy.mode == "auto"
+    assert job.split_policy.unit_pods == 4
     assert job.split_policy.max_clusters == 2
     assert job.communication == plan.communication()
-    assert job.gang.total_gpus == 512 and job.gang.gpu_model == "H100"
+    assert job.gang.total_gpus == 512
+    assert job.gang.gpu_model == "H100"
     declared = yaml.safe_load(doc["metadata"]["annotations"]["global.volcano.sh/communication"])
-    assert declared["tensorParallel"] == 8 and declared["dataParallel"] == 16
+    assert declared["tensorParallel"] == 8
+    assert declared["dataParallel"] == 16
 
 
 async def test_the_global_takes_the_document(api: httpx.AsyncClient) -> None:

@@ -53,7 +53,8 @@ def test_groups_stay_in_a_cluster_and_only_dp_crosses(split: list[int]) -> None:
                 pod_of[runtime.rank] = offset + pod
         offset += pods
     layout = runtime.layout
-    assert sorted(cluster_of) == list(range(96)) and layout.data_parallel == 6
+    assert sorted(cluster_of) == list(range(96))
+    assert layout.data_parallel == 6
     for kind in ("tp", "cp", "pp"):
         for group in layout.groups(kind):
             assert len({cluster_of[r] for r in group}) == 1, (kind, group)
@@ -78,7 +79,8 @@ def test_the_parallelism_comes_from_the_communication_declaration() -> None:
     env = env_for(0, 4, 0, 3, 12)
     assert env["VGLOBAL_PARALLELISM"] == "tp=4,pp=2,cp=2,dp=6"
     runtime = Runtime.from_env({**env, "VC_TASK_INDEX": "1", "LOCAL_RANK": "3"}, procs_per_pod=8)
-    assert runtime.rank == 11 and runtime.world_size == 96
+    assert runtime.rank == 11
+    assert runtime.world_size == 96
     assert runtime.master_addr == "t-pppppppp-rdzv.ml.svc.clusterset.local"
     assert runtime.torchrun_args() == [
         "--nnodes=12",

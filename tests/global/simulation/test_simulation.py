@@ -86,7 +86,8 @@ def test_a_split_short_of_bandwidth_runs_slower_by_the_model() -> None:
     )
     result = Simulation(two_clusters(), [hungry], Policy.PROPORTIONAL).run()
     (record,) = result.records
-    assert record.finish == pytest.approx(70.0) and record.slowest_factor == pytest.approx(1.4)
+    assert record.finish == pytest.approx(70.0)
+    assert record.slowest_factor == pytest.approx(1.4)
     assert record.crossing_gbit == pytest.approx(2 * 100 * 70)  # both directions, full link
     cpsat = Simulation(two_clusters(), [hungry], Policy.CPSAT).run()
     assert cpsat.records[0].start is None  # CP-SAT does not oversubscribe the link
@@ -136,13 +137,16 @@ def test_no_policy_beats_the_fluid_bound(seed: int) -> None:
 
 def test_trace_readers_on_the_real_files() -> None:
     philly = read_philly(DATA / "philly_gavel" / "0e4a51.trace", limit=20)
-    assert len(philly) == 20 and philly[0].arrival_s == 0.0
+    assert len(philly) == 20
+    assert philly[0].arrival_s == 0.0
     # Transformer: 95,121 steps at 8 steps/s on 1 GPU.
-    assert philly[0].gpus == 1 and philly[0].duration_s == pytest.approx(95121 / 8)
+    assert philly[0].gpus == 1
+    assert philly[0].duration_s == pytest.approx(95121 / 8)
     pollux = read_pollux(DATA / "pollux" / "workload-1.csv")
     assert len(pollux) == 160
     first = pollux[0]
-    assert first.id == "cifar10-0" and first.pods == 16  # 1 GPU-hour over 16 replicas
+    assert first.id == "cifar10-0"
+    assert first.pods == 16  # 1 GPU-hour over 16 replicas
     assert first.duration_s == pytest.approx(3600 / 16)
 
 
@@ -203,4 +207,5 @@ def test_the_command_writes_results_and_plots(tmp_path: Path) -> None:
         timeout=60,
         cwd=REPO,
     )
-    assert bad.returncode == 1 and "missing.yaml" in bad.stderr
+    assert bad.returncode == 1
+    assert "missing.yaml" in bad.stderr

@@ -34,13 +34,12 @@ def test_llm_pretraining_request() -> None:
         4,
     )
     assert (request.splittable, request.max_clusters, request.min_share_units) == (True, 3, 1)
-    assert request.unit_tier == 1 and request.share_tier is None  # job-level topology is soft
+    assert request.unit_tier == 1
+    assert request.share_tier is None  # job-level topology is soft
     # 70e9 params x 2 bytes x 8 bits (ZeRO-1: factor 1) over 10% of a 12 s step.
     assert request.allreduce_gbps == pytest.approx(70e9 * 2 * 8 / 1.2 / 1e9)
-    assert (
-        job.communication is not None
-        and allreduce_gbps(job.communication) == request.allreduce_gbps
-    )
+    assert job.communication is not None
+    assert allreduce_gbps(job.communication) == request.allreduce_gbps
 
 
 def test_declared_crossing_rate_overrides_the_plan() -> None:
@@ -51,12 +50,15 @@ def test_declared_crossing_rate_overrides_the_plan() -> None:
 def test_hyperjob_units_are_child_jobs() -> None:
     _, request = request_for("hyperjob-llm-training.yaml")
     assert (request.pods, request.unit_pods, request.units, request.max_clusters) == (32, 16, 2, 2)
-    assert request.splittable and request.allowed_clusters is None
+    assert request.splittable
+    assert request.allowed_clusters is None
 
 
 def test_plain_job_is_one_unit() -> None:
     _, request = request_for("volcano-job-basic.yaml")
-    assert request.unit == request.pods and not request.splittable and request.gpus_per_pod == 0
+    assert request.unit == request.pods
+    assert not request.splittable
+    assert request.gpus_per_pod == 0
 
 
 def test_only_gpu_pods_count() -> None:

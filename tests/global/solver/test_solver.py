@@ -19,10 +19,12 @@ def test_a_job_that_fits_nowhere_whole_is_split() -> None:
     )
     decision = solve(snapshot, Policy.CPSAT, OPTIONS)
     llm = decision.job("llm")
-    assert llm.admitted and sorted(s.units for s in llm.shares) == [6, 10]
+    assert llm.admitted
+    assert sorted(s.units for s in llm.shares) == [6, 10]
     assert [(r.a, r.b, r.gbps) for r in llm.reservations] == [("east", "west", 150.0)]
     assert decision.link_load == (("east", "west", 150.0),)
-    assert decision.status == "OPTIMAL" and decision.gap == 0
+    assert decision.status == "OPTIMAL"
+    assert decision.gap == 0
     assert not solve(snapshot, Policy.FIRST_FIT).job("llm").admitted
     assert check(snapshot, decision) == []
 
@@ -42,7 +44,8 @@ def test_a_thin_link_keeps_the_job_pending_with_the_link_as_reason() -> None:
         )
     # Karmada-style proportional split ignores the link and would oversubscribe it.
     proportional = solve(snapshot, Policy.PROPORTIONAL)
-    assert proportional.job("llm").admitted and proportional.link_load == (("east", "west", 250.0),)
+    assert proportional.job("llm").admitted
+    assert proportional.link_load == (("east", "west", 250.0),)
 
 
 def test_a_job_without_split_permission_is_never_split() -> None:
@@ -101,7 +104,8 @@ def test_unit_tier_keeps_units_inside_one_domain() -> None:
     )
     decision = solve(snapshot, Policy.CPSAT, OPTIONS)
     shares = decision.job("four").shares
-    assert decision.job("four").admitted and sorted(p for _, p in shares[0].domains) == [4, 4]
+    assert decision.job("four").admitted
+    assert sorted(p for _, p in shares[0].domains) == [4, 4]
     assert check(snapshot, decision) == []
 
 
@@ -113,7 +117,9 @@ def test_share_tier_keeps_a_clusters_share_in_one_domain() -> None:
     )
     decision = solve(snapshot, Policy.CPSAT, OPTIONS)
     t = decision.job("t")
-    assert t.admitted and len(t.shares) == 1 and t.shares[0].cluster == "y"  # one ToR of y holds 8
+    assert t.admitted
+    assert len(t.shares) == 1
+    assert t.shares[0].cluster == "y"  # one ToR of y holds 8
     assert check(snapshot, decision) == []
 
 

@@ -33,7 +33,8 @@ async def _placed(app: FastAPI, api: httpx.AsyncClient, timeouts: dict[str, str 
             document["metadata"]["annotations"] = {GANG_START_TIMEOUT: timeout}
         assert (await submit(api, document)).status_code == 201
     report = await app.state.scheduler.run_once()
-    assert report is not None and len(report.result.placed) == len(timeouts)
+    assert report is not None
+    assert len(report.result.placed) == len(timeouts)
 
 
 async def _sweep(app: FastAPI, after_s: float) -> list[str]:

@@ -158,4 +158,5 @@ def test_merged_deltas_keep_each_nodes_last_change() -> None:
     assert [(n.name, n.gpu_used) for n in first.node_upserts] == [("b", 5)]
     assert first.node_removals == ["a"]
     assert [d.name for d in domains.domain_upserts] == ["tor9"]
-    assert [n.name for n in last.node_upserts] == ["a"] and last.node_removals == ["b"]
+    assert [n.name for n in last.node_upserts] == ["a"]
+    assert last.node_removals == ["b"]

@@ -102,16 +102,20 @@ async def test_a_job_is_shown_with_its_latest_placement(
 ) -> None:
     async with reading(app.state.sessions) as session:
         job, split = await job_view(session, uid=jobs["b"])
-        assert job["name"] == "b" and job["queue_name"] == "default"
-        assert split is not None and split.state is PlacementState.ACTIVE
+        assert job["name"] == "b"
+        assert job["queue_name"] == "default"
+        assert split is not None
+        assert split.state is PlacementState.ACTIVE
         assert [(s["cluster"], s["rank_offset"]) for s in split.shares] == [
             ("east", 0),
             ("west", 4),
         ]
         assert split.reservations == [{"cluster_a": "east", "cluster_b": "west", "gbps": 12.5}]
         _, withdrawn = await job_view(session, uid=jobs["c"])
-        assert withdrawn is not None and withdrawn.state is PlacementState.WITHDRAWN
-        assert [s["pods"] for s in withdrawn.shares] == [2] and withdrawn.reservations == []
+        assert withdrawn is not None
+        assert withdrawn.state is PlacementState.WITHDRAWN
+        assert [s["pods"] for s in withdrawn.shares] == [2]
+        assert withdrawn.reservations == []
         assert (await job_view(session, uid=jobs["a"]))[1] is None
 
 

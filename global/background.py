@@ -1,0 +1,132 @@
+"""Every background loop of a server process, each named for the state it drives, with its
+period. Started from the app lifespan (and from `vglobal scheduler`), guarded so that a failing
+step is logged and retried after a backoff, and stopped in order: the loops first, then what
+they held."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from volcano_global.backoff import Backoff
+from volcano_global.db.engine import create_engine, is_unavailable
+from volcano_global.db.notifications import Listener
+from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
+from volcano_global.services.lifecycle.outbox import OUTBOX
+from volcano_global.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# After a failure a loop pauses its period (at least 1 s), twice that after another, up to
+# this: a database that is back is noticed within seconds, one that stays away is not asked
+# (and logged about) every second.
+FAILURE_PAUSE_CAP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Loop:
+    """`step` run every `every_s` seconds (0: again at once; the step may wait itself)."""
+
+    name: str  # the state the loop drives, as logged
+    step: Callable[[], Awaitable[None]]
+    every_s: float
+    close: Callable[[], Awaitable[None]] | None = None  # once the loop has stopped
+
+
+def server_loops(
+    *,
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    scheduler: Scheduler,
+) -> list[Loop]:
+    """An API replica's loops. Made once the agent port is open: silence is counted from
+    then."""
+    monitor = HeartbeatMonitor(sessions, timeout_s=settings.agents.heartbeat_timeout_s)
+
+    async def mark_silent_clusters() -> None:
+        for name in await monitor.check():
+            log.warning("cluster %s is NotReady: its agent went silent", name)
+
+    loops = [
+        Loop(
+            "clusters-silent-to-notready",
+            mark_silent_clusters,
+            every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
+        )
+    ]
+    if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
+        # Commits of other processes wake this one's agent streams (they poll meanwhile).
+        listener = Listener(create_engine(settings.database_url, pool_size=1), OUTBOX)
+        loops.append(
+            Loop(
+                "outbox-notifications",
+                listener.listen,
+                every_s=1.0,
+                close=listener.engine.dispose,
+            )
+        )
+    if settings.scheduling.enabled:
+        loops.append(scheduling_rounds(scheduler))
+    return loops
+
+
+def scheduling_rounds(scheduler: Scheduler) -> Loop:
+    """Gang supervision and a placement round, back to back (the step waits for a wake-up or
+    the scheduling period itself)."""
+    return Loop("scheduling-rounds", scheduler.step, every_s=0)
+
+
+class Background:
+    """Loops running as named tasks, started together."""
+
+    def __init__(self, loops: Sequence[Loop]) -> None:
+        self.loops = tuple(loops)
+        self.tasks = [asyncio.create_task(run_guarded(loop), name=loop.name) for loop in loops]
+
+    async def stop(self) -> None:
+        """Cancel every loop and wait for them, then close what they held, in order."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for loop in self.loops:
+            if loop.close is not None:
+                await loop.close()
+
+
+async def run_guarded(
+    loop: Loop,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    iterations: int | None = None,
+) -> None:
+    """Run the loop's step until cancelled (or `iterations` steps, for tests); a failing step
+    is logged and tried again after a pause that grows while it keeps failing."""
+    backoff = Backoff(initial=max(loop.every_s, 1.0), cap=max(loop.every_s, FAILURE_PAUSE_CAP_S))
+    done = 0
+    while iterations is None or done < iterations:
+        done += 1
+        try:
+            await loop.step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            pause = backoff.next_delay()
+            if is_unavailable(exc):  # expected while the database restarts: no traceback
+                log.warning(
+                    "background task %s: database unavailable (%s); retrying in %.1f s",
+                    loop.name,
+                    str(exc).splitlines()[0],
+                    pause,
+                )
+            else:
+                log.exception("background task %s failed; retrying in %.1f s", loop.name, pause)
+            await sleep(pause)
+            continue
+        backoff.reset()
+        await sleep(loop.every_s)

@@ -1,0 +1,115 @@
+"""The server's background loops: which run, named for the state they drive, at which period;
+a failing step is retried after a pause that doubles while it keeps failing (capped) and is
+back to the first after a success; stopping cancels every loop, then closes what they held.
+Pauses are recorded, not slept."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from volcano_global.background import (
+    Background,
+    Loop,
+    run_guarded,
+    server_loops,
+)
+from volcano_global.db.engine import create_engine, create_session_factory
+from volcano_global.scheduler.loop import Scheduler
+from volcano_global.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("url", "scheduling", "names"),
+    [
+        (
+            "postgresql+asyncpg://postgres@127.0.0.1:5432/unused",
+            True,
+            ["clusters-silent-to-notready", "outbox-notifications", "scheduling-rounds"],
+        ),
+        (
+            "sqlite+aiosqlite:///unused.db",
+            True,
+            ["clusters-silent-to-notready", "scheduling-rounds"],
+        ),
+        ("sqlite+aiosqlite:///unused.db", False, ["clusters-silent-to-notready"]),
+    ],
+)
+async def test_an_api_replica_runs_its_loops_at_their_periods(
+    url: str, scheduling: bool, names: list[str]
+) -> None:
+    """Notifications need Postgres; rounds run unless a scheduler process of its own does."""
+    settings = Settings(
+        database_url=url, scheduling={"enabled": scheduling}, agents={"heartbeat_timeout_s": 30}
+    )
+    engine = create_engine(url)  # nothing connects
+    sessions = create_session_factory(engine)
+    loops = server_loops(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        scheduler=Scheduler(engine, sessions, settings),
+    )
+    try:
+        assert [loop.name for loop in loops] == names
+        periods = {"clusters-silent-to-notready": 6.0, "outbox-notifications": 1.0}
+        assert [loop.every_s for loop in loops] == [periods.get(n, 0) for n in names]
+    finally:
+        for loop in loops:
+            if loop.close is not None:
+                await loop.close()
+        await engine.dispose()
+
+
+class Flaky:
+    """A step that fails when told to, and the pauses the loop took after each step."""
+
+    def __init__(self, outcomes: str) -> None:
+        self.outcomes = iter(outcomes)  # "x": fails, ".": succeeds
+        self.pauses: list[float] = []
+
+    async def step(self) -> None:
+        if next(self.outcomes) == "x":
+            raise RuntimeError("boom")
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+
+
+async def run(outcomes: str, every_s: float) -> list[float]:
+    flaky = Flaky(outcomes)
+    loop = Loop("test", flaky.step, every_s=every_s)
+    await run_guarded(loop, sleep=flaky.sleep, iterations=len(outcomes))
+    return flaky.pauses
+
+
+async def test_a_failing_step_backs_off_and_a_success_starts_over() -> None:
+    assert await run("xxxxx.x.", every_s=0) == [1.0, 2.0, 4.0, 5.0, 5.0, 0, 1.0, 0]
+
+
+async def test_the_first_pause_after_a_failure_is_the_period_when_longer() -> None:
+    assert await run("..xx.", every_s=6.0) == [6.0, 6.0, 6.0, 6.0, 6.0]
+    assert await run("x.", every_s=0.2) == [1.0, 0.2]
+
+
+async def test_stopping_cancels_every_loop_then_closes_in_order() -> None:
+    closed: list[str] = []
+    started = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def closer(name: str) -> Loop:
+        async def close() -> None:
+            closed.append(name)
+
+        return Loop(name, forever, every_s=1.0, close=close)
+
+    background = Background([closer("first"), Loop("plain", forever, every_s=0), closer("last")])
+    assert [t.get_name() for t in background.tasks] == ["first", "plain", "last"]
+    await asyncio.wait_for(started.wait(), timeout=5)
+    await background.stop()
+    assert all(t.cancelled() for t in background.tasks)
+    assert closed == ["first", "last"]
