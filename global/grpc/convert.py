@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from volcano_global.errors import FieldError, Invalid
+from volcano_global.errors import Invalid, field_error
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
 
@@ -68,11 +68,5 @@ def _validate(schema, data: dict[str, Any], prefix: str):  # type: ignore[no-unt
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        errors = []
-        for error in exc.errors()[:20]:
-            path = prefix
-            for part in error["loc"]:
-                path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}"
-            message = str(error["msg"]).removeprefix("Value error, ")
-            errors.append(FieldError(path, message))
-        raise Invalid(errors) from None
+        errors = exc.errors()[:20]
+        raise Invalid([field_error(e["loc"], e["msg"], prefix=prefix) for e in errors]) from None
