@@ -1,5 +1,6 @@
-"""Domain errors. Each carries a code; the API (and later gRPC) maps codes to statuses in one
-place. Services raise these and never an HTTP exception."""
+"""Domain errors. Each carries a code; the API (api/errors.py) and the agent stream
+(grpc/errors.py) each map codes to statuses in one place. Services raise these and never an
+HTTP exception."""
 
 from __future__ import annotations
 
