@@ -18,10 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from volcano_global import failpoints
 from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
-from volcano_global.errors import Forbidden, Invalid, NotFound
+from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
-from volcano_global.grpc.convert import delta_from, snapshot_from
+from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.errors import grpc_status
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services.dispatch import reports
@@ -34,20 +35,13 @@ from volcano_global.services.tenancy.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
-REPORTED_PHASES = frozenset({"Accepted", "Running", "Succeeded", "Failed", "Cancelled"})
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
-    payload = message.payload
     if message.kind is OutboxKind.CANCEL:
-        return pb.GlobalMessage(
-            cancellation=pb.ShareCancellation(
-                placement_id=payload["placement_id"],
-                job_uid=payload["job_uid"],
-                reason=payload["reason"],
-            )
-        )
-    return pb.GlobalMessage(assignment=pb.ShareAssignment(**payload))
+        cancellation = ShareCancellation.from_payload(message.payload)
+        return pb.GlobalMessage(cancellation=cancellation.to_proto())
+    return pb.GlobalMessage(assignment=ShareAssignment.from_payload(message.payload).to_proto())
 
 
 class AgentService(agent_pb2_grpc.AgentServiceServicer):
@@ -159,7 +153,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         if kind == "job_status":
             statuses = [m.job_status for m in unit]
             # each validated before any is applied
-            await self.reports.add([_share_report(cluster_id, m) for m in statuses])
+            await self.reports.add([share_report_from(cluster_id, m) for m in statuses])
             seq = max(r.report_seq for r in statuses)
             return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
         (message,) = unit
@@ -235,20 +229,6 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         except (NotFound, Forbidden):
             raise Forbidden(f"{principal.name} may not act for cluster {name!r}") from None
         return cluster
-
-
-def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> reports.ShareReport:
-    try:
-        placement_id = uuid.UUID(status.placement_id)
-    except ValueError:
-        raise Invalid.one(
-            "job_status.placement_id", f"not a placement id: {status.placement_id!r}"
-        ) from None
-    if status.phase not in REPORTED_PHASES:
-        raise Invalid.one(
-            "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
-        )
-    return reports.ShareReport(cluster_id, placement_id, status.phase, status.message)
 
 
 _GROUPED = frozenset({"delta", "job_status"})

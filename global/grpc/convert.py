@@ -1,14 +1,18 @@
-"""Agent protocol messages -> validated schemas, with errors that name the message field."""
+"""Agent protocol messages -> validated schemas and reports, with errors that name the message
+field."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pydantic import ValidationError
 
 from volcano_global.errors import Invalid, field_error
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
+from volcano_global.services.dispatch.reports import ShareReport
 
 
 def snapshot_from(message: pb.InventorySnapshot) -> InventorySnapshot:
@@ -33,6 +37,20 @@ def delta_from(message: pb.InventoryDelta) -> InventoryDelta:
         },
         "delta",
     )
+
+
+def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> ShareReport:
+    try:
+        placement_id = uuid.UUID(message.placement_id)
+    except ValueError:
+        raise Invalid.one(
+            "job_status.placement_id", f"not a placement id: {message.placement_id!r}"
+        ) from None
+    try:
+        phase = SharePhase.from_proto(message.phase)
+    except ValueError as exc:
+        raise Invalid.one("job_status.phase", str(exc)) from None
+    return ShareReport(cluster_id, placement_id, phase, message.message, message.warning)
 
 
 def _node(node: pb.Node) -> dict[str, Any]:
