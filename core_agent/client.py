@@ -17,6 +17,7 @@ from core_agent.inventory import Inventory
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.backoff import Backoff
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -252,28 +253,30 @@ class AgentClient:
                 for seq in [s for s in self.unacked_reports if s <= message.report_ack.report_seq]:
                     del self.unacked_reports[seq]
             elif kind == "assignment":
+                assignment = ShareAssignment.from_proto(message.assignment)
                 apply = getattr(self.source, "apply_share", None)
                 if apply is None:
                     self.report(
-                        pb.JobStatusReport(
-                            placement_id=message.assignment.placement_id,
-                            job_uid=message.assignment.job_uid,
-                            phase="Failed",
+                        ShareStatus(
+                            placement_id=assignment.placement_id,
+                            job_uid=assignment.job_uid,
+                            phase=SharePhase.FAILED,
                             message=f"the {self.source.name} source cannot run shares yet",
                         )
                     )
                 else:
-                    apply(message.assignment, self.report)
+                    apply(assignment, self.report)
             elif kind == "cancellation":
+                cancellation = ShareCancellation.from_proto(message.cancellation)
                 cancel = getattr(self.source, "cancel_share", None)
                 if cancel is not None:
-                    cancel(message.cancellation, self.report)
+                    cancel(cancellation, self.report)
                 else:
                     self.report(
-                        pb.JobStatusReport(
-                            placement_id=message.cancellation.placement_id,
-                            job_uid=message.cancellation.job_uid,
-                            phase="Cancelled",
+                        ShareStatus(
+                            placement_id=cancellation.placement_id,
+                            job_uid=cancellation.job_uid,
+                            phase=SharePhase.CANCELLED,
                         )
                     )
             elif kind == "resync":
@@ -281,10 +284,11 @@ class AgentClient:
                 self._resync_requested = True
                 self.source.changed.set()  # wake the writer
 
-    def report(self, report: pb.JobStatusReport) -> None:
+    def report(self, status: ShareStatus) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
         self.report_seq += 1
+        report = status.to_proto()
         report.report_seq = self.report_seq
         self.unacked_reports[self.report_seq] = report
         if len(self.unacked_reports) > MAX_UNACKED_REPORTS:  # a Global that never acknowledges

@@ -1,13 +1,18 @@
 """Where an agent's inventory comes from: a source keeps an `Inventory` up to date and sets
 `changed` whenever it moves. A source that knows which names it touched lets the agent build a
-delta from those alone instead of comparing every node of the cluster."""
+delta from those alone instead of comparing every node of the cluster. A source that runs
+shares (`apply_share`, `cancel_share`) reports on them through a `Report`."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 from core_agent.inventory import Changes, Inventory
+from volcano_global.rpc.shares import ShareStatus
+
+Report = Callable[[ShareStatus], None]  # the agent's client numbers and sends the report
 
 
 class InventorySource(Protocol):

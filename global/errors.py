@@ -1,8 +1,10 @@
-"""Domain errors. Each carries a code; the API (and later gRPC) maps codes to statuses in one
-place. Services raise these and never an HTTP exception."""
+"""Domain errors. Each carries a code; the API (api/errors.py) and the agent stream
+(grpc/errors.py) each map codes to statuses in one place. Services raise these and never an
+HTTP exception."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -15,6 +17,19 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def field_error(loc: Iterable[str | int], message: str, *, prefix: str = "") -> FieldError:
+    """A pydantic validation error (its `loc` and `msg`) as the field it names below `prefix`:
+    `nodes[2].gpuUsed`, without pydantic's "Value error, " before the message."""
+    path = prefix
+    for part in loc:
+        path = (
+            f"{path}[{part}]"
+            if isinstance(part, int)
+            else (f"{path}.{part}" if path else str(part))
+        )
+    return FieldError(path, message.removeprefix("Value error, "))
 
 
 class DomainError(Exception):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+
+from volcano_global.rpc.shares import ShareAssignment
 
 BILLION_LAUGHS = """
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -23,6 +26,20 @@ i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 """
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+_SHARE = ShareAssignment(
+    placement_id="0123abcd-0000-0000-0000-000000000000",
+    generation=1,
+    job_uid="u",
+    job_name="train",
+    namespace="ml",
+    pods=2,
+    rank_offset=0,
+    world_pods=2,
+    cluster_index=0,
+    cluster_count=1,
+    rendezvous_address="train-0123abcd-task-0.train-0123abcd.ml.svc:29500",
+    member_job_name="train-0123abcd",
+)
 
 
 async def create_cluster(
@@ -69,6 +86,11 @@ async def create_queue(
 
 def example(name: str) -> str:
     return (EXAMPLES / name).read_text()
+
+
+def share_assignment(**overrides: Any) -> ShareAssignment:
+    """The whole of a 2-pod job `ml/train` assigned to one cluster, as its agent receives it."""
+    return dataclasses.replace(_SHARE, **overrides)
 
 
 def job_document(

@@ -13,29 +13,27 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
+from operator import attrgetter
 from typing import Any
 
 from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused
 from core_agent.kubernetes.watcher import Store
+from core_agent.sources import Report
 from volcano_global.jobspec.members import (
     JOB_UID_LABEL,
     MEMBERS_ANNOTATION,
     PLACEMENT_LABEL,
     RENDEZVOUS_PORT,
     VOLCANO_API_VERSION,
-    ShareLayout,
     member_jobs,
 )
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
 
 log = logging.getLogger(__name__)
 
 VOLCANO_JOBS = Kind("vcjobs", label_selector=PLACEMENT_LABEL)
-FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
-ORDER = {"Accepted": 0, "Running": 1, "Succeeded": 2, "Failed": 3, "Cancelled": 3}
-
-Report = Callable[[pb.JobStatusReport], None]
+FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})  # Volcano's
 
 
 class MemberJobs:
@@ -44,7 +42,7 @@ class MemberJobs:
         self.global_api = global_api  # the Global's REST address as pods reach it
         self.store: Store = {}  # the labelled Volcano Jobs, kept by the source's watch
         self.report: Report | None = None
-        self.reported: dict[str, str] = {}  # placement -> last phase reported
+        self.reported: dict[str, SharePhase] = {}  # placement -> last phase reported
         self.job_uids: dict[str, str] = {}
         self.cancelled: set[str] = set()
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -54,11 +52,11 @@ class MemberJobs:
         self.report = report
 
     # -- from the Global ------------------------------------------------------------------------
-    def apply_share(self, assignment: pb.ShareAssignment, report: Report) -> None:
+    def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
         self.report = report
         self._spawn(self._apply(assignment))
 
-    def cancel_share(self, cancellation: pb.ShareCancellation, report: Report) -> None:
+    def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         self.report = report
         self._spawn(self._cancel(cancellation))
 
@@ -78,32 +76,18 @@ class MemberJobs:
             # The Global redelivers the message (it was not acknowledged), so this is retried.
             log.error("applying a share failed", exc_info=task.exception())
 
-    async def _apply(self, a: pb.ShareAssignment) -> None:
+    async def _apply(self, a: ShareAssignment) -> None:
         pid = a.placement_id
         self.job_uids[pid] = a.job_uid
         async with self._locks[pid]:
             if pid in self.cancelled:
                 return
-            layout = ShareLayout(
-                job_uid=a.job_uid,
-                job_name=a.job_name,
-                namespace=a.namespace,
-                placement_id=pid,
-                generation=a.generation,
-                rank_offset=a.rank_offset,
-                pods=a.pods,
-                world_pods=a.world_pods,
-                cluster_index=a.cluster_index,
-                cluster_count=a.cluster_count,
-                rendezvous_address=a.rendezvous_address,
-                member=a.member_job_name,
-                job_token=a.job_token,
-                api_url=self.global_api,
-            )
             try:
-                documents = member_jobs(json.loads(a.manifest_json), layout)
+                documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
             except (ValueError, KeyError, TypeError) as exc:
-                self._send(pid, "Failed", f"cannot build the Volcano Job: {exc}", force=True)
+                self._send(
+                    pid, SharePhase.FAILED, f"cannot build the Volcano Job: {exc}", force=True
+                )
                 return
             created: list[str] = []
             first: dict[str, Any] | None = None
@@ -119,7 +103,7 @@ class MemberJobs:
                         await self._delete(a.namespace, created)
                         self._send(
                             pid,
-                            "Failed",
+                            SharePhase.FAILED,
                             f"Volcano Job {a.namespace}/{name} exists and is not this share's",
                             force=True,
                         )
@@ -128,7 +112,7 @@ class MemberJobs:
                     await self._delete(a.namespace, created)
                     self._send(
                         pid,
-                        "Failed",
+                        SharePhase.FAILED,
                         f"creating Volcano Job {a.namespace}/{name}: {exc}",
                         force=True,
                     )
@@ -141,12 +125,16 @@ class MemberJobs:
             # Always answer an assignment, even one applied before: it comes again only when
             # the Global did not get the report (a cut stream), and the report is the ack.
             # The phase is the furthest reported (the watch may be ahead of this task).
-            phase = max(self.reported.get(pid, "Accepted"), "Accepted", key=ORDER.__getitem__)
-            self._send(pid, phase, warning, force=True)
+            phase = max(
+                self.reported.get(pid, SharePhase.ACCEPTED),
+                SharePhase.ACCEPTED,
+                key=attrgetter("progress"),
+            )
+            self._send(pid, phase, "", warning=warning, force=True)
             self.refresh()
 
     async def _export_rendezvous(
-        self, a: pb.ShareAssignment, document: dict[str, Any], created: dict[str, Any]
+        self, a: ShareAssignment, document: dict[str, Any], created: dict[str, Any]
     ) -> str:
         """The rank-0 share of a split job publishes rank 0's endpoint to the other clusters:
         a Service `<member>-rdzv` selecting the first pod, exported with a Multi-Cluster
@@ -179,16 +167,16 @@ class MemberJobs:
             await self.api.create_service_export(a.namespace, name, owner)
         except Missing:
             return (
-                f"warning: the Multi-Cluster Services API (multicluster.x-k8s.io ServiceExport) "
+                f"the Multi-Cluster Services API (multicluster.x-k8s.io ServiceExport) "
                 f"is not installed in this cluster, so the other clusters cannot reach the "
                 f"rendezvous {a.rendezvous_address}; install an MCS implementation or provide "
                 f"the cross-cluster route yourself"
             )
         except Refused as exc:
-            return f"warning: could not export the rendezvous service {name}: {exc}"
+            return f"could not export the rendezvous service {name}: {exc}"
         return ""
 
-    async def _cancel(self, c: pb.ShareCancellation) -> None:
+    async def _cancel(self, c: ShareCancellation) -> None:
         pid = c.placement_id
         self.cancelled.add(pid)
         async with self._locks[pid]:
@@ -199,7 +187,7 @@ class MemberJobs:
                 meta = obj["metadata"]
                 await self.api.delete_volcano_job(meta["namespace"], meta["name"])
         self.job_uids.setdefault(pid, c.job_uid)
-        self._send(pid, "Cancelled", c.reason, force=True)
+        self._send(pid, SharePhase.CANCELLED, c.reason, force=True)
 
     async def _delete(self, namespace: str, names: list[str]) -> None:
         for name in names:
@@ -221,12 +209,20 @@ class MemberJobs:
             phase, message = share_phase(jobs)
             self._send(pid, phase, message)
         for pid, last in list(self.reported.items()):
-            if pid not in by_placement and pid not in self.cancelled and last == "Running":
-                self._send(pid, "Failed", "its Volcano Jobs were deleted in the cluster")
+            if pid not in by_placement and pid not in self.cancelled and last is SharePhase.RUNNING:
+                self._send(pid, SharePhase.FAILED, "its Volcano Jobs were deleted in the cluster")
 
-    def _send(self, pid: str, phase: str, message: str, *, force: bool = False) -> None:
+    def _send(
+        self,
+        pid: str,
+        phase: SharePhase,
+        message: str,
+        *,
+        warning: str = "",
+        force: bool = False,
+    ) -> None:
         last = self.reported.get(pid)
-        if not force and last is not None and ORDER[phase] <= ORDER[last]:
+        if not force and last is not None and phase.progress <= last.progress:
             return
         self.reported[pid] = phase
         if self.report is None:
@@ -236,7 +232,7 @@ class MemberJobs:
         succeeded = sum(int((o.get("status") or {}).get("succeeded", 0)) for o in jobs)
         failed = sum(int((o.get("status") or {}).get("failed", 0)) for o in jobs)
         self.report(
-            pb.JobStatusReport(
+            ShareStatus(
                 placement_id=pid,
                 job_uid=self.job_uids.get(pid, ""),
                 phase=phase,
@@ -244,11 +240,12 @@ class MemberJobs:
                 succeeded=succeeded,
                 failed=failed,
                 message=message,
+                warning=warning,
             )
         )
 
 
-def share_phase(jobs: list[dict[str, Any]]) -> tuple[str, str]:
+def share_phase(jobs: list[dict[str, Any]]) -> tuple[SharePhase, str]:
     """A share's phase from its Volcano Jobs' status: Failed if any failed, Succeeded when all
     completed, Running when all run their gang (or completed), else Accepted."""
     expected = max(int(_annotations(o).get(MEMBERS_ANNOTATION, "1")) for o in jobs)
@@ -258,17 +255,17 @@ def share_phase(jobs: list[dict[str, Any]]) -> tuple[str, str]:
         phase = state.get("phase", "Pending")
         if phase in FAILED_PHASES:
             detail = state.get("message") or state.get("reason") or ""
-            return "Failed", f"Volcano Job {obj['metadata']['name']} {phase}" + (
+            return SharePhase.FAILED, f"Volcano Job {obj['metadata']['name']} {phase}" + (
                 f": {detail}" if detail else ""
             )
         phases.append(phase)
     if len(jobs) < expected:
-        return "Accepted", ""
+        return SharePhase.ACCEPTED, ""
     if all(p == "Completed" for p in phases):
-        return "Succeeded", ""
+        return SharePhase.SUCCEEDED, ""
     if all(p in ("Running", "Completing", "Completed") for p in phases):
-        return "Running", ""
-    return "Accepted", ""
+        return SharePhase.RUNNING, ""
+    return SharePhase.ACCEPTED, ""
 
 
 def _placement(obj: dict[str, Any]) -> str | None:

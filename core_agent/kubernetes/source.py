@@ -13,11 +13,13 @@ from typing import Any
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
-from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs, Report
+from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.watcher import Store, watch_forever
+from core_agent.sources import Report
 from volcano_global.jobspec.fields import Checker
 from volcano_global.jobspec.pods import GPU_MODEL_LABEL, is_accelerator, pod_resources
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 NODES = Kind("nodes")
@@ -85,10 +87,10 @@ class KubernetesSource:
     def bind_reporter(self, report: Report) -> None:
         self.shares.bind_reporter(report)
 
-    def apply_share(self, assignment: pb.ShareAssignment, report: Report) -> None:
+    def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
         self.shares.apply_share(assignment, report)
 
-    def cancel_share(self, cancellation: pb.ShareCancellation, report: Report) -> None:
+    def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         self.shares.cancel_share(cancellation, report)
 
     def _notifier(self, kind: str):  # type: ignore[no-untyped-def]

@@ -5,7 +5,6 @@ pods of assigned shares will change (the scheduling milestone)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +15,9 @@ from pydantic.alias_generators import to_camel
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
+from core_agent.sources import Report
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 
@@ -57,9 +58,9 @@ class ClusterSpec(_Spec):
 
 @dataclass
 class _RunningShare:
-    assignment: pb.ShareAssignment
+    assignment: ShareAssignment
     bound: list[tuple[str, int]]
-    phase: str
+    phase: SharePhase
     timer: asyncio.TimerHandle | None = None
 
 
@@ -220,9 +221,7 @@ class SimulatedCluster:
         self.changed.set()
 
     # -- running assigned shares ---------------------------------------------------------------
-    def apply_share(
-        self, assignment: pb.ShareAssignment, report: Callable[[pb.JobStatusReport], None]
-    ) -> None:
+    def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
         """Bind the share's pods to nodes of its domains, start them after `start_delay_s`, run
         them for the job's duration, and report Accepted, Running, then Succeeded. Applying an
         assignment twice changes nothing."""
@@ -232,13 +231,12 @@ class SimulatedCluster:
             return
         bound = self._bind(assignment)
         if bound is None:
-            report(
-                self._status(assignment, "Failed", "not enough free GPUs in the assigned domains")
-            )
+            message = "not enough free GPUs in the assigned domains"
+            report(self._status(assignment, SharePhase.FAILED, message))
             return
-        share = _RunningShare(assignment=assignment, bound=bound, phase="Accepted")
+        share = _RunningShare(assignment=assignment, bound=bound, phase=SharePhase.ACCEPTED)
         self.shares[assignment.placement_id] = share
-        report(self._status(assignment, "Accepted"))
+        report(self._status(assignment, SharePhase.ACCEPTED))
         if self.start_delay_s > 0:
             share.timer = asyncio.get_running_loop().call_later(
                 self.start_delay_s * self.time_scale, self._start, share, report
@@ -246,9 +244,9 @@ class SimulatedCluster:
         else:
             self._start(share, report)
 
-    def _start(self, share: _RunningShare, report: Callable[[pb.JobStatusReport], None]) -> None:
-        share.phase = "Running"
-        report(self._status(share.assignment, "Running"))
+    def _start(self, share: _RunningShare, report: Report) -> None:
+        share.phase = SharePhase.RUNNING
+        report(self._status(share.assignment, SharePhase.RUNNING))
         share.timer = asyncio.get_running_loop().call_later(
             share.assignment.duration_seconds * self.time_scale,
             self._finish,
@@ -256,31 +254,29 @@ class SimulatedCluster:
             report,
         )
 
-    def cancel_share(
-        self, cancellation: pb.ShareCancellation, report: Callable[[pb.JobStatusReport], None]
-    ) -> None:
+    def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         share = self.shares.pop(cancellation.placement_id, None)
         if share is not None:
             if share.timer is not None:
                 share.timer.cancel()
             self._release(share)
         report(
-            pb.JobStatusReport(
+            ShareStatus(
                 placement_id=cancellation.placement_id,
                 job_uid=cancellation.job_uid,
-                phase="Cancelled",
+                phase=SharePhase.CANCELLED,
             )
         )
 
-    def _finish(self, placement_id: str, report: Callable[[pb.JobStatusReport], None]) -> None:
+    def _finish(self, placement_id: str, report: Report) -> None:
         share = self.shares.get(placement_id)
-        if share is None or share.phase != "Running":
+        if share is None or share.phase is not SharePhase.RUNNING:
             return
-        share.phase = "Succeeded"
+        share.phase = SharePhase.SUCCEEDED
         self._release(share)
-        report(self._status(share.assignment, "Succeeded"))
+        report(self._status(share.assignment, SharePhase.SUCCEEDED))
 
-    def _bind(self, assignment: pb.ShareAssignment) -> list[tuple[str, int]] | None:
+    def _bind(self, assignment: ShareAssignment) -> list[tuple[str, int]] | None:
         """(node, GPUs) for every pod, best fit inside each assigned domain."""
         g = assignment.gpus_per_pod
         bound: list[tuple[str, int]] = []
@@ -316,14 +312,14 @@ class SimulatedCluster:
         share.bound = []
 
     def _status(
-        self, assignment: pb.ShareAssignment, phase: str, message: str = ""
-    ) -> pb.JobStatusReport:
-        return pb.JobStatusReport(
+        self, assignment: ShareAssignment, phase: SharePhase, message: str = ""
+    ) -> ShareStatus:
+        return ShareStatus(
             placement_id=assignment.placement_id,
             job_uid=assignment.job_uid,
             phase=phase,
-            running=assignment.pods if phase == "Running" else 0,
-            succeeded=assignment.pods if phase == "Succeeded" else 0,
+            running=assignment.pods if phase is SharePhase.RUNNING else 0,
+            succeeded=assignment.pods if phase is SharePhase.SUCCEEDED else 0,
             message=message,
         )
 

@@ -26,6 +26,7 @@ from volcano_global.errors import (
     TooLarge,
     Unauthorized,
     UnsupportedMediaType,
+    field_error,
 )
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
 from volcano_global.services.events import record_audit
@@ -140,16 +141,10 @@ def _cause(error: dict[str, Any]) -> FieldError:
     loc = list(error.get("loc", ()))
     where = loc[0] if loc else ""
     parts = loc[1:] if where in ("body", "query", "path", "header") else loc
-    path = ""
-    for part in parts:
-        path = (
-            f"{path}[{part}]"
-            if isinstance(part, int)
-            else (f"{path}.{part}" if path else str(part))
-        )
-    message = str(error.get("msg", "invalid"))
-    if message.startswith("Value error, "):
-        message = message.removeprefix("Value error, ")
+    raw = str(error.get("msg", "invalid"))
+    cause = field_error(parts, raw)
+    path, message = cause.field, cause.message
+    if raw.startswith("Value error, "):  # a validator's message may name a field below
         match = _PATH_MESSAGE.match(message)
         if match:
             inner, message = match.groups()

@@ -48,14 +48,14 @@ class UTCDateTime(TypeDecorator[datetime]):
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
-def str_enum(enum_cls: type[enum.StrEnum]) -> Enum:
+def str_enum(enum_cls: type[enum.StrEnum], *, length: int = 32) -> Enum:
     """An enum stored as its string value (no native type, no CHECK: adding a value later is
     a code change, not a migration)."""
     return Enum(
         enum_cls,
         native_enum=False,
         create_constraint=False,
-        length=32,
+        length=length,
         values_callable=lambda members: [m.value for m in members],
     )
 

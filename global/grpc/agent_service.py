@@ -16,11 +16,13 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
-from volcano_global.db.engine import is_unavailable, reading, transaction
+from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
-from volcano_global.errors import DomainError, Invalid, NotFound
+from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
-from volcano_global.grpc.convert import delta_from, snapshot_from
+from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
+from volcano_global.grpc.errors import grpc_status
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services.dispatch import reports
@@ -33,20 +35,13 @@ from volcano_global.services.tenancy.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
-REPORTED_PHASES = frozenset({"Accepted", "Running", "Succeeded", "Failed", "Cancelled"})
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
-    payload = message.payload
     if message.kind is OutboxKind.CANCEL:
-        return pb.GlobalMessage(
-            cancellation=pb.ShareCancellation(
-                placement_id=payload["placement_id"],
-                job_uid=payload["job_uid"],
-                reason=payload["reason"],
-            )
-        )
-    return pb.GlobalMessage(assignment=pb.ShareAssignment(**payload))
+        cancellation = ShareCancellation.from_payload(message.payload)
+        return pb.GlobalMessage(cancellation=cancellation.to_proto())
+    return pb.GlobalMessage(assignment=ShareAssignment.from_payload(message.payload).to_proto())
 
 
 class AgentService(agent_pb2_grpc.AgentServiceServicer):
@@ -61,13 +56,13 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         try:
             async for message in self._connect(request_iterator, context):
                 yield message
-        except Exception as exc:
-            if not is_unavailable(exc):
+        except Exception as exc:  # a domain error or an unavailable database ends the stream
+            status = grpc_status(exc)
+            if status is None:
                 raise
-            log.warning("agent stream ended: database unavailable: %s", exc)
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE, "database busy or unreachable; reconnect and retry"
-            )
+            if status[0] is grpc.StatusCode.UNAVAILABLE:
+                log.warning("agent stream ended: database unavailable: %s", exc)
+            await context.abort(*status)
 
     async def _connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -81,7 +76,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be hello")
         cluster_name = first.hello.cluster
         async with transaction(self.sessions) as session:
-            cluster = await self._cluster(session, cluster_name, principal, context)
+            cluster = await self._cluster(session, cluster_name, principal)
             await cluster_service.agent_seen(session, cluster=cluster, connected=True)
             await record_event(
                 session,
@@ -150,31 +145,25 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         unit: list[pb.AgentMessage],
         context: grpc.aio.ServicerContext,
     ) -> list[pb.GlobalMessage]:
-        """One message, or a run of consecutive deltas or reports (applied together)."""
+        """One message, or a run of consecutive deltas or reports (applied together). A domain
+        error ends the stream (`Connect` maps it to a status)."""
         kind = unit[0].WhichOneof("body")
-        try:
-            if kind == "delta":
-                return await self._deltas(cluster_name, [m.delta for m in unit])
-            if kind == "job_status":
-                statuses = [m.job_status for m in unit]
-                # each validated before any is applied
-                await self.reports.add([_share_report(cluster_id, m) for m in statuses])
-                seq = max(r.report_seq for r in statuses)
-                return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
-            (message,) = unit
-            if kind == "snapshot":
-                return [await self._snapshot(cluster_name, message.snapshot)]
-            if kind == "heartbeat":
-                async with transaction(self.sessions) as session:
-                    cluster = await cluster_service.get_cluster(session, name=cluster_name)
-                    await cluster_service.agent_seen(session, cluster=cluster)
-                return []
-        except Invalid as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
-        except NotFound as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, exc.message)
-        except DomainError as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, exc.message)
+        if kind == "delta":
+            return await self._deltas(cluster_name, [m.delta for m in unit])
+        if kind == "job_status":
+            statuses = [m.job_status for m in unit]
+            # each validated before any is applied
+            await self.reports.add([share_report_from(cluster_id, m) for m in statuses])
+            seq = max(r.report_seq for r in statuses)
+            return [pb.GlobalMessage(report_ack=pb.ReportAck(report_seq=seq))] if seq else []
+        (message,) = unit
+        if kind == "snapshot":
+            return [await self._snapshot(cluster_name, message.snapshot)]
+        if kind == "heartbeat":
+            async with transaction(self.sessions) as session:
+                cluster = await cluster_service.get_cluster(session, name=cluster_name)
+                await cluster_service.agent_seen(session, cluster=cluster)
+            return []
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"
         )
@@ -228,49 +217,18 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         if not token:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing bearer token")
         admin = self.settings.admin_token.get_secret_value() if self.settings.admin_token else None
-        try:
-            async with transaction(self.sessions) as session:
-                return await authenticate(session, token=token, admin_token=admin)
-        except DomainError as exc:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
-        raise AssertionError("unreachable")
+        async with transaction(self.sessions) as session:
+            return await authenticate(session, token=token, admin_token=admin)
 
-    async def _cluster(
-        self,
-        session: AsyncSession,
-        name: str,
-        principal: Principal,
-        context: grpc.aio.ServicerContext,
-    ) -> Cluster:
+    async def _cluster(self, session: AsyncSession, name: str, principal: Principal) -> Cluster:
+        """The cluster the stream acts for; one it may not act for and one that does not exist
+        are refused alike (a token does not learn which clusters exist)."""
         try:
             cluster = await cluster_service.get_cluster(session, name=name)
-        except NotFound:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"{principal.name} may not act for cluster {name!r}",
-            )
-        try:
             principal.require_cluster(cluster.id)
-        except DomainError:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"{principal.name} may not act for cluster {name!r}",
-            )
+        except (NotFound, Forbidden):
+            raise Forbidden(f"{principal.name} may not act for cluster {name!r}") from None
         return cluster
-
-
-def _share_report(cluster_id: uuid.UUID, status: pb.JobStatusReport) -> reports.ShareReport:
-    try:
-        placement_id = uuid.UUID(status.placement_id)
-    except ValueError:
-        raise Invalid.one(
-            "job_status.placement_id", f"not a placement id: {status.placement_id!r}"
-        ) from None
-    if status.phase not in REPORTED_PHASES:
-        raise Invalid.one(
-            "job_status.phase", f"must be one of {', '.join(sorted(REPORTED_PHASES))}"
-        )
-    return reports.ShareReport(cluster_id, placement_id, status.phase, status.message)
 
 
 _GROUPED = frozenset({"delta", "job_status"})

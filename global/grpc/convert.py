@@ -1,14 +1,18 @@
-"""Agent protocol messages -> validated schemas, with errors that name the message field."""
+"""Agent protocol messages -> validated schemas and reports, with errors that name the message
+field."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pydantic import ValidationError
 
-from volcano_global.errors import FieldError, Invalid
+from volcano_global.errors import Invalid, field_error
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
+from volcano_global.services.dispatch.reports import ShareReport
 
 
 def snapshot_from(message: pb.InventorySnapshot) -> InventorySnapshot:
@@ -33,6 +37,20 @@ def delta_from(message: pb.InventoryDelta) -> InventoryDelta:
         },
         "delta",
     )
+
+
+def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> ShareReport:
+    try:
+        placement_id = uuid.UUID(message.placement_id)
+    except ValueError:
+        raise Invalid.one(
+            "job_status.placement_id", f"not a placement id: {message.placement_id!r}"
+        ) from None
+    try:
+        phase = SharePhase.from_proto(message.phase)
+    except ValueError as exc:
+        raise Invalid.one("job_status.phase", str(exc)) from None
+    return ShareReport(cluster_id, placement_id, phase, message.message, message.warning)
 
 
 def _node(node: pb.Node) -> dict[str, Any]:
@@ -68,11 +86,5 @@ def _validate(schema, data: dict[str, Any], prefix: str):  # type: ignore[no-unt
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        errors = []
-        for error in exc.errors()[:20]:
-            path = prefix
-            for part in error["loc"]:
-                path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}"
-            message = str(error["msg"]).removeprefix("Value error, ")
-            errors.append(FieldError(path, message))
-        raise Invalid(errors) from None
+        errors = exc.errors()[:20]
+        raise Invalid([field_error(e["loc"], e["msg"], prefix=prefix) for e in errors]) from None

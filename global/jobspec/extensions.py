@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
+from volcano_global.errors import field_error
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.model import Communication
 
@@ -138,9 +139,7 @@ def read_communication(
     try:
         plan = _CommunicationInput.model_validate(raw)
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"])
-            check.fail(f"{path}.{where}", error["msg"])
+        check.errors += [field_error(e["loc"], e["msg"], prefix=path) for e in exc.errors()]
         return None
 
     failed = len(check.errors)

@@ -12,12 +12,12 @@ inside the cluster; the Global holds the gang across clusters).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from volcano_global.jobspec.extensions import COMMUNICATION
+from volcano_global.rpc.shares import ShareAssignment
 
 VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
 RENDEZVOUS_PORT = 29500
@@ -26,26 +26,6 @@ PLACEMENT_LABEL = LABEL_PREFIX + "placement"
 JOB_UID_LABEL = LABEL_PREFIX + "job-uid"
 CLUSTER_INDEX_LABEL = LABEL_PREFIX + "cluster-index"
 MEMBERS_ANNOTATION = LABEL_PREFIX + "members"  # how many Volcano Jobs the share has
-
-
-@dataclass(frozen=True)
-class ShareLayout:
-    """What a member cluster needs to know about its share."""
-
-    job_uid: str
-    job_name: str
-    namespace: str
-    placement_id: str
-    generation: int
-    rank_offset: int
-    pods: int
-    world_pods: int
-    cluster_index: int
-    cluster_count: int
-    rendezvous_address: str
-    member: str = ""  # the member Volcano Job name; empty: derived from the job and placement
-    job_token: str = ""  # lets the training processes report measurements for this job
-    api_url: str = ""  # the Global's REST address as the pods reach it (agent --global-api)
 
 
 def member_job_name(job_name: str, placement_id: str) -> str:
@@ -67,22 +47,23 @@ def rendezvous_address(
     return f"{job}-{task}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
 
 
-def rendezvous_env(layout: ShareLayout) -> dict[str, str]:
-    """The environment every container of the share gets (read by the SDK's runtime helper)."""
+def rendezvous_env(share: ShareAssignment, *, api_url: str = "") -> dict[str, str]:
+    """The environment every container of the share gets (read by the SDK's runtime helper).
+    `api_url`: the Global's REST address as the pods reach it (the agent's --global-api)."""
     env = {
-        "VGLOBAL_JOB_UID": layout.job_uid,
-        "VGLOBAL_PLACEMENT_ID": layout.placement_id,
-        "VGLOBAL_WORLD_PODS": str(layout.world_pods),
-        "VGLOBAL_SHARE_PODS": str(layout.pods),
-        "VGLOBAL_RANK_OFFSET": str(layout.rank_offset),
-        "VGLOBAL_CLUSTER_INDEX": str(layout.cluster_index),
-        "VGLOBAL_CLUSTER_COUNT": str(layout.cluster_count),
-        "VGLOBAL_RENDEZVOUS_ADDR": layout.rendezvous_address,
+        "VGLOBAL_JOB_UID": share.job_uid,
+        "VGLOBAL_PLACEMENT_ID": share.placement_id,
+        "VGLOBAL_WORLD_PODS": str(share.world_pods),
+        "VGLOBAL_SHARE_PODS": str(share.pods),
+        "VGLOBAL_RANK_OFFSET": str(share.rank_offset),
+        "VGLOBAL_CLUSTER_INDEX": str(share.cluster_index),
+        "VGLOBAL_CLUSTER_COUNT": str(share.cluster_count),
+        "VGLOBAL_RENDEZVOUS_ADDR": share.rendezvous_address,
     }
-    if layout.api_url:
-        env["VGLOBAL_API"] = layout.api_url
-    if layout.job_token:
-        env["VGLOBAL_JOB_TOKEN"] = layout.job_token
+    if api_url:
+        env["VGLOBAL_API"] = api_url
+    if share.job_token:
+        env["VGLOBAL_JOB_TOKEN"] = share.job_token
     return env
 
 
@@ -109,12 +90,14 @@ def parallelism_env(manifest: dict[str, Any]) -> str:
     )
 
 
-def member_jobs(manifest: dict[str, Any], layout: ShareLayout) -> list[dict[str, Any]]:
+def member_jobs(
+    manifest: dict[str, Any], share: ShareAssignment, *, api_url: str = ""
+) -> list[dict[str, Any]]:
     """The Volcano Job documents of one share (one per Job; one per HyperJob child that has
     pods in the share)."""
-    member = layout.member or member_job_name(layout.job_name, layout.placement_id)
-    first, last = layout.rank_offset, layout.rank_offset + layout.pods
-    env = [{"name": k, "value": v} for k, v in rendezvous_env(layout).items()]
+    member = share.member_job_name or member_job_name(share.job_name, share.placement_id)
+    first, last = share.rank_offset, share.rank_offset + share.pods
+    env = [{"name": k, "value": v} for k, v in rendezvous_env(share, api_url=api_url).items()]
     parallelism = parallelism_env(manifest)
     if parallelism:
         env.append({"name": "VGLOBAL_PARALLELISM", "value": parallelism})
@@ -140,15 +123,15 @@ def member_jobs(manifest: dict[str, Any], layout: ShareLayout) -> list[dict[str,
                 "kind": "Job",
                 "metadata": {
                     "name": name,
-                    "namespace": layout.namespace,
+                    "namespace": share.namespace,
                     "labels": {
-                        PLACEMENT_LABEL: layout.placement_id,
-                        JOB_UID_LABEL: layout.job_uid,
-                        CLUSTER_INDEX_LABEL: str(layout.cluster_index),
+                        PLACEMENT_LABEL: share.placement_id,
+                        JOB_UID_LABEL: share.job_uid,
+                        CLUSTER_INDEX_LABEL: str(share.cluster_index),
                     },
                     "annotations": {
-                        LABEL_PREFIX + "job-name": layout.job_name,
-                        LABEL_PREFIX + "generation": str(layout.generation),
+                        LABEL_PREFIX + "job-name": share.job_name,
+                        LABEL_PREFIX + "generation": str(share.generation),
                         LABEL_PREFIX + "ranks": f"{first}-{last - 1}",
                     },
                 },

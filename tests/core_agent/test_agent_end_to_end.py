@@ -17,7 +17,7 @@ from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import create_cluster, eventually
 from volcano_global.app import create_app
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.shares import SharePhase, ShareStatus
 from volcano_global.settings import Settings
 
 SPEC = ClusterSpec.model_validate(
@@ -157,7 +157,10 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
         for i in range(50):  # a change every 50 ms for 2.5 s
             cluster.update_node(f"sim-g0-{i % 64:05d}", used_gpus=1 + i % 7)
             if i == 10:  # mid-window: a report (about a placement the Global does not know)
-                client.report(pb.JobStatusReport(placement_id=str(uuid.uuid4()), phase="Running"))
+                unknown = str(uuid.uuid4())
+                client.report(
+                    ShareStatus(placement_id=unknown, job_uid="", phase=SharePhase.RUNNING)
+                )
                 reported = asyncio.get_running_loop().time()
                 await eventually(lambda: not client.unacked_reports, within=5)
                 assert asyncio.get_running_loop().time() - reported < 0.5

@@ -7,7 +7,8 @@ import random
 
 from core_agent.inventory import Changes
 from core_agent.simulated.cluster import ClusterSpec, SimNode, SimulatedCluster
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from tests.factories import share_assignment
+from volcano_global.rpc.shares import ShareCancellation, ShareStatus
 
 
 def _cluster() -> SimulatedCluster:
@@ -25,7 +26,7 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
     rng = random.Random(7)
     cluster.take_changes()
     sent = cluster.current()  # what the agent last sent, kept up to date by patches
-    reports: list[pb.JobStatusReport] = []
+    reports: list[ShareStatus] = []
     live: list[str] = []  # placements bound
     for step in range(200):
         names = sorted(cluster.nodes)
@@ -42,15 +43,17 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
         elif action == 3 and len(names) > 10:
             cluster.remove_node(rng.choice(names))
         elif action == 4 or not live:
-            assignment = pb.ShareAssignment(
-                placement_id=f"p{step}", job_uid="u", pods=2, gpus_per_pod=2, duration_seconds=3600
+            assignment = share_assignment(
+                placement_id=f"p{step}",
+                gpus_per_pod=2,
+                domains={"east-tor0001": 2},
+                duration_seconds=3600,
             )
-            assignment.domains["east-tor0001"] = 2
             cluster.apply_share(assignment, reports.append)
             live.append(f"p{step}")
         else:  # cancel a share bound in an earlier step
             placement = live.pop(rng.randrange(len(live)))
-            cluster.cancel_share(pb.ShareCancellation(placement_id=placement), reports.append)
+            cluster.cancel_share(ShareCancellation(placement_id=placement), reports.append)
         whole = cluster.current()
         expected = sent.delta_to(whole, step)
         changes = cluster.take_changes()

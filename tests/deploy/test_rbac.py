@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.deploy.manifests import OVERLAYS, find, render
-from tests.factories import job_document
+from tests.factories import job_document, share_assignment
 from tests.k8s_emulator.server import (
     HYPERNODES,
     NAMESPACES,
@@ -21,7 +21,7 @@ from tests.k8s_emulator.server import (
     VOLCANO_JOBS,
     KubeEmulator,
 )
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.shares import ShareCancellation, ShareStatus
 
 
 def permission(request: str) -> tuple[str, str, str]:
@@ -68,30 +68,22 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     client = await api_client(host=host)
     source = KubernetesSource(KubeApi(client), watch_timeout_s=1)
-    reports: list[pb.JobStatusReport] = []
+    reports: list[ShareStatus] = []
     try:
         await source.start()
         emulator.create(NODES, {"metadata": {"name": "n1"}, "status": {}})
         # Run the rank-0 share of a split job (Volcano Job, rendezvous Service and
         # ServiceExport), apply it again, then cancel it.
-        assignment = pb.ShareAssignment(
-            placement_id="0123abcd-0000-0000-0000-000000000000",
-            job_uid="u",
-            job_name="train",
-            namespace="ml",
+        assignment = share_assignment(
             pods=1,
-            world_pods=2,
             cluster_count=2,
-            member_job_name="train-0123abcd",
             rendezvous_address="train-0123abcd-rdzv.ml.svc.clusterset.local:29500",
             manifest_json=json.dumps(job_document("train", replicas=2)),
         )
         for _ in range(2):
             source.apply_share(assignment, reports.append)
             await asyncio.sleep(0.3)
-        source.cancel_share(
-            pb.ShareCancellation(placement_id=assignment.placement_id), reports.append
-        )
+        source.cancel_share(ShareCancellation(placement_id=assignment.placement_id), reports.append)
         await asyncio.sleep(0.3)
     finally:
         await source.stop()

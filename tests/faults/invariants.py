@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.rpc.shares import ShareAssignment
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "faults"
 
@@ -31,7 +31,7 @@ class RecordingCluster(SimulatedCluster):
         self.binds: Counter[str] = Counter()  # placement id -> times bound here
         self.timeline: list[tuple[float, str, str, str]] = []  # (t, bind|release, job, placement)
 
-    def _bind(self, assignment: pb.ShareAssignment) -> list[tuple[str, int]] | None:
+    def _bind(self, assignment: ShareAssignment) -> list[tuple[str, int]] | None:
         bound = super()._bind(assignment)
         if bound is not None:
             self.binds[assignment.placement_id] += 1

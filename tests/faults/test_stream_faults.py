@@ -15,6 +15,7 @@ from tests.core_agent.federation import Federation, federation
 from tests.factories import eventually, job_document
 from tests.faults.invariants import RecordingCluster, check_invariants, write_report
 from tests.faults.proxy import Proxy, carries_message
+from volcano_global.rpc.v1 import agent_pb2 as pb
 
 BIG = ClusterSpec.model_validate(  # 2,000 nodes: a snapshot of ~300 KB, many TCP chunks
     {
@@ -149,8 +150,9 @@ async def test_cuts_in_snapshot_delta_assignment_and_report(database_url: str) -
         # redeliver, so only the agent's resending of unacknowledged reports can finish it.
         uid = await fed.submit(job("lost-success", "20s"))
         accepted["ml/lost-success"] = uid
+        succeeded = pb.JobStatusReport(phase=pb.SHARE_PHASE_SUCCEEDED).SerializeToString()
         finished = proxy.cut_when(
-            "up", lambda c, s: uid.encode() in c and b"Succeeded" in c, forward=False
+            "up", lambda c, s: uid.encode() in c and succeeded in c, forward=False
         )
         await asyncio.wait_for(finished.wait(), timeout=20)
         cuts["report of success, lost on the way up"] = 1

@@ -7,12 +7,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
 from volcano_global.db.models.clusters import Cluster
 from volcano_global.db.models.links import Link
+from volcano_global.rpc.shares import SharePhase
 
 
 class PlacementState(enum.StrEnum):
@@ -58,9 +59,10 @@ class ClusterShare(UUIDPrimaryKey, Base):
     units: Mapped[int]
     rank_offset: Mapped[int] = mapped_column(default=0)
     domains: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    # What the cluster's agent last reported: Assigned (not yet), Accepted, Running, Succeeded,
-    # Failed, Cancelled.
-    phase: Mapped[str] = mapped_column(String(16), default="Assigned")
+    # What the cluster's agent last reported (Assigned: nothing yet).
+    phase: Mapped[SharePhase] = mapped_column(
+        str_enum(SharePhase, length=16), default=SharePhase.ASSIGNED
+    )
     reported_at: Mapped[datetime | None] = mapped_column(default=None)
     message: Mapped[str] = mapped_column(Text, default="")  # the agent's last word on it
 

@@ -1,10 +1,26 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SharePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARE_PHASE_UNSPECIFIED: _ClassVar[SharePhase]
+    SHARE_PHASE_ACCEPTED: _ClassVar[SharePhase]
+    SHARE_PHASE_RUNNING: _ClassVar[SharePhase]
+    SHARE_PHASE_SUCCEEDED: _ClassVar[SharePhase]
+    SHARE_PHASE_FAILED: _ClassVar[SharePhase]
+    SHARE_PHASE_CANCELLED: _ClassVar[SharePhase]
+SHARE_PHASE_UNSPECIFIED: SharePhase
+SHARE_PHASE_ACCEPTED: SharePhase
+SHARE_PHASE_RUNNING: SharePhase
+SHARE_PHASE_SUCCEEDED: SharePhase
+SHARE_PHASE_FAILED: SharePhase
+SHARE_PHASE_CANCELLED: SharePhase
 
 class AgentMessage(_message.Message):
     __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status")
@@ -219,7 +235,7 @@ class ShareCancellation(_message.Message):
     def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message", "report_seq")
+    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message", "warning", "report_seq")
     PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_UID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -227,16 +243,18 @@ class JobStatusReport(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
     REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     job_uid: str
-    phase: str
+    phase: SharePhase
     running: int
     succeeded: int
     failed: int
     message: str
+    warning: str
     report_seq: int
-    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[str] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
+    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., warning: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("report_seq",)

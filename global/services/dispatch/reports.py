@@ -28,14 +28,16 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
 )
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.dispatch.supervision import share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
 
-WARNING_PREFIX = "warning: "  # a report message the job's events should show as a Warning
-# How far a share has come; a report never moves a share back (Failed/Cancelled: 9, always taken).
-_PROGRESS = {"Assigned": 0, "Accepted": 1, "Running": 2, "Succeeded": 3}
+WARNING_PREFIX = "warning: "  # how a share's message shows the agent's warning
+# A placement is accepted when every share is in the first set, running in the second.
+_ACCEPTED = frozenset({SharePhase.ACCEPTED, SharePhase.RUNNING, SharePhase.SUCCEEDED})
+_RUNNING = frozenset({SharePhase.RUNNING, SharePhase.SUCCEEDED})
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,15 @@ class ShareReport:
 
     cluster_id: uuid.UUID
     placement_id: uuid.UUID
-    phase: str  # Accepted, Running, Succeeded, Failed, Cancelled
+    phase: SharePhase  # any but Assigned
     message: str = ""
+    warning: str = ""  # the share runs, but the user should know (a Warning event)
+
+    @property
+    def shown(self) -> str:
+        """The share's message as the job shows it: the agent's message, then its warning."""
+        warning = f"{WARNING_PREFIX}{self.warning}" if self.warning else ""
+        return "; ".join(part for part in (self.message, warning) if part)
 
 
 def report_writer(
@@ -108,7 +117,7 @@ async def _acknowledge(session: AsyncSession, reports: list[ShareReport]) -> Non
         (
             r.cluster_id,
             r.placement_id,
-            OutboxKind.CANCEL if r.phase == "Cancelled" else OutboxKind.ASSIGN,
+            OutboxKind.CANCEL if r.phase is SharePhase.CANCELLED else OutboxKind.ASSIGN,
         )
         for r in reports
     }
@@ -133,26 +142,26 @@ async def _apply(
     placement: Placement,
     job: Job | None,
 ) -> None:
-    phase, message = report.phase, report.message
+    phase, message = report.phase, report.shown
     if placement.state is not PlacementState.ACTIVE:
         return  # a report about a withdrawn or finished placement: acknowledged, nothing else
     share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
-    if share is None or _PROGRESS.get(phase, 9) < _PROGRESS.get(share.phase, 0):
+    if share is None or phase.progress < share.phase.progress:
         return  # unknown share, or an older report resent after a newer one was stored
     share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
     if job is None or job.is_terminal:
         return
     phases = {s.phase for s in placement.shares}
     where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
-    if message.startswith(WARNING_PREFIX):  # the share runs, but the user should know
+    if report.warning:
         await record_event(
             session,
             job_id=job.id,
             type=EventType.WARNING,
             reason="ClusterWarning",
-            message=f"{share.cluster.name}: {message.removeprefix(WARNING_PREFIX)}",
+            message=f"{share.cluster.name}: {report.warning}",
         )
-    if phase in ("Failed", "Cancelled"):
+    if phase in (SharePhase.FAILED, SharePhase.CANCELLED):
         # Cancelled here means the share was removed in its cluster without our asking.
         await share_lost(
             session,
@@ -163,7 +172,7 @@ async def _apply(
         )
         return
     # Each transition happens once per placement: its event is new, not folded into another.
-    if job.state is JobState.PLACED and phases <= {"Accepted", "Running", "Succeeded"}:
+    if job.state is JobState.PLACED and phases <= _ACCEPTED:
         transition(job, JobState.DISPATCHED, message="every share accepted")
         await record_event(
             session,
@@ -172,7 +181,7 @@ async def _apply(
             message="every cluster accepted its share",
             fold=False,
         )
-    if job.state is JobState.DISPATCHED and phases <= {"Running", "Succeeded"}:
+    if job.state is JobState.DISPATCHED and phases <= _RUNNING:
         transition(job, JobState.RUNNING, message="every share running")
         clusters = ", ".join(s.cluster.name for s in placement.shares)
         await record_event(
@@ -182,7 +191,7 @@ async def _apply(
             message=f"all pods started in {clusters}",
             fold=False,
         )
-    if job.state is JobState.RUNNING and phases == {"Succeeded"}:
+    if job.state is JobState.RUNNING and phases == {SharePhase.SUCCEEDED}:
         transition(job, JobState.SUCCEEDED, message="every share succeeded")
         await end_placement(
             session, placement=placement, state=PlacementState.RELEASED, cancel_reason=None

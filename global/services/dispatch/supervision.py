@@ -33,6 +33,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import transition
 from volcano_global.services.lifecycle.placements import end_placement
@@ -212,7 +213,7 @@ async def _due(
 
 
 def _not_started(shares: list[ClusterShare], timeout: float) -> str:
-    late = [s for s in shares if s.phase not in ("Running", "Succeeded")]
+    late = [s for s in shares if s.phase not in (SharePhase.RUNNING, SharePhase.SUCCEEDED)]
     parts = [
         f"{s.cluster.name}: {s.phase}" + (f" ({s.message})" if s.message else "") for s in late
     ]

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.models import ClusterShare, Job, OutboxKind, OutboxMessage, Placement
 from volcano_global.db.notifications import Channel
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 
 OUTBOX = Channel("vglobal_outbox")  # wakes the stream of a cluster messages were written for
 DEFAULT_DURATION_S = 60.0
@@ -54,32 +55,34 @@ def enqueue_assignments(
         job.manifest, member=member, namespace=job.namespace, split=len(ordered) > 1
     )
     OUTBOX.wrote(session, [share.cluster_id for share in ordered])
+    manifest = json.dumps(job.manifest)
     for index, share in enumerate(ordered):
+        assignment = ShareAssignment(
+            placement_id=str(placement.id),
+            generation=placement.generation,
+            job_uid=str(job.id),
+            job_name=job.name,
+            namespace=job.namespace,
+            pods=share.pods,
+            rank_offset=share.rank_offset,
+            world_pods=job.total_pods,
+            cluster_index=index,
+            cluster_count=len(ordered),
+            rendezvous_address=rendezvous,
+            member_job_name=member,
+            manifest_json=manifest,
+            gpus_per_pod=share.gpus // share.pods if share.pods else 0,
+            gpu_model=job.gpu_model or "",
+            domains={k: int(v) for k, v in (share.domains or {}).items()},
+            duration_seconds=duration,
+            job_token=job_token,
+        )
         session.add(
             OutboxMessage(
                 cluster_id=share.cluster_id,
                 placement_id=placement.id,
                 kind=OutboxKind.ASSIGN,
-                payload={
-                    "placement_id": str(placement.id),
-                    "generation": placement.generation,
-                    "job_uid": str(job.id),
-                    "job_name": job.name,
-                    "namespace": job.namespace,
-                    "pods": share.pods,
-                    "rank_offset": share.rank_offset,
-                    "world_pods": job.total_pods,
-                    "gpus_per_pod": share.gpus // share.pods if share.pods else 0,
-                    "gpu_model": job.gpu_model or "",
-                    "domains": {k: int(v) for k, v in (share.domains or {}).items()},
-                    "duration_seconds": duration,
-                    "manifest_json": json.dumps(job.manifest),
-                    "cluster_index": index,
-                    "cluster_count": len(ordered),
-                    "rendezvous_address": rendezvous,
-                    "member_job_name": member,
-                    "job_token": job_token,
-                },
+                payload=assignment.to_payload(),
             )
         )
 
@@ -89,17 +92,16 @@ async def enqueue_cancellations(
 ) -> None:
     """Tell every cluster holding a share of the placement to remove it."""
     OUTBOX.wrote(session, [share.cluster_id for share in placement.shares])
+    cancellation = ShareCancellation(
+        placement_id=str(placement.id), job_uid=str(placement.job_id), reason=reason
+    )
     for share in placement.shares:
         session.add(
             OutboxMessage(
                 cluster_id=share.cluster_id,
                 placement_id=placement.id,
                 kind=OutboxKind.CANCEL,
-                payload={
-                    "placement_id": str(placement.id),
-                    "job_uid": str(placement.job_id),
-                    "reason": reason,
-                },
+                payload=cancellation.to_payload(),
             )
         )
 

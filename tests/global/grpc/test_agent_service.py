@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import grpc
 import httpx
@@ -134,6 +135,25 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
         )
     assert caught.value.details() == "nodeUpserts[0].domain: unknown domain 'nowhere'"
     await unknown.close()
+
+    # A report without a phase, such as an agent's of before SharePhase (the phase in the
+    # retired string field 3), is refused naming the field.
+    old_agent = Stream(app, east)
+    await old_agent.hello()
+    placement_id = str(uuid.uuid4())
+    legacy = pb.JobStatusReport.FromString(
+        pb.JobStatusReport(placement_id=placement_id, report_seq=1).SerializeToString()
+        + b"\x1a\x07Running"  # field 3, length 7
+    )
+    assert legacy.phase == pb.SHARE_PHASE_UNSPECIFIED
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await old_agent.send(pb.AgentMessage(job_status=legacy))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == (
+        "job_status.phase: must be set: one of SHARE_PHASE_ACCEPTED, SHARE_PHASE_RUNNING, "
+        "SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED"
+    )
+    await old_agent.close()
 
     # The other cluster's stream is untouched.
     assert (await healthy.send(snapshot(5))).ack.seq == 5

@@ -15,6 +15,7 @@ from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxMessage
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.dispatch import reports
 from volcano_global.services.dispatch.reports import ShareReport
@@ -43,14 +44,15 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
         uid: (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["uid"] for uid in uids
     }
     a, b, c = (placement[uid] for uid in uids)
+    accepted, running = pb.SHARE_PHASE_ACCEPTED, pb.SHARE_PHASE_RUNNING
     burst = [
-        (a, "Accepted"),
-        (b, "Accepted"),
-        (a, "Running"),
-        (b, "Running"),
-        (a, "Accepted"),  # resent after a newer one
-        (c, "Failed"),
-        (str(uuid.uuid4()), "Running"),  # a placement the Global does not know
+        (a, accepted),
+        (b, accepted),
+        (a, running),
+        (b, running),
+        (a, accepted),  # resent after a newer one
+        (c, pb.SHARE_PHASE_FAILED),
+        (str(uuid.uuid4()), running),  # a placement the Global does not know
     ]
     for seq, (placement_id, phase) in enumerate(burst, start=1):
         status = pb.JobStatusReport(placement_id=placement_id, phase=phase, report_seq=seq)
@@ -112,10 +114,10 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
     event.listen(engine, "before_cursor_execute", count)
     try:
         await asyncio.gather(
-            writer.add([ShareReport(clusters["east"][0], where["east"][1], "Accepted")]),
-            writer.add([ShareReport(clusters["west"][0], where["west"][1], "Running")]),
+            writer.add([ShareReport(clusters["east"][0], where["east"][1], SharePhase.ACCEPTED)]),
+            writer.add([ShareReport(clusters["west"][0], where["west"][1], SharePhase.RUNNING)]),
             # east speaking of north's placement: not its share, not its message
-            writer.add([ShareReport(clusters["east"][0], where["north"][1], "Running")]),
+            writer.add([ShareReport(clusters["east"][0], where["north"][1], SharePhase.RUNNING)]),
         )
     finally:
         event.remove(engine, "before_cursor_execute", count)
@@ -135,3 +137,35 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
     assert acked == {where["east"][1]: True, where["west"][1]: True, where["north"][1]: False}
     for _, stream in clusters.values():
         await stream.close()
+
+
+async def test_a_reported_warning_is_a_warning_event_and_shows_with_the_share(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """The share runs (the report moves it), and the user is told: a Warning event naming
+    the cluster, and the share's message marked as a warning."""
+    stream = Stream(app, east)
+    await stream.hello()
+    assert (await stream.send(snapshot(1))).ack.seq == 1
+    uid = (await submit(api, job_document("train", replicas=1))).json()["uid"]
+    assert await app.state.scheduler.run_once() is not None
+    placement = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["uid"]
+    status = pb.JobStatusReport(
+        placement_id=placement,
+        phase=pb.SHARE_PHASE_ACCEPTED,
+        warning="rank 0 cannot be reached from the other clusters",
+        report_seq=1,
+    )
+    await stream.call.write(pb.AgentMessage(job_status=status))
+    kind = None
+    while kind != "report_ack":  # (the assignment comes first)
+        kind = (await asyncio.wait_for(stream.call.read(), timeout=10)).WhichOneof("body")
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    warnings = [(e["type"], e["message"]) for e in events if e["reason"] == "ClusterWarning"]
+    assert warnings == [("Warning", "gpu-east: rank 0 cannot be reached from the other clusters")]
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["state"] == "Dispatched"
+    (share,) = job["placement"]["shares"]
+    assert share["phase"] == "Accepted"
+    assert share["message"] == "warning: rank 0 cannot be reached from the other clusters"
+    await stream.close()

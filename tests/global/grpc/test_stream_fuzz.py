@@ -64,7 +64,7 @@ def hostile(rng: random.Random) -> pb.AgentMessage:
         return pb.AgentMessage(
             job_status=pb.JobStatusReport(
                 placement_id=rng.choice(["", "not-a-uuid", "00000000-0000-0000-0000-000000000000"]),
-                phase=rng.choice(["", "Running", "Exploded"]),
+                phase=rng.choice([pb.SHARE_PHASE_UNSPECIFIED, pb.SHARE_PHASE_RUNNING, 99]),
                 message="m" * rng.choice([0, 10_000]),
             )
         )

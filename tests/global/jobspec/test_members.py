@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_global.jobspec.members import ShareLayout, member_jobs, rendezvous_address
+from volcano_global.jobspec.members import member_jobs, rendezvous_address
+from volcano_global.rpc.shares import ShareAssignment
 
 
-def layout(offset: int, pods: int, index: int = 0, count: int = 2) -> ShareLayout:
-    return ShareLayout(
+def layout(offset: int, pods: int, index: int = 0, count: int = 2) -> ShareAssignment:
+    return ShareAssignment(
         job_uid="u1",
         job_name="train",
         namespace="ml",

@@ -18,32 +18,17 @@ from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document
 from tests.server_process import ServerProcess
 from volcano_global.jobspec import SplitPolicy
-from volcano_global.jobspec.members import ShareLayout, rendezvous_env
-from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.jobspec.members import rendezvous_env
+from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import ReportError, Runtime
 from volcano_global.services.scheduling.snapshot import with_measurements
 
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 
 
-def env_of(assignment: pb.ShareAssignment, api: str) -> dict[str, str]:
+def env_of(assignment: ShareAssignment, api: str) -> dict[str, str]:
     """What the Kubernetes source injects for this share (the same function builds it)."""
-    layout = ShareLayout(
-        job_uid=assignment.job_uid,
-        job_name=assignment.job_name,
-        namespace=assignment.namespace,
-        placement_id=assignment.placement_id,
-        generation=assignment.generation,
-        rank_offset=assignment.rank_offset,
-        pods=assignment.pods,
-        world_pods=assignment.world_pods,
-        cluster_index=assignment.cluster_index,
-        cluster_count=assignment.cluster_count,
-        rendezvous_address=assignment.rendezvous_address,
-        job_token=assignment.job_token,
-        api_url=api,
-    )
-    return {**rendezvous_env(layout), "VC_TASK_INDEX": "0", "LOCAL_RANK": "0"}
+    return {**rendezvous_env(assignment, api_url=api), "VC_TASK_INDEX": "0", "LOCAL_RANK": "0"}
 
 
 @pytest.fixture

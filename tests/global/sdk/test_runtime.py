@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from volcano_global.jobspec.members import ShareLayout, member_jobs
+from volcano_global.jobspec.members import member_jobs
+from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import Layout, LayoutError, ParallelPlan, Runtime, job_document
 
 PLAN = ParallelPlan(tensor_parallel=4, pipeline_parallel=2, context_parallel=2, data_parallel=6)
@@ -15,7 +16,7 @@ PLAN = ParallelPlan(tensor_parallel=4, pipeline_parallel=2, context_parallel=2, 
 def env_for(offset: int, pods: int, index: int, count: int, world_pods: int) -> dict[str, str]:
     """The environment the agent injects for one share (built through the real code path)."""
     doc = job_document(PLAN, name="t", image="i")
-    layout = ShareLayout(
+    layout = ShareAssignment(
         job_uid="u",
         job_name="t",
         namespace="ml",

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from volcano_global.jobspec.members import ShareLayout, member_jobs
+from volcano_global.jobspec.members import member_jobs
+from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import ParallelPlan, job_document
 
 WORKER = Path(__file__).with_name("torch_worker.py")
@@ -29,7 +30,7 @@ def free_port() -> int:
 
 
 def share_env(plan: ParallelPlan, offset: int, pods: int, index: int, count: int) -> dict[str, str]:
-    layout = ShareLayout(
+    layout = ShareAssignment(
         job_uid="u",
         job_name="train",
         namespace="ml",

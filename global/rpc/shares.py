@@ -1,0 +1,163 @@
+"""The wire between the Global and its agents as domain types: the share assignments and
+cancellations the Global sends (kept in its outbox as JSON payloads until acknowledged), the
+status an agent reports, and the phases of a share. Each type converts to and from its message
+in v1/ (generated from proto/), so that no other module spells a message out field by field."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, Self, TypeVar
+
+from google.protobuf.message import Message
+
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+M = TypeVar("M", bound=Message)
+
+
+class SharePhase(enum.StrEnum):
+    """Where a cluster's share of a job stands, by the name the Global stores and shows."""
+
+    ASSIGNED = "Assigned"  # the Global's own, before any report: agents never send it
+    ACCEPTED = "Accepted"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def progress(self) -> int:
+        """How far the share has come: a report of less is an old one resent (Failed and
+        Cancelled are the furthest, from any phase)."""
+        return _PROGRESS[self]
+
+    def to_proto(self) -> pb.SharePhase:
+        if self is SharePhase.ASSIGNED:
+            raise ValueError("Assigned is the Global's phase: agents do not report it")
+        return _TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> SharePhase:
+        """The reported phase; ValueError for SHARE_PHASE_UNSPECIFIED or a value this
+        version does not know."""
+        phase = _FROM_PROTO.get(value)
+        if phase is None:
+            known = ", ".join(pb.SharePhase.Name(v) for v in _FROM_PROTO)
+            what = "must be set" if value == pb.SHARE_PHASE_UNSPECIFIED else f"unknown {value}"
+            raise ValueError(f"{what}: one of {known}")
+        return phase
+
+
+_PROGRESS = {
+    SharePhase.ASSIGNED: 0,
+    SharePhase.ACCEPTED: 1,
+    SharePhase.RUNNING: 2,
+    SharePhase.SUCCEEDED: 3,
+    SharePhase.FAILED: 4,
+    SharePhase.CANCELLED: 4,
+}
+# By name (SHARE_PHASE_RUNNING <-> Running): a phase missing on either side fails at import.
+_TO_PROTO = {
+    phase: pb.SharePhase.Value(f"SHARE_PHASE_{phase.name}")
+    for phase in SharePhase
+    if phase is not SharePhase.ASSIGNED
+}
+_FROM_PROTO = {value: phase for phase, value in _TO_PROTO.items()}
+
+
+class _Wire(Generic[M]):
+    """A dataclass whose fields are its protobuf message's, under the same names; its outbox
+    payload is the same fields as JSON."""
+
+    __slots__ = ()
+    _message: type[M]
+
+    def to_payload(self) -> dict[str, Any]:
+        values = {name: getattr(self, name) for name in _names(type(self))}
+        return {k: dict(v) if type(v) is dict else v for k, v in values.items()}  # maps copied
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        """Keys this version does not know are ignored (a newer writer); a missing key takes
+        its field's default (an acknowledged assignment's job token is scrubbed)."""
+        return cls(**{name: payload[name] for name in _names(cls) if name in payload})
+
+    def to_proto(self) -> M:
+        return self._message(**{name: getattr(self, name) for name in _names(type(self))})
+
+    @classmethod
+    def from_proto(cls, message: M) -> Self:
+        values = {name: getattr(message, name) for name in _names(cls)}
+        return cls(**{k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()})
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareAssignment(_Wire[pb.ShareAssignment]):
+    """The part of a job one cluster runs, as its agent needs it (see the message in
+    proto/volcano_global/rpc/v1/agent.proto). Applying it twice must change nothing."""
+
+    _message = pb.ShareAssignment
+
+    placement_id: str
+    generation: int
+    job_uid: str
+    job_name: str
+    namespace: str
+    pods: int
+    rank_offset: int  # rank of the share's first pod in the whole job of `world_pods` pods
+    world_pods: int
+    cluster_index: int  # the share's position among the job's shares (rank order)
+    cluster_count: int
+    rendezvous_address: str  # where rank 0 of the whole job listens (host:port)
+    member_job_name: str = ""  # empty: derived from the job's name and the placement
+    manifest_json: str = ""  # the submitted document, for the Kubernetes source
+    gpus_per_pod: int = 0
+    gpu_model: str = ""
+    domains: dict[str, int] = field(default_factory=dict)  # leaf HyperNode -> pods
+    duration_seconds: float = 0.0  # how long the job runs, for simulated clusters
+    job_token: str = ""  # lets the job's processes report measurements for this job only
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareCancellation(_Wire[pb.ShareCancellation]):
+    """Remove every trace of a placement's share from the cluster."""
+
+    _message = pb.ShareCancellation
+
+    placement_id: str
+    job_uid: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareStatus:
+    """An agent's report on its share (numbered and sent by the agent's client)."""
+
+    placement_id: str
+    job_uid: str
+    phase: SharePhase
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    message: str = ""  # why the share is where it is (e.g. why it failed)
+    warning: str = ""  # what the user should know although the share runs
+
+    def to_proto(self) -> pb.JobStatusReport:
+        return pb.JobStatusReport(
+            placement_id=self.placement_id,
+            job_uid=self.job_uid,
+            phase=self.phase.to_proto(),
+            running=self.running,
+            succeeded=self.succeeded,
+            failed=self.failed,
+            message=self.message,
+            warning=self.warning,
+        )

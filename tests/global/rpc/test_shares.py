@@ -1,0 +1,114 @@
+"""The wire's domain types: an assignment goes outbox payload -> protobuf -> agent unchanged,
+payloads of the previous release still read, and phases map to the protocol's enum."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from google.protobuf.message import Message
+
+from tests.factories import share_assignment
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+ASSIGNMENT = share_assignment(  # every field set, none to its default
+    rank_offset=8,
+    world_pods=12,
+    cluster_index=1,
+    cluster_count=3,
+    manifest_json='{"kind": "Job"}',
+    gpus_per_pod=8,
+    gpu_model="H100",
+    domains={"tor0": 1, "tor1": 1},
+    duration_seconds=5400.0,
+    job_token="vgj_secret",
+)
+
+
+def over_the_wire(message: pb.ShareAssignment) -> pb.ShareAssignment:
+    return pb.ShareAssignment.FromString(message.SerializeToString())
+
+
+def test_an_assignment_reaches_the_agent_as_the_outbox_wrote_it() -> None:
+    stored = ASSIGNMENT.to_payload()
+    sent = ShareAssignment.from_payload(stored).to_proto()
+    assert ShareAssignment.from_proto(over_the_wire(sent)) == ASSIGNMENT
+    cancellation = ShareCancellation(placement_id="p", job_uid="u", reason="job cancelled")
+    sent_cancellation = ShareCancellation.from_payload(cancellation.to_payload()).to_proto()
+    assert ShareCancellation.from_proto(sent_cancellation) == cancellation
+
+
+@pytest.mark.parametrize(
+    ("kind", "message", "not_in_kind"),
+    [
+        (ShareAssignment, pb.ShareAssignment, set()),
+        (ShareCancellation, pb.ShareCancellation, set()),
+        (ShareStatus, pb.JobStatusReport, {"report_seq"}),  # the agent's client numbers it
+    ],
+)
+def test_the_types_carry_every_field_of_their_messages(
+    kind: type, message: type[Message], not_in_kind: set[str]
+) -> None:
+    """A field added to the .proto but not to its type would be dropped on the way."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    assert names == set(message.DESCRIPTOR.fields_by_name) - not_in_kind
+
+
+def test_payloads_of_the_previous_release_still_read() -> None:
+    """Outbox rows outlive a restart: the keys the previous writer used are still the format
+    (a row it wrote reads, and one this version writes reads in the previous release)."""
+    previous = {
+        "placement_id": "0123abcd-0000-0000-0000-000000000000",
+        "generation": 1,
+        "job_uid": "u",
+        "job_name": "train",
+        "namespace": "ml",
+        "pods": 2,
+        "rank_offset": 8,
+        "world_pods": 12,
+        "gpus_per_pod": 8,
+        "gpu_model": "H100",
+        "domains": {"tor0": 1, "tor1": 1},
+        "duration_seconds": 5400.0,
+        "manifest_json": '{"kind": "Job"}',
+        "cluster_index": 1,
+        "cluster_count": 3,
+        "rendezvous_address": "train-0123abcd-task-0.train-0123abcd.ml.svc:29500",
+        "member_job_name": "train-0123abcd",
+        "job_token": "vgj_secret",
+    }
+    assert ShareAssignment.from_payload(previous) == ASSIGNMENT
+    assert ASSIGNMENT.to_payload() == previous
+    scrubbed = {k: v for k, v in previous.items() if k != "job_token"}
+    assert ShareAssignment.from_payload({**scrubbed, "later": 1}).job_token == ""
+    cancel = {"placement_id": "p", "job_uid": "u", "reason": "gang withdrawn"}
+    assert ShareCancellation.from_payload(cancel).to_payload() == cancel
+
+
+@pytest.mark.parametrize("phase", [p for p in SharePhase if p is not SharePhase.ASSIGNED])
+def test_each_reported_phase_has_its_value_on_the_wire(phase: SharePhase) -> None:
+    value = phase.to_proto()
+    assert pb.SharePhase.Name(value) == f"SHARE_PHASE_{phase.name}"
+    assert SharePhase.from_proto(value) is phase
+
+
+def test_what_is_not_a_reported_phase_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be set"):
+        SharePhase.from_proto(pb.SHARE_PHASE_UNSPECIFIED)
+    with pytest.raises(ValueError, match="unknown 99"):
+        SharePhase.from_proto(99)  # a value of a newer protocol
+    with pytest.raises(ValueError, match="agents do not report it"):
+        SharePhase.ASSIGNED.to_proto()
+
+
+def test_a_status_keeps_its_warning_apart_from_its_message() -> None:
+    status = ShareStatus(
+        placement_id="p", job_uid="u", phase=SharePhase.ACCEPTED, warning="no MCS API"
+    )
+    message = status.to_proto()
+    assert (message.phase, message.message, message.warning) == (
+        pb.SHARE_PHASE_ACCEPTED,
+        "",
+        "no MCS API",
+    )
