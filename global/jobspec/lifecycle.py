@@ -11,7 +11,7 @@ from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
 
 DEFAULT_RUNNING_ESTIMATE_S = 60.0  # without an estimate (or one that reads as no time)
 DEFAULT_MAX_RETRY = 3  # Volcano's default spec.maxRetry
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -37,8 +37,8 @@ def read_lifecycle(
 
 
 def running_estimate_seconds(value: object) -> float:
-    """Volcano's `runningEstimate`, a Go duration such as "1h30m", in seconds. Anything that
-    is not a duration of more than no time is the default (Volcano accepts it unchecked)."""
+    """Volcano's `runningEstimate`, a Go duration such as "1h30m" or "500ms" (h, m, s, ms),
+    in seconds. Anything that is not a duration of more than no time is the default."""
     if not isinstance(value, str):
         return DEFAULT_RUNNING_ESTIMATE_S
     total = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION.findall(value))

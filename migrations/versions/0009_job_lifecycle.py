@@ -112,7 +112,7 @@ def _seconds(duration: object) -> float:
     if not isinstance(duration, str):
         return DEFAULTS["estimate"]
     scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    found = re.findall(r"(\d+(?:\.\d+)?)(h|m|s|ms)", duration)
+    found = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
     return sum(float(n) * scale[unit] for n, unit in found) or DEFAULTS["estimate"]
 
 

@@ -151,7 +151,7 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
         max_nodes=100_000,
         max_depth=64,
     )
-    hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["runningEstimate"] = "20m"
+    hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["runningEstimate"] = "20m500ms"
     manifests = [configured, job_document("plain"), hyperjob]
     await migrate.upgrade(empty_engine, "0008")
     queue_id, now = uuid.uuid4(), utcnow()
@@ -189,5 +189,5 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
             120,
         ),
         "plain": (60.0, [], 3, None),
-        "llm-training": (1200.0, [], 3, None),
+        "llm-training": (1200.5, [], 3, None),
     }

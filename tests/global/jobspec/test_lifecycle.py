@@ -50,6 +50,8 @@ def test_a_job_without_lifecycle_fields_gets_the_defaults() -> None:
         ("1.5h", 5400.0),
         ("90s", 90.0),
         ("2h0m30s", 7230.0),
+        ("500ms", 0.5),
+        ("1m500ms", 60.5),
         ("0s", 60.0),  # no time at all: the default
         ("soon", 60.0),  # not a duration: accepted, as Volcano's CRD does, and the default
         (600, 60.0),  # not a string: likewise
