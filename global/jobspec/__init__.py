@@ -7,6 +7,8 @@ from volcano_global.jobspec.documents import load_document
 from volcano_global.jobspec.model import (
     Communication,
     Gang,
+    Lifecycle,
+    LifecyclePolicy,
     NormalizedJob,
     PodResources,
     SplitPolicy,
@@ -19,6 +21,8 @@ from volcano_global.jobspec.normalize import ParseOptions, normalize_job
 __all__ = [
     "Communication",
     "Gang",
+    "Lifecycle",
+    "LifecyclePolicy",
     "NormalizedJob",
     "ParseOptions",
     "PodResources",

@@ -111,6 +111,28 @@ class SplitPolicy(Frozen):
     source: Literal["default", "annotations", "communication", "hyperjob"] = "default"
 
 
+class LifecyclePolicy(Frozen):
+    """A job-level Volcano `policies` entry, as far as the Global acts on it: the events it
+    matches (`event` and `events` together; `*` matches any) and its action."""
+
+    events: list[str]
+    action: str
+
+
+class Lifecycle(Frozen):
+    """What happens to the job once placed, read from its document at submission
+    (`jobspec/lifecycle.py`)."""
+
+    running_estimate_seconds: float = Field(
+        description="Volcano's runningEstimate (a HyperJob's: its first child's that has one)"
+    )
+    policies: list[LifecyclePolicy] = Field(description="In order: the first match decides")
+    max_retry: int = Field(description="Times the job may be requeued after it started")
+    gang_start_timeout_seconds: int | None = Field(
+        description="Time every share has to start; None: the scheduler's default"
+    )
+
+
 class NormalizedJob(Frozen):
     api_version: str
     kind: Literal["Job", "HyperJob"]
@@ -122,3 +144,4 @@ class NormalizedJob(Frozen):
     gang: Gang
     split_policy: SplitPolicy
     communication: Communication | None = None
+    lifecycle: Lifecycle

@@ -1,5 +1,5 @@
 """Entry point of the parser: check a document's kind and metadata, read its spec, and derive
-the gang, the split policy and the communication declaration."""
+the gang, the split policy, the communication declaration and the lifecycle."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from volcano_global.jobspec import extensions as ext
 from volcano_global.jobspec.fields import Checker, child, is_dns_label
+from volcano_global.jobspec.lifecycle import read_lifecycle
 from volcano_global.jobspec.model import (
     Communication,
     Gang,
@@ -59,7 +60,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
             check.fail(child("metadata.labels", str(key)), "must be a string")
     annotations = ext.read_annotations(metadata, check)
     gpu_model = annotations.get(ext.GPU_MODEL)
-    ext.annotation_int(annotations, ext.GANG_START_TIMEOUT, check, minimum=1)  # read at dispatch
+    start_timeout = ext.annotation_int(annotations, ext.GANG_START_TIMEOUT, check, minimum=1)
     spec = check.mapping(doc, "spec", "", required=True)
     check.raise_if_any()
     assert spec is not None and name is not None
@@ -71,9 +72,12 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         gang = _job_gang(summary)
         queue, priority_class = summary.queue, summary.priority_class_name
         class_path = "spec.priorityClassName"
+        max_retry = summary.max_retry
     else:
         gang, queue, priority_class, class_path = _hyperjob(spec, check, gpu_model, options)
+        max_retry = None
     check.raise_if_any()
+    lifecycle = read_lifecycle(kind, spec, max_retry=max_retry, start_timeout_s=start_timeout)
 
     communication = ext.read_communication(
         annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
@@ -101,6 +105,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         gang=gang,
         split_policy=split,
         communication=communication,
+        lifecycle=lifecycle,
     )
 
 

@@ -58,6 +58,7 @@ class JobSpecSummary:
     queue: str | None
     priority_class_name: str | None
     network_topology: TopologyRequirement | None
+    max_retry: int | None
 
 
 def read_job_spec(
@@ -97,7 +98,7 @@ def read_job_spec(
             child(path, "minAvailable"),
             f"must be <= the total replicas of all tasks ({total_pods})",
         )
-    check.integer(spec, "maxRetry", path, minimum=0)
+    max_retry = check.integer(spec, "maxRetry", path, minimum=0)
     check.integer(spec, "minSuccess", path, minimum=1)
     check.integer(spec, "ttlSecondsAfterFinished", path, minimum=0)
     check.string(spec, "schedulerName", path)
@@ -108,6 +109,7 @@ def read_job_spec(
         queue=check.string(spec, "queue", path),
         priority_class_name=check.string(spec, "priorityClassName", path),
         network_topology=read_network_topology(spec, "networkTopology", path, check),
+        max_retry=max_retry,
     )
 
 

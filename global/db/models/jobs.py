@@ -1,4 +1,4 @@
-"""Jobs: the submitted document as received, its normalized gang, and the lifecycle."""
+"""Jobs: the submitted document as received, its normalized gang and lifecycle, and its state."""
 
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ class Job(UUIDPrimaryKey, Base):
     total_pods: Mapped[int]
     total_gpus: Mapped[int]
     gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
+    # The lifecycle the parser read (jobspec's `Lifecycle`): dispatch and gang supervision
+    # read these, not the document.
+    running_estimate_seconds: Mapped[float]
+    lifecycle_policies: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
+    max_retry: Mapped[int]
+    gang_start_timeout_seconds: Mapped[int | None] = mapped_column(default=None)
 
     state: Mapped[JobState] = mapped_column(str_enum(JobState), default=JobState.PENDING)
     state_message: Mapped[str] = mapped_column(Text, default="")

@@ -32,13 +32,11 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
 )
-from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import transition
 from volcano_global.services.lifecycle.placements import end_placement
 
-DEFAULT_MAX_RETRY = 3  # Volcano's default spec.maxRetry
 REQUEUE = frozenset({"RestartJob", "RestartTask", "RestartPod", "RestartPartition"})
 FAIL = frozenset({"AbortJob", "TerminateJob"})
 COMPLETE = frozenset({"CompleteJob"})
@@ -54,18 +52,15 @@ class GangOutcome:
 
 
 def start_timeout_s(job: Job, default_s: float) -> float:
-    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(GANG_START_TIMEOUT)
-    return float(value) if value is not None else default_s
+    own = job.gang_start_timeout_seconds
+    return float(own) if own is not None else default_s
 
 
-def policy_action(manifest: dict[str, Any], event: str) -> str:
-    """The action of the first job-level Volcano policy matching `event` (or `*`)."""
-    for policy in (manifest.get("spec") or {}).get("policies") or []:
-        if not isinstance(policy, dict):
-            continue
-        events = [*(policy.get("events") or []), policy.get("event")]
-        if (event in events or "*" in events) and isinstance(policy.get("action"), str):
+def policy_action(policies: list[dict[str, Any]], event: str) -> str:
+    """The action of the first of a job's policies (`lifecycle_policies`) matching `event`
+    (or `*`)."""
+    for policy in policies:
+        if event in policy["events"] or "*" in policy["events"]:
             return str(policy["action"])
     return DEFAULT_ACTION[event]
 
@@ -95,8 +90,8 @@ async def share_lost(
         return await withdraw(
             session, placement=placement, job=job, reason="GangWithdrawn", message=message
         )
-    action = policy_action(job.manifest, event)
-    max_retry = (job.manifest.get("spec") or {}).get("maxRetry", DEFAULT_MAX_RETRY)
+    action = policy_action(job.lifecycle_policies, event)
+    max_retry = job.max_retry
     name = f"{job.namespace}/{job.name}"
     await end_placement(
         session, placement=placement, state=PlacementState.RELEASED, cancel_reason=message
@@ -180,15 +175,15 @@ async def _due(
     """The active placements a sweep may have to act on, read without locking or loading
     them: those with a share on a cluster that is not Ready, and those not started whose
     start timeout has passed - with the default, or with a timeout of their own
-    (annotation; few jobs carry one, and their rows are checked in full). Placements still
-    within the default timeout, nearly all of the starting ones under load, are not read:
-    a sweep every round used to load and lock each of them, with its job and shares."""
+    (`gang_start_timeout_seconds`; few jobs carry one, and their rows are checked in full).
+    Placements still within the default timeout, nearly all of the starting ones under load,
+    are not read: a sweep every round used to load and lock each of them, with its job and
+    shares."""
     on_lost_cluster = (
         select(ClusterShare.placement_id)
         .join(Cluster, Cluster.id == ClusterShare.cluster_id)
         .where(Cluster.state != ClusterState.READY)
     )
-    own_timeout = Job.manifest[("metadata", "annotations", GANG_START_TIMEOUT)].as_string()
     rows = await session.execute(
         select(Placement.id)
         .join(Job, Job.id == Placement.job_id)
@@ -199,7 +194,7 @@ async def _due(
                     Job.state.in_(NOT_STARTED),
                     or_(
                         Job.placed_at < now - timedelta(seconds=default_timeout_s),
-                        own_timeout.is_not(None),
+                        Job.gang_start_timeout_seconds.is_not(None),
                     ),
                 ),
                 and_(

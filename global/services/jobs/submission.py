@@ -88,6 +88,7 @@ async def submit_job(
     connection, which the writer needs). Returns the stored row (every column of the jobs table
     and `queue_name`, as `job_views` reads it)."""
     document, job, queue_name = read_submission(submission)
+    lifecycle = job.lifecycle
     now = utcnow()
     values: dict[str, Any] = {
         "id": uuid.uuid4(),
@@ -108,6 +109,10 @@ async def submit_job(
         "total_pods": job.gang.total_pods,
         "total_gpus": job.gang.total_gpus,
         "gpu_model": job.gang.gpu_model,
+        "running_estimate_seconds": lifecycle.running_estimate_seconds,
+        "lifecycle_policies": [p.model_dump(mode="json") for p in lifecycle.policies],
+        "max_retry": lifecycle.max_retry,
+        "gang_start_timeout_seconds": lifecycle.gang_start_timeout_seconds,
         "state": JobState.PENDING,
         "state_message": "",
         "pending_reason": NOT_YET_SCHEDULED,

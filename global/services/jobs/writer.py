@@ -33,7 +33,7 @@ from volcano_global.db.engine import autocommit
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job, Queue
 
-MAX_BATCH = 500  # jobs per INSERT (each has ~25 columns: well under the bind-parameter limits)
+MAX_BATCH = 500  # jobs per INSERT (each has ~30 columns: well under the bind-parameter limits)
 
 
 class WriteOutcome(enum.Enum):

@@ -5,9 +5,7 @@ on them (at least once; agents apply them idempotently by placement id)."""
 from __future__ import annotations
 
 import json
-import re
 import uuid
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,24 +16,6 @@ from volcano_global.jobspec.members import member_job_name, rendezvous_address
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 
 OUTBOX = Channel("vglobal_outbox")  # wakes the stream of a cluster messages were written for
-DEFAULT_DURATION_S = 60.0
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
-
-
-def running_estimate(manifest: dict[str, Any]) -> float:
-    """Volcano's `spec.runningEstimate` (a Go duration such as "1h30m") in seconds."""
-    spec = manifest.get("spec") or {}
-    text = spec.get("runningEstimate")
-    if text is None:
-        templates = [
-            r.get("templateSpec", {}) for r in spec.get("replicatedJobs", []) if isinstance(r, dict)
-        ]
-        text = next((t.get("runningEstimate") for t in templates if t.get("runningEstimate")), None)
-    if not isinstance(text, str):
-        return DEFAULT_DURATION_S
-    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    total = sum(float(n) * scale[unit] for n, unit in _DURATION.findall(text))
-    return total or DEFAULT_DURATION_S
 
 
 def enqueue_assignments(
@@ -48,7 +28,7 @@ def enqueue_assignments(
 ) -> None:
     """One assignment per share. The job token rides in the payload until the agent
     acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
-    duration = running_estimate(job.manifest)
+    duration = job.running_estimate_seconds
     member = member_job_name(job.name, str(placement.id))
     ordered = sorted(shares, key=lambda s: s.rank_offset)
     rendezvous = rendezvous_address(

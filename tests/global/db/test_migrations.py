@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -14,9 +17,12 @@ from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import create_postgres_database, drop_postgres_database
+from tests.factories import EXAMPLES, job_document
 from volcano_global.db import migrate
-from volcano_global.db.base import Base
+from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
+from volcano_global.jobspec import load_document
+from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
 
@@ -76,3 +82,112 @@ async def test_postgres_replicas_starting_together_migrate_once(fresh_database_n
         for engine in engines:
             await engine.dispose()
         await drop_postgres_database(fresh_database_name)
+
+
+# The tables as of revision 0008, with the columns a row needs (later models may differ).
+QUEUES_0008 = sa.table(
+    "queues",
+    *(sa.column(c, sa.Integer()) for c in ("weight", "priority")),
+    sa.column("id", sa.Uuid()),
+    sa.column("name", sa.String()),
+    *(sa.column(c, sa.DateTime(timezone=True)) for c in ("created_at", "updated_at")),
+)
+JOBS_0008 = sa.table(
+    "jobs",
+    sa.column("id", sa.Uuid()),
+    sa.column("queue_id", sa.Uuid()),
+    *(sa.column(c, JSONType) for c in ("manifest", "gang", "split_policy")),
+    *(sa.column(c, sa.Integer()) for c in ("priority", "total_pods", "total_gpus")),
+    *(sa.column(c, sa.DateTime(timezone=True)) for c in ("submitted_at", "updated_at")),
+    *(
+        sa.column(c, sa.String())
+        for c in ("name", "namespace", "kind", "api_version", "source", "source_format")
+    ),
+    *(sa.column(c, sa.String()) for c in ("state", "state_message", "submitted_by")),
+)
+
+
+def _job_row(queue_id: uuid.UUID, manifest: dict[str, Any]) -> dict[str, Any]:
+    now = utcnow()
+    return {
+        "id": uuid.uuid4(),
+        "queue_id": queue_id,
+        "manifest": manifest,
+        "gang": {},
+        "split_policy": {},
+        "priority": 0,
+        "total_pods": 1,
+        "total_gpus": 8,
+        "submitted_at": now,
+        "updated_at": now,
+        "name": manifest["metadata"]["name"],
+        "namespace": "ml",
+        "kind": manifest["kind"],
+        "api_version": manifest["apiVersion"],
+        "source": "{}",
+        "source_format": "json",
+        "state": "Running",
+        "state_message": "",
+        "submitted_by": "admin",
+    }
+
+
+async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
+    empty_engine: AsyncEngine,
+) -> None:
+    configured = job_document(
+        "configured",
+        runningEstimate="1h30m",
+        maxRetry=5,
+        policies=[
+            {"exitCode": 2, "action": "RestartJob"},
+            {"events": ["PodEvicted"], "event": "PodFailed", "action": "AbortJob"},
+        ],
+    )
+    configured["metadata"]["annotations"] = {GANG_START_TIMEOUT: "120"}
+    hyperjob = load_document(
+        (EXAMPLES / "hyperjob-llm-training.yaml").read_bytes(),
+        fmt="yaml",
+        max_nodes=100_000,
+        max_depth=64,
+    )
+    hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["runningEstimate"] = "20m500ms"
+    manifests = [configured, job_document("plain"), hyperjob]
+    await migrate.upgrade(empty_engine, "0008")
+    queue_id, now = uuid.uuid4(), utcnow()
+    async with empty_engine.begin() as conn:
+        await conn.execute(
+            QUEUES_0008.insert(),
+            [
+                {
+                    "id": queue_id,
+                    "name": "default",
+                    "weight": 1,
+                    "priority": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+        await conn.execute(JOBS_0008.insert(), [_job_row(queue_id, m) for m in manifests])
+    await migrate.upgrade(empty_engine)
+    columns = (
+        "running_estimate_seconds",
+        "lifecycle_policies",
+        "max_retry",
+        "gang_start_timeout_seconds",
+    )
+    jobs = Base.metadata.tables["jobs"]
+    async with empty_engine.connect() as conn:
+        rows = await conn.execute(sa.select(jobs.c.name, *(jobs.c[c] for c in columns)))
+        stored = {name: tuple(values) for name, *values in rows}
+    assert stored == {
+        "configured": (
+            5400.0,
+            [{"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}],
+            5,
+            120,
+        ),
+        "plain": (60.0, [], 3, None),
+        "llm-training": (1200.5, [], 3, None),
+    }

@@ -1,32 +1,39 @@
-"""Which action a lost share leads to: the job's Volcano policies, else the defaults."""
+"""Which action a lost share leads to: the job's Volcano policies as read at submission, else
+the defaults."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from tests.factories import job_document
+from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.services.dispatch.supervision import policy_action
 
 
+def action(policies: Any, event: str) -> str:
+    """The action for `event` of a job submitted with these `spec.policies`, as supervision
+    reads them from the stored job."""
+    job = normalize_job(job_document(policies=policies), ParseOptions())
+    stored = [p.model_dump(mode="json") for p in job.lifecycle.policies]
+    return policy_action(stored, event)
+
+
 def test_the_first_matching_policy_decides() -> None:
-    manifest = {
-        "spec": {
-            "policies": [
-                {"event": "PodFailed", "action": "RestartJob"},
-                {"events": ["PodEvicted", "Unknown"], "action": "AbortJob"},
-            ]
-        }
-    }
-    assert policy_action(manifest, "PodEvicted") == "AbortJob"
-    assert policy_action(manifest, "PodFailed") == "RestartJob"
+    policies = [
+        {"event": "PodFailed", "action": "RestartJob"},
+        {"events": ["PodEvicted", "Unknown"], "action": "AbortJob"},
+        {"event": "PodEvicted", "action": "CompleteJob"},
+    ]
+    assert action(policies, "PodEvicted") == "AbortJob"
+    assert action(policies, "PodFailed") == "RestartJob"
 
 
 def test_any_event_matches_a_wildcard_policy() -> None:
-    assert (
-        policy_action(
-            {"spec": {"policies": [{"event": "*", "action": "TerminateJob"}]}}, "PodFailed"
-        )
-        == "TerminateJob"
-    )
+    assert action([{"event": "*", "action": "TerminateJob"}], "PodFailed") == "TerminateJob"
+    assert action([{"events": ["*"], "action": "CompleteJob"}], "PodEvicted") == "CompleteJob"
 
 
 def test_without_a_policy_an_evicted_share_requeues_and_a_failed_one_aborts() -> None:
-    assert policy_action({"spec": {}}, "PodEvicted") == "RestartJob"
-    assert policy_action({"spec": {"policies": "junk"}}, "PodFailed") == "AbortJob"
+    assert action(None, "PodEvicted") == "RestartJob"
+    assert action("junk", "PodFailed") == "AbortJob"
+    assert action([{"exitCode": 3, "action": "RestartJob"}], "PodFailed") == "AbortJob"

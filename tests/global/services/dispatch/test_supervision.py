@@ -4,6 +4,7 @@ withdraws, when, and that it leaves the others alone (the scheduler runs it ever
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -13,28 +14,36 @@ from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterState
+from volcano_global.db.models import Cluster, ClusterState, Job, JobState
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 from volcano_global.services.dispatch.supervision import supervise
 
 DEFAULT_S = 60.0
 
 
-async def _placed(app: FastAPI, api: httpx.AsyncClient, timeouts: dict[str, str | None]) -> None:
+def _timed(timeouts: dict[str, str | None]) -> list[dict[str, Any]]:
     """Jobs named after `timeouts`, each with its own gang start timeout (annotation) or the
-    default, placed on one cluster by one scheduling round and never started."""
-    token = str((await create_cluster(api, "gpu-east"))["agentToken"])
-    stream = Stream(app, token)
-    await stream.hello()
-    assert (await stream.send(snapshot(1, nodes=8))).ack.seq == 1
+    default."""
+    documents = []
     for name, timeout in timeouts.items():
         document = job_document(name, replicas=1, gpus=1)
         if timeout is not None:
             document["metadata"]["annotations"] = {GANG_START_TIMEOUT: timeout}
+        documents.append(document)
+    return documents
+
+
+async def _placed(app: FastAPI, api: httpx.AsyncClient, documents: list[dict[str, Any]]) -> None:
+    """The jobs placed on one cluster by one scheduling round and never started."""
+    token = str((await create_cluster(api, "gpu-east"))["agentToken"])
+    stream = Stream(app, token)
+    await stream.hello()
+    assert (await stream.send(snapshot(1, nodes=8))).ack.seq == 1
+    for document in documents:
         assert (await submit(api, document)).status_code == 201
     report = await app.state.scheduler.run_once()
     assert report is not None
-    assert len(report.result.placed) == len(timeouts)
+    assert len(report.result.placed) == len(documents)
 
 
 async def _sweep(app: FastAPI, after_s: float) -> list[str]:
@@ -50,7 +59,7 @@ async def _sweep(app: FastAPI, after_s: float) -> list[str]:
 async def test_each_gang_is_withdrawn_when_its_own_start_timeout_passes(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    await _placed(app, api, {"short": "5", "default": None, "long": "600"})
+    await _placed(app, api, _timed({"short": "5", "default": None, "long": "600"}))
     assert await _sweep(app, 1) == []
     assert await _sweep(app, 10) == ["ml/short Withdrawn"]
     assert await _sweep(app, DEFAULT_S + 5) == ["ml/default Withdrawn"]
@@ -66,8 +75,40 @@ async def test_each_gang_is_withdrawn_when_its_own_start_timeout_passes(
 async def test_a_gang_on_a_cluster_that_is_not_ready_is_withdrawn_at_once(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    await _placed(app, api, {"a": None, "b": "600"})
+    await _placed(app, api, _timed({"a": None, "b": "600"}))
     async with transaction(app.state.sessions) as session:
         await session.execute(update(Cluster).values(state=ClusterState.NOT_READY))
     assert await _sweep(app, 0) == ["ml/a Withdrawn", "ml/b Withdrawn"]
     assert await _sweep(app, 0) == []  # withdrawn placements are not looked at again
+
+
+async def test_a_running_job_on_a_lost_cluster_follows_its_policies_and_max_retry(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    aborts = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "*", "action": "AbortJob"}]
+    await _placed(
+        app,
+        api,
+        [
+            job_document("restarts", replicas=1, gpus=1),  # PodEvicted -> RestartJob
+            job_document("aborts", replicas=1, gpus=1, policies=aborts),
+            job_document("no-retry", replicas=1, gpus=1, maxRetry=0),
+        ],
+    )
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(Job).values(state=JobState.RUNNING))
+        await session.execute(update(Cluster).values(state=ClusterState.NOT_READY))
+    assert await _sweep(app, 0) == [
+        "ml/aborts Failed",
+        "ml/no-retry Failed",
+        "ml/restarts Requeued",
+    ]
+    states = {
+        j["name"]: (j["state"], j["requeues"])
+        for j in (await api.get("/api/v1/jobs")).json()["items"]
+    }
+    assert states == {
+        "restarts": ("Pending", 1),
+        "aborts": ("Failed", 0),
+        "no-retry": ("Failed", 0),
+    }

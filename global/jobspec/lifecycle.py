@@ -1,0 +1,63 @@
+"""A job's lifecycle fields read once, at submission, from a document already checked: how long
+it is expected to run, what a lost share leads to and how often it may be requeued. Dispatch
+and gang supervision read the stored result, never the document again."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
+
+DEFAULT_RUNNING_ESTIMATE_S = 60.0  # without an estimate (or one that reads as no time)
+DEFAULT_MAX_RETRY = 3  # Volcano's default spec.maxRetry
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def read_lifecycle(
+    kind: str, spec: dict[str, Any], *, max_retry: int | None, start_timeout_s: int | None
+) -> Lifecycle:
+    """A Job's own `runningEstimate`, `policies` and `maxRetry` (checked by `read_job_spec`).
+    A HyperJob has neither policies nor maxRetry (Volcano's defaults apply); its estimate is
+    the first of its children's."""
+    if kind == "Job":
+        estimate = spec.get("runningEstimate")
+        policies = lifecycle_policies(spec.get("policies"))
+    else:
+        templates = [entry["templateSpec"] for entry in spec["replicatedJobs"]]
+        estimate = next((t["runningEstimate"] for t in templates if t.get("runningEstimate")), None)
+        policies = []
+    return Lifecycle(
+        running_estimate_seconds=running_estimate_seconds(estimate),
+        policies=policies,
+        max_retry=DEFAULT_MAX_RETRY if max_retry is None else max_retry,
+        gang_start_timeout_seconds=start_timeout_s,
+    )
+
+
+def running_estimate_seconds(value: object) -> float:
+    """Volcano's `runningEstimate`, a Go duration such as "1h30m" or "500ms" (h, m, s, ms),
+    in seconds. Anything that is not a duration of more than no time is the default."""
+    if not isinstance(value, str):
+        return DEFAULT_RUNNING_ESTIMATE_S
+    total = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION.findall(value))
+    return total or DEFAULT_RUNNING_ESTIMATE_S
+
+
+def lifecycle_policies(value: object) -> list[LifecyclePolicy]:
+    """The job-level `policies` supervision can match: an entry that is not a mapping, has no
+    string action or names no event is skipped, as it never matched."""
+    if not isinstance(value, list):
+        return []
+    policies = []
+    for entry in value:
+        if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
+            continue
+        listed = entry.get("events")
+        events = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
+        if isinstance(entry.get("event"), str):
+            events.append(entry["event"])
+        if events:
+            policies.append(LifecyclePolicy(events=events, action=entry["action"]))
+    return policies

@@ -1,0 +1,118 @@
+"""The lifecycle the parser reads once at submission: running estimate, Volcano policies,
+maxRetry and the gang start timeout (what dispatch and gang supervision act on)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.factories import EXAMPLES, job_document
+from volcano_global.errors import Invalid
+from volcano_global.jobspec import Lifecycle, ParseOptions, load_document, normalize_job
+from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+
+
+def lifecycle(doc: dict[str, Any]) -> Lifecycle:
+    return normalize_job(doc, ParseOptions()).lifecycle
+
+
+def hyperjob(*estimates: object) -> dict[str, Any]:
+    """The shipped HyperJob example with one replicated job per estimate (None: no estimate)."""
+    doc = load_document(
+        (EXAMPLES / "hyperjob-llm-training.yaml").read_bytes(),
+        fmt="yaml",
+        max_nodes=100_000,
+        max_depth=64,
+    )
+    (entry,) = doc["spec"]["replicatedJobs"]
+    doc["spec"]["replicatedJobs"] = []
+    doc["spec"]["minAvailable"] = 1
+    for index, estimate in enumerate(estimates):
+        child = copy.deepcopy(entry) | {"name": f"part-{index}", "replicas": 1}
+        if estimate is not None:
+            child["templateSpec"]["runningEstimate"] = estimate
+        doc["spec"]["replicatedJobs"].append(child)
+    return doc
+
+
+def test_a_job_without_lifecycle_fields_gets_the_defaults() -> None:
+    assert lifecycle(job_document()) == Lifecycle(
+        running_estimate_seconds=60.0, policies=[], max_retry=3, gang_start_timeout_seconds=None
+    )
+
+
+@pytest.mark.parametrize(
+    ("estimate", "seconds"),
+    [
+        ("1h30m", 5400.0),
+        ("1.5h", 5400.0),
+        ("90s", 90.0),
+        ("2h0m30s", 7230.0),
+        ("500ms", 0.5),
+        ("1m500ms", 60.5),
+        ("0s", 60.0),  # no time at all: the default
+        ("soon", 60.0),  # not a duration: accepted, as Volcano's CRD does, and the default
+        (600, 60.0),  # not a string: likewise
+    ],
+)
+def test_the_running_estimate_is_a_go_duration_in_seconds(estimate: object, seconds: float) -> None:
+    assert lifecycle(job_document(runningEstimate=estimate)).running_estimate_seconds == seconds
+
+
+def test_a_hyperjob_runs_as_long_as_its_first_child_with_an_estimate() -> None:
+    assert lifecycle(hyperjob(None, "20m", "3h")).running_estimate_seconds == 1200.0
+    assert lifecycle(hyperjob(None, None)).running_estimate_seconds == 60.0
+
+
+def test_a_hyperjob_has_volcanos_default_policies_and_retries() -> None:
+    life = lifecycle(hyperjob("1h"))
+    assert (life.policies, life.max_retry) == ([], 3)
+
+
+def test_policies_keep_their_order_with_event_and_events_together() -> None:
+    policies = [
+        {"event": "PodFailed", "action": "RestartJob"},
+        {"events": ["PodEvicted", "Unknown"], "event": "TaskFailed", "action": "AbortJob"},
+        {"event": "*", "action": "TerminateJob"},
+    ]
+    life = lifecycle(job_document(policies=policies))
+    assert [(p.events, p.action) for p in life.policies] == [
+        (["PodFailed"], "RestartJob"),
+        (["PodEvicted", "Unknown", "TaskFailed"], "AbortJob"),
+        (["*"], "TerminateJob"),
+    ]
+
+
+def test_policies_that_can_never_match_are_left_out() -> None:
+    policies = [
+        "junk",
+        {"exitCode": 3, "action": "RestartJob"},  # no event: never matched on a lost share
+        {"event": "PodEvicted"},  # no action
+        {"event": "PodEvicted", "action": 7},
+        {"events": "PodFailed", "event": "PodEvicted", "action": "CompleteJob"},
+    ]
+    life = lifecycle(job_document(policies=policies))
+    assert [(p.events, p.action) for p in life.policies] == [(["PodEvicted"], "CompleteJob")]
+    assert lifecycle(job_document(policies="junk")).policies == []
+
+
+def test_max_retry_is_the_jobs_own() -> None:
+    assert lifecycle(job_document(maxRetry=0)).max_retry == 0
+    assert lifecycle(job_document(maxRetry=7)).max_retry == 7
+    with pytest.raises(Invalid) as caught:
+        lifecycle(job_document(maxRetry=-1))
+    assert [(e.field, e.message) for e in caught.value.errors] == [
+        ("spec.maxRetry", "must be >= 0")
+    ]
+
+
+def test_the_gang_start_timeout_comes_from_its_annotation() -> None:
+    doc = job_document()
+    doc["metadata"]["annotations"] = {GANG_START_TIMEOUT: "300"}
+    assert lifecycle(doc).gang_start_timeout_seconds == 300
+    doc["metadata"]["annotations"] = {GANG_START_TIMEOUT: "5m"}
+    with pytest.raises(Invalid) as caught:
+        lifecycle(doc)
+    assert [e.message for e in caught.value.errors] == ["must be an integer, got '5m'"]
