@@ -4,7 +4,9 @@ and gang supervision read the stored result, never the document again."""
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from typing import Any
 
 from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
@@ -42,6 +44,8 @@ def running_estimate_seconds(value: object) -> float:
     if not isinstance(value, str):
         return DEFAULT_RUNNING_ESTIMATE_S
     total = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION.findall(value))
+    if not math.isfinite(total):  # too many digits: stored as the longest time a column holds
+        return sys.float_info.max
     return total or DEFAULT_RUNNING_ESTIMATE_S
 
 

@@ -7,6 +7,7 @@ Create Date: 2026-12-01
 """
 
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,7 +114,8 @@ def _seconds(duration: object) -> float:
         return DEFAULTS["estimate"]
     scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
     found = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
-    return sum(float(n) * scale[unit] for n, unit in found) or DEFAULTS["estimate"]
+    total = sum(float(n) * scale[unit] for n, unit in found)
+    return min(total, sys.float_info.max) or DEFAULTS["estimate"]
 
 
 def _policies(raw: object) -> list[dict[str, Any]]:
