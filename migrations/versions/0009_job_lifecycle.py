@@ -104,7 +104,7 @@ def _read(manifest: dict[str, Any]) -> dict[str, Any] | None:
         "estimate": _seconds(estimate),
         "policies": _policies(raw_policies),
         "retry": retry if isinstance(retry, int) else DEFAULTS["retry"],
-        "timeout": int(timeout) if timeout is not None else None,
+        "timeout": min(int(timeout), 2**31 - 1) if timeout is not None else None,
     }
     return fields if fields != DEFAULTS else None
 
