@@ -4,9 +4,12 @@ and gang supervision read the stored result, never the document again."""
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from typing import Any
 
+from volcano_global.jobspec.fields import INT32_MAX
 from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
 
 DEFAULT_RUNNING_ESTIMATE_S = 60.0  # without an estimate (or one that reads as no time)
@@ -21,6 +24,8 @@ def read_lifecycle(
     """A Job's own `runningEstimate`, `policies` and `maxRetry` (checked by `read_job_spec`).
     A HyperJob has neither policies nor maxRetry (Volcano's defaults apply); its estimate is
     the first of its children's."""
+    # A timeout longer than a column holds (68 years) is as good as never.
+    timeout = None if start_timeout_s is None else min(start_timeout_s, INT32_MAX)
     if kind == "Job":
         estimate = spec.get("runningEstimate")
         policies = lifecycle_policies(spec.get("policies"))
@@ -32,7 +37,7 @@ def read_lifecycle(
         running_estimate_seconds=running_estimate_seconds(estimate),
         policies=policies,
         max_retry=DEFAULT_MAX_RETRY if max_retry is None else max_retry,
-        gang_start_timeout_seconds=start_timeout_s,
+        gang_start_timeout_seconds=timeout,
     )
 
 
@@ -42,6 +47,8 @@ def running_estimate_seconds(value: object) -> float:
     if not isinstance(value, str):
         return DEFAULT_RUNNING_ESTIMATE_S
     total = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION.findall(value))
+    if not math.isfinite(total):  # too many digits: stored as the longest time a column holds
+        return sys.float_info.max
     return total or DEFAULT_RUNNING_ESTIMATE_S
 
 

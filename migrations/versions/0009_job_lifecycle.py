@@ -7,6 +7,7 @@ Create Date: 2026-12-01
 """
 
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,7 +104,7 @@ def _read(manifest: dict[str, Any]) -> dict[str, Any] | None:
         "estimate": _seconds(estimate),
         "policies": _policies(raw_policies),
         "retry": retry if isinstance(retry, int) else DEFAULTS["retry"],
-        "timeout": int(timeout) if timeout is not None else None,
+        "timeout": min(int(timeout), 2**31 - 1) if timeout is not None else None,
     }
     return fields if fields != DEFAULTS else None
 
@@ -113,7 +114,8 @@ def _seconds(duration: object) -> float:
         return DEFAULTS["estimate"]
     scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
     found = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
-    return sum(float(n) * scale[unit] for n, unit in found) or DEFAULTS["estimate"]
+    total = sum(float(n) * scale[unit] for n, unit in found)
+    return min(total, sys.float_info.max) or DEFAULTS["estimate"]
 
 
 def _policies(raw: object) -> list[dict[str, Any]]:

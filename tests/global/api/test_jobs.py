@@ -69,6 +69,13 @@ async def test_simultaneous_submissions_of_one_name_store_one_job(api: httpx.Asy
     assert len(listed) == 1
 
 
+async def test_a_running_estimate_of_any_length_is_accepted(api: httpx.AsyncClient) -> None:
+    # Volcano does not check it either; past what a number holds it is stored as the longest.
+    for index, estimate in enumerate(["9" * 400 + "h", "forever"]):
+        document = job_document(f"estimate-{index}", runningEstimate=estimate)
+        assert (await submit(api, document)).status_code == 201
+
+
 async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
     doc = job_document()
     doc["spec"]["tasks"].append(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -17,11 +18,10 @@ from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import create_postgres_database, drop_postgres_database
-from tests.factories import EXAMPLES, job_document
+from tests.factories import example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.jobspec import load_document
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
@@ -84,26 +84,26 @@ async def test_postgres_replicas_starting_together_migrate_once(fresh_database_n
         await drop_postgres_database(fresh_database_name)
 
 
+def _columns(type_: Any, *names: str) -> list[sa.ColumnClause[Any]]:
+    return [sa.column(name, type_) for name in names]
+
+
 # The tables as of revision 0008, with the columns a row needs (later models may differ).
 QUEUES_0008 = sa.table(
     "queues",
-    *(sa.column(c, sa.Integer()) for c in ("weight", "priority")),
-    sa.column("id", sa.Uuid()),
-    sa.column("name", sa.String()),
-    *(sa.column(c, sa.DateTime(timezone=True)) for c in ("created_at", "updated_at")),
+    *_columns(sa.Uuid(), "id"),
+    *_columns(sa.String(), "name"),
+    *_columns(sa.Integer(), "weight", "priority"),
+    *_columns(sa.DateTime(timezone=True), "created_at", "updated_at"),
 )
 JOBS_0008 = sa.table(
     "jobs",
-    sa.column("id", sa.Uuid()),
-    sa.column("queue_id", sa.Uuid()),
-    *(sa.column(c, JSONType) for c in ("manifest", "gang", "split_policy")),
-    *(sa.column(c, sa.Integer()) for c in ("priority", "total_pods", "total_gpus")),
-    *(sa.column(c, sa.DateTime(timezone=True)) for c in ("submitted_at", "updated_at")),
-    *(
-        sa.column(c, sa.String())
-        for c in ("name", "namespace", "kind", "api_version", "source", "source_format")
-    ),
-    *(sa.column(c, sa.String()) for c in ("state", "state_message", "submitted_by")),
+    *_columns(sa.Uuid(), "id", "queue_id"),
+    *_columns(JSONType, "manifest", "gang", "split_policy"),
+    *_columns(sa.Integer(), "priority", "total_pods", "total_gpus"),
+    *_columns(sa.DateTime(timezone=True), "submitted_at", "updated_at"),
+    *_columns(sa.String(), "name", "namespace", "kind", "api_version", "source", "source_format"),
+    *_columns(sa.String(), "state", "state_message", "submitted_by"),
 )
 
 
@@ -145,12 +145,7 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
         ],
     )
     configured["metadata"]["annotations"] = {GANG_START_TIMEOUT: "120"}
-    hyperjob = load_document(
-        (EXAMPLES / "hyperjob-llm-training.yaml").read_bytes(),
-        fmt="yaml",
-        max_nodes=100_000,
-        max_depth=64,
-    )
+    hyperjob = yaml.safe_load(example("hyperjob-llm-training.yaml"))
     hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["runningEstimate"] = "20m500ms"
     manifests = [configured, job_document("plain"), hyperjob]
     await migrate.upgrade(empty_engine, "0008")

@@ -4,13 +4,15 @@ maxRetry and the gang start timeout (what dispatch and gang supervision act on).
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.factories import EXAMPLES, job_document
+from tests.factories import example, job_document
 from volcano_global.errors import Invalid
-from volcano_global.jobspec import Lifecycle, ParseOptions, load_document, normalize_job
+from volcano_global.jobspec import Lifecycle, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 
 
@@ -20,12 +22,7 @@ def lifecycle(doc: dict[str, Any]) -> Lifecycle:
 
 def hyperjob(*estimates: object) -> dict[str, Any]:
     """The shipped HyperJob example with one replicated job per estimate (None: no estimate)."""
-    doc = load_document(
-        (EXAMPLES / "hyperjob-llm-training.yaml").read_bytes(),
-        fmt="yaml",
-        max_nodes=100_000,
-        max_depth=64,
-    )
+    doc = yaml.safe_load(example("hyperjob-llm-training.yaml"))
     (entry,) = doc["spec"]["replicatedJobs"]
     doc["spec"]["replicatedJobs"] = []
     doc["spec"]["minAvailable"] = 1
@@ -59,6 +56,11 @@ def test_a_job_without_lifecycle_fields_gets_the_defaults() -> None:
 )
 def test_the_running_estimate_is_a_go_duration_in_seconds(estimate: object, seconds: float) -> None:
     assert lifecycle(job_document(runningEstimate=estimate)).running_estimate_seconds == seconds
+
+
+def test_an_estimate_too_long_for_a_number_is_the_longest_there_is() -> None:
+    estimate = lifecycle(job_document(runningEstimate="9" * 400 + "h")).running_estimate_seconds
+    assert estimate == sys.float_info.max
 
 
 def test_a_hyperjob_runs_as_long_as_its_first_child_with_an_estimate() -> None:
