@@ -46,11 +46,35 @@ def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> Sha
         raise Invalid.one(
             "job_status.placement_id", f"not a placement id: {message.placement_id!r}"
         ) from None
+    if message.phase == pb.SHARE_PHASE_UNSPECIFIED and message.phase_name:
+        return _share_report_of_old_agent(cluster_id, placement_id, message)
     try:
         phase = SharePhase.from_proto(message.phase)
     except ValueError as exc:
         raise Invalid.one("job_status.phase", str(exc)) from None
     return ShareReport(cluster_id, placement_id, phase, message.message, message.warning)
+
+
+OLD_WARNING_PREFIX = "warning: "
+
+
+def _share_report_of_old_agent(
+    cluster_id: uuid.UUID, placement_id: uuid.UUID, message: pb.JobStatusReport
+) -> ShareReport:
+    """A report of an agent of the release before `SharePhase` (kept for one release): the
+    phase by name, a warning as a prefix of the message."""
+    try:
+        phase = SharePhase(message.phase_name)
+        phase.to_proto()  # Assigned is not reported
+    except ValueError:
+        known = ", ".join(p.value for p in SharePhase if p is not SharePhase.ASSIGNED)
+        raise Invalid.one(
+            "job_status.phase_name", f"unknown phase {message.phase_name!r}: one of {known}"
+        ) from None
+    text, warning = message.message, message.warning
+    if not warning and text.startswith(OLD_WARNING_PREFIX):
+        text, warning = "", text.removeprefix(OLD_WARNING_PREFIX)
+    return ShareReport(cluster_id, placement_id, phase, text, warning)
 
 
 def _node(node: pb.Node) -> dict[str, Any]:

@@ -155,6 +155,7 @@ class ShareStatus:
             placement_id=self.placement_id,
             job_uid=self.job_uid,
             phase=self.phase.to_proto(),
+            phase_name=self.phase.value,  # for a Global of the release before SharePhase
             running=self.running,
             succeeded=self.succeeded,
             failed=self.failed,

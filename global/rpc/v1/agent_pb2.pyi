@@ -235,8 +235,9 @@ class ShareCancellation(_message.Message):
     def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("placement_id", "job_uid", "phase", "running", "succeeded", "failed", "message", "warning", "report_seq")
+    __slots__ = ("placement_id", "phase_name", "job_uid", "phase", "running", "succeeded", "failed", "message", "warning", "report_seq")
     PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_UID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +247,7 @@ class JobStatusReport(_message.Message):
     WARNING_FIELD_NUMBER: _ClassVar[int]
     REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
+    phase_name: str
     job_uid: str
     phase: SharePhase
     running: int
@@ -254,7 +256,7 @@ class JobStatusReport(_message.Message):
     message: str
     warning: str
     report_seq: int
-    def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., warning: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
+    def __init__(self, placement_id: _Optional[str] = ..., phase_name: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., warning: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("report_seq",)

@@ -136,24 +136,47 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
     assert caught.value.details() == "nodeUpserts[0].domain: unknown domain 'nowhere'"
     await unknown.close()
 
-    # A report without a phase, such as an agent's of before SharePhase (the phase in the
-    # retired string field 3), is refused naming the field.
+    # A report of an agent of before SharePhase (the phase by name in field 3, a warning as a
+    # message prefix) is still applied and acknowledged, for one release.
     old_agent = Stream(app, east)
     await old_agent.hello()
-    placement_id = str(uuid.uuid4())
     legacy = pb.JobStatusReport.FromString(
-        pb.JobStatusReport(placement_id=placement_id, report_seq=1).SerializeToString()
+        pb.JobStatusReport(placement_id=str(uuid.uuid4()), report_seq=1).SerializeToString()
         + b"\x1a\x07Running"  # field 3, length 7
     )
     assert legacy.phase == pb.SHARE_PHASE_UNSPECIFIED
+    assert (await old_agent.send(pb.AgentMessage(job_status=legacy))).report_ack.report_seq == 1
+    # ... but not a name that is no phase.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await old_agent.send(pb.AgentMessage(job_status=legacy))
+        await old_agent.send(
+            pb.AgentMessage(
+                job_status=pb.JobStatusReport(
+                    placement_id=str(uuid.uuid4()), phase_name="Assigned", report_seq=2
+                )
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == (
+        "job_status.phase_name: unknown phase 'Assigned': one of Accepted, Running, Succeeded, "
+        "Failed, Cancelled"
+    )
+    await old_agent.close()
+
+    # A report with no phase at all is refused naming the field.
+    no_phase = Stream(app, east)
+    await no_phase.hello()
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await no_phase.send(
+            pb.AgentMessage(
+                job_status=pb.JobStatusReport(placement_id=str(uuid.uuid4()), report_seq=3)
+            )
+        )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == (
         "job_status.phase: must be set: one of SHARE_PHASE_ACCEPTED, SHARE_PHASE_RUNNING, "
         "SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED"
     )
-    await old_agent.close()
+    await no_phase.close()
 
     # The other cluster's stream is untouched.
     assert (await healthy.send(snapshot(5))).ack.seq == 5

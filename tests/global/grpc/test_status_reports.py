@@ -139,8 +139,20 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
         await stream.close()
 
 
+WARNING = "rank 0 cannot be reached from the other clusters"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"phase": pb.SHARE_PHASE_ACCEPTED, "warning": WARNING},
+        # an agent of before SharePhase: the phase by name, the warning a message prefix
+        {"phase_name": "Accepted", "message": f"warning: {WARNING}"},
+    ],
+    ids=["agent", "agent-before-share-phase"],
+)
 async def test_a_reported_warning_is_a_warning_event_and_shows_with_the_share(
-    app: FastAPI, api: httpx.AsyncClient, east: str
+    app: FastAPI, api: httpx.AsyncClient, east: str, fields: dict[str, object]
 ) -> None:
     """The share runs (the report moves it), and the user is told: a Warning event naming
     the cluster, and the share's message marked as a warning."""
@@ -150,12 +162,7 @@ async def test_a_reported_warning_is_a_warning_event_and_shows_with_the_share(
     uid = (await submit(api, job_document("train", replicas=1))).json()["uid"]
     assert await app.state.scheduler.run_once() is not None
     placement = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["uid"]
-    status = pb.JobStatusReport(
-        placement_id=placement,
-        phase=pb.SHARE_PHASE_ACCEPTED,
-        warning="rank 0 cannot be reached from the other clusters",
-        report_seq=1,
-    )
+    status = pb.JobStatusReport(placement_id=placement, report_seq=1, **fields)
     await stream.call.write(pb.AgentMessage(job_status=status))
     kind = None
     while kind != "report_ack":  # (the assignment comes first)

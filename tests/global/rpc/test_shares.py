@@ -44,7 +44,8 @@ def test_an_assignment_reaches_the_agent_as_the_outbox_wrote_it() -> None:
     [
         (ShareAssignment, pb.ShareAssignment, set()),
         (ShareCancellation, pb.ShareCancellation, set()),
-        (ShareStatus, pb.JobStatusReport, {"report_seq"}),  # the agent's client numbers it
+        # the agent's client numbers it; phase_name is the phase again, for older Globals
+        (ShareStatus, pb.JobStatusReport, {"report_seq", "phase_name"}),
     ],
 )
 def test_the_types_carry_every_field_of_their_messages(
@@ -112,3 +113,9 @@ def test_a_status_keeps_its_warning_apart_from_its_message() -> None:
         "",
         "no MCS API",
     )
+
+
+def test_a_status_names_its_phase_for_a_global_of_before_share_phase() -> None:
+    """A Global of the previous release reads the phase by name from field 3."""
+    status = ShareStatus(placement_id="p", job_uid="u", phase=SharePhase.SUCCEEDED)
+    assert status.to_proto().phase_name == "Succeeded"
