@@ -9,6 +9,7 @@ import re
 import sys
 from typing import Any
 
+from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 from volcano_global.jobspec.fields import INT32_MAX
 from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
 
@@ -38,6 +39,22 @@ def read_lifecycle(
         policies=policies,
         max_retry=DEFAULT_MAX_RETRY if max_retry is None else max_retry,
         gang_start_timeout_seconds=timeout,
+    )
+
+
+def lifecycle_of_document(document: dict[str, Any]) -> Lifecycle:
+    """The lifecycle of a document stored after it was checked (by `normalize_job`), read
+    again: for a job stored by a replica of before the lifecycle was kept with the job."""
+    spec = document.get("spec") or {}
+    annotations = (document.get("metadata") or {}).get("annotations") or {}
+    timeout = annotations.get(GANG_START_TIMEOUT)
+    retry = spec.get("maxRetry")
+    kind = "HyperJob" if document.get("kind") == "HyperJob" else "Job"
+    return read_lifecycle(
+        kind,
+        spec,
+        max_retry=retry if kind == "Job" and isinstance(retry, int) else None,
+        start_timeout_s=int(timeout) if timeout is not None else None,
     )
 
 

@@ -21,7 +21,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-# What a job without any of the fields gets: the columns' server defaults.
+# What a job without any of the fields gets (as the parser gives it).
 DEFAULTS = {"estimate": 60.0, "policies": [], "retry": 3, "timeout": None}
 PAGE = 1000
 
@@ -37,16 +37,12 @@ jobs = sa.table(
 
 
 def upgrade() -> None:
+    # Nullable, without defaults: a job stored by a replica of before this revision (both
+    # serve during a rolling upgrade) is NULL here and has its document read again.
     with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("running_estimate_seconds", sa.Double(), nullable=False, server_default="60")
-        )
-        batch_op.add_column(
-            sa.Column("lifecycle_policies", JSON, nullable=False, server_default="[]")
-        )
-        batch_op.add_column(
-            sa.Column("max_retry", sa.Integer(), nullable=False, server_default="3")
-        )
+        batch_op.add_column(sa.Column("running_estimate_seconds", sa.Double(), nullable=True))
+        batch_op.add_column(sa.Column("lifecycle_policies", JSON, nullable=True))
+        batch_op.add_column(sa.Column("max_retry", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("gang_start_timeout_seconds", sa.Integer(), nullable=True))
     _fill(op.get_bind())
 
@@ -60,8 +56,8 @@ def downgrade() -> None:
 
 
 def _fill(conn: sa.Connection) -> None:
-    """Set the columns of every stored job whose manifest has other values than the defaults,
-    a page of jobs at a time (in id order: nothing held in memory but the page)."""
+    """Set the columns of every stored job from its manifest, a page of jobs at a time (in id
+    order: nothing held in memory but the page)."""
     update = (
         jobs.update()
         .where(jobs.c.id == sa.bindparam("job"))
@@ -80,16 +76,14 @@ def _fill(conn: sa.Connection) -> None:
         rows = conn.execute(page).all()
         if not rows:
             return
-        changed = [{"job": id_, **fields} for id_, manifest in rows if (fields := _read(manifest))]
-        if changed:
-            conn.execute(update, changed)
+        conn.execute(update, [{"job": id_, **_read(manifest)} for id_, manifest in rows])
         after = rows[-1][0]
 
 
-def _read(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The columns as the parser derives them from a stored (so already checked) document,
-    or None where they are all the defaults. Kept here as of this revision: a migration does
-    not import code that may change after it."""
+def _read(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The columns as the parser derives them from a stored (so already checked) document.
+    Kept here as of this revision: a migration does not import code that may change after
+    it."""
     spec = manifest.get("spec") or {}
     if manifest.get("kind") == "HyperJob":
         templates = [r.get("templateSpec") or {} for r in spec.get("replicatedJobs") or []]
@@ -106,7 +100,7 @@ def _read(manifest: dict[str, Any]) -> dict[str, Any] | None:
         "retry": retry if isinstance(retry, int) else DEFAULTS["retry"],
         "timeout": min(int(timeout), 2**31 - 1) if timeout is not None else None,
     }
-    return fields if fields != DEFAULTS else None
+    return fields
 
 
 def _seconds(duration: object) -> float:

@@ -64,10 +64,11 @@ class Job(UUIDPrimaryKey, Base):
     total_gpus: Mapped[int]
     gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
     # The lifecycle the parser read (jobspec's `Lifecycle`): dispatch and gang supervision
-    # read these, not the document.
-    running_estimate_seconds: Mapped[float]
-    lifecycle_policies: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
-    max_retry: Mapped[int]
+    # read these (services/lifecycle/jobs.lifecycle_of), not the document. NULL: stored by a
+    # replica of before these columns, while a rolling upgrade has both serving.
+    running_estimate_seconds: Mapped[float | None] = mapped_column(default=None)
+    lifecycle_policies: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType, default=None)
+    max_retry: Mapped[int | None] = mapped_column(default=None)
     gang_start_timeout_seconds: Mapped[int | None] = mapped_column(default=None)
 
     state: Mapped[JobState] = mapped_column(str_enum(JobState), default=JobState.PENDING)

@@ -13,9 +13,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,9 +32,10 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
 )
+from volcano_global.jobspec import LifecyclePolicy
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.events import record_event
-from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.jobs import lifecycle_of, transition
 from volcano_global.services.lifecycle.placements import end_placement
 
 REQUEUE = frozenset({"RestartJob", "RestartTask", "RestartPod", "RestartPartition"})
@@ -52,16 +53,15 @@ class GangOutcome:
 
 
 def start_timeout_s(job: Job, default_s: float) -> float:
-    own = job.gang_start_timeout_seconds
+    own = lifecycle_of(job).gang_start_timeout_seconds
     return float(own) if own is not None else default_s
 
 
-def policy_action(policies: list[dict[str, Any]], event: str) -> str:
-    """The action of the first of a job's policies (`lifecycle_policies`) matching `event`
-    (or `*`)."""
+def policy_action(policies: Sequence[LifecyclePolicy], event: str) -> str:
+    """The action of the first of a job's policies matching `event` (or `*`)."""
     for policy in policies:
-        if event in policy["events"] or "*" in policy["events"]:
-            return str(policy["action"])
+        if event in policy.events or "*" in policy.events:
+            return policy.action
     return DEFAULT_ACTION[event]
 
 
@@ -90,8 +90,9 @@ async def share_lost(
         return await withdraw(
             session, placement=placement, job=job, reason="GangWithdrawn", message=message
         )
-    action = policy_action(job.lifecycle_policies, event)
-    max_retry = job.max_retry
+    lifecycle = lifecycle_of(job)
+    action = policy_action(lifecycle.policies, event)
+    max_retry = lifecycle.max_retry
     name = f"{job.namespace}/{job.name}"
     await end_placement(
         session, placement=placement, state=PlacementState.RELEASED, cancel_reason=message
@@ -175,7 +176,8 @@ async def _due(
     """The active placements a sweep may have to act on, read without locking or loading
     them: those with a share on a cluster that is not Ready, and those not started whose
     start timeout has passed - with the default, or with a timeout of their own
-    (`gang_start_timeout_seconds`; few jobs carry one, and their rows are checked in full).
+    (`gang_start_timeout_seconds`; few jobs carry one, and their rows are checked in full, as
+    are those of jobs stored without their lifecycle during a rolling upgrade).
     Placements still within the default timeout, nearly all of the starting ones under load,
     are not read: a sweep every round used to load and lock each of them, with its job and
     shares."""
@@ -195,6 +197,7 @@ async def _due(
                     or_(
                         Job.placed_at < now - timedelta(seconds=default_timeout_s),
                         Job.gang_start_timeout_seconds.is_not(None),
+                        Job.max_retry.is_(None),  # stored without its lifecycle: read in full
                     ),
                 ),
                 and_(

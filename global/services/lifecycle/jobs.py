@@ -1,5 +1,5 @@
-"""The job state machine: which state may follow which, the timestamps of each, and locking
-jobs before changing them."""
+"""The job state machine: which state may follow which, the timestamps of each, locking jobs
+before changing them, and the lifecycle the parser stored with each job."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from sqlalchemy.orm import lazyload
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, JobState
 from volcano_global.errors import Conflict
+from volcano_global.jobspec import Lifecycle, LifecyclePolicy
+from volcano_global.jobspec.lifecycle import lifecycle_of_document
 
 # Which state may follow which. Placed/Dispatched fall back to Pending when a placement is
 # withdrawn (a share could not start); Running does when a lost share requeues the job.
@@ -64,3 +66,17 @@ async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uui
         .execution_options(populate_existing=True)
     )
     return {job.id: job for job in (await session.execute(query)).scalars()}
+
+
+def lifecycle_of(job: Job) -> Lifecycle:
+    """The job's lifecycle as the parser read it at submission. A job stored by a replica of
+    before the lifecycle columns (NULL: during a rolling upgrade both serve) has its document
+    read again instead."""
+    if job.running_estimate_seconds is None or job.max_retry is None:
+        return lifecycle_of_document(job.manifest)
+    return Lifecycle(
+        running_estimate_seconds=job.running_estimate_seconds,
+        policies=[LifecyclePolicy.model_validate(p) for p in job.lifecycle_policies or []],
+        max_retry=job.max_retry,
+        gang_start_timeout_seconds=job.gang_start_timeout_seconds,
+    )

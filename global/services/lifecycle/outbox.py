@@ -14,6 +14,7 @@ from volcano_global.db.models import ClusterShare, Job, OutboxKind, OutboxMessag
 from volcano_global.db.notifications import Channel
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
+from volcano_global.services.lifecycle.jobs import lifecycle_of
 
 OUTBOX = Channel("vglobal_outbox")  # wakes the stream of a cluster messages were written for
 
@@ -28,7 +29,7 @@ def enqueue_assignments(
 ) -> None:
     """One assignment per share. The job token rides in the payload until the agent
     acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
-    duration = job.running_estimate_seconds
+    duration = lifecycle_of(job).running_estimate_seconds
     member = member_job_name(job.name, str(placement.id))
     ordered = sorted(shares, key=lambda s: s.rank_offset)
     rendezvous = rendezvous_address(

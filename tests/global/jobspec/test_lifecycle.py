@@ -14,6 +14,7 @@ from tests.factories import example, job_document
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import Lifecycle, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+from volcano_global.jobspec.lifecycle import lifecycle_of_document
 
 
 def lifecycle(doc: dict[str, Any]) -> Lifecycle:
@@ -118,3 +119,27 @@ def test_the_gang_start_timeout_comes_from_its_annotation() -> None:
     with pytest.raises(Invalid) as caught:
         lifecycle(doc)
     assert [e.message for e in caught.value.errors] == ["must be an integer, got '5m'"]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        job_document("plain", replicas=1),
+        job_document(
+            "full",
+            replicas=1,
+            runningEstimate="1h30m",
+            maxRetry=0,
+            policies=[{"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}],
+        ),
+        hyperjob(None, "2h"),
+    ],
+    ids=["plain", "full", "hyperjob"],
+)
+def test_a_stored_document_read_again_gives_the_lifecycle_the_parser_gave(
+    doc: dict[str, Any],
+) -> None:
+    """What a job stored by a replica of before the lifecycle columns falls back to."""
+    if doc["kind"] == "Job":
+        doc["metadata"]["annotations"] = {GANG_START_TIMEOUT: "900"}
+    assert lifecycle_of_document(doc) == lifecycle(doc)

@@ -14,8 +14,7 @@ def action(policies: Any, event: str) -> str:
     """The action for `event` of a job submitted with these `spec.policies`, as supervision
     reads them from the stored job."""
     job = normalize_job(job_document(policies=policies), ParseOptions())
-    stored = [p.model_dump(mode="json") for p in job.lifecycle.policies]
-    return policy_action(stored, event)
+    return policy_action(job.lifecycle.policies, event)
 
 
 def test_the_first_matching_policy_decides() -> None:

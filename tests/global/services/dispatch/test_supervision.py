@@ -1,5 +1,5 @@
-"""Gang supervision (`services.dispatch.supervision.supervise`) on both databases: which placements a sweep
-withdraws, when, and that it leaves the others alone (the scheduler runs it every round)."""
+"""Gang supervision (`services.dispatch.supervision.supervise`) on both databases: which
+placements a sweep withdraws, when, and that it leaves the others alone (the scheduler runs it every round)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
@@ -19,6 +20,21 @@ from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 from volcano_global.services.dispatch.supervision import supervise
 
 DEFAULT_S = 60.0
+# A job stored by a replica of before the lifecycle columns (both serve during a rolling
+# upgrade) has them NULL: supervision reads its document instead, and acts the same.
+STORED_BY = pytest.mark.parametrize("older_replica", [False, True], ids=["this", "older-replica"])
+
+
+async def _as_stored_by_an_older_replica(app: FastAPI) -> None:
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job).values(
+                running_estimate_seconds=None,
+                lifecycle_policies=None,
+                max_retry=None,
+                gang_start_timeout_seconds=None,
+            )
+        )
 
 
 def _timed(timeouts: dict[str, str | None]) -> list[dict[str, Any]]:
@@ -56,11 +72,14 @@ async def _sweep(app: FastAPI, after_s: float) -> list[str]:
     return sorted(f"{o.job} {o.action}" for o in outcomes)
 
 
+@STORED_BY
 async def test_each_gang_is_withdrawn_when_its_own_start_timeout_passes(
-    app: FastAPI, api: httpx.AsyncClient
+    app: FastAPI, api: httpx.AsyncClient, older_replica: bool
 ) -> None:
     timeouts = {"short": "5", "default": None, "long": "600", "never": "9" * 30}
     await _placed(app, api, _timed(timeouts))
+    if older_replica:
+        await _as_stored_by_an_older_replica(app)
     assert await _sweep(app, 1) == []
     assert await _sweep(app, 10) == ["ml/short Withdrawn"]
     assert await _sweep(app, DEFAULT_S + 5) == ["ml/default Withdrawn"]
@@ -84,8 +103,9 @@ async def test_a_gang_on_a_cluster_that_is_not_ready_is_withdrawn_at_once(
     assert await _sweep(app, 0) == []  # withdrawn placements are not looked at again
 
 
+@STORED_BY
 async def test_a_running_job_on_a_lost_cluster_follows_its_policies_and_max_retry(
-    app: FastAPI, api: httpx.AsyncClient
+    app: FastAPI, api: httpx.AsyncClient, older_replica: bool
 ) -> None:
     aborts = [{"event": "PodFailed", "action": "RestartJob"}, {"event": "*", "action": "AbortJob"}]
     await _placed(
@@ -97,6 +117,8 @@ async def test_a_running_job_on_a_lost_cluster_follows_its_policies_and_max_retr
             job_document("no-retry", replicas=1, gpus=1, maxRetry=0),
         ],
     )
+    if older_replica:
+        await _as_stored_by_an_older_replica(app)
     async with transaction(app.state.sessions) as session:
         await session.execute(update(Job).values(state=JobState.RUNNING))
         await session.execute(update(Cluster).values(state=ClusterState.NOT_READY))
