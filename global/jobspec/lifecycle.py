@@ -1,6 +1,7 @@
 """A job's lifecycle fields read once, at submission, from a document already checked: how long
 it is expected to run, what a lost share leads to and how often it may be requeued. Dispatch
-and gang supervision read the stored result, never the document again."""
+and gang supervision read the stored result; the document is read again only for a job an
+older replica stored without it (`lifecycle_of_document`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The simulator: jobs arrive on a virtual clock and each scheduling round is decided by the
-code the server runs - the queue order of `services.fairshare` (priority, then weighted fair
+code the server runs - the queue order of `solver.queue_order` (priority, then weighted fair
 share, then submission time) and `solver.solve` with the chosen policy - over the free capacity
 of simulated nodes. What the server keeps in its database (free GPUs per leaf HyperNode, link
 reservations, queue usage) is kept here in memory; placements bind pods to nodes best-fit inside

@@ -86,7 +86,7 @@ async def submit_job(
     from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
     looks its queue up (no session of the caller's is held meanwhile: SQLite has one
     connection, which the writer needs). Returns the stored row (every column of the jobs table
-    and `queue_name`, as `job_views` reads it)."""
+    and `queue_name`, as `jobs/views.py` reads it)."""
     document, job, queue_name = read_submission(submission)
     lifecycle = job.lifecycle
     now = utcnow()

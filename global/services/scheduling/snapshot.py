@@ -141,7 +141,7 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
 
 
 def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
-    """What the job's processes measured replaces what it declared (services/measurements)."""
+    """What the job's processes measured replaces what it declared (services/jobs/measurements)."""
     measured = (measurements or {}).get("allreduceGbps")
     if measured is None or split.mode == "never":
         return split
@@ -153,7 +153,7 @@ async def free_capacity(
 ) -> list[ClusterCapacity]:
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
     minus the pods of placements that hold capacity before their pods run. All leaves come from
-    the in-memory view brought up to date (services/capacity_view); with `leaves` (leaf domain
+    the in-memory view brought up to date (`capacity_view.py`); with `leaves` (leaf domain
     names; a cluster's own name for its nodes outside any domain), only those, read afresh."""
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
     if leaves is None:

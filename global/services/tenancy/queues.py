@@ -120,7 +120,7 @@ async def _find(session: AsyncSession, name: str) -> Queue | None:
 async def deserved_gpus(
     session: AsyncSession, *, rows: list[Queue], usage: dict[uuid.UUID, QueueUsage]
 ) -> dict[uuid.UUID, int]:
-    """Each queue's deserved share of the Ready clusters' GPUs (see fairshare.deserved)."""
+    """Each queue's deserved share of the Ready clusters' GPUs (see solver/queue_order.deserved)."""
     capacity = (
         await session.execute(
             select(func.coalesce(func.sum(ClusterGpuCapacity.total_gpus), 0))
