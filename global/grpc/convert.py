@@ -12,7 +12,7 @@ from volcano_global.errors import Invalid, field_error
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
-from volcano_global.services.dispatch.reports import ShareReport
+from volcano_global.services.dispatch.reports import WARNING_PREFIX, ShareReport
 
 
 def snapshot_from(message: pb.InventorySnapshot) -> InventorySnapshot:
@@ -55,9 +55,6 @@ def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> Sha
     return ShareReport(cluster_id, placement_id, phase, message.message, message.warning)
 
 
-OLD_WARNING_PREFIX = "warning: "
-
-
 def _share_report_of_old_agent(
     cluster_id: uuid.UUID, placement_id: uuid.UUID, message: pb.JobStatusReport
 ) -> ShareReport:
@@ -65,15 +62,16 @@ def _share_report_of_old_agent(
     phase by name, a warning as a prefix of the message."""
     try:
         phase = SharePhase(message.phase_name)
-        phase.to_proto()  # Assigned is not reported
+        if phase is SharePhase.ASSIGNED:  # the Global's own phase, never reported
+            raise ValueError(phase)
     except ValueError:
         known = ", ".join(p.value for p in SharePhase if p is not SharePhase.ASSIGNED)
         raise Invalid.one(
             "job_status.phase_name", f"unknown phase {message.phase_name!r}: one of {known}"
         ) from None
     text, warning = message.message, message.warning
-    if not warning and text.startswith(OLD_WARNING_PREFIX):
-        text, warning = "", text.removeprefix(OLD_WARNING_PREFIX)
+    if not warning and text.startswith(WARNING_PREFIX):
+        text, warning = "", text.removeprefix(WARNING_PREFIX)
     return ShareReport(cluster_id, placement_id, phase, text, warning)
 
 

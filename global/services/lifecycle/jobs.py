@@ -74,9 +74,10 @@ def lifecycle_of(job: Job) -> Lifecycle:
     read again instead."""
     if job.running_estimate_seconds is None or job.max_retry is None:
         return lifecycle_of_document(job.manifest)
-    return Lifecycle(
+    # Built without validation: the columns were written from a validated Lifecycle.
+    return Lifecycle.model_construct(
         running_estimate_seconds=job.running_estimate_seconds,
-        policies=[LifecyclePolicy.model_validate(p) for p in job.lifecycle_policies or []],
+        policies=[LifecyclePolicy.model_construct(**p) for p in job.lifecycle_policies or []],
         max_retry=job.max_retry,
         gang_start_timeout_seconds=job.gang_start_timeout_seconds,
     )
