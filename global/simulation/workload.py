@@ -65,6 +65,7 @@ class TraceJob:
     comm_share: float = 0.0  # the share of a step it tolerates for the exchange
     priority: int = 0
     queue: str = "default"
+    estimate_s: float | None = None  # the user's runningEstimate, if given (never the truth)
 
     @property
     def gpus(self) -> int:
