@@ -24,14 +24,17 @@ from volcano_global.solver import (
     JobDecision,
     JobRequest,
     Leaf,
+    LinkBandwidth,
     LinkState,
     Policy,
     QueueState,
+    RunningJob,
     Snapshot,
     SolveOptions,
+    planning,
     solve,
 )
-from volcano_global.solver.queue_order import Candidate, fair_order
+from volcano_global.solver.durations import DurationModel
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -41,6 +44,7 @@ class SimOptions:
     window: int = 100
     deterministic_time: float = 0.5  # CP-SAT work per round (deterministic units)
     time_limit_s: float = 30.0  # a wall-clock safety net only
+    reserve_after_s: float = planning.RESERVE_AFTER_S
 
 
 @dataclass
@@ -88,6 +92,7 @@ class SimResult:
     capacity_gpus: int
     links: dict[speed.Pair, float]
     records: list[JobRecord]
+    cluster_gpus: dict[str, int] = field(default_factory=dict)
     timeline: list[Sample] = field(default_factory=list)
     rounds: int = 0
 
@@ -121,13 +126,21 @@ class Simulation:
         self.cluster_names = [c.name for c in scenario.clusters]
         self.capacity = {speed.pair(link.a, link.b): link.gbps for link in scenario.links}
         self.queues = {q.name: q for q in scenario.queues}
+        self.durations = DurationModel()  # what the scheduler learns from finished jobs
         self.capacity_gpus = sum(n.gpus for ns in self.nodes.values() for n in ns)
+        self.cluster_gpus = {name: 0 for name in self.cluster_names}
+        for (cluster, _, _), nodes in self.nodes.items():
+            self.cluster_gpus[cluster] += sum(n.gpus for n in nodes)
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         records = {j.id: JobRecord(j) for j in self.jobs}
         result = SimResult(
-            self.policy.value, self.capacity_gpus, self.capacity, list(records.values())
+            self.policy.value,
+            self.capacity_gpus,
+            self.capacity,
+            list(records.values()),
+            dict(self.cluster_gpus),
         )
         events: list[tuple[float, int, str, str, int]] = []
         seq = 0
@@ -145,6 +158,7 @@ class Simulation:
                     pending.append(by_id[job_id])
                 elif job_id in running and running[job_id].version == version:
                     done = running.pop(job_id)
+                    self.durations.observe(done.job.gpus, now - done.start)
                     records[job_id].crossing_gbit += done.crossing_gbps * (now - done.last)
                     self._unbind(done.bound)
                     records[job_id].finish = now
@@ -174,8 +188,23 @@ class Simulation:
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
             held[run.job.queue] += run.job.gpus
-        order = fair_order(
-            [Candidate(j.id, j.queue, j.priority, j.gpus, _stamp(j.arrival_s)) for j in pending],
+        clock = _stamp(now)
+        order = planning.order(
+            self.policy,
+            [
+                planning.waiting(
+                    j.id,
+                    queue=j.queue,
+                    priority=j.priority,
+                    gpus=j.gpus,
+                    submitted_at=_stamp(j.arrival_s),
+                    estimate_s=j.estimate_s,
+                    now=clock,
+                    durations=self.durations,
+                    reserve_after_s=self.options.reserve_after_s,
+                )
+                for j in pending
+            ],
             held=dict(held),
             weights={name: q.weight for name, q in self.queues.items()},
         )
@@ -183,10 +212,20 @@ class Simulation:
         snapshot = Snapshot(
             clusters=self._clusters(),
             links=self._links(running),
-            jobs=tuple(_request(by_id[c.key]) for c in order),
+            jobs=tuple(
+                planning.with_time(
+                    self.policy,
+                    _request(by_id[c.key]),
+                    c,
+                    by_id[c.key].estimate_s,
+                    self.durations,
+                )
+                for c in order
+            ),
             queues=tuple(
                 QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
             ),
+            running=tuple(self._running(running, clock)) if self.policy.planned else (),
         )
         decision = solve(
             snapshot,
@@ -230,6 +269,25 @@ class Simulation:
             unit_broken=unit_broken,
         )
         return True
+
+    def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
+        out = []
+        for run in running.values():
+            gpus: dict[tuple[str, str], int] = defaultdict(int)
+            for cluster, _, model, _, count in run.bound:
+                gpus[(cluster, model)] += count
+            out.append(
+                planning.running(
+                    run.job.id,
+                    gpus=tuple((c, m, g) for (c, m), g in sorted(gpus.items())),
+                    links=tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations),
+                    started_at=_stamp(run.start),
+                    estimate_s=run.job.estimate_s,
+                    now=clock,
+                    durations=self.durations,
+                )
+            )
+        return out
 
     # -- nodes ------------------------------------------------------------------------------
     def _bind(

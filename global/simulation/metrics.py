@@ -36,7 +36,6 @@ class Summary:
     avg_jct_bound_s: float
     makespan_bound_s: float
     gpu_allocation: float  # time-weighted allocated / total GPUs over the run
-    gpu_allocation_backlog: float  # the same, while jobs that later started were waiting
     queueing_by_size: dict[str, float]  # mean start - arrival (s) per GPU-count class
     split_jobs: int
     slowed_jobs: int  # ran slower than full speed (bandwidth or topology)
@@ -57,9 +56,8 @@ def summarise(result: SimResult) -> Summary:
     last = max((r.finish for r in done), default=first)  # type: ignore[type-var]
     queueing: dict[str, list[float]] = {label: [] for *_, label in SIZE_CLASSES}
     for r in done:
-        queueing[_size_class(r.job.gpus)].append(r.start - r.job.arrival_s)  # type: ignore[operator]
-    allocation, backlog = _allocation(result, {r.job.id for r in done})
-    utilisation, oversubscribed = _links(result)
+        queueing[size_class(r.job.gpus)].append(r.start - r.job.arrival_s)  # type: ignore[operator]
+    utilisation, oversubscribed = link_use(result)
     return Summary(
         policy=result.policy,
         jobs=len(records),
@@ -69,8 +67,7 @@ def summarise(result: SimResult) -> Summary:
         makespan_s=last - first,
         avg_jct_bound_s=sum(r.job.duration_s for r in done) / max(len(done), 1),
         makespan_bound_s=makespan_bound(result, [r.job for r in done]),
-        gpu_allocation=allocation,
-        gpu_allocation_backlog=backlog,
+        gpu_allocation=allocation(result),
         queueing_by_size={k: (sum(v) / len(v) if v else math.nan) for k, v in queueing.items()},
         split_jobs=sum(1 for r in done if len(r.clusters) > 1),
         slowed_jobs=sum(1 for r in done if r.slowest_factor > 1.0 + 1e-9),
@@ -90,37 +87,32 @@ def makespan_bound(result: SimResult, jobs: list[TraceJob]) -> float:
     return max(chain, fluid)
 
 
-def _size_class(gpus: int) -> str:
+def size_class(gpus: int) -> str:
     for low, high, label in SIZE_CLASSES:
         if gpus >= low and (high is None or gpus <= high):
             return label
     return SIZE_CLASSES[-1][2]
 
 
-def _intervals(result: SimResult):  # type: ignore[no-untyped-def]
+def intervals(result: SimResult):  # type: ignore[no-untyped-def]
     samples = result.timeline
     for here, after in itertools.pairwise(samples):
         yield here, after.time - here.time
 
 
-def _allocation(result: SimResult, started: set[str]) -> tuple[float, float]:
-    """Time-weighted allocation over the run, and while jobs that did eventually start were
-    waiting (a job no placement could ever serve is not a backlog the GPUs could work on)."""
-    total = busy = backlog_time = backlog_busy = 0.0
-    for sample, length in _intervals(result):
-        share = sample.allocated_gpus / max(result.capacity_gpus, 1)
+def allocation(result: SimResult) -> float:
+    """Time-weighted share of the GPUs allocated over the run."""
+    total = busy = 0.0
+    for sample, length in intervals(result):
         total += length
-        busy += share * length
-        if any(job in started for job in sample.pending):
-            backlog_time += length
-            backlog_busy += share * length
-    return (busy / total if total else 0.0), (backlog_busy / backlog_time if backlog_time else 0.0)
+        busy += sample.allocated_gpus / max(result.capacity_gpus, 1) * length
+    return busy / total if total else 0.0
 
 
-def _links(result: SimResult) -> tuple[dict[str, float], float]:
+def link_use(result: SimResult) -> tuple[dict[str, float], float]:
     used = {p: 0.0 for p in result.links}
     total = oversubscribed = 0.0
-    for sample, length in _intervals(result):
+    for sample, length in intervals(result):
         total += length
         over = False
         for p, demand in sample.link_demand.items():

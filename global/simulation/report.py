@@ -1,4 +1,5 @@
-"""Results of a simulation on disk: summary.json and summary.csv (every policy), per-policy
+"""Results of a simulation on disk: summary.json and summary.csv (every policy), comparison.json
+(the policies judged over the same jobs, and the bounds: `comparison`), per-policy
 job and timeline CSVs, and plots (PNG and SVG): GPU allocation over time, the JCT
 distribution, queueing delay by job size."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
+from volcano_global.simulation.comparison import bounds, judge
 from volcano_global.simulation.engine import SimResult
 from volcano_global.simulation.metrics import SIZE_CLASSES, Summary
 
@@ -27,7 +30,6 @@ SUMMARY_COLUMNS = [
     "avg_jct_bound_s",
     "makespan_bound_s",
     "gpu_allocation",
-    "gpu_allocation_backlog",
     "split_jobs",
     "slowed_jobs",
     "crossing_tb",
@@ -38,9 +40,21 @@ SUMMARY_COLUMNS = [
 
 def write(out: Path, results: list[SimResult], summaries: list[Summary]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / "summary.json", out / "summary.csv"]
+    files = [out / "summary.json", out / "summary.csv", out / "comparison.json"]
     (out / "summary.json").write_text(
         json.dumps([s.as_dict() for s in summaries], indent=2, default=_plain) + "\n"
+    )
+    jobs = [r.job for r in results[0].records] if results else []
+    (out / "comparison.json").write_text(
+        json.dumps(
+            {
+                "bounds": asdict(bounds(jobs, results[0].capacity_gpus)) if results else {},
+                "policies": [j.as_dict() for j in judge(results)],
+            },
+            indent=2,
+            default=_plain,
+        )
+        + "\n"
     )
     with (out / "summary.csv").open("w", newline="") as f:
         writer = csv.writer(f)

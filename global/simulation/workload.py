@@ -144,10 +144,14 @@ def synthetic_llm(
     acme_summary: Path = ACME_SUMMARY,
     gpu_model: str | None = None,
     max_duration_s: float = 4 * 3600,
+    min_gpus: int = 1,
 ) -> list[TraceJob]:
+    """`min_gpus` > 1 keeps only the sizes from there up, in Kalos's proportions among them
+    (the gang-heavy fleets: `min_gpus=32`)."""
     rng = random.Random(seed)
     stats = kalos(acme_summary)
     _, dist = size_distribution(stats["mean_gpus"])
+    dist = [(s, p) for s, p in dist if s >= min_gpus] or dist[-1:]
     # log-normal with Kalos's median and mean: mu = ln(median), sigma^2 = 2 ln(mean / median)
     mu = math.log(stats["median_run_s"])
     sigma = math.sqrt(2 * math.log(stats["mean_run_s"] / stats["median_run_s"]))

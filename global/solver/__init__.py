@@ -10,7 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from volcano_global.solver.baselines import first_fit, greedy, proportional, reservations_for
+from volcano_global.solver.baselines import (
+    first_fit,
+    greedy,
+    place_greedily,
+    proportional,
+    reservations_for,
+)
 from volcano_global.solver.cpsat import cpsat_decision
 from volcano_global.solver.model import (
     ClusterCapacity,
@@ -22,6 +28,7 @@ from volcano_global.solver.model import (
     LinkState,
     Policy,
     QueueState,
+    RunningJob,
     Share,
     Snapshot,
     SolveOptions,
@@ -29,6 +36,7 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.packing import Pools, pools_of
 from volcano_global.solver.reasons import explain
+from volcano_global.solver.reservations import Hold, HoldBook, plan_holds
 
 __all__ = [
     "ClusterCapacity",
@@ -40,6 +48,7 @@ __all__ = [
     "LinkState",
     "Policy",
     "QueueState",
+    "RunningJob",
     "Share",
     "Snapshot",
     "SolveOptions",
@@ -55,20 +64,30 @@ def solve(
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
+    holds = plan(snapshot, window, base, options) if policy.planned else []
+    rank = stable_rank(snapshot)
     if policy is Policy.CPSAT:
         decision, pools = cpsat_decision(
-            snapshot, window, options, base=base, deadline=start + options.time_limit_s
+            snapshot,
+            window,
+            options,
+            base=base,
+            deadline=start + options.time_limit_s,
+            holds=holds,
+            rank=rank,
         )
         decision = replace(
             decision, jobs=tuple(_with_reservations(j, window) for j in decision.jobs)
         )
+    elif policy is Policy.BACKFILL:
+        decision, pools = greedy(snapshot, window, base, HoldBook(holds), rank)
     elif policy is Policy.FIRST_FIT:
         decision, pools = first_fit(snapshot, window, base)
     elif policy is Policy.PROPORTIONAL:
         decision, pools = proportional(snapshot, window, base)
     else:
         decision, pools = greedy(snapshot, window, base)
-    decision = _explained(snapshot, decision, window, pools)
+    decision = _explained(snapshot, decision, window, pools, holds)
     outside = tuple(
         JobDecision(
             j.id, False, reason=f"outside this round's window of the first {options.window} jobs"
@@ -99,6 +118,34 @@ def check_snapshot(snapshot: Snapshot) -> None:
                 raise ValueError(f"cluster {cluster.name}: negative node count")
 
 
+def plan(
+    snapshot: Snapshot, window: list[JobRequest], pools: Pools, options: SolveOptions
+) -> list[Hold]:
+    """The round's holds (`reservations`) on the starting capacity, left unchanged."""
+    links = {link.key: link.free_gbps for link in snapshot.links}
+
+    def fits_now(job: JobRequest) -> bool:
+        marks = {name: pool.mark() for name, pool in pools.items()}
+        placed = place_greedily(job, pools, dict(links))
+        for name, pool in pools.items():
+            pool.rollback(marks[name])
+        return placed is not None
+
+    return plan_holds(snapshot, window, pools, fits_now=fits_now, limit=options.max_holds)
+
+
+def stable_rank(snapshot: Snapshot) -> dict[str, int]:
+    """Clusters by size (free GPUs plus what running jobs hold), smallest first: the order in
+    which the planned policies fill clusters, the same every round, so that small work packs
+    into the small clusters and the large ones stay whole for the gangs that need them."""
+    size = {c.name: sum(leaf.free_gpus for leaf in c.leaves) for c in snapshot.clusters}
+    for run in snapshot.running:
+        for cluster, _, gpus in run.gpus:
+            if cluster in size:
+                size[cluster] += gpus
+    return {name: i for i, name in enumerate(sorted(size, key=lambda n: (size[n], n)))}
+
+
 def _with_reservations(decision: JobDecision, jobs: list[JobRequest]) -> JobDecision:
     if not decision.admitted or len(decision.shares) < 2:
         return decision
@@ -107,7 +154,11 @@ def _with_reservations(decision: JobDecision, jobs: list[JobRequest]) -> JobDeci
 
 
 def _explained(
-    snapshot: Snapshot, decision: Decision, jobs: list[JobRequest], pools: Pools
+    snapshot: Snapshot,
+    decision: Decision,
+    jobs: list[JobRequest],
+    pools: Pools,
+    holds: list[Hold],
 ) -> Decision:
     """Explain each pending job against what the admitted shares left (`pools` already holds
     them), and total the load per link."""
@@ -127,10 +178,17 @@ def _explained(
             load[key] = load.get(key, 0.0) + r.gbps
         if job.queue in room:
             room[job.queue] -= job.gpus
+    held = {h.job_id: h.describe() for h in holds}
     jobs_out = tuple(
         d
         if d.admitted or d.reason
-        else replace(d, reason=explain(by_id[d.job_id], pools, links, room))
+        else replace(
+            d,
+            reason="; ".join(
+                [explain(by_id[d.job_id], pools, links, room)]
+                + ([held[d.job_id]] if d.job_id in held else [])
+            ),
+        )
         for d in decision.jobs
     )
     return replace(

@@ -30,6 +30,7 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import Pools, pack_job
+from volcano_global.solver.reservations import HoldBook
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
@@ -76,7 +77,15 @@ def proportional(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tup
     return _decision(Policy.PROPORTIONAL, decided, start), pools
 
 
-def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Decision, Pools]:
+def greedy(
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    base: Pools,
+    book: HoldBook | None = None,
+    rank: dict[str, int] | None = None,
+) -> tuple[Decision, Pools]:
+    """The greedy splitter; with a `book` of holds and a stable cluster `rank`, the planned
+    heuristic (BACKFILL, and CP-SAT's warm start)."""
     start = time.monotonic()
     pools = base
     room = _quota_room(snapshot)
@@ -85,30 +94,66 @@ def greedy(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[Dec
     for job in jobs:
         decision = JobDecision(job.id, False)
         if room.get(job.queue, job.gpus) >= job.gpus:
-            decision = place_greedily(job, pools, links) or decision
+            decision = place_greedily(job, pools, links, book, rank) or decision
             if decision.admitted:
                 _charge(room, job)
                 for r in decision.reservations:
                     links[link_key(r.a, r.b)] -= r.gbps
         decided.append(decision)
-    return _decision(Policy.GREEDY, decided, start), pools
+    policy = Policy.GREEDY if book is None else Policy.BACKFILL
+    return _decision(policy, decided, start), pools
 
 
 def place_greedily(
-    job: JobRequest, pools: dict[str, ClusterPool], links: dict[tuple[str, str], float]
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    links: dict[tuple[str, str], float],
+    book: HoldBook | None = None,
+    rank: dict[str, int] | None = None,
 ) -> JobDecision | None:
-    """The whole job in the tightest cluster that holds it, else a split over the clusters with
-    most room whose every pair is linked with enough free bandwidth; None if neither fits."""
+    """The whole job in the tightest cluster that holds it (by `rank` first when given), else a
+    split over the clusters with most room whose every pair is linked with enough free
+    bandwidth; None if neither fits. With a `book`, within what the holds allow, and charged."""
     capacity = {name: _max_units(job, pools[name]) for name in _eligible(job, pools)}
+    if book is not None:
+        for name in capacity:
+            left = book.room(job, name, job_models(job, pools[name])[0])
+            if left is not None:
+                capacity[name] = min(capacity[name], max(left, 0) // max(job.unit_gpus, 1))
+        links = {
+            key: min(
+                free, book.link_room(job, key) if book.link_room(job, key) is not None else free
+            )
+            for key, free in links.items()
+        }
+    order = rank or {}
     whole = sorted(
-        (c for c, u in capacity.items() if u >= job.units), key=lambda c: (_free(job, pools[c]), c)
+        (c for c, u in capacity.items() if u >= job.units),
+        key=lambda c: (order.get(c, 0), _free(job, pools[c]), c),
     )
+    placed: JobDecision | None = None
     for name in whole:
         shares, failed = pack_job(job, {name: job.units}, pools)
         if failed is None:
-            return JobDecision(job.id, True, shares=shares)
-    if job.cluster_limit < 2:
-        return None
+            placed = JobDecision(job.id, True, shares=shares)
+            break
+    if placed is None and job.cluster_limit >= 2:
+        placed = _split_greedily(job, pools, links, capacity)
+    if placed is not None and book is not None:
+        book.charge(
+            job,
+            {(s.cluster, job_models(job, pools[s.cluster])[0]): s.gpus for s in placed.shares},
+            {link_key(r.a, r.b): r.gbps for r in placed.reservations},
+        )
+    return placed
+
+
+def _split_greedily(
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    links: dict[tuple[str, str], float],
+    capacity: dict[str, int],
+) -> JobDecision | None:
     chosen: list[str] = []
     for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
         if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:

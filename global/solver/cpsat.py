@@ -79,6 +79,7 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import Pools, pack_job, packing_order
+from volcano_global.solver.reservations import Hold, HoldBook
 from volcano_global.solver.traffic import pair_demand_gbps
 
 PACKING_RESERVE_S = 0.15  # of the round's time limit, kept for packing and explaining
@@ -86,6 +87,7 @@ MIN_SEARCH_S = 0.1
 RES_PER_GBPS = 10  # link reservations are integers of 100 Mbps: demand rounded up, room down
 CLUSTER_PENALTY = 10_000  # one more cluster for a job costs as much as 1 Tbps of traffic
 FIT_RANKS = 4
+MAX_DUE = 4  # jobs owed a reservation that are weighted lexicographically
 
 
 @dataclass
@@ -108,10 +110,14 @@ def solve_cpsat(
     hint: Decision | None,
     base: Pools,
     deadline: float,
+    plan: tuple[list[Hold], dict[str, int]] = ([], {}),
 ) -> tuple[dict[str, tuple[Share, ...]], Pools, str, float, float]:
     """Shares of each admitted job packed into domains, the pools after them, the status,
-    objective and bound. The search gets what is left of the round's time limit."""
-    units, status, objective, bound = _solve_once(snapshot, jobs, options, hint, base, deadline)
+    objective and bound. The search gets what is left of the round's time limit. `plan`: the
+    round's holds and the stable cluster rank."""
+    units, status, objective, bound = _solve_once(
+        snapshot, jobs, options, hint, base, deadline, plan
+    )
     return _pack(snapshot, jobs, units, base), base, status, objective, bound
 
 
@@ -153,12 +159,14 @@ def _solve_once(
     hint: Decision | None,
     pools: Pools,
     deadline: float,
+    plan: tuple[list[Hold], dict[str, int]],
 ) -> tuple[dict[str, dict[str, int]], str, float, float]:
     """Build and solve the model on the round's starting capacity (`pools`, read only)."""
     model = cp_model.CpModel()
     links = {link.key: link for link in snapshot.links}
-    free_rank = _free_rank(pools)
-    weights = priority_weights(jobs, options.priority_factor)
+    holds, rank = plan
+    fit_rank = {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
+    weights = job_values(jobs, options.priority_factor)
 
     vars_: list[_JobVars] = []
     capacity: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
@@ -191,25 +199,19 @@ def _solve_once(
         if queue.quota_gpus is not None and quota_use.get(queue.name):
             room = max(queue.quota_gpus - queue.used_gpus, 0)
             model.add(sum(g * a for g, a in quota_use[queue.name]) <= room)
+    _hold_constraints(model, vars_, holds)
 
     extra_clusters = sum(sum(v.used.values()) - v.admitted for v in vars_)
     traffic = sum(r for v in vars_ for r in v.reserve.values())
-    fit = sum(free_rank[c] * v.job.unit_gpus * x for v in vars_ for c, x in v.units.items())
-    order = sum(position * v.admitted for position, v in enumerate(vars_))
+    fit = sum(fit_rank[c] * v.job.unit_gpus * x for v in vars_ for c, x in v.units.items())
     secondary_max = (
-        len(vars_) ** 2
-        + CLUSTER_PENALTY * sum(max(len(v.used) - 1, 0) for v in vars_)
-        + sum(_upper(r) for v in vars_ for r in v.reserve.values())
+        CLUSTER_PENALTY * sum(max(len(v.used) - 1, 0) for v in vars_)
+        + sum(max(v.demand.values(), default=0) * len(v.reserve) for v in vars_)
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
-    # A CPU-only job counts as one GPU, so that admitting it is worth something.
-    admitted_gpus = sum(weights[v.job.id] * max(v.job.gpus, 1) * v.admitted for v in vars_)
+    admitted = sum(weights[v.job.id] * v.admitted for v in vars_)
     model.maximize(
-        (secondary_max + 1) * admitted_gpus
-        - CLUSTER_PENALTY * extra_clusters
-        - traffic
-        - fit
-        - order
+        (secondary_max + 1) * admitted - CLUSTER_PENALTY * extra_clusters - traffic - fit
     )
 
     if hint is not None:
@@ -239,8 +241,22 @@ def _solve_once(
     return units, status, float(solver.objective_value) / weight, bound
 
 
-def _upper(var: cp_model.IntVar) -> int:
-    return int(var.proto.domain[-1])
+def _hold_constraints(model: cp_model.CpModel, vars_: list[_JobVars], holds: list[Hold]) -> None:
+    """Jobs that would still run when a hold starts fit in its spare GPUs and bandwidth."""
+    for hold in holds:
+        bound = [v for v in vars_ if hold.binds(v.job)]
+        for (cluster, gpu_model), spare in hold.spare.items():
+            terms = [
+                v.job.unit_gpus * v.units[cluster]
+                for v in bound
+                if cluster in v.units and v.model_in[cluster] == gpu_model
+            ]
+            if terms:
+                model.add(sum(terms) <= max(spare, 0))
+        for key, spare_gbps in hold.link_spare.items():
+            terms = [v.reserve[key] for v in bound if key in v.reserve]
+            if terms:
+                model.add(sum(terms) <= math.floor(max(spare_gbps, 0.0) * RES_PER_GBPS))
 
 
 def _job_vars(
@@ -353,17 +369,20 @@ def _add_hints(model: cp_model.CpModel, vars_: list[_JobVars], hint: Decision) -
                 model.add_hint(v.reserve[(a, b)], v.demand.get(len(shares), 0) if both else 0)
 
 
-def _free_rank(pools: dict[str, ClusterPool]) -> dict[str, int]:
-    """0 for the clusters with the fewest free GPUs up to FIT_RANKS - 1 for the most."""
-    totals = {name: sum(pool.free_gpus(m) for m in pool.models()) for name, pool in pools.items()}
-    order = sorted(totals, key=lambda n: (totals[n], n))
-    return {name: i * FIT_RANKS // max(len(order), 1) for i, name in enumerate(order)}
-
-
-def priority_weights(jobs: list[JobRequest], factor: int) -> dict[str, int]:
-    """factor^level per GPU, the lowest priority level 0, levels above the eighth merged."""
+def job_values(jobs: list[JobRequest], factor: int) -> dict[str, int]:
+    """What admitting each job is worth: factor^level x (N - position) for the N jobs of the
+    window in queue order (priority level 0 the lowest, levels above the eighth merged), so
+    that earlier jobs weigh more and two later ones may outweigh one earlier; a job owed a
+    reservation (`due`, the first MAX_DUE of them) outweighs every job not owed one, and each
+    such job every one after it."""
     levels = {p: min(i, 7) for i, p in enumerate(sorted({j.priority for j in jobs}))}
-    return {j.id: factor ** levels[j.priority] for j in jobs}
+    n = len(jobs)
+    values = {j.id: factor ** levels[j.priority] * (n - i) for i, j in enumerate(jobs)}
+    due = [j for j in jobs if j.due][:MAX_DUE]
+    floor = sum(values[j.id] for j in jobs if j not in due) + 1
+    for k, job in enumerate(due):
+        values[job.id] = floor * 2 ** (len(due) - 1 - k)
+    return values
 
 
 def cpsat_decision(
@@ -372,25 +391,29 @@ def cpsat_decision(
     options: SolveOptions,
     base: Pools,
     deadline: float,
+    holds: list[Hold],
+    rank: dict[str, int],
 ) -> tuple[Decision, Pools]:
-    """Warm-start with the greedy policy, solve, pack. `base` is the round's starting capacity;
-    it ends holding the returned answer."""
+    """Warm-start with the planned greedy policy, solve, pack. `base` is the round's starting
+    capacity; it ends holding the returned answer."""
     start = time.monotonic()
     marks = {name: pool.mark() for name, pool in base.items()}
-    hint, _ = greedy(snapshot, jobs, base)
+    hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
     for name, pool in base.items():
         pool.rollback(marks[name])
-    shares, pools, status, _, bound = solve_cpsat(snapshot, jobs, options, hint, base, deadline)
+    shares, pools, status, _, bound = solve_cpsat(
+        snapshot, jobs, options, hint, base, deadline, (holds, rank)
+    )
     result = tuple(
         JobDecision(j.id, True, shares=shares[j.id]) if j.id in shares else JobDecision(j.id, False)
         for j in jobs
     )
-    weights = priority_weights(jobs, options.priority_factor)
+    weights = job_values(jobs, options.priority_factor)
     if _value(hint.jobs, weights) > _value(result, weights):
         # Repair is a heuristic; never return less than the greedy answer we started from.
         for name, pool in base.items():
             pool.rollback(marks[name])
-        hint, pools = greedy(snapshot, jobs, base)
+        hint, pools = greedy(snapshot, jobs, base, HoldBook(holds), rank)
         result, status = hint.jobs, f"{status}+GREEDY"
     decision = Decision(
         policy=Policy.CPSAT,
@@ -404,6 +427,4 @@ def cpsat_decision(
 
 
 def _value(decisions: tuple[JobDecision, ...], weights: dict[str, int]) -> int:
-    return sum(
-        weights[d.job_id] * max(sum(s.gpus for s in d.shares), 1) for d in decisions if d.admitted
-    )
+    return sum(weights[d.job_id] for d in decisions if d.admitted)

@@ -78,6 +78,11 @@ class JobRequest:
     share_tier: int | None = None
     allreduce_gbps: float = 0.0
     allowed_clusters: tuple[str, ...] | None = None
+    # For reservations and backfill (planned policies only): the expected run time (the
+    # user's runningEstimate, else what jobs of its size ran: `durations`), and whether it has
+    # waited long enough to be owed a reservation.
+    estimate_s: float | None = None
+    due: bool = False
 
     @property
     def unit(self) -> int:
@@ -116,6 +121,7 @@ class Snapshot:
     links: tuple[LinkState, ...] = ()
     jobs: tuple[JobRequest, ...] = ()
     queues: tuple[QueueState, ...] = ()
+    running: tuple[RunningJob, ...] = ()
 
 
 class Policy(StrEnum):
@@ -123,6 +129,14 @@ class Policy(StrEnum):
     FIRST_FIT = "first-fit"  # whole job, first cluster that fits (Kueue MultiKueue)
     PROPORTIONAL = "proportional"  # split by free capacity, no gang, no links (Karmada)
     GREEDY = "greedy"  # bandwidth-aware greedy splitter
+    # The greedy splitter with CP-SAT's order, reservations and backfill: what the optimiser
+    # adds over a heuristic given the same plan (an ablation, and a fallback).
+    BACKFILL = "backfill"
+
+    @property
+    def planned(self) -> bool:
+        """Whether the round orders short work first and reserves for waiting gangs."""
+        return self in (Policy.CPSAT, Policy.BACKFILL)
 
 
 @dataclass(frozen=True)
@@ -134,8 +148,9 @@ class SolveOptions:
     window: int = 200
     workers: int = 1  # deterministic; on 2 cores a second worker cost more than it found
     seed: int = 0
-    priority_factor: int = 4  # weight per GPU of one priority level over the level below
+    priority_factor: int = 4  # weight of one priority level over the level below
     candidates_per_job: int = 8  # clusters the model considers per job
+    max_holds: int = 2  # reservations per round (planned policies), one job each
 
 
 @dataclass(frozen=True)
@@ -157,6 +172,17 @@ class LinkBandwidth:
     a: str
     b: str
     gbps: float
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job that holds capacity now: its GPUs per (cluster, model), the link bandwidth it
+    reserved, and when it is expected to end (seconds from the round; an estimate)."""
+
+    id: str
+    gpus: tuple[tuple[str, str, int], ...]
+    links: tuple[LinkBandwidth, ...] = ()
+    ends_in_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Queue order of pending jobs: priority first; within a priority, weighted fair share between
 queues (the queue whose GPUs held, counting the jobs already ordered ahead, are smallest
 relative to its weight goes next, as Volcano's proportion plugin divides by weight); within a
-queue, submission time."""
+queue, submission time - or, `by_service` (the planned policies), the jobs owed a reservation
+(`due`, by submission time) and then the least expected service first (`durations`), which
+serves short work first while the reservations bound how long long work can wait."""
 
 from __future__ import annotations
 
@@ -17,18 +19,27 @@ class Candidate:
     priority: int
     gpus: int
     submitted_at: datetime
+    service: float = 0.0  # expected GPU-seconds (`durations.DurationModel.service`)
+    due: bool = False  # waited long enough to be owed a reservation
 
 
 def fair_order(
-    jobs: list[Candidate], *, held: dict[str, int], weights: dict[str, int]
+    jobs: list[Candidate],
+    *,
+    held: dict[str, int],
+    weights: dict[str, int],
+    by_service: bool = False,
 ) -> list[Candidate]:
+    def within(job: Candidate) -> tuple[object, ...]:
+        if by_service and not job.due:
+            return (1, job.service, job.submitted_at, job.key)
+        return (0, 0.0, job.submitted_at, job.key)
+
     ordered: list[Candidate] = []
     taken: dict[str, int] = defaultdict(int)
     for priority in sorted({j.priority for j in jobs}, reverse=True):
         queues: dict[str, deque[Candidate]] = defaultdict(deque)
-        for job in sorted(
-            (j for j in jobs if j.priority == priority), key=lambda j: (j.submitted_at, j.key)
-        ):
+        for job in sorted((j for j in jobs if j.priority == priority), key=within):
             queues[job.queue].append(job)
         while queues:
             queue = min(queues, key=lambda q, qs=queues: _share(q, qs, held, taken, weights))

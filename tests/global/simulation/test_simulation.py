@@ -3,6 +3,8 @@ the fluid bounds never beaten, the speed model by hand, the trace readers on the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import subprocess
 import sys
 from pathlib import Path
@@ -46,22 +48,31 @@ TINY = [
 ]
 
 
-def times(policy: Policy) -> dict[str, tuple[float | None, float | None]]:
-    result = Simulation(two_clusters(), TINY, policy).run()
+def times(
+    policy: Policy, jobs: list[TraceJob] = TINY
+) -> dict[str, tuple[float | None, float | None]]:
+    result = Simulation(two_clusters(), jobs, policy).run()
     return {r.job.id: (r.start, r.finish) for r in result.records}
 
 
+ESTIMATED = [replace(j, estimate_s=j.duration_s) for j in TINY]
+
+
 def test_the_tiny_trace_by_hand() -> None:
-    # CP-SAT admits the most GPUs first: B split 16 + 8 at t=0; A needs a whole cluster, which
-    # frees when B ends at 50; A ends at 150.
-    assert times(Policy.CPSAT) == {"A": (50.0, 150.0), "B": (0.0, 50.0)}
+    # Nothing is known of durations yet: the least expected service is the fewest GPUs, so
+    # CP-SAT serves A (16 GPUs) first, and B (24) waits for it.
+    assert times(Policy.CPSAT) == {"A": (0.0, 100.0), "B": (100.0, 150.0)}
+    # With the users' estimates, B's 24 x 50 GPU-seconds go before A's 16 x 100: B split
+    # 16 + 8 at t=0; A needs a whole cluster, which frees when B ends at 50; A ends at 150.
+    assert times(Policy.CPSAT, ESTIMATED) == {"A": (50.0, 150.0), "B": (0.0, 50.0)}
+    assert times(Policy.BACKFILL, ESTIMATED) == {"A": (50.0, 150.0), "B": (0.0, 50.0)}
     # Greedy and proportional go in queue order: A takes c0 at 0; B does not fit in c1's 16
     # GPUs and waits for A; then splits; ends at 150.
     assert times(Policy.GREEDY) == {"A": (0.0, 100.0), "B": (100.0, 150.0)}
     assert times(Policy.PROPORTIONAL) == {"A": (0.0, 100.0), "B": (100.0, 150.0)}
     # First-fit never splits: B never fits anywhere.
     assert times(Policy.FIRST_FIT) == {"A": (0.0, 100.0), "B": (None, None)}
-    summary = summarise(Simulation(two_clusters(), TINY, Policy.CPSAT).run())
+    summary = summarise(Simulation(two_clusters(), ESTIMATED, Policy.CPSAT).run())
     assert (summary.avg_jct_s, summary.makespan_s) == (100.0, 150.0)
     assert summary.avg_jct_bound_s == 75.0  # (100 + 50) / 2
     assert summary.makespan_bound_s == 100.0  # A alone; fluid: (1600 + 1200) / 32 = 87.5

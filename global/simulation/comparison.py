@@ -1,0 +1,167 @@
+"""Policies judged against each other over the same jobs.
+
+A per-policy average over "the jobs this policy finished" flatters a policy that leaves the hard
+jobs waiting, and one over "the jobs every policy finished" drops exactly the jobs only a
+splitter can run. So here every job counts: a job a policy never finished is charged until the
+horizon (the last finish of any policy), which is a lower bound on its true completion time and
+so favours the policy that could not run it. Allocation while backlog counts the intervals in
+which some job that every policy eventually started was waiting (a job one policy leaves
+waiting for hours while the fleet idles is then not everyone's backlog).
+
+Bounds no policy can beat, over all jobs: each job finishes no sooner than its full-speed
+duration after it arrives; and the fleet does at most `capacity` GPU-seconds of work per second,
+so a single machine of that speed running preemptive shortest-remaining-work-first on the jobs'
+areas (GPUs x duration), which is optimal for the total completion time on it, finishes every
+job set no later in total than any real schedule ("fluid SRPT").
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import asdict, dataclass
+
+from volcano_global.simulation.engine import SimResult
+from volcano_global.simulation.metrics import SIZE_CLASSES, intervals, link_use, size_class
+from volcano_global.simulation.workload import TraceJob
+
+SMALL_GPUS = 8  # "small jobs" for the no-regression check (p99 JCT)
+
+
+@dataclass(frozen=True)
+class Judged:
+    policy: str
+    jobs: int
+    finished: int
+    avg_jct_s: float  # every job; an unfinished one charged until the horizon
+    avg_jct_common_s: float  # the jobs every policy finished
+    jct_by_size: dict[str, float]  # average JCT per size class (every job)
+    p99_small_jct_s: float  # jobs of SMALL_GPUS or fewer that every policy finished
+    large_jobs: int  # gangs of half an average cluster or more
+    large_avg_jct_s: float
+    large_wait_p95_s: float
+    large_wait_max_s: float
+    splitter_only_jobs: int  # larger than any one cluster
+    splitter_only_finished: int
+    splitter_only_avg_jct_s: float
+    allocation_backlog: float  # while a job every policy started was waiting
+    oversubscribed_s: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    avg_jct_duration_s: float  # average full-speed duration
+    avg_jct_fluid_s: float  # fluid SRPT on the fleet's total GPUs
+
+    @property
+    def avg_jct_s(self) -> float:
+        return max(self.avg_jct_duration_s, self.avg_jct_fluid_s)
+
+
+def judge(results: list[SimResult]) -> list[Judged]:
+    if not results:
+        return []
+    jobs = [r.job for r in results[0].records]
+    horizon = _horizon(results)
+    finished = [{r.job.id for r in res.records if r.finish is not None} for res in results]
+    started = [{r.job.id for r in res.records if r.start is not None} for res in results]
+    common = set.intersection(*finished)
+    everyone_started = set.intersection(*started)
+    first = results[0]
+    half = first.capacity_gpus / max(len(first.cluster_gpus), 1) / 2
+    biggest = max(first.cluster_gpus.values(), default=0)
+    large = {j.id for j in jobs if j.gpus >= half}
+    splitter_only = {j.id for j in jobs if j.gpus > biggest}
+    out = []
+    for res in results:
+        jct = {r.job.id: (r.finish or horizon) - r.job.arrival_s for r in res.records}
+        wait = {r.job.id: (r.start or horizon) - r.job.arrival_s for r in res.records}
+        by_size: dict[str, list[float]] = {label: [] for *_, label in SIZE_CLASSES}
+        for job in jobs:
+            by_size[size_class(job.gpus)].append(jct[job.id])
+        small = sorted(jct[j.id] for j in jobs if j.gpus <= SMALL_GPUS and j.id in common)
+        large_waits = sorted(wait[j] for j in large)
+        out.append(
+            Judged(
+                policy=res.policy,
+                jobs=len(jobs),
+                finished=sum(1 for r in res.records if r.finish is not None),
+                avg_jct_s=_mean(jct.values()),
+                avg_jct_common_s=_mean(jct[j] for j in common),
+                jct_by_size={k: _mean(v) for k, v in by_size.items()},
+                p99_small_jct_s=_quantile(small, 0.99),
+                large_jobs=len(large),
+                large_avg_jct_s=_mean(jct[j] for j in large),
+                large_wait_p95_s=_quantile(large_waits, 0.95),
+                large_wait_max_s=large_waits[-1] if large_waits else math.nan,
+                splitter_only_jobs=len(splitter_only),
+                splitter_only_finished=sum(
+                    1 for r in res.records if r.job.id in splitter_only and r.finish is not None
+                ),
+                splitter_only_avg_jct_s=_mean(jct[j] for j in splitter_only),
+                allocation_backlog=backlog_allocation(res, everyone_started),
+                oversubscribed_s=link_use(res)[1],
+            )
+        )
+    return out
+
+
+def bounds(jobs: list[TraceJob], capacity_gpus: int) -> Bounds:
+    return Bounds(
+        avg_jct_duration_s=_mean(j.duration_s for j in jobs),
+        avg_jct_fluid_s=fluid_srpt_avg_jct(jobs, capacity_gpus),
+    )
+
+
+def fluid_srpt_avg_jct(jobs: list[TraceJob], capacity_gpus: int) -> float:
+    """Average completion time minus arrival of preemptive SRPT on one machine that does
+    `capacity_gpus` GPU-seconds of work per second, each job's work its GPUs x duration."""
+    if not jobs or capacity_gpus <= 0:
+        return math.nan
+    arrivals = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+    left: list[tuple[float, int]] = []  # (remaining seconds on the machine, index)
+    total, now, i = 0.0, arrivals[0].arrival_s, 0
+    while i < len(arrivals) or left:
+        if not left:
+            now = max(now, arrivals[i].arrival_s)
+        while i < len(arrivals) and arrivals[i].arrival_s <= now:
+            job = arrivals[i]
+            heapq.heappush(left, (max(job.gpus, 1) * job.duration_s / capacity_gpus, i))
+            i += 1
+        remaining, index = heapq.heappop(left)
+        until = arrivals[i].arrival_s if i < len(arrivals) else math.inf
+        if now + remaining <= until:
+            now += remaining
+            total += now - arrivals[index].arrival_s
+        else:
+            heapq.heappush(left, (remaining - (until - now), index))
+            now = until
+    return total / len(arrivals)
+
+
+def backlog_allocation(result: SimResult, jobs: set[str]) -> float:
+    """Time-weighted share of GPUs allocated while some job of `jobs` was waiting."""
+    time = busy = 0.0
+    for sample, length in intervals(result):
+        if any(job in jobs for job in sample.pending):
+            time += length
+            busy += sample.allocated_gpus / max(result.capacity_gpus, 1) * length
+    return busy / time if time else math.nan
+
+
+def _horizon(results: list[SimResult]) -> float:
+    ends = [r.finish for res in results for r in res.records if r.finish is not None]
+    ends += [r.job.arrival_s for res in results for r in res.records]
+    return max(ends, default=0.0)
+
+
+def _mean(values) -> float:  # type: ignore[no-untyped-def]
+    values = list(values)
+    return sum(values) / len(values) if values else math.nan
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)] if ordered else math.nan

@@ -1,0 +1,215 @@
+"""Reservations and backfill for gangs that have waited (the planned policies).
+
+A due job (it has waited `reserve_after` and is still first in line among those that have) that
+does not fit now is given a hold: the earliest time `start_in_s` at which, by the running jobs'
+expected ends, enough GPUs are free for it - in one cluster, or in a split whose clusters are
+pairwise linked with the bandwidth it needs then - and the GPUs (and link bandwidth) it will
+take there. Until then other jobs may still use those GPUs, but only jobs expected to end before
+`start_in_s`, or within the spare: what will be free at `start_in_s` beyond the hold (EASY
+backfilling, with expected durations for the user's missing estimates). Holds are recomputed
+every round from what is running, so a running job that overruns its estimate moves its hold
+later, and the hold's job is first in line when its GPUs are free (it is `due`). A cluster held
+for one job is not considered for the next hold of the same round.
+
+Capacity here is in GPUs per (cluster, model): nodes and domains are the packer's affair when
+the hold's job starts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from volcano_global.solver.capacity import ClusterPool, job_models
+from volcano_global.solver.model import JobRequest, Snapshot, link_key
+from volcano_global.solver.traffic import pair_demand_gbps
+
+Key = tuple[str, str]  # (cluster, model)
+
+
+@dataclass(frozen=True)
+class Hold:
+    job_id: str
+    start_in_s: float
+    gpus: dict[Key, int]  # held for the job from start_in_s
+    spare: dict[Key, int]  # free at start_in_s beyond the hold: room for jobs that outlast it
+    link_spare: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def binds(self, job: JobRequest) -> bool:
+        """Whether the job, started now, would still run at the hold's start."""
+        if job.id == self.job_id:
+            return False
+        return job.estimate_s is None or job.estimate_s > self.start_in_s
+
+    @property
+    def clusters(self) -> set[str]:
+        return {c for c, _ in self.gpus}
+
+    def describe(self) -> str:
+        where = ", ".join(f"{g} GPUs in {c}" for (c, _), g in sorted(self.gpus.items()))
+        return f"reserved: {where} expected free in {self.start_in_s:,.0f} s"
+
+
+class HoldBook:
+    """What the holds still allow, charged as a heuristic policy admits jobs."""
+
+    def __init__(self, holds: list[Hold]) -> None:
+        self.holds = holds
+        self.left = [dict(h.spare) for h in holds]
+        self.link_left = [dict(h.link_spare) for h in holds]
+
+    def room(self, job: JobRequest, cluster: str, model: str) -> int | None:
+        """GPUs of `model` in `cluster` the job may take (None: no hold limits it)."""
+        found = [
+            left[(cluster, model)]
+            for hold, left in zip(self.holds, self.left, strict=True)
+            if (cluster, model) in left and hold.binds(job)
+        ]
+        return min(found) if found else None
+
+    def link_room(self, job: JobRequest, key: tuple[str, str]) -> float | None:
+        found = [
+            left[key]
+            for hold, left in zip(self.holds, self.link_left, strict=True)
+            if key in left and hold.binds(job)
+        ]
+        return min(found) if found else None
+
+    def charge(self, job: JobRequest, gpus: dict[Key, int], links: dict[tuple[str, str], float]):  # type: ignore[no-untyped-def]
+        for hold, left, link_left in zip(self.holds, self.left, self.link_left, strict=True):
+            if not hold.binds(job):
+                continue
+            for key, g in gpus.items():
+                if key in left:
+                    left[key] -= g
+            for key, g in links.items():
+                if key in link_left:
+                    link_left[key] -= g
+
+
+def plan_holds(
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    pools: dict[str, ClusterPool],
+    *,
+    fits_now,  # type: ignore[no-untyped-def]  # (job) -> bool
+    limit: int,
+) -> list[Hold]:
+    releases: dict[Key, list[tuple[float, int]]] = defaultdict(list)
+    link_releases: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for run in snapshot.running:
+        for cluster, model, gpus in run.gpus:
+            releases[(cluster, model)].append((max(run.ends_in_s, 0.0), gpus))
+        for r in run.links:
+            link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
+    links_now = {link.key: link.free_gbps for link in snapshot.links}
+    holds: list[Hold] = []
+    taken: set[str] = set()
+    for job in jobs:
+        if len(holds) >= limit:
+            break
+        if not job.due or fits_now(job):
+            continue
+        hold = _earliest(job, pools, releases, links_now, link_releases, taken)
+        if hold is not None:
+            holds.append(hold)
+            taken |= hold.clusters
+    return holds
+
+
+def _earliest(  # type: ignore[no-untyped-def]
+    job: JobRequest, pools, releases, links_now, link_releases, taken: set[str]
+) -> Hold | None:
+    options: dict[str, str] = {}  # cluster -> the model the job would use there
+    for name, pool in pools.items():
+        if name in taken or (job.allowed_clusters is not None and name not in job.allowed_clusters):
+            continue
+        models = job_models(job, pool)
+        if models:
+            options[name] = max(
+                models, key=lambda m, p=pool, n=name: p.free_gpus(m) + _total(releases[(n, m)])
+            )
+    if not options or job.gpus_per_pod == 0:
+        return None
+    times = sorted(
+        {0.0}
+        | {t for name, m in options.items() for t, _ in releases[(name, m)]}
+        | {t for rel in link_releases.values() for t, _ in rel}
+    )
+    for t in times:
+        avail = {
+            name: pools[name].free_gpus(m) + sum(g for e, g in releases[(name, m)] if e <= t)
+            for name, m in options.items()
+        }
+        units = _choose(
+            job,
+            avail,
+            {
+                k: free + sum(g for e, g in link_releases[k] if e <= t)
+                for k, free in links_now.items()
+            },
+        )
+        if units is None:
+            continue
+        gpus = {(c, options[c]): u * job.unit_gpus for c, u in units.items()}
+        demand = pair_demand_gbps(job.allreduce_gbps, len(units)) if len(units) > 1 else 0.0
+        names = sorted(units)
+        link_spare = {}
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                key = link_key(a, b)
+                free = links_now.get(key, 0.0) + sum(g for e, g in link_releases[key] if e <= t)
+                link_spare[key] = max(free - demand, 0.0)
+        return Hold(
+            job.id,
+            t,
+            gpus,
+            spare={(c, options[c]): avail[c] - g for (c, _), g in gpus.items()},
+            link_spare=link_spare,
+        )
+    return None
+
+
+def _choose(
+    job: JobRequest, avail: dict[str, int], links: dict[tuple[str, str], float]
+) -> dict[str, int] | None:
+    """Units per cluster for the job on `avail` GPUs: the whole job in the cluster that fits it
+    most tightly, else a split over the clusters with most room, pairwise linked with enough
+    bandwidth (the greedy splitter's rule on aggregate capacity)."""
+    capacity = {c: min(g // max(job.unit_gpus, 1), job.units) for c, g in avail.items()}
+    whole = sorted((c for c, u in capacity.items() if u >= job.units), key=lambda c: (avail[c], c))
+    if whole:
+        return {whole[0]: job.units}
+    if job.cluster_limit < 2:
+        return None
+    chosen: list[str] = []
+    for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
+        if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:
+            continue
+        if sum(capacity[c] for c in chosen) >= job.units:
+            break
+        demand = pair_demand_gbps(job.allreduce_gbps, len(chosen) + 1)
+        if all(links.get(link_key(name, c), -1.0) + 1e-9 >= demand for c in chosen):
+            chosen.append(name)
+    units: dict[str, int] = {}
+    remaining = job.units
+    for name in chosen:
+        take = min(capacity[name], remaining)
+        if take >= job.min_share_units:
+            units[name] = take
+            remaining -= take
+    if remaining or len(units) < 2:
+        return None
+    demand = pair_demand_gbps(job.allreduce_gbps, len(units))
+    names = sorted(units)
+    if any(
+        links.get(link_key(a, b), -1.0) + 1e-9 < demand
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ):
+        return None
+    return units
+
+
+def _total(rel: list[tuple[float, int]]) -> int:
+    return sum(g for _, g in rel)
