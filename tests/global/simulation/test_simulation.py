@@ -3,10 +3,9 @@ the fluid bounds never beaten, the speed model by hand, the trace readers on the
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
