@@ -18,6 +18,7 @@ from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.metrics import summarise
 from volcano_global.simulation.report import write
 from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.trace_file import read_trace
 from volcano_global.simulation.workload import (
     TraceJob,
     read_philly,
@@ -32,8 +33,9 @@ def simulate(
     trace: Annotated[
         str,
         typer.Option(
-            help="synthetic (the LLM-scale mix), philly:FILE (Gavel's Philly trace) or "
-            "pollux:FILE (a Pollux workload CSV)"
+            help="synthetic (the LLM-scale mix), philly:FILE (Gavel's Philly trace), "
+            "pollux:FILE (a Pollux workload CSV), or your own job history as csv:FILE or "
+            "jsonl:FILE (columns: docs/simulation.md, 'Your own trace')"
         ),
     ] = "synthetic",
     jobs: Annotated[int, typer.Option(help="Jobs (synthetic: generated; traces: first N)")] = 500,
@@ -127,6 +129,12 @@ def _workload(
             return read_philly(Path(path), limit=jobs, gpu_model=gpu_model)
         if kind == "pollux" and path:
             return read_pollux(Path(path), gpu_model=gpu_model)[:jobs]
+        if kind == "csv" and path:
+            return read_trace(Path(path), "csv", limit=jobs, gpu_model=gpu_model)
+        if kind == "jsonl" and path:
+            return read_trace(Path(path), "jsonl", limit=jobs, gpu_model=gpu_model)
     except (OSError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    raise typer.BadParameter("synthetic, philly:FILE or pollux:FILE", param_hint="--trace")
+    raise typer.BadParameter(
+        "synthetic, philly:FILE, pollux:FILE, csv:FILE or jsonl:FILE", param_hint="--trace"
+    )
