@@ -44,7 +44,8 @@ class SchedulingDefaults(BaseModel):
     )
     default_queue: str = Field("default", description="Queue of a job that names none.")
     policy: str = Field(
-        "cpsat", description="Placement policy: cpsat, first-fit, proportional, greedy."
+        "cpsat",
+        description="Placement policy: cpsat, backfill, first-fit, proportional, greedy.",
     )
     interval_s: float = Field(2.0, gt=0, description="Longest wait between scheduling rounds.")
     round_time_limit_s: float = Field(1.0, gt=0, description="Time limit of one round.")
@@ -57,6 +58,11 @@ class SchedulingDefaults(BaseModel):
         "most about half of the leader's time; the rest serves requests and streams).",
     )
     window: int = Field(200, ge=1, description="Pending jobs considered per round.")
+    reserve_after_s: float = Field(
+        1800.0,
+        ge=0,
+        description="A job that waited this long is owed a reservation (cpsat, backfill).",
+    )
     enabled: bool = Field(True, description="Run the scheduling loop in this replica.")
     gang_start_timeout_s: float = Field(
         300.0,

@@ -70,6 +70,14 @@ def running_estimate_seconds(value: object) -> float:
     return total or DEFAULT_RUNNING_ESTIMATE_S
 
 
+def given_estimate(seconds: float | None) -> float | None:
+    """A stored estimate as the scheduler reads it: the default (what a job without one gets)
+    is no estimate at all - which a user's own "1m" cannot be told apart from."""
+    if seconds is None or seconds == DEFAULT_RUNNING_ESTIMATE_S:
+        return None
+    return seconds
+
+
 def lifecycle_policies(value: object) -> list[LifecyclePolicy]:
     """The job-level `policies` supervision can match: an entry that is not a mapping, has no
     string action or names no event is skipped, as it never matched."""

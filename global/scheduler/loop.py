@@ -20,10 +20,13 @@ from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.commit import RoundResult, commit_round
 from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
+from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions, solve
+from volcano_global.solver.durations import DurationModel
 
 log = logging.getLogger(__name__)
+DURATIONS_REFRESH_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Scheduler:
         self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
         self._last_start = float("-inf")  # monotonic time the last step began
         self._last_busy = 0.0  # how long it took
+        self._learnt: tuple[float, DurationModel] | None = None  # (monotonic time, durations)
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -76,14 +80,19 @@ class Scheduler:
             if not await anything_pending(session):  # skip reading the inventory
                 self.metrics.rounds.labels("idle").inc()
                 return None
-            snapshot, context = await build_snapshot(session, window=options.window)
+            policy = Policy(self.settings.scheduling.policy)
+            snapshot, context = await build_snapshot(
+                session,
+                window=options.window,
+                policy=policy,
+                durations=await self._durations(session) if policy.planned else None,
+                reserve_after_s=self.settings.scheduling.reserve_after_s,
+            )
         if not snapshot.jobs and not context.unmodelled:
             self.metrics.rounds.labels("idle").inc()
             return None
         read = time.perf_counter()
-        decision = await asyncio.to_thread(
-            solve, snapshot, Policy(self.settings.scheduling.policy), options
-        )
+        decision = await asyncio.to_thread(solve, snapshot, policy, options)
         solved = time.perf_counter()
         async with transaction(self.sessions) as session:
             result = await commit_round(session, decision=decision, context=context)
@@ -132,6 +141,13 @@ class Scheduler:
                     finished_at=utcnow(),
                 )
         return report
+
+    async def _durations(self, session: AsyncSession) -> DurationModel:
+        """What finished jobs ran, read again at most once a DURATIONS_REFRESH_S."""
+        now = time.monotonic()
+        if self._learnt is None or now - self._learnt[0] >= DURATIONS_REFRESH_S:
+            self._learnt = (now, await duration_model(session))
+        return self._learnt[1]
 
     def _worth_recording(self, placed: int, pending: int) -> bool:
         """Rounds that admit nothing and change nothing repeat every period while jobs wait:

@@ -28,7 +28,8 @@ async def preview_job(
     session: AsyncSession, submission: Submission, *, time_limit_s: float
 ) -> Preview:
     _, job, queue = await parse_submission(session, submission)
-    snapshot, _ = await build_snapshot(session, window=0)
+    # A job placed alone on the free capacity: no queue order, no plan over time to read.
+    snapshot, _ = await build_snapshot(session, window=0, policy=Policy.FIRST_FIT)
     try:
         request = job_request(
             job_id="preview",

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
@@ -23,6 +24,7 @@ from volcano_global.db.models import (
     Queue,
 )
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.inventory.domain_trees import domain_trees
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.capacity_view import (
@@ -30,16 +32,19 @@ from volcano_global.services.scheduling.capacity_view import (
     read_histograms,
     solver_state,
 )
+from volcano_global.services.scheduling.timing import duration_model, running_jobs
 from volcano_global.services.tenancy.queues import HOLDING_STATES
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
     LinkState,
+    Policy,
     QueueState,
     Snapshot,
+    planning,
 )
 from volcano_global.solver.capacity import ClusterPool
-from volcano_global.solver.queue_order import Candidate, fair_order
+from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
 
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
@@ -60,8 +65,22 @@ class RoundContext:
     unmodelled: dict[str, str] = field(default_factory=dict)  # job id -> why
 
 
-async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapshot, RoundContext]:
+async def build_snapshot(
+    session: AsyncSession,
+    *,
+    window: int,
+    policy: Policy = Policy.CPSAT,
+    durations: DurationModel | None = None,
+    reserve_after_s: float = planning.RESERVE_AFTER_S,
+) -> tuple[Snapshot, RoundContext]:
+    """The round's input. For a planned policy (`solver.planning`, the same code the simulator
+    runs) the order serves short expected work first and the solver is told about time:
+    `durations` learnt from finished jobs (read here when not given), running jobs' ends."""
     context = RoundContext()
+    now = utcnow()
+    if policy.planned and durations is None:
+        durations = await duration_model(session)
+    durations = durations or DurationModel()
     clusters = list(
         (
             await session.execute(
@@ -85,7 +104,14 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
     # placement fields are read (never the manifests).
     heads = (
         await session.execute(
-            select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
+            select(
+                Job.id,
+                Queue.name,
+                Job.priority,
+                Job.total_gpus,
+                Job.submitted_at,
+                Job.running_estimate_seconds,
+            )
             .join(Queue, Queue.id == Job.queue_id)
             .where(Job.state == JobState.PENDING)
             .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
@@ -93,12 +119,28 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
         )
     ).all()
     weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())
-    order = fair_order(
-        [Candidate(str(c.id), c.name, c.priority, c.total_gpus, c.submitted_at) for c in heads],
+    estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
+    order = planning.order(
+        policy,
+        [
+            planning.waiting(
+                str(c.id),
+                queue=c.name,
+                priority=c.priority,
+                gpus=c.total_gpus,
+                submitted_at=c.submitted_at,
+                estimate_s=estimates[str(c.id)],
+                now=now,
+                durations=durations,
+                reserve_after_s=reserve_after_s,
+            )
+            for c in heads
+        ],
         held={q.name: q.used_gpus for q in queues},
         weights=weights,
     )
-    chosen = [uuid.UUID(c.key) for c in order[:window]]
+    candidates = {c.key: c for c in order[:window]}
+    chosen = [uuid.UUID(key) for key in candidates]
     fields = {
         row.id: row
         for row in await session.execute(
@@ -123,21 +165,31 @@ async def build_snapshot(session: AsyncSession, *, window: int) -> tuple[Snapsho
         context.gpu_models[key] = job.gpu_model
         try:
             split = SplitPolicy.model_validate(job.split_policy)
-            requests.append(
-                job_request(
-                    job_id=key,
-                    gang=Gang.model_validate(job.gang),
-                    split=with_measurements(split, job.measurements),
-                    communication=Communication.model_validate(job.communication)
-                    if job.communication
-                    else None,
-                    priority=job.priority,
-                    queue=job.queue,
-                )
+            request = job_request(
+                job_id=key,
+                gang=Gang.model_validate(job.gang),
+                split=with_measurements(split, job.measurements),
+                communication=Communication.model_validate(job.communication)
+                if job.communication
+                else None,
+                priority=job.priority,
+                queue=job.queue,
             )
         except ValueError as exc:
             context.unmodelled[key] = f"cannot be placed yet: {exc}"
-    return Snapshot(tuple(states), tuple(link_states), tuple(requests), tuple(queues)), context
+            continue
+        requests.append(
+            planning.with_time(policy, request, candidates[key], estimates[key], durations)
+        )
+    running = (
+        await running_jobs(session, clusters, states, now=now, durations=durations)
+        if policy.planned
+        else []
+    )
+    snapshot = Snapshot(
+        tuple(states), tuple(link_states), tuple(requests), tuple(queues), tuple(running)
+    )
+    return snapshot, context
 
 
 def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:

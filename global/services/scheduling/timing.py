@@ -1,0 +1,108 @@
+"""What a round knows about time, read from the database for the planned policies
+(`solver.planning`): how long jobs of each size ran (the newest finished jobs), and the jobs
+that hold capacity now - running, or placed and not yet running - with when they started."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    LinkReservation,
+    Placement,
+    PlacementState,
+)
+from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.tenancy.queues import HOLDING_STATES
+from volcano_global.solver import ClusterCapacity, LinkBandwidth, RunningJob, planning
+from volcano_global.solver.durations import KEPT, DurationModel
+
+FINISHED_READ = KEPT  # newest finished jobs the durations are learnt from
+
+
+async def duration_model(session: AsyncSession) -> DurationModel:
+    rows = await session.execute(
+        select(Job.total_gpus, Job.started_at, Job.finished_at)
+        .where(
+            Job.state == JobState.SUCCEEDED,
+            Job.started_at.is_not(None),
+            Job.finished_at.is_not(None),
+        )
+        .order_by(Job.finished_at.desc())
+        .limit(FINISHED_READ)
+    )
+    return DurationModel(
+        (gpus, (finished - started).total_seconds()) for gpus, started, finished in rows
+    )
+
+
+async def running_jobs(
+    session: AsyncSession,
+    clusters: list[Cluster],
+    states: list[ClusterCapacity],
+    *,
+    now: datetime,
+    durations: DurationModel,
+) -> list[RunningJob]:
+    names = {c.id: c.name for c in clusters}
+    models = {s.name: _main_model(s) for s in states}
+    rows = await session.execute(
+        select(
+            Placement.id,
+            Job.id,
+            Job.gpu_model,
+            Job.started_at,
+            Job.placed_at,
+            Job.running_estimate_seconds,
+            ClusterShare.cluster_id,
+            ClusterShare.gpus,
+        )
+        .join(Job, Job.id == Placement.job_id)
+        .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+        .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
+    )
+    shares: dict[uuid.UUID, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None]] = {}
+    for placement, job, model, started, placed, estimate, cluster_id, gpus in rows:
+        cluster = names.get(cluster_id)
+        if cluster is None or gpus == 0:
+            continue  # a cluster not ready holds nothing the round could plan with
+        shares[placement][(cluster, model or models.get(cluster, ""))] += gpus
+        facts[placement] = (job, started or placed or now, given_estimate(estimate))
+    links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
+    if shares:
+        held = await session.execute(
+            select(LinkReservation).where(LinkReservation.placement_id.in_(list(shares)))
+        )
+        for r in held.unique().scalars():
+            links[r.placement_id].append(
+                LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+            )
+    return [
+        planning.running(
+            str(facts[p][0]),
+            gpus=tuple((c, m, g) for (c, m), g in sorted(by_cluster.items())),
+            links=tuple(links.get(p, ())),
+            started_at=facts[p][1],
+            estimate_s=facts[p][2],
+            now=now,
+            durations=durations,
+        )
+        for p, by_cluster in shares.items()
+    ]
+
+
+def _main_model(state: ClusterCapacity) -> str:
+    """The GPU model of most of the cluster's nodes (for a share of a job that named none)."""
+    count: dict[str, int] = defaultdict(int)
+    for leaf in state.leaves:
+        count[leaf.gpu_model] += sum(leaf.free_nodes)
+    return max(count, key=lambda m: (count[m], m), default="")
