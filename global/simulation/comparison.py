@@ -77,8 +77,8 @@ def judge(results: list[SimResult]) -> list[Judged]:
     splitter_only = {j.id for j in jobs if j.gpus > biggest}
     out = []
     for res in results:
-        jct = {r.job.id: (r.finish or horizon) - r.job.arrival_s for r in res.records}
-        wait = {r.job.id: (r.start or horizon) - r.job.arrival_s for r in res.records}
+        jct = {r.job.id: _or(r.finish, horizon) - r.job.arrival_s for r in res.records}
+        wait = {r.job.id: _or(r.start, horizon) - r.job.arrival_s for r in res.records}
         by_size: dict[str, list[float]] = {label: [] for *_, label in SIZE_CLASSES}
         for job in jobs:
             by_size[size_class(job.gpus)].append(jct[job.id])
@@ -156,6 +156,10 @@ def _horizon(results: list[SimResult]) -> float:
     ends = [r.finish for res in results for r in res.records if r.finish is not None]
     ends += [r.job.arrival_s for res in results for r in res.records]
     return max(ends, default=0.0)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _mean(values) -> float:  # type: ignore[no-untyped-def]

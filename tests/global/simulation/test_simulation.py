@@ -3,6 +3,7 @@ the fluid bounds never beaten, the speed model by hand, the trace readers on the
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from volcano_global.simulation import speed
+from volcano_global.simulation.comparison import bounds, judge
 from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.metrics import summarise
 from volcano_global.simulation.scenario import Scenario
@@ -219,3 +221,62 @@ def test_the_command_writes_results_and_plots(tmp_path: Path) -> None:
     )
     assert bad.returncode == 1
     assert "missing.yaml" in bad.stderr
+
+
+def test_the_policies_judged_over_the_same_jobs_by_hand() -> None:
+    results = [
+        Simulation(two_clusters(), ESTIMATED, Policy.CPSAT).run(),
+        Simulation(two_clusters(), ESTIMATED, Policy.FIRST_FIT).run(),
+    ]
+    cpsat, first_fit = judge(results)
+    # CP-SAT: B (0, 50), A (50, 150). First-fit: A (0, 100), B never; it is charged until the
+    # last finish of any policy, 150.
+    assert (cpsat.avg_jct_s, first_fit.avg_jct_s) == (100.0, 125.0)
+    assert (cpsat.avg_jct_common_s, first_fit.avg_jct_common_s) == (150.0, 100.0)  # A only
+    # B (24 GPUs) is larger than either 16-GPU cluster: only a splitter runs it.
+    assert (cpsat.splitter_only_jobs, cpsat.splitter_only_finished) == (1, 1)
+    assert (first_fit.splitter_only_finished, first_fit.splitter_only_avg_jct_s) == (0, 150.0)
+    # Half an average cluster is 8 GPUs: both jobs are large gangs.
+    assert (cpsat.large_jobs, cpsat.large_wait_max_s, first_fit.large_wait_max_s) == (
+        2,
+        50.0,
+        150.0,
+    )
+    # Backlog over the jobs both started (A): CP-SAT's A waits 0-50 while B holds 24 of 32.
+    assert cpsat.allocation_backlog == 0.75
+    assert math.isnan(first_fit.allocation_backlog)  # its A never waits
+    # Fluid SRPT on 32 GPUs: B's 1,200 GPU-s end at 37.5, A's 1,600 at 87.5: 62.5 on average,
+    # below the durations' 75.
+    limit = bounds(ESTIMATED, 32)
+    assert (limit.avg_jct_fluid_s, limit.avg_jct_s) == (62.5, 75.0)
+
+
+def one_cluster_of_two_nodes() -> Scenario:
+    spec = {"nodeGroups": [{"count": 2, "gpusPerNode": 8, "gpuModel": "H100"}]}
+    return Scenario.model_validate({"clusters": [{"name": "c0", "spec": spec}]})
+
+
+# A holds one node until 100; B needs both; C and D arrive while B waits. Estimates are exact.
+STREAM = [
+    TraceJob(name, arrival, pods=pods, gpus_per_pod=8, duration_s=100.0, estimate_s=100.0)
+    for name, arrival, pods in (("A", 0.0, 1), ("B", 1.0, 2), ("C", 60.0, 1), ("D", 120.0, 1))
+]
+
+
+@pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.BACKFILL])
+def test_a_reservation_is_honoured_over_time(policy: Policy) -> None:
+    # B is owed a reservation at once (reserve_after_s = 0): both nodes from t = 100, when A
+    # ends. C would still run then, so it may not take the free node at 60; B starts at 100,
+    # and C and D after it.
+    result = Simulation(
+        one_cluster_of_two_nodes(), STREAM, policy, SimOptions(reserve_after_s=0.0)
+    ).run()
+    assert {r.job.id: (r.start, r.finish) for r in result.records} == {
+        "A": (0.0, 100.0),
+        "B": (100.0, 200.0),
+        "C": (200.0, 300.0),
+        "D": (200.0, 300.0),
+    }
+    # Without a reservation the smaller jobs keep one node busy and B waits until 220.
+    greedy = Simulation(one_cluster_of_two_nodes(), STREAM, Policy.GREEDY).run()
+    assert next(r for r in greedy.records if r.job.id == "B").start == 220.0
