@@ -21,6 +21,7 @@ from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
     ClusterCapacity,
+    Decision,
     JobDecision,
     JobRequest,
     Leaf,
@@ -178,13 +179,8 @@ class Simulation:
             )
         return result
 
-    def _round(
-        self,
-        pending: list[TraceJob],
-        running: dict[str, _Running],
-        records: dict[str, JobRecord],
-        now: float,
-    ) -> set[str]:
+    def decide(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> Decision:
+        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`)."""
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
             held[run.job.queue] += run.job.gpus
@@ -227,7 +223,7 @@ class Simulation:
             ),
             running=tuple(self._running(running, clock)) if self.policy.planned else (),
         )
-        decision = solve(
+        return solve(
             snapshot,
             self.policy,
             SolveOptions(
@@ -236,6 +232,16 @@ class Simulation:
                 deterministic_time=self.options.deterministic_time,
             ),
         )
+
+    def _round(
+        self,
+        pending: list[TraceJob],
+        running: dict[str, _Running],
+        records: dict[str, JobRecord],
+        now: float,
+    ) -> set[str]:
+        by_id = {j.id: j for j in pending}
+        decision = self.decide(pending, running, now)
         started = set()
         for jd in decision.jobs:
             if jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
