@@ -50,7 +50,7 @@ def _gang_case(args: tuple[str, int, int, float, SimOptions]) -> tuple[str, int,
         seed,
         {
             "judged": judge(results),
-            "bound": bounds(jobs, capacity).avg_jct_s,
+            "bound": bounds(results[0]).avg_jct_s,
             "capacity": capacity,
             "seconds": time.monotonic() - started,
         },

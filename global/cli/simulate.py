@@ -81,7 +81,7 @@ def simulate(
             results.append(result)
             summaries.append(summarise(result))
     files = write(out, results, summaries)
-    limit = bounds(workload, probe.capacity_gpus)
+    limit = bounds(results[0])
     table = Table(
         "policy",
         "finished",

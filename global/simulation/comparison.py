@@ -2,9 +2,11 @@
 
 A per-policy average over "the jobs this policy finished" flatters a policy that leaves the hard
 jobs waiting, and one over "the jobs every policy finished" drops exactly the jobs only a
-splitter can run. So here every job counts: a job a policy never finished is charged until the
-horizon (the last finish of any policy), which is a lower bound on its true completion time and
-so favours the policy that could not run it. Allocation while backlog counts the intervals in
+splitter can run. So here every job counts that can be run at all without oversubscribing a
+link (`never_placeable`: not even on the empty fleet; they are counted apart, since only a
+policy that oversubscribes links runs them): one a policy never finished is charged until that
+policy's own last finish, a lower bound on its true completion time that favours the policy
+that could not run it. Allocation while backlog counts the intervals in
 which some job that every policy eventually started was waiting (a job one policy leaves
 waiting for hours while the fleet idles is then not everyone's backlog).
 
@@ -31,7 +33,8 @@ SMALL_GPUS = 8  # "small jobs" for the no-regression check (p99 JCT)
 @dataclass(frozen=True)
 class Judged:
     policy: str
-    jobs: int
+    jobs: int  # judged: every job but the never placeable
+    never_placeable: int
     finished: int
     avg_jct_s: float  # every job; an unfinished one charged until the horizon
     avg_jct_common_s: float  # the jobs every policy finished
@@ -64,10 +67,11 @@ class Bounds:
 def judge(results: list[SimResult]) -> list[Judged]:
     if not results:
         return []
-    jobs = [r.job for r in results[0].records]
-    horizon = _horizon(results)
-    finished = [{r.job.id for r in res.records if r.finish is not None} for res in results]
-    started = [{r.job.id for r in res.records if r.start is not None} for res in results]
+    excluded = results[0].never_placeable
+    jobs = [r.job for r in results[0].records if r.job.id not in excluded]
+    judged = {j.id for j in jobs}
+    finished = [{r.job.id for r in res.records if r.finish is not None} & judged for res in results]
+    started = [{r.job.id for r in res.records if r.start is not None} & judged for res in results]
     common = set.intersection(*finished)
     everyone_started = set.intersection(*started)
     first = results[0]
@@ -77,8 +81,10 @@ def judge(results: list[SimResult]) -> list[Judged]:
     splitter_only = {j.id for j in jobs if j.gpus > biggest}
     out = []
     for res in results:
-        jct = {r.job.id: _or(r.finish, horizon) - r.job.arrival_s for r in res.records}
-        wait = {r.job.id: _or(r.start, horizon) - r.job.arrival_s for r in res.records}
+        horizon = _horizon(res)
+        records = [r for r in res.records if r.job.id in judged]
+        jct = {r.job.id: _or(r.finish, horizon) - r.job.arrival_s for r in records}
+        wait = {r.job.id: _or(r.start, horizon) - r.job.arrival_s for r in records}
         by_size: dict[str, list[float]] = {label: [] for *_, label in SIZE_CLASSES}
         for job in jobs:
             by_size[size_class(job.gpus)].append(jct[job.id])
@@ -88,7 +94,8 @@ def judge(results: list[SimResult]) -> list[Judged]:
             Judged(
                 policy=res.policy,
                 jobs=len(jobs),
-                finished=sum(1 for r in res.records if r.finish is not None),
+                never_placeable=len(excluded),
+                finished=len(finished[len(out)]),
                 avg_jct_s=_mean(jct.values()),
                 avg_jct_common_s=_mean(jct[j] for j in common),
                 jct_by_size={k: _mean(v) for k, v in by_size.items()},
@@ -98,9 +105,7 @@ def judge(results: list[SimResult]) -> list[Judged]:
                 large_wait_p95_s=_quantile(large_waits, 0.95),
                 large_wait_max_s=large_waits[-1] if large_waits else math.nan,
                 splitter_only_jobs=len(splitter_only),
-                splitter_only_finished=sum(
-                    1 for r in res.records if r.job.id in splitter_only and r.finish is not None
-                ),
+                splitter_only_finished=len(splitter_only & finished[len(out)]),
                 splitter_only_avg_jct_s=_mean(jct[j] for j in splitter_only),
                 allocation_backlog=backlog_allocation(res, everyone_started),
                 oversubscribed_s=link_use(res)[1],
@@ -109,7 +114,10 @@ def judge(results: list[SimResult]) -> list[Judged]:
     return out
 
 
-def bounds(jobs: list[TraceJob], capacity_gpus: int) -> Bounds:
+def bounds(result: SimResult) -> Bounds:
+    """Over the jobs `judge` judges (any policy's result of the trace will do)."""
+    jobs = [r.job for r in result.records if r.job.id not in result.never_placeable]
+    capacity_gpus = result.capacity_gpus
     return Bounds(
         avg_jct_duration_s=_mean(j.duration_s for j in jobs),
         avg_jct_fluid_s=fluid_srpt_avg_jct(jobs, capacity_gpus),
@@ -152,9 +160,9 @@ def backlog_allocation(result: SimResult, jobs: set[str]) -> float:
     return busy / time if time else math.nan
 
 
-def _horizon(results: list[SimResult]) -> float:
-    ends = [r.finish for res in results for r in res.records if r.finish is not None]
-    ends += [r.job.arrival_s for res in results for r in res.records]
+def _horizon(result: SimResult) -> float:
+    ends = [r.finish for r in result.records if r.finish is not None]
+    ends += [r.job.arrival_s for r in result.records]
     return max(ends, default=0.0)
 
 

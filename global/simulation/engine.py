@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from volcano_global.simulation import speed
@@ -94,6 +94,7 @@ class SimResult:
     links: dict[speed.Pair, float]
     records: list[JobRecord]
     cluster_gpus: dict[str, int] = field(default_factory=dict)
+    never_placeable: frozenset[str] = frozenset()  # not even on the empty fleet, link-safely
     timeline: list[Sample] = field(default_factory=list)
     rounds: int = 0
 
@@ -142,6 +143,7 @@ class Simulation:
             self.capacity,
             list(records.values()),
             dict(self.cluster_gpus),
+            self.never_placeable(),
         )
         events: list[tuple[float, int, str, str, int]] = []
         seq = 0
@@ -178,6 +180,24 @@ class Simulation:
                 Sample(now, self._allocated(), tuple(j.id for j in pending), self._demand(running))
             )
         return result
+
+    def never_placeable(self) -> frozenset[str]:
+        """Jobs CP-SAT cannot place even on the empty fleet without oversubscribing a link (a
+        policy that runs them does so only by oversubscribing); one solve per job shape."""
+        empty = Snapshot(clusters=self._clusters(), links=self._links({}))
+        verdict: dict[tuple[object, ...], bool] = {}
+        out = set()
+        for job in self.jobs:
+            request = _request(job)
+            shape = (replace(request, id="probe", priority=0, queue="default"),)
+            if shape not in verdict:
+                decision = solve(
+                    replace(empty, jobs=shape), Policy.CPSAT, SolveOptions(deterministic_time=1.0)
+                )
+                verdict[shape] = decision.jobs[0].admitted
+            if not verdict[shape]:
+                out.add(job.id)
+        return frozenset(out)
 
     def decide(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> Decision:
         """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`)."""

@@ -44,11 +44,10 @@ def write(out: Path, results: list[SimResult], summaries: list[Summary]) -> list
     (out / "summary.json").write_text(
         json.dumps([s.as_dict() for s in summaries], indent=2, default=_plain) + "\n"
     )
-    jobs = [r.job for r in results[0].records] if results else []
     (out / "comparison.json").write_text(
         json.dumps(
             {
-                "bounds": asdict(bounds(jobs, results[0].capacity_gpus)) if results else {},
+                "bounds": asdict(bounds(results[0])) if results else {},
                 "policies": [j.as_dict() for j in judge(results)],
             },
             indent=2,

@@ -36,7 +36,7 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.packing import Pools, pools_of
 from volcano_global.solver.reasons import explain
-from volcano_global.solver.reservations import Hold, HoldBook, plan_holds
+from volcano_global.solver.reservations import Hold, HoldBook, Owed, plan_holds
 
 __all__ = [
     "ClusterCapacity",
@@ -64,7 +64,7 @@ def solve(
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
-    holds = plan(snapshot, window, base, options) if policy.planned else []
+    owed, holds = plan(snapshot, window, base, options) if policy.planned else ([], [])
     rank = stable_rank(snapshot)
     if policy is Policy.CPSAT:
         decision, pools = cpsat_decision(
@@ -73,7 +73,7 @@ def solve(
             options,
             base=base,
             deadline=start + options.time_limit_s,
-            holds=holds,
+            plan=(owed, holds),
             rank=rank,
         )
         decision = replace(
@@ -81,13 +81,14 @@ def solve(
         )
     elif policy is Policy.BACKFILL:
         decision, pools = greedy(snapshot, window, base, HoldBook(holds), rank)
+        decision = replace(decision, reserved=tuple((h.job_id, h.describe()) for h in holds))
     elif policy is Policy.FIRST_FIT:
         decision, pools = first_fit(snapshot, window, base)
     elif policy is Policy.PROPORTIONAL:
         decision, pools = proportional(snapshot, window, base)
     else:
         decision, pools = greedy(snapshot, window, base)
-    decision = _explained(snapshot, decision, window, pools, holds)
+    decision = _explained(snapshot, decision, window, pools)
     outside = tuple(
         JobDecision(
             j.id, False, reason=f"outside this round's window of the first {options.window} jobs"
@@ -120,8 +121,9 @@ def check_snapshot(snapshot: Snapshot) -> None:
 
 def plan(
     snapshot: Snapshot, window: list[JobRequest], pools: Pools, options: SolveOptions
-) -> list[Hold]:
-    """The round's holds (`reservations`) on the starting capacity, left unchanged."""
+) -> tuple[list[Owed], list[Hold]]:
+    """The jobs owed a reservation with their options, and the heuristic's holds
+    (`reservations`), on the starting capacity, left unchanged."""
     links = {link.key: link.free_gbps for link in snapshot.links}
 
     def fits_now(job: JobRequest) -> bool:
@@ -158,7 +160,6 @@ def _explained(
     decision: Decision,
     jobs: list[JobRequest],
     pools: Pools,
-    holds: list[Hold],
 ) -> Decision:
     """Explain each pending job against what the admitted shares left (`pools` already holds
     them), and total the load per link."""
@@ -178,7 +179,7 @@ def _explained(
             load[key] = load.get(key, 0.0) + r.gbps
         if job.queue in room:
             room[job.queue] -= job.gpus
-    held = {h.job_id: h.describe() for h in holds}
+    held = dict(decision.reserved)
     jobs_out = tuple(
         d
         if d.admitted or d.reason

@@ -59,6 +59,7 @@ bound. The answer is never worse than that greedy start.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import defaultdict
@@ -79,7 +80,7 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import Pools, pack_job, packing_order
-from volcano_global.solver.reservations import Hold, HoldBook
+from volcano_global.solver.reservations import Hold, HoldBook, Owed
 from volcano_global.solver.traffic import pair_demand_gbps
 
 PACKING_RESERVE_S = 0.15  # of the round's time limit, kept for packing and explaining
@@ -110,15 +111,16 @@ def solve_cpsat(
     hint: Decision | None,
     base: Pools,
     deadline: float,
-    plan: tuple[list[Hold], dict[str, int]] = ([], {}),
-) -> tuple[dict[str, tuple[Share, ...]], Pools, str, float, float]:
+    plan: tuple[list[Owed], list[Hold], dict[str, int]] = ([], [], {}),
+) -> tuple[dict[str, tuple[Share, ...]], Pools, str, float, float, list[Hold]]:
     """Shares of each admitted job packed into domains, the pools after them, the status,
-    objective and bound. The search gets what is left of the round's time limit. `plan`: the
-    round's holds and the stable cluster rank."""
-    units, status, objective, bound = _solve_once(
+    objective, bound and the reservations chosen. The search gets what is left of the round's
+    time limit. `plan`: the jobs owed a reservation with their options, the heuristic's holds
+    (a hint) and the stable cluster rank."""
+    units, status, objective, bound, held = _solve_once(
         snapshot, jobs, options, hint, base, deadline, plan
     )
-    return _pack(snapshot, jobs, units, base), base, status, objective, bound
+    return _pack(snapshot, jobs, units, base), base, status, objective, bound, held
 
 
 def _pack(
@@ -159,14 +161,14 @@ def _solve_once(
     hint: Decision | None,
     pools: Pools,
     deadline: float,
-    plan: tuple[list[Hold], dict[str, int]],
-) -> tuple[dict[str, dict[str, int]], str, float, float]:
+    plan: tuple[list[Owed], list[Hold], dict[str, int]],
+) -> tuple[dict[str, dict[str, int]], str, float, float, list[Hold]]:
     """Build and solve the model on the round's starting capacity (`pools`, read only)."""
     model = cp_model.CpModel()
     links = {link.key: link for link in snapshot.links}
-    holds, rank = plan
+    owed, hinted_holds, rank = plan
     fit_rank = {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
-    weights = job_values(jobs, options.priority_factor)
+    weights, normal = job_values(jobs, options.priority_factor)
 
     vars_: list[_JobVars] = []
     capacity: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
@@ -199,7 +201,7 @@ def _solve_once(
         if queue.quota_gpus is not None and quota_use.get(queue.name):
             room = max(queue.quota_gpus - queue.used_gpus, 0)
             model.add(sum(g * a for g, a in quota_use[queue.name]) <= room)
-    _hold_constraints(model, vars_, holds)
+    chosen, held_value = _reservations(model, vars_, owed, weights, normal)
 
     extra_clusters = sum(sum(v.used.values()) - v.admitted for v in vars_)
     traffic = sum(r for v in vars_ for r in v.reserve.values())
@@ -209,13 +211,16 @@ def _solve_once(
         + sum(max(v.demand.values(), default=0) * len(v.reserve) for v in vars_)
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
-    admitted = sum(weights[v.job.id] * v.admitted for v in vars_)
+    admitted = sum(weights[v.job.id] * v.admitted for v in vars_) + held_value
     model.maximize(
         (secondary_max + 1) * admitted - CLUSTER_PENALTY * extra_clusters - traffic - fit
     )
 
     if hint is not None:
         _add_hints(model, vars_, hint)
+        hinted = {(h.job_id, h.start_in_s, tuple(sorted(h.gpus))) for h in hinted_holds}
+        for hold, p in chosen:
+            model.add_hint(p, (hold.job_id, hold.start_in_s, tuple(sorted(hold.gpus))) in hinted)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
         deadline - time.monotonic() - PACKING_RESERVE_S, MIN_SEARCH_S
@@ -232,31 +237,70 @@ def _solve_once(
     weight = secondary_max + 1
     bound = float(solver.best_objective_bound) / weight  # in priority-weighted admitted GPUs
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return {}, status, 0.0, math.inf
+        return {}, status, 0.0, math.inf, []
+    held = [hold for hold, p in chosen if solver.value(p)]
     units = {
         v.job.id: {c: int(solver.value(x)) for c, x in v.units.items() if solver.value(x) > 0}
         for v in vars_
         if solver.value(v.admitted)
     }
-    return units, status, float(solver.objective_value) / weight, bound
+    return units, status, float(solver.objective_value) / weight, bound, held
 
 
-def _hold_constraints(model: cp_model.CpModel, vars_: list[_JobVars], holds: list[Hold]) -> None:
-    """Jobs that would still run when a hold starts fit in its spare GPUs and bandwidth."""
-    for hold in holds:
-        bound = [v for v in vars_ if hold.binds(v.job)]
-        for (cluster, gpu_model), spare in hold.spare.items():
-            terms = [
-                v.job.unit_gpus * v.units[cluster]
-                for v in bound
-                if cluster in v.units and v.model_in[cluster] == gpu_model
-            ]
-            if terms:
-                model.add(sum(terms) <= max(spare, 0))
-        for key, spare_gbps in hold.link_spare.items():
-            terms = [v.reserve[key] for v in bound if key in v.reserve]
-            if terms:
-                model.add(sum(terms) <= math.floor(max(spare_gbps, 0.0) * RES_PER_GBPS))
+def _reservations(  # type: ignore[no-untyped-def]
+    model: cp_model.CpModel,
+    vars_: list[_JobVars],
+    owed: list[Owed],
+    weights: dict[str, int],
+    normal: dict[str, int],
+):
+    """The short horizon: each job owed a reservation starts now or gets one of its options
+    (the earliest time in each cluster, or a split), chosen together with what starts now.
+    A reservation is worth as much as starting now, less the job's own value for the wait
+    (in proportion to its start time over the latest option's): so the model takes a later
+    reservation only where that lets more, or more important, work start now. Jobs that would
+    still run when a chosen reservation starts fit in its spare GPUs and bandwidth; two
+    reservations never share a cluster."""
+    by_id = {v.job.id: v for v in vars_}
+    chosen: list[tuple[Hold, cp_model.IntVar]] = []
+    value = 0
+    for entry in owed:
+        v = by_id.get(entry.job.id)
+        if v is None:
+            continue
+        latest = max(h.start_in_s for h in entry.options) or 1.0
+        picks = []
+        for k, hold in enumerate(entry.options):
+            p = model.new_bool_var(f"h[{entry.job.id},{k}]")
+            picks.append(p)
+            chosen.append((hold, p))
+            wait = normal[entry.job.id] * hold.start_in_s / latest
+            value += (weights[entry.job.id] - round(wait)) * p
+            _hold_constraints(model, vars_, hold, p)
+        model.add(sum(picks) + v.admitted <= 1)
+    for (a, pa), (b, pb) in itertools.combinations(chosen, 2):
+        if a.job_id != b.job_id and a.clusters & b.clusters:
+            model.add(pa + pb <= 1)
+    return chosen, value
+
+
+def _hold_constraints(
+    model: cp_model.CpModel, vars_: list[_JobVars], hold: Hold, chosen: cp_model.IntVar
+) -> None:
+    bound = [v for v in vars_ if hold.binds(v.job)]
+    for (cluster, gpu_model), spare in hold.spare.items():
+        terms = [
+            v.job.unit_gpus * v.units[cluster]
+            for v in bound
+            if cluster in v.units and v.model_in[cluster] == gpu_model
+        ]
+        if terms:
+            model.add(sum(terms) <= max(spare, 0)).only_enforce_if(chosen)
+    for key, spare_gbps in hold.link_spare.items():
+        terms = [v.reserve[key] for v in bound if key in v.reserve]
+        if terms:
+            limit = math.floor(max(spare_gbps, 0.0) * RES_PER_GBPS)
+            model.add(sum(terms) <= limit).only_enforce_if(chosen)
 
 
 def _job_vars(
@@ -369,20 +413,21 @@ def _add_hints(model: cp_model.CpModel, vars_: list[_JobVars], hint: Decision) -
                 model.add_hint(v.reserve[(a, b)], v.demand.get(len(shares), 0) if both else 0)
 
 
-def job_values(jobs: list[JobRequest], factor: int) -> dict[str, int]:
-    """What admitting each job is worth: factor^level x (N - position) for the N jobs of the
-    window in queue order (priority level 0 the lowest, levels above the eighth merged), so
-    that earlier jobs weigh more and two later ones may outweigh one earlier; a job owed a
-    reservation (`due`, the first MAX_DUE of them) outweighs every job not owed one, and each
-    such job every one after it."""
+def job_values(jobs: list[JobRequest], factor: int) -> tuple[dict[str, int], dict[str, int]]:
+    """What admitting each job is worth, and its value by order alone: factor^level x
+    (N - position) for the N jobs of the window in queue order (priority level 0 the lowest,
+    levels above the eighth merged), so that earlier jobs weigh more and two later ones may
+    outweigh one earlier; a job owed a reservation (`due`, the first MAX_DUE of them)
+    outweighs every job not owed one, and each such job every one after it."""
     levels = {p: min(i, 7) for i, p in enumerate(sorted({j.priority for j in jobs}))}
     n = len(jobs)
-    values = {j.id: factor ** levels[j.priority] * (n - i) for i, j in enumerate(jobs)}
+    normal = {j.id: factor ** levels[j.priority] * (n - i) for i, j in enumerate(jobs)}
+    values = dict(normal)
     due = [j for j in jobs if j.due][:MAX_DUE]
-    floor = sum(values[j.id] for j in jobs if j not in due) + 1
+    floor = sum(normal[j.id] for j in jobs if j not in due) + 1
     for k, job in enumerate(due):
-        values[job.id] = floor * 2 ** (len(due) - 1 - k)
-    return values
+        values[job.id] = floor * 2 ** (len(due) - 1 - k) + normal[job.id]
+    return values, normal
 
 
 def cpsat_decision(
@@ -391,30 +436,31 @@ def cpsat_decision(
     options: SolveOptions,
     base: Pools,
     deadline: float,
-    holds: list[Hold],
+    plan: tuple[list[Owed], list[Hold]],
     rank: dict[str, int],
 ) -> tuple[Decision, Pools]:
     """Warm-start with the planned greedy policy, solve, pack. `base` is the round's starting
     capacity; it ends holding the returned answer."""
     start = time.monotonic()
     marks = {name: pool.mark() for name, pool in base.items()}
+    owed, holds = plan
     hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
     for name, pool in base.items():
         pool.rollback(marks[name])
-    shares, pools, status, _, bound = solve_cpsat(
-        snapshot, jobs, options, hint, base, deadline, (holds, rank)
+    shares, pools, status, _, bound, held = solve_cpsat(
+        snapshot, jobs, options, hint, base, deadline, (owed, holds, rank)
     )
     result = tuple(
         JobDecision(j.id, True, shares=shares[j.id]) if j.id in shares else JobDecision(j.id, False)
         for j in jobs
     )
-    weights = job_values(jobs, options.priority_factor)
+    weights, _ = job_values(jobs, options.priority_factor)
     if _value(hint.jobs, weights) > _value(result, weights):
         # Repair is a heuristic; never return less than the greedy answer we started from.
         for name, pool in base.items():
             pool.rollback(marks[name])
         hint, pools = greedy(snapshot, jobs, base, HoldBook(holds), rank)
-        result, status = hint.jobs, f"{status}+GREEDY"
+        result, status, held = hint.jobs, f"{status}+GREEDY", holds
     decision = Decision(
         policy=Policy.CPSAT,
         status=status,
@@ -422,6 +468,7 @@ def cpsat_decision(
         objective=float(_value(result, weights)),
         bound=bound,
         solve_seconds=time.monotonic() - start,
+        reserved=tuple((h.job_id, h.describe()) for h in held),
     )
     return decision, pools
 

@@ -10,8 +10,12 @@ gave one, a job's `runningEstimate`. From those:
   E[min(D, d)] / P(D <= d). For a heavy-tailed distribution this is far below the mean: most
   jobs are short, and serving the likely-short first is what minimises the average wait
   (Gittins; Tiresias's discretised 2D-Gittins uses the same idea on GPUs x time).
-- `expected(gpus, estimate)` and `remaining(gpus, elapsed, estimate)`: the mean run time and
-  the mean time left after `elapsed` (E[D - a | D > a]), for reservations and backfill.
+- `remaining(gpus, elapsed, estimate)`: the mean time left after `elapsed` (E[D - a | D > a]),
+  when a running job is expected to free its GPUs (for reservations).
+- `likely_within(gpus, estimate)`: a run time the job ends within with probability
+  BACKFILL_QUANTILE, for backfill: a job may use reserved GPUs only if it is that likely to
+  be gone in time. With heavy-tailed durations the mean would be far too hopeful (most jobs
+  end sooner, the few that do not are the ones that hold a reservation up for hours).
 
 A class with fewer than MIN_SAMPLES finished jobs borrows the whole fleet's distribution; with
 none at all, DEFAULT_S stands in.
@@ -27,6 +31,7 @@ SIZE_EDGES = (1, 8, 64, 256)  # classes: 1, 2-8, 9-64, 65-256, >256 GPUs
 MIN_SAMPLES = 20
 KEPT = 2000  # newest finished durations kept per class
 DEFAULT_S = 3600.0
+BACKFILL_QUANTILE = 0.9
 
 
 def size_class_of(gpus: int) -> int:
@@ -55,6 +60,9 @@ class DurationModel:
 
     def expected(self, gpus: int, estimate: float | None = None) -> float:
         return estimate if estimate is not None else self._fit(gpus).mean
+
+    def likely_within(self, gpus: int, estimate: float | None = None) -> float:
+        return estimate if estimate is not None else self._fit(gpus).quantile(BACKFILL_QUANTILE)
 
     def remaining(self, gpus: int, elapsed: float, estimate: float | None = None) -> float:
         if estimate is not None and estimate > elapsed:
@@ -90,6 +98,9 @@ class _Fit:
             truncated = (self.prefix[below] + d * (n - below)) / n
             best = min(best, truncated / (below / n))
         self.gittins = best
+
+    def quantile(self, q: float) -> float:
+        return self.ordered[min(int(q * len(self.ordered)), len(self.ordered) - 1)]
 
     def mean_left(self, elapsed: float) -> float:
         """E[D - elapsed | D > elapsed]; past every sample, the mean again (we know nothing)."""

@@ -78,9 +78,9 @@ class JobRequest:
     share_tier: int | None = None
     allreduce_gbps: float = 0.0
     allowed_clusters: tuple[str, ...] | None = None
-    # For reservations and backfill (planned policies only): the expected run time (the
-    # user's runningEstimate, else what jobs of its size ran: `durations`), and whether it has
-    # waited long enough to be owed a reservation.
+    # For reservations and backfill (planned policies only): a run time it is likely to end
+    # within (the user's runningEstimate, else from what jobs of its size ran: `durations`),
+    # and whether it has waited long enough to be owed a reservation.
     estimate_s: float | None = None
     due: bool = False
 
@@ -210,6 +210,7 @@ class Decision:
     bound: float = 0.0
     solve_seconds: float = 0.0
     link_load: tuple[tuple[str, str, float], ...] = field(default=())
+    reserved: tuple[tuple[str, str], ...] = ()  # (job id, the reservation it holds, in words)
 
     @property
     def gap(self) -> float:

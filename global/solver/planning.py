@@ -57,7 +57,7 @@ def with_time(
     if not policy.planned:
         return request
     return replace(
-        request, estimate_s=durations.expected(request.gpus, estimate_s), due=candidate.due
+        request, estimate_s=durations.likely_within(request.gpus, estimate_s), due=candidate.due
     )
 
 

@@ -87,6 +87,15 @@ class HoldBook:
                     link_left[key] -= g
 
 
+@dataclass(frozen=True)
+class Owed:
+    """A due job that does not fit now and the reservations it could have: the earliest time
+    in each cluster it could run in whole, and the earliest split, soonest first."""
+
+    job: JobRequest
+    options: tuple[Hold, ...]
+
+
 def plan_holds(
     snapshot: Snapshot,
     jobs: list[JobRequest],
@@ -94,94 +103,118 @@ def plan_holds(
     *,
     fits_now,  # type: ignore[no-untyped-def]  # (job) -> bool
     limit: int,
-) -> list[Hold]:
-    releases: dict[Key, list[tuple[float, int]]] = defaultdict(list)
-    link_releases: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for run in snapshot.running:
-        for cluster, model, gpus in run.gpus:
-            releases[(cluster, model)].append((max(run.ends_in_s, 0.0), gpus))
-        for r in run.links:
-            link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
-    links_now = {link.key: link.free_gbps for link in snapshot.links}
+) -> tuple[list[Owed], list[Hold]]:
+    """The due jobs owed a reservation (the first `limit` of them that do not fit now) with
+    their options, and the heuristic's holds: each the soonest option on clusters no earlier
+    hold of the round took."""
+    timeline = _Timeline(snapshot, pools)
+    owed: list[Owed] = []
+    for job in jobs:
+        if len(owed) >= limit:
+            break
+        if job.due and not fits_now(job):
+            options = timeline.options(job)
+            if options:
+                owed.append(Owed(job, options))
     holds: list[Hold] = []
     taken: set[str] = set()
-    for job in jobs:
-        if len(holds) >= limit:
-            break
-        if not job.due or fits_now(job):
-            continue
-        hold = _earliest(job, pools, releases, links_now, link_releases, taken)
+    for entry in owed:
+        hold = next((h for h in entry.options if not h.clusters & taken), None)
         if hold is not None:
             holds.append(hold)
             taken |= hold.clusters
-    return holds
+    return owed, holds
 
 
-def _earliest(  # type: ignore[no-untyped-def]
-    job: JobRequest, pools, releases, links_now, link_releases, taken: set[str]
-) -> Hold | None:
-    options: dict[str, str] = {}  # cluster -> the model the job would use there
-    for name, pool in pools.items():
-        if name in taken or (job.allowed_clusters is not None and name not in job.allowed_clusters):
-            continue
-        models = job_models(job, pool)
-        if models:
-            options[name] = max(
-                models, key=lambda m, p=pool, n=name: p.free_gpus(m) + _total(releases[(n, m)])
-            )
-    if not options or job.gpus_per_pod == 0:
-        return None
-    times = sorted(
-        {0.0}
-        | {t for name, m in options.items() for t, _ in releases[(name, m)]}
-        | {t for rel in link_releases.values() for t, _ in rel}
-    )
-    for t in times:
-        avail = {
-            name: pools[name].free_gpus(m) + sum(g for e, g in releases[(name, m)] if e <= t)
-            for name, m in options.items()
-        }
-        units = _choose(
-            job,
-            avail,
-            {
-                k: free + sum(g for e, g in link_releases[k] if e <= t)
-                for k, free in links_now.items()
-            },
+class _Timeline:
+    """Free GPUs and bandwidth at the running jobs' expected ends."""
+
+    def __init__(self, snapshot: Snapshot, pools: dict[str, ClusterPool]) -> None:
+        self.pools = pools
+        self.releases: dict[Key, list[tuple[float, int]]] = defaultdict(list)
+        self.link_releases: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        for run in snapshot.running:
+            for cluster, model, gpus in run.gpus:
+                self.releases[(cluster, model)].append((max(run.ends_in_s, 0.0), gpus))
+            for r in run.links:
+                self.link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
+        self.links_now = {link.key: link.free_gbps for link in snapshot.links}
+
+    def options(self, job: JobRequest) -> tuple[Hold, ...]:
+        models: dict[str, str] = {}  # cluster -> the model the job would use there
+        for name, pool in self.pools.items():
+            if job.allowed_clusters is not None and name not in job.allowed_clusters:
+                continue
+            found = job_models(job, pool)
+            if found:
+                models[name] = max(
+                    found,
+                    key=lambda m, p=pool, n=name: p.free_gpus(m) + _total(self.releases[(n, m)]),
+                )
+        if not models or job.gpus_per_pod == 0:
+            return ()
+        times = sorted(
+            {0.0}
+            | {t for name, m in models.items() for t, _ in self.releases[(name, m)]}
+            | {t for rel in self.link_releases.values() for t, _ in rel}
         )
-        if units is None:
-            continue
-        gpus = {(c, options[c]): u * job.unit_gpus for c, u in units.items()}
+        whole_left = set(models)
+        split_found = job.cluster_limit < 2
+        out: list[Hold] = []
+        for t in times:
+            avail = {
+                name: self.pools[name].free_gpus(m)
+                + sum(g for e, g in self.releases[(name, m)] if e <= t)
+                for name, m in models.items()
+            }
+            for name in sorted(whole_left):
+                if avail[name] // max(job.unit_gpus, 1) >= job.units:
+                    whole_left.discard(name)
+                    out.append(self._hold(job, t, {name: job.units}, avail, models))
+            if not split_found:
+                units = _split(job, avail, self._links_at(t))
+                if units is not None:
+                    split_found = True
+                    out.append(self._hold(job, t, units, avail, models))
+            if not whole_left and split_found:
+                break
+        # Soonest first; at the same time whole before split, then the tightest cluster.
+        return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))
+
+    def _links_at(self, t: float) -> dict[tuple[str, str], float]:
+        return {
+            k: free + sum(g for e, g in self.link_releases[k] if e <= t)
+            for k, free in self.links_now.items()
+        }
+
+    def _hold(  # type: ignore[no-untyped-def]
+        self, job: JobRequest, t: float, units: dict[str, int], avail, models
+    ) -> Hold:
+        gpus = {(c, models[c]): u * job.unit_gpus for c, u in units.items()}
         demand = pair_demand_gbps(job.allreduce_gbps, len(units)) if len(units) > 1 else 0.0
         names = sorted(units)
-        link_spare = {}
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                key = link_key(a, b)
-                free = links_now.get(key, 0.0) + sum(g for e, g in link_releases[key] if e <= t)
-                link_spare[key] = max(free - demand, 0.0)
+        links = self._links_at(t)
+        link_spare = {
+            link_key(a, b): max(links.get(link_key(a, b), 0.0) - demand, 0.0)
+            for i, a in enumerate(names)
+            for b in names[i + 1 :]
+        }
         return Hold(
             job.id,
             t,
             gpus,
-            spare={(c, options[c]): avail[c] - g for (c, _), g in gpus.items()},
+            spare={(c, models[c]): avail[c] - g for (c, _), g in gpus.items()},
             link_spare=link_spare,
         )
-    return None
 
 
-def _choose(
+def _split(
     job: JobRequest, avail: dict[str, int], links: dict[tuple[str, str], float]
 ) -> dict[str, int] | None:
-    """Units per cluster for the job on `avail` GPUs: the whole job in the cluster that fits it
-    most tightly, else a split over the clusters with most room, pairwise linked with enough
-    bandwidth (the greedy splitter's rule on aggregate capacity)."""
+    """Units per cluster for a split of the job on `avail` GPUs over the clusters with most
+    room, pairwise linked with enough bandwidth (the greedy splitter's rule on aggregate
+    capacity); None if there is none."""
     capacity = {c: min(g // max(job.unit_gpus, 1), job.units) for c, g in avail.items()}
-    whole = sorted((c for c, u in capacity.items() if u >= job.units), key=lambda c: (avail[c], c))
-    if whole:
-        return {whole[0]: job.units}
-    if job.cluster_limit < 2:
-        return None
     chosen: list[str] = []
     for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
         if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:

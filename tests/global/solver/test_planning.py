@@ -170,3 +170,27 @@ def test_a_split_reservation_holds_the_link(
     if admitted:
         assert sorted(s.pods for s in pair.shares) == [2, 2]
         assert check(snapshot, decision) == []
+
+
+def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
+    # The gang could be reserved in x (free at 100) or in y (free at 120). The long job may
+    # only run in x (allowed_clusters). The heuristic takes the soonest reservation, x, and the
+    # long job waits; CP-SAT reserves y, 20 s later, and starts the long job in x now.
+    snapshot = Snapshot(
+        clusters=(cluster("x", 4), cluster("y", 4)),
+        jobs=(
+            job("gang", 8, due=True, estimate_s=600.0),
+            job("long", 4, estimate_s=1000.0, allowed_clusters=("x",)),
+        ),
+        running=(
+            RunningJob("rx", (("x", "H100", 32),), ends_in_s=100.0),
+            RunningJob("ry", (("y", "H100", 32),), ends_in_s=120.0),
+        ),
+    )
+    heuristic = solve(snapshot, Policy.BACKFILL, OPTIONS)
+    assert heuristic.admitted == ()
+    assert "reserved: 64 GPUs in x expected free in 100 s" in (heuristic.job("gang").reason or "")
+    cpsat = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert [d.job_id for d in cpsat.admitted] == ["long"]
+    assert "reserved: 64 GPUs in y expected free in 120 s" in (cpsat.job("gang").reason or "")
+    assert check(snapshot, cpsat) == []
