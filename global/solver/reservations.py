@@ -17,6 +17,7 @@ the hold's job starts.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -139,6 +140,13 @@ class _Timeline:
             for r in run.links:
                 self.link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
         self.links_now = {link.key: link.free_gbps for link in snapshot.links}
+        self._gpu_curve = {key: _curve(rel) for key, rel in self.releases.items()}
+        self._link_curve = {key: _curve(rel) for key, rel in self.link_releases.items()}
+
+    def released(self, key: Key, t: float) -> int:
+        """GPUs the running jobs in (cluster, model) are expected to have freed by t."""
+        times, totals = self._gpu_curve.get(key, ((), (0,)))
+        return int(totals[bisect.bisect_right(times, t)])
 
     def options(self, job: JobRequest) -> tuple[Hold, ...]:
         models: dict[str, str] = {}  # cluster -> the model the job would use there
@@ -163,8 +171,7 @@ class _Timeline:
         out: list[Hold] = []
         for t in times:
             avail = {
-                name: self.pools[name].free_gpus(m)
-                + sum(g for e, g in self.releases[(name, m)] if e <= t)
+                name: self.pools[name].free_gpus(m) + self.released((name, m), t)
                 for name, m in models.items()
             }
             for name in sorted(whole_left):
@@ -182,10 +189,11 @@ class _Timeline:
         return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))
 
     def _links_at(self, t: float) -> dict[tuple[str, str], float]:
-        return {
-            k: free + sum(g for e, g in self.link_releases[k] if e <= t)
-            for k, free in self.links_now.items()
-        }
+        out = {}
+        for k, free in self.links_now.items():
+            times, totals = self._link_curve.get(k, ((), (0.0,)))
+            out[k] = free + totals[bisect.bisect_right(times, t)]
+        return out
 
     def _hold(  # type: ignore[no-untyped-def]
         self, job: JobRequest, t: float, units: dict[str, int], avail, models
@@ -242,6 +250,15 @@ def _split(
     ):
         return None
     return units
+
+
+def _curve(rel):  # type: ignore[no-untyped-def]
+    """(sorted end times, cumulative amount freed by each: totals[i] after the first i)."""
+    ordered = sorted(rel)
+    totals = [0]
+    for _, amount in ordered:
+        totals.append(totals[-1] + amount)
+    return tuple(t for t, _ in ordered), tuple(totals)
 
 
 def _total(rel: list[tuple[float, int]]) -> int:
