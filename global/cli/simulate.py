@@ -25,7 +25,7 @@ from volcano_global.simulation.workload import (
     read_pollux,
     synthetic_llm,
 )
-from volcano_global.solver import Policy
+from volcano_global.solver import Policy, planning
 
 
 def simulate(
@@ -43,6 +43,18 @@ def simulate(
         float, typer.Option(help="Synthetic: offered GPU-seconds per second / GPUs")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="Synthetic: random seed")] = 1,
+    min_gpus: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Synthetic: only jobs of this many GPUs or more (32: the gang-heavy mix)"
+        ),
+    ] = 1,
+    reserve_after: Annotated[
+        float,
+        typer.Option(
+            min=0, help="Seconds a job waits before it is owed a reservation (cpsat, backfill)"
+        ),
+    ] = planning.RESERVE_AFTER_S,
     gpu_model: Annotated[
         str | None, typer.Option(help="GPU model the trace's jobs ask for (default: any)")
     ] = None,
@@ -62,8 +74,10 @@ def simulate(
     except (OSError, ValidationError, ValueError) as exc:
         raise CliError(f"{scenario}: {exc}") from None
     probe = Simulation(world, [], Policy.CPSAT)
-    workload = _workload(trace, jobs, load, seed, gpu_model, probe.capacity_gpus)
-    options = SimOptions(window=window, deterministic_time=deterministic_time)
+    workload = _workload(trace, jobs, load, seed, gpu_model, probe.capacity_gpus, min_gpus)
+    options = SimOptions(
+        window=window, deterministic_time=deterministic_time, reserve_after_s=reserve_after
+    )
     results, summaries = [], []
     with Progress(
         TextColumn("{task.description}"),
@@ -117,13 +131,24 @@ def simulate(
 
 
 def _workload(
-    trace: str, jobs: int, load: float, seed: int, gpu_model: str | None, capacity: int
+    trace: str,
+    jobs: int,
+    load: float,
+    seed: int,
+    gpu_model: str | None,
+    capacity: int,
+    min_gpus: int = 1,
 ) -> list[TraceJob]:
     kind, _, path = trace.partition(":")
     try:
         if kind == "synthetic":
             return synthetic_llm(
-                seed=seed, jobs=jobs, load=load, capacity_gpus=capacity, gpu_model=gpu_model
+                seed=seed,
+                jobs=jobs,
+                load=load,
+                capacity_gpus=capacity,
+                gpu_model=gpu_model,
+                min_gpus=min_gpus,
             )
         if kind == "philly" and path:
             return read_philly(Path(path), limit=jobs, gpu_model=gpu_model)

@@ -11,15 +11,19 @@ tier t_j; the whole share inside one domain of tier s_j); F_cm: free GPUs of mod
 K_j: most clusters j may use (1 when j may not be split); m_j: smallest share in units;
 B_l: free bandwidth of link l (per direction, in 0.1 Gbps, rounded down); A_j: j's
 all-reduce rate V/tau (see `traffic`), so a pair of a k-cluster split needs D_jk = 2 A_j / k
-(rounded up); Q_q: GPUs queue q may still take; w_j = f^level_j: priority weight per GPU,
-level 0 for the lowest priority in the window (f = 4 by default, levels above the eighth
-merged). A job of a higher level is worth f times more per GPU: the round will not give its
-room to lower-priority jobs unless they admit more than f times its GPUs, which keeps
-priority meaningful without starving utilisation.
+(rounded up); Q_q: GPUs queue q may still take; v_j = f^level_j (N - π_j): j's value by the
+queue order (π_j its position in the window of N, level 0 for the lowest priority in the
+window, f = 4 by default, levels above the eighth merged), so earlier and higher-priority jobs
+weigh more while two later jobs may outweigh one earlier; w_j = v_j for most jobs, and for a
+job owed a reservation (`due`) w_j = V 2^k + v_j, V one more than the value of all jobs not
+due, k its rank among the due (lexicographic). O_j: the reservation options of a due job that
+does not fit now (`reservations`): for each, start time T_o, GPUs it holds per cluster, and
+the spare S_oc (GPUs free at T_o beyond the hold) and L_ol (bandwidth); E_j: a run time j is
+likely to end within (90th percentile, or the user's estimate).
 
 Variables. a_j ∈ {0,1} (admitted); x_jc ∈ {0..U_jc} (units in c); z_jc ∈ {0,1} (c used);
 y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used by j);
-r_jl ≥ 0 (bandwidth j reserves on l).
+r_jl ≥ 0 (bandwidth j reserves on l); h_o ∈ {0,1} (reservation option o chosen).
 
 Constraints.
     Σ_c x_jc = n_j a_j                                  all or nothing (gang)
@@ -34,17 +38,23 @@ Constraints.
                                                         need nodes with s free (S_cms: slots
                                                         in c's free-GPU histograms)
     Σ_{j ∈ q} u_j g_j n_j a_j ≤ Q_q                     queue quotas
+    a_j + Σ_{o ∈ O_j} h_o ≤ 1                           start now, or one reservation
+    h_o ⇒ Σ_{k ≠ j: E_k > T_o} u_k g_k x_kc ≤ S_oc      what still runs at T_o fits the spare
+    h_o ⇒ Σ_{k ≠ j: E_k > T_o} r_kl ≤ L_ol              (GPUs and link bandwidth)
+    h_o + h_o' ≤ 1                for options of different jobs sharing a cluster
 
-Objective. Admitted priority-weighted GPUs first, strictly: W is one more than the largest
-value the secondary terms can take, so no saving below buys a single admitted GPU.
-    maximise  W Σ_j w_j max(g_j u_j n_j, 1) a_j         (a CPU-only job counts as one GPU)
+Objective. The value of what starts now and of the reservations made first, strictly: W is
+one more than the largest value the secondary terms can take, so no saving below buys a job.
+    maximise  W (Σ_j w_j a_j + Σ_o (w_j(o) - v_j(o) T_o / T_max(j)) h_o)
             - 10^4 (Σ_jc z_jc - Σ_j a_j)          fewer clusters per job (10^4 ~ 1 Tbps)
             - Σ_jl r_jl                            less cross-cluster traffic (units of 0.1 Gbps)
-            - Σ_jc ρ_c u_j g_j x_jc                tighter fit: fill fuller clusters first
-            - Σ_j π_j a_j                          ties go to jobs earlier in queue order
-where π_j is j's position in the window and ρ_c ∈ {0..3} the quartile of c's free GPUs
-(0 = fewest): big free pools stay whole for the big jobs that need them. Between the secondary
-terms the weights are a documented trade-off, not a strict order.
+            - Σ_jc ρ_c u_j g_j x_jc                stable fit: fill the small clusters first
+where ρ_c ∈ {0..3} is the quartile of c's size (free GPUs plus what running jobs hold; 0 =
+smallest), the same every round: the large clusters stay whole for the gangs that need them.
+A reservation is worth as much as starting now less the job's order value for the wait, so a
+later one is taken only where it lets more, or more important, work start now (the short
+horizon a greedy plan cannot weigh). Between the secondary terms the weights are a documented
+trade-off, not a strict order.
 
 Scale. A splittable job considers its `candidates_per_job` clusters with most room (8 by
 default), so pair variables stay bounded as clusters are added. Nodes never appear: capacities
