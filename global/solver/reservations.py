@@ -11,18 +11,20 @@ every round from what is running, so a running job that overruns its estimate mo
 later, and the hold's job is first in line when its GPUs are free (it is `due`). A cluster held
 for one job is not considered for the next hold of the same round.
 
-Capacity here is in GPUs per (cluster, model): nodes and domains are the packer's affair when
-the hold's job starts.
+Capacity here is in GPUs per (cluster, model), capped by the units the cluster could hold if
+all its nodes were free (its domains' shape: a unit of 8 pods that must stay under one ToR
+never fits a cluster whose ToRs have fewer than 8 nodes, however many GPUs free up there).
+Which nodes are free is the packer's affair when the hold's job starts.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from volcano_global.solver.capacity import ClusterPool, job_models
-from volcano_global.solver.model import JobRequest, Snapshot, link_key
+from volcano_global.solver.model import ClusterCapacity, JobRequest, Snapshot, link_key
 from volcano_global.solver.traffic import pair_demand_gbps
 
 Key = tuple[str, str]  # (cluster, model)
@@ -141,12 +143,20 @@ class _Timeline:
                 self.link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
         self.links_now = {link.key: link.free_gbps for link in snapshot.links}
         self._gpu_curve = {key: _curve(rel) for key, rel in self.releases.items()}
+        self._empty: dict[str, ClusterPool] = {}
         self._link_curve = {key: _curve(rel) for key, rel in self.link_releases.items()}
 
     def released(self, key: Key, t: float) -> int:
         """GPUs the running jobs in (cluster, model) are expected to have freed by t."""
         times, totals = self._gpu_curve.get(key, ((), (0,)))
         return int(totals[bisect.bisect_right(times, t)])
+
+    def most_units(self, job: JobRequest, cluster: str, model: str) -> int:
+        """Units of the job the cluster could hold with every node free."""
+        pool = self._empty.get(cluster)
+        if pool is None:
+            pool = self._empty[cluster] = ClusterPool(_all_free(self.pools[cluster].state()))
+        return min(pool.max_units(job, model), job.units)
 
     def options(self, job: JobRequest) -> tuple[Hold, ...]:
         models: dict[str, str] = {}  # cluster -> the model the job would use there
@@ -166,7 +176,8 @@ class _Timeline:
             | {t for name, m in models.items() for t, _ in self.releases[(name, m)]}
             | {t for rel in self.link_releases.values() for t, _ in rel}
         )
-        whole_left = set(models)
+        most = {name: self.most_units(job, name, m) for name, m in models.items()}
+        whole_left = {name for name in models if most[name] >= job.units}
         split_found = job.cluster_limit < 2
         out: list[Hold] = []
         for t in times:
@@ -179,7 +190,7 @@ class _Timeline:
                     whole_left.discard(name)
                     out.append(self._hold(job, t, {name: job.units}, avail, models))
             if not split_found:
-                units = _split(job, avail, self._links_at(t))
+                units = _split(job, avail, most, self._links_at(t))
                 if units is not None:
                     split_found = True
                     out.append(self._hold(job, t, units, avail, models))
@@ -217,12 +228,15 @@ class _Timeline:
 
 
 def _split(
-    job: JobRequest, avail: dict[str, int], links: dict[tuple[str, str], float]
+    job: JobRequest,
+    avail: dict[str, int],
+    most: dict[str, int],
+    links: dict[tuple[str, str], float],
 ) -> dict[str, int] | None:
-    """Units per cluster for a split of the job on `avail` GPUs over the clusters with most
-    room, pairwise linked with enough bandwidth (the greedy splitter's rule on aggregate
-    capacity); None if there is none."""
-    capacity = {c: min(g // max(job.unit_gpus, 1), job.units) for c, g in avail.items()}
+    """Units per cluster for a split of the job on `avail` GPUs (at most `most` units in each)
+    over the clusters with most room, pairwise linked with enough bandwidth (the greedy
+    splitter's rule on aggregate capacity); None if there is none."""
+    capacity = {c: min(g // max(job.unit_gpus, 1), most[c]) for c, g in avail.items()}
     chosen: list[str] = []
     for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
         if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:
@@ -250,6 +264,20 @@ def _split(
     ):
         return None
     return units
+
+
+def _all_free(state: ClusterCapacity) -> ClusterCapacity:
+    """The cluster with every node free (each leaf's nodes at its largest GPU count)."""
+    return replace(
+        state,
+        leaves=tuple(
+            replace(
+                leaf,
+                free_nodes=(0,) * (len(leaf.free_nodes) - 1) + (sum(leaf.free_nodes),),
+            )
+            for leaf in state.leaves
+        ),
+    )
 
 
 def _curve(rel):  # type: ignore[no-untyped-def]

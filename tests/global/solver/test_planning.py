@@ -10,6 +10,8 @@ import pytest
 from tests.solver_support.checker import check
 from tests.solver_support.instances import cluster, job
 from volcano_global.solver import (
+    ClusterCapacity,
+    Leaf,
     LinkState,
     Policy,
     RunningJob,
@@ -86,10 +88,17 @@ def test_durations_by_hand() -> None:
     assert model.expected(512) == pytest.approx(109.0)
 
 
+def partly_busy(name: str, free: int, busy: int) -> ClusterCapacity:
+    """One ToR of 8-GPU nodes, `free` of them free and `busy` fully used."""
+    return ClusterCapacity(
+        name, (Leaf("H100", (busy, 0, 0, 0, 0, 0, 0, 0, free), (f"{name}-tor",)),)
+    )
+
+
 def held_fleet(*jobs_):  # type: ignore[no-untyped-def]
     """x: 8 nodes, 4 of them busy until t = 100 s; y: 2 free nodes."""
     return Snapshot(
-        clusters=(cluster("x", 4), cluster("y", 2)),
+        clusters=(partly_busy("x", 4, 4), cluster("y", 2)),
         jobs=tuple(jobs_),
         running=(RunningJob("r", (("x", "H100", 32),), ends_in_s=100.0),),
     )
@@ -136,7 +145,7 @@ def test_a_split_reservation_holds_the_link(
     # A split job that outlasts t = 100 fits the spare nodes (2 + 2 pods) but may take no more
     # than those 50 Gbps.
     snapshot = Snapshot(
-        clusters=(cluster("x", 6), cluster("y", 6)),
+        clusters=(partly_busy("x", 6, 4), cluster("y", 6)),
         links=(LinkState("x", "y", 200),),
         jobs=(
             job(
@@ -177,7 +186,7 @@ def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
     # only run in x (allowed_clusters). The heuristic takes the soonest reservation, x, and the
     # long job waits; CP-SAT reserves y, 20 s later, and starts the long job in x now.
     snapshot = Snapshot(
-        clusters=(cluster("x", 4), cluster("y", 4)),
+        clusters=(partly_busy("x", 4, 4), partly_busy("y", 4, 4)),
         jobs=(
             job("gang", 8, due=True, estimate_s=600.0),
             job("long", 4, estimate_s=1000.0, allowed_clusters=("x",)),
@@ -194,3 +203,18 @@ def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
     assert [d.job_id for d in cpsat.admitted] == ["long"]
     assert "reserved: 64 GPUs in y expected free in 120 s" in (cpsat.job("gang").reason or "")
     assert check(snapshot, cpsat) == []
+
+
+@pytest.mark.parametrize("policy", PLANNED)
+def test_no_reservation_where_the_shape_never_fits(policy: Policy) -> None:
+    # x has 64 free GPUs, but in ToRs of 4 nodes: a unit of 8 pods that must stay under one
+    # ToR never fits there, however much is free. The reservation goes to y's ToR of 8 nodes,
+    # half busy until t = 100.
+    snapshot = Snapshot(
+        clusters=(cluster("x", 8, tors=2), partly_busy("y", 4, 4)),
+        jobs=(job("gang", 8, unit_pods=8, unit_tier=1, due=True, estimate_s=600.0),),
+        running=(RunningJob("ry", (("y", "H100", 32),), ends_in_s=100.0),),
+    )
+    decision = solve(snapshot, policy, OPTIONS)
+    assert not decision.job("gang").admitted
+    assert "reserved: 64 GPUs in y expected free in 100 s" in (decision.job("gang").reason or "")
