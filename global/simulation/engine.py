@@ -46,6 +46,7 @@ class SimOptions:
     deterministic_time: float = 0.5  # CP-SAT work per round (deterministic units)
     time_limit_s: float = 30.0  # a wall-clock safety net only
     reserve_after_s: float = planning.RESERVE_AFTER_S
+    max_holds: int = SolveOptions.max_holds
 
 
 @dataclass
@@ -250,6 +251,7 @@ class Simulation:
                 time_limit_s=self.options.time_limit_s,
                 window=self.options.window,
                 deterministic_time=self.options.deterministic_time,
+                max_holds=self.options.max_holds,
             ),
         )
 
