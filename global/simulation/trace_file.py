@@ -317,14 +317,15 @@ def _job(
 ) -> TraceJob:
     plan = _plan(row) if row.has_plan else None
     if row.unit_pods is not None:
-        unit, column = row.unit_pods, "unitPods"
+        unit = row.unit_pods
+        if row.pods % unit:
+            raise _Cell("unitPods", f"must divide pods ({row.pods}), got {unit}")
     elif plan is not None:
-        unit, column = plan.pipeline_parallel, "pipelineParallel"
+        # One data-parallel replica, as the server reads a plan (jobspec.normalize); the plan's
+        # check (TP x PP divides the GPUs) makes it divide the pods.
+        unit = max(plan.unit_gpus // plan.gpus_per_pod, 1)
     else:
-        unit, column = 0, ""  # the whole job is one unit
-    if unit and row.pods % unit:
-        default = "" if column == "unitPods" else "as the default unitPods, "
-        raise _Cell(column, f"{default}must divide pods ({row.pods}), got {unit}")
+        unit = 0  # the whole job is one unit
     return TraceJob(
         job_id,
         arrival,

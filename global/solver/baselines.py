@@ -8,7 +8,10 @@
   reported even when a link cannot carry them: that is how often it would oversubscribe.
 - greedy: in queue order, the whole job in the tightest cluster that fits, else a split over
   the clusters with most room, up to the job's limit, accepted only if every pair is linked
-  with enough free bandwidth. It also warm-starts CP-SAT.
+  with enough free bandwidth.
+- backfill: greedy with CP-SAT's plan (`solver.planning`, `solver.reservations`): the planned
+  order, the round's reservations (a job placed only within what they allow) and the stable
+  cluster order. It warm-starts CP-SAT.
 
 Each policy places into the pools it is given (and returns them); the caller rolls them back
 if it wants the starting capacity again.
@@ -120,10 +123,9 @@ def place_greedily(
             left = book.room(job, name, job_models(job, pools[name])[0])
             if left is not None:
                 capacity[name] = min(capacity[name], max(left, 0) // max(job.unit_gpus, 1))
+        rooms = {key: book.link_room(job, key) for key in links}
         links = {
-            key: min(
-                free, book.link_room(job, key) if book.link_room(job, key) is not None else free
-            )
+            key: free if rooms[key] is None else min(free, rooms[key])  # type: ignore[type-var]
             for key, free in links.items()
         }
     order = rank or {}

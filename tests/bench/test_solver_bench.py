@@ -26,4 +26,7 @@ def test_quick_benchmark_writes_a_report(tmp_path: Path) -> None:
     assert "CP-SAT against the best baseline" in report
     assert "## 3. Policies over time: trace replay by simulation" in report
     assert "Pollux workload-1" in report
-    assert "Fluid bounds are over the jobs each policy finished" in report
+    assert "gang-two-regions.yaml" in report
+    assert "| backfill |" in report
+    assert "Over every gang-heavy fleet and seed (minimum)" in report
+    assert "No regression for small jobs" in report

@@ -150,9 +150,6 @@ PLAN = "arrival,pods,gpusPerPod,duration,tensorParallel,pipelineParallel,dataPar
         (f"{PLAN}\n0,3,4,10,4,2,\n",
          "trace.csv:2: column pipelineParallel: tensorParallel x pipelineParallel = 8 must "
          "divide the job's 12 GPUs (pods x gpusPerPod)"),
-        (f"{PLAN}\n0,3,8,10,4,2,3\n",
-         "trace.csv:2: column pipelineParallel: as the default unitPods, must divide pods (3), "
-         "got 2"),
         (f"{BASE},unitPods\n0,3,8,10,2\n", "trace.csv:2: column unitPods: must divide pods (3), got 2"),
         (f"{BASE},modelParameters\n0,1,0,10,7e9\n",
          "trace.csv:2: column gpusPerPod: must be >= 1 for a job with a communication plan, got 0"),
