@@ -1,15 +1,17 @@
 """Reservations and backfill for gangs that have waited (the planned policies).
 
-A due job (it has waited `reserve_after` and is still first in line among those that have) that
-does not fit now is given a hold: the earliest time `start_in_s` at which, by the running jobs'
-expected ends, enough GPUs are free for it - in one cluster, or in a split whose clusters are
-pairwise linked with the bandwidth it needs then - and the GPUs (and link bandwidth) it will
-take there. Until then other jobs may still use those GPUs, but only jobs expected to end before
-`start_in_s`, or within the spare: what will be free at `start_in_s` beyond the hold (EASY
-backfilling, with expected durations for the user's missing estimates). Holds are recomputed
-every round from what is running, so a running job that overruns its estimate moves its hold
-later, and the hold's job is first in line when its GPUs are free (it is `due`). A cluster held
-for one job is not considered for the next hold of the same round.
+A due job (it has waited `reserve_after`; `planning`) that does not fit now is owed a hold: a
+time `start_in_s` at which, by the running jobs' expected ends, enough GPUs are free for it -
+in one cluster, or in a split whose clusters are pairwise linked with the bandwidth it needs
+then - and the GPUs (and link bandwidth) it will take there. Its options (`Owed`) are the
+earliest such time in each cluster and the earliest split; the heuristic takes the soonest,
+CP-SAT chooses among them with what starts now (`cpsat`). Until then other jobs may still use
+those GPUs, but only jobs likely to end before `start_in_s` (`JobRequest.estimate_s`: the
+user's estimate, else the 90th percentile of what their size class ran), or within the spare:
+what will be free at `start_in_s` beyond the hold (EASY backfilling). Holds are recomputed
+every round from what is running, so a running job that overruns moves its hold later, and
+the hold's job is first in line when its GPUs are free (it is `due`). Two holds of a round
+never share a cluster.
 
 Capacity here is in GPUs per (cluster, model), capped by the units the cluster could hold if
 all its nodes were free (its domains' shape: a unit of 8 pods that must stay under one ToR
@@ -78,7 +80,9 @@ class HoldBook:
         ]
         return min(found) if found else None
 
-    def charge(self, job: JobRequest, gpus: dict[Key, int], links: dict[tuple[str, str], float]):  # type: ignore[no-untyped-def]
+    def charge(
+        self, job: JobRequest, gpus: dict[Key, int], links: dict[tuple[str, str], float]
+    ) -> None:
         for hold, left, link_left in zip(self.holds, self.left, self.link_left, strict=True):
             if not hold.binds(job):
                 continue
