@@ -194,10 +194,11 @@ def sections(*, quick: bool = False, seeds: list[int] | None = None) -> list[str
         "oracle), reservations with backfill for a job that waited 30 minutes, a stable "
         "cluster order; backfill is the same plan placed by the greedy splitter, so the row "
         "shows what the optimiser adds. first-fit (Kueue MultiKueue), proportional (Karmada) and "
-        "greedy keep priority, fair share, submission order. Every job counts: one a policy "
-        "never finished is charged until the last finish of any policy (a lower bound on its "
-        "JCT); allocation while backlog is over intervals in which a job every policy started "
-        "was waiting. CP-SAT gets a deterministic work limit of "
+        "greedy keep priority, fair share, submission order. Every job counts but those no "
+        "policy can run without oversubscribing a link: one a policy never finished is charged "
+        "until that policy's own last finish (a lower bound on its JCT); allocation while "
+        "backlog is over intervals in which a job every policy started was waiting. CP-SAT gets "
+        "a deterministic work limit of "
         f"{options.deterministic_time} per round and a window of {options.window} jobs.",
         "",
         *gang_sections(seeds, n, 1.0, options),

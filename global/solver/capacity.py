@@ -52,6 +52,7 @@ def _free(hist: Sequence[int]) -> int:
 
 
 Scope = tuple[int, str] | None  # (tier, domain name), or the whole cluster
+Undone = list[tuple[_Leaf, Sequence[int]]]
 
 
 class ClusterPool:
@@ -195,10 +196,19 @@ class ClusterPool:
     def mark(self) -> int:
         return len(self._journal)
 
-    def rollback(self, mark: int) -> None:
-        """Undo every change made since `mark`."""
+    def rollback(self, mark: int) -> Undone:
+        """Undo every change made since `mark`; what is returned can `redo` them."""
+        undone: Undone = []
         while len(self._journal) > mark:
             leaf, hist = self._journal.pop()
+            undone.append((leaf, leaf.hist))
+            self._set_hist(leaf, hist)
+        return undone
+
+    def redo(self, undone: Undone) -> None:
+        """Make again the changes a `rollback` undid (on the state it left)."""
+        for leaf, hist in reversed(undone):
+            self._journal.append((leaf, leaf.hist))
             self._set_hist(leaf, hist)
 
     def _set_hist(self, leaf: _Leaf, hist: Sequence[int]) -> None:

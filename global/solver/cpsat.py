@@ -455,8 +455,7 @@ def cpsat_decision(
     marks = {name: pool.mark() for name, pool in base.items()}
     owed, holds = plan
     hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
-    for name, pool in base.items():
-        pool.rollback(marks[name])
+    undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
     shares, pools, status, _, bound, held = solve_cpsat(
         snapshot, jobs, options, hint, base, deadline, (owed, holds, rank)
     )
@@ -466,10 +465,11 @@ def cpsat_decision(
     )
     weights, _ = job_values(jobs, options.priority_factor)
     if _value(hint.jobs, weights) > _value(result, weights):
-        # Repair is a heuristic; never return less than the greedy answer we started from.
+        # Repair is a heuristic, and the search may find nothing in its time: never return
+        # less than the greedy answer we started from (its placements made again).
         for name, pool in base.items():
             pool.rollback(marks[name])
-        hint, pools = greedy(snapshot, jobs, base, HoldBook(holds), rank)
+            pool.redo(undone[name])
         result, status, held = hint.jobs, f"{status}+GREEDY", holds
     decision = Decision(
         policy=Policy.CPSAT,
