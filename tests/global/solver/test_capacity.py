@@ -37,3 +37,28 @@ def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollba
             job = JobRequest(id=f"j{step}", pods=pods, gpus_per_pod=g, gpu_model=model)
             pool.place(job, pods, model)
     assert any(pool._buckets.values())  # the buckets were used, and kept
+
+
+def test_redo_makes_again_what_a_rollback_undid() -> None:
+    rng = random.Random(3)
+    leaves = tuple(
+        Leaf("H100", tuple(rng.randrange(4) for _ in range(9)), (f"tor{t}", "spine"))
+        for t in range(20)
+    )
+    pool = ClusterPool(ClusterCapacity("c", leaves))
+    job = JobRequest(id="j", pods=4, gpus_per_pod=8, gpu_model="H100", unit_pods=2, unit_tier=1)
+    before = pool.state()
+    mark = pool.mark()
+    for _ in range(3):
+        pool.place(job, 2, "H100")
+    after = pool.state()
+    placed_units = pool.max_units(job, "H100")
+    undone = pool.rollback(mark)
+    assert pool.state() == before
+    pool.redo(undone)
+    assert pool.state() == after
+    assert pool.free_gpus("H100") == sum(leaf.free_gpus for leaf in after.leaves)
+    assert pool.max_units(job, "H100") == placed_units
+    # and it can be undone again
+    pool.rollback(mark)
+    assert pool.state() == before
