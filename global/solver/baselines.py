@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.model import (
@@ -141,6 +142,8 @@ def place_greedily(
             break
     if placed is None and job.cluster_limit >= 2:
         placed = _split_greedily(job, pools, links, capacity)
+    if placed is None and job.elastic:
+        return _narrower(job, pools, links, book, rank, capacity)
     if placed is not None and book is not None:
         book.charge(
             job,
@@ -148,6 +151,28 @@ def place_greedily(
             {link_key(r.a, r.b): r.gbps for r in placed.reservations},
         )
     return placed
+
+
+ELASTIC_TRIES = 4  # narrower widths an elastic job is tried at, widest first
+
+
+def _narrower(  # type: ignore[no-untyped-def]
+    job: JobRequest, pools, links, book, rank, capacity: dict[str, int]
+) -> JobDecision | None:
+    """An elastic job at the widest width that fits, down to its fewest units."""
+    if job.cluster_limit >= 2:
+        room = sum(sorted(capacity.values(), reverse=True)[: job.cluster_limit])
+    else:
+        room = max(capacity.values(), default=0)
+    widest = min(room, job.units - 1)
+    for units in range(widest, max(job.min_units, widest - ELASTIC_TRIES) - 1, -1):
+        if units < job.min_units:
+            break
+        narrow = replace(job, pods=units * job.unit, min_units=0)
+        placed = place_greedily(narrow, pools, links, book, rank)
+        if placed is not None:
+            return placed
+    return None
 
 
 def _split_greedily(

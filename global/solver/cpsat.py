@@ -196,7 +196,7 @@ def _solve_once(
             pod_terms[(c, v.model_in[c])].append((job.gpus_per_pod, job.unit, x))
         for key, r in v.reserve.items():
             link_use[key].append(r)
-        quota_use[job.queue].append((job.gpus, v.admitted))
+        quota_use[job.queue] += [(job.unit_gpus, x) for x in v.units.values()]
 
     for (c, m), terms in capacity.items():
         model.add(sum(g * x for g, x in terms) <= pools[c].free_gpus(m))
@@ -222,6 +222,13 @@ def _solve_once(
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
     admitted = sum(weights[v.job.id] * v.admitted for v in vars_) + held_value
+    # An elastic job's width: each unit beyond its fewest is worth its order value over its
+    # units, so the whole width is worth about one more job of its place in the queue.
+    admitted += sum(
+        max(normal[v.job.id] // v.job.units, 1) * sum(v.units.values())
+        for v in vars_
+        if v.job.elastic
+    )
     model.maximize(
         (secondary_max + 1) * admitted - CLUSTER_PENALTY * extra_clusters - traffic - fit
     )
@@ -326,7 +333,7 @@ def _job_vars(
     used: dict[str, cp_model.IntVar] = {}
     model_in: dict[str, str] = {}
     limit = job.cluster_limit
-    min_share = job.units if limit == 1 else max(job.min_share_units, 1)
+    min_share = job.fewest_units if limit == 1 else max(job.min_share_units, 1)
     for name, best_model, cap in _candidates(job, pools, min_share, candidates, hinted):
         x = model.new_int_var(0, cap, f"x[{job.id},{name}]")
         z = model.new_bool_var(f"z[{job.id},{name}]")
@@ -334,7 +341,11 @@ def _job_vars(
         model.add(x >= min_share * z)
         model.add_implication(z, admitted)
         units[name], used[name], model_in[name] = x, z, best_model
-    model.add(sum(units.values()) == job.units * admitted)
+    if job.elastic:
+        model.add(sum(units.values()) >= job.min_units * admitted)
+        model.add(sum(units.values()) <= job.units * admitted)
+    else:
+        model.add(sum(units.values()) == job.units * admitted)
     size: dict[int, cp_model.IntVar] = {}
     for k in range(1, min(limit, len(used)) + 1):
         size[k] = model.new_bool_var(f"y[{job.id},{k}]")

@@ -83,6 +83,17 @@ class JobRequest:
     # and whether it has waited long enough to be owed a reservation.
     estimate_s: float | None = None
     due: bool = False
+    # Elastic data-parallel width (planned policies): the job may start with as few as
+    # `min_units` of its units (0: all of them, a rigid gang).
+    min_units: int = 0
+
+    @property
+    def elastic(self) -> bool:
+        return 0 < self.min_units < self.units
+
+    @property
+    def fewest_units(self) -> int:
+        return self.min_units if self.elastic else self.units
 
     @property
     def unit(self) -> int:

@@ -10,7 +10,7 @@ from volcano_global.solver import Decision, JobRequest, Policy, Snapshot
 from volcano_global.solver.traffic import pair_demand_gbps
 
 RESPECTS_SPLIT_POLICY = {Policy.CPSAT, Policy.FIRST_FIT, Policy.GREEDY}
-RESPECTS_LINKS = {Policy.CPSAT, Policy.FIRST_FIT, Policy.GREEDY}
+RESPECTS_LINKS = {Policy.CPSAT, Policy.FIRST_FIT, Policy.GREEDY, Policy.BACKFILL}
 
 
 def check(snapshot: Snapshot, decision: Decision) -> list[str]:
@@ -33,7 +33,7 @@ def check(snapshot: Snapshot, decision: Decision) -> list[str]:
                 problems.append(f"{job.id}: pending but has shares or no reason")
             continue
         problems += _check_job(job, d.shares, decision.policy)
-        queue_gpus[job.queue] += job.gpus
+        queue_gpus[job.queue] += sum(share.gpus for share in d.shares)  # elastic: its width
         for share in d.shares:
             for leaf_name, pods in share.domains:
                 model = _leaf_model(leaves, share.cluster, leaf_name, job)
@@ -74,7 +74,7 @@ def check(snapshot: Snapshot, decision: Decision) -> list[str]:
 
 def _check_job(job: JobRequest, shares, policy: Policy) -> list[str]:  # type: ignore[no-untyped-def]
     problems = []
-    if sum(s.units for s in shares) != job.units:
+    if not job.fewest_units <= sum(s.units for s in shares) <= job.units:
         problems.append(
             f"{job.id}: {sum(s.units for s in shares)} of {job.units} units placed (gang)"
         )

@@ -75,6 +75,7 @@ def random_snapshot(seed: int) -> Snapshot:
                 unit_tier=rng.choice([None, None, 1, 2]),
                 share_tier=rng.choice([None, None, None, 2]),
                 allreduce_gbps=rng.choice([0.0, 20.0, 80.0, 300.0]),
+                min_units=rng.choice([0, 0, 0, max(units // 2, 1)]),
             )
         )
     queues = [

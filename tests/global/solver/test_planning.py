@@ -218,3 +218,28 @@ def test_no_reservation_where_the_shape_never_fits(policy: Policy) -> None:
     decision = solve(snapshot, policy, OPTIONS)
     assert not decision.job("gang").admitted
     assert "reserved: 64 GPUs in y expected free in 100 s" in (decision.job("gang").reason or "")
+
+
+@pytest.mark.parametrize("policy", PLANNED)
+def test_an_elastic_job_starts_at_the_width_that_fits(policy: Policy) -> None:
+    # 4 data-parallel replicas of 2 pods, at least 2 of them; 6 nodes free: 3 replicas start.
+    elastic = job("dp", 8, unit_pods=2, min_units=2)
+    decision = solve(Snapshot(clusters=(cluster("x", 6),), jobs=(elastic,)), policy, OPTIONS)
+    assert [(s.cluster, s.units, s.pods) for s in decision.job("dp").shares] == [("x", 3, 6)]
+    # Split over two clusters it takes every replica there is room for, and not below its
+    # fewest: with 2 + 1 nodes free (one replica) it waits.
+    split = job("dp", 8, unit_pods=2, min_units=2, splittable=True, max_clusters=2)
+    two = Snapshot(
+        clusters=(cluster("x", 2), cluster("y", 5)),
+        links=(LinkState("x", "y", 400),),
+        jobs=(split,),
+    )
+    assert sorted((s.cluster, s.units) for s in solve(two, policy, OPTIONS).job("dp").shares) == [
+        ("x", 1),
+        ("y", 2),
+    ]
+    tight = Snapshot(clusters=(cluster("x", 2), cluster("y", 1)), jobs=(elastic,))
+    assert not solve(tight, policy, OPTIONS).job("dp").admitted
+    # A rigid gang of the same shape waits for all 8 nodes.
+    rigid = Snapshot(clusters=(cluster("x", 6),), jobs=(job("dp", 8, unit_pods=2),))
+    assert not solve(rigid, policy, OPTIONS).job("dp").admitted
