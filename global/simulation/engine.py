@@ -38,6 +38,7 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+GROWTH = "+grow"  # the id of what an elastic running job could add, in a round
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,16 @@ class _Running:
     version: int = 0
     unit_broken: bool = False
     crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
+    width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
+
+    @property
+    def units(self) -> int:
+        return self.job.pods // (self.job.unit_pods or self.job.pods)
+
+    @property
+    def growable(self) -> int:
+        """Units an elastic job could still add (0 for a rigid one)."""
+        return self.units - self.width if self.job.min_units else 0
 
 
 @dataclass
@@ -168,7 +179,8 @@ class Simulation:
                     records[job_id].finish = now
                     if progress:
                         progress(1)
-            if pending:
+            growing = self.policy.planned and any(r.growable for r in running.values())
+            if pending or growing:
                 started = self._round(pending, running, records, now)
                 result.rounds += 1
                 if started:
@@ -226,19 +238,21 @@ class Simulation:
             weights={name: q.weight for name, q in self.queues.items()},
         )
         by_id = {j.id: j for j in pending}
+        planned = self.policy.planned
         snapshot = Snapshot(
             clusters=self._clusters(),
             links=self._links(running),
             jobs=tuple(
                 planning.with_time(
                     self.policy,
-                    _request(by_id[c.key]),
+                    _request(by_id[c.key], elastic=planned),
                     c,
                     by_id[c.key].estimate_s,
                     self.durations,
                 )
                 for c in order
-            ),
+            )
+            + (tuple(self._growth(running, clock)) if planned else ()),
             queues=tuple(
                 QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
             ),
@@ -266,7 +280,9 @@ class Simulation:
         decision = self.decide(pending, running, now)
         started = set()
         for jd in decision.jobs:
-            if jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
+            if jd.admitted and jd.job_id.endswith(GROWTH):
+                self._grow(jd, running)
+            elif jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
@@ -295,8 +311,46 @@ class Simulation:
             work_left=job.duration_s,
             last=now,
             unit_broken=unit_broken,
+            width=sum(share.units for share in jd.shares),
         )
         return True
+
+    def _growth(self, running: dict[str, _Running], clock: datetime) -> list[JobRequest]:
+        """What elastic running jobs could add, after every waiting job: more units in the
+        clusters each already runs in (so its split, and the bandwidth it holds, stay)."""
+        out = []
+        for run in running.values():
+            if not run.growable:
+                continue
+            job, elapsed = run.job, (clock - _stamp(run.start)).total_seconds()
+            out.append(
+                JobRequest(
+                    job.id + GROWTH,
+                    pods=run.growable * (job.unit_pods or job.pods),
+                    gpus_per_pod=job.gpus_per_pod,
+                    gpu_model=job.gpu_model,
+                    unit_pods=job.unit_pods,
+                    priority=job.priority,
+                    queue=job.queue,
+                    splittable=len(run.clusters) > 1,
+                    max_clusters=len(run.clusters),
+                    unit_tier=job.unit_tier,
+                    allowed_clusters=tuple(run.clusters),
+                    estimate_s=self.durations.remaining(job.gpus, elapsed, job.estimate_s),
+                    min_units=1 if run.growable > 1 else 0,
+                )
+            )
+        return out
+
+    def _grow(self, jd: JobDecision, running: dict[str, _Running]) -> None:
+        run = running[jd.job_id.removesuffix(GROWTH)]
+        for share in jd.shares:
+            for leaf, pods in share.domains or ((share.cluster, share.pods),):
+                got = self._bind(share.cluster, leaf, run.job, pods)
+                if got is None:
+                    return
+                run.bound += got
+            run.width += share.units
 
     def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
         out = []
@@ -400,6 +454,7 @@ class Simulation:
                 unit_broken=run.unit_broken,
             )
             record.slowest_factor = max(record.slowest_factor, factor)
+            factor *= run.units / max(run.width, 1)  # fewer replicas: proportionally slower
             if factor != run.factor or run.version == 0:
                 run.factor = factor
                 run.version += 1
@@ -407,7 +462,9 @@ class Simulation:
         return moved
 
 
-def _request(job: TraceJob) -> JobRequest:
+def _request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
+    """`elastic`: the job's width range counts (the planned policies; the baselines, as Kueue
+    and Karmada, place every gang whole)."""
     return JobRequest(
         job.id,
         pods=job.pods,
@@ -420,6 +477,7 @@ def _request(job: TraceJob) -> JobRequest:
         max_clusters=job.max_clusters,
         unit_tier=job.unit_tier,
         allreduce_gbps=job.allreduce_gbps,
+        min_units=job.min_units if elastic else 0,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from volcano_global.jobspec import Communication
@@ -66,6 +66,7 @@ class TraceJob:
     priority: int = 0
     queue: str = "default"
     estimate_s: float | None = None  # the user's runningEstimate, if given (never the truth)
+    min_units: int = 0  # elastic: may run with as few units (data-parallel replicas); 0: rigid
 
     @property
     def gpus(self) -> int:
@@ -145,9 +146,12 @@ def synthetic_llm(
     gpu_model: str | None = None,
     max_duration_s: float = 4 * 3600,
     min_gpus: int = 1,
+    elastic_share: float = 0.0,
 ) -> list[TraceJob]:
     """`min_gpus` > 1 keeps only the sizes from there up, in Kalos's proportions among them
-    (the gang-heavy fleets: `min_gpus=32`)."""
+    (the gang-heavy fleets: `min_gpus=32`). `elastic_share`: the share of the planned gangs
+    that may run with as few as half their data-parallel replicas (drawn apart, so the rest of
+    the trace is the same with or without)."""
     rng = random.Random(seed)
     stats = kalos(acme_summary)
     _, dist = size_distribution(stats["mean_gpus"])
@@ -165,6 +169,14 @@ def synthetic_llm(
     for i, (gpus, duration) in enumerate(zip(sizes, durations, strict=True)):
         t += rng.expovariate(rate)
         out.append(_llm_job(i, t, gpus, duration, rng, gpu_model))
+    if elastic_share > 0:
+        draw = random.Random(seed + 7919)
+        out = [
+            replace(j, min_units=max(j.pods // j.unit_pods // 2, 1))
+            if j.splittable and j.pods // j.unit_pods > 1 and draw.random() < elastic_share
+            else j
+            for j in out
+        ]
     return out
 
 

@@ -280,3 +280,30 @@ def test_a_reservation_is_honoured_over_time(policy: Policy) -> None:
     # Without a reservation the smaller jobs keep one node busy and B waits until 220.
     greedy = Simulation(one_cluster_of_two_nodes(), STREAM, Policy.GREEDY).run()
     assert next(r for r in greedy.records if r.job.id == "B").start == 220.0
+
+
+def one_cluster(nodes: int) -> Scenario:
+    spec = {"nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}]}
+    return Scenario.model_validate({"clusters": [{"name": "c0", "spec": spec}]})
+
+
+# A: 2 nodes for 100 s. E: 2 data-parallel replicas of 2 nodes, 100 s at full width, elastic
+# down to 1 replica. Four nodes.
+ELASTIC = [
+    TraceJob("A", 0.0, pods=2, gpus_per_pod=8, duration_s=100.0, estimate_s=100.0),
+    TraceJob("E", 0.0, pods=4, gpus_per_pod=8, duration_s=100.0, unit_pods=2, min_units=1),
+]
+
+
+@pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.BACKFILL])
+def test_an_elastic_job_starts_narrow_and_grows(policy: Policy) -> None:
+    # E starts at once with one replica (half speed: 50 s of its work by t = 100), grows to two
+    # when A ends, and does the other 50 s at full speed: it ends at 150.
+    result = Simulation(one_cluster(4), ELASTIC, policy).run()
+    assert {r.job.id: (r.start, r.finish) for r in result.records} == {
+        "A": (0.0, 100.0),
+        "E": (0.0, 150.0),
+    }
+    # A rigid gang policy waits for all four nodes: E runs 100-200.
+    greedy = Simulation(one_cluster(4), ELASTIC, Policy.GREEDY).run()
+    assert {r.job.id: (r.start, r.finish) for r in greedy.records}["E"] == (100.0, 200.0)
