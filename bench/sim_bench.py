@@ -32,6 +32,9 @@ SMALL = EXAMPLES / "small-fleet.yaml"
 TRACES = REPO / "bench" / "data" / "traces"  # excerpts of ../shared/data (bench/data/README.md)
 DOC = REPO / "docs" / "benchmarks.md"
 POLICIES = [Policy.CPSAT, Policy.BACKFILL, Policy.GREEDY, Policy.FIRST_FIT, Policy.PROPORTIONAL]
+ELASTIC = [Policy.CPSAT, Policy.BACKFILL]  # the same trace, half the planned gangs elastic
+ELASTIC_SHARE = 0.5
+ROWS = [p.value for p in POLICIES] + [f"{p.value}, elastic" for p in ELASTIC]
 
 
 def run(scenario: Scenario, jobs: list[TraceJob], options: SimOptions) -> list[SimResult]:
@@ -45,6 +48,20 @@ def _gang_case(args: tuple[str, int, int, float, SimOptions]) -> tuple[str, int,
     jobs = synthetic_llm(seed=seed, jobs=n, load=load, capacity_gpus=capacity, min_gpus=32)
     started = time.monotonic()
     results = run(scenario, jobs, options)
+    # Only the planned policies use a width range (the baselines place every gang whole), so
+    # the baselines' runs of the rigid trace stand for the elastic one too.
+    elastic = synthetic_llm(
+        seed=seed,
+        jobs=n,
+        load=load,
+        capacity_gpus=capacity,
+        min_gpus=32,
+        elastic_share=ELASTIC_SHARE,
+    )
+    for policy in ELASTIC:
+        result = Simulation(scenario, elastic, policy, options).run()
+        result.policy = f"{policy.value}, elastic"
+        results.append(result)
     return (
         name,
         seed,
@@ -81,10 +98,10 @@ def gang_sections(seeds: list[int], n: int, load: float, options: SimOptions) ->
             "oversubscribed (s) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for i, policy in enumerate(POLICIES):
+        for i, row in enumerate(ROWS):
             js: list[Judged] = [c["judged"][i] for c in per_seed]
             lines.append(
-                f"| {policy.value} | {' / '.join(f'{j.finished}/{j.jobs}' for j in js)} "
+                f"| {row} | {' / '.join(f'{j.finished}/{j.jobs}' for j in js)} "
                 f"| {_each(j.avg_jct_s for j in js)} | {_each(j.large_avg_jct_s for j in js)} "
                 f"| {max(j.large_wait_p95_s for j in js):,.0f} / "
                 f"{max(j.large_wait_max_s for j in js):,.0f} "
@@ -100,7 +117,9 @@ def gang_sections(seeds: list[int], n: int, load: float, options: SimOptions) ->
             "Minimum over seeds: "
             + "; ".join(f"{key} **{value:.2f}x**" for key, value in ratios.items())
             + "; CP-SAT's allocation while backlog "
-            + f"**{min(c['judged'][0].allocation_backlog for c in per_seed):.0%}**"
+            + f"**{min(c['judged'][0].allocation_backlog for c in per_seed):.0%}**, with elastic "
+            + "gangs "
+            + f"**{min(c['judged'][ROWS.index(f'{Policy.CPSAT.value}, elastic')].allocation_backlog for c in per_seed):.0%}**"
             + f". Simulated in {sum(c['seconds'] for c in per_seed):,.0f} s.",
             "",
         ]
@@ -114,13 +133,13 @@ def gang_sections(seeds: list[int], n: int, load: float, options: SimOptions) ->
 
 
 def _ratios(per_seed: list[dict]) -> dict[str, float]:  # type: ignore[type-arg]
-    def by(policy: Policy, case: dict) -> Judged:  # type: ignore[type-arg]
-        return case["judged"][POLICIES.index(policy)]
+    def by(row: str, case: dict) -> Judged:  # type: ignore[type-arg]
+        return case["judged"][ROWS.index(row)]
 
-    def low(attr: str, other: Policy) -> float:
-        return min(
-            getattr(by(other, c), attr) / getattr(by(Policy.CPSAT, c), attr) for c in per_seed
-        )
+    def low(attr: str, other: Policy, ours: str = Policy.CPSAT.value) -> float:
+        return min(getattr(by(other.value, c), attr) / getattr(by(ours, c), attr) for c in per_seed)
+
+    elastic = f"{Policy.CPSAT.value}, elastic"
 
     return {
         "avg JCT vs first-fit": low("avg_jct_s", Policy.FIRST_FIT),
@@ -130,6 +149,9 @@ def _ratios(per_seed: list[dict]) -> dict[str, float]:  # type: ignore[type-arg]
         "large gangs' JCT vs first-fit": low("large_avg_jct_s", Policy.FIRST_FIT),
         "large gangs vs greedy": low("large_avg_jct_s", Policy.GREEDY),
         "large gangs vs backfill": low("large_avg_jct_s", Policy.BACKFILL),
+        "with elastic gangs: avg JCT vs first-fit": low("avg_jct_s", Policy.FIRST_FIT, elastic),
+        "elastic large gangs vs first-fit": low("large_avg_jct_s", Policy.FIRST_FIT, elastic),
+        "elastic large gangs vs greedy": low("large_avg_jct_s", Policy.GREEDY, elastic),
     }
 
 
@@ -197,8 +219,13 @@ def sections(*, quick: bool = False, seeds: list[int] | None = None) -> list[str
         "greedy keep priority, fair share, submission order. Every job counts but those no "
         "policy can run without oversubscribing a link: one a policy never finished is charged "
         "until that policy's own last finish (a lower bound on its JCT); allocation while "
-        "backlog is over intervals in which a job every policy started was waiting. CP-SAT gets "
-        "a deterministic work limit of "
+        "backlog is over intervals in which a job every policy started was waiting. The rows "
+        "marked elastic replay the same trace with half the planned gangs (64 GPUs or more) "
+        "elastic down to half their data-parallel replicas: they start at the width that fits "
+        "and grow at round boundaries in the clusters they run in, at a speed in proportion to "
+        "their replicas (only the planned policies use the range; the baselines place every "
+        "gang whole, so their rows stand for both traces). CP-SAT gets a deterministic work "
+        "limit of "
         f"{options.deterministic_time} per round and a window of {options.window} jobs.",
         "",
         *gang_sections(seeds, n, 1.0, options),

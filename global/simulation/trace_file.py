@@ -55,6 +55,7 @@ EXPECTED = {
     "maxClusters": "an integer >= 1",
     "unitPods": "an integer >= 1",
     "unitTier": "an integer >= 1",
+    "minUnits": "an integer >= 1",
 }
 
 
@@ -88,6 +89,7 @@ class TraceRow(BaseModel):
     max_clusters: Annotated[int, Field(ge=1)] | None = None
     unit_pods: Annotated[int, Field(ge=1)] | None = None
     unit_tier: Annotated[int, Field(ge=1)] | None = None
+    min_units: Annotated[int, Field(ge=1)] | None = None
 
     @field_validator("arrival", mode="plain")
     @classmethod
@@ -326,6 +328,9 @@ def _job(
         unit = max(plan.unit_gpus // plan.gpus_per_pod, 1)
     else:
         unit = 0  # the whole job is one unit
+    units = row.pods // unit if unit else 1
+    if row.min_units is not None and row.min_units > units:
+        raise _Cell("minUnits", f"must be at most the job's {units} units, got {row.min_units}")
     return TraceJob(
         job_id,
         arrival,
@@ -342,6 +347,7 @@ def _job(
         priority=_priority(row, defaults),
         queue=row.queue or defaults.default_queue,
         estimate_s=row.running_estimate,
+        min_units=row.min_units or 0,
     )
 
 

@@ -238,3 +238,16 @@ def test_the_command_replays_a_csv_trace(tmp_path: Path) -> None:
     failed = CliRunner().invoke(app, [*args, "--trace", f"csv:{trace}"])
     assert isinstance(failed.exception, CliError)
     assert str(failed.exception) == f"{trace}:2: column pods: must be an integer >= 1, got 'x'"
+
+
+def test_an_elastic_width_is_read_in_units(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(f"{BASE},unitPods,minUnits\n0,8,8,60,2,2\n")
+    (job,) = read_trace(path, "csv")
+    assert (job.unit_pods, job.min_units) == (2, 2)
+    path.write_text(f"{BASE},unitPods,minUnits\n0,8,8,60,2,5\n")
+    with pytest.raises(TraceError) as caught:
+        read_trace(path, "csv")
+    assert str(caught.value) == (
+        f"{path}:2: column minUnits: must be at most the job's 4 units, got 5"
+    )
