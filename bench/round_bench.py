@@ -4,7 +4,8 @@ ends the reservations are planned from (bench/workloads.py's LLM mix on 5,000-no
 
     .venv/bin/python bench/round_bench.py [--quick]
 
-Prints a markdown table (docs/benchmarks.md, section 1b): p50 and p95 of the whole round
+Prints a markdown table (docs/benchmarks.md, section 1b, which `bench/solver_bench.py` writes
+with this module's `section()`): p50 and p95 of the whole round
 (plan, warm start, model, search, packing) over seeds, for CP-SAT and for the same plan placed
 greedily (backfill), at 200 pending x 16 clusters and 2,000 pending x 64 clusters.
 """
@@ -48,22 +49,25 @@ def planned(snapshot: Snapshot, seed: int, running_per_cluster: int) -> Snapshot
     return replace(snapshot, jobs=jobs, running=tuple(running))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seeds", type=int, default=5)
-    args = parser.parse_args()
+def section(*, quick: bool = False, seeds: int = 5) -> list[str]:
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = (
-        [(50, 4, 50, 1.0, 25)]
-        if args.quick
-        else [(200, 16, 200, 1.0, 625), (2000, 64, 200, 2.0, 625)]
+        [(50, 4, 50, 1.0, 25)] if quick else [(200, 16, 200, 1.0, 625), (2000, 64, 200, 2.0, 625)]
     )
-    seeds = 2 if args.quick else args.seeds
-    print(
-        "| pending | clusters | window | time limit (s) | policy | round p50 (s) | p95 (s) | admitted (mean) | holds honoured |"
-    )
-    print("|---:|---:|---:|---:|---|---:|---:|---:|")
+    seeds = 2 if quick else seeds
+    lines = [
+        "## 1b. Planned rounds at scale",
+        "",
+        f"{seeds} rounds per row (seeds 1..{seeds}): the LLM mix on 5,000-node clusters 85-97% "
+        "busy, every tenth waiting job owed a reservation, 50 running jobs per cluster ending "
+        "within 4 hours (what reservations are planned from), the window of the first 200 jobs. "
+        "Round time = plan (reservations), warm start, model, search, packing. Command: "
+        "`.venv/bin/python bench/round_bench.py`.",
+        "",
+        "| pending | clusters | window | time limit (s) | policy | round p50 (s) | p95 (s) | "
+        "admitted (mean) |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
     for pending, clusters, window, limit, tors in cases:
         for policy in (Policy.CPSAT, Policy.BACKFILL):
             times, admitted = [], []
@@ -85,11 +89,20 @@ def main() -> None:
                 times.append(time.perf_counter() - start)
                 admitted.append(len(decision.admitted))
             p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-            print(
+            lines.append(
                 f"| {pending} | {clusters} | {window} | {limit:g} | {policy.value} | "
-                f"{statistics.median(times):.2f} | {p95:.2f} | {statistics.mean(admitted):.1f} |",
-                flush=True,
+                f"{statistics.median(times):.2f} | {p95:.2f} | {statistics.mean(admitted):.1f} |"
             )
+            print(lines[-1], flush=True)
+    return [*lines, ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    section(quick=args.quick, seeds=args.seeds)
 
 
 if __name__ == "__main__":

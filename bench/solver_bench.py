@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from round_bench import section as round_section
 from sim_bench import sections as sim_sections
 from workloads import kalos_stats, llm_snapshot, philly_snapshot, size_distribution
 
@@ -178,6 +180,11 @@ def main() -> None:
     parser.add_argument("--snapshots", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--keep-simulation",
+        action="store_true",
+        help="keep section 3 of the existing file (bench/sim_bench.py --write redoes it)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.snapshots = 2, 2
@@ -196,6 +203,7 @@ def main() -> None:
         "",
     ]
     lines += scale_section(args, mean)
+    lines += ["", *round_section(quick=args.quick, seeds=args.rounds)]
     lines += ["", "## 2. One round, every policy on the same snapshots", ""]
     tors = 8 if args.quick else 16
     llm = [
@@ -228,7 +236,16 @@ def main() -> None:
         philly,
         args,
     )
-    lines += sim_sections(quick=args.quick)
+    if args.keep_simulation:
+        # Section 3 as it stands in the file (its runs are deterministic and take ~15 minutes).
+        found = re.search(
+            r"## 3\. Policies over time.*?(?=## Reading the numbers)", args.out.read_text(), re.S
+        )
+        if not found:
+            raise SystemExit(f"{args.out}: no section 3 to keep")
+        lines += [*found.group(0).rstrip("\n").split("\n"), ""]
+    else:
+        lines += sim_sections(quick=args.quick)
     lines += [
         "## Reading the numbers",
         "",

@@ -20,6 +20,7 @@ def test_quick_benchmark_writes_a_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = out.read_text()
     assert "## 1. Solve time and gap against size" in report
+    assert "## 1b. Planned rounds at scale" in report
     for policy in ("cpsat", "first-fit", "proportional", "greedy"):
         assert f"| {policy} |" in report
     assert "Kalos" in report
