@@ -38,7 +38,7 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-GROWTH = "+grow"  # the id of what an elastic running job could add, in a round
+GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no trace id has a NUL)
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ class Simulation:
         """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`)."""
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
-            held[run.job.queue] += run.job.gpus
+            held[run.job.queue] += sum(count for *_, count in run.bound)  # elastic: its width
         clock = _stamp(now)
         order = planning.order(
             self.policy,
@@ -252,7 +252,7 @@ class Simulation:
                 )
                 for c in order
             )
-            + (tuple(self._growth(running, clock)) if planned else ()),
+            + (tuple(self._growth(running, clock, pending)) if planned else ()),
             queues=tuple(
                 QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
             ),
@@ -315,9 +315,13 @@ class Simulation:
         )
         return True
 
-    def _growth(self, running: dict[str, _Running], clock: datetime) -> list[JobRequest]:
-        """What elastic running jobs could add, after every waiting job: more units in the
-        clusters each already runs in (so its split, and the bandwidth it holds, stay)."""
+    def _growth(
+        self, running: dict[str, _Running], clock: datetime, pending: list[TraceJob]
+    ) -> list[JobRequest]:
+        """What elastic running jobs could add, after every waiting job and at the lowest
+        priority among them: more units in the clusters each already runs in (so its split,
+        and the bandwidth it holds, stay)."""
+        lowest = min((j.priority for j in pending), default=None)
         out = []
         for run in running.values():
             if not run.growable:
@@ -330,7 +334,7 @@ class Simulation:
                     gpus_per_pod=job.gpus_per_pod,
                     gpu_model=job.gpu_model,
                     unit_pods=job.unit_pods,
-                    priority=job.priority,
+                    priority=job.priority if lowest is None else min(lowest, job.priority),
                     queue=job.queue,
                     splittable=len(run.clusters) > 1,
                     max_clusters=len(run.clusters),
@@ -409,7 +413,14 @@ class Simulation:
             hist = [0] * (max(n.gpus for n in nodes) + 1)
             for node in nodes:
                 hist[node.free] += 1
-            leaves[cluster].append(Leaf(model, tuple(hist), self.paths.get((cluster, leaf), ())))
+            leaves[cluster].append(
+                Leaf(
+                    model,
+                    tuple(hist),
+                    self.paths.get((cluster, leaf), ()),
+                    node_gpus=max(n.gpus for n in nodes),
+                )
+            )
         return tuple(ClusterCapacity(name, tuple(leaves[name])) for name in self.cluster_names)
 
     def _links(self, running: dict[str, _Running]) -> tuple[LinkState, ...]:

@@ -178,7 +178,7 @@ def _explained(
             links[key] = links.get(key, 0.0) - r.gbps
             load[key] = load.get(key, 0.0) + r.gbps
         if job.queue in room:
-            room[job.queue] -= job.gpus
+            room[job.queue] -= sum(s.gpus for s in d.shares)
     held = dict(decision.reserved)
     jobs_out = tuple(
         d

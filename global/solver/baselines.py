@@ -97,10 +97,12 @@ def greedy(
     decided = []
     for job in jobs:
         decision = JobDecision(job.id, False)
-        if room.get(job.queue, job.gpus) >= job.gpus:
-            decision = place_greedily(job, pools, links, book, rank) or decision
+        fits = _within_quota(job, room)
+        if fits is not None:
+            decision = place_greedily(fits, pools, links, book, rank) or decision
             if decision.admitted:
-                _charge(room, job)
+                if job.queue in room:
+                    room[job.queue] -= sum(s.gpus for s in decision.shares)
                 for r in decision.reservations:
                     links[link_key(r.a, r.b)] -= r.gbps
         decided.append(decision)
@@ -156,6 +158,18 @@ def place_greedily(
 ELASTIC_TRIES = 4  # narrower widths an elastic job is tried at, widest first
 
 
+def _within_quota(job: JobRequest, room: dict[str, int]) -> JobRequest | None:
+    """The job as its queue's quota lets it run: whole, or an elastic job no wider than the
+    room left (at least its fewest units); None if not even that fits."""
+    left = room.get(job.queue)
+    if left is None or left >= job.gpus:
+        return job
+    if not job.elastic or left < job.fewest_units * job.unit_gpus:
+        return None
+    units = left // job.unit_gpus
+    return replace(job, pods=units * job.unit, min_units=min(job.min_units, units))
+
+
 def _narrower(  # type: ignore[no-untyped-def]
     job: JobRequest, pools, links, book, rank, capacity: dict[str, int]
 ) -> JobDecision | None:
@@ -165,9 +179,7 @@ def _narrower(  # type: ignore[no-untyped-def]
     else:
         room = max(capacity.values(), default=0)
     widest = min(room, job.units - 1)
-    for units in range(widest, max(job.min_units, widest - ELASTIC_TRIES) - 1, -1):
-        if units < job.min_units:
-            break
+    for units in range(widest, max(job.min_units, widest - ELASTIC_TRIES + 1) - 1, -1):
         narrow = replace(job, pods=units * job.unit, min_units=0)
         placed = place_greedily(narrow, pools, links, book, rank)
         if placed is not None:

@@ -26,6 +26,7 @@ class _Leaf:
     hist: Sequence[int]  # never changed in place: replaced (the input's tuple until then)
     path: tuple[str, ...]
     memo: dict[int, int] = field(default_factory=dict)
+    node_gpus: int = 0
 
     def slots(self, gpus_per_pod: int) -> int:
         """Pods of `gpus_per_pod` GPUs that fit on the leaf's nodes (memoised until it changes)."""
@@ -64,6 +65,7 @@ class ClusterPool:
                 gpu_model=leaf.gpu_model,
                 hist=leaf.free_nodes,  # a pool is built every round: no copy
                 path=leaf.path,
+                node_gpus=leaf.node_gpus,
             )
             for leaf in state.leaves
         ]
@@ -84,7 +86,8 @@ class ClusterPool:
     def state(self) -> ClusterCapacity:
         """The pool's current free capacity as solver input."""
         return ClusterCapacity(
-            self.name, tuple(Leaf(x.gpu_model, tuple(x.hist), x.path) for x in self.leaves)
+            self.name,
+            tuple(Leaf(x.gpu_model, tuple(x.hist), x.path, x.node_gpus) for x in self.leaves),
         )
 
     def take_from_leaf(

@@ -11,9 +11,10 @@ tier t_j; the whole share inside one domain of tier s_j); F_cm: free GPUs of mod
 K_j: most clusters j may use (1 when j may not be split); m_j: smallest share in units;
 B_l: free bandwidth of link l (per direction, in 0.1 Gbps, rounded down); A_j: j's
 all-reduce rate V/tau (see `traffic`), so a pair of a k-cluster split needs D_jk = 2 A_j / k
-(rounded up); Q_q: GPUs queue q may still take; v_j = f^level_j (N - π_j): j's value by the
-queue order (π_j its position in the window of N, level 0 for the lowest priority in the
-window, f = 4 by default, levels above the eighth merged), so earlier and higher-priority jobs
+(rounded up); Q_q: GPUs queue q may still take; v_j = f^level_j ceil(32 (N - π_j) / N): j's
+value by the queue order (π_j its position in the window of N, level 0 for the lowest
+priority in the window, f = 4 by default, levels above the fourth merged, which keeps every
+coefficient far from 64 bits at any window), so earlier and higher-priority jobs
 weigh more while two later jobs may outweigh one earlier; w_j = v_j for most jobs, and for a
 job owed a reservation (`due`) w_j = V 2^k + v_j, V one more than the value of all jobs not
 due, k its rank among the due (lexicographic). O_j: the reservation options of a due job that
@@ -26,7 +27,9 @@ y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used 
 r_jl ≥ 0 (bandwidth j reserves on l); h_o ∈ {0,1} (reservation option o chosen).
 
 Constraints.
-    Σ_c x_jc = n_j a_j                                  all or nothing (gang)
+    Σ_c x_jc = n_j a_j                                  all or nothing (gang); for an elastic
+                                                        job e_j a_j ≤ Σ_c x_jc ≤ n_j a_j (e_j:
+                                                        its fewest units, `min_units`)
     m_j z_jc ≤ x_jc ≤ U_jc z_jc,  z_jc ≤ a_j            shares are whole units, no tiny shares
     Σ_c z_jc = Σ_k k y_jk,  Σ_k y_jk = a_j,  k ≤ K_j    at most K_j clusters
     z_ja + z_jb ≤ 1              for a, b ∈ C_j not linked (parts must be pairwise linked)
@@ -45,7 +48,8 @@ Constraints.
 
 Objective. The value of what starts now and of the reservations made first, strictly: W is
 one more than the largest value the secondary terms can take, so no saving below buys a job.
-    maximise  W (Σ_j w_j a_j + Σ_o (w_j(o) - v_j(o) T_o / T_max(j)) h_o)
+    maximise  W (Σ_j w_j a_j + Σ_{j elastic} ⌊v_j / n_j⌋ Σ_c x_jc
+                 + Σ_o (w_j(o) - v_j(o) T_o / T_max(j)) h_o)
             - 10^4 (Σ_jc z_jc - Σ_j a_j)          fewer clusters per job (10^4 ~ 1 Tbps)
             - Σ_jl r_jl                            less cross-cluster traffic (units of 0.1 Gbps)
             - Σ_jc ρ_c u_j g_j x_jc                stable fit: fill the small clusters first
@@ -99,6 +103,10 @@ RES_PER_GBPS = 10  # link reservations are integers of 100 Mbps: demand rounded 
 CLUSTER_PENALTY = 10_000  # one more cluster for a job costs as much as 1 Tbps of traffic
 FIT_RANKS = 4
 MAX_DUE = 4  # jobs owed a reservation that are weighted lexicographically
+# The objective's coefficients stay far from 64 bits at any window: the order value is the
+# place in the window in RANKS steps, and priority levels above the fourth are merged.
+RANKS = 32
+MAX_LEVEL = 3
 
 
 @dataclass
@@ -130,11 +138,15 @@ def solve_cpsat(
     units, status, objective, bound, held = _solve_once(
         snapshot, jobs, options, hint, base, deadline, plan
     )
-    return _pack(snapshot, jobs, units, base), base, status, objective, bound, held
+    return _pack(snapshot, jobs, units, base, HoldBook(held)), base, status, objective, bound, held
 
 
 def _pack(
-    snapshot: Snapshot, jobs: list[JobRequest], units: dict[str, dict[str, int]], pools: Pools
+    snapshot: Snapshot,
+    jobs: list[JobRequest],
+    units: dict[str, dict[str, int]],
+    pools: Pools,
+    book: HoldBook,
 ) -> dict[str, tuple[Share, ...]]:
     """Pack the model's answer into `pools`, most constrained jobs first. A job the aggregate
     let through but whose units do not pack (jobs competing for the same domains) is placed
@@ -156,7 +168,7 @@ def _pack(
             ):
                 links[link_key(r.a, r.b)] -= r.gbps
         for job in sorted(failed, key=lambda j: jobs.index(j)):
-            placed = place_greedily(job, pools, links)
+            placed = place_greedily(job, pools, links, book)
             if placed is not None:
                 shares[job.id] = placed.shares
                 for r in placed.reservations:
@@ -222,13 +234,7 @@ def _solve_once(
         + (FIT_RANKS - 1) * sum(j.gpus for j in jobs)
     )
     admitted = sum(weights[v.job.id] * v.admitted for v in vars_) + held_value
-    # An elastic job's width: each unit beyond its fewest is worth its order value over its
-    # units, so the whole width is worth about one more job of its place in the queue.
-    admitted += sum(
-        max(normal[v.job.id] // v.job.units, 1) * sum(v.units.values())
-        for v in vars_
-        if v.job.elastic
-    )
+    admitted += sum(width_value(v.job, sum(v.units.values()), normal) for v in vars_)
     model.maximize(
         (secondary_max + 1) * admitted - CLUSTER_PENALTY * extra_clusters - traffic - fit
     )
@@ -285,20 +291,57 @@ def _reservations(  # type: ignore[no-untyped-def]
         v = by_id.get(entry.job.id)
         if v is None:
             continue
-        latest = max(h.start_in_s for h in entry.options) or 1.0
         picks = []
         for k, hold in enumerate(entry.options):
             p = model.new_bool_var(f"h[{entry.job.id},{k}]")
             picks.append(p)
             chosen.append((hold, p))
-            wait = normal[entry.job.id] * hold.start_in_s / latest
-            value += (weights[entry.job.id] - round(wait)) * p
+            value += reservation_value(entry, hold, weights, normal) * p
             _hold_constraints(model, vars_, hold, p)
         model.add(sum(picks) + v.admitted <= 1)
     for (a, pa), (b, pb) in itertools.combinations(chosen, 2):
         if a.job_id != b.job_id and a.clusters & b.clusters:
             model.add(pa + pb <= 1)
     return chosen, value
+
+
+def reservation_value(
+    entry: Owed, hold: Hold, weights: dict[str, int], normal: dict[str, int]
+) -> int:
+    """A reservation is worth as much as starting now, less the job's order value for the
+    wait, in proportion to its start over the latest option's."""
+    latest = max(h.start_in_s for h in entry.options) or 1.0
+    return weights[entry.job.id] - round(normal[entry.job.id] * hold.start_in_s / latest)
+
+
+def width_value(job: JobRequest, units: int, normal: dict[str, int]) -> int:
+    """An elastic job's width: each unit is worth its order value over its units, so the whole
+    width is worth about one more job of its place in the queue (0 for a rigid job)."""
+    return max(normal[job.id] // job.units, 1) * units if job.elastic else 0
+
+
+def score(  # type: ignore[no-untyped-def]
+    jobs: list[JobRequest],
+    decisions,
+    held: list[Hold],
+    owed: list[Owed],
+    weights: dict[str, int],
+    normal: dict[str, int],
+) -> int:
+    """The model's primary objective for an answer (jobs started, their width, reservations):
+    what the warm start and the search's answer are compared by."""
+    by_id = {j.id: j for j in jobs}
+    total = 0
+    for d in decisions:
+        if d.admitted:
+            units = sum(s.units for s in d.shares)
+            total += weights[d.job_id] + width_value(by_id[d.job_id], units, normal)
+    options = {e.job.id: e for e in owed}
+    for hold in held:
+        entry = options.get(hold.job_id)
+        if entry is not None:
+            total += reservation_value(entry, hold, weights, normal)
+    return total
 
 
 def _hold_constraints(
@@ -436,16 +479,20 @@ def _add_hints(model: cp_model.CpModel, vars_: list[_JobVars], hint: Decision) -
 
 def job_values(jobs: list[JobRequest], factor: int) -> tuple[dict[str, int], dict[str, int]]:
     """What admitting each job is worth, and its value by order alone: factor^level x
-    (N - position) for the N jobs of the window in queue order (priority level 0 the lowest,
-    levels above the eighth merged), so that earlier jobs weigh more and two later ones may
-    outweigh one earlier; a job owed a reservation (`due`, the first MAX_DUE of them)
+    ceil(RANKS (N - position) / N) for the N jobs of the window in queue order (priority level
+    0 the lowest, levels above MAX_LEVEL merged), so that earlier jobs weigh more and two later
+    ones may outweigh one earlier; a job owed a reservation (`due`, the first MAX_DUE of them)
     outweighs every job not owed one, and each such job every one after it."""
-    levels = {p: min(i, 7) for i, p in enumerate(sorted({j.priority for j in jobs}))}
+    levels = {p: min(i, MAX_LEVEL) for i, p in enumerate(sorted({j.priority for j in jobs}))}
     n = len(jobs)
-    normal = {j.id: factor ** levels[j.priority] * (n - i) for i, j in enumerate(jobs)}
+    normal = {
+        j.id: factor ** levels[j.priority] * -(-RANKS * (n - i) // n) for i, j in enumerate(jobs)
+    }
     values = dict(normal)
     due = [j for j in jobs if j.due][:MAX_DUE]
-    floor = sum(normal[j.id] for j in jobs if j not in due) + 1
+    # Above every job's order value, so that even a due job's reservation (its weight less at
+    # most its order value) outweighs every job after it.
+    floor = sum(normal.values()) + 1
     for k, job in enumerate(due):
         values[job.id] = floor * 2 ** (len(due) - 1 - k) + normal[job.id]
     return values, normal
@@ -474,8 +521,10 @@ def cpsat_decision(
         JobDecision(j.id, True, shares=shares[j.id]) if j.id in shares else JobDecision(j.id, False)
         for j in jobs
     )
-    weights, _ = job_values(jobs, options.priority_factor)
-    if _value(hint.jobs, weights) > _value(result, weights):
+    weights, normal = job_values(jobs, options.priority_factor)
+    if score(jobs, hint.jobs, holds, owed, weights, normal) > score(
+        jobs, result, held, owed, weights, normal
+    ):
         # Repair is a heuristic, and the search may find nothing in its time: never return
         # less than the greedy answer we started from (its placements made again).
         for name, pool in base.items():
@@ -486,13 +535,9 @@ def cpsat_decision(
         policy=Policy.CPSAT,
         status=status,
         jobs=result,
-        objective=float(_value(result, weights)),
+        objective=float(score(jobs, result, held, owed, weights, normal)),
         bound=bound,
         solve_seconds=time.monotonic() - start,
         reserved=tuple((h.job_id, h.describe()) for h in held),
     )
     return decision, pools
-
-
-def _value(decisions: tuple[JobDecision, ...], weights: dict[str, int]) -> int:
-    return sum(weights[d.job_id] for d in decisions if d.admitted)

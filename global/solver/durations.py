@@ -58,9 +58,6 @@ class DurationModel:
             return width * estimate
         return width * self._fit(gpus).gittins
 
-    def expected(self, gpus: int, estimate: float | None = None) -> float:
-        return estimate if estimate is not None else self._fit(gpus).mean
-
     def likely_within(self, gpus: int, estimate: float | None = None) -> float:
         return estimate if estimate is not None else self._fit(gpus).quantile(BACKFILL_QUANTILE)
 

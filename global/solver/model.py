@@ -17,6 +17,7 @@ class Leaf:
     gpu_model: str
     free_nodes: tuple[int, ...]
     path: tuple[str, ...] = ()
+    node_gpus: int = 0  # GPUs of each of its nodes when known (0: not known)
 
     @property
     def free_gpus(self) -> int:

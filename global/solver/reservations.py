@@ -15,7 +15,9 @@ never share a cluster.
 
 Capacity here is in GPUs per (cluster, model), capped by the units the cluster could hold if
 all its nodes were free (its domains' shape: a unit of 8 pods that must stay under one ToR
-never fits a cluster whose ToRs have fewer than 8 nodes, however many GPUs free up there).
+never fits a cluster whose ToRs have fewer than 8 nodes, however many GPUs free up there) when
+the size of its nodes is known (`Leaf.node_gpus`: the simulator knows it; the server's
+histograms do not carry it yet, so there the cap is not applied).
 Which nodes are free is the packer's affair when the hold's job starts.
 """
 
@@ -147,7 +149,7 @@ class _Timeline:
                 self.link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
         self.links_now = {link.key: link.free_gbps for link in snapshot.links}
         self._gpu_curve = {key: _curve(rel) for key, rel in self.releases.items()}
-        self._empty: dict[str, ClusterPool] = {}
+        self._empty: dict[str, ClusterPool | None] = {}
         self._link_curve = {key: _curve(rel) for key, rel in self.link_releases.items()}
 
     def released(self, key: Key, t: float) -> int:
@@ -156,11 +158,14 @@ class _Timeline:
         return int(totals[bisect.bisect_right(times, t)])
 
     def most_units(self, job: JobRequest, cluster: str, model: str) -> int:
-        """Units of the job the cluster could hold with every node free."""
-        pool = self._empty.get(cluster)
-        if pool is None:
-            pool = self._empty[cluster] = ClusterPool(_all_free(self.pools[cluster].state()))
-        return min(pool.max_units(job, model), job.units)
+        """Units of the job the cluster could hold with every node free (all of them when a
+        leaf's node size is not known: no cap rather than a wrong one)."""
+        if cluster not in self._empty:
+            state = self.pools[cluster].state()
+            known = all(leaf.node_gpus for leaf in state.leaves)
+            self._empty[cluster] = ClusterPool(_all_free(state)) if known else None
+        pool = self._empty[cluster]
+        return job.units if pool is None else min(pool.max_units(job, model), job.units)
 
     def options(self, job: JobRequest) -> tuple[Hold, ...]:
         models: dict[str, str] = {}  # cluster -> the model the job would use there
@@ -271,14 +276,11 @@ def _split(
 
 
 def _all_free(state: ClusterCapacity) -> ClusterCapacity:
-    """The cluster with every node free (each leaf's nodes at its largest GPU count)."""
+    """The cluster with every node free."""
     return replace(
         state,
         leaves=tuple(
-            replace(
-                leaf,
-                free_nodes=(0,) * (len(leaf.free_nodes) - 1) + (sum(leaf.free_nodes),),
-            )
+            replace(leaf, free_nodes=(0,) * leaf.node_gpus + (sum(leaf.free_nodes),))
             for leaf in state.leaves
         ),
     )

@@ -20,6 +20,7 @@ def cluster(
                 model,
                 tuple(count if v == free else 0 for v in range(9)),
                 (f"{name}-tor{t}", f"{name}-spine"),
+                node_gpus=8,
             )
             for t, count in enumerate(per)
         ),

@@ -49,6 +49,9 @@ from volcano_global.solver.requests import job_request
 
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
 CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
+# The planned order serves short work first: it chooses from more of the line (the oldest
+# 16 x window jobs by priority and submission; below a backlog that deep, from all of it).
+PLANNED_CANDIDATES = 16
 
 
 @dataclass
@@ -115,7 +118,7 @@ async def build_snapshot(
             .join(Queue, Queue.id == Job.queue_id)
             .where(Job.state == JobState.PENDING)
             .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
-            .limit(window * CANDIDATES_PER_WINDOW_SLOT)
+            .limit(window * (PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT))
         )
     ).all()
     weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())

@@ -79,13 +79,19 @@ async def running_jobs(
         facts[placement] = (job, started or placed or now, given_estimate(estimate))
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
     if shares:
+        # Joined rather than listed: an IN list of every active placement outgrows the
+        # driver's parameter limit on a large fleet.
         held = await session.execute(
-            select(LinkReservation).where(LinkReservation.placement_id.in_(list(shares)))
+            select(LinkReservation)
+            .join(Placement, Placement.id == LinkReservation.placement_id)
+            .join(Job, Job.id == Placement.job_id)
+            .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
         )
         for r in held.unique().scalars():
-            links[r.placement_id].append(
-                LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
-            )
+            if r.placement_id in shares:
+                links[r.placement_id].append(
+                    LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+                )
     return [
         planning.running(
             str(facts[p][0]),

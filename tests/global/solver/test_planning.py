@@ -78,20 +78,21 @@ def test_durations_by_hand() -> None:
     # Nine jobs of 10 s and one of 1,000 s: mean 109 s. Gittins at zero attained service:
     # min over d of E[min(D, d)] / P(D <= d) = (10 at d = 10: 10 / 0.9 = 11.1 s).
     model = DurationModel([(8, 10.0)] * 9 + [(8, 1000.0)])
-    assert model.expected(8) == pytest.approx(109.0)
+    assert model.remaining(8, 0.0) == pytest.approx(109.0)
     assert model.service(8) == pytest.approx(8 * 10 / 0.9)
     assert model.service(8, estimate=50.0) == 400.0
     # After 10 s only the long job can still be running: 990 s left.
     assert model.remaining(8, 10.0) == pytest.approx(990.0)
     assert model.remaining(8, 5.0, estimate=60.0) == 55.0
     # Another size class with too few samples of its own borrows the fleet's distribution.
-    assert model.expected(512) == pytest.approx(109.0)
+    assert model.remaining(512, 0.0) == pytest.approx(109.0)
 
 
 def partly_busy(name: str, free: int, busy: int) -> ClusterCapacity:
     """One ToR of 8-GPU nodes, `free` of them free and `busy` fully used."""
     return ClusterCapacity(
-        name, (Leaf("H100", (busy, 0, 0, 0, 0, 0, 0, 0, free), (f"{name}-tor",)),)
+        name,
+        (Leaf("H100", (busy, 0, 0, 0, 0, 0, 0, 0, free), (f"{name}-tor",), node_gpus=8),),
     )
 
 
@@ -209,7 +210,7 @@ def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
 def test_no_reservation_where_the_shape_never_fits(policy: Policy) -> None:
     # x has 64 free GPUs, but in ToRs of 4 nodes: a unit of 8 pods that must stay under one
     # ToR never fits there, however much is free. The reservation goes to y's ToR of 8 nodes,
-    # half busy until t = 100.
+    # half busy until t = 100. (The cap needs the nodes' size: the simulator knows it.)
     snapshot = Snapshot(
         clusters=(cluster("x", 8, tors=2), partly_busy("y", 4, 4)),
         jobs=(job("gang", 8, unit_pods=8, unit_tier=1, due=True, estimate_s=600.0),),
@@ -243,3 +244,33 @@ def test_an_elastic_job_starts_at_the_width_that_fits(policy: Policy) -> None:
     # A rigid gang of the same shape waits for all 8 nodes.
     rigid = Snapshot(clusters=(cluster("x", 6),), jobs=(job("dp", 8, unit_pods=2),))
     assert not solve(rigid, policy, OPTIONS).job("dp").admitted
+
+
+def test_cpsat_keeps_a_better_plan_than_its_warm_start() -> None:
+    # Two due gangs of 16 GPUs; X frees 8 GPUs at 100 s, Y at 200 s; B may only run in X. The
+    # warm start reserves X for A (its soonest) and starts S; B gets no reservation. CP-SAT
+    # reserves Y for A and X for B (two reservations outweigh S starting now), and its answer
+    # is kept: the fallback compares by the model's whole objective, reservations included.
+    snapshot = Snapshot(
+        clusters=(partly_busy("X", 1, 1), partly_busy("Y", 1, 1)),
+        running=(
+            RunningJob("r1", (("X", "H100", 8),), ends_in_s=100.0),
+            RunningJob("r2", (("Y", "H100", 8),), ends_in_s=200.0),
+        ),
+        jobs=(
+            job("A", 2, due=True, estimate_s=1e4),
+            job("B", 2, due=True, estimate_s=1e4, allowed_clusters=("X",)),
+            job("S", 1, estimate_s=1e4),
+        ),
+    )
+    heuristic = solve(snapshot, Policy.BACKFILL, OPTIONS)
+    assert [d.job_id for d in heuristic.admitted] == ["S"]
+    assert [job_id for job_id, _ in heuristic.reserved] == ["A"]
+    cpsat = solve(snapshot, Policy.CPSAT, OPTIONS)
+    assert not cpsat.status.endswith("GREEDY")
+    assert cpsat.admitted == ()
+    assert dict(cpsat.reserved) == {
+        "A": "reserved: 16 GPUs in Y expected free in 200 s",
+        "B": "reserved: 16 GPUs in X expected free in 100 s",
+    }
+    assert cpsat.gap == 0
