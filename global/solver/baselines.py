@@ -35,6 +35,7 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.packing import Pools, pack_job
 from volcano_global.solver.reservations import HoldBook
+from volcano_global.solver.splitting import split_units
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
@@ -193,50 +194,13 @@ def _split_greedily(
     links: dict[tuple[str, str], float],
     capacity: dict[str, int],
 ) -> JobDecision | None:
-    chosen: list[str] = []
-    for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
-        if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:
-            continue
-        if sum(capacity[c] for c in chosen) >= job.units:
-            break
-        candidate = [*chosen, name]
-        if _links_allow(job, candidate, links):
-            chosen = candidate
-    units = _fill(job, chosen, capacity)
-    if units is None or not _links_allow(job, list(units), links):
+    units = split_units(job, capacity, links)
+    if units is None:
         return None
     shares, failed = pack_job(job, units, pools)
     if failed is not None:
         return None
     return JobDecision(job.id, True, shares=shares, reservations=reservations_for(job, list(units)))
-
-
-def _fill(job: JobRequest, chosen: list[str], capacity: dict[str, int]) -> dict[str, int] | None:
-    """Units per chosen cluster, biggest first, every share at least the minimum."""
-    remaining = job.units
-    units: dict[str, int] = {}
-    for name in sorted(chosen, key=lambda c: (-capacity[c], c)):
-        if remaining == 0:
-            break
-        take = min(capacity[name], remaining)
-        if take < job.min_share_units:
-            continue
-        units[name] = take
-        remaining -= take
-    if remaining:
-        return None
-    small = [c for c, u in units.items() if u < job.min_share_units]
-    return None if small else units
-
-
-def _links_allow(job: JobRequest, clusters: list[str], links: dict[tuple[str, str], float]) -> bool:
-    demand = pair_demand_gbps(job.allreduce_gbps, len(clusters))
-    for i, a in enumerate(clusters):
-        for b in clusters[i + 1 :]:
-            free = links.get(link_key(a, b))
-            if free is None or free + 1e-9 < demand:
-                return False
-    return True
 
 
 def reservations_for(job: JobRequest, clusters: list[str]) -> tuple[LinkBandwidth, ...]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Snapshot, link_key
+from volcano_global.solver.splitting import split_units
 from volcano_global.solver.traffic import pair_demand_gbps
 
 Key = tuple[str, str]  # (cluster, model)
@@ -246,33 +247,8 @@ def _split(
     over the clusters with most room, pairwise linked with enough bandwidth (the greedy
     splitter's rule on aggregate capacity); None if there is none."""
     capacity = {c: min(g // max(job.unit_gpus, 1), most[c]) for c, g in avail.items()}
-    chosen: list[str] = []
-    for name in sorted(capacity, key=lambda c: (-capacity[c], c)):
-        if capacity[name] < job.min_share_units or len(chosen) == job.cluster_limit:
-            continue
-        if sum(capacity[c] for c in chosen) >= job.units:
-            break
-        demand = pair_demand_gbps(job.allreduce_gbps, len(chosen) + 1)
-        if all(links.get(link_key(name, c), -1.0) + 1e-9 >= demand for c in chosen):
-            chosen.append(name)
-    units: dict[str, int] = {}
-    remaining = job.units
-    for name in chosen:
-        take = min(capacity[name], remaining)
-        if take >= job.min_share_units:
-            units[name] = take
-            remaining -= take
-    if remaining or len(units) < 2:
-        return None
-    demand = pair_demand_gbps(job.allreduce_gbps, len(units))
-    names = sorted(units)
-    if any(
-        links.get(link_key(a, b), -1.0) + 1e-9 < demand
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-    ):
-        return None
-    return units
+    units = split_units(job, capacity, links)
+    return units if units is not None and len(units) >= 2 else None
 
 
 def _all_free(state: ClusterCapacity) -> ClusterCapacity:

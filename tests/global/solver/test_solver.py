@@ -7,7 +7,7 @@ import pytest
 from tests.solver_support.checker import check
 from tests.solver_support.instances import cluster, job, random_snapshot
 from volcano_global.solver import LinkState, Policy, QueueState, Snapshot, SolveOptions, solve
-from volcano_global.solver.cpsat import job_values
+from volcano_global.solver.values import job_values
 
 OPTIONS = SolveOptions(time_limit_s=2.0)
 
