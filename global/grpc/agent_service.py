@@ -35,6 +35,7 @@ from volcano_global.services.tenancy.tokens import Principal, authenticate
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
+HELLO_TEXT = 128  # longest agent version or source name
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
@@ -74,6 +75,13 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             return
         if first.WhichOneof("body") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be hello")
+        for name in ("agent_version", "source"):  # shown in events and logs
+            value = getattr(first.hello, name)
+            if len(value) > HELLO_TEXT or not value.isprintable():
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"hello.{name}: must be at most {HELLO_TEXT} printable characters",
+                )
         cluster_name = first.hello.cluster
         async with transaction(self.sessions) as session:
             cluster = await self._cluster(session, cluster_name, principal)

@@ -11,8 +11,26 @@ import yaml
 from volcano_global.errors import Invalid
 
 
+class _TooDeep(yaml.YAMLError):
+    pass
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings refuse duplicate keys (YAML says keys are unique)."""
+    """SafeLoader whose mappings refuse duplicate keys (YAML says keys are unique) and whose
+    composer stops at `max_depth` levels: PyYAML composes recursively, so a deep document
+    (`[[[[...`) would otherwise exhaust the interpreter's stack while it is parsed."""
+
+    max_depth = 64
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise _TooDeep(f"document nests deeper than {self.max_depth} levels")
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -56,7 +74,7 @@ def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int
             raise Invalid.one("", f"invalid JSON: {exc}") from None
         _check_depth(data, max_depth)
     else:
-        data = _load_yaml(text, max_nodes=max_nodes, max_depth=max_depth)
+        data = load_yaml(text, max_nodes=max_nodes, max_depth=max_depth)
     if not isinstance(data, dict):
         raise Invalid.one("", "the document must be a mapping (a Kubernetes object)")
     where = nul_path(data)
@@ -96,11 +114,20 @@ def _nul_walk(value: Any, path: str) -> str | None:
     return None
 
 
-def _load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
+def load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
+    """One YAML document (JSON is YAML), its expansion and depth bounded while it is read."""
+    composer = _StrictLoader(text)
+    composer.max_depth = max_depth
+    nodes = []
     try:
-        nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
+        while composer.check_node():
+            nodes.append(composer.get_node())
+    except _TooDeep as exc:
+        raise Invalid.one("", str(exc)) from None
     except yaml.YAMLError as exc:
         raise Invalid.one("", f"invalid YAML: {exc}") from None
+    finally:
+        composer.dispose()
     nodes = [n for n in nodes if n is not None and not _is_empty(n)]
     if len(nodes) != 1:
         raise Invalid.one("", f"expected exactly one YAML document, got {len(nodes)}")

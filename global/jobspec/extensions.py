@@ -13,14 +13,22 @@ Volcano object that `kubectl apply` accepts unchanged:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from volcano_global.errors import field_error
-from volcano_global.jobspec.fields import Checker, child
+from volcano_global.bounds import (
+    BANDWIDTH_GBPS,
+    BYTES_PER_PARAMETER,
+    GPUS_PER_POD,
+    MODEL_PARAMETERS,
+    PARALLEL_DEGREE,
+    STEP_TIME_S,
+)
+from volcano_global.errors import Invalid, field_error
+from volcano_global.jobspec.documents import load_yaml
+from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.model import Communication
 
 PREFIX = "global.volcano.sh/"
@@ -46,6 +54,10 @@ KNOWN = frozenset(
 )
 
 ANNOTATIONS_PATH = "metadata.annotations"
+PLAN_BYTES, PLAN_NODES, PLAN_DEPTH = 16384, 1000, 8  # the communication annotation's bounds
+
+
+Degree = Annotated[int, PARALLEL_DEGREE.field()]
 
 
 class _CommunicationInput(BaseModel):
@@ -54,17 +66,17 @@ class _CommunicationInput(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    data_parallel: int | None = None
-    context_parallel: int = 1
-    expert_parallel: int = 1
-    gpus_per_pod: int | None = None
-    model_parameters: float | None = None
-    gradient_bytes_per_parameter: float = 2.0
+    tensor_parallel: Degree = 1
+    pipeline_parallel: Degree = 1
+    data_parallel: Degree | None = None
+    context_parallel: Degree = 1
+    expert_parallel: Degree = 1
+    gpus_per_pod: Annotated[int, GPUS_PER_POD.field()] | None = None
+    model_parameters: Annotated[float, MODEL_PARAMETERS.field(strict_low=True)] | None = None
+    gradient_bytes_per_parameter: Annotated[float, BYTES_PER_PARAMETER.field(strict_low=True)] = 2.0
     optimizer_sharding: str = "none"
-    target_step_time_seconds: float | None = None
-    tolerated_communication_share: float = 0.1
+    target_step_time_seconds: Annotated[float, STEP_TIME_S.field(strict_low=True)] | None = None
+    tolerated_communication_share: Annotated[float, Field(allow_inf_nan=False)] = 0.1
 
 
 def read_annotations(metadata: dict[str, Any], check: Checker) -> dict[str, str]:
@@ -83,7 +95,12 @@ def read_annotations(metadata: dict[str, Any], check: Checker) -> dict[str, str]
 
 
 def annotation_int(
-    annotations: dict[str, str], key: str, check: Checker, *, minimum: int
+    annotations: dict[str, str],
+    key: str,
+    check: Checker,
+    *,
+    minimum: int,
+    maximum: float = INT32_MAX,
 ) -> int | None:
     value = annotations.get(key)
     if value is None:
@@ -95,6 +112,9 @@ def annotation_int(
         return None
     if number < minimum:
         check.fail(child(ANNOTATIONS_PATH, key), f"must be >= {minimum}")
+        return None
+    if number > maximum:
+        check.fail(child(ANNOTATIONS_PATH, key), f"must be <= {maximum:g}")
         return None
     return number
 
@@ -112,6 +132,10 @@ def annotation_gbps(annotations: dict[str, str], check: Checker) -> float | None
             child(ANNOTATIONS_PATH, CROSSING_GBPS), f"must be a number of Gbps >= 0, got {value!r}"
         )
         return None
+    why = BANDWIDTH_GBPS.check(number)
+    if why:
+        check.fail(child(ANNOTATIONS_PATH, CROSSING_GBPS), why)
+        return None
     return number
 
 
@@ -128,11 +152,13 @@ def read_communication(
     if text is None:
         return None
     path = child(ANNOTATIONS_PATH, COMMUNICATION)
-    try:
-        raw = yaml.safe_load(text) if len(text) <= 16384 else None
-    except yaml.YAMLError as exc:
-        check.fail(path, f"invalid YAML/JSON: {exc}")
-        return None
+    raw: Any = None
+    if len(text) <= PLAN_BYTES:
+        try:
+            raw = load_yaml(text, max_nodes=PLAN_NODES, max_depth=PLAN_DEPTH)
+        except Invalid as exc:
+            check.fail(path, exc.message)
+            return None
     if not isinstance(raw, dict):
         check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")
         return None

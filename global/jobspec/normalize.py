@@ -8,6 +8,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
+from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec import extensions as ext
 from volcano_global.jobspec.fields import Checker, child, is_dns_label
 from volcano_global.jobspec.lifecycle import read_lifecycle
@@ -60,7 +61,9 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
             check.fail(child("metadata.labels", str(key)), "must be a string")
     annotations = ext.read_annotations(metadata, check)
     gpu_model = annotations.get(ext.GPU_MODEL)
-    start_timeout = ext.annotation_int(annotations, ext.GANG_START_TIMEOUT, check, minimum=1)
+    start_timeout = ext.annotation_int(
+        annotations, ext.GANG_START_TIMEOUT, check, minimum=1, maximum=DURATION_S.high
+    )
     spec = check.mapping(doc, "spec", "", required=True)
     check.raise_if_any()
     assert spec is not None and name is not None

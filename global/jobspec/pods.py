@@ -7,11 +7,14 @@ from __future__ import annotations
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES, Bound
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.model import PodResources
 from volcano_global.jobspec.quantity import parse_quantity
 
 GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+# A container's quantity in the unit its bound is counted in (a pod's totals are checked too).
+_PER_POD = {"gpu": (1, GPUS_PER_POD), "cpu": (1000, CPU_MILLIS), "memory": (1, MEMORY_BYTES)}
 
 
 def is_accelerator(resource: str) -> bool:
@@ -49,12 +52,19 @@ def pod_resources(template: dict[str, Any], path: str, check: Checker) -> PodRes
         check.fail(spec_path, f"a pod may request one kind of accelerator, got {accelerators}")
     gpu_resource = accelerators[0] if accelerators else None
     gpus = int(total.get(gpu_resource, Decimal(0))) if gpu_resource else 0
-    return PodResources(
+    resources = PodResources(
         gpus=gpus,
         gpu_resource=gpu_resource,
         cpu_millis=int((total.get("cpu", Decimal(0)) * 1000).to_integral_value(ROUND_CEILING)),
         memory_bytes=int(total.get("memory", Decimal(0)).to_integral_value(ROUND_CEILING)),
     )
+    for what, amount, bound in (
+        ("GPUs", resources.gpus, GPUS_PER_POD),
+        ("CPU", resources.cpu_millis, CPU_MILLIS),
+        ("memory", resources.memory_bytes, MEMORY_BYTES),
+    ):
+        _within(spec_path, f"the pod's {what}", amount, bound, check)
+    return resources
 
 
 def gpu_model_from_template(template: dict[str, Any]) -> str | None:
@@ -86,6 +96,11 @@ def _container_requests(container: Any, path: str, check: Checker) -> dict[str, 
         field = child(child(rpath, "requests" if name in requests else "limits"), name)
         if name in requests and name in limits and requests[name] > limits[name]:
             check.fail(field, f"must be <= the limit {limits[name]}")
+        limit = _PER_POD.get("gpu" if is_accelerator(name) else name)
+        if limit is not None and amount * limit[0] > limit[1].high:
+            check.fail(field, f"must be at most {limit[1].high / limit[0]:g} ({limit[1].name})")
+            effective[name] = Decimal(0)  # refused: the pod's sums leave it out
+            continue
         if is_accelerator(name):
             if amount != amount.to_integral_value():
                 check.fail(field, "must be a whole number of devices")
@@ -94,6 +109,11 @@ def _container_requests(container: Any, path: str, check: Checker) -> dict[str, 
                     field, "must equal the limit (extended resources cannot be overcommitted)"
                 )
     return effective
+
+
+def _within(path: str, what: str, amount: int, bound: Bound, check: Checker) -> None:
+    if amount > bound.high:
+        check.fail(path, f"{what} ({amount}) must be at most {bound.high:g} {bound.unit}")
 
 
 def _quantities(values: dict[str, Any] | None, path: str, check: Checker) -> dict[str, Decimal]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 _SUFFIXES = {
     "Ki": Decimal(2) ** 10,
@@ -23,6 +23,9 @@ _SUFFIXES = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+# Kubernetes holds a quantity in 64 bits (at most about 9.2e18 of its unit); anything larger
+# is refused before it is multiplied or summed.
+LARGEST = Decimal("1e19")
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
@@ -37,8 +40,10 @@ def parse_quantity(value: object) -> Decimal:
     number, exponent, suffix = match.groups()
     try:
         result = Decimal(number + (exponent or "")) * _SUFFIXES[suffix or ""]
-    except InvalidOperation:
+    except DecimalException:  # not a number, or too many digits for the context
         raise ValueError(f"invalid quantity {text!r}") from None
     if result < 0:
         raise ValueError(f"must not be negative, got {text!r}")
+    if result > LARGEST:
+        raise ValueError(f"too large: {text!r} (at most {LARGEST:.0e})")
     return result

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
 from volcano_global.jobspec.pods import gpu_model_from_template, pod_resources
 
@@ -102,6 +104,11 @@ def read_job_spec(
     check.integer(spec, "minSuccess", path, minimum=1)
     check.integer(spec, "ttlSecondsAfterFinished", path, minimum=0)
     check.string(spec, "schedulerName", path)
+    estimate = spec.get("runningEstimate")
+    if isinstance(estimate, str):
+        why = DURATION_S.check(running_estimate_seconds(estimate))
+        if why:
+            check.fail(child(path, "runningEstimate"), why)
     return JobSpecSummary(
         tasks=tasks,
         min_available=min_available,

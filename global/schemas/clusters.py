@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
 from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, RequestBody
 
 LabelValue = Annotated[str, Field(max_length=63)]
@@ -69,12 +70,12 @@ class Taint(ApiModel):
 class NodeIn(ApiModel):
     name: Annotated[str, Field(min_length=1, max_length=253)]
     gpu_model: Annotated[str, Field(max_length=128)] | None = None
-    gpu_allocatable: Annotated[int, Field(ge=0, le=1024)] = 0
-    gpu_used: Annotated[int, Field(ge=0, le=1024)] = 0
-    cpu_allocatable_millis: Annotated[int, Field(ge=0)] = 0
-    cpu_used_millis: Annotated[int, Field(ge=0)] = 0
-    memory_allocatable_bytes: Annotated[int, Field(ge=0)] = 0
-    memory_used_bytes: Annotated[int, Field(ge=0)] = 0
+    gpu_allocatable: Annotated[int, GPUS_PER_POD.field()] = 0
+    gpu_used: Annotated[int, GPUS_PER_POD.field()] = 0
+    cpu_allocatable_millis: Annotated[int, CPU_MILLIS.field()] = 0
+    cpu_used_millis: Annotated[int, CPU_MILLIS.field()] = 0
+    memory_allocatable_bytes: Annotated[int, MEMORY_BYTES.field()] = 0
+    memory_used_bytes: Annotated[int, MEMORY_BYTES.field()] = 0
     ready: bool = True
     schedulable: bool = True
     domain: str | None = Field(None, description="Name of the tier-1 domain holding the node.")

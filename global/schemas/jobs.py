@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from volcano_global.bounds import BYTES_PER_STEP, STEP_TIME_S
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.schemas.common import ApiModel, ListMeta, RequestBody
 
@@ -71,13 +72,17 @@ class JobSummary(ApiModel):
 class MeasurementIn(RequestBody):
     """One report from a job's training processes (the SDK's Runtime.report)."""
 
-    step_time_seconds: float = Field(gt=0, le=86_400, description="Measured time of one step.")
-    bytes_per_step: float = Field(
-        ge=0,
-        le=1e15,
-        description="Bytes one data-parallel replica exchanged in the gradient all-reduce "
-        "in that step (as the framework counts them).",
-    )
+    step_time_seconds: Annotated[
+        float, STEP_TIME_S.field(strict_low=True), Field(description="Measured time of one step.")
+    ]
+    bytes_per_step: Annotated[
+        float,
+        BYTES_PER_STEP.field(),
+        Field(
+            description="Bytes one data-parallel replica exchanged in the gradient all-reduce "
+            "in that step (as the framework counts them)."
+        ),
+    ]
 
 
 class Measurements(ApiModel):

@@ -7,14 +7,17 @@ from typing import Annotated
 
 from pydantic import Field
 
+from volcano_global.bounds import BANDWIDTH_GBPS
 from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 
 class LinkCreate(RequestBody):
     cluster_a: DNSLabel
     cluster_b: DNSLabel
-    capacity_gbps: Annotated[float, Field(gt=0, le=1_000_000, description="Per direction.")]
-    latency_ms: Annotated[float, Field(ge=0, le=10_000)] = 0.0
+    capacity_gbps: Annotated[
+        float, BANDWIDTH_GBPS.field(strict_low=True), Field(description="Per direction.")
+    ]
+    latency_ms: Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)] = 0.0
 
 
 class LinkOut(ApiModel):

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from volcano_global.bounds import Timestamp
 from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 
@@ -17,7 +18,9 @@ class TokenCreate(RequestBody):
     queues: list[DNSLabel] = Field(
         default_factory=list, max_length=256, description="queue-user: the queues it may use"
     )
-    expires_at: datetime | None = Field(None, description="Refused after this time (UTC).")
+    expires_at: Timestamp | None = Field(
+        None, description="Refused after this time; with a zone (Z or an offset)."
+    )
 
 
 class TokenOut(ApiModel):

@@ -16,6 +16,7 @@ from sqlalchemy import Integer, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from volcano_global.bounds import in_time
 from volcano_global.db.bulk import cached_statement
 from volcano_global.db.fast_reads import Read, Row
 from volcano_global.db.models import (
@@ -250,9 +251,6 @@ def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         submitted_at, last_id = json.loads(raw)
-        after = datetime.fromisoformat(submitted_at)
-        if after.tzinfo is None:
-            raise ValueError("no time zone")
-        return after, uuid.UUID(last_id)
-    except (ValueError, TypeError):
+        return in_time(datetime.fromisoformat(submitted_at)), uuid.UUID(last_id)
+    except (ValueError, TypeError, OverflowError):
         raise Invalid.one("continue", "invalid continue token") from None

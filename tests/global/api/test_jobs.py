@@ -69,11 +69,18 @@ async def test_simultaneous_submissions_of_one_name_store_one_job(api: httpx.Asy
     assert len(listed) == 1
 
 
-async def test_a_running_estimate_of_any_length_is_accepted(api: httpx.AsyncClient) -> None:
-    # Volcano does not check it either; past what a number holds it is stored as the longest.
-    for index, estimate in enumerate(["9" * 400 + "h", "forever"]):
-        document = job_document(f"estimate-{index}", runningEstimate=estimate)
-        assert (await submit(api, document)).status_code == 201
+async def test_a_running_estimate_is_a_duration_of_at_most_a_year(api: httpx.AsyncClient) -> None:
+    # Not a duration at all: the default, as Volcano ignores what it cannot read.
+    assert (
+        await submit(api, job_document("estimate-0", runningEstimate="forever"))
+    ).status_code == 201
+    assert (
+        await submit(api, job_document("estimate-1", runningEstimate="8784h"))
+    ).status_code == 201
+    for index, estimate in enumerate(["9" * 400 + "h", "8785h"], start=2):
+        response = await submit(api, job_document(f"estimate-{index}", runningEstimate=estimate))
+        assert response.status_code == 422
+        assert response.json()["details"]["causes"][0]["field"] == "spec.runningEstimate"
 
 
 async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
