@@ -22,7 +22,7 @@ from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.settings import Settings
-from volcano_global.solver import Policy, SolveOptions, solve
+from volcano_global.solver import Decision, JobDecision, Policy, SolveOptions, solve
 from volcano_global.solver.durations import DurationModel
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,16 @@ class Scheduler:
             self.metrics.rounds.labels("idle").inc()
             return None
         read = time.perf_counter()
-        decision = await asyncio.to_thread(solve, snapshot, policy, options)
+        try:
+            decision = await asyncio.to_thread(solve, snapshot, policy, options)
+        except Exception as exc:  # an inventory the model refuses: the round still ends
+            log.exception("scheduling round failed")
+            reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
+            decision = Decision(
+                policy,
+                "ERROR",
+                tuple(JobDecision(j.id, False, reason=reason) for j in snapshot.jobs),
+            )
         solved = time.perf_counter()
         async with transaction(self.sessions) as session:
             result = await commit_round(session, decision=decision, context=context)

@@ -21,7 +21,10 @@ class RoundOut(ApiModel):
     wall_seconds: float = Field(description="Snapshot, solve and commit.")
     solve_seconds: float
     status: str = Field(description="Solver status: OPTIMAL, FEASIBLE, GREEDY, ...")
-    gap: float = Field(description="Relative gap to the solver's bound (0: proven optimal).")
+    gap: float | None = Field(
+        description="Relative gap to the solver's bound (0: proven optimal; null: no bound "
+        "was proven in time, or the round failed)."
+    )
     placed: int
     pending: int
     policy: str

@@ -7,9 +7,12 @@ reservations, and for every job left pending the reason in numbers.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from dataclasses import replace
 
+from volcano_global.bounds import GPUS_PER_POD
 from volcano_global.solver.baselines import (
     first_fit,
     greedy,
@@ -38,6 +41,10 @@ from volcano_global.solver.packing import Pools, pools_of
 from volcano_global.solver.reasons import explain
 from volcano_global.solver.reservations import Hold, HoldBook, Owed, plan_holds
 
+log = logging.getLogger(__name__)
+MAX_PODS = 1_000_000  # pods of one job the model takes (the API's limit is lower)
+ISOLATION_LIMIT_S = 0.2  # time limit of each one-job round that looks for a failing job
+
 __all__ = [
     "ClusterCapacity",
     "Decision",
@@ -59,8 +66,53 @@ __all__ = [
 def solve(
     snapshot: Snapshot, policy: Policy = Policy.CPSAT, options: SolveOptions | None = None
 ) -> Decision:
+    """Every job gets an answer, whatever one job holds: a job the model cannot mean
+    anything for is set aside with the reason (`screen`), and should the round still fail -
+    a defect, logged - the jobs it fails on are found by solving each alone and set aside,
+    and the round runs again without them."""
     options = options or SolveOptions()
-    check_snapshot(snapshot)
+    check_clusters(snapshot)
+    jobs, set_aside = screen(snapshot.jobs)
+    snapshot = replace(snapshot, jobs=jobs)
+    try:
+        decision = _solve(snapshot, policy, options)
+    except Exception as exc:
+        log.exception("a %s round failed; looking for the jobs it fails on", policy.value)
+        decision, more = _without_culprits(snapshot, policy, options, exc)
+        set_aside += more
+    return replace(decision, jobs=decision.jobs + set_aside)
+
+
+def _without_culprits(
+    snapshot: Snapshot, policy: Policy, options: SolveOptions, error: Exception
+) -> tuple[Decision, tuple[JobDecision, ...]]:
+    alone = replace(options, time_limit_s=min(options.time_limit_s, ISOLATION_LIMIT_S))
+    culprits: list[JobDecision] = []
+    for job in snapshot.jobs[: options.window]:
+        try:
+            _solve(replace(snapshot, jobs=(job,)), policy, alone)
+        except Exception as exc:
+            culprits.append(JobDecision(job.id, False, reason=f"set aside: {_why(exc)}"))
+    failed = {c.job_id for c in culprits}
+    rest = replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in failed))
+    try:
+        return _solve(rest, policy, options), tuple(culprits)
+    except Exception as exc:
+        log.exception("the %s round failed again without %d jobs", policy.value, len(failed))
+        reason = f"the scheduling round failed ({_why(exc)}; first: {_why(error)})"
+        return (
+            Decision(
+                policy, "ERROR", tuple(JobDecision(j.id, False, reason=reason) for j in rest.jobs)
+            ),
+            tuple(culprits),
+        )
+
+
+def _why(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decision:
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
@@ -98,21 +150,44 @@ def solve(
     return replace(decision, jobs=decision.jobs + outside, solve_seconds=time.monotonic() - start)
 
 
-def check_snapshot(snapshot: Snapshot) -> None:
-    """Refuse inputs the model cannot mean anything for (a ValueError naming the job)."""
+def screen(jobs: tuple[JobRequest, ...]) -> tuple[tuple[JobRequest, ...], tuple[JobDecision, ...]]:
+    """The jobs the model can mean something for, and the others set aside with the reason
+    (sizes the API's bounds keep out; a job stored before them, or a caller of this package
+    that skipped them, is refused here rather than failing the round)."""
     seen: set[str] = set()
-    for job in snapshot.jobs:
-        if job.id in seen:
-            raise ValueError(f"job {job.id}: duplicate id")
+    kept: list[JobRequest] = []
+    refused: list[JobDecision] = []
+    for job in jobs:
+        why = None if job.id not in seen else "duplicate id"
+        why = why or _unmodellable(job)
         seen.add(job.id)
-        if job.pods < 1 or job.gpus_per_pod < 0 or job.unit_pods < 0:
-            raise ValueError(f"job {job.id}: pods must be >= 1 and sizes >= 0")
-        if job.pods % job.unit:
-            raise ValueError(
-                f"job {job.id}: unit of {job.unit} pods does not divide {job.pods} pods"
-            )
-        if job.max_clusters < 1 or job.min_share_units < 1 or job.allreduce_gbps < 0:
-            raise ValueError(f"job {job.id}: max_clusters and min_share_units must be >= 1")
+        if why:
+            refused.append(JobDecision(job.id, False, reason=f"set aside: {why}"))
+        else:
+            kept.append(job)
+    return tuple(kept), tuple(refused)
+
+
+def _unmodellable(job: JobRequest) -> str | None:
+    if not 1 <= job.pods <= MAX_PODS or job.unit_pods < 0:
+        return f"pods must be in [1, {MAX_PODS}] and the unit >= 0"
+    if not 0 <= job.gpus_per_pod <= GPUS_PER_POD.high:
+        return f"GPUs per pod must be in [0, {GPUS_PER_POD.high:g}]"
+    if job.pods % job.unit:
+        return f"unit of {job.unit} pods does not divide {job.pods} pods"
+    if job.max_clusters < 1 or job.min_share_units < 1:
+        return "max_clusters and min_share_units must be >= 1"
+    if not 0 <= job.allreduce_gbps < math.inf:  # (more than any link: it cannot split)
+        return "the all-reduce rate must be a finite number of Gbps >= 0"
+    if job.estimate_s is not None and not 0 <= job.estimate_s < math.inf:
+        return "the estimate must be a finite number of seconds"
+    if not -(2**31) <= job.priority < 2**31:
+        return "priority must be a 32-bit integer"
+    return None
+
+
+def check_clusters(snapshot: Snapshot) -> None:
+    """Refuse an inventory the model cannot mean anything for (a ValueError naming it)."""
     for cluster in snapshot.clusters:
         for leaf in cluster.leaves:
             if leaf.free_nodes and min(leaf.free_nodes) < 0:  # (in C: every leaf, every round)

@@ -397,7 +397,8 @@ function roundsTable(rounds) {
       h("td", { class: "num" }, `${(r.wallSeconds * 1000).toFixed(0)} ms`),
       h("td", { class: "num" }, `${(r.solveSeconds * 1000).toFixed(0)} ms`),
       h("td", { class: "num" }, r.placed), h("td", { class: "num" }, r.pending),
-      h("td", {}, r.status), h("td", { class: "num" }, `${(r.gap * 100).toFixed(2)} %`))));
+      h("td", {}, r.status),
+      h("td", { class: "num" }, r.gap === null ? "-" : `${(r.gap * 100).toFixed(2)} %`))));
 }
 
 function topologyTree(domains) {

@@ -18,7 +18,7 @@ class SchedulingRound(UUIDPrimaryKey, Base):
     wall_seconds: Mapped[float]  # snapshot + solve + commit
     solve_seconds: Mapped[float]
     status: Mapped[str] = mapped_column(String(32))  # OPTIMAL, FEASIBLE, GREEDY, ...
-    gap: Mapped[float]
+    gap: Mapped[float | None]  # None: no bound was proven (or the round failed)
     placed: Mapped[int]
     pending: Mapped[int]
     policy: Mapped[str] = mapped_column(String(32))

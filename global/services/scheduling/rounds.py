@@ -3,6 +3,7 @@ gap), kept for the API, the console and the metrics."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from sqlalchemy import delete, select
@@ -20,7 +21,7 @@ async def record_round(
     wall_seconds: float,
     solve_seconds: float,
     status: str,
-    gap: float,
+    gap: float | None,
     placed: int,
     pending: int,
     policy: str,
@@ -33,7 +34,7 @@ async def record_round(
             wall_seconds=wall_seconds,
             solve_seconds=solve_seconds,
             status=status,
-            gap=gap,
+            gap=gap if gap is not None and math.isfinite(gap) else None,
             placed=placed,
             pending=pending,
             policy=policy,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+import uuid
 
 import httpx
 import pytest
@@ -18,13 +20,16 @@ from tests.factories import (
     job_document,
     submit,
 )
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.fast_reads import Read
+from volcano_global.db.models import Job
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.inventory.deltas import apply_delta
 from volcano_global.services.scheduling.commit import commit_round
+from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import RoundContext, build_snapshot
 from volcano_global.solver import Decision, Policy, SolveOptions, solve
 
@@ -340,3 +345,48 @@ async def test_a_job_s_detail_reads_its_placement_and_shares_in_one_statement(
     assert details[split]["placement"]["linkReservations"] == [
         {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
     ]
+
+
+async def test_a_job_stored_before_the_bounds_is_set_aside_and_the_round_recorded(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # A job the API refuses today (9e18 GPUs a pod) as an older release could have stored it.
+    await two_clusters(api)
+    poison = (await submit(api, job_document("poison", queue="llm"))).json()["uid"]
+    fine = (await submit(api, job_document("fine", queue="llm"))).json()["uid"]
+    async with transaction(app.state.sessions) as session:
+        job = await session.get(Job, uuid.UUID(poison))
+        assert job is not None
+        gang = dict(job.gang)
+        gang["tasks"] = [
+            {**t, "resources": {**t["resources"], "gpus": 9 * 10**18}} for t in gang["tasks"]
+        ]
+        job.gang = gang
+    report = await app.state.scheduler.run_once()
+    assert report is not None and report.status != "ERROR"
+    assert (await api.get(f"/api/v1/jobs/{fine}")).json()["state"] == "Placed"
+    refused = (await api.get(f"/api/v1/jobs/{poison}")).json()
+    assert refused["state"] == "Pending"
+    assert refused["pendingReason"].startswith("set aside: GPUs per pod must be in [0, 1024]")
+    rounds = (await api.get("/api/v1/scheduling/rounds")).json()["items"]
+    assert rounds[0]["placed"] == 1
+
+
+async def test_a_round_without_a_proven_bound_is_recorded_with_no_gap(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    async with transaction(app.state.sessions) as session:
+        await record_round(
+            session,
+            generation=7,
+            wall_seconds=1.0,
+            solve_seconds=1.0,
+            status="UNKNOWN",
+            gap=math.nan,
+            placed=0,
+            pending=3,
+            policy="cpsat",
+            finished_at=utcnow(),
+        )
+    rounds = (await api.get("/api/v1/scheduling/rounds")).json()["items"]
+    assert (rounds[0]["generation"], rounds[0]["gap"]) == (7, None)
