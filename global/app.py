@@ -82,6 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Federated multi-cluster control plane for large-scale LLM training.",
         lifespan=lifespan,
+        # No redirect from `/path/` to `/path`: it would echo the request's Host header.
+        redirect_slashes=False,
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
     app.state.settings = settings
     app.state.metrics = Metrics()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
@@ -38,10 +38,20 @@ class Bound:
     def text(self) -> str:
         return f"{self.low:g}, {self.high:g}"
 
-    def field(self, *, strict_low: bool = False) -> Field:  # type: ignore[valid-type]
+    def describe(self) -> str:
+        """The range as the README's limits table shows it."""
+        return f"{_number(self.low)} to {_number(self.high)} {self.unit}".strip()
+
+    def field(self, *, strict_low: bool = False) -> Any:
         """The pydantic constraint (finite, in range)."""
         low = {"gt": self.low} if strict_low else {"ge": self.low}
-        return Field(le=self.high, allow_inf_nan=False, **low)  # type: ignore[return-value]
+        return Field(le=self.high, allow_inf_nan=False, **low)
+
+
+def _number(value: float) -> str:
+    if value == int(value) and value < 1e16:
+        return f"{int(value):,}" if value >= 10_000 else str(int(value))
+    return f"{value:g}"
 
 
 GPUS_PER_POD = Bound("GPUs per pod (and per node)", 0, 1024, "devices")
@@ -56,7 +66,7 @@ BYTES_PER_STEP = Bound("bytes exchanged per step", 0, 1e18, "bytes")
 PARALLEL_DEGREE = Bound("parallel degrees (TP, PP, CP, EP, DP)", 1, 2**20, "")
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
-TIMESTAMPS = Bound("timestamps", EARLIEST.year, LATEST.year, "(years, UTC, zone required)")
+TIMESTAMPS = Bound("timestamps", EARLIEST.year, LATEST.year, "(years, UTC; a zone is required)")
 
 ALL = (
     GPUS_PER_POD,

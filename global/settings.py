@@ -27,6 +27,13 @@ class LimitSettings(BaseModel):
     max_document_depth: int = Field(64, description="Deepest nesting a job document may have.")
     max_total_pods: int = Field(100_000, description="Most pods one job may ask for.")
     max_page_size: int = Field(500, description="Largest page a list endpoint returns.")
+    max_header_bytes: int = Field(
+        64 << 10, description="Largest request line and headers of a request (431 above)."
+    )
+    max_headers: int = Field(100, description="Most header fields of a request (431 above).")
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Time a request's line and headers may take to arrive (408)."
+    )
 
 
 class SchedulingDefaults(BaseModel):
@@ -133,6 +140,11 @@ class Settings(BaseSettings):
     port: int = Field(8080, description="REST listen port.")
     grpc_port: int = Field(8081, description="Agent gRPC listen port (0: any free port).")
     log_level: str = Field("info", description="Python log level of the server.")
+    api_docs: bool = Field(
+        False,
+        description="Serve /docs and /redoc (their scripts come from a public CDN, so off "
+        "unless asked; /openapi.json is always served).",
+    )
     migrate_on_start: bool = Field(True, description="Run alembic upgrade head on start.")
     db_pool_size: int = Field(
         10, description="Postgres connections per server process (no overflow: beyond, work waits)."

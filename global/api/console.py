@@ -3,9 +3,12 @@ no data; it calls the REST API with the token the user logs in with."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 
 from volcano_global.console import STATIC
 
@@ -24,6 +27,15 @@ async def console_page() -> FileResponse:
     return FileResponse(STATIC / "index.html", headers=SECURITY_HEADERS)
 
 
+class _ConsoleFiles(StaticFiles):
+    """The console's files with the page's headers: `/console/index.html` is the page too."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+
 def mount(app: FastAPI) -> None:
     app.include_router(router)
-    app.mount("/console", StaticFiles(directory=STATIC), name="console")
+    app.mount("/console", _ConsoleFiles(directory=STATIC), name="console")

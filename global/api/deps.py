@@ -16,7 +16,7 @@ from volcano_global.services.tenancy.tokens import Principal, authenticate, conf
 from volcano_global.settings import Settings
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_bearer = HTTPBearer(auto_error=False, description="A token issued by the Global.")
+BEARER = HTTPBearer(auto_error=False, description="A token issued by the Global.")
 
 
 async def get_settings(request: Request) -> Settings:
@@ -47,7 +47,7 @@ Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
 
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
 
 
 def _settings(request: Request) -> Settings:
@@ -101,8 +101,8 @@ async def get_submitter_alone(request: Request, credentials: Credentials) -> Pri
     if principal is None:
         async with request.app.state.sessions() as session:
             principal = await authenticate(session, token=token, admin_token=None)
+    request.state.principal = principal  # a refusal below is audited
     principal.require_submitter()
-    request.state.principal = principal
     return principal
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from volcano_global.api.deps import MUTATING
+from volcano_global.api.deps import BEARER, MUTATING
 from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.errors import (
     Busy,
@@ -30,6 +30,7 @@ from volcano_global.errors import (
 )
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
 from volcano_global.services.events import record_audit
+from volcano_global.services.tenancy.tokens import authenticate
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ STATUS_BY_ERROR: dict[type[DomainError], int] = {
 }
 _REASONS = {
     400: "BadRequest",
+    413: "RequestEntityTooLarge",
     404: "NotFound",
     405: "MethodNotAllowed",
     415: "UnsupportedMediaType",
@@ -105,7 +107,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return status_response(code, exc.code, exc.message, causes, **headers)
 
     @app.exception_handler(RequestValidationError)
-    async def request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        refused = await _unauthenticated(request)
+        if refused is not None:  # who may call comes before what the call holds
+            return refused
         causes = [_cause(error) for error in exc.errors()]
         message = "; ".join(str(c) for c in causes)
         return status_response(422, "Invalid", message, causes)
@@ -135,6 +140,42 @@ def install_error_handlers(app: FastAPI) -> None:
         return status_response(
             exc.status_code, _REASONS.get(exc.status_code, "Error"), str(exc.detail)
         )
+
+    @app.exception_handler(Exception)
+    async def defect(request: Request, exc: Exception) -> JSONResponse:
+        # The last resort: still a defect (the traceback is logged), never plain text.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return status_response(500, "InternalError", "internal error; the server logged it")
+
+
+async def _unauthenticated(request: Request) -> JSONResponse | None:
+    """The 401 a call to an authenticated route gets when its input failed validation before
+    its caller was checked (FastAPI validates the body and query before the dependencies)."""
+    route = request.scope.get("route")
+    if getattr(request.state, "principal", None) is not None or not _needs_token(route):
+        return None
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    try:
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
+        settings = request.app.state.settings
+        admin = settings.admin_token.get_secret_value() if settings.admin_token else None
+        async with request.app.state.sessions() as session:
+            await authenticate(session, token=token.strip(), admin_token=admin)
+    except Unauthorized as exc:
+        return status_response(401, exc.code, exc.message, **{"WWW-Authenticate": "Bearer"})
+    return None
+
+
+def _needs_token(route: Any) -> bool:
+    dependant = getattr(route, "dependant", None)
+    stack = [dependant] if dependant is not None else []
+    while stack:
+        node = stack.pop()
+        if node.call is BEARER:
+            return True
+        stack.extend(node.dependencies)
+    return False
 
 
 def _cause(error: dict[str, Any]) -> FieldError:

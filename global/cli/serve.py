@@ -8,6 +8,7 @@ import os
 import uvicorn
 from fastapi import FastAPI
 
+from volcano_global.api.limits import BoundedHttpProtocol
 from volcano_global.app import create_app
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.settings import Settings
@@ -35,7 +36,12 @@ def run_server(
     )
     log = logging.getLogger("volcano_global")
     scheme = "https" if settings.tls.enabled else "http"
-    log.info("REST API on %s://%s:%d/api/v1 (OpenAPI: /docs)", scheme, settings.host, settings.port)
+    log.info(
+        "REST API on %s://%s:%d/api/v1 (OpenAPI: /openapi.json)",
+        scheme,
+        settings.host,
+        settings.port,
+    )
     log.info("database: %s", _redact(settings.database_url))
     if settings.workers > 1:
         if settings.is_sqlite or settings.grpc_port == 0:
@@ -53,7 +59,7 @@ def run_server(
         port=settings.port,
         log_level=settings.log_level.lower(),
         loop="uvloop",
-        http="httptools",
+        http=BoundedHttpProtocol,
         timeout_graceful_shutdown=10,
         # Longer than the idle timeout of the load balancers in front (60 s is common) and of
         # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server
@@ -72,6 +78,12 @@ def worker_app() -> FastAPI:
 def server_app(settings: Settings | None) -> FastAPI:
     """The app of a server process: the API, then the collector tuned for what it built."""
     app = create_app(settings)
+    limits = app.state.settings.limits
+    BoundedHttpProtocol.configure(
+        max_header_bytes=limits.max_header_bytes,
+        max_headers=limits.max_headers,
+        header_timeout_s=limits.header_timeout_s,
+    )
     tune_gc()
     return app
 

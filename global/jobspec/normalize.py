@@ -182,8 +182,15 @@ def _hyperjob(
             check,
             sub_job=name,
             default_gpu_model=gpu_model,
-            max_total_pods=max(pods_left // replicas, 0),
+            # (the replicas' total is checked below; once over, reported once)
+            max_total_pods=pods_left if pods_left >= 0 else options.max_total_pods,
         )
+        if pods_left >= 0 and summary.total_pods * replicas > pods_left and summary.total_pods:
+            check.fail(
+                child(path, "replicas"),
+                f"{replicas} replicas of {summary.total_pods} pods ask for more than the "
+                f"{options.max_total_pods} pods a job may have",
+            )
         pods_left -= summary.total_pods * replicas
         if summary.queue:
             queues[f"{tpath}.queue"] = summary.queue

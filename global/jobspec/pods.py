@@ -4,6 +4,7 @@ plain init container if that is more."""
 
 from __future__ import annotations
 
+from collections import Counter
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
@@ -28,6 +29,14 @@ def pod_resources(template: dict[str, Any], path: str, check: Checker) -> PodRes
     spec_path = child(path, "spec")
     containers = check.sequence(spec, "containers", spec_path, required=True) or []
     init_containers = check.sequence(spec, "initContainers", spec_path) or []
+
+    names = Counter(
+        c.get("name")
+        for c in [*containers, *init_containers]
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    )
+    for name in sorted(n for n, count in names.items() if count > 1):
+        check.fail(spec_path, f"container name {name!r} is used more than once")
 
     total: dict[str, Decimal] = {}
     init_peak: dict[str, Decimal] = {}
@@ -81,7 +90,7 @@ def _container_requests(container: Any, path: str, check: Checker) -> dict[str, 
     if not isinstance(container, dict):
         check.fail(path, "must be a mapping")
         return {}
-    check.string(container, "name", path, required=True)
+    check.dns_label(container, "name", path, required=True)  # as Kubernetes requires
     resources = check.mapping(container, "resources", path)
     if resources is None:
         return {}

@@ -1,7 +1,8 @@
 """Schemathesis against the OpenAPI document of a real `vglobal server` process (SQLite and
 Postgres): generated requests for every operation - the coverage phase's boundary and invalid
-values, random fuzzing, and stateful sequences that follow created resources - with the admin
-token. None may get a 5xx, and at least 1,000 cases must run."""
+values, random fuzzing, and stateful sequences that follow created resources - with the token
+of each role. None may get a 5xx or leave a traceback in the server's log, and at least 1,000
+cases must run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.server_process import ServerProcess
@@ -17,17 +20,25 @@ from tests.server_process import ServerProcess
 ST = Path(sys.executable).with_name("st")
 
 
-def test_no_generated_request_gets_a_server_error(server: ServerProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("role", ["admin", "reader", "queue-user"])
+def test_no_generated_request_gets_a_server_error(
+    server: ServerProcess, tmp_path: Path, role: str
+) -> None:
     api = server.admin_with_cluster()
     api.post("/api/v1/queues", json={"name": "llm"})
     api.post("/api/v1/jobs", json=job_document("train"))
+    token = ADMIN_TOKEN
+    if role != "admin":
+        queues = {"queues": ["llm", "default"]} if role == "queue-user" else {}
+        issued = api.post("/api/v1/tokens", json={"name": role, "role": role, **queues})
+        token = issued.json()["token"]
     result = subprocess.run(
         [
             str(ST),
             "run",
             f"{server.url}/openapi.json",
             "--header",
-            f"Authorization: Bearer {ADMIN_TOKEN}",
+            f"Authorization: Bearer {token}",
             "--checks",
             "not_a_server_error",
             "--phases",
@@ -57,3 +68,5 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, tmp_pat
     selected = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", summary)
     assert selected is not None, summary
     assert len(set(selected.groups())) == 1, summary  # every operation of the API was tested
+    log = server.log.read_text()
+    assert "Traceback" not in log, log[log.find("Traceback") :][:4000]

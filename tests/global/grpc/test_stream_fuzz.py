@@ -38,6 +38,8 @@ def hostile(rng: random.Random) -> pb.AgentMessage:
                 gpu_model=rng.choice(["H100", "", "\u00e9" * 50]),
                 gpu_allocatable=rng.choice([0, 8, 2**32 - 1]),
                 gpu_used=rng.choice([0, 9, 2**32 - 1]),
+                cpu_allocatable_millis=rng.choice([0, 192_000, 2**63, 2**64 - 1]),
+                memory_allocatable_bytes=rng.choice([0, 2**40, 2**63, 2**64 - 1]),
                 domain=rng.choice(["", "tor0", "nowhere"]),
                 labels={"k" * rng.randint(1, 400): "v"},
             )
@@ -71,7 +73,13 @@ def hostile(rng: random.Random) -> pb.AgentMessage:
     if kind == "heartbeat":
         return pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=rng.choice([-1, 0, 2**62])))
     if kind == "hello":
-        return pb.AgentMessage(hello=pb.Hello(cluster=rng.choice(["gpu-east", "gpu-west", ""])))
+        return pb.AgentMessage(
+            hello=pb.Hello(
+                cluster=rng.choice(["gpu-east", "gpu-west", ""]),
+                agent_version=rng.choice(["", "1.0", "v\x00x", "v" * 10_000, "\u202e"]),
+                source=rng.choice(["", "kubernetes", "\x00", "\n\r"]),
+            )
+        )
     return pb.AgentMessage()
 
 
@@ -79,7 +87,10 @@ async def one_stream(app: FastAPI, token: str, rng: random.Random) -> grpc.Statu
     stream = Stream(app, token)
     try:
         if rng.random() < 0.9:
-            await stream.call.write(pb.AgentMessage(hello=pb.Hello(cluster="gpu-east")))
+            first = hostile(rng) if rng.random() < 0.3 else None
+            if first is None or first.WhichOneof("body") != "hello":
+                first = pb.AgentMessage(hello=pb.Hello(cluster="gpu-east"))
+            await stream.call.write(first)
         for _ in range(rng.randint(1, 4)):
             message = hostile(rng)
             if rng.random() < 0.2:  # a field this Global does not know (a newer agent)
@@ -138,3 +149,23 @@ async def test_hostile_streams_never_crash_the_global_or_touch_other_clusters(
     assert (await capacity(api, "gpu-west"))[0]["total"] == before[0]["total"] - 8
     assert (await api.get("/readyz")).status_code == 200
     await good.close()
+
+
+async def test_a_hello_with_a_nul_or_a_novel_of_a_version_is_refused_naming_the_field(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    token = (await create_cluster(api, "gpu-east"))["agentToken"]
+    for field, value in (("agent_version", "1.0\x00"), ("source", "s" * 129)):
+        stream = Stream(app, token)
+        await stream.call.write(
+            pb.AgentMessage(hello=pb.Hello(cluster="gpu-east", **{field: value}))
+        )
+        try:
+            await stream.call.read()
+        except grpc.aio.AioRpcError:
+            pass
+        assert await stream.call.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (await stream.call.details()).startswith(f"hello.{field}: must be at most 128")
+        await stream.close()
+    events = (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
+    assert not any(e["reason"] == "AgentConnected" for e in events)
