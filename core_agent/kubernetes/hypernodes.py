@@ -56,6 +56,10 @@ class Requirement:
 def _compiled(pattern: str) -> Any:
     """The pattern compiled with RE2 (the engine behind Go's regexp), else Unresolvable.
     Cached: the topology is resolved again on every inventory change."""
+    if _any_byte_escape(pattern):
+        return Unresolvable(
+            f"regexMatch pattern {pattern!r} does not compile: invalid escape sequence \\C"
+        )
     options = re2.Options()
     options.log_errors = False  # the refusal is reported once, per HyperNode, by the caller
     try:
@@ -63,6 +67,25 @@ def _compiled(pattern: str) -> Any:
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         return Unresolvable(f"regexMatch pattern {pattern!r} does not compile: {reason}")
+
+
+def _any_byte_escape(pattern: str) -> bool:
+    """Whether the pattern uses `\\C` (any byte), which RE2 takes and Go's regexp refuses.
+    Text between `\\Q` and `\\E` is literal."""
+    i, literal = 0, False
+    while i < len(pattern) - 1:
+        pair = pattern[i : i + 2]
+        if literal:
+            literal, i = (False, i + 2) if pair == "\\E" else (True, i + 1)
+            continue
+        if pair[0] == "\\":
+            if pair == "\\C":
+                return True
+            literal = pair == "\\Q"
+            i += 2
+        else:
+            i += 1
+    return False
 
 
 def regex(pattern: Any) -> Any:

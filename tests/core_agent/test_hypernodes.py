@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core_agent.kubernetes.hypernodes import Unresolvable, label_selector, node_members
+from core_agent.kubernetes.hypernodes import Unresolvable, label_selector, node_members, regex
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.kube_objects import hypernode, node
 from tests.factories import eventually
@@ -20,7 +20,7 @@ def member(kind: str = "Node", **selector: Any) -> dict[str, Any]:
     return {"type": kind, "selector": selector}
 
 
-def regex(pattern: str, kind: str = "Node") -> dict[str, Any]:
+def by_regex(pattern: str, kind: str = "Node") -> dict[str, Any]:
     return member(kind, regexMatch={"pattern": pattern})
 
 
@@ -61,9 +61,11 @@ async def test_regex_match_searches_with_re2(kube) -> None:  # type: ignore[no-u
     fleet(
         emulator,
         [
-            hypernode("rack-a", 1, [regex("gpu-a")]),  # Go's MatchString: anywhere in the name
-            hypernode("rack-b-1", 1, [regex(r"b-1\z")]),  # RE2's end of text; Python re refuses it
-            hypernode("letters", 2, [regex(r"^\pL+-gpu-c")]),  # a Unicode class, RE2 only
+            hypernode("rack-a", 1, [by_regex("gpu-a")]),  # Go's MatchString: anywhere in the name
+            hypernode(
+                "rack-b-1", 1, [by_regex(r"b-1\z")]
+            ),  # RE2's end of text; Python re refuses it
+            hypernode("letters", 2, [by_regex(r"^\pL+-gpu-c")]),  # a Unicode class, RE2 only
         ],
     )
     node_domain, _ = await domains_of(emulator, api)
@@ -125,11 +127,11 @@ async def test_hypernode_members_by_exact_match_only(kube, caplog) -> None:  # t
     fleet(
         emulator,
         [
-            hypernode("tor0", 1, [regex("gpu-a")]),
-            hypernode("tor1", 1, [regex("gpu-b")]),
+            hypernode("tor0", 1, [by_regex("gpu-a")]),
+            hypernode("tor1", 1, [by_regex("gpu-b")]),
             hypernode("spine", 2, [member("HyperNode", exactMatch={"name": "tor0"})]),
             # Volcano resolves a HyperNode member by exactMatch alone: these select no child.
-            hypernode("by-regex", 3, [regex("tor.*", kind="HyperNode")]),
+            hypernode("by-regex", 3, [by_regex("tor.*", kind="HyperNode")]),
             hypernode("by-label", 3, [labels(kind="HyperNode", matchLabels={"rack": "b"})]),
         ],
     )
@@ -147,10 +149,10 @@ async def test_a_bad_pattern_is_a_warning_and_the_agent_goes_on(kube, caplog) ->
     fleet(
         emulator,
         [
-            hypernode("good", 1, [regex("gpu-a")]),
+            hypernode("good", 1, [by_regex("gpu-a")]),
             # Go refuses a backreference too; Python's re would have accepted it.
-            hypernode("backref", 1, [regex(r"(gpu)-\1"), regex("gpu-b-12")]),
-            hypernode("unclosed", 1, [regex("gpu-[ab")]),
+            hypernode("backref", 1, [by_regex(r"(gpu)-\1"), by_regex("gpu-b-12")]),
+            hypernode("unclosed", 1, [by_regex("gpu-[ab")]),
             hypernode(
                 "bad-operator",
                 1,
@@ -174,7 +176,7 @@ async def test_a_bad_pattern_is_a_warning_and_the_agent_goes_on(kube, caplog) ->
             assert inventory.nodes["node-gpu-a-1"].domain == "good"
             assert inventory.nodes["node-gpu-b-1"].domain == ""
             # The watches go on: the HyperNode, fixed, takes its nodes.
-            fixed = hypernode("unclosed", 1, [regex("gpu-b-1$")])
+            fixed = hypernode("unclosed", 1, [by_regex("gpu-b-1$")])
             emulator.patch(HYPERNODES, "unclosed", {"spec": fixed["spec"]})
             await eventually(lambda: source.current().nodes["node-gpu-b-1"].domain == "unclosed")
         finally:
@@ -205,3 +207,22 @@ def test_prefixed_keys_and_union_of_selectors() -> None:
     assert node_members({"labelMatch": zone}, nodes) == {"a"}
     assert node_members({"exactMatch": {"name": "b"}, "labelMatch": zone}, nodes) == {"a", "b"}
     assert node_members({"exactMatch": {"name": "gone"}}, nodes) == set()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "compiles"),
+    [
+        (r"gpu\C", False),  # any byte: RE2 has it, Go's regexp refuses it
+        (r"[\C]", False),
+        (r"\Qa\Cb\E", True),  # quoted: a literal backslash and C
+        (r"\\C", True),  # an escaped backslash, then C
+        (r"(?P<rack>[a-z]+)-\d+", True),
+        ("a{1001}", False),  # Go's repeat limit is 1000 as RE2's
+    ],
+)
+def test_go_syntax(pattern: str, compiles: bool) -> None:
+    if compiles:
+        regex(pattern)
+    else:
+        with pytest.raises(Unresolvable, match="does not compile"):
+            regex(pattern)
