@@ -179,6 +179,12 @@ async def test_a_bad_pattern_is_a_warning_and_the_agent_goes_on(kube, caplog) ->
             fixed = hypernode("unclosed", 1, [by_regex("gpu-b-1$")])
             emulator.patch(HYPERNODES, "unclosed", {"spec": fixed["spec"]})
             await eventually(lambda: source.current().nodes["node-gpu-b-1"].domain == "unclosed")
+            # A node that joins later is searched too (what a pattern selects is kept only
+            # while the node names stay the same).
+            emulator.create(NODE_GVR, node("node-gpu-a-9"))
+            await eventually(
+                lambda: getattr(source.current().nodes.get("node-gpu-a-9"), "domain", "") == "good"
+            )
         finally:
             await source.stop()
 
