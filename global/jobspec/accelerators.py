@@ -48,6 +48,11 @@ def resource_model(resource: str) -> str | None:
     return match.group(1) if match else None
 
 
+def is_npu_model(model: str) -> bool:
+    """Whether a model is an Ascend chip (what an Ascend node's model always is)."""
+    return resource_model(f"huawei.com/{model}") is not None
+
+
 def model_labels(resource: str) -> tuple[str, ...]:
     """Node labels that name the model of devices of this resource, first found wins."""
     return _MODEL_LABELS.get(resource, ())
