@@ -54,7 +54,7 @@ class Requirement:
 
 @lru_cache(maxsize=4096)
 def _compiled(pattern: str) -> Any:
-    """The pattern compiled with RE2 (the engine behind Go's regexp), else Unresolvable.
+    """The pattern compiled with RE2 (the syntax Go's regexp implements), else Unresolvable.
     Cached: the topology is resolved again on every inventory change."""
     if _any_byte_escape(pattern):
         return Unresolvable(
