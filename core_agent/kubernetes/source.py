@@ -181,14 +181,14 @@ def _accelerators(allocatable: dict[str, Any], annotations: dict[str, Any]) -> t
 
 def _vgpu_devices(register: Any) -> int:
     """Healthy GPUs in the vGPU device plugin's register annotation, read as Volcano reads it
-    (`uuid,count,memory,type,health,...` per GPU, `:`-separated). Volcano schedules no vGPU on
+    (`uuid,count,memory,type,health,mode` per GPU, `:`-separated). Volcano schedules no vGPU on
     a node without it (nor with a malformed one), so such a node has no GPUs here."""
     if not isinstance(register, str) or ":" not in register:
         return 0
     devices = [entry.split(",") for entry in register.split(":") if "," in entry]
     if any(len(items) < 6 for items in devices):
         return 0
-    return sum(items[4].strip() in ("1", "t", "T", "true", "TRUE", "True") for items in devices)
+    return sum(items[4] in ("1", "t", "T", "true", "TRUE", "True") for items in devices)
 
 
 def _usage(pods: Store) -> dict[str, dict[str, Decimal]]:

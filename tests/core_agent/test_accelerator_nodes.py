@@ -39,11 +39,11 @@ def pod_on(name: str, node_name: str, limits: dict[str, str]) -> dict[str, Any]:
 
 
 def vgpu_register(healthy: int, unhealthy: int = 0) -> str:
-    """The vGPU device plugin's node annotation: `uuid,count,memory,type,health,...` per GPU."""
+    """The vGPU device plugin's node annotation: `uuid,count,memory,type,health,mode` per GPU."""
     gpus = [(i, "true") for i in range(healthy)] + [
         (healthy + i, "false") for i in range(unhealthy)
     ]
-    return "".join(f"GPU-{i},10,81920,NVIDIA-A100-SXM4-80GB,{h},0,hami-core:" for i, h in gpus)
+    return "".join(f"GPU-{i},10,81920,NVIDIA-A100-SXM4-80GB,{h},hami-core:" for i, h in gpus)
 
 
 async def test_npu_amd_and_vgpu_nodes_have_capacity(kube) -> None:  # type: ignore[no-untyped-def]

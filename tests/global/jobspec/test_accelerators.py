@@ -50,7 +50,7 @@ def job_asking(limits: dict[str, Any], *, node_selector: dict[str, str] | None =
     ],
 )
 def test_an_8_npu_pod_is_an_8_accelerator_pod_of_that_chip(resource: str) -> None:
-    job = parse(job_asking({resource: 8, "huawei.com/Ascend910B2-memory": 65536}))
+    job = parse(job_asking({resource: 8, f"{resource}-memory": 65536}))  # HAMi: MiB
     assert job.gang.total_gpus == 16
     (task,) = job.gang.tasks
     assert (task.resources.gpus, task.resources.gpu_resource) == (8, resource)
