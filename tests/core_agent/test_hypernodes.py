@@ -130,6 +130,8 @@ async def test_hypernode_members_by_exact_match_only(kube, caplog) -> None:  # t
             hypernode("tor0", 1, [by_regex("gpu-a")]),
             hypernode("tor1", 1, [by_regex("gpu-b")]),
             hypernode("spine", 2, [member("HyperNode", exactMatch={"name": "tor0"})]),
+            # One parent per HyperNode (Volcano refuses a second); the first by name keeps it.
+            hypernode("spine-b", 2, [member("HyperNode", exactMatch={"name": "tor0"})]),
             # Volcano resolves a HyperNode member by exactMatch alone: these select no child.
             hypernode("by-regex", 3, [by_regex("tor.*", kind="HyperNode")]),
             hypernode("by-label", 3, [labels(kind="HyperNode", matchLabels={"rack": "b"})]),
@@ -138,10 +140,10 @@ async def test_hypernode_members_by_exact_match_only(kube, caplog) -> None:  # t
     with caplog.at_level(logging.WARNING, logger="core_agent.kubernetes.hypernodes"):
         _, parents = await domains_of(emulator, api)
     assert parents == {"tor0": "spine"}
-    assert any(
-        "HyperNode by-regex members[0]" in r.message and "exactMatch only" in r.message
-        for r in caplog.records
-    )
+    warnings = [r.message for r in caplog.records]
+    assert any("HyperNode by-regex members[0]" in w and "exactMatch only" in w for w in warnings)
+    assert any("HyperNode by-label members[0]" in w and "exactMatch only" in w for w in warnings)
+    assert any(w.startswith("HyperNode spine-b members[0]: tor0 already belongs") for w in warnings)
 
 
 async def test_a_bad_pattern_is_a_warning_and_the_agent_goes_on(kube, caplog) -> None:  # type: ignore[no-untyped-def]
