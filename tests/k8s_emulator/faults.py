@@ -12,6 +12,7 @@ from aiohttp import web
 
 REASONS = {
     404: "NotFound",
+    422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
@@ -19,6 +20,9 @@ REASONS = {
 }
 MESSAGES = {
     404: "the server could not find the requested resource",
+    # The CRD's OpenAPI schema refusing a Volcano Job.
+    422: 'Job.batch.volcano.sh "train" is invalid: spec.minAvailable: Invalid value: -1: '
+    "spec.minAvailable in body should be greater than or equal to 0",
     429: "Too many requests, please try again later.",
     # What kube-apiserver answers when Volcano's admission webhook is down.
     500: 'Internal error occurred: failed calling webhook "mutatejob.volcano.sh": failed to '
