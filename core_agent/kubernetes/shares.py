@@ -5,7 +5,7 @@ placement; creating it again finds the one already there (at-least-once delivery
 restarts). A watch on the labelled Volcano Jobs turns Volcano's status into the share's phase
 (Accepted, Running when every member job runs its gang, Succeeded, Failed), reported whenever it
 moves and again after a restart. A cancellation deletes every Volcano Job of the placement and
-the rendezvous Service and ServiceExport, found by the placement's label.
+the rendezvous Service and ServiceExport, found by the placement's label (cleanup.py).
 
 A transient failure (429, 5xx, no answer; see adapter.py) never fails a share: the call is tried
 again until it is answered, and the user is warned when that takes long. Only the API server
@@ -23,15 +23,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from operator import attrgetter
 from typing import Any, TypeVar
 
-from core_agent.kubernetes.adapter import (
-    AlreadyExists,
-    Gone,
-    Kind,
-    KubeApi,
-    Missing,
-    Refused,
-    Transient,
-)
+from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
+from core_agent.kubernetes.cleanup import remove_placement
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.watcher import Store
 from core_agent.sources import Report
@@ -237,54 +230,16 @@ class MemberJobs:
         return ""
 
     async def _cancel(self, c: ShareCancellation) -> None:
-        """Delete everything the agent made for the placement: ServiceExports, Services, then
-        Volcano Jobs (pods go with them), each list read to its last page."""
         pid = c.placement_id
-        selector = f"{PLACEMENT_LABEL}={pid}"
-        deleters: list[tuple[str, Callable[[str, str], Awaitable[bool]]]] = [
-            ("serviceexports", self.api.delete_service_export),
-            ("services", self.api.delete_service),
-            ("vcjobs", self.api.delete_volcano_job),
-        ]
         async with self._locks[pid]:
-            for kind, delete in deleters:
-                try:
-                    found = await self._every(Kind(kind, label_selector=selector))
-                except Missing:
-                    continue  # e.g. no Multi-Cluster Services: nothing of that kind was made
-                for namespace, name in found:
-                    await self._persist(
-                        pid,
-                        f"deleting {kind} {namespace}/{name}",
-                        functools.partial(delete, namespace, name),
-                    )
+            await remove_placement(
+                self.api,
+                pid,
+                page_size=self.page_size,
+                persist=functools.partial(self._persist, pid),
+            )
         self.job_uids.setdefault(pid, c.job_uid)
         self._send(pid, SharePhase.CANCELLED, c.reason, force=True)
-
-    async def _every(self, kind: Kind) -> list[tuple[str, str]]:
-        """(namespace, name) of every object of `kind`, page after page; a continue token
-        that expired (410) starts the list again, as client-go's pager does."""
-        while True:
-            found: list[tuple[str, str]] = []
-            token: str | None = None
-            try:
-                while True:
-                    page = await self._persist(
-                        "",
-                        f"listing {kind.name}",
-                        functools.partial(
-                            self.api.list_page, kind, limit=self.page_size, token=token
-                        ),
-                    )
-                    found += [
-                        (o["metadata"].get("namespace", ""), o["metadata"]["name"])
-                        for o in page.get("items", [])
-                    ]
-                    token = page["metadata"].get("continue") or None
-                    if not token:
-                        return found
-            except Gone:
-                log.info("listing %s: the continue token expired; listing again", kind.name)
 
     async def _delete(self, pid: str, namespace: str, names: list[str]) -> None:
         for name in names:
