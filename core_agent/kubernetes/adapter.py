@@ -202,8 +202,13 @@ class KubeApi:
                     )
                 )
             )
-        except NotFound:
-            return None
+        except NotFound as exc:
+            if exc.named:
+                return None
+            failure = await self._missing_or_transient(Kind("vcjobs"), exc)
+            if isinstance(failure, Missing):
+                return None  # no Volcano Job CRD: no Volcano Job either
+            raise failure from exc
 
     async def delete_volcano_job(self, namespace: str, name: str) -> bool:
         """Delete it and, in the background, its pods; False when it was already gone."""
@@ -211,7 +216,7 @@ class KubeApi:
         call = self.custom.delete_namespaced_custom_object(
             group, version, namespace, plural, name, propagation_policy="Background"
         )
-        return await _deleted(call)
+        return await self._deleted(Kind("vcjobs"), call)
 
     # -- the rendezvous endpoint of a split job ---------------------------------------------
     async def create_service(self, namespace: str, body: dict[str, Any]) -> None:
@@ -221,10 +226,13 @@ class KubeApi:
         except AlreadyExists:
             pass
         except NotFound as exc:
-            raise Refused(str(exc)) from exc
+            if exc.named:
+                raise Refused(str(exc)) from exc  # no such namespace
+            raise await self._missing_or_transient(Kind("services"), exc) from exc
 
     async def delete_service(self, namespace: str, name: str) -> bool:
-        return await _deleted(self.core.delete_namespaced_service(name, namespace))
+        call = self.core.delete_namespaced_service(name, namespace)
+        return await self._deleted(Kind("services"), call)
 
     async def create_service_export(self, namespace: str, body: dict[str, Any]) -> None:
         """Export a Service to the cluster set (Multi-Cluster Services). Raises Missing when
@@ -237,7 +245,21 @@ class KubeApi:
     async def delete_service_export(self, namespace: str, name: str) -> bool:
         group, version, plural = SERVICE_EXPORT
         call = self.custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
-        return await _deleted(call)
+        return await self._deleted(Kind("serviceexports"), call)
+
+    async def _deleted(self, kind: Kind, call: Awaitable[Any]) -> bool:
+        """False when the object was already gone (or its type is: a CRD removed). A 404
+        naming nothing on a type discovery lists is Transient: the object may still be there."""
+        try:
+            await _answer(call)
+            return True
+        except NotFound as exc:
+            if exc.named:
+                return False
+            failure = await self._missing_or_transient(kind, exc)
+            if isinstance(failure, Missing):
+                return False
+            raise failure from exc
 
     async def _create_custom(
         self, kind: Kind, namespace: str, body: dict[str, Any]
@@ -265,15 +287,6 @@ async def _answer(call: Awaitable[T]) -> T:
         raise _translated(exc) from exc
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise Transient(f"no answer from the API server: {exc!r}") from exc
-
-
-async def _deleted(call: Awaitable[Any]) -> bool:
-    """False when the object was already gone."""
-    try:
-        await _answer(call)
-        return True
-    except NotFound:
-        return False
 
 
 def _translated(exc: ApiException) -> Exception:

@@ -53,15 +53,17 @@ async def test_cancel_deletes_every_page_of_member_jobs_and_the_rendezvous_objec
         emulator.create(VOLCANO_JOBS, other)
         assert len(emulator.objects[SERVICES]) == len(emulator.objects[SERVICE_EXPORTS]) == 1
 
-        # The first delete meets a throttled API server: it is retried, not skipped.
+        # Deletes meet a throttled API server and a 404 naming nothing on a served type (not
+        # "already gone": the job is still there): both retried, not skipped.
         throttled = emulator.faults.add("DELETE", "/jobs/train-child-0", 429, retry_after=0)
+        lost = emulator.faults.add("DELETE", "/jobs/train-child-1", 404)
         shares.cancel_share(
             ShareCancellation(placement_id=assignment.placement_id, reason="by the user"),
             reports.append,
         )
         await eventually(lambda: reports[-1].phase is SharePhase.CANCELLED)
 
-        assert throttled.hits == 1
+        assert throttled.hits == lost.hits == 1
         assert list(emulator.objects[VOLCANO_JOBS]) == [("ml", "other")]
         assert not emulator.objects[SERVICES]
         assert not emulator.objects[SERVICE_EXPORTS]
