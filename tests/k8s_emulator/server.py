@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.k8s_emulator import discovery
+from tests.k8s_emulator import discovery, gc
 from tests.k8s_emulator.admission import Plugin
 from tests.k8s_emulator.faults import Faults
 from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
@@ -226,7 +226,10 @@ class KubeEmulator:
                     self.patch(gvr, str(name), await request.json(), namespace or "")
                 )
             if request.method == "DELETE":
-                return web.json_response(self.delete(gvr, str(name), namespace or ""))
+                gone = self.delete(gvr, str(name), namespace or "")
+                if await _propagation(request) != "Orphan":
+                    asyncio.get_running_loop().call_soon(gc.collect, self)
+                return web.json_response(gone)
         except KeyError as exc:
             code = 409 if request.method == "POST" else 404
             reason = "AlreadyExists" if code == 409 else "NotFound"
@@ -334,6 +337,17 @@ class KubeEmulator:
         finally:
             self.watchers.remove(watcher)
         return response
+
+
+async def _propagation(request: web.Request) -> str:
+    """A delete's propagationPolicy, from the query or the DeleteOptions body."""
+    if policy := request.query.get("propagationPolicy"):
+        return policy
+    try:
+        options = json.loads(await request.read() or b"{}")
+    except ValueError:
+        return ""
+    return str(options.get("propagationPolicy", "")) if isinstance(options, dict) else ""
 
 
 async def _deliver(response: web.StreamResponse, event: _Event, matches: Predicate) -> None:

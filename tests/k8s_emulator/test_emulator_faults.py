@@ -1,8 +1,10 @@
-"""The emulator's discovery, injected faults, named 404s and admission behave as kube-apiserver
-does, checked through the real kubernetes-asyncio client over HTTP."""
+"""The emulator's discovery, injected faults, named 404s, admission and garbage collection
+behave as kube-apiserver and the garbage collector do, checked through the real
+kubernetes-asyncio client over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -12,7 +14,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.k8s_emulator.admission import Attributes, owner_references_enforcement
 from tests.k8s_emulator.faults import DISCONNECT
-from tests.k8s_emulator.server import HYPERNODES, NAMESPACES, NODES, SERVICES, KubeEmulator
+from tests.k8s_emulator.server import (
+    HYPERNODES,
+    NAMESPACES,
+    NODES,
+    SERVICES,
+    VOLCANO_JOBS,
+    KubeEmulator,
+)
 
 
 @pytest.fixture
@@ -119,3 +128,32 @@ async def test_owner_references_permission_enforcement(kube) -> None:  # type: i
     granted.add(Attributes("update", "", "namespaces", "finalizers", namespace="ml", name="ml"))
     await core.create_namespaced_service("ml", service("b", blockOwnerDeletion=True))
     assert {name for _, name in emulator.objects[SERVICES]} == {"unowned", "a", "b"}
+
+
+async def test_garbage_collection_deletes_dependents_unless_orphaned(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api = kube
+    emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    custom = client.CustomObjectsApi(api)
+
+    def owned(name: str, owner: dict) -> dict:
+        meta = owner["metadata"]
+        ref = {"apiVersion": "v1", "kind": "X", "name": meta["name"], "uid": meta["uid"]}
+        return {"metadata": {"name": name, "namespace": "ml", "ownerReferences": [ref]}}
+
+    job = emulator.create(VOLCANO_JOBS, {"metadata": {"name": "j", "namespace": "ml"}})
+    service = emulator.create(SERVICES, owned("s", job))
+    emulator.create(SERVICES, owned("s-child", service))  # collected after its owner
+    kept = emulator.create(VOLCANO_JOBS, {"metadata": {"name": "k", "namespace": "ml"}})
+    emulator.create(SERVICES, owned("orphan", kept))
+
+    await custom.delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", "ml", "jobs", "j", propagation_policy="Background"
+    )
+    await custom.delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", "ml", "jobs", "k", propagation_policy="Orphan"
+    )
+    for _ in range(20):
+        if ("ml", "s-child") not in emulator.objects[SERVICES]:
+            break
+        await asyncio.sleep(0.01)
+    assert list(emulator.objects[SERVICES]) == [("ml", "orphan")]
