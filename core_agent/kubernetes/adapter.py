@@ -303,7 +303,8 @@ def _failure(
         return AlreadyExists(message)
     if status == 410:
         return Gone(message)
-    if status == 429 or (status or 0) >= 500 or not status:
+    # (status 0 is kubernetes-asyncio refusing to build the request: not worth repeating)
+    if status == 429 or (status or 0) >= 500:
         return Transient(f"{status} {reason}: {message}", retry_after=_retry_after(headers))
     if status == 404:
         return NotFound(message, named=bool((status_body.get("details") or {}).get("name")))
