@@ -38,10 +38,12 @@ async def watch_forever(
             )
             backoff.reset()
         except Missing:
+            # Discovery does not list the type (a 404 on a type it lists is Transient, below):
+            # the objects are gone with it. Watch it once it is installed (a CRD added later).
             log.info("%s: resource type not served by this cluster", kind.name)
             store.clear()
             on_change()
-            return
+            await api.wait_until_served(kind)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # the API server is down, a connection dropped, ...
