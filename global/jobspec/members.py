@@ -134,7 +134,7 @@ def member_jobs(
         if not tasks:
             continue
         pods = sum(t["replicas"] for t in tasks)
-        spec["tasks"] = tasks
+        spec["tasks"] = _local_dependencies(tasks)
         spec["minAvailable"] = pods
         if spec.get("minSuccess") is not None:
             spec["minSuccess"] = _min_success(int(spec["minSuccess"]), pods, whole=total)
@@ -170,6 +170,24 @@ def member_jobs(
 def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:
     """(member Volcano Job name, JobSpec) in rank order."""
     return [(member + suffix, spec) for suffix, spec in volcano_job_specs(manifest)]
+
+
+def _local_dependencies(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tasks without `dependsOn` names of tasks another cluster holds: Volcano's webhook refuses
+    a dependency on a task the Job lacks (it is no DAG) and its controller would wait for it
+    for ever. The order across clusters is the cross-cluster gang's: every share starts
+    together or not at all."""
+    names = {t.get("name") for t in tasks}
+    for task in tasks:
+        depends = task.get("dependsOn")
+        if not isinstance(depends, dict) or not isinstance(depends.get("name"), list):
+            continue
+        local = [n for n in depends["name"] if n in names]
+        if local:
+            depends["name"] = local
+        else:
+            del task["dependsOn"]
+    return tasks
 
 
 def _min_success(min_success: int, pods: int, *, whole: int) -> int:

@@ -9,7 +9,8 @@ or replaced over HTTP (objects tests put in directly are not checked):
   ed72c7c `pkg/webhooks/admission/jobs/validate/admit_job.go`): the Job's name and each pod
   name `<job>-<task>-<task position>` qualified names (63 characters), at least one task,
   unique task names, task `minAvailable` <= replicas, the Job's `minAvailable` <= all
-  replicas, and partition policies of whole partitions. A denial is a 400 "admission webhook
+  replicas, partition policies of whole partitions, and `dependsOn` forming a DAG of the
+  Job's own tasks. A denial is a 400 "admission webhook
   ... denied the request", as the API server reports a webhook's answer without a code.
 
 Not emulated: the webhook's queue lookup, plugin and policy checks, the pod template's full
@@ -146,7 +147,21 @@ def volcano_job_denials(job: dict[str, Any]) -> list[str]:
         denied.append(f"create job with name {name} validate failed {problems}")
     if sum(int(t.get("replicas", 0)) for t in tasks) < int(spec.get("minAvailable") or 0):
         denied.append("job 'minAvailable' should not be greater than total replicas in tasks;")
+    if not _is_dag(tasks):
+        denied.append(
+            "job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG);"
+        )
     return denied
+
+
+def _is_dag(tasks: list[dict[str, Any]]) -> bool:
+    """Volcano's topological sort of `dependsOn`: a task that depends on a name no task has,
+    or on a cycle, is never reached."""
+    waits = {str(t.get("name")): set((t.get("dependsOn") or {}).get("name") or []) for t in tasks}
+    done: set[str] = set()
+    while ready := [t for t, deps in waits.items() if t not in done and deps <= done]:
+        done.update(ready)
+    return len(done) == len(waits)
 
 
 def _partition_denials(task: dict[str, Any], job: str) -> list[str]:

@@ -114,10 +114,18 @@ async def test_volcano_job_spec_rules(kube) -> None:  # type: ignore[no-untyped-
             "'Replicas' are not equal to TotalPartitions*PartitionSize",
         ),
         (_tasks(vcjob("g"), topologyPolicy="always"), 422, 'Unsupported value: "always"'),
+        (_tasks(vcjob("h"), dependsOn={"name": ["master"]}), 400, "directed acyclic graph"),
     ]
     for body, code, text in cases:
         exc = await refused(api, body)
         assert (exc.status, text in message(exc)) == (code, True), message(exc)
+    ordered = vcjob("ordered")
+    master = {**copy.deepcopy(ordered["spec"]["tasks"][0]), "name": "master", "replicas": 1}
+    ordered["spec"]["tasks"].insert(0, master)
+    ordered["spec"]["tasks"][1]["dependsOn"] = {"name": ["master"]}
+    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, "ml", PLURAL, ordered
+    )  # a dependency on the Job's own task is a DAG
 
 
 async def test_unknown_fields_are_pruned_or_refused_when_strict(kube) -> None:  # type: ignore[no-untyped-def]

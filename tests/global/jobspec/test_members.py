@@ -250,3 +250,15 @@ def test_split_units_hold_whole_partitions() -> None:
     assert "would cut task 'worker'" in str(refused.value.errors[0].message)
     with pytest.raises(ValueError, match="not whole partitions"):
         member_jobs(job, layout(0, 2))  # a share the Global never sends
+
+
+def test_a_dependency_on_a_task_in_another_cluster_is_left_out() -> None:
+    job = copy.deepcopy(JOB)
+    job["spec"]["tasks"][1]["dependsOn"] = {"name": ["master"]}
+    job["spec"]["tasks"][1].pop("partitionPolicy")
+    # Volcano refuses a worker that depends on a master its Job lacks (no DAG).
+    (second,) = member_jobs(job, layout(6, 6, index=1))
+    assert [t["name"] for t in second["spec"]["tasks"]] == ["worker"]
+    assert "dependsOn" not in second["spec"]["tasks"][0]
+    (first,) = member_jobs(job, layout(0, 6))  # both tasks here: Volcano orders them
+    assert first["spec"]["tasks"][1]["dependsOn"] == {"name": ["master"]}
