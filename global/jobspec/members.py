@@ -134,7 +134,8 @@ def member_jobs(
         if not tasks:
             continue
         pods = sum(t["replicas"] for t in tasks)
-        spec["tasks"] = _local_dependencies(tasks)
+        every = {t.get("name") for t in spec.get("tasks") or []}
+        spec["tasks"] = _local_dependencies(tasks, elsewhere=every - {t["name"] for t in tasks})
         spec["minAvailable"] = pods
         if spec.get("minSuccess") is not None:
             spec["minSuccess"] = _min_success(int(spec["minSuccess"]), pods, whole=total)
@@ -172,19 +173,21 @@ def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict
     return [(member + suffix, spec) for suffix, spec in volcano_job_specs(manifest)]
 
 
-def _local_dependencies(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tasks without `dependsOn` names of tasks another cluster holds: Volcano's webhook refuses
-    a dependency on a task the Job lacks (it is no DAG) and its controller would wait for it
-    for ever. The order across clusters is the cross-cluster gang's: every share starts
-    together or not at all."""
-    names = {t.get("name") for t in tasks}
+def _local_dependencies(
+    tasks: list[dict[str, Any]], *, elsewhere: set[Any]
+) -> list[dict[str, Any]]:
+    """Tasks without `dependsOn` names of tasks another cluster holds (`elsewhere`): Volcano's
+    webhook refuses a dependency on a task the Job lacks (it is no DAG) and its controller
+    would wait for it for ever. The order across clusters is the cross-cluster gang's: every
+    share starts together or not at all. A name no task of the document has stays, for Volcano
+    to refuse as it would the user's own Job."""
     for task in tasks:
         depends = task.get("dependsOn")
         if not isinstance(depends, dict) or not isinstance(depends.get("name"), list):
             continue
-        local = [n for n in depends["name"] if n in names]
-        if local:
-            depends["name"] = local
+        kept = [n for n in depends["name"] if n not in elsewhere]
+        if kept:
+            depends["name"] = kept
         else:
             del task["dependsOn"]
     return tasks

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core_agent.kubernetes.shares import share_phase
+from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import federation
 from tests.core_agent.test_kubernetes_shares import join_two, member_cluster, set_phase
 from tests.factories import eventually, job_document
@@ -107,3 +108,19 @@ async def test_a_63_character_job_restarted_in_one_cluster_restarts_everywhere(
         job = await fed.job(uid)
         assert job["requeues"] == 1
         assert job["state"] in ("Placed", "Dispatched")
+
+
+async def test_what_volcano_refuses_fails_the_share_with_volcanos_word(database_url: str) -> None:
+    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+        await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
+        await fed.ready("k8s")
+        doc = job_document("train", replicas=2)
+        # The Global takes a dependency on a task the Job does not have; Volcano does not.
+        doc["spec"]["tasks"][0]["dependsOn"] = {"name": ["launcher"]}
+        uid = await fed.submit(doc)
+
+        message = await fed.event(uid, "GangWithdrawn")
+        assert "k8s: Failed" in message
+        assert 'admission webhook "validatejob.volcano.sh" denied the request' in message
+        assert "directed acyclic graph" in message
+        assert not emulator.objects[VOLCANO_JOBS]
