@@ -6,14 +6,15 @@ or replaced over HTTP (objects tests put in directly are not checked):
   subdomain; 422 `Invalid` naming `metadata.name`;
 - Volcano Jobs pruned and validated against Volcano's published CRD schema (`schema.py`);
 - then Volcano's validating webhook (`validatejob.volcano.sh`, written anew from Volcano
-  ed72c7c `pkg/webhooks/admission/jobs/validate/admit_job.go`): the Job's name and each pod
+  ed72c7c `pkg/webhooks/admission/jobs/validate/admit_job.go`): the `mpi` plugin's master
+  task present, the Job's name and each pod
   name `<job>-<task>-<task position>` qualified names (63 characters), at least one task,
   unique task names, task `minAvailable` <= replicas, the Job's `minAvailable` <= all
   replicas, partition policies of whole partitions, and `dependsOn` forming a DAG of the
   Job's own tasks. A denial is a 400 "admission webhook
   ... denied the request", as the API server reports a webhook's answer without a code.
 
-Not emulated: the webhook's queue lookup, plugin and policy checks, the pod template's full
+Not emulated: the webhook's queue lookup, other plugin checks, policy checks, the pod template's full
 validation, the mutating webhook's defaults.
 """
 
@@ -126,6 +127,9 @@ def volcano_job_denials(job: dict[str, Any]) -> list[str]:
     tasks = spec.get("tasks") or []
     if not tasks:
         return ["No task specified in job spec"]
+    mpi = (spec.get("plugins") or {}).get("mpi")
+    if mpi is not None and _mpi_master(mpi) not in {t.get("name") for t in tasks}:
+        return ["The specified mpi master task was not found"]
     denied: list[str] = []
     seen: set[str] = set()
     for position, task in enumerate(tasks):
@@ -152,6 +156,16 @@ def volcano_job_denials(job: dict[str, Any]) -> list[str]:
             "job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG);"
         )
     return denied
+
+
+def _mpi_master(arguments: list[str]) -> str:
+    """The `mpi` plugin's master task (Go flag syntax: `--master=x`, `-master x`; default
+    "master")."""
+    for i, argument in enumerate(arguments):
+        flag, _, value = argument.lstrip("-").partition("=")
+        if argument.startswith("-") and flag == "master":
+            return value or (arguments[i + 1] if i + 1 < len(arguments) else "")
+    return "master"
 
 
 def _is_dag(tasks: list[dict[str, Any]]) -> bool:

@@ -115,6 +115,8 @@ async def test_volcano_job_spec_rules(kube) -> None:  # type: ignore[no-untyped-
         ),
         (_tasks(vcjob("g"), topologyPolicy="always"), 422, 'Unsupported value: "always"'),
         (_tasks(vcjob("h"), dependsOn={"name": ["master"]}), 400, "directed acyclic graph"),
+        # A split MPI job's share without the launcher: Volcano says no (docs/agents.md).
+        (vcjob("i", plugins={"mpi": ["--master=launcher"]}), 400, "mpi master task was not found"),
     ]
     for body, code, text in cases:
         exc = await refused(api, body)
@@ -123,9 +125,10 @@ async def test_volcano_job_spec_rules(kube) -> None:  # type: ignore[no-untyped-
     master = {**copy.deepcopy(ordered["spec"]["tasks"][0]), "name": "master", "replicas": 1}
     ordered["spec"]["tasks"].insert(0, master)
     ordered["spec"]["tasks"][1]["dependsOn"] = {"name": ["master"]}
+    ordered["spec"]["plugins"] = {"mpi": ["--port=2222"]}  # the default master: "master"
     await client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, "ml", PLURAL, ordered
-    )  # a dependency on the Job's own task is a DAG
+    )  # a dependency on the Job's own task is a DAG, and its mpi master is there
 
 
 async def test_unknown_fields_are_pruned_or_refused_when_strict(kube) -> None:  # type: ignore[no-untyped-def]
