@@ -17,7 +17,14 @@ from core_agent.inventory import Inventory
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.backoff import Backoff
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
+from volcano_global.rpc.shares import (
+    ShareAssignment,
+    ShareCancellation,
+    SharePhase,
+    ShareStatus,
+    phases_accepted,
+    report_for,
+)
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -62,6 +69,7 @@ class AgentClient:
         self.report_seq = 0
         self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
         self._reports_written = 0  # the last report written on the current stream
+        self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -134,6 +142,7 @@ class AgentClient:
             if welcome is grpc.aio.EOF or welcome.WhichOneof("body") != "welcome":
                 raise ConnectionError("the Global did not welcome the agent")
             self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
+            self.share_phases = phases_accepted(welcome.welcome)  # an older Global knows fewer
             await self._catch_up(call, welcome.welcome)
             self._reports_written = 0  # resend every unacknowledged report on this stream
             if self.unacked_reports:
@@ -205,7 +214,9 @@ class AgentClient:
                 await self._send_snapshot(call)
             for seq, report in list(self.unacked_reports.items()):
                 if seq > self._reports_written:
-                    await call.write(pb.AgentMessage(job_status=report))
+                    await call.write(
+                        pb.AgentMessage(job_status=report_for(report, self.share_phases))
+                    )
                     self._reports_written = seq
             if moved and time.monotonic() >= next_delta:
                 moved = False

@@ -35,13 +35,20 @@ from volcano_global.jobspec.members import (
     RENDEZVOUS_PORT,
     VOLCANO_API_VERSION,
     member_jobs,
+    share_member_name,
 )
+from volcano_global.jobspec.naming import rendezvous_service_name
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
 
 log = logging.getLogger(__name__)
 
 VOLCANO_JOBS = Kind("vcjobs", label_selector=PLACEMENT_LABEL)
-FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})  # Volcano's
+# Volcano's Job phases (batch.volcano.sh/v1alpha1 JobPhase) as a share's. Aborting and
+# Terminating already kill the pods (AbortJob/TerminateJob): the share is lost, and Aborted
+# is only resumed by hand. Restarting (any Restart* action) is its own share phase: the Global
+# restarts the whole gang. Completing is CompleteJob (or minSuccess) on its way to Completed.
+FAILED_PHASES = frozenset({"Failed", "Aborting", "Aborted", "Terminating", "Terminated"})
+RUNNING_PHASES = frozenset({"Running", "Completing", "Completed"})
 T = TypeVar("T")
 
 
@@ -171,7 +178,7 @@ class MemberJobs:
         (a cancellation deletes them itself, not leaving them to the garbage collector).
         Returns a warning for the user when the cluster cannot export it."""
         pid = a.placement_id
-        name = f"{a.member_job_name}-rdzv"
+        name = rendezvous_service_name(share_member_name(json.loads(a.manifest_json), a))
         job_name = document["metadata"]["name"]
         task = document["spec"]["tasks"][0]["name"]
         # No blockOwnerDeletion: the Job is deleted in the background and these are deleted
@@ -336,8 +343,9 @@ class MemberJobs:
 
 
 def share_phase(jobs: list[dict[str, Any]]) -> tuple[SharePhase, str]:
-    """A share's phase from its Volcano Jobs' status: Failed if any failed, Succeeded when all
-    completed, Running when all run their gang (or completed), else Accepted."""
+    """A share's phase from its Volcano Jobs' status: Failed if any failed (or is aborting or
+    terminating), Restarting if any restarted, Succeeded when all completed, Running when all
+    run their gang (or complete), else Accepted."""
     expected = max(int(_annotations(o).get(MEMBERS_ANNOTATION, "1")) for o in jobs)
     phases = []
     for obj in jobs:
@@ -349,11 +357,21 @@ def share_phase(jobs: list[dict[str, Any]]) -> tuple[SharePhase, str]:
                 f": {detail}" if detail else ""
             )
         phases.append(phase)
+    for obj in jobs:
+        # A member job is new with its placement, so any retry is Volcano restarting it alone;
+        # the count also catches a Restarting already over when the agent was not watching.
+        retries = int((obj.get("status") or {}).get("retryCount") or 0)
+        phase = ((obj.get("status") or {}).get("state") or {}).get("phase", "Pending")
+        if phase == "Restarting" or retries > 0:
+            return SharePhase.RESTARTING, (
+                f"Volcano Job {obj['metadata']['name']} restarted in the cluster "
+                f"(retry {max(retries, 1)}): the job restarts in every cluster"
+            )
     if len(jobs) < expected:
         return SharePhase.ACCEPTED, ""
     if all(p == "Completed" for p in phases):
         return SharePhase.SUCCEEDED, ""
-    if all(p in ("Running", "Completing", "Completed") for p in phases):
+    if all(p in RUNNING_PHASES for p in phases):
         return SharePhase.RUNNING, ""
     return SharePhase.ACCEPTED, ""
 

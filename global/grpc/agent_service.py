@@ -22,7 +22,7 @@ from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.errors import grpc_status
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
+from volcano_global.rpc.shares import ACCEPTED_PHASES, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services.dispatch import reports
@@ -100,6 +100,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 applied_seq=applied,
                 snapshot_required=empty,
                 heartbeat_interval_seconds=self.settings.agents.heartbeat_interval_s,
+                share_phases=ACCEPTED_PHASES,
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)

@@ -4,19 +4,28 @@ The job's pods are ranked in document order (tasks in order, replicas in order; 
 replicated jobs in order, each replica's tasks in order). A share owns the ranks
 [rank_offset, rank_offset + pods): each task keeps the replicas whose ranks fall there, so TP/PP
 groups laid out in rank order stay together. Everything else in the user's document is kept:
-`networkTopology`, `partitionPolicy` (partition count recomputed for the share's replicas),
-policies, plugins, the pod templates. `minAvailable` becomes the share's pod count (the gang
-inside the cluster; the Global holds the gang across clusters).
+its labels and annotations (Volcano reads `volcano.sh/preemptable`, `revocable-zone`, plugins'
+settings from the Job), `networkTopology`, `partitionPolicy` (partition counts recomputed for
+the share's replicas: split units hold whole partitions, see normalize), policies, plugins, the
+pod templates. `minAvailable` becomes the share's pod count (the gang inside the cluster; the
+Global holds the gang across clusters); `minSuccess` is scaled to the share (`_min_success`).
+Names: `naming.py`.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import yaml
 
 from volcano_global.jobspec.extensions import COMMUNICATION
+from volcano_global.jobspec.naming import (
+    member_job_name,
+    rendezvous_service_name,
+    volcano_job_specs,
+)
 from volcano_global.rpc.shares import ShareAssignment
 
 VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -28,10 +37,15 @@ CLUSTER_INDEX_LABEL = LABEL_PREFIX + "cluster-index"
 MEMBERS_ANNOTATION = LABEL_PREFIX + "members"  # how many Volcano Jobs the share has
 
 
-def member_job_name(job_name: str, placement_id: str) -> str:
-    """The member Volcano Job of a placement: the job's name and the placement's first 8 hex
-    digits (a requeued job's new placement never collides with the old one's leftovers)."""
-    return f"{job_name[:50]}-{placement_id.replace('-', '')[:8]}"
+__all__ = ["member_job_name", "member_jobs", "rendezvous_address", "share_member_name"]
+
+
+def share_member_name(manifest: dict[str, Any], share: ShareAssignment) -> str:
+    """The share's member base name: the Global's (every share of a placement has the same),
+    or for an assignment without one the same name derived again."""
+    return share.member_job_name or member_job_name(
+        share.job_name, share.placement_id, manifest=manifest
+    )
 
 
 def rendezvous_address(
@@ -41,7 +55,8 @@ def rendezvous_address(
     Volcano's `svc` plugin creates. Split: the `<member>-rdzv` service the rank-0 cluster's
     agent exports through Multi-Cluster Services (`clusterset.local`)."""
     if split:
-        return f"{member}-rdzv.{namespace}.svc.clusterset.local:{RENDEZVOUS_PORT}"
+        service = rendezvous_service_name(member)
+        return f"{service}.{namespace}.svc.clusterset.local:{RENDEZVOUS_PORT}"
     job, spec = _volcano_jobs(manifest, member)[0]
     task = (spec.get("tasks") or [{}])[0].get("name", "task")
     return f"{job}-{task}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
@@ -95,16 +110,20 @@ def member_jobs(
 ) -> list[dict[str, Any]]:
     """The Volcano Job documents of one share (one per Job; one per HyperJob child that has
     pods in the share)."""
-    member = share.member_job_name or member_job_name(share.job_name, share.placement_id)
+    member = share_member_name(manifest, share)
     first, last = share.rank_offset, share.rank_offset + share.pods
     env = [{"name": k, "value": v} for k, v in rendezvous_env(share, api_url=api_url).items()]
     parallelism = parallelism_env(manifest)
     if parallelism:
         env.append({"name": "VGLOBAL_PARALLELISM", "value": parallelism})
+    metadata = manifest.get("metadata") or {}
+    user_labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    user_annotations = {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}
     documents = []
     rank = 0
     for name, spec in _volcano_jobs(manifest, member):
         spec = copy.deepcopy(spec)
+        total = sum(int(t.get("replicas", 1)) for t in spec.get("tasks") or [])
         tasks = []
         for task in spec.get("tasks") or []:
             replicas = int(task.get("replicas", 1))
@@ -114,9 +133,12 @@ def member_jobs(
                 tasks.append(_task_share(task, kept, env))
         if not tasks:
             continue
-        spec["tasks"] = tasks
-        spec["minAvailable"] = sum(t["replicas"] for t in tasks)
-        spec.pop("minSuccess", None)
+        pods = sum(t["replicas"] for t in tasks)
+        every = {t.get("name") for t in spec.get("tasks") or []}
+        spec["tasks"] = _local_dependencies(tasks, elsewhere=every - {t["name"] for t in tasks})
+        spec["minAvailable"] = pods
+        if spec.get("minSuccess") is not None:
+            spec["minSuccess"] = _min_success(int(spec["minSuccess"]), pods, whole=total)
         documents.append(
             {
                 "apiVersion": VOLCANO_API_VERSION,
@@ -124,12 +146,15 @@ def member_jobs(
                 "metadata": {
                     "name": name,
                     "namespace": share.namespace,
+                    # The user's first, the Global's over them: the agent finds its jobs by these.
                     "labels": {
+                        **user_labels,
                         PLACEMENT_LABEL: share.placement_id,
                         JOB_UID_LABEL: share.job_uid,
                         CLUSTER_INDEX_LABEL: str(share.cluster_index),
                     },
                     "annotations": {
+                        **user_annotations,
                         LABEL_PREFIX + "job-name": share.job_name,
                         LABEL_PREFIX + "generation": str(share.generation),
                         LABEL_PREFIX + "ranks": f"{first}-{last - 1}",
@@ -145,14 +170,38 @@ def member_jobs(
 
 def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:
     """(member Volcano Job name, JobSpec) in rank order."""
-    spec = manifest.get("spec") or {}
-    if manifest.get("kind") != "HyperJob":
-        return [(member, spec)]
-    return [
-        (f"{member}-{replicated.get('name', 'job')}-{i}", replicated.get("templateSpec") or {})
-        for replicated in spec.get("replicatedJobs") or []
-        for i in range(int(replicated.get("replicas", 1)))
-    ]
+    return [(member + suffix, spec) for suffix, spec in volcano_job_specs(manifest)]
+
+
+def _local_dependencies(
+    tasks: list[dict[str, Any]], *, elsewhere: set[Any]
+) -> list[dict[str, Any]]:
+    """Tasks without `dependsOn` names of tasks another cluster holds (`elsewhere`): Volcano's
+    webhook refuses a dependency on a task the Job lacks (it is no DAG) and its controller
+    would wait for it for ever. The order across clusters is the cross-cluster gang's: every
+    share starts together or not at all. A name no task of the document has stays, for Volcano
+    to refuse as it would the user's own Job."""
+    for task in tasks:
+        depends = task.get("dependsOn")
+        if not isinstance(depends, dict) or not isinstance(depends.get("name"), list):
+            continue
+        kept = [n for n in depends["name"] if n not in elsewhere]
+        if kept:
+            depends["name"] = kept
+        else:
+            del task["dependsOn"]
+    return tasks
+
+
+def _min_success(min_success: int, pods: int, *, whole: int) -> int:
+    """The user's `minSuccess` for `pods` of the job's `whole`: its share, rounded up. The
+    shares' minimums add up to at least the user's, so every share Completed means the job met
+    its minSuccess; a share may fail although the job as a whole would have succeeded with
+    other shares' surplus (conservative: Succeeded is never reported wrongly). Volcano's CRD
+    wants at least 1; a minSuccess above the job's pods is capped at the share's."""
+    if whole <= 0:
+        return max(1, min(min_success, pods))
+    return max(1, min(pods, math.ceil(min_success * pods / whole)))
 
 
 def _task_share(task: dict[str, Any], replicas: int, env: list[dict[str, str]]) -> dict[str, Any]:
@@ -162,10 +211,17 @@ def _task_share(task: dict[str, Any], replicas: int, env: list[dict[str, str]]) 
         task["minAvailable"] = min(int(task["minAvailable"]), replicas)
     partition = task.get("partitionPolicy")
     if isinstance(partition, dict) and partition.get("partitionSize"):
-        total = replicas // int(partition["partitionSize"])
+        size = int(partition["partitionSize"])
+        if replicas % size:  # normalize never splits a unit inside a partition
+            raise ValueError(
+                f"task {task.get('name')!r}: {replicas} replicas are not whole partitions of {size}"
+            )
+        total = replicas // size
         partition["totalPartitions"] = total
-        if "minPartitions" in partition:
+        if int(partition.get("minPartitions") or 0) > 0:
             partition["minPartitions"] = min(int(partition["minPartitions"]), total)
+            if "minAvailable" in task:  # Volcano: minAvailable = minPartitions x partitionSize
+                task["minAvailable"] = partition["minPartitions"] * size
     pod_spec = task.setdefault("template", {}).setdefault("spec", {})
     names = {e["name"] for e in env}
     for container in pod_spec.get("containers") or []:

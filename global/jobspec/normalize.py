@@ -276,20 +276,18 @@ def _split_policy(
     if unit_pods is None and communication is not None:
         unit_pods = max(communication.unit_gpus // communication.gpus_per_pod, 1)
     if unit_pods is None:
-        partitions = {t.partition.partition_size for t in gang.tasks if t.partition}
-        unit_pods = partitions.pop() if len(partitions) == 1 else 1
+        unit_pods = _smallest_whole_unit(gang)
     path = child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS)
     if gang.total_pods % unit_pods:
         check.fail(
             path, f"a split unit of {unit_pods} pods must divide the job's {gang.total_pods} pods"
         )
-    for task in gang.tasks:
-        if task.partition and unit_pods % task.partition.partition_size:
-            check.fail(
-                path,
-                f"a split unit of {unit_pods} pods would cut task {task.name!r}'s partitions "
-                f"of {task.partition.partition_size} pods",
-            )
+    elif (cut := _cut_partition(gang, unit_pods)) is not None:
+        check.fail(
+            path,
+            f"a split unit of {unit_pods} pods would cut task {cut.name!r}'s partitions "
+            f"of {cut.partition.partition_size if cut.partition else 0} pods",
+        )
     return SplitPolicy(
         mode="auto",
         unit_pods=unit_pods,
@@ -297,6 +295,36 @@ def _split_policy(
         min_share_pods=min_share if min_share is not None else unit_pods,
         source=source,  # type: ignore[arg-type]
     )
+
+
+def _cut_partition(gang: Gang, unit_pods: int) -> TaskGang | None:
+    """The first task whose partitions a share boundary (a multiple of the unit in rank
+    order) would cut. Volcano refuses a task whose replicas are not whole partitions
+    (`replicas = totalPartitions x partitionSize`, totalPartitions >= 1), so every boundary
+    inside a partitioned task must fall between two of its partitions, counted from the task's
+    first rank - not only a unit divisible by the partition size (a task starting at an odd
+    rank gave a share `totalPartitions: 0`)."""
+    start = 0
+    for task in gang.tasks:
+        end = start + task.replicas
+        if task.partition:
+            size = task.partition.partition_size
+            first = (start // unit_pods + 1) * unit_pods
+            if any((b - start) % size for b in range(first, end, unit_pods)):
+                return task
+        start = end
+    return None
+
+
+def _smallest_whole_unit(gang: Gang) -> int:
+    """The default unit: the smallest divisor of the job's pods that cuts no partition (1 for
+    a job without partitions; the whole job when nothing smaller fits)."""
+    total = max(gang.total_pods, 1)
+    smallest = min((t.partition.partition_size for t in gang.tasks if t.partition), default=1)
+    for unit in range(smallest, total + 1):
+        if total % unit == 0 and _cut_partition(gang, unit) is None:
+            return unit
+    return total
 
 
 def _common_gpu_model(tasks: list[TaskGang]) -> str | None:

@@ -27,6 +27,10 @@ class SharePhase(enum.StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
+    # Volcano restarted the share in its cluster on its own. Reported, never stored: the
+    # Global stores the share as Failed (old replicas read the column during a rolling
+    # upgrade) and restarts the job everywhere.
+    RESTARTING = "Restarting"
 
     @property
     def progress(self) -> int:
@@ -58,6 +62,7 @@ _PROGRESS = {
     SharePhase.SUCCEEDED: 3,
     SharePhase.FAILED: 4,
     SharePhase.CANCELLED: 4,
+    SharePhase.RESTARTING: 4,
 }
 # By name (SHARE_PHASE_RUNNING <-> Running): a phase missing on either side fails at import.
 _TO_PROTO = {
@@ -66,6 +71,37 @@ _TO_PROTO = {
     if phase is not SharePhase.ASSIGNED
 }
 _FROM_PROTO = {value: phase for phase, value in _TO_PROTO.items()}
+# Every phase this version accepts in a report (sent in Welcome.share_phases).
+ACCEPTED_PHASES: tuple[int, ...] = tuple(sorted(_FROM_PROTO))
+# What a Global that sends no Welcome.share_phases accepts: the phases before Restarting.
+_OLDER_GLOBAL_PHASES = frozenset(
+    _TO_PROTO[p]
+    for p in (
+        SharePhase.ACCEPTED,
+        SharePhase.RUNNING,
+        SharePhase.SUCCEEDED,
+        SharePhase.FAILED,
+        SharePhase.CANCELLED,
+    )
+)
+
+
+def phases_accepted(welcome: pb.Welcome) -> frozenset[int]:
+    """The report phases the Global that sent `welcome` accepts."""
+    return frozenset(welcome.share_phases) or _OLDER_GLOBAL_PHASES
+
+
+def report_for(report: pb.JobStatusReport, accepted: frozenset[int]) -> pb.JobStatusReport:
+    """The report as a Global accepting only `accepted` phases can take it (an older Global
+    refuses an unknown phase and ends the stream): Restarting becomes Failed, the nearest
+    outcome it knows (it then applies the job's PodFailed policy instead of restarting)."""
+    if report.phase in accepted or report.phase != pb.SHARE_PHASE_RESTARTING:
+        return report
+    older = pb.JobStatusReport()
+    older.CopyFrom(report)
+    older.phase, older.phase_name = pb.SHARE_PHASE_FAILED, SharePhase.FAILED.value
+    older.message = "restarted in its cluster" + (f": {report.message}" if report.message else "")
+    return older
 
 
 class _Wire(Generic[M]):

@@ -15,7 +15,7 @@ from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.deploy.manifests import OVERLAYS, find, render
 from tests.factories import job_document, share_assignment
-from tests.k8s_emulator.admission import Attributes, owner_references_enforcement
+from tests.k8s_emulator.owner_references import Attributes, owner_references_enforcement
 from tests.k8s_emulator.server import (
     HYPERNODES,
     NAMESPACES,

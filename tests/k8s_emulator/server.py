@@ -2,7 +2,9 @@
 the agent: lists with increasing resourceVersions and `limit`/`continue`, watches from a
 resourceVersion (ADDED/MODIFIED/DELETED, objects entering or leaving a selector become
 ADDED/DELETED, an ERROR 410 "Expired" event for a compacted one), label and field selectors,
-create/replace/merge-patch/delete, core resources and registered custom resources.
+create/replace/merge-patch/delete, core resources and registered custom resources. Created
+and replaced objects go through admission first (`admission.py`: names, Volcano Jobs' CRD
+schema and Volcano's webhook).
 
 Deviation from a real API server (documented because tests must not depend on it): a paginated
 list serves the live state at each page, not a snapshot at the first page's resourceVersion.
@@ -20,10 +22,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
-from tests.k8s_emulator import discovery, gc
-from tests.k8s_emulator.admission import Plugin
+from tests.k8s_emulator import admission, discovery, gc
 from tests.k8s_emulator.faults import Faults
+from tests.k8s_emulator.owner_references import Plugin
 from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
 
 GVR = tuple[str, str, str]  # (group, version, plural); core group is ""
@@ -218,9 +221,18 @@ class KubeEmulator:
                 for admit in self.admission:
                     if (refusal := admit(gvr, namespace or "", body)) is not None:
                         return refusal
-                return web.json_response(self.create(gvr, body), status=201)
+                admitted = self._admit(request, gvr, body)
+                return web.json_response(
+                    self.create(gvr, admitted.obj),
+                    status=201,
+                    headers=CIMultiDict(admission.warning_headers(admitted)),
+                )
             if request.method == "PUT":
-                return web.json_response(self.replace(gvr, await request.json()))
+                admitted = self._admit(request, gvr, await request.json())
+                return web.json_response(
+                    self.replace(gvr, admitted.obj),
+                    headers=CIMultiDict(admission.warning_headers(admitted)),
+                )
             if request.method == "PATCH":
                 return web.json_response(
                     self.patch(gvr, str(name), await request.json(), namespace or "")
@@ -230,11 +242,17 @@ class KubeEmulator:
                 if await _propagation(request) != "Orphan":
                     asyncio.get_running_loop().call_soon(gc.collect, self)
                 return web.json_response(gone)
+        except admission.Refused as refused:
+            return _status(refused.code, refused.reason, refused.message)
         except KeyError as exc:
             code = 409 if request.method == "POST" else 404
             reason = "AlreadyExists" if code == 409 else "NotFound"
             return _status(code, reason, str(exc), name=name or "")
         return _status(405, "MethodNotAllowed", request.method)
+
+    def _admit(self, request: web.Request, gvr: GVR, body: dict[str, Any]) -> admission.Admitted:
+        strict = request.query.get("fieldValidation") == "Strict"
+        return admission.admit(gvr, self.types[gvr].kind, body, strict=strict)
 
     def _parse(self, path: str) -> tuple[GVR, str | None, str | None] | None:
         parts = [p for p in path.split("/") if p]

@@ -12,8 +12,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.k8s_emulator.admission import Attributes, owner_references_enforcement
 from tests.k8s_emulator.faults import DISCONNECT
+from tests.k8s_emulator.owner_references import Attributes, owner_references_enforcement
 from tests.k8s_emulator.server import (
     HYPERNODES,
     NAMESPACES,

@@ -15,12 +15,14 @@ class SharePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHARE_PHASE_SUCCEEDED: _ClassVar[SharePhase]
     SHARE_PHASE_FAILED: _ClassVar[SharePhase]
     SHARE_PHASE_CANCELLED: _ClassVar[SharePhase]
+    SHARE_PHASE_RESTARTING: _ClassVar[SharePhase]
 SHARE_PHASE_UNSPECIFIED: SharePhase
 SHARE_PHASE_ACCEPTED: SharePhase
 SHARE_PHASE_RUNNING: SharePhase
 SHARE_PHASE_SUCCEEDED: SharePhase
 SHARE_PHASE_FAILED: SharePhase
 SHARE_PHASE_CANCELLED: SharePhase
+SHARE_PHASE_RESTARTING: SharePhase
 
 class AgentMessage(_message.Message):
     __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status")
@@ -65,14 +67,16 @@ class Hello(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds")
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_PHASES_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     snapshot_required: bool
     heartbeat_interval_seconds: int
-    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ...) -> None: ...
+    share_phases: _containers.RepeatedScalarFieldContainer[SharePhase]
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")

@@ -2,7 +2,7 @@
 accepted, Running only when every share reports all its pods started (cross-cluster gang), and
 Succeeded when every share has. A share that fails is handed to gang supervision: before the
 job runs the whole placement is withdrawn and the job requeued; after, the job's policy
-decides."""
+decides. A share Volcano restarted alone in its cluster restarts the job everywhere."""
 
 from __future__ import annotations
 
@@ -148,7 +148,9 @@ async def _apply(
     share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
     if share is None or phase.progress < share.phase.progress:
         return  # unknown share, or an older report resent after a newer one was stored
-    share.phase, share.reported_at, share.message = phase, utcnow(), message[:1000]
+    # Restarting is acted on, not stored: replicas of the previous release read the column.
+    stored = SharePhase.FAILED if phase is SharePhase.RESTARTING else phase
+    share.phase, share.reported_at, share.message = stored, utcnow(), message[:1000]
     if job is None or job.is_terminal:
         return
     phases = {s.phase for s in placement.shares}
@@ -161,6 +163,19 @@ async def _apply(
             reason="ClusterWarning",
             message=f"{share.cluster.name}: {report.warning}",
         )
+    if phase is SharePhase.RESTARTING:
+        # Volcano restarted this share's pods alone (a Restart* policy in its cluster): the
+        # other clusters' ranks cannot go on with new peers, so the gang restarts everywhere:
+        # every share cancelled, the job requeued as the policy said (within maxRetry).
+        await share_lost(
+            session,
+            placement=placement,
+            job=job,
+            event="ShareRestarted",
+            action="RestartJob",
+            message=f"share in {where}",
+        )
+        return
     if phase in (SharePhase.FAILED, SharePhase.CANCELLED):
         # Cancelled here means the share was removed in its cluster without our asking.
         await share_lost(

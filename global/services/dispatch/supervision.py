@@ -8,6 +8,8 @@
   failed: `PodFailed`) is handled by the job's Volcano `policies`: a Restart* action requeues
   the job (up to `spec.maxRetry`, default 3), AbortJob/TerminateJob fail it, CompleteJob
   completes it. Without a matching policy an evicted share requeues and a failed one fails.
+  A share Volcano restarted alone in its cluster (`ShareRestarted`) took a Restart* action
+  there already: the job is requeued the same way.
 """
 
 from __future__ import annotations
@@ -83,15 +85,22 @@ async def withdraw(
 
 
 async def share_lost(
-    session: AsyncSession, *, placement: Placement, job: Job, event: str, message: str
+    session: AsyncSession,
+    *,
+    placement: Placement,
+    job: Job,
+    event: str,
+    message: str,
+    action: str | None = None,
 ) -> GangOutcome:
-    """A share of a job stopped: withdraw if the job had not started, else apply its policy."""
+    """A share of a job stopped: withdraw if the job had not started, else apply its policy
+    (`action`: the one Volcano already took in the share's cluster, instead of the lookup)."""
     if job.state in NOT_STARTED:
         return await withdraw(
             session, placement=placement, job=job, reason="GangWithdrawn", message=message
         )
     lifecycle = lifecycle_of(job)
-    action = policy_action(lifecycle.policies, event)
+    action = action or policy_action(lifecycle.policies, event)
     max_retry = lifecycle.max_retry
     name = f"{job.namespace}/{job.name}"
     await end_placement(

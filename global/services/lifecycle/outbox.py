@@ -30,7 +30,7 @@ def enqueue_assignments(
     """One assignment per share. The job token rides in the payload until the agent
     acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
     duration = lifecycle_of(job).running_estimate_seconds
-    member = member_job_name(job.name, str(placement.id))
+    member = member_job_name(job.name, str(placement.id), manifest=job.manifest)
     ordered = sorted(shares, key=lambda s: s.rank_offset)
     rendezvous = rendezvous_address(
         job.manifest, member=member, namespace=job.namespace, split=len(ordered) > 1

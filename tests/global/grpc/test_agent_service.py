@@ -158,7 +158,7 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == (
         "job_status.phase_name: unknown phase 'Assigned': one of Accepted, Running, Succeeded, "
-        "Failed, Cancelled"
+        "Failed, Cancelled, Restarting"
     )
     await old_agent.close()
 
@@ -174,7 +174,7 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == (
         "job_status.phase: must be set: one of SHARE_PHASE_ACCEPTED, SHARE_PHASE_RUNNING, "
-        "SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED"
+        "SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED, SHARE_PHASE_RESTARTING"
     )
     await no_phase.close()
 

@@ -9,7 +9,15 @@ import pytest
 from google.protobuf.message import Message
 
 from tests.factories import share_assignment
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
+from volcano_global.rpc.shares import (
+    ACCEPTED_PHASES,
+    ShareAssignment,
+    ShareCancellation,
+    SharePhase,
+    ShareStatus,
+    phases_accepted,
+    report_for,
+)
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 ASSIGNMENT = share_assignment(  # every field set, none to its default
@@ -119,3 +127,18 @@ def test_a_status_names_its_phase_for_a_global_of_before_share_phase() -> None:
     """A Global of the previous release reads the phase by name from field 3."""
     status = ShareStatus(placement_id="p", job_uid="u", phase=SharePhase.SUCCEEDED)
     assert status.to_proto().phase_name == "Succeeded"
+
+
+def test_restarting_reaches_an_older_global_as_failed() -> None:
+    restarting = ShareStatus(
+        placement_id="p", job_uid="u", phase=SharePhase.RESTARTING, message="retry 1"
+    ).to_proto()
+    this = phases_accepted(pb.Welcome(share_phases=ACCEPTED_PHASES))
+    assert report_for(restarting, this) is restarting  # a Global that lists it gets it
+    older = phases_accepted(pb.Welcome())  # no share_phases: the release before Restarting
+    sent = report_for(restarting, older)
+    assert (sent.phase, sent.phase_name) == (pb.SHARE_PHASE_FAILED, "Failed")
+    assert sent.message == "restarted in its cluster: retry 1"
+    assert restarting.phase == pb.SHARE_PHASE_RESTARTING  # the kept report is not changed
+    running = ShareStatus(placement_id="p", job_uid="u", phase=SharePhase.RUNNING).to_proto()
+    assert report_for(running, older) is running
