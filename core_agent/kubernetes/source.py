@@ -14,7 +14,7 @@ from typing import Any
 from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
-from core_agent.kubernetes.watcher import Store, watch_forever
+from core_agent.kubernetes.watcher import Progress, Store, watch_forever
 from core_agent.sources import Report
 from volcano_global.jobspec.fields import Checker
 from volcano_global.jobspec.pods import GPU_MODEL_LABEL, is_accelerator, pod_resources
@@ -50,9 +50,9 @@ class KubernetesSource:
         self.hypernodes: Store = {}
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api)
-        self._synced = {
-            kind.name: asyncio.Event() for kind in (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
-        }
+        kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
+        self._synced = {kind.name: asyncio.Event() for kind in kinds}
+        self.progress = {kind.name: Progress() for kind in kinds}  # lists, watches, events
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -71,6 +71,7 @@ class KubernetesSource:
                         self._notifier(kind.name),
                         page_size=self.page_size,
                         watch_timeout_s=self.watch_timeout_s,
+                        progress=self.progress[kind.name],
                     ),
                     name=f"watch-{kind.name}",
                 )
