@@ -8,7 +8,8 @@ on `main` and the one in this worktree, measured in the same run.
 
 Three processes, so that each CPU and memory figure is the agent's own: this one; the emulator
 (`--role emulator`, driven over its stdin); and the agent (`--role agent`, once per
-implementation; `main`'s core_agent comes from `git archive main`, first on PYTHONPATH). The
+implementation; `main`'s core_agent comes from `git archive` of the commit where this branch
+left main, or `--baseline`, first on PYTHONPATH). The
 agent runs KubernetesSource alone (no gRPC stream to a Global) on uvloop, as `vglobal agent`
 does, so the CPU is the watch path: reading, decoding and storing events.
 """
@@ -43,6 +44,9 @@ def node(i: int) -> dict[str, Any]:
                 "node.kubernetes.io/instance-type": "p5.48xlarge",
             },
             "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "managedFields": [
+                managed("kubelet", "Update", {"f:status": {"f:conditions": {}, "f:images": {}}}),
+            ],
         },
         "spec": {"podCIDR": f"10.{i // 256}.{i % 256}.0/24", "providerID": f"aws:///{name}"},
         "status": {
@@ -72,6 +76,17 @@ def node(i: int) -> dict[str, Any]:
     }
 
 
+def managed(manager: str, operation: str, fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": "v1",
+        "time": "2026-12-01T20:00:05Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+
+
 def pod(i: int, nodes: int) -> dict[str, Any]:
     job = f"train-{i // 64:04d}"
     return {
@@ -80,6 +95,10 @@ def pod(i: int, nodes: int) -> dict[str, Any]:
             "namespace": f"team-{i % 10}",
             "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": "worker"},
             "annotations": {"scheduling.k8s.io/group-name": job, "volcano.sh/task-index": "0"},
+            "managedFields": [
+                managed("volcano", "Update", {"f:metadata": {"f:labels": {}}, "f:spec": {}}),
+                managed("kubelet", "Update", {"f:status": {"f:conditions": {}, "f:podIP": {}}}),
+            ],
             "ownerReferences": [
                 {
                     "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -111,9 +130,22 @@ def pod(i: int, nodes: int) -> dict[str, Any]:
         "status": {
             "phase": "Running",
             "podIP": f"10.2.{i // 256 % 256}.{i % 256}",
+            "startTime": "2026-12-01T20:00:00Z",
             "conditions": [
-                {"type": t, "status": "True"}
+                {"type": t, "status": "True", "lastTransitionTime": "2026-12-01T20:00:05Z"}
                 for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+            "containerStatuses": [
+                {
+                    "name": "worker",
+                    "image": "registry.example.com/train/llm:2025.1",
+                    "imageID": "registry.example.com/train/llm@sha256:" + "0" * 64,
+                    "containerID": f"containerd://{i:064x}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-12-01T20:00:04Z"}},
+                }
             ],
         },
     }
@@ -274,6 +306,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000, help="pod events to time")
     parser.add_argument("--rest", type=float, default=30.0, help="seconds at rest, measured")
     parser.add_argument("--only", choices=["main", "branch"], default=None)
+    parser.add_argument(
+        "--baseline", default=None, help="commit of 'main' (default: where HEAD left main)"
+    )
     args = parser.parse_args()
     if args.role == "emulator":
         asyncio.run(emulator_role(args))
@@ -284,11 +319,17 @@ def main() -> None:
         uvloop.run(agent_role(args))  # as `vglobal agent` runs
         return
     results = {}
+    git = ["git", "-C", str(REPO)]
+    base = (
+        args.baseline
+        or subprocess.run(
+            [*git, "merge-base", "main", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    print(f"main: core_agent of {base[:10]}")
     with tempfile.TemporaryDirectory() as old:
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "main", "core_agent"],
-            capture_output=True,
-            check=True,
+            [*git, "archive", base, "core_agent"], capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", old], input=archive.stdout, check=True)
         for impl, path in (("main", old), ("branch", "")):

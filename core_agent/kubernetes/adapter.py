@@ -5,7 +5,7 @@ deserialised into models (a V1Pod costs ~50 times the JSON of its event)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,7 @@ class KubeApi:
 
     async def watch(
         self, kind: Kind, *, resource_version: str, timeout_s: int
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """(event type, object) from `resource_version` on, BOOKMARKs included, until the server
         ends the watch after `timeout_s`. Raises Gone for 410 (HTTP or an in-stream ERROR),
         TimeoutError when the stream is silent past `timeout_s` and the grace, ApiException
@@ -128,8 +128,7 @@ class KubeApi:
                 refused = ApiException(status=response.status, reason=response.reason)
                 refused.body = await response.read()
                 raise _translated(refused)
-            # Whatever has arrived, split into lines here: one read for many events (a line
-            # read each costs more than decoding its event).
+            # Whatever has arrived, split into lines here: one read for many events.
             pending = b""
             async for chunk in response.content.iter_any():
                 *lines, pending = (pending + chunk).split(b"\n")

@@ -30,6 +30,8 @@ HYPERNODES = Kind("hypernodes")
 
 
 class KubernetesSource:
+    """`watch_timeout_s` is the shortest a watch asks to last (each lasts up to twice that)."""
+
     name = "kubernetes"
 
     def __init__(

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,19 +176,19 @@ async def stream(
 ) -> None:
     """One watch from `progress.version`, which follows every event, bookmarks included."""
     progress.watches += 1
-    async for event_type, obj in api.watch(
-        kind, resource_version=progress.version, timeout_s=timeout_s
-    ):
-        progress.events += 1
-        if event_type in ("ADDED", "MODIFIED"):
-            store[_key(obj)] = obj
-            on_change()
-        elif event_type == "DELETED":
-            store.pop(_key(obj), None)
-            on_change()
-        version = obj.get("metadata", {}).get("resourceVersion")
-        if version:
-            progress.version = version
+    events = api.watch(kind, resource_version=progress.version, timeout_s=timeout_s)
+    async with aclosing(events):  # a watch left midway closes its connection now
+        async for event_type, obj in events:
+            progress.events += 1
+            if event_type in ("ADDED", "MODIFIED"):
+                store[_key(obj)] = obj
+                on_change()
+            elif event_type == "DELETED":
+                store.pop(_key(obj), None)
+                on_change()
+            version = obj.get("metadata", {}).get("resourceVersion")
+            if version:
+                progress.version = version
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -12,14 +12,14 @@ import asyncio
 import copy
 import json
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from tests.k8s_emulator.selectors import Predicate
+
 GVR = tuple[str, str, str]
-Predicate = Callable[[dict[str, Any]], bool]
 
 
 @dataclass
