@@ -1,14 +1,21 @@
 """The one module that talks to kubernetes-asyncio (with its transport, transport.py).
 Everything comes back as plain JSON dicts: lists and watch events are read as JSON, never
-deserialised into models (a V1Pod costs ~50 times the JSON of its event)."""
+deserialised into models (a V1Pod costs ~100 times the JSON of its event).
+
+Every failure comes out as one of the exceptions below, classified as client-go's callers do:
+429 (API Priority and Fairness), any 5xx (an unreachable admission webhook, an API server
+restarting) and no answer at all are `Transient`; a 404 is a missing resource type only when
+the API's discovery no longer lists the type (a 404 on one object, or on a namespace, is not)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
 import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -18,7 +25,10 @@ from core_agent.kubernetes.transport import Timeouts, install
 HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
 SERVICE_EXPORT = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
-CUSTOM = {"hypernodes": HYPERNODE, "vcjobs": VOLCANO_JOB}
+CUSTOM = {"hypernodes": HYPERNODE, "vcjobs": VOLCANO_JOB, "serviceexports": SERVICE_EXPORT}
+RETRY_AFTER_CAP_S = 300.0  # a Retry-After beyond this is a misconfigured proxy, not advice
+
+T = TypeVar("T")
 
 
 class Gone(Exception):
@@ -26,7 +36,27 @@ class Gone(Exception):
 
 
 class Missing(Exception):
-    """The resource type does not exist in this cluster (e.g. no HyperNode CRD)."""
+    """The resource type does not exist in this cluster (e.g. no HyperNode CRD): discovery,
+    asked after a 404, does not list it."""
+
+
+class Transient(Exception):
+    """Worth trying again: 429, a 5xx, a 404 on a type discovery still lists, or no answer.
+    `retry_after` is the server's Retry-After in seconds, when it sent one."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NotFound(Exception):
+    """HTTP 404. `named` when the API server named what it did not find (the object, or the
+    namespace it would go in); an unknown path ("the server could not find the requested
+    resource", e.g. a CRD not installed) names nothing."""
+
+    def __init__(self, message: str, *, named: bool) -> None:
+        super().__init__(message)
+        self.named = named
 
 
 class AlreadyExists(Exception):
@@ -60,9 +90,10 @@ async def api_client(
 
 
 class KubeApi:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, *, rediscover_s: float = 60.0) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.rediscover_s = rediscover_s  # how often to look again for a type not served
         self.timeouts: Timeouts = getattr(api.rest_client, "timeouts", Timeouts())
 
     def _list_call(self, kind: Kind):  # type: ignore[no-untyped-def]
@@ -70,6 +101,8 @@ class KubeApi:
             return self.core.list_node
         if kind.name == "pods":
             return self.core.list_pod_for_all_namespaces
+        if kind.name == "services":
+            return self.core.list_service_for_all_namespaces
         group, version, plural = CUSTOM[kind.name]
 
         async def custom(**kwargs: Any) -> Any:
@@ -85,6 +118,39 @@ class KubeApi:
             selectors["label_selector"] = kind.label_selector
         return selectors
 
+    # -- discovery ----------------------------------------------------------------------------
+    async def served(self, kind: Kind) -> bool:
+        """Whether the API's discovery lists the type now (core types always are). Raises
+        Transient when discovery itself does not answer."""
+        if kind.name not in CUSTOM:
+            return True
+        group, version, plural = CUSTOM[kind.name]
+        try:
+            resources = await _answer(self.custom.get_api_resources(group, version))
+        except NotFound:
+            return False  # the group/version is not served at all
+        return any(r.name == plural for r in resources.resources or [])
+
+    async def wait_until_served(self, kind: Kind) -> None:
+        """Return once discovery lists the type (a CRD installed after the agent started),
+        asking every `rediscover_s` (first after one period: the caller has just been told
+        it is missing)."""
+        while True:
+            await asyncio.sleep(self.rediscover_s)
+            try:
+                if await self.served(kind):
+                    return
+            except Transient:
+                pass  # discovery did not answer: ask again at the next period
+
+    async def _missing_or_transient(self, kind: Kind, exc: NotFound) -> Exception:
+        """A 404 without an object's name: the type is missing only if discovery says so."""
+        if await self.served(kind):
+            return Transient(f"404 from a type discovery lists: {exc}")
+        group, version, plural = CUSTOM[kind.name]
+        return Missing(f"{group}/{version} {plural} is not served by this cluster (no CRD)")
+
+    # -- list and watch -----------------------------------------------------------------------
     async def list_page(self, kind: Kind, *, limit: int, token: str | None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "limit": limit,
@@ -94,12 +160,17 @@ class KubeApi:
         if token:
             kwargs["_continue"] = token
         try:
-            response = await self._list_call(kind)(**kwargs)
-        except ApiException as exc:
-            raise _translated(exc) from exc
-        body = await response.read()
+            response = await _answer(self._list_call(kind)(**kwargs))
+            body = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise Transient(f"no answer from the API server: {exc!r}") from exc
+        except NotFound as exc:
+            raise await self._missing_or_transient(kind, exc) from exc
         if response.status >= 400:  # unread content is not checked by the client
-            raise _translated(ApiException(status=response.status, reason=response.reason))
+            failure = _failure(response.status, response.reason, body, response.headers)
+            if isinstance(failure, NotFound):
+                raise await self._missing_or_transient(kind, failure)
+            raise failure
         return dict(orjson.loads(body))
 
     async def watch(
@@ -107,8 +178,8 @@ class KubeApi:
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """(event type, object) from `resource_version` on, BOOKMARKs included, until the server
         ends the watch after `timeout_s`. Raises Gone for 410 (HTTP or an in-stream ERROR),
-        TimeoutError when the stream is silent past `timeout_s` and the grace, ApiException
-        for another in-stream ERROR. The lines are read here rather than by
+        Transient when the stream breaks or is silent past `timeout_s` and the grace, Missing
+        or another of the module's exceptions as a list would. The lines are read here, not by
         kubernetes_asyncio.watch.Watch, which turns every node and pod into a model first."""
         try:
             response = await self._list_call(kind)(
@@ -121,13 +192,20 @@ class KubeApi:
                 _request_timeout=self.timeouts.watch(timeout_s),
             )
         except ApiException as exc:
-            raise _translated(exc) from exc
+            failure = _translated(exc)
+            if isinstance(failure, NotFound):
+                raise await self._missing_or_transient(kind, failure) from exc
+            raise failure from exc
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            raise Transient(f"no answer from the API server: {exc!r}") from exc
         ended = False
         try:
             if response.status >= 400:
-                refused = ApiException(status=response.status, reason=response.reason)
-                refused.body = await response.read()
-                raise _translated(refused)
+                body = await response.read()
+                failure = _failure(response.status, response.reason, body, response.headers)
+                if isinstance(failure, NotFound):
+                    raise await self._missing_or_transient(kind, failure)
+                raise failure
             # Whatever has arrived, split into lines here: one read for many events.
             pending = b""
             async for chunk in response.content.iter_any():
@@ -138,6 +216,8 @@ class KubeApi:
             if pending.strip():
                 yield _event(orjson.loads(pending))
             ended = True
+        except (aiohttp.ClientError, OSError) as exc:  # dropped, or silent past its timeout
+            raise Transient(f"watch stream broken: {exc!r}") from exc
         finally:
             # A watch read to its end leaves a reusable connection; one left midway does not.
             if ended:
@@ -147,101 +227,148 @@ class KubeApi:
 
     # -- Volcano Jobs (the shares this cluster runs) -----------------------------------------
     async def create_volcano_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        group, version, plural = VOLCANO_JOB
-        try:
-            return dict(
-                await self.custom.create_namespaced_custom_object(
-                    group, version, namespace, plural, body
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                raise AlreadyExists(body["metadata"]["name"]) from exc
-            raise Refused(_message(exc)) from exc
+        """Raises AlreadyExists, Refused (invalid, or no such namespace), Missing (no Volcano
+        Job CRD) or Transient."""
+        return await self._create_custom(Kind("vcjobs"), namespace, body)
 
     async def get_volcano_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         group, version, plural = VOLCANO_JOB
         try:
             return dict(
-                await self.custom.get_namespaced_custom_object(
-                    group, version, namespace, plural, name
+                await _answer(
+                    self.custom.get_namespaced_custom_object(
+                        group, version, namespace, plural, name
+                    )
                 )
             )
-        except ApiException as exc:
-            if exc.status == 404:
+        except NotFound as exc:
+            if exc.named:
                 return None
-            raise Refused(_message(exc)) from exc
+            failure = await self._missing_or_transient(Kind("vcjobs"), exc)
+            if isinstance(failure, Missing):
+                return None  # no Volcano Job CRD: no Volcano Job either
+            raise failure from exc
 
     async def delete_volcano_job(self, namespace: str, name: str) -> bool:
         """Delete it and, in the background, its pods; False when it was already gone."""
         group, version, plural = VOLCANO_JOB
-        try:
-            await self.custom.delete_namespaced_custom_object(
-                group,
-                version,
-                namespace,
-                plural,
-                name,
-                propagation_policy="Background",
-            )
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise Refused(_message(exc)) from exc
+        call = self.custom.delete_namespaced_custom_object(
+            group, version, namespace, plural, name, propagation_policy="Background"
+        )
+        return await self._deleted(Kind("vcjobs"), call)
 
     # -- the rendezvous endpoint of a split job ---------------------------------------------
     async def create_service(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a Service; one already there is left as it is."""
         try:
-            await self.core.create_namespaced_service(namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise Refused(_message(exc)) from exc
+            await _answer(self.core.create_namespaced_service(namespace, body))
+        except AlreadyExists:
+            pass
+        except NotFound as exc:
+            if exc.named:
+                raise Refused(str(exc)) from exc  # no such namespace
+            raise await self._missing_or_transient(Kind("services"), exc) from exc
 
-    async def create_service_export(self, namespace: str, name: str, owner: dict[str, Any]) -> None:
+    async def delete_service(self, namespace: str, name: str) -> bool:
+        call = self.core.delete_namespaced_service(name, namespace)
+        return await self._deleted(Kind("services"), call)
+
+    async def create_service_export(self, namespace: str, body: dict[str, Any]) -> None:
         """Export a Service to the cluster set (Multi-Cluster Services). Raises Missing when
         the ServiceExport API is not installed in this cluster."""
-        group, version, plural = SERVICE_EXPORT
-        body = {
-            "apiVersion": f"{group}/{version}",
-            "kind": "ServiceExport",
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
-        }
         try:
-            await self.custom.create_namespaced_custom_object(
-                group, version, namespace, plural, body
+            await self._create_custom(Kind("serviceexports"), namespace, body)
+        except AlreadyExists:
+            pass
+
+    async def delete_service_export(self, namespace: str, name: str) -> bool:
+        group, version, plural = SERVICE_EXPORT
+        call = self.custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
+        return await self._deleted(Kind("serviceexports"), call)
+
+    async def _deleted(self, kind: Kind, call: Awaitable[Any]) -> bool:
+        """False when the object was already gone (or its type is: a CRD removed). A 404
+        naming nothing on a type discovery lists is Transient: the object may still be there."""
+        try:
+            await _answer(call)
+            return True
+        except NotFound as exc:
+            if exc.named:
+                return False
+            failure = await self._missing_or_transient(kind, exc)
+            if isinstance(failure, Missing):
+                return False
+            raise failure from exc
+
+    async def _create_custom(
+        self, kind: Kind, namespace: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        group, version, plural = CUSTOM[kind.name]
+        try:
+            return dict(
+                await _answer(
+                    self.custom.create_namespaced_custom_object(
+                        group, version, namespace, plural, body
+                    )
+                )
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                raise Missing(f"{group}/{version} {plural}") from exc
-            if exc.status != 409:
-                raise Refused(_message(exc)) from exc
+        except NotFound as exc:
+            if exc.named:
+                raise Refused(str(exc)) from exc  # e.g. namespaces "absent" not found
+            raise await self._missing_or_transient(kind, exc) from exc
 
 
 def _event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    if event["type"] == "ERROR":
+    if event["type"] == "ERROR":  # a Status: 410 Expired for a version the server forgot
         status = event.get("object") or {}
-        raise _translated(
-            ApiException(
-                status=status.get("code", 500),
-                reason=f"{status.get('reason')}: {status.get('message')}",
-            )
-        )
+        raise _failure(status.get("code"), status.get("reason"), orjson.dumps(status), None)
     return event["type"], event["object"]
 
 
-def _message(exc: ApiException) -> str:
-    """The Status message of a refused call, else its HTTP reason."""
+async def _answer(call: Awaitable[T]) -> T:
+    """The call's result, its failure translated (see the module's docstring)."""
     try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError):
-        return f"{exc.status} {exc.reason}"
+        return await call
+    except ApiException as exc:
+        raise _translated(exc) from exc
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise Transient(f"no answer from the API server: {exc!r}") from exc
 
 
 def _translated(exc: ApiException) -> Exception:
-    if exc.status == 410:
-        return Gone(str(exc.reason))
-    if exc.status == 404:
-        return Missing(str(exc.reason))
-    return exc
+    return _failure(exc.status, exc.reason, exc.body, exc.headers)
+
+
+def _failure(
+    status: int | None, reason: object, body: object, headers: Mapping[str, str] | None
+) -> Exception:
+    """The exception for an HTTP failure, from its status and its Status body."""
+    status_body = _status_body(body)
+    message = str(status_body.get("message") or f"{status} {reason}")
+    if status == 409:
+        return AlreadyExists(message)
+    if status == 410:
+        return Gone(message)
+    # (status 0 is kubernetes-asyncio refusing to build the request: not worth repeating)
+    if status == 429 or (status or 0) >= 500:
+        return Transient(f"{status} {reason}: {message}", retry_after=_retry_after(headers))
+    if status == 404:
+        return NotFound(message, named=bool((status_body.get("details") or {}).get("name")))
+    return Refused(message)
+
+
+def _status_body(body: object) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body or "{}")  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Retry-After in seconds, as client-go reads it (an integer; an HTTP date is ignored)."""
+    value = (headers or {}).get("Retry-After", "")
+    try:
+        return min(max(float(int(value)), 0.0), RETRY_AFTER_CAP_S)
+    except ValueError:
+        return None

@@ -4,20 +4,28 @@ An assignment becomes one Volcano Job (one per child for a HyperJob), labelled w
 placement; creating it again finds the one already there (at-least-once delivery, agent
 restarts). A watch on the labelled Volcano Jobs turns Volcano's status into the share's phase
 (Accepted, Running when every member job runs its gang, Succeeded, Failed), reported whenever it
-moves and again after a restart. A cancellation deletes every Volcano Job of the placement.
+moves and again after a restart. A cancellation deletes every Volcano Job of the placement and
+the rendezvous Service and ServiceExport, found by the placement's label (cleanup.py).
+
+A transient failure (429, 5xx, no answer; see adapter.py) never fails a share: the call is tried
+again until it is answered, and the user is warned when that takes long. Only the API server
+refusing the object (invalid, forbidden, no such namespace) fails it, with the server's message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
-from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused
+from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
+from core_agent.kubernetes.cleanup import remove_placement
+from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.watcher import Store
 from core_agent.sources import Report
 from volcano_global.jobspec.members import (
@@ -34,12 +42,23 @@ log = logging.getLogger(__name__)
 
 VOLCANO_JOBS = Kind("vcjobs", label_selector=PLACEMENT_LABEL)
 FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})  # Volcano's
+T = TypeVar("T")
 
 
 class MemberJobs:
-    def __init__(self, api: KubeApi, *, global_api: str = "") -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        global_api: str = "",
+        retry: RetryPolicy | None = None,
+        page_size: int = 500,
+    ) -> None:
         self.api = api
         self.global_api = global_api  # the Global's REST address as pods reach it
+        self.retry = retry or RetryPolicy()
+        self.page_size = page_size  # of the lists a cancellation deletes from
+        self._withdrawn: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.store: Store = {}  # the labelled Volcano Jobs, kept by the source's watch
         self.report: Report | None = None
         self.reported: dict[str, SharePhase] = {}  # placement -> last phase reported
@@ -58,6 +77,8 @@ class MemberJobs:
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         self.report = report
+        self.cancelled.add(cancellation.placement_id)
+        self._withdrawn[cancellation.placement_id].set()  # a creation still retrying stops
         self._spawn(self._cancel(cancellation))
 
     async def stop(self) -> None:
@@ -83,76 +104,95 @@ class MemberJobs:
             if pid in self.cancelled:
                 return
             try:
-                documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
-            except (ValueError, KeyError, TypeError) as exc:
-                self._send(
-                    pid, SharePhase.FAILED, f"cannot build the Volcano Job: {exc}", force=True
+                await self._create(a)
+            except Abandoned:
+                log.info("share %s cancelled while it was being created", pid)
+
+    async def _create(self, a: ShareAssignment) -> None:
+        pid = a.placement_id
+        try:
+            documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._send(pid, SharePhase.FAILED, f"cannot build the Volcano Job: {exc}", force=True)
+            return
+        created: list[str] = []
+        first: dict[str, Any] | None = None
+        for doc in documents:
+            name = doc["metadata"]["name"]
+            what = f"creating Volcano Job {a.namespace}/{name}"
+            try:
+                # Missing too: Volcano's Job CRD may be installed after the agent started.
+                made = await self._persist(
+                    pid,
+                    what,
+                    functools.partial(self.api.create_volcano_job, a.namespace, doc),
+                    retry_on=(Transient, Missing),
                 )
-                return
-            created: list[str] = []
-            first: dict[str, Any] | None = None
-            for doc in documents:
-                name = doc["metadata"]["name"]
-                try:
-                    made = await self.api.create_volcano_job(a.namespace, doc)
-                    created.append(name)
-                except AlreadyExists:
-                    made = await self.api.get_volcano_job(a.namespace, name) or {}
-                    labels = (made.get("metadata") or {}).get("labels") or {}
-                    if labels.get(PLACEMENT_LABEL) != pid:
-                        await self._delete(a.namespace, created)
-                        self._send(
-                            pid,
-                            SharePhase.FAILED,
-                            f"Volcano Job {a.namespace}/{name} exists and is not this share's",
-                            force=True,
-                        )
-                        return
-                except Refused as exc:
-                    await self._delete(a.namespace, created)
+                created.append(name)
+            except AlreadyExists:
+                made = (
+                    await self._persist(
+                        pid,
+                        f"reading Volcano Job {a.namespace}/{name}",
+                        functools.partial(self.api.get_volcano_job, a.namespace, name),
+                    )
+                    or {}
+                )
+                labels = (made.get("metadata") or {}).get("labels") or {}
+                if labels.get(PLACEMENT_LABEL) != pid:
+                    await self._delete(pid, a.namespace, created)
                     self._send(
                         pid,
                         SharePhase.FAILED,
-                        f"creating Volcano Job {a.namespace}/{name}: {exc}",
+                        f"Volcano Job {a.namespace}/{name} exists and is not this share's",
                         force=True,
                     )
                     return
-                first = first or made
-            log.info("share %s: Volcano Jobs %s", pid, ", ".join(created) or "already there")
-            warning = ""
-            if a.cluster_count > 1 and a.cluster_index == 0 and first:
-                warning = await self._export_rendezvous(a, documents[0], first)
-            # Always answer an assignment, even one applied before: it comes again only when
-            # the Global did not get the report (a cut stream), and the report is the ack.
-            # The phase is the furthest reported (the watch may be ahead of this task).
-            phase = max(
-                self.reported.get(pid, SharePhase.ACCEPTED),
-                SharePhase.ACCEPTED,
-                key=attrgetter("progress"),
-            )
-            self._send(pid, phase, "", warning=warning, force=True)
-            self.refresh()
+            except Refused as exc:
+                await self._delete(pid, a.namespace, created)
+                self._send(pid, SharePhase.FAILED, f"{what}: {exc}", force=True)
+                return
+            first = first or made
+        log.info("share %s: Volcano Jobs %s", pid, ", ".join(created) or "already there")
+        warning = ""
+        if a.cluster_count > 1 and a.cluster_index == 0 and first:
+            warning = await self._export_rendezvous(a, documents[0], first)
+        # Always answer an assignment, even one applied before: it comes again only when
+        # the Global did not get the report (a cut stream), and the report is the ack.
+        self._send(pid, self._accepted(pid), "", warning=warning, force=True)
+        self.refresh()
 
     async def _export_rendezvous(
         self, a: ShareAssignment, document: dict[str, Any], created: dict[str, Any]
     ) -> str:
         """The rank-0 share of a split job publishes rank 0's endpoint to the other clusters:
         a Service `<member>-rdzv` selecting the first pod, exported with a Multi-Cluster
-        Services ServiceExport; both owned by the Volcano Job (deleted with it). Returns a
-        warning for the user when the cluster cannot export it."""
+        Services ServiceExport; both owned by the Volcano Job and labelled with the placement
+        (a cancellation deletes them itself, not leaving them to the garbage collector).
+        Returns a warning for the user when the cluster cannot export it."""
+        pid = a.placement_id
         name = f"{a.member_job_name}-rdzv"
         job_name = document["metadata"]["name"]
         task = document["spec"]["tasks"][0]["name"]
+        # No blockOwnerDeletion: the Job is deleted in the background and these are deleted
+        # explicitly, so nothing needs to wait; setting it would need update on jobs/finalizers
+        # under OwnerReferencesPermissionEnforcement.
         owner = {
             "apiVersion": VOLCANO_API_VERSION,
             "kind": "Job",
             "name": job_name,
             "uid": (created.get("metadata") or {}).get("uid", ""),
         }
+        metadata = {
+            "name": name,
+            "namespace": a.namespace,
+            "labels": {PLACEMENT_LABEL: pid},
+            "ownerReferences": [owner],
+        }
         service = {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": name, "namespace": a.namespace, "ownerReferences": [owner]},
+            "metadata": metadata,
             "spec": {
                 "selector": {
                     "volcano.sh/job-name": job_name,
@@ -162,9 +202,22 @@ class MemberJobs:
                 "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
             },
         }
+        export = {
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+            "kind": "ServiceExport",
+            "metadata": metadata,
+        }
         try:
-            await self.api.create_service(a.namespace, service)
-            await self.api.create_service_export(a.namespace, name, owner)
+            await self._persist(
+                pid,
+                f"creating Service {a.namespace}/{name}",
+                functools.partial(self.api.create_service, a.namespace, service),
+            )
+            await self._persist(
+                pid,
+                f"creating ServiceExport {a.namespace}/{name}",
+                functools.partial(self.api.create_service_export, a.namespace, export),
+            )
         except Missing:
             return (
                 f"the Multi-Cluster Services API (multicluster.x-k8s.io ServiceExport) "
@@ -178,20 +231,57 @@ class MemberJobs:
 
     async def _cancel(self, c: ShareCancellation) -> None:
         pid = c.placement_id
-        self.cancelled.add(pid)
         async with self._locks[pid]:
-            page = await self.api.list_page(
-                Kind("vcjobs", label_selector=f"{PLACEMENT_LABEL}={pid}"), limit=500, token=None
+            await remove_placement(
+                self.api,
+                pid,
+                page_size=self.page_size,
+                persist=functools.partial(self._persist, pid),
             )
-            for obj in page.get("items", []):
-                meta = obj["metadata"]
-                await self.api.delete_volcano_job(meta["namespace"], meta["name"])
         self.job_uids.setdefault(pid, c.job_uid)
         self._send(pid, SharePhase.CANCELLED, c.reason, force=True)
 
-    async def _delete(self, namespace: str, names: list[str]) -> None:
+    async def _delete(self, pid: str, namespace: str, names: list[str]) -> None:
         for name in names:
-            await self.api.delete_volcano_job(namespace, name)
+            await self._persist(
+                pid,
+                f"deleting Volcano Job {namespace}/{name}",
+                functools.partial(self.api.delete_volcano_job, namespace, name),
+            )
+
+    async def _persist(
+        self,
+        pid: str,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        retry_on: tuple[type[Exception], ...] = (Transient,),
+    ) -> T:
+        """`call()` tried until answered; a share being created is warned about when slow
+        and stops when cancelled (a cancellation's own calls run to the end)."""
+        creating = bool(pid) and pid not in self.cancelled
+
+        def slow(message: str) -> None:
+            log.warning("share %s: %s", pid, message)
+            if creating:
+                self._send(pid, self._accepted(pid), "", warning=message, force=True)
+
+        return await persistently(
+            call,
+            what=what,
+            policy=self.retry,
+            on_slow=slow,
+            retry_on=retry_on,
+            stop=self._withdrawn[pid] if creating else None,
+        )
+
+    def _accepted(self, pid: str) -> SharePhase:
+        """Accepted, or the furthest phase reported (the watch may be ahead of a creation)."""
+        return max(
+            self.reported.get(pid, SharePhase.ACCEPTED),
+            SharePhase.ACCEPTED,
+            key=attrgetter("progress"),
+        )
 
     # -- from the watch ------------------------------------------------------------------------
     def refresh(self) -> None:

@@ -6,18 +6,19 @@ configurable node labels do (as Volcano's label-based discovery)."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
+from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
 from core_agent.sources import Report
+from volcano_global.jobspec.accelerators import VOLCANO_VGPU, is_accelerator, node_model
 from volcano_global.jobspec.fields import Checker
-from volcano_global.jobspec.pods import GPU_MODEL_LABEL, is_accelerator, pod_resources
+from volcano_global.jobspec.pods import pod_resources
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -27,6 +28,7 @@ BOUND_PODS = Kind(
     "pods", field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 )
 HYPERNODES = Kind("hypernodes")
+VGPU_REGISTER = "volcano.sh/node-vgpu-register"  # the vGPU device plugin's GPUs of a node
 
 
 class KubernetesSource:
@@ -50,6 +52,7 @@ class KubernetesSource:
         self.nodes: Store = {}
         self.pods: Store = {}
         self.hypernodes: Store = {}
+        self.topology = HyperNodeTopology()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api)
         kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
@@ -108,7 +111,7 @@ class KubernetesSource:
 
     def current(self) -> Inventory:
         domains, node_domain = (
-            _hypernode_tree(self.hypernodes, self.nodes)
+            self.topology.resolve(self.hypernodes.values(), self.nodes.values())
             if self.hypernodes
             else _label_tree(self.nodes, self.tier_labels)
         )
@@ -136,16 +139,18 @@ class KubernetesSource:
 def _node(obj: dict[str, Any], used: dict[str, Decimal], domain: str | None) -> pb.Node:
     meta, spec, status = obj["metadata"], obj.get("spec", {}), obj.get("status", {})
     allocatable = status.get("allocatable") or status.get("capacity") or {}
-    gpu_resource = next((r for r in allocatable if is_accelerator(r)), None)
     labels = meta.get("labels") or {}
+    gpu_resource, gpus = _accelerators(allocatable, meta.get("annotations") or {})
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", [])
     )
     return pb.Node(
         name=meta["name"],
-        gpu_model=labels.get(GPU_MODEL_LABEL, "") if gpu_resource else "",
-        gpu_allocatable=int(_quantity(allocatable.get(gpu_resource, 0))) if gpu_resource else 0,
-        gpu_used=int(used.get("gpu", 0)),
+        gpu_model=node_model(gpu_resource, labels) if gpu_resource else "",
+        gpu_allocatable=gpus,
+        # Pods may hold more than a node now offers (a device turned unhealthy under them, or
+        # vGPU pods sharing a GPU): the node is full, not over-full.
+        gpu_used=min(int(used.get("gpu", 0)), gpus),
         cpu_allocatable_millis=int(_quantity(allocatable.get("cpu", 0)) * 1000),
         cpu_used_millis=int(used.get("cpu_millis", 0)),
         memory_allocatable_bytes=int(_quantity(allocatable.get("memory", 0))),
@@ -161,6 +166,34 @@ def _node(obj: dict[str, Any], used: dict[str, Decimal], domain: str | None) -> 
     )
 
 
+def _accelerators(allocatable: dict[str, Any], annotations: dict[str, Any]) -> tuple[str, int]:
+    """The node's accelerator resource and its physical devices. Whole devices first: a vGPU
+    resource counts its GPUs, not its slices."""
+    offered = sorted(
+        (r == VOLCANO_VGPU, r)
+        for r in allocatable
+        if is_accelerator(r) and _quantity(allocatable[r]) > 0
+    )
+    if not offered:
+        return "", 0
+    resource = offered[0][1]
+    if resource == VOLCANO_VGPU:
+        return resource, _vgpu_devices(annotations.get(VGPU_REGISTER))
+    return resource, int(_quantity(allocatable[resource]))
+
+
+def _vgpu_devices(register: Any) -> int:
+    """Healthy GPUs in the vGPU device plugin's register annotation, read as Volcano reads it
+    (`uuid,count,memory,type,health,mode` per GPU, `:`-separated). Volcano schedules no vGPU on
+    a node without it (nor with a malformed one), so such a node has no GPUs here."""
+    if not isinstance(register, str) or ":" not in register:
+        return 0
+    devices = [entry.split(",") for entry in register.split(":") if "," in entry]
+    if any(len(items) < 6 for items in devices):
+        return 0
+    return sum(items[4] in ("1", "t", "T", "true", "TRUE", "True") for items in devices)
+
+
 def _usage(pods: Store) -> dict[str, dict[str, Decimal]]:
     """Requests of the bound, non-terminal pods per node."""
     used: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
@@ -173,53 +206,6 @@ def _usage(pods: Store) -> dict[str, dict[str, Decimal]]:
         used[node]["cpu_millis"] += resources.cpu_millis
         used[node]["memory_bytes"] += resources.memory_bytes
     return used
-
-
-def _hypernode_tree(hypernodes: Store, nodes: Store) -> tuple[dict[str, pb.Domain], dict[str, str]]:
-    """Domains from HyperNodes; each node's domain is the lowest-tier HyperNode selecting it."""
-    by_name = {h["metadata"]["name"]: h for h in hypernodes.values()}
-    domains: dict[str, pb.Domain] = {}
-    parent: dict[str, str] = {}
-    node_domain: dict[str, tuple[int, str]] = {}
-    for name, hypernode in sorted(by_name.items()):
-        spec = hypernode.get("spec", {})
-        tier = int(spec.get("tier", 1))
-        domains[name] = pb.Domain(name=name, tier=max(tier, 1), tier_name=spec.get("tierName", ""))
-        for member in spec.get("members", []):
-            selector = member.get("selector", {})
-            if member.get("type", "Node") == "HyperNode":
-                for child in by_name:
-                    if _selects(selector, child, {}):
-                        parent[child] = name
-            else:
-                exact = selector.get("exactMatch", {}).get("name")
-                candidates = (
-                    [nodes[f"/{exact}"]]
-                    if exact and f"/{exact}" in nodes
-                    else []
-                    if exact
-                    else nodes.values()
-                )
-                for obj in candidates:
-                    node_name = obj["metadata"]["name"]
-                    if _selects(selector, node_name, obj["metadata"].get("labels") or {}):
-                        if node_name not in node_domain or (tier, name) < node_domain[node_name]:
-                            node_domain[node_name] = (tier, name)
-    for child, name in parent.items():
-        if child in domains and domains[name].tier > domains[child].tier:
-            domains[child].parent = name
-    return domains, {node: name for node, (_, name) in node_domain.items()}
-
-
-def _selects(selector: dict[str, Any], name: str, labels: dict[str, str]) -> bool:
-    if "exactMatch" in selector:
-        return selector["exactMatch"].get("name") == name
-    if "regexMatch" in selector:
-        return re.fullmatch(selector["regexMatch"].get("pattern", ""), name) is not None
-    if "labelMatch" in selector:
-        wanted = selector["labelMatch"].get("matchLabels", {})
-        return all(labels.get(k) == v for k, v in wanted.items())
-    return False
 
 
 def _label_tree(

@@ -18,7 +18,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from core_agent.kubernetes.adapter import Gone, Kind, KubeApi, Missing
+from core_agent.kubernetes.adapter import Gone, Kind, KubeApi, Missing, Transient
 from volcano_global.backoff import Backoff
 
 log = logging.getLogger(__name__)
@@ -73,14 +73,16 @@ async def watch_forever(
             )
             return  # `watches` ran out
         except Missing:
+            # Discovery does not list the type (a 404 on a type it lists is Transient, below):
+            # the objects are gone with it. Watch it once it is installed (a CRD added later).
             log.info("%s: resource type not served by this cluster", kind.name)
             store.clear()
             on_change()
-            return
+            await api.wait_until_served(kind)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # the list failed: the API server is down, ...
-            delay = backoff.next_delay()
+            delay = _delay(backoff, exc)
             log.warning("%s list failed (%s); retrying in %.1f s", kind.name, exc, delay)
             await asyncio.sleep(delay)
 
@@ -121,8 +123,8 @@ async def list_then_watch(
             continue
         except (Missing, asyncio.CancelledError):
             raise
-        except Exception as exc:  # dropped, silent past its timeout (TimeoutError), refused
-            delay = backoff.next_delay()
+        except Exception as exc:  # dropped, silent past its timeout, refused, 429, 5xx
+            delay = _delay(backoff, exc)
             log.warning(
                 "%s watch from %s ended with %r; watching again in %.1f s",
                 kind.name,
@@ -189,6 +191,12 @@ async def stream(
             version = obj.get("metadata", {}).get("resourceVersion")
             if version:
                 progress.version = version
+
+
+def _delay(backoff: Backoff, exc: Exception) -> float:
+    """The backoff's next delay, or longer when the server said when to come back (429)."""
+    retry_after = exc.retry_after if isinstance(exc, Transient) else None
+    return max(backoff.next_delay(), retry_after or 0.0)
 
 
 def _key(obj: dict[str, Any]) -> str:

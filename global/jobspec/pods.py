@@ -9,17 +9,13 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES, Bound
+from volcano_global.jobspec.accelerators import is_accelerator, template_model
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.model import PodResources
 from volcano_global.jobspec.quantity import parse_quantity
 
-GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 # A container's quantity in the unit its bound is counted in (a pod's totals are checked too).
 _PER_POD = {"gpu": (1, GPUS_PER_POD), "cpu": (1000, CPU_MILLIS), "memory": (1, MEMORY_BYTES)}
-
-
-def is_accelerator(resource: str) -> bool:
-    return resource in {"nvidia.com/gpu", "amd.com/gpu"} or resource.startswith("huawei.com/ascend")
 
 
 def pod_resources(template: dict[str, Any], path: str, check: Checker) -> PodResources:
@@ -76,14 +72,10 @@ def pod_resources(template: dict[str, Any], path: str, check: Checker) -> PodRes
     return resources
 
 
-def gpu_model_from_template(template: dict[str, Any]) -> str | None:
+def gpu_model_from_template(template: dict[str, Any], resources: PodResources) -> str | None:
     spec = template.get("spec")
-    if not isinstance(spec, dict):
-        return None
-    selector = spec.get("nodeSelector")
-    if isinstance(selector, dict) and isinstance(selector.get(GPU_MODEL_LABEL), str):
-        return str(selector[GPU_MODEL_LABEL])
-    return None
+    selector = spec.get("nodeSelector") if isinstance(spec, dict) else None
+    return template_model(selector if isinstance(selector, dict) else {}, resources.gpu_resource)
 
 
 def _container_requests(container: Any, path: str, check: Checker) -> dict[str, Decimal]:

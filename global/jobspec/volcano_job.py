@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_global.bounds import DURATION_S
+from volcano_global.jobspec.accelerators import resource_model
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
@@ -144,14 +145,23 @@ def _read_task(
     template = check.mapping(raw, "template", path, required=True)
     resources = pod_resources(template, child(path, "template"), check) if template else None
     partition = _read_partition(raw, path, check, replicas)
-    if replicas is None or resources is None:
+    if replicas is None or resources is None or template is None:
         return None
+    model = gpu_model_from_template(template, resources) or default_gpu_model
+    implied = resource_model(resources.gpu_resource) if resources.gpu_resource else None
+    if implied and default_gpu_model and implied != default_gpu_model:
+        # An Ascend resource names its chip: a job pinned to another model could never start.
+        check.fail(
+            child(path, "template"),
+            f"asks for {resources.gpu_resource} ({model}), not the job's GPU model "
+            f"{default_gpu_model!r}",
+        )
     return TaskGang(
         name=name,
         replicas=replicas,
         min_available=replicas if min_available is None else min_available,
         resources=resources,
-        gpu_model=(gpu_model_from_template(template) if template else None) or default_gpu_model,
+        gpu_model=model,
         partition=partition,
         sub_job=sub_job,
     )

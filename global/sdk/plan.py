@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from volcano_global.jobspec import Communication
+from volcano_global.jobspec.accelerators import NVIDIA_MODEL_LABEL
 from volcano_global.jobspec.extensions import COMMUNICATION, MAX_CLUSTERS, SPLIT
-from volcano_global.jobspec.pods import GPU_MODEL_LABEL
 from volcano_global.solver.traffic import allreduce_gbps, pair_demand_gbps
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -178,7 +178,7 @@ def job_document(
         container["command"] = list(command)
     pod_spec: dict[str, Any] = {"containers": [container], "restartPolicy": "OnFailure"}
     if gpu_model:
-        pod_spec["nodeSelector"] = {GPU_MODEL_LABEL: gpu_model}
+        pod_spec["nodeSelector"] = {NVIDIA_MODEL_LABEL: gpu_model}
     spec: dict[str, Any] = {
         "minAvailable": facts.world_pods,
         "schedulerName": "volcano",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from operator import mul
 
+from volcano_global.jobspec.accelerators import is_npu_model
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
 
 
@@ -366,4 +367,9 @@ def job_models(job: JobRequest, pool: ClusterPool) -> list[str]:
     """GPU models the job may use in this cluster (one model per share)."""
     if job.gpu_model is not None:
         return [job.gpu_model] if job.gpu_model in pool.models() else []
-    return sorted(pool.models(), key=lambda m: -pool.free_gpus(m))
+    models = pool.models()
+    if job.gpus_per_pod:
+        # A job that pins no model asks for GPUs: an Ascend job always names its chip (the
+        # resource does), so NPUs are never "any model" (nor were they before NPU nodes counted).
+        models = [m for m in models if not is_npu_model(m)]
+    return sorted(models, key=lambda m: -pool.free_gpus(m))

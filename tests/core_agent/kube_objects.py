@@ -62,7 +62,12 @@ def populate(emulator: KubeEmulator) -> None:
     emulator.create(
         HYPERNODES,
         hypernode(
-            "spine", 2, [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "tor.*"}}}]
+            "spine",
+            2,
+            [
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": t}}}
+                for t in ("tor0", "tor1")
+            ],
         ),
     )
     emulator.create(PODS, pod("p0", "n0", 8))

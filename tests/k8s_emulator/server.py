@@ -11,6 +11,7 @@ list serves the live state at each page, not a snapshot at the first page's reso
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import json
@@ -21,6 +22,9 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.k8s_emulator import discovery, gc
+from tests.k8s_emulator.admission import Plugin
+from tests.k8s_emulator.faults import Faults
 from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
 from tests.k8s_emulator.watches import Event, WatchCache
 
@@ -56,6 +60,8 @@ class KubeEmulator:
         self.compacted_rv = self.rv
         self.watch_cache = WatchCache(capacity=history, start_rv=self.rv)
         self.requests: list[str] = []  # "GET /api/v1/nodes?limit=..." for assertions
+        self.faults = Faults()  # answers a test injects (faults.py)
+        self.admission: list[Plugin] = []  # run on every create (admission.py)
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -142,6 +148,13 @@ class KubeEmulator:
     # -- HTTP -----------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(f"{request.method} {request.path_qs}")
+        if (injected := self.faults.answer(request)) is not None:
+            return injected
+        if (
+            request.method == "GET"
+            and (served := discovery.document(self.types, request.path)) is not None
+        ):
+            return web.json_response(served)
         parsed = self._parse(request.path)
         if parsed is None:
             return _status(
@@ -166,14 +179,19 @@ class KubeEmulator:
                 return (
                     web.json_response(obj)
                     if obj
-                    else _status(404, "NotFound", f'{gvr[2]} "{name}" not found')
+                    else _status(404, "NotFound", f'{gvr[2]} "{name}" not found', name=name)
                 )
             if request.method == "POST":
                 body = await request.json()
                 if namespace:
                     if ("", namespace) not in self.objects[NAMESPACES]:
-                        return _status(404, "NotFound", f'namespaces "{namespace}" not found')
+                        return _status(
+                            404, "NotFound", f'namespaces "{namespace}" not found', name=namespace
+                        )
                     body.setdefault("metadata", {})["namespace"] = namespace
+                for admit in self.admission:
+                    if (refusal := admit(gvr, namespace or "", body)) is not None:
+                        return refusal
                 return web.json_response(self.create(gvr, body), status=201)
             if request.method == "PUT":
                 return web.json_response(self.replace(gvr, await request.json()))
@@ -182,10 +200,14 @@ class KubeEmulator:
                     self.patch(gvr, str(name), await request.json(), namespace or "")
                 )
             if request.method == "DELETE":
-                return web.json_response(self.delete(gvr, str(name), namespace or ""))
+                gone = self.delete(gvr, str(name), namespace or "")
+                if await _propagation(request) != "Orphan":
+                    asyncio.get_running_loop().call_soon(gc.collect, self)
+                return web.json_response(gone)
         except KeyError as exc:
             code = 409 if request.method == "POST" else 404
-            return _status(code, "AlreadyExists" if code == 409 else "NotFound", str(exc))
+            reason = "AlreadyExists" if code == 409 else "NotFound"
+            return _status(code, reason, str(exc), name=name or "")
         return _status(405, "MethodNotAllowed", request.method)
 
     def _parse(self, path: str) -> tuple[GVR, str | None, str | None] | None:
@@ -253,19 +275,33 @@ class KubeEmulator:
         )
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "reason": reason,
-            "message": message,
-            "code": code,
-        },
-        status=code,
-    )
+async def _propagation(request: web.Request) -> str:
+    """A delete's propagationPolicy, from the query or the DeleteOptions body."""
+    if policy := request.query.get("propagationPolicy"):
+        return policy
+    try:
+        options = json.loads(await request.read() or b"{}")
+    except ValueError:
+        return ""
+    return str(options.get("propagationPolicy", "")) if isinstance(options, dict) else ""
+
+
+
+def _status(code: int, reason: str, message: str, *, name: str = "") -> web.Response:
+    """A Status; one about a named object (or namespace) says its name in `details`, as
+    kube-apiserver's do, while an unknown path's 404 names nothing."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
+    if name:
+        body["details"] = {"name": name}
+    return web.json_response(body, status=code)
 
 
 def _merge(target: Any, patch: Any) -> Any:

@@ -4,6 +4,7 @@ window in priority and fair-share order) and what it was built from, checked at 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,7 @@ from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
 
+log = logging.getLogger(__name__)
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
 CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
 # The planned order serves short work first: it chooses from more of the line (the oldest
@@ -180,6 +182,10 @@ async def build_snapshot(
             )
         except ValueError as exc:
             context.unmodelled[key] = f"cannot be placed yet: {exc}"
+            continue
+        except Exception as exc:  # a defect: this job waits, the round goes on
+            log.exception("job %s could not be modelled", key)
+            context.unmodelled[key] = f"set aside: {type(exc).__name__}: {exc}"[:500]
             continue
         requests.append(
             planning.with_time(policy, request, candidates[key], estimates[key], durations)

@@ -63,6 +63,7 @@ def test_no_generated_request_gets_a_server_error(
     cases = re.search(r"(\d+) generated, (\d+) passed", summary)
     assert cases is not None, summary
     generated, passed = int(cases.group(1)), int(cases.group(2))
+    print(f"schemathesis as {role}: {generated} generated, {passed} passed")
     assert generated >= 1000, summary
     assert passed == generated, summary
     selected = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", summary)

@@ -218,3 +218,22 @@ def test_cpsat_is_never_worse_than_its_warm_start(seed: int) -> None:
         return sum(weights[d.job_id] for d in solve(snapshot, policy, OPTIONS).admitted)
 
     assert value(Policy.CPSAT) >= value(Policy.BACKFILL)
+
+
+@pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.GREEDY, Policy.FIRST_FIT])
+def test_a_job_that_pins_no_model_never_lands_on_npus(policy: Policy) -> None:
+    # Only the NPU cluster has room for "any-gpu"; a GPU job without a model cannot run there.
+    snapshot = Snapshot(
+        clusters=(cluster("npu", 40, model="Ascend910B2"), cluster("gpu", 4)),
+        jobs=(
+            job("any-gpu", 8, gpu_model=None),
+            job("small-gpu", 2, gpu_model=None),
+            job("npu-job", 8, gpu_model="Ascend910B2"),
+            job("cpu-only", 2, gpus_per_pod=0, gpu_model=None),
+        ),
+    )
+    decision = solve(snapshot, policy, OPTIONS)
+    assert not decision.job("any-gpu").admitted
+    assert decision.job("small-gpu").clusters == ("gpu",)
+    assert decision.job("npu-job").clusters == ("npu",)
+    assert decision.job("cpu-only").admitted
