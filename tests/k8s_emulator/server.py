@@ -286,7 +286,6 @@ async def _propagation(request: web.Request) -> str:
     return str(options.get("propagationPolicy", "")) if isinstance(options, dict) else ""
 
 
-
 def _status(code: int, reason: str, message: str, *, name: str = "") -> web.Response:
     """A Status; one about a named object (or namespace) says its name in `details`, as
     kube-apiserver's do, while an unknown path's 404 names nothing."""
