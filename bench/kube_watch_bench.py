@@ -186,9 +186,12 @@ async def emulator_role(args: argparse.Namespace) -> None:
             counts: dict[str, int] = {}
             for request in emulator.requests:
                 path, _, query = request.split(" ", 1)[1].partition("?")
-                kinds = ["watches"] if "watch=" in query else ["pages"]
-                if "watch=" not in query and "continue=" not in query:
-                    kinds.append("lists")  # the first page of a full list
+                if "watch=" in query:
+                    kinds = ["watches"]
+                elif "limit=" in query:  # the agent pages every list (discovery is no list)
+                    kinds = ["pages"] if "continue=" in query else ["pages", "lists"]
+                else:
+                    kinds = ["other"]
                 for what in kinds:
                     counts[f"{what} {path}"] = counts.get(f"{what} {path}", 0) + 1
             print(json.dumps(counts), flush=True)
@@ -271,6 +274,9 @@ async def agent_role(args: argparse.Namespace) -> None:
         result["rest_full_lists"] = result.pop("rest_lists")
         result["rest_list_requests"] = result.pop("rest_pages")
         result["rest_watch_requests"] = result.pop("rest_watches")
+        result["rest_by_path"] = {
+            key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+        }
     finally:
         await api.close()
         emulator.close()
