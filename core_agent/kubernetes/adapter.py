@@ -1,5 +1,6 @@
-"""The one module that talks to kubernetes-asyncio. Everything comes back as plain JSON
-dicts (deserialising 5,000 nodes into models would cost more than the watch itself).
+"""The one module that talks to kubernetes-asyncio (with its transport, transport.py).
+Everything comes back as plain JSON dicts: lists and watch events are read as JSON, never
+deserialised into models (a V1Pod costs ~100 times the JSON of its event).
 
 Every failure comes out as one of the exceptions below, classified as client-go's callers do:
 429 (API Priority and Fairness), any 5xx (an unreachable admission webhook, an API server
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
-from kubernetes_asyncio import client, config, watch
+import orjson
+from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from core_agent.kubernetes.transport import Timeouts, install
 
 HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -70,16 +74,19 @@ class Kind:
     label_selector: str | None = None
 
 
-async def api_client(*, kubeconfig: str | None = None, host: str | None = None) -> client.ApiClient:
-    """In-cluster config, else a kubeconfig, else an explicit host (tests, emulators)."""
+async def api_client(
+    *, kubeconfig: str | None = None, host: str | None = None, timeouts: Timeouts | None = None
+) -> client.ApiClient:
+    """In-cluster config, else a kubeconfig, else an explicit host (tests, emulators); every
+    request it makes has `timeouts` (transport.py's defaults unless given)."""
+    timeouts = timeouts or Timeouts()
     if host is not None:
-        return client.ApiClient(client.Configuration(host=host))
+        return await install(client.ApiClient(client.Configuration(host=host)), timeouts)
     try:
         config.load_incluster_config()
-        return client.ApiClient()
     except config.ConfigException:
         await config.load_kube_config(config_file=kubeconfig)
-        return client.ApiClient()
+    return await install(client.ApiClient(), timeouts)
 
 
 class KubeApi:
@@ -87,6 +94,7 @@ class KubeApi:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.rediscover_s = rediscover_s  # how often to look again for a type not served
+        self.timeouts: Timeouts = getattr(api.rest_client, "timeouts", Timeouts())
 
     def _list_call(self, kind: Kind):  # type: ignore[no-untyped-def]
         if kind.name == "nodes":
@@ -100,7 +108,6 @@ class KubeApi:
         async def custom(**kwargs: Any) -> Any:
             return await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
 
-        custom.__doc__ = "object"  # lets Watch treat events as plain dicts
         return custom
 
     def _selectors(self, kind: Kind) -> dict[str, str]:
@@ -164,27 +171,59 @@ class KubeApi:
             if isinstance(failure, NotFound):
                 raise await self._missing_or_transient(kind, failure)
             raise failure
-        return dict(json.loads(body))
+        return dict(orjson.loads(body))
 
     async def watch(
         self, kind: Kind, *, resource_version: str, timeout_s: int
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event type, object) from `resource_version` on; ends after `timeout_s`."""
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """(event type, object) from `resource_version` on, BOOKMARKs included, until the server
+        ends the watch after `timeout_s`. Raises Gone for 410 (HTTP or an in-stream ERROR),
+        Transient when the stream breaks or is silent past `timeout_s` and the grace, Missing
+        or another of the module's exceptions as a list would. The lines are read here, not by
+        kubernetes_asyncio.watch.Watch, which turns every node and pod into a model first."""
         try:
-            async with watch.Watch() as w:
-                async for event in w.stream(
-                    self._list_call(kind),
-                    resource_version=resource_version,
-                    timeout_seconds=timeout_s,
-                    allow_watch_bookmarks=True,
-                    **self._selectors(kind),
-                ):
-                    yield event["type"], event["raw_object"]
+            response = await self._list_call(kind)(
+                watch=True,
+                resource_version=resource_version,
+                timeout_seconds=timeout_s,
+                allow_watch_bookmarks=True,
+                **self._selectors(kind),
+                _preload_content=False,
+                _request_timeout=self.timeouts.watch(timeout_s),
+            )
         except ApiException as exc:
             failure = _translated(exc)
             if isinstance(failure, NotFound):
                 raise await self._missing_or_transient(kind, failure) from exc
             raise failure from exc
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            raise Transient(f"no answer from the API server: {exc!r}") from exc
+        ended = False
+        try:
+            if response.status >= 400:
+                body = await response.read()
+                failure = _failure(response.status, response.reason, body, response.headers)
+                if isinstance(failure, NotFound):
+                    raise await self._missing_or_transient(kind, failure)
+                raise failure
+            # Whatever has arrived, split into lines here: one read for many events.
+            pending = b""
+            async for chunk in response.content.iter_any():
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _event(orjson.loads(line))
+            if pending.strip():
+                yield _event(orjson.loads(pending))
+            ended = True
+        except (aiohttp.ClientError, OSError) as exc:  # dropped, or silent past its timeout
+            raise Transient(f"watch stream broken: {exc!r}") from exc
+        finally:
+            # A watch read to its end leaves a reusable connection; one left midway does not.
+            if ended:
+                response.release()
+            else:
+                response.close()
 
     # -- Volcano Jobs (the shares this cluster runs) -----------------------------------------
     async def create_volcano_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -277,6 +316,13 @@ class KubeApi:
             if exc.named:
                 raise Refused(str(exc)) from exc  # e.g. namespaces "absent" not found
             raise await self._missing_or_transient(kind, exc) from exc
+
+
+def _event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if event["type"] == "ERROR":  # a Status: 410 Expired for a version the server forgot
+        status = event.get("object") or {}
+        raise _failure(status.get("code"), status.get("reason"), orjson.dumps(status), None)
+    return event["type"], event["object"]
 
 
 async def _answer(call: Awaitable[T]) -> T:

@@ -14,7 +14,7 @@ from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import Kind, KubeApi
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
-from core_agent.kubernetes.watcher import Store, watch_forever
+from core_agent.kubernetes.watcher import Progress, Store, watch_forever
 from core_agent.sources import Report
 from volcano_global.jobspec.accelerators import VOLCANO_VGPU, is_accelerator, node_model
 from volcano_global.jobspec.fields import Checker
@@ -32,6 +32,8 @@ VGPU_REGISTER = "volcano.sh/node-vgpu-register"  # the vGPU device plugin's GPUs
 
 
 class KubernetesSource:
+    """`watch_timeout_s` is the shortest a watch asks to last (each lasts up to twice that)."""
+
     name = "kubernetes"
 
     def __init__(
@@ -53,9 +55,9 @@ class KubernetesSource:
         self.topology = HyperNodeTopology()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api)
-        self._synced = {
-            kind.name: asyncio.Event() for kind in (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
-        }
+        kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
+        self._synced = {kind.name: asyncio.Event() for kind in kinds}
+        self.progress = {kind.name: Progress() for kind in kinds}  # lists, watches, events
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -74,6 +76,7 @@ class KubernetesSource:
                         self._notifier(kind.name),
                         page_size=self.page_size,
                         watch_timeout_s=self.watch_timeout_s,
+                        progress=self.progress[kind.name],
                     ),
                     name=f"watch-{kind.name}",
                 )

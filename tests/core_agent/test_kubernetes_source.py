@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 
 from core_agent.kubernetes.source import NODES, KubernetesSource
-from core_agent.kubernetes.watcher import list_then_watch
+from core_agent.kubernetes.watcher import Progress, list_then_watch
 from tests.core_agent.kube_objects import node, pod, populate
 from tests.factories import create_cluster, eventually
 from tests.k8s_emulator.server import NODES as NODE_GVR
@@ -84,7 +84,17 @@ async def test_expired_resource_version_lists_again(kube) -> None:  # type: igno
     api.list_page = list_then_compact
     store: dict = {}
     await asyncio.wait_for(
-        list_then_watch(api, NODES, store, lambda: None, page_size=4, watch_timeout_s=1), 10
+        list_then_watch(
+            api,
+            NODES,
+            store,
+            lambda: None,
+            page_size=4,
+            watch_timeout_s=1,
+            progress=Progress(),
+            watches=2,
+        ),
+        10,
     )
     assert "/late" in store  # the relist after 410 saw it
     watches = [r for r in emulator.requests if "watch=" in r and "/api/v1/nodes" in r]

@@ -1,10 +1,10 @@
 """The emulator: an aiohttp server on a loopback port speaking enough of the Kubernetes API for
 the agent: lists with increasing resourceVersions and `limit`/`continue`, watches from a
-resourceVersion (ADDED/MODIFIED/DELETED, objects entering or leaving a selector become
-ADDED/DELETED, an ERROR 410 "Expired" event for a compacted one), label and field selectors,
-create/replace/merge-patch/delete, core resources and registered custom resources. Created
-and replaced objects go through admission first (`admission.py`: names, Volcano Jobs' CRD
-schema and Volcano's webhook).
+resourceVersion (watches.py: ADDED/MODIFIED/DELETED, objects entering or leaving a selector
+become ADDED/DELETED, bookmarks, 410 "Expired" for a version the bounded history no longer
+holds), label and field selectors, create/replace/merge-patch/delete, core resources and
+registered custom resources. Created and replaced objects go through admission first
+(`admission.py`: names, Volcano Jobs' CRD schema and Volcano's webhook).
 
 Deviation from a real API server (documented because tests must not depend on it): a paginated
 list serves the live state at each page, not a snapshot at the first page's resourceVersion.
@@ -17,7 +17,7 @@ import base64
 import copy
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from tests.k8s_emulator import admission, discovery, gc
 from tests.k8s_emulator.faults import Faults
 from tests.k8s_emulator.owner_references import Plugin
 from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
+from tests.k8s_emulator.watches import Event, WatchCache
 
 GVR = tuple[str, str, str]  # (group, version, plural); core group is ""
 NODES: GVR = ("", "v1", "nodes")
@@ -45,25 +46,9 @@ class ResourceType:
     namespaced: bool
 
 
-@dataclass
-class _Event:
-    rv: int
-    gvr: GVR
-    type: str
-    obj: dict[str, Any]
-    old: dict[str, Any] | None
-
-
-@dataclass
-class _Watcher:
-    gvr: GVR
-    namespace: str | None
-    matches: Predicate
-    queue: asyncio.Queue[_Event] = field(default_factory=asyncio.Queue)
-
-
 class KubeEmulator:
     def __init__(self, *, history: int = 10_000) -> None:
+        """`history`: events kept per resource type for watches (the watch cache's capacity)."""
         self.types: dict[GVR, ResourceType] = {
             NODES: ResourceType("Node", False),
             PODS: ResourceType("Pod", True),
@@ -74,10 +59,8 @@ class KubeEmulator:
             gvr: {} for gvr in self.types
         }
         self.rv = 1000
-        self.history: list[_Event] = []
-        self.history_limit = history
         self.compacted_rv = self.rv
-        self.watchers: list[_Watcher] = []
+        self.watch_cache = WatchCache(capacity=history, start_rv=self.rv)
         self.requests: list[str] = []  # "GET /api/v1/nodes?limit=..." for assertions
         self.faults = Faults()  # answers a test injects (faults.py)
         self.admission: list[Plugin] = []  # run on every create (admission.py)
@@ -96,8 +79,7 @@ class KubeEmulator:
         return f"http://127.0.0.1:{self.port}"
 
     async def stop(self) -> None:
-        for watcher in self.watchers:
-            watcher.queue.put_nowait(_Event(-1, watcher.gvr, "CLOSE", {}, None))
+        self.watch_cache.end_watches()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -143,13 +125,13 @@ class KubeEmulator:
         self.rv += 1
         gone = copy.deepcopy(old)
         gone["metadata"]["resourceVersion"] = str(self.rv)
-        self._emit(_Event(self.rv, gvr, "DELETED", gone, old))
+        self.watch_cache.add(Event(self.rv, gvr, "DELETED", gone, old))
         return gone
 
     def compact(self) -> None:
         """Forget the event history, as etcd compaction does: older watches get 410."""
-        self.history.clear()
         self.compacted_rv = self.rv
+        self.watch_cache.compact(self.rv)
 
     def _store(
         self,
@@ -162,17 +144,8 @@ class KubeEmulator:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.objects[gvr][key] = obj
-        self._emit(_Event(self.rv, gvr, kind, copy.deepcopy(obj), old))
+        self.watch_cache.add(Event(self.rv, gvr, kind, copy.deepcopy(obj), old))
         return obj
-
-    def _emit(self, event: _Event) -> None:
-        self.history.append(event)
-        if len(self.history) > self.history_limit:
-            dropped = self.history.pop(0)
-            self.compacted_rv = dropped.rv
-        for watcher in self.watchers:
-            if watcher.gvr == event.gvr:
-                watcher.queue.put_nowait(event)
 
     # -- HTTP -----------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -309,52 +282,14 @@ class KubeEmulator:
     async def _watch(
         self, request: web.Request, gvr: GVR, namespace: str | None
     ) -> web.StreamResponse:
-        matches = self._selected(request, gvr, namespace)
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request)
-        since = request.query.get("resourceVersion")
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
-        watcher = _Watcher(gvr, namespace, matches)
-        self.watchers.append(watcher)
-        try:
-            if since and since != "0" and int(since) < self.compacted_rv:
-                status = {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "status": "Failure",
-                    "reason": "Expired",
-                    "message": f"too old resource version: {since} ({self.compacted_rv})",
-                    "code": 410,
-                }
-                await _send(response, "ERROR", status)
-                return response
-            if not since or since == "0":
-                for _, obj in sorted(self.objects[gvr].items()):
-                    if matches(obj):
-                        await _send(response, "ADDED", obj)
-            else:
-                for event in list(self.history):
-                    if event.gvr == gvr and event.rv > int(since):
-                        await _deliver(response, event, matches)
-            deadline = asyncio.get_running_loop().time() + timeout
-            while True:
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=remaining)
-                except TimeoutError:
-                    break
-                if event.type == "CLOSE":
-                    break
-                if since and since != "0" and event.rv <= int(since):
-                    continue
-                await _deliver(response, event, matches)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.watchers.remove(watcher)
-        return response
+        return await self.watch_cache.serve(
+            request,
+            gvr,
+            self._selected(request, gvr, namespace),
+            objects=self.objects[gvr],
+            kind=self.types[gvr].kind,
+            api_version=f"{gvr[0]}/{gvr[1]}" if gvr[0] else gvr[1],
+        )
 
 
 async def _propagation(request: web.Request) -> str:
@@ -366,27 +301,6 @@ async def _propagation(request: web.Request) -> str:
     except ValueError:
         return ""
     return str(options.get("propagationPolicy", "")) if isinstance(options, dict) else ""
-
-
-async def _deliver(response: web.StreamResponse, event: _Event, matches: Predicate) -> None:
-    was = event.old is not None and matches(event.old)
-    now = event.type != "DELETED" and matches(event.obj)
-    if event.type == "DELETED":
-        kind = "DELETED" if was else None
-    elif was and now:
-        kind = "MODIFIED"
-    elif now:
-        kind = "ADDED"
-    elif was:
-        kind = "DELETED"  # it no longer matches the selector
-    else:
-        kind = None
-    if kind:
-        await _send(response, kind, event.obj)
-
-
-async def _send(response: web.StreamResponse, kind: str, obj: dict[str, Any]) -> None:
-    await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
 
 def _status(code: int, reason: str, message: str, *, name: str = "") -> web.Response:
