@@ -257,6 +257,11 @@ class KubeApi:
         )
         return await self._deleted(Kind("vcjobs"), call)
 
+    # -- events on the cluster's own objects --------------------------------------------------
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create a core/v1 Event (what `kubectl describe` shows on its object)."""
+        await _answer(self.core.create_namespaced_event(namespace, body))
+
     # -- the rendezvous endpoint of a split job ---------------------------------------------
     async def create_service(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a Service; one already there is left as it is."""

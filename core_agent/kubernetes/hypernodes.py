@@ -183,9 +183,11 @@ class HyperNodeTopology:
     """Domains from HyperNodes; each node's domain is the lowest-tier HyperNode selecting it.
     Problems are logged once while they last (the topology is resolved on every change)."""
 
-    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
-        self._warn = warn or log.warning
-        self._reported: set[str] = set()
+    def __init__(self, on_problem: Callable[[str, str], None] | None = None) -> None:
+        """`on_problem(hypernode, problem)`: told, as the log is, once of each problem while
+        it lasts (the agent records an Event on the HyperNode)."""
+        self._on_problem = on_problem
+        self._reported: set[tuple[str, str]] = set()
         # What each pattern selects, while the node names stay the same: an RE2 search from
         # Python costs ~5 us, and most changes (pods, node status) leave the names alone.
         self._names: frozenset[str] = frozenset()
@@ -208,7 +210,7 @@ class HyperNodeTopology:
         domains: dict[str, pb.Domain] = {}
         parent: dict[str, str] = {}
         node_domain: dict[str, tuple[int, str]] = {}
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []  # (HyperNode, what is wrong with it)
         for name, hypernode in sorted(by_name.items()):
             spec = hypernode.get("spec") or {}
             tier = int(spec.get("tier", 1))
@@ -224,8 +226,11 @@ class HyperNodeTopology:
                             continue
                         if parent.setdefault(child, name) != name:
                             problems.append(
-                                f"{where}: {child} already belongs to {parent[child]}; "
-                                "a HyperNode has one parent"
+                                (
+                                    name,
+                                    f"{where}: {child} already belongs to {parent[child]}; "
+                                    "a HyperNode has one parent",
+                                )
                             )
                     elif member.get("type") == "Node":
                         selector = member.get("selector")
@@ -233,18 +238,22 @@ class HyperNodeTopology:
                             if node not in node_domain or (tier, name) < node_domain[node]:
                                 node_domain[node] = (tier, name)
                     else:
-                        problems.append(f"{where}: unknown member type {member.get('type')!r}")
+                        problems.append(
+                            (name, f"{where}: unknown member type {member.get('type')!r}")
+                        )
                 except (Unresolvable, AttributeError) as exc:
                     why = str(exc) if isinstance(exc, Unresolvable) else "malformed member"
-                    problems.append(f"{where}: {why}; it selects nothing")
+                    problems.append((name, f"{where}: {why}; it selects nothing"))
         for child, name in parent.items():
             if child in domains and domains[name].tier > domains[child].tier:
                 domains[child].parent = name
         self._report(problems)
         return domains, {node: name for node, (_, name) in node_domain.items()}
 
-    def _report(self, problems: list[str]) -> None:
+    def _report(self, problems: list[tuple[str, str]]) -> None:
         for problem in problems:
             if problem not in self._reported:
-                self._warn(problem)
+                log.warning("%s", problem[1])
+                if self._on_problem is not None:
+                    self._on_problem(*problem)
         self._reported = set(problems)

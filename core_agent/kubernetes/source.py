@@ -6,12 +6,15 @@ configurable node labels do (as Volcano's label-based discovery)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from collections import defaultdict
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from core_agent.inventory import Changes, Inventory
-from core_agent.kubernetes.adapter import Kind, KubeApi
+from core_agent.kubernetes.adapter import HYPERNODE, Kind, KubeApi
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
@@ -28,6 +31,7 @@ BOUND_PODS = Kind(
     "pods", field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 )
 HYPERNODES = Kind("hypernodes")
+log = logging.getLogger(__name__)
 VGPU_REGISTER = "volcano.sh/node-vgpu-register"  # the vGPU device plugin's GPUs of a node
 
 
@@ -52,7 +56,8 @@ class KubernetesSource:
         self.nodes: Store = {}
         self.pods: Store = {}
         self.hypernodes: Store = {}
-        self.topology = HyperNodeTopology()
+        self.topology = HyperNodeTopology(on_problem=self._hypernode_problem)
+        self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api)
         kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
@@ -108,6 +113,39 @@ class KubernetesSource:
                 self.changed.set()
 
         return changed
+
+    def _hypernode_problem(self, hypernode: str, problem: str) -> None:
+        """An Event on the HyperNode (`kubectl describe hypernode` shows it)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # resolved outside the agent's loop (a tool): the log only
+            return
+        task = loop.create_task(self._event_on_hypernode(hypernode, problem))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def _event_on_hypernode(self, hypernode: str, problem: str) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            # Events of cluster-scoped objects live in "default", as the kubelet's for nodes.
+            "metadata": {"name": f"{hypernode}.{uuid.uuid4().hex[:16]}", "namespace": "default"},
+            "involvedObject": {
+                "apiVersion": f"{HYPERNODE[0]}/{HYPERNODE[1]}",
+                "kind": "HyperNode",
+                "name": hypernode,
+            },
+            "reason": "MemberUnresolvable",
+            "message": problem[:1024],
+            "type": "Warning",
+            "source": {"component": "volcano-global-agent"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.api.create_event("default", body)
+        except Exception as exc:  # the warning is logged already; the Event is a courtesy
+            log.info("could not record an Event on HyperNode %s: %s", hypernode, exc)
 
     def current(self) -> Inventory:
         domains, node_domain = (

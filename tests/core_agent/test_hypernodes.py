@@ -12,7 +12,7 @@ from core_agent.kubernetes.hypernodes import Unresolvable, label_selector, node_
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.kube_objects import hypernode, node
 from tests.factories import eventually
-from tests.k8s_emulator.server import HYPERNODES, KubeEmulator
+from tests.k8s_emulator.server import EVENTS, HYPERNODES, KubeEmulator
 from tests.k8s_emulator.server import NODES as NODE_GVR
 
 
@@ -173,6 +173,14 @@ async def test_a_bad_pattern_is_a_warning_and_the_agent_goes_on(kube, caplog) ->
             assert any(w.startswith("HyperNode backref members[0]:") for w in warnings)
             assert any("HyperNode unclosed members[0]" in w for w in warnings)
             assert any("'Gt' is not a valid label selector operator" in w for w in warnings)
+            # Each is an Event on its HyperNode too, as `kubectl describe` shows it.
+            await eventually(lambda: len(emulator.objects[EVENTS]) == 3)
+            events = {e["involvedObject"]["name"]: e for e in emulator.objects[EVENTS].values()}
+            assert sorted(events) == ["backref", "bad-operator", "unclosed"]
+            assert events["unclosed"]["reason"] == "MemberUnresolvable"
+            assert events["unclosed"]["type"] == "Warning"
+            assert events["unclosed"]["involvedObject"]["kind"] == "HyperNode"
+            assert events["unclosed"]["message"].startswith("HyperNode unclosed members[0]")
             # The member that compiles still counts; the others select nothing.
             assert inventory.nodes["node-gpu-b-12"].domain == "backref"
             assert inventory.nodes["node-gpu-a-1"].domain == "good"

@@ -35,6 +35,7 @@ NODES: GVR = ("", "v1", "nodes")
 PODS: GVR = ("", "v1", "pods")
 NAMESPACES: GVR = ("", "v1", "namespaces")
 SERVICES: GVR = ("", "v1", "services")
+EVENTS: GVR = ("", "v1", "events")
 SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -54,6 +55,7 @@ class KubeEmulator:
             PODS: ResourceType("Pod", True),
             NAMESPACES: ResourceType("Namespace", False),
             SERVICES: ResourceType("Service", True),
+            EVENTS: ResourceType("Event", True),
         }
         self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
             gvr: {} for gvr in self.types
@@ -66,6 +68,8 @@ class KubeEmulator:
         self.admission: list[Plugin] = []  # run on every create (admission.py)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        for namespace in ("default", "kube-system"):  # every cluster has them
+            self.create(NAMESPACES, {"metadata": {"name": namespace}})
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> str:
