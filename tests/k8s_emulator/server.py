@@ -39,6 +39,10 @@ EVENTS: GVR = ("", "v1", "events")
 SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
+# The custom resources whose published CRDs declare `subresources: {status: {}}`: over HTTP a
+# create or an update of the object leaves `.status` alone, and only `<object>/status` changes
+# it (as the Volcano controller writes it). Tests set a status with `patch` directly.
+STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES})
 
 
 @dataclass(frozen=True)
@@ -168,8 +172,8 @@ class KubeEmulator:
                 "NotFound",
                 f"the server could not find the requested resource ({request.path})",
             )
-        gvr, namespace, name = parsed
-        if gvr not in self.types:
+        gvr, namespace, name, subresource = parsed
+        if gvr not in self.types or (subresource and gvr not in STATUS_SUBRESOURCE):
             return _status(
                 404,
                 "NotFound",
@@ -187,8 +191,14 @@ class KubeEmulator:
                     if obj
                     else _status(404, "NotFound", f'{gvr[2]} "{name}" not found', name=name)
                 )
+            if subresource == "status" and request.method in ("PUT", "PATCH"):
+                return web.json_response(
+                    self._write_status(request, gvr, str(name), namespace, await request.json())
+                )
             if request.method == "POST":
                 body = await request.json()
+                if gvr in STATUS_SUBRESOURCE:
+                    body.pop("status", None)
                 if namespace:
                     if ("", namespace) not in self.objects[NAMESPACES]:
                         return _status(
@@ -205,15 +215,19 @@ class KubeEmulator:
                     headers=CIMultiDict(admission.warning_headers(admitted)),
                 )
             if request.method == "PUT":
-                admitted = self._admit(request, gvr, await request.json())
+                body = self._keep_status(gvr, namespace, name, await request.json())
+                if namespace:  # the URL's, as for a create
+                    body.setdefault("metadata", {})["namespace"] = namespace
+                admitted = self._admit(request, gvr, body)
                 return web.json_response(
                     self.replace(gvr, admitted.obj),
                     headers=CIMultiDict(admission.warning_headers(admitted)),
                 )
             if request.method == "PATCH":
-                return web.json_response(
-                    self.patch(gvr, str(name), await request.json(), namespace or "")
-                )
+                patch = await request.json()
+                if gvr in STATUS_SUBRESOURCE:
+                    patch.pop("status", None)
+                return web.json_response(self.patch(gvr, str(name), patch, namespace or ""))
             if request.method == "DELETE":
                 gone = self.delete(gvr, str(name), namespace or "")
                 if await _propagation(request) != "Orphan":
@@ -227,11 +241,41 @@ class KubeEmulator:
             return _status(code, reason, str(exc), name=name or "")
         return _status(405, "MethodNotAllowed", request.method)
 
+    def _keep_status(
+        self, gvr: GVR, namespace: str | None, name: str | None, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An update of an object with a status subresource keeps the stored status."""
+        if gvr not in STATUS_SUBRESOURCE:
+            return body
+        old = self.objects[gvr].get((namespace or "", str(name)))
+        body.pop("status", None)
+        if old is not None and "status" in old:
+            body["status"] = copy.deepcopy(old["status"])
+        return body
+
+    def _write_status(
+        self,
+        request: web.Request,
+        gvr: GVR,
+        name: str,
+        namespace: str | None,
+        body: dict[str, Any],
+    ) -> dict[str, Any]:
+        """`PUT` or merge-`PATCH` of `<object>/status`: the status changes, nothing else."""
+        key = (namespace or "", name)
+        old = self.objects[gvr][key]
+        updated = copy.deepcopy(old)
+        if request.method == "PUT":
+            updated["status"] = body.get("status") or {}
+        else:
+            updated["status"] = _merge(updated.get("status") or {}, body.get("status") or {})
+        return self._store(gvr, key, updated, "MODIFIED", old)
+
     def _admit(self, request: web.Request, gvr: GVR, body: dict[str, Any]) -> admission.Admitted:
         strict = request.query.get("fieldValidation") == "Strict"
         return admission.admit(gvr, self.types[gvr].kind, body, strict=strict)
 
-    def _parse(self, path: str) -> tuple[GVR, str | None, str | None] | None:
+    def _parse(self, path: str) -> tuple[GVR, str | None, str | None, str | None] | None:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             group, version, rest = "", "v1", parts[2:]
@@ -242,9 +286,15 @@ class KubeEmulator:
         namespace = None
         if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 2:
+        subresource = rest[2] if len(rest) == 3 else None
+        if not rest or len(rest) > 3 or subresource not in (None, "status"):
             return None
-        return (group, version, rest[0]), namespace, rest[1] if len(rest) == 2 else None
+        return (
+            (group, version, rest[0]),
+            namespace,
+            rest[1] if len(rest) >= 2 else None,
+            subresource,
+        )
 
     def _selected(self, request: web.Request, gvr: GVR, namespace: str | None) -> Predicate:
         labels = label_selector(request.query.get("labelSelector"))

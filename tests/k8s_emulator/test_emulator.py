@@ -10,7 +10,14 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.k8s_emulator.server import HYPERNODES, NODES, PODS, KubeEmulator
+from tests.k8s_emulator.server import (
+    HYPERNODES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    VOLCANO_JOBS,
+    KubeEmulator,
+)
 
 
 @pytest.fixture
@@ -131,3 +138,38 @@ async def test_custom_resources_exist_only_once_registered(kube) -> None:  # typ
         "topology.volcano.sh", "v1alpha1", "hypernodes"
     )
     assert [h["metadata"]["name"] for h in listed["items"]] == ["s0"]
+
+
+async def test_a_volcano_job_s_status_changes_only_through_its_status_subresource(kube) -> None:  # type: ignore[no-untyped-def]
+    emulator, api_client = kube
+    emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
+    custom = client.CustomObjectsApi(api_client)
+    where = ("batch.volcano.sh", "v1alpha1", "ml", "jobs")
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {}}]},
+        "status": {"state": {"phase": "Completed"}},
+    }
+    created = await custom.create_namespaced_custom_object(*where, job)
+    assert "status" not in created  # a create cannot set it
+    emulator.patch(VOLCANO_JOBS, "train", {"status": {"state": {"phase": "Running"}}}, "ml")
+    replaced = await custom.replace_namespaced_custom_object(
+        *where, "train", {**job, "spec": {**job["spec"], "minAvailable": 0}}
+    )
+    assert replaced["spec"]["minAvailable"] == 0
+    assert replaced["status"] == {"state": {"phase": "Running"}}  # an update leaves it alone
+    patched = await custom.patch_namespaced_custom_object(
+        *where, "train", {"status": {"state": {"phase": "Failed"}}}
+    )
+    assert patched["status"] == {"state": {"phase": "Running"}}
+    written = await custom.patch_namespaced_custom_object_status(
+        *where, "train", {"status": {"state": {"phase": "Completed"}}, "spec": {"minAvailable": 5}}
+    )
+    assert written["status"] == {"state": {"phase": "Completed"}}
+    assert written["spec"]["minAvailable"] == 0  # the status subresource changes nothing else
+    with pytest.raises(ApiException) as refused:
+        await custom.patch_namespaced_custom_object_scale(*where, "train", {"spec": {}})
+    assert refused.value.status == 404  # no scale subresource
