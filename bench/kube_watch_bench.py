@@ -8,8 +8,8 @@ on `main` and the one in this worktree, measured in the same run.
 
 Three processes, so that each CPU and memory figure is the agent's own: this one; the emulator
 (`--role emulator`, driven over its stdin); and the agent (`--role agent`, once per
-implementation; `main`'s core_agent comes from `git archive` of the commit where this branch
-left main, or `--baseline`, first on PYTHONPATH). The
+implementation; `main`'s core_agent and volcano_global come from `git archive` of the commit
+where this branch left main, or `--baseline`, first on PYTHONPATH). The
 agent runs KubernetesSource alone (no gRPC stream to a Global) on uvloop, as `vglobal agent`
 does, so the CPU is the watch path: reading, decoding and storing events.
 """
@@ -334,10 +334,13 @@ def main() -> None:
     )
     print(f"main: core_agent of {base[:10]}")
     with tempfile.TemporaryDirectory() as old:
+        # The agent with the job-spec and protocol code of its own commit (`global/` is the
+        # importable package `volcano_global`), so a baseline never mixes two versions.
         archive = subprocess.run(
-            [*git, "archive", base, "core_agent"], capture_output=True, check=True
+            [*git, "archive", base, "core_agent", "global"], capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", old], input=archive.stdout, check=True)
+        os.rename(os.path.join(old, "global"), os.path.join(old, "volcano_global"))
         for impl, path in (("main", old), ("branch", "")):
             if args.only in (None, impl):
                 results[impl] = run_agent(args, impl, path)
