@@ -17,11 +17,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from volcano_global.bounds import GPUS_PER_POD
 from volcano_global.errors import FieldError, field_error
 from volcano_global.jobspec import Communication
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.settings import SchedulingDefaults
 from volcano_global.simulation.workload import TraceJob
+from volcano_global.solver import MAX_PODS
 from volcano_global.solver.traffic import allreduce_gbps
 
 # What `running_estimate_seconds` reads, the whole cell: "1h30m", "90s", "500ms".
@@ -34,8 +36,8 @@ MAX_SHOWN = 20  # errors listed; a month of history with one bad column would li
 EXPECTED = {
     "id": "a string",
     "arrival": "seconds >= 0 or an ISO-8601 time with a zone",
-    "pods": "an integer >= 1",
-    "gpusPerPod": "an integer >= 0",
+    "pods": f"an integer from 1 to {MAX_PODS:,}",
+    "gpusPerPod": f"an integer from 0 to {GPUS_PER_POD.high:g}",
     "gpuModel": "a string",
     "duration": "seconds > 0",
     "steps": "a number > 0",
@@ -68,8 +70,8 @@ class TraceRow(BaseModel):
 
     id: str | None = None
     arrival: float | datetime
-    pods: Annotated[int, Field(ge=1)]
-    gpus_per_pod: Annotated[int, Field(ge=0)]
+    pods: Annotated[int, Field(ge=1, le=MAX_PODS)]  # what the solver models (solver.screen)
+    gpus_per_pod: Annotated[int, GPUS_PER_POD.field()]
     gpu_model: str | None = None
     duration: Annotated[float, Field(gt=0)] | None = None
     steps: Annotated[float, Field(gt=0)] | None = None

@@ -116,8 +116,9 @@ PLAN = "arrival,pods,gpusPerPod,duration,tensorParallel,pipelineParallel,dataPar
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (f"{BASE}\n0,1,1,10\n0,x,1,10\n", "trace.csv:3: column pods: must be an integer >= 1, got 'x'"),
-        (f"{BASE}\n0,1,-1,10\n", "trace.csv:2: column gpusPerPod: must be an integer >= 0, got '-1'"),
+        (f"{BASE}\n0,1,1,10\n0,x,1,10\n", "trace.csv:3: column pods: must be an integer from 1 to 1,000,000, got 'x'"),
+        (f"{BASE}\n0,1,-1,10\n", "trace.csv:2: column gpusPerPod: must be an integer from 0 to 1024, got '-1'"),
+        (f"{BASE}\n0,1,2048,10\n", "trace.csv:2: column gpusPerPod: must be an integer from 0 to 1024, got '2048'"),
         (f"{BASE}\n0,1,1,inf\n", "trace.csv:2: column duration: must be seconds > 0, got 'inf'"),
         ("arrival,pods,gpuPerPod,duration,colour\n0,1,1,10,red\n",
          "trace.csv:1: unknown columns 'gpuPerPod' (did you mean gpusPerPod?), 'colour'"),
@@ -177,7 +178,7 @@ def test_each_mistake_names_the_file_line_and_column(
     ("text", "message"),
     [
         ('{"arrival": 0, "pods": 1.5, "gpusPerPod": 1, "duration": 5}\n',
-         "trace.jsonl:1: column pods: must be an integer >= 1, got 1.5"),
+         "trace.jsonl:1: column pods: must be an integer from 1 to 1,000,000, got 1.5"),
         ('{"arrival": 0, "pods": 1, "gpusPerPod": 1, "duration": 5, "colour": "red"}\n',
          "trace.jsonl:1: unknown column 'colour'"),
         ('\n{"arrival": 0,\n', "trace.jsonl:2: not JSON: Expecting property name enclosed in double quotes"),
@@ -201,7 +202,7 @@ def test_every_mistake_in_the_file_is_listed_by_line(tmp_path: Path) -> None:
         read_trace(path, "csv")
     assert caught.value.problems == [
         f"{path}:2: column duration: required (or steps and stepsPerSecond)",
-        f"{path}:3: column pods: must be an integer >= 1, got '0'",
+        f"{path}:3: column pods: must be an integer from 1 to 1,000,000, got '0'",
         f"{path}:3: column duration: must be seconds > 0, got 'x'",
     ]
 
@@ -237,7 +238,10 @@ def test_the_command_replays_a_csv_trace(tmp_path: Path) -> None:
     trace.write_text("arrival,pods,gpusPerPod,duration\n0,x,4,100\n")
     failed = CliRunner().invoke(app, [*args, "--trace", f"csv:{trace}"])
     assert isinstance(failed.exception, CliError)
-    assert str(failed.exception) == f"{trace}:2: column pods: must be an integer >= 1, got 'x'"
+    assert (
+        str(failed.exception)
+        == f"{trace}:2: column pods: must be an integer from 1 to 1,000,000, got 'x'"
+    )
 
 
 def test_an_elastic_width_is_read_in_units(tmp_path: Path) -> None:
