@@ -119,3 +119,10 @@ class Checker:
 
 def is_dns_label(value: str) -> bool:
     return len(value) <= 63 and bool(_DNS_LABEL.match(value))
+
+
+def is_job_name(value: str) -> bool:
+    """A name Kubernetes and Volcano both accept for a Job: a DNS-1123 subdomain (dot-separated
+    DNS labels, as the API server checks a custom resource's name) of at most 63 characters
+    (Volcano's webhook checks it as a qualified name), e.g. `llama3.1-pretrain`."""
+    return len(value) <= 63 and all(_DNS_LABEL.match(part) for part in value.split("."))

@@ -10,7 +10,7 @@ from typing import Any
 
 from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec import extensions as ext
-from volcano_global.jobspec.fields import Checker, child, is_dns_label
+from volcano_global.jobspec.fields import Checker, child, is_job_name
 from volcano_global.jobspec.lifecycle import read_lifecycle
 from volcano_global.jobspec.model import (
     Communication,
@@ -124,11 +124,11 @@ def _name(metadata: dict[str, Any], check: Checker) -> str | None:
         field_name = "metadata.generateName"
     else:
         field_name = "metadata.name"
-    if not is_dns_label(name):
+    if not is_job_name(name):
         check.fail(
             field_name,
-            f"{name!r} is not a valid name: at most 63 lowercase letters, digits or '-', "
-            "starting and ending with a letter or digit",
+            f"{name!r} is not a valid name: at most 63 lowercase letters, digits, '-' or '.', "
+            "each part between dots starting and ending with a letter or digit",
         )
         return None
     return name
@@ -209,7 +209,8 @@ def _hyperjob(
             )
         )
     total_children = sum(s.replicas for s in sub_jobs)
-    min_sub_jobs = check.integer(spec, "minAvailable", "spec", minimum=1)
+    # 0 or absent: every child, as Volcano's HyperJob webhook defaults it.
+    min_sub_jobs = check.integer(spec, "minAvailable", "spec", minimum=0) or None
     if min_sub_jobs is not None and sub_jobs and min_sub_jobs > total_children:
         check.fail("spec.minAvailable", f"must be <= the number of child jobs ({total_children})")
     check.integer(spec, "maxDomains", "spec", minimum=1)

@@ -93,9 +93,11 @@ def read_job_spec(
     total_pods = sum(t.replicas for t in tasks)
     if total_pods > max_total_pods:
         check.fail(child(path, "tasks"), f"asks for {total_pods} pods; at most {max_total_pods}")
-    min_available = check.integer(spec, "minAvailable", path, minimum=0)
+    # Absent or 0: the sum of the tasks' (each task's replicas where it sets none), as
+    # Volcano's mutating webhook defaults it.
+    min_available = check.integer(spec, "minAvailable", path, minimum=0) or None
     if min_available is None:
-        min_available = total_pods
+        min_available = sum(t.min_available for t in tasks)
     elif tasks and len(tasks) == len(tasks_raw) and min_available > total_pods:
         check.fail(
             child(path, "minAvailable"),

@@ -262,3 +262,9 @@ def test_a_dependency_on_a_task_in_another_cluster_is_left_out() -> None:
     assert "dependsOn" not in second["spec"]["tasks"][0]
     (first,) = member_jobs(job, layout(0, 6))  # both tasks here: Volcano orders them
     assert first["spec"]["tasks"][1]["dependsOn"] == {"name": ["master"]}
+
+
+def test_a_dotted_job_name_gives_a_dns_1035_member_name() -> None:
+    # `llama3.1-pretrain` is a valid Job name (a DNS subdomain); a Service name is not.
+    member = member_job_name("llama3.1-pretrain", PLACEMENT, manifest=JOB)
+    assert re.fullmatch(r"llama3-1-pretrain-[0-9a-f]{8}", member), member

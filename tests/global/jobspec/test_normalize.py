@@ -273,7 +273,7 @@ MALFORMED = [
         "metadata/name",
         "Train!",
         "metadata.name",
-        "'Train!' is not a valid name: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit",
+        "'Train!' is not a valid name: at most 63 lowercase letters, digits, '-' or '.', each part between dots starting and ending with a letter or digit",
     ),
     ("no name", "metadata/name", _DELETE, "metadata.name", "required (or metadata.generateName)"),
     (
@@ -415,3 +415,52 @@ def test_hyperjob_children_must_agree_on_the_queue() -> None:
 def test_too_many_pods_are_refused() -> None:
     errors = errors_of(job_document(replicas=200_000))
     assert errors["spec.tasks"] == "asks for 200000 pods; at most 100000"
+
+
+@pytest.mark.parametrize("name", ["llama3.1-pretrain", "a.b.c", "x" * 63])
+def test_a_job_name_is_a_dns_subdomain_of_at_most_63_characters(name: str) -> None:
+    assert normalize_job(job_document(name), OPTIONS).name == name
+
+
+@pytest.mark.parametrize("name", ["a..b", "a.-b", ".a", "a.", "Llama3.1", "x" * 64, "a_b"])
+def test_a_name_kubernetes_or_volcano_refuses_is_refused(name: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        normalize_job(job_document(name), OPTIONS)
+    assert refused.value.errors[0].field == "metadata.name"
+
+
+@pytest.mark.parametrize(
+    ("job_min", "task_mins", "expected"),
+    [
+        (None, (None, None), 6),  # every pod
+        (None, (1, None), 4),  # Volcano: the sum of the tasks' minAvailable (replicas if unset)
+        (0, (1, 2), 3),  # 0 is unset to Volcano's webhook (an int32, not a pointer)
+        (2, (1, 2), 2),
+    ],
+)
+def test_the_gang_s_minimum_defaults_as_volcano_s_webhook_sets_it(
+    job_min: int | None, task_mins: tuple[int | None, int | None], expected: int
+) -> None:
+    doc = job_document("gang", replicas=3)
+    doc["spec"]["tasks"].append(copy.deepcopy(doc["spec"]["tasks"][0]) | {"name": "other"})
+    for task, minimum in zip(doc["spec"]["tasks"], task_mins, strict=True):
+        if minimum is not None:
+            task["minAvailable"] = minimum
+    if job_min is not None:
+        doc["spec"]["minAvailable"] = job_min
+    assert normalize_job(doc, OPTIONS).gang.min_available == expected
+
+
+def test_a_hyperjob_minimum_of_0_means_every_child_as_volcano_defaults_it() -> None:
+    doc = load_document(
+        (EXAMPLES / "hyperjob-llm-training.yaml").read_text(),
+        fmt="yaml",
+        max_nodes=10_000,
+        max_depth=64,
+    )
+    doc["spec"]["minAvailable"] = 0
+    assert normalize_job(doc, OPTIONS).gang.min_sub_jobs == 2  # its two children
+    doc["spec"]["minAvailable"] = -1
+    with pytest.raises(Invalid) as refused:
+        normalize_job(doc, OPTIONS)
+    assert refused.value.errors[0].field == "spec.minAvailable"
