@@ -143,6 +143,22 @@ class KubeApi:
             except Transient:
                 pass  # discovery did not answer: ask again at the next period
 
+    async def _raise_unless_gone(self, kind: Kind, exc: NotFound) -> None:
+        """Return when a 404 means the object is not there (it names the object, or the type
+        is not served: no CRD, no object either); raise Transient when it cannot say."""
+        if exc.named:
+            return
+        failure = await self._missing_or_transient(kind, exc)
+        if not isinstance(failure, Missing):
+            raise failure from exc
+
+    async def _refusal(self, kind: Kind, exc: NotFound) -> Exception:
+        """A 404 on a create: Refused when it names what is missing (a namespace), else
+        Missing or Transient by discovery."""
+        if exc.named:
+            return Refused(str(exc))
+        return await self._missing_or_transient(kind, exc)
+
     async def _missing_or_transient(self, kind: Kind, exc: NotFound) -> Exception:
         """A 404 without an object's name: the type is missing only if discovery says so."""
         if await self.served(kind):
@@ -242,12 +258,8 @@ class KubeApi:
                 )
             )
         except NotFound as exc:
-            if exc.named:
-                return None
-            failure = await self._missing_or_transient(Kind("vcjobs"), exc)
-            if isinstance(failure, Missing):
-                return None  # no Volcano Job CRD: no Volcano Job either
-            raise failure from exc
+            await self._raise_unless_gone(Kind("vcjobs"), exc)
+            return None
 
     async def delete_volcano_job(self, namespace: str, name: str) -> bool:
         """Delete it and, in the background, its pods; False when it was already gone."""
@@ -270,9 +282,7 @@ class KubeApi:
         except AlreadyExists:
             pass
         except NotFound as exc:
-            if exc.named:
-                raise Refused(str(exc)) from exc  # no such namespace
-            raise await self._missing_or_transient(Kind("services"), exc) from exc
+            raise await self._refusal(Kind("services"), exc) from exc
 
     async def delete_service(self, namespace: str, name: str) -> bool:
         call = self.core.delete_namespaced_service(name, namespace)
@@ -298,12 +308,8 @@ class KubeApi:
             await _answer(call)
             return True
         except NotFound as exc:
-            if exc.named:
-                return False
-            failure = await self._missing_or_transient(kind, exc)
-            if isinstance(failure, Missing):
-                return False
-            raise failure from exc
+            await self._raise_unless_gone(kind, exc)
+            return False
 
     async def _create_custom(
         self, kind: Kind, namespace: str, body: dict[str, Any]
@@ -318,9 +324,7 @@ class KubeApi:
                 )
             )
         except NotFound as exc:
-            if exc.named:
-                raise Refused(str(exc)) from exc  # e.g. namespaces "absent" not found
-            raise await self._missing_or_transient(kind, exc) from exc
+            raise await self._refusal(kind, exc) from exc
 
 
 def _event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:

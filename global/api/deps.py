@@ -96,13 +96,25 @@ async def get_submitter_alone(request: Request, credentials: Credentials) -> Pri
     """The caller of an endpoint that keeps no session for the request (a submission is
     written by the job writer, audit record included): the admin token is recognised without
     the database, any other token is read in a session of its own, closed at once."""
-    token = _token(credentials)
+    principal = await _alone(request, _token(credentials))
+    request.state.principal = principal  # a refusal below is audited
+    principal.require_submitter()
+    return principal
+
+
+async def bearer_caller(request: Request) -> Principal:
+    """The caller by the request's bearer token alone, outside the dependencies (the error
+    handler judging who calls before what the call holds). Raises Unauthorized."""
+    return await _alone(request, _token(await BEARER(request)))
+
+
+async def _alone(request: Request, token: str) -> Principal:
+    """The admin token is recognised without the database, any other token is read in a
+    session of its own, closed at once."""
     principal = configured_admin(token, _admin_token(_settings(request)))
     if principal is None:
         async with request.app.state.sessions() as session:
             principal = await authenticate(session, token=token, admin_token=None)
-    request.state.principal = principal  # a refusal below is audited
-    principal.require_submitter()
     return principal
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from volcano_global.api.deps import BEARER, MUTATING
+from volcano_global.api.deps import BEARER, MUTATING, bearer_caller
 from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.errors import (
     Busy,
@@ -30,7 +30,6 @@ from volcano_global.errors import (
 )
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
 from volcano_global.services.events import record_audit
-from volcano_global.services.tenancy.tokens import authenticate
 
 log = logging.getLogger(__name__)
 
@@ -154,14 +153,8 @@ async def _unauthenticated(request: Request) -> JSONResponse | None:
     route = request.scope.get("route")
     if getattr(request.state, "principal", None) is not None or not _needs_token(route):
         return None
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
     try:
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
-        settings = request.app.state.settings
-        admin = settings.admin_token.get_secret_value() if settings.admin_token else None
-        async with request.app.state.sessions() as session:
-            await authenticate(session, token=token.strip(), admin_token=admin)
+        await bearer_caller(request)
     except Unauthorized as exc:
         return status_response(401, exc.code, exc.message, **{"WWW-Authenticate": "Bearer"})
     return None

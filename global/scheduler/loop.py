@@ -22,7 +22,7 @@ from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.settings import Settings
-from volcano_global.solver import Decision, JobDecision, Policy, SolveOptions, solve
+from volcano_global.solver import Policy, SolveOptions, failed, solve
 from volcano_global.solver.durations import DurationModel
 
 log = logging.getLogger(__name__)
@@ -97,11 +97,7 @@ class Scheduler:
         except Exception as exc:  # an inventory the model refuses: the round still ends
             log.exception("scheduling round failed")
             reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
-            decision = Decision(
-                policy,
-                "ERROR",
-                tuple(JobDecision(j.id, False, reason=reason) for j in snapshot.jobs),
-            )
+            decision = failed(policy, snapshot.jobs, reason)
         solved = time.perf_counter()
         async with transaction(self.sessions) as session:
             result = await commit_round(session, decision=decision, context=context)

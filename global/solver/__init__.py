@@ -59,6 +59,7 @@ __all__ = [
     "Share",
     "Snapshot",
     "SolveOptions",
+    "failed",
     "solve",
 ]
 
@@ -93,19 +94,19 @@ def _without_culprits(
             _solve(replace(snapshot, jobs=(job,)), policy, alone)
         except Exception as exc:
             culprits.append(JobDecision(job.id, False, reason=f"set aside: {_why(exc)}"))
-    failed = {c.job_id for c in culprits}
-    rest = replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in failed))
+    aside = {c.job_id for c in culprits}
+    rest = replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in aside))
     try:
         return _solve(rest, policy, options), tuple(culprits)
     except Exception as exc:
-        log.exception("the %s round failed again without %d jobs", policy.value, len(failed))
+        log.exception("the %s round failed again without %d jobs", policy.value, len(aside))
         reason = f"the scheduling round failed ({_why(exc)}; first: {_why(error)})"
-        return (
-            Decision(
-                policy, "ERROR", tuple(JobDecision(j.id, False, reason=reason) for j in rest.jobs)
-            ),
-            tuple(culprits),
-        )
+        return failed(policy, rest.jobs, reason), tuple(culprits)
+
+
+def failed(policy: Policy, jobs: tuple[JobRequest, ...], reason: str) -> Decision:
+    """A round that could not be solved: every job waits, with `reason`."""
+    return Decision(policy, "ERROR", tuple(JobDecision(j.id, False, reason=reason) for j in jobs))
 
 
 def _why(exc: Exception) -> str:

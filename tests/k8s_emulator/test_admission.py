@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,15 +18,14 @@ GROUP, VERSION, PLURAL = VOLCANO_JOBS
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[tuple[KubeEmulator, client.ApiClient]]:
-    emulator = KubeEmulator()
-    host = await emulator.start()
+def kube(
+    kube: tuple[KubeEmulator, client.ApiClient],
+) -> tuple[KubeEmulator, client.ApiClient]:
+    """The emulator with Volcano's Job CRD and the namespace `ml`."""
+    emulator, _ = kube
     emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
-    api_client = client.ApiClient(client.Configuration(host=host))
-    yield emulator, api_client
-    await api_client.close()
-    await emulator.stop()
+    return kube
 
 
 def vcjob(name: str, *, task: str = "worker", replicas: int = 2, **spec: Any) -> dict[str, Any]:

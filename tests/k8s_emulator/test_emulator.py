@@ -4,7 +4,6 @@ real kubernetes-asyncio client over HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client, watch
@@ -16,18 +15,7 @@ from tests.k8s_emulator.server import (
     NODES,
     PODS,
     VOLCANO_JOBS,
-    KubeEmulator,
 )
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[KubeEmulator, client.ApiClient]]:
-    emulator = KubeEmulator()
-    host = await emulator.start()
-    api_client = client.ApiClient(client.Configuration(host=host))
-    yield emulator, api_client
-    await api_client.close()
-    await emulator.stop()
 
 
 def node(name: str, **labels: str) -> dict:

@@ -5,7 +5,6 @@ kubernetes-asyncio client over HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -20,18 +19,7 @@ from tests.k8s_emulator.server import (
     NODES,
     SERVICES,
     VOLCANO_JOBS,
-    KubeEmulator,
 )
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[KubeEmulator, client.ApiClient]]:
-    emulator = KubeEmulator()
-    host = await emulator.start()
-    api_client = client.ApiClient(client.Configuration(host=host))
-    yield emulator, api_client
-    await api_client.close()
-    await emulator.stop()
 
 
 async def test_a_crd_registered_later_appears_in_discovery(kube) -> None:  # type: ignore[no-untyped-def]
