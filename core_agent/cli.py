@@ -7,17 +7,17 @@ import logging
 import signal
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import grpc
 import typer
-import uvloop
 
-from core_agent.client import DEFAULT_COALESCE_S, AgentClient
-from core_agent.kubernetes.adapter import KubeApi, api_client
-from core_agent.kubernetes.source import KubernetesSource
-from core_agent.simulated.cluster import SimulatedCluster
-from core_agent.sources import InventorySource
+from core_agent.inventory import DEFAULT_COALESCE_S
+
+if TYPE_CHECKING:
+    import grpc
+
+    from core_agent.simulated.cluster import SimulatedCluster
+    from core_agent.sources import InventorySource
 
 
 class SourceKind(StrEnum):
@@ -105,6 +105,12 @@ def agent(
 ) -> None:
     """Run the agent of one member cluster: stream its inventory to the Global and run the
     shares it is assigned."""
+    # The agent's own imports (gRPC, the sources, kubernetes-asyncio) are made when it runs:
+    # `vglobal` registers this command for every other command too.
+    import uvloop
+
+    from core_agent.client import AgentClient
+
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -115,6 +121,11 @@ def agent(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         if source is SourceKind.KUBERNETES:
+            # Imported here: kubernetes-asyncio takes seconds to import, which every other
+            # `vglobal` command (and a simulated agent) would otherwise pay.
+            from core_agent.kubernetes.adapter import KubeApi, api_client
+            from core_agent.kubernetes.source import KubernetesSource
+
             api = await api_client(
                 kubeconfig=str(kubeconfig) if kubeconfig else None, host=kube_host
             )
@@ -139,6 +150,8 @@ def agent(
 def _simulated(
     cluster: str, spec: Path | None, block: int | None, gpu_model: str, time_scale: float
 ) -> SimulatedCluster:
+    from core_agent.simulated.cluster import SimulatedCluster
+
     if spec is not None:
         simulated = SimulatedCluster.from_yaml(cluster, spec)
     elif block is not None:
@@ -155,6 +168,8 @@ def tls_credentials(
     ca_file: Path | None, cert_file: Path | None, key_file: Path | None
 ) -> grpc.ChannelCredentials | None:
     """Channel credentials from PEM files: none of them means a plain channel."""
+    import grpc
+
     if ca_file is None and cert_file is None:
         return None
     if (cert_file is None) != (key_file is None):

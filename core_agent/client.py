@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import grpc
 
-from core_agent.inventory import Inventory
+from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.backoff import Backoff
@@ -33,9 +33,6 @@ log = logging.getLogger(__name__)
 MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
 MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
 KEEPALIVE_MS = 15_000  # the Global accepts pings this often (its grpc server options)
-# A large cluster's inventory changes all the time (pods come and go): one delta a second per
-# cluster keeps the Global within a second of it at a twentieth of the transactions of 50 ms.
-DEFAULT_COALESCE_S = 1.0
 
 
 class AgentClient:

@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
+# Inventory changes within this window go to the Global as one delta: a large cluster's
+# inventory changes all the time (pods come and go), and one delta a second per cluster keeps
+# the Global within a second of it at a twentieth of the transactions of 50 ms.
+DEFAULT_COALESCE_S = 1.0
+
 
 @dataclass
 class Changes:

@@ -22,7 +22,6 @@ from rich.table import Table
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.output import Format, console, render
 from volcano_global.cli.resources import CLUSTER_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
-from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
 
 CLUSTERS = [
     # name, agent arguments (examples dir relative), labels
@@ -217,6 +216,9 @@ def _submit(api: Client, documents: list[Path]) -> list[str]:
 
 def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) -> None:
     """Print every state change and pending reason as it happens, until every job ends."""
+    # Imported here: the services pull in SQLAlchemy, which no other command of the client needs.
+    from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
+
     console.rule(f"running on a compressed clock (1 simulated hour = {3600 * time_scale:g} s)")
     started = time.monotonic()
     seen: dict[str, tuple[str, str | None]] = {}

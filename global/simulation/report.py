@@ -10,11 +10,7 @@ import json
 import math
 from dataclasses import asdict
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt
+from types import ModuleType
 
 from volcano_global.simulation.comparison import bounds, judge
 from volcano_global.simulation.engine import SimResult
@@ -62,14 +58,26 @@ def write(out: Path, results: list[SimResult], summaries: list[Summary]) -> list
             writer.writerow([getattr(s, c) for c in SUMMARY_COLUMNS])
     for result in results:
         files += [_jobs_csv(out, result), _timeline_csv(out, result)]
+    plt = _pyplot()
     for name, draw in (("allocation", _allocation), ("jct", _jct), ("queueing", _queueing)):
-        figure = draw(results, summaries)
+        figure = draw(plt, results, summaries)
         for ext in ("png", "svg"):
             path = out / f"{name}.{ext}"
             figure.savefig(path, dpi=110, bbox_inches="tight")
             files.append(path)
         plt.close(figure)
     return files
+
+
+def _pyplot() -> ModuleType:
+    # Imported when plots are drawn: matplotlib costs a second of import time that every
+    # `vglobal` command would otherwise pay.
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def _plain(value: object) -> object:
@@ -127,7 +135,7 @@ def _timeline_csv(out: Path, result: SimResult) -> Path:
     return path
 
 
-def _allocation(results: list[SimResult], _: list[Summary]):  # type: ignore[no-untyped-def]
+def _allocation(plt: ModuleType, results: list[SimResult], _: list[Summary]):  # type: ignore[no-untyped-def]
     figure, axis = plt.subplots(figsize=(8, 3.5))
     for result in results:
         times = [s.time / 3600 for s in result.timeline]
@@ -141,7 +149,7 @@ def _allocation(results: list[SimResult], _: list[Summary]):  # type: ignore[no-
     return figure
 
 
-def _jct(results: list[SimResult], _: list[Summary]):  # type: ignore[no-untyped-def]
+def _jct(plt: ModuleType, results: list[SimResult], _: list[Summary]):  # type: ignore[no-untyped-def]
     figure, axis = plt.subplots(figsize=(6, 3.5))
     for result in results:
         jcts = sorted(r.finish - r.job.arrival_s for r in result.records if r.finish is not None)
@@ -155,7 +163,7 @@ def _jct(results: list[SimResult], _: list[Summary]):  # type: ignore[no-untyped
     return figure
 
 
-def _queueing(_: list[SimResult], summaries: list[Summary]):  # type: ignore[no-untyped-def]
+def _queueing(plt: ModuleType, _: list[SimResult], summaries: list[Summary]):  # type: ignore[no-untyped-def]
     figure, axis = plt.subplots(figsize=(6, 3.5))
     labels = [label for *_, label in SIZE_CLASSES]
     width = 0.8 / max(len(summaries), 1)

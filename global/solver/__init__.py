@@ -20,7 +20,6 @@ from volcano_global.solver.baselines import (
     proportional,
     reservations_for,
 )
-from volcano_global.solver.cpsat import cpsat_decision
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -120,6 +119,10 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
     owed, holds = plan(snapshot, window, base, options) if policy.planned else ([], [])
     rank = stable_rank(snapshot)
     if policy is Policy.CPSAT:
+        # ortools is imported when a CP-SAT round first runs: a CLI call or an agent that
+        # only reads the solver's types does not pay its second of import time.
+        from volcano_global.solver.cpsat import cpsat_decision
+
         decision, pools = cpsat_decision(
             snapshot,
             window,
