@@ -22,7 +22,13 @@ from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.settings import Settings
-from volcano_global.solver import Policy, SolveOptions, failed, solve
+from volcano_global.solver import (
+    Policy,
+    SolveOptions,
+    cpsat,  # noqa: F401  loaded with the loop, not in the first round, whose time limit it would eat
+    failed,
+    solve,
+)
 from volcano_global.solver.durations import DurationModel
 
 log = logging.getLogger(__name__)
