@@ -41,6 +41,7 @@ from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
 from volcano_global.services.scheduling import preview
+from volcano_global.services.tenancy import priority_classes
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -148,11 +149,15 @@ def _format(request: Request) -> str:
 async def _submission(
     request: Request, settings: Settings, caller: Principal
 ) -> submissions.Submission:
+    # The stored classes, read afresh: a class created a moment ago (on any replica) resolves.
+    async with request.app.state.sessions() as session:
+        classes, default_class = await priority_classes.resolution_table(session)
     return submissions.Submission(
         body=await request.body(),
         fmt=_format(request),
         options=ParseOptions(
-            priority_classes=settings.scheduling.priority_classes,
+            priority_classes=classes,
+            default_priority_class=default_class,
             default_max_clusters=settings.scheduling.max_clusters,
             max_total_pods=settings.limits.max_total_pods,
         ),

@@ -54,12 +54,15 @@ class PriorityClass:
 
 BUILT_IN = {
     "system-node-critical": PriorityClass(
-        "system-node-critical", 2_000_001_000, description="Used for system critical pods that "
-        "must not be moved from their current node."
+        "system-node-critical",
+        2_000_001_000,
+        description="Used for system critical pods that must not be moved from their current node.",
     ),
     "system-cluster-critical": PriorityClass(
-        "system-cluster-critical", 2_000_000_000, description="Used for system critical pods "
-        "that must run in the cluster, but can be moved to another node if necessary."
+        "system-cluster-critical",
+        2_000_000_000,
+        description="Used for system critical pods "
+        "that must run in the cluster, but can be moved to another node if necessary.",
     ),
 }
 

@@ -141,8 +141,13 @@ def read_queue(doc: Any) -> QueueDefinition:
 
 
 def queue_document(
-    *, name: str, spec: dict[str, Any], labels: dict[str, str], annotations: dict[str, str],
-    state: str, status: dict[str, Any] | None = None,
+    *,
+    name: str,
+    spec: dict[str, Any],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    state: str,
+    status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A stored queue as its Volcano document (what `read_queue` read, unchanged)."""
     metadata: dict[str, Any] = {"name": name}
@@ -276,8 +281,9 @@ def _hierarchy(
     parts, values = (path or "").split("/"), (weights or "").split("/")
     if len(parts) != len(values):
         check.fail(
-            where, f"{HIERARCHY} and {HIERARCHY_WEIGHTS} must have as many parts, got "
-            f"{path!r} and {weights!r}"
+            where,
+            f"{HIERARCHY} and {HIERARCHY_WEIGHTS} must have as many parts, got "
+            f"{path!r} and {weights!r}",
         )
         return ()
     out = []
@@ -294,7 +300,9 @@ def _hierarchy(
     if parts[0] != ROOT:
         check.fail(child("metadata.annotations", HIERARCHY), f"must start with {ROOT}/")
     elif name is not None and parts[-1] != name:
-        check.fail(child("metadata.annotations", HIERARCHY), f"must end with the queue's name {name}")
+        check.fail(
+            child("metadata.annotations", HIERARCHY), f"must end with the queue's name {name}"
+        )
     return tuple(out)
 
 

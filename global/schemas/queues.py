@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,7 @@ class QueuePatch(RequestBody):
     weight: Weight | None = None
     gpu_quota: Quota | None = None
     priority: Priority | None = None
+    state: Literal["Open", "Closed"] | None = None
 
 
 class QueueUsage(ApiModel):
@@ -37,12 +38,25 @@ class QueueUsage(ApiModel):
 class QueueOut(ApiModel):
     name: str
     weight: int
-    gpu_quota: int | None
+    gpu_quota: int | None = Field(description="spec.capability's GPUs (all accelerators summed)")
     priority: int
+    state: Literal["Open", "Closed"]
+    parent: str | None = Field(description="The parent queue; null: a child of the root")
+    leaf: bool = Field(description="Whether jobs may be submitted to it (no child queues)")
+    reclaimable: bool
+    guarantee_gpus: int
+    spec: dict[str, Any] = Field(description="The Volcano Queue spec, as applied")
     usage: QueueUsage
     fair_share_gpus: int = Field(
-        description="GPUs the queue deserves now: the Ready clusters' GPUs divided by weight "
-        "among queues that want GPUs, capped by what it wants and its quota (Volcano proportion)"
+        description="GPUs the queue deserves now (solver/fair_share.py, docs/placement.md): "
+        "its parent's share divided by weight among siblings that want GPUs, with guarantee "
+        "and deserved as floors and capability as a cap"
+    )
+    deserved_gpus: int = Field(description="The same as fairShareGpus (Volcano's name)")
+    allocated_gpus: int = Field(description="GPUs its subtree's jobs hold")
+    share: float | None = Field(
+        description="allocated / deserved (Volcano's share); null when it deserves nothing "
+        "but holds GPUs"
     )
     created_at: datetime
     updated_at: datetime

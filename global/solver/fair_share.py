@@ -123,7 +123,13 @@ def _water_fill(amount: int, nodes: list[QueueNode], wanted: Mapping[str, int]) 
 
     # The level where the sum crosses `amount` lies between two breakpoints (a/w or b/w):
     # between them the sum is linear in the level.
-    points = sorted({0.0, *(a / w for a, w in zip(lo, weight)), *(b / w for b, w in zip(hi, weight))})
+    points = sorted(
+        {
+            0.0,
+            *(a / w for a, w in zip(lo, weight, strict=True)),
+            *(b / w for b, w in zip(hi, weight, strict=True)),
+        }
+    )
     low = 0.0
     for point in points:
         if given(point) >= amount:
@@ -134,7 +140,9 @@ def _water_fill(amount: int, nodes: list[QueueNode], wanted: Mapping[str, int]) 
         high = points[-1]
     g_low, g_high = given(low), given(high)
     level = high if g_high == g_low else low + (amount - g_low) * (high - low) / (g_high - g_low)
-    return _whole([min(max(level * w, a), b) for w, a, b in zip(weight, lo, hi, strict=True)], amount)
+    return _whole(
+        [min(max(level * w, a), b) for w, a, b in zip(weight, lo, hi, strict=True)], amount
+    )
 
 
 def _whole(values: list[float], amount: int) -> list[int]:

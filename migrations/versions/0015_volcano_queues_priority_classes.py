@@ -50,8 +50,9 @@ def upgrade() -> None:
         sa.column("annotations", JSON),
     )
     bind = op.get_bind()
-    for row in bind.execute(sa.select(queues.c.id, queues.c.weight, queues.c.gpu_quota,
-                                      queues.c.priority)).all():
+    for row in bind.execute(
+        sa.select(queues.c.id, queues.c.weight, queues.c.gpu_quota, queues.c.priority)
+    ).all():
         spec: dict[str, object] = {"weight": row.weight, "reclaimable": True}
         if row.gpu_quota is not None:
             spec["capability"] = {"nvidia.com/gpu": row.gpu_quota}
@@ -80,16 +81,31 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_priority_classes")),
         sa.UniqueConstraint("name", name=op.f("uq_priority_classes_name")),
     )
+    op.create_index(
+        "ix_priority_classes_one_global_default",
+        "priority_classes",
+        ["global_default"],
+        unique=True,
+        sqlite_where=sa.text("global_default"),
+        postgresql_where=sa.text("global_default"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_priority_classes_one_global_default", table_name="priority_classes")
     op.drop_table("priority_classes")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_column("preemption_policy")
     with op.batch_alter_table("queues", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_queues_parent"))
         for column in (
-            "reclaimable", "guarantee_gpus", "deserved_gpus", "parent", "state", "annotations",
-            "labels", "spec",
+            "reclaimable",
+            "guarantee_gpus",
+            "deserved_gpus",
+            "parent",
+            "state",
+            "annotations",
+            "labels",
+            "spec",
         ):
             batch_op.drop_column(column)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import String, Text
+from sqlalchemy import Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from volcano_global.db.base import Base, Timestamps, UUIDPrimaryKey
@@ -10,6 +10,16 @@ from volcano_global.db.base import Base, Timestamps, UUIDPrimaryKey
 
 class PriorityClassRow(UUIDPrimaryKey, Timestamps, Base):
     __tablename__ = "priority_classes"
+    __table_args__ = (
+        # At most one global default, across replicas too.
+        Index(
+            "ix_priority_classes_one_global_default",
+            "global_default",
+            unique=True,
+            sqlite_where=text("global_default"),
+            postgresql_where=text("global_default"),
+        ),
+    )
 
     name: Mapped[str] = mapped_column(String(253), unique=True)
     value: Mapped[int] = mapped_column()

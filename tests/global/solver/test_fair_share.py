@@ -37,7 +37,10 @@ def test_capability_caps_and_what_is_left_goes_to_the_others() -> None:
     )
     shares = fair_shares(120, queues)
     assert {n: s.deserved for n, s in shares.items()} == {
-        "eng": 30, "prod": 22, "dev": 8, "research": 90
+        "eng": 30,
+        "prod": 22,
+        "dev": 8,
+        "research": 90,
     }
     assert shares["dev"].cap == 30  # the parent's capability caps its subtree
 
@@ -101,7 +104,7 @@ def test_order_compares_queues_by_their_ancestors_first() -> None:
         Candidate("r2", "research", 0, 8, t0 + timedelta(seconds=2)),
     ]
     flat = fair_order(jobs, held={"prod": 30, "research": 10}, weights={})
-    assert [c.key for c in flat][0] == "d1"  # without the tree, dev alone holds nothing
+    assert flat[0].key == "d1"  # without the tree, dev alone holds nothing
     ordered = fair_order(jobs, held={"prod": 30, "research": 10}, weights={}, tree=queues)
     assert [c.key for c in ordered] == ["r1", "r2", "d1"]
 
