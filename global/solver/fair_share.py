@@ -194,12 +194,12 @@ def _waiting_weight(
 
 
 def quota_states(
-    capacity: int, queues: Mapping[str, QueueNode], leaves_waiting: set[str]
+    queues: Mapping[str, QueueNode], leaves_waiting: set[str]
 ) -> tuple[QueueState, ...]:
     """The solver's quota input: per leaf queue, what it holds and the most it may hold after
     this round (what it holds plus its `subtree_rooms` room; None where nothing caps it). The
     server's snapshot and the simulator both build their quotas with this."""
-    shares = fair_shares(capacity, queues)
+    shares = fair_shares(0, queues)  # only what each subtree holds is read
     rooms = subtree_rooms(shares, queues, leaves_waiting)
     return tuple(
         QueueState(name, None if room is None else queues[name].held + room, queues[name].held)

@@ -80,12 +80,12 @@ def test_a_capped_parent_splits_its_room_among_waiting_leaves() -> None:
         QueueNode("dev", parent="eng", weight=1, pending=64),
         QueueNode("research", pending=8),
     )
-    states = {q.name: q for q in quota_states(200, queues, {"prod", "dev", "research"})}
+    states = {q.name: q for q in quota_states(queues, {"prod", "dev", "research"})}
     assert (states["prod"].quota_gpus, states["prod"].used_gpus) == (16 + 18, 16)
     assert states["dev"].quota_gpus == 6
     assert states["research"].quota_gpus is None
     # Only dev waiting: it may take all 24.
-    assert {q.name: q.quota_gpus for q in quota_states(200, queues, {"dev"})}["dev"] == 24
+    assert {q.name: q.quota_gpus for q in quota_states(queues, {"dev"})}["dev"] == 24
 
 
 def test_order_compares_queues_by_their_ancestors_first() -> None:
