@@ -246,6 +246,7 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
         "queue": job["queue_name"],
         "priority": job["priority"],
         "priority_class_name": job["priority_class_name"],
+        "preemption_policy": job.get("preemption_policy") or "PreemptLowerPriority",
         "state": state.value,
         "state_message": job["state_message"],
         "pending_reason": job["pending_reason"] if state is JobState.PENDING else None,
