@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.deps import (
     AppSettings,
@@ -111,7 +112,7 @@ async def preview_job(
     is stored."""
     result = await preview.preview_job(
         session,
-        await _submission(request, settings, caller),
+        await _submission(request, settings, caller, session),
         time_limit_s=settings.scheduling.round_time_limit_s,
     )
     job, decision = result.job, result.decision
@@ -147,11 +148,16 @@ def _format(request: Request) -> str:
 
 
 async def _submission(
-    request: Request, settings: Settings, caller: Principal
+    request: Request, settings: Settings, caller: Principal, session: AsyncSession | None = None
 ) -> submissions.Submission:
+    """`session`: the request's own, if it has one (SQLite's pool has one connection: a second
+    session would wait for it)."""
     # The stored classes, read afresh: a class created a moment ago (on any replica) resolves.
-    async with request.app.state.sessions() as session:
+    if session is not None:
         classes, default_class = await priority_classes.resolution_table(session)
+    else:
+        async with request.app.state.sessions() as own:
+            classes, default_class = await priority_classes.resolution_table(own)
     return submissions.Submission(
         body=await request.body(),
         fmt=_format(request),
