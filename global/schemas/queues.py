@@ -11,7 +11,8 @@ from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 Weight = Annotated[int, Field(ge=1, le=1_000_000)]
 Quota = Annotated[int, Field(ge=0, le=10_000_000, description="GPUs; null means unlimited.")]
-Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+# Volcano's Queue CRD: spec.priority >= 0 (the older shape took negative values too).
+Priority = Annotated[int, Field(ge=0, le=1_000_000)]
 
 
 class QueueCreate(RequestBody):

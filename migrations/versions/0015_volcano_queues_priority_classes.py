@@ -56,7 +56,7 @@ def upgrade() -> None:
         spec: dict[str, object] = {"weight": row.weight, "reclaimable": True}
         if row.gpu_quota is not None:
             spec["capability"] = {"nvidia.com/gpu": row.gpu_quota}
-        if row.priority:
+        if row.priority and row.priority > 0:  # the CRD's minimum is 0
             spec["priority"] = row.priority
         bind.execute(
             queues.update()
