@@ -112,30 +112,3 @@ def _tree_share(
         floor = max(node.guarantee, node.deserved or 0)
         levels.append((used >= floor if floor else True, used / max(node.weight, 1)))
     return tuple(levels), queues[queue][0].submitted_at, queue
-
-
-def deserved(capacity: int, queues: dict[str, tuple[int, int, int | None]]) -> dict[str, int]:
-    """Each queue's deserved GPUs, as Volcano's proportion plugin computes them: capacity is
-    divided by weight among queues that want GPUs, a queue never deserves more than it wants
-    (held + pending) or its quota, and what a capped queue leaves is divided again.
-    `queues`: name -> (weight, wanted GPUs, quota or None)."""
-    share = {name: 0.0 for name in queues}
-    cap = {
-        name: float(min(wanted, quota) if quota is not None else wanted)
-        for name, (_, wanted, quota) in queues.items()
-    }
-    open_ = {name for name in queues if cap[name] > 0}
-    left = float(capacity)
-    while open_ and left > 1e-9:
-        total_weight = sum(max(queues[n][0], 1) for n in open_)
-        given = 0.0
-        for name in sorted(open_):
-            offer = left * max(queues[name][0], 1) / total_weight
-            take = min(offer, cap[name] - share[name])
-            share[name] += take
-            given += take
-        left -= given
-        open_ = {n for n in open_ if cap[n] - share[n] > 1e-9}
-        if given <= 1e-9:
-            break
-    return {name: int(value) for name, value in share.items()}
