@@ -17,6 +17,7 @@ from volcano_global.api import (
     jobs,
     links,
     overview,
+    priority_classes,
     queues,
     tokens,
 )
@@ -30,6 +31,7 @@ from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.jobs.writer import JobWriter
+from volcano_global.services.tenancy.priority_classes import seed_priority_classes
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
@@ -50,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with transaction(sessions) as session:
                 await advisory_xact_lock(session, BOOTSTRAP_LOCK_KEY)
                 await ensure_queue(session, name=settings.scheduling.default_queue)
+                await seed_priority_classes(session, seeds=settings.scheduling.priority_classes)
                 generated = None if settings.admin_token else await ensure_admin_token(session)
             if generated:
                 announce_admin_token(generated)
@@ -92,7 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # FastAPI tries the routers in order, each by matching every route of it: the jobs API,
     # most of the traffic, first.
-    for module in (jobs, health, clusters, links, queues, overview, tokens):
+    for module in (jobs, health, clusters, links, queues, priority_classes, overview, tokens):
         app.include_router(module.router)
     console.mount(app)
     app.add_middleware(

@@ -42,12 +42,13 @@ class SchedulingDefaults(BaseModel):
     max_clusters: int = Field(4, ge=1, description="Most clusters a split job may span.")
     priority_classes: dict[str, int] = Field(
         default_factory=lambda: {
-            "system-critical": 100_000,
             "high-priority": 1_000,
             "medium-priority": 500,
             "low-priority": 100,
         },
-        description="priorityClassName -> priority value (as Kubernetes PriorityClass objects).",
+        description="PriorityClasses (name -> value) stored on the first start only; after it, "
+        "classes are resources (/api/v1/priorityclasses). The built-in system-cluster-critical "
+        "and system-node-critical always exist; a name with the system- prefix is not seeded.",
     )
     default_queue: str = Field("default", description="Queue of a job that names none.")
     policy: str = Field(

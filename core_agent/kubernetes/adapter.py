@@ -25,7 +25,13 @@ from core_agent.kubernetes.transport import Timeouts, install
 HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
 SERVICE_EXPORT = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
-CUSTOM = {"hypernodes": HYPERNODE, "vcjobs": VOLCANO_JOB, "serviceexports": SERVICE_EXPORT}
+VOLCANO_QUEUE = ("scheduling.volcano.sh", "v1beta1", "queues")  # cluster-scoped
+CUSTOM = {
+    "hypernodes": HYPERNODE,
+    "vcjobs": VOLCANO_JOB,
+    "serviceexports": SERVICE_EXPORT,
+    "queues": VOLCANO_QUEUE,
+}
 RETRY_AFTER_CAP_S = 300.0  # a Retry-After beyond this is a misconfigured proxy, not advice
 
 T = TypeVar("T")
@@ -268,6 +274,30 @@ class KubeApi:
             group, version, namespace, plural, name, propagation_policy="Background"
         )
         return await self._deleted(Kind("vcjobs"), call)
+
+    # -- Volcano Queues (the queue a member job names must exist and be Open) ---------------
+    async def get_volcano_queue(self, name: str) -> dict[str, Any] | None:
+        group, version, plural = VOLCANO_QUEUE
+        try:
+            return dict(
+                await _answer(self.custom.get_cluster_custom_object(group, version, plural, name))
+            )
+        except NotFound as exc:
+            await self._raise_unless_gone(Kind("queues"), exc)
+            return None
+
+    async def create_volcano_queue(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Raises AlreadyExists, Refused (forbidden by RBAC, invalid), Missing (no Queue CRD)
+        or Transient."""
+        group, version, plural = VOLCANO_QUEUE
+        try:
+            return dict(
+                await _answer(
+                    self.custom.create_cluster_custom_object(group, version, plural, body)
+                )
+            )
+        except NotFound as exc:
+            raise await self._refusal(Kind("queues"), exc) from exc
 
     # -- events on the cluster's own objects --------------------------------------------------
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
 from core_agent.kubernetes.cleanup import remove_placement
+from core_agent.kubernetes.queues import ensure_queue
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.watcher import Store
 from core_agent.sources import Report
@@ -121,6 +122,10 @@ class MemberJobs:
             documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
         except (ValueError, KeyError, TypeError) as exc:
             self._send(pid, SharePhase.FAILED, f"cannot build the Volcano Job: {exc}", force=True)
+            return
+        problem = await ensure_queue(self.api, a, documents, self._persist)
+        if problem is not None:
+            self._send(pid, SharePhase.FAILED, problem, force=True)
             return
         created: list[str] = []
         first: dict[str, Any] | None = None

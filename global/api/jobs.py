@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.deps import (
     AppSettings,
@@ -41,6 +42,7 @@ from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
 from volcano_global.services.scheduling import preview
+from volcano_global.services.tenancy import priority_classes
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -110,7 +112,7 @@ async def preview_job(
     is stored."""
     result = await preview.preview_job(
         session,
-        await _submission(request, settings, caller),
+        await _submission(request, settings, caller, session),
         time_limit_s=settings.scheduling.round_time_limit_s,
     )
     job, decision = result.job, result.decision
@@ -146,13 +148,22 @@ def _format(request: Request) -> str:
 
 
 async def _submission(
-    request: Request, settings: Settings, caller: Principal
+    request: Request, settings: Settings, caller: Principal, session: AsyncSession | None = None
 ) -> submissions.Submission:
+    """`session`: the request's own, if it has one (SQLite's pool has one connection: a second
+    session would wait for it)."""
+    # The stored classes, read afresh: a class created a moment ago (on any replica) resolves.
+    if session is not None:
+        classes, default_class = await priority_classes.resolution_table(session)
+    else:
+        async with request.app.state.sessions() as own:
+            classes, default_class = await priority_classes.resolution_table(own)
     return submissions.Submission(
         body=await request.body(),
         fmt=_format(request),
         options=ParseOptions(
-            priority_classes=settings.scheduling.priority_classes,
+            priority_classes=classes,
+            default_priority_class=default_class,
             default_max_clusters=settings.scheduling.max_clusters,
             max_total_pods=settings.limits.max_total_pods,
         ),
@@ -241,6 +252,7 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
         "queue": job["queue_name"],
         "priority": job["priority"],
         "priority_class_name": job["priority_class_name"],
+        "preemption_policy": job.get("preemption_policy") or "PreemptLowerPriority",
         "state": state.value,
         "state_message": job["state_message"],
         "pending_reason": job["pending_reason"] if state is JobState.PENDING else None,

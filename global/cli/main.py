@@ -11,7 +11,7 @@ import typer
 from core_agent.cli import agent as agent_command
 from volcano_global.cli import demo as demo_command
 from volcano_global.cli import plan as plan_command
-from volcano_global.cli import resources
+from volcano_global.cli import resources, tenancy
 from volcano_global.cli import simulate as simulate_command
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import Options
@@ -102,6 +102,7 @@ for command in resources.COMMANDS:
 app.add_typer(resources.clusters_app, name="clusters")
 app.add_typer(resources.links_app, name="links")
 app.add_typer(resources.queues_app, name="queues")
+app.add_typer(tenancy.priorityclasses_app, name="priorityclasses")
 
 
 def run() -> Any:

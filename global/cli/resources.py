@@ -146,9 +146,12 @@ LINK_COLUMNS: list[Column] = [
 ]
 QUEUE_COLUMNS: list[Column] = [
     ("NAME", lambda q: q["name"]),
+    ("STATE", lambda q: q.get("state", "Open")),
+    ("PARENT", lambda q: q.get("parent") or "root"),
     ("WEIGHT", lambda q: q["weight"]),
     ("GPU QUOTA", lambda q: "-" if q["gpuQuota"] is None else q["gpuQuota"]),
     ("PRIORITY", lambda q: q["priority"]),
+    ("DESERVED", lambda q: q.get("deservedGpus", q.get("fairShareGpus", 0))),
     ("ALLOCATED GPUS", lambda q: q["usage"]["allocatedGpus"]),
     ("PENDING", lambda q: q["usage"]["pendingJobs"]),
     ("ACTIVE", lambda q: q["usage"]["activeJobs"]),

@@ -141,6 +141,10 @@ class NormalizedJob(Frozen):
     queue: str | None
     priority_class_name: str | None
     priority: int
+    preemption_policy: str = Field(
+        "PreemptLowerPriority",
+        description="The class's preemptionPolicy: PreemptLowerPriority or Never",
+    )
     gang: Gang
     split_policy: SplitPolicy
     communication: Communication | None = None

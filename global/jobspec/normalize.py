@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from volcano_global.jobspec.model import (
     SubJob,
     TaskGang,
 )
+from volcano_global.jobspec.priority_classes import PriorityClass, resolve_priority
 from volcano_global.jobspec.volcano_job import JobSpecSummary, read_job_spec
 
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
@@ -30,7 +32,9 @@ REPLICATED_JOB_FIELDS = frozenset({"name", "replicas", "clusterNames", "template
 
 @dataclass(frozen=True)
 class ParseOptions:
-    priority_classes: dict[str, int] = field(default_factory=dict)
+    # name -> class (the stored PriorityClasses), or a bare value (PreemptLowerPriority)
+    priority_classes: Mapping[str, int | PriorityClass] = field(default_factory=dict)
+    default_priority_class: str | None = None  # the globalDefault class, for a job naming none
     default_max_clusters: int = 4
     max_total_pods: int = 100_000
 
@@ -89,22 +93,23 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
-    priority = 0
-    if priority_class is not None:
-        if priority_class not in options.priority_classes:
-            known = ", ".join(sorted(options.priority_classes)) or "none configured"
-            check.fail(class_path, f"unknown priority class {priority_class!r} (known: {known})")
-        else:
-            priority = options.priority_classes[priority_class]
+    resolved = resolve_priority(
+        priority_class, options.priority_classes, options.default_priority_class
+    )
+    if resolved is None:
+        known = ", ".join(sorted(options.priority_classes)) or "none configured"
+        check.fail(class_path, f"unknown priority class {priority_class!r} (known: {known})")
     check.raise_if_any()
+    assert resolved is not None
     return NormalizedJob(
         api_version=str(api_version),
         kind=kind,  # type: ignore[arg-type]
         name=name,
         namespace=namespace,
         queue=queue,
-        priority_class_name=priority_class,
-        priority=priority,
+        priority_class_name=resolved.class_name,
+        priority=resolved.value,
+        preemption_policy=resolved.preemption_policy,
         gang=gang,
         split_policy=split,
         communication=communication,

@@ -160,6 +160,7 @@ class ShareAssignment(_Wire[pb.ShareAssignment]):
     domains: dict[str, int] = field(default_factory=dict)  # leaf HyperNode -> pods
     duration_seconds: float = 0.0  # how long the job runs, for simulated clusters
     job_token: str = ""  # lets the job's processes report measurements for this job only
+    queue_json: str = ""  # the job's Volcano Queue document, made to exist in the cluster
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -58,6 +58,11 @@ class JobSummary(ApiModel):
     queue: str
     priority: int
     priority_class_name: str | None
+    preemption_policy: str = Field(
+        "PreemptLowerPriority",
+        description="Its priority class's preemptionPolicy when submitted (PreemptLowerPriority "
+        "or Never)",
+    )
     state: str
     state_message: str
     pending_reason: str | None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -11,7 +11,8 @@ from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
 Weight = Annotated[int, Field(ge=1, le=1_000_000)]
 Quota = Annotated[int, Field(ge=0, le=10_000_000, description="GPUs; null means unlimited.")]
-Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+# Volcano's Queue CRD: spec.priority >= 0 (the older shape took negative values too).
+Priority = Annotated[int, Field(ge=0, le=1_000_000)]
 
 
 class QueueCreate(RequestBody):
@@ -25,6 +26,7 @@ class QueuePatch(RequestBody):
     weight: Weight | None = None
     gpu_quota: Quota | None = None
     priority: Priority | None = None
+    state: Literal["Open", "Closed"] | None = None
 
 
 class QueueUsage(ApiModel):
@@ -37,12 +39,25 @@ class QueueUsage(ApiModel):
 class QueueOut(ApiModel):
     name: str
     weight: int
-    gpu_quota: int | None
+    gpu_quota: int | None = Field(description="spec.capability's GPUs (all accelerators summed)")
     priority: int
+    state: Literal["Open", "Closed"]
+    parent: str | None = Field(description="The parent queue; null: a child of the root")
+    leaf: bool = Field(description="Whether jobs may be submitted to it (no child queues)")
+    reclaimable: bool
+    guarantee_gpus: int
+    spec: dict[str, Any] = Field(description="The Volcano Queue spec, as applied")
     usage: QueueUsage
     fair_share_gpus: int = Field(
-        description="GPUs the queue deserves now: the Ready clusters' GPUs divided by weight "
-        "among queues that want GPUs, capped by what it wants and its quota (Volcano proportion)"
+        description="GPUs the queue deserves now (solver/fair_share.py, docs/placement.md): "
+        "its parent's share divided by weight among siblings that want GPUs, with guarantee "
+        "and deserved as floors and capability as a cap"
+    )
+    deserved_gpus: int = Field(description="The same as fairShareGpus (Volcano's name)")
+    allocated_gpus: int = Field(description="GPUs its subtree's jobs hold")
+    share: float | None = Field(
+        description="allocated / deserved (Volcano's share); null when it deserves nothing "
+        "but holds GPUs"
     )
     created_at: datetime
     updated_at: datetime

@@ -28,7 +28,6 @@ from volcano_global.solver import (
     LinkBandwidth,
     LinkState,
     Policy,
-    QueueState,
     RunningJob,
     Snapshot,
     SolveOptions,
@@ -36,6 +35,7 @@ from volcano_global.solver import (
     solve,
 )
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.fair_share import QueueNode, quota_states
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no trace id has a NUL)
@@ -146,6 +146,21 @@ class Simulation:
         for (cluster, _, _), nodes in self.nodes.items():
             self.cluster_gpus[cluster] += sum(n.gpus for n in nodes)
 
+    def _tree(self, held: dict[str, int]) -> dict[str, QueueNode]:
+        """The scenario's queues as the server's fair share and quotas read them."""
+        return {
+            name: QueueNode(
+                name,
+                parent=q.parent,
+                weight=q.weight,
+                capability=q.quota,
+                deserved=q.deserved,
+                guarantee=q.guarantee,
+                held=held.get(name, 0),
+            )
+            for name, q in self.queues.items()
+        }
+
     # -- the run ----------------------------------------------------------------------------
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         records = {j.id: JobRecord(j) for j in self.jobs}
@@ -236,6 +251,7 @@ class Simulation:
             ],
             held=dict(held),
             weights={name: q.weight for name, q in self.queues.items()},
+            tree=self._tree(held),
         )
         by_id = {j.id: j for j in pending}
         planned = self.policy.planned
@@ -253,9 +269,7 @@ class Simulation:
                 for c in order
             )
             + (tuple(self._growth(running, clock, pending)) if planned else ()),
-            queues=tuple(
-                QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
-            ),
+            queues=quota_states(self._tree(held), {j.queue for j in pending}),
             running=tuple(self._running(running, clock)) if self.policy.planned else (),
         )
         return solve(

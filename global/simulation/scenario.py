@@ -54,9 +54,15 @@ class LinkEntry(_Spec):
 
 
 class QueueEntry(_Spec):
+    """A queue as the server holds it (a Volcano Queue): `quota` is its GPU capability, which
+    caps its subtree; `parent` another queue's name (jobs go to leaves)."""
+
     name: str
     weight: Annotated[int, Field(ge=1)] = 1
     quota: Annotated[int, Field(ge=0)] | None = None
+    parent: str | None = None
+    deserved: Annotated[int, Field(ge=0)] | None = None
+    guarantee: Annotated[int, Field(ge=0)] = 0
 
 
 class Scenario(_Spec):

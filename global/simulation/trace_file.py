@@ -21,6 +21,7 @@ from volcano_global.bounds import GPUS_PER_POD
 from volcano_global.errors import FieldError, field_error
 from volcano_global.jobspec import Communication
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
+from volcano_global.jobspec.priority_classes import BUILT_IN
 from volcano_global.settings import SchedulingDefaults
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import MAX_PODS
@@ -373,7 +374,8 @@ def _priority(row: TraceRow, defaults: SchedulingDefaults) -> int:
         return row.priority or 0
     if row.priority is not None:
         raise _Cell("priorityClass", "give priority or priorityClass, not both")
-    classes = defaults.priority_classes
+    # The server's classes on a first start: the settings' and the built-in system ones.
+    classes = {**defaults.priority_classes, **{n: c.value for n, c in BUILT_IN.items()}}
     if row.priority_class not in classes:
         known = ", ".join(sorted(classes))
         raise _Cell(

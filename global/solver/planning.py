@@ -8,10 +8,12 @@ is priority, fair share, submission time, and nothing about time is passed on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.model import JobRequest, LinkBandwidth, Policy, RunningJob
 from volcano_global.solver.queue_order import Candidate, fair_order
 
@@ -42,9 +44,14 @@ def waiting(
 
 
 def order(
-    policy: Policy, jobs: list[Candidate], *, held: dict[str, int], weights: dict[str, int]
+    policy: Policy,
+    jobs: list[Candidate],
+    *,
+    held: dict[str, int],
+    weights: dict[str, int],
+    tree: Mapping[str, QueueNode] | None = None,
 ) -> list[Candidate]:
-    return fair_order(jobs, held=held, weights=weights, by_service=policy.planned)
+    return fair_order(jobs, held=held, weights=weights, by_service=policy.planned, tree=tree)
 
 
 def with_time(

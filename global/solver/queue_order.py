@@ -3,13 +3,22 @@ queues (the queue whose GPUs held, counting the jobs already ordered ahead, are 
 relative to its weight goes next, as Volcano's proportion plugin divides by weight); within a
 queue, submission time - or, `by_service` (the planned policies), the jobs owed a reservation
 (`due`, by submission time) and then the least expected service first (`durations`), which
-serves short work first while the reservations bound how long long work can wait."""
+serves short work first while the reservations bound how long long work can wait.
+
+With a queue tree (`tree`, hierarchical Volcano queues) the fair share is taken level by level,
+as Volcano's capacity plugin compares two queues by their ancestors below the nearest common
+one: a queue's key is, from its top-level ancestor down to itself, each level's (at or above its
+floor - guarantee or deserved -, GPUs held and taken in its subtree / weight). A queue under its
+floor goes before any at or above theirs."""
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+
+from volcano_global.solver.fair_share import QueueNode
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ def fair_order(
     held: dict[str, int],
     weights: dict[str, int],
     by_service: bool = False,
+    tree: Mapping[str, QueueNode] | None = None,
 ) -> list[Candidate]:
     def within(job: Candidate) -> tuple[object, ...]:
         if by_service and not job.due:
@@ -37,15 +47,25 @@ def fair_order(
 
     ordered: list[Candidate] = []
     taken: dict[str, int] = defaultdict(int)
+    if tree:  # a parent holds what its subtree holds
+        sub: dict[str, int] = defaultdict(int)
+        for name, gpus in held.items():
+            for above in _path(name, tree):
+                sub[above] += gpus
+        held = dict(sub)
     for priority in sorted({j.priority for j in jobs}, reverse=True):
         queues: dict[str, deque[Candidate]] = defaultdict(deque)
         for job in sorted((j for j in jobs if j.priority == priority), key=within):
             queues[job.queue].append(job)
         while queues:
-            queue = min(queues, key=lambda q, qs=queues: _share(q, qs, held, taken, weights))
+            if tree:
+                queue = min(queues, key=lambda q, qs=queues: _tree_share(q, qs, held, taken, tree))
+            else:
+                queue = min(queues, key=lambda q, qs=queues: _share(q, qs, held, taken, weights))
             job = queues[queue].popleft()
             ordered.append(job)
-            taken[queue] += max(job.gpus, 1)
+            for name in _path(queue, tree) if tree else (queue,):
+                taken[name] += max(job.gpus, 1)
             if not queues[queue]:
                 del queues[queue]
     return ordered
@@ -63,28 +83,32 @@ def _share(
     return load, queues[queue][0].submitted_at, queue
 
 
-def deserved(capacity: int, queues: dict[str, tuple[int, int, int | None]]) -> dict[str, int]:
-    """Each queue's deserved GPUs, as Volcano's proportion plugin computes them: capacity is
-    divided by weight among queues that want GPUs, a queue never deserves more than it wants
-    (held + pending) or its quota, and what a capped queue leaves is divided again.
-    `queues`: name -> (weight, wanted GPUs, quota or None)."""
-    share = {name: 0.0 for name in queues}
-    cap = {
-        name: float(min(wanted, quota) if quota is not None else wanted)
-        for name, (_, wanted, quota) in queues.items()
-    }
-    open_ = {name for name in queues if cap[name] > 0}
-    left = float(capacity)
-    while open_ and left > 1e-9:
-        total_weight = sum(max(queues[n][0], 1) for n in open_)
-        given = 0.0
-        for name in sorted(open_):
-            offer = left * max(queues[name][0], 1) / total_weight
-            take = min(offer, cap[name] - share[name])
-            share[name] += take
-            given += take
-        left -= given
-        open_ = {n for n in open_ if cap[n] - share[n] > 1e-9}
-        if given <= 1e-9:
+def _path(queue: str, tree: Mapping[str, QueueNode]) -> list[str]:
+    """The queue's ancestors from the top level down, then itself (a name not in the tree:
+    itself alone)."""
+    path, seen = [], set()
+    name: str | None = queue
+    while name is not None and name not in seen:
+        seen.add(name)
+        path.append(name)
+        name = tree[name].parent if name in tree else None
+        if name is not None and name not in tree:
             break
-    return {name: int(value) for name, value in share.items()}
+    return path[::-1]
+
+
+def _tree_share(
+    queue: str,
+    queues: dict[str, deque[Candidate]],
+    held: dict[str, int],
+    taken: dict[str, int],
+    tree: Mapping[str, QueueNode],
+) -> tuple[object, ...]:
+    """`held` and `taken` count a parent's subtree (`taken` is charged along the path)."""
+    levels = []
+    for name in _path(queue, tree):
+        node = tree.get(name, QueueNode(name))
+        used = held.get(name, 0) + taken[name]
+        floor = max(node.guarantee, node.deserved or 0)
+        levels.append((used >= floor if floor else True, used / max(node.weight, 1)))
+    return tuple(levels), queues[queue][0].submitted_at, queue

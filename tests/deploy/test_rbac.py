@@ -23,8 +23,10 @@ from tests.k8s_emulator.server import (
     PODS,
     SERVICE_EXPORTS,
     VOLCANO_JOBS,
+    VOLCANO_QUEUES,
     KubeEmulator,
 )
+from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import ShareCancellation, ShareStatus
 
 
@@ -86,6 +88,7 @@ async def run_agent(rules: list[dict]) -> tuple[KubeEmulator, list[ShareStatus]]
         },
     )
     emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
+    emulator.register(VOLCANO_QUEUES, "Queue", namespaced=False)
     emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     emulator.admission.append(owner_references_enforcement(authorizer(rules), emulator.types))
@@ -99,7 +102,12 @@ async def run_agent(rules: list[dict]) -> tuple[KubeEmulator, list[ShareStatus]]
             pods=1,
             cluster_count=2,
             rendezvous_address="train-0123abcd-rdzv.ml.svc.clusterset.local:29500",
-            manifest_json=json.dumps(job_document("train", replicas=2)),
+            manifest_json=json.dumps(job_document("train", replicas=2, queue="llm")),
+            queue_json=json.dumps(
+                queue_document(
+                    name="llm", spec={"weight": 2}, labels={}, annotations={}, state="Open"
+                )
+            ),
         )
         for _ in range(2):
             source.apply_share(assignment, reports.append)
@@ -125,6 +133,8 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("watch", "", "pods"),
         ("list", "topology.volcano.sh", "hypernodes"),
         ("watch", "topology.volcano.sh", "hypernodes"),
+        ("get", "scheduling.volcano.sh", "queues"),
+        ("create", "scheduling.volcano.sh", "queues"),
         ("create", "batch.volcano.sh", "jobs"),
         ("get", "batch.volcano.sh", "jobs"),
         ("list", "batch.volcano.sh", "jobs"),

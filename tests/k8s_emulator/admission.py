@@ -30,7 +30,11 @@ GVR = tuple[str, str, str]
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
 SERVICES: GVR = ("", "v1", "services")
 NAMESPACES: GVR = ("", "v1", "namespaces")
-SCHEMAS = {VOLCANO_JOBS: ("batch.volcano.sh_jobs.yaml", "v1alpha1")}
+VOLCANO_QUEUES: GVR = ("scheduling.volcano.sh", "v1beta1", "queues")
+SCHEMAS = {
+    VOLCANO_JOBS: ("batch.volcano.sh_jobs.yaml", "v1alpha1"),
+    VOLCANO_QUEUES: ("scheduling.volcano.sh_queues.yaml", "v1beta1"),
+}
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 REASONS = {
+    403: "Forbidden",
     404: "NotFound",
     422: "Invalid",
     429: "TooManyRequests",
@@ -19,6 +20,10 @@ REASONS = {
     504: "Timeout",
 }
 MESSAGES = {
+    # RBAC refusing the agent (what kube-apiserver says when no role grants the verb).
+    403: 'queues.scheduling.volcano.sh is forbidden: User "system:serviceaccount:'
+    'volcano-global:vglobal-agent" cannot create resource "queues" in API group '
+    '"scheduling.volcano.sh" at the cluster scope',
     404: "the server could not find the requested resource",
     # The CRD's OpenAPI schema refusing a Volcano Job.
     422: 'Job.batch.volcano.sh "train" is invalid: spec.minAvailable: Invalid value: -1: '

@@ -39,10 +39,11 @@ EVENTS: GVR = ("", "v1", "events")
 SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
+VOLCANO_QUEUES: GVR = ("scheduling.volcano.sh", "v1beta1", "queues")  # cluster-scoped
 # The custom resources whose published CRDs declare `subresources: {status: {}}`: over HTTP a
 # create or an update of the object leaves `.status` alone, and only `<object>/status` changes
 # it (as the Volcano controller writes it). Tests set a status with `patch` directly.
-STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES})
+STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES, VOLCANO_QUEUES})
 
 
 @dataclass(frozen=True)

@@ -323,23 +323,39 @@ const views = {
   },
 
   async queues(main, token) {
-    const queues = await api("/api/v1/queues");
+    const [queues, classes] = await Promise.all([api("/api/v1/queues"), api("/api/v1/priorityclasses")]);
     if (token !== generation) return;
     fill(main, h("h1", {}, "Queues"), h("section", { class: "panel" },
       h("table", { "data-testid": "queues" },
-        h("tr", {}, h("th", {}, "queue"), h("th", { class: "num" }, "weight"), h("th", { class: "num" }, "priority"),
-          h("th", { class: "num" }, "GPU quota"), h("th", { class: "num" }, "GPUs held"),
-          h("th", { class: "num" }, "fair share"), h("th", {}, "held vs fair share"),
-          h("th", { class: "num" }, "pending jobs"), h("th", { class: "num" }, "pending GPUs")),
-        queues.items.map((q) => h("tr", {},
-          h("td", {}, h("a", { href: `#/jobs?queue=${q.name}` }, q.name)),
+        h("tr", {}, h("th", {}, "queue"), h("th", {}, "state"), h("th", { class: "num" }, "weight"),
+          h("th", { class: "num" }, "priority"), h("th", { class: "num" }, "capability"),
+          h("th", { class: "num" }, "guarantee"), h("th", { class: "num" }, "deserved"),
+          h("th", { class: "num" }, "allocated"), h("th", { class: "num" }, "share"),
+          h("th", {}, "allocated vs deserved"), h("th", { class: "num" }, "pending jobs"),
+          h("th", { class: "num" }, "pending GPUs")),
+        queueTree(queues.items).map(([q, depth]) => h("tr", { "data-queue": q.name },
+          h("td", { style: `padding-left:${0.4 + depth * 1.2}em` },
+            q.leaf ? h("a", { href: `#/jobs?queue=${q.name}` }, q.name) : h("strong", {}, q.name)),
+          h("td", {}, badge(q.state)),
           h("td", { class: "num" }, q.weight), h("td", { class: "num" }, q.priority),
           h("td", { class: "num" }, q.gpuQuota === null ? "unlimited" : fmt(q.gpuQuota)),
-          h("td", { class: "num" }, fmt(q.usage.allocatedGpus)), h("td", { class: "num" }, fmt(q.fairShareGpus)),
-          h("td", {}, ratioBar(q.usage.allocatedGpus, Math.max(q.fairShareGpus, q.usage.allocatedGpus, 1))),
+          h("td", { class: "num" }, fmt(q.guaranteeGpus)),
+          h("td", { class: "num", "data-testid": `deserved-${q.name}` }, fmt(q.deservedGpus)),
+          h("td", { class: "num" }, fmt(q.allocatedGpus)),
+          h("td", { class: "num" }, q.share === null ? "over" : q.share.toFixed(2)),
+          h("td", {}, ratioBar(q.allocatedGpus, Math.max(q.deservedGpus, q.allocatedGpus, 1))),
           h("td", { class: "num" }, q.usage.pendingJobs), h("td", { class: "num" }, fmt(q.usage.pendingGpus))))),
-      h("p", { class: "muted" }, "Fair share: the ready clusters' GPUs divided by weight among queues that want GPUs, "
-        + "capped by what each wants and its quota (Volcano's proportion plugin).")));
+      h("p", { class: "muted" }, "Deserved: each queue's parent's GPUs (the root's: every ready cluster's) divided by "
+        + "weight among the children that want GPUs, with guarantee and deserved as floors and capability as a cap "
+        + "(Volcano's proportion and capacity plugins); share = allocated / deserved. Jobs go to leaf queues only; "
+        + "a Closed queue takes no new jobs.")),
+    h("section", { class: "panel" }, h("h2", {}, "Priority classes"),
+      h("table", { "data-testid": "priority-classes" },
+        h("tr", {}, h("th", {}, "class"), h("th", { class: "num" }, "value"), h("th", {}, "preemption"),
+          h("th", {}, "default"), h("th", {}, "description")),
+        classes.items.map((c) => h("tr", {},
+          h("td", {}, c.metadata.name), h("td", { class: "num" }, fmt(c.value)), h("td", {}, c.preemptionPolicy),
+          h("td", {}, c.globalDefault ? "global default" : ""), h("td", {}, c.description))))));
   },
 
   submit(main) {
@@ -440,6 +456,26 @@ function plainReason(reason) {
 }
 
 const pager = { key: "", cursors: [null] };
+
+// Queues in tree order (each parent before its children), with their depth.
+function queueTree(items) {
+  const names = new Set(items.map((q) => q.name));
+  const children = new Map();
+  for (const q of items) {
+    const parent = q.parent && names.has(q.parent) ? q.parent : "";
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent).push(q);
+  }
+  const out = [];
+  const walk = (parent, depth) => {
+    for (const q of children.get(parent) || []) {
+      out.push([q, depth]);
+      walk(q.name, depth + 1);
+    }
+  };
+  walk("", 0);
+  return out;
+}
 
 function jobFilters(queues, clusters, query) {
   const select = (name, label, options) => h("select", { name, "aria-label": label, onchange: resetPager },

@@ -12,6 +12,7 @@ from volcano_global.db.models.placements import (
     Placement,
     PlacementState,
 )
+from volcano_global.db.models.priority_classes import PriorityClassRow
 from volcano_global.db.models.queues import Queue
 from volcano_global.db.models.rounds import SchedulingRound
 from volcano_global.db.models.tokens import ApiToken, TokenRole
@@ -36,6 +37,7 @@ __all__ = [
     "OutboxMessage",
     "Placement",
     "PlacementState",
+    "PriorityClassRow",
     "Queue",
     "SchedulingRound",
     "TokenRole",

@@ -53,6 +53,8 @@ class Job(UUIDPrimaryKey, Base):
     queue_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("queues.id", ondelete="RESTRICT"))
     priority: Mapped[int] = mapped_column(default=0)
     priority_class_name: Mapped[str | None] = mapped_column(String(253), default=None)
+    # The class's preemptionPolicy when the job was submitted (PreemptLowerPriority | Never)
+    preemption_policy: Mapped[str | None] = mapped_column(String(32), default=None)
 
     source: Mapped[str] = mapped_column(Text)
     source_format: Mapped[str] = mapped_column(String(8))

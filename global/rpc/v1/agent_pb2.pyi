@@ -182,7 +182,7 @@ class ResyncRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., applied_seq: _Optional[int] = ...) -> None: ...
 
 class ShareAssignment(_message.Message):
-    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json", "gpus_per_pod", "gpu_model", "domains", "duration_seconds", "world_pods", "cluster_index", "cluster_count", "rendezvous_address", "member_job_name", "job_token")
+    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json", "gpus_per_pod", "gpu_model", "domains", "duration_seconds", "world_pods", "cluster_index", "cluster_count", "rendezvous_address", "member_job_name", "job_token", "queue_json")
     class DomainsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +208,7 @@ class ShareAssignment(_message.Message):
     RENDEZVOUS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MEMBER_JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_JSON_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     generation: int
     job_uid: str
@@ -226,7 +227,8 @@ class ShareAssignment(_message.Message):
     rendezvous_address: str
     member_job_name: str
     job_token: str
-    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ..., gpus_per_pod: _Optional[int] = ..., gpu_model: _Optional[str] = ..., domains: _Optional[_Mapping[str, int]] = ..., duration_seconds: _Optional[float] = ..., world_pods: _Optional[int] = ..., cluster_index: _Optional[int] = ..., cluster_count: _Optional[int] = ..., rendezvous_address: _Optional[str] = ..., member_job_name: _Optional[str] = ..., job_token: _Optional[str] = ...) -> None: ...
+    queue_json: str
+    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ..., gpus_per_pod: _Optional[int] = ..., gpu_model: _Optional[str] = ..., domains: _Optional[_Mapping[str, int]] = ..., duration_seconds: _Optional[float] = ..., world_pods: _Optional[int] = ..., cluster_index: _Optional[int] = ..., cluster_count: _Optional[int] = ..., rendezvous_address: _Optional[str] = ..., member_job_name: _Optional[str] = ..., job_token: _Optional[str] = ..., queue_json: _Optional[str] = ...) -> None: ...
 
 class ShareCancellation(_message.Message):
     __slots__ = ("placement_id", "job_uid", "reason")

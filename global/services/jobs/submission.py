@@ -70,9 +70,12 @@ async def parse_submission(
     return document, job, queue
 
 
+def _queue_field(job: NormalizedJob) -> str:
+    return "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
+
+
 def _no_queue(job: NormalizedJob, queue_name: str) -> Invalid:
-    field = "spec.queue" if job.kind == "Job" else "spec.replicatedJobs[0].templateSpec.queue"
-    return Invalid.one(field, f"queue {queue_name!r} does not exist")
+    return Invalid.one(_queue_field(job), f"queue {queue_name!r} does not exist")
 
 
 async def submit_job(
@@ -98,6 +101,7 @@ async def submit_job(
         "api_version": job.api_version,
         "priority": job.priority,
         "priority_class_name": job.priority_class_name,
+        "preemption_policy": job.preemption_policy,
         "source": submission.body.decode("utf-8"),
         "source_format": submission.fmt,
         "manifest": document,
@@ -136,6 +140,15 @@ async def submit_job(
     outcome = await writer.add(values, [submitted, *events], queue=queue_name)
     if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
+    if outcome is WriteOutcome.QUEUE_CLOSED:
+        raise Conflict(
+            f"queue {queue_name!r} is Closed: it accepts no new jobs (its jobs keep running)"
+        )
+    if outcome is WriteOutcome.NOT_LEAF:
+        raise Invalid.one(
+            _queue_field(job),
+            f"queue {queue_name!r} has child queues: jobs may be submitted only to leaf queues",
+        )
     if outcome is WriteOutcome.NAME_TAKEN:
         raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
     return values | {"queue_name": queue_name}

@@ -124,6 +124,7 @@ _SUMMARY_COLUMNS = (
     Job.kind,
     Job.priority,
     Job.priority_class_name,
+    Job.preemption_policy,
     Job.state,
     Job.state_message,
     Job.pending_reason,

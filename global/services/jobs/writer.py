@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, text
+from sqlalchemy import bindparam, insert, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -31,7 +31,7 @@ from sqlalchemy.sql.elements import TextClause
 from volcano_global.db.bulk import as_json, cached_statement, record_of
 from volcano_global.db.engine import autocommit
 from volcano_global.db.group_commit import GroupCommit
-from volcano_global.db.models import Event, Job, Queue
+from volcano_global.db.models import Event, Job
 
 MAX_BATCH = 500  # jobs per INSERT (each has ~30 columns: well under the bind-parameter limits)
 
@@ -40,6 +40,8 @@ class WriteOutcome(enum.Enum):
     STORED = "stored"
     NAME_TAKEN = "a live job has its name"
     NO_QUEUE = "its queue does not exist"
+    QUEUE_CLOSED = "its queue is Closed"
+    NOT_LEAF = "its queue has child queues (jobs run only in leaf queues)"
 
 
 @dataclass
@@ -90,17 +92,21 @@ async def _insert_at_once(
         ("job batch", job_columns, event_columns), _batch_statement, job_columns, event_columns
     )
     rows = await session.execute(statement, {"jobs": as_json(jobs), "events": as_json(events)})
-    stored, queue_ids = set(), {}
-    for row_id, queue in rows:
+    stored, queue_ids, refused = set(), {}, {}
+    for row_id, queue, usable in rows:
         if queue is None:
             stored.add(row_id)
         else:
             queue_ids[queue] = row_id
+            refused[queue] = _REFUSALS.get(usable)
     outcomes = {}
     for item in batch:
         job_id = item.job["id"]
         if item.queue not in queue_ids:
             outcomes[job_id] = WriteOutcome.NO_QUEUE
+            continue
+        if refused[item.queue] is not None:
+            outcomes[job_id] = refused[item.queue]
             continue
         item.job["queue_id"] = queue_ids[item.queue]
         outcomes[job_id] = WriteOutcome.STORED if job_id in stored else WriteOutcome.NAME_TAKEN
@@ -120,10 +126,11 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
     sql = (
         "WITH incoming AS (SELECT * FROM jsonb_to_recordset(CAST(:jobs AS jsonb)) "
         f"AS u({record_of(jobs, job_columns)}, queue_name text, n int)), "
-        "found AS (SELECT q.id, q.name FROM queues AS q "
+        f"found AS (SELECT q.id, q.name, {_USABLE} AS usable FROM queues AS q "
         "WHERE q.name IN (SELECT queue_name FROM incoming)), "
         f"new_jobs AS (INSERT INTO jobs ({names}, queue_id) SELECT {picked}, f.id "
-        "FROM incoming AS i JOIN found AS f ON f.name = i.queue_name ORDER BY i.n "
+        "FROM incoming AS i JOIN found AS f ON f.name = i.queue_name "
+        "WHERE f.usable = 'open' ORDER BY i.n "
         "ON CONFLICT DO NOTHING RETURNING id)"
     )
     if event_columns:
@@ -133,7 +140,10 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
             f"AS e({record_of(events, event_columns)}, owner uuid) "
             "WHERE e.owner IN (SELECT id FROM new_jobs))"
         )
-    sql += " SELECT id, CAST(NULL AS text) FROM new_jobs UNION ALL SELECT id, name FROM found"
+    sql += (
+        " SELECT id, CAST(NULL AS text), CAST(NULL AS text) FROM new_jobs"
+        " UNION ALL SELECT id, name, usable FROM found"
+    )
     return text(sql)
 
 
@@ -143,12 +153,18 @@ async def _insert_in_steps(
     """SQLite: the queues read, then one multi-row INSERT of the jobs and one of their events,
     in the caller's transaction."""
     names = {item.queue for item in batch}
-    found = select(Queue.name, Queue.id).where(Queue.name.in_(names))
-    queue_ids = {name: id_ for name, id_ in await session.execute(found)}
+    found = text(
+        f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
+    ).bindparams(bindparam("names", expanding=True))
+    queue_ids, refused = {}, {}
+    for name, id_, usable in await session.execute(found, {"names": list(names)}):
+        queue_ids[name], refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
     outcomes = {item.job["id"]: WriteOutcome.NO_QUEUE for item in batch}
     rows = []
     for item in batch:
-        if item.queue in queue_ids:
+        if item.queue in queue_ids and refused[item.queue] is not None:
+            outcomes[item.job["id"]] = refused[item.queue]
+        elif item.queue in queue_ids:
             item.job["queue_id"] = queue_ids[item.queue]
             rows.append(item.job)
             outcomes[item.job["id"]] = WriteOutcome.NAME_TAKEN  # unless the insert returns it
@@ -161,6 +177,14 @@ async def _insert_in_steps(
         await session.execute(insert(Event.__table__), events)
     return outcomes
 
+
+# Whether a queue takes jobs: Open, and a leaf (no queue names it as parent).
+_USABLE = (
+    "CASE WHEN q.state <> 'Open' THEN 'closed' "
+    "WHEN EXISTS (SELECT 1 FROM queues AS c WHERE c.parent = q.name) THEN 'parent' "
+    "ELSE 'open' END"
+)
+_REFUSALS = {"closed": WriteOutcome.QUEUE_CLOSED, "parent": WriteOutcome.NOT_LEAF}
 
 # SQLAlchemy sends the rows of an executemany of this as multi-row VALUES.
 _INSERT_JOBS = sqlite_insert(Job.__table__).on_conflict_do_nothing().returning(Job.__table__.c.id)

@@ -10,9 +10,17 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import ClusterShare, Job, OutboxKind, OutboxMessage, Placement
+from volcano_global.db.models import (
+    ClusterShare,
+    Job,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+    Queue,
+)
 from volcano_global.db.notifications import Channel
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
+from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.services.lifecycle.jobs import lifecycle_of
 
@@ -26,9 +34,11 @@ def enqueue_assignments(
     placement: Placement,
     shares: list[ClusterShare],
     job_token: str = "",
+    queue: Queue | None = None,
 ) -> None:
     """One assignment per share. The job token rides in the payload until the agent
-    acknowledges it (then it is scrubbed: only its hash stays, in api_tokens)."""
+    acknowledges it (then it is scrubbed: only its hash stays, in api_tokens). `queue`: the
+    job's, whose Volcano Queue document goes along (the agent makes it exist in its cluster)."""
     duration = lifecycle_of(job).running_estimate_seconds
     member = member_job_name(job.name, str(placement.id), manifest=job.manifest)
     ordered = sorted(shares, key=lambda s: s.rank_offset)
@@ -37,6 +47,19 @@ def enqueue_assignments(
     )
     OUTBOX.wrote(session, [share.cluster_id for share in ordered])
     manifest = json.dumps(job.manifest)
+    queue_json = (
+        json.dumps(
+            queue_document(
+                name=queue.name,
+                spec=queue.spec or {},
+                labels=queue.labels or {},
+                annotations=queue.annotations or {},
+                state=queue.state,
+            )
+        )
+        if queue is not None
+        else ""
+    )
     for index, share in enumerate(ordered):
         assignment = ShareAssignment(
             placement_id=str(placement.id),
@@ -57,6 +80,7 @@ def enqueue_assignments(
             domains={k: int(v) for k, v in (share.domains or {}).items()},
             duration_seconds=duration,
             job_token=job_token,
+            queue_json=queue_json,
         )
         session.add(
             OutboxMessage(

@@ -20,6 +20,7 @@ from volcano_global.db.models import (
     JobState,
     LinkReservation,
     Placement,
+    Queue,
 )
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
@@ -99,6 +100,15 @@ async def commit_round(
     # dispatch messages) then go together in the round's last flush, a statement per table.
     session.add_all([placement for _, _, placement in admitted])
     await session.flush()
+    queue_ids = {job.queue_id for _, job, _ in admitted}
+    queues = (
+        {
+            q.id: q
+            for q in (await session.execute(select(Queue).where(Queue.id.in_(queue_ids)))).scalars()
+        }
+        if queue_ids
+        else {}
+    )
     for d, job, placement in admitted:
         offset = 0
         lines = []
@@ -126,7 +136,14 @@ async def commit_round(
             )
             lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
         token = issue_job_token(session, job=job)
-        enqueue_assignments(session, job=job, placement=placement, shares=rows, job_token=token)
+        enqueue_assignments(
+            session,
+            job=job,
+            placement=placement,
+            shares=rows,
+            job_token=token,
+            queue=queues.get(job.queue_id),
+        )
         transition(job, JobState.PLACED, message=f"placed in round {generation}")
         await record_event(
             session,

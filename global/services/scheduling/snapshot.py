@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -34,18 +34,18 @@ from volcano_global.services.scheduling.capacity_view import (
     solver_state,
 )
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
-from volcano_global.services.tenancy.queues import HOLDING_STATES
+from volcano_global.services.tenancy.queue_shares import queue_tree
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
     LinkState,
     Policy,
-    QueueState,
     Snapshot,
     planning,
 )
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.fair_share import quota_states
 from volcano_global.solver.requests import job_request
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ async def build_snapshot(
         a, b = link.cluster_a.name, link.cluster_b.name
         context.link_ids[(a, b)] = link.id
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
-    queues = await _queue_states(session)
+    tree = await queue_tree(session)
     # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
     # placement fields are read (never the manifests).
     heads = (
@@ -123,7 +123,7 @@ async def build_snapshot(
             .limit(window * (PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT))
         )
     ).all()
-    weights = dict((await session.execute(select(Queue.name, Queue.weight))).all())
+    weights = {name: q.weight for name, q in tree.items()}
     estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
     order = planning.order(
         policy,
@@ -141,8 +141,9 @@ async def build_snapshot(
             )
             for c in heads
         ],
-        held={q.name: q.used_gpus for q in queues},
+        held={name: q.held for name, q in tree.items()},
         weights=weights,
+        tree=tree,
     )
     candidates = {c.key: c for c in order[:window]}
     chosen = [uuid.UUID(key) for key in candidates]
@@ -195,9 +196,9 @@ async def build_snapshot(
         if policy.planned
         else []
     )
-    snapshot = Snapshot(
-        tuple(states), tuple(link_states), tuple(requests), tuple(queues), tuple(running)
-    )
+    # Quotas: each leaf's room under every capability on its path (solver/fair_share.py).
+    queues = quota_states(tree, {r.queue for r in requests})
+    snapshot = Snapshot(tuple(states), tuple(link_states), tuple(requests), queues, tuple(running))
     return snapshot, context
 
 
@@ -249,17 +250,3 @@ async def anything_pending(session: AsyncSession) -> bool:
     """Whether a job waits (a round has something to do)."""
     found = await session.execute(select(Job.id).where(Job.state == JobState.PENDING).limit(1))
     return found.first() is not None
-
-
-async def _queue_states(session: AsyncSession) -> list[QueueState]:
-    used = dict(
-        (
-            await session.execute(
-                select(Job.queue_id, func.sum(Job.total_gpus))
-                .where(Job.state.in_(HOLDING_STATES))
-                .group_by(Job.queue_id)
-            )
-        ).all()
-    )
-    queues = (await session.execute(select(Queue))).scalars()
-    return [QueueState(q.name, q.gpu_quota, int(used.get(q.id) or 0)) for q in queues]

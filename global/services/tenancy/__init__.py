@@ -1,2 +1,2 @@
-"""Who may use the fleet and how much: queues (weight, GPU quota, priority) and bearer tokens
-with their roles."""
+"""Who may use the fleet and how much: queues (Volcano Queues: weight, capability, deserved,
+guarantee, hierarchy, state), priority classes, and bearer tokens with their roles."""

@@ -1,4 +1,6 @@
-"""Queues: weight, GPU quota, priority, and their current usage."""
+"""Queues as Volcano's Queue documents (weight, capability, deserved, guarantee, reclaimable,
+parent, state), the older REST shape (weight, GPU quota, priority) mapped onto them, and their
+current usage."""
 
 from __future__ import annotations
 
@@ -11,15 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
     TERMINAL_JOB_STATES,
-    Cluster,
-    ClusterGpuCapacity,
-    ClusterState,
     Job,
     JobState,
     Queue,
 )
-from volcano_global.errors import Conflict, NotFound
-from volcano_global.solver.queue_order import deserved
+from volcano_global.errors import Conflict, Invalid, NotFound
+from volcano_global.jobspec.queue_document import (
+    QueueDefinition,
+    gpus_of,
+    queue_document,
+    read_queue,
+)
 
 HOLDING_STATES = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING)
 
@@ -36,6 +40,7 @@ async def ensure_queue(session: AsyncSession, *, name: str) -> Queue:
     queue = await _find(session, name)
     if queue is None:
         queue = Queue(name=name)
+        _store(queue, read_queue(legacy_document(name, 1, None, 0)))
         session.add(queue)
         await session.flush()
     return queue
@@ -44,12 +49,110 @@ async def ensure_queue(session: AsyncSession, *, name: str) -> Queue:
 async def create_queue(
     session: AsyncSession, *, name: str, weight: int, gpu_quota: int | None, priority: int
 ) -> Queue:
-    if await _find(session, name) is not None:
-        raise Conflict(f"queue {name!r} already exists")
-    queue = Queue(name=name, weight=weight, gpu_quota=gpu_quota, priority=priority)
-    session.add(queue)
+    """The older REST shape: a Volcano Queue whose capability is the GPU quota."""
+    return await apply_queue(
+        session,
+        definition=read_queue(legacy_document(name, weight, gpu_quota, priority)),
+        create_only=True,
+    )
+
+
+def legacy_document(name: str, weight: int, gpu_quota: int | None, priority: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": weight, "reclaimable": True}
+    if gpu_quota is not None:
+        spec["capability"] = {"nvidia.com/gpu": gpu_quota}
+    if priority:
+        spec["priority"] = priority
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def apply_queue(
+    session: AsyncSession, *, definition: QueueDefinition, create_only: bool = False
+) -> Queue:
+    """Create the queue, or replace its document (`create_only`: a Conflict if it exists).
+    Checks what needs the other queues, as Volcano's webhook does: the parent exists (an
+    ancestor the `volcano.sh/hierarchy` annotation names is made, with its weight), is not the
+    queue itself or below it, and holds no unfinished jobs (jobs run only in leaves)."""
+    queue = await _find(session, definition.name)
+    if queue is not None and create_only:
+        raise Conflict(f"queue {definition.name!r} already exists")
+    parent = definition.parent
+    if parent is not None:
+        await _ensure_ancestors(session, definition)
+        await _check_parent(session, definition.name, parent)
+    if queue is None:
+        queue = Queue(name=definition.name)
+        session.add(queue)
+    _store(queue, definition)
     await session.flush()
     return queue
+
+
+def _store(queue: Queue, d: QueueDefinition) -> None:
+    queue.spec, queue.labels, queue.annotations = d.spec, d.labels, d.annotations
+    queue.weight, queue.priority, queue.state, queue.parent = (
+        d.weight,
+        d.priority,
+        d.state,
+        d.parent,
+    )
+    queue.gpu_quota, queue.deserved_gpus = d.capability_gpus, d.deserved_gpus
+    queue.guarantee_gpus, queue.reclaimable = d.guarantee_gpus, d.reclaimable
+
+
+async def _ensure_ancestors(session: AsyncSession, d: QueueDefinition) -> None:
+    """Queues on the annotations' path that do not exist yet are made (Volcano's hierarchy
+    reads them from the path alone)."""
+    above: str | None = None
+    for name, weight in d.hierarchy[1:-1]:
+        if await _find(session, name) is None:
+            spec: dict[str, Any] = {"weight": max(1, round(weight))}
+            if above is not None:
+                spec["parent"] = above
+            doc = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+            session.add(q := Queue(name=name))
+            _store(q, read_queue(doc))
+            await session.flush()
+        above = name
+
+
+async def _check_parent(session: AsyncSession, name: str, parent: str) -> None:
+    found = await _find(session, parent)
+    if found is None:
+        raise Invalid.one("spec.parent", f"parent queue {parent!r} does not exist")
+    ancestor: Queue | None = found
+    while ancestor is not None:  # the parent must not be the queue itself or below it
+        if ancestor.name == name:
+            raise Invalid.one("spec.parent", f"queue {parent!r} is below {name!r}: a cycle")
+        ancestor = await _find(session, ancestor.parent) if ancestor.parent else None
+    usage = (await queue_usage(session, queue_ids=[found.id])).get(found.id, QueueUsage())
+    if usage.active_jobs:
+        raise Conflict(
+            f"queue {parent!r} cannot be the parent of {name!r}: it has {usage.active_jobs} "
+            "unfinished jobs (jobs run only in leaf queues)"
+        )
+
+
+def document_of(queue: Queue, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The queue as its Volcano Queue document (what was applied, unchanged)."""
+    return queue_document(
+        name=queue.name,
+        spec=queue.spec or {},
+        labels=queue.labels or {},
+        annotations=queue.annotations or {},
+        state=queue.state,
+        status=status,
+    )
 
 
 async def get_queue(session: AsyncSession, *, name: str) -> Queue:
@@ -68,15 +171,37 @@ async def list_queues(session: AsyncSession) -> list[Queue]:
 
 
 async def update_queue(session: AsyncSession, *, name: str, changes: dict[str, Any]) -> Queue:
-    """Apply the given fields (`weight`, `gpu_quota`, `priority`); `gpu_quota=None` lifts the
-    quota."""
+    """Apply the given fields (`weight`, `gpu_quota`, `priority`, `state`) to the queue's
+    document; `gpu_quota=None` lifts the GPU capability."""
     queue = await get_queue(session, name=name)
+    doc = document_of(queue)
+    spec = doc["spec"]
     for key, value in changes.items():
-        if key not in {"weight", "gpu_quota", "priority"}:
+        if key == "weight":
+            spec["weight"] = value
+        elif key == "priority":
+            spec["priority"] = value
+        elif key == "gpu_quota":
+            capability = {
+                k: v for k, v in (spec.get("capability") or {}).items() if gpus_of({k: v}) is None
+            }
+            if value is not None:
+                capability["nvidia.com/gpu"] = value
+            if capability:
+                spec["capability"] = capability
+            else:
+                spec.pop("capability", None)
+        elif key == "state":
+            doc["status"]["state"] = value
+        else:
             raise ValueError(f"not a queue field: {key}")
-        setattr(queue, key, value)
-    await session.flush()
-    return queue
+    return await apply_queue(session, definition=read_queue(doc))
+
+
+async def set_state(session: AsyncSession, *, name: str, state: str) -> Queue:
+    """Open or Close a queue (`vcctl queue operate`): a Closed queue refuses new jobs and keeps
+    the ones it has."""
+    return await update_queue(session, name=name, changes={"state": state})
 
 
 async def delete_queue(session: AsyncSession, *, name: str, default_queue: str) -> None:
@@ -86,6 +211,9 @@ async def delete_queue(session: AsyncSession, *, name: str, default_queue: str) 
     usage = (await queue_usage(session, queue_ids=[queue.id])).get(queue.id, QueueUsage())
     if usage.active_jobs:
         raise Conflict(f"queue {name!r} has {usage.active_jobs} unfinished jobs")
+    child = await session.execute(select(Queue.name).where(Queue.parent == name).limit(1))
+    if (found := child.first()) is not None:
+        raise Conflict(f"queue {name!r} is the parent of queue {found[0]!r}")
     jobs_left = await session.execute(select(Job.id).where(Job.queue_id == queue.id).limit(1))
     if jobs_left.first() is not None:
         raise Conflict(f"queue {name!r} still holds finished jobs' history")
@@ -115,22 +243,3 @@ async def queue_usage(
 
 async def _find(session: AsyncSession, name: str) -> Queue | None:
     return (await session.execute(select(Queue).where(Queue.name == name))).scalar_one_or_none()
-
-
-async def deserved_gpus(
-    session: AsyncSession, *, rows: list[Queue], usage: dict[uuid.UUID, QueueUsage]
-) -> dict[uuid.UUID, int]:
-    """Each queue's deserved share of the Ready clusters' GPUs (see solver/queue_order.deserved)."""
-    capacity = (
-        await session.execute(
-            select(func.coalesce(func.sum(ClusterGpuCapacity.total_gpus), 0))
-            .join(Cluster, Cluster.id == ClusterGpuCapacity.cluster_id)
-            .where(Cluster.state == ClusterState.READY)
-        )
-    ).scalar_one()
-    wants = {}
-    for q in rows:
-        used = usage.get(q.id, QueueUsage())
-        wants[str(q.id)] = (q.weight, used.allocated_gpus + used.pending_gpus, q.gpu_quota)
-    shares = deserved(int(capacity), wants)
-    return {q.id: shares[str(q.id)] for q in rows}

@@ -281,7 +281,7 @@ MALFORMED = [
         "spec/priorityClassName",
         "urgent",
         "spec.priorityClassName",
-        "unknown priority class 'urgent' (known: high-priority, low-priority, medium-priority, system-critical)",
+        "unknown priority class 'urgent' (known: high-priority, low-priority, medium-priority)",
     ),
     (
         "numeric annotation",

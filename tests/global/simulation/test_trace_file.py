@@ -135,7 +135,7 @@ PLAN = "arrival,pods,gpusPerPod,duration,tensorParallel,pipelineParallel,dataPar
          "1h30m, got 'soon'"),
         (f"{BASE},priorityClass\n0,1,1,10,urgent\n",
          "trace.csv:2: column priorityClass: unknown priority class 'urgent'; known: "
-         "high-priority, low-priority, medium-priority, system-critical"),
+         "high-priority, low-priority, medium-priority, system-cluster-critical, system-node-critical"),
         (f"{BASE},priority,priorityClass\n0,1,1,10,5,low-priority\n",
          "trace.csv:2: column priorityClass: give priority or priorityClass, not both"),
         (f"{BASE},maySplit\n0,1,1,10,maybe\n",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.solver.queue_order import Candidate, deserved, fair_order
+from volcano_global.solver.fair_share import QueueNode, fair_shares
+from volcano_global.solver.queue_order import Candidate, fair_order
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -36,6 +37,12 @@ def test_priority_comes_before_fair_share() -> None:
         "high",
         "low",
     ]
+
+
+def deserved(capacity: int, queues: dict[str, tuple[int, int, int | None]]) -> dict[str, int]:
+    """Flat queues: name -> (weight, wanted GPUs, capability)."""
+    nodes = {n: QueueNode(n, weight=w, pending=p, capability=c) for n, (w, p, c) in queues.items()}
+    return {n: s.deserved for n, s in fair_shares(capacity, nodes).items()}
 
 
 def test_deserved_divides_by_weight_among_queues_that_want_gpus() -> None:
