@@ -20,7 +20,7 @@ job owed a reservation (`due`) w_j = V 2^k + v_j, V one more than the value of a
 due, k its rank among the due (lexicographic). O_j: the reservation options of a due job that
 does not fit now (`reservations`): for each, start time T_o, GPUs it holds per cluster, and
 the spare S_oc (GPUs free at T_o beyond the hold) and L_ol (bandwidth); E_j: a run time j is
-likely to end within (90th percentile, or the user's estimate).
+likely to end within (75th percentile, or the user's estimate).
 
 Variables. a_j ∈ {0,1} (admitted); x_jc ∈ {0..U_jc} (units in c); z_jc ∈ {0,1} (c used);
 y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used by j);

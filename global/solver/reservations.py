@@ -7,7 +7,7 @@ then - and the GPUs (and link bandwidth) it will take there. Its options (`Owed`
 earliest such time in each cluster and the earliest split; the heuristic takes the soonest,
 CP-SAT chooses among them with what starts now (`cpsat`). Until then other jobs may still use
 those GPUs, but only jobs likely to end before `start_in_s` (`JobRequest.estimate_s`: the
-user's estimate, else the 90th percentile of what their size class ran), or within the spare:
+user's estimate, else the 75th percentile of what their size class ran), or within the spare:
 what will be free at `start_in_s` beyond the hold (EASY backfilling). Holds are recomputed
 every round from what is running, so a running job that overruns moves its hold later, and
 the hold's job is first in line when its GPUs are free (it is `due`). Two holds of a round

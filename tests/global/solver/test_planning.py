@@ -88,6 +88,14 @@ def test_durations_by_hand() -> None:
     assert model.remaining(512, 0.0) == pytest.approx(109.0)
 
 
+def test_backfill_reads_the_three_quarter_run_time() -> None:
+    # Twenty jobs of 1..20 s: 75% of them end within 16 s (the 16th of 20), the run time a job
+    # must be likely to end within to use reserved GPUs; a user's estimate is taken as given.
+    model = DurationModel([(8, float(s)) for s in range(1, 21)])
+    assert model.likely_within(8) == 16.0
+    assert model.likely_within(8, estimate=30.0) == 30.0
+
+
 def partly_busy(name: str, free: int, busy: int) -> ClusterCapacity:
     """One ToR of 8-GPU nodes, `free` of them free and `busy` fully used."""
     return ClusterCapacity(
