@@ -113,9 +113,7 @@ def breakdown(result: SimResult, reasons: dict[float, str], backlog: set[str]) -
             continue
         time_total += length
         out["allocated"] += sample.allocated_gpus / cap * length
-        out[reasons[sample.time]] += (
-            (cap - sample.allocated_gpus) / cap * length
-        )
+        out[reasons[sample.time]] += (cap - sample.allocated_gpus) / cap * length
     return {k: v / time_total for k, v in out.items()} if time_total else {}
 
 

@@ -16,8 +16,8 @@ never share a cluster.
 Capacity here is in GPUs per (cluster, model), capped by the units the cluster could hold if
 all its nodes were free (its domains' shape: a unit of 8 pods that must stay under one ToR
 never fits a cluster whose ToRs have fewer than 8 nodes, however many GPUs free up there) when
-the size of its nodes is known (`Leaf.node_gpus`: the simulator knows it; the server's
-histograms do not carry it yet, so there the cap is not applied).
+the size of its nodes is known (`Leaf.node_gpus`: the simulator knows it, the server reads it
+from its nodes when all of a leaf's nodes have the same GPUs; a leaf of mixed sizes, no cap).
 Which nodes are free is the packer's affair when the hold's job starts.
 """
 
