@@ -65,6 +65,7 @@ class HoldBook:
         self.holds = holds
         self.left = [dict(h.spare) for h in holds]
         self.link_left = [dict(h.link_spare) for h in holds]
+        self.link_keys = frozenset(key for h in holds for key in h.link_spare)
 
     def room(self, job: JobRequest, cluster: str, model: str) -> int | None:
         """GPUs of `model` in `cluster` the job may take (None: no hold limits it)."""
