@@ -449,6 +449,20 @@ def cpsat_decision(
     marks = {name: pool.mark() for name, pool in base.items()}
     owed, holds = plan
     hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
+    if deadline - time.monotonic() < MIN_SEARCH_S + PACKING_RESERVE_S:
+        # The warm start used the round's time: building a model and searching would only
+        # overrun it (a 500-job window on a busy machine). Its answer is the round's.
+        weights, normal = job_values(jobs, options.priority_factor)
+        decision = Decision(
+            policy=Policy.CPSAT,
+            status="SKIPPED+GREEDY",
+            jobs=hint.jobs,
+            objective=float(score(jobs, hint.jobs, holds, owed, weights, normal)),
+            bound=math.inf,
+            solve_seconds=time.monotonic() - start,
+            reserved=tuple((h.job_id, h.describe()) for h in holds),
+        )
+        return decision, base
     undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
     shares, pools, status, _, bound, held = solve_cpsat(
         snapshot, jobs, options, hint, base, deadline, (owed, holds, rank)

@@ -3,6 +3,7 @@ it learns, and reservations that are honoured and that backfill may use."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -188,6 +189,29 @@ def test_a_split_reservation_holds_the_link(
     if admitted:
         assert sorted(s.pods for s in pair.shares) == [2, 2]
         assert check(snapshot, decision) == []
+
+
+def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None:
+    # The same instance as below: with time for a search CP-SAT reserves y and starts "long";
+    # with none left after the warm start it returns the heuristic's plan (reserve x, start
+    # nothing) rather than overrun the round building a model, and proves no bound.
+    snapshot = Snapshot(
+        clusters=(partly_busy("x", 4, 4), partly_busy("y", 4, 4)),
+        jobs=(
+            job("gang", 8, due=True, estimate_s=600.0),
+            job("long", 4, estimate_s=1000.0, allowed_clusters=("x",)),
+        ),
+        running=(
+            RunningJob("rx", (("x", "H100", 32),), ends_in_s=100.0),
+            RunningJob("ry", (("y", "H100", 32),), ends_in_s=120.0),
+        ),
+    )
+    rushed = solve(snapshot, Policy.CPSAT, SolveOptions(time_limit_s=1e-6))
+    assert rushed.status == "SKIPPED+GREEDY"
+    assert rushed.admitted == ()
+    assert "reserved: 64 GPUs in x expected free in 100 s" in (rushed.job("gang").reason or "")
+    assert math.isnan(rushed.gap)
+    assert [d.job_id for d in solve(snapshot, Policy.CPSAT, OPTIONS).admitted] == ["long"]
 
 
 def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
