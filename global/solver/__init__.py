@@ -116,8 +116,8 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
+    rank = stable_rank(snapshot, base)
     owed, holds = plan(snapshot, window, base, options) if policy.planned else ([], [])
-    rank = stable_rank(snapshot)
     if policy is Policy.CPSAT:
         # ortools is imported when a CP-SAT round first runs: a CLI call or an agent that
         # only reads the solver's types does not pay its second of import time.
@@ -215,11 +215,15 @@ def plan(
     return plan_holds(snapshot, window, pools, fits_now=fits_now, limit=options.max_holds)
 
 
-def stable_rank(snapshot: Snapshot) -> dict[str, int]:
+def stable_rank(snapshot: Snapshot, base: Pools) -> dict[str, int]:
     """Clusters by size (free GPUs plus what running jobs hold), smallest first: the order in
     which the planned policies fill clusters, the same every round, so that small work packs
-    into the small clusters and the large ones stay whole for the gangs that need them."""
-    size = {c.name: sum(leaf.free_gpus for leaf in c.leaves) for c in snapshot.clusters}
+    into the small clusters and the large ones stay whole for the gangs that need them. Free
+    GPUs come from the round's starting pools (`base`, untouched yet: summed once there)."""
+    size = {
+        c.name: sum(base[c.name].free_gpus(m) for m in base[c.name].models())
+        for c in snapshot.clusters
+    }
     for run in snapshot.running:
         for cluster, _, gpus in run.gpus:
             if cluster in size:

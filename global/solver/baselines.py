@@ -127,11 +127,11 @@ def place_greedily(
             left = book.room(job, name, job_models(job, pools[name])[0])
             if left is not None:
                 capacity[name] = min(capacity[name], max(left, 0) // max(job.unit_gpus, 1))
-        rooms = {key: book.link_room(job, key) for key in links}
-        links = {
-            key: free if rooms[key] is None else min(free, rooms[key])  # type: ignore[type-var]
-            for key, free in links.items()
-        }
+        links = dict(links)
+        for key in book.link_keys & links.keys():  # only links a hold reserved bandwidth on
+            room = book.link_room(job, key)
+            if room is not None:
+                links[key] = min(links[key], room)
     order = rank or {}
     whole = sorted(
         (c for c, u in capacity.items() if u >= job.units),

@@ -74,7 +74,9 @@ class ClusterPool:
         self._free_total: dict[str, int] = defaultdict(int)
         for leaf in self.leaves:
             self._free_total[leaf.gpu_model] += _free(leaf.hist)
-        self._slot_total: dict[tuple[str, int], int] = {}
+        # model -> nodes with v free GPUs, summed over its leaves (built when first asked):
+        # a cluster's pod slots of any size in O(GPUs per node), not O(leaves)
+        self._nodes_by_free: dict[str, list[int]] = {}
         self._domain_slots: dict[tuple[str, int, int], dict[str, int]] = {}
         # (model, pod size) -> slots -> leaves with that many slots: best fit without a scan
         self._buckets: dict[tuple[str, int], dict[int, dict[str, _Leaf]]] = {}
@@ -121,12 +123,13 @@ class ClusterPool:
         return self._free_total.get(model, 0)
 
     def slots(self, model: str, gpus_per_pod: int) -> int:
-        key = (model, gpus_per_pod)
-        if key not in self._slot_total:
-            self._slot_total[key] = sum(
-                x.slots(gpus_per_pod) for x in self.leaves if x.gpu_model == model
-            )
-        return self._slot_total[key]
+        nodes = self._nodes_by_free.get(model)
+        if nodes is None:
+            nodes = self._nodes_by_free[model] = [0] * 9
+            for leaf in self.leaves:
+                if leaf.gpu_model == model:
+                    _add(nodes, leaf.hist, 1)
+        return _slots(nodes, gpus_per_pod)
 
     def domains(self, model: str, tier: int) -> dict[str, list[_Leaf]]:
         """Leaves grouped by their domain of `tier` (leaves under no such domain left out).
@@ -219,9 +222,10 @@ class ClusterPool:
         old = leaf.hist
         model = leaf.gpu_model
         self._free_total[model] += _free(hist) - _free(old)
-        for (m, g), total in self._slot_total.items():
-            if m == model:
-                self._slot_total[(m, g)] = total + _slots(hist, g) - _slots(old, g)
+        nodes = self._nodes_by_free.get(model)
+        if nodes is not None:
+            _add(nodes, old, -1)
+            _add(nodes, hist, 1)
         for (m, g), buckets in self._buckets.items():
             if m == model:
                 before, after = _slots(old, g), _slots(hist, g)
@@ -334,6 +338,15 @@ class ClusterPool:
             pods -= taken
             placed.append((leaf.name, taken))
         return placed if pods == 0 else None
+
+
+def _add(total: list[int], hist: Sequence[int], sign: int) -> None:
+    """Add (sign 1) or take away (-1) a leaf's histogram from a cluster's node counts."""
+    if len(hist) > len(total):
+        total.extend([0] * (len(hist) - len(total)))
+    for free, nodes in enumerate(hist):
+        if nodes:
+            total[free] += sign * nodes
 
 
 def _take_from(hist: list[int], gpus_per_pod: int, pods: int) -> int:

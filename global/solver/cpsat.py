@@ -20,7 +20,7 @@ job owed a reservation (`due`) w_j = V 2^k + v_j, V one more than the value of a
 due, k its rank among the due (lexicographic). O_j: the reservation options of a due job that
 does not fit now (`reservations`): for each, start time T_o, GPUs it holds per cluster, and
 the spare S_oc (GPUs free at T_o beyond the hold) and L_ol (bandwidth); E_j: a run time j is
-likely to end within (90th percentile, or the user's estimate).
+likely to end within (75th percentile, or the user's estimate).
 
 Variables. a_j ∈ {0,1} (admitted); x_jc ∈ {0..U_jc} (units in c); z_jc ∈ {0,1} (c used);
 y_jk ∈ {0,1} (j uses exactly k clusters); p_jl ∈ {0,1} (both ends of l used by j);
@@ -449,6 +449,20 @@ def cpsat_decision(
     marks = {name: pool.mark() for name, pool in base.items()}
     owed, holds = plan
     hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
+    if deadline - time.monotonic() < MIN_SEARCH_S + PACKING_RESERVE_S:
+        # The warm start used the round's time: building a model and searching would only
+        # overrun it (a 500-job window on a busy machine). Its answer is the round's.
+        weights, normal = job_values(jobs, options.priority_factor)
+        decision = Decision(
+            policy=Policy.CPSAT,
+            status="SKIPPED+GREEDY",
+            jobs=hint.jobs,
+            objective=float(score(jobs, hint.jobs, holds, owed, weights, normal)),
+            bound=math.inf,
+            solve_seconds=time.monotonic() - start,
+            reserved=tuple((h.job_id, h.describe()) for h in holds),
+        )
+        return decision, base
     undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
     shares, pools, status, _, bound, held = solve_cpsat(
         snapshot, jobs, options, hint, base, deadline, (owed, holds, rank)

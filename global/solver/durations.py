@@ -31,7 +31,7 @@ SIZE_EDGES = (1, 8, 64, 256)  # classes: 1, 2-8, 9-64, 65-256, >256 GPUs
 MIN_SAMPLES = 20
 KEPT = 2000  # newest finished durations kept per class
 DEFAULT_S = 3600.0
-BACKFILL_QUANTILE = 0.9
+BACKFILL_QUANTILE = 0.75
 
 
 def size_class_of(gpus: int) -> int:

@@ -7,7 +7,7 @@ then - and the GPUs (and link bandwidth) it will take there. Its options (`Owed`
 earliest such time in each cluster and the earliest split; the heuristic takes the soonest,
 CP-SAT chooses among them with what starts now (`cpsat`). Until then other jobs may still use
 those GPUs, but only jobs likely to end before `start_in_s` (`JobRequest.estimate_s`: the
-user's estimate, else the 90th percentile of what their size class ran), or within the spare:
+user's estimate, else the 75th percentile of what their size class ran), or within the spare:
 what will be free at `start_in_s` beyond the hold (EASY backfilling). Holds are recomputed
 every round from what is running, so a running job that overruns moves its hold later, and
 the hold's job is first in line when its GPUs are free (it is `due`). Two holds of a round
@@ -16,8 +16,8 @@ never share a cluster.
 Capacity here is in GPUs per (cluster, model), capped by the units the cluster could hold if
 all its nodes were free (its domains' shape: a unit of 8 pods that must stay under one ToR
 never fits a cluster whose ToRs have fewer than 8 nodes, however many GPUs free up there) when
-the size of its nodes is known (`Leaf.node_gpus`: the simulator knows it; the server's
-histograms do not carry it yet, so there the cap is not applied).
+the size of its nodes is known (`Leaf.node_gpus`: the simulator knows it, the server reads it
+from its nodes when all of a leaf's nodes have the same GPUs; a leaf of mixed sizes, no cap).
 Which nodes are free is the packer's affair when the hold's job starts.
 """
 
@@ -65,6 +65,7 @@ class HoldBook:
         self.holds = holds
         self.left = [dict(h.spare) for h in holds]
         self.link_left = [dict(h.link_spare) for h in holds]
+        self.link_keys = frozenset(key for h in holds for key in h.link_spare)
 
     def room(self, job: JobRequest, cluster: str, model: str) -> int | None:
         """GPUs of `model` in `cluster` the job may take (None: no hold limits it)."""

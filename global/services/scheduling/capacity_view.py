@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -29,7 +29,7 @@ from volcano_global.services.inventory.domain_trees import DomainTree
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 from volcano_global.solver import ClusterCapacity, Leaf
 
-Bucket = tuple[uuid.UUID | None, str, int]  # (leaf domain, model, free GPUs) a node counts in
+Bucket = tuple[uuid.UUID | None, str, int, int]  # (leaf domain, model, free GPUs, its GPUs)
 LeafKey = tuple[uuid.UUID | None, str]  # (leaf domain, model)
 _versions = itertools.count(1)  # unique across views: a replaced view never reuses a version
 
@@ -41,6 +41,7 @@ class _ClusterView:
     seq: int  # every node written at or below this sequence is reflected
     nodes: dict[uuid.UUID, Bucket] = field(default_factory=dict)  # counted nodes only
     hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
+    sizes: dict[LeafKey, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     version: int = field(default_factory=lambda: next(_versions))  # moves with any histogram
     state: tuple[int, ClusterCapacity] | None = None  # (the version it was built at, solver input)
 
@@ -50,9 +51,18 @@ class _ClusterView:
             self.version = next(_versions)
         if old is not None:
             self.hists[old[:2]][old[2]] -= 1
+            self.sizes[old[:2]][old[3]] -= 1
         if bucket is not None:
             self.nodes[node_id] = bucket
             _count(self.hists[bucket[:2]], bucket[2], 1)
+            self.sizes[bucket[:2]][bucket[3]] += 1
+
+
+def node_size(sizes: Counter[int]) -> int:
+    """GPUs of each node of a leaf when they all have the same (0: mixed or none), which lets
+    reservations know a leaf's shape (`Leaf.node_gpus`)."""
+    present = [gpus for gpus, nodes in sizes.items() if nodes > 0]
+    return present[0] if len(present) == 1 else 0
 
 
 def _count(hist: list[int], free: int, nodes: int) -> None:
@@ -88,17 +98,23 @@ async def free_states(
     for c in clusters:
         view = _views[c.id]
         if view.state is None or view.state[0] != view.version or view.state[1].name != c.name:
-            view.state = (view.version, solver_state(c.name, view.hists, trees[c.id]))
+            sizes = {key: node_size(counted) for key, counted in view.sizes.items()}
+            view.state = (view.version, solver_state(c.name, view.hists, trees[c.id], sizes))
         states[c.id] = view.state[1]
     return states
 
 
 def solver_state(
-    name: str, hists: Mapping[LeafKey, Sequence[int]], tree: DomainTree
+    name: str,
+    hists: Mapping[LeafKey, Sequence[int]],
+    tree: DomainTree,
+    sizes: Mapping[LeafKey, int] | None = None,
 ) -> ClusterCapacity:
-    """A cluster's leaf histograms as solver input: leaves sorted by path and model."""
+    """A cluster's leaf histograms as solver input: leaves sorted by path and model, each with
+    its nodes' size where `sizes` knows it."""
+    sizes = sizes or {}
     leaves = [
-        Leaf(model, tuple(h), tree.path(domain_id))
+        Leaf(model, tuple(h), tree.path(domain_id), sizes.get((domain_id, model), 0))
         for (domain_id, model), h in hists.items()
         if any(h)
     ]
@@ -111,9 +127,10 @@ async def read_histograms(
     clusters: list[Cluster],
     trees: dict[uuid.UUID, DomainTree],
     leaves: set[str],
-) -> dict[uuid.UUID, dict[LeafKey, list[int]]]:
+) -> tuple[dict[uuid.UUID, dict[LeafKey, list[int]]], dict[uuid.UUID, dict[LeafKey, int]]]:
     """Per cluster, the histograms of just these leaves (leaf domain names; a cluster's own
-    name for its nodes outside any domain), read afresh from the nodes, not from the view."""
+    name for its nodes outside any domain), read afresh from the nodes, not from the view;
+    and per cluster the leaves' node sizes (`node_size`)."""
     domain_ids = [t.ids[name] for t in trees.values() for name in leaves if name in t.ids]
     outside = [c.id for c in clusters if c.name in leaves]
     rows = await session.execute(
@@ -122,6 +139,7 @@ async def read_histograms(
             Node.domain_id,
             Node.gpu_model,
             (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            Node.gpu_allocatable,
             func.count(),
         )
         .where(
@@ -134,14 +152,19 @@ async def read_histograms(
                 and_(Node.domain_id.is_(None), Node.cluster_id.in_(outside)),
             ),
         )
-        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free")
+        .group_by(Node.cluster_id, Node.domain_id, Node.gpu_model, "free", Node.gpu_allocatable)
     )
     hists: dict[uuid.UUID, dict[LeafKey, list[int]]] = defaultdict(
         lambda: defaultdict(lambda: [0] * 9)
     )
-    for cluster_id, domain_id, model, free, count in rows:
-        _count(hists[cluster_id][(domain_id, model or UNKNOWN_GPU_MODEL)], max(free, 0), count)
-    return hists
+    sizes: dict[uuid.UUID, dict[LeafKey, Counter[int]]] = defaultdict(lambda: defaultdict(Counter))
+    for cluster_id, domain_id, model, free, allocatable, count in rows:
+        key = (domain_id, model or UNKNOWN_GPU_MODEL)
+        _count(hists[cluster_id][key], max(free, 0), count)
+        sizes[cluster_id][key][allocatable] += count
+    return hists, {
+        cid: {key: node_size(counted) for key, counted in per.items()} for cid, per in sizes.items()
+    }
 
 
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
@@ -173,5 +196,10 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
             schedulable,
         ) in await session.execute(select(*_COLUMNS).where(or_(*conditions))):
             counted = ready and schedulable and allocatable > 0
-            bucket = (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0))
+            bucket = (
+                domain_id,
+                model or UNKNOWN_GPU_MODEL,
+                max(allocatable - used, 0),
+                allocatable,
+            )
             _views[cluster_id].put(node_id, bucket if counted else None)

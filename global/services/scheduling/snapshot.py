@@ -221,8 +221,11 @@ async def free_capacity(
     if leaves is None:
         states = await free_states(session, clusters, trees)
     else:
-        read = await read_histograms(session, clusters, trees, leaves)
-        states = {c.id: solver_state(c.name, read.get(c.id, {}), trees[c.id]) for c in clusters}
+        read, sizes = await read_histograms(session, clusters, trees, leaves)
+        states = {
+            c.id: solver_state(c.name, read.get(c.id, {}), trees[c.id], sizes.get(c.id))
+            for c in clusters
+        }
     pools: dict[uuid.UUID, ClusterPool] = {}  # the clusters where a share holds capacity
     holding = await session.execute(
         select(ClusterShare, Job.gpu_model)

@@ -62,3 +62,28 @@ def test_redo_makes_again_what_a_rollback_undid() -> None:
     # and it can be undone again
     pool.rollback(mark)
     assert pool.state() == before
+
+
+def test_pod_slots_kept_as_node_counts_agree_with_a_fresh_pool() -> None:
+    rng = random.Random(11)
+    leaves = tuple(
+        Leaf(model, tuple(rng.randrange(3) for _ in range(9)), (f"tor{t:03d}",))
+        for t in range(40)
+        for model in ("H100", "A100")
+    )
+    pool = ClusterPool(ClusterCapacity("c", leaves))
+    marks = []
+    for step in range(300):
+        model, g, pods = rng.choice(["H100", "A100"]), rng.choice([1, 2, 4, 8]), rng.randrange(1, 9)
+        fresh = ClusterPool(pool.state())
+        for size in (1, 2, 3, 4, 8):
+            assert pool.slots(model, size) == fresh.slots(model, size), (step, size)
+        if rng.random() < 0.2 and marks:
+            pool.rollback(marks.pop())
+        else:
+            marks.append(pool.mark())
+            pool.place(
+                JobRequest(id=f"j{step}", pods=pods, gpus_per_pod=g, gpu_model=model), pods, model
+            )
+    # Every pod size counted the same as the leaves' own slots, summed.
+    assert pool.slots("H100", 2) == sum(x.slots(2) for x in pool.leaves if x.gpu_model == "H100")

@@ -3,6 +3,7 @@ it learns, and reservations that are honoured and that backfill may use."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -86,6 +87,14 @@ def test_durations_by_hand() -> None:
     assert model.remaining(8, 5.0, estimate=60.0) == 55.0
     # Another size class with too few samples of its own borrows the fleet's distribution.
     assert model.remaining(512, 0.0) == pytest.approx(109.0)
+
+
+def test_backfill_reads_the_three_quarter_run_time() -> None:
+    # Twenty jobs of 1..20 s: 75% of them end within 16 s (the 16th of 20), the run time a job
+    # must be likely to end within to use reserved GPUs; a user's estimate is taken as given.
+    model = DurationModel([(8, float(s)) for s in range(1, 21)])
+    assert model.likely_within(8) == 16.0
+    assert model.likely_within(8, estimate=30.0) == 30.0
 
 
 def partly_busy(name: str, free: int, busy: int) -> ClusterCapacity:
@@ -180,6 +189,29 @@ def test_a_split_reservation_holds_the_link(
     if admitted:
         assert sorted(s.pods for s in pair.shares) == [2, 2]
         assert check(snapshot, decision) == []
+
+
+def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None:
+    # The same instance as below: with time for a search CP-SAT reserves y and starts "long";
+    # with none left after the warm start it returns the heuristic's plan (reserve x, start
+    # nothing) rather than overrun the round building a model, and proves no bound.
+    snapshot = Snapshot(
+        clusters=(partly_busy("x", 4, 4), partly_busy("y", 4, 4)),
+        jobs=(
+            job("gang", 8, due=True, estimate_s=600.0),
+            job("long", 4, estimate_s=1000.0, allowed_clusters=("x",)),
+        ),
+        running=(
+            RunningJob("rx", (("x", "H100", 32),), ends_in_s=100.0),
+            RunningJob("ry", (("y", "H100", 32),), ends_in_s=120.0),
+        ),
+    )
+    rushed = solve(snapshot, Policy.CPSAT, SolveOptions(time_limit_s=1e-6))
+    assert rushed.status == "SKIPPED+GREEDY"
+    assert rushed.admitted == ()
+    assert "reserved: 64 GPUs in x expected free in 100 s" in (rushed.job("gang").reason or "")
+    assert math.isnan(rushed.gap)
+    assert [d.job_id for d in solve(snapshot, Policy.CPSAT, OPTIONS).admitted] == ["long"]
 
 
 def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:

@@ -89,6 +89,9 @@ async def test_random_deltas_keep_the_aggregates_exact(
     await create_cluster(api, "west")
     await api.put("/api/v1/clusters/west/inventory", json=inventory("west", tors=2))
     west = (await _states(app, {}))[0]["west"]
+    # Nodes of 8 GPUs each: the scheduler's input knows the leaves' node size (reservations
+    # cap a gang by the shape of the cluster with it).
+    assert {leaf.node_gpus for leaf in west.leaves} == {8}
     nodes = {n["name"]: n for n in base["nodes"]}
     tors = [d["name"] for d in base["domains"] if d["tier"] == 1]
     rng = random.Random(3)
@@ -100,8 +103,10 @@ async def test_random_deltas_keep_the_aggregates_exact(
                 removals.append(name)
                 continue
             node = dict(nodes.get(name) or {**base["nodes"][0], "name": name})
+            size = rng.choice([8, 8, 8, 4])  # a leaf of mixed node sizes has no known size
             node |= {
-                "gpuUsed": rng.randrange(9),
+                "gpuAllocatable": size,
+                "gpuUsed": rng.randrange(size + 1),
                 "ready": rng.random() > 0.2,
                 "gpuModel": rng.choice(["H100", "H100", "A100"]),
                 "domain": rng.choice(tors),
@@ -132,9 +137,21 @@ async def _states(app: FastAPI, recomputed: dict) -> tuple[dict, dict]:
         clusters = list((await session.execute(select(Cluster))).scalars())
         trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
         states = await free_states(session, clusters, trees)
+        sizes: dict = defaultdict(lambda: defaultdict(set))
+        for node in (await session.execute(select(Node))).scalars():
+            if node.ready and node.schedulable and node.gpu_allocatable > 0:
+                key = (node.domain_id, node.gpu_model or "unknown")
+                sizes[node.cluster_id][key].add(node.gpu_allocatable)
+    node_gpus = {
+        cid: {key: next(iter(found)) if len(found) == 1 else 0 for key, found in per.items()}
+        for cid, per in sizes.items()
+    }
     return (
         {c.name: states[c.id] for c in clusters},
-        {c.name: solver_state(c.name, recomputed.get(c.id, {}), trees[c.id]) for c in clusters},
+        {
+            c.name: solver_state(c.name, recomputed.get(c.id, {}), trees[c.id], node_gpus.get(c.id))
+            for c in clusters
+        },
     )
 
 
