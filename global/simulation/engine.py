@@ -38,7 +38,7 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no trace id has a NUL)
+GROWTH = planning.GROWTH
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class _Running:
     unit_broken: bool = False
     crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
     width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
+    shrinks: int = 0  # times it gave units back
 
     @property
     def units(self) -> int:
@@ -277,6 +278,8 @@ class Simulation:
         now: float,
     ) -> set[str]:
         by_id = {j.id: j for j in pending}
+        if self.policy.planned:
+            self._shrink(pending, running, now)
         decision = self.decide(pending, running, now)
         started = set()
         for jd in decision.jobs:
@@ -315,36 +318,63 @@ class Simulation:
         )
         return True
 
-    def _growth(
-        self, running: dict[str, _Running], clock: datetime, pending: list[TraceJob]
-    ) -> list[JobRequest]:
-        """What elastic running jobs could add, after every waiting job and at the lowest
-        priority among them: more units in the clusters each already runs in (so its split,
-        and the bandwidth it holds, stay)."""
-        lowest = min((j.priority for j in pending), default=None)
+    def _elastic(self, running: dict[str, _Running], clock: datetime) -> list[planning.ElasticRun]:
+        """The running elastic jobs as `solver.planning` sees them."""
         out = []
         for run in running.values():
-            if not run.growable:
+            if not run.job.min_units:
                 continue
-            job, elapsed = run.job, (clock - _stamp(run.start)).total_seconds()
+            units: dict[str, int] = defaultdict(int)
+            for cluster, *_ in run.bound:
+                units[cluster] += 1
+            per_unit = run.job.unit_pods or run.job.pods
+            elapsed = (clock - _stamp(run.start)).total_seconds()
             out.append(
-                JobRequest(
-                    job.id + GROWTH,
-                    pods=run.growable * (job.unit_pods or job.pods),
-                    gpus_per_pod=job.gpus_per_pod,
-                    gpu_model=job.gpu_model,
-                    unit_pods=job.unit_pods,
-                    priority=job.priority if lowest is None else min(lowest, job.priority),
-                    queue=job.queue,
-                    splittable=len(run.clusters) > 1,
-                    max_clusters=len(run.clusters),
-                    unit_tier=job.unit_tier,
-                    allowed_clusters=tuple(run.clusters),
-                    estimate_s=self.durations.remaining(job.gpus, elapsed, job.estimate_s),
-                    min_units=1 if run.growable > 1 else 0,
+                planning.ElasticRun(
+                    _request(run.job, elastic=True),
+                    tuple((c, pods // per_unit) for c, pods in units.items()),
+                    estimate_s=self.durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
                 )
             )
         return out
+
+    def _growth(
+        self, running: dict[str, _Running], clock: datetime, pending: list[TraceJob]
+    ) -> list[JobRequest]:
+        """What elastic running jobs could add (`planning.growth`)."""
+        lowest = min((j.priority for j in pending), default=None)
+        return planning.growth(self._elastic(running, clock), lowest_priority=lowest)
+
+    def _shrink(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> None:
+        """Elastic jobs give back units a due or higher-priority waiting job needs
+        (`planning.shrinks`); each runs on at its narrower width."""
+        clock = _stamp(now)
+        runs = self._elastic(running, clock)
+        if not any(run.spare for run in runs):
+            return
+        waiting = [
+            replace(_request(j), due=(now - j.arrival_s) >= self.options.reserve_after_s)
+            for j in sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
+        ]
+        free: dict[tuple[str, str | None], int] = defaultdict(int)
+        models: dict[str, set[str]] = defaultdict(set)
+        for (cluster, _, model), nodes in self.nodes.items():
+            free[(cluster, model)] += sum(n.free for n in nodes)
+            models[cluster].add(model)
+        for cut in planning.shrinks(
+            waiting,
+            runs,
+            free_gpus=dict(free),
+            cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+        ):
+            run = running[cut.job_id]
+            pods = cut.units * (run.job.unit_pods or run.job.pods)
+            there = [b for b in run.bound if b[0] == cut.cluster][-pods:]
+            self._unbind(there)
+            for entry in there:
+                run.bound.remove(entry)
+            run.width -= cut.units
+            run.shrinks += 1
 
     def _grow(self, jd: JobDecision, running: dict[str, _Running]) -> None:
         run = running[jd.job_id.removesuffix(GROWTH)]

@@ -8,7 +8,7 @@ is priority, fair share, submission time, and nothing about time is passed on.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from volcano_global.solver.durations import DurationModel
@@ -74,3 +74,161 @@ def running(
     elapsed = max((now - started_at).total_seconds(), 0.0)
     total = sum(g for _, _, g in gpus)
     return RunningJob(key, gpus, links, ends_in_s=durations.remaining(total, elapsed, estimate_s))
+
+
+# -- elastic width --------------------------------------------------------------------------
+GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no job id has a NUL)
+
+
+@dataclass(frozen=True)
+class ElasticRun:
+    """A running elastic job as a round sees it: `request` is the whole job (all its units,
+    `min_units` set), `units_in` the units it runs in each cluster now."""
+
+    request: JobRequest
+    units_in: tuple[tuple[str, int], ...]
+    estimate_s: float | None = None  # how long it is likely to run on
+
+    @property
+    def width(self) -> int:
+        return sum(units for _, units in self.units_in)
+
+    @property
+    def growable(self) -> int:
+        return self.request.units - self.width
+
+    @property
+    def spare(self) -> int:
+        """Units above its minimum width: what it may give back."""
+        return max(self.width - self.request.fewest_units, 0)
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """`units` units an elastic job gives back in `cluster`, for `beneficiary`."""
+
+    job_id: str
+    cluster: str
+    units: int
+    beneficiary: str
+
+
+def growth(runs: list[ElasticRun], *, lowest_priority: int | None) -> list[JobRequest]:
+    """What elastic running jobs could add, as requests after every waiting job and at the
+    lowest priority among them: more units in the clusters each already runs in, so its split
+    (and the bandwidth it reserved for that many clusters) stays valid."""
+    out = []
+    for run in runs:
+        if run.growable <= 0 or not run.request.elastic:
+            continue
+        job, clusters = run.request, tuple(c for c, _ in run.units_in)
+        priority = job.priority if lowest_priority is None else min(lowest_priority, job.priority)
+        out.append(
+            replace(
+                job,
+                id=job.id + GROWTH,
+                pods=run.growable * job.unit,
+                unit_pods=job.unit_pods,
+                priority=priority,
+                splittable=len(clusters) > 1,
+                max_clusters=len(clusters),
+                min_share_units=1,
+                allowed_clusters=clusters,
+                allreduce_gbps=0.0,  # the job's split holds its bandwidth already
+                estimate_s=run.estimate_s,
+                due=False,
+                min_units=1 if run.growable > 1 else 0,
+            )
+        )
+    return out
+
+
+def grown_job(request_id: str) -> str | None:
+    """The running job a growth request belongs to (None for an ordinary request)."""
+    return request_id.removesuffix(GROWTH) if request_id.endswith(GROWTH) else None
+
+
+def shrinks(
+    waiting: list[JobRequest],
+    runs: list[ElasticRun],
+    *,
+    free_gpus: dict[tuple[str, str | None], int],
+    cluster_models: dict[str, tuple[str, ...]],
+) -> list[Shrink]:
+    """Units elastic running jobs give back so a waiting job that outranks them can start: a
+    due job (owed a reservation) or one of a higher priority, in queue order. For each such
+    job that fits in no cluster's free GPUs (`free_gpus[(cluster, model)]`), the cluster where
+    the fewest units given back make it fit whole; the jobs there give back units above their
+    minimum width, the lowest priority and the most spare first, never below their minimum
+    and never their last unit in a cluster (so a split's clusters, and the bandwidth they
+    reserved, stay). Only whole-cluster fits are planned (a split beneficiary is not); GPUs
+    per cluster, not nodes: the solver then places the beneficiary on what is free."""
+    free = dict(free_gpus)
+    left = {run.request.id: run.spare for run in runs}
+    held = {
+        run.request.id: dict(run.units_in) for run in runs if run.spare > 0
+    }
+    by_id = {run.request.id: run for run in runs}
+    out: list[Shrink] = []
+    for job in waiting:
+        outranked = [
+            run
+            for run in runs
+            if left[run.request.id] > 0 and (job.due or job.priority > run.request.priority)
+        ]
+        if not outranked or job.gpus == 0:
+            continue
+        models = (job.gpu_model,) if job.gpu_model else None
+        best: tuple[int, str, str | None, list[Shrink]] | None = None
+        for cluster, own_models in sorted(cluster_models.items()):
+            if job.allowed_clusters is not None and cluster not in job.allowed_clusters:
+                continue
+            for model in models or own_models:
+                need = job.gpus - free.get((cluster, model), 0)
+                if need <= 0:
+                    best = (0, cluster, model, [])
+                    break
+                plan = _give_back(job, cluster, model, need, outranked, left, held)
+                if plan is not None and (best is None or sum(s.units for s in plan) < best[0]):
+                    best = (sum(s.units for s in plan), cluster, model, plan)
+            if best is not None and best[0] == 0:
+                break
+        if best is None:
+            continue
+        _, cluster, model, plan = best
+        for s in plan:
+            left[s.job_id] -= s.units
+            held[s.job_id][cluster] -= s.units
+            free[(cluster, model)] = free.get((cluster, model), 0) + s.units * by_id[
+                s.job_id
+            ].request.unit_gpus
+        free[(cluster, model)] = free.get((cluster, model), 0) - job.gpus
+        out += plan
+    return out
+
+
+def _give_back(
+    job: JobRequest,
+    cluster: str,
+    model: str | None,
+    need: int,
+    outranked: list[ElasticRun],
+    left: dict[str, int],
+    held: dict[str, dict[str, int]],
+) -> list[Shrink] | None:
+    """The units given back in `cluster` that free `need` GPUs of `model`, or None."""
+    plan = []
+    order = sorted(outranked, key=lambda r: (r.request.priority, -left[r.request.id], r.request.id))
+    for run in order:
+        request = run.request
+        if need <= 0:
+            break
+        if model is not None and request.gpu_model not in (None, model):
+            continue
+        there = held[request.id].get(cluster, 0)
+        keep = 1 if len(run.units_in) > 1 else request.fewest_units
+        units = min(left[request.id], max(there - keep, 0), -(-need // request.unit_gpus))
+        if units > 0:
+            plan.append(Shrink(request.id, cluster, units, job.id))
+            need -= units * request.unit_gpus
+    return plan if need <= 0 else None
