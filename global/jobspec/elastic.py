@@ -6,11 +6,12 @@ Volcano's meaning is kept: a Job whose `minAvailable` is below its replicas star
 elastic - scheduled when room frees and the first taken back by preempt/reclaim (the gang
 plugin lets a victim go only while the job keeps `minAvailable` ready). The tasks' own
 `minAvailable` count only when the job's is not below their sum (`JobInfo.CheckTaskValid` /
-`CheckTaskReady` skip them otherwise), and a narrow width keeps the job's first ranks. The Global places whole units (pods that stay in one
-cluster: a data-parallel replica, a `partitionPolicy` partition, a HyperJob child job), so
-the width is counted in units, rounded up: `minAvailable: 5` with units of 2 pods runs at
-least 3 units (6 pods). A HyperJob's `minAvailable` counts child jobs, its units. A
-communication plan may say the same in replicas: `minDataParallel`.
+`CheckTaskReady` skip them otherwise); a narrow width keeps the job's first ranks. The Global
+places whole units (pods that stay in one cluster: a data-parallel replica, a
+`partitionPolicy` partition, a HyperJob child job), so the width is counted in units, rounded
+up: `minAvailable: 5` with units of 2 pods runs at least 3 units (6 pods). A HyperJob's
+`minAvailable` counts child jobs, its units. A communication plan may say the same in
+replicas: `minDataParallel`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ import math
 from volcano_global.jobspec.model import Communication, Gang, TaskGang
 
 
-def min_units(
-    gang: Gang, *, unit_pods: int, communication: Communication | None
-) -> int:
+def min_units(gang: Gang, *, unit_pods: int, communication: Communication | None) -> int:
     """The fewest units of `unit_pods` pods the job runs with; 0 when it needs all of them
     (a rigid gang)."""
     if unit_pods < 1 or gang.total_pods % unit_pods:

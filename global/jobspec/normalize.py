@@ -301,9 +301,7 @@ def _split_policy(
     )
 
 
-def _with_width(
-    gang: Gang, split: SplitPolicy, communication: Communication | None
-) -> SplitPolicy:
+def _with_width(gang: Gang, split: SplitPolicy, communication: Communication | None) -> SplitPolicy:
     """The split policy with the job's elastic width (`elastic.py`). A job that never splits
     is still elastic in whole replicas: its unit is then the plan's replica or the smallest
     that cuts no partition, instead of the whole job."""

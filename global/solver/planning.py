@@ -165,9 +165,7 @@ def shrinks(
     per cluster, not nodes: the solver then places the beneficiary on what is free."""
     free = dict(free_gpus)
     left = {run.request.id: run.spare for run in runs}
-    held = {
-        run.request.id: dict(run.units_in) for run in runs if run.spare > 0
-    }
+    held = {run.request.id: dict(run.units_in) for run in runs if run.spare > 0}
     by_id = {run.request.id: run for run in runs}
     out: list[Shrink] = []
     for job in waiting:
@@ -199,9 +197,9 @@ def shrinks(
         for s in plan:
             left[s.job_id] -= s.units
             held[s.job_id][cluster] -= s.units
-            free[(cluster, model)] = free.get((cluster, model), 0) + s.units * by_id[
-                s.job_id
-            ].request.unit_gpus
+            free[(cluster, model)] = (
+                free.get((cluster, model), 0) + s.units * by_id[s.job_id].request.unit_gpus
+            )
         free[(cluster, model)] = free.get((cluster, model), 0) - job.gpus
         out += plan
     return out

@@ -25,8 +25,9 @@ from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.scheduling.elastic import commit_resizes
 from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
-from volcano_global.solver import Decision, JobDecision
+from volcano_global.solver import Decision, JobDecision, planning
 from volcano_global.solver.capacity import ClusterPool
 
 
@@ -36,6 +37,7 @@ class RoundResult:
     placed: list[str]
     pending: int
     deferred: dict[str, str] = field(default_factory=dict)  # admitted, then no longer fitting
+    resized: list[str] = field(default_factory=list)  # elastic jobs grown or shrunk
 
 
 async def commit_round(
@@ -136,6 +138,19 @@ async def commit_round(
             message=f"round {generation}: " + "; ".join(lines),
         )
         placed.append(d.job_id)
+    grow = {
+        job: list(d.shares)
+        for d in decision.jobs
+        if d.admitted and d.job_id not in deferred and (job := planning.grown_job(d.job_id))
+    }
+    resized = await commit_resizes(
+        session,
+        decision_shares=grow,
+        shrinks=context.shrinks,
+        elastic=context.elastic,
+        cluster_ids=context.cluster_ids,
+        generation=generation,
+    )
     for key, why in context.unmodelled.items():
         job = await session.get(Job, context.jobs[key])
         if job is not None and job.state is JobState.PENDING:
@@ -144,11 +159,12 @@ async def commit_round(
                 session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
             )
     await session.flush()
-    if placed:
+    if placed or resized:
         failpoints.hit("round-commit")
     return RoundResult(
         generation=generation,
         placed=placed,
+        resized=resized,
         pending=len(decision.jobs) - len(placed),
         deferred=deferred,
     )

@@ -1,0 +1,280 @@
+"""Elastic width on the server: the running elastic jobs a round may grow or shrink
+(`solver.planning.growth` / `shrinks`, the code the simulator runs), and the resize itself.
+
+A resize is a checkpoint-restart at the new width, as Pollux and Sia do it: the job's
+placement ends (`end_placement`, its shares cancelled in their clusters) and a new placement
+at the new width is written in the same round commit, with the shares it keeps in the same
+clusters and domains first (consecutive ranks from 0), the job's requeue count unchanged. Its
+processes restart from their checkpoint at the new rendezvous with the new world size
+(`VGLOBAL_WORLD_PODS`, `VGLOBAL_PARALLELISM`'s dp). Live add/withdraw of shares would need
+every member cluster's Volcano Job to change its replicas in place and every framework to
+re-form its process groups without a restart; a restart is what torch elastic does anyway
+when its world changes, and it keeps the cross-cluster gang's all-or-nothing start.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    LinkReservation,
+    Placement,
+    PlacementState,
+    Queue,
+)
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.events import record_event
+from volcano_global.services.jobs.measurements import issue_job_token
+from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.solver import Share, planning
+from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.requests import job_request
+
+
+@dataclass(frozen=True)
+class ElasticPlacement:
+    """A running elastic job's current placement, as read for the round."""
+
+    job_id: uuid.UUID
+    placement_id: uuid.UUID
+    run: planning.ElasticRun
+
+
+async def elastic_running(
+    session: AsyncSession,
+    *,
+    clusters: dict[uuid.UUID, str],
+    now: datetime,
+    durations: DurationModel,
+) -> list[ElasticPlacement]:
+    """Running jobs whose width is a range, with the units they run in each ready cluster."""
+    rows = await session.execute(
+        select(
+            Job.id,
+            Queue.name,
+            Job.priority,
+            Job.gang,
+            Job.split_policy,
+            Job.communication,
+            Job.started_at,
+            Job.running_estimate_seconds,
+            Placement.id,
+        )
+        .join(Queue, Queue.id == Job.queue_id)
+        .join(Placement, Placement.job_id == Job.id)
+        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
+    )
+    out = []
+    for job_id, queue, priority, gang, split, communication, started, estimate, pid in rows:
+        policy = SplitPolicy.model_validate(split)
+        if not policy.min_units:
+            continue
+        try:
+            request = job_request(
+                job_id=str(job_id),
+                gang=Gang.model_validate(gang),
+                split=policy,
+                communication=Communication.model_validate(communication)
+                if communication
+                else None,
+                priority=priority,
+                queue=queue,
+            )
+        except ValueError:
+            continue
+        shares = (
+            await session.execute(
+                select(ClusterShare)
+                .where(ClusterShare.placement_id == pid)
+                .order_by(ClusterShare.rank_offset)
+            )
+        ).scalars()
+        units_in = tuple(
+            (clusters[s.cluster_id], s.units) for s in shares if s.cluster_id in clusters
+        )
+        elapsed = max((now - (started or now)).total_seconds(), 0.0)
+        given = given_estimate(estimate)
+        out.append(
+            ElasticPlacement(
+                job_id,
+                pid,
+                planning.ElasticRun(
+                    request, units_in, estimate_s=durations.remaining(request.gpus, elapsed, given)
+                ),
+            )
+        )
+    return out
+
+
+async def resize(
+    session: AsyncSession,
+    *,
+    job: Job,
+    placement: Placement,
+    shares: list[Share],
+    cluster_ids: dict[str, uuid.UUID],
+    generation: int,
+    why: str,
+) -> Placement:
+    """End the job's placement and place it again at `shares` (checkpoint-restart at the new
+    width). The link reservations stay as they were: a resize keeps the job's clusters."""
+    before = sum(s.units for s in placement.shares)
+    after = sum(s.units for s in shares)
+    await end_placement(
+        session,
+        placement=placement,
+        state=PlacementState.RELEASED,
+        cancel_reason=f"resized {before} -> {after} replicas",
+    )
+    new = Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)
+    session.add(new)
+    await session.flush()
+    rows, offset = [], 0
+    for share in shares:
+        row = ClusterShare(
+            placement_id=new.id,
+            cluster_id=cluster_ids[share.cluster],
+            pods=share.pods,
+            gpus=share.gpus,
+            units=share.units,
+            rank_offset=offset,
+            domains=dict(share.domains),
+        )
+        session.add(row)
+        rows.append(row)
+        offset += share.pods
+    for held in placement.link_reservations:
+        session.add(LinkReservation(placement_id=new.id, link_id=held.link_id, gbps=held.gbps))
+    token = issue_job_token(session, job=job)
+    enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token)
+    transition(job, JobState.PENDING, message=f"resizing: {why}")
+    transition(job, JobState.PLACED, message=f"resized in round {generation}")
+    await record_event(
+        session,
+        job_id=job.id,
+        fold=False,
+        reason="Resized",
+        message=f"Resized {before} -> {after} replicas ({why}); restarts from its checkpoint: "
+        + "; ".join(f"{s.pods} pods in {s.cluster}" for s in shares),
+    )
+    return new
+
+
+def grown(
+    current: list[ClusterShare], names: dict[uuid.UUID, str], added: list[Share]
+) -> list[Share]:
+    """The current shares plus what a growth decision added (same clusters; domains summed)."""
+    extra = {s.cluster: s for s in added}
+    out = []
+    for share in current:
+        name = names[share.cluster_id]
+        more = extra.get(name)
+        domains: dict[str, int] = defaultdict(
+            int, {k: int(v) for k, v in (share.domains or {}).items()}
+        )
+        pods, gpus, units = share.pods, share.gpus, share.units
+        if more is not None:
+            for leaf, count in more.domains:
+                domains[leaf] += count
+            pods, gpus, units = pods + more.pods, gpus + more.gpus, units + more.units
+        out.append(Share(name, units, pods, gpus, tuple(domains.items())))
+    return out
+
+
+def shrunk(
+    current: list[ClusterShare], names: dict[uuid.UUID, str], cuts: dict[str, int]
+) -> list[Share]:
+    """The current shares less `cuts` (cluster -> units given back), the pods taken from the
+    share's last domains."""
+    out = []
+    for share in current:
+        name = names[share.cluster_id]
+        units = share.units - cuts.get(name, 0)
+        per_unit = share.pods // share.units if share.units else share.pods
+        per_pod = share.gpus // share.pods if share.pods else 0
+        drop = (share.units - units) * per_unit
+        domains = [(k, int(v)) for k, v in (share.domains or {}).items()]
+        kept: list[tuple[str, int]] = []
+        for leaf, count in reversed(domains):
+            taken = min(count, drop)
+            drop -= taken
+            if count - taken:
+                kept.append((leaf, count - taken))
+        pods = units * per_unit
+        out.append(Share(name, units, pods, pods * per_pod, tuple(reversed(kept))))
+    return out
+
+
+async def cluster_names(session: AsyncSession) -> dict[uuid.UUID, str]:
+    return dict((await session.execute(select(Cluster.id, Cluster.name))).all())
+
+
+async def commit_resizes(
+    session: AsyncSession,
+    *,
+    decision_shares: dict[str, list[Share]],
+    shrinks: list[planning.Shrink],
+    elastic: dict[str, ElasticPlacement],
+    cluster_ids: dict[str, uuid.UUID],
+    generation: int,
+) -> list[str]:
+    """The round's resizes (job ids): growth the solver admitted (`decision_shares`: running
+    job id -> the shares added) and the units given back (`shrinks`). A job that stopped
+    running, or whose placement changed, since the snapshot is left as it is."""
+    cuts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    why: dict[str, str] = {}
+    for cut in shrinks:
+        cuts[cut.job_id][cut.cluster] += cut.units
+        why[cut.job_id] = "gives back replicas to a waiting job that outranks it"
+    names = {v: k for k, v in cluster_ids.items()}
+    resized = []
+    for key in sorted(set(decision_shares) | set(cuts)):
+        seen = elastic.get(key)
+        if seen is None:
+            continue
+        job = (
+            await session.execute(
+                select(Job)
+                .where(Job.id == seen.job_id)
+                .with_for_update(of=Job)
+                .execution_options(populate_existing=True)
+            )
+        ).scalar_one_or_none()
+        placement = await session.get(Placement, seen.placement_id)
+        if (
+            job is None
+            or job.state is not JobState.RUNNING
+            or placement is None
+            or placement.state is not PlacementState.ACTIVE
+            or any(s.cluster_id not in names for s in placement.shares)
+        ):
+            continue
+        if key in cuts:
+            shares = shrunk(list(placement.shares), names, cuts[key])
+        else:
+            shares = grown(list(placement.shares), names, decision_shares[key])
+            why[key] = "room freed"
+        await resize(
+            session,
+            job=job,
+            placement=placement,
+            shares=shares,
+            cluster_ids=cluster_ids,
+            generation=generation,
+            why=why[key],
+        )
+        resized.append(key)
+    return resized
