@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -213,8 +213,16 @@ class Simulation:
                 out.add(job.id)
         return frozenset(out)
 
-    def decide(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> Decision:
-        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`)."""
+    def decide(
+        self,
+        pending: list[TraceJob],
+        running: dict[str, _Running],
+        now: float,
+        *,
+        shrinking: Collection[str] = (),
+    ) -> Decision:
+        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`);
+        the jobs `shrinking` this round do not also grow."""
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
             held[run.job.queue] += sum(count for *_, count in run.bound)  # elastic: its width
@@ -253,7 +261,7 @@ class Simulation:
                 )
                 for c in order
             )
-            + (tuple(self._growth(running, clock, pending)) if planned else ()),
+            + (tuple(self._growth(running, clock, pending, shrinking)) if planned else ()),
             queues=tuple(
                 QueueState(name, q.quota, held.get(name, 0)) for name, q in self.queues.items()
             ),
@@ -278,9 +286,8 @@ class Simulation:
         now: float,
     ) -> set[str]:
         by_id = {j.id: j for j in pending}
-        if self.policy.planned:
-            self._shrink(pending, running, now)
-        decision = self.decide(pending, running, now)
+        cuts = self._shrink(pending, running, now) if self.policy.planned else []
+        decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
         started = set()
         for jd in decision.jobs:
             if jd.admitted and jd.job_id.endswith(GROWTH):
@@ -289,6 +296,10 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
+        self._unshrink(cuts, running, started)
+        for cut, _ in cuts:
+            if cut.beneficiary in started and cut.job_id in running:
+                running[cut.job_id].shrinks += 1
         return started
 
     def _start(
@@ -339,19 +350,26 @@ class Simulation:
         return out
 
     def _growth(
-        self, running: dict[str, _Running], clock: datetime, pending: list[TraceJob]
+        self,
+        running: dict[str, _Running],
+        clock: datetime,
+        pending: list[TraceJob],
+        shrinking: Collection[str],
     ) -> list[JobRequest]:
         """What elastic running jobs could add (`planning.growth`)."""
         lowest = min((j.priority for j in pending), default=None)
-        return planning.growth(self._elastic(running, clock), lowest_priority=lowest)
+        runs = [r for r in self._elastic(running, clock) if r.request.id not in shrinking]
+        return planning.growth(runs, lowest_priority=lowest)
 
-    def _shrink(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> None:
+    def _shrink(
+        self, pending: list[TraceJob], running: dict[str, _Running], now: float
+    ) -> list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]]:
         """Elastic jobs give back units a due or higher-priority waiting job needs
-        (`planning.shrinks`); each runs on at its narrower width."""
+        (`planning.shrinks`), for this round's decision: the units and the pods they free."""
         clock = _stamp(now)
         runs = self._elastic(running, clock)
         if not any(run.spare for run in runs):
-            return
+            return []
         waiting = [
             replace(_request(j), due=(now - j.arrival_s) >= self.options.reserve_after_s)
             for j in sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
@@ -361,6 +379,7 @@ class Simulation:
         for (cluster, _, model), nodes in self.nodes.items():
             free[(cluster, model)] += sum(n.free for n in nodes)
             models[cluster].add(model)
+        out = []
         for cut in planning.shrinks(
             waiting,
             runs,
@@ -374,7 +393,27 @@ class Simulation:
             for entry in there:
                 run.bound.remove(entry)
             run.width -= cut.units
-            run.shrinks += 1
+            out.append((cut, there))
+        return out
+
+    def _unshrink(
+        self,
+        cuts: list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]],
+        running: dict[str, _Running],
+        started: set[str],
+    ) -> None:
+        """Units given back for a job the round did not start return to their job (the same
+        nodes, where nothing else took them): a shrink happens only for a start it allows."""
+        for cut, pods in cuts:
+            run = running.get(cut.job_id)
+            if cut.beneficiary in started or run is None:
+                continue
+            if any(self.nodes[(c, leaf, m)][i].free < g for c, leaf, m, i, g in pods):
+                continue
+            for c, leaf, m, i, g in pods:
+                self.nodes[(c, leaf, m)][i].free -= g
+            run.bound += pods
+            run.width += cut.units
 
     def _grow(self, jd: JobDecision, running: dict[str, _Running]) -> None:
         run = running[jd.job_id.removesuffix(GROWTH)]

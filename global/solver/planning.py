@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from volcano_global.solver.durations import DurationModel
-from volcano_global.solver.model import JobRequest, LinkBandwidth, Policy, RunningJob
+from volcano_global.solver.model import (
+    ClusterCapacity,
+    JobRequest,
+    LinkBandwidth,
+    Policy,
+    RunningJob,
+)
 from volcano_global.solver.queue_order import Candidate, fair_order
 
 RESERVE_AFTER_S = 1800.0  # waited this long: owed a reservation, first in its queue
@@ -230,3 +236,48 @@ def _give_back(
             plan.append(Shrink(request.id, cluster, units, job.id))
             need -= units * request.unit_gpus
     return plan if need <= 0 else None
+
+
+def taken_back(domains: list[tuple[str, int]], pods: int) -> list[tuple[str, int]]:
+    """Which of a share's pods (leaf domain -> pods, in placement order) give back `pods`
+    pods: the last placed first."""
+    out = []
+    for leaf, count in reversed(domains):
+        if pods <= 0:
+            break
+        taken = min(count, pods)
+        out.append((leaf, taken))
+        pods -= taken
+    return out
+
+
+def freed(
+    clusters: tuple[ClusterCapacity, ...], pods: list[tuple[str, str, str, int, int]]
+) -> tuple[ClusterCapacity, ...]:
+    """The clusters with `pods` given back: (cluster, leaf domain, model, pods, GPUs per pod).
+    Which node each pod ran on is not in the aggregate: each frees the node that then has the
+    most free GPUs (the best case for the job it was given back for; the solver's packing and
+    the member cluster check the real nodes)."""
+    by_cluster: dict[str, list[tuple[str, str, int, int]]] = {}
+    for cluster, leaf, model, count, per_pod in pods:
+        by_cluster.setdefault(cluster, []).append((leaf, model, count, per_pod))
+    out = []
+    for state in clusters:
+        leaves = list(state.leaves)
+        for leaf_name, model, count, per_pod in by_cluster.get(state.name, []):
+            for i, leaf in enumerate(leaves):
+                name = leaf.path[0] if leaf.path else state.name
+                if name != leaf_name or leaf.gpu_model != model:
+                    continue
+                hist = list(leaf.free_nodes)
+                for _ in range(count):
+                    top = len(hist) - 1 - per_pod
+                    source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+                    if source is None:
+                        break
+                    hist[source] -= 1
+                    hist[source + per_pod] += 1
+                leaves[i] = replace(leaf, free_nodes=tuple(hist))
+                break
+        out.append(replace(state, leaves=tuple(leaves)))
+    return tuple(out)

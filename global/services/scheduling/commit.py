@@ -146,7 +146,7 @@ async def commit_round(
     resized = await commit_resizes(
         session,
         decision_shares=grow,
-        shrinks=context.shrinks,
+        shrinks=[s for s in context.shrinks if s.beneficiary in placed],
         elastic=context.elastic,
         cluster_ids=context.cluster_ids,
         generation=generation,

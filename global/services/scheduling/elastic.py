@@ -51,6 +51,19 @@ class ElasticPlacement:
     job_id: uuid.UUID
     placement_id: uuid.UUID
     run: planning.ElasticRun
+    # Per cluster: its share's pods per leaf domain (placement order), and the GPU model.
+    domains: dict[str, list[tuple[str, int]]]
+    gpu_model: str | None = None
+
+    def given_back(self, cut: planning.Shrink) -> list[tuple[str, str, str, int, int]]:
+        """The pods a shrink gives back: (cluster, leaf, model, pods, GPUs per pod)."""
+        request = self.run.request
+        pods = cut.units * request.unit
+        model = self.gpu_model or request.gpu_model or ""
+        return [
+            (cut.cluster, leaf, model, count, request.gpus_per_pod)
+            for leaf, count in planning.taken_back(self.domains.get(cut.cluster, []), pods)
+        ]
 
 
 async def elastic_running(
@@ -71,6 +84,7 @@ async def elastic_running(
             Job.communication,
             Job.started_at,
             Job.running_estimate_seconds,
+            Job.gpu_model,
             Placement.id,
         )
         .join(Queue, Queue.id == Job.queue_id)
@@ -78,7 +92,7 @@ async def elastic_running(
         .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
     )
     out = []
-    for job_id, queue, priority, gang, split, communication, started, estimate, pid in rows:
+    for job_id, queue, priority, gang, split, communication, started, estimate, model, pid in rows:
         policy = SplitPolicy.model_validate(split)
         if not policy.min_units:
             continue
@@ -102,9 +116,12 @@ async def elastic_running(
                 .order_by(ClusterShare.rank_offset)
             )
         ).scalars()
-        units_in = tuple(
-            (clusters[s.cluster_id], s.units) for s in shares if s.cluster_id in clusters
-        )
+        kept = [s for s in shares if s.cluster_id in clusters]
+        units_in = tuple((clusters[s.cluster_id], s.units) for s in kept)
+        domains = {
+            clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
+            for s in kept
+        }
         elapsed = max((now - (started or now)).total_seconds(), 0.0)
         given = given_estimate(estimate)
         out.append(
@@ -114,6 +131,8 @@ async def elastic_running(
                 planning.ElasticRun(
                     request, units_in, estimate_s=durations.remaining(request.gpus, elapsed, given)
                 ),
+                domains,
+                model,
             )
         )
     return out
@@ -198,23 +217,21 @@ def shrunk(
     current: list[ClusterShare], names: dict[uuid.UUID, str], cuts: dict[str, int]
 ) -> list[Share]:
     """The current shares less `cuts` (cluster -> units given back), the pods taken from the
-    share's last domains."""
+    share's last domains (`planning.taken_back`, as the round freed them)."""
     out = []
     for share in current:
         name = names[share.cluster_id]
         units = share.units - cuts.get(name, 0)
         per_unit = share.pods // share.units if share.units else share.pods
         per_pod = share.gpus // share.pods if share.pods else 0
-        drop = (share.units - units) * per_unit
-        domains = [(k, int(v)) for k, v in (share.domains or {}).items()]
-        kept: list[tuple[str, int]] = []
-        for leaf, count in reversed(domains):
-            taken = min(count, drop)
-            drop -= taken
-            if count - taken:
-                kept.append((leaf, count - taken))
+        domains = {k: int(v) for k, v in (share.domains or {}).items()}
+        for leaf, count in planning.taken_back(
+            list(domains.items()), share.pods - units * per_unit
+        ):
+            domains[leaf] -= count
         pods = units * per_unit
-        out.append(Share(name, units, pods, pods * per_pod, tuple(reversed(kept))))
+        kept = tuple((leaf, count) for leaf, count in domains.items() if count)
+        out.append(Share(name, units, pods, pods * per_pod, kept))
     return out
 
 

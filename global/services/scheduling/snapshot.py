@@ -203,9 +203,10 @@ async def build_snapshot(
         else []
     )
     if policy.planned:
-        requests += await _elastic_round(
+        growth, states = await _elastic_round(
             session, context, clusters, states, requests, now, durations
         )
+        requests += growth
     snapshot = Snapshot(
         tuple(states), tuple(link_states), tuple(requests), tuple(queues), tuple(running)
     )
@@ -220,15 +221,16 @@ async def _elastic_round(
     requests: list[JobRequest],
     now: datetime,
     durations: DurationModel,
-) -> list[JobRequest]:
+) -> tuple[list[JobRequest], list[ClusterCapacity]]:
     """What running elastic jobs could add (`planning.growth`, after every waiting job) and
-    what they give back to waiting jobs that outrank them (`planning.shrinks`, into the
-    context for the commit); a job that gives back units does not also grow."""
+    what they give back to waiting jobs that outrank them (`planning.shrinks`: the capacity
+    the solver sees includes it, the commit resizes only for a job it admitted); a job that
+    gives back units does not also grow. The same as the simulator's round."""
     elastic = await elastic_running(
         session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
     )
     if not elastic:
-        return []
+        return [], states
     context.elastic = {str(e.job_id): e for e in elastic}
     runs = [e.run for e in elastic]
     free: dict[tuple[str, str | None], int] = defaultdict(int)
