@@ -290,13 +290,27 @@ class Simulation:
         decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
         started = set()
         for jd in decision.jobs:
-            if jd.admitted and jd.job_id.endswith(GROWTH):
-                self._grow(jd, running)
-            elif jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
+            if not jd.admitted or planning.grown_job(jd.job_id) is not None:
+                continue
+            if self._start(by_id[jd.job_id], jd, running, now):
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
         self._unshrink(cuts, running, started)
+        if self.policy.planned:
+            links = planning.grown_links(
+                decision.jobs,
+                self._elastic(running, _stamp(now)),
+                self._links(running),
+                {
+                    key: tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations)
+                    for key, run in running.items()
+                },
+            )
+            for jd in decision.jobs:
+                key = planning.grown_job(jd.job_id)
+                if key is not None and links.get(key) is not None:
+                    self._grow(jd, running[key], links[key] or ())
         for cut, _ in cuts:
             if cut.beneficiary in started and cut.job_id in running:
                 running[cut.job_id].shrinks += 1
@@ -415,8 +429,11 @@ class Simulation:
             run.bound += pods
             run.width += cut.units
 
-    def _grow(self, jd: JobDecision, running: dict[str, _Running]) -> None:
-        run = running[jd.job_id.removesuffix(GROWTH)]
+    def _grow(
+        self, jd: JobDecision, run: _Running, reservations: tuple[LinkBandwidth, ...]
+    ) -> None:
+        """Add the units a growth decision placed; the job's clusters and link bandwidth
+        become those of its grown set (`planning.grown_links`)."""
         for share in jd.shares:
             for leaf, pods in share.domains or ((share.cluster, share.pods),):
                 got = self._bind(share.cluster, leaf, run.job, pods)
@@ -424,6 +441,9 @@ class Simulation:
                     return
                 run.bound += got
             run.width += share.units
+            if share.cluster not in run.clusters:
+                run.clusters.append(share.cluster)
+        run.reservations = [(r.a, r.b, r.gbps) for r in reservations]
 
     def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
         out = []

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import combinations
 
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.model import (
     ClusterCapacity,
+    JobDecision,
     JobRequest,
     LinkBandwidth,
+    LinkState,
     Policy,
     RunningJob,
+    link_key,
 )
 from volcano_global.solver.queue_order import Candidate, fair_order
+from volcano_global.solver.traffic import pair_demand_gbps
 
 RESERVE_AFTER_S = 1800.0  # waited this long: owed a reservation, first in its queue
 
@@ -121,13 +126,15 @@ class Shrink:
 
 def growth(runs: list[ElasticRun], *, lowest_priority: int | None) -> list[JobRequest]:
     """What elastic running jobs could add, as requests after every waiting job and at the
-    lowest priority among them: more units in the clusters each already runs in, so its split
-    (and the bandwidth it reserved for that many clusters) stays valid."""
+    lowest priority among them. A job that may split may grow into clusters it does not run
+    in yet (up to its cluster limit); `grown_links` then keeps only growth whose new set of
+    clusters is link-safe, and gives the bandwidth that set reserves."""
     out = []
     for run in runs:
         if run.growable <= 0 or not run.request.elastic:
             continue
         job, clusters = run.request, tuple(c for c, _ in run.units_in)
+        wider = job.splittable and job.cluster_limit > len(clusters)
         priority = job.priority if lowest_priority is None else min(lowest_priority, job.priority)
         out.append(
             replace(
@@ -136,16 +143,64 @@ def growth(runs: list[ElasticRun], *, lowest_priority: int | None) -> list[JobRe
                 pods=run.growable * job.unit,
                 unit_pods=job.unit_pods,
                 priority=priority,
-                splittable=len(clusters) > 1,
-                max_clusters=len(clusters),
+                splittable=wider or len(clusters) > 1,
+                max_clusters=job.cluster_limit if wider else len(clusters),
                 min_share_units=1,
-                allowed_clusters=clusters,
-                allreduce_gbps=0.0,  # the job's split holds its bandwidth already
+                allowed_clusters=None if wider else clusters,
+                allreduce_gbps=0.0,  # the bandwidth of the grown set: grown_links
                 estimate_s=run.estimate_s,
                 due=False,
                 min_units=1 if run.growable > 1 else 0,
             )
         )
+    return out
+
+
+def grown_links(
+    decisions: tuple[JobDecision, ...],
+    runs: list[ElasticRun],
+    links: tuple[LinkState, ...],
+    held: dict[str, tuple[LinkBandwidth, ...]],
+) -> dict[str, tuple[LinkBandwidth, ...] | None]:
+    """For each growth the solver admitted (by the running job's id): the link bandwidth the
+    job reserves once grown, or None when its growth is refused. Growth in the clusters it
+    runs in keeps what it holds; growth into new clusters needs, for the whole new set of k
+    clusters, demand(k) on every pair (`traffic.pair_demand_gbps`: less per pair than before,
+    more pairs), from what is free plus what the job itself held; a new cluster's share must
+    hold the job's minimum share, and the set its cluster limit. In decision order: an earlier
+    growth's bandwidth is not free for a later one."""
+    free = {link.key: link.free_gbps for link in links}
+    by_id = {run.request.id: run for run in runs}
+    out: dict[str, tuple[LinkBandwidth, ...] | None] = {}
+    for d in decisions:
+        key = grown_job(d.job_id)
+        if not d.admitted or key is None or key not in by_id:
+            continue
+        run = by_id[key]
+        job, old = run.request, [c for c, _ in run.units_in]
+        union = old + [c for c in d.clusters if c not in old]
+        if union == old:
+            out[key] = held.get(key, ())
+            continue
+        added = [s for s in d.shares if s.cluster not in old]
+        need = pair_demand_gbps(job.allreduce_gbps, len(union))
+        mine = {link_key(b.a, b.b): b.gbps for b in held.get(key, ())}
+        pairs = [link_key(a, b) for a, b in combinations(union, 2)]
+        safe = (
+            len(union) <= job.cluster_limit
+            and all(s.units >= job.min_share_units for s in added)
+            and all(
+                need <= 0 or (p in free and free[p] + mine.get(p, 0.0) >= need - 1e-9)
+                for p in pairs
+            )
+        )
+        if not safe:
+            out[key] = None
+            continue
+        for p in pairs:
+            if p in free:
+                free[p] += mine.get(p, 0.0) - need
+        out[key] = tuple(LinkBandwidth(a, b, need) for a, b in pairs if need > 0)
     return out
 
 

@@ -5,6 +5,7 @@ jobs that no longer fit where the inventory moved while the round solved."""
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, select
@@ -27,8 +28,9 @@ from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.scheduling.elastic import commit_resizes
 from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
-from volcano_global.solver import Decision, JobDecision, planning
+from volcano_global.solver import Decision, JobDecision, LinkState, planning
 from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.model import link_key
 
 
 @dataclass(frozen=True)
@@ -138,17 +140,18 @@ async def commit_round(
             message=f"round {generation}: " + "; ".join(lines),
         )
         placed.append(d.job_id)
-    grow = {
-        job: list(d.shares)
-        for d in decision.jobs
-        if d.admitted and d.job_id not in deferred and (job := planning.grown_job(d.job_id))
-    }
     resized = await commit_resizes(
         session,
-        decision_shares=grow,
+        growth=[
+            d
+            for d in decision.jobs
+            if d.admitted and d.job_id not in deferred and planning.grown_job(d.job_id)
+        ],
         shrinks=[s for s in context.shrinks if s.beneficiary in placed],
         elastic=context.elastic,
+        links=_after(context.links, [d for d in decision.jobs if d.job_id in placed]),
         cluster_ids=context.cluster_ids,
+        link_ids=context.link_ids,
         generation=generation,
     )
     for key, why in context.unmodelled.items():
@@ -168,6 +171,15 @@ async def commit_round(
         pending=len(decision.jobs) - len(placed),
         deferred=deferred,
     )
+
+
+def _after(links: tuple[LinkState, ...], placed: list[JobDecision]) -> tuple[LinkState, ...]:
+    """The links with what this round's placements reserved."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for d in placed:
+        for r in d.reservations:
+            more[link_key(r.a, r.b)] += r.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _without(decision: Decision, jobs: dict[str, str]) -> Decision:

@@ -39,7 +39,7 @@ from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.lifecycle.placements import end_placement
-from volcano_global.solver import Share, planning
+from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, planning
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
 
@@ -54,6 +54,7 @@ class ElasticPlacement:
     # Per cluster: its share's pods per leaf domain (placement order), and the GPU model.
     domains: dict[str, list[tuple[str, int]]]
     gpu_model: str | None = None
+    links: tuple[LinkBandwidth, ...] = ()  # the link bandwidth its placement reserved
 
     def given_back(self, cut: planning.Shrink) -> list[tuple[str, str, str, int, int]]:
         """The pods a shrink gives back: (cluster, leaf, model, pods, GPUs per pod)."""
@@ -109,6 +110,15 @@ async def elastic_running(
             )
         except ValueError:
             continue
+        reserved = (
+            await session.execute(
+                select(LinkReservation).where(LinkReservation.placement_id == pid)
+            )
+        ).scalars()
+        links = tuple(
+            LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+            for r in reserved.unique()
+        )
         shares = (
             await session.execute(
                 select(ClusterShare)
@@ -133,6 +143,7 @@ async def elastic_running(
                 ),
                 domains,
                 model,
+                links,
             )
         )
     return out
@@ -147,9 +158,11 @@ async def resize(
     cluster_ids: dict[str, uuid.UUID],
     generation: int,
     why: str,
+    links: list[tuple[uuid.UUID, float]] | None = None,
 ) -> Placement:
     """End the job's placement and place it again at `shares` (checkpoint-restart at the new
-    width). The link reservations stay as they were: a resize keeps the job's clusters."""
+    width). `links`: the link bandwidth of its new set of clusters (link id, Gbps); None: the
+    same clusters, what it reserved stays."""
     before = sum(s.units for s in placement.shares)
     after = sum(s.units for s in shares)
     await end_placement(
@@ -175,8 +188,10 @@ async def resize(
         session.add(row)
         rows.append(row)
         offset += share.pods
-    for held in placement.link_reservations:
-        session.add(LinkReservation(placement_id=new.id, link_id=held.link_id, gbps=held.gbps))
+    if links is None:
+        links = [(held.link_id, held.gbps) for held in placement.link_reservations]
+    for link_id, gbps in links:
+        session.add(LinkReservation(placement_id=new.id, link_id=link_id, gbps=gbps))
     token = issue_job_token(session, job=job)
     enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token)
     transition(job, JobState.PENDING, message=f"resizing: {why}")
@@ -187,7 +202,8 @@ async def resize(
         fold=False,
         reason="Resized",
         message=f"Resized {before} -> {after} replicas ({why}); restarts from its checkpoint: "
-        + "; ".join(f"{s.pods} pods in {s.cluster}" for s in shares),
+        + "; ".join(f"{s.pods} pods in {s.cluster}" for s in shares)
+        + "".join(f"; {gbps:g} Gbps on link {link_id}" for link_id, gbps in links if links),
     )
     return new
 
@@ -210,7 +226,8 @@ def grown(
                 domains[leaf] += count
             pods, gpus, units = pods + more.pods, gpus + more.gpus, units + more.units
         out.append(Share(name, units, pods, gpus, tuple(domains.items())))
-    return out
+    have = {s.cluster for s in out}
+    return out + [s for s in added if s.cluster not in have]  # new clusters: the last ranks
 
 
 def shrunk(
@@ -242,15 +259,28 @@ async def cluster_names(session: AsyncSession) -> dict[uuid.UUID, str]:
 async def commit_resizes(
     session: AsyncSession,
     *,
-    decision_shares: dict[str, list[Share]],
+    growth: list[JobDecision],
     shrinks: list[planning.Shrink],
     elastic: dict[str, ElasticPlacement],
+    links: tuple[LinkState, ...],
     cluster_ids: dict[str, uuid.UUID],
+    link_ids: dict[tuple[str, str], uuid.UUID],
     generation: int,
 ) -> list[str]:
-    """The round's resizes (job ids): growth the solver admitted (`decision_shares`: running
-    job id -> the shares added) and the units given back (`shrinks`). A job that stopped
-    running, or whose placement changed, since the snapshot is left as it is."""
+    """The round's resizes (job ids): growth the solver admitted whose new set of clusters is
+    link-safe (`planning.grown_links`) and the units given back (`shrinks`). A job that
+    stopped running, or whose placement changed, since the snapshot is left as it is."""
+    grown_links = planning.grown_links(
+        tuple(growth),
+        [e.run for e in elastic.values()],
+        links,
+        {key: e.links for key, e in elastic.items()},
+    )
+    decision_shares = {
+        key: list(d.shares)
+        for d in growth
+        if (key := planning.grown_job(d.job_id)) is not None and grown_links.get(key) is not None
+    }
     cuts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     why: dict[str, str] = {}
     for cut in shrinks:
@@ -279,11 +309,20 @@ async def commit_resizes(
             or any(s.cluster_id not in names for s in placement.shares)
         ):
             continue
+        reserved = None
         if key in cuts:
             shares = shrunk(list(placement.shares), names, cuts[key])
         else:
             shares = grown(list(placement.shares), names, decision_shares[key])
             why[key] = "room freed"
+            if {s.cluster for s in shares} != {names[s.cluster_id] for s in placement.shares}:
+                reserved = [
+                    (
+                        link_ids[(b.a, b.b)] if (b.a, b.b) in link_ids else link_ids[(b.b, b.a)],
+                        b.gbps,
+                    )
+                    for b in grown_links[key] or ()
+                ]
         await resize(
             session,
             job=job,
@@ -292,6 +331,7 @@ async def commit_resizes(
             cluster_ids=cluster_ids,
             generation=generation,
             why=why[key],
+            links=reserved,
         )
         resized.append(key)
     return resized

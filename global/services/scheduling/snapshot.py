@@ -75,6 +75,7 @@ class RoundContext:
     # they give back this round (`elastic.py`).
     elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
     shrinks: list[planning.Shrink] = field(default_factory=list)
+    links: tuple[LinkState, ...] = ()  # as the snapshot saw them
 
 
 async def build_snapshot(
@@ -111,6 +112,7 @@ async def build_snapshot(
         a, b = link.cluster_a.name, link.cluster_b.name
         context.link_ids[(a, b)] = link.id
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
+    context.links = tuple(link_states)
     queues = await _queue_states(session)
     # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
     # placement fields are read (never the manifests).
