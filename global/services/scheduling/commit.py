@@ -99,6 +99,21 @@ async def commit_round(
             job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
             continue
         admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
+    # Units given back first: their cancellations go out before the assignments that use
+    # the room they free (the outbox is delivered in order).
+    starting = {d.job_id for d, _, _ in admitted}
+    resized = await commit_resizes(
+        session,
+        growth=[],
+        shrinks=[s for s in context.shrinks if s.beneficiary in starting],
+        elastic=context.elastic,
+        links=context.links,
+        cluster_ids=context.cluster_ids,
+        link_ids=context.link_ids,
+        generation=generation,
+    )
+    if resized:
+        await session.flush()  # the cancellations' rows (and times) before the assignments'
     # The placements first, in one flush: the rows that point at them (shares, reservations,
     # dispatch messages) then go together in the round's last flush, a statement per table.
     session.add_all([placement for _, _, placement in admitted])
@@ -140,14 +155,14 @@ async def commit_round(
             message=f"round {generation}: " + "; ".join(lines),
         )
         placed.append(d.job_id)
-    resized = await commit_resizes(
+    resized += await commit_resizes(
         session,
         growth=[
             d
             for d in decision.jobs
             if d.admitted and d.job_id not in deferred and planning.grown_job(d.job_id)
         ],
-        shrinks=[s for s in context.shrinks if s.beneficiary in placed],
+        shrinks=[],
         elastic=context.elastic,
         links=_after(context.links, [d for d in decision.jobs if d.job_id in placed]),
         cluster_ids=context.cluster_ids,

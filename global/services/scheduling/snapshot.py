@@ -249,7 +249,11 @@ async def _elastic_round(
     )
     giving = {s.job_id for s in context.shrinks}
     lowest = min((r.priority for r in requests), default=None)
-    return planning.growth([r for r in runs if r.request.id not in giving], lowest_priority=lowest)
+    growth = planning.growth(
+        [r for r in runs if r.request.id not in giving], lowest_priority=lowest
+    )
+    pods = [p for cut in context.shrinks for p in context.elastic[cut.job_id].given_back(cut)]
+    return growth, list(planning.freed(tuple(states), pods))
 
 
 def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:

@@ -92,7 +92,7 @@ def test_a_hyperjobs_min_available_counts_child_jobs() -> None:
     )
     assert width(doc)[2] == 0  # minAvailable 2 of 2 children: rigid
     doc["spec"]["minAvailable"] = 1
-    mode, unit, fewest = width(doc)
+    _, unit, fewest = width(doc)
     assert (unit, fewest) == (16, 1)
     job = normalize_job(doc, OPTIONS)
     request = job_request(
