@@ -309,7 +309,8 @@ def taken_back(domains: list[tuple[str, int]], pods: int) -> list[tuple[str, int
 def freed(
     clusters: tuple[ClusterCapacity, ...], pods: list[tuple[str, str, str, int, int]]
 ) -> tuple[ClusterCapacity, ...]:
-    """The clusters with `pods` given back: (cluster, leaf domain, model, pods, GPUs per pod).
+    """The clusters with `pods` given back: (cluster, leaf domain, model - "" for the leaf's
+    own - pods, GPUs per pod).
     Which node each pod ran on is not in the aggregate: each frees the node that then has the
     most free GPUs (the best case for the job it was given back for; the solver's packing and
     the member cluster check the real nodes)."""
@@ -322,7 +323,7 @@ def freed(
         for leaf_name, model, count, per_pod in by_cluster.get(state.name, []):
             for i, leaf in enumerate(leaves):
                 name = leaf.path[0] if leaf.path else state.name
-                if name != leaf_name or leaf.gpu_model != model:
+                if name != leaf_name or (model and leaf.gpu_model != model):
                     continue
                 hist = list(leaf.free_nodes)
                 for _ in range(count):
