@@ -373,7 +373,9 @@ class Simulation:
         """What elastic running jobs could add (`planning.growth`)."""
         lowest = min((j.priority for j in pending), default=None)
         runs = [r for r in self._elastic(running, clock) if r.request.id not in shrinking]
-        return planning.growth(runs, lowest_priority=lowest)
+        now = (clock - EPOCH).total_seconds()
+        due = any(now - j.arrival_s >= self.options.reserve_after_s for j in pending)
+        return planning.growth(runs, lowest_priority=lowest, widen=not due)
 
     def _shrink(
         self, pending: list[TraceJob], running: dict[str, _Running], now: float

@@ -124,17 +124,22 @@ class Shrink:
     beneficiary: str
 
 
-def growth(runs: list[ElasticRun], *, lowest_priority: int | None) -> list[JobRequest]:
+def growth(
+    runs: list[ElasticRun], *, lowest_priority: int | None, widen: bool = True
+) -> list[JobRequest]:
     """What elastic running jobs could add, as requests after every waiting job and at the
-    lowest priority among them. A job that may split may grow into clusters it does not run
-    in yet (up to its cluster limit); `grown_links` then keeps only growth whose new set of
-    clusters is link-safe, and gives the bandwidth that set reserves."""
+    lowest priority among them. With `widen`, a job that may split may grow into clusters it
+    does not run in yet (up to its cluster limit); `grown_links` then keeps only growth whose
+    new set of clusters is link-safe, and gives the bandwidth that set reserves. The rounds
+    pass `widen` only while no waiting job is owed a reservation: the links a reservation
+    holds for a split are not in what `grown_links` sees, and a grown job keeps its bandwidth
+    until it ends."""
     out = []
     for run in runs:
         if run.growable <= 0 or not run.request.elastic:
             continue
         job, clusters = run.request, tuple(c for c, _ in run.units_in)
-        wider = job.splittable and job.cluster_limit > len(clusters)
+        wider = widen and job.splittable and job.cluster_limit > len(clusters)
         priority = job.priority if lowest_priority is None else min(lowest_priority, job.priority)
         out.append(
             replace(

@@ -250,7 +250,9 @@ async def _elastic_round(
     giving = {s.job_id for s in context.shrinks}
     lowest = min((r.priority for r in requests), default=None)
     growth = planning.growth(
-        [r for r in runs if r.request.id not in giving], lowest_priority=lowest
+        [r for r in runs if r.request.id not in giving],
+        lowest_priority=lowest,
+        widen=not any(r.due for r in requests),
     )
     pods = [p for cut in context.shrinks for p in context.elastic[cut.job_id].given_back(cut)]
     return growth, list(planning.freed(tuple(states), pods))
