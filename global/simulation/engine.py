@@ -296,7 +296,7 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
-        self._unshrink(cuts, running, started)
+        self._unshrink(cuts, running)
         if self.policy.planned:
             links = planning.grown_links(
                 decision.jobs,
@@ -416,20 +416,23 @@ class Simulation:
         self,
         cuts: list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]],
         running: dict[str, _Running],
-        started: set[str],
     ) -> None:
-        """Units given back for a job the round did not start return to their job (the same
-        nodes, where nothing else took them): a shrink happens only for a start it allows."""
+        """Units given back whose nodes the round's starts did not take return to their job
+        (the same nodes): a shrink happens only as far as a start used it. (The server, which
+        does not see nodes, resizes for a job admitted in that cluster: `commit.py`.)"""
         for cut, pods in cuts:
             run = running.get(cut.job_id)
-            if cut.beneficiary in started or run is None:
+            if run is None:
                 continue
-            if any(self.nodes[(c, leaf, m)][i].free < g for c, leaf, m, i, g in pods):
-                continue
-            for c, leaf, m, i, g in pods:
-                self.nodes[(c, leaf, m)][i].free -= g
-            run.bound += pods
-            run.width += cut.units
+            per_unit = run.job.unit_pods or run.job.pods
+            for first in range(0, len(pods), per_unit):
+                unit = pods[first : first + per_unit]
+                if any(self.nodes[(c, leaf, m)][i].free < g for c, leaf, m, i, g in unit):
+                    continue
+                for c, leaf, m, i, g in unit:
+                    self.nodes[(c, leaf, m)][i].free -= g
+                run.bound += unit
+                run.width += 1
 
     def _grow(
         self, jd: JobDecision, run: _Running, reservations: tuple[LinkBandwidth, ...]

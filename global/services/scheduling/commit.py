@@ -101,11 +101,11 @@ async def commit_round(
         admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
     # Units given back first: their cancellations go out before the assignments that use
     # the room they free (the outbox is delivered in order).
-    starting = {d.job_id for d, _, _ in admitted}
+    starting = {d.job_id: d.clusters for d, _, _ in admitted}
     resized = await commit_resizes(
         session,
         growth=[],
-        shrinks=[s for s in context.shrinks if s.beneficiary in starting],
+        shrinks=[s for s in context.shrinks if s.cluster in starting.get(s.beneficiary, ())],
         elastic=context.elastic,
         links=context.links,
         cluster_ids=context.cluster_ids,
