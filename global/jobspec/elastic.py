@@ -24,8 +24,8 @@ from volcano_global.jobspec.model import Communication, Gang, TaskGang
 def min_units(gang: Gang, *, unit_pods: int, communication: Communication | None) -> int:
     """The fewest units of `unit_pods` pods the job runs with; 0 when it needs all of them
     (a rigid gang)."""
-    if unit_pods < 1 or gang.total_pods % unit_pods:
-        return 0
+    if unit_pods < 1 or gang.total_pods % unit_pods or not gang.total_gpus:
+        return 0  # (a job without GPUs is placed whole: the width is about GPUs)
     units = gang.total_pods // unit_pods
     if gang.sub_jobs:
         fewest = gang.min_sub_jobs or units
