@@ -323,11 +323,15 @@ async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> b
 
 
 async def _queue_states(session: AsyncSession) -> list[QueueState]:
+    """Each queue's quota and the GPUs its placed jobs hold: their placements' shares (an
+    elastic job holds the width placed, as the simulator counts it)."""
     used = dict(
         (
             await session.execute(
-                select(Job.queue_id, func.sum(Job.total_gpus))
-                .where(Job.state.in_(HOLDING_STATES))
+                select(Job.queue_id, func.sum(ClusterShare.gpus))
+                .join(Placement, Placement.job_id == Job.id)
+                .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+                .where(Job.state.in_(HOLDING_STATES), Placement.state == PlacementState.ACTIVE)
                 .group_by(Job.queue_id)
             )
         ).all()
