@@ -38,7 +38,6 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-GROWTH = planning.GROWTH
 
 
 @dataclass(frozen=True)
