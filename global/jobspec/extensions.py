@@ -77,6 +77,7 @@ class _CommunicationInput(BaseModel):
     optimizer_sharding: str = "none"
     target_step_time_seconds: Annotated[float, STEP_TIME_S.field(strict_low=True)] | None = None
     tolerated_communication_share: Annotated[float, Field(allow_inf_nan=False)] = 0.1
+    min_data_parallel: Degree | None = None
 
 
 def read_annotations(metadata: dict[str, Any], check: Checker) -> dict[str, str]:
@@ -203,6 +204,8 @@ def read_communication(
             f"TP x PP x CP x DP = {model_parallel * data_parallel} must equal the job's "
             f"{world_size} GPUs",
         )
+    if plan.min_data_parallel is not None and not 1 <= plan.min_data_parallel <= data_parallel:
+        check.fail(f"{path}.minDataParallel", f"must be from 1 to dataParallel ({data_parallel})")
     if data_parallel < 1:
         check.fail(f"{path}.dataParallel", "must be >= 1")
     elif data_parallel % plan.expert_parallel:
@@ -232,6 +235,7 @@ def read_communication(
         optimizer_sharding=plan.optimizer_sharding,  # type: ignore[arg-type]
         target_step_time_seconds=plan.target_step_time_seconds,
         tolerated_communication_share=plan.tolerated_communication_share,
+        min_data_parallel=plan.min_data_parallel,
     )
 
 

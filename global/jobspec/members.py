@@ -82,8 +82,10 @@ def rendezvous_env(share: ShareAssignment, *, api_url: str = "") -> dict[str, st
     return env
 
 
-def parallelism_env(manifest: dict[str, Any]) -> str:
-    """`tp=8,pp=4,cp=1,dp=16` from the job's communication declaration ("" without one)."""
+def parallelism_env(manifest: dict[str, Any], *, world_pods: int | None = None) -> str:
+    """`tp=8,pp=4,cp=1,dp=16` from the job's communication declaration ("" without one).
+    With `world_pods` below the document's pods (an elastic job placed narrower), `dp` is the
+    data-parallel width placed: the declared one in proportion."""
     annotations = (manifest.get("metadata") or {}).get("annotations") or {}
     text = annotations.get(COMMUNICATION)
     if not isinstance(text, str):
@@ -100,9 +102,15 @@ def parallelism_env(manifest: dict[str, Any]) -> str:
         ("cp", "contextParallel"),
         ("dp", "dataParallel"),
     )
-    return ",".join(
-        f"{short}={int(plan[key])}" for short, key in keys if isinstance(plan.get(key), int)
+    sizes = {short: int(plan[key]) for short, key in keys if isinstance(plan.get(key), int)}
+    declared = sum(
+        int(t.get("replicas", 1))
+        for _, spec in volcano_job_specs(manifest)
+        for t in spec.get("tasks") or []
     )
+    if "dp" in sizes and world_pods is not None and declared and world_pods != declared:
+        sizes["dp"] = sizes["dp"] * world_pods // declared
+    return ",".join(f"{short}={size}" for short, size in sizes.items())
 
 
 def member_jobs(
@@ -113,7 +121,7 @@ def member_jobs(
     member = share_member_name(manifest, share)
     first, last = share.rank_offset, share.rank_offset + share.pods
     env = [{"name": k, "value": v} for k, v in rendezvous_env(share, api_url=api_url).items()]
-    parallelism = parallelism_env(manifest)
+    parallelism = parallelism_env(manifest, world_pods=share.world_pods)
     if parallelism:
         env.append({"name": "VGLOBAL_PARALLELISM", "value": parallelism})
     metadata = manifest.get("metadata") or {}

@@ -89,6 +89,9 @@ class Communication(Frozen):
     optimizer_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
     target_step_time_seconds: float | None = None
     tolerated_communication_share: float = 0.1
+    # Elastic width: the fewest data-parallel replicas the job may run with (None: all of
+    # them, `data_parallel`, which is also the most: the document's replicas).
+    min_data_parallel: int | None = None
 
     @property
     def unit_gpus(self) -> int:
@@ -109,6 +112,10 @@ class SplitPolicy(Frozen):
         None, description="Declared all-reduce rate V/tau (Gbps); overrides the derived one"
     )
     source: Literal["default", "annotations", "communication", "hyperjob"] = "default"
+    # Elastic width (`jobspec/elastic.py`): the job may run with as few as `min_units` of its
+    # units of `unit_pods` pods (0: all of them, a rigid gang). A job that never splits has the
+    # whole job as its unit unless it is elastic: then `unit_pods` is its replica.
+    min_units: int = 0
 
 
 class LifecyclePolicy(Frozen):

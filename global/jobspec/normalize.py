@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_global.bounds import DURATION_S
+from volcano_global.jobspec import elastic
 from volcano_global.jobspec import extensions as ext
 from volcano_global.jobspec.fields import Checker, child, is_job_name
 from volcano_global.jobspec.lifecycle import read_lifecycle
@@ -93,6 +94,8 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
+    if not check.errors:
+        split = _with_width(gang, split, communication)
     resolved = resolve_priority(
         priority_class, options.priority_classes, options.default_priority_class
     )
@@ -301,6 +304,23 @@ def _split_policy(
         min_share_pods=min_share if min_share is not None else unit_pods,
         source=source,  # type: ignore[arg-type]
     )
+
+
+def _with_width(gang: Gang, split: SplitPolicy, communication: Communication | None) -> SplitPolicy:
+    """The split policy with the job's elastic width (`elastic.py`). A job that never splits
+    is still elastic in whole replicas: its unit is then the plan's replica or the smallest
+    that cuts no partition, instead of the whole job."""
+    unit = split.unit_pods  # a HyperJob's: one child job, split or not
+    if split.mode == "never" and not gang.sub_jobs:
+        unit = _smallest_whole_unit(gang)
+        if communication is not None:
+            plan_unit = max(communication.unit_gpus // communication.gpus_per_pod, 1)
+            if gang.total_pods % plan_unit == 0 and _cut_partition(gang, plan_unit) is None:
+                unit = plan_unit
+    fewest = elastic.min_units(gang, unit_pods=unit, communication=communication)
+    if not fewest:
+        return split
+    return split.model_copy(update={"min_units": fewest, "unit_pods": unit})
 
 
 def _cut_partition(gang: Gang, unit_pods: int) -> TaskGang | None:

@@ -83,10 +83,10 @@ class Scheduler:
         )
         started = time.perf_counter()
         async with transaction(self.sessions) as session:
-            if not await anything_pending(session):  # skip reading the inventory
-                self.metrics.rounds.labels("idle").inc()
-                return None
             policy = Policy(self.settings.scheduling.policy)
+            if not await anything_pending(session, elastic=policy.planned):
+                self.metrics.rounds.labels("idle").inc()  # skip reading the inventory
+                return None
             snapshot, context = await build_snapshot(
                 session,
                 window=options.window,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -38,7 +38,6 @@ from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no trace id has a NUL)
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,7 @@ class _Running:
     unit_broken: bool = False
     crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
     width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
+    shrinks: int = 0  # times it gave units back
 
     @property
     def units(self) -> int:
@@ -227,8 +227,16 @@ class Simulation:
                 out.add(job.id)
         return frozenset(out)
 
-    def decide(self, pending: list[TraceJob], running: dict[str, _Running], now: float) -> Decision:
-        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`)."""
+    def decide(
+        self,
+        pending: list[TraceJob],
+        running: dict[str, _Running],
+        now: float,
+        *,
+        shrinking: Collection[str] = (),
+    ) -> Decision:
+        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`);
+        the jobs `shrinking` this round do not also grow."""
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
             held[run.job.queue] += sum(count for *_, count in run.bound)  # elastic: its width
@@ -268,7 +276,7 @@ class Simulation:
                 )
                 for c in order
             )
-            + (tuple(self._growth(running, clock, pending)) if planned else ()),
+            + (tuple(self._growth(running, clock, pending, shrinking)) if planned else ()),
             queues=quota_states(self._tree(held), {j.queue for j in pending}),
             running=tuple(self._running(running, clock)) if self.policy.planned else (),
         )
@@ -291,15 +299,34 @@ class Simulation:
         now: float,
     ) -> set[str]:
         by_id = {j.id: j for j in pending}
-        decision = self.decide(pending, running, now)
+        cuts = self._shrink(pending, running, now) if self.policy.planned else []
+        decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
         started = set()
         for jd in decision.jobs:
-            if jd.admitted and jd.job_id.endswith(GROWTH):
-                self._grow(jd, running)
-            elif jd.admitted and self._start(by_id[jd.job_id], jd, running, now):
+            if not jd.admitted or planning.grown_job(jd.job_id) is not None:
+                continue
+            if self._start(by_id[jd.job_id], jd, running, now):
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
+        self._unshrink(cuts, running)
+        if self.policy.planned:
+            links = planning.grown_links(
+                decision.jobs,
+                self._elastic(running, _stamp(now)),
+                self._links(running),
+                {
+                    key: tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations)
+                    for key, run in running.items()
+                },
+            )
+            for jd in decision.jobs:
+                key = planning.grown_job(jd.job_id)
+                if key is not None and links.get(key) is not None:
+                    self._grow(jd, running[key], links[key] or ())
+        for cut, _ in cuts:
+            if cut.beneficiary in started and cut.job_id in running:
+                running[cut.job_id].shrinks += 1
         return started
 
     def _start(
@@ -329,39 +356,102 @@ class Simulation:
         )
         return True
 
-    def _growth(
-        self, running: dict[str, _Running], clock: datetime, pending: list[TraceJob]
-    ) -> list[JobRequest]:
-        """What elastic running jobs could add, after every waiting job and at the lowest
-        priority among them: more units in the clusters each already runs in (so its split,
-        and the bandwidth it holds, stay)."""
-        lowest = min((j.priority for j in pending), default=None)
+    def _elastic(self, running: dict[str, _Running], clock: datetime) -> list[planning.ElasticRun]:
+        """The running elastic jobs as `solver.planning` sees them."""
         out = []
         for run in running.values():
-            if not run.growable:
+            if not run.job.min_units:
                 continue
-            job, elapsed = run.job, (clock - _stamp(run.start)).total_seconds()
+            units: dict[str, int] = defaultdict(int)
+            for cluster, *_ in run.bound:
+                units[cluster] += 1
+            per_unit = run.job.unit_pods or run.job.pods
+            elapsed = (clock - _stamp(run.start)).total_seconds()
             out.append(
-                JobRequest(
-                    job.id + GROWTH,
-                    pods=run.growable * (job.unit_pods or job.pods),
-                    gpus_per_pod=job.gpus_per_pod,
-                    gpu_model=job.gpu_model,
-                    unit_pods=job.unit_pods,
-                    priority=job.priority if lowest is None else min(lowest, job.priority),
-                    queue=job.queue,
-                    splittable=len(run.clusters) > 1,
-                    max_clusters=len(run.clusters),
-                    unit_tier=job.unit_tier,
-                    allowed_clusters=tuple(run.clusters),
-                    estimate_s=self.durations.remaining(job.gpus, elapsed, job.estimate_s),
-                    min_units=1 if run.growable > 1 else 0,
+                planning.ElasticRun(
+                    _request(run.job, elastic=True),
+                    tuple((c, pods // per_unit) for c, pods in units.items()),
+                    estimate_s=self.durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
                 )
             )
         return out
 
-    def _grow(self, jd: JobDecision, running: dict[str, _Running]) -> None:
-        run = running[jd.job_id.removesuffix(GROWTH)]
+    def _growth(
+        self,
+        running: dict[str, _Running],
+        clock: datetime,
+        pending: list[TraceJob],
+        shrinking: Collection[str],
+    ) -> list[JobRequest]:
+        """What elastic running jobs could add (`planning.growth`)."""
+        lowest = min((j.priority for j in pending), default=None)
+        runs = [r for r in self._elastic(running, clock) if r.request.id not in shrinking]
+        now = (clock - EPOCH).total_seconds()
+        due = any(now - j.arrival_s >= self.options.reserve_after_s for j in pending)
+        return planning.growth(runs, lowest_priority=lowest, widen=not due)
+
+    def _shrink(
+        self, pending: list[TraceJob], running: dict[str, _Running], now: float
+    ) -> list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]]:
+        """Elastic jobs give back units a due or higher-priority waiting job needs
+        (`planning.shrinks`), for this round's decision: the units and the pods they free."""
+        clock = _stamp(now)
+        runs = self._elastic(running, clock)
+        if not any(run.spare for run in runs):
+            return []
+        waiting = [
+            replace(_request(j), due=(now - j.arrival_s) >= self.options.reserve_after_s)
+            for j in sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
+        ]
+        free: dict[tuple[str, str | None], int] = defaultdict(int)
+        models: dict[str, set[str]] = defaultdict(set)
+        for (cluster, _, model), nodes in self.nodes.items():
+            free[(cluster, model)] += sum(n.free for n in nodes)
+            models[cluster].add(model)
+        out = []
+        for cut in planning.shrinks(
+            waiting,
+            runs,
+            free_gpus=dict(free),
+            cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+        ):
+            run = running[cut.job_id]
+            pods = cut.units * (run.job.unit_pods or run.job.pods)
+            there = [b for b in run.bound if b[0] == cut.cluster][-pods:]
+            self._unbind(there)
+            for entry in there:
+                run.bound.remove(entry)
+            run.width -= cut.units
+            out.append((cut, there))
+        return out
+
+    def _unshrink(
+        self,
+        cuts: list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]],
+        running: dict[str, _Running],
+    ) -> None:
+        """Units given back whose nodes the round's starts did not take return to their job
+        (the same nodes): a shrink happens only as far as a start used it. (The server, which
+        does not see nodes, resizes for a job admitted in that cluster: `commit.py`.)"""
+        for cut, pods in cuts:
+            run = running.get(cut.job_id)
+            if run is None:
+                continue
+            per_unit = run.job.unit_pods or run.job.pods
+            for first in range(0, len(pods), per_unit):
+                unit = pods[first : first + per_unit]
+                if any(self.nodes[(c, leaf, m)][i].free < g for c, leaf, m, i, g in unit):
+                    continue
+                for c, leaf, m, i, g in unit:
+                    self.nodes[(c, leaf, m)][i].free -= g
+                run.bound += unit
+                run.width += 1
+
+    def _grow(
+        self, jd: JobDecision, run: _Running, reservations: tuple[LinkBandwidth, ...]
+    ) -> None:
+        """Add the units a growth decision placed; the job's clusters and link bandwidth
+        become those of its grown set (`planning.grown_links`)."""
         for share in jd.shares:
             for leaf, pods in share.domains or ((share.cluster, share.pods),):
                 got = self._bind(share.cluster, leaf, run.job, pods)
@@ -369,6 +459,9 @@ class Simulation:
                     return
                 run.bound += got
             run.width += share.units
+            if share.cluster not in run.clusters:
+                run.clusters.append(share.cluster)
+        run.reservations = [(r.a, r.b, r.gbps) for r in reservations]
 
     def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
         out = []

@@ -9,13 +9,24 @@ is priority, fair share, submission time, and nothing about time is passed on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import combinations
 
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
-from volcano_global.solver.model import JobRequest, LinkBandwidth, Policy, RunningJob
+from volcano_global.solver.model import (
+    ClusterCapacity,
+    JobDecision,
+    JobRequest,
+    LinkBandwidth,
+    LinkState,
+    Policy,
+    RunningJob,
+    link_key,
+)
 from volcano_global.solver.queue_order import Candidate, fair_order
+from volcano_global.solver.traffic import pair_demand_gbps
 
 RESERVE_AFTER_S = 1800.0  # waited this long: owed a reservation, first in its queue
 
@@ -81,3 +92,260 @@ def running(
     elapsed = max((now - started_at).total_seconds(), 0.0)
     total = sum(g for _, _, g in gpus)
     return RunningJob(key, gpus, links, ends_in_s=durations.remaining(total, elapsed, estimate_s))
+
+
+# -- elastic width --------------------------------------------------------------------------
+GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no job id has a NUL)
+
+
+@dataclass(frozen=True)
+class ElasticRun:
+    """A running elastic job as a round sees it: `request` is the whole job (all its units,
+    `min_units` set), `units_in` the units it runs in each cluster now."""
+
+    request: JobRequest
+    units_in: tuple[tuple[str, int], ...]
+    estimate_s: float | None = None  # how long it is likely to run on
+
+    @property
+    def width(self) -> int:
+        return sum(units for _, units in self.units_in)
+
+    @property
+    def growable(self) -> int:
+        return self.request.units - self.width
+
+    @property
+    def spare(self) -> int:
+        """Units above its minimum width: what it may give back."""
+        return max(self.width - self.request.fewest_units, 0)
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """`units` units an elastic job gives back in `cluster`, for `beneficiary`."""
+
+    job_id: str
+    cluster: str
+    units: int
+    beneficiary: str
+
+
+def growth(
+    runs: list[ElasticRun], *, lowest_priority: int | None, widen: bool = True
+) -> list[JobRequest]:
+    """What elastic running jobs could add, as requests after every waiting job and at the
+    lowest priority among them. With `widen`, a job that may split may grow into clusters it
+    does not run in yet (up to its cluster limit); `grown_links` then keeps only growth whose
+    new set of clusters is link-safe, and gives the bandwidth that set reserves. The rounds
+    pass `widen` only while no waiting job is owed a reservation: the links a reservation
+    holds for a split are not in what `grown_links` sees, and a grown job keeps its bandwidth
+    until it ends."""
+    out = []
+    for run in runs:
+        if run.growable <= 0 or not run.request.elastic:
+            continue
+        job, clusters = run.request, tuple(c for c, _ in run.units_in)
+        wider = widen and job.splittable and job.cluster_limit > len(clusters)
+        priority = job.priority if lowest_priority is None else min(lowest_priority, job.priority)
+        out.append(
+            replace(
+                job,
+                id=job.id + GROWTH,
+                pods=run.growable * job.unit,
+                unit_pods=job.unit_pods,
+                priority=priority,
+                splittable=wider or len(clusters) > 1,
+                max_clusters=job.cluster_limit if wider else len(clusters),
+                min_share_units=1,
+                allowed_clusters=None if wider else clusters,
+                allreduce_gbps=0.0,  # the bandwidth of the grown set: grown_links
+                estimate_s=run.estimate_s,
+                due=False,
+                min_units=1 if run.growable > 1 else 0,
+            )
+        )
+    return out
+
+
+def grown_links(
+    decisions: tuple[JobDecision, ...],
+    runs: list[ElasticRun],
+    links: tuple[LinkState, ...],
+    held: dict[str, tuple[LinkBandwidth, ...]],
+) -> dict[str, tuple[LinkBandwidth, ...] | None]:
+    """For each growth the solver admitted (by the running job's id): the link bandwidth the
+    job reserves once grown, or None when its growth is refused. Growth in the clusters it
+    runs in keeps what it holds; growth into new clusters needs, for the whole new set of k
+    clusters, demand(k) on every pair (`traffic.pair_demand_gbps`: less per pair than before,
+    more pairs), from what is free plus what the job itself held; a new cluster's share must
+    hold the job's minimum share, and the set its cluster limit. In decision order: an earlier
+    growth's bandwidth is not free for a later one."""
+    free = {link.key: link.free_gbps for link in links}
+    by_id = {run.request.id: run for run in runs}
+    out: dict[str, tuple[LinkBandwidth, ...] | None] = {}
+    for d in decisions:
+        key = grown_job(d.job_id)
+        if not d.admitted or key is None or key not in by_id:
+            continue
+        run = by_id[key]
+        job, old = run.request, [c for c, _ in run.units_in]
+        union = old + [c for c in d.clusters if c not in old]
+        if union == old:
+            out[key] = held.get(key, ())
+            continue
+        added = [s for s in d.shares if s.cluster not in old]
+        need = pair_demand_gbps(job.allreduce_gbps, len(union))
+        mine = {link_key(b.a, b.b): b.gbps for b in held.get(key, ())}
+        pairs = [link_key(a, b) for a, b in combinations(union, 2)]
+        safe = (
+            len(union) <= job.cluster_limit
+            and all(s.units >= job.min_share_units for s in added)
+            and all(
+                need <= 0 or (p in free and free[p] + mine.get(p, 0.0) >= need - 1e-9)
+                for p in pairs
+            )
+        )
+        if not safe:
+            out[key] = None
+            continue
+        for p in pairs:
+            if p in free:
+                free[p] += mine.get(p, 0.0) - need
+        out[key] = tuple(LinkBandwidth(a, b, need) for a, b in pairs if need > 0)
+    return out
+
+
+def grown_job(request_id: str) -> str | None:
+    """The running job a growth request belongs to (None for an ordinary request)."""
+    return request_id.removesuffix(GROWTH) if request_id.endswith(GROWTH) else None
+
+
+def shrinks(
+    waiting: list[JobRequest],
+    runs: list[ElasticRun],
+    *,
+    free_gpus: dict[tuple[str, str | None], int],
+    cluster_models: dict[str, tuple[str, ...]],
+) -> list[Shrink]:
+    """Units elastic running jobs give back so a waiting job that outranks them can start: a
+    due job (owed a reservation) or one of a higher priority, in queue order. For each such
+    job that fits in no cluster's free GPUs (`free_gpus[(cluster, model)]`), the cluster where
+    the fewest units given back make it fit whole; the jobs there give back units above their
+    minimum width, the lowest priority and the most spare first, never below their minimum
+    and never their last unit in a cluster (so a split's clusters, and the bandwidth they
+    reserved, stay). Only whole-cluster fits are planned (a split beneficiary is not); GPUs
+    per cluster, not nodes: the solver then places the beneficiary on what is free."""
+    free = dict(free_gpus)
+    left = {run.request.id: run.spare for run in runs}
+    held = {run.request.id: dict(run.units_in) for run in runs if run.spare > 0}
+    by_id = {run.request.id: run for run in runs}
+    out: list[Shrink] = []
+    for job in waiting:
+        outranked = [
+            run
+            for run in runs
+            if left[run.request.id] > 0 and (job.due or job.priority > run.request.priority)
+        ]
+        if not outranked or job.gpus == 0:
+            continue
+        models = (job.gpu_model,) if job.gpu_model else None
+        best: tuple[int, str, str | None, list[Shrink]] | None = None
+        for cluster, own_models in sorted(cluster_models.items()):
+            if job.allowed_clusters is not None and cluster not in job.allowed_clusters:
+                continue
+            for model in models or own_models:
+                need = job.gpus - free.get((cluster, model), 0)
+                if need <= 0:
+                    best = (0, cluster, model, [])
+                    break
+                plan = _give_back(job, cluster, model, need, outranked, left, held)
+                if plan is not None and (best is None or sum(s.units for s in plan) < best[0]):
+                    best = (sum(s.units for s in plan), cluster, model, plan)
+            if best is not None and best[0] == 0:
+                break
+        if best is None:
+            continue
+        _, cluster, model, plan = best
+        for s in plan:
+            left[s.job_id] -= s.units
+            held[s.job_id][cluster] -= s.units
+            free[(cluster, model)] = (
+                free.get((cluster, model), 0) + s.units * by_id[s.job_id].request.unit_gpus
+            )
+        free[(cluster, model)] = free.get((cluster, model), 0) - job.gpus
+        out += plan
+    return out
+
+
+def _give_back(
+    job: JobRequest,
+    cluster: str,
+    model: str | None,
+    need: int,
+    outranked: list[ElasticRun],
+    left: dict[str, int],
+    held: dict[str, dict[str, int]],
+) -> list[Shrink] | None:
+    """The units given back in `cluster` that free `need` GPUs of `model`, or None."""
+    plan = []
+    order = sorted(outranked, key=lambda r: (r.request.priority, -left[r.request.id], r.request.id))
+    for run in order:
+        request = run.request
+        if need <= 0:
+            break
+        if model is not None and request.gpu_model not in (None, model):
+            continue
+        there = held[request.id].get(cluster, 0)
+        keep = 1 if len(run.units_in) > 1 else request.fewest_units
+        units = min(left[request.id], max(there - keep, 0), -(-need // request.unit_gpus))
+        if units > 0:
+            plan.append(Shrink(request.id, cluster, units, job.id))
+            need -= units * request.unit_gpus
+    return plan if need <= 0 else None
+
+
+def taken_back(domains: list[tuple[str, int]], pods: int) -> list[tuple[str, int]]:
+    """Which of a share's pods (leaf domain -> pods, in placement order) give back `pods`
+    pods: the last placed first."""
+    out = []
+    for leaf, count in reversed(domains):
+        if pods <= 0:
+            break
+        taken = min(count, pods)
+        out.append((leaf, taken))
+        pods -= taken
+    return out
+
+
+def freed(
+    clusters: tuple[ClusterCapacity, ...], pods: list[tuple[str, str, str, int, int]]
+) -> tuple[ClusterCapacity, ...]:
+    """The clusters with `pods` given back: (cluster, leaf domain, model - "" for the leaf's
+    own - pods, GPUs per pod).
+    Which node each pod ran on is not in the aggregate: each frees the node that then has the
+    most free GPUs (the best case for the job it was given back for; the solver's packing and
+    the member cluster check the real nodes)."""
+    by_cluster: dict[str, list[tuple[str, str, int, int]]] = {}
+    for cluster, leaf, model, count, per_pod in pods:
+        by_cluster.setdefault(cluster, []).append((leaf, model, count, per_pod))
+    out = []
+    for state in clusters:
+        leaves = list(state.leaves)
+        for leaf_name, model, count, per_pod in by_cluster.get(state.name, []):
+            for i, leaf in enumerate(leaves):
+                name = leaf.path[0] if leaf.path else state.name
+                if name != leaf_name or (model and leaf.gpu_model != model):
+                    continue
+                hist = list(leaf.free_nodes)
+                for _ in range(count):
+                    top = len(hist) - 1 - per_pod
+                    source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+                    if source is None:
+                        break
+                    hist[source] -= 1
+                    hist[source + per_pod] += 1
+                leaves[i] = replace(leaf, free_nodes=tuple(hist))
+                break
+        out.append(replace(state, leaves=tuple(leaves)))
+    return tuple(out)

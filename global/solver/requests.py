@@ -38,7 +38,7 @@ def job_request(
         named = [s.cluster_names for s in gang.sub_jobs]
         allowed = tuple(sorted({c for names in named for c in names})) if all(named) else None
     else:
-        unit = split.unit_pods if split.mode == "auto" else 0
+        unit = split.unit_pods if split.mode == "auto" or split.min_units else 0
         allowed = None
     unit_tier = None
     for task in gpu_tasks:
@@ -68,4 +68,5 @@ def job_request(
         share_tier=share_tier,
         allreduce_gbps=rate,
         allowed_clusters=allowed,
+        min_units=split.min_units if unit and split.min_units * unit < pods else 0,
     )

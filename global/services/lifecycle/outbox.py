@@ -69,7 +69,7 @@ def enqueue_assignments(
             namespace=job.namespace,
             pods=share.pods,
             rank_offset=share.rank_offset,
-            world_pods=job.total_pods,
+            world_pods=sum(s.pods for s in ordered),  # the width placed (elastic: may be less)
             cluster_index=index,
             cluster_count=len(ordered),
             rendezvous_address=rendezvous,

@@ -5,6 +5,7 @@ jobs that no longer fit where the inventory moved while the round solved."""
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, select
@@ -26,9 +27,11 @@ from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.scheduling.elastic import commit_resizes
 from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
-from volcano_global.solver import Decision, JobDecision
+from volcano_global.solver import Decision, JobDecision, LinkState, planning
 from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.model import link_key
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class RoundResult:
     placed: list[str]
     pending: int
     deferred: dict[str, str] = field(default_factory=dict)  # admitted, then no longer fitting
+    resized: list[str] = field(default_factory=list)  # elastic jobs grown or shrunk
 
 
 async def commit_round(
@@ -96,6 +100,21 @@ async def commit_round(
             job.pending_reason = context.unmodelled.get(d.job_id) or d.reason
             continue
         admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
+    # Units given back first: their cancellations go out before the assignments that use
+    # the room they free (the outbox is delivered in order).
+    starting = {d.job_id: d.clusters for d, _, _ in admitted}
+    resized = await commit_resizes(
+        session,
+        growth=[],
+        shrinks=[s for s in context.shrinks if s.cluster in starting.get(s.beneficiary, ())],
+        elastic=context.elastic,
+        links=context.links,
+        cluster_ids=context.cluster_ids,
+        link_ids=context.link_ids,
+        generation=generation,
+    )
+    if resized:
+        await session.flush()  # the cancellations' rows (and times) before the assignments'
     # The placements first, in one flush: the rows that point at them (shares, reservations,
     # dispatch messages) then go together in the round's last flush, a statement per table.
     session.add_all([placement for _, _, placement in admitted])
@@ -153,6 +172,20 @@ async def commit_round(
             message=f"round {generation}: " + "; ".join(lines),
         )
         placed.append(d.job_id)
+    resized += await commit_resizes(
+        session,
+        growth=[
+            d
+            for d in decision.jobs
+            if d.admitted and d.job_id not in deferred and planning.grown_job(d.job_id)
+        ],
+        shrinks=[],
+        elastic=context.elastic,
+        links=_after(context.links, [d for d in decision.jobs if d.job_id in placed]),
+        cluster_ids=context.cluster_ids,
+        link_ids=context.link_ids,
+        generation=generation,
+    )
     for key, why in context.unmodelled.items():
         job = await session.get(Job, context.jobs[key])
         if job is not None and job.state is JobState.PENDING:
@@ -161,14 +194,24 @@ async def commit_round(
                 session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
             )
     await session.flush()
-    if placed:
+    if placed or resized:
         failpoints.hit("round-commit")
     return RoundResult(
         generation=generation,
         placed=placed,
+        resized=resized,
         pending=len(decision.jobs) - len(placed),
         deferred=deferred,
     )
+
+
+def _after(links: tuple[LinkState, ...], placed: list[JobDecision]) -> tuple[LinkState, ...]:
+    """The links with what this round's placements reserved."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for d in placed:
+        for r in d.reservations:
+            more[link_key(r.a, r.b)] += r.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _without(decision: Decision, jobs: dict[str, str]) -> Decision:

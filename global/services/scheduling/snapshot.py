@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -33,6 +35,7 @@ from volcano_global.services.scheduling.capacity_view import (
     read_histograms,
     solver_state,
 )
+from volcano_global.services.scheduling.elastic import ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
 from volcano_global.services.tenancy.queue_shares import queue_tree
 from volcano_global.solver import (
@@ -68,6 +71,11 @@ class RoundContext:
     jobs: dict[str, uuid.UUID] = field(default_factory=dict)
     gpu_models: dict[str, str | None] = field(default_factory=dict)  # job id -> its GPU model
     unmodelled: dict[str, str] = field(default_factory=dict)  # job id -> why
+    # Elastic width (planned policies): the running elastic jobs by job id, and the units
+    # they give back this round (`elastic.py`).
+    elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
+    shrinks: list[planning.Shrink] = field(default_factory=list)
+    links: tuple[LinkState, ...] = ()  # as the snapshot saw them
 
 
 async def build_snapshot(
@@ -104,6 +112,7 @@ async def build_snapshot(
         a, b = link.cluster_a.name, link.cluster_b.name
         context.link_ids[(a, b)] = link.id
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
+    context.links = tuple(link_states)
     tree = await queue_tree(session)
     # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
     # placement fields are read (never the manifests).
@@ -196,10 +205,58 @@ async def build_snapshot(
         if policy.planned
         else []
     )
+    if policy.planned:
+        growth, states = await _elastic_round(
+            session, context, clusters, states, requests, now, durations
+        )
+        requests += growth
     # Quotas: each leaf's room under every capability on its path (solver/fair_share.py).
     queues = quota_states(tree, {r.queue for r in requests})
     snapshot = Snapshot(tuple(states), tuple(link_states), tuple(requests), queues, tuple(running))
     return snapshot, context
+
+
+async def _elastic_round(
+    session: AsyncSession,
+    context: RoundContext,
+    clusters: list[Cluster],
+    states: list[ClusterCapacity],
+    requests: list[JobRequest],
+    now: datetime,
+    durations: DurationModel,
+) -> tuple[list[JobRequest], list[ClusterCapacity]]:
+    """What running elastic jobs could add (`planning.growth`, after every waiting job) and
+    what they give back to waiting jobs that outrank them (`planning.shrinks`: the capacity
+    the solver sees includes it, the commit resizes only for a job it admitted); a job that
+    gives back units does not also grow. The same as the simulator's round."""
+    elastic = await elastic_running(
+        session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
+    )
+    if not elastic:
+        return [], states
+    context.elastic = {str(e.job_id): e for e in elastic}
+    runs = [e.run for e in elastic]
+    free: dict[tuple[str, str | None], int] = defaultdict(int)
+    models: dict[str, set[str]] = defaultdict(set)
+    for state in states:
+        for leaf in state.leaves:
+            free[(state.name, leaf.gpu_model)] += leaf.free_gpus
+            models[state.name].add(leaf.gpu_model)
+    context.shrinks = planning.shrinks(
+        requests,
+        runs,
+        free_gpus=dict(free),
+        cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+    )
+    giving = {s.job_id for s in context.shrinks}
+    lowest = min((r.priority for r in requests), default=None)
+    growth = planning.growth(
+        [r for r in runs if r.request.id not in giving],
+        lowest_priority=lowest,
+        widen=not any(r.due for r in requests),
+    )
+    pods = [p for cut in context.shrinks for p in context.elastic[cut.job_id].given_back(cut)]
+    return growth, list(planning.freed(tuple(states), pods))
 
 
 def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
@@ -249,7 +306,21 @@ async def free_capacity(
     return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
 
 
-async def anything_pending(session: AsyncSession) -> bool:
-    """Whether a job waits (a round has something to do)."""
+async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> bool:
+    """Whether a job waits (a round has something to do); with `elastic` (planned policies),
+    also whether a running job runs narrower than its document (it may grow)."""
     found = await session.execute(select(Job.id).where(Job.state == JobState.PENDING).limit(1))
-    return found.first() is not None
+    if found.first() is not None:
+        return True
+    if not elastic:
+        return False
+    narrow = await session.execute(
+        select(Job.id)
+        .join(Placement, Placement.job_id == Job.id)
+        .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
+        .group_by(Job.id, Job.total_pods)
+        .having(func.sum(ClusterShare.pods) < Job.total_pods)
+        .limit(1)
+    )
+    return narrow.first() is not None

@@ -13,8 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
     TERMINAL_JOB_STATES,
+    ClusterShare,
     Job,
     JobState,
+    Placement,
+    PlacementState,
     Queue,
 )
 from volcano_global.errors import Conflict, Invalid, NotFound
@@ -224,10 +227,26 @@ async def delete_queue(session: AsyncSession, *, name: str, default_queue: str) 
 async def queue_usage(
     session: AsyncSession, *, queue_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, QueueUsage]:
+    """Per queue: the GPUs its jobs hold (their active placements' shares: an elastic job
+    holds the width placed, not its document's), its waiting jobs and the GPUs they ask for."""
+    held = dict(
+        (
+            await session.execute(
+                select(Job.queue_id, func.sum(ClusterShare.gpus))
+                .join(Placement, Placement.job_id == Job.id)
+                .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+                .where(
+                    Job.queue_id.in_(queue_ids),
+                    Job.state.in_(HOLDING_STATES),
+                    Placement.state == PlacementState.ACTIVE,
+                )
+                .group_by(Job.queue_id)
+            )
+        ).all()
+    )
     rows = await session.execute(
         select(
             Job.queue_id,
-            func.sum(case((Job.state.in_(HOLDING_STATES), Job.total_gpus), else_=0)),
             func.sum(case((Job.state == JobState.PENDING, 1), else_=0)),
             func.sum(case((Job.state.not_in(TERMINAL_JOB_STATES), 1), else_=0)),
             func.sum(case((Job.state == JobState.PENDING, Job.total_gpus), else_=0)),
@@ -236,8 +255,10 @@ async def queue_usage(
         .group_by(Job.queue_id)
     )
     return {
-        qid: QueueUsage(int(gpus or 0), int(pending or 0), int(active or 0), int(wanted or 0))
-        for qid, gpus, pending, active, wanted in rows
+        qid: QueueUsage(
+            int(held.get(qid) or 0), int(pending or 0), int(active or 0), int(wanted or 0)
+        )
+        for qid, pending, active, wanted in rows
     }
 
 

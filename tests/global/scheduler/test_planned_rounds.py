@@ -41,6 +41,8 @@ FLEET = Scenario.model_validate(
 )
 # name -> (pods of 8 GPUs, the user's runningEstimate in seconds or None)
 JOBS = {"wide": (30, None), "quick": (10, 300), "steady": (20, None), "long": (4, 7200)}
+# An elastic job (Volcano minAvailable below its replicas): 48 pods, at least 12.
+ELASTIC = ("elastic", 48, 12)
 
 
 @pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.BACKFILL])
@@ -62,6 +64,10 @@ async def test_the_server_loop_places_as_the_simulator(
         document = job_document(name, queue="llm", replicas=pods, **extra)
         ids[name] = (await submit(api, document)).json()["uid"]
         estimates[ids[name]] = estimate
+    name, pods, fewest = ELASTIC
+    document = job_document(name, queue="llm", replicas=pods, minAvailable=fewest)
+    ids[name] = (await submit(api, document)).json()["uid"]
+    estimates[ids[name]] = None
     # "wide" has waited an hour: it is owed a reservation and goes first.
     async with transaction(app.state.sessions) as session:
         await session.execute(
@@ -94,6 +100,7 @@ async def test_the_server_loop_places_as_the_simulator(
             priority=r.priority,
             queue=r.queue,
             estimate_s=estimates[r.id],
+            min_units=r.min_units,
         )
         for r in snapshot.jobs
     ]
@@ -114,3 +121,5 @@ async def test_the_server_loop_places_as_the_simulator(
     # The wide job (due) and the short work went first; the 512-GPU job did not fit after them.
     assert served[ids["wide"]] and served[ids["quick"]]
     assert served[ids["llm"]] == []
+    # The elastic job started at the width that was left, as the simulator chose it.
+    assert 0 < sum(pods for _, pods in served[ids["elastic"]]) < 48

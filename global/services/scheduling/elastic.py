@@ -1,0 +1,337 @@
+"""Elastic width on the server: the running elastic jobs a round may grow or shrink
+(`solver.planning.growth` / `shrinks`, the code the simulator runs), and the resize itself.
+
+A resize is a checkpoint-restart at the new width, as Pollux and Sia do it: the job's
+placement ends (`end_placement`, its shares cancelled in their clusters) and a new placement
+at the new width is written in the same round commit, with the shares it keeps in the same
+clusters and domains first (consecutive ranks from 0), the job's requeue count unchanged. Its
+processes restart from their checkpoint at the new rendezvous with the new world size
+(`VGLOBAL_WORLD_PODS`, `VGLOBAL_PARALLELISM`'s dp). Live add/withdraw of shares would need
+every member cluster's Volcano Job to change its replicas in place and every framework to
+re-form its process groups without a restart; a restart is what torch elastic does anyway
+when its world changes, and it keeps the cross-cluster gang's all-or-nothing start.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    LinkReservation,
+    Placement,
+    PlacementState,
+    Queue,
+)
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.events import record_event
+from volcano_global.services.jobs.measurements import issue_job_token
+from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, planning
+from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.requests import job_request
+
+
+@dataclass(frozen=True)
+class ElasticPlacement:
+    """A running elastic job's current placement, as read for the round."""
+
+    job_id: uuid.UUID
+    placement_id: uuid.UUID
+    run: planning.ElasticRun
+    # Per cluster: its share's pods per leaf domain (placement order), and the GPU model.
+    domains: dict[str, list[tuple[str, int]]]
+    gpu_model: str | None = None
+    links: tuple[LinkBandwidth, ...] = ()  # the link bandwidth its placement reserved
+
+    def given_back(self, cut: planning.Shrink) -> list[tuple[str, str, str, int, int]]:
+        """The pods a shrink gives back: (cluster, leaf, model, pods, GPUs per pod)."""
+        request = self.run.request
+        pods = cut.units * request.unit
+        model = self.gpu_model or request.gpu_model or ""
+        return [
+            (cut.cluster, leaf, model, count, request.gpus_per_pod)
+            for leaf, count in planning.taken_back(self.domains.get(cut.cluster, []), pods)
+        ]
+
+
+async def elastic_running(
+    session: AsyncSession,
+    *,
+    clusters: dict[uuid.UUID, str],
+    now: datetime,
+    durations: DurationModel,
+) -> list[ElasticPlacement]:
+    """Running jobs whose width is a range, with the units they run in each ready cluster."""
+    rows = await session.execute(
+        select(
+            Job.id,
+            Queue.name,
+            Job.priority,
+            Job.gang,
+            Job.split_policy,
+            Job.communication,
+            Job.started_at,
+            Job.running_estimate_seconds,
+            Job.gpu_model,
+            Placement.id,
+        )
+        .join(Queue, Queue.id == Job.queue_id)
+        .join(Placement, Placement.job_id == Job.id)
+        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
+    )
+    out = []
+    for job_id, queue, priority, gang, split, communication, started, estimate, model, pid in rows:
+        policy = SplitPolicy.model_validate(split)
+        if not policy.min_units:
+            continue
+        try:
+            request = job_request(
+                job_id=str(job_id),
+                gang=Gang.model_validate(gang),
+                split=policy,
+                communication=Communication.model_validate(communication)
+                if communication
+                else None,
+                priority=priority,
+                queue=queue,
+            )
+        except ValueError:
+            continue
+        reserved = (
+            await session.execute(
+                select(LinkReservation).where(LinkReservation.placement_id == pid)
+            )
+        ).scalars()
+        links = tuple(
+            LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+            for r in reserved.unique()
+        )
+        shares = (
+            await session.execute(
+                select(ClusterShare)
+                .where(ClusterShare.placement_id == pid)
+                .order_by(ClusterShare.rank_offset)
+            )
+        ).scalars()
+        kept = [s for s in shares if s.cluster_id in clusters]
+        units_in = tuple((clusters[s.cluster_id], s.units) for s in kept)
+        domains = {
+            clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
+            for s in kept
+        }
+        elapsed = max((now - (started or now)).total_seconds(), 0.0)
+        given = given_estimate(estimate)
+        out.append(
+            ElasticPlacement(
+                job_id,
+                pid,
+                planning.ElasticRun(
+                    request, units_in, estimate_s=durations.remaining(request.gpus, elapsed, given)
+                ),
+                domains,
+                model,
+                links,
+            )
+        )
+    return out
+
+
+async def resize(
+    session: AsyncSession,
+    *,
+    job: Job,
+    placement: Placement,
+    shares: list[Share],
+    cluster_ids: dict[str, uuid.UUID],
+    generation: int,
+    why: str,
+    links: list[tuple[uuid.UUID, float]] | None = None,
+) -> Placement:
+    """End the job's placement and place it again at `shares` (checkpoint-restart at the new
+    width). `links`: the link bandwidth of its new set of clusters (link id, Gbps); None: the
+    same clusters, what it reserved stays."""
+    before = sum(s.units for s in placement.shares)
+    after = sum(s.units for s in shares)
+    await end_placement(
+        session,
+        placement=placement,
+        state=PlacementState.RELEASED,
+        cancel_reason=f"resized {before} -> {after} replicas",
+    )
+    new = Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)
+    session.add(new)
+    await session.flush()
+    rows, offset = [], 0
+    for share in shares:
+        row = ClusterShare(
+            placement_id=new.id,
+            cluster_id=cluster_ids[share.cluster],
+            pods=share.pods,
+            gpus=share.gpus,
+            units=share.units,
+            rank_offset=offset,
+            domains=dict(share.domains),
+        )
+        session.add(row)
+        rows.append(row)
+        offset += share.pods
+    if links is None:
+        links = [(held.link_id, held.gbps) for held in placement.link_reservations]
+    for link_id, gbps in links:
+        session.add(LinkReservation(placement_id=new.id, link_id=link_id, gbps=gbps))
+    token = issue_job_token(session, job=job)
+    enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token)
+    transition(job, JobState.PENDING, message=f"resizing: {why}")
+    transition(job, JobState.PLACED, message=f"resized in round {generation}")
+    await record_event(
+        session,
+        job_id=job.id,
+        fold=False,
+        reason="Resized",
+        message=f"Resized {before} -> {after} replicas ({why}); restarts from its checkpoint: "
+        + "; ".join(f"{s.pods} pods in {s.cluster}" for s in shares)
+        + "".join(f"; {gbps:g} Gbps on link {link_id}" for link_id, gbps in links if links),
+    )
+    return new
+
+
+def grown(
+    current: list[ClusterShare], names: dict[uuid.UUID, str], added: list[Share]
+) -> list[Share]:
+    """The current shares plus what a growth decision added (same clusters; domains summed)."""
+    extra = {s.cluster: s for s in added}
+    out = []
+    for share in current:
+        name = names[share.cluster_id]
+        more = extra.get(name)
+        domains: dict[str, int] = defaultdict(
+            int, {k: int(v) for k, v in (share.domains or {}).items()}
+        )
+        pods, gpus, units = share.pods, share.gpus, share.units
+        if more is not None:
+            for leaf, count in more.domains:
+                domains[leaf] += count
+            pods, gpus, units = pods + more.pods, gpus + more.gpus, units + more.units
+        out.append(Share(name, units, pods, gpus, tuple(domains.items())))
+    have = {s.cluster for s in out}
+    return out + [s for s in added if s.cluster not in have]  # new clusters: the last ranks
+
+
+def shrunk(
+    current: list[ClusterShare], names: dict[uuid.UUID, str], cuts: dict[str, int]
+) -> list[Share]:
+    """The current shares less `cuts` (cluster -> units given back), the pods taken from the
+    share's last domains (`planning.taken_back`, as the round freed them)."""
+    out = []
+    for share in current:
+        name = names[share.cluster_id]
+        units = share.units - cuts.get(name, 0)
+        per_unit = share.pods // share.units if share.units else share.pods
+        per_pod = share.gpus // share.pods if share.pods else 0
+        domains = {k: int(v) for k, v in (share.domains or {}).items()}
+        for leaf, count in planning.taken_back(
+            list(domains.items()), share.pods - units * per_unit
+        ):
+            domains[leaf] -= count
+        pods = units * per_unit
+        kept = tuple((leaf, count) for leaf, count in domains.items() if count)
+        out.append(Share(name, units, pods, pods * per_pod, kept))
+    return out
+
+
+async def cluster_names(session: AsyncSession) -> dict[uuid.UUID, str]:
+    return dict((await session.execute(select(Cluster.id, Cluster.name))).all())
+
+
+async def commit_resizes(
+    session: AsyncSession,
+    *,
+    growth: list[JobDecision],
+    shrinks: list[planning.Shrink],
+    elastic: dict[str, ElasticPlacement],
+    links: tuple[LinkState, ...],
+    cluster_ids: dict[str, uuid.UUID],
+    link_ids: dict[tuple[str, str], uuid.UUID],
+    generation: int,
+) -> list[str]:
+    """The round's resizes (job ids): growth the solver admitted whose new set of clusters is
+    link-safe (`planning.grown_links`) and the units given back (`shrinks`). A job that
+    stopped running, or whose placement changed, since the snapshot is left as it is."""
+    grown_links = planning.grown_links(
+        tuple(growth),
+        [e.run for e in elastic.values()],
+        links,
+        {key: e.links for key, e in elastic.items()},
+    )
+    decision_shares = {
+        key: list(d.shares)
+        for d in growth
+        if (key := planning.grown_job(d.job_id)) is not None and grown_links.get(key) is not None
+    }
+    cuts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    why: dict[str, str] = {}
+    for cut in shrinks:
+        cuts[cut.job_id][cut.cluster] += cut.units
+        why[cut.job_id] = "gives back replicas to a waiting job that outranks it"
+    names = {v: k for k, v in cluster_ids.items()}
+    resized = []
+    for key in sorted(set(decision_shares) | set(cuts)):
+        seen = elastic.get(key)
+        if seen is None:
+            continue
+        job = (
+            await session.execute(
+                select(Job)
+                .where(Job.id == seen.job_id)
+                .with_for_update(of=Job)
+                .execution_options(populate_existing=True)
+            )
+        ).scalar_one_or_none()
+        placement = await session.get(Placement, seen.placement_id)
+        if (
+            job is None
+            or job.state is not JobState.RUNNING
+            or placement is None
+            or placement.state is not PlacementState.ACTIVE
+            or any(s.cluster_id not in names for s in placement.shares)
+        ):
+            continue
+        reserved = None
+        if key in cuts:
+            shares = shrunk(list(placement.shares), names, cuts[key])
+        else:
+            shares = grown(list(placement.shares), names, decision_shares[key])
+            why[key] = "room freed"
+            if {s.cluster for s in shares} != {names[s.cluster_id] for s in placement.shares}:
+                reserved = [
+                    (
+                        link_ids[(b.a, b.b)] if (b.a, b.b) in link_ids else link_ids[(b.b, b.a)],
+                        b.gbps,
+                    )
+                    for b in grown_links[key] or ()
+                ]
+        await resize(
+            session,
+            job=job,
+            placement=placement,
+            shares=shares,
+            cluster_ids=cluster_ids,
+            generation=generation,
+            why=why[key],
+            links=reserved,
+        )
+        resized.append(key)
+    return resized

@@ -1,0 +1,144 @@
+"""An elastic job end to end (real server, real gRPC, simulated member clusters): it starts at
+the width that fits, and when room frees the round resizes it (checkpoint-restart at the new
+width: the old placement's shares cancelled, the new ones dispatched with the new world size)
+and it runs on to completion."""
+
+from __future__ import annotations
+
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.core_agent.federation import Federation, federation
+from tests.factories import eventually, job_document
+
+
+async def link_reserved(fed: Federation) -> float:
+    return float((await fed.api.get("/api/v1/links")).json()["items"][0]["reservedGbps"])
+
+
+SPEC = ClusterSpec.model_validate(
+    {
+        "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
+        "topology": {"tiers": [{"name": "tor", "size": 4}]},
+    }
+)
+
+
+async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_url: str) -> None:
+    async with federation(database_url) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        east.time_scale = 0.05
+        await fed.join("east", east)
+        await fed.ready("east")
+        blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="60s"))
+        await fed.reach(blocker, "Running")
+        # 8 pods, elastic down to 2 (Volcano's minAvailable below the replicas): 4 nodes free.
+        elastic = job_document("elastic", replicas=8, minAvailable=2, runningEstimate="200s")
+        uid = await fed.submit(elastic)
+        job = await fed.reach(uid, "Running")
+        assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [("east", 4)]
+        narrow = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
+        assert [(a.pods, a.world_pods) for a in narrow] == [(4, 4)]
+
+        await fed.reach(blocker, "Succeeded", within=30)
+        message = await fed.event(uid, "Resized", within=30)
+        assert message.startswith("Resized 4 -> 8 replicas")
+
+        async def wide() -> bool:
+            job = await fed.job(uid)
+            shares = (job.get("placement") or {}).get("shares") or []
+            return job["state"] == "Running" and [s["pods"] for s in shares] == [8]
+
+        await eventually(wide, within=30)
+        grown = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
+        assert [(a.pods, a.world_pods, a.rank_offset) for a in grown] == [(8, 8, 0)]
+        job = await fed.job(uid)
+        assert job["requeues"] == 0  # a resize is no retry
+        await fed.reach(uid, "Succeeded", within=60)
+
+
+async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
+    database_url: str,
+) -> None:
+    async with federation(database_url) as fed:
+        clusters = {}
+        for name in ("east", "west"):
+            clusters[name] = SimulatedCluster.from_spec(name, SPEC)
+            clusters[name].time_scale = 0.05
+            await fed.join(name, clusters[name])
+        await fed.link("east", "west")
+        await fed.ready("east", "west")
+        short = await fed.submit(job_document("short", replicas=8, runningEstimate="40s"))
+        full = (await fed.reach(short, "Running"))["placement"]["shares"][0]["cluster"]
+        other = "west" if full == "east" else "east"
+        long = await fed.submit(job_document("long", replicas=4, runningEstimate="600s"))
+        assert (await fed.reach(long, "Running"))["placement"]["shares"][0]["cluster"] == other
+        # 6 replicas of 2 pods, at least 2; may split over 2 clusters at 50 Gbps V/tau.
+        doc = job_document("elastic", replicas=12, minAvailable=4, runningEstimate="200s")
+        doc["metadata"]["annotations"] = {
+            "global.volcano.sh/split": "auto",
+            "global.volcano.sh/unit-pods": "2",
+            "global.volcano.sh/crossing-gbps": "50",
+            "global.volcano.sh/max-clusters": "2",
+        }
+        uid = await fed.submit(doc)
+        job = await fed.reach(uid, "Running")
+        assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [(other, 4)]
+        assert await link_reserved(fed) == 0  # one cluster: nothing crosses
+
+        await fed.reach(short, "Succeeded", within=30)
+        message = await fed.event(uid, "Resized", within=30)
+        assert message.startswith("Resized 2 -> 6 replicas")
+
+        async def grown() -> bool:
+            job = await fed.job(uid)
+            shares = (job.get("placement") or {}).get("shares") or []
+            return job["state"] == "Running" and len(shares) == 2
+
+        await eventually(grown, within=30)
+        job = await fed.job(uid)
+        assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [
+            (other, 4),
+            (full, 8),
+        ]
+        # Two clusters: each pair reserves demand(2) = 2 x 50 / 2 Gbps.
+        assert await link_reserved(fed) == 50
+        pods = [
+            (a.cluster_index, a.rank_offset, a.pods, a.world_pods)
+            for c in clusters.values()
+            for a in (s.assignment for s in c.shares.values())
+            if a.job_uid == uid
+        ]
+        assert sorted(pods) == [(0, 0, 4, 12), (1, 4, 8, 12)]
+
+
+async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
+    database_url: str,
+) -> None:
+    async with federation(database_url) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        east.time_scale = 0.05
+        await fed.join("east", east)
+        await fed.ready("east")
+        uid = await fed.submit(
+            job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+        )
+        job = await fed.reach(uid, "Running")
+        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        vip = await fed.submit(
+            job_document(
+                "vip", replicas=3, runningEstimate="20s", priorityClassName="high-priority"
+            )
+        )
+        message = await fed.event(uid, "Resized", within=30)
+        assert message.startswith("Resized 8 -> 5 replicas (gives back replicas")
+        await fed.reach(vip, "Running", within=30)
+        job = await fed.reach(uid, "Running", within=30)
+        assert [s["pods"] for s in job["placement"]["shares"]] == [5]
+        await fed.reach(vip, "Succeeded", within=30)
+        # Room again: it grows back to its 8 replicas.
+
+        async def wide() -> bool:
+            job = await fed.job(uid)
+            shares = (job.get("placement") or {}).get("shares") or []
+            return job["state"] == "Running" and [s["pods"] for s in shares] == [8]
+
+        await eventually(wide, within=30)
