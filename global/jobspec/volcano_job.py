@@ -13,6 +13,7 @@ from typing import Any
 from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec.accelerators import resource_model
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.job_rules import check_job_rules
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
 from volcano_global.jobspec.plugins import JOB_PLUGINS, check_mpi_master, read_plugins
@@ -110,6 +111,7 @@ def read_job_spec(
             f"must be <= the total replicas of all tasks ({total_pods})",
         )
     check_policies(spec, path, check)
+    check_job_rules(spec, path, check)
     plugins = read_plugins(spec, path, check, known=JOB_PLUGINS)
     check_mpi_master(plugins, [t.name for t in tasks], path, check)
     max_retry = check.integer(spec, "maxRetry", path, minimum=0)

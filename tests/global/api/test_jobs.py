@@ -86,16 +86,16 @@ async def test_a_running_estimate_is_a_duration_of_at_most_a_year(api: httpx.Asy
 async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
     doc = job_document()
     doc["spec"]["tasks"].append(
-        {"name": "extra", "replicas": 0, "template": {"spec": {"containers": [{"name": "c"}]}}}
+        {"name": "extra", "replicas": -1, "template": {"spec": {"containers": [{"name": "c"}]}}}
     )
     response = await submit(api, to_yaml(doc))
     assert response.status_code == 422
     body = response.json()
     assert body["kind"] == "Status"
     assert body["reason"] == "Invalid"
-    assert body["message"] == "spec.tasks[1].replicas: must be >= 1"
+    assert body["message"] == "spec.tasks[1].replicas: must be >= 0"
     assert body["details"]["causes"] == [
-        {"field": "spec.tasks[1].replicas", "message": "must be >= 1"}
+        {"field": "spec.tasks[1].replicas", "message": "must be >= 0"}
     ]
 
 
