@@ -184,3 +184,4 @@ def _check_depth(data: Any, max_depth: int) -> None:
 # Public names for the multi-document reader (jobspec/manifests.py).
 check_node_budget = _check_node_budget
 is_empty_node = _is_empty
+check_depth = _check_depth

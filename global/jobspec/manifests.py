@@ -19,6 +19,7 @@ from volcano_global.errors import FieldError, Invalid
 from volcano_global.jobspec.documents import (
     _StrictLoader,
     _TooDeep,
+    check_depth,
     check_node_budget,
     is_empty_node,
     nul_path,
@@ -69,7 +70,7 @@ def split_manifests(
             return [Manifest(0, errors=[FieldError("", f"invalid JSON: {exc}")])]
         items = data.get("items") if isinstance(data, dict) and data.get("kind") == "List" else None
         values = items if isinstance(items, list) else [data]
-        return [_classify(i, v) for i, v in enumerate(values[:MAX_DOCUMENTS])]
+        return [_json_item(i, v, max_depth) for i, v in enumerate(values[:MAX_DOCUMENTS])]
     manifests: list[Manifest] = []
     composer = _StrictLoader(text)
     composer.max_depth = max_depth
@@ -92,6 +93,14 @@ def split_manifests(
     finally:
         composer.dispose()
     return manifests
+
+
+def _json_item(index: int, value: Any, max_depth: int) -> Manifest:
+    try:
+        check_depth(value, max_depth)
+    except Invalid as exc:
+        return Manifest(index, errors=exc.errors)
+    return _classify(index, value)
 
 
 def _construct(index: int, node: yaml.Node, *, max_nodes: int, max_depth: int) -> Manifest:
