@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,10 +61,15 @@ def _read(path: Path) -> str:
         raise CliError(f"{path}: {exc.strerror}") from None
 
 
+Read = Callable[[Client, str | None], tuple[list[dict[str, Any]], str | None, bool]]
+"""A watch's read: (items, the cursor of the next read, whether the items are the whole list
+- so that an item missing from it was deleted - or only what changed since the cursor)."""
+
+
 def watch(
     api: Client,
     *,
-    list_items: Callable[[Client], list[dict[str, Any]]],
+    read: Read,
     key: Callable[[dict[str, Any]], str],
     columns: list[Column],
     fmt: Format,
@@ -71,36 +77,58 @@ def watch(
     rounds: int | None = None,
 ) -> None:
     """Print the list, then every item that was added, changed or deleted, as `kubectl get -w`
-    does, by reading the list again every `interval_s` (the REST API has no change stream for
-    these yet); `rounds` bounds the reads after the first (None: until interrupted)."""
+    does, reading again every `interval_s`; `rounds` bounds the reads after the first (None:
+    until interrupted)."""
     seen: dict[str, dict[str, Any]] = {}
-    header = True
+    cursor: str | None = None
+    done = 0
     try:
-        for items in _reads(api, list_items, interval_s, rounds):
-            now = {key(i): i for i in items}
-            changed = [i for k, i in now.items() if seen.get(k) != i]
-            gone = [seen[k] for k in seen.keys() - now.keys()]
-            rows = [*changed, *({**g, "_deleted": True} for g in gone)]
-            if rows or header:
-                _print_rows(rows, columns, fmt, header=header)
-                header = False
-            seen = now
+        while True:
+            items, cursor, complete = read(api, cursor)
+            fresh = {key(i): i for i in items}
+            rows: list[dict[str, Any]] = [i for k, i in fresh.items() if seen.get(k) != i]
+            if complete:
+                rows += [{**seen.pop(k), "_deleted": True} for k in seen.keys() - fresh.keys()]
+            seen.update(fresh)
+            if rows or done == 0:
+                _print_rows(rows, columns, fmt, header=done == 0)
+            if rounds is not None and done >= rounds:
+                return
+            done += 1
+            time.sleep(interval_s)  # polling a REST list: there is no change stream to await
     except KeyboardInterrupt:
         return
 
 
-def _reads(
-    api: Client,
-    list_items: Callable[[Client], list[dict[str, Any]]],
-    interval_s: float,
-    rounds: int | None,
-) -> Iterator[list[dict[str, Any]]]:
-    yield list_items(api)
-    done = 0
-    while rounds is None or done < rounds:
-        time.sleep(interval_s)  # polling a REST list: nothing to await between reads
-        yield list_items(api)
-        done += 1
+def job_changes(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Every job at first, then the jobs changed since the cursor (`updatedSince`, indexed).
+    The cursor trails the newest change seen by CURSOR_OVERLAP_S, so a change committed late
+    or stamped by a replica whose clock lags is still read; what was already shown is not
+    shown again (the watch compares)."""
+    params: dict[str, Any] = {"limit": 1000}
+    if cursor is not None:
+        params["updatedSince"] = cursor
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.request("GET", "/api/v1/jobs", params=params)
+        items.extend(page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+        params["continue"] = token
+    stamps = [i["timestamps"]["updatedAt"] for i in items if i["timestamps"].get("updatedAt")]
+    if stamps:
+        newest = datetime.fromisoformat(max(stamps).replace("Z", "+00:00"))
+        cursor = (newest - timedelta(seconds=CURSOR_OVERLAP_S)).isoformat()
+    return items, cursor, False
+
+
+CURSOR_OVERLAP_S = 5.0
+
+
+def queue_list(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Queues are few: the whole list each time, so a deleted one shows."""
+    return list(api.request("GET", "/api/v1/queues")["items"]), None, True
 
 
 def _print_rows(

@@ -103,34 +103,23 @@ def get(
     if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):
         queues = what in QUEUE_WORDS
         columns = QUEUE_COLUMNS if queues else JOB_COLUMNS
-        reader = _all_queues if queues else _all_jobs
         if watch:
             key = (lambda q: q["name"]) if queues else (lambda j: j["uid"])
             watching.watch(
-                api, list_items=reader, key=key, columns=columns, fmt=fmt, interval_s=interval_s
+                api,
+                read=watching.queue_list if queues else watching.job_changes,
+                key=key,
+                columns=columns,
+                fmt=fmt,
+                interval_s=interval_s,
             )
         else:
-            render({"items": reader(api)}, fmt, columns)
+            items = (watching.queue_list if queues else watching.job_changes)(api, None)[0]
+            render({"items": items}, fmt, columns)
         return
     job = name if name is not None and what in JOB_WORDS else what
     detail = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}")
     render(detail, fmt, [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")])
-
-
-def _all_jobs(api: Client) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"limit": 1000}
-    while True:
-        page = api.request("GET", "/api/v1/jobs", params=params)
-        items.extend(page["items"])
-        token = page["metadata"].get("continue")
-        if not token:
-            return items
-        params["continue"] = token
-
-
-def _all_queues(api: Client) -> list[dict[str, Any]]:
-    return list(api.request("GET", "/api/v1/queues")["items"])
 
 
 def cancel(

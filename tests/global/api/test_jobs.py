@@ -216,3 +216,19 @@ async def test_hyperjob_submission(api: httpx.AsyncClient) -> None:
     assert job["kind"] == "HyperJob"
     assert job["gang"]["subJobs"][0]["replicas"] == 2
     assert json.loads(json.dumps(job["splitPolicy"]))["unit"] == "subJob"
+
+
+async def test_updated_since_lists_only_the_jobs_changed_since(api: httpx.AsyncClient) -> None:
+    old = (await submit(api, job_document("old"))).json()
+    new = (await submit(api, job_document("new"))).json()
+    cursor = new["timestamps"]["updatedAt"]
+    assert cursor > old["timestamps"]["updatedAt"]
+    listed = (await api.get("/api/v1/jobs", params={"updatedSince": cursor})).json()["items"]
+    assert [j["name"] for j in listed] == ["new"]
+    cancelled = (await api.post(f"/api/v1/jobs/{old['uid']}/cancel")).json()
+    assert cancelled["timestamps"]["updatedAt"] > cursor
+    listed = (await api.get("/api/v1/jobs", params={"updatedSince": cursor})).json()["items"]
+    assert {j["name"]: j["state"] for j in listed}["old"] == "Cancelled"
+    naive = cursor.replace("Z", "").split("+")[0]  # a time without offset reads as UTC
+    again = (await api.get("/api/v1/jobs", params={"updatedSince": naive})).json()["items"]
+    assert [j["uid"] for j in again] == [j["uid"] for j in listed]
