@@ -13,7 +13,7 @@ import yaml
 from tests.factories import example, job_document
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import ParseOptions, normalize_job
-from volcano_global.jobspec.members import member_jobs
+from volcano_global.jobspec.members import member_jobs, rendezvous_address
 from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.solver.requests import job_request
 
@@ -244,3 +244,22 @@ def test_job_plugins_as_volcano_checks_them(plugins: dict[str, Any], field: str 
         normalize_job(doc, ParseOptions())
     else:
         assert field in errors_of(doc)
+
+
+def test_rank_0_of_a_job_led_by_a_zero_pod_task_is_the_first_pod_that_runs() -> None:
+    doc = job_document(replicas=2)
+    idle = copy.deepcopy(doc["spec"]["tasks"][0]) | {"name": "warmup", "replicas": 0}
+    doc["spec"]["tasks"].insert(0, idle)
+    address = rendezvous_address(doc, member="train-ab12", namespace="ml", split=False)
+    assert address == "train-ab12-worker-0.train-ab12.ml.svc:29500"
+
+
+def test_a_task_without_replicas_holds_no_rank_in_a_share() -> None:
+    doc = job_document(replicas=3)
+    idle = copy.deepcopy(doc["spec"]["tasks"][0]) | {"name": "warmup"}
+    del idle["replicas"]
+    doc["spec"]["tasks"].insert(0, idle)
+    assert normalize_job(doc, ParseOptions()).gang.total_pods == 3
+    (second,) = member_jobs(doc, share(1, 2, 1, 2, 3))
+    assert [(t["name"], t["replicas"]) for t in second["spec"]["tasks"]] == [("worker", 2)]
+    assert second["metadata"]["annotations"]["global.volcano.sh/ranks"] == "1-2"
