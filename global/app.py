@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from volcano_global import __version__
 from volcano_global.api import (
+    apply,
     clusters,
     console,
     health,
@@ -95,7 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # FastAPI tries the routers in order, each by matching every route of it: the jobs API,
     # most of the traffic, first.
-    for module in (jobs, health, clusters, links, queues, priority_classes, overview, tokens):
+    for module in (jobs, health, clusters, links, queues, priority_classes, overview, tokens, apply):
         app.include_router(module.router)
     console.mount(app)
     app.add_middleware(

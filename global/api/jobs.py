@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -191,8 +192,18 @@ async def list_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
     continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
+    updated_since: Annotated[
+        datetime | None,
+        Query(
+            alias="updatedSince",
+            description="Only jobs changed at or after this time (`timestamps.updatedAt` of "
+            "an earlier answer): what `vglobal get jobs -w` polls with",
+        ),
+    ] = None,
 ) -> JobList:
     """Jobs, newest first, one page at a time; pass `metadata.continue` back for the next."""
+    if updated_since is not None and updated_since.tzinfo is None:
+        updated_since = updated_since.replace(tzinfo=UTC)  # a time without offset is UTC
     rows, clusters, token = await job_views.job_page(
         session,
         filters=job_views.JobFilter(
@@ -203,6 +214,7 @@ async def list_jobs(
             name=name,
             text=text,
             queues=caller.visible_queues(),
+            updated_since=updated_since,
         ),
         limit=min(limit, settings.limits.max_page_size),
         continue_token=continue_,
@@ -267,6 +279,7 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
             dispatched_at=job["dispatched_at"],
             started_at=job["started_at"],
             finished_at=job["finished_at"],
+            updated_at=job.get("updated_at"),
         ),
     }
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from volcano_global.cli import apply as watching
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
 from volcano_global.cli.output import Column, gpus, render
@@ -77,17 +78,48 @@ def jobs(
     )
 
 
+JOB_WORDS = frozenset({"jobs", "job", "vcjob", "vcjobs", "vj", "hyperjob", "hyperjobs", "hj"})
+QUEUE_WORDS = frozenset({"queues", "queue", "q"})
+
+
 def get(
-    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+    ctx: typer.Context,
+    what: Annotated[
+        str,
+        typer.Argument(help="jobs | queues (kubectl's words too), or a job: UID, NS/NAME, NAME"),
+    ],
+    name: Annotated[str | None, typer.Argument(help="A job, after `jobs`")] = None,
+    watch: Annotated[
+        bool, typer.Option("-w", "--watch", help="After the list, print each change until ^C")
+    ] = False,
+    interval_s: Annotated[
+        float, typer.Option("--interval", help="Seconds between reads while watching", min=0.1)
+    ] = 2.0,
 ) -> None:
-    """Show one job: state, gang, placement, why it is pending."""
+    """Show one job (state, gang, placement, why pending), or list jobs or queues (`-w`: and
+    follow their changes)."""
     api = client(ctx)
+    fmt = options(ctx).output
+    if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):
+        queues = what in QUEUE_WORDS
+        columns = QUEUE_COLUMNS if queues else JOB_COLUMNS
+        if watch:
+            key = (lambda q: q["name"]) if queues else (lambda j: j["uid"])
+            watching.watch(
+                api,
+                read=watching.queue_list if queues else watching.job_changes,
+                key=key,
+                columns=columns,
+                fmt=fmt,
+                interval_s=interval_s,
+            )
+        else:
+            items = (watching.queue_list if queues else watching.job_changes)(api, None)[0]
+            render({"items": items}, fmt, columns)
+        return
+    job = name if name is not None and what in JOB_WORDS else what
     detail = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}")
-    render(
-        detail,
-        options(ctx).output,
-        [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")],
-    )
+    render(detail, fmt, [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")])
 
 
 def cancel(
@@ -118,7 +150,7 @@ def events(
     )
 
 
-COMMANDS = [submit, jobs, get, cancel, events]
+COMMANDS = [submit, watching.apply, jobs, get, cancel, events]
 
 clusters_app = typer.Typer(
     help="Member clusters (lists them without a subcommand).", invoke_without_command=True

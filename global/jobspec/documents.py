@@ -179,3 +179,9 @@ def _check_depth(data: Any, max_depth: int) -> None:
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list):
             stack.extend((v, depth + 1) for v in value)
+
+
+# Public names for the multi-document reader (jobspec/manifests.py).
+check_node_budget = _check_node_budget
+is_empty_node = _is_empty
+check_depth = _check_depth

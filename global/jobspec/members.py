@@ -58,7 +58,9 @@ def rendezvous_address(
         service = rendezvous_service_name(member)
         return f"{service}.{namespace}.svc.clusterset.local:{RENDEZVOUS_PORT}"
     job, spec = _volcano_jobs(manifest, member)[0]
-    task = (spec.get("tasks") or [{}])[0].get("name", "task")
+    # Rank 0 is the first pod of the first task that has pods (a task of replicas 0 has none).
+    running = [t for t in spec.get("tasks") or [] if int(t.get("replicas", 0)) > 0]
+    task = (running or [{}])[0].get("name", "task")
     return f"{job}-{task}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
 
 
@@ -131,10 +133,11 @@ def member_jobs(
     rank = 0
     for name, spec in _volcano_jobs(manifest, member):
         spec = copy.deepcopy(spec)
-        total = sum(int(t.get("replicas", 1)) for t in spec.get("tasks") or [])
+        # An absent task count is 0, as Volcano reads it (an unset int32) and the parser did.
+        total = sum(int(t.get("replicas", 0)) for t in spec.get("tasks") or [])
         tasks = []
         for task in spec.get("tasks") or []:
-            replicas = int(task.get("replicas", 1))
+            replicas = int(task.get("replicas", 0))
             kept = max(0, min(last, rank + replicas) - max(first, rank))
             rank += replicas
             if kept:

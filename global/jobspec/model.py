@@ -62,6 +62,10 @@ class SubJob(Frozen):
     min_available: int
     cluster_names: list[str] = Field(default_factory=list)
     network_topology: TopologyRequirement | None = None
+    # `splitPolicy` (jobspec/hyperjob.py): static keeps `replicas` children of `pods` pods as
+    # written; auto is one pool of `pods` pods (replicas 1) that the placement splits.
+    split_mode: Literal["static", "auto"] = "static"
+    accelerators: int | None = None
 
 
 class Gang(Frozen):

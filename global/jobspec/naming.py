@@ -14,9 +14,13 @@ give the same name, so the Global computes it once and an agent finds it again a
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from typing import Any
+
+from volcano_global.jobspec.fields import Checker
+from volcano_global.jobspec.pods import pod_resources
 
 MAX_NAME = 63  # a DNS label, and Volcano's qualified-name limit
 RENDEZVOUS_SUFFIX = "-rdzv"
@@ -50,11 +54,46 @@ def volcano_job_specs(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any
     spec = manifest.get("spec") or {}
     if manifest.get("kind") != "HyperJob":
         return [("", spec)]
-    return [
-        (f"-{replicated.get('name', 'job')}-{i}", replicated.get("templateSpec") or {})
-        for replicated in spec.get("replicatedJobs") or []
-        for i in range(int(replicated.get("replicas", 1)))
-    ]
+    specs = []
+    for replicated in spec.get("replicatedJobs") or []:
+        name, template = replicated.get("name", "job"), replicated.get("templateSpec") or {}
+        policy = replicated.get("splitPolicy") or {}
+        if isinstance(policy, dict) and policy.get("mode") == "auto":
+            # One pool: each cluster's share of it is one child (`-<name>-0` in its cluster).
+            replicas = int(replicated.get("replicas", 1))
+            specs.append((f"-{name}-0", auto_pool_spec(template, policy, replicas=replicas)))
+            continue
+        specs.extend((f"-{name}-{i}", template) for i in range(int(replicated.get("replicas", 1))))
+    return specs
+
+
+def auto_pool_spec(
+    template: dict[str, Any], policy: dict[str, Any], *, replicas: int = 1
+) -> dict[str, Any]:
+    """A `splitPolicy: auto` replicated job's template with its one task grown to the pool:
+    `accelerators` / the task's accelerators per pod pods (checked at submission,
+    jobspec/hyperjob.py), partitions and minimum counted again."""
+    spec = copy.deepcopy(template)
+    task = (spec.get("tasks") or [{}])[0]
+    per_pod = _accelerators_per_pod(task)
+    if not per_pod:
+        return spec
+    accelerators = policy.get("accelerators")
+    if not isinstance(accelerators, int):  # default: the split as written, as one pool
+        accelerators = replicas * int(task.get("replicas", 0)) * per_pod
+    pods = accelerators // per_pod
+    task["replicas"] = pods
+    task.pop("minAvailable", None)
+    partition = task.get("partitionPolicy")
+    if isinstance(partition, dict) and partition.get("partitionSize"):
+        partition["totalPartitions"] = pods // int(partition["partitionSize"])
+    spec.pop("minAvailable", None)
+    return spec
+
+
+def _accelerators_per_pod(task: dict[str, Any]) -> int:
+    """As the parser counted them (the document was checked at submission)."""
+    return pod_resources(task.get("template") or {}, "", Checker()).gpus
 
 
 def name_budget(manifest: dict[str, Any]) -> int:

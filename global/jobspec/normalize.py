@@ -13,13 +13,13 @@ from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec import elastic
 from volcano_global.jobspec import extensions as ext
 from volcano_global.jobspec.fields import Checker, child, is_job_name
+from volcano_global.jobspec.hyperjob import HyperJobSummary, common_gpu_model, read_hyperjob
 from volcano_global.jobspec.lifecycle import read_lifecycle
 from volcano_global.jobspec.model import (
     Communication,
     Gang,
     NormalizedJob,
     SplitPolicy,
-    SubJob,
     TaskGang,
 )
 from volcano_global.jobspec.priority_classes import PriorityClass, resolve_priority
@@ -27,8 +27,6 @@ from volcano_global.jobspec.volcano_job import JobSpecSummary, read_job_spec
 
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 HYPERJOB = ("training.volcano.sh/v1alpha1", "HyperJob")
-HYPERJOB_FIELDS = frozenset({"minAvailable", "maxDomains", "replicatedJobs"})
-REPLICATED_JOB_FIELDS = frozenset({"name", "replicas", "clusterNames", "templateSpec"})
 
 
 @dataclass(frozen=True)
@@ -81,8 +79,13 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         queue, priority_class = summary.queue, summary.priority_class_name
         class_path = "spec.priorityClassName"
         max_retry = summary.max_retry
+        hyper = None
     else:
-        gang, queue, priority_class, class_path = _hyperjob(spec, check, gpu_model, options)
+        hyper = read_hyperjob(
+            spec, check, gpu_model=gpu_model, max_total_pods=options.max_total_pods
+        )
+        gang, queue, priority_class = hyper.gang, hyper.queue, hyper.priority_class_name
+        class_path = hyper.class_path
         max_retry = None
     check.raise_if_any()
     lifecycle = read_lifecycle(kind, spec, max_retry=max_retry, start_timeout_s=start_timeout)
@@ -90,7 +93,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     communication = ext.read_communication(
         annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
     )
-    split = _split_policy(kind, gang, communication, annotations, check, options)
+    split = _split_policy(kind, gang, communication, annotations, check, options, hyper)
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
@@ -148,103 +151,9 @@ def _job_gang(summary: JobSpecSummary) -> Gang:
         min_available=summary.min_available,
         total_pods=summary.total_pods,
         total_gpus=sum(t.replicas * t.resources.gpus for t in summary.tasks),
-        gpu_model=_common_gpu_model(summary.tasks),
+        gpu_model=common_gpu_model(summary.tasks),
         network_topology=summary.network_topology,
     )
-
-
-def _hyperjob(
-    spec: dict[str, Any], check: Checker, gpu_model: str | None, options: ParseOptions
-) -> tuple[Gang, str | None, str | None, str]:
-    check.unknown_fields(spec, HYPERJOB_FIELDS, "spec")
-    entries = check.sequence(spec, "replicatedJobs", "spec", required=True) or []
-    sub_jobs: list[SubJob] = []
-    tasks: list[TaskGang] = []
-    queues: dict[str, str] = {}
-    classes: dict[str, str] = {}
-    names: set[str] = set()
-    pods_left = options.max_total_pods
-    for index, entry in enumerate(entries):
-        path = child("spec.replicatedJobs", index)
-        if not isinstance(entry, dict):
-            check.fail(path, "must be a mapping")
-            continue
-        check.unknown_fields(entry, REPLICATED_JOB_FIELDS, path)
-        name = check.dns_label(entry, "name", path, required=True)
-        if name in names:
-            check.fail(child(path, "name"), f"duplicate replicated job name {name!r}")
-        replicas = check.integer(entry, "replicas", path, minimum=1)
-        replicas = 1 if replicas is None else replicas
-        clusters = check.sequence(entry, "clusterNames", path) or []
-        for ci, cluster in enumerate(clusters):
-            if not isinstance(cluster, str) or not cluster:
-                check.fail(child(child(path, "clusterNames"), ci), "must be a cluster name")
-        template = check.mapping(entry, "templateSpec", path, required=True)
-        if template is None or name is None:
-            continue
-        names.add(name)
-        tpath = child(path, "templateSpec")
-        summary = read_job_spec(
-            template,
-            tpath,
-            check,
-            sub_job=name,
-            default_gpu_model=gpu_model,
-            # (the replicas' total is checked below; once over, reported once)
-            max_total_pods=pods_left if pods_left >= 0 else options.max_total_pods,
-        )
-        if pods_left >= 0 and summary.total_pods * replicas > pods_left and summary.total_pods:
-            check.fail(
-                child(path, "replicas"),
-                f"{replicas} replicas of {summary.total_pods} pods ask for more than the "
-                f"{options.max_total_pods} pods a job may have",
-            )
-        pods_left -= summary.total_pods * replicas
-        if summary.queue:
-            queues[f"{tpath}.queue"] = summary.queue
-        if summary.priority_class_name:
-            classes[f"{tpath}.priorityClassName"] = summary.priority_class_name
-        tasks.extend(summary.tasks)
-        sub_jobs.append(
-            SubJob(
-                name=name,
-                replicas=replicas,
-                pods=summary.total_pods,
-                gpus=sum(t.replicas * t.resources.gpus for t in summary.tasks),
-                min_available=summary.min_available,
-                cluster_names=[str(c) for c in clusters],
-                network_topology=summary.network_topology,
-            )
-        )
-    total_children = sum(s.replicas for s in sub_jobs)
-    # 0 or absent: every child, as Volcano's HyperJob webhook defaults it.
-    min_sub_jobs = check.integer(spec, "minAvailable", "spec", minimum=0) or None
-    if min_sub_jobs is not None and sub_jobs and min_sub_jobs > total_children:
-        check.fail("spec.minAvailable", f"must be <= the number of child jobs ({total_children})")
-    check.integer(spec, "maxDomains", "spec", minimum=1)
-    queue = _one_value(queues, check, "queue")
-    priority_class = _one_value(classes, check, "priorityClassName")
-    class_path = next(iter(classes), "spec.replicatedJobs[0].templateSpec.priorityClassName")
-    gang = Gang(
-        tasks=tasks,
-        min_available=sum(s.min_available * s.replicas for s in sub_jobs),
-        total_pods=sum(s.pods * s.replicas for s in sub_jobs),
-        total_gpus=sum(s.gpus * s.replicas for s in sub_jobs),
-        gpu_model=_common_gpu_model(tasks),
-        sub_jobs=sub_jobs,
-        min_sub_jobs=total_children if min_sub_jobs is None else min_sub_jobs,
-    )
-    return gang, queue, priority_class, class_path
-
-
-def _one_value(values: dict[str, str], check: Checker, what: str) -> str | None:
-    distinct = set(values.values())
-    if len(distinct) > 1:
-        for path in values:
-            check.fail(
-                path, f"all replicated jobs must use the same {what}, got {sorted(distinct)}"
-            )
-    return next(iter(distinct), None)
 
 
 def _split_policy(
@@ -254,6 +163,7 @@ def _split_policy(
     annotations: dict[str, str],
     check: Checker,
     options: ParseOptions,
+    hyper: HyperJobSummary | None = None,
 ) -> SplitPolicy:
     mode = annotations.get(ext.SPLIT)
     if mode not in (None, "auto", "never"):
@@ -263,14 +173,31 @@ def _split_policy(
     min_share = ext.annotation_int(annotations, ext.MIN_SHARE_PODS, check, minimum=0)
     unit_pods = ext.annotation_int(annotations, ext.UNIT_PODS, check, minimum=1)
 
-    if kind == "HyperJob":
+    if hyper is not None:
         children = sum(s.replicas for s in gang.sub_jobs)
         never = mode == "never"
+        widest = max_clusters or hyper.max_domains
+        if hyper.auto_split and not never:
+            # splitPolicy auto: the placement splits the one replicated job's pool of pods.
+            unit = unit_pods or _smallest_whole_unit(gang)
+            if gang.total_pods % unit or _cut_partition(gang, unit) is not None:
+                check.fail(
+                    child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS),
+                    f"a split unit of {unit} pods must divide the pool's {gang.total_pods} "
+                    "pods at whole partitions",
+                )
+            return SplitPolicy(
+                mode="auto",
+                unit_pods=unit,
+                max_clusters=widest or options.default_max_clusters,
+                min_share_pods=min_share if min_share is not None else unit,
+                source="annotations" if mode else "hyperjob",
+            )
         return SplitPolicy(
             mode="never" if never else "auto",
             unit="subJob",
             unit_pods=max((s.pods for s in gang.sub_jobs), default=1),
-            max_clusters=1 if never else (max_clusters or children),
+            max_clusters=1 if never else (widest or children),
             min_share_pods=min_share or 0,
             source="annotations" if mode else "hyperjob",
         )
@@ -351,11 +278,6 @@ def _smallest_whole_unit(gang: Gang) -> int:
         if total % unit == 0 and _cut_partition(gang, unit) is None:
             return unit
     return total
-
-
-def _common_gpu_model(tasks: list[TaskGang]) -> str | None:
-    models = {t.gpu_model for t in tasks if t.resources.gpus}
-    return models.pop() if len(models) == 1 else None
 
 
 def _gpus_per_pod(tasks: list[TaskGang]) -> int | None:

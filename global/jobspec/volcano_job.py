@@ -13,9 +13,12 @@ from typing import Any
 from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec.accelerators import resource_model
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.job_rules import check_job_rules
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
+from volcano_global.jobspec.plugins import JOB_PLUGINS, check_mpi_master, read_plugins
 from volcano_global.jobspec.pods import gpu_model_from_template, pod_resources
+from volcano_global.jobspec.policies import check_policies
 
 JOB_SPEC_FIELDS = frozenset(
     {
@@ -91,6 +94,10 @@ def read_job_spec(
         tasks.append(task)
 
     total_pods = sum(t.replicas for t in tasks)
+    if tasks and len(tasks) == len(tasks_raw) and total_pods == 0:
+        # Volcano takes a Job whose every task has replicas 0 (and runs nothing); the Global
+        # has nothing to place, so it says so rather than keep a job that can never start.
+        check.fail(child(path, "tasks"), "every task has replicas: 0; the job has no pods to run")
     if total_pods > max_total_pods:
         check.fail(child(path, "tasks"), f"asks for {total_pods} pods; at most {max_total_pods}")
     # Absent or 0: the sum of the tasks' (each task's replicas where it sets none), as
@@ -103,6 +110,10 @@ def read_job_spec(
             child(path, "minAvailable"),
             f"must be <= the total replicas of all tasks ({total_pods})",
         )
+    check_policies(spec, path, check)
+    check_job_rules(spec, path, check)
+    plugins = read_plugins(spec, path, check, known=JOB_PLUGINS)
+    check_mpi_master(plugins, [t.name for t in tasks], path, check)
     max_retry = check.integer(spec, "maxRetry", path, minimum=0)
     check.integer(spec, "minSuccess", path, minimum=1)
     check.integer(spec, "ttlSecondsAfterFinished", path, minimum=0)
@@ -133,11 +144,16 @@ def _read_task(
 ) -> TaskGang | None:
     check.unknown_fields(raw, TASK_FIELDS, path)
     name = check.dns_label(raw, "name", path) or f"default{index}"
-    replicas = check.integer(raw, "replicas", path, required=True, minimum=1)
+    # 0 is a valid count (the CRD's minimum), and what an absent one is (an int32 left
+    # unset): the task runs no pod, beside tasks that do.
+    replicas = check.integer(raw, "replicas", path, minimum=0)
+    if replicas is None and "replicas" not in raw:
+        replicas = 0
     min_available = check.integer(raw, "minAvailable", path, minimum=0)
     if replicas is not None and min_available is not None and min_available > replicas:
         check.fail(child(path, "minAvailable"), f"must be <= replicas ({replicas})")
     check.integer(raw, "maxRetry", path, minimum=0)
+    check_policies(raw, path, check)
     topology_policy = raw.get("topologyPolicy")
     if topology_policy not in (None, "none", "best-effort", "restricted", "single-numa-node"):
         check.fail(
@@ -158,10 +174,15 @@ def _read_task(
             f"asks for {resources.gpu_resource} ({model}), not the job's GPU model "
             f"{default_gpu_model!r}",
         )
+    if min_available is None:
+        # Volcano's mutating webhook: minPartitions x partitionSize when minPartitions is set.
+        min_available = replicas
+        if partition is not None and partition.min_partitions > 0:
+            min_available = partition.min_partitions * partition.partition_size
     return TaskGang(
         name=name,
         replicas=replicas,
-        min_available=replicas if min_available is None else min_available,
+        min_available=min_available,
         resources=resources,
         gpu_model=model,
         partition=partition,
@@ -211,7 +232,9 @@ def read_network_topology(
     if mode not in ("hard", "soft"):
         check.fail(child(npath, "mode"), "must be hard or soft")
         mode = "hard"
-    tier = check.integer(raw, "highestTierAllowed", npath, minimum=1)
+    # 0 is allowed (the CRD's minimum; a tier-0 HyperNode is one node where HyperNodes are
+    # discovered from node labels): see docs/job-documents.md for what the Global does with it.
+    tier = check.integer(raw, "highestTierAllowed", npath, minimum=0)
     tier_name = check.string(raw, "highestTierName", npath)
     if tier is not None and tier_name is not None:
         check.fail(npath, "highestTierAllowed and highestTierName cannot both be set")

@@ -48,6 +48,9 @@ class JobTimestamps(ApiModel):
     dispatched_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    updated_at: datetime | None = Field(
+        None, description="Last change of anything the job shows (a watch's cursor)"
+    )
 
 
 class JobSummary(ApiModel):

@@ -20,7 +20,8 @@ def job_request(
 ) -> JobRequest:
     """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
     yet (GPU pods of different sizes in one job; HyperJob children of different sizes)."""
-    gpu_tasks = [t for t in gang.tasks if t.resources.gpus]
+    # A task of replicas 0 runs no pod: its pod size and model do not count.
+    gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
     sizes = {t.resources.gpus for t in gpu_tasks}
     if len(sizes) > 1:
         raise ValueError(f"GPU pods of different sizes {sorted(sizes)}")
@@ -29,25 +30,34 @@ def job_request(
     models = {t.gpu_model for t in gpu_tasks}
     if len(models) > 1:
         raise ValueError(f"parts on different GPU models {sorted(m or '?' for m in models)}")
-    if gang.sub_jobs:
+    named = [s.cluster_names for s in gang.sub_jobs]
+    allowed = tuple(sorted({c for names in named for c in names})) if named and all(named) else None
+    if gang.sub_jobs and split.unit == "subJob":
         child_pods = {s.pods for s in gang.sub_jobs}
         if len(child_pods) > 1:
             raise ValueError(f"HyperJob children of different sizes {sorted(child_pods)}")
         pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
         unit = child_pods.pop()
-        named = [s.cluster_names for s in gang.sub_jobs]
-        allowed = tuple(sorted({c for names in named for c in names})) if all(named) else None
     else:
+        # A Job, or a HyperJob whose one replicated job is split automatically (its pool); an
+        # elastic job is placed in its units, split or not.
         unit = split.unit_pods if split.mode == "auto" or split.min_units else 0
-        allowed = None
     unit_tier = None
     for task in gpu_tasks:
         topology = task.partition.network_topology if task.partition else None
-        if topology is not None and topology.mode == "hard" and topology.highest_tier_allowed:
-            unit_tier = topology.highest_tier_allowed
+        if (
+            topology is not None
+            and topology.mode == "hard"
+            and topology.highest_tier_allowed is not None
+        ):
+            unit_tier = _known_tier(topology.highest_tier_allowed)
             unit = unit or task.partition.partition_size  # type: ignore[union-attr]
     share = gang.network_topology
-    share_tier = share.highest_tier_allowed if share is not None and share.mode == "hard" else None
+    share_tier = (
+        _known_tier(share.highest_tier_allowed)
+        if share is not None and share.mode == "hard" and share.highest_tier_allowed is not None
+        else None
+    )
     if split.crossing_gbps is not None:
         rate = split.crossing_gbps
     else:
@@ -70,3 +80,11 @@ def job_request(
         allowed_clusters=allowed,
         min_units=split.min_units if unit and split.min_units * unit < pods else 0,
     )
+
+
+def _known_tier(tier: int) -> int:
+    """The tier of the domains the Global knows that a Volcano tier maps to. The agents report
+    a cluster's lowest HyperNodes as tier 1 (a tier-0 HyperNode, one node where HyperNodes are
+    discovered from node labels, included), so tier 0 is planned as the lowest domain: the
+    member cluster's Volcano keeps the pods on one tier-0 HyperNode itself."""
+    return max(tier, 1)

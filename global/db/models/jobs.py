@@ -44,6 +44,7 @@ class Job(UUIDPrimaryKey, Base):
         Index("ix_jobs_state_priority", "state", "priority"),
         Index("ix_jobs_queue_id_submitted_at", "queue_id", "submitted_at"),
         Index("ix_jobs_submitted_at_id", "submitted_at", "id"),
+        Index("ix_jobs_updated_at", "updated_at"),  # a watch's cursor (updatedSince)
     )
 
     name: Mapped[str] = mapped_column(String(63))

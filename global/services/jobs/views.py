@@ -42,6 +42,7 @@ class JobFilter:
     name: str | None = None
     text: str | None = None  # in the name or namespace
     queues: tuple[str, ...] | None = None  # only these queues (a queue user's)
+    updated_since: datetime | None = None  # changed at or after (a watch's cursor)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ async def job_page(
     return page, clusters, token
 
 
-_FILTERS = ("queue", "state", "namespace", "name", "queues", "text", "cluster")
+_FILTERS = ("queue", "state", "namespace", "name", "queues", "text", "cluster", "updated_since")
 _SUMMARY_COLUMNS = (
     Job.id,
     Job.name,
@@ -137,6 +138,7 @@ _SUMMARY_COLUMNS = (
     Job.dispatched_at,
     Job.started_at,
     Job.finished_at,
+    Job.updated_at,
 )
 
 
@@ -161,6 +163,8 @@ def _page(shape: tuple[str, ...]) -> Read:
         query = query.where(
             or_(Job.name.like(pattern, escape="\\"), Job.namespace.like(pattern, escape="\\"))
         )
+    if "updated_since" in shape:
+        query = query.where(Job.updated_at >= bindparam("updated_since", type_=Job.updated_at.type))
     if "cluster" in shape:
         holders = (
             select(Placement.job_id)

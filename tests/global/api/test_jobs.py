@@ -86,16 +86,16 @@ async def test_a_running_estimate_is_a_duration_of_at_most_a_year(api: httpx.Asy
 async def test_invalid_job_gets_422_with_field_paths(api: httpx.AsyncClient) -> None:
     doc = job_document()
     doc["spec"]["tasks"].append(
-        {"name": "extra", "replicas": 0, "template": {"spec": {"containers": [{"name": "c"}]}}}
+        {"name": "extra", "replicas": -1, "template": {"spec": {"containers": [{"name": "c"}]}}}
     )
     response = await submit(api, to_yaml(doc))
     assert response.status_code == 422
     body = response.json()
     assert body["kind"] == "Status"
     assert body["reason"] == "Invalid"
-    assert body["message"] == "spec.tasks[1].replicas: must be >= 1"
+    assert body["message"] == "spec.tasks[1].replicas: must be >= 0"
     assert body["details"]["causes"] == [
-        {"field": "spec.tasks[1].replicas", "message": "must be >= 1"}
+        {"field": "spec.tasks[1].replicas", "message": "must be >= 0"}
     ]
 
 
@@ -216,3 +216,19 @@ async def test_hyperjob_submission(api: httpx.AsyncClient) -> None:
     assert job["kind"] == "HyperJob"
     assert job["gang"]["subJobs"][0]["replicas"] == 2
     assert json.loads(json.dumps(job["splitPolicy"]))["unit"] == "subJob"
+
+
+async def test_updated_since_lists_only_the_jobs_changed_since(api: httpx.AsyncClient) -> None:
+    old = (await submit(api, job_document("old"))).json()
+    new = (await submit(api, job_document("new"))).json()
+    cursor = new["timestamps"]["updatedAt"]
+    assert cursor > old["timestamps"]["updatedAt"]
+    listed = (await api.get("/api/v1/jobs", params={"updatedSince": cursor})).json()["items"]
+    assert [j["name"] for j in listed] == ["new"]
+    cancelled = (await api.post(f"/api/v1/jobs/{old['uid']}/cancel")).json()
+    assert cancelled["timestamps"]["updatedAt"] > cursor
+    listed = (await api.get("/api/v1/jobs", params={"updatedSince": cursor})).json()["items"]
+    assert {j["name"]: j["state"] for j in listed}["old"] == "Cancelled"
+    naive = cursor.replace("Z", "").split("+")[0]  # a time without offset reads as UTC
+    again = (await api.get("/api/v1/jobs", params={"updatedSince": naive})).json()["items"]
+    assert [j["uid"] for j in again] == [j["uid"] for j in listed]

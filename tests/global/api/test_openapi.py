@@ -22,6 +22,7 @@ EXPECTED = {
     "updateQueue",
     "deleteQueue",
     "submitJob",
+    "applyDocuments",
     "listJobs",
     "getJob",
     "cancelJob",

@@ -107,13 +107,13 @@ def test_cli_round_trip(server: ServerProcess, tmp_path: Path) -> None:
 def test_cli_errors_are_one_line_and_non_zero(server: ServerProcess, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     doc = job_document()
-    doc["spec"]["tasks"][0]["replicas"] = 0
+    doc["spec"]["tasks"][0]["replicas"] = -1
     bad.write_text(to_yaml(doc))
     result = server.cli("submit", "-f", str(bad))
     assert result.returncode == 1
     assert (
         result.stderr.strip()
-        == "error: 422 Unprocessable Entity: spec.tasks[0].replicas: must be >= 1"
+        == "error: 422 Unprocessable Entity: spec.tasks[0].replicas: must be >= 0"
     )
 
     result = server.cli("submit", "-f", str(tmp_path / "missing.yaml"))

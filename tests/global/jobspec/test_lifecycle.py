@@ -14,7 +14,12 @@ from tests.factories import example, job_document
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import Lifecycle, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
-from volcano_global.jobspec.lifecycle import lifecycle_of_document, running_estimate_seconds
+from volcano_global.jobspec.lifecycle import (
+    lifecycle_of_document,
+    lifecycle_policies,
+    running_estimate_seconds,
+)
+from volcano_global.jobspec.model import LifecyclePolicy
 
 
 def lifecycle(doc: dict[str, Any]) -> Lifecycle:
@@ -78,27 +83,51 @@ def test_policies_keep_their_order_with_event_and_events_together() -> None:
     policies = [
         {"event": "PodFailed", "action": "RestartJob"},
         {"events": ["PodEvicted", "Unknown"], "event": "TaskFailed", "action": "AbortJob"},
-        {"event": "*", "action": "TerminateJob"},
+        {"exitCode": 3, "action": "RestartJob"},  # no event: never matched on a lost share
+        {"event": "JobUpdated", "action": "TerminateJob"},
     ]
     life = lifecycle(job_document(policies=policies))
     assert [(p.events, p.action) for p in life.policies] == [
         (["PodFailed"], "RestartJob"),
         (["PodEvicted", "Unknown", "TaskFailed"], "AbortJob"),
-        (["*"], "TerminateJob"),
+        (["JobUpdated"], "TerminateJob"),
+    ]
+    assert lifecycle(job_document(policies=[{"event": "*", "action": "AbortJob"}])).policies == [
+        LifecyclePolicy(events=["*"], action="AbortJob")
     ]
 
 
-def test_policies_that_can_never_match_are_left_out() -> None:
+@pytest.mark.parametrize(
+    ("policies", "field"),
+    [
+        (["junk"], "spec.policies[0]"),
+        ([{"event": "PodEvicted"}], "spec.policies[0].action"),  # no action
+        ([{"event": "PodEvicted", "action": 7}], "spec.policies[0].action"),
+        (
+            [{"events": "PodFailed", "event": "PodEvicted", "action": "CompleteJob"}],
+            "spec.policies[0].events",
+        ),
+        ("junk", "spec.policies"),
+    ],
+)
+def test_policies_volcano_refuses_are_refused_naming_the_field(policies: Any, field: str) -> None:
+    """Before, such entries were silently left out of what the Global acts on."""
+    with pytest.raises(Invalid) as caught:
+        lifecycle(job_document(policies=policies))
+    assert field in [e.field for e in caught.value.errors], caught.value.errors
+
+
+def test_a_stored_document_with_policies_never_matched_reads_as_before() -> None:
+    """A job an older replica stored (before policies were checked) is read tolerantly."""
     policies = [
         "junk",
-        {"exitCode": 3, "action": "RestartJob"},  # no event: never matched on a lost share
-        {"event": "PodEvicted"},  # no action
-        {"event": "PodEvicted", "action": 7},
+        {"exitCode": 3, "action": "RestartJob"},
+        {"event": "PodEvicted"},
         {"events": "PodFailed", "event": "PodEvicted", "action": "CompleteJob"},
     ]
-    life = lifecycle(job_document(policies=policies))
-    assert [(p.events, p.action) for p in life.policies] == [(["PodEvicted"], "CompleteJob")]
-    assert lifecycle(job_document(policies="junk")).policies == []
+    assert [(p.events, p.action) for p in lifecycle_policies(policies)] == [
+        (["PodEvicted"], "CompleteJob")
+    ]
 
 
 def test_max_retry_is_the_jobs_own() -> None:

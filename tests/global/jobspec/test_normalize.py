@@ -176,10 +176,23 @@ TASK = "spec/tasks/0"
 CONTAINER = f"{TASK}/template/spec/containers/0"
 
 MALFORMED = [
-    ("replicas 0", f"{TASK}/replicas", 0, "spec.tasks[0].replicas", "must be >= 1"),
+    ("replicas -1", f"{TASK}/replicas", -1, "spec.tasks[0].replicas", "must be >= 0"),
+    (
+        "only task replicas 0",
+        f"{TASK}/replicas",
+        0,
+        "spec.tasks",
+        "every task has replicas: 0; the job has no pods to run",
+    ),
     ("replicas string", f"{TASK}/replicas", "2", "spec.tasks[0].replicas", "must be an integer"),
     ("replicas bool", f"{TASK}/replicas", True, "spec.tasks[0].replicas", "must be an integer"),
-    ("missing replicas", f"{TASK}/replicas", _DELETE, "spec.tasks[0].replicas", "required"),
+    (
+        "missing replicas (0, as in Volcano)",
+        f"{TASK}/replicas",
+        _DELETE,
+        "spec.tasks",
+        "every task has replicas: 0; the job has no pods to run",
+    ),
     ("typo in spec", "spec/minAvaliable", 2, "spec.minAvaliable", "unknown field"),
     ("typo in task", f"{TASK}/replica", 2, "spec.tasks[0].replica", "unknown field"),
     (
@@ -248,11 +261,11 @@ MALFORMED = [
         "highestTierAllowed and highestTierName cannot both be set",
     ),
     (
-        "tier 0",
+        "tier -1",
         "spec/networkTopology",
-        {"highestTierAllowed": 0},
+        {"highestTierAllowed": -1},
         "spec.networkTopology.highestTierAllowed",
-        "must be >= 1",
+        "must be >= 0",
     ),
     (
         "partition mismatch",
@@ -348,12 +361,12 @@ def test_malformed_documents_name_the_field(
 def test_every_error_is_reported_at_once() -> None:
     doc = job_document()
     doc["spec"]["tasks"].append(copy.deepcopy(doc["spec"]["tasks"][0]))
-    doc["spec"]["tasks"][1]["replicas"] = 0
+    doc["spec"]["tasks"][1]["replicas"] = -2
     doc["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"memory": "lots"}
     }
     errors = errors_of(doc)
-    assert errors["spec.tasks[1].replicas"] == "must be >= 1"
+    assert errors["spec.tasks[1].replicas"] == "must be >= 0"
     assert "spec.tasks[0].template.spec.containers[0].resources.requests.memory" in errors
 
 
@@ -396,7 +409,7 @@ def test_hyperjob_errors_point_into_the_replicated_job() -> None:
         {"name": "trainer", "templateSpec": yaml.safe_load("tasks: []")}
     )
     errors = errors_of(doc)
-    assert errors["spec.replicatedJobs[0].templateSpec.tasks[0].replicas"] == "must be >= 1"
+    assert errors["spec.replicatedJobs[0].templateSpec.tasks[0].replicas"] == "must be >= 0"
     assert errors["spec.replicatedJobs[1].name"] == "duplicate replicated job name 'trainer'"
     assert errors["spec.replicatedJobs[1].templateSpec.tasks"] == "must not be empty"
 

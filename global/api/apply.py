@@ -1,0 +1,151 @@
+"""/api/v1/apply: a file of documents (`---` separated YAML, JSON, or a JSON `List`) applied in
+order, as `kubectl apply -f` takes it, one result per document.
+
+A document is handed to the applier registered for its API group and kind (`APPLIERS`).
+Serving a new kind is one registration: `register("scheduling.volcano.sh", "Queue", fn)`.
+Kinds Volcano users put in such files that this server does not serve yet (Queue,
+PriorityClass) are answered per document, naming its index and kind; the documents before and
+after it are applied all the same. The answer is 200 with the results whether or not some
+failed (as kubectl goes on); a caller checks each `result`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import Field
+
+from volcano_global.api.deps import LoneSubmitter
+from volcano_global.api.errors import STATUS_BY_ERROR
+from volcano_global.api.jobs import _DOCUMENT_BODY, _format, _submission
+from volcano_global.errors import DomainError, FieldError
+from volcano_global.jobspec.manifests import Manifest, split_manifests
+from volcano_global.schemas.common import ApiModel, StatusCause, error_responses
+from volcano_global.services import events
+from volcano_global.services.jobs import apply as job_apply
+from volcano_global.services.tenancy.tokens import Principal
+
+router = APIRouter(prefix="/api/v1/apply", tags=["apply"])
+
+
+class AppliedDocument(ApiModel):
+    index: int = Field(description="Position in the file, from 0 (empty documents not counted)")
+    api_version: str | None
+    kind: str | None
+    name: str | None
+    namespace: str | None
+    result: Literal["created", "unchanged", "error"]
+    uid: uuid.UUID | None = None
+    code: int | None = Field(None, description="The HTTP status the error would have alone")
+    message: str = ""
+    causes: list[StatusCause] = Field(default_factory=list)
+
+
+class ApplyResult(ApiModel):
+    items: list[AppliedDocument]
+
+
+Applier = Callable[[Request, Principal, Manifest], Awaitable[tuple[str, uuid.UUID | None]]]
+APPLIERS: dict[tuple[str, str], Applier] = {}
+# Kinds a Volcano user's file holds that are not served here yet (the answer says so).
+NOT_SERVED_YET = {
+    ("scheduling.volcano.sh", "Queue"): "Queues are managed with /api/v1/queues for now",
+    ("scheduling.k8s.io", "PriorityClass"): "priority classes are set in the server's settings",
+}
+
+
+def register(group: str, kind: str, applier: Applier) -> None:
+    APPLIERS[(group, kind)] = applier
+    NOT_SERVED_YET.pop((group, kind), None)
+
+
+async def _apply_job(
+    request: Request, caller: Principal, manifest: Manifest
+) -> tuple[str, uuid.UUID | None]:
+    assert manifest.document is not None
+    audit = events.event_row(
+        reason=events.AUDIT,
+        message=events.audit_message(caller.name, request.method, request.url.path),
+    )
+    applied = await job_apply.apply_job(
+        manifest.document,
+        await _submission(request, request.app.state.settings, caller),
+        sessions=request.app.state.sessions,
+        submitted_by=caller.name,
+        writer=request.app.state.job_writer,
+        events=[audit],
+    )
+    if applied.outcome == "created":
+        request.app.state.scheduler.wake.set()
+    return applied.outcome, applied.job_id
+
+
+register("batch.volcano.sh", "Job", _apply_job)
+register("training.volcano.sh", "HyperJob", _apply_job)
+
+
+@router.post(
+    "",
+    operation_id="applyDocuments",
+    responses=error_responses(401, 403, 413, 415),
+    openapi_extra=_DOCUMENT_BODY,
+)
+async def apply_documents(request: Request, caller: LoneSubmitter) -> ApplyResult:
+    """Apply every document of the body in order: a job already alive with the same document is
+    `unchanged`, a new one `created`; each failure is that document's alone."""
+    settings = request.app.state.settings
+    manifests = split_manifests(
+        await request.body(),
+        fmt=_format(request),
+        max_nodes=settings.limits.max_document_nodes,
+        max_depth=settings.limits.max_document_depth,
+    )
+    return ApplyResult(items=[await _apply_one(request, caller, m) for m in manifests])
+
+
+async def _apply_one(request: Request, caller: Principal, manifest: Manifest) -> AppliedDocument:
+    result = AppliedDocument(
+        index=manifest.index,
+        api_version=manifest.api_version,
+        kind=manifest.kind,
+        name=manifest.name,
+        namespace=manifest.namespace,
+        result="error",
+    )
+    if manifest.errors:
+        return _failed(result, 422, f"{manifest.label} cannot be read", manifest.errors)
+    key = (manifest.group, manifest.kind or "")
+    applier = APPLIERS.get(key)
+    if applier is None:
+        why = NOT_SERVED_YET.get(key)
+        served = ", ".join(f"{k} ({g})" for g, k in APPLIERS)
+        message = (
+            f"{manifest.label}: kind {manifest.kind} ({manifest.api_version}) is not served by "
+            f"this server yet; {why}"
+            if why
+            else f"{manifest.label}: unknown kind {manifest.kind} ({manifest.api_version}); "
+            f"served: {served}"
+        )
+        return _failed(result, 422, message, [FieldError("kind", message)])
+    try:
+        outcome, uid = await applier(request, caller, manifest)
+    except DomainError as exc:
+        causes = getattr(exc, "errors", None) or []
+        code = next((c for t, c in STATUS_BY_ERROR.items() if isinstance(exc, t)), 400)
+        return _failed(result, code, f"{manifest.label}: {exc}", causes)
+    return result.model_copy(update={"result": outcome, "uid": uid})
+
+
+def _failed(
+    result: AppliedDocument, code: int, message: str, causes: list[FieldError]
+) -> AppliedDocument:
+    return result.model_copy(
+        update={
+            "code": code,
+            "message": message,
+            "causes": [StatusCause(field=c.field, message=c.message) for c in causes],
+        }
+    )

@@ -1,0 +1,150 @@
+"""`vglobal apply -f FILE` (every document of a file, in order, idempotent) and the watch of
+`vglobal get jobs|queues -w` (the list, then each change until interrupted)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from volcano_global.cli.client import Client, CliError
+from volcano_global.cli.context import client, options
+from volcano_global.cli.output import Column, Format, render
+
+
+def apply(
+    ctx: typer.Context,
+    files: Annotated[
+        list[Path],
+        typer.Option("-f", "--filename", help="YAML/JSON file of documents ('-' = stdin)"),
+    ],
+) -> None:
+    """Apply every document of each file in order (Volcano Jobs and HyperJobs; Queues and
+    PriorityClasses once served). A job already applied with the same document is unchanged."""
+    api = client(ctx)
+    failed = 0
+    for path in files:
+        text = sys.stdin.read() if str(path) == "-" else _read(path)
+        media = "application/json" if path.suffix == ".json" else "application/yaml"
+        result = api.request(
+            "POST", "/api/v1/apply", content=text.encode(), headers={"Content-Type": media}
+        )
+        if options(ctx).output is not Format.TABLE:
+            render(result, options(ctx).output, [])
+        for item in result["items"]:
+            kind = (item["kind"] or "document").lower()
+            ref = "/".join(p for p in (item["namespace"], item["name"]) if p) or f"#{item['index']}"
+            if item["result"] == "error":
+                failed += 1
+                typer.secho(f"error: {item['message']}", fg="red", err=True)
+                for cause in item["causes"]:
+                    typer.secho(f"  {cause['field']}: {cause['message']}", fg="red", err=True)
+            elif options(ctx).output is Format.TABLE:
+                typer.echo(f"{kind}.{_group(item['apiVersion'])}/{ref} {item['result']}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _group(api_version: str | None) -> str:
+    return (api_version or "").rsplit("/", 1)[0]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+
+
+Read = Callable[[Client, str | None], tuple[list[dict[str, Any]], str | None, bool]]
+"""A watch's read: (items, the cursor of the next read, whether the items are the whole list
+- so that an item missing from it was deleted - or only what changed since the cursor)."""
+
+
+def watch(
+    api: Client,
+    *,
+    read: Read,
+    key: Callable[[dict[str, Any]], str],
+    columns: list[Column],
+    fmt: Format,
+    interval_s: float,
+    rounds: int | None = None,
+) -> None:
+    """Print the list, then every item that was added, changed or deleted, as `kubectl get -w`
+    does, reading again every `interval_s`; `rounds` bounds the reads after the first (None:
+    until interrupted)."""
+    seen: dict[str, dict[str, Any]] = {}
+    cursor: str | None = None
+    done = 0
+    try:
+        while True:
+            items, cursor, complete = read(api, cursor)
+            fresh = {key(i): i for i in items}
+            rows: list[dict[str, Any]] = [i for k, i in fresh.items() if seen.get(k) != i]
+            if complete:
+                rows += [{**seen.pop(k), "_deleted": True} for k in seen.keys() - fresh.keys()]
+            seen.update(fresh)
+            if rows or done == 0:
+                _print_rows(rows, columns, fmt, header=done == 0)
+            if rounds is not None and done >= rounds:
+                return
+            done += 1
+            time.sleep(interval_s)  # polling a REST list: there is no change stream to await
+    except KeyboardInterrupt:
+        return
+
+
+def job_changes(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Every job at first, then the jobs changed since the cursor (`updatedSince`, indexed).
+    The cursor trails the newest change seen by CURSOR_OVERLAP_S, so a change committed late
+    or stamped by a replica whose clock lags is still read; what was already shown is not
+    shown again (the watch compares)."""
+    params: dict[str, Any] = {"limit": 1000}
+    if cursor is not None:
+        params["updatedSince"] = cursor
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.request("GET", "/api/v1/jobs", params=params)
+        items.extend(page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+        params["continue"] = token
+    stamps = [i["timestamps"]["updatedAt"] for i in items if i["timestamps"].get("updatedAt")]
+    if stamps:
+        newest = datetime.fromisoformat(max(stamps).replace("Z", "+00:00"))
+        cursor = (newest - timedelta(seconds=CURSOR_OVERLAP_S)).isoformat()
+    return items, cursor, False
+
+
+CURSOR_OVERLAP_S = 5.0
+
+
+def queue_list(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Queues are few: the whole list each time, so a deleted one shows."""
+    return list(api.request("GET", "/api/v1/queues")["items"]), None, True
+
+
+def _print_rows(
+    rows: list[dict[str, Any]], columns: list[Column], fmt: Format, *, header: bool
+) -> None:
+    if fmt is not Format.TABLE:
+        for row in rows:
+            event = "DELETED" if row.pop("_deleted", False) else "MODIFIED"
+            render({"type": event, "object": row}, fmt, [])
+        sys.stdout.flush()
+        return
+    if header:
+        typer.echo("   ".join(title for title, _ in columns))
+    for row in rows:
+        cells = [str(get(row)) for _, get in columns]
+        if row.get("_deleted"):
+            cells.append("(deleted)")
+        typer.echo("   ".join(cells))
+    sys.stdout.flush()

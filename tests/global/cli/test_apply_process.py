@@ -1,0 +1,122 @@
+"""`vglobal apply -f` of a multi-document file and `vglobal get jobs|queues -w` against a real
+`vglobal server` process (SQLite and Postgres)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import yaml
+
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import job_document
+from tests.server_process import VGLOBAL, ServerProcess
+
+QUEUE = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "Queue",
+    "metadata": {"name": "llm"},
+    "spec": {"weight": 1},
+}
+PRIORITY = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
+
+
+def file_of(tmp_path: Path, *documents: object) -> Path:
+    path = tmp_path / "all.yaml"
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def test_apply_is_idempotent_and_reports_each_document(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    bad = job_document("broken", replicas=2)
+    bad["spec"]["policies"] = [{"events": "PodFailed", "action": "RestartJob"}]
+    path = file_of(
+        tmp_path,
+        QUEUE,
+        PRIORITY,
+        job_document("first", queue="default"),
+        bad,
+        job_document("second", queue="default", replicas=1),
+    )
+    first = server.cli("apply", "-f", str(path))
+    assert first.returncode == 1, first.stderr
+    assert first.stdout.splitlines() == [
+        "job.batch.volcano.sh/ml/first created",
+        "job.batch.volcano.sh/ml/second created",
+    ]
+    assert (
+        "document 0 (Queue llm): kind Queue (scheduling.volcano.sh/v1beta1) is not served"
+        in first.stderr
+    )
+    assert "document 1 (PriorityClass high)" in first.stderr
+    assert "spec.policies[0].events: must be a list of events" in first.stderr
+
+    again = server.cli("apply", "-f", str(path))
+    assert again.stdout.splitlines() == [
+        "job.batch.volcano.sh/ml/first unchanged",
+        "job.batch.volcano.sh/ml/second unchanged",
+    ]
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    names = sorted(j["name"] for j in api.get("/api/v1/jobs").json()["items"])
+    assert names == ["first", "second"]  # nothing created twice
+
+    changed = file_of(tmp_path, job_document("first", queue="default", replicas=4))
+    refused = server.cli("apply", "-f", str(changed))
+    assert refused.returncode == 1
+    assert "exists (state Pending) with a different document" in refused.stderr
+
+
+def test_get_jobs_watch_follows_a_change_until_interrupted(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    server.cli("apply", "-f", str(file_of(tmp_path, job_document("one", queue="default"))))
+    env = {**server.env, "VGLOBAL_SERVER": server.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
+    watcher = subprocess.Popen(
+        [*VGLOBAL, "get", "jobs", "-w", "--interval", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith("NAMESPACE")
+        assert "one" in watcher.stdout.readline()
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        uid = api.get("/api/v1/jobs", params={"name": "one"}).json()["items"][0]["uid"]
+        assert api.post(f"/api/v1/jobs/{uid}/cancel").status_code == 200
+        line = watcher.stdout.readline()  # blocks until the watch prints the change
+        assert "one" in line and "Cancelled" in line
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
+
+
+def test_get_queues_watch_sees_a_new_queue_and_a_deleted_one(server: ServerProcess) -> None:
+    env = {**server.env, "VGLOBAL_SERVER": server.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
+    watcher = subprocess.Popen(
+        [*VGLOBAL, "get", "queues", "-w", "--interval", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith("NAME")
+        assert watcher.stdout.readline().startswith("default")
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert api.post("/api/v1/queues", json={"name": "llm", "weight": 2}).status_code == 201
+        assert watcher.stdout.readline().startswith("llm")
+        assert api.delete("/api/v1/queues/llm").status_code == 204
+        assert watcher.stdout.readline().rstrip().endswith("(deleted)")
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
