@@ -43,6 +43,27 @@ def _respond(request: Request, kind: Kind, obj: dict[str, Any], status: int = 20
     return JSONResponse(obj, status, headers or None)
 
 
+def invalid(kind: Kind, name: str, exc: Invalid) -> JSONResponse:
+    """A refused object as the API server words it (kubectl prints `The Job "x" is invalid:
+    <field>: <why>`), every cause naming its field."""
+    causes = [
+        {"reason": "FieldValueInvalid", "message": f"Invalid value: {e.message}", "field": e.field}
+        for e in exc.errors
+    ]
+    listed = "; ".join(f"{e.field}: Invalid value: {e.message}" if e.field else e.message for e in exc.errors)
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'{kind.kind}.{kind.group} "{name}" is invalid: {listed}',
+        "reason": "Invalid",
+        "details": {"name": name, "group": kind.group, "kind": kind.kind, "causes": causes},
+        "code": 422,
+    }
+    return JSONResponse(body, 422)
+
+
 def _is_true(value: str | None) -> bool:
     return value in ("true", "1", "True")
 
@@ -153,11 +174,14 @@ async def create(
             "metadata.namespace",
             f"{metadata['namespace']!r} does not match the namespace of the request ({namespace!r})",
         )
-    warnings = _field_warnings(kind, document, request.query_params.get("fieldValidation", "Warn"))
-    if request.query_params.get("dryRun"):
-        obj = await kind.adapter.check(request, kind=kind, document=document, caller=caller)
-    else:
-        obj = await kind.adapter.create(request, kind=kind, document=document, caller=caller)
+    try:
+        warnings = _field_warnings(kind, document, request.query_params.get("fieldValidation", "Warn"))
+        if request.query_params.get("dryRun"):
+            obj = await kind.adapter.check(request, kind=kind, document=document, caller=caller)
+        else:
+            obj = await kind.adapter.create(request, kind=kind, document=document, caller=caller)
+    except Invalid as exc:
+        return invalid(kind, str(metadata.get("name", "")), exc)
     return _respond(request, kind, obj, 201, **warnings)
 
 
@@ -189,10 +213,13 @@ async def patch(
         max_nodes=settings.limits.max_document_nodes,
         max_depth=settings.limits.max_document_depth,
     )
-    warnings = _field_warnings(kind, change, request.query_params.get("fieldValidation", "Warn"))
-    obj = await kind.adapter.patch(
-        session, kind=kind, namespace=namespace, name=name, change=change, caller=caller, settings=settings
-    )
+    try:
+        warnings = _field_warnings(kind, change, request.query_params.get("fieldValidation", "Warn"))
+        obj = await kind.adapter.patch(
+            session, kind=kind, namespace=namespace, name=name, change=change, caller=caller, settings=settings
+        )
+    except Invalid as exc:
+        return invalid(kind, name, exc)
     return _respond(request, kind, obj, **warnings)
 
 
