@@ -4,6 +4,7 @@ falls back to these documents when the answer's Content-Type is plain `applicati
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -16,6 +17,7 @@ from volcano_global.api.kube.registry import PREFIX, Kind
 router = APIRouter(prefix=PREFIX, tags=["kubernetes"], include_in_schema=False)
 # The Kubernetes release whose API (and kubectl) this imitation follows.
 KUBERNETES_VERSION = (1, 32)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def _groups() -> dict[str, list[Kind]]:
@@ -47,8 +49,44 @@ async def version(caller: Reader) -> dict[str, str]:
 
 @router.get("/api")
 async def core_versions(caller: Reader) -> dict[str, Any]:
-    # No core (v1) resource is served: no version (client-go refuses an empty v1's list).
-    return {"kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": []}
+    return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+
+
+_NAMESPACES = {
+    "name": "namespaces",
+    "singularName": "namespace",
+    "namespaced": False,
+    "kind": "Namespace",
+    "verbs": ["get"],
+    "shortNames": ["ns"],
+}
+
+
+@router.get("/api/v1")
+async def core_resources(caller: Reader) -> dict[str, Any]:
+    """Of the core group only namespaces, to read: kubectl reads the namespace of an object
+    it did not find, to say which of the two is missing."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": "v1",
+        "resources": [_NAMESPACES],
+    }
+
+
+@router.get("/api/v1/namespaces/{name}")
+async def namespace(name: str, caller: Reader) -> dict[str, Any]:
+    """Every namespace exists in the Global: a job's namespace is the one it names, created
+    with the job in the member cluster."""
+    if not _DNS_LABEL.fullmatch(name):
+        raise HTTPException(404, f'namespaces "{name}" not found')
+    return {
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {"name": name},
+        "spec": {},
+        "status": {"phase": "Active"},
+    }
 
 
 @router.get("/apis")

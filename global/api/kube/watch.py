@@ -101,6 +101,7 @@ class Stream:
                 yield _line("ERROR", expired(self.start or 0))
                 return
             events, newest = caught
+            floor = newest if self.start is None else self.start
             seen = set()
             for kind_of_event, obj in events:
                 seen.add((obj["metadata"]["uid"], obj["metadata"]["resourceVersion"]))
@@ -126,9 +127,12 @@ class Stream:
                     yield _line("ERROR", expired(newest))
                     return
                 version = resource_version(change.row["updated_at"])
+                if int(version) <= floor or (str(change.row["id"]), version) in seen:
+                    # Read by the catch-up, or older than the watch: the client has it. (A
+                    # change committed after the catch-up with an older stamp is lost here;
+                    # the feed's look-back hands it to watches that started before it.)
+                    continue
                 newest = max(newest, int(version))
-                if (str(change.row["id"]), version) in seen:
-                    continue  # read by the catch-up already
                 event = self.kind.adapter.event(self.kind, change, self.query)
                 if event is not None:
                     yield self._encode(*event)

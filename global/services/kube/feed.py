@@ -5,7 +5,8 @@ it. An idle watch costs a queue and a waiting task, not a query.
 
 Changes are read in `updated_at` order. A transaction stamps the time before it commits, so a
 change may become visible after a later-stamped one: each read looks back `settle_s` and hands
-on what it has not handed on yet."""
+on what it has not handed on yet. A watch drops what is not newer than what it started from
+(`api/kube/watch.py`)."""
 
 from __future__ import annotations
 
@@ -101,15 +102,11 @@ class ChangeFeed:
                 await self._wanted.wait()
             async with self._sessions() as session:
                 await autocommit(session)
-                starting = since is None
                 if since is None:
                     newest = await store.watermark(session)
                     since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
+                    handed.clear()
                 rows = await store.changed_since(session, since=since - self.settle)
-                if starting:
-                    # What committed before the feed started is the watches' catch-up read's:
-                    # the look-back must not hand it on again.
-                    handed = {(row["id"], row["updated_at"]) for row in rows}
                 fresh = [row for row in rows if (row["id"], row["updated_at"]) not in handed]
                 clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
             for row in fresh:
