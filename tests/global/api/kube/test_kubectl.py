@@ -9,6 +9,7 @@ import datetime
 import ipaddress
 import queue
 import shutil
+import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -77,7 +78,7 @@ class Kubectl:
         self.kubeconfig = tmp / "kubeconfig"
         self.kubeconfig.write_text(printed)
         self.api = httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, verify=str(ca)
+            base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, verify=ssl.create_default_context(cafile=str(ca))
         )
 
     def command(self, *args: str) -> list[str]:
@@ -188,12 +189,15 @@ def _until(lines: queue.Queue[str], word: str) -> list[str]:
 
 
 def test_get_watch_sees_the_phase_change_and_delete_removes(kubectl: Kubectl) -> None:
-    assert kubectl.apply(job_document("watch-me")).returncode == 0
+    assert kubectl.apply(_labelled("watch-me", test="watch")).returncode == 0
     uid = yaml.safe_load(kubectl("get", "vcjob", "watch-me", "-o", "yaml").stdout)["metadata"][
         "uid"
     ]
+    # A list watch: it starts from the list's resourceVersion, so a change made before the
+    # watch connects still reaches it. (`get NAME -w` starts from "now" and hides the first
+    # event, as kubectl does against any API server.)
     watch = subprocess.Popen(
-        kubectl.command("get", "vcjob", "watch-me", "-w"), stdout=subprocess.PIPE, text=True
+        kubectl.command("get", "vcjob", "-l", "test=watch", "-w"), stdout=subprocess.PIPE, text=True
     )
     try:
         lines = _lines(watch)
