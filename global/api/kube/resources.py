@@ -15,7 +15,6 @@ from volcano_global.api.kube.adapters import refuse_unknown
 from volcano_global.api.kube.kinds import KINDS
 from volcano_global.api.kube.registry import PREFIX, Kind, unknown_fields
 from volcano_global.api.kube.tables import table, wants_table
-from volcano_global.db.engine import autocommit
 from volcano_global.errors import Invalid, UnsupportedMediaType
 from volcano_global.jobspec import load_document
 from volcano_global.services.kube import store
@@ -96,7 +95,6 @@ async def _list_or_watch(request: Request, session: Any, caller: Any, kind: Kind
             include=params.get("includeObject", "Metadata"),
         )
         return StreamingResponse(stream.lines(), media_type="application/json")
-    await autocommit(session)
     items, token = await kind.adapter.list(session, kind=kind, query=query)
     metadata: dict[str, Any] = {"resourceVersion": str(await store.watermark(session))}
     if token:
@@ -128,7 +126,6 @@ async def read(
     group: str, version: str, namespace: str, plural: str, name: str, request: Request, session: Session, caller: Reader
 ) -> Any:
     kind = _kind(group, version, plural)
-    await autocommit(session)
     obj = await kind.adapter.get(session, kind=kind, namespace=namespace, name=name, caller=caller)
     return _respond(request, kind, obj)
 
