@@ -39,14 +39,20 @@ _META_SCHEMA = {
 
 
 def _parameters(kind: Kind, *, named: bool) -> list[dict[str, Any]]:
-    parameters = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
+    parameters = [
+        {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}
+    ]
     if named:
-        parameters.append({"name": "name", "in": "path", "required": True, "schema": {"type": "string"}})
+        parameters.append(
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+        )
     return parameters
 
 
 def _query(*names: str) -> list[dict[str, Any]]:
-    return [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True} for n in names]
+    return [
+        {"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True} for n in names
+    ]
 
 
 def _operation(kind: Kind, verb: str, action: str, *params: str) -> dict[str, Any]:
@@ -73,7 +79,19 @@ def _v3_document(group: str, version: str) -> dict[str, Any]:
         write = ("dryRun", "fieldManager", "fieldValidation")
         paths[base] = {
             "parameters": _parameters(kind, named=False),
-            "get": _operation(kind, "list", "list", "labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion", "allowWatchBookmarks", "timeoutSeconds"),
+            "get": _operation(
+                kind,
+                "list",
+                "list",
+                "labelSelector",
+                "fieldSelector",
+                "limit",
+                "continue",
+                "watch",
+                "resourceVersion",
+                "allowWatchBookmarks",
+                "timeoutSeconds",
+            ),
             "post": _operation(kind, "create", "post", *write),
         }
         paths[f"{base}/{{name}}"] = {
@@ -127,7 +145,11 @@ def _v2_schema(schema: Any) -> Any:
     """A v3 schema as a v2 definition: the same JSON Schema, references under #/definitions."""
     if isinstance(schema, dict):
         return {
-            k: (v.replace("#/components/schemas/", "#/definitions/") if k == "$ref" else _v2_schema(v))
+            k: (
+                v.replace("#/components/schemas/", "#/definitions/")
+                if k == "$ref"
+                else _v2_schema(v)
+            )
             for k, v in schema.items()
         }
     if isinstance(schema, list):

@@ -4,9 +4,9 @@ delete. Each kind's store is its registration's adapter."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from volcano_global.api.deps import AppSettings, LoneSubmitter, Reader, Session, Submitter
@@ -21,7 +21,9 @@ from volcano_global.services.kube import store
 from volcano_global.services.kube.objects import parse_resource_version
 from volcano_global.services.kube.selectors import field_selector, label_selector
 
-router = APIRouter(prefix=f"{PREFIX}/apis/{{group}}/{{version}}", tags=["kubernetes"], include_in_schema=False)
+router = APIRouter(
+    prefix=f"{PREFIX}/apis/{{group}}/{{version}}", tags=["kubernetes"], include_in_schema=False
+)
 
 _BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 MERGE_PATCH = "application/merge-patch+json"
@@ -34,11 +36,15 @@ def _kind(group: str, version: str, plural: str) -> Kind:
     return kind
 
 
-def _respond(request: Request, kind: Kind, obj: dict[str, Any], status: int = 200, **headers: str) -> JSONResponse:
+def _respond(
+    request: Request, kind: Kind, obj: dict[str, Any], status: int = 200, **headers: str
+) -> JSONResponse:
     if wants_table(request.headers.get("accept", "")):
         include = request.query_params.get("includeObject", "Metadata")
         metadata = {"resourceVersion": obj["metadata"]["resourceVersion"]}
-        return JSONResponse(table(kind, [obj], metadata=metadata, include=include), status, headers or None)
+        return JSONResponse(
+            table(kind, [obj], metadata=metadata, include=include), status, headers or None
+        )
     return JSONResponse(obj, status, headers or None)
 
 
@@ -49,7 +55,9 @@ def invalid(kind: Kind, name: str, exc: Invalid) -> JSONResponse:
         {"reason": "FieldValueInvalid", "message": f"Invalid value: {e.message}", "field": e.field}
         for e in exc.errors
     ]
-    listed = "; ".join(f"{e.field}: Invalid value: {e.message}" if e.field else e.message for e in exc.errors)
+    listed = "; ".join(
+        f"{e.field}: Invalid value: {e.message}" if e.field else e.message for e in exc.errors
+    )
     body = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -67,7 +75,9 @@ def _is_true(value: str | None) -> bool:
     return value in ("true", "1", "True")
 
 
-async def _list_or_watch(request: Request, session: Any, caller: Any, kind: Kind, namespace: str | None) -> Any:
+async def _list_or_watch(
+    request: Request, session: Any, caller: Any, kind: Kind, namespace: str | None
+) -> Any:
     params = request.query_params
     limit = params.get("limit")
     if limit is not None and (not limit.isdigit() or int(limit) < 0):
@@ -103,19 +113,32 @@ async def _list_or_watch(request: Request, session: Any, caller: Any, kind: Kind
         include = params.get("includeObject", "Metadata")
         return JSONResponse(table(kind, items, metadata=metadata, include=include))
     return JSONResponse(
-        {"apiVersion": kind.group_version, "kind": f"{kind.kind}List", "metadata": metadata, "items": items}
+        {
+            "apiVersion": kind.group_version,
+            "kind": f"{kind.kind}List",
+            "metadata": metadata,
+            "items": items,
+        }
     )
 
 
 @router.get("/{plural}")
-async def list_all(group: str, version: str, plural: str, request: Request, session: Session, caller: Reader) -> Any:
+async def list_all(
+    group: str, version: str, plural: str, request: Request, session: Session, caller: Reader
+) -> Any:
     """Every namespace's objects (`kubectl get vcjob -A`)."""
     return await _list_or_watch(request, session, caller, _kind(group, version, plural), None)
 
 
 @router.get("/namespaces/{namespace}/{plural}")
 async def list_namespace(
-    group: str, version: str, namespace: str, plural: str, request: Request, session: Session, caller: Reader
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    request: Request,
+    session: Session,
+    caller: Reader,
 ) -> Any:
     return await _list_or_watch(request, session, caller, _kind(group, version, plural), namespace)
 
@@ -123,7 +146,14 @@ async def list_namespace(
 @router.get("/namespaces/{namespace}/{plural}/{name}")
 @router.get("/namespaces/{namespace}/{plural}/{name}/status")
 async def read(
-    group: str, version: str, namespace: str, plural: str, name: str, request: Request, session: Session, caller: Reader
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    name: str,
+    request: Request,
+    session: Session,
+    caller: Reader,
 ) -> Any:
     kind = _kind(group, version, plural)
     obj = await kind.adapter.get(session, kind=kind, namespace=namespace, name=name, caller=caller)
@@ -169,10 +199,13 @@ async def create(
     if metadata.setdefault("namespace", namespace) != namespace:
         raise Invalid.one(
             "metadata.namespace",
-            f"{metadata['namespace']!r} does not match the namespace of the request ({namespace!r})",
+            f"{metadata['namespace']!r} does not match the namespace of the request "
+            f"({namespace!r})",
         )
     try:
-        warnings = _field_warnings(kind, document, request.query_params.get("fieldValidation", "Warn"))
+        warnings = _field_warnings(
+            kind, document, request.query_params.get("fieldValidation", "Warn")
+        )
         if request.query_params.get("dryRun"):
             obj = await kind.adapter.check(request, kind=kind, document=document, caller=caller)
         else:
@@ -200,7 +233,8 @@ async def patch(
         # As the API server answers for custom resources (no strategic merge), and for the
         # JSON patch and server-side apply this API does not implement.
         raise UnsupportedMediaType(
-            f"the body of the request was in an unknown format - accepted media types include: {MERGE_PATCH}"
+            "the body of the request was in an unknown format - accepted media types "
+            f"include: {MERGE_PATCH}"
         )
     if request.query_params.get("dryRun"):
         raise Invalid.one("dryRun", "a dry run of a patch is not supported")
@@ -211,9 +245,17 @@ async def patch(
         max_depth=settings.limits.max_document_depth,
     )
     try:
-        warnings = _field_warnings(kind, change, request.query_params.get("fieldValidation", "Warn"))
+        warnings = _field_warnings(
+            kind, change, request.query_params.get("fieldValidation", "Warn")
+        )
         obj = await kind.adapter.patch(
-            session, kind=kind, namespace=namespace, name=name, change=change, caller=caller, settings=settings
+            session,
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            change=change,
+            caller=caller,
+            settings=settings,
         )
     except Invalid as exc:
         return invalid(kind, name, exc)
@@ -222,8 +264,17 @@ async def patch(
 
 @router.delete("/namespaces/{namespace}/{plural}/{name}")
 async def delete(
-    group: str, version: str, namespace: str, plural: str, name: str, request: Request, session: Session, caller: Submitter
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    name: str,
+    request: Request,
+    session: Session,
+    caller: Submitter,
 ) -> Any:
     kind = _kind(group, version, plural)
-    obj = await kind.adapter.delete(session, kind=kind, namespace=namespace, name=name, caller=caller)
+    obj = await kind.adapter.delete(
+        session, kind=kind, namespace=namespace, name=name, caller=caller
+    )
     return _respond(request, kind, obj)

@@ -26,7 +26,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _line(kind_of_event: str, obj: dict[str, Any]) -> bytes:
-    return json.dumps({"type": kind_of_event, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps({"type": kind_of_event, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    )
 
 
 def expired(version: int) -> dict[str, Any]:
@@ -72,9 +74,7 @@ class Stream:
         async with reading(self.app.state.sessions) as session:
             newest = await store.watermark(session)
             if self.start is None:
-                items, _ = await adapter.list(
-                    session, kind=self.kind, query=_unpaged(self.query)
-                )
+                items, _ = await adapter.list(session, kind=self.kind, query=_unpaged(self.query))
                 return [("ADDED", obj) for obj in items], newest
             window = timedelta(seconds=settings.kube.watch_window_s)
             now = datetime.now(UTC)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from volcano_global.db.models import JobState
+from volcano_global.errors import Invalid
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -34,8 +35,6 @@ def resource_version(moment: datetime) -> str:
 
 
 def parse_resource_version(text: str, parameter: str = "resourceVersion") -> int:
-    from volcano_global.errors import Invalid
-
     if not text.isdigit() or len(text) > 19:
         raise Invalid.one(parameter, f"{text!r} is not a resourceVersion this server issued")
     return int(text)

@@ -10,7 +10,7 @@ import copy
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Select, func, select, tuple_
@@ -18,9 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Cluster, ClusterShare, Job, Placement, PlacementState, Queue
+from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.services.jobs.cancel import cancel_job
+from volcano_global.services.kube.objects import resource_version
 from volcano_global.services.kube.selectors import Selector
 
 Row = dict[str, Any]
@@ -51,8 +53,8 @@ class Resource:
 @dataclass(frozen=True)
 class ListQuery:
     namespace: str | None = None
-    labels: Selector = Selector()
-    fields: Selector = Selector()
+    labels: Selector = field(default_factory=Selector)
+    fields: Selector = field(default_factory=Selector)
     queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
     limit: int | None = None
     continue_token: str | None = None
@@ -78,8 +80,6 @@ def matches(row: Mapping[str, Any], query: ListQuery) -> bool:
 async def watermark(session: AsyncSession) -> int:
     """The newest change committed to any job, in microseconds (the resourceVersion of a
     list); 0 with no jobs."""
-    from volcano_global.services.kube.objects import resource_version
-
     newest = (await session.execute(select(func.max(Job.updated_at)))).scalar_one_or_none()
     return int(resource_version(newest)) if newest is not None else 0
 
@@ -151,9 +151,7 @@ async def live_rows(
     return [dict(r) for r in (await session.execute(statement)).mappings()]
 
 
-async def get_row(
-    session: AsyncSession, *, resource: Resource, namespace: str, name: str
-) -> Row:
+async def get_row(session: AsyncSession, *, resource: Resource, namespace: str, name: str) -> Row:
     rows = await live_rows(session, resource=resource, namespace=namespace, name=name)
     if not rows:
         raise resource.not_found(name)
@@ -207,8 +205,6 @@ async def delete(
 
 
 def _finished(row: Mapping[str, Any]) -> bool:
-    from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
-
     return row["state"] in TERMINAL_JOB_STATES
 
 

@@ -78,7 +78,9 @@ class Kubectl:
         self.kubeconfig = tmp / "kubeconfig"
         self.kubeconfig.write_text(printed)
         self.api = httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, verify=ssl.create_default_context(cafile=str(ca))
+            base_url=server.url,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            verify=ssl.create_default_context(cafile=str(ca)),
         )
 
     def command(self, *args: str) -> list[str]:
@@ -129,7 +131,12 @@ def test_api_resources_lists_volcano_kinds_with_short_names(kubectl: Kubectl) ->
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
     assert rows["jobs"][1:] == ["vcjob,vj", "batch.volcano.sh/v1alpha1", "true", "Job"]
-    assert rows["hyperjobs"][1:] == ["hyperjob,hj", "training.volcano.sh/v1alpha1", "true", "HyperJob"]
+    assert rows["hyperjobs"][1:] == [
+        "hyperjob,hj",
+        "training.volcano.sh/v1alpha1",
+        "true",
+        "HyperJob",
+    ]
 
 
 def test_apply_creates_then_unchanged_then_configured_one_store(kubectl: Kubectl) -> None:
