@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 PREFIX = "/k8s"
 CRDS = Path(__file__).parent / "crds"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 10x faster on 250 KB
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Kind:
     @functools.cached_property
     def schema(self) -> dict[str, Any]:
         """The kind's OpenAPI v3 schema: the CRD's, with the status fields the Global adds."""
-        crd = yaml.safe_load((CRDS / self.crd_file).read_text())
+        crd = yaml.load((CRDS / self.crd_file).read_text(), Loader=_LOADER)
         version = next(v for v in crd["spec"]["versions"] if v["name"] == self.version)
         schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
         status = schema["properties"].setdefault("status", {"type": "object"})
