@@ -52,6 +52,7 @@ class Adapter(Protocol):
         change: dict[str, Any],
         caller: Principal,
         settings: Settings,
+        dry_run: bool = False,
     ) -> dict[str, Any]: ...
 
     async def delete(
@@ -159,6 +160,7 @@ class JobAdapter:
         change: dict[str, Any],
         caller: Principal,
         settings: Settings,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         current = await self.get(session, kind=kind, namespace=namespace, name=name, caller=caller)
         row = await store.patch(
@@ -169,6 +171,7 @@ class JobAdapter:
             current=current,
             change=change,
             options=parse_options(settings),
+            dry_run=dry_run,
         )
         return await self._object(session, row)
 

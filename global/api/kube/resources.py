@@ -236,8 +236,6 @@ async def patch(
             "the body of the request was in an unknown format - accepted media types "
             f"include: {MERGE_PATCH}"
         )
-    if request.query_params.get("dryRun"):
-        raise Invalid.one("dryRun", "a dry run of a patch is not supported")
     change = load_document(
         await request.body(),
         fmt="json",
@@ -256,6 +254,7 @@ async def patch(
             change=change,
             caller=caller,
             settings=settings,
+            dry_run=bool(request.query_params.get("dryRun")),
         )
     except Invalid as exc:
         return invalid(kind, name, exc)

@@ -230,10 +230,12 @@ async def patch(
     current: dict[str, Any],
     change: dict[str, Any],
     options: ParseOptions,
+    dry_run: bool = False,
 ) -> Row:
     """Apply a merge patch to the object `current` (as this API shows it). Labels and
     annotations may change; anything that changes what the job runs is refused, naming the
-    field, as Volcano's webhook refuses most changes of a submitted job's spec."""
+    field, as Volcano's webhook refuses most changes of a submitted job's spec. A dry run
+    checks the same and writes nothing."""
     row = await get_row(session, resource=resource, namespace=namespace, name=name)
     document = merge_patch(current, change)
     if not isinstance(document, dict):
@@ -262,6 +264,8 @@ async def patch(
             "changes what the job runs (a multi-cluster annotation): delete the job and "
             "create it again",
         )
+    if dry_run:  # `kubectl diff`: the object as it would be, nothing written
+        return row | {"manifest": document}
     job = await session.get(Job, row["id"])
     assert job is not None  # read in this transaction
     if document != stored:

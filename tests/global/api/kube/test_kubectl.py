@@ -147,6 +147,11 @@ def test_apply_creates_then_unchanged_then_configured_one_store(kubectl: Kubectl
     edited = _labelled("apply-me", team="vision")
     assert kubectl.apply(edited).stdout.strip() == "job.batch.volcano.sh/apply-me configured"
     assert kubectl.apply(edited).stdout.strip() == "job.batch.volcano.sh/apply-me unchanged"
+    # kubectl diff: a server-side dry run of the patch, nothing written.
+    assert kubectl("diff", "-f", "-", stdin=yaml.safe_dump(edited)).returncode == 0
+    differs = kubectl("diff", "-f", "-", stdin=yaml.safe_dump(document))
+    assert differs.returncode == 1, differs.stderr
+    assert "-    team: vision" in differs.stdout and "+    team: llm" in differs.stdout
 
     shown = yaml.safe_load(kubectl("get", "vcjob", "apply-me", "-o", "yaml").stdout)
     assert shown["metadata"]["labels"] == {"team": "vision"}
