@@ -252,3 +252,26 @@ async def test_create_refusals_are_status_objects(kube: httpx.AsyncClient) -> No
     dry = await kube.post(JOBS, params={"dryRun": "All"}, json=_job("dry"))
     assert dry.status_code == 201
     assert (await kube.get(f"{JOBS}/dry")).status_code == 404
+
+
+async def test_roles_are_the_rest_apis(kube: httpx.AsyncClient) -> None:
+    await kube.post("/api/v1/queues", json={"name": "llm"})
+    theirs = _job("theirs")
+    theirs["spec"]["queue"] = "llm"
+    assert (await kube.post(JOBS, json=theirs)).status_code == 201
+    await _create(kube, "ours")
+    issued = await kube.post("/api/v1/tokens", json={"name": "reader", "role": "reader"})
+    reader = {"Authorization": f"Bearer {issued.json()['token']}"}
+    assert _names(await kube.get(JOBS, headers=reader)) == ["ours", "theirs"]
+    refused = await kube.post(JOBS, json=_job("mine"), headers=reader)
+    assert refused.status_code == 403 and refused.json()["kind"] == "Status"
+    assert (await kube.delete(f"{JOBS}/ours", headers=reader)).status_code == 403
+    issued = await kube.post(
+        "/api/v1/tokens",
+        json={"name": "user", "role": "queue-user", "queues": ["default"]},
+    )
+    user = {"Authorization": f"Bearer {issued.json()['token']}"}
+    assert _names(await kube.get(JOBS, headers=user)) == ["ours"]
+    assert (await kube.get(f"{JOBS}/theirs", headers=user)).status_code == 403
+    assert (await kube.delete(f"{JOBS}/theirs", headers=user)).status_code == 403
+    assert (await kube.delete(f"{JOBS}/ours", headers=user)).status_code == 200
