@@ -105,8 +105,11 @@ async def _list_or_watch(
             include=params.get("includeObject", "Metadata"),
         )
         return StreamingResponse(stream.lines(), media_type="application/json")
+    # The version before the read: a change committed in between is then newer than the
+    # list's version, and a watch from it sees it (perhaps again).
+    version = str(await store.watermark(session))
     items, token = await kind.adapter.list(session, kind=kind, query=query)
-    metadata: dict[str, Any] = {"resourceVersion": str(await store.watermark(session))}
+    metadata: dict[str, Any] = {"resourceVersion": version}
     if token:
         metadata["continue"] = token
     if wants_table(request.headers.get("accept", "")):

@@ -86,6 +86,7 @@ class Stream:
             clusters = await store.clusters_of(session, [r["id"] for r in rows])
         found = []
         for row in rows:
+            newest = max(newest, int(resource_version(row["updated_at"])))
             event = adapter.event(self.kind, Change(row, clusters.get(row["id"], [])), self.query)
             if event is not None:
                 found.append(event)
