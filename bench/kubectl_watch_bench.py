@@ -131,6 +131,20 @@ async def run(database_url: str | None, seconds: float, counts: list[int]) -> No
                     f"all in {reached:.0f} ms (the first in "
                     f"{(min(arrivals) - started) * 1000:.0f} ms), catch-up included"
                 )
+                # A second change, the watches established: the feed's period plus fan-out.
+                started = time.perf_counter()
+                changed = await server.api.patch(
+                    f"{JOBS}/job-1",
+                    content=json.dumps({"metadata": {"labels": {"n": str(count)}}}),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                changed.raise_for_status()
+                arrivals = await asyncio.gather(*(first_event(w) for w in watches))
+                print(
+                    f"  a change to {count} established watches reached them all in "
+                    f"{(max(arrivals) - started) * 1000:.0f} ms (the first in "
+                    f"{(min(arrivals) - started) * 1000:.0f} ms; the feed reads every 0.5 s)"
+                )
                 version = changed.json()["metadata"]["resourceVersion"]
 
 
