@@ -19,6 +19,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -83,8 +84,9 @@ async def open_watches(
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
-async def first_event(response: httpx.Response) -> float:
-    async for line in response.aiter_lines():
+async def next_event(lines: AsyncIterator[str]) -> float:
+    """When the watch's next event arrived."""
+    async for line in lines:
         if line:
             json.loads(line)
             return time.perf_counter()
@@ -110,7 +112,9 @@ async def run(database_url: str | None, seconds: float, counts: list[int]) -> No
                 ) as client,
                 AsyncExitStack() as stack,
             ):
-                watches = await open_watches(stack, client, count, version)
+                watches = [
+                    w.aiter_lines() for w in await open_watches(stack, client, count, version)
+                ]
                 # One change first: a watch hands on changes only after its catch-up read, so
                 # once every watch has it, all are established and the rest is idle.
                 started = time.perf_counter()
@@ -120,7 +124,7 @@ async def run(database_url: str | None, seconds: float, counts: list[int]) -> No
                     headers={"Content-Type": "application/merge-patch+json"},
                 )
                 changed.raise_for_status()
-                arrivals = await asyncio.gather(*(first_event(w) for w in watches))
+                arrivals = await asyncio.gather(*(next_event(w) for w in watches))
                 reached = (max(arrivals) - started) * 1000
                 rss, cpu = await measure(server.pid, seconds)
                 per_100 = (rss - rss0) / count * 100
@@ -139,7 +143,7 @@ async def run(database_url: str | None, seconds: float, counts: list[int]) -> No
                     headers={"Content-Type": "application/merge-patch+json"},
                 )
                 changed.raise_for_status()
-                arrivals = await asyncio.gather(*(first_event(w) for w in watches))
+                arrivals = await asyncio.gather(*(next_event(w) for w in watches))
                 print(
                     f"  a change to {count} established watches reached them all in "
                     f"{(max(arrivals) - started) * 1000:.0f} ms (the first in "
