@@ -23,6 +23,9 @@ from volcano_global.api import (
     tokens,
 )
 from volcano_global.api.errors import install_error_handlers
+from volcano_global.api.kube import discovery as kube_discovery
+from volcano_global.api.kube import openapi as kube_openapi
+from volcano_global.api.kube import resources as kube_resources
 from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.background import Background, server_loops
 from volcano_global.db import migrate
@@ -32,6 +35,7 @@ from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.jobs.writer import JobWriter
+from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.services.tenancy.priority_classes import seed_priority_classes
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
@@ -65,6 +69,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)
 
+            app.state.kube_feed = ChangeFeed(
+                sessions, poll_s=settings.kube.watch_poll_s, settle_s=settings.kube.watch_settle_s
+            )
+            app.state.kube_feed.start()
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
             background = Background(
@@ -76,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
             finally:
                 await background.stop()
+                await app.state.kube_feed.stop()
                 await scheduler.stop()
                 await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
         finally:
@@ -96,7 +105,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # FastAPI tries the routers in order, each by matching every route of it: the jobs API,
     # most of the traffic, first.
-    for module in (jobs, health, clusters, links, queues, priority_classes, overview, tokens, apply):
+    for module in (
+        jobs,
+        health,
+        clusters,
+        links,
+        queues,
+        priority_classes,
+        overview,
+        tokens,
+        apply,
+    ):
+        app.include_router(module.router)
+    # kubectl's API under its own prefix (docs/kubectl.md).
+    for module in (kube_resources, kube_discovery, kube_openapi):
         app.include_router(module.router)
     console.mount(app)
     app.add_middleware(

@@ -123,6 +123,32 @@ class AgentSettings(BaseModel):
     )
 
 
+class KubeApiSettings(BaseModel):
+    """The Kubernetes-compatible API (`/k8s`, docs/kubectl.md)."""
+
+    watch_poll_s: float = Field(
+        0.5, gt=0, description="How often the change feed behind all watches reads changes."
+    )
+    watch_settle_s: float = Field(
+        2.0,
+        ge=0,
+        description="How far back each read of the change feed looks, for changes committed "
+        "after a later-stamped one.",
+    )
+    watch_window_s: float = Field(
+        300.0,
+        gt=0,
+        description="Oldest resourceVersion a watch may resume from (older: 410 Expired), "
+        "as the API server compacts its history every 5 minutes.",
+    )
+    watch_timeout_s: float = Field(
+        1800.0, gt=0, description="Longest a watch stays open when the client sets no timeout."
+    )
+    bookmark_s: float = Field(
+        60.0, gt=0, description="Period of BOOKMARK events to watches that allow them."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="VGLOBAL_", env_nested_delimiter="__", env_file=None, extra="ignore"
@@ -161,6 +187,7 @@ class Settings(BaseSettings):
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
+    kube: KubeApiSettings = Field(default_factory=KubeApiSettings)
 
     @property
     def is_sqlite(self) -> bool:

@@ -10,6 +10,7 @@ import typer
 
 from core_agent.cli import agent as agent_command
 from volcano_global.cli import demo as demo_command
+from volcano_global.cli import kubeconfig as kubeconfig_command
 from volcano_global.cli import plan as plan_command
 from volcano_global.cli import resources, tenancy
 from volcano_global.cli import simulate as simulate_command
@@ -94,6 +95,7 @@ def scheduler(
 
 
 app.command()(demo_command.demo)
+app.command()(kubeconfig_command.kubeconfig)
 app.command()(agent_command)
 app.command()(plan_command.plan)
 app.command()(simulate_command.simulate)

@@ -44,7 +44,10 @@ class Job(UUIDPrimaryKey, Base):
         Index("ix_jobs_state_priority", "state", "priority"),
         Index("ix_jobs_queue_id_submitted_at", "queue_id", "submitted_at"),
         Index("ix_jobs_submitted_at_id", "submitted_at", "id"),
-        Index("ix_jobs_updated_at", "updated_at"),  # a watch's cursor (updatedSince)
+        # A watch's cursor (the Kubernetes-compatible API and `vglobal get -w` read changes in
+        # updated_at order); the Kubernetes API finds an object by namespace and name.
+        Index("ix_jobs_updated_at", "updated_at"),
+        Index("ix_jobs_namespace_name", "namespace", "name"),
     )
 
     name: Mapped[str] = mapped_column(String(63))
@@ -89,6 +92,9 @@ class Job(UUIDPrimaryKey, Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    # Deleted through the Kubernetes-compatible API (`kubectl delete`): gone from that view,
+    # kept in the job history (`/api/v1/jobs`) like any finished job.
+    deleted_at: Mapped[datetime | None] = mapped_column(default=None)
 
     queue: Mapped[Queue] = relationship(lazy="joined")
 

@@ -2,7 +2,7 @@
 the scheduler reads of it); priority classes become a table; a job keeps its class's
 preemptionPolicy
 
-Revision ID: 0015
+Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-02
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0015"
+revision: str = "0011"
 down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

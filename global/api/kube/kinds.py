@@ -1,0 +1,94 @@
+"""The kinds the Global serves to kubectl. Volcano's printer columns (from its Job CRD) plus
+the clusters the job runs in; the Global's additions to `.status` are declared in the schema
+so `kubectl explain` shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from volcano_global.api.kube.adapters import JobAdapter
+from volcano_global.api.kube.registry import Column, Kind
+
+
+def _clusters(obj: dict[str, Any]) -> str:
+    return ",".join(obj.get("status", {}).get("clusters") or []) or "<none>"
+
+
+_CLUSTERS = Column(
+    "CLUSTERS",
+    "string",
+    value=_clusters,
+    description="The member clusters the job's active placement runs in.",
+)
+_GLOBAL_STATUS: dict[str, Any] = {
+    "globalState": {
+        "type": "string",
+        "description": "The job's state in the Global: Pending, Placed, Dispatched, Running, "
+        "Succeeded, Failed or Cancelled.",
+    },
+    "queue": {"type": "string", "description": "The Global queue the job waits in."},
+    "clusters": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "The member clusters the job's active placement runs in, in rank order.",
+    },
+    "pendingReason": {
+        "type": "string",
+        "description": "Why a pending job has not been placed yet.",
+    },
+}
+
+VOLCANO_JOB = Kind(
+    group="batch.volcano.sh",
+    version="v1alpha1",
+    kind="Job",
+    plural="jobs",
+    singular="job",
+    short_names=("vcjob", "vj"),
+    namespaced=True,
+    columns=(
+        Column("STATUS", "string", ".status.state.phase"),
+        Column("minAvailable", "integer", ".status.minAvailable"),
+        Column("RUNNINGS", "integer", ".status.running"),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+        Column("QUEUE", "string", ".spec.queue", priority=1),
+        _CLUSTERS,
+    ),
+    crd_file="batch.volcano.sh_jobs.yaml",
+    adapter=JobAdapter("Job", "jobs", "batch.volcano.sh"),
+    extra_status=_GLOBAL_STATUS,
+)
+
+HYPER_JOB = Kind(
+    group="training.volcano.sh",
+    version="v1alpha1",
+    kind="HyperJob",
+    plural="hyperjobs",
+    singular="hyperjob",
+    short_names=("hyperjob", "hj"),
+    namespaced=True,
+    # Volcano's HyperJob CRD declares no printer columns: the phase, age and clusters.
+    columns=(
+        Column("STATUS", "string", ".status.state.phase"),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+        Column("QUEUE", "string", ".status.queue", priority=1),
+        _CLUSTERS,
+    ),
+    crd_file="training.volcano.sh_hyperjobs.yaml",
+    adapter=JobAdapter("HyperJob", "hyperjobs", "training.volcano.sh"),
+    extra_status={
+        **_GLOBAL_STATUS,
+        "state": {
+            "type": "object",
+            "description": "The job's phase in Volcano's terms, as for a Volcano Job.",
+            "properties": {
+                "phase": {"type": "string"},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+            },
+        },
+    },
+)
+
+KINDS: tuple[Kind, ...] = (VOLCANO_JOB, HYPER_JOB)

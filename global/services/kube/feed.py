@@ -1,0 +1,125 @@
+"""The one change feed of a server process behind every watch of the Kubernetes-compatible
+API: while anyone watches, it reads the jobs changed since its last read (one statement per
+period, whatever the number of watches) and hands each change to every watch, which filters
+it. An idle watch costs a queue and a waiting task, not a query.
+
+Changes are read in `updated_at` order. A transaction stamps the time before it commits, so a
+change may become visible after a later-stamped one: each read looks back `settle_s` and hands
+on what it has not handed on yet. A watch drops what is not newer than what it started from
+(`api/kube/watch.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.engine import autocommit
+from volcano_global.services.kube import store
+
+log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Change:
+    row: dict[str, Any]  # every column of the job and its queue's name
+    clusters: list[str]
+
+    @property
+    def key(self) -> tuple[uuid.UUID, datetime]:
+        return self.row["id"], self.row["updated_at"]
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One watch's inbox. `overflowed`: it fell more than the inbox behind and must end (the
+    client lists again, as after any watch that ends)."""
+
+    inbox: asyncio.Queue[Change] = field(default_factory=lambda: asyncio.Queue(maxsize=10_000))
+    overflowed: bool = False
+
+
+class ChangeFeed:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], *, poll_s: float, settle_s: float
+    ) -> None:
+        self._sessions = sessions
+        self.poll_s = poll_s
+        self.settle = timedelta(seconds=settle_s)
+        self._subscribers: set[Subscription] = set()
+        self._wanted = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def watches(self) -> int:
+        return len(self._subscribers)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._guarded(), name="kube-change-feed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[Subscription]:
+        subscription = Subscription()
+        self._subscribers.add(subscription)
+        self._wanted.set()
+        try:
+            yield subscription
+        finally:
+            self._subscribers.discard(subscription)
+
+    async def _guarded(self) -> None:
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database may be away for a while: read again later
+                log.exception("the change feed's read failed; retrying")
+                await asyncio.sleep(max(self.poll_s, 1.0))
+
+    async def _run(self) -> None:
+        since: datetime | None = None
+        handed: set[tuple[uuid.UUID, datetime]] = set()
+        while True:
+            if not self._subscribers:
+                self._wanted.clear()
+                since = None  # nobody watched meanwhile: start again from now
+                await self._wanted.wait()
+            async with self._sessions() as session:
+                await autocommit(session)
+                if since is None:
+                    newest = await store.watermark(session)
+                    since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
+                    handed.clear()
+                rows = await store.changed_since(session, since=since - self.settle)
+                fresh = [row for row in rows if (row["id"], row["updated_at"]) not in handed]
+                clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
+            for row in fresh:
+                handed.add((row["id"], row["updated_at"]))
+                since = max(since, row["updated_at"])
+                self._publish(Change(row, clusters.get(row["id"], [])))
+            horizon = since - self.settle
+            handed = {key for key in handed if key[1] > horizon}
+            await asyncio.sleep(self.poll_s)
+
+    def _publish(self, change: Change) -> None:
+        for subscription in self._subscribers:
+            try:
+                subscription.inbox.put_nowait(change)
+            except asyncio.QueueFull:
+                subscription.overflowed = True

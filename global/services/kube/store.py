@@ -1,0 +1,274 @@
+"""The store behind the Kubernetes-compatible API's Job and HyperJob resources: the jobs
+table, read by namespace and name (the newest job of a name that was not deleted through this
+API), listed in key order a page at a time, changed by a merge patch of its metadata, and
+deleted (cancelled, and gone from this view; `/api/v1/jobs` keeps it in the history)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import Cluster, ClusterShare, Job, Placement, PlacementState, Queue
+from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
+from volcano_global.errors import Invalid, NotFound
+from volcano_global.jobspec import ParseOptions, normalize_job
+from volcano_global.services.jobs.cancel import cancel_job
+from volcano_global.services.kube.objects import resource_version
+from volcano_global.services.kube.selectors import Selector
+
+Row = dict[str, Any]
+# Server-set fields an update may not set: they are taken from the stored job.
+_SERVER_METADATA = (
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "managedFields",
+    "selfLink",
+)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Which stored jobs a resource serves, and how Kubernetes names it in messages."""
+
+    kind: str  # the jobs table's `kind`: Job or HyperJob
+    plural: str
+    group: str
+
+    def not_found(self, name: str) -> NotFound:
+        return NotFound(f'{self.plural}.{self.group} "{name}" not found')
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    namespace: str | None = None
+    labels: Selector = field(default_factory=Selector)
+    fields: Selector = field(default_factory=Selector)
+    queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
+    limit: int | None = None
+    continue_token: str | None = None
+
+
+def _rows() -> Select[Any]:
+    return select(*Job.__table__.c, Queue.name.label("queue_name")).join(
+        Queue, Queue.id == Job.queue_id
+    )
+
+
+def matches(row: Mapping[str, Any], query: ListQuery) -> bool:
+    labels = (row["manifest"].get("metadata") or {}).get("labels") or {}
+    fields = {"metadata.name": row["name"], "metadata.namespace": row["namespace"]}
+    return (
+        (query.namespace is None or row["namespace"] == query.namespace)
+        and (query.queues is None or row["queue_name"] in query.queues)
+        and query.labels.matches(labels)
+        and query.fields.matches(fields)
+    )
+
+
+async def watermark(session: AsyncSession) -> int:
+    """The newest change committed to any job, in microseconds (the resourceVersion of a
+    list); 0 with no jobs."""
+    newest = (await session.execute(select(func.max(Job.updated_at)))).scalar_one_or_none()
+    return int(resource_version(newest)) if newest is not None else 0
+
+
+async def list_rows(
+    session: AsyncSession, *, resource: Resource, query: ListQuery
+) -> tuple[list[Row], str | None]:
+    """One page of the resource's objects in (namespace, name) order, and the continue token
+    of the next page (None on the last). Selectors are matched on the rows read, in batches,
+    so a page holds `limit` matching objects whatever the selector skips."""
+    start = _decode(query.continue_token) if query.continue_token else None
+    page: list[Row] = []
+    batch = max(query.limit or 500, 100)
+    last_key: tuple[str, str] | None = None
+    while True:
+        statement = _rows().where(Job.kind == resource.kind, Job.deleted_at.is_(None))
+        if query.namespace is not None:
+            statement = statement.where(Job.namespace == query.namespace)
+        if query.queues is not None:
+            statement = statement.where(Queue.name.in_(query.queues))
+        if start is not None:
+            statement = statement.where(tuple_(Job.namespace, Job.name) > tuple_(*start))
+        statement = statement.order_by(
+            Job.namespace, Job.name, Job.submitted_at.desc(), Job.id.desc()
+        ).limit(batch)
+        rows = [dict(r) for r in (await session.execute(statement)).mappings()]
+        for row in rows:
+            key = (row["namespace"], row["name"])
+            if key == last_key:
+                continue  # an older job of the name: the newest one stands for it
+            last_key = key
+            if not matches(row, query):
+                continue
+            if query.limit is not None and len(page) == query.limit:
+                return page, _encode(page[-1])
+            page.append(row)
+        if len(rows) < batch or last_key is None:
+            return page, None
+        start = last_key  # the batch may end inside a name's older jobs: they are skipped
+
+
+def _encode(row: Mapping[str, Any]) -> str:
+    key = json.dumps([row["namespace"], row["name"]]).encode()
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def _decode(token: str) -> tuple[str, str]:
+    try:
+        namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(namespace), str(name)
+    except (ValueError, TypeError) as exc:
+        raise Invalid.one("continue", "not a continue token of this server") from exc
+
+
+async def live_rows(
+    session: AsyncSession, *, resource: Resource, namespace: str, name: str
+) -> list[Row]:
+    """The jobs of the name not deleted through this API, newest first."""
+    statement = (
+        _rows()
+        .where(
+            Job.kind == resource.kind,
+            Job.deleted_at.is_(None),
+            Job.namespace == namespace,
+            Job.name == name,
+        )
+        .order_by(Job.submitted_at.desc(), Job.id.desc())
+    )
+    return [dict(r) for r in (await session.execute(statement)).mappings()]
+
+
+async def get_row(session: AsyncSession, *, resource: Resource, namespace: str, name: str) -> Row:
+    rows = await live_rows(session, resource=resource, namespace=namespace, name=name)
+    if not rows:
+        raise resource.not_found(name)
+    return rows[0]
+
+
+async def row_by_id(session: AsyncSession, uid: uuid.UUID) -> Row:
+    row = (await session.execute(_rows().where(Job.id == uid))).mappings().one()
+    return dict(row)
+
+
+async def changed_since(session: AsyncSession, *, since: Any) -> list[Row]:
+    """Every job changed after `since` (a UTC datetime), oldest change first."""
+    statement = _rows().where(Job.updated_at > since).order_by(Job.updated_at, Job.id)
+    return [dict(r) for r in (await session.execute(statement)).mappings()]
+
+
+async def clusters_of(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
+    """The clusters holding each job's active placement, in rank order."""
+    if not ids:
+        return {}
+    statement = (
+        select(Placement.job_id, Cluster.name)
+        .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .where(Placement.job_id.in_(ids), Placement.state == PlacementState.ACTIVE)
+        .order_by(Placement.job_id, ClusterShare.rank_offset)
+    )
+    found: dict[uuid.UUID, list[str]] = {}
+    for job_id, cluster in await session.execute(statement):
+        found.setdefault(job_id, []).append(cluster)
+    return found
+
+
+async def delete(
+    session: AsyncSession, *, resource: Resource, namespace: str, name: str, by: str
+) -> Row:
+    """Cancel the job of the name if it has not finished (its placement released) and take
+    it, with any older job of the name, out of this view. Returns the newest one."""
+    rows = await live_rows(session, resource=resource, namespace=namespace, name=name)
+    if not rows:
+        raise resource.not_found(name)
+    now = utcnow()
+    for row in rows:
+        job = await cancel_job(session, uid=row["id"], by=by) if not _finished(row) else None
+        job = job or await session.get(Job, row["id"])
+        assert job is not None  # read in this transaction
+        job.deleted_at = now
+    await session.flush()
+    return await row_by_id(session, rows[0]["id"])
+
+
+def _finished(row: Mapping[str, Any]) -> bool:
+    return row["state"] in TERMINAL_JOB_STATES
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, null removes, the rest replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+async def patch(
+    session: AsyncSession,
+    *,
+    resource: Resource,
+    namespace: str,
+    name: str,
+    current: dict[str, Any],
+    change: dict[str, Any],
+    options: ParseOptions,
+    dry_run: bool = False,
+) -> Row:
+    """Apply a merge patch to the object `current` (as this API shows it). Labels and
+    annotations may change; anything that changes what the job runs is refused, naming the
+    field, as Volcano's webhook refuses most changes of a submitted job's spec. A dry run
+    checks the same and writes nothing."""
+    row = await get_row(session, resource=resource, namespace=namespace, name=name)
+    document = merge_patch(current, change)
+    if not isinstance(document, dict):
+        raise Invalid.one("", "the patch must be a JSON object")
+    document.pop("status", None)  # the status is the Global's, a patch of it is ignored
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        raise Invalid.one("metadata", "must be an object")
+    for key in _SERVER_METADATA:
+        metadata.pop(key, None)
+    for key in ("name", "namespace"):
+        if metadata.get(key) != row[key]:
+            raise Invalid.one(f"metadata.{key}", f"may not change (is {row[key]!r})")
+    for key in ("apiVersion", "kind"):
+        if document.get(key) != row["manifest"].get(key):
+            raise Invalid.one(key, f"may not change (is {row['manifest'].get(key)!r})")
+    stored = row["manifest"]
+    if document.get("spec") != stored.get("spec"):
+        raise Invalid.one(
+            "spec",
+            "a submitted job's spec does not change here: delete the job and create it again",
+        )
+    if normalize_job(document, options) != normalize_job(stored, options):
+        raise Invalid.one(
+            "metadata.annotations",
+            "changes what the job runs (a multi-cluster annotation): delete the job and "
+            "create it again",
+        )
+    if dry_run:  # `kubectl diff`: the object as it would be, nothing written
+        return row | {"manifest": document}
+    job = await session.get(Job, row["id"])
+    assert job is not None  # read in this transaction
+    if document != stored:
+        job.manifest = document
+        await session.flush()
+    return await row_by_id(session, row["id"])
