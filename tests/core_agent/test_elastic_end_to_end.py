@@ -25,20 +25,20 @@ SPEC = ClusterSpec.model_validate(
 async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_url: str) -> None:
     async with federation(database_url) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
-        east.time_scale = 0.05
+        east.time_scale = 0.02
         await fed.join("east", east)
         await fed.ready("east")
-        blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="60s"))
+        blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="200s"))
         await fed.reach(blocker, "Running")
         # 8 pods, elastic down to 2 (Volcano's minAvailable below the replicas): 4 nodes free.
-        elastic = job_document("elastic", replicas=8, minAvailable=2, runningEstimate="200s")
+        elastic = job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
         uid = await fed.submit(elastic)
         job = await fed.reach(uid, "Running")
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [("east", 4)]
         narrow = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
         assert [(a.pods, a.world_pods) for a in narrow] == [(4, 4)]
 
-        await fed.reach(blocker, "Succeeded", within=30)
+        await fed.reach(blocker, "Succeeded", within=60)
         message = await fed.event(uid, "Resized", within=30)
         assert message.startswith("Resized 4 -> 8 replicas")
 
@@ -62,17 +62,17 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         clusters = {}
         for name in ("east", "west"):
             clusters[name] = SimulatedCluster.from_spec(name, SPEC)
-            clusters[name].time_scale = 0.05
+            clusters[name].time_scale = 0.02
             await fed.join(name, clusters[name])
         await fed.link("east", "west")
         await fed.ready("east", "west")
-        short = await fed.submit(job_document("short", replicas=8, runningEstimate="40s"))
+        short = await fed.submit(job_document("short", replicas=8, runningEstimate="200s"))
         full = (await fed.reach(short, "Running"))["placement"]["shares"][0]["cluster"]
         other = "west" if full == "east" else "east"
         long = await fed.submit(job_document("long", replicas=4, runningEstimate="600s"))
         assert (await fed.reach(long, "Running"))["placement"]["shares"][0]["cluster"] == other
         # 6 replicas of 2 pods, at least 2; may split over 2 clusters at 50 Gbps V/tau.
-        doc = job_document("elastic", replicas=12, minAvailable=4, runningEstimate="200s")
+        doc = job_document("elastic", replicas=12, minAvailable=4, runningEstimate="600s")
         doc["metadata"]["annotations"] = {
             "global.volcano.sh/split": "auto",
             "global.volcano.sh/unit-pods": "2",
@@ -84,7 +84,7 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [(other, 4)]
         assert await link_reserved(fed) == 0  # one cluster: nothing crosses
 
-        await fed.reach(short, "Succeeded", within=30)
+        await fed.reach(short, "Succeeded", within=60)
         message = await fed.event(uid, "Resized", within=30)
         assert message.startswith("Resized 2 -> 6 replicas")
 
@@ -115,7 +115,7 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
 ) -> None:
     async with federation(database_url) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
-        east.time_scale = 0.05
+        east.time_scale = 0.02
         await fed.join("east", east)
         await fed.ready("east")
         uid = await fed.submit(
@@ -125,7 +125,7 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
         assert [s["pods"] for s in job["placement"]["shares"]] == [8]
         vip = await fed.submit(
             job_document(
-                "vip", replicas=3, runningEstimate="20s", priorityClassName="high-priority"
+                "vip", replicas=3, runningEstimate="200s", priorityClassName="high-priority"
             )
         )
         message = await fed.event(uid, "Resized", within=30)
@@ -133,7 +133,7 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
         await fed.reach(vip, "Running", within=30)
         job = await fed.reach(uid, "Running", within=30)
         assert [s["pods"] for s in job["placement"]["shares"]] == [5]
-        await fed.reach(vip, "Succeeded", within=30)
+        await fed.reach(vip, "Succeeded", within=60)
         # Room again: it grows back to its 8 replicas.
 
         async def wide() -> bool:

@@ -43,6 +43,10 @@ from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, 
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
 
+# A job whose width is a range (its split policy, stored by alias from a validated SplitPolicy
+# by jobs/submission.py, has minUnits > 0): JSON_EXTRACT on SQLite, ->> on Postgres.
+ELASTIC = Job.split_policy["minUnits"].as_integer() > 0
+
 
 @dataclass(frozen=True)
 class ElasticPlacement:
@@ -74,7 +78,20 @@ async def elastic_running(
     now: datetime,
     durations: DurationModel,
 ) -> list[ElasticPlacement]:
-    """Running jobs whose width is a range, with the units they run in each ready cluster."""
+    """Running jobs whose width is a range, with the units they run in each ready cluster.
+    Found by their split policy's `minUnits` in the database; a statement per table."""
+    running = await session.execute(
+        select(Job.id, Placement.id)
+        .join(Placement, Placement.job_id == Job.id)
+        .where(
+            Job.state == JobState.RUNNING,
+            Placement.state == PlacementState.ACTIVE,
+            ELASTIC,
+        )
+    )
+    placements = {job: pid for job, pid in running}
+    if not placements:
+        return []
     rows = await session.execute(
         select(
             Job.id,
@@ -86,22 +103,43 @@ async def elastic_running(
             Job.started_at,
             Job.running_estimate_seconds,
             Job.gpu_model,
-            Placement.id,
         )
         .join(Queue, Queue.id == Job.queue_id)
-        .join(Placement, Placement.job_id == Job.id)
-        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
+        .where(Job.id.in_(list(placements)))
     )
+    shares: dict[uuid.UUID, list[ClusterShare]] = defaultdict(list)
+    for share in (
+        await session.execute(
+            select(ClusterShare)
+            .where(ClusterShare.placement_id.in_(list(placements.values())))
+            .order_by(ClusterShare.rank_offset)
+        )
+    ).scalars():
+        if share.cluster_id in clusters:
+            shares[share.placement_id].append(share)
+    links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
+    for r in (
+        (
+            await session.execute(
+                select(LinkReservation).where(
+                    LinkReservation.placement_id.in_(list(placements.values()))
+                )
+            )
+        )
+        .unique()
+        .scalars()
+    ):
+        links[r.placement_id].append(
+            LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+        )
     out = []
-    for job_id, queue, priority, gang, split, communication, started, estimate, model, pid in rows:
-        policy = SplitPolicy.model_validate(split)
-        if not policy.min_units:
-            continue
+    for job_id, queue, priority, gang, split, communication, started, estimate, model in rows:
+        pid = placements[job_id]
         try:
             request = job_request(
                 job_id=str(job_id),
                 gang=Gang.model_validate(gang),
-                split=policy,
+                split=SplitPolicy.model_validate(split),
                 communication=Communication.model_validate(communication)
                 if communication
                 else None,
@@ -109,44 +147,28 @@ async def elastic_running(
                 queue=queue,
             )
         except ValueError:
-            continue
-        reserved = (
-            await session.execute(
-                select(LinkReservation).where(LinkReservation.placement_id == pid)
-            )
-        ).scalars()
-        links = tuple(
-            LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
-            for r in reserved.unique()
-        )
-        shares = (
-            await session.execute(
-                select(ClusterShare)
-                .where(ClusterShare.placement_id == pid)
-                .order_by(ClusterShare.rank_offset)
-            )
-        ).scalars()
-        kept = [s for s in shares if s.cluster_id in clusters]
-        units_in = tuple((clusters[s.cluster_id], s.units) for s in kept)
-        domains = {
-            clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
-            for s in kept
-        }
+            continue  # (it was placed, so it was modelled; a later parser may refuse it)
+        kept = shares.get(pid, [])
         elapsed = max((now - (started or now)).total_seconds(), 0.0)
-        given = given_estimate(estimate)
+        remaining = durations.remaining(request.gpus, elapsed, given_estimate(estimate))
         out.append(
             ElasticPlacement(
                 job_id,
                 pid,
                 planning.ElasticRun(
-                    request, units_in, estimate_s=durations.remaining(request.gpus, elapsed, given)
+                    request,
+                    tuple((clusters[s.cluster_id], s.units) for s in kept),
+                    estimate_s=remaining,
                 ),
-                domains,
+                {
+                    clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
+                    for s in kept
+                },
                 model,
-                links,
+                tuple(links.get(pid, ())),
             )
         )
-    return out
+    return sorted(out, key=lambda e: str(e.job_id))
 
 
 async def resize(

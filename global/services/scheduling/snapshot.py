@@ -35,7 +35,11 @@ from volcano_global.services.scheduling.capacity_view import (
     read_histograms,
     solver_state,
 )
-from volcano_global.services.scheduling.elastic import ElasticPlacement, elastic_running
+from volcano_global.services.scheduling.elastic import (
+    ELASTIC,
+    ElasticPlacement,
+    elastic_running,
+)
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
 from volcano_global.services.tenancy.queue_shares import queue_tree
 from volcano_global.solver import (
@@ -318,7 +322,7 @@ async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> b
         select(Job.id)
         .join(Placement, Placement.job_id == Job.id)
         .join(ClusterShare, ClusterShare.placement_id == Placement.id)
-        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
+        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE, ELASTIC)
         .group_by(Job.id, Job.total_pods)
         .having(func.sum(ClusterShare.pods) < Job.total_pods)
         .limit(1)
