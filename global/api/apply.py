@@ -6,8 +6,9 @@ Serving a new kind is one registration: `register("scheduling.volcano.sh", "Queu
 Queues and PriorityClasses are applied by an admin only (as `/api/v1/queues` and
 `/api/v1/priorityclasses` take them), each in a transaction of its own, so a Job later in the
 file finds the Queue applied before it. A kind not served is answered per document, naming
-its index and kind; the documents before and after it are applied all the same. The answer is 200 with the results whether or not some
-failed (as kubectl goes on); a caller checks each `result`.
+its index and kind; the documents before and after it are applied all the same. The answer
+is 200 with the results whether or not some failed (as kubectl goes on); a caller checks each
+`result`.
 """
 
 from __future__ import annotations
