@@ -92,11 +92,37 @@ async def elastic_running(
         .join(Placement, Placement.job_id == Job.id)
         .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE)
     )
+    found = []
+    for row in rows:
+        policy = SplitPolicy.model_validate(row[4])
+        if policy.min_units:
+            found.append((row, policy))
+    # Their shares and link reservations in one statement each, not two per job.
+    ids = [row[-1] for row, _ in found]
+    by_placement: dict[uuid.UUID, list[ClusterShare]] = defaultdict(list)
+    reservations: dict[uuid.UUID, list[LinkReservation]] = defaultdict(list)
+    if ids:
+        for share in (
+            await session.execute(
+                select(ClusterShare)
+                .where(ClusterShare.placement_id.in_(ids))
+                .order_by(ClusterShare.placement_id, ClusterShare.rank_offset)
+            )
+        ).scalars():
+            by_placement[share.placement_id].append(share)
+        for held in (
+            (
+                await session.execute(
+                    select(LinkReservation).where(LinkReservation.placement_id.in_(ids))
+                )
+            )
+            .scalars()
+            .unique()
+        ):
+            reservations[held.placement_id].append(held)
     out = []
-    for job_id, queue, priority, gang, split, communication, started, estimate, model, pid in rows:
-        policy = SplitPolicy.model_validate(split)
-        if not policy.min_units:
-            continue
+    for row, policy in found:
+        job_id, queue, priority, gang, _, communication, started, estimate, model, pid = row
         try:
             request = job_request(
                 job_id=str(job_id),
@@ -110,23 +136,11 @@ async def elastic_running(
             )
         except ValueError:
             continue
-        reserved = (
-            await session.execute(
-                select(LinkReservation).where(LinkReservation.placement_id == pid)
-            )
-        ).scalars()
         links = tuple(
             LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
-            for r in reserved.unique()
+            for r in reservations[pid]
         )
-        shares = (
-            await session.execute(
-                select(ClusterShare)
-                .where(ClusterShare.placement_id == pid)
-                .order_by(ClusterShare.rank_offset)
-            )
-        ).scalars()
-        kept = [s for s in shares if s.cluster_id in clusters]
+        kept = [s for s in by_placement[pid] if s.cluster_id in clusters]
         units_in = tuple((clusters[s.cluster_id], s.units) for s in kept)
         domains = {
             clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
