@@ -24,8 +24,8 @@ def apply(
         typer.Option("-f", "--filename", help="YAML/JSON file of documents ('-' = stdin)"),
     ],
 ) -> None:
-    """Apply every document of each file in order (Volcano Jobs and HyperJobs; Queues and
-    PriorityClasses once served). A job already applied with the same document is unchanged."""
+    """Apply every document of each file in order (Volcano Queues, PriorityClasses, Jobs and
+    HyperJobs): created, configured (a Queue or class changed) or unchanged."""
     api = client(ctx)
     failed = 0
     for path in files:

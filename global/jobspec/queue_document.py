@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from volcano_global.jobspec.accelerators import is_accelerator
-from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.quantity import parse_quantity
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -200,6 +200,8 @@ def _resources(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict
             continue
         if is_accelerator(str(resource)) and out[str(resource)] != int(out[str(resource)]):
             check.fail(child(child(path, key), str(resource)), "must be a whole number of GPUs")
+    if (_gpus(out) or 0) > INT32_MAX:  # the GPU columns are 32-bit (a 500 on Postgres otherwise)
+        check.fail(child(path, key), f"names more than {INT32_MAX} GPUs")
     return out
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from volcano_global.schemas.common import ApiModel, DNSLabel, RequestBody
 
-Weight = Annotated[int, Field(ge=1, le=1_000_000)]
+# The Queue CRD's bounds: the older shape is checked as the document it becomes, so that an
+# error names the field the caller sent (`weight`), not the generated document's.
+Weight = Annotated[int, Field(ge=1, le=65535)]
 Quota = Annotated[int, Field(ge=0, le=10_000_000, description="GPUs; null means unlimited.")]
 # Volcano's Queue CRD: spec.priority >= 0 (the older shape took negative values too).
 Priority = Annotated[int, Field(ge=0, le=1_000_000)]
@@ -20,6 +22,13 @@ class QueueCreate(RequestBody):
     weight: Weight = 1
     gpu_quota: Quota | None = None
     priority: Priority = 0
+
+    @field_validator("name")
+    @classmethod
+    def _not_root(cls, name: str) -> str:
+        if name == "root":
+            raise ValueError("'root' is Volcano's implicit top of the queue hierarchy")
+        return name
 
 
 class QueuePatch(RequestBody):

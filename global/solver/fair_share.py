@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 from volcano_global.solver.model import QueueState
 
-ROOT = "root"
+# The top of the tree: not a valid queue name, so a stored queue called "root" (the older REST
+# shape allowed it) is an ordinary top-level queue rather than its own child.
+ROOT = "/"
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,27 @@ class QueueShare:
 
 
 def children_of(queues: Mapping[str, QueueNode]) -> dict[str, list[str]]:
-    """Each queue's children (by name, sorted); a parent missing from `queues` counts as root."""
+    """Each queue's children (by name, sorted); a parent missing from `queues` counts as root,
+    and so does the parent of a queue on a cycle of parents (two replicas may each accept one
+    edge of it: every queue still gets a share, and nothing recurses forever)."""
     out: dict[str, list[str]] = {ROOT: []}
     for q in queues.values():
         out.setdefault(q.name, [])
     for q in sorted(queues.values(), key=lambda q: q.name):
-        parent = q.parent if q.parent in queues else ROOT
+        parent = q.parent if q.parent in queues and not _on_cycle(q.name, queues) else ROOT
         out[parent].append(q.name)
     return out
+
+
+def _on_cycle(name: str, queues: Mapping[str, QueueNode]) -> bool:
+    seen = set()
+    at = queues[name].parent
+    while at in queues and at not in seen:
+        if at == name:
+            return True
+        seen.add(at)
+        at = queues[at].parent
+    return False
 
 
 def fair_shares(capacity: int, queues: Mapping[str, QueueNode]) -> dict[str, QueueShare]:

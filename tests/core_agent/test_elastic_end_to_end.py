@@ -5,6 +5,8 @@ and it runs on to completion."""
 
 from __future__ import annotations
 
+import json
+
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
 from tests.factories import eventually, job_document
@@ -108,6 +110,15 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
             if a.job_uid == uid
         ]
         assert sorted(pods) == [(0, 0, 4, 12), (1, 4, 8, 12)]
+        # The resize's assignments name the job's Volcano Queue, as the first placement's do:
+        # the agent of the cluster grown into makes it exist there before the member job.
+        queues = [
+            json.loads(a.queue_json)["metadata"]["name"] if a.queue_json else None
+            for c in clusters.values()
+            for a in (s.assignment for s in c.shares.values())
+            if a.job_uid == uid
+        ]
+        assert queues == ["default", "default"]
 
 
 async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(

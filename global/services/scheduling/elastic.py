@@ -215,7 +215,11 @@ async def resize(
     for link_id, gbps in links:
         session.add(LinkReservation(placement_id=new.id, link_id=link_id, gbps=gbps))
     token = issue_job_token(session, job=job)
-    enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token)
+    # The queue's document rides along as at the first placement: growth may reach a cluster
+    # whose Volcano Queue the agent has not made yet.
+    enqueue_assignments(
+        session, job=job, placement=new, shares=rows, job_token=token, queue=job.queue
+    )
     transition(job, JobState.PENDING, message=f"resizing: {why}")
     transition(job, JobState.PLACED, message=f"resized in round {generation}")
     await record_event(

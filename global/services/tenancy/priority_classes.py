@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Literal
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -98,6 +99,21 @@ async def replace_priority_class(session: AsyncSession, *, pc: PriorityClass) ->
     row.global_default, row.description = pc.global_default, pc.description
     await session.flush()
     return _class(row)
+
+
+async def apply_priority_class(
+    session: AsyncSession, *, pc: PriorityClass
+) -> Literal["created", "configured", "unchanged"]:
+    """`apply` of a PriorityClass document: created, its description or globalDefault changed
+    (configured), or left as it is (unchanged; a built-in class applied as it is, too)."""
+    row = await _find(session, pc.name)
+    if row is None:
+        await create_priority_class(session, pc=pc)
+        return "created"
+    if _class(row) == pc:
+        return "unchanged"
+    await replace_priority_class(session, pc=pc)
+    return "configured"
 
 
 async def delete_priority_class(session: AsyncSession, *, name: str) -> None:

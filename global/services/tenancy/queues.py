@@ -4,9 +4,10 @@ current usage."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -94,6 +95,19 @@ async def apply_queue(
     _store(queue, definition)
     await session.flush()
     return queue
+
+
+async def apply_queue_document(
+    session: AsyncSession, *, definition: QueueDefinition
+) -> tuple[Queue, Literal["created", "configured", "unchanged"]]:
+    """`apply` of a Queue document (`kubectl apply` semantics): created, replaced when its
+    document differs (configured), or left as it is (unchanged)."""
+    before = await _find(session, definition.name)
+    was = copy.deepcopy(document_of(before)) if before is not None else None
+    queue = await apply_queue(session, definition=definition)
+    if was is None:
+        return queue, "created"
+    return queue, "unchanged" if document_of(queue) == was else "configured"
 
 
 def _store(queue: Queue, d: QueueDefinition) -> None:

@@ -1,5 +1,5 @@
-"""/api/v1/apply: a file of documents applied in order, one result each, idempotent by
-namespace/name; kinds not served yet answered per document without failing the others."""
+"""/api/v1/apply: a file of documents (Queues, PriorityClasses, jobs) applied in order, one
+result each, idempotent by name; a bad or unknown document answered alone, the others applied."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import httpx
 import yaml
 
-from tests.factories import create_queue, example, job_document
+from tests.factories import example, job_document
 
 YAML = {"Content-Type": "application/yaml"}
 QUEUE = {
@@ -26,31 +26,73 @@ async def apply(api: httpx.AsyncClient, *documents: object) -> list[dict[str, ob
     return response.json()["items"]
 
 
-async def test_a_file_of_a_queue_and_jobs_applies_the_jobs_and_names_the_queue(
+PRIORITY_CLASS = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "production"},
+    "value": 1000,
+}
+
+
+async def test_a_file_of_a_queue_a_class_and_jobs_applies_each_in_order(
     api: httpx.AsyncClient,
 ) -> None:
-    await create_queue(api, "llm")
     hyperjob = yaml.safe_load(example("hyperjob-llm-training.yaml"))
-    items = await apply(api, QUEUE, job_document("a", queue="llm"), hyperjob)
+    job = job_document("a", queue="llm", priorityClassName="production")
+    items = await apply(api, QUEUE, PRIORITY_CLASS, job, hyperjob)
     assert [(i["index"], i["kind"], i["result"]) for i in items] == [
-        (0, "Queue", "error"),
-        (1, "Job", "created"),
-        (2, "HyperJob", "created"),
+        (0, "Queue", "created"),
+        (1, "PriorityClass", "created"),
+        (2, "Job", "created"),
+        (3, "HyperJob", "created"),
     ]
-    assert items[0]["code"] == 422
-    assert items[0]["message"].startswith(
-        "document 0 (Queue llm): kind Queue (scheduling.volcano.sh/v1beta1) is not served"
-    )
-    assert items[0]["causes"][0]["field"] == "kind"
+    queue = (await api.get("/api/v1/queues/llm")).json()
+    assert (queue["weight"], queue["state"]) == (1, "Open")
+    assert (await api.get("/api/v1/priorityclasses/production")).json()["value"] == 1000
     jobs = (await api.get("/api/v1/jobs")).json()["items"]
     assert sorted(j["name"] for j in jobs) == ["a", "llm-training"]
     uid = {i["name"]: i["uid"] for i in items}["a"]
-    assert (await api.get(f"/api/v1/jobs/{uid}")).json()["name"] == "a"
+    assert (await api.get(f"/api/v1/jobs/{uid}")).json()["priority"] == 1000
 
-    again = await apply(api, QUEUE, job_document("a", queue="llm"), hyperjob)
-    assert [i["result"] for i in again] == ["error", "unchanged", "unchanged"]
-    assert [i["uid"] for i in again[1:]] == [i["uid"] for i in items[1:]]
+    again = await apply(api, QUEUE, PRIORITY_CLASS, job, hyperjob)
+    assert [i["result"] for i in again] == ["unchanged"] * 4
+    assert [i["uid"] for i in again[2:]] == [i["uid"] for i in items[2:]]
     assert len((await api.get("/api/v1/jobs")).json()["items"]) == 2
+
+    wider = {**QUEUE, "spec": {"weight": 3}}
+    described = {**PRIORITY_CLASS, "description": "serving"}
+    changed = await apply(api, wider, described)
+    assert [i["result"] for i in changed] == ["configured", "configured"]
+    assert (await api.get("/api/v1/queues/llm")).json()["weight"] == 3
+
+
+async def test_queues_and_classes_in_a_file_are_an_admins_and_checked(
+    api: httpx.AsyncClient,
+) -> None:
+    immutable = {**PRIORITY_CLASS, "value": 1}
+    assert [i["result"] for i in await apply(api, PRIORITY_CLASS)] == ["created"]
+    bad_queue = {**QUEUE, "spec": {"weight": 0}}
+    items = await apply(api, bad_queue, immutable, job_document("after"))
+    assert [(i["result"], i["code"]) for i in items] == [
+        ("error", 422),
+        ("error", 422),
+        ("created", None),
+    ]
+    assert items[0]["causes"][0]["field"] == "spec.weight"
+    assert items[1]["causes"][0]["field"] == "value"
+
+    issued = await api.post(
+        "/api/v1/tokens", json={"name": "user", "role": "queue-user", "queues": ["default"]}
+    )
+    user = {**YAML, "Authorization": f"Bearer {issued.json()['token']}"}
+    response = await api.post(
+        "/api/v1/apply", content=yaml.safe_dump_all([QUEUE, job_document("mine")]), headers=user
+    )
+    assert [(i["result"], i["code"]) for i in response.json()["items"]] == [
+        ("error", 403),
+        ("created", None),
+    ]
+    assert (await api.get("/api/v1/queues/llm")).status_code == 404
 
 
 async def test_a_changed_document_is_refused_and_a_finished_name_is_free(

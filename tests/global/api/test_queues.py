@@ -34,6 +34,14 @@ async def test_queue_conflicts_and_validation(api: httpx.AsyncClient) -> None:
     response = await api.post("/api/v1/queues", json={"name": "x", "weight": 0})
     assert response.status_code == 422
     assert response.json()["details"]["causes"][0]["field"] == "weight"
+    # Beyond the Queue CRD's bounds: the error names what the caller sent (it named
+    # spec.weight and metadata.name of the document the older shape becomes).
+    for body, field in (({"name": "x", "weight": 70000}, "weight"), ({"name": "root"}, "name")):
+        response = await api.post("/api/v1/queues", json=body)
+        assert response.status_code == 422
+        assert response.json()["details"]["causes"][0]["field"] == field, response.text
+    response = await api.patch("/api/v1/queues/llm", json={"weight": 70000})
+    assert response.json()["details"]["causes"][0]["field"] == "weight"
     response = await api.patch("/api/v1/queues/llm", json={"weight": None})
     assert response.status_code == 422
     assert response.json()["message"] == "weight: must not be null"

@@ -102,6 +102,9 @@ async def test_bad_queue_documents_name_the_field(api: httpx.AsyncClient) -> Non
             queue_doc("q", guarantee={"resource": {"nvidia.com/gpu": 4}}),
             'spec.deserved["nvidia.com/gpu"]',
         ),
+        # More GPUs than the 32-bit columns hold: 422, not a 500 from Postgres.
+        (queue_doc("q", capability={"nvidia.com/gpu": "100T"}), "spec.capability"),
+        (queue_doc("q", deserved={"nvidia.com/gpu": 10**15}), "spec.deserved"),
         (queue_doc("q", parent="nope"), "spec.parent"),
         (queue_doc("q", colour="red"), "spec.colour"),
         ({**queue_doc("q"), "status": {"state": "Closing"}}, "status.state"),

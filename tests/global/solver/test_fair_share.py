@@ -115,3 +115,19 @@ def test_a_queue_under_its_floor_goes_first() -> None:
     jobs = [Candidate("b", "big", 0, 8, t0), Candidate("s", "small", 0, 8, t0 + timedelta(1))]
     ordered = fair_order(jobs, held={"small": 8, "big": 0}, weights={}, tree=queues)
     assert [c.key for c in ordered] == ["s", "b"]
+
+
+def test_a_queue_named_root_and_a_cycle_of_parents_still_get_shares() -> None:
+    # A queue called "root" (the older REST shape allowed the name) is a top-level queue, not
+    # its own child; a cycle of parents (two replicas each accepting one edge) hangs from the
+    # top. Before, both recursed without end and every scheduling round failed.
+    queues = tree(
+        QueueNode("root", held=8, pending=100),
+        QueueNode("a", parent="b", pending=100),
+        QueueNode("b", parent="a", pending=100),
+    )
+    got = {n: s.deserved for n, s in fair_shares(90, queues).items()}
+    assert got == {"root": 30, "a": 30, "b": 30}
+    assert {q.name for q in quota_states(queues, {"root", "a"})} == {"root", "a", "b"}
+    jobs = [Candidate("r", "root", 0, 8, datetime(2026, 1, 1, tzinfo=UTC))]
+    assert [c.key for c in fair_order(jobs, held={}, weights={}, tree=queues)] == ["r"]
