@@ -74,11 +74,25 @@ async def commit_round(
         for s in d.shares
         if s.cluster in gone
     }
+    # The solver saw the units planned shrinks give back as free, and offered them to every
+    # job, so they are given back in every cluster where the round starts or grows anything
+    # (not only where the job they were planned for starts): no job lands on GPUs an elastic
+    # job still holds.
+    using = {
+        s.cluster
+        for d in decision.jobs
+        if d.admitted and d.job_id not in deferred
+        for s in d.shares
+    }
+    shrinks = [s for s in context.shrinks if s.cluster in using]
     if moved:
         # Inventories move all the time in large clusters (pods come and go): check the shares
-        # against what is free now; only the jobs that no longer fit wait for the next round.
+        # against what is free now (with what the shrinks give back); only the jobs that no
+        # longer fit wait for the next round.
         kept = _without(decision, deferred)
-        deferred |= await _misfits(session, decision=kept, context=context, clusters=moved)
+        deferred |= await _misfits(
+            session, decision=kept, context=context, clusters=moved, shrinks=shrinks
+        )
     generation = (
         int((await session.execute(select(func.max(Placement.generation)))).scalar() or 0) + 1
     )
@@ -102,11 +116,10 @@ async def commit_round(
         admitted.append((d, job, Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)))
     # Units given back first: their cancellations go out before the assignments that use
     # the room they free (the outbox is delivered in order).
-    starting = {d.job_id: d.clusters for d, _, _ in admitted}
     resized = await commit_resizes(
         session,
         growth=[],
-        shrinks=[s for s in context.shrinks if s.cluster in starting.get(s.beneficiary, ())],
+        shrinks=shrinks,
         elastic=context.elastic,
         links=context.links,
         cluster_ids=context.cluster_ids,
@@ -222,18 +235,33 @@ def _without(decision: Decision, jobs: dict[str, str]) -> Decision:
 
 
 async def _misfits(
-    session: AsyncSession, *, decision: Decision, context: RoundContext, clusters: list[Cluster]
+    session: AsyncSession,
+    *,
+    decision: Decision,
+    context: RoundContext,
+    clusters: list[Cluster],
+    shrinks: list[planning.Shrink],
 ) -> dict[str, str]:
     """The admitted jobs (id -> why) whose shares in `clusters` no longer fit what their
-    current inventories leave free (minus capacity held by earlier placements), taken in the
-    decision's order: a job that fits takes its room, one that does not takes none. Only the
-    leaves the shares use are read, unless a share names none (then whole clusters)."""
+    current inventories leave free (minus capacity held by earlier placements, plus what the
+    round's `shrinks` give back), taken in the decision's order: a job that fits takes its
+    room, one that does not takes none. Only the leaves the shares use are read, unless a
+    share names none (then whole clusters)."""
     names = {c.name for c in clusters}
     shares = [s for d in decision.jobs if d.admitted for s in d.shares if s.cluster in names]
+    given = [
+        pod
+        for cut in shrinks
+        if cut.cluster in names
+        for pod in context.elastic[cut.job_id].given_back(cut)
+    ]
     leaves = (
-        {leaf for s in shares for leaf, _ in s.domains} if all(s.domains for s in shares) else None
+        {leaf for s in shares for leaf, _ in s.domains} | {leaf for _, leaf, *_ in given}
+        if all(s.domains for s in shares)
+        else None
     )
-    pools = {s.name: ClusterPool(s) for s in await free_capacity(session, clusters, leaves=leaves)}
+    free = planning.freed(tuple(await free_capacity(session, clusters, leaves=leaves)), given)
+    pools = {s.name: ClusterPool(s) for s in free}
     misfits = {}
     for d in decision.jobs:
         if not d.admitted:
