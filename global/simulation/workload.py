@@ -67,6 +67,8 @@ class TraceJob:
     queue: str = "default"
     estimate_s: float | None = None  # the user's runningEstimate, if given (never the truth)
     min_units: int = 0  # elastic: may run with as few units (data-parallel replicas); 0: rigid
+    preemption_policy: str = "PreemptLowerPriority"  # its priority class's; or "Never"
+    preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
 
     @property
     def gpus(self) -> int:

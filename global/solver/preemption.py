@@ -133,7 +133,7 @@ def preempt(
                 queues[v.queue] = replace(s, held=s.held - v.total_gpus)
         pools = pools_of(state)
         placement = place_greedily(job, pools, links) or placement
-        state = tuple(pool.state for pool in pools.values())
+        state = tuple(pool.state() for pool in pools.values())
         for r in placement.reservations:
             links[link_key(r.a, r.b)] -= r.gbps
         if job.queue in queues:

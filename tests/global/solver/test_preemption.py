@@ -147,3 +147,19 @@ def test_reclaim_from_a_queue_above_its_deserved_share() -> None:
     assert evict(job, snap_run, clusters=clusters, queues=tight) == []
     # The reclaiming queue already has what it deserves: none.
     assert evict(job, snap_run, clusters=clusters, queues={**standing, "q1": Standing(32, 64)}) == []
+
+
+def test_two_preemptors_of_a_round_do_not_count_on_the_same_gpus() -> None:
+    first, second = waiting(32), replace(waiting(32, priority=9), id="q")
+    run = [running("x", "a", 32), running("y", "a", 32, ran_h=2.0)]
+    snap = Snapshot(clusters=(full("a"),), jobs=(first, second), running=tuple(run))
+    pending = Decision(
+        Policy.GREEDY, "FEASIBLE", (JobDecision("p", False), JobDecision("q", False))
+    )
+    done = preempt(snap, pending)
+    assert [(e.preemptor, [v.id for v in e.victims]) for e in done] == [
+        ("p", ["x"]),
+        ("q", ["y"]),
+    ]
+    # With a cap of one job a round, only the first.
+    assert [e.preemptor for e in preempt(snap, pending, rules=Rules(max_jobs=1))] == ["p"]
