@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +42,9 @@ def figures(result: SimResult) -> dict[str, float]:
     done = [r for r in result.records if r.start is not None]
     high = [r.start - r.job.arrival_s for r in done if r.job.priority == HIGH]  # type: ignore[operator]
     used = sum(
-        r.job.gpus * (r.finish - r.start) for r in done if r.finish is not None  # type: ignore[operator]
+        r.job.gpus * (r.finish - r.start)
+        for r in done
+        if r.finish is not None  # type: ignore[operator]
     )
     lost = sum(r.lost_gpu_s for r in result.records)
     span = max((r.finish or 0.0) for r in result.records) - min(
@@ -77,7 +78,7 @@ def main() -> None:
         )
     gpus = Simulation(world, [], args.policy).capacity_gpus
     rules = Rules(min_run_s=args.min_run)
-    print(f"| seed | high p95 wait without | with | ratio | GPU-h lost | evictions/h |")
+    print("| seed | high p95 wait without | with | ratio | GPU-h lost | evictions/h |")
     print("|---|---|---|---|---|---|")
     for seed in [int(s) for s in args.seeds.split(",")]:
         jobs = synthetic_llm(jobs=args.jobs, load=1.0, capacity_gpus=gpus, seed=seed, min_gpus=32)

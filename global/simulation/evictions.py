@@ -56,7 +56,9 @@ def evict(
         jobs=tuple(_request(j) for j in waiting),
         running=tuple(sim._running(running, _stamp(now))),
     )
-    pending_all = Decision(Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in waiting))
+    pending_all = Decision(
+        Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in waiting)
+    )
     done = preempt(snapshot, pending_all, rules=rules, queues=_standing(sim, pending, running))
     by_id = {j.id: j for j in pending}
     started = set()

@@ -115,8 +115,7 @@ def preempt(
         allowed = [
             (r, kind)
             for r in snapshot.running
-            if r.id not in taken
-            and (kind := _may_evict(job, r, rules, queues)) is not None
+            if r.id not in taken and (kind := _may_evict(job, r, rules, queues)) is not None
         ]
         chosen = _choose(job, allowed, state, links, jobs_left, gpus_left)
         if chosen is None:
@@ -181,7 +180,10 @@ def _choose(
     picked: list[RunningJob] = []
     placement = None
     for victim in sorted(useful, key=victim_order):
-        if len(picked) + 1 > jobs_left or sum(v.total_gpus for v in picked) + victim.total_gpus > gpus_left:
+        if (
+            len(picked) + 1 > jobs_left
+            or sum(v.total_gpus for v in picked) + victim.total_gpus > gpus_left
+        ):
             break
         picked.append(victim)
         placement = _fits(job, picked, state, links)

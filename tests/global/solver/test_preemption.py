@@ -146,7 +146,9 @@ def test_reclaim_from_a_queue_above_its_deserved_share() -> None:
     tight = {**standing, "q2": Standing(128, 96)}
     assert evict(job, snap_run, clusters=clusters, queues=tight) == []
     # The reclaiming queue already has what it deserves: none.
-    assert evict(job, snap_run, clusters=clusters, queues={**standing, "q1": Standing(32, 64)}) == []
+    assert (
+        evict(job, snap_run, clusters=clusters, queues={**standing, "q1": Standing(32, 64)}) == []
+    )
 
 
 def test_two_preemptors_of_a_round_do_not_count_on_the_same_gpus() -> None:
