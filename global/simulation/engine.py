@@ -483,7 +483,7 @@ class Simulation:
         out = []
         for run in running.values():
             pods: dict[tuple[str, str, str, int], int] = defaultdict(int)
-            for cluster, leaf, model, _, count in run.bound:
+            for cluster, leaf, model, _, _ in run.bound:
                 pods[(cluster, leaf, model, run.job.gpus_per_pod)] += 1
             ran = now - run.start
             gpus: dict[tuple[str, str], int] = defaultdict(int)
