@@ -9,26 +9,18 @@ a share of all GPU-hours run (lost included), and evictions per simulated hour.
 from __future__ import annotations
 
 import argparse
-import random
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from volcano_global.simulation.engine import SimOptions, SimResult, Simulation
 from volcano_global.simulation.scenario import Scenario
-from volcano_global.simulation.workload import TraceJob, synthetic_llm
+from volcano_global.simulation.workload import HIGH_PRIORITY, synthetic_llm, two_priority_classes
 from volcano_global.solver import Policy
 from volcano_global.solver.preemption import Rules
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET = REPO / "docs" / "examples" / "simulate" / "gang-two-regions.yaml"
-HIGH, LOW = 1000, 0
-
-
-def two_classes(jobs: list[TraceJob], share: float, seed: int) -> list[TraceJob]:
-    """`share` of the jobs high priority, the rest low (drawn apart from the trace)."""
-    draw = random.Random(seed + 104729)
-    return [replace(j, priority=HIGH if draw.random() < share else LOW) for j in jobs]
+HIGH = HIGH_PRIORITY
 
 
 def p95(values: list[float]) -> float:
@@ -82,7 +74,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for seed in [int(s) for s in args.seeds.split(",")]:
         jobs = synthetic_llm(jobs=args.jobs, load=1.0, capacity_gpus=gpus, seed=seed, min_gpus=32)
-        jobs = two_classes(jobs, args.high_share, seed)
+        jobs = two_priority_classes(jobs, args.high_share, seed)
         out = {}
         for name, options in (
             ("without", SimOptions()),

@@ -26,11 +26,15 @@ The victims (the rule, exactly):
    reserved, until the preemptor fits - whole or as a link-safe split, by the greedy policy's
    fit and split code (`baselines.place_greedily`); none if the cap would be passed first;
 3. then every victim, the highest priority and most GPU-hours lost first, is spared if the
-   preemptor still fits without it (Kubernetes' "reprieve").
+   preemptor still fits without it (Kubernetes' "reprieve");
+4. steps 2-3 are run over all the candidates and over each cluster's alone (those with GPUs
+   in it); of the sets found, the one whose highest victim priority is lowest, then with the
+   fewest GPU-hours lost, then the fewest victims, is taken (Kubernetes picks its node by the
+   same first and last keys, with the sum of priorities between).
 The preemptor's placement on the freed capacity is returned and consumed, so a later
-preemptor of the same round does not count on the same GPUs. Kubernetes chooses one node by
-the lowest highest-victim priority, then the smallest priority sum, then the fewest victims;
-over clusters and splits we order victims instead and drop the unneeded ones.
+preemptor of the same round does not count on the same GPUs. The per-cluster sets matter: taken
+over the whole fleet, the lowest-priority, least-lost candidates may be scattered over
+clusters none of which then holds the gang, and filling it takes the big jobs anyway.
 """
 
 from __future__ import annotations
@@ -177,9 +181,38 @@ def _choose(
     if _fits(job, [], state, links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
     useful = [r for r, _ in allowed if _may_help(job, r)]
+    pools = [useful] + [
+        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
+        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
+    ]
+    best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
+    for candidates in pools:
+        found = _greedy(job, candidates, state, links, jobs_left, gpus_left)
+        if found is None:
+            continue
+        victims, placement = found
+        key = (
+            max(v.priority for v in victims),
+            round(sum(lost_gpu_hours(v) for v in victims), 6),
+            len(victims),
+        )
+        if best is None or key < best[0]:
+            best = (key, victims, placement)
+    return None if best is None else (best[1], best[2])
+
+
+def _greedy(
+    job: JobRequest,
+    candidates: list[RunningJob],
+    state: tuple[ClusterCapacity, ...],
+    links: dict[tuple[str, str], float],
+    jobs_left: int,
+    gpus_left: int,
+) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
+    """Steps 2 and 3 of the rule over these candidates."""
     picked: list[RunningJob] = []
     placement = None
-    for victim in sorted(useful, key=victim_order):
+    for victim in sorted(candidates, key=victim_order):
         if (
             len(picked) + 1 > jobs_left
             or sum(v.total_gpus for v in picked) + victim.total_gpus > gpus_left

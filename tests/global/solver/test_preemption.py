@@ -165,3 +165,19 @@ def test_two_preemptors_of_a_round_do_not_count_on_the_same_gpus() -> None:
     ]
     # With a cap of one job a round, only the first.
     assert [e.preemptor for e in preempt(snap, pending, rules=Rules(max_jobs=1))] == ["p"]
+
+
+def test_a_clusters_own_victims_when_the_fleet_wide_order_scatters() -> None:
+    # In fleet-wide order x1 (32 GPU-h, in a), y1 (35.2, in b), y2 (38.4, b), x2 (96, a). With
+    # a cap of two victims the fleet-wide order stops at x1 + y1, which free 32 GPUs in each
+    # cluster: no fit. b's own candidates, y1 + y2, free all of b (73.6 GPU-hours lost); a's,
+    # x1 + x2, would lose 128.
+    run = [
+        running("x1", "a", 32, ran_h=1.0),
+        running("y1", "b", 32, ran_h=1.1),
+        running("y2", "b", 32, ran_h=1.2),
+        running("x2", "a", 32, ran_h=3.0),
+    ]
+    (e,) = evict(waiting(64), run, clusters=("a", "b"), rules=Rules(max_jobs=2))
+    assert [v.id for v in e.victims] == ["y1", "y2"]
+    assert "73.6 GPU-hours lost" in e.reason
