@@ -3,7 +3,10 @@ to the queue and loses its work since its start (or its last checkpoint)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,8 @@ from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import Policy
 from volcano_global.solver.preemption import Rules
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def fleet(reclaimable: bool = True) -> Scenario:
@@ -85,3 +90,24 @@ def test_reclaim_between_two_queues() -> None:
     # One job of b holding everything: taking it would drop b below its deserved share.
     times, result = run([replace(L, queue="b"), mine], Policy.BACKFILL, preemption=Rules())
     assert result.evictions == []
+
+
+def test_the_command_runs_with_two_priority_classes_and_preemption(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "clusters:\n  - {name: a, spec: {nodeGroups: [{count: 8, gpusPerNode: 8}]}}\n"
+    )
+    args = ["--scenario", str(scenario), "--jobs", "60", "--load", "2", "--min-gpus", "8"]
+    args += ["--policy", "backfill", "--out", str(tmp_path / "out"), "--high-priority-share", "0.3"]
+    args += ["--preemption", "--min-run", "60", "--checkpoint", "600"]
+    result = subprocess.run(
+        [sys.executable, "-m", "volcano_global.cli.main", "simulate", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("backfill: "))
+    evicted = int(line.split()[1])
+    assert evicted > 0 and "GPU-hours lost" in line
