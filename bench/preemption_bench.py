@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--policy", type=Policy, default=Policy.BACKFILL)
     parser.add_argument("--min-run", type=float, default=Rules.min_run_s)
     parser.add_argument("--checkpoint", type=float, default=None)
+    parser.add_argument("--max-lost", type=float, default=None, help="GPU-hours per round")
     parser.add_argument(
         "--reclaim", action="store_true", help="queues reclaimable (default: preemption only)"
     )
@@ -69,7 +70,7 @@ def main() -> None:
             update={"queues": [q.model_copy(update={"reclaimable": False}) for q in world.queues]}
         )
     gpus = Simulation(world, [], args.policy).capacity_gpus
-    rules = Rules(min_run_s=args.min_run)
+    rules = Rules(min_run_s=args.min_run, max_lost_gpu_hours=args.max_lost)
     print("| seed | high p95 wait without | with | ratio | GPU-h lost | evictions/h |")
     print("|---|---|---|---|---|---|")
     for seed in [int(s) for s in args.seeds.split(",")]:

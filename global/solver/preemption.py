@@ -63,6 +63,7 @@ class Rules:
     min_run_s: float = 600.0  # a job runs this long before it may be evicted
     max_jobs: int = 4  # victims per round, in all
     max_gpus: int = 1024  # victims' GPUs per round, in all
+    max_lost_gpu_hours: float | None = None  # work victims lose per round, in all (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def preempt(
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
     jobs_left, gpus_left = rules.max_jobs, rules.max_gpus
+    lost_left = rules.max_lost_gpu_hours if rules.max_lost_gpu_hours is not None else float("inf")
     out: list[Eviction] = []
     for job in snapshot.jobs:
         if job.id in admitted or not job.may_evict_for or jobs_left <= 0:
@@ -121,7 +123,7 @@ def preempt(
             for r in snapshot.running
             if r.id not in taken and (kind := _may_evict(job, r, rules, queues)) is not None
         ]
-        chosen = _choose(job, allowed, state, links, jobs_left, gpus_left)
+        chosen = _choose(job, allowed, state, links, (jobs_left, gpus_left, lost_left))
         if chosen is None:
             continue
         victims, placement = chosen
@@ -144,6 +146,7 @@ def preempt(
             queues[job.queue] = replace(s, held=s.held + job.gpus)
         jobs_left -= len(victims)
         gpus_left -= sum(v.total_gpus for v in victims)
+        lost_left -= sum(lost_gpu_hours(v) for v in victims)
         kind = RECLAIM if kinds == {RECLAIM} else PREEMPT
         out.append(Eviction(job.id, victims, placement, kind, _reason(job, victims, placement)))
     return out
@@ -175,8 +178,7 @@ def _choose(
     allowed: list[tuple[RunningJob, str]],
     state: tuple[ClusterCapacity, ...],
     links: dict[tuple[str, str], float],
-    jobs_left: int,
-    gpus_left: int,
+    left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
     if _fits(job, [], state, links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
@@ -187,7 +189,7 @@ def _choose(
     ]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for candidates in pools:
-        found = _greedy(job, candidates, state, links, jobs_left, gpus_left)
+        found = _greedy(job, candidates, state, links, left)
         if found is None:
             continue
         victims, placement = found
@@ -206,16 +208,17 @@ def _greedy(
     candidates: list[RunningJob],
     state: tuple[ClusterCapacity, ...],
     links: dict[tuple[str, str], float],
-    jobs_left: int,
-    gpus_left: int,
+    left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
-    """Steps 2 and 3 of the rule over these candidates."""
+    """Steps 2 and 3 of the rule over these candidates, within what the caps leave."""
+    jobs_left, gpus_left, lost_left = left
     picked: list[RunningJob] = []
     placement = None
     for victim in sorted(candidates, key=victim_order):
         if (
             len(picked) + 1 > jobs_left
             or sum(v.total_gpus for v in picked) + victim.total_gpus > gpus_left
+            or sum(lost_gpu_hours(v) for v in picked) + lost_gpu_hours(victim) > lost_left + 1e-9
         ):
             break
         picked.append(victim)

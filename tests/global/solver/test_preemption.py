@@ -181,3 +181,9 @@ def test_a_clusters_own_victims_when_the_fleet_wide_order_scatters() -> None:
     (e,) = evict(waiting(64), run, clusters=("a", "b"), rules=Rules(max_jobs=2))
     assert [v.id for v in e.victims] == ["y1", "y2"]
     assert "73.6 GPU-hours lost" in e.reason
+
+
+def test_the_cap_on_work_lost_per_round() -> None:
+    run = [running("x", "a", 64, ran_h=2.0)]  # 128 GPU-hours lost
+    assert evict(waiting(64), run, rules=Rules(max_lost_gpu_hours=100)) == []
+    assert ids(evict(waiting(64), run, rules=Rules(max_lost_gpu_hours=128))) == [["x"]]
