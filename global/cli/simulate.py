@@ -92,6 +92,10 @@ def simulate(
     preemption_cap: Annotated[
         int, typer.Option(min=1, help="Jobs evicted per round at most")
     ] = Rules.max_jobs,
+    max_lost: Annotated[
+        float | None,
+        typer.Option(min=0, help="GPU-hours of work evictions may lose per round at most"),
+    ] = None,
     checkpoint: Annotated[
         float | None,
         typer.Option(
@@ -116,7 +120,9 @@ def simulate(
         window=window,
         deterministic_time=deterministic_time,
         reserve_after_s=reserve_after,
-        preemption=Rules(min_run_s=min_run, max_jobs=preemption_cap) if preemption else None,
+        preemption=Rules(min_run_s=min_run, max_jobs=preemption_cap, max_lost_gpu_hours=max_lost)
+        if preemption
+        else None,
         checkpoint_s=checkpoint,
     )
     results, summaries = [], []
