@@ -82,7 +82,7 @@ class Eviction:
     preemptor: str
     victims: tuple[RunningJob, ...]
     placement: JobDecision
-    kind: str  # PREEMPT or RECLAIM (RECLAIM when any victim is taken only by reclaim)
+    kind: str  # RECLAIM when every victim was taken by reclaim alone, else PREEMPT
     reason: str
 
     @property
@@ -105,7 +105,9 @@ def preempt(
     rules: Rules | None = None,
     queues: dict[str, Standing] | None = None,
 ) -> list[Eviction]:
-    """The evictions of one round (see the module docstring)."""
+    """The evictions of one round (see the module docstring). `snapshot.clusters` and `links`
+    must be what is free after the round's admitted jobs (the simulator builds it after its
+    starts); the jobs `decision` did not admit, in `snapshot.jobs` order, may evict."""
     rules = rules or Rules()
     queues = dict(queues or {})
     admitted = {d.job_id for d in decision.jobs if d.admitted}
