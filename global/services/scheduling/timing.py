@@ -66,6 +66,8 @@ async def running_jobs(
             Job.running_estimate_seconds,
             ClusterShare.cluster_id,
             ClusterShare.gpus,
+            ClusterShare.pods,
+            ClusterShare.domains,
             Job.priority,
             Queue.name,
             Job.namespace,
@@ -80,13 +82,18 @@ async def running_jobs(
     shares: dict[uuid.UUID, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None]] = {}
     who: dict[uuid.UUID, tuple[int, str, bool, str]] = {}
+    where: dict[uuid.UUID, list[tuple[str, str, str, int, int]]] = defaultdict(list)
     for row in rows:
         placement, job, model, started, placed, estimate, cluster_id, gpus = row[:8]
-        priority, queue, namespace, name, preemptable = row[8:]
+        pods, domains, priority, queue, namespace, name, preemptable = row[8:]
         cluster = names.get(cluster_id)
         if cluster is None or gpus == 0:
             continue  # a cluster not ready holds nothing the round could plan with
         shares[placement][(cluster, model or models.get(cluster, ""))] += gpus
+        per_pod = gpus // pods if pods else 0
+        where[placement] += [
+            (cluster, leaf, model or "", n, per_pod) for leaf, n in domains.items()
+        ]
         facts[placement] = (job, started or placed or now, given_estimate(estimate))
         who[placement] = (priority, queue, preemptable != "false", f"{namespace}/{name}")
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
@@ -117,6 +124,7 @@ async def running_jobs(
             queue=who[p][1],
             preemptable=who[p][2],
             name=who[p][3],
+            pods=tuple(where[p]),
         )
         for p, by_cluster in shares.items()
     ]

@@ -46,3 +46,6 @@ async def test_running_jobs_carry_what_preemption_needs(
     assert (keep_run.preemptable, free_run.preemptable) == (False, True)
     assert (keep_run.queue, keep_run.name, keep_run.total_gpus) == ("llm", "ml/keep", 16)
     assert keep_run.run_s >= 0 and keep_run.lost_s == keep_run.run_s
+    # Where its pods are, per leaf domain, as `solver.planning.freed` takes them.
+    assert sum(n * per_pod for cluster, _, _, n, per_pod in keep_run.pods) == 16
+    assert {cluster for cluster, *_ in keep_run.pods} == {"gpu-east"}
