@@ -24,8 +24,10 @@ from volcano_global.simulation.workload import (
     read_philly,
     read_pollux,
     synthetic_llm,
+    two_priority_classes,
 )
 from volcano_global.solver import Policy, planning
+from volcano_global.solver.preemption import Rules
 
 
 def simulate(
@@ -73,6 +75,33 @@ def simulate(
     deterministic_time: Annotated[
         float, typer.Option(help="CP-SAT work per round (deterministic units)")
     ] = 0.5,
+    high_priority_share: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Two priority classes: this share of the jobs at priority 1000, the rest at 0",
+        ),
+    ] = 0.0,
+    preemption: Annotated[
+        bool, typer.Option(help="Preemption and reclaim (solver.preemption) in every policy")
+    ] = False,
+    min_run: Annotated[
+        float, typer.Option(min=0, help="Seconds a job runs before it may be evicted")
+    ] = Rules.min_run_s,
+    preemption_cap: Annotated[
+        int, typer.Option(min=1, help="Jobs evicted per round at most")
+    ] = Rules.max_jobs,
+    max_lost: Annotated[
+        float | None,
+        typer.Option(min=0, help="GPU-hours of work evictions may lose per round at most"),
+    ] = None,
+    checkpoint: Annotated[
+        float | None,
+        typer.Option(
+            min=1, help="An evicted job resumes from its last checkpoint, every this many s"
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
 ) -> None:
     """What-if: replay a job trace through the scheduler's queue order and placement engine,
@@ -85,8 +114,16 @@ def simulate(
     workload = _workload(
         trace, jobs, load, seed, gpu_model, probe.capacity_gpus, min_gpus, elastic_share
     )
+    if high_priority_share > 0:
+        workload = two_priority_classes(workload, high_priority_share, seed)
     options = SimOptions(
-        window=window, deterministic_time=deterministic_time, reserve_after_s=reserve_after
+        window=window,
+        deterministic_time=deterministic_time,
+        reserve_after_s=reserve_after,
+        preemption=Rules(min_run_s=min_run, max_jobs=preemption_cap, max_lost_gpu_hours=max_lost)
+        if preemption
+        else None,
+        checkpoint_s=checkpoint,
     )
     results, summaries = [], []
     with Progress(
@@ -138,6 +175,10 @@ def simulate(
             f"{s.oversubscribed_s:,.0f} s",
         )
     console.print(table)
+    if preemption:
+        for r in results:
+            lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
+            console.print(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
     console.print(f"{len(files)} files in {out}")
 
 

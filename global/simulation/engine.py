@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.simulation import speed
+from volcano_global.simulation import evictions, speed
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
@@ -36,6 +36,7 @@ from volcano_global.solver import (
 )
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.preemption import Rules
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -47,6 +48,11 @@ class SimOptions:
     time_limit_s: float = 30.0  # a wall-clock safety net only
     reserve_after_s: float = planning.RESERVE_AFTER_S
     max_holds: int = SolveOptions.max_holds
+    # Preemption and reclaim (`solver.preemption`): None runs without them. `checkpoint_s`:
+    # an evicted job resumes from its last checkpoint (every so many seconds of its run);
+    # None: it loses everything since its start.
+    preemption: Rules | None = None
+    checkpoint_s: float | None = None
 
 
 @dataclass
@@ -70,6 +76,7 @@ class _Running:
     crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
     width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
     shrinks: int = 0  # times it gave units back
+    priced: bool = False  # given its first finish event
 
     @property
     def units(self) -> int:
@@ -89,6 +96,8 @@ class JobRecord:
     clusters: tuple[str, ...] = ()
     slowest_factor: float = 1.0
     crossing_gbit: float = 0.0  # bits sent across cluster boundaries / 1e9
+    preempted: int = 0  # times it was evicted
+    lost_gpu_s: float = 0.0  # GPU-seconds of work evictions threw away
 
 
 @dataclass
@@ -109,6 +118,7 @@ class SimResult:
     never_placeable: frozenset[str] = frozenset()  # not even on the empty fleet, link-safely
     timeline: list[Sample] = field(default_factory=list)
     rounds: int = 0
+    evictions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, victim, by)
 
 
 class Simulation:
@@ -140,6 +150,7 @@ class Simulation:
         self.cluster_names = [c.name for c in scenario.clusters]
         self.capacity = {speed.pair(link.a, link.b): link.gbps for link in scenario.links}
         self.queues = {q.name: q for q in scenario.queues}
+        self.retired: dict[str, int] = {}  # an evicted job's last version (its old events)
         self.durations = DurationModel()  # what the scheduler learns from finished jobs
         self.capacity_gpus = sum(n.gpus for ns in self.nodes.values() for n in ns)
         self.cluster_gpus = {name: 0 for name in self.cluster_names}
@@ -199,6 +210,9 @@ class Simulation:
                 started = self._round(pending, running, records, now)
                 result.rounds += 1
                 if started:
+                    pending = [j for j in pending if j.id not in started]
+                if self.options.preemption is not None:
+                    started = evictions.evict(self, pending, running, records, now, result)
                     pending = [j for j in pending if j.id not in started]
             for run in self._reprice(running, records, now):
                 seq += 1
@@ -350,6 +364,7 @@ class Simulation:
             [(r.a, r.b, r.gbps) for r in jd.reservations],
             start=now,
             work_left=job.duration_s,
+            version=self.retired.get(job.id, 0),
             last=now,
             unit_broken=unit_broken,
             width=sum(share.units for share in jd.shares),
@@ -464,8 +479,13 @@ class Simulation:
         run.reservations = [(r.a, r.b, r.gbps) for r in reservations]
 
     def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
+        now = (clock - EPOCH).total_seconds()
         out = []
         for run in running.values():
+            pods: dict[tuple[str, str, str, int], int] = defaultdict(int)
+            for cluster, leaf, model, _, _ in run.bound:
+                pods[(cluster, leaf, model, run.job.gpus_per_pod)] += 1
+            ran = now - run.start
             gpus: dict[tuple[str, str], int] = defaultdict(int)
             for cluster, _, model, _, count in run.bound:
                 gpus[(cluster, model)] += count
@@ -478,6 +498,11 @@ class Simulation:
                     estimate_s=run.job.estimate_s,
                     now=clock,
                     durations=self.durations,
+                    priority=run.job.priority,
+                    queue=run.job.queue,
+                    preemptable=run.job.preemptable,
+                    lost_s=evictions.lost_s(ran, self.options.checkpoint_s),
+                    pods=tuple((c, leaf, m, n, g) for (c, leaf, m, g), n in sorted(pods.items())),
                 )
             )
         return out
@@ -573,8 +598,8 @@ class Simulation:
             )
             record.slowest_factor = max(record.slowest_factor, factor)
             factor *= run.units / max(run.width, 1)  # fewer replicas: proportionally slower
-            if factor != run.factor or run.version == 0:
-                run.factor = factor
+            if factor != run.factor or not run.priced:
+                run.factor, run.priced = factor, True
                 run.version += 1
                 moved.append(run)
         return moved
@@ -596,6 +621,7 @@ def _request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
         unit_tier=job.unit_tier,
         allreduce_gbps=job.allreduce_gbps,
         min_units=job.min_units if elastic else 0,
+        may_evict_for=evictions.may_evict_for(job),
     )
 
 

@@ -63,6 +63,7 @@ class QueueEntry(_Spec):
     parent: str | None = None
     deserved: Annotated[int, Field(ge=0)] | None = None
     guarantee: Annotated[int, Field(ge=0)] = 0
+    reclaimable: bool = True  # others below their deserved share may evict its jobs
 
 
 class Scenario(_Spec):

@@ -67,6 +67,8 @@ class TraceJob:
     queue: str = "default"
     estimate_s: float | None = None  # the user's runningEstimate, if given (never the truth)
     min_units: int = 0  # elastic: may run with as few units (data-parallel replicas); 0: rigid
+    preemption_policy: str = "PreemptLowerPriority"  # its priority class's; or "Never"
+    preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
 
     @property
     def gpus(self) -> int:
@@ -219,3 +221,13 @@ def _llm_job(
         priority=priority,
         queue=queue,
     )
+
+
+HIGH_PRIORITY = 1000
+
+
+def two_priority_classes(jobs: list[TraceJob], high_share: float, seed: int) -> list[TraceJob]:
+    """The jobs in two priority classes: `high_share` of them (drawn apart from the trace, so
+    the rest of it is the same) at priority 1000, the rest at 0."""
+    draw = random.Random(seed + 104729)
+    return [replace(j, priority=HIGH_PRIORITY if draw.random() < high_share else 0) for j in jobs]

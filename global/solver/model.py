@@ -87,6 +87,10 @@ class JobRequest:
     # Elastic data-parallel width (planned policies): the job may start with as few as
     # `min_units` of its units (0: all of them, a rigid gang).
     min_units: int = 0
+    # What it may evict for when it cannot be placed (`preemption`): "preempt" (lower
+    # priorities; its class says preemptionPolicy: PreemptLowerPriority) and "reclaim" (queues
+    # above their deserved share); empty for a class with preemptionPolicy: Never.
+    may_evict_for: frozenset[str] = frozenset()
 
     @property
     def elastic(self) -> bool:
@@ -195,6 +199,20 @@ class RunningJob:
     gpus: tuple[tuple[str, str, int], ...]
     links: tuple[LinkBandwidth, ...] = ()
     ends_in_s: float = 0.0
+    # For preemption and reclaim (`preemption`): what it is, how long it has run, how much
+    # work an eviction would lose (seconds since its start or last checkpoint), and where its
+    # pods are: (cluster, leaf domain, model - "" for the leaf's own - pods, GPUs per pod).
+    priority: int = 0
+    queue: str = "default"
+    preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
+    run_s: float = 0.0
+    lost_s: float = 0.0
+    pods: tuple[tuple[str, str, str, int, int], ...] = ()
+    name: str = ""  # for reasons and events (namespace/name)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g for _, _, g in self.gpus)
 
 
 @dataclass(frozen=True)

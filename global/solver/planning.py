@@ -88,10 +88,29 @@ def running(
     estimate_s: float | None,
     now: datetime,
     durations: DurationModel,
+    priority: int = 0,
+    queue: str = "default",
+    preemptable: bool = True,
+    lost_s: float | None = None,
+    pods: tuple[tuple[str, str, str, int, int], ...] = (),
+    name: str = "",
 ) -> RunningJob:
+    """`lost_s`: work an eviction would lose (None: all of it since `started_at`)."""
     elapsed = max((now - started_at).total_seconds(), 0.0)
     total = sum(g for _, _, g in gpus)
-    return RunningJob(key, gpus, links, ends_in_s=durations.remaining(total, elapsed, estimate_s))
+    return RunningJob(
+        key,
+        gpus,
+        links,
+        ends_in_s=durations.remaining(total, elapsed, estimate_s),
+        priority=priority,
+        queue=queue,
+        preemptable=preemptable,
+        run_s=elapsed,
+        lost_s=elapsed if lost_s is None else lost_s,
+        pods=pods,
+        name=name,
+    )
 
 
 # -- elastic width --------------------------------------------------------------------------

@@ -19,12 +19,14 @@ from volcano_global.db.models import (
     LinkReservation,
     Placement,
     PlacementState,
+    Queue,
 )
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.tenancy.queues import HOLDING_STATES
 from volcano_global.solver import ClusterCapacity, LinkBandwidth, RunningJob, planning
 from volcano_global.solver.durations import KEPT, DurationModel
 
+PREEMPTABLE = "volcano.sh/preemptable"  # "false": never evicted (Volcano's annotation)
 FINISHED_READ = KEPT  # newest finished jobs the durations are learnt from
 
 
@@ -64,19 +66,36 @@ async def running_jobs(
             Job.running_estimate_seconds,
             ClusterShare.cluster_id,
             ClusterShare.gpus,
+            ClusterShare.pods,
+            ClusterShare.domains,
+            Job.priority,
+            Queue.name,
+            Job.namespace,
+            Job.name,
+            Job.manifest["metadata"]["annotations"][PREEMPTABLE].as_string(),
         )
         .join(Job, Job.id == Placement.job_id)
+        .join(Queue, Queue.id == Job.queue_id)
         .join(ClusterShare, ClusterShare.placement_id == Placement.id)
         .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
     )
     shares: dict[uuid.UUID, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None]] = {}
-    for placement, job, model, started, placed, estimate, cluster_id, gpus in rows:
+    who: dict[uuid.UUID, tuple[int, str, bool, str]] = {}
+    where: dict[uuid.UUID, list[tuple[str, str, str, int, int]]] = defaultdict(list)
+    for row in rows:
+        placement, job, model, started, placed, estimate, cluster_id, gpus = row[:8]
+        pods, domains, priority, queue, namespace, name, preemptable = row[8:]
         cluster = names.get(cluster_id)
         if cluster is None or gpus == 0:
             continue  # a cluster not ready holds nothing the round could plan with
         shares[placement][(cluster, model or models.get(cluster, ""))] += gpus
+        per_pod = gpus // pods if pods else 0
+        where[placement] += [
+            (cluster, leaf, model or "", n, per_pod) for leaf, n in domains.items()
+        ]
         facts[placement] = (job, started or placed or now, given_estimate(estimate))
+        who[placement] = (priority, queue, preemptable != "false", f"{namespace}/{name}")
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
     if shares:
         # Joined rather than listed: an IN list of every active placement outgrows the
@@ -101,6 +120,11 @@ async def running_jobs(
             estimate_s=facts[p][2],
             now=now,
             durations=durations,
+            priority=who[p][0],
+            queue=who[p][1],
+            preemptable=who[p][2],
+            name=who[p][3],
+            pods=tuple(where[p]),
         )
         for p, by_cluster in shares.items()
     ]

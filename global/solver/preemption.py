@@ -1,0 +1,280 @@
+"""Preemption and reclaim: which running gangs a waiting gang may evict so that it can start.
+
+Pure: the round's snapshot (free capacity, links, running jobs) and its decision in, the
+evictions out. The server's scheduling loop and the simulator call the same `preempt`.
+
+Who may evict (the preemptor): a job the round left pending, whose priority class does not
+say `preemptionPolicy: Never` (`JobRequest` carries `may_evict_for` as the set of reasons it
+may evict for), in queue order, at most `Rules.max_jobs` victims and `Rules.max_gpus` of their
+GPUs per round in all.
+
+Who may be evicted (a candidate), a whole running job, never part of a gang:
+- it is not annotated `volcano.sh/preemptable: "false"` (`RunningJob.preemptable`);
+- it has run at least `Rules.min_run_s` (Volcano has no such floor; without it a fleet at
+  load 1 evicts the same jobs over and over);
+- and either (preemption) its priority is lower than the preemptor's and the preemptor's
+  class says `PreemptLowerPriority`; or (reclaim) the preemptor's queue holds, with the
+  preemptor, no more than it deserves (`solver.fair_share`), the candidate's queue is
+  `reclaimable` and still holds at least what it deserves without the candidate (Volcano's
+  `proportion` plugin: a queue is reclaimed from only above its deserved share).
+
+The victims (the rule, exactly):
+1. candidates in the order lowest priority first, then fewest GPU-hours of work lost (GPUs x
+   seconds since its start or last checkpoint, `RunningJob.lost_s`), then the latest started,
+   then id;
+2. taken in that order, each freeing its GPUs (per leaf domain) and the link bandwidth it
+   reserved, until the preemptor fits - whole or as a link-safe split, by the greedy policy's
+   fit and split code (`baselines.place_greedily`); none if the cap would be passed first;
+3. then every victim, the highest priority and most GPU-hours lost first, is spared if the
+   preemptor still fits without it (Kubernetes' "reprieve");
+4. steps 2-3 are run over all the candidates and over each cluster's alone (those with GPUs
+   in it); of the sets found, the one whose highest victim priority is lowest, then with the
+   fewest GPU-hours lost, then the fewest victims, is taken (Kubernetes picks its node by the
+   same first and last keys, with the sum of priorities between).
+The preemptor's placement on the freed capacity is returned and consumed, so a later
+preemptor of the same round does not count on the same GPUs. The per-cluster sets matter: taken
+over the whole fleet, the lowest-priority, least-lost candidates may be scattered over
+clusters none of which then holds the gang, and filling it takes the big jobs anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from volcano_global.solver.baselines import place_greedily
+from volcano_global.solver.model import (
+    ClusterCapacity,
+    Decision,
+    JobDecision,
+    JobRequest,
+    RunningJob,
+    Snapshot,
+    link_key,
+)
+from volcano_global.solver.packing import pools_of
+from volcano_global.solver.planning import freed
+
+PREEMPT = "preempt"
+RECLAIM = "reclaim"
+
+
+@dataclass(frozen=True)
+class Rules:
+    min_run_s: float = 600.0  # a job runs this long before it may be evicted
+    max_jobs: int = 4  # victims per round, in all
+    max_gpus: int = 1024  # victims' GPUs per round, in all
+    max_lost_gpu_hours: float | None = None  # work victims lose per round, in all (None: no cap)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A queue as reclaim sees it: GPUs held now, GPUs deserved (fair share), reclaimable."""
+
+    held: int
+    deserved: int
+    reclaimable: bool = True
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """`preemptor` starts on `placement` once every one of `victims` is gone."""
+
+    preemptor: str
+    victims: tuple[RunningJob, ...]
+    placement: JobDecision
+    kind: str  # RECLAIM when every victim was taken by reclaim alone, else PREEMPT
+    reason: str
+
+    @property
+    def gpus(self) -> int:
+        return sum(v.total_gpus for v in self.victims)
+
+
+def lost_gpu_hours(job: RunningJob) -> float:
+    return job.total_gpus * job.lost_s / 3600.0
+
+
+def victim_order(job: RunningJob) -> tuple[int, float, float, str]:
+    return (job.priority, lost_gpu_hours(job), job.run_s, job.id)
+
+
+def preempt(
+    snapshot: Snapshot,
+    decision: Decision,
+    *,
+    rules: Rules | None = None,
+    queues: dict[str, Standing] | None = None,
+) -> list[Eviction]:
+    """The evictions of one round (see the module docstring). `snapshot.clusters` and `links`
+    must be what is free after the round's admitted jobs (the simulator builds it after its
+    starts); the jobs `decision` did not admit, in `snapshot.jobs` order, may evict."""
+    rules = rules or Rules()
+    queues = dict(queues or {})
+    admitted = {d.job_id for d in decision.jobs if d.admitted}
+    state = freed(snapshot.clusters, [])
+    links = {link.key: link.free_gbps for link in snapshot.links}
+    taken: set[str] = set()
+    jobs_left, gpus_left = rules.max_jobs, rules.max_gpus
+    lost_left = rules.max_lost_gpu_hours if rules.max_lost_gpu_hours is not None else float("inf")
+    out: list[Eviction] = []
+    for job in snapshot.jobs:
+        if job.id in admitted or not job.may_evict_for or jobs_left <= 0:
+            continue
+        allowed = [
+            (r, kind)
+            for r in snapshot.running
+            if r.id not in taken and (kind := _may_evict(job, r, rules, queues)) is not None
+        ]
+        chosen = _choose(job, allowed, state, links, (jobs_left, gpus_left, lost_left))
+        if chosen is None:
+            continue
+        victims, placement = chosen
+        kinds = {kind for r, kind in allowed if r in victims}
+        state = _without(state, victims)
+        for v in victims:
+            taken.add(v.id)
+            for b in v.links:
+                links[link_key(b.a, b.b)] = links.get(link_key(b.a, b.b), 0.0) + b.gbps
+            if v.queue in queues:
+                s = queues[v.queue]
+                queues[v.queue] = replace(s, held=s.held - v.total_gpus)
+        pools = pools_of(state)
+        placement = place_greedily(job, pools, links) or placement
+        state = tuple(pool.state() for pool in pools.values())
+        for r in placement.reservations:
+            links[link_key(r.a, r.b)] -= r.gbps
+        if job.queue in queues:
+            s = queues[job.queue]
+            queues[job.queue] = replace(s, held=s.held + job.gpus)
+        jobs_left -= len(victims)
+        gpus_left -= sum(v.total_gpus for v in victims)
+        lost_left -= sum(lost_gpu_hours(v) for v in victims)
+        kind = RECLAIM if kinds == {RECLAIM} else PREEMPT
+        out.append(Eviction(job.id, victims, placement, kind, _reason(job, victims, placement)))
+    return out
+
+
+def _may_evict(
+    job: JobRequest, victim: RunningJob, rules: Rules, queues: dict[str, Standing]
+) -> str | None:
+    if not victim.preemptable or victim.run_s < rules.min_run_s:
+        return None
+    if PREEMPT in job.may_evict_for and victim.priority < job.priority:
+        return PREEMPT
+    mine, theirs = queues.get(job.queue), queues.get(victim.queue)
+    if (
+        RECLAIM in job.may_evict_for
+        and mine is not None
+        and theirs is not None
+        and victim.queue != job.queue
+        and mine.held + job.gpus <= mine.deserved
+        and theirs.reclaimable
+        and theirs.held - victim.total_gpus >= theirs.deserved
+    ):
+        return RECLAIM
+    return None
+
+
+def _choose(
+    job: JobRequest,
+    allowed: list[tuple[RunningJob, str]],
+    state: tuple[ClusterCapacity, ...],
+    links: dict[tuple[str, str], float],
+    left: tuple[int, int, float],
+) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
+    if _fits(job, [], state, links) is not None:
+        return None  # pending for another reason (quota, a reservation): evicting won't help
+    useful = [r for r, _ in allowed if _may_help(job, r)]
+    pools = [useful] + [
+        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
+        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
+    ]
+    best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
+    for candidates in pools:
+        found = _greedy(job, candidates, state, links, left)
+        if found is None:
+            continue
+        victims, placement = found
+        key = (
+            max(v.priority for v in victims),
+            round(sum(lost_gpu_hours(v) for v in victims), 6),
+            len(victims),
+        )
+        if best is None or key < best[0]:
+            best = (key, victims, placement)
+    return None if best is None else (best[1], best[2])
+
+
+def _greedy(
+    job: JobRequest,
+    candidates: list[RunningJob],
+    state: tuple[ClusterCapacity, ...],
+    links: dict[tuple[str, str], float],
+    left: tuple[int, int, float],
+) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
+    """Steps 2 and 3 of the rule over these candidates, within what the caps leave."""
+    jobs_left, gpus_left, lost_left = left
+    picked: list[RunningJob] = []
+    placement = None
+    for victim in sorted(candidates, key=victim_order):
+        if (
+            len(picked) + 1 > jobs_left
+            or sum(v.total_gpus for v in picked) + victim.total_gpus > gpus_left
+            or sum(lost_gpu_hours(v) for v in picked) + lost_gpu_hours(victim) > lost_left + 1e-9
+        ):
+            break
+        picked.append(victim)
+        placement = _fits(job, picked, state, links)
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    for victim in sorted(picked, key=victim_order, reverse=True):  # reprieve
+        rest = [v for v in picked if v is not victim]
+        fit = _fits(job, rest, state, links) if rest else None
+        if fit is not None:
+            picked, placement = rest, fit
+    return tuple(sorted(picked, key=victim_order)), placement
+
+
+def _may_help(job: JobRequest, victim: RunningJob) -> bool:
+    """Whether the victim holds GPUs the job could use (its model, clusters it may run in)."""
+    return any(
+        (job.gpu_model in (None, model))
+        and (job.allowed_clusters is None or cluster in job.allowed_clusters)
+        for cluster, model, _ in victim.gpus
+    )
+
+
+def _without(
+    state: tuple[ClusterCapacity, ...], victims: list[RunningJob] | tuple[RunningJob, ...]
+) -> tuple[ClusterCapacity, ...]:
+    return freed(state, [p for v in victims for p in v.pods])
+
+
+def _fits(
+    job: JobRequest,
+    victims: list[RunningJob],
+    state: tuple[ClusterCapacity, ...],
+    links: dict[tuple[str, str], float],
+) -> JobDecision | None:
+    free = dict(links)
+    for v in victims:
+        for b in v.links:
+            free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
+    return place_greedily(job, pools_of(_without(state, victims)), free)
+
+
+def _reason(job: JobRequest, victims: tuple[RunningJob, ...], placement: JobDecision) -> str:
+    where = ", ".join(f"{s.gpus} GPUs in {s.cluster}" for s in placement.shares)
+    lost = sum(lost_gpu_hours(v) for v in victims)
+    names = "; ".join(
+        f"{v.name or v.id} (priority {v.priority}, queue {v.queue}, {v.total_gpus} GPUs, "
+        f"ran {v.run_s / 3600:.1f} h, {lost_gpu_hours(v):.1f} GPU-hours lost)"
+        for v in victims
+    )
+    return (
+        f"evicting {len(victims)} job(s), {sum(v.total_gpus for v in victims)} GPUs, "
+        f"{lost:.1f} GPU-hours lost, the lowest priority and least work first: {names}; "
+        f"priority {job.priority} starts on {where} once they are gone"
+    )

@@ -1,0 +1,51 @@
+"""What a round knows about the running jobs for preemption (`timing.running_jobs`): priority,
+queue, the `volcano.sh/preemptable` annotation, how long it has run, its name."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from tests.factories import create_cluster, create_queue, inventory, job_document, submit
+from volcano_global.db.base import utcnow
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster
+from volcano_global.services.scheduling.snapshot import free_capacity
+from volcano_global.services.scheduling.timing import duration_model, running_jobs
+
+
+async def test_running_jobs_carry_what_preemption_needs(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await create_cluster(api, "gpu-east")
+    body = inventory("gpu-east", tors=2, nodes_per_tor=8)
+    assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=body)).status_code == 200
+    await create_queue(api, "llm")
+    keep = job_document("keep", queue="llm", replicas=2)
+    keep["metadata"]["annotations"] = {"volcano.sh/preemptable": "false"}
+    ids = {
+        "keep": (await submit(api, keep)).json()["uid"],
+        "free": (await submit(api, job_document("free", queue="llm", replicas=2))).json()["uid"],
+    }
+    report = await app.state.scheduler.run_once()
+    assert report is not None and len(report.result.placed) == 2
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        states = await free_capacity(session, clusters)
+        run = await running_jobs(
+            session,
+            clusters,
+            states,
+            now=utcnow(),
+            durations=await duration_model(session),
+        )
+    by_id = {r.id: r for r in run}
+    assert set(by_id) == set(ids.values())
+    keep_run, free_run = by_id[ids["keep"]], by_id[ids["free"]]
+    assert (keep_run.preemptable, free_run.preemptable) == (False, True)
+    assert (keep_run.queue, keep_run.name, keep_run.total_gpus) == ("llm", "ml/keep", 16)
+    assert keep_run.run_s >= 0 and keep_run.lost_s == keep_run.run_s
+    # Where its pods are, per leaf domain, as `solver.planning.freed` takes them.
+    assert sum(n * per_pod for cluster, _, _, n, per_pod in keep_run.pods) == 16
+    assert {cluster for cluster, *_ in keep_run.pods} == {"gpu-east"}
