@@ -1,12 +1,18 @@
 """/api/v1/apply: a file of documents (`---` separated YAML, JSON, or a JSON `List`) applied in
 order, as `kubectl apply -f` takes it, one result per document.
 
-A document is handed to the applier registered for its API group and kind (`APPLIERS`).
-Serving a new kind is one registration: `register("scheduling.volcano.sh", "Queue", fn)`.
-Kinds Volcano users put in such files that this server does not serve yet (Queue,
-PriorityClass) are answered per document, naming its index and kind; the documents before and
-after it are applied all the same. The answer is 200 with the results whether or not some
-failed (as kubectl goes on); a caller checks each `result`.
+A document is handed to the applier registered for its API group and kind (`APPLIERS`):
+Volcano Jobs and HyperJobs, Volcano Queues and Kubernetes PriorityClasses. An unknown kind is
+answered per document, naming its index and kind; the documents before and after it are
+applied all the same. The answer is 200 with the results whether or not some failed (as
+kubectl goes on); a caller checks each `result`.
+
+What apply means per kind: a job alive with the same document is `unchanged`, else a new job is
+`created` (a submitted job's spec does not change). A Queue or PriorityClass is created, or
+replaced by the document (`configured`; a class's value and preemptionPolicy stay immutable),
+or `unchanged` if the document is what is stored. A queue's state is its status: a document
+without `status.state` leaves an existing queue Open or Closed as it is. Queues and classes
+are changed by admins only, as through /api/v1/queues and /api/v1/priorityclasses.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from pydantic import Field
 
+from volcano_global.api import kind_apply
 from volcano_global.api.deps import LoneSubmitter
 from volcano_global.api.errors import STATUS_BY_ERROR
 from volcano_global.api.jobs import _DOCUMENT_BODY, _format, _submission
@@ -37,7 +44,7 @@ class AppliedDocument(ApiModel):
     kind: str | None
     name: str | None
     namespace: str | None
-    result: Literal["created", "unchanged", "error"]
+    result: Literal["created", "configured", "unchanged", "error"]
     uid: uuid.UUID | None = None
     code: int | None = Field(None, description="The HTTP status the error would have alone")
     message: str = ""
@@ -50,16 +57,10 @@ class ApplyResult(ApiModel):
 
 Applier = Callable[[Request, Principal, Manifest], Awaitable[tuple[str, uuid.UUID | None]]]
 APPLIERS: dict[tuple[str, str], Applier] = {}
-# Kinds a Volcano user's file holds that are not served here yet (the answer says so).
-NOT_SERVED_YET = {
-    ("scheduling.volcano.sh", "Queue"): "Queues are managed with /api/v1/queues for now",
-    ("scheduling.k8s.io", "PriorityClass"): "priority classes are set in the server's settings",
-}
 
 
 def register(group: str, kind: str, applier: Applier) -> None:
     APPLIERS[(group, kind)] = applier
-    NOT_SERVED_YET.pop((group, kind), None)
 
 
 async def _apply_job(
@@ -85,6 +86,8 @@ async def _apply_job(
 
 register("batch.volcano.sh", "Job", _apply_job)
 register("training.volcano.sh", "HyperJob", _apply_job)
+register("scheduling.volcano.sh", "Queue", kind_apply.apply_queue)
+register("scheduling.k8s.io", "PriorityClass", kind_apply.apply_priority_class)
 
 
 @router.post(
@@ -120,13 +123,9 @@ async def _apply_one(request: Request, caller: Principal, manifest: Manifest) ->
     key = (manifest.group, manifest.kind or "")
     applier = APPLIERS.get(key)
     if applier is None:
-        why = NOT_SERVED_YET.get(key)
         served = ", ".join(f"{k} ({g})" for g, k in APPLIERS)
         message = (
-            f"{manifest.label}: kind {manifest.kind} ({manifest.api_version}) is not served by "
-            f"this server yet; {why}"
-            if why
-            else f"{manifest.label}: unknown kind {manifest.kind} ({manifest.api_version}); "
+            f"{manifest.label}: unknown kind {manifest.kind} ({manifest.api_version}); "
             f"served: {served}"
         )
         return _failed(result, 422, message, [FieldError("kind", message)])

@@ -96,6 +96,11 @@ async def apply_queue(
     return queue
 
 
+def store_definition(queue: Queue, d: QueueDefinition) -> None:
+    """Set the queue's document and the columns read from it."""
+    _store(queue, d)
+
+
 def _store(queue: Queue, d: QueueDefinition) -> None:
     queue.spec, queue.labels, queue.annotations = d.spec, d.labels, d.annotations
     queue.weight, queue.priority, queue.state, queue.parent = (
