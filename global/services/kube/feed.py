@@ -59,11 +59,18 @@ class ChangeFeed:
         self.settle = timedelta(seconds=settle_s)
         self._subscribers: set[Subscription] = set()
         self._wanted = asyncio.Event()
+        self._read = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
     @property
     def watches(self) -> int:
         return len(self._subscribers)
+
+    async def next_read(self) -> None:
+        """Wait for the feed's next read to be handed on (a caller knows that what was
+        committed before it started waiting is seen by every watch open then)."""
+        async with self._read:
+            await self._read.wait()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._guarded(), name="kube-change-feed")
@@ -127,6 +134,8 @@ class ChangeFeed:
                 self._publish(Change(row, clusters.get(row["id"], [])))
             horizon = since - self.settle
             handed = {key for key in handed if key[1] > horizon}
+            async with self._read:
+                self._read.notify_all()
             await asyncio.sleep(self.poll_s)
 
     def _publish(self, change: Change) -> None:

@@ -5,6 +5,7 @@ kinds applied through /api/v1/apply."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,10 +13,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from fastapi import FastAPI
 
 from tests.conftest import ADMIN_TOKEN, app_settings
 from tests.factories import job_document
 from volcano_global.app import create_app
+from volcano_global.services.kube.feed import ChangeFeed
 
 QUEUES = "/k8s/apis/scheduling.volcano.sh/v1beta1/queues"
 CLASSES = "/k8s/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -24,9 +27,18 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 @pytest.fixture
-async def kube(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+def application(database_url: str) -> FastAPI:
     settings = app_settings(database_url, kube={"watch_poll_s": 0.05, "bookmark_s": 0.2})
-    application = create_app(settings)
+    return create_app(settings)
+
+
+@pytest.fixture
+def feed(application: FastAPI, kube: httpx.AsyncClient) -> ChangeFeed:
+    return application.state.kube_feed  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+async def kube(application: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     async with application.router.lifespan_context(application):
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=application),
@@ -106,7 +118,9 @@ async def test_create_list_select_page_and_status(kube: httpx.AsyncClient) -> No
     assert again.status_code == 409 and again.json()["kind"] == "Status"
 
 
-async def test_watch_sees_a_state_change_and_a_delete(kube: httpx.AsyncClient) -> None:
+async def test_watch_sees_a_state_change_and_a_delete(
+    kube: httpx.AsyncClient, feed: ChangeFeed
+) -> None:
     created = (await kube.post(QUEUES, json=_queue("w"))).json()
     closed = await kube.patch(
         f"{QUEUES}/w/status", content=json.dumps({"status": {"state": "Closed"}}), headers=MERGE
@@ -125,14 +139,13 @@ async def test_watch_sees_a_state_change_and_a_delete(kube: httpx.AsyncClient) -
     )
     assert [(e["type"], e["object"]["status"]["state"]) for e in events] == [("MODIFIED", "Closed")]
     # A delete is seen by a watch open while it happens (the row is gone afterwards).
-    async with kube.stream(
-        "GET", QUEUES, params={"watch": "true", "fieldSelector": "metadata.name=w"}
-    ) as stream:
-        lines = stream.aiter_lines()
-        assert json.loads(await anext(lines))["type"] == "ADDED"
-        assert (await kube.delete(f"{QUEUES}/w")).status_code == 200
-        deleted = json.loads(await anext(lines))
-    assert deleted["type"] == "DELETED" and deleted["object"]["metadata"]["name"] == "w"
+    watching = asyncio.create_task(
+        kube.get(QUEUES, params={"watch": "true", "timeoutSeconds": "2"})
+    )
+    await feed.next_read()  # the watch subscribed: the feed reads only while one is open
+    assert (await kube.delete(f"{QUEUES}/w")).status_code == 200
+    events = _events(await watching)
+    assert ("DELETED", "w") in [(e["type"], e["object"]["metadata"]["name"]) for e in events]
 
 
 async def test_refusals_name_why(kube: httpx.AsyncClient) -> None:
@@ -243,7 +256,7 @@ async def test_apply_file_with_a_queue_a_class_and_a_job(kube: httpx.AsyncClient
     job = job_document("late")
     job["spec"]["queue"] = "team"
     refused = await kube.post(JOBS, json=job)
-    assert refused.status_code == 422 and "Closed" in refused.text
+    assert refused.status_code == 409 and "Closed" in refused.text
     # A file without status keeps the queue Closed.
     kept = await kube.post("/api/v1/apply", content=_file(), headers=yaml_headers)
     assert kept.json()["items"][0]["result"] == "unchanged"
