@@ -93,6 +93,10 @@ HYPER_JOB = Kind(
 )
 
 
+def _parent(obj: dict[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("parent") or "root")  # Volcano's implicit top
+
+
 def _global_default(obj: dict[str, Any]) -> bool:
     return bool(obj.get("globalDefault", False))
 
@@ -108,7 +112,7 @@ QUEUE = Kind(
     short_names=("q", "queue-v1beta1"),
     namespaced=False,
     columns=(
-        Column("PARENT", "string", ".spec.parent"),
+        Column("PARENT", "string", value=_parent, description="The parent queue; root if none."),
         Column("STATE", "string", ".status.state"),
         Column("WEIGHT", "integer", ".spec.weight"),
         Column("PENDING", "integer", ".status.pending"),

@@ -327,7 +327,7 @@ def test_queues_and_classes_through_kubectl(kubectl: Kubectl) -> None:
 
     header, row = kubectl("get", "q", "kq").stdout.splitlines()
     assert header.split() == ["NAME", "PARENT", "STATE", "WEIGHT", "PENDING", "RUNNING", "AGE"]
-    assert row.split()[:5] == ["kq", "<none>", "Open", "3", "1"]
+    assert row.split()[:5] == ["kq", "root", "Open", "3", "1"]
     header, row = kubectl("get", "pc", "kpc").stdout.splitlines()
     assert header.split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
     assert row.split()[:3] == ["kpc", "1000", "false"] and row.split()[-1] == "Never"
@@ -356,7 +356,7 @@ def test_queues_and_classes_through_kubectl(kubectl: Kubectl) -> None:
             '{"status": {"state": "Closed"}}',
         )
         assert closed.returncode == 0, closed.stderr
-        assert _until(lines, "Closed")[-1].split()[:3] == ["kq", "<none>", "Closed"]
+        assert _until(lines, "Closed")[-1].split()[:3] == ["kq", "root", "Closed"]
     finally:
         watch.terminate()
         watch.wait(timeout=10)
