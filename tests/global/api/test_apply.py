@@ -1,5 +1,5 @@
 """/api/v1/apply: a file of documents applied in order, one result each, idempotent by
-namespace/name; kinds not served yet answered per document without failing the others."""
+namespace/name; unknown kinds answered per document without failing the others."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import httpx
 import yaml
 
-from tests.factories import create_queue, example, job_document
+from tests.factories import example, job_document
 
 YAML = {"Content-Type": "application/yaml"}
 QUEUE = {
@@ -26,31 +26,38 @@ async def apply(api: httpx.AsyncClient, *documents: object) -> list[dict[str, ob
     return response.json()["items"]
 
 
-async def test_a_file_of_a_queue_and_jobs_applies_the_jobs_and_names_the_queue(
+async def test_a_file_of_a_queue_and_jobs_applies_them_in_order(
     api: httpx.AsyncClient,
 ) -> None:
-    await create_queue(api, "llm")
     hyperjob = yaml.safe_load(example("hyperjob-llm-training.yaml"))
-    items = await apply(api, QUEUE, job_document("a", queue="llm"), hyperjob)
+    assert hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["queue"] == "llm"
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    items = await apply(api, QUEUE, job_document("a", queue="llm"), hyperjob, deployment)
     assert [(i["index"], i["kind"], i["result"]) for i in items] == [
-        (0, "Queue", "error"),
+        (0, "Queue", "created"),
         (1, "Job", "created"),
         (2, "HyperJob", "created"),
+        (3, "Deployment", "error"),
     ]
-    assert items[0]["code"] == 422
-    assert items[0]["message"].startswith(
-        "document 0 (Queue llm): kind Queue (scheduling.volcano.sh/v1beta1) is not served"
+    assert items[3]["code"] == 422
+    assert items[3]["message"].startswith(
+        "document 3 (Deployment web): unknown kind Deployment (apps/v1); served: Job"
     )
-    assert items[0]["causes"][0]["field"] == "kind"
+    assert items[3]["causes"][0]["field"] == "kind"
+    assert (await api.get("/api/v1/queues/llm")).json()["weight"] == 1
     jobs = (await api.get("/api/v1/jobs")).json()["items"]
     assert sorted(j["name"] for j in jobs) == ["a", "llm-training"]
     uid = {i["name"]: i["uid"] for i in items}["a"]
     assert (await api.get(f"/api/v1/jobs/{uid}")).json()["name"] == "a"
 
     again = await apply(api, QUEUE, job_document("a", queue="llm"), hyperjob)
-    assert [i["result"] for i in again] == ["error", "unchanged", "unchanged"]
-    assert [i["uid"] for i in again[1:]] == [i["uid"] for i in items[1:]]
+    assert [i["result"] for i in again] == ["unchanged", "unchanged", "unchanged"]
+    assert [i["uid"] for i in again] == [i["uid"] for i in items[:3]]
     assert len((await api.get("/api/v1/jobs")).json()["items"]) == 2
+    heavier = {**QUEUE, "spec": {"weight": 4}}
+    (configured,) = await apply(api, heavier)
+    assert configured["result"] == "configured"
+    assert (await api.get("/api/v1/queues/llm")).json()["weight"] == 4
 
 
 async def test_a_changed_document_is_refused_and_a_finished_name_is_free(
