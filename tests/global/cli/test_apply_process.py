@@ -38,29 +38,30 @@ def test_apply_is_idempotent_and_reports_each_document(
 ) -> None:
     bad = job_document("broken", replicas=2)
     bad["spec"]["policies"] = [{"events": "PodFailed", "action": "RestartJob"}]
+    uses_both = job_document("first", queue="llm")
+    uses_both["spec"]["priorityClassName"] = "high"
     path = file_of(
         tmp_path,
         QUEUE,
         PRIORITY,
-        job_document("first", queue="default"),
+        uses_both,
         bad,
         job_document("second", queue="default", replicas=1),
     )
     first = server.cli("apply", "-f", str(path))
     assert first.returncode == 1, first.stderr
     assert first.stdout.splitlines() == [
+        "queue.scheduling.volcano.sh/llm created",
+        "priorityclass.scheduling.k8s.io/high created",
         "job.batch.volcano.sh/ml/first created",
         "job.batch.volcano.sh/ml/second created",
     ]
-    assert (
-        "document 0 (Queue llm): kind Queue (scheduling.volcano.sh/v1beta1) is not served"
-        in first.stderr
-    )
-    assert "document 1 (PriorityClass high)" in first.stderr
     assert "spec.policies[0].events: must be a list of events" in first.stderr
 
     again = server.cli("apply", "-f", str(path))
     assert again.stdout.splitlines() == [
+        "queue.scheduling.volcano.sh/llm unchanged",
+        "priorityclass.scheduling.k8s.io/high unchanged",
         "job.batch.volcano.sh/ml/first unchanged",
         "job.batch.volcano.sh/ml/second unchanged",
     ]
