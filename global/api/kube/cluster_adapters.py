@@ -20,6 +20,7 @@ from volcano_global.jobspec.priority_classes import read_priority_class
 from volcano_global.jobspec.queue_document import read_queue
 from volcano_global.services.kube import cluster, store
 from volcano_global.services.kube.feed import Change
+from volcano_global.services.kube.selectors import Selector
 from volcano_global.services.tenancy import priority_classes as classes
 from volcano_global.services.tenancy import queues
 from volcano_global.services.tenancy.tokens import Principal
@@ -79,11 +80,28 @@ def _event(kind: Kind, change: Change, query: store.ListQuery) -> tuple[str, dic
     if row["kind"] != kind.kind or "object" not in row:
         return None
     obj = row["object"]
+    wanted = _query(query, per_queue=kind.kind == cluster.QUEUE)
     if row["deleted"]:
-        return "DELETED", obj
-    if not cluster.matches(obj, _query(query, per_queue=kind.kind == cluster.QUEUE)):
+        # The labels of a deleted row are not kept: a label selector lets its delete through,
+        # the caller's queues and field selectors do not.
+        unlabelled = cluster.ClusterQuery(
+            labels=Selector(), fields=wanted.fields, names=wanted.names
+        )
+        return ("DELETED", obj) if cluster.matches(obj, unlabelled) else None
+    if not cluster.matches(obj, wanted):
         return None
     return "MODIFIED", obj
+
+
+def _dry_run(current: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """What a patch would make of the object (`kubectl diff`): the document with the server's
+    metadata and status of the current object."""
+    shown = copy.deepcopy(document)
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        shown["metadata"][key] = current["metadata"][key]
+    if "status" in current:
+        shown["status"] = current["status"]
+    return shown
 
 
 class QueueAdapter:
@@ -147,10 +165,10 @@ class QueueAdapter:
             document = _written(current)
         document["status"] = {"state": state}
         definition = read_queue(document)
-        if not dry_run:
-            await queues.apply_queue(session, definition=definition)
-            return await self._object(session, name)
-        return document
+        if dry_run:
+            return _dry_run(current, document)
+        await queues.apply_queue(session, definition=definition)
+        return await self._object(session, name)
 
     async def delete(
         self,
@@ -237,10 +255,11 @@ class PriorityClassAdapter:
         subresource: str | None = None,
     ) -> dict[str, Any]:
         caller.require_admin()
-        document = _merged(await self._object(session, name), change, name)
+        current = await self._object(session, name)
+        document = _merged(current, change, name)
         pc, metadata = self._read(document)
         if dry_run:
-            return document
+            return _dry_run(current, document)
         await classes.replace_priority_class(session, pc=pc, metadata=metadata)
         return await self._object(session, name)
 

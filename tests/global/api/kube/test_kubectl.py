@@ -316,6 +316,10 @@ def test_queues_and_classes_through_kubectl(kubectl: Kubectl) -> None:
     assert [line.split()[-1] for line in again.stdout.splitlines()] == ["unchanged"] * 3, (
         again.stderr
     )
+    same = kubectl("diff", "-f", "-", stdin=_three_documents())
+    assert same.returncode == 0, same.stdout + same.stderr
+    differs = kubectl("diff", "-f", "-", stdin=_three_documents("urgent"))
+    assert differs.returncode == 1 and "+description: urgent" in differs.stdout, differs.stderr
     edited = kubectl("apply", "-f", "-", stdin=_three_documents("urgent"))
     assert edited.stdout.splitlines()[1] == "priorityclass.scheduling.k8s.io/kpc configured", (
         edited.stderr
