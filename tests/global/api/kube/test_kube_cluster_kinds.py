@@ -185,8 +185,9 @@ async def test_refusals_name_why(kube: httpx.AsyncClient) -> None:
     assert strategic_queue.status_code == 415
 
 
-async def test_classes_patch_and_table(kube: httpx.AsyncClient) -> None:
-    assert (await kube.post(CLASSES, json=_class("batch", 100))).status_code == 201
+async def test_classes_patch_watch_and_table(kube: httpx.AsyncClient) -> None:
+    created = await kube.post(CLASSES, json=_class("batch", 100))
+    assert created.status_code == 201
     patched = await kube.patch(
         f"{CLASSES}/batch",
         content=json.dumps({"metadata": {"labels": {"tier": "low"}}, "globalDefault": True}),
@@ -195,6 +196,20 @@ async def test_classes_patch_and_table(kube: httpx.AsyncClient) -> None:
     assert patched.status_code == 200, patched.text
     assert patched.json()["globalDefault"] is True
     assert patched.json()["metadata"]["labels"] == {"tier": "low"}
+    events = _events(
+        await kube.get(
+            CLASSES,
+            params={
+                "watch": "true",
+                "resourceVersion": created.json()["metadata"]["resourceVersion"],
+                "timeoutSeconds": "1",
+            },
+        )
+    )
+    assert [
+        (e["type"], e["object"]["metadata"]["name"], e["object"].get("globalDefault"))
+        for e in events
+    ] == [("MODIFIED", "batch", True)]
     table = (
         await kube.get(
             CLASSES,
