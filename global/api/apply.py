@@ -1,39 +1,38 @@
 """/api/v1/apply: a file of documents (`---` separated YAML, JSON, or a JSON `List`) applied in
 order, as `kubectl apply -f` takes it, one result per document.
 
-A document is handed to the applier registered for its API group and kind (`APPLIERS`).
-Serving a new kind is one registration: `register("scheduling.volcano.sh", "Queue", fn)`.
-Queues and PriorityClasses are applied by an admin only (as `/api/v1/queues` and
-`/api/v1/priorityclasses` take them), each in a transaction of its own, so a Job later in the
-file finds the Queue applied before it. A kind not served is answered per document, naming
-its index and kind; the documents before and after it are applied all the same. The answer
-is 200 with the results whether or not some failed (as kubectl goes on); a caller checks each
-`result`.
+A document is handed to the applier registered for its API group and kind (`APPLIERS`):
+Volcano Jobs and HyperJobs, Volcano Queues and Kubernetes PriorityClasses. An unknown kind is
+answered per document, naming its index and kind; the documents before and after it are
+applied all the same. The answer is 200 with the results whether or not some failed (as
+kubectl goes on); a caller checks each `result`.
+
+What apply means per kind: a job alive with the same document is `unchanged`, else a new job is
+`created` (a submitted job's spec does not change). A Queue or PriorityClass is created, or
+replaced by the document (`configured`; a class's value and preemptionPolicy stay immutable),
+or `unchanged` if the document is what is stored. A queue's state is its status: a document
+without `status.state` leaves an existing queue Open or Closed as it is. Queues and classes
+are changed by admins only, as through /api/v1/queues and /api/v1/priorityclasses.
 """
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from fastapi import APIRouter, Request
 from pydantic import Field
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.api import kind_apply
 from volcano_global.api.deps import LoneSubmitter
 from volcano_global.api.errors import STATUS_BY_ERROR
 from volcano_global.api.jobs import _DOCUMENT_BODY, _format, _submission
-from volcano_global.errors import Conflict, DomainError, FieldError
+from volcano_global.errors import DomainError, FieldError
 from volcano_global.jobspec.manifests import Manifest, split_manifests
-from volcano_global.jobspec.priority_classes import read_priority_class
-from volcano_global.jobspec.queue_document import read_queue
 from volcano_global.schemas.common import ApiModel, StatusCause, error_responses
 from volcano_global.services import events
 from volcano_global.services.jobs import apply as job_apply
-from volcano_global.services.tenancy import priority_classes, queues
 from volcano_global.services.tenancy.tokens import Principal
 
 router = APIRouter(prefix="/api/v1/apply", tags=["apply"])
@@ -58,13 +57,10 @@ class ApplyResult(ApiModel):
 
 Applier = Callable[[Request, Principal, Manifest], Awaitable[tuple[str, uuid.UUID | None]]]
 APPLIERS: dict[tuple[str, str], Applier] = {}
-# Kinds a Volcano user's file may hold that are not served here yet (the answer says why).
-NOT_SERVED_YET: dict[tuple[str, str], str] = {}
 
 
 def register(group: str, kind: str, applier: Applier) -> None:
     APPLIERS[(group, kind)] = applier
-    NOT_SERVED_YET.pop((group, kind), None)
 
 
 async def _apply_job(
@@ -88,48 +84,10 @@ async def _apply_job(
     return applied.outcome, applied.job_id
 
 
-async def _apply_queue(
-    request: Request, caller: Principal, manifest: Manifest
-) -> tuple[str, uuid.UUID | None]:
-    caller.require_admin()
-    definition = read_queue(manifest.document)
-    async with _admin_session(request, caller) as session:
-        queue, outcome = await queues.apply_queue_document(session, definition=definition)
-        return outcome, queue.id
-
-
-async def _apply_priority_class(
-    request: Request, caller: Principal, manifest: Manifest
-) -> tuple[str, uuid.UUID | None]:
-    caller.require_admin()
-    pc = read_priority_class(manifest.document)
-    async with _admin_session(request, caller) as session:
-        return await priority_classes.apply_priority_class(session, pc=pc), None
-
-
-@contextlib.asynccontextmanager
-async def _admin_session(request: Request, caller: Principal) -> AsyncIterator[AsyncSession]:
-    """One document's transaction, audited and committed before the next document is read; a
-    name taken by a concurrent apply is a conflict of that document, not a 500."""
-    async with request.app.state.sessions() as session:
-        try:
-            yield session
-            await events.record_audit(
-                session, who=caller.name, method=request.method, path=request.url.path
-            )
-            await session.commit()
-        except IntegrityError:
-            await session.rollback()
-            raise Conflict("applied at the same time by another request; apply again") from None
-        except BaseException:
-            await session.rollback()
-            raise
-
-
 register("batch.volcano.sh", "Job", _apply_job)
 register("training.volcano.sh", "HyperJob", _apply_job)
-register("scheduling.volcano.sh", "Queue", _apply_queue)
-register("scheduling.k8s.io", "PriorityClass", _apply_priority_class)
+register("scheduling.volcano.sh", "Queue", kind_apply.apply_queue)
+register("scheduling.k8s.io", "PriorityClass", kind_apply.apply_priority_class)
 
 
 @router.post(
@@ -165,13 +123,9 @@ async def _apply_one(request: Request, caller: Principal, manifest: Manifest) ->
     key = (manifest.group, manifest.kind or "")
     applier = APPLIERS.get(key)
     if applier is None:
-        why = NOT_SERVED_YET.get(key)
         served = ", ".join(f"{k} ({g})" for g, k in APPLIERS)
         message = (
-            f"{manifest.label}: kind {manifest.kind} ({manifest.api_version}) is not served by "
-            f"this server yet; {why}"
-            if why
-            else f"{manifest.label}: unknown kind {manifest.kind} ({manifest.api_version}); "
+            f"{manifest.label}: unknown kind {manifest.kind} ({manifest.api_version}); "
             f"served: {served}"
         )
         return _failed(result, 422, message, [FieldError("kind", message)])

@@ -24,8 +24,9 @@ def apply(
         typer.Option("-f", "--filename", help="YAML/JSON file of documents ('-' = stdin)"),
     ],
 ) -> None:
-    """Apply every document of each file in order (Volcano Queues, PriorityClasses, Jobs and
-    HyperJobs): created, configured (a Queue or class changed) or unchanged."""
+    """Apply every document of each file in order (Volcano Jobs and HyperJobs, Queues and
+    PriorityClasses). A job already applied with the same document is unchanged; a queue or
+    class is created, configured (replaced by the document) or unchanged."""
     api = client(ctx)
     failed = 0
     for path in files:

@@ -16,11 +16,14 @@ from volcano_global.services import events
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.kube import objects, store
 from volcano_global.services.kube.feed import Change
+from volcano_global.services.tenancy import priority_classes
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
 if TYPE_CHECKING:
     from volcano_global.api.kube.registry import Kind
+
+Classes = tuple[dict[str, Any], str | None]  # the stored classes by name, the global default
 
 
 class Adapter(Protocol):
@@ -53,10 +56,18 @@ class Adapter(Protocol):
         caller: Principal,
         settings: Settings,
         dry_run: bool = False,
+        subresource: str | None = None,
     ) -> dict[str, Any]: ...
 
     async def delete(
-        self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
+        self,
+        session: AsyncSession,
+        *,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        caller: Principal,
+        settings: Settings | None = None,
     ) -> dict[str, Any]: ...
 
     def event(
@@ -66,21 +77,30 @@ class Adapter(Protocol):
         ...
 
 
-def parse_options(settings: Settings) -> ParseOptions:
+def parse_options(settings: Settings, classes: Classes | None = None) -> ParseOptions:
+    """`classes`: the stored priority classes and the global default (what
+    `priorityClassName` resolves against); without them the settings' seeds."""
+    if classes is None:
+        return ParseOptions(
+            priority_classes=settings.scheduling.priority_classes,
+            default_max_clusters=settings.scheduling.max_clusters,
+            max_total_pods=settings.limits.max_total_pods,
+        )
     return ParseOptions(
-        priority_classes=settings.scheduling.priority_classes,
+        priority_classes=classes[0],
+        default_priority_class=classes[1],
         default_max_clusters=settings.scheduling.max_clusters,
         max_total_pods=settings.limits.max_total_pods,
     )
 
 
 def _submission(
-    settings: Settings, document: dict[str, Any], caller: Principal
+    settings: Settings, document: dict[str, Any], caller: Principal, classes: Classes
 ) -> submissions.Submission:
     return submissions.Submission(
         body=json.dumps(document).encode(),
         fmt="json",
-        options=parse_options(settings),
+        options=parse_options(settings, classes),
         limits=submissions.SubmitLimits(
             max_nodes=settings.limits.max_document_nodes,
             max_depth=settings.limits.max_document_depth,
@@ -129,11 +149,13 @@ class JobAdapter:
                 namespace=metadata["namespace"],
                 name=str(metadata.get("name", "")),
             )
+            # The stored classes, read afresh: one created a moment ago resolves.
+            classes = await priority_classes.resolution_table(session)
         if taken:
             raise Conflict(
                 f'{self.resource.plural}.{self.resource.group} "{metadata["name"]}" already exists'
             )
-        submission = _submission(app.state.settings, document, caller)
+        submission = _submission(app.state.settings, document, caller, classes)
         audit = events.event_row(
             reason=events.AUDIT,
             message=events.audit_message(caller.name, request.method, request.url.path),
@@ -147,7 +169,10 @@ class JobAdapter:
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
-        submissions.read_submission(_submission(request.app.state.settings, document, caller))
+        async with request.app.state.sessions() as session:
+            classes = await priority_classes.resolution_table(session)
+        settings = request.app.state.settings
+        submissions.read_submission(_submission(settings, document, caller, classes))
         return document
 
     async def patch(
@@ -161,6 +186,7 @@ class JobAdapter:
         caller: Principal,
         settings: Settings,
         dry_run: bool = False,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
         current = await self.get(session, kind=kind, namespace=namespace, name=name, caller=caller)
         row = await store.patch(
@@ -170,13 +196,20 @@ class JobAdapter:
             name=name,
             current=current,
             change=change,
-            options=parse_options(settings),
+            options=parse_options(settings, await priority_classes.resolution_table(session)),
             dry_run=dry_run,
         )
         return await self._object(session, row)
 
     async def delete(
-        self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
+        self,
+        session: AsyncSession,
+        *,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        caller: Principal,
+        settings: Settings | None = None,
     ) -> dict[str, Any]:
         row = await store.get_row(session, resource=self.resource, namespace=namespace, name=name)
         caller.require_queue(row["queue_name"])

@@ -114,14 +114,14 @@ def _resources(kind: Kind) -> list[dict[str, Any]]:
         "kind": kind.kind,
         "verbs": list(kind.verbs),
         "shortNames": list(kind.short_names),
-        "categories": ["all", "volcano"],
+        "categories": list(kind.categories),
     }
     status = {
         "name": f"{kind.plural}/status",
         "singularName": "",
         "namespaced": kind.namespaced,
         "kind": kind.kind,
-        "verbs": ["get"],
+        "verbs": list(kind.status_verbs),
     }
     return [main, status]
 

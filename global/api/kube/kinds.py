@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from volcano_global.api.kube.adapters import JobAdapter
+from volcano_global.api.kube.cluster_adapters import PriorityClassAdapter, QueueAdapter
 from volcano_global.api.kube.registry import Column, Kind
 
 
@@ -91,4 +92,63 @@ HYPER_JOB = Kind(
     },
 )
 
-KINDS: tuple[Kind, ...] = (VOLCANO_JOB, HYPER_JOB)
+
+def _parent(obj: dict[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("parent") or "root")  # Volcano's implicit top
+
+
+def _global_default(obj: dict[str, Any]) -> bool:
+    return bool(obj.get("globalDefault", False))
+
+
+# Volcano's Queue CRD: cluster-scoped, its one printer column (PARENT) with the state and the
+# jobs and GPUs Volcano's status counts, which `vcctl queue list` prints.
+QUEUE = Kind(
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    kind="Queue",
+    plural="queues",
+    singular="queue",
+    short_names=("q", "queue-v1beta1"),
+    namespaced=False,
+    columns=(
+        Column("PARENT", "string", value=_parent, description="The parent queue; root if none."),
+        Column("STATE", "string", ".status.state"),
+        Column("WEIGHT", "integer", ".spec.weight"),
+        Column("PENDING", "integer", ".status.pending"),
+        Column("RUNNING", "integer", ".status.running"),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+    ),
+    crd_file="scheduling.volcano.sh_queues.yaml",
+    adapter=QueueAdapter(),
+    status_verbs=("get", "patch"),
+    categories=("volcano",),
+    extra_status={
+        "deservedGpus": {
+            "type": "integer",
+            "description": "The GPUs the queue deserves now in the Global's fair share.",
+        },
+    },
+)
+
+# Kubernetes' built-in kind, with the columns `kubectl get pc` prints from a real API server.
+PRIORITY_CLASS = Kind(
+    group="scheduling.k8s.io",
+    version="v1",
+    kind="PriorityClass",
+    plural="priorityclasses",
+    singular="priorityclass",
+    short_names=("pc",),
+    namespaced=False,
+    columns=(
+        Column("VALUE", "integer", ".value"),
+        Column("GLOBAL-DEFAULT", "boolean", value=_global_default),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+        Column("PREEMPTIONPOLICY", "string", ".preemptionPolicy"),
+    ),
+    crd_file="scheduling.k8s.io_priorityclasses.yaml",
+    adapter=PriorityClassAdapter(),
+    categories=(),
+)
+
+KINDS: tuple[Kind, ...] = (VOLCANO_JOB, HYPER_JOB, QUEUE, PRIORITY_CLASS)

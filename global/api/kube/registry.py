@@ -50,6 +50,9 @@ class Kind:
     adapter: Adapter
     extra_status: dict[str, Any] = field(default_factory=dict)  # fields the Global adds
     verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "watch")
+    status_verbs: tuple[str, ...] = ("get",)
+    # `kubectl get all` lists the jobs; Kubernetes leaves cluster-scoped kinds out of it.
+    categories: tuple[str, ...] = ("all", "volcano")
 
     @property
     def group_version(self) -> str:

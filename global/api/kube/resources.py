@@ -27,11 +27,14 @@ router = APIRouter(
 
 _BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
-def _kind(group: str, version: str, plural: str) -> Kind:
+def _kind(group: str, version: str, plural: str, *, namespaced: bool | None = None) -> Kind:
+    """The kind served at the path; `namespaced`: the path's scope (a cluster-scoped kind has
+    no namespaced paths and the reverse)."""
     kind = _BY_PATH.get((group, version, plural))
-    if kind is None:
+    if kind is None or (namespaced is not None and kind.namespaced != namespaced):
         raise HTTPException(404, "the server could not find the requested resource")
     return kind
 
@@ -143,7 +146,8 @@ async def list_namespace(
     session: Session,
     caller: Reader,
 ) -> Any:
-    return await _list_or_watch(request, session, caller, _kind(group, version, plural), namespace)
+    kind = _kind(group, version, plural, namespaced=True)
+    return await _list_or_watch(request, session, caller, kind, namespace)
 
 
 @router.get("/namespaces/{namespace}/{plural}/{name}")
@@ -158,8 +162,24 @@ async def read(
     session: Session,
     caller: Reader,
 ) -> Any:
-    kind = _kind(group, version, plural)
+    kind = _kind(group, version, plural, namespaced=True)
     obj = await kind.adapter.get(session, kind=kind, namespace=namespace, name=name, caller=caller)
+    return _respond(request, kind, obj)
+
+
+@router.get("/{plural}/{name}")
+@router.get("/{plural}/{name}/status")
+async def read_cluster(
+    group: str,
+    version: str,
+    plural: str,
+    name: str,
+    request: Request,
+    session: Session,
+    caller: Reader,
+) -> Any:
+    kind = _kind(group, version, plural, namespaced=False)
+    obj = await kind.adapter.get(session, kind=kind, namespace="", name=name, caller=caller)
     return _respond(request, kind, obj)
 
 
@@ -181,7 +201,17 @@ def _field_warnings(kind: Kind, document: dict[str, Any], mode: str) -> dict[str
 async def create(
     group: str, version: str, namespace: str, plural: str, request: Request, caller: LoneSubmitter
 ) -> Any:
-    kind = _kind(group, version, plural)
+    return await _create(_kind(group, version, plural, namespaced=True), namespace, request, caller)
+
+
+@router.post("/{plural}", status_code=201)
+async def create_cluster(
+    group: str, version: str, plural: str, request: Request, caller: LoneSubmitter
+) -> Any:
+    return await _create(_kind(group, version, plural, namespaced=False), None, request, caller)
+
+
+async def _create(kind: Kind, namespace: str | None, request: Request, caller: Any) -> Any:
     settings = request.app.state.settings
     media = request.headers.get("content-type", "application/json").split(";")[0].strip()
     document = load_document(
@@ -199,7 +229,9 @@ async def create(
     metadata = document.setdefault("metadata", {})
     if not isinstance(metadata, dict):
         raise Invalid.one("metadata", "must be an object")
-    if metadata.setdefault("namespace", namespace) != namespace:
+    if namespace is None:
+        metadata.pop("namespace", None)  # a cluster-scoped object has none
+    elif metadata.setdefault("namespace", namespace) != namespace:
         raise Invalid.one(
             "metadata.namespace",
             f"{metadata['namespace']!r} does not match the namespace of the request "
@@ -230,9 +262,44 @@ async def patch(
     settings: AppSettings,
     caller: Submitter,
 ) -> Any:
-    kind = _kind(group, version, plural)
+    kind = _kind(group, version, plural, namespaced=True)
+    return await _patch(kind, namespace, name, request, session, settings, caller, None)
+
+
+@router.patch("/{plural}/{name}")
+@router.patch("/{plural}/{name}/{subresource}")
+async def patch_cluster(
+    group: str,
+    version: str,
+    plural: str,
+    name: str,
+    request: Request,
+    session: Session,
+    settings: AppSettings,
+    caller: Submitter,
+    subresource: str | None = None,
+) -> Any:
+    if subresource not in (None, "status"):
+        raise HTTPException(404, "the server could not find the requested resource")
+    kind = _kind(group, version, plural, namespaced=False)
+    return await _patch(kind, "", name, request, session, settings, caller, subresource)
+
+
+async def _patch(
+    kind: Kind,
+    namespace: str,
+    name: str,
+    request: Request,
+    session: Any,
+    settings: Any,
+    caller: Any,
+    subresource: str | None,
+) -> Any:
     media = request.headers.get("content-type", "").split(";")[0].strip()
-    if media != MERGE_PATCH:
+    # kubectl sends a built-in kind (PriorityClass) a strategic merge patch: for a kind with
+    # no lists below its metadata it is a merge patch, once its directives are refused.
+    strategic = media == STRATEGIC_MERGE_PATCH and kind.group == "scheduling.k8s.io"
+    if media != MERGE_PATCH and not strategic:
         # As the API server answers for custom resources (no strategic merge), and for the
         # JSON patch and server-side apply this API does not implement.
         raise UnsupportedMediaType(
@@ -246,9 +313,12 @@ async def patch(
         max_depth=settings.limits.max_document_depth,
     )
     try:
+        if strategic:
+            _refuse_directives(change)
         warnings = _field_warnings(
             kind, change, request.query_params.get("fieldValidation", "Warn")
         )
+        extra = {"subresource": subresource} if subresource else {}
         obj = await kind.adapter.patch(
             session,
             kind=kind,
@@ -258,10 +328,21 @@ async def patch(
             caller=caller,
             settings=settings,
             dry_run=bool(request.query_params.get("dryRun")),
+            **extra,
         )
     except Invalid as exc:
         return invalid(kind, name, exc)
     return _respond(request, kind, obj, **warnings)
+
+
+def _refuse_directives(change: Any, path: str = "") -> None:
+    if not isinstance(change, dict):
+        return
+    for key, value in change.items():
+        child = f"{path}.{key}" if path else key
+        if key.startswith("$"):
+            raise Invalid.one(child, "strategic merge directives are not supported here")
+        _refuse_directives(value, child)
 
 
 @router.delete("/namespaces/{namespace}/{plural}/{name}")
@@ -275,8 +356,26 @@ async def delete(
     session: Session,
     caller: Submitter,
 ) -> Any:
-    kind = _kind(group, version, plural)
+    kind = _kind(group, version, plural, namespaced=True)
     obj = await kind.adapter.delete(
         session, kind=kind, namespace=namespace, name=name, caller=caller
+    )
+    return _respond(request, kind, obj)
+
+
+@router.delete("/{plural}/{name}")
+async def delete_cluster(
+    group: str,
+    version: str,
+    plural: str,
+    name: str,
+    request: Request,
+    session: Session,
+    settings: AppSettings,
+    caller: Submitter,
+) -> Any:
+    kind = _kind(group, version, plural, namespaced=False)
+    obj = await kind.adapter.delete(
+        session, kind=kind, namespace="", name=name, caller=caller, settings=settings
     )
     return _respond(request, kind, obj)

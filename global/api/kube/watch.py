@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from volcano_global.api.kube.registry import Kind
 from volcano_global.api.kube.tables import table
 from volcano_global.db.engine import reading
-from volcano_global.services.kube import store
+from volcano_global.services.kube import cluster, store
 from volcano_global.services.kube.feed import Change, ChangeFeed
 from volcano_global.services.kube.objects import resource_version
 
@@ -80,10 +80,12 @@ class Stream:
             now = datetime.now(UTC)
             if self.start < newest and _EPOCH + timedelta(microseconds=self.start) < now - window:
                 return None
-            rows = await store.changed_since(
-                session, since=_EPOCH + timedelta(microseconds=self.start)
-            )
+            since = _EPOCH + timedelta(microseconds=self.start)
+            rows = await store.changed_since(session, since=since)
             clusters = await store.clusters_of(session, [r["id"] for r in rows])
+            # Queues and classes changed since (one deleted in between is not replayed: the
+            # rows are gone; a watch kept open sees it through the feed).
+            rows += await cluster.changed_since(session, since=since)
         found = []
         for row in rows:
             newest = max(newest, int(resource_version(row["updated_at"])))

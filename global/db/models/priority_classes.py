@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from volcano_global.db.base import Base, Timestamps, UUIDPrimaryKey
+from volcano_global.db.base import Base, JSONType, Timestamps, UUIDPrimaryKey
 
 
 class PriorityClassRow(UUIDPrimaryKey, Timestamps, Base):
@@ -26,3 +28,6 @@ class PriorityClassRow(UUIDPrimaryKey, Timestamps, Base):
     preemption_policy: Mapped[str] = mapped_column(String(32), default="PreemptLowerPriority")
     global_default: Mapped[bool] = mapped_column(default=False)
     description: Mapped[str] = mapped_column(Text, default="")
+    # As written (kubectl's last-applied annotation among them): the Kubernetes view keeps them.
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=dict)
+    annotations: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=dict)

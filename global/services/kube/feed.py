@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import autocommit
-from volcano_global.services.kube import store
+from volcano_global.services.kube import cluster, store
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,7 +31,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Change:
-    row: dict[str, Any]  # every column of the job and its queue's name
+    # A job's: every column of the job and its queue's name. A queue's or class's
+    # (`cluster.change_row`): its kind, id, updated_at, whether deleted, and the object.
+    row: dict[str, Any]
     clusters: list[str]
 
     @property
@@ -57,11 +59,18 @@ class ChangeFeed:
         self.settle = timedelta(seconds=settle_s)
         self._subscribers: set[Subscription] = set()
         self._wanted = asyncio.Event()
+        self._read = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
     @property
     def watches(self) -> int:
         return len(self._subscribers)
+
+    async def next_read(self) -> None:
+        """Wait for the feed's next read to be handed on (a caller knows that what was
+        committed before it started waiting is seen by every watch open then)."""
+        async with self._read:
+            await self._read.wait()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._guarded(), name="kube-change-feed")
@@ -95,6 +104,7 @@ class ChangeFeed:
     async def _run(self) -> None:
         since: datetime | None = None
         handed: set[tuple[uuid.UUID, datetime]] = set()
+        present: dict[uuid.UUID, tuple[str, str]] = {}
         while True:
             if not self._subscribers:
                 self._wanted.clear()
@@ -106,15 +116,26 @@ class ChangeFeed:
                     newest = await store.watermark(session)
                     since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
                     handed.clear()
+                    present = await cluster.present_ids(session)
                 rows = await store.changed_since(session, since=since - self.settle)
+                rows += await cluster.changed_since(session, since=since - self.settle)
                 fresh = [row for row in rows if (row["id"], row["updated_at"]) not in handed]
                 clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
-            for row in fresh:
+                now_present = await cluster.present_ids(session)
+                fresh += [
+                    cluster.gone(kind, uid, name, max(utcnow(), since))
+                    for uid, (kind, name) in present.items()
+                    if uid not in now_present
+                ]
+                present = now_present
+            for row in sorted(fresh, key=lambda r: (r["updated_at"], r["id"])):
                 handed.add((row["id"], row["updated_at"]))
                 since = max(since, row["updated_at"])
                 self._publish(Change(row, clusters.get(row["id"], [])))
             horizon = since - self.settle
             handed = {key for key in handed if key[1] > horizon}
+            async with self._read:
+                self._read.notify_all()
             await asyncio.sleep(self.poll_s)
 
     def _publish(self, change: Change) -> None:

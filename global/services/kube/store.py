@@ -22,6 +22,7 @@ from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.services.jobs.cancel import cancel_job
+from volcano_global.services.kube import cluster
 from volcano_global.services.kube.objects import resource_version
 from volcano_global.services.kube.selectors import Selector
 
@@ -78,10 +79,12 @@ def matches(row: Mapping[str, Any], query: ListQuery) -> bool:
 
 
 async def watermark(session: AsyncSession) -> int:
-    """The newest change committed to any job, in microseconds (the resourceVersion of a
-    list); 0 with no jobs."""
+    """The newest change committed to any job, queue or priority class, in microseconds (the
+    resourceVersion of a list); 0 with none."""
     newest = (await session.execute(select(func.max(Job.updated_at)))).scalar_one_or_none()
-    return int(resource_version(newest)) if newest is not None else 0
+    others = await cluster.watermark(session)
+    found = [t for t in (newest, others) if t is not None]
+    return int(resource_version(max(found))) if found else 0
 
 
 async def list_rows(
@@ -181,8 +184,8 @@ async def clusters_of(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.
         .order_by(Placement.job_id, ClusterShare.rank_offset)
     )
     found: dict[uuid.UUID, list[str]] = {}
-    for job_id, cluster in await session.execute(statement):
-        found.setdefault(job_id, []).append(cluster)
+    for job_id, name in await session.execute(statement):
+        found.setdefault(job_id, []).append(name)
     return found
 
 

@@ -20,6 +20,7 @@ from volcano_global.jobspec.priority_classes import (
 )
 
 log = logging.getLogger(__name__)
+ClassMetadata = tuple[dict[str, str], dict[str, str]]  # labels, annotations
 
 
 def _class(row: PriorityClassRow) -> PriorityClass:
@@ -74,21 +75,31 @@ async def resolution_table(
     return classes, default
 
 
-async def create_priority_class(session: AsyncSession, *, pc: PriorityClass) -> PriorityClass:
+async def create_priority_class(
+    session: AsyncSession, *, pc: PriorityClass, metadata: ClassMetadata | None = None
+) -> PriorityClass:
+    """`metadata`: the labels and annotations the document carries (the Kubernetes view
+    serves them; the REST shape has none)."""
     if await _find(session, pc.name) is not None:
         raise Conflict(f"priority class {pc.name!r} already exists")
     await _one_default(session, pc)
-    session.add(_row(pc))
+    row = _row(pc)
+    if metadata is not None:
+        row.labels, row.annotations = metadata
+    session.add(row)
     await session.flush()
     return pc
 
 
-async def replace_priority_class(session: AsyncSession, *, pc: PriorityClass) -> PriorityClass:
+async def replace_priority_class(
+    session: AsyncSession, *, pc: PriorityClass, metadata: ClassMetadata | None = None
+) -> PriorityClass:
     """Change a class's description or globalDefault (Kubernetes keeps value and
-    preemptionPolicy immutable); creates it when absent."""
+    preemptionPolicy immutable), and its labels and annotations when given; creates it when
+    absent."""
     row = await _find(session, pc.name)
     if row is None:
-        return await create_priority_class(session, pc=pc)
+        return await create_priority_class(session, pc=pc, metadata=metadata)
     if row.name in BUILT_IN:
         raise Invalid.one("metadata.name", f"{row.name} is a built-in class and cannot change")
     if row.value != pc.value:
@@ -97,6 +108,8 @@ async def replace_priority_class(session: AsyncSession, *, pc: PriorityClass) ->
         raise Invalid.one("preemptionPolicy", f"is immutable (is {row.preemption_policy})")
     await _one_default(session, pc)
     row.global_default, row.description = pc.global_default, pc.description
+    if metadata is not None:
+        row.labels, row.annotations = metadata
     await session.flush()
     return _class(row)
 

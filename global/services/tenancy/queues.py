@@ -4,10 +4,9 @@ current usage."""
 
 from __future__ import annotations
 
-import copy
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -97,17 +96,9 @@ async def apply_queue(
     return queue
 
 
-async def apply_queue_document(
-    session: AsyncSession, *, definition: QueueDefinition
-) -> tuple[Queue, Literal["created", "configured", "unchanged"]]:
-    """`apply` of a Queue document (`kubectl apply` semantics): created, replaced when its
-    document differs (configured), or left as it is (unchanged)."""
-    before = await _find(session, definition.name)
-    was = copy.deepcopy(document_of(before)) if before is not None else None
-    queue = await apply_queue(session, definition=definition)
-    if was is None:
-        return queue, "created"
-    return queue, "unchanged" if document_of(queue) == was else "configured"
+def store_definition(queue: Queue, d: QueueDefinition) -> None:
+    """Set the queue's document and the columns read from it."""
+    _store(queue, d)
 
 
 def _store(queue: Queue, d: QueueDefinition) -> None:

@@ -38,11 +38,13 @@ def test_apply_is_idempotent_and_reports_each_document(
 ) -> None:
     bad = job_document("broken", replicas=2)
     bad["spec"]["policies"] = [{"events": "PodFailed", "action": "RestartJob"}]
+    uses_both = job_document("first", queue="llm")
+    uses_both["spec"]["priorityClassName"] = "high"
     path = file_of(
         tmp_path,
         QUEUE,
         PRIORITY,
-        job_document("first", queue="default"),
+        uses_both,
         bad,
         job_document("second", queue="default", replicas=1),
     )

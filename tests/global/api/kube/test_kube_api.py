@@ -60,7 +60,12 @@ def _events(watched: httpx.Response) -> list[dict[str, Any]]:
 
 async def test_discovery_names_the_kinds(kube: httpx.AsyncClient) -> None:
     groups = (await kube.get("/k8s/apis")).json()
-    assert {g["name"] for g in groups["groups"]} == {"batch.volcano.sh", "training.volcano.sh"}
+    assert {g["name"] for g in groups["groups"]} == {
+        "batch.volcano.sh",
+        "training.volcano.sh",
+        "scheduling.volcano.sh",
+        "scheduling.k8s.io",
+    }
     resources = (await kube.get("/k8s/apis/batch.volcano.sh/v1alpha1")).json()["resources"]
     jobs = next(r for r in resources if r["name"] == "jobs")
     assert jobs["kind"] == "Job" and jobs["shortNames"] == ["vcjob", "vj"] and jobs["namespaced"]

@@ -272,3 +272,108 @@ def test_hyperjob_apply_and_get(kubectl: Kubectl) -> None:
     table = kubectl("get", "hj").stdout.splitlines()
     assert table[0].split() == ["NAME", "STATUS", "AGE", "CLUSTERS"]
     assert table[1].split()[:2] == [name, "Pending"]
+
+
+def _three_documents(description: str = "may wait") -> str:
+    """A Queue, a PriorityClass and a Job using both, as a Volcano user's file holds them."""
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "kq"},
+        "spec": {"weight": 3, "capability": {"nvidia.com/gpu": 64}, "reclaimable": False},
+    }
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "kpc"},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+        "description": description,
+    }
+    job = job_document("kjob")
+    job["spec"]["queue"] = "kq"  # type: ignore[index]
+    job["spec"]["priorityClassName"] = "kpc"  # type: ignore[index]
+    return yaml.safe_dump_all([queue, pc, job])
+
+
+def test_queues_and_classes_through_kubectl(kubectl: Kubectl) -> None:
+    rows = {line.split()[0]: line.split() for line in kubectl("api-resources").stdout.splitlines()}
+    assert rows["queues"][1:] == [
+        "q,queue-v1beta1",
+        "scheduling.volcano.sh/v1beta1",
+        "false",
+        "Queue",
+    ]
+    assert rows["priorityclasses"][1:] == ["pc", "scheduling.k8s.io/v1", "false", "PriorityClass"]
+
+    applied = kubectl("apply", "-f", "-", stdin=_three_documents())
+    assert applied.stdout.splitlines() == [
+        "queue.scheduling.volcano.sh/kq created",
+        "priorityclass.scheduling.k8s.io/kpc created",
+        "job.batch.volcano.sh/kjob created",
+    ], applied.stderr
+    again = kubectl("apply", "-f", "-", stdin=_three_documents())
+    assert [line.split()[-1] for line in again.stdout.splitlines()] == ["unchanged"] * 3, (
+        again.stderr
+    )
+    same = kubectl("diff", "-f", "-", stdin=_three_documents())
+    assert same.returncode == 0, same.stdout + same.stderr
+    differs = kubectl("diff", "-f", "-", stdin=_three_documents("urgent"))
+    assert differs.returncode == 1 and "+description: urgent" in differs.stdout, differs.stderr
+    edited = kubectl("apply", "-f", "-", stdin=_three_documents("urgent"))
+    assert edited.stdout.splitlines()[1] == "priorityclass.scheduling.k8s.io/kpc configured", (
+        edited.stderr
+    )
+    # The REST API sees the same objects.
+    assert kubectl.api.get("/api/v1/priorityclasses/kpc").json()["description"] == "urgent"
+    job = kubectl.api.get("/api/v1/jobs", params={"name": "kjob"}).json()["items"][0]
+    assert job["queue"] == "kq"
+
+    header, row = kubectl("get", "q", "kq").stdout.splitlines()
+    assert header.split() == ["NAME", "PARENT", "STATE", "WEIGHT", "PENDING", "RUNNING", "AGE"]
+    assert row.split()[:5] == ["kq", "root", "Open", "3", "1"]
+    header, row = kubectl("get", "pc", "kpc").stdout.splitlines()
+    assert header.split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    assert row.split()[:3] == ["kpc", "1000", "false"] and row.split()[-1] == "Never"
+    assert "system-cluster-critical" in kubectl("get", "priorityclasses").stdout
+
+    explained = kubectl("explain", "queue.spec")
+    assert explained.returncode == 0, explained.stderr
+    for field in ("capability", "deserved", "guarantee", "reclaimable", "parent"):
+        assert f"  {field}\t" in explained.stdout
+
+    watch = subprocess.Popen(
+        kubectl.command("get", "queue", "-w"), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        lines = _lines(watch)
+        _until(lines, "kq")
+        closed = kubectl(
+            "patch",
+            "queue",
+            "kq",
+            "--type",
+            "merge",
+            "--subresource",
+            "status",
+            "-p",
+            '{"status": {"state": "Closed"}}',
+        )
+        assert closed.returncode == 0, closed.stderr
+        assert _until(lines, "Closed")[-1].split()[:3] == ["kq", "root", "Closed"]
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+    late = job_document("late")
+    late["spec"]["queue"] = "kq"  # type: ignore[index]
+    refused = kubectl.apply(late)
+    assert refused.returncode != 0 and "Closed" in refused.stderr
+
+    busy = kubectl("delete", "queue", "kq")
+    assert busy.returncode != 0 and "unfinished jobs" in busy.stderr
+    system = kubectl("delete", "pc", "system-node-critical")
+    assert system.returncode != 0 and "built-in" in system.stderr
+    assert kubectl("delete", "vcjob", "kjob").returncode == 0
+    assert kubectl("delete", "pc", "kpc").stdout.strip() == (
+        'priorityclass.scheduling.k8s.io "kpc" deleted'
+    )
