@@ -153,3 +153,47 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
             return job["state"] == "Running" and [s["pods"] for s in shares] == [8]
 
         await eventually(wide, within=30)
+
+
+async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_another_takes_it(
+    database_url: str,
+) -> None:
+    """A shrink is planned for a high-priority job its queue's capability then holds back;
+    the room it frees goes to another waiting job in the same round. The elastic job gives the
+    room back first: the cluster's placed pods never exceed its 8 nodes."""
+    async with federation(database_url) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        east.time_scale = 0.02
+        await fed.join("east", east)
+        await fed.ready("east")
+        created = await fed.api.post(
+            "/api/v1/queues", json={"name": "capped", "weight": 1, "gpuQuota": 16}
+        )
+        assert created.status_code == 201, created.text
+        uid = await fed.submit(
+            job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+        )
+        job = await fed.reach(uid, "Running")
+        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        vip = await fed.submit(
+            job_document(
+                "vip",
+                queue="capped",
+                replicas=3,  # 24 GPUs: over its queue's 16
+                runningEstimate="200s",
+                priorityClassName="high-priority",
+            )
+        )
+        filler = await fed.submit(job_document("filler", replicas=3, runningEstimate="200s"))
+        await fed.reach(filler, "Running", within=30)
+
+        async def placed() -> int:
+            pods = 0
+            for key in (uid, filler):
+                shares = ((await fed.job(key)).get("placement") or {}).get("shares") or []
+                pods += sum(s["pods"] for s in shares)
+            return pods
+
+        assert await placed() <= 8
+        assert (await fed.event(uid, "Resized")).startswith("Resized 8 -> 5 replicas")
+        assert (await fed.job(vip))["state"] == "Pending"
