@@ -32,8 +32,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from volcano_global.simulation.comparison import backlog_allocation
-from volcano_global.simulation.engine import SimOptions, SimResult, Simulation, _request
+from volcano_global.simulation.engine import SimOptions, SimResult, Simulation
 from volcano_global.simulation.metrics import intervals
+from volcano_global.simulation.running import request
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import synthetic_llm
 from volcano_global.solver import LinkState, Policy, Snapshot, SolveOptions, solve
@@ -60,37 +61,37 @@ class Watched(Simulation):
         return started
 
     def _why_idle(self, waiting, running) -> str:  # type: ignore[no-untyped-def]
-        clusters = self._clusters()
+        clusters = self.fleet.capacities()
         links = self._links(running)
         unlimited = tuple(LinkState(link.a, link.b, UNLIMITED_GBPS, 0.0) for link in links)
         anywhere = unlimited + self._missing_links(links)
         free: dict[str | None, int] = defaultdict(int)
-        for (_, _, model), nodes in self.nodes.items():
+        for (_, _, model), nodes in self.fleet.nodes.items():
             got = sum(n.free for n in nodes)
             free[model] += got
             free[None] += got
         shapes = {}
         for job in waiting:
-            request = replace(_request(job), id="probe", priority=0, queue="default")
-            shapes.setdefault(request, job)
+            probe = replace(request(job), id="probe", priority=0, queue="default")
+            shapes.setdefault(probe, job)
         found = "draining"
-        for request in shapes:
-            if _fits(Snapshot(clusters=clusters, links=links, jobs=(request,))):
+        for shape in shapes:
+            if _fits(Snapshot(clusters=clusters, links=links, jobs=(shape,))):
                 return "held"
-            if _fits(Snapshot(clusters=clusters, links=unlimited, jobs=(request,))):
+            if _fits(Snapshot(clusters=clusters, links=unlimited, jobs=(shape,))):
                 found = "link"
             elif found != "link" and _fits(
-                Snapshot(clusters=clusters, links=anywhere, jobs=(request,))
+                Snapshot(clusters=clusters, links=anywhere, jobs=(shape,))
             ):
                 found = "unlinked"
-            elif found == "draining" and request.gpus <= free[request.gpu_model]:
+            elif found == "draining" and shape.gpus <= free[shape.gpu_model]:
                 found = "shape"
         return found
 
     def _missing_links(self, links) -> tuple[LinkState, ...]:  # type: ignore[no-untyped-def]
         """Pairs of clusters with no link at all get one too: "no limit" means any split."""
         have = {link.key for link in links}
-        names = self.cluster_names
+        names = self.fleet.cluster_names
         return tuple(
             LinkState(a, b, UNLIMITED_GBPS, 0.0)
             for i, a in enumerate(names)

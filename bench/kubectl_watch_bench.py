@@ -69,7 +69,7 @@ def job(name: str) -> dict[str, object]:
 async def measure(pid: int, seconds: float) -> tuple[float, float]:
     """RSS at the end (MiB) and CPU used meanwhile (seconds) by the server process."""
     before = cpu_seconds(pids={pid})[pid]
-    await asyncio.sleep(seconds)  # idle on purpose: the cost of doing nothing is measured
+    await asyncio.sleep(seconds)  # the watches stay open and idle: their cost at rest
     return rss_mib(pid), cpu_seconds(pids={pid})[pid] - before
 
 

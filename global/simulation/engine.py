@@ -14,17 +14,16 @@ import heapq
 from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
-from volcano_global.simulation import evictions, speed
+from volcano_global.simulation import elastic, evictions, speed
+from volcano_global.simulation.nodes import Fleet
+from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
-    ClusterCapacity,
     Decision,
     JobDecision,
-    JobRequest,
-    Leaf,
     LinkBandwidth,
     LinkState,
     Policy,
@@ -37,8 +36,6 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
 from volcano_global.solver.preemption import Rules
-
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -53,39 +50,6 @@ class SimOptions:
     # None: it loses everything since its start.
     preemption: Rules | None = None
     checkpoint_s: float | None = None
-
-
-@dataclass
-class _Node:
-    gpus: int
-    free: int
-
-
-@dataclass
-class _Running:
-    job: TraceJob
-    bound: list[tuple[str, str, str, int, int]]  # (cluster, leaf, model, node index, gpus)
-    clusters: list[str]
-    reservations: list[tuple[str, str, float]]
-    start: float
-    work_left: float  # seconds of full-speed work
-    factor: float = 1.0
-    last: float = 0.0
-    version: int = 0
-    unit_broken: bool = False
-    crossing_gbps: float = 0.0  # what it sends across cluster boundaries now
-    width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
-    shrinks: int = 0  # times it gave units back
-    priced: bool = False  # given its first finish event
-
-    @property
-    def units(self) -> int:
-        return self.job.pods // (self.job.unit_pods or self.job.pods)
-
-    @property
-    def growable(self) -> int:
-        """Units an elastic job could still add (0 for a rigid one)."""
-        return self.units - self.width if self.job.min_units else 0
 
 
 @dataclass
@@ -132,30 +96,12 @@ class Simulation:
         self.policy = policy
         self.options = options or SimOptions()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
-        self.nodes: dict[tuple[str, str, str], list[_Node]] = defaultdict(list)
-        self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
-        for entry in scenario.clusters:
-            cluster = entry.build()
-            parents = {d.name: d.parent for d in cluster.domains.values()}
-            for node in cluster.nodes.values():
-                if node.gpus == 0:
-                    continue
-                leaf = node.domain or entry.name
-                self.nodes[(entry.name, leaf, node.gpu_model)].append(_Node(node.gpus, node.gpus))
-                path, current = [], node.domain
-                while current:
-                    path.append(current)
-                    current = parents.get(current) or None
-                self.paths[(entry.name, leaf)] = tuple(path)
-        self.cluster_names = [c.name for c in scenario.clusters]
+        self.fleet = Fleet(scenario)
         self.capacity = {speed.pair(link.a, link.b): link.gbps for link in scenario.links}
         self.queues = {q.name: q for q in scenario.queues}
         self.retired: dict[str, int] = {}  # an evicted job's last version (its old events)
         self.durations = DurationModel()  # what the scheduler learns from finished jobs
-        self.capacity_gpus = sum(n.gpus for ns in self.nodes.values() for n in ns)
-        self.cluster_gpus = {name: 0 for name in self.cluster_names}
-        for (cluster, _, _), nodes in self.nodes.items():
-            self.cluster_gpus[cluster] += sum(n.gpus for n in nodes)
+        self.capacity_gpus = self.fleet.capacity_gpus
 
     def _tree(self, held: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -180,7 +126,7 @@ class Simulation:
             self.capacity_gpus,
             self.capacity,
             list(records.values()),
-            dict(self.cluster_gpus),
+            dict(self.fleet.cluster_gpus),
             self.never_placeable(),
         )
         events: list[tuple[float, int, str, str, int]] = []
@@ -190,7 +136,7 @@ class Simulation:
             seq += 1
         by_id = {j.id: j for j in self.jobs}
         pending: list[TraceJob] = []
-        running: dict[str, _Running] = {}
+        running: dict[str, Running] = {}
         while events:
             now = events[0][0]
             while events and events[0][0] == now:
@@ -201,7 +147,7 @@ class Simulation:
                     done = running.pop(job_id)
                     self.durations.observe(done.job.gpus, now - done.start)
                     records[job_id].crossing_gbit += done.crossing_gbps * (now - done.last)
-                    self._unbind(done.bound)
+                    self.fleet.unbind(done.bound)
                     records[job_id].finish = now
                     if progress:
                         progress(1)
@@ -219,19 +165,20 @@ class Simulation:
                 finish = now + run.work_left * run.factor
                 heapq.heappush(events, (finish, seq, "finish", run.job.id, run.version))
             result.timeline.append(
-                Sample(now, self._allocated(), tuple(j.id for j in pending), self._demand(running))
+                Sample(
+                    now, self.fleet.allocated(), tuple(j.id for j in pending), self._demand(running)
+                )
             )
         return result
 
     def never_placeable(self) -> frozenset[str]:
         """Jobs CP-SAT cannot place even on the empty fleet without oversubscribing a link (a
         policy that runs them does so only by oversubscribing); one solve per job shape."""
-        empty = Snapshot(clusters=self._clusters(), links=self._links({}))
+        empty = Snapshot(clusters=self.fleet.capacities(), links=self._links({}))
         verdict: dict[tuple[object, ...], bool] = {}
         out = set()
         for job in self.jobs:
-            request = _request(job)
-            shape = (replace(request, id="probe", priority=0, queue="default"),)
+            shape = (replace(request(job), id="probe", priority=0, queue="default"),)
             if shape not in verdict:
                 decision = solve(
                     replace(empty, jobs=shape), Policy.CPSAT, SolveOptions(deterministic_time=1.0)
@@ -244,7 +191,7 @@ class Simulation:
     def decide(
         self,
         pending: list[TraceJob],
-        running: dict[str, _Running],
+        running: dict[str, Running],
         now: float,
         *,
         shrinking: Collection[str] = (),
@@ -254,7 +201,7 @@ class Simulation:
         held: dict[str, int] = defaultdict(int)
         for run in running.values():
             held[run.job.queue] += sum(count for *_, count in run.bound)  # elastic: its width
-        clock = _stamp(now)
+        clock = stamp(now)
         order = planning.order(
             self.policy,
             [
@@ -263,7 +210,7 @@ class Simulation:
                     queue=j.queue,
                     priority=j.priority,
                     gpus=j.gpus,
-                    submitted_at=_stamp(j.arrival_s),
+                    submitted_at=stamp(j.arrival_s),
                     estimate_s=j.estimate_s,
                     now=clock,
                     durations=self.durations,
@@ -278,19 +225,32 @@ class Simulation:
         by_id = {j.id: j for j in pending}
         planned = self.policy.planned
         snapshot = Snapshot(
-            clusters=self._clusters(),
+            clusters=self.fleet.capacities(),
             links=self._links(running),
             jobs=tuple(
                 planning.with_time(
                     self.policy,
-                    _request(by_id[c.key], elastic=planned),
+                    request(by_id[c.key], elastic=planned),
                     c,
                     by_id[c.key].estimate_s,
                     self.durations,
                 )
                 for c in order
             )
-            + (tuple(self._growth(running, clock, pending, shrinking)) if planned else ()),
+            + (
+                tuple(
+                    elastic.growth(
+                        running,
+                        clock,
+                        pending,
+                        shrinking,
+                        durations=self.durations,
+                        reserve_after_s=self.options.reserve_after_s,
+                    )
+                )
+                if planned
+                else ()
+            ),
             queues=quota_states(self._tree(held), {j.queue for j in pending}),
             running=tuple(self._running(running, clock)) if self.policy.planned else (),
         )
@@ -308,12 +268,23 @@ class Simulation:
     def _round(
         self,
         pending: list[TraceJob],
-        running: dict[str, _Running],
+        running: dict[str, Running],
         records: dict[str, JobRecord],
         now: float,
     ) -> set[str]:
         by_id = {j.id: j for j in pending}
-        cuts = self._shrink(pending, running, now) if self.policy.planned else []
+        cuts = (
+            elastic.shrink(
+                self.fleet,
+                pending,
+                running,
+                now,
+                durations=self.durations,
+                reserve_after_s=self.options.reserve_after_s,
+            )
+            if self.policy.planned
+            else []
+        )
         decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
         started = set()
         for jd in decision.jobs:
@@ -323,11 +294,11 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
-        self._unshrink(cuts, running)
+        elastic.unshrink(self.fleet, cuts, running)
         if self.policy.planned:
             links = planning.grown_links(
                 decision.jobs,
-                self._elastic(running, _stamp(now)),
+                elastic.elastic_runs(running, stamp(now), self.durations),
                 self._links(running),
                 {
                     key: tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations)
@@ -337,14 +308,14 @@ class Simulation:
             for jd in decision.jobs:
                 key = planning.grown_job(jd.job_id)
                 if key is not None and links.get(key) is not None:
-                    self._grow(jd, running[key], links[key] or ())
+                    elastic.grow(self.fleet, jd, running[key], links[key] or ())
         for cut, _ in cuts:
             if cut.beneficiary in started and cut.job_id in running:
                 running[cut.job_id].shrinks += 1
         return started
 
     def _start(
-        self, job: TraceJob, jd: JobDecision, running: dict[str, _Running], now: float
+        self, job: TraceJob, jd: JobDecision, running: dict[str, Running], now: float
     ) -> bool:
         bound: list[tuple[str, str, str, int, int]] = []
         unit_broken = False
@@ -352,12 +323,12 @@ class Simulation:
             for leaf, pods in share.domains or ((share.cluster, share.pods),):
                 if job.unit_tier and job.unit_pods and pods % job.unit_pods:
                     unit_broken = True
-                got = self._bind(share.cluster, leaf, job, pods)
+                got = self.fleet.bind(share.cluster, leaf, job.gpu_model, job.gpus_per_pod, pods)
                 if got is None:
-                    self._unbind(bound)
+                    self.fleet.unbind(bound)
                     return False
                 bound += got
-        running[job.id] = _Running(
+        running[job.id] = Running(
             job,
             bound,
             list(jd.clusters),
@@ -371,114 +342,7 @@ class Simulation:
         )
         return True
 
-    def _elastic(self, running: dict[str, _Running], clock: datetime) -> list[planning.ElasticRun]:
-        """The running elastic jobs as `solver.planning` sees them."""
-        out = []
-        for run in running.values():
-            if not run.job.min_units:
-                continue
-            units: dict[str, int] = defaultdict(int)
-            for cluster, *_ in run.bound:
-                units[cluster] += 1
-            per_unit = run.job.unit_pods or run.job.pods
-            elapsed = (clock - _stamp(run.start)).total_seconds()
-            out.append(
-                planning.ElasticRun(
-                    _request(run.job, elastic=True),
-                    tuple((c, pods // per_unit) for c, pods in units.items()),
-                    estimate_s=self.durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
-                )
-            )
-        return out
-
-    def _growth(
-        self,
-        running: dict[str, _Running],
-        clock: datetime,
-        pending: list[TraceJob],
-        shrinking: Collection[str],
-    ) -> list[JobRequest]:
-        """What elastic running jobs could add (`planning.growth`)."""
-        lowest = min((j.priority for j in pending), default=None)
-        runs = [r for r in self._elastic(running, clock) if r.request.id not in shrinking]
-        now = (clock - EPOCH).total_seconds()
-        due = any(now - j.arrival_s >= self.options.reserve_after_s for j in pending)
-        return planning.growth(runs, lowest_priority=lowest, widen=not due)
-
-    def _shrink(
-        self, pending: list[TraceJob], running: dict[str, _Running], now: float
-    ) -> list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]]:
-        """Elastic jobs give back units a due or higher-priority waiting job needs
-        (`planning.shrinks`), for this round's decision: the units and the pods they free."""
-        clock = _stamp(now)
-        runs = self._elastic(running, clock)
-        if not any(run.spare for run in runs):
-            return []
-        waiting = [
-            replace(_request(j), due=(now - j.arrival_s) >= self.options.reserve_after_s)
-            for j in sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
-        ]
-        free: dict[tuple[str, str | None], int] = defaultdict(int)
-        models: dict[str, set[str]] = defaultdict(set)
-        for (cluster, _, model), nodes in self.nodes.items():
-            free[(cluster, model)] += sum(n.free for n in nodes)
-            models[cluster].add(model)
-        out = []
-        for cut in planning.shrinks(
-            waiting,
-            runs,
-            free_gpus=dict(free),
-            cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
-        ):
-            run = running[cut.job_id]
-            pods = cut.units * (run.job.unit_pods or run.job.pods)
-            there = [b for b in run.bound if b[0] == cut.cluster][-pods:]
-            self._unbind(there)
-            for entry in there:
-                run.bound.remove(entry)
-            run.width -= cut.units
-            out.append((cut, there))
-        return out
-
-    def _unshrink(
-        self,
-        cuts: list[tuple[planning.Shrink, list[tuple[str, str, str, int, int]]]],
-        running: dict[str, _Running],
-    ) -> None:
-        """Units given back whose nodes the round's starts did not take return to their job
-        (the same nodes): a shrink happens only as far as a start used it. (The server, which
-        does not see nodes, resizes for a job admitted in that cluster: `commit.py`.)"""
-        for cut, pods in cuts:
-            run = running.get(cut.job_id)
-            if run is None:
-                continue
-            per_unit = run.job.unit_pods or run.job.pods
-            for first in range(0, len(pods), per_unit):
-                unit = pods[first : first + per_unit]
-                if any(self.nodes[(c, leaf, m)][i].free < g for c, leaf, m, i, g in unit):
-                    continue
-                for c, leaf, m, i, g in unit:
-                    self.nodes[(c, leaf, m)][i].free -= g
-                run.bound += unit
-                run.width += 1
-
-    def _grow(
-        self, jd: JobDecision, run: _Running, reservations: tuple[LinkBandwidth, ...]
-    ) -> None:
-        """Add the units a growth decision placed; the job's clusters and link bandwidth
-        become those of its grown set (`planning.grown_links`)."""
-        for share in jd.shares:
-            for leaf, pods in share.domains or ((share.cluster, share.pods),):
-                got = self._bind(share.cluster, leaf, run.job, pods)
-                if got is None:
-                    return
-                run.bound += got
-            run.width += share.units
-            if share.cluster not in run.clusters:
-                run.clusters.append(share.cluster)
-        run.reservations = [(r.a, r.b, r.gbps) for r in reservations]
-
-    def _running(self, running: dict[str, _Running], clock: datetime) -> list[RunningJob]:
+    def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
         now = (clock - EPOCH).total_seconds()
         out = []
         for run in running.values():
@@ -494,7 +358,7 @@ class Simulation:
                     run.job.id,
                     gpus=tuple((c, m, g) for (c, m), g in sorted(gpus.items())),
                     links=tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations),
-                    started_at=_stamp(run.start),
+                    started_at=stamp(run.start),
                     estimate_s=run.job.estimate_s,
                     now=clock,
                     durations=self.durations,
@@ -507,55 +371,8 @@ class Simulation:
             )
         return out
 
-    # -- nodes ------------------------------------------------------------------------------
-    def _bind(
-        self, cluster: str, leaf: str, job: TraceJob, pods: int
-    ) -> list[tuple[str, str, str, int, int]] | None:
-        keys = [
-            k
-            for k in self.nodes
-            if k[0] == cluster and k[1] == leaf and (job.gpu_model in (None, k[2]))
-        ]
-        got: list[tuple[str, str, str, int, int]] = []
-        for _ in range(pods):
-            best = None
-            for key in keys:
-                for i, node in enumerate(self.nodes[key]):
-                    if node.free >= job.gpus_per_pod and (best is None or node.free < best[2]):
-                        best = (key, i, node.free)
-            if best is None:
-                self._unbind(got)
-                return None
-            key, i, _ = best
-            self.nodes[key][i].free -= job.gpus_per_pod
-            got.append((key[0], key[1], key[2], i, job.gpus_per_pod))
-        return got
-
-    def _unbind(self, bound: list[tuple[str, str, str, int, int]]) -> None:
-        for cluster, leaf, model, i, gpus in bound:
-            self.nodes[(cluster, leaf, model)][i].free += gpus
-
-    def _allocated(self) -> int:
-        return sum(n.gpus - n.free for ns in self.nodes.values() for n in ns)
-
     # -- solver input -----------------------------------------------------------------------
-    def _clusters(self) -> tuple[ClusterCapacity, ...]:
-        leaves: dict[str, list[Leaf]] = defaultdict(list)
-        for (cluster, leaf, model), nodes in sorted(self.nodes.items()):
-            hist = [0] * (max(n.gpus for n in nodes) + 1)
-            for node in nodes:
-                hist[node.free] += 1
-            leaves[cluster].append(
-                Leaf(
-                    model,
-                    tuple(hist),
-                    self.paths.get((cluster, leaf), ()),
-                    node_gpus=max(n.gpus for n in nodes),
-                )
-            )
-        return tuple(ClusterCapacity(name, tuple(leaves[name])) for name in self.cluster_names)
-
-    def _links(self, running: dict[str, _Running]) -> tuple[LinkState, ...]:
+    def _links(self, running: dict[str, Running]) -> tuple[LinkState, ...]:
         reserved: dict[speed.Pair, float] = defaultdict(float)
         for run in running.values():
             for a, b, gbps in run.reservations:
@@ -566,7 +383,7 @@ class Simulation:
         )
 
     # -- speed ------------------------------------------------------------------------------
-    def _demand(self, running: dict[str, _Running]) -> dict[speed.Pair, float]:
+    def _demand(self, running: dict[str, Running]) -> dict[speed.Pair, float]:
         total: dict[speed.Pair, float] = defaultdict(float)
         for run in running.values():
             for p, d in speed.needs(run.job.allreduce_gbps, run.clusters).items():
@@ -574,8 +391,8 @@ class Simulation:
         return dict(total)
 
     def _reprice(
-        self, running: dict[str, _Running], records: dict[str, JobRecord], now: float
-    ) -> list[_Running]:
+        self, running: dict[str, Running], records: dict[str, JobRecord], now: float
+    ) -> list[Running]:
         """Bring every running job's progress to `now` and recompute its speed; return the
         jobs whose finish time moved (they get a new finish event)."""
         demands = {
@@ -603,28 +420,3 @@ class Simulation:
                 run.version += 1
                 moved.append(run)
         return moved
-
-
-def _request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
-    """`elastic`: the job's width range counts (the planned policies; the baselines, as Kueue
-    and Karmada, place every gang whole)."""
-    return JobRequest(
-        job.id,
-        pods=job.pods,
-        gpus_per_pod=job.gpus_per_pod,
-        gpu_model=job.gpu_model,
-        unit_pods=job.unit_pods,
-        priority=job.priority,
-        queue=job.queue,
-        splittable=job.splittable,
-        max_clusters=job.max_clusters,
-        unit_tier=job.unit_tier,
-        allreduce_gbps=job.allreduce_gbps,
-        min_units=job.min_units if elastic else 0,
-        may_evict_for=evictions.may_evict_for(job),
-    )
-
-
-def _stamp(seconds: float) -> datetime:
-    """Arrival as the datetime fair_order sorts by (submission time)."""
-    return EPOCH + timedelta(seconds=seconds)

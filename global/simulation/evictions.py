@@ -14,19 +14,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from volcano_global.simulation.running import Running, request, stamp
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import Decision, JobDecision, Policy, Snapshot
 from volcano_global.solver.fair_share import fair_shares
-from volcano_global.solver.preemption import PREEMPT, RECLAIM, Standing, preempt
+from volcano_global.solver.preemption import Standing, preempt
 
 if TYPE_CHECKING:
-    from volcano_global.simulation.engine import JobRecord, SimResult, Simulation, _Running
-
-NEVER = "Never"
-
-
-def may_evict_for(job: TraceJob) -> frozenset[str]:
-    return frozenset() if job.preemption_policy == NEVER else frozenset({PREEMPT, RECLAIM})
+    from volcano_global.simulation.engine import JobRecord, SimResult, Simulation
 
 
 def lost_s(ran_s: float, checkpoint_s: float | None) -> float:
@@ -37,24 +32,22 @@ def lost_s(ran_s: float, checkpoint_s: float | None) -> float:
 def evict(
     sim: Simulation,
     pending: list[TraceJob],
-    running: dict[str, _Running],
+    running: dict[str, Running],
     records: dict[str, JobRecord],
     now: float,
     result: SimResult,
 ) -> set[str]:
     """Evict for the waiting jobs that may; requeue the victims (appended to `pending`) and
     start the preemptors. Returns the ids of the preemptors started."""
-    from volcano_global.simulation.engine import _request, _stamp
-
     rules = sim.options.preemption
     if rules is None or not pending or not running:
         return set()
     waiting = sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
     snapshot = Snapshot(
-        clusters=sim._clusters(),
+        clusters=sim.fleet.capacities(),
         links=sim._links(running),
-        jobs=tuple(_request(j) for j in waiting),
-        running=tuple(sim._running(running, _stamp(now))),
+        jobs=tuple(request(j) for j in waiting),
+        running=tuple(sim._running(running, stamp(now))),
     )
     pending_all = Decision(
         Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in waiting)
@@ -73,8 +66,8 @@ def evict(
     return started
 
 
-def _requeue(sim: Simulation, run: _Running, records: dict[str, JobRecord], now: float) -> TraceJob:
-    sim._unbind(run.bound)
+def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: float) -> TraceJob:
+    sim.fleet.unbind(run.bound)
     sim.retired[run.job.id] = run.version  # its pending finish event no longer applies
     ran = now - run.start
     lost = lost_s(ran, sim.options.checkpoint_s)
@@ -90,7 +83,7 @@ def _requeue(sim: Simulation, run: _Running, records: dict[str, JobRecord], now:
 
 
 def _standing(
-    sim: Simulation, pending: list[TraceJob], running: dict[str, _Running]
+    sim: Simulation, pending: list[TraceJob], running: dict[str, Running]
 ) -> dict[str, Standing]:
     held: dict[str, int] = {}
     for run in running.values():
