@@ -26,8 +26,9 @@ from pydantic import Field
 
 from volcano_global.api import kind_apply
 from volcano_global.api.deps import LoneSubmitter
+from volcano_global.api.documents import body_format
 from volcano_global.api.errors import STATUS_BY_ERROR
-from volcano_global.api.jobs import _DOCUMENT_BODY, _format, _submission
+from volcano_global.api.jobs import DOCUMENT_BODY, submission_for
 from volcano_global.errors import DomainError, FieldError
 from volcano_global.jobspec.manifests import Manifest, split_manifests
 from volcano_global.schemas.common import ApiModel, StatusCause, error_responses
@@ -73,7 +74,7 @@ async def _apply_job(
     )
     applied = await job_apply.apply_job(
         manifest.document,
-        await _submission(request, request.app.state.settings, caller),
+        await submission_for(request, request.app.state.settings, caller),
         sessions=request.app.state.sessions,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
@@ -94,7 +95,7 @@ register("scheduling.k8s.io", "PriorityClass", kind_apply.apply_priority_class)
     "",
     operation_id="applyDocuments",
     responses=error_responses(401, 403, 413, 415),
-    openapi_extra=_DOCUMENT_BODY,
+    openapi_extra=DOCUMENT_BODY,
 )
 async def apply_documents(request: Request, caller: LoneSubmitter) -> ApplyResult:
     """Apply every document of the body in order: a job already alive with the same document is
@@ -102,7 +103,7 @@ async def apply_documents(request: Request, caller: LoneSubmitter) -> ApplyResul
     settings = request.app.state.settings
     manifests = split_manifests(
         await request.body(),
-        fmt=_format(request),
+        fmt=body_format(request),
         max_nodes=settings.limits.max_document_nodes,
         max_depth=settings.limits.max_document_depth,
     )

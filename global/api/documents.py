@@ -15,8 +15,10 @@ from volcano_global.jobspec import load_document
 YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
 
 
-def document_body(description: str) -> dict[str, Any]:
-    schema = {"type": "object", "description": description}
+def document_body(description: str, **schema: Any) -> dict[str, Any]:
+    """The OpenAPI request body of a document sent as YAML or JSON (`schema`: more of its
+    JSON schema than its description)."""
+    schema = {"type": "object", "description": description, **schema}
     return {
         "requestBody": {
             "required": True,
@@ -28,17 +30,19 @@ def document_body(description: str) -> dict[str, Any]:
     }
 
 
-async def read_document(request: Request) -> dict[str, Any]:
-    """The body as one document, within the server's document limits."""
+def body_format(request: Request) -> str:
+    """ "yaml" or "json", from the body's Content-Type (415 for anything else)."""
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media in YAML_TYPES:
-        fmt = "yaml"
-    elif media in ("application/json", "") or media.endswith("+json"):
-        fmt = "json"
-    else:
-        raise UnsupportedMediaType(
-            f"Content-Type {media!r}: send application/yaml or application/json"
-        )
+        return "yaml"
+    if media in ("application/json", "") or media.endswith("+json"):
+        return "json"
+    raise UnsupportedMediaType(f"Content-Type {media!r}: send application/yaml or application/json")
+
+
+async def read_document(request: Request) -> dict[str, Any]:
+    """The body as one document, within the server's document limits."""
+    fmt = body_format(request)
     limits = request.app.state.settings.limits
     return load_document(
         await request.body(),

@@ -18,8 +18,8 @@ from volcano_global.api.deps import (
     Session,
     Submitter,
 )
+from volcano_global.api.documents import body_format, document_body
 from volcano_global.db.models import JobState, PlacementState
-from volcano_global.errors import UnsupportedMediaType
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.schemas.common import ListMeta, error_responses
 from volcano_global.schemas.jobs import (
@@ -49,30 +49,17 @@ from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
-YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
-_DOCUMENT_SCHEMA = {
-    "type": "object",
-    "description": "A Volcano Job (batch.volcano.sh/v1alpha1) or HyperJob "
-    "(training.volcano.sh/v1alpha1), unchanged.",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
+DOCUMENT_BODY = document_body(
+    "A Volcano Job (batch.volcano.sh/v1alpha1) or HyperJob (training.volcano.sh/v1alpha1), "
+    "unchanged.",
+    required=["apiVersion", "kind", "metadata", "spec"],
+    properties={
         "apiVersion": {"type": "string"},
         "kind": {"type": "string", "enum": ["Job", "HyperJob"]},
         "metadata": {"type": "object"},
         "spec": {"type": "object"},
     },
-}
-
-
-_DOCUMENT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/yaml": {"schema": _DOCUMENT_SCHEMA},
-            "application/json": {"schema": _DOCUMENT_SCHEMA},
-        },
-    }
-}
+)
 
 
 @router.post(
@@ -80,11 +67,11 @@ _DOCUMENT_BODY = {
     status_code=201,
     operation_id="submitJob",
     responses=error_responses(401, 403, 409, 413, 415, 422),
-    openapi_extra=_DOCUMENT_BODY,
+    openapi_extra=DOCUMENT_BODY,
 )
 async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
-    submission = await _submission(request, request.app.state.settings, caller)
+    submission = await submission_for(request, request.app.state.settings, caller)
     audit = events.event_row(
         reason=events.AUDIT,
         message=events.audit_message(caller.name, request.method, request.url.path),
@@ -103,7 +90,7 @@ async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     "/preview",
     operation_id="previewJob",
     responses=error_responses(401, 403, 413, 415, 422),
-    openapi_extra=_DOCUMENT_BODY,
+    openapi_extra=DOCUMENT_BODY,
 )
 async def preview_job(
     request: Request, session: Session, settings: AppSettings, caller: Submitter
@@ -113,7 +100,7 @@ async def preview_job(
     is stored."""
     result = await preview.preview_job(
         session,
-        await _submission(request, settings, caller, session),
+        await submission_for(request, settings, caller, session),
         time_limit_s=settings.scheduling.round_time_limit_s,
     )
     job, decision = result.job, result.decision
@@ -139,16 +126,7 @@ async def preview_job(
     )
 
 
-def _format(request: Request) -> str:
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    if media in YAML_TYPES:
-        return "yaml"
-    if media in ("application/json", "") or media.endswith("+json"):
-        return "json"
-    raise UnsupportedMediaType(f"Content-Type {media!r}: send application/yaml or application/json")
-
-
-async def _submission(
+async def submission_for(
     request: Request, settings: Settings, caller: Principal, session: AsyncSession | None = None
 ) -> submissions.Submission:
     """`session`: the request's own, if it has one (SQLite's pool has one connection: a second
@@ -161,7 +139,7 @@ async def _submission(
             classes, default_class = await priority_classes.resolution_table(own)
     return submissions.Submission(
         body=await request.body(),
-        fmt=_format(request),
+        fmt=body_format(request),
         options=ParseOptions(
             priority_classes=classes,
             default_priority_class=default_class,
