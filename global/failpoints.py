@@ -7,7 +7,9 @@ dictionary look-up.
 
 Points: `round-commit` (a round's placements written, not committed), `dispatch-sent` (an
 assignment handed to the stream, its acknowledgement not yet stored), `report-commit` (an
-agent's status report applied, not committed)."""
+agent's status report applied, not committed), `preempt-evicted` (a round's evictions
+committed, their preemptors not started), `preempt-start` (a preemptor's start written, not
+committed)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import os
 import signal
 import sys
 
-POINTS = frozenset({"round-commit", "dispatch-sent", "report-commit"})
+POINTS = frozenset(
+    {"round-commit", "dispatch-sent", "report-commit", "preempt-evicted", "preempt-start"}
+)
 
 
 def _parse(spec: str) -> dict[str, int]:

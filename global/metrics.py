@@ -59,6 +59,16 @@ class Metrics:
             "and they no longer fitted",
             registry=r,
         )
+        self.preempted = Counter(
+            "vglobal_preemptors_total",
+            "Pending jobs for which a round evicted running jobs (preemption or reclaim)",
+            registry=r,
+        )
+        self.evicted = Counter(
+            "vglobal_jobs_evicted_total",
+            "Running jobs evicted for a preemptor (requeued or failed by their policies)",
+            registry=r,
+        )
         self.gang = Counter(
             "vglobal_gang_outcomes_total",
             "Placements taken back (Withdrawn) and started jobs Requeued/Failed/Completed by "

@@ -36,6 +36,27 @@ class LimitSettings(BaseModel):
     )
 
 
+class PreemptionSettings(BaseModel):
+    """Preemption and reclaim (`solver/preemption.py` states the rule)."""
+
+    enabled: bool = Field(
+        True,
+        description="Let a pending gang evict lower-priority gangs (preemption) and queues "
+        "below their deserved share evict from reclaimable queues above theirs (reclaim).",
+    )
+    min_run_s: float = Field(
+        600.0, ge=0, description="A job runs this long before it may be evicted."
+    )
+    max_jobs: int = Field(4, ge=1, description="Jobs evicted per round, in all.")
+    max_gpus: int = Field(1024, ge=1, description="GPUs of the jobs evicted per round, in all.")
+    start_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="A preemptor whose victims are not all gone this long after their "
+        "eviction loses the capacity held for it and waits as any other job.",
+    )
+
+
 class SchedulingDefaults(BaseModel):
     """The scheduling loop, and the defaults applied to a job that does not say."""
 
@@ -79,6 +100,7 @@ class SchedulingDefaults(BaseModel):
         "withdrawn and the job requeued (per job: the annotation "
         "global.volcano.sh/gang-start-timeout).",
     )
+    preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
 
 
 class TlsSettings(BaseModel):

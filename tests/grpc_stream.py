@@ -53,6 +53,16 @@ class Stream:
         assert reply is not grpc.aio.EOF
         return reply
 
+    async def reply(self, message: pb.AgentMessage, kind: str) -> pb.GlobalMessage:
+        """Send `message` and return the first reply of `kind` (the `body` field), passing
+        over the dispatch messages the Global pushes meanwhile."""
+        await self.call.write(message)
+        while True:
+            reply = await asyncio.wait_for(self.call.read(), timeout=10)
+            assert reply is not grpc.aio.EOF
+            if reply.WhichOneof("body") == kind:
+                return reply
+
     async def hello(self, cluster: str = "gpu-east", last_acked: int = 0) -> pb.Welcome:
         return (
             await self.send(

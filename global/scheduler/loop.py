@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from volcano_global import failpoints
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.commit import RoundResult, commit_round
+from volcano_global.services.scheduling.evictions import choose_evictions, start_nominated
 from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
 from volcano_global.services.scheduling.timing import duration_model
@@ -30,6 +32,7 @@ from volcano_global.solver import (
     solve,
 )
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.preemption import Rules
 
 log = logging.getLogger(__name__)
 DURATIONS_REFRESH_S = 60.0
@@ -81,6 +84,7 @@ class Scheduler:
             time_limit_s=self.settings.scheduling.round_time_limit_s,
             window=self.settings.scheduling.window,
         )
+        preemption = self.settings.scheduling.preemption
         started = time.perf_counter()
         async with transaction(self.sessions) as session:
             policy = Policy(self.settings.scheduling.policy)
@@ -93,6 +97,7 @@ class Scheduler:
                 policy=policy,
                 durations=await self._durations(session) if policy.planned else None,
                 reserve_after_s=self.settings.scheduling.reserve_after_s,
+                preemption=preemption.enabled,
             )
         if not snapshot.jobs and not context.unmodelled:
             self.metrics.rounds.labels("idle").inc()
@@ -104,9 +109,32 @@ class Scheduler:
             log.exception("scheduling round failed")
             reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
             decision = failed(policy, snapshot.jobs, reason)
+        evictions = (
+            await asyncio.to_thread(
+                choose_evictions,
+                snapshot,
+                decision,
+                context,
+                Rules(
+                    min_run_s=preemption.min_run_s,
+                    max_jobs=preemption.max_jobs,
+                    max_gpus=preemption.max_gpus,
+                ),
+            )
+            if preemption.enabled
+            else []
+        )
         solved = time.perf_counter()
         async with transaction(self.sessions) as session:
-            result = await commit_round(session, decision=decision, context=context)
+            result = await commit_round(
+                session, decision=decision, context=context, evictions=evictions
+            )
+        if result.nominated:
+            failpoints.hit("preempt-evicted")
+            self.metrics.preempted.inc(len(result.nominated))
+            self.metrics.evicted.inc(len(result.evicted))
+            for outcome in result.evicted:
+                log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
         wall = time.perf_counter() - started
         self.metrics.rounds.labels("committed").inc()
         self.metrics.round_seconds.observe(wall)
@@ -171,13 +199,20 @@ class Scheduler:
         return False
 
     async def supervise(self) -> list[GangOutcome]:
-        """Withdraw or requeue gangs that did not start or lost a cluster (leader only)."""
+        """Withdraw or requeue gangs that did not start or lost a cluster, and start the
+        preemptors whose victims are gone (leader only)."""
         if not await self._lead():
             return []
         async with transaction(self.sessions) as session:
             outcomes = await supervise(
                 session, default_timeout_s=self.settings.scheduling.gang_start_timeout_s
             )
+        async with transaction(self.sessions) as session:
+            started = await start_nominated(
+                session, timeout_s=self.settings.scheduling.preemption.start_timeout_s
+            )
+        for name in started:
+            log.info("%s placed: the jobs it preempted are gone", name)
         for outcome in outcomes:
             self.metrics.gang.labels(outcome.action).inc()
             log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)

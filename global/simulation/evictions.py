@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from volcano_global.simulation.running import Running, request, stamp
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import Decision, JobDecision, Policy, Snapshot
-from volcano_global.solver.fair_share import fair_shares
-from volcano_global.solver.preemption import Standing, preempt
+from volcano_global.solver.fair_share import quota_states
+from volcano_global.solver.preemption import Standing, preempt, standings
 
 if TYPE_CHECKING:
     from volcano_global.simulation.engine import JobRecord, SimResult, Simulation
@@ -43,16 +43,19 @@ def evict(
     if rules is None or not pending or not running:
         return set()
     waiting = sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
+    held = _held(running)
+    queues = _standing(sim, pending, held)
     snapshot = Snapshot(
         clusters=sim.fleet.capacities(),
         links=sim._links(running),
         jobs=tuple(request(j) for j in waiting),
+        queues=quota_states(sim._tree(held), {j.queue for j in pending}),
         running=tuple(sim._running(running, stamp(now))),
     )
     pending_all = Decision(
         Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in waiting)
     )
-    done = preempt(snapshot, pending_all, rules=rules, queues=_standing(sim, pending, running))
+    done = preempt(snapshot, pending_all, rules=rules, queues=queues)
     by_id = {j.id: j for j in pending}
     started = set()
     for e in done:
@@ -82,20 +85,20 @@ def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: 
     return replace(run.job, duration_s=max(run.job.duration_s - kept, 1.0))
 
 
-def _standing(
-    sim: Simulation, pending: list[TraceJob], running: dict[str, Running]
-) -> dict[str, Standing]:
+def _held(running: dict[str, Running]) -> dict[str, int]:
+    """GPUs each queue's running jobs hold."""
     held: dict[str, int] = {}
     for run in running.values():
         held[run.job.queue] = held.get(run.job.queue, 0) + sum(g for *_, g in run.bound)
+    return held
+
+
+def _standing(
+    sim: Simulation, pending: list[TraceJob], held: dict[str, int]
+) -> dict[str, Standing]:
     tree = sim._tree(held)
     want: dict[str, int] = {}
     for j in pending:
         want[j.queue] = want.get(j.queue, 0) + j.gpus
     tree = {n: replace(q, pending=want.get(n, 0)) for n, q in tree.items()}
-    shares = fair_shares(sim.capacity_gpus, tree)
-    return {
-        name: Standing(held.get(name, 0), shares[name].deserved, sim.queues[name].reclaimable)
-        for name in tree
-        if name in shares
-    }
+    return standings(sim.capacity_gpus, tree, {n: q.reclaimable for n, q in sim.queues.items()})

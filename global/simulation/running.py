@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.jobspec.priority_classes import NEVER
 from volcano_global.simulation.nodes import Bound
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import JobRequest
-from volcano_global.solver.preemption import PREEMPT, RECLAIM
+from volcano_global.solver.preemption import may_evict_for
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -59,9 +58,7 @@ def request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
         unit_tier=job.unit_tier,
         allreduce_gbps=job.allreduce_gbps,
         min_units=job.min_units if elastic else 0,
-        may_evict_for=frozenset()
-        if job.preemption_policy == NEVER
-        else frozenset({PREEMPT, RECLAIM}),
+        may_evict_for=may_evict_for(job.preemption_policy),
     )
 
 

@@ -182,6 +182,7 @@ def growth(
                 estimate_s=run.estimate_s,
                 due=False,
                 min_units=1 if run.growable > 1 else 0,
+                may_evict_for=frozenset(),  # growth never evicts
             )
         )
     return out

@@ -5,8 +5,10 @@ evictions out. The server's scheduling loop and the simulator call the same `pre
 
 Who may evict (the preemptor): a job the round left pending, whose priority class does not
 say `preemptionPolicy: Never` (`JobRequest` carries `may_evict_for` as the set of reasons it
-may evict for), in queue order, at most `Rules.max_jobs` victims and `Rules.max_gpus` of their
-GPUs per round in all.
+may evict for: `may_evict_for(policy)`) and whose queue has room for it under every capability
+on its path (what the round's admitted jobs left), in queue order, at most `Rules.max_jobs`
+victims and `Rules.max_gpus` of their GPUs per round in all. What an elastic job could grow by
+never evicts.
 
 Who may be evicted (a candidate), a whole running job, never part of a gang:
 - it is not annotated `volcano.sh/preemptable: "false"` (`RunningJob.preemptable`);
@@ -39,9 +41,13 @@ clusters none of which then holds the gang, and filling it takes the big jobs an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from volcano_global.jobspec.priority_classes import NEVER
 from volcano_global.solver.baselines import place_greedily
+from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.fair_share import QueueNode, fair_shares
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -52,7 +58,7 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import pools_of
-from volcano_global.solver.planning import freed
+from volcano_global.solver.planning import freed, grown_job
 
 PREEMPT = "preempt"
 RECLAIM = "reclaim"
@@ -90,6 +96,53 @@ class Eviction:
         return sum(v.total_gpus for v in self.victims)
 
 
+def may_evict_for(preemption_policy: str) -> frozenset[str]:
+    """What a job of a class with this `preemptionPolicy` may evict for: nothing for Never
+    (Kubernetes: such a pod waits, it never preempts), else preemption and reclaim."""
+    return frozenset() if preemption_policy == NEVER else frozenset({PREEMPT, RECLAIM})
+
+
+def standings(
+    capacity_gpus: int, tree: Mapping[str, QueueNode], reclaimable: Mapping[str, bool]
+) -> dict[str, Standing]:
+    """Every queue as reclaim sees it: what it holds, what it deserves of `capacity_gpus`
+    (`fair_share`, with what its jobs wait for), and whether it may be reclaimed from."""
+    shares = fair_shares(capacity_gpus, tree)
+    return {
+        name: Standing(node.held, shares[name].deserved, reclaimable.get(name, True))
+        for name, node in tree.items()
+        if name in shares
+    }
+
+
+def remaining(snapshot: Snapshot, decision: Decision) -> Snapshot:
+    """The snapshot with what the decision's admitted jobs take out of its clusters (their
+    shares' pods, per leaf domain) and links: what `preempt` starts from."""
+    pools = {c.name: ClusterPool(c) for c in snapshot.clusters}
+    models = {j.id: j.gpu_model for j in snapshot.jobs}
+    taken: dict[tuple[str, str], float] = {}
+    for d in decision.jobs:
+        if not d.admitted:
+            continue
+        for share in d.shares:
+            pool = pools.get(share.cluster)
+            per_pod = share.gpus // share.pods if share.pods else 0
+            if pool is None or per_pod == 0:
+                continue
+            for leaf, pods in share.domains:
+                pool.take_from_leaf(leaf, models.get(d.job_id), per_pod, pods)
+        for r in d.reservations:
+            taken[link_key(r.a, r.b)] = taken.get(link_key(r.a, r.b), 0.0) + r.gbps
+    return replace(
+        snapshot,
+        clusters=tuple(pools[c.name].state() for c in snapshot.clusters),
+        links=tuple(
+            replace(x, reserved_gbps=x.reserved_gbps + taken.get(x.key, 0.0))
+            for x in snapshot.links
+        ),
+    )
+
+
 def lost_gpu_hours(job: RunningJob) -> float:
     return job.total_gpus * job.lost_s / 3600.0
 
@@ -111,6 +164,10 @@ def preempt(
     rules = rules or Rules()
     queues = dict(queues or {})
     admitted = {d.job_id for d in decision.jobs if d.admitted}
+    room = {q.name: q.quota_gpus - q.used_gpus for q in snapshot.queues if q.quota_gpus is not None}
+    for job in snapshot.jobs:
+        if job.id in admitted and job.queue in room:
+            room[job.queue] -= job.gpus
     state = freed(snapshot.clusters, [])
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
@@ -118,7 +175,13 @@ def preempt(
     lost_left = rules.max_lost_gpu_hours if rules.max_lost_gpu_hours is not None else float("inf")
     out: list[Eviction] = []
     for job in snapshot.jobs:
-        if job.id in admitted or not job.may_evict_for or jobs_left <= 0:
+        if (
+            job.id in admitted
+            or not job.may_evict_for
+            or jobs_left <= 0
+            or grown_job(job.id) is not None
+            or room.get(job.queue, job.gpus) < job.gpus
+        ):
             continue
         allowed = [
             (r, kind)
@@ -146,6 +209,8 @@ def preempt(
         if job.queue in queues:
             s = queues[job.queue]
             queues[job.queue] = replace(s, held=s.held + job.gpus)
+        if job.queue in room:
+            room[job.queue] -= job.gpus
         jobs_left -= len(victims)
         gpus_left -= sum(v.total_gpus for v in victims)
         lost_left -= sum(lost_gpu_hours(v) for v in victims)

@@ -17,6 +17,7 @@ def job_request(
     communication: Communication | None,
     priority: int,
     queue: str,
+    may_evict_for: frozenset[str] = frozenset(),
 ) -> JobRequest:
     """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
     yet (GPU pods of different sizes in one job; HyperJob children of different sizes)."""
@@ -79,6 +80,7 @@ def job_request(
         allreduce_gbps=rate,
         allowed_clusters=allowed,
         min_units=split.min_units if unit and split.min_units * unit < pods else 0,
+        may_evict_for=may_evict_for,
     )
 
 

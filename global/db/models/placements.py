@@ -20,6 +20,12 @@ class PlacementState(enum.StrEnum):
     ACTIVE = "Active"  # holds capacity and link bandwidth
     WITHDRAWN = "Withdrawn"  # taken back before the job ran (gang timeout, stale round)
     RELEASED = "Released"  # the job finished or was cancelled
+    # A preemptor's: holds capacity and link bandwidth, nothing dispatched, until every
+    # placement in `awaits` (its victims') is gone in every cluster; then Active.
+    NOMINATED = "Nominated"
+
+
+HOLDING = (PlacementState.ACTIVE, PlacementState.NOMINATED)  # hold capacity and links
 
 
 class Placement(UUIDPrimaryKey, Base):
@@ -33,6 +39,7 @@ class Placement(UUIDPrimaryKey, Base):
     )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
+    awaits: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
 
     shares: Mapped[list[ClusterShare]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="ClusterShare.rank_offset"

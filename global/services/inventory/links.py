@@ -7,7 +7,8 @@ import uuid
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Cluster, Link, LinkReservation, Placement, PlacementState
+from volcano_global.db.models import Cluster, Link, LinkReservation, Placement
+from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, Invalid, NotFound
 
 
@@ -53,11 +54,11 @@ async def list_links(session: AsyncSession) -> list[Link]:
 async def reserved_gbps(
     session: AsyncSession, *, link_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, float]:
-    """Bandwidth held on each link by active placements."""
+    """Bandwidth held on each link by active (and preemptors' nominated) placements."""
     rows = await session.execute(
         select(LinkReservation.link_id, func.sum(LinkReservation.gbps))
         .join(Placement, Placement.id == LinkReservation.placement_id)
-        .where(LinkReservation.link_id.in_(link_ids), Placement.state == PlacementState.ACTIVE)
+        .where(LinkReservation.link_id.in_(link_ids), Placement.state.in_(HOLDING))
         .group_by(LinkReservation.link_id)
     )
     return {link_id: float(total or 0.0) for link_id, total in rows}

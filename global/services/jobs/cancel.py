@@ -16,6 +16,7 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
 )
+from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import transition
@@ -41,22 +42,23 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     job.pending_reason = None
     active = (await session.execute(_ACTIVE_PLACEMENT, {"job_id": job.id})).scalar_one_or_none()
     if active is not None:
+        nominated = active.state is PlacementState.NOMINATED  # nothing was dispatched
         await end_placement(
             session,
             placement=active,
-            state=PlacementState.RELEASED,
-            cancel_reason=f"cancelled by {by}",
+            state=PlacementState.WITHDRAWN if nominated else PlacementState.RELEASED,
+            cancel_reason=None if nominated else f"cancelled by {by}",
         )
     await record_event(session, job_id=job.id, reason="Cancelled", message=f"cancelled by {by}")
     await session.flush()
     return job
 
 
-# The job's active placement with its shares and their clusters (not the clusters' GPU
-# capacities: what releasing it needs).
+# The job's active (or, for a preemptor, nominated) placement with its shares and their
+# clusters (not the clusters' GPU capacities: what releasing it needs).
 _ACTIVE_PLACEMENT = (
     select(Placement)
-    .where(Placement.job_id == bindparam("job_id"), Placement.state == PlacementState.ACTIVE)
+    .where(Placement.job_id == bindparam("job_id"), Placement.state.in_(HOLDING))
     .options(
         selectinload(Placement.shares)
         .joinedload(ClusterShare.cluster)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, select
@@ -14,24 +15,24 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global import failpoints
 from volcano_global.db.models import (
     Cluster,
-    ClusterShare,
     ClusterState,
     EventType,
     Job,
     JobState,
-    LinkReservation,
     Placement,
     Queue,
 )
+from volcano_global.services.dispatch.supervision import GangOutcome
 from volcano_global.services.events import record_event
-from volcano_global.services.jobs.measurements import issue_job_token
-from volcano_global.services.lifecycle.jobs import lock_jobs, transition
-from volcano_global.services.lifecycle.outbox import enqueue_assignments
+from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.scheduling.elastic import commit_resizes
+from volcano_global.services.scheduling.evictions import nominate
+from volcano_global.services.scheduling.placing import dispatch, write_holdings
 from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
 from volcano_global.solver import Decision, JobDecision, LinkState, planning
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.model import link_key
+from volcano_global.solver.preemption import Eviction
 
 
 @dataclass(frozen=True)
@@ -41,22 +42,30 @@ class RoundResult:
     pending: int
     deferred: dict[str, str] = field(default_factory=dict)  # admitted, then no longer fitting
     resized: list[str] = field(default_factory=list)  # elastic jobs grown or shrunk
+    nominated: list[str] = field(default_factory=list)  # preemptors whose victims were evicted
+    evicted: list[GangOutcome] = field(default_factory=list)  # the victims
 
 
 async def commit_round(
-    session: AsyncSession, *, decision: Decision, context: RoundContext
+    session: AsyncSession,
+    *,
+    decision: Decision,
+    context: RoundContext,
+    evictions: Sequence[Eviction] = (),
 ) -> RoundResult:
     """Write the decision in the caller's transaction: placements with their shares and link
-    reservations, jobs Placed, reasons for the rest. An admitted job is deferred to the next
-    round (left Pending, the reason said) when a cluster it uses is no longer Ready, or its
-    inventory moved since the snapshot and the job's shares no longer fit what is free there
-    now; the rest of the round is kept."""
+    reservations, jobs Placed, reasons for the rest, then the evictions (`evictions.py`). An
+    admitted job is deferred to the next round (left Pending, the reason said) when a cluster
+    it uses is no longer Ready, or its inventory moved since the snapshot and the job's shares
+    no longer fit what is free there now; the rest of the round is kept. An eviction whose
+    preemptor would use a cluster no longer Ready is dropped."""
     current = (
         await session.execute(
             select(Cluster).where(Cluster.name.in_(list(context.versions))).with_for_update()
         )
     ).scalars()
     used = {s.cluster for d in decision.jobs if d.admitted for s in d.shares}
+    used |= {s.cluster for e in evictions for s in e.placement.shares}
     moved, gone = [], {}
     for cluster in current:
         if cluster.name not in used:
@@ -78,12 +87,13 @@ async def commit_round(
     # job, so they are given back in every cluster where the round starts or grows anything
     # (not only where the job they were planned for starts): no job lands on GPUs an elastic
     # job still holds.
+    evictions = [e for e in evictions if not any(s.cluster in gone for s in e.placement.shares)]
     using = {
         s.cluster
         for d in decision.jobs
         if d.admitted and d.job_id not in deferred
         for s in d.shares
-    }
+    } | {s.cluster for e in evictions for s in e.placement.shares}
     shrinks = [s for s in context.shrinks if s.cluster in using]
     if moved:
         # Inventories move all the time in large clusters (pods come and go): check the shares
@@ -142,47 +152,21 @@ async def commit_round(
         else {}
     )
     for d, job, placement in admitted:
-        offset = 0
-        lines = []
-        rows = []
-        for share in d.shares:
-            row = ClusterShare(
-                placement_id=placement.id,
-                cluster_id=context.cluster_ids[share.cluster],
-                pods=share.pods,
-                gpus=share.gpus,
-                units=share.units,
-                rank_offset=offset,
-                domains=dict(share.domains),
-            )
-            session.add(row)
-            rows.append(row)
-            offset += share.pods
-            lines.append(f"{share.pods} pods in {share.cluster}")
-        for r in d.reservations:
-            key = (r.a, r.b) if (r.a, r.b) in context.link_ids else (r.b, r.a)
-            session.add(
-                LinkReservation(
-                    placement_id=placement.id, link_id=context.link_ids[key], gbps=r.gbps
-                )
-            )
-            lines.append(f"{r.gbps:g} Gbps on {r.a}<->{r.b}")
-        token = issue_job_token(session, job=job)
-        enqueue_assignments(
+        rows, lines = write_holdings(
+            session,
+            decision=d,
+            placement=placement,
+            cluster_ids=context.cluster_ids,
+            link_ids=context.link_ids,
+        )
+        await dispatch(
             session,
             job=job,
             placement=placement,
             shares=rows,
-            job_token=token,
             queue=queues.get(job.queue_id),
-        )
-        transition(job, JobState.PLACED, message=f"placed in round {generation}")
-        await record_event(
-            session,
-            job_id=job.id,
-            fold=False,  # the round's number makes every Placed message new
-            reason="Placed",
-            message=f"round {generation}: " + "; ".join(lines),
+            message=f"placed in round {generation}",
+            event=f"round {generation}: " + "; ".join(lines),
         )
         placed.append(d.job_id)
     resized += await commit_resizes(
@@ -199,6 +183,15 @@ async def commit_round(
         link_ids=context.link_ids,
         generation=generation,
     )
+    nominated, evicted = [], []
+    for e in evictions:
+        job = jobs.get(ids.get(e.preemptor)) if ids.get(e.preemptor) else None
+        if job is None or job.state is not JobState.PENDING or e.preemptor in placed:
+            continue
+        evicted += await nominate(
+            session, eviction=e, preemptor=job, context=context, generation=generation
+        )
+        nominated.append(e.preemptor)
     for key, why in context.unmodelled.items():
         job = await session.get(Job, context.jobs[key])
         if job is not None and job.state is JobState.PENDING:
@@ -207,7 +200,7 @@ async def commit_round(
                 session, job_id=job.id, type=EventType.WARNING, reason="Unschedulable", message=why
             )
     await session.flush()
-    if placed or resized:
+    if placed or resized or nominated:
         failpoints.hit("round-commit")
     return RoundResult(
         generation=generation,
@@ -215,6 +208,8 @@ async def commit_round(
         resized=resized,
         pending=len(decision.jobs) - len(placed),
         deferred=deferred,
+        nominated=nominated,
+        evicted=evicted,
     )
 
 

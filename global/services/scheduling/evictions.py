@@ -1,26 +1,58 @@
-"""The first of preemption's two steps on the server: evicting (`solver.preemption` chose the
-victims). In the caller's transaction, for one eviction: each victim's active placement ends
-and its shares are cancelled through the outbox, and the victim is requeued through its
-Volcano `policies` as a lost share is (`PodEvicted`; its attempt count goes on, up to
-`maxRetry`), with an event naming the preemptor; the preemptor's pending reason says what was
-evicted and why.
+"""Preemption and reclaim on the server, in two steps (`solver.preemption` chose the victims).
 
-Not built yet (issue 22): calling this from the round, the nomination that keeps the freed
-capacity for the preemptor, the wait for every victim's share to be reported gone before the
-preemptor starts, and the failpoint between the two steps.
+1. Evict, in the round's transaction (`nominate`): each victim's active placement ends, its
+   shares are cancelled through the outbox, and the victim is requeued through its Volcano
+   `policies` as a lost share is (`PodEvicted`; its attempt count goes on, up to `maxRetry`),
+   with an event naming the preemptor. The preemptor's placement is written Nominated: it
+   holds the GPUs and link bandwidth it will use (no round gives them to another job), but
+   nothing is dispatched; its pending reason says what was evicted and why.
+2. Start, in a sweep of its own (`start_nominated`, before every round): a nomination whose
+   victims' cancellations every Ready cluster has acknowledged (the agent removed the share)
+   and whose shares fit what the clusters' inventories now show free (the victims' pods are
+   gone) becomes Active and is dispatched. One not started within the timeout is withdrawn
+   and the job waits as any other.
+
+A crash between the steps loses nothing: both are transactions, and the nomination is in the
+database until it starts or is withdrawn. A cluster that is not Ready cannot acknowledge a
+cancellation; it does not hold a nomination back, unless the nomination has a share there (then
+it waits, and is withdrawn at the timeout).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Job, Placement, PlacementState
+from volcano_global import failpoints
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterState,
+    EventType,
+    Job,
+    JobState,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+    PlacementState,
+    Queue,
+)
 from volcano_global.services.dispatch.supervision import GangOutcome, share_lost
+from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
-from volcano_global.solver.preemption import Eviction
+from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.scheduling.placing import dispatch, write_holdings
+from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
+from volcano_global.solver import Decision, Snapshot, planning
+from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.preemption import Eviction, Rules, preempt, remaining
+
+log = logging.getLogger(__name__)
 
 EVENT = "PodEvicted"  # what Volcano's policies see when a job's pods are evicted
 
@@ -29,27 +61,183 @@ def preempted_by(preemptor: Job) -> str:
     return f"Preempted by {preemptor.namespace}/{preemptor.name} (priority {preemptor.priority})"
 
 
-async def evict(session: AsyncSession, eviction: Eviction) -> list[GangOutcome]:
-    """Evict `eviction.victims` for `eviction.preemptor` (ids are job ids). A victim that no
-    longer holds an active placement (it ended meanwhile) is skipped."""
-    preemptor_id = uuid.UUID(eviction.preemptor)
+async def nominate(
+    session: AsyncSession,
+    *,
+    eviction: Eviction,
+    preemptor: Job,
+    context: RoundContext,
+    generation: int,
+) -> list[GangOutcome]:
+    """Step 1 for one eviction (`preemptor` locked by the caller, Pending). A victim that no
+    longer holds an active placement (it ended meanwhile) is skipped. Locks the victims'
+    placements, then their jobs (the order the agents' reports lock them in)."""
     ids = [uuid.UUID(v.id) for v in eviction.victims]
-    jobs = await lock_jobs(session, [preemptor_id, *ids])
-    preemptor = jobs[preemptor_id]
+    placements = list(
+        (
+            await session.execute(
+                select(Placement)
+                .where(Placement.job_id.in_(ids), Placement.state == PlacementState.ACTIVE)
+                .order_by(Placement.id)
+                .with_for_update(of=Placement)
+            )
+        ).scalars()
+    )
+    victims = await lock_jobs(session, [p.job_id for p in placements])
     message = preempted_by(preemptor)
-    placements = (
-        await session.execute(
-            select(Placement)
-            .where(Placement.job_id.in_(ids), Placement.state == PlacementState.ACTIVE)
-            .with_for_update()
-        )
-    ).scalars()
-    outcomes = []
-    for placement in placements:
-        victim = jobs[placement.job_id]
-        outcomes.append(
-            await share_lost(session, placement=placement, job=victim, event=EVENT, message=message)
-        )
-    preemptor.pending_reason = eviction.reason
+    outcomes = [
+        await share_lost(session, placement=p, job=victims[p.job_id], event=EVENT, message=message)
+        for p in placements
+    ]
+    nominated = Placement(
+        id=uuid.uuid4(),
+        job_id=preemptor.id,
+        generation=generation,
+        state=PlacementState.NOMINATED,
+        awaits=[str(p.id) for p in placements],
+    )
+    session.add(nominated)
     await session.flush()
+    write_holdings(
+        session,
+        decision=eviction.placement,
+        placement=nominated,
+        cluster_ids=context.cluster_ids,
+        link_ids=context.link_ids,
+    )
+    preemptor.pending_reason = eviction.reason
+    await record_event(
+        session,
+        job_id=preemptor.id,
+        reason="Preempting" if eviction.kind == "preempt" else "Reclaiming",
+        message=eviction.reason,
+        fold=False,
+    )
     return outcomes
+
+
+async def start_nominated(
+    session: AsyncSession, *, timeout_s: float, now: datetime | None = None
+) -> list[str]:
+    """Step 2 over every nomination: the jobs (namespace/name) dispatched."""
+    now = now or utcnow()
+    rows = await session.execute(
+        select(Placement, Job)
+        .join(Job, Job.id == Placement.job_id)
+        .where(Placement.state == PlacementState.NOMINATED)
+        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+        .with_for_update(of=[Placement, Job], skip_locked=True)
+    )
+    started = []
+    for placement, job in rows.all():
+        if job.state is not JobState.PENDING:  # cancelled: `cancel_job` ends it; defensive
+            await end_placement(
+                session, placement=placement, state=PlacementState.WITHDRAWN, cancel_reason=None
+            )
+            continue
+        why = await _not_yet(session, placement, job)
+        if why is None:
+            await _start(session, placement, job)
+            started.append(f"{job.namespace}/{job.name}")
+        elif now - placement.created_at > timedelta(seconds=timeout_s):
+            await _withdraw(session, placement, job, f"not started within {timeout_s:g} s: {why}")
+        else:
+            job.pending_reason = f"preempting: {why}"
+    await session.flush()
+    if started:
+        failpoints.hit("preempt-start")
+    return started
+
+
+async def _not_yet(session: AsyncSession, placement: Placement, job: Job) -> str | None:
+    """Why the nomination cannot start yet, or None."""
+    awaited = [uuid.UUID(x) for x in placement.awaits or []]
+    if awaited:
+        left = (
+            await session.execute(
+                select(Cluster.name)
+                .join(OutboxMessage, OutboxMessage.cluster_id == Cluster.id)
+                .where(
+                    OutboxMessage.placement_id.in_(awaited),
+                    OutboxMessage.kind == OutboxKind.CANCEL,
+                    OutboxMessage.acked_at.is_(None),
+                    Cluster.state == ClusterState.READY,
+                )
+                .distinct()
+            )
+        ).scalars()
+        waiting = sorted(left)
+        if waiting:
+            return f"waiting for the evicted jobs' shares to be removed in {', '.join(waiting)}"
+    clusters = {s.cluster_id: s.cluster for s in placement.shares}
+    down = sorted(c.name for c in clusters.values() if c.state is not ClusterState.READY)
+    if down:
+        return f"cluster {', '.join(down)} is not Ready"
+    leaves = {leaf for s in placement.shares for leaf in (s.domains or {})}
+    free = await free_capacity(
+        session, list(clusters.values()), leaves=leaves or None, excluding=placement.id
+    )
+    pools = {state.name: ClusterPool(state) for state in free}
+    for s in placement.shares:
+        per_pod = s.gpus // s.pods if s.pods else 0
+        if per_pod == 0:
+            continue
+        pool = pools[s.cluster.name]
+        if not s.domains and pool.free_gpus(job.gpu_model or "") < s.gpus:
+            return f"{s.gpus} GPUs in {s.cluster.name} are not free yet"
+        for leaf, n in (s.domains or {}).items():
+            if pool.take_from_leaf(leaf, job.gpu_model, per_pod, int(n)) < int(n):
+                return (
+                    f"the GPUs of {n} pods in {leaf} ({s.cluster.name}) are not free yet "
+                    "(the evicted pods are terminating)"
+                )
+    return None
+
+
+async def _start(session: AsyncSession, placement: Placement, job: Job) -> None:
+    placement.state = PlacementState.ACTIVE
+    queue = await session.get(Queue, job.queue_id)
+    lines = [f"{s.pods} pods in {s.cluster.name}" for s in placement.shares]
+    lines += [
+        f"{r.gbps:g} Gbps on {r.link.cluster_a.name}<->{r.link.cluster_b.name}"
+        for r in placement.link_reservations
+    ]
+    evicted = len(placement.awaits or [])
+    await dispatch(
+        session,
+        job=job,
+        placement=placement,
+        shares=list(placement.shares),
+        queue=queue,
+        message=f"placed once the {evicted} job(s) it preempted were gone",
+        event=f"preempted {evicted} job(s): " + "; ".join(lines),
+    )
+
+
+async def _withdraw(session: AsyncSession, placement: Placement, job: Job, why: str) -> None:
+    await end_placement(
+        session, placement=placement, state=PlacementState.WITHDRAWN, cancel_reason=None
+    )
+    job.pending_reason = why
+    await record_event(
+        session, job_id=job.id, type=EventType.WARNING, reason="NominationWithdrawn", message=why
+    )
+
+
+def choose_evictions(
+    snapshot: Snapshot, decision: Decision, context: RoundContext, rules: Rules
+) -> list[Eviction]:
+    """The round's evictions (pure, run off the event loop): `solver.preemption.preempt` over
+    what the decision leaves free. A running elastic job the round resizes is no victim."""
+    resizing = {cut.job_id for cut in context.shrinks} | {
+        grown
+        for d in decision.jobs
+        if d.admitted and (grown := planning.grown_job(d.job_id)) is not None
+    }
+    left = remaining(snapshot, decision)
+    left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
+    try:
+        return preempt(left, decision, rules=rules, queues=context.standings)
+    except Exception:  # a defect: the round's placements still commit
+        log.exception("choosing the round's evictions failed")
+        return []

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -41,7 +41,7 @@ from volcano_global.services.scheduling.elastic import (
     elastic_running,
 )
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
-from volcano_global.services.tenancy.queue_shares import queue_tree
+from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
@@ -53,6 +53,7 @@ from volcano_global.solver import (
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import quota_states
+from volcano_global.solver.preemption import Standing, may_evict_for, standings
 from volcano_global.solver.requests import job_request
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,11 @@ CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair sh
 # The planned order serves short work first: it chooses from more of the line (the oldest
 # 16 x window jobs by priority and submission; below a backlog that deep, from all of it).
 PLANNED_CANDIDATES = 16
+# Pending and not a preemptor waiting for its victims (its nomination holds its place).
+WAITING = and_(
+    Job.state == JobState.PENDING,
+    Job.id.not_in(select(Placement.job_id).where(Placement.state == PlacementState.NOMINATED)),
+)
 
 
 @dataclass
@@ -80,6 +86,8 @@ class RoundContext:
     elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
     shrinks: list[planning.Shrink] = field(default_factory=list)
     links: tuple[LinkState, ...] = ()  # as the snapshot saw them
+    # Reclaim (with preemption on): every queue's GPUs held and deserved, and reclaimable.
+    standings: dict[str, Standing] = field(default_factory=dict)
 
 
 async def build_snapshot(
@@ -89,10 +97,13 @@ async def build_snapshot(
     policy: Policy = Policy.CPSAT,
     durations: DurationModel | None = None,
     reserve_after_s: float = planning.RESERVE_AFTER_S,
+    preemption: bool = False,
 ) -> tuple[Snapshot, RoundContext]:
     """The round's input. For a planned policy (`solver.planning`, the same code the simulator
     runs) the order serves short expected work first and the solver is told about time:
-    `durations` learnt from finished jobs (read here when not given), running jobs' ends."""
+    `durations` learnt from finished jobs (read here when not given), running jobs' ends.
+    With `preemption`, the running jobs (victims) and the queues' standing (reclaim) are read
+    for every policy."""
     context = RoundContext()
     now = utcnow()
     if policy.planned and durations is None:
@@ -131,7 +142,7 @@ async def build_snapshot(
                 Job.running_estimate_seconds,
             )
             .join(Queue, Queue.id == Job.queue_id)
-            .where(Job.state == JobState.PENDING)
+            .where(WAITING)
             .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
             .limit(window * (PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT))
         )
@@ -172,6 +183,7 @@ async def build_snapshot(
                 Job.split_policy,
                 Job.communication,
                 Job.measurements,
+                Job.preemption_policy,
             )
             .join(Queue, Queue.id == Job.queue_id)
             .where(Job.id.in_(chosen))
@@ -193,6 +205,7 @@ async def build_snapshot(
                 else None,
                 priority=job.priority,
                 queue=job.queue,
+                may_evict_for=may_evict_for(job.preemption_policy) if preemption else frozenset(),
             )
         except ValueError as exc:
             context.unmodelled[key] = f"cannot be placed yet: {exc}"
@@ -206,9 +219,12 @@ async def build_snapshot(
         )
     running = (
         await running_jobs(session, clusters, states, now=now, durations=durations)
-        if policy.planned
+        if policy.planned or preemption
         else []
     )
+    if preemption:
+        reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())
+        context.standings = standings(await fleet_gpus(session), tree, reclaimable)
     if policy.planned:
         growth, states = await _elastic_round(
             session, context, clusters, states, requests, now, durations
@@ -272,12 +288,18 @@ def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -
 
 
 async def free_capacity(
-    session: AsyncSession, clusters: list[Cluster], *, leaves: set[str] | None = None
+    session: AsyncSession,
+    clusters: list[Cluster],
+    *,
+    leaves: set[str] | None = None,
+    excluding: uuid.UUID | None = None,
 ) -> list[ClusterCapacity]:
     """Per cluster: a free-GPU histogram per (leaf domain, model) from ready, schedulable nodes,
-    minus the pods of placements that hold capacity before their pods run. All leaves come from
+    minus the pods of placements that hold capacity before their pods run (and of preemptors'
+    nominations). All leaves come from
     the in-memory view brought up to date (`capacity_view.py`); with `leaves` (leaf domain
-    names; a cluster's own name for its nodes outside any domain), only those, read afresh."""
+    names; a cluster's own name for its nodes outside any domain), only those, read afresh.
+    `excluding`: a placement whose hold is not subtracted (a nomination about to start)."""
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
     if leaves is None:
         states = await free_states(session, clusters, trees)
@@ -293,9 +315,12 @@ async def free_capacity(
         .join(Placement, Placement.id == ClusterShare.placement_id)
         .join(Job, Job.id == Placement.job_id)
         .where(
-            Placement.state == PlacementState.ACTIVE,
-            Job.state.in_(NOT_RUNNING_YET),
+            or_(
+                and_(Placement.state == PlacementState.ACTIVE, Job.state.in_(NOT_RUNNING_YET)),
+                Placement.state == PlacementState.NOMINATED,
+            ),
             ClusterShare.cluster_id.in_([c.id for c in clusters]),
+            Placement.id != excluding if excluding is not None else true(),
         )
     )
     for share, model in holding:
@@ -313,7 +338,7 @@ async def free_capacity(
 async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> bool:
     """Whether a job waits (a round has something to do); with `elastic` (planned policies),
     also whether a running job runs narrower than its document (it may grow)."""
-    found = await session.execute(select(Job.id).where(Job.state == JobState.PENDING).limit(1))
+    found = await session.execute(select(Job.id).where(WAITING).limit(1))
     if found.first() is not None:
         return True
     if not elastic:

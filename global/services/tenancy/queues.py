@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
@@ -233,7 +233,8 @@ async def queue_usage(
     session: AsyncSession, *, queue_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, QueueUsage]:
     """Per queue: the GPUs its jobs hold (their active placements' shares: an elastic job
-    holds the width placed, not its document's), its waiting jobs and the GPUs they ask for."""
+    holds the width placed, not its document's; a preemptor, its nomination's), its waiting
+    jobs and the GPUs they ask for."""
     held = dict(
         (
             await session.execute(
@@ -242,8 +243,13 @@ async def queue_usage(
                 .join(ClusterShare, ClusterShare.placement_id == Placement.id)
                 .where(
                     Job.queue_id.in_(queue_ids),
-                    Job.state.in_(HOLDING_STATES),
-                    Placement.state == PlacementState.ACTIVE,
+                    or_(
+                        and_(
+                            Job.state.in_(HOLDING_STATES),
+                            Placement.state == PlacementState.ACTIVE,
+                        ),
+                        Placement.state == PlacementState.NOMINATED,
+                    ),
                 )
                 .group_by(Job.queue_id)
             )

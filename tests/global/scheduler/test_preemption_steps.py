@@ -1,0 +1,162 @@
+"""The server's two preemption steps, driven message by message on both databases: the round
+evicts the victim (cancelled through the outbox, requeued with an event naming the preemptor)
+and nominates the preemptor, whose placement holds the freed GPUs against every other job but
+is not dispatched; the preemptor starts only once its cluster acknowledged the victim's
+cancellation *and* the inventory shows the victim's GPUs free."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select, update
+
+from tests.factories import create_cluster, job_document, submit
+from tests.grpc_stream import Stream, node
+from volcano_global.db.base import utcnow
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import (
+    Event,
+    Job,
+    JobState,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+    PlacementState,
+)
+from volcano_global.rpc.v1 import agent_pb2 as pb
+
+
+def inventory(seq: int, used: int) -> pb.AgentMessage:
+    return pb.AgentMessage(
+        snapshot=pb.InventorySnapshot(
+            seq=seq,
+            domains=[
+                pb.Domain(name="spine", tier=2),
+                pb.Domain(name="tor0", tier=1, parent="spine"),
+            ],
+            nodes=[node("n0", used=used)],
+        )
+    )
+
+
+async def rows(app: FastAPI, model: type, *where: object) -> list:
+    async with transaction(app.state.sessions) as session:
+        return list((await session.execute(select(model).where(*where))).scalars())
+
+
+async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gone(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    scheduler = app.state.scheduler
+    stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
+    await stream.hello()
+    await stream.reply(inventory(1, used=0), "ack")
+    low = await submit(api, job_document("low", replicas=1, priorityClassName="low-priority"))
+    low_id = uuid.UUID(low.json()["uid"])
+    assert len((await scheduler.run_once()).result.placed) == 1
+    # The victim runs (its pods use the node) and has run past the minimum run time.
+    await stream.reply(inventory(2, used=8), "ack")
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job)
+            .where(Job.id == low_id)
+            .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
+        )
+    [victim_placement] = await rows(app, Placement, Placement.job_id == low_id)
+
+    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
+    high_id = uuid.UUID(high.json()["uid"])
+    report = await scheduler.run_once()
+    assert report.result.nominated == [str(high_id)]
+    assert [(o.job, o.action) for o in report.result.evicted] == [("ml/low", "Requeued")]
+    [nominated] = await rows(app, Placement, Placement.job_id == high_id)
+    assert nominated.state is PlacementState.NOMINATED
+    assert nominated.awaits == [str(victim_placement.id)]
+    [cancel] = await rows(app, OutboxMessage, OutboxMessage.kind == OutboxKind.CANCEL)
+    assert cancel.placement_id == victim_placement.id and cancel.acked_at is None
+    assert not await rows(app, OutboxMessage, OutboxMessage.placement_id == nominated.id)
+    [victim] = await rows(app, Job, Job.id == low_id)
+    assert (victim.state, victim.requeues) == (JobState.PENDING, 1)
+    events = await rows(app, Event, Event.job_id == low_id, Event.reason == "PodEvicted")
+    assert events[0].message.startswith("Preempted by ml/high (priority 1000)")
+
+    # Another job fits the node the victim leaves, but the nomination holds it.
+    other = await submit(api, job_document("other", replicas=1, priorityClassName="high-priority"))
+    report = await scheduler.run_once()
+    assert report is not None and not report.result.placed
+
+    async def state_of_high() -> tuple[JobState, str | None]:
+        [job] = await rows(app, Job, Job.id == high_id)
+        return job.state, job.pending_reason
+
+    await scheduler.supervise()  # cancellation not acknowledged yet
+    state, why = await state_of_high()
+    assert state is JobState.PENDING
+    assert why == "preempting: waiting for the evicted jobs' shares to be removed in gpu-east"
+
+    # The agent removed the victim's share; its pods still hold the node.
+    ack = pb.JobStatusReport(
+        placement_id=str(victim_placement.id),
+        job_uid=str(low_id),
+        phase=pb.SHARE_PHASE_CANCELLED,
+        report_seq=1,
+    )
+    reply = await stream.reply(pb.AgentMessage(job_status=ack), "report_ack")
+    assert reply.report_ack.report_seq == 1
+    await scheduler.supervise()
+    state, why = await state_of_high()
+    assert state is JobState.PENDING
+    assert why is not None and "are not free yet (the evicted pods are terminating)" in why
+
+    await stream.reply(inventory(3, used=0), "ack")  # the pods are gone
+    await scheduler.supervise()
+    state, _ = await state_of_high()
+    assert state is JobState.PLACED
+    [started] = await rows(app, Placement, Placement.job_id == high_id)
+    assert started.state is PlacementState.ACTIVE
+    [assign] = await rows(app, OutboxMessage, OutboxMessage.placement_id == started.id)
+    assert assign.kind is OutboxKind.ASSIGN
+    [waiting] = await rows(app, Job, Job.id == uuid.UUID(other.json()["uid"]))
+    assert waiting.state is JobState.PENDING
+    await stream.close()
+
+
+async def test_a_nomination_not_started_in_time_is_withdrawn_and_a_cancelled_preemptor_frees_it(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    scheduler = app.state.scheduler
+    stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
+    await stream.hello()
+    await stream.reply(inventory(1, used=0), "ack")
+    low = await submit(api, job_document("low", replicas=1, priorityClassName="low-priority"))
+    await scheduler.run_once()
+    await stream.reply(inventory(2, used=8), "ack")
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job)
+            .where(Job.id == uuid.UUID(low.json()["uid"]))
+            .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
+        )
+    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
+    high_id = uuid.UUID(high.json()["uid"])
+    assert (await scheduler.run_once()).result.nominated == [str(high_id)]
+    # Nobody acknowledges the cancellation: past the timeout the hold is given up.
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Placement)
+            .where(Placement.job_id == high_id)
+            .values(created_at=utcnow() - timedelta(hours=1))
+        )
+    await scheduler.supervise()
+    [placement] = await rows(app, Placement, Placement.job_id == high_id)
+    assert placement.state is PlacementState.WITHDRAWN
+    [job] = await rows(app, Job, Job.id == high_id)
+    assert job.state is JobState.PENDING
+    assert job.pending_reason is not None and job.pending_reason.startswith(
+        "not started within 600 s: waiting for the evicted jobs' shares to be removed"
+    )
+    assert await rows(app, Event, Event.job_id == high_id, Event.reason == "NominationWithdrawn")
+    await stream.close()
