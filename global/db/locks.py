@@ -7,6 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 BOOTSTRAP_LOCK_KEY = 0x76676C62  # "vglb"
+QUEUE_TREE_LOCK_KEY = 0x76677174  # "vgqt": one change of the queue hierarchy at a time
 
 
 async def advisory_xact_lock(session: AsyncSession, key: int) -> None:

@@ -190,10 +190,17 @@ async def build_snapshot(
         )
     }
     requests: list[JobRequest] = []
+    parents = {q.parent for q in tree.values() if q.parent}
     for job in (fields[i] for i in chosen if i in fields):
         key = str(job.id)
         context.jobs[key] = job.id
         context.gpu_models[key] = job.gpu_model
+        if job.queue in parents:  # a submission that raced the queue becoming a parent
+            context.unmodelled[key] = (
+                f"queue {job.queue!r} has child queues and jobs run only in leaf queues: "
+                "cancel this job and submit it to a leaf queue"
+            )
+            continue
         try:
             split = SplitPolicy.model_validate(job.split_policy)
             request = job_request(

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.db.locks import QUEUE_TREE_LOCK_KEY, advisory_xact_lock
 from volcano_global.db.models import (
     TERMINAL_JOB_STATES,
     ClusterShare,
@@ -86,6 +87,9 @@ async def apply_queue(
         raise Conflict(f"queue {definition.name!r} already exists")
     parent = definition.parent
     if parent is not None:
+        # Replicas change the tree one at a time: two queues made each other's parent at
+        # once would both pass the cycle check (or deadlock on each other's rows).
+        await advisory_xact_lock(session, QUEUE_TREE_LOCK_KEY)
         await _ensure_ancestors(session, definition)
         await _check_parent(session, definition.name, parent)
     if queue is None:
@@ -135,7 +139,9 @@ async def _ensure_ancestors(session: AsyncSession, d: QueueDefinition) -> None:
 
 
 async def _check_parent(session: AsyncSession, name: str, parent: str) -> None:
-    found = await _find(session, parent)
+    # Locked: a job inserted into the parent holds a key-share lock on its row until it
+    # commits, so the count of its jobs below sees every submission that got in first.
+    found = await _find(session, parent, lock=True)
     if found is None:
         raise Invalid.one("spec.parent", f"parent queue {parent!r} does not exist")
     ancestor: Queue | None = found
@@ -273,5 +279,8 @@ async def queue_usage(
     }
 
 
-async def _find(session: AsyncSession, name: str) -> Queue | None:
-    return (await session.execute(select(Queue).where(Queue.name == name))).scalar_one_or_none()
+async def _find(session: AsyncSession, name: str, *, lock: bool = False) -> Queue | None:
+    query = select(Queue).where(Queue.name == name)
+    if lock:
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()
