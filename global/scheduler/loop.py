@@ -21,7 +21,12 @@ from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.commit import RoundResult, commit_round
 from volcano_global.services.scheduling.evictions import choose_evictions, start_nominated
 from volcano_global.services.scheduling.rounds import record_round
-from volcano_global.services.scheduling.snapshot import anything_pending, build_snapshot
+from volcano_global.services.scheduling.snapshot import (
+    anything_pending,
+    build_snapshot,
+    inventory_versions,
+    narrow_elastic,
+)
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.settings import Settings
 from volcano_global.solver import (
@@ -29,6 +34,7 @@ from volcano_global.solver import (
     SolveOptions,
     cpsat,  # noqa: F401  loaded with the loop, not in the first round, whose time limit it would eat
     failed,
+    planning,
     solve,
 )
 from volcano_global.solver.durations import DurationModel
@@ -70,6 +76,9 @@ class Scheduler:
         self._last_start = float("-inf")  # monotonic time the last step began
         self._last_busy = 0.0  # how long it took
         self._learnt: tuple[float, DurationModel] | None = None  # (monotonic time, durations)
+        # The inventory versions of the last round that had only elastic growth to consider
+        # and grew nothing: until they move, such a round would find nothing either.
+        self._no_growth_at: dict[str, tuple[int, int]] | None = None
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -88,7 +97,7 @@ class Scheduler:
         started = time.perf_counter()
         async with transaction(self.sessions) as session:
             policy = Policy(self.settings.scheduling.policy)
-            if not await anything_pending(session, elastic=policy.planned):
+            if not await self._work(session, policy):
                 self.metrics.rounds.labels("idle").inc()  # skip reading the inventory
                 return None
             snapshot, context = await build_snapshot(
@@ -100,6 +109,7 @@ class Scheduler:
                 preemption=preemption.enabled,
             )
         if not snapshot.jobs and not context.unmodelled:
+            self._no_growth_at = dict(context.versions)
             self.metrics.rounds.labels("idle").inc()
             return None
         read = time.perf_counter()
@@ -136,6 +146,9 @@ class Scheduler:
             for outcome in result.evicted:
                 log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
         wall = time.perf_counter() - started
+        waiting = any(planning.grown_job(j.id) is None for j in snapshot.jobs)
+        changed = result.placed or result.resized or result.nominated or context.unmodelled
+        self._no_growth_at = None if waiting or changed else dict(context.versions)
         self.metrics.rounds.labels("committed").inc()
         self.metrics.round_seconds.observe(wall)
         self.metrics.placed.inc(len(result.placed))
@@ -180,6 +193,16 @@ class Scheduler:
                     finished_at=utcnow(),
                 )
         return report
+
+    async def _work(self, session: AsyncSession, policy: Policy) -> bool:
+        """Whether a round has something to do: a job waits, or (planned policies) an elastic
+        job runs narrow and the inventories moved since a round last found no room to grow it
+        (a job ending shows there as the GPUs it frees)."""
+        if await anything_pending(session):
+            return True
+        if not policy.planned or not await narrow_elastic(session):
+            return False
+        return await inventory_versions(session) != self._no_growth_at
 
     async def _durations(self, session: AsyncSession) -> DurationModel:
         """What finished jobs ran, read again at most once a DURATIONS_REFRESH_S."""

@@ -342,14 +342,14 @@ async def free_capacity(
     return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
 
 
-async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> bool:
-    """Whether a job waits (a round has something to do); with `elastic` (planned policies),
-    also whether a running job runs narrower than its document (it may grow)."""
+async def anything_pending(session: AsyncSession) -> bool:
+    """Whether a job waits (a round has something to do)."""
     found = await session.execute(select(Job.id).where(WAITING).limit(1))
-    if found.first() is not None:
-        return True
-    if not elastic:
-        return False
+    return found.first() is not None
+
+
+async def narrow_elastic(session: AsyncSession) -> bool:
+    """Whether a running elastic job runs narrower than its document (it may grow)."""
     narrow = await session.execute(
         select(Job.id)
         .join(Placement, Placement.job_id == Job.id)
@@ -360,3 +360,13 @@ async def anything_pending(session: AsyncSession, *, elastic: bool = False) -> b
         .limit(1)
     )
     return narrow.first() is not None
+
+
+async def inventory_versions(session: AsyncSession) -> dict[str, tuple[int, int]]:
+    """Each Ready cluster's inventory version (generation, sequence), as `RoundContext.versions`."""
+    rows = await session.execute(
+        select(Cluster.name, Cluster.inventory_generation, Cluster.inventory_seq).where(
+            Cluster.state == ClusterState.READY
+        )
+    )
+    return {name: (generation, seq) for name, generation, seq in rows}
