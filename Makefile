@@ -26,7 +26,8 @@ test: setup
 	scripts/ensure-kubectl.sh
 	scripts/ensure-chromium.sh
 	$(MAKE) lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -m serial
 
 clean:
 	rm -rf $(VENV) vglobal-data .pytest_cache .ruff_cache

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from core_agent.simulated.cluster import ClusterSpec
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
@@ -25,6 +26,8 @@ from tests.faults.invariants import (
     write_report,
 )
 from tests.server_process import ServerProcess
+
+pytestmark = pytest.mark.serial  # every other test's connections would drop with it
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SPEC = ClusterSpec.model_validate(
