@@ -4,9 +4,11 @@ period, whatever the number of watches) and hands each change to every watch, wh
 it. An idle watch costs a queue and a waiting task, not a query.
 
 Changes are read in `updated_at` order. A transaction stamps the time before it commits, so a
-change may become visible after a later-stamped one: each read looks back `settle_s` and hands
-on what it has not handed on yet. A watch drops what is not newer than what it started from
-(`api/kube/watch.py`)."""
+change may become visible after a later-stamped one: each read looks back `settle_s`, and on
+Postgres further, to the start of the oldest transaction still writing (a change it stamped
+cannot be older than that; a long transaction, e.g. one waiting on a lock, commits rows
+stamped long before), and hands on what it has not handed on yet. A watch drops what is not
+newer than what it started from (`api/kube/watch.py`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.base import utcnow
@@ -27,6 +30,7 @@ from volcano_global.services.kube import cluster, store
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LOOKBACK_LIMIT = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class ChangeFeed:
 
     async def _run(self) -> None:
         since: datetime | None = None
+        writing: datetime | None = None  # when the oldest transaction still writing began
         handed: set[tuple[uuid.UUID, datetime]] = set()
         present: dict[uuid.UUID, tuple[str, str]] = {}
         while True:
@@ -117,8 +122,15 @@ class ChangeFeed:
                     since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
                     handed.clear()
                     present = await cluster.present_ids(session)
-                rows = await store.changed_since(session, since=since - self.settle)
-                rows += await cluster.changed_since(session, since=since - self.settle)
+                # Asked before the rows are read, and kept for the next read: a writer seen now
+                # may commit just after this read, when it no longer shows as writing.
+                writing, wrote = await _oldest_writer(session), writing
+                start = since - self.settle
+                for began in (writing, wrote):
+                    if began is not None:  # bounded: a session left open must not cost every read
+                        start = max(min(start, began - self.settle), since - LOOKBACK_LIMIT)
+                rows = await store.changed_since(session, since=start)
+                rows += await cluster.changed_since(session, since=start)
                 fresh = [row for row in rows if (row["id"], row["updated_at"]) not in handed]
                 clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
                 now_present = await cluster.present_ids(session)
@@ -132,8 +144,7 @@ class ChangeFeed:
                 handed.add((row["id"], row["updated_at"]))
                 since = max(since, row["updated_at"])
                 self._publish(Change(row, clusters.get(row["id"], [])))
-            horizon = since - self.settle
-            handed = {key for key in handed if key[1] > horizon}
+            handed = {key for key in handed if key[1] > start}
             async with self._read:
                 self._read.notify_all()
             await asyncio.sleep(self.poll_s)
@@ -144,3 +155,17 @@ class ChangeFeed:
                 subscription.inbox.put_nowait(change)
             except asyncio.QueueFull:
                 subscription.overflowed = True
+
+
+async def _oldest_writer(session: AsyncSession) -> datetime | None:
+    """When the oldest other transaction that has written something began (Postgres; None
+    when there is none, or on SQLite, whose single writer commits in the order it stamps)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return None
+    found = await session.execute(
+        text(
+            "SELECT min(xact_start) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
+        )
+    )
+    return found.scalar_one_or_none()
