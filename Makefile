@@ -26,7 +26,7 @@ test: setup
 	scripts/ensure-kubectl.sh
 	scripts/ensure-chromium.sh
 	$(MAKE) lint
-	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -n 2 --dist worksteal -m "not serial"
 	$(BIN)/pytest -m serial
 
 clean:
