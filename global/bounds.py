@@ -64,6 +64,7 @@ MODEL_PARAMETERS = Bound("model parameters", 0, 1e15, "parameters")
 BYTES_PER_PARAMETER = Bound("gradient bytes per parameter", 0, 64, "bytes")
 BYTES_PER_STEP = Bound("bytes exchanged per step", 0, 1e18, "bytes")
 PARALLEL_DEGREE = Bound("parallel degrees (TP, PP, CP, EP, DP)", 1, 2**20, "")
+TRAINING_STEP = Bound("training steps (a checkpoint's)", 0, 1e15, "")
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 TIMESTAMPS = Bound("timestamps", EARLIEST.year, LATEST.year, "(years, UTC; a zone is required)")
@@ -79,6 +80,7 @@ ALL = (
     BYTES_PER_PARAMETER,
     BYTES_PER_STEP,
     PARALLEL_DEGREE,
+    TRAINING_STEP,
     TIMESTAMPS,
 )
 

@@ -23,6 +23,8 @@ from volcano_global.db.models import JobState, PlacementState
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.schemas.common import ListMeta, error_responses
 from volcano_global.schemas.jobs import (
+    Checkpoint,
+    CheckpointIn,
     EventList,
     EventOut,
     JobDetail,
@@ -275,6 +277,9 @@ def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobD
         measurements=Measurements.model_validate(job["measurements"])
         if job["measurements"]
         else None,
+        checkpoint=Checkpoint(step=job["checkpoint_step"], checkpointed_at=job["checkpointed_at"])
+        if job.get("checkpointed_at") is not None
+        else None,
         placement=_placement(placement) if placement else None,
         manifest=job["manifest"],
     )
@@ -289,6 +294,22 @@ def _placement(placement: PlacementView) -> PlacementOut:
         shares=[ShareOut.model_validate(share) for share in placement.shares],
         link_reservations=[LinkReservationOut.model_validate(r) for r in placement.reservations],
     )
+
+
+@router.post(
+    "/{uid}/checkpoints",
+    operation_id="reportJobCheckpoint",
+    responses=error_responses(401, 403, 404, 409, 422),
+)
+async def report_checkpoint(
+    uid: uuid.UUID, body: CheckpointIn, session: Session, caller: Caller
+) -> Checkpoint:
+    """A training process saved a checkpoint (with the job token the agent injected, or an
+    admin token). Preemption counts the work an eviction would lose from the newest one of
+    the job's current run, so a job that just saved one is evicted before one that has not."""
+    caller.require_job(uid)
+    at = await measurements.record_checkpoint(session, uid=uid, step=body.step)
+    return Checkpoint(step=body.step, checkpointed_at=at)
 
 
 @router.post(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from volcano_global.bounds import BYTES_PER_STEP, STEP_TIME_S
+from volcano_global.bounds import BYTES_PER_STEP, STEP_TIME_S, TRAINING_STEP
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.schemas.common import ApiModel, ListMeta, RequestBody
 
@@ -93,6 +93,19 @@ class MeasurementIn(RequestBody):
     ]
 
 
+class CheckpointIn(RequestBody):
+    """A training process saved a checkpoint (the SDK's Runtime.checkpointed)."""
+
+    step: Annotated[
+        int, TRAINING_STEP.field(), Field(description="The training step the checkpoint holds.")
+    ]
+
+
+class Checkpoint(ApiModel):
+    step: int = Field(description="The training step of the newest checkpoint reported")
+    checkpointed_at: datetime = Field(description="When the Global received the report")
+
+
 class Measurements(ApiModel):
     step_time_seconds: float
     bytes_per_step: float
@@ -109,6 +122,9 @@ class JobDetail(JobSummary):
     communication: Communication | None
     measurements: Measurements | None = Field(
         description="What the job's processes reported (null: nothing yet)."
+    )
+    checkpoint: Checkpoint | None = Field(
+        None, description="The newest checkpoint its processes reported (null: none)."
     )
     placement: PlacementOut | None = Field(
         description="The active placement, else the most recent one (state Withdrawn or "

@@ -128,6 +128,36 @@ class Layout:
         return list(found.values())
 
 
+def _post(
+    what: str, body: dict[str, Any], *, env: Mapping[str, str] | None, timeout_s: float
+) -> dict[str, Any]:
+    """POST `body` to the job's `what` (VGLOBAL_API, with the job token the agent injected as
+    VGLOBAL_JOB_TOKEN)."""
+    env = os.environ if env is None else env
+    api, token, uid = (
+        env.get("VGLOBAL_API"),
+        env.get("VGLOBAL_JOB_TOKEN"),
+        env.get("VGLOBAL_JOB_UID"),
+    )
+    if not api or not token or not uid:
+        raise ReportError(
+            "reporting needs VGLOBAL_API, VGLOBAL_JOB_TOKEN and VGLOBAL_JOB_UID "
+            "(start the agent with --global-api)"
+        )
+    request = urllib.request.Request(
+        f"{api.rstrip('/')}/api/v1/jobs/{uid}/{what}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        raise ReportError(f"the Global refused the report ({exc.code}): {detail}") from None
+
+
 def parse_parallelism(text: str) -> dict[str, int]:
     """`tp=8,pp=4,cp=1,dp=16` -> sizes."""
     sizes: dict[str, int] = {}
@@ -238,30 +268,16 @@ class Runtime:
         """Send one measurement to the Global (VGLOBAL_API, with the job token the agent
         injected as VGLOBAL_JOB_TOKEN); returns the job's running figures. Call it from one
         rank (e.g. rank 0) every few hundred steps."""
-        env = os.environ if env is None else env
-        api, token, uid = (
-            env.get("VGLOBAL_API"),
-            env.get("VGLOBAL_JOB_TOKEN"),
-            env.get("VGLOBAL_JOB_UID"),
-        )
-        if not api or not token or not uid:
-            raise ReportError(
-                "reporting needs VGLOBAL_API, VGLOBAL_JOB_TOKEN and VGLOBAL_JOB_UID "
-                "(start the agent with --global-api)"
-            )
-        body = json.dumps({"stepTimeSeconds": step_time_s, "bytesPerStep": bytes_per_step})
-        request = urllib.request.Request(
-            f"{api.rstrip('/')}/api/v1/jobs/{uid}/measurements",
-            data=body.encode(),
-            method="POST",
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return dict(json.loads(response.read()))
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise ReportError(f"the Global refused the report ({exc.code}): {detail}") from None
+        body = {"stepTimeSeconds": step_time_s, "bytesPerStep": bytes_per_step}
+        return _post("measurements", body, env=env, timeout_s=timeout_s)
+
+    def checkpointed(
+        self, *, step: int, env: Mapping[str, str] | None = None, timeout_s: float = 5.0
+    ) -> dict[str, Any]:
+        """Tell the Global a checkpoint of `step` was saved (call it from one rank once the
+        save is complete). Preemption then counts only the work since it as lost, so this job
+        is evicted before jobs that would lose more. Returns what the Global recorded."""
+        return _post("checkpoints", {"step": step}, env=env, timeout_s=timeout_s)
 
     def init_torch(self, backend: str = "nccl", **kwargs: Any) -> dict[str, Any]:
         """init_process_group over the rendezvous address, then every TP/CP/PP/DP group (all

@@ -196,3 +196,27 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
         await fed.reach(first, "Running")
         evicted = [uid for uid in research if (await fed.job(uid))["state"] == "Pending"]
         assert len(evicted) == 1
+
+
+async def test_a_job_that_just_saved_a_checkpoint_is_evicted_before_one_that_did_not(
+    database_url: str,
+) -> None:
+    async with federation(database_url, scheduling=PREEMPTION) as fed:
+        await cluster(fed, "east")
+        await fed.ready("east")
+        older = await fed.submit(doc("older", 2, "low-priority"))
+        await fed.reach(older, "Running")
+        newer = await fed.submit(doc("newer", 2, "low-priority"))
+        await fed.reach(newer, "Running")
+        await age(fed, older, hours=3)
+        await age(fed, newer, hours=2)
+        # Without checkpoints the newer job loses less (2 h against 3 h); the older one has
+        # just saved one, so evicting it loses almost nothing.
+        saved = await fed.api.post(f"/api/v1/jobs/{older}/checkpoints", json={"step": 9000})
+        assert saved.status_code == 200, saved.text
+        high = await fed.submit(doc("high", 2, "high-priority"))
+        message = await fed.event(high, "Preempting")
+        assert "ml/older (priority 100" in message and "ml/newer" not in message, message
+        assert "0.0 GPU-hours lost" in message, message
+        await fed.reach(high, "Running")
+        assert (await fed.job(newer))["state"] == "Running"

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, text
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
@@ -85,6 +85,10 @@ class Job(UUIDPrimaryKey, Base):
     requeues: Mapped[int] = mapped_column(default=0)
     # What the job's training processes measured (step time, bytes per step), if reported.
     measurements: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None)
+    # The newest checkpoint its training processes reported saving (preemption counts the
+    # work an eviction loses from it, when it belongs to the current run).
+    checkpointed_at: Mapped[datetime | None] = mapped_column(default=None)
+    checkpoint_step: Mapped[int | None] = mapped_column(BigInteger, default=None)
 
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     placed_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,5 +1,6 @@
 """What a job's training processes measured, reported through its job token, and what the
-scheduler takes from it: the cross-cluster rate the job really needs.
+scheduler takes from it: the cross-cluster rate the job really needs, and (from the newest
+checkpoint they saved) the work an eviction would lose.
 
 Measured: the step time and the bytes each data-parallel replica exchanges in the gradient
 all-reduce per step (as the framework counts them). Modelled: that a split's pair of clusters
@@ -11,7 +12,7 @@ model size and target step time for the job's later placements (after a requeue 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -38,11 +39,18 @@ def issue_job_token(session: AsyncSession, *, job: Job) -> str:
     )
 
 
-async def record(
-    session: AsyncSession, *, uid: uuid.UUID, step_time_s: float, bytes_per_step: float
-) -> Job:
-    """Fold one report into the job's running figures (an exponentially weighted mean that
-    starts as the plain mean, so a few reports settle it and later drift is followed)."""
+async def record_checkpoint(session: AsyncSession, *, uid: uuid.UUID, step: int) -> datetime:
+    """The job saved a checkpoint now (the Global's clock: the processes' clocks are not
+    trusted). A report for a job that has ended is refused; one about a run that ended
+    before the job was requeued is kept, but counts for nothing, as it predates the next
+    start (`scheduling.timing`)."""
+    job = await _live(session, uid)
+    job.checkpointed_at, job.checkpoint_step = utcnow(), step
+    await session.flush()
+    return job.checkpointed_at
+
+
+async def _live(session: AsyncSession, uid: uuid.UUID) -> Job:
     job = (
         await session.execute(select(Job).where(Job.id == uid).with_for_update(of=Job))
     ).scalar_one_or_none()
@@ -50,6 +58,15 @@ async def record(
         raise NotFound(f"job {uid} not found")
     if job.is_terminal:
         raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
+    return job
+
+
+async def record(
+    session: AsyncSession, *, uid: uuid.UUID, step_time_s: float, bytes_per_step: float
+) -> Job:
+    """Fold one report into the job's running figures (an exponentially weighted mean that
+    starts as the plain mean, so a few reports settle it and later drift is followed)."""
+    job = await _live(session, uid)
     old: dict[str, Any] = job.measurements or {}
     samples = int(old.get("samples", 0)) + 1
     weight = max(1.0 / samples, 0.1)

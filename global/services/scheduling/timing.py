@@ -1,6 +1,7 @@
 """What a round knows about time, read from the database for the planned policies
 (`solver.planning`): how long jobs of each size ran (the newest finished jobs), and the jobs
-that hold capacity now - running, or placed and not yet running - with when they started."""
+that hold capacity now - running, or placed and not yet running - with when they started and
+what an eviction would lose (since their newest checkpoint, when they report them)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ async def running_jobs(
             Job.namespace,
             Job.name,
             Job.manifest["metadata"]["annotations"][PREEMPTABLE].as_string(),
+            Job.checkpointed_at,
         )
         .join(Job, Job.id == Placement.job_id)
         .join(Queue, Queue.id == Job.queue_id)
@@ -80,12 +82,12 @@ async def running_jobs(
         .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
     )
     shares: dict[uuid.UUID, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None]] = {}
+    facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None, float | None]] = {}
     who: dict[uuid.UUID, tuple[int, str, bool, str]] = {}
     where: dict[uuid.UUID, list[tuple[str, str, str, int, int]]] = defaultdict(list)
     for row in rows:
         placement, job, model, started, placed, estimate, cluster_id, gpus = row[:8]
-        pods, domains, priority, queue, namespace, name, preemptable = row[8:]
+        pods, domains, priority, queue, namespace, name, preemptable, saved = row[8:]
         cluster = names.get(cluster_id)
         if cluster is None or gpus == 0:
             continue  # a cluster not ready holds nothing the round could plan with
@@ -94,7 +96,8 @@ async def running_jobs(
         where[placement] += [
             (cluster, leaf, model or "", n, per_pod) for leaf, n in domains.items()
         ]
-        facts[placement] = (job, started or placed or now, given_estimate(estimate))
+        began = started or placed or now
+        facts[placement] = (job, began, given_estimate(estimate), _lost_s(began, saved, now))
         who[placement] = (priority, queue, preemptable != "false", f"{namespace}/{name}")
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
     if shares:
@@ -120,6 +123,7 @@ async def running_jobs(
             estimate_s=facts[p][2],
             now=now,
             durations=durations,
+            lost_s=facts[p][3],
             priority=who[p][0],
             queue=who[p][1],
             preemptable=who[p][2],
@@ -128,6 +132,14 @@ async def running_jobs(
         )
         for p, by_cluster in shares.items()
     ]
+
+
+def _lost_s(began: datetime, saved: datetime | None, now: datetime) -> float | None:
+    """The work an eviction loses: since the newest checkpoint the job reported in this run,
+    or (None) since it began."""
+    if saved is None or saved < began:
+        return None  # no checkpoint, or one from a run before the job was requeued
+    return max((now - saved).total_seconds(), 0.0)
 
 
 def _main_model(state: ClusterCapacity) -> str:

@@ -36,6 +36,7 @@ EXPECTED = {
     "listJobEvents",
     "previewJob",
     "reportJobMeasurements",
+    "reportJobCheckpoint",
     "createToken",
     "listTokens",
     "revokeToken",

@@ -1,6 +1,6 @@
-"""Feedback: a training process reports measured step time and bytes with the job token the
-agent received for its share; the Global keeps the running figures and uses the measured rate
-for the job's later placements. Real server process, real gRPC agent, real HTTP."""
+"""Feedback: a training process reports measured step time and bytes, and the checkpoints it
+saves, with the job token the agent received for its share; the Global keeps the running
+figures and uses the measured rate for the job's later placements. Real server process, real gRPC agent, real HTTP."""
 
 from __future__ import annotations
 
@@ -91,6 +91,20 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
         }
         with pytest.raises(ReportError, match="403"):
             await asyncio.to_thread(first.report, step_time_s=1.0, bytes_per_step=1.0, env=stolen)
+
+        # A checkpoint saved: the job shows it (preemption counts the work lost from it).
+        saved = await asyncio.to_thread(
+            first.checkpointed, step=1200, env=env_of(share[uids[0]], server.url)
+        )
+        assert saved["step"] == 1200
+        job = (await api.get(f"/api/v1/jobs/{uids[0]}")).json()
+        assert job["checkpoint"] == saved
+        with pytest.raises(ReportError, match="422"):
+            await asyncio.to_thread(
+                first.checkpointed, step=-1, env=env_of(share[uids[0]], server.url)
+            )
+        with pytest.raises(ReportError, match="403"):
+            await asyncio.to_thread(first.checkpointed, step=1, env=stolen)
 
         # Delivered assignments keep no token in the outbox.
         rows = sqlite3.connect(tmp_path / "f.db").execute("SELECT payload FROM outbox").fetchall()
