@@ -94,6 +94,16 @@ class Scheduler:
             window=self.settings.scheduling.window,
         )
         preemption = self.settings.scheduling.preemption
+        rules = (
+            Rules(
+                min_run_s=preemption.min_run_s,
+                max_jobs=preemption.max_jobs,
+                max_gpus=preemption.max_gpus,
+            )
+            if preemption.enabled
+            else None
+        )
+        elastic = self.settings.scheduling.elastic
         started = time.perf_counter()
         async with transaction(self.sessions) as session:
             policy = Policy(self.settings.scheduling.policy)
@@ -106,7 +116,8 @@ class Scheduler:
                 policy=policy,
                 durations=await self._durations(session) if policy.planned else None,
                 reserve_after_s=self.settings.scheduling.reserve_after_s,
-                preemption=preemption.enabled,
+                preemption=rules,
+                hysteresis=planning.Hysteresis(elastic.min_interval_s, elastic.min_growth),
             )
         if not snapshot.jobs and not context.unmodelled:
             self._no_growth_at = dict(context.versions)
@@ -120,18 +131,8 @@ class Scheduler:
             reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
             decision = failed(policy, snapshot.jobs, reason)
         evictions = (
-            await asyncio.to_thread(
-                choose_evictions,
-                snapshot,
-                decision,
-                context,
-                Rules(
-                    min_run_s=preemption.min_run_s,
-                    max_jobs=preemption.max_jobs,
-                    max_gpus=preemption.max_gpus,
-                ),
-            )
-            if preemption.enabled
+            await asyncio.to_thread(choose_evictions, snapshot, decision, context, rules)
+            if rules is not None
             else []
         )
         solved = time.perf_counter()

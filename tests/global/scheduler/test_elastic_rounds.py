@@ -6,7 +6,14 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from tests.factories import create_cluster, create_queue, inventory, job_document, submit
+from tests.factories import (
+    create_cluster,
+    create_queue,
+    elastic_document,
+    inventory,
+    job_document,
+    submit,
+)
 
 
 async def placed_pods(api: httpx.AsyncClient, uid: str) -> list[tuple[str, int]]:
@@ -24,7 +31,7 @@ async def test_a_narrow_elastic_job_holds_its_width_against_the_quota(
     await create_queue(api, "q", gpuQuota=96)
     # 16 pods (128 GPUs), at least 4: one cluster holds 8 of them.
     elastic = (
-        await submit(api, job_document("elastic", queue="q", replicas=16, minAvailable=4))
+        await submit(api, elastic_document("elastic", queue="q", replicas=16, minAvailable=4))
     ).json()["uid"]
     assert await app.state.scheduler.run_once() is not None
     (share,) = await placed_pods(api, elastic)
