@@ -225,9 +225,8 @@ async def resize(
     token = issue_job_token(session, job=job)
     # The queue's document rides along as at the first placement: growth may reach a cluster
     # whose Volcano Queue the agent has not made yet.
-    enqueue_assignments(
-        session, job=job, placement=new, shares=rows, job_token=token, queue=job.queue
-    )
+    queue = await session.get(Queue, job.queue_id)  # (the job was locked without it)
+    enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token, queue=queue)
     transition(job, JobState.PENDING, message=f"resizing: {why}")
     transition(job, JobState.PLACED, message=f"resized in round {generation}")
     await record_event(
