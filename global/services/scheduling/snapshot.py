@@ -86,6 +86,9 @@ class RoundContext:
     # they give back this round (`elastic.py`).
     elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
     shrinks: list[planning.Shrink] = field(default_factory=list)
+    # Seconds until the first narrow elastic job's resize interval ends (None: none waits):
+    # until then an idle loop may skip rounds, after it one may grow the job.
+    settles_in_s: float | None = None
     links: tuple[LinkState, ...] = ()  # as the snapshot saw them
     # Reclaim (with preemption on): every queue's GPUs held and deserved, and reclaimable.
     standings: dict[str, Standing] = field(default_factory=dict)
@@ -279,6 +282,14 @@ async def _elastic_round(
         return [], states
     context.elastic = {str(e.job_id): e for e in elastic}
     runs = [e.run for e in elastic]
+    context.settles_in_s = min(
+        (
+            hysteresis.min_interval_s - r.since_s
+            for r in runs
+            if r.growable > 0 and r.since_s < hysteresis.min_interval_s
+        ),
+        default=None,
+    )
     free: dict[tuple[str, str | None], int] = defaultdict(int)
     models: dict[str, set[str]] = defaultdict(set)
     for state in states:
