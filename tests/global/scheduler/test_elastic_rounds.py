@@ -113,6 +113,9 @@ async def test_an_elastic_job_is_not_resized_within_the_interval_of_its_last_sta
     assert await resized(app) == []
     assert await placed_pods(api, uid) == [("gpu-east", 8)]
     await running_since(app, uid, minutes=11)  # the default interval is 10 minutes
+    # (The idle loop waits for an inventory to move, or for the minute left of the interval:
+    # time jumped here, so the inventory is sent again.)
+    await put_inventory(api, "gpu-east", 16, 8)
     assert await resized(app) == [uid]
     assert await placed_pods(api, uid) == [("gpu-east", 16)]
 
@@ -125,6 +128,7 @@ async def test_an_elastic_job_grows_only_by_a_quarter_of_its_width(
     await running_since(app, uid, minutes=60)
     assert await resized(app) == []
     app.state.scheduler.settings.scheduling.elastic.min_growth = 0.1
+    await put_inventory(api, "gpu-east", 8, 7)  # (wakes the idle loop)
     assert await resized(app) == [uid]
     assert await placed_pods(api, uid) == [("gpu-east", 8)]
 
