@@ -57,6 +57,24 @@ class PreemptionSettings(BaseModel):
     )
 
 
+class ElasticSettings(BaseModel):
+    """Resizing elastic jobs (docs/placement.md, "Elastic width"): each resize restarts the
+    job from its checkpoint, so it must be worth it."""
+
+    min_interval_s: float = Field(
+        600.0,
+        ge=0,
+        description="An elastic job is not resized again within this long of its last start "
+        "or resize.",
+    )
+    min_growth: float = Field(
+        0.25,
+        ge=0,
+        description="An elastic job grows only by at least this share of its width (and at "
+        "least one replica).",
+    )
+
+
 class SchedulingDefaults(BaseModel):
     """The scheduling loop, and the defaults applied to a job that does not say."""
 
@@ -101,6 +119,7 @@ class SchedulingDefaults(BaseModel):
         "global.volcano.sh/gang-start-timeout).",
     )
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    elastic: ElasticSettings = Field(default_factory=ElasticSettings)
 
 
 class TlsSettings(BaseModel):

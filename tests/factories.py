@@ -124,6 +124,14 @@ def job_document(
     }
 
 
+def elastic_document(name: str = "train", **kwargs: Any) -> dict[str, Any]:
+    """A job that opted in to resizing (`global.volcano.sh/elastic`): give it `minAvailable`
+    below its replicas."""
+    document = job_document(name, **kwargs)
+    document["metadata"]["annotations"] = {"global.volcano.sh/elastic": "true"}
+    return document
+
+
 async def submit(api: httpx.AsyncClient, document: dict[str, Any] | str) -> httpx.Response:
     if isinstance(document, str):
         return await api.post(

@@ -102,6 +102,12 @@ def simulate(
             min=1, help="An evicted job resumes from its last checkpoint, every this many s"
         ),
     ] = None,
+    resize_restart: Annotated[
+        float,
+        typer.Option(
+            min=0, help="Seconds an elastic job's resize (checkpoint-restart) makes no progress"
+        ),
+    ] = SimOptions.resize_restart_s,
     out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
 ) -> None:
     """What-if: replay a job trace through the scheduler's queue order and placement engine,
@@ -124,6 +130,7 @@ def simulate(
         if preemption
         else None,
         checkpoint_s=checkpoint,
+        resize_restart_s=resize_restart,
     )
     results, summaries = [], []
     with Progress(
@@ -179,6 +186,11 @@ def simulate(
         for r in results:
             lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
             console.print(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
+    for r in results:
+        resizes = sum(rec.resizes for rec in r.records)
+        if resizes:
+            cost = sum(rec.resize_gpu_s for rec in r.records) / 3600
+            console.print(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
     console.print(f"{len(files)} files in {out}")
 
 

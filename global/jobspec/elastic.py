@@ -1,17 +1,24 @@
 """Elastic data-parallel width: the fewest whole units (data-parallel replicas) a job may run
 with, read once at submission.
 
-Volcano's meaning is kept: a Job whose `minAvailable` is below its replicas starts when
-`minAvailable` pods can run (the gang plugin's job-ready check) and its pods beyond that are
-elastic - scheduled when room frees and the first taken back by preempt/reclaim (the gang
-plugin lets a victim go only while the job keeps `minAvailable` ready). The tasks' own
-`minAvailable` count only when the job's is not below their sum (`JobInfo.CheckTaskValid` /
-`CheckTaskReady` skip them otherwise); a narrow width keeps the job's first ranks. The Global
-places whole units (pods that stay in one cluster: a data-parallel replica, a
-`partitionPolicy` partition, a HyperJob child job), so the width is counted in units, rounded
-up: `minAvailable: 5` with units of 2 pods runs at least 3 units (6 pods). A HyperJob's
-`minAvailable` counts child jobs, its units. A communication plan may say the same in
-replicas: `minDataParallel`.
+Resizing is opt-in, because a resize is a checkpoint-restart at another world size and a job
+must be written for that. A job is elastic only when it says so in the Global's own words:
+the annotation `global.volcano.sh/elastic: "true"`, or `minDataParallel` in its communication
+plan. Volcano's `minAvailable` below the replicas alone does not make a job elastic (many
+users set it only to start before stragglers, or to ride out a failed pod); such a job keeps
+Volcano's meaning, its gang minimum, and is placed whole.
+
+An elastic job's minimum is Volcano's `minAvailable`: a Job whose `minAvailable` is below its
+replicas starts when `minAvailable` pods can run (the gang plugin's job-ready check) and its
+pods beyond that are elastic - scheduled when room frees and the first taken back by
+preempt/reclaim (the gang plugin lets a victim go only while the job keeps `minAvailable`
+ready). The tasks' own `minAvailable` count only when the job's is not below their sum
+(`JobInfo.CheckTaskValid` / `CheckTaskReady` skip them otherwise); a narrow width keeps the
+job's first ranks. The Global places whole units (pods that stay in one cluster: a
+data-parallel replica, a `partitionPolicy` partition, a HyperJob child job), so the width is
+counted in units, rounded up: `minAvailable: 5` with units of 2 pods runs at least 3 units
+(6 pods). A HyperJob's `minAvailable` counts child jobs, its units. A communication plan may
+say the same in replicas: `minDataParallel`; with both, the stricter.
 """
 
 from __future__ import annotations
@@ -19,6 +26,12 @@ from __future__ import annotations
 import math
 
 from volcano_global.jobspec.model import Communication, Gang, TaskGang
+
+NO_RANGE = (
+    '"true", but the job gives no width below all of it: set spec.minAvailable below the '
+    "replicas (a HyperJob's: below its child jobs), or minDataParallel in the communication "
+    "plan, to the fewest the training restarts with (a job without GPUs is always whole)"
+)
 
 
 def min_units(gang: Gang, *, unit_pods: int, communication: Communication | None) -> int:

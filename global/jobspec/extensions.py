@@ -7,6 +7,7 @@ Volcano object that `kubectl apply` accepts unchanged:
     global.volcano.sh/unit-pods: "4"
     global.volcano.sh/gpu-model: "H100"
     global.volcano.sh/crossing-gbps: "120"    # explicit all-reduce rate V/tau, overrides the plan
+    global.volcano.sh/elastic: "true"       # may be resized between minAvailable and replicas
     global.volcano.sh/communication: |      # the parallelism plan, YAML or JSON
       {tensorParallel: 8, pipelineParallel: 4, modelParameters: 70e9}
 """
@@ -40,6 +41,7 @@ GPU_MODEL = PREFIX + "gpu-model"
 COMMUNICATION = PREFIX + "communication"
 CROSSING_GBPS = PREFIX + "crossing-gbps"
 GANG_START_TIMEOUT = PREFIX + "gang-start-timeout"  # seconds every share has to start
+ELASTIC = PREFIX + "elastic"  # "true": the job may be resized (jobspec/elastic.py)
 KNOWN = frozenset(
     {
         SPLIT,
@@ -50,6 +52,7 @@ KNOWN = frozenset(
         COMMUNICATION,
         CROSSING_GBPS,
         GANG_START_TIMEOUT,
+        ELASTIC,
     }
 )
 
@@ -118,6 +121,18 @@ def annotation_int(
         check.fail(child(ANNOTATIONS_PATH, key), f"must be <= {maximum:g}")
         return None
     return number
+
+
+def annotation_flag(annotations: dict[str, str], key: str, check: Checker) -> bool | None:
+    """A yes/no annotation: exactly "true" or "false" (as Volcano's own flags), else an
+    error naming it; None when absent."""
+    value = annotations.get(key)
+    if value is None:
+        return None
+    if value not in ("true", "false"):
+        check.fail(child(ANNOTATIONS_PATH, key), f'must be "true" or "false", got {value!r}')
+        return None
+    return value == "true"
 
 
 def annotation_gbps(annotations: dict[str, str], check: Checker) -> float | None:

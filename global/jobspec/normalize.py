@@ -97,8 +97,9 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
+    declared = ext.annotation_flag(annotations, ext.ELASTIC, check)
     if not check.errors:
-        split = _with_width(gang, split, communication)
+        split = _with_width(gang, split, communication, declared, check)
     resolved = resolve_priority(
         priority_class, options.priority_classes, options.default_priority_class
     )
@@ -233,10 +234,21 @@ def _split_policy(
     )
 
 
-def _with_width(gang: Gang, split: SplitPolicy, communication: Communication | None) -> SplitPolicy:
-    """The split policy with the job's elastic width (`elastic.py`). A job that never splits
-    is still elastic in whole replicas: its unit is then the plan's replica or the smallest
-    that cuts no partition, instead of the whole job."""
+def _with_width(
+    gang: Gang,
+    split: SplitPolicy,
+    communication: Communication | None,
+    declared: bool | None,
+    check: Checker,
+) -> SplitPolicy:
+    """The split policy with the job's elastic width (`elastic.py`), when the job declared
+    one. A job that never splits is still elastic in whole replicas: its unit is then the
+    plan's replica or the smallest that cuts no partition, instead of the whole job."""
+    path = child(ext.ANNOTATIONS_PATH, ext.ELASTIC)
+    planned = communication is not None and communication.min_data_parallel is not None
+    if declared is False and planned:
+        check.fail(path, '"false" contradicts minDataParallel in the communication plan')
+        return split
     unit = split.unit_pods  # a HyperJob's: one child job, split or not
     if split.mode == "never" and not gang.sub_jobs:
         unit = _smallest_whole_unit(gang)
@@ -244,8 +256,12 @@ def _with_width(gang: Gang, split: SplitPolicy, communication: Communication | N
             plan_unit = max(communication.unit_gpus // communication.gpus_per_pod, 1)
             if gang.total_pods % plan_unit == 0 and _cut_partition(gang, plan_unit) is None:
                 unit = plan_unit
+    if not (declared or planned):
+        return split
     fewest = elastic.min_units(gang, unit_pods=unit, communication=communication)
     if not fewest:
+        if declared:
+            check.fail(path, elastic.NO_RANGE)
         return split
     return split.model_copy(update={"min_units": fewest, "unit_pods": unit})
 

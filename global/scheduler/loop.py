@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from volcano_global.services.scheduling.commit import RoundResult, commit_round
 from volcano_global.services.scheduling.evictions import choose_evictions, start_nominated
 from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.snapshot import (
+    RoundContext,
     anything_pending,
     build_snapshot,
     inventory_versions,
@@ -79,6 +81,8 @@ class Scheduler:
         # The inventory versions of the last round that had only elastic growth to consider
         # and grew nothing: until they move, such a round would find nothing either.
         self._no_growth_at: dict[str, tuple[int, int]] | None = None
+        # ... or until this monotonic time, when a narrow job's resize interval ends.
+        self._no_growth_until = math.inf
 
     async def _lead(self) -> bool:
         leading = await self.leadership.acquire()
@@ -94,6 +98,16 @@ class Scheduler:
             window=self.settings.scheduling.window,
         )
         preemption = self.settings.scheduling.preemption
+        rules = (
+            Rules(
+                min_run_s=preemption.min_run_s,
+                max_jobs=preemption.max_jobs,
+                max_gpus=preemption.max_gpus,
+            )
+            if preemption.enabled
+            else None
+        )
+        elastic = self.settings.scheduling.elastic
         started = time.perf_counter()
         async with transaction(self.sessions) as session:
             policy = Policy(self.settings.scheduling.policy)
@@ -106,10 +120,11 @@ class Scheduler:
                 policy=policy,
                 durations=await self._durations(session) if policy.planned else None,
                 reserve_after_s=self.settings.scheduling.reserve_after_s,
-                preemption=preemption.enabled,
+                preemption=rules,
+                hysteresis=planning.Hysteresis(elastic.min_interval_s, elastic.min_growth),
             )
         if not snapshot.jobs and not context.unmodelled:
-            self._no_growth_at = dict(context.versions)
+            self._idle_until_moved(context)
             self.metrics.rounds.labels("idle").inc()
             return None
         read = time.perf_counter()
@@ -120,18 +135,8 @@ class Scheduler:
             reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
             decision = failed(policy, snapshot.jobs, reason)
         evictions = (
-            await asyncio.to_thread(
-                choose_evictions,
-                snapshot,
-                decision,
-                context,
-                Rules(
-                    min_run_s=preemption.min_run_s,
-                    max_jobs=preemption.max_jobs,
-                    max_gpus=preemption.max_gpus,
-                ),
-            )
-            if preemption.enabled
+            await asyncio.to_thread(choose_evictions, snapshot, decision, context, rules)
+            if rules is not None
             else []
         )
         solved = time.perf_counter()
@@ -148,7 +153,10 @@ class Scheduler:
         wall = time.perf_counter() - started
         waiting = any(planning.grown_job(j.id) is None for j in snapshot.jobs)
         changed = result.placed or result.resized or result.nominated or context.unmodelled
-        self._no_growth_at = None if waiting or changed else dict(context.versions)
+        if waiting or changed:
+            self._no_growth_at = None
+        else:
+            self._idle_until_moved(context)
         self.metrics.rounds.labels("committed").inc()
         self.metrics.round_seconds.observe(wall)
         self.metrics.placed.inc(len(result.placed))
@@ -197,12 +205,21 @@ class Scheduler:
     async def _work(self, session: AsyncSession, policy: Policy) -> bool:
         """Whether a round has something to do: a job waits, or (planned policies) an elastic
         job runs narrow and the inventories moved since a round last found no room to grow it
-        (a job ending shows there as the GPUs it frees)."""
+        (a job ending shows there as the GPUs it frees), or its resize interval ended."""
         if await anything_pending(session):
             return True
         if not policy.planned or not await narrow_elastic(session):
             return False
+        if time.monotonic() >= self._no_growth_until:
+            return True
         return await inventory_versions(session) != self._no_growth_at
+
+    def _idle_until_moved(self, context: RoundContext) -> None:
+        """A round found no growth: none until an inventory moves or, for a job that waits
+        out its resize interval, until the interval ends."""
+        self._no_growth_at = dict(context.versions)
+        wait = context.settles_in_s
+        self._no_growth_until = math.inf if wait is None else time.monotonic() + wait
 
     async def _durations(self, session: AsyncSession) -> DurationModel:
         """What finished jobs ran, read again at most once a DURATIONS_REFRESH_S."""

@@ -1,20 +1,30 @@
 """Elastic width in the simulator: the running elastic jobs as `solver.planning` sees them,
-what they could add, the units they give back to a waiting job that outranks them, and the
-units a growth decision binds - the same planning code as the server's round
-(`services/scheduling/elastic.py`), over simulated nodes."""
+what they could add, the units they give back to a waiting job that may take them
+(`solver.shrinking`), the units a growth decision binds - the same planning code as the
+server's round (`services/scheduling/elastic.py`), over simulated nodes - and what a resize
+costs.
+
+What a resize costs (a checkpoint-restart, as on the server): the job makes no progress for
+`SimOptions.resize_restart_s` after it (saving, rescheduling its pods, loading the checkpoint
+and forming the new world), holding its GPUs at the new width; and when the scenario gives
+`SimOptions.checkpoint_s` it also loses its work since its last checkpoint, as an eviction
+does (without, it is taken to save on the way down: the scheduler asks for the restart).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime
 
+from volcano_global.simulation.evictions import lost_s
 from volcano_global.simulation.nodes import Bound, Fleet
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.workload import TraceJob
-from volcano_global.solver import JobDecision, JobRequest, LinkBandwidth, planning
+from volcano_global.solver import JobDecision, JobRequest, LinkBandwidth, planning, shrinking
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.preemption import Rules, Standing
 
 Cut = tuple[planning.Shrink, list[Bound]]  # units given back, and the pods they freed
 
@@ -37,6 +47,8 @@ def elastic_runs(
                 request(run.job, elastic=True),
                 tuple((c, pods // per_unit) for c, pods in units.items()),
                 estimate_s=durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
+                since_s=(clock - stamp(run.resized_at)).total_seconds(),
+                preemptable=run.job.preemptable,
             )
         )
     return out
@@ -50,13 +62,14 @@ def growth(
     *,
     durations: DurationModel,
     reserve_after_s: float,
+    hysteresis: planning.Hysteresis,
 ) -> list[JobRequest]:
     """What elastic running jobs could add (`planning.growth`)."""
     lowest = min((j.priority for j in pending), default=None)
     runs = [r for r in elastic_runs(running, clock, durations) if r.request.id not in shrinking]
     now = (clock - EPOCH).total_seconds()
     due = any(now - j.arrival_s >= reserve_after_s for j in pending)
-    return planning.growth(runs, lowest_priority=lowest, widen=not due)
+    return planning.growth(runs, lowest_priority=lowest, widen=not due, hysteresis=hysteresis)
 
 
 def shrink(
@@ -67,9 +80,13 @@ def shrink(
     *,
     durations: DurationModel,
     reserve_after_s: float,
+    rules: Rules,
+    queues: Mapping[str, Standing],
+    hysteresis: planning.Hysteresis,
 ) -> list[Cut]:
-    """Elastic jobs give back units a due or higher-priority waiting job needs
-    (`planning.shrinks`), for this round's decision: the units and the pods they free."""
+    """Elastic jobs give back units a waiting job may take from them (`shrinking.shrinks`,
+    under the preemption `rules`), for this round's decision: the units and the pods they
+    free."""
     runs = elastic_runs(running, stamp(now), durations)
     if not any(run.spare for run in runs):
         return []
@@ -79,7 +96,16 @@ def shrink(
     ]
     free, models = fleet.free_gpus()
     out = []
-    for cut in planning.shrinks(waiting, runs, free_gpus=free, cluster_models=models):
+    cuts = shrinking.shrinks(
+        waiting,
+        runs,
+        free_gpus=free,
+        cluster_models=models,
+        rules=rules,
+        queues=queues,
+        hysteresis=hysteresis,
+    )
+    for cut in cuts:
         run = running[cut.job_id]
         pods = cut.units * (run.job.unit_pods or run.job.pods)
         there = [b for b in run.bound if b[0] == cut.cluster][-pods:]
@@ -123,3 +149,14 @@ def grow(
         if share.cluster not in run.clusters:
             run.clusters.append(share.cluster)
     run.reservations = [(r.a, r.b, r.gbps) for r in reservations]
+
+
+def restart(run: Running, now: float, *, restart_s: float, checkpoint_s: float | None) -> float:
+    """Charge a resize at `now` (the module docstring): returns the GPU-seconds it costs the
+    job at its new width (the restart's, plus the work lost since its last checkpoint)."""
+    lost = lost_s(now - run.resized_at, checkpoint_s) if checkpoint_s else 0.0
+    run.work_left += lost / run.factor  # the work of those seconds, at the speed it ran
+    run.stalled_until = now + restart_s
+    run.resized_at = now
+    run.priced = False  # a new finish event
+    return (restart_s + lost) * sum(count for *_, count in run.bound)

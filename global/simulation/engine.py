@@ -50,6 +50,9 @@ class SimOptions:
     # None: it loses everything since its start.
     preemption: Rules | None = None
     checkpoint_s: float | None = None
+    # Elastic width: when a resize is worth it, and what each one costs (`elastic.restart`).
+    hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
+    resize_restart_s: float = 300.0
 
 
 @dataclass
@@ -62,6 +65,8 @@ class JobRecord:
     crossing_gbit: float = 0.0  # bits sent across cluster boundaries / 1e9
     preempted: int = 0  # times it was evicted
     lost_gpu_s: float = 0.0  # GPU-seconds of work evictions threw away
+    resizes: int = 0  # elastic: times it was grown or shrunk (each a checkpoint-restart)
+    resize_gpu_s: float = 0.0  # GPU-seconds its resizes cost (restarts, work lost)
 
 
 @dataclass
@@ -102,6 +107,7 @@ class Simulation:
         self.retired: dict[str, int] = {}  # an evicted job's last version (its old events)
         self.durations = DurationModel()  # what the scheduler learns from finished jobs
         self.capacity_gpus = self.fleet.capacity_gpus
+        self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
 
     def _tree(self, held: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -143,6 +149,8 @@ class Simulation:
                 _, _, kind, job_id, version = heapq.heappop(events)
                 if kind == "arrive":
                     pending.append(by_id[job_id])
+                elif kind == "wake":
+                    pass  # an elastic job may grow now: the round below
                 elif job_id in running and running[job_id].version == version:
                     done = running.pop(job_id)
                     self.durations.observe(done.job.gpus, now - done.start)
@@ -151,6 +159,7 @@ class Simulation:
                     records[job_id].finish = now
                     if progress:
                         progress(1)
+            self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
                 started = self._round(pending, running, records, now)
@@ -162,14 +171,31 @@ class Simulation:
                     pending = [j for j in pending if j.id not in started]
             for run in self._reprice(running, records, now):
                 seq += 1
-                finish = now + run.work_left * run.factor
+                finish = max(now, run.stalled_until) + run.work_left * run.factor
                 heapq.heappush(events, (finish, seq, "finish", run.job.id, run.version))
+            for at, job_id in self._wakes(running, now):
+                seq += 1
+                heapq.heappush(events, (at, seq, "wake", job_id, -1))
             result.timeline.append(
                 Sample(
                     now, self.fleet.allocated(), tuple(j.id for j in pending), self._demand(running)
                 )
             )
         return result
+
+    def _wakes(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
+        """A round when a narrow elastic job's resize interval ends (the server's loop runs
+        rounds while one runs narrow; here rounds run at events, and without this one a job
+        could wait for its growth until some other job arrives or ends)."""
+        if not self.policy.planned:
+            return []
+        out = []
+        for run in running.values():
+            at = run.resized_at + self.options.hysteresis.min_interval_s
+            if run.growable and at > now and (run.job.id, at) not in self.woken:
+                self.woken.add((run.job.id, at))
+                out.append((at, run.job.id))
+        return out
 
     def never_placeable(self) -> frozenset[str]:
         """Jobs CP-SAT cannot place even on the empty fleet without oversubscribing a link (a
@@ -246,6 +272,7 @@ class Simulation:
                         shrinking,
                         durations=self.durations,
                         reserve_after_s=self.options.reserve_after_s,
+                        hysteresis=self.options.hysteresis,
                     )
                 )
                 if planned
@@ -273,6 +300,8 @@ class Simulation:
         now: float,
     ) -> set[str]:
         by_id = {j.id: j for j in pending}
+        widths = {key: run.width for key, run in running.items()}
+        rules = self.options.preemption
         cuts = (
             elastic.shrink(
                 self.fleet,
@@ -281,8 +310,11 @@ class Simulation:
                 now,
                 durations=self.durations,
                 reserve_after_s=self.options.reserve_after_s,
+                rules=rules,
+                queues=evictions.queue_standings(self, pending, evictions.held_by_queue(running)),
+                hysteresis=self.options.hysteresis,
             )
-            if self.policy.planned
+            if self.policy.planned and rules is not None
             else []
         )
         decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
@@ -312,6 +344,16 @@ class Simulation:
         for cut, _ in cuts:
             if cut.beneficiary in started and cut.job_id in running:
                 running[cut.job_id].shrinks += 1
+        for key, width in widths.items():
+            run = running.get(key)
+            if run is not None and run.width != width:
+                records[key].resizes += 1
+                records[key].resize_gpu_s += elastic.restart(
+                    run,
+                    now,
+                    restart_s=self.options.resize_restart_s,
+                    checkpoint_s=self.options.checkpoint_s,
+                )
         return started
 
     def _start(
@@ -334,6 +376,7 @@ class Simulation:
             list(jd.clusters),
             [(r.a, r.b, r.gbps) for r in jd.reservations],
             start=now,
+            resized_at=now,
             work_left=job.duration_s,
             version=self.retired.get(job.id, 0),
             last=now,
@@ -390,11 +433,22 @@ class Simulation:
                 total[p] += d
         return dict(total)
 
+    def _advance(
+        self, running: dict[str, Running], records: dict[str, JobRecord], now: float
+    ) -> None:
+        """Bring every running job's progress (and what it sent across clusters) to `now`, at
+        the speed it ran, before a round may resize it."""
+        for job_id, run in running.items():
+            records[job_id].crossing_gbit += run.crossing_gbps * (now - run.last)
+            run.work_left -= run.working_s(now) / run.factor
+            run.last = now
+
     def _reprice(
         self, running: dict[str, Running], records: dict[str, JobRecord], now: float
     ) -> list[Running]:
-        """Bring every running job's progress to `now` and recompute its speed; return the
-        jobs whose finish time moved (they get a new finish event)."""
+        """Recompute every running job's speed (its progress brought to `now` by `_advance`
+        before the round); return the jobs whose finish time moved (they get a new finish
+        event)."""
         demands = {
             job_id: speed.needs(run.job.allreduce_gbps, run.clusters)
             for job_id, run in running.items()
@@ -403,9 +457,6 @@ class Simulation:
         moved = []
         for job_id, run in running.items():
             record = records[job_id]
-            record.crossing_gbit += run.crossing_gbps * (now - run.last)
-            run.work_left -= (now - run.last) / run.factor
-            run.last = now
             run.crossing_gbps = 2 * sum(granted[job_id].values())  # both directions
             factor = speed.step_factor(
                 comm_share=run.job.comm_share,

@@ -43,8 +43,8 @@ def evict(
     if rules is None or not pending or not running:
         return set()
     waiting = sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
-    held = _held(running)
-    queues = _standing(sim, pending, held)
+    held = held_by_queue(running)
+    queues = queue_standings(sim, pending, held)
     snapshot = Snapshot(
         clusters=sim.fleet.capacities(),
         links=sim._links(running),
@@ -80,12 +80,12 @@ def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: 
     record.lost_gpu_s += gpus * lost
     record.start = None
     # Work done so far (at its speed), of which the part before the last checkpoint is kept.
-    done = run.job.duration_s - run.work_left + (now - run.last) / run.factor
+    done = run.job.duration_s - run.work_left + run.working_s(now) / run.factor
     kept = done * (ran - lost) / ran if ran > 0 else 0.0
     return replace(run.job, duration_s=max(run.job.duration_s - kept, 1.0))
 
 
-def _held(running: dict[str, Running]) -> dict[str, int]:
+def held_by_queue(running: dict[str, Running]) -> dict[str, int]:
     """GPUs each queue's running jobs hold."""
     held: dict[str, int] = {}
     for run in running.values():
@@ -93,7 +93,7 @@ def _held(running: dict[str, Running]) -> dict[str, int]:
     return held
 
 
-def _standing(
+def queue_standings(
     sim: Simulation, pending: list[TraceJob], held: dict[str, int]
 ) -> dict[str, Standing]:
     tree = sim._tree(held)

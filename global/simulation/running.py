@@ -31,6 +31,13 @@ class Running:
     width: int = 0  # units (data-parallel replicas) running: fewer than all for an elastic job
     shrinks: int = 0  # times it gave units back
     priced: bool = False  # given its first finish event
+    resized_at: float = 0.0  # its start, or its last resize
+    stalled_until: float = 0.0  # restarting after its last resize: no progress before this
+
+    def working_s(self, now: float) -> float:
+        """Seconds since `last` in which it made progress: not those of its restart."""
+        stalled = max(min(now, self.stalled_until) - max(self.last, self.resized_at), 0.0)
+        return now - self.last - stalled
 
     @property
     def units(self) -> int:

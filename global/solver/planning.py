@@ -8,6 +8,7 @@ is priority, fair share, submission time, and nothing about time is passed on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -118,13 +119,30 @@ GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no job id h
 
 
 @dataclass(frozen=True)
+class Hysteresis:
+    """Resizes worth their restart: a job is resized again only `min_interval_s` after its
+    last start or resize, and grows only by at least `min_growth` of its width (and a unit),
+    so the fleet does not restart jobs for small gains."""
+
+    min_interval_s: float = 600.0
+    min_growth: float = 0.25
+
+    def least_growth(self, width: int) -> int:
+        """The fewest units a job of `width` units may grow by."""
+        return max(1, math.ceil(self.min_growth * width - 1e-9))
+
+
+@dataclass(frozen=True)
 class ElasticRun:
     """A running elastic job as a round sees it: `request` is the whole job (all its units,
-    `min_units` set), `units_in` the units it runs in each cluster now."""
+    `min_units` set), `units_in` the units it runs in each cluster now, `since_s` the seconds
+    since its last start or resize."""
 
     request: JobRequest
     units_in: tuple[tuple[str, int], ...]
     estimate_s: float | None = None  # how long it is likely to run on
+    since_s: float = math.inf
+    preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
 
     @property
     def width(self) -> int:
@@ -151,18 +169,29 @@ class Shrink:
 
 
 def growth(
-    runs: list[ElasticRun], *, lowest_priority: int | None, widen: bool = True
+    runs: list[ElasticRun],
+    *,
+    lowest_priority: int | None,
+    widen: bool = True,
+    hysteresis: Hysteresis | None = None,
 ) -> list[JobRequest]:
     """What elastic running jobs could add, as requests after every waiting job and at the
-    lowest priority among them. With `widen`, a job that may split may grow into clusters it
-    does not run in yet (up to its cluster limit); `grown_links` then keeps only growth whose
-    new set of clusters is link-safe, and gives the bandwidth that set reserves. The rounds
-    pass `widen` only while no waiting job is owed a reservation: the links a reservation
-    holds for a split are not in what `grown_links` sees, and a grown job keeps its bandwidth
-    until it ends."""
+    lowest priority among them: only a job whose last start or resize is `hysteresis`'s
+    interval ago, by at least its least growth. With `widen`, a job that may split may grow
+    into clusters it does not run in yet (up to its cluster limit); `grown_links` then keeps
+    only growth whose new set of clusters is link-safe, and gives the bandwidth that set
+    reserves. The rounds pass `widen` only while no waiting job is owed a reservation: the
+    links a reservation holds for a split are not in what `grown_links` sees, and a grown job
+    keeps its bandwidth until it ends."""
+    hysteresis = hysteresis or Hysteresis()
     out = []
     for run in runs:
-        if run.growable <= 0 or not run.request.elastic:
+        least = hysteresis.least_growth(run.width)
+        if (
+            not run.request.elastic
+            or run.growable < least
+            or run.since_s < hysteresis.min_interval_s
+        ):
             continue
         job, clusters = run.request, tuple(c for c, _ in run.units_in)
         wider = widen and job.splittable and job.cluster_limit > len(clusters)
@@ -181,7 +210,7 @@ def growth(
                 allreduce_gbps=0.0,  # the bandwidth of the grown set: grown_links
                 estimate_s=run.estimate_s,
                 due=False,
-                min_units=1 if run.growable > 1 else 0,
+                min_units=least if least < run.growable else 0,
                 may_evict_for=frozenset(),  # growth never evicts
             )
         )
@@ -239,90 +268,6 @@ def grown_links(
 def grown_job(request_id: str) -> str | None:
     """The running job a growth request belongs to (None for an ordinary request)."""
     return request_id.removesuffix(GROWTH) if request_id.endswith(GROWTH) else None
-
-
-def shrinks(
-    waiting: list[JobRequest],
-    runs: list[ElasticRun],
-    *,
-    free_gpus: dict[tuple[str, str | None], int],
-    cluster_models: dict[str, tuple[str, ...]],
-) -> list[Shrink]:
-    """Units elastic running jobs give back so a waiting job that outranks them can start: a
-    due job (owed a reservation) or one of a higher priority, in queue order. For each such
-    job that fits in no cluster's free GPUs (`free_gpus[(cluster, model)]`), the cluster where
-    the fewest units given back make it fit whole; the jobs there give back units above their
-    minimum width, the lowest priority and the most spare first, never below their minimum
-    and never their last unit in a cluster (so a split's clusters, and the bandwidth they
-    reserved, stay). Only whole-cluster fits are planned (a split beneficiary is not); GPUs
-    per cluster, not nodes: the solver then places the beneficiary on what is free."""
-    free = dict(free_gpus)
-    left = {run.request.id: run.spare for run in runs}
-    held = {run.request.id: dict(run.units_in) for run in runs if run.spare > 0}
-    by_id = {run.request.id: run for run in runs}
-    out: list[Shrink] = []
-    for job in waiting:
-        outranked = [
-            run
-            for run in runs
-            if left[run.request.id] > 0 and (job.due or job.priority > run.request.priority)
-        ]
-        if not outranked or job.gpus == 0:
-            continue
-        models = (job.gpu_model,) if job.gpu_model else None
-        best: tuple[int, str, str | None, list[Shrink]] | None = None
-        for cluster, own_models in sorted(cluster_models.items()):
-            if job.allowed_clusters is not None and cluster not in job.allowed_clusters:
-                continue
-            for model in models or own_models:
-                need = job.gpus - free.get((cluster, model), 0)
-                if need <= 0:
-                    best = (0, cluster, model, [])
-                    break
-                plan = _give_back(job, cluster, model, need, outranked, left, held)
-                if plan is not None and (best is None or sum(s.units for s in plan) < best[0]):
-                    best = (sum(s.units for s in plan), cluster, model, plan)
-            if best is not None and best[0] == 0:
-                break
-        if best is None:
-            continue
-        _, cluster, model, plan = best
-        for s in plan:
-            left[s.job_id] -= s.units
-            held[s.job_id][cluster] -= s.units
-            free[(cluster, model)] = (
-                free.get((cluster, model), 0) + s.units * by_id[s.job_id].request.unit_gpus
-            )
-        free[(cluster, model)] = free.get((cluster, model), 0) - job.gpus
-        out += plan
-    return out
-
-
-def _give_back(
-    job: JobRequest,
-    cluster: str,
-    model: str | None,
-    need: int,
-    outranked: list[ElasticRun],
-    left: dict[str, int],
-    held: dict[str, dict[str, int]],
-) -> list[Shrink] | None:
-    """The units given back in `cluster` that free `need` GPUs of `model`, or None."""
-    plan = []
-    order = sorted(outranked, key=lambda r: (r.request.priority, -left[r.request.id], r.request.id))
-    for run in order:
-        request = run.request
-        if need <= 0:
-            break
-        if model is not None and request.gpu_model not in (None, model):
-            continue
-        there = held[request.id].get(cluster, 0)
-        keep = 1 if len(run.units_in) > 1 else request.fewest_units
-        units = min(left[request.id], max(there - keep, 0), -(-need // request.unit_gpus))
-        if units > 0:
-            plan.append(Shrink(request.id, cluster, units, job.id))
-            need -= units * request.unit_gpus
-    return plan if need <= 0 else None
 
 
 def taken_back(domains: list[tuple[str, int]], pods: int) -> list[tuple[str, int]]:

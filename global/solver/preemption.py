@@ -186,7 +186,7 @@ def preempt(
         allowed = [
             (r, kind)
             for r in snapshot.running
-            if r.id not in taken and (kind := _may_evict(job, r, rules, queues)) is not None
+            if r.id not in taken and (kind := may_take(job, r, rules, queues)) is not None
         ]
         chosen = _choose(job, allowed, state, links, (jobs_left, gpus_left, lost_left))
         if chosen is None:
@@ -219,9 +219,12 @@ def preempt(
     return out
 
 
-def _may_evict(
-    job: JobRequest, victim: RunningJob, rules: Rules, queues: dict[str, Standing]
+def may_take(
+    job: JobRequest, victim: RunningJob, rules: Rules, queues: Mapping[str, Standing]
 ) -> str | None:
+    """Whether the waiting `job` may take `victim.gpus` from the victim, and by which rule
+    (PREEMPT or RECLAIM; None: it may not). The victim is a whole gang here; an elastic job's
+    shrink (`shrinking.py`) asks with only the units it would give back."""
     if not victim.preemptable or victim.run_s < rules.min_run_s:
         return None
     if PREEMPT in job.may_evict_for and victim.priority < job.priority:

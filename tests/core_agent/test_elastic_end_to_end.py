@@ -9,13 +9,16 @@ import json
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import eventually, job_document
+from tests.factories import elastic_document, eventually, job_document
 
 
 async def link_reserved(fed: Federation) -> float:
     return float((await fed.api.get("/api/v1/links")).json()["items"][0]["reservedGbps"])
 
 
+# Resized seconds after a start (the server's clock is not scaled as the clusters' are), and
+# replicas taken back from a job that has just started.
+EAGER = {"scheduling": {"elastic": {"min_interval_s": 0}, "preemption": {"min_run_s": 0}}}
 SPEC = ClusterSpec.model_validate(
     {
         "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -25,15 +28,15 @@ SPEC = ClusterSpec.model_validate(
 
 
 async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_url: str) -> None:
-    async with federation(database_url) as fed:
+    async with federation(database_url, **EAGER) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
         east.time_scale = 0.02
         await fed.join("east", east)
         await fed.ready("east")
         blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="200s"))
         await fed.reach(blocker, "Running")
-        # 8 pods, elastic down to 2 (Volcano's minAvailable below the replicas): 4 nodes free.
-        elastic = job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+        # 8 pods, elastic down to 2 (opted in, minAvailable below the replicas): 4 nodes free.
+        elastic = elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
         uid = await fed.submit(elastic)
         job = await fed.reach(uid, "Running")
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [("east", 4)]
@@ -60,7 +63,7 @@ async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_u
 async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
     database_url: str,
 ) -> None:
-    async with federation(database_url) as fed:
+    async with federation(database_url, **EAGER) as fed:
         clusters = {}
         for name in ("east", "west"):
             clusters[name] = SimulatedCluster.from_spec(name, SPEC)
@@ -74,8 +77,8 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         long = await fed.submit(job_document("long", replicas=4, runningEstimate="600s"))
         assert (await fed.reach(long, "Running"))["placement"]["shares"][0]["cluster"] == other
         # 6 replicas of 2 pods, at least 2; may split over 2 clusters at 50 Gbps V/tau.
-        doc = job_document("elastic", replicas=12, minAvailable=4, runningEstimate="600s")
-        doc["metadata"]["annotations"] = {
+        doc = elastic_document("elastic", replicas=12, minAvailable=4, runningEstimate="600s")
+        doc["metadata"]["annotations"] |= {
             "global.volcano.sh/split": "auto",
             "global.volcano.sh/unit-pods": "2",
             "global.volcano.sh/crossing-gbps": "50",
@@ -124,13 +127,13 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
 async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
     database_url: str,
 ) -> None:
-    async with federation(database_url) as fed:
+    async with federation(database_url, **EAGER) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
         east.time_scale = 0.02
         await fed.join("east", east)
         await fed.ready("east")
         uid = await fed.submit(
-            job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
         )
         job = await fed.reach(uid, "Running")
         assert [s["pods"] for s in job["placement"]["shares"]] == [8]
@@ -161,7 +164,7 @@ async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_ano
     """A shrink is planned for a high-priority job its queue's capability then holds back;
     the room it frees goes to another waiting job in the same round. The elastic job gives the
     room back first: the cluster's placed pods never exceed its 8 nodes."""
-    async with federation(database_url) as fed:
+    async with federation(database_url, **EAGER) as fed:
         east = SimulatedCluster.from_spec("east", SPEC)
         east.time_scale = 0.02
         await fed.join("east", east)
@@ -171,7 +174,7 @@ async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_ano
         )
         assert created.status_code == 201, created.text
         uid = await fed.submit(
-            job_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
         )
         job = await fed.reach(uid, "Running")
         assert [s["pods"] for s in job["placement"]["shares"]] == [8]

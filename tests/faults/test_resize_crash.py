@@ -15,7 +15,7 @@ import httpx
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
-from tests.factories import job_document
+from tests.factories import elastic_document, job_document
 from tests.server_process import ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -47,6 +47,7 @@ async def test_a_crash_during_a_resize_loses_nothing(
     url = await create_postgres_database(fresh_database_name)
     server = ServerProcess(url, tmp_path, scheduling=True)
     server.env["VGLOBAL_AGENTS__OUTBOX_POLL_S"] = "0.1"
+    server.env["VGLOBAL_SCHEDULING__ELASTIC__MIN_INTERVAL_S"] = "0"  # grow seconds after start
     # Rounds that write something: the blocker's placement (1), the elastic job's (2), its
     # resize when the blocker ends (3).
     server.env["VGLOBAL_FAILPOINTS"] = "round-commit=3"
@@ -72,7 +73,7 @@ async def test_a_crash_during_a_resize_loses_nothing(
                 )
             ).json()["uid"]
             await until(api, blocker, lambda j: j["state"] == "Running")
-            doc = job_document("elastic", replicas=8, minAvailable=2, runningEstimate="300s")
+            doc = elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="300s")
             uid = (await api.post("/api/v1/jobs", json=doc)).json()["uid"]
             await until(api, uid, lambda j: j["state"] == "Running" and shares(j) == [4])
             old = [

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global import failpoints
@@ -20,12 +20,17 @@ from volcano_global.db.models import (
     Job,
     JobState,
     Placement,
+    PlacementState,
     Queue,
 )
 from volcano_global.services.dispatch.supervision import GangOutcome
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
-from volcano_global.services.scheduling.elastic import commit_resizes
+from volcano_global.services.scheduling.elastic import (
+    ElasticPlacement,
+    commit_resizes,
+    resizing,
+)
 from volcano_global.services.scheduling.evictions import nominate
 from volcano_global.services.scheduling.placing import dispatch, write_holdings
 from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
@@ -108,7 +113,13 @@ async def commit_round(
     )
     placed = []
     ids = {d.job_id: context.jobs.get(d.job_id) for d in decision.jobs}
-    jobs = await lock_jobs(session, [i for i in ids.values() if i is not None])
+    growth = [
+        d
+        for d in decision.jobs
+        if d.admitted and d.job_id not in deferred and planning.grown_job(d.job_id)
+    ]
+    ending = await _lock_placements(session, resizing(shrinks, growth, context.elastic), evictions)
+    jobs = await lock_jobs(session, [i for i in ids.values() if i is not None] + ending)
     admitted: list[tuple[JobDecision, Job, Placement]] = []
     for d in decision.jobs:
         job = jobs.get(ids[d.job_id]) if ids[d.job_id] else None
@@ -171,11 +182,7 @@ async def commit_round(
         placed.append(d.job_id)
     resized += await commit_resizes(
         session,
-        growth=[
-            d
-            for d in decision.jobs
-            if d.admitted and d.job_id not in deferred and planning.grown_job(d.job_id)
-        ],
+        growth=growth,
         shrinks=[],
         elastic=context.elastic,
         links=_after(context.links, [d for d in decision.jobs if d.job_id in placed]),
@@ -211,6 +218,33 @@ async def commit_round(
         nominated=nominated,
         evicted=evicted,
     )
+
+
+async def _lock_placements(
+    session: AsyncSession, resizing: list[ElasticPlacement], evictions: Sequence[Eviction]
+) -> list[uuid.UUID]:
+    """Lock every placement the commit may end - of the elastic jobs it resizes and of the
+    preemption victims - in id order in one statement, before any job row is locked: the
+    order the agents' reports take (`dispatch/reports.apply_reports`: placements, then jobs).
+    Two batches of placement locks, or a job locked before its placement, could each wait on
+    a report holding the other (a deadlock on Postgres). The jobs of these placements, for
+    the caller to lock with the rest; the resize and the eviction then find the rows held."""
+    victims = [uuid.UUID(v.id) for e in evictions for v in e.victims]
+    ids = [e.placement_id for e in resizing]
+    if not ids and not victims:
+        return []
+    held = await session.execute(
+        select(Placement.id, Placement.job_id)
+        .where(
+            or_(
+                Placement.id.in_(ids),
+                and_(Placement.job_id.in_(victims), Placement.state == PlacementState.ACTIVE),
+            )
+        )
+        .order_by(Placement.id)
+        .with_for_update(of=Placement)
+    )
+    return [job_id for _, job_id in held]
 
 
 def _after(links: tuple[LinkState, ...], placed: list[JobDecision]) -> tuple[LinkState, ...]:

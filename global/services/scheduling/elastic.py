@@ -36,9 +36,10 @@ from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
-from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.scheduling.timing import PREEMPTABLE
 from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, planning
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
@@ -101,8 +102,10 @@ async def elastic_running(
             Job.split_policy,
             Job.communication,
             Job.started_at,
+            Job.placed_at,
             Job.running_estimate_seconds,
             Job.gpu_model,
+            Job.manifest["metadata"]["annotations"][PREEMPTABLE].as_string(),
         )
         .join(Queue, Queue.id == Job.queue_id)
         .where(Job.id.in_(list(placements)))
@@ -133,7 +136,9 @@ async def elastic_running(
             LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
         )
     out = []
-    for job_id, queue, priority, gang, split, communication, started, estimate, model in rows:
+    for row in rows:
+        job_id, queue, priority, gang, split, communication, started, placed = row[:8]
+        estimate, model, preemptable = row[8:]
         pid = placements[job_id]
         try:
             request = job_request(
@@ -159,6 +164,9 @@ async def elastic_running(
                     request,
                     tuple((clusters[s.cluster_id], s.units) for s in kept),
                     estimate_s=remaining,
+                    # Its last placement: its start, or its last resize.
+                    since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
+                    preemptable=preemptable != "false",
                 ),
                 {
                     clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
@@ -217,9 +225,8 @@ async def resize(
     token = issue_job_token(session, job=job)
     # The queue's document rides along as at the first placement: growth may reach a cluster
     # whose Volcano Queue the agent has not made yet.
-    enqueue_assignments(
-        session, job=job, placement=new, shares=rows, job_token=token, queue=job.queue
-    )
+    queue = await session.get(Queue, job.queue_id)  # (the job was locked without it)
+    enqueue_assignments(session, job=job, placement=new, shares=rows, job_token=token, queue=queue)
     transition(job, JobState.PENDING, message=f"resizing: {why}")
     transition(job, JobState.PLACED, message=f"resized in round {generation}")
     await record_event(
@@ -278,6 +285,42 @@ def shrunk(
     return out
 
 
+def resizing(
+    shrinks: list[planning.Shrink], growth: list[JobDecision], elastic: dict[str, ElasticPlacement]
+) -> list[ElasticPlacement]:
+    """The running elastic jobs a round's commit may resize: those its shrinks take units from
+    and those whose growth it admitted."""
+    keys = {cut.job_id for cut in shrinks} | {
+        key for d in growth if d.admitted and (key := planning.grown_job(d.job_id)) is not None
+    }
+    return [elastic[key] for key in sorted(keys) if key in elastic]
+
+
+async def lock_resizing(
+    session: AsyncSession, seen: list[ElasticPlacement]
+) -> tuple[dict[uuid.UUID, Placement], dict[uuid.UUID, Job]]:
+    """Lock the placements of the jobs to resize, then the jobs, each in id order in one
+    statement: the order the agents' reports lock them in (`dispatch/reports.apply_reports`).
+    A resize ends the placement (an UPDATE, which locks its row) of a job it has locked; taken
+    the other way round, a round and a report each holding the row the other waits for
+    deadlock on Postgres. Rows the transaction locked already are returned without waiting."""
+    if not seen:
+        return {}, {}
+    placements = {
+        p.id: p
+        for p in (
+            await session.execute(
+                select(Placement)
+                .where(Placement.id.in_([s.placement_id for s in seen]))
+                .order_by(Placement.id)
+                .with_for_update(of=Placement)
+                .execution_options(populate_existing=True)
+            )
+        ).scalars()
+    }
+    return placements, await lock_jobs(session, [s.job_id for s in seen])
+
+
 async def cluster_names(session: AsyncSession) -> dict[uuid.UUID, str]:
     return dict((await session.execute(select(Cluster.id, Cluster.name))).all())
 
@@ -313,20 +356,12 @@ async def commit_resizes(
         cuts[cut.job_id][cut.cluster] += cut.units
         why[cut.job_id] = "gives back replicas to a waiting job that outranks it"
     names = {v: k for k, v in cluster_ids.items()}
+    keys = sorted(k for k in set(decision_shares) | set(cuts) if k in elastic)
+    placements, jobs = await lock_resizing(session, [elastic[k] for k in keys])
     resized = []
-    for key in sorted(set(decision_shares) | set(cuts)):
-        seen = elastic.get(key)
-        if seen is None:
-            continue
-        job = (
-            await session.execute(
-                select(Job)
-                .where(Job.id == seen.job_id)
-                .with_for_update(of=Job)
-                .execution_options(populate_existing=True)
-            )
-        ).scalar_one_or_none()
-        placement = await session.get(Placement, seen.placement_id)
+    for key in keys:
+        seen = elastic[key]
+        job, placement = jobs.get(seen.job_id), placements.get(seen.placement_id)
         if (
             job is None
             or job.state is not JobState.RUNNING

@@ -49,11 +49,12 @@ from volcano_global.solver import (
     Policy,
     Snapshot,
     planning,
+    shrinking,
 )
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import quota_states
-from volcano_global.solver.preemption import Standing, may_evict_for, standings
+from volcano_global.solver.preemption import Rules, Standing, may_evict_for, standings
 from volcano_global.solver.requests import job_request
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ class RoundContext:
     # they give back this round (`elastic.py`).
     elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
     shrinks: list[planning.Shrink] = field(default_factory=list)
+    # Seconds until the first narrow elastic job's resize interval ends (None: none waits):
+    # until then an idle loop may skip rounds, after it one may grow the job.
+    settles_in_s: float | None = None
     links: tuple[LinkState, ...] = ()  # as the snapshot saw them
     # Reclaim (with preemption on): every queue's GPUs held and deserved, and reclaimable.
     standings: dict[str, Standing] = field(default_factory=dict)
@@ -97,13 +101,15 @@ async def build_snapshot(
     policy: Policy = Policy.CPSAT,
     durations: DurationModel | None = None,
     reserve_after_s: float = planning.RESERVE_AFTER_S,
-    preemption: bool = False,
+    preemption: Rules | None = None,
+    hysteresis: planning.Hysteresis | None = None,
 ) -> tuple[Snapshot, RoundContext]:
     """The round's input. For a planned policy (`solver.planning`, the same code the simulator
     runs) the order serves short expected work first and the solver is told about time:
-    `durations` learnt from finished jobs (read here when not given), running jobs' ends.
-    With `preemption`, the running jobs (victims) and the queues' standing (reclaim) are read
-    for every policy."""
+    `durations` learnt from finished jobs (read here when not given), running jobs' ends, and
+    elastic jobs' resizes (`hysteresis`). With `preemption` (its rules), the running jobs
+    (victims) and the queues' standing (reclaim) are read for every policy, and elastic jobs
+    may give back units under the same rules (`solver.shrinking`); without, none does."""
     context = RoundContext()
     now = utcnow()
     if policy.planned and durations is None:
@@ -212,7 +218,9 @@ async def build_snapshot(
                 else None,
                 priority=job.priority,
                 queue=job.queue,
-                may_evict_for=may_evict_for(job.preemption_policy) if preemption else frozenset(),
+                may_evict_for=may_evict_for(job.preemption_policy)
+                if preemption is not None
+                else frozenset(),
             )
         except ValueError as exc:
             context.unmodelled[key] = f"cannot be placed yet: {exc}"
@@ -226,15 +234,23 @@ async def build_snapshot(
         )
     running = (
         await running_jobs(session, clusters, states, now=now, durations=durations)
-        if policy.planned or preemption
+        if policy.planned or preemption is not None
         else []
     )
-    if preemption:
+    if preemption is not None:
         reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())
         context.standings = standings(await fleet_gpus(session), tree, reclaimable)
     if policy.planned:
         growth, states = await _elastic_round(
-            session, context, clusters, states, requests, now, durations
+            session,
+            context,
+            clusters,
+            states,
+            requests,
+            now,
+            durations,
+            preemption,
+            hysteresis or planning.Hysteresis(),
         )
         requests += growth
     # Quotas: each leaf's room under every capability on its path (solver/fair_share.py).
@@ -251,11 +267,14 @@ async def _elastic_round(
     requests: list[JobRequest],
     now: datetime,
     durations: DurationModel,
+    rules: Rules | None,
+    hysteresis: planning.Hysteresis,
 ) -> tuple[list[JobRequest], list[ClusterCapacity]]:
     """What running elastic jobs could add (`planning.growth`, after every waiting job) and
-    what they give back to waiting jobs that outrank them (`planning.shrinks`: the capacity
-    the solver sees includes it, the commit resizes only for a job it admitted); a job that
-    gives back units does not also grow. The same as the simulator's round."""
+    what they give back to waiting jobs that may take from them (`shrinking.shrinks`, under
+    the preemption `rules`, none without: the capacity the solver sees includes it, the
+    commit resizes only where the round starts something); a job that gives back units does
+    not also grow. The same as the simulator's round."""
     elastic = await elastic_running(
         session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
     )
@@ -263,17 +282,32 @@ async def _elastic_round(
         return [], states
     context.elastic = {str(e.job_id): e for e in elastic}
     runs = [e.run for e in elastic]
+    context.settles_in_s = min(
+        (
+            hysteresis.min_interval_s - r.since_s
+            for r in runs
+            if r.growable > 0 and r.since_s < hysteresis.min_interval_s
+        ),
+        default=None,
+    )
     free: dict[tuple[str, str | None], int] = defaultdict(int)
     models: dict[str, set[str]] = defaultdict(set)
     for state in states:
         for leaf in state.leaves:
             free[(state.name, leaf.gpu_model)] += leaf.free_gpus
             models[state.name].add(leaf.gpu_model)
-    context.shrinks = planning.shrinks(
-        requests,
-        runs,
-        free_gpus=dict(free),
-        cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+    context.shrinks = (
+        shrinking.shrinks(
+            requests,
+            runs,
+            free_gpus=dict(free),
+            cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+            rules=rules,
+            queues=context.standings,
+            hysteresis=hysteresis,
+        )
+        if rules is not None
+        else []
     )
     giving = {s.job_id for s in context.shrinks}
     lowest = min((r.priority for r in requests), default=None)
@@ -281,6 +315,7 @@ async def _elastic_round(
         [r for r in runs if r.request.id not in giving],
         lowest_priority=lowest,
         widen=not any(r.due for r in requests),
+        hysteresis=hysteresis,
     )
     pods = [p for cut in context.shrinks for p in context.elastic[cut.job_id].given_back(cut)]
     return growth, list(planning.freed(tuple(states), pods))

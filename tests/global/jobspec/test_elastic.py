@@ -1,6 +1,8 @@
-"""Elastic width read from a Volcano Job or HyperJob: `minAvailable` below the replicas, in
-whole units rounded up; `minAvailable` equal to the replicas is a rigid gang; a HyperJob's
-`minAvailable` in child jobs; `minDataParallel` in the communication plan."""
+"""Elastic width read from a Volcano Job or HyperJob, only for a job that opts in
+(`global.volcano.sh/elastic: "true"` or `minDataParallel`): `minAvailable` below the replicas,
+in whole units rounded up; `minAvailable` equal to the replicas is a rigid gang; a HyperJob's
+`minAvailable` in child jobs; `minDataParallel` in the communication plan. Without the opt-in,
+`minAvailable` keeps Volcano's meaning and the job is placed whole."""
 
 from __future__ import annotations
 
@@ -15,10 +17,14 @@ from volcano_global.solver.requests import job_request
 
 OPTIONS = ParseOptions(default_max_clusters=4)
 PLAN = "global.volcano.sh/communication"
+ELASTIC = "global.volcano.sh/elastic"
 
 
-def width(doc: dict[str, Any]) -> tuple[str, int, int]:
-    """(split mode, unit pods, min units) as parsed."""
+def width(doc: dict[str, Any], *, declared: str | None = "true") -> tuple[str, int, int]:
+    """(split mode, unit pods, min units) as parsed, with `global.volcano.sh/elastic` set to
+    `declared` (None: not given)."""
+    if declared is not None:
+        doc.setdefault("metadata", {}).setdefault("annotations", {})[ELASTIC] = declared
     split = normalize_job(doc, OPTIONS).split_policy
     return split.mode, split.unit_pods, split.min_units
 
@@ -27,6 +33,44 @@ def planned(replicas: int, plan: str, **spec: Any) -> dict[str, Any]:
     doc = job_document("train", replicas=replicas, **spec)
     doc["metadata"]["annotations"] = {PLAN: plan}
     return doc
+
+
+def errors(doc: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(Invalid) as caught:
+        normalize_job(doc, OPTIONS)
+    return {e.field: e.message for e in caught.value.errors}
+
+
+def test_min_available_below_the_replicas_alone_is_volcanos_gang_minimum_not_a_range() -> None:
+    # A straggler-tolerant job: placed whole, never resized.
+    assert width(job_document("train", replicas=8, minAvailable=3), declared=None) == (
+        "never",
+        8,
+        0,
+    )
+    doc = planned(16, "{tensorParallel: 8, pipelineParallel: 2}", minAvailable=5)
+    assert width(doc, declared=None) == ("auto", 2, 0)
+    assert width(job_document("train", replicas=8, minAvailable=3), declared="false") == (
+        "never",
+        8,
+        0,
+    )
+
+
+def test_a_malformed_elastic_declaration_is_refused_naming_the_annotation() -> None:
+    field = f'metadata.annotations["{ELASTIC}"]'
+    doc = job_document("train", replicas=8, minAvailable=3)
+    doc["metadata"]["annotations"] = {ELASTIC: "yes"}
+    assert errors(doc) == {field: 'must be "true" or "false", got \'yes\''}
+    # Declared, but nothing gives a width below all of it.
+    doc = job_document("train", replicas=8)
+    doc["metadata"]["annotations"] = {ELASTIC: "true"}
+    (message,) = errors(doc).values()
+    assert message.startswith('"true", but the job gives no width below all of it')
+    # Declared rigid, with a minimum in the plan.
+    doc = planned(16, "{tensorParallel: 8, pipelineParallel: 2, minDataParallel: 3}")
+    doc["metadata"]["annotations"][ELASTIC] = "false"
+    assert errors(doc) == {field: '"false" contradicts minDataParallel in the communication plan'}
 
 
 def test_min_available_below_the_replicas_is_a_width_range_in_whole_replicas() -> None:
@@ -42,10 +86,13 @@ def test_min_available_below_the_replicas_is_a_width_range_in_whole_replicas() -
 
 
 def test_min_available_equal_to_the_replicas_is_a_rigid_gang() -> None:
-    assert width(job_document("train", replicas=8, minAvailable=8)) == ("never", 8, 0)
-    assert width(job_document("train", replicas=8)) == ("never", 8, 0)  # absent: all of them
+    # (Declared elastic, these are refused: test_a_malformed_elastic_declaration...)
+    rigid = job_document("train", replicas=8, minAvailable=8)
+    assert width(rigid, declared=None) == ("never", 8, 0)
+    assert width(job_document("train", replicas=8), declared=None) == ("never", 8, 0)
     # Rounded up to every replica: rigid as well.
-    assert width(planned(16, "{tensorParallel: 8, pipelineParallel: 4}", minAvailable=13)) == (
+    doc = planned(16, "{tensorParallel: 8, pipelineParallel: 4}", minAvailable=13)
+    assert width(doc, declared=None) == (
         "auto",
         4,
         0,
@@ -90,11 +137,11 @@ def test_a_hyperjobs_min_available_counts_child_jobs() -> None:
         max_nodes=100_000,
         max_depth=64,
     )
-    assert width(doc)[2] == 0  # minAvailable 2 of 2 children: rigid
+    assert width(doc, declared=None)[2] == 0  # minAvailable 2 of 2 children: rigid
     doc["spec"]["minAvailable"] = 1
     _, unit, fewest = width(doc)
     assert (unit, fewest) == (16, 1)
-    job = normalize_job(doc, OPTIONS)
+    job = normalize_job(doc, OPTIONS)  # (the annotation `width` added)
     request = job_request(
         job_id="h",
         gang=job.gang,
@@ -107,8 +154,10 @@ def test_a_hyperjobs_min_available_counts_child_jobs() -> None:
 
 
 def test_min_data_parallel_in_the_plan() -> None:
-    # 16 pods of 8 GPUs, TP 8 x PP 2: DP 8; at least 3 replicas.
-    assert width(planned(16, "{tensorParallel: 8, pipelineParallel: 2, minDataParallel: 3}")) == (
+    # 16 pods of 8 GPUs, TP 8 x PP 2: DP 8; at least 3 replicas. The plan's minimum is itself
+    # the declaration: no annotation needed.
+    doc = planned(16, "{tensorParallel: 8, pipelineParallel: 2, minDataParallel: 3}")
+    assert width(doc, declared=None) == (
         "auto",
         2,
         3,

@@ -308,7 +308,7 @@ MALFORMED = [
         "metadata/annotations",
         {"global.volcano.sh/maxclusters": "2"},
         'metadata.annotations["global.volcano.sh/maxclusters"]',
-        "unknown annotation; known: global.volcano.sh/communication, global.volcano.sh/crossing-gbps, global.volcano.sh/gang-start-timeout, global.volcano.sh/gpu-model, global.volcano.sh/max-clusters, global.volcano.sh/min-share-pods, global.volcano.sh/split, global.volcano.sh/unit-pods",
+        "unknown annotation; known: global.volcano.sh/communication, global.volcano.sh/crossing-gbps, global.volcano.sh/elastic, global.volcano.sh/gang-start-timeout, global.volcano.sh/gpu-model, global.volcano.sh/max-clusters, global.volcano.sh/min-share-pods, global.volcano.sh/split, global.volcano.sh/unit-pods",
     ),
     (
         "gang start timeout not positive",

@@ -11,7 +11,15 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
-from tests.factories import create_cluster, create_queue, example, inventory, job_document, submit
+from tests.factories import (
+    create_cluster,
+    create_queue,
+    elastic_document,
+    example,
+    inventory,
+    job_document,
+    submit,
+)
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
@@ -41,7 +49,7 @@ FLEET = Scenario.model_validate(
 )
 # name -> (pods of 8 GPUs, the user's runningEstimate in seconds or None)
 JOBS = {"wide": (30, None), "quick": (10, 300), "steady": (20, None), "long": (4, 7200)}
-# An elastic job (Volcano minAvailable below its replicas): 48 pods, at least 12.
+# An elastic job (opted in, minAvailable below its replicas): 48 pods, at least 12.
 ELASTIC = ("elastic", 48, 12)
 
 
@@ -65,7 +73,7 @@ async def test_the_server_loop_places_as_the_simulator(
         ids[name] = (await submit(api, document)).json()["uid"]
         estimates[ids[name]] = estimate
     name, pods, fewest = ELASTIC
-    document = job_document(name, queue="llm", replicas=pods, minAvailable=fewest)
+    document = elastic_document(name, queue="llm", replicas=pods, minAvailable=fewest)
     ids[name] = (await submit(api, document)).json()["uid"]
     estimates[ids[name]] = None
     # "wide" has waited an hour: it is owed a reservation and goes first.

@@ -17,7 +17,7 @@ from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.metrics import summarise
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob, read_philly, read_pollux, synthetic_llm
-from volcano_global.solver import Policy
+from volcano_global.solver import Policy, planning
 
 DATA = Path(__file__).resolve().parents[3] / "bench" / "data" / "traces"  # excerpts in the repo
 REPO = Path(__file__).resolve().parents[3]
@@ -298,12 +298,19 @@ ELASTIC = [
 @pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.BACKFILL])
 def test_an_elastic_job_starts_narrow_and_grows(policy: Policy) -> None:
     # E starts at once with one replica (half speed: 50 s of its work by t = 100), grows to two
-    # when A ends, and does the other 50 s at full speed: it ends at 150.
-    result = Simulation(one_cluster(4), ELASTIC, policy).run()
+    # when A ends (no resize interval, a free restart here), and does the other 50 s at full
+    # speed: it ends at 150.
+    eager = SimOptions(
+        hysteresis=planning.Hysteresis(min_interval_s=0.0, min_growth=0.0), resize_restart_s=0.0
+    )
+    result = Simulation(one_cluster(4), ELASTIC, policy, eager).run()
     assert {r.job.id: (r.start, r.finish) for r in result.records} == {
         "A": (0.0, 100.0),
         "E": (0.0, 150.0),
     }
+    # By default a job is not resized within 10 minutes of its start: E stays narrow to 200.
+    result = Simulation(one_cluster(4), ELASTIC, policy).run()
+    assert {r.job.id: r.finish for r in result.records}["E"] == 200.0
     # A rigid gang policy waits for all four nodes: E runs 100-200.
     greedy = Simulation(one_cluster(4), ELASTIC, Policy.GREEDY).run()
     assert {r.job.id: (r.start, r.finish) for r in greedy.records}["E"] == (100.0, 200.0)

@@ -1,5 +1,5 @@
-"""`solver.planning`'s elastic rules, by hand: what a running elastic job may add (growth) and
-what it gives back (shrinks) to a waiting job that outranks it."""
+"""`solver.planning`'s elastic rules, by hand: what a running elastic job may add (growth, and
+its hysteresis) and which of its pods a shrink gives back (`test_shrinking.py`: when)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,11 @@ def run(*units_in: tuple[str, int], request: JobRequest = ELASTIC) -> planning.E
     return planning.ElasticRun(request, units_in, estimate_s=600.0)
 
 
-def gang(job_id: str, gpus: int, *, due: bool = False, priority: int = 0) -> JobRequest:
-    return JobRequest(
-        job_id, pods=gpus // 8, gpus_per_pod=8, gpu_model="H100", due=due, priority=priority
-    )
-
-
-MODELS = {"a": ("H100",), "b": ("H100",)}
-
-
 def test_growth_is_a_request_for_the_missing_replicas_in_the_clusters_it_runs_in() -> None:
     (grow,) = planning.growth([run(("a", 2), ("b", 3))], lowest_priority=-1)
     assert grow.id == "e" + planning.GROWTH and planning.grown_job(grow.id) == "e"
-    assert (grow.pods, grow.unit_pods, grow.min_units) == (6, 2, 1)
+    # 5 running of 8: 3 to add, at least 2 of them (a quarter of 5, rounded up).
+    assert (grow.pods, grow.unit_pods, grow.min_units) == (6, 2, 2)
     assert (grow.allowed_clusters, grow.splittable, grow.max_clusters) == (("a", "b"), True, 2)
     assert (grow.priority, grow.allreduce_gbps, grow.estimate_s) == (-1, 0.0, 600.0)
     # Already at full width, or rigid: nothing to add.
@@ -34,67 +26,26 @@ def test_growth_is_a_request_for_the_missing_replicas_in_the_clusters_it_runs_in
     assert planning.growth([run(("a", 2), request=rigid)], lowest_priority=None) == []
 
 
-def test_a_due_job_gets_the_replicas_above_the_minimum_in_one_cluster() -> None:
-    # 32 free GPUs in a; the due 64-GPU gang needs 32 more: two replicas of e (6 running in a).
-    cuts = planning.shrinks(
-        [gang("due", 64, due=True)],
-        [run(("a", 6))],
-        free_gpus={("a", "H100"): 32, ("b", "H100"): 0},
-        cluster_models=MODELS,
-    )
-    assert cuts == [planning.Shrink("e", "a", 2, "due")]
+def test_growth_waits_the_interval_after_a_start_or_resize() -> None:
+    hysteresis = planning.Hysteresis(min_interval_s=600.0)
+    recent = planning.ElasticRun(ELASTIC, (("a", 2),), since_s=599.0)
+    assert planning.growth([recent], lowest_priority=None, hysteresis=hysteresis) == []
+    settled = planning.ElasticRun(ELASTIC, (("a", 2),), since_s=600.0)
+    assert len(planning.growth([settled], lowest_priority=None, hysteresis=hysteresis)) == 1
 
 
-def test_never_below_the_minimum_nor_a_splits_last_replica_in_a_cluster() -> None:
-    # e runs 3 replicas (1 above its minimum of 2): a 48-GPU gang would need 3 back: none.
-    assert (
-        planning.shrinks(
-            [gang("due", 48, due=True)],
-            [run(("a", 3))],
-            free_gpus={("a", "H100"): 0},
-            cluster_models={"a": ("H100",)},
-        )
-        == []
-    )
-    # Split 1 + 4: the replica in a stays (its split and bandwidth), b gives up to 2 back.
-    cuts = planning.shrinks(
-        [gang("due", 32, due=True)],
-        [run(("a", 1), ("b", 4))],
-        free_gpus={("a", "H100"): 16, ("b", "H100"): 0},
-        cluster_models=MODELS,
-    )
-    assert cuts == [planning.Shrink("e", "b", 2, "due")]
+def test_growth_adds_at_least_a_quarter_of_the_width_and_a_replica() -> None:
+    def least(width: int) -> int | None:
+        grow = planning.growth([run(("a", width))], lowest_priority=None)
+        return (grow[0].min_units or grow[0].units) if grow else None
 
-
-def test_only_a_job_that_outranks_it_and_the_lowest_priority_gives_first() -> None:
-    waiting = [gang("later", 32)]  # not due, same priority: no shrink
-    assert (
-        planning.shrinks(
-            waiting, [run(("a", 6))], free_gpus={("a", "H100"): 0}, cluster_models={"a": ("H100",)}
-        )
-        == []
-    )
-    low = run(("a", 4), request=JobRequest("low", 16, 8, "H100", unit_pods=2, min_units=2))
-    high = run(
-        ("a", 4), request=JobRequest("high", 16, 8, "H100", unit_pods=2, min_units=2, priority=1)
-    )
-    cuts = planning.shrinks(
-        [gang("vip", 32, priority=2)],
-        [high, low],
-        free_gpus={("a", "H100"): 0},
-        cluster_models={"a": ("H100",)},
-    )
-    assert cuts == [planning.Shrink("low", "a", 2, "vip")]
-    # A job that fits where it is needs nothing back.
-    assert (
-        planning.shrinks(
-            [gang("vip", 32, priority=2)],
-            [low],
-            free_gpus={("a", "H100"): 32},
-            cluster_models={"a": ("H100",)},
-        )
-        == []
-    )
+    # 8 replicas in all. From 4: at least 1 (of 4). From 5: 1.25 -> 2 (of 3). From 6: 2, all
+    # that is left (a rigid request for both). From 7: 2 needed, 1 left: it stays at 7.
+    assert [least(w) for w in (4, 5, 6, 7)] == [1, 2, 2, None]
+    # No hysteresis: any replica.
+    loose = planning.Hysteresis(min_interval_s=0.0, min_growth=0.0)
+    (grow,) = planning.growth([run(("a", 7))], lowest_priority=None, hysteresis=loose)
+    assert grow.units == 1
 
 
 def test_given_back_pods_are_the_last_placed_and_free_whole_nodes() -> None:
