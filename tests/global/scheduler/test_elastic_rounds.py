@@ -178,6 +178,7 @@ async def test_a_shrink_obeys_the_preemption_rules(app: FastAPI, api: httpx.Asyn
     assert await placed_pods(api, vip) == [("gpu-east", 3)]
 
 
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
 async def test_a_resize_locks_the_placement_before_the_job_as_reports_do(
     app: FastAPI, api: httpx.AsyncClient, database_url: str
 ) -> None:
@@ -185,8 +186,6 @@ async def test_a_resize_locks_the_placement_before_the_job_as_reports_do(
     commits: the resize waits for it without holding the job's row, so the report then locks
     the job (as `apply_reports` does) and both finish. Taken job first, Postgres would find a
     deadlock here and abort one. (SQLite has one writer at a time: no row locks to order.)"""
-    if not database_url.startswith("postgresql"):
-        pytest.skip("row locks: Postgres only")
     uid = await narrow_elastic_job(app, api, pods=16, room=8)
     await put_inventory(api, "gpu-east", 16, 8)
     await running_since(app, uid, minutes=60)
