@@ -39,6 +39,7 @@ from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.scheduling.placing import write_shares
 from volcano_global.services.scheduling.timing import PREEMPTABLE
 from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, planning
 from volcano_global.solver.durations import DurationModel
@@ -204,20 +205,7 @@ async def resize(
     new = Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)
     session.add(new)
     await session.flush()
-    rows, offset = [], 0
-    for share in shares:
-        row = ClusterShare(
-            placement_id=new.id,
-            cluster_id=cluster_ids[share.cluster],
-            pods=share.pods,
-            gpus=share.gpus,
-            units=share.units,
-            rank_offset=offset,
-            domains=dict(share.domains),
-        )
-        session.add(row)
-        rows.append(row)
-        offset += share.pods
+    rows = write_shares(session, shares=shares, placement=new, cluster_ids=cluster_ids)
     if links is None:
         links = [(held.link_id, held.gbps) for held in placement.link_reservations]
     for link_id, gbps in links:

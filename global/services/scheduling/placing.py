@@ -6,6 +6,7 @@ gone (`evictions.py`)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,22 +22,19 @@ from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
-from volcano_global.solver import JobDecision
+from volcano_global.solver import JobDecision, Share
 
 
-def write_holdings(
+def write_shares(
     session: AsyncSession,
     *,
-    decision: JobDecision,
+    shares: Sequence[Share],
     placement: Placement,
     cluster_ids: dict[str, uuid.UUID],
-    link_ids: dict[tuple[str, str], uuid.UUID],
-) -> tuple[list[ClusterShare], list[str]]:
-    """The placement's shares (ranks in the decision's order) and link reservations; returns
-    the shares and a line per share and reservation for the Placed event."""
-    offset = 0
-    lines, rows = [], []
-    for share in decision.shares:
+) -> list[ClusterShare]:
+    """The placement's shares, ranks in the order given."""
+    rows, offset = [], 0
+    for share in shares:
         row = ClusterShare(
             placement_id=placement.id,
             cluster_id=cluster_ids[share.cluster],
@@ -49,7 +47,23 @@ def write_holdings(
         session.add(row)
         rows.append(row)
         offset += share.pods
-        lines.append(f"{share.pods} pods in {share.cluster}")
+    return rows
+
+
+def write_holdings(
+    session: AsyncSession,
+    *,
+    decision: JobDecision,
+    placement: Placement,
+    cluster_ids: dict[str, uuid.UUID],
+    link_ids: dict[tuple[str, str], uuid.UUID],
+) -> tuple[list[ClusterShare], list[str]]:
+    """The placement's shares (ranks in the decision's order) and link reservations; returns
+    the shares and a line per share and reservation for the Placed event."""
+    rows = write_shares(
+        session, shares=decision.shares, placement=placement, cluster_ids=cluster_ids
+    )
+    lines = [f"{share.pods} pods in {share.cluster}" for share in decision.shares]
     for r in decision.reservations:
         key = (r.a, r.b) if (r.a, r.b) in link_ids else (r.b, r.a)
         session.add(LinkReservation(placement_id=placement.id, link_id=link_ids[key], gbps=r.gbps))
