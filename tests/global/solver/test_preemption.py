@@ -6,7 +6,14 @@ from dataclasses import replace
 
 from volcano_global.solver import ClusterCapacity, Decision, JobDecision, Leaf, Policy, Snapshot
 from volcano_global.solver.model import JobRequest, LinkBandwidth, LinkState, RunningJob
-from volcano_global.solver.preemption import PREEMPT, RECLAIM, Rules, Standing, preempt
+from volcano_global.solver.preemption import (
+    PREEMPT,
+    RECLAIM,
+    Rules,
+    Standing,
+    expected_wait,
+    preempt,
+)
 
 HOUR = 3600.0
 
@@ -222,3 +229,16 @@ def test_the_wait_is_until_running_work_makes_room_not_until_the_victims_end() -
     # above the preemptor's) ends in 0.1 h, so the 32-GPU preemptor waits rather than evict y.
     z = running("z", "a", 32, priority=20, ends_h=0.1)
     assert evict(waiting(32), [z, replace(y, ends_in_s=3 * HOUR)]) == []
+
+
+def test_the_expected_wait_is_the_end_after_which_the_job_fits() -> None:
+    # Eight one-node jobs fill a; r7 ends first (1 h), r0 last (8 h). A 4-node gang fits once
+    # the four earliest (r7, r6, r5, r4) ended: 4 h; an 8-node gang at 8 h; a 9-node never.
+    run = [running(f"r{i}", "a", 8, ends_h=8.0 - i) for i in range(8)]
+    state = (full("a"),)
+    assert expected_wait(waiting(32), run, state, {}) == 4 * HOUR
+    assert expected_wait(waiting(64), run, state, {}) == 8 * HOUR
+    assert expected_wait(waiting(72), run, state, {}) == float("inf")
+    # A job ending sooner in another cluster frees nothing the gang can use.
+    other = [running("b0", "b", 8, ends_h=0.1)]
+    assert expected_wait(waiting(32), other + run, state, {}) == 4 * HOUR
