@@ -4,6 +4,9 @@ p95 queueing delay (start - arrival) of the high-priority jobs, GPU-hours lost t
 a share of all GPU-hours run (lost included), and evictions per simulated hour.
 
     .venv/bin/python bench/preemption_bench.py [--seeds 1,2,3] [--jobs 300] [--policy backfill]
+        [--checkpoint S] [--max-lost H] [--wait-weight W | --wait-weight none]
+
+`--wait-weight none` is the rule before step 5 (evict whenever victims are found).
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=float, default=None)
     parser.add_argument("--max-lost", type=float, default=None, help="GPU-hours per round")
     parser.add_argument(
+        "--wait-weight",
+        type=lambda v: None if v == "none" else float(v),
+        default=Rules.wait_weight,
+        help="Rules.wait_weight; none: evict whenever victims are found",
+    )
+    parser.add_argument(
         "--reclaim", action="store_true", help="queues reclaimable (default: preemption only)"
     )
     args = parser.parse_args()
@@ -70,7 +79,9 @@ def main() -> None:
             update={"queues": [q.model_copy(update={"reclaimable": False}) for q in world.queues]}
         )
     gpus = Simulation(world, [], args.policy).capacity_gpus
-    rules = Rules(min_run_s=args.min_run, max_lost_gpu_hours=args.max_lost)
+    rules = Rules(
+        min_run_s=args.min_run, max_lost_gpu_hours=args.max_lost, wait_weight=args.wait_weight
+    )
     print("| seed | high p95 wait without | with | ratio | GPU-h lost | evictions/h |")
     print("|---|---|---|---|---|---|")
     for seed in [int(s) for s in args.seeds.split(",")]:

@@ -96,6 +96,14 @@ def simulate(
         float | None,
         typer.Option(min=0, help="GPU-hours of work evictions may lose per round at most"),
     ] = None,
+    wait_weight: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Evict only when the preemptor's GPUs x its expected wait, times this, is at "
+            "least the victims' lost GPU-hours (large: whenever victims are found)",
+        ),
+    ] = 1.0,
     checkpoint: Annotated[
         float | None,
         typer.Option(
@@ -126,7 +134,12 @@ def simulate(
         window=window,
         deterministic_time=deterministic_time,
         reserve_after_s=reserve_after,
-        preemption=Rules(min_run_s=min_run, max_jobs=preemption_cap, max_lost_gpu_hours=max_lost)
+        preemption=Rules(
+            min_run_s=min_run,
+            max_jobs=preemption_cap,
+            max_lost_gpu_hours=max_lost,
+            wait_weight=wait_weight,
+        )
         if preemption
         else None,
         checkpoint_s=checkpoint,

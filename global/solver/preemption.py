@@ -33,6 +33,14 @@ The victims (the rule, exactly):
    in it); of the sets found, the one whose highest victim priority is lowest, then with the
    fewest GPU-hours lost, then the fewest victims, is taken (Kubernetes picks its node by the
    same first and last keys, with the sum of priorities between).
+5. the set is evicted only if waiting would cost more (`Rules.wait_weight`, 1 by default):
+   the preemptor's GPUs x its expected wait, times the weight, must be at least the victims'
+   lost GPU-hours. The expected wait is when running work is expected to leave room for it
+   without evictions: the running jobs' expected ends (`RunningJob.ends_in_s`), earliest first,
+   until it fits. A gang that running work will make room for soon waits; one whose victims
+   lost little (young, or recently checkpointed) or that would wait long evicts. Without it,
+   big gangs that had run for hours were evicted for room that running work would soon have
+   made (docs/benchmarks.md section 3c). The next round asks again.
 The preemptor's placement on the freed capacity is returned and consumed, so a later
 preemptor of the same round does not count on the same GPUs. The per-cluster sets matter: taken
 over the whole fleet, the lowest-priority, least-lost candidates may be scattered over
@@ -70,6 +78,9 @@ class Rules:
     max_jobs: int = 4  # victims per round, in all
     max_gpus: int = 1024  # victims' GPUs per round, in all
     max_lost_gpu_hours: float | None = None  # work victims lose per round, in all (None: no cap)
+    # How many lost GPU-hours an hour of a waiting preemptor's GPU is worth (step 5 of the
+    # rule); None evicts whenever a set is found, however soon room would come.
+    wait_weight: float | None = 1.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,9 @@ def preempt(
         if chosen is None:
             continue
         victims, placement = chosen
+        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], state, links)
+        if not _worth(job, victims, wait, rules):
+            continue
         kinds = {kind for r, kind in allowed if r in victims}
         state = _without(state, victims)
         for v in victims:
@@ -215,8 +229,51 @@ def preempt(
         gpus_left -= sum(v.total_gpus for v in victims)
         lost_left -= sum(lost_gpu_hours(v) for v in victims)
         kind = RECLAIM if kinds == {RECLAIM} else PREEMPT
-        out.append(Eviction(job.id, victims, placement, kind, _reason(job, victims, placement)))
+        reason = _reason(job, victims, placement, wait)
+        out.append(Eviction(job.id, victims, placement, kind, reason))
     return out
+
+
+def expected_wait(
+    job: JobRequest,
+    running: list[RunningJob],
+    state: tuple[ClusterCapacity, ...],
+    links: dict[tuple[str, str], float],
+) -> float:
+    """Seconds until running work is expected to leave room, with no eviction, for the job
+    (which does not fit now): the running jobs end at their `ends_in_s`, earliest first,
+    until it fits (infinite if it never does). Found by bisection over how many have ended
+    (more room never undoes a fit of the greedy placement): a large server runs thousands of
+    jobs, and a placement tried after each would cost seconds a round."""
+    ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
+    frees = [(state, dict(links))]  # what is free once the first i have ended
+    for r in ending:
+        free, room = frees[-1]
+        room = dict(room)
+        for b in r.links:
+            room[link_key(b.a, b.b)] = room.get(link_key(b.a, b.b), 0.0) + b.gbps
+        frees.append((freed(free, list(r.pods)), room))  # one at a time: as all at once
+
+    def fits(i: int) -> bool:
+        free, room = frees[i]
+        return place_greedily(job, pools_of(free), room) is not None
+
+    if not ending or not fits(len(ending)):
+        return float("inf")
+    low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if fits(mid) else (mid, high)
+    return ending[high - 1].ends_in_s
+
+
+def _worth(job: JobRequest, victims: tuple[RunningJob, ...], wait: float, rules: Rules) -> bool:
+    """Step 5: waiting costs the preemptor's GPUs x its expected wait (times the weight);
+    evicting costs the victims' lost work."""
+    if rules.wait_weight is None:
+        return True
+    lost = sum(lost_gpu_hours(v) for v in victims)
+    return job.gpus * wait / 3600.0 * rules.wait_weight >= lost
 
 
 def may_take(
@@ -333,7 +390,9 @@ def _fits(
     return place_greedily(job, pools_of(_without(state, victims)), free)
 
 
-def _reason(job: JobRequest, victims: tuple[RunningJob, ...], placement: JobDecision) -> str:
+def _reason(
+    job: JobRequest, victims: tuple[RunningJob, ...], placement: JobDecision, wait: float
+) -> str:
     where = ", ".join(f"{s.gpus} GPUs in {s.cluster}" for s in placement.shares)
     lost = sum(lost_gpu_hours(v) for v in victims)
     names = "; ".join(
@@ -344,5 +403,14 @@ def _reason(job: JobRequest, victims: tuple[RunningJob, ...], placement: JobDeci
     return (
         f"evicting {len(victims)} job(s), {sum(v.total_gpus for v in victims)} GPUs, "
         f"{lost:.1f} GPU-hours lost, the lowest priority and least work first: {names}; "
-        f"priority {job.priority} starts on {where} once they are gone"
+        f"priority {job.priority} starts on {where} once they are gone ({_waiting(job, wait)})"
+    )
+
+
+def _waiting(job: JobRequest, wait: float) -> str:
+    if wait == float("inf"):
+        return "running work alone would never make room"
+    return (
+        f"waiting for running work to make room: {wait / 3600:.1f} h expected, "
+        f"{job.gpus * wait / 3600:.1f} GPU-hours"
     )

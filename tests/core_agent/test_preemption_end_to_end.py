@@ -30,8 +30,11 @@ SPEC = ClusterSpec.model_validate(
 PREEMPTION = {"preemption": {"min_run_s": 3600, "start_timeout_s": 60}}
 
 
+# Every job is expected to run 10 h (360 s at the clusters' time scale: past every test): a
+# victim aged 2 h has 8 h left, so waiting for it would cost a preemptor of at least its size
+# more than its eviction loses (solver/preemption.py, step 5).
 def doc(name: str, nodes: int, priority_class: str, *, queue: str = "default") -> dict[str, Any]:
-    document = job_document(name, queue=queue, replicas=nodes, runningEstimate="3600s")
+    document = job_document(name, queue=queue, replicas=nodes, runningEstimate="36000s")
     document["spec"]["priorityClassName"] = priority_class
     return document
 
@@ -62,7 +65,7 @@ async def has_event(fed: Federation, uid: str, reason: str) -> bool:
 
 async def cluster(fed: Federation, name: str) -> SimulatedCluster:
     sim = SimulatedCluster.from_spec(name, SPEC)
-    sim.time_scale = 0.01  # a job of 3600 s runs 36 s: past every test
+    sim.time_scale = 0.01  # a job of 36,000 s runs 360 s
     await fed.join(name, sim)
     return sim
 

@@ -47,6 +47,15 @@ async def rows(app: FastAPI, model: type, *where: object) -> list:
         return list((await session.execute(select(model).where(*where))).scalars())
 
 
+def victim_document() -> dict:
+    """A low-priority one-node job expected to run 10 h: aged 2 h it has 8 h left, so waiting
+    for it would cost the one-node preemptor 64 GPU-hours, more than the 16 its eviction loses
+    (solver/preemption.py, step 5)."""
+    return job_document(
+        "low", replicas=1, priorityClassName="low-priority", runningEstimate="36000s"
+    )
+
+
 async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gone(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -54,7 +63,7 @@ async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gon
     stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
     await stream.hello()
     await stream.reply(inventory(1, used=0), "ack")
-    low = await submit(api, job_document("low", replicas=1, priorityClassName="low-priority"))
+    low = await submit(api, victim_document())
     low_id = uuid.UUID(low.json()["uid"])
     assert len((await scheduler.run_once()).result.placed) == 1
     # The victim runs (its pods use the node) and has run past the minimum run time.
@@ -131,7 +140,7 @@ async def test_a_nomination_not_started_in_time_is_withdrawn_and_a_cancelled_pre
     stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
     await stream.hello()
     await stream.reply(inventory(1, used=0), "ack")
-    low = await submit(api, job_document("low", replicas=1, priorityClassName="low-priority"))
+    low = await submit(api, victim_document())
     await scheduler.run_once()
     await stream.reply(inventory(2, used=8), "ack")
     async with transaction(app.state.sessions) as session:

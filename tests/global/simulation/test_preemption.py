@@ -42,7 +42,8 @@ def test_a_high_priority_gang_evicts_a_low_one_which_starts_again_from_scratch(
 ) -> None:
     times, result = run([L, H], policy, preemption=Rules(min_run_s=600))
     # H evicts L at 1,000 and runs to 1,100; L waits for H, restarts at 1,100 and redoes all
-    # 2,000 s: 32 GPUs x 1,000 s lost.
+    # 2,000 s: 32 GPUs x 1,000 s lost. Worth it: no job has finished, so L is expected to run
+    # the default 3,600 s and end in 2,600; waiting would cost H 16 GPUs x 2,600 s, more.
     assert times == {"L": (1100.0, 3100.0), "H": (1000.0, 1100.0)}
     assert result.evictions == [(1000.0, "L", "H")]
     (victim,) = [r for r in result.records if r.job.id == "L"]
@@ -66,6 +67,9 @@ def test_with_checkpoints_a_victim_loses_only_the_work_since_the_last() -> None:
         (L, replace(H, priority=0), Rules()),  # not a lower priority
         (L, H, Rules(min_run_s=1200)),  # L has not run long enough at 1,000
         (L, H, Rules(max_gpus=16)),  # the cap: L's 32 GPUs are more than a round may evict
+        # L's runningEstimate (its true 2,000 s): it ends in 1,000 s; waiting costs H 16 GPUs
+        # x 1,000 s, less than the 32 x 1,000 s evicting L would lose.
+        (replace(L, estimate_s=2000.0), H, Rules()),
     ],
 )
 def test_no_eviction(low: TraceJob, high: TraceJob, rules: Rules) -> None:
@@ -99,7 +103,7 @@ def test_the_command_runs_with_two_priority_classes_and_preemption(tmp_path: Pat
     )
     args = ["--scenario", str(scenario), "--jobs", "60", "--load", "2", "--min-gpus", "8"]
     args += ["--policy", "backfill", "--out", str(tmp_path / "out"), "--high-priority-share", "0.3"]
-    args += ["--preemption", "--min-run", "60", "--checkpoint", "600"]
+    args += ["--preemption", "--min-run", "60", "--checkpoint", "600", "--wait-weight", "100"]
     result = subprocess.run(
         [sys.executable, "-m", "volcano_global.cli.main", "simulate", *args],
         capture_output=True,

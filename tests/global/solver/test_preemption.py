@@ -6,7 +6,14 @@ from dataclasses import replace
 
 from volcano_global.solver import ClusterCapacity, Decision, JobDecision, Leaf, Policy, Snapshot
 from volcano_global.solver.model import JobRequest, LinkBandwidth, LinkState, RunningJob
-from volcano_global.solver.preemption import PREEMPT, RECLAIM, Rules, Standing, preempt
+from volcano_global.solver.preemption import (
+    PREEMPT,
+    RECLAIM,
+    Rules,
+    Standing,
+    expected_wait,
+    preempt,
+)
 
 HOUR = 3600.0
 
@@ -23,12 +30,16 @@ def running(
     *,
     priority: int = 0,
     ran_h: float = 1.0,
+    ends_h: float = 4.0,
     queue: str = "default",
     preemptable: bool = True,
 ) -> RunningJob:
+    """Expected to end in `ends_h` hours: by default late enough that waiting for it costs
+    a preemptor more than any victim here loses (step 5 of the rule holds)."""
     return RunningJob(
         job_id,
         ((cluster, "H100", gpus),),
+        ends_in_s=ends_h * HOUR,
         priority=priority,
         queue=queue,
         preemptable=preemptable,
@@ -64,6 +75,7 @@ def test_the_lowest_priority_then_the_least_work_lost_is_evicted() -> None:
     assert [v.id for v in e.victims] == ["young"]
     assert e.kind == PREEMPT and e.placement.shares[0].cluster == "a"
     assert "32 GPUs, 32.0 GPU-hours lost" in e.reason and "young (priority 0" in e.reason
+    assert "4.0 h expected, 128.0 GPU-hours" in e.reason  # 32 GPUs x 4 h
     # A 64-GPU preemptor needs both.
     assert ids(evict(waiting(64), run)) == [["young", "old"]]
     # Priority before work: a priority-1 job that lost less is taken after the priority-0 one.
@@ -187,3 +199,46 @@ def test_the_cap_on_work_lost_per_round() -> None:
     run = [running("x", "a", 64, ran_h=2.0)]  # 128 GPU-hours lost
     assert evict(waiting(64), run, rules=Rules(max_lost_gpu_hours=100)) == []
     assert ids(evict(waiting(64), run, rules=Rules(max_lost_gpu_hours=128))) == [["x"]]
+
+
+def test_no_eviction_when_waiting_costs_less_than_the_work_lost() -> None:
+    # x (64 GPUs) ran 2 h: evicting it loses 128 GPU-hours. Expected to end in 0.5 h, waiting
+    # costs the 64-GPU preemptor 32 GPU-hours: it waits. Ending in 3 h (192): it evicts.
+    soon = running("x", "a", 64, ran_h=2.0, ends_h=0.5)
+    assert evict(waiting(64), [soon]) == []
+    assert ids(evict(waiting(64), [replace(soon, ends_in_s=3 * HOUR)])) == [["x"]]
+    # Exactly even (2 h: 128 against 128) evicts; a weight of 0.5 halves what waiting costs.
+    even = replace(soon, ends_in_s=2 * HOUR)
+    assert ids(evict(waiting(64), [even])) == [["x"]]
+    assert evict(waiting(64), [even], rules=Rules(wait_weight=0.5)) == []
+    # Without the test (None), the old rule: evict whenever a set is found.
+    assert ids(evict(waiting(64), [soon], rules=Rules(wait_weight=None))) == [["x"]]
+
+
+def test_the_wait_is_until_running_work_makes_room_not_until_the_victims_end() -> None:
+    # y is the cheaper victim (0.5 h run: 16 GPU-hours) but x, which will not be evicted
+    # (2 h run: 64), ends in 0.25 h and frees 32 GPUs: a 32-GPU preemptor would wait 0.25 h,
+    # 8 GPU-hours < 16: it waits. Were x to end in 1 h (32 GPU-hours), y would be evicted.
+    x = running("x", "a", 32, ran_h=2.0, ends_h=0.25)
+    y = running("y", "a", 32, ran_h=0.5, ends_h=3.0)
+    assert evict(waiting(32), [x, y]) == []
+    assert ids(evict(waiting(32), [replace(x, ends_in_s=HOUR), y])) == [["y"]]
+    # A 64-GPU preemptor needs both gone: 3 h x 64 = 192 GPU-hours against 80 lost.
+    assert ids(evict(waiting(64), [x, y])) == [["y", "x"]]
+    # Work of any priority counts towards the room, unevictable work too: z (priority 20,
+    # above the preemptor's) ends in 0.1 h, so the 32-GPU preemptor waits rather than evict y.
+    z = running("z", "a", 32, priority=20, ends_h=0.1)
+    assert evict(waiting(32), [z, replace(y, ends_in_s=3 * HOUR)]) == []
+
+
+def test_the_expected_wait_is_the_end_after_which_the_job_fits() -> None:
+    # Eight one-node jobs fill a; r7 ends first (1 h), r0 last (8 h). A 4-node gang fits once
+    # the four earliest (r7, r6, r5, r4) ended: 4 h; an 8-node gang at 8 h; a 9-node never.
+    run = [running(f"r{i}", "a", 8, ends_h=8.0 - i) for i in range(8)]
+    state = (full("a"),)
+    assert expected_wait(waiting(32), run, state, {}) == 4 * HOUR
+    assert expected_wait(waiting(64), run, state, {}) == 8 * HOUR
+    assert expected_wait(waiting(72), run, state, {}) == float("inf")
+    # A job ending sooner in another cluster frees nothing the gang can use.
+    other = [running("b0", "b", 8, ends_h=0.1)]
+    assert expected_wait(waiting(32), other + run, state, {}) == 4 * HOUR

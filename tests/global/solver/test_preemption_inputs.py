@@ -52,6 +52,7 @@ def victim(job_id: str, clu: str, gpus: int) -> RunningJob:
     return RunningJob(
         job_id,
         ((clu, "H100", gpus),),
+        ends_in_s=10 * HOUR,  # waiting for it would cost more than evicting it
         priority=0,
         run_s=2 * HOUR,
         lost_s=2 * HOUR,
@@ -100,3 +101,10 @@ def test_never_evicts_nothing_and_growth_never_evicts() -> None:
     snap = Snapshot(clusters=full, jobs=(grow,), running=(victim("low", "a", 64),))
     pending = Decision(Policy.GREEDY, "FEASIBLE", (JobDecision(grow.id, False),))
     assert preempt(snap, pending) == []
+    waiting = replace(grow, id="waiting")  # the same request, from a waiting job, evicts
+    assert (
+        preempt(
+            replace(snap, jobs=(waiting,)), replace(pending, jobs=(JobDecision("waiting", False),))
+        )
+        != []
+    )
