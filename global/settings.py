@@ -49,6 +49,12 @@ class PreemptionSettings(BaseModel):
     )
     max_jobs: int = Field(4, ge=1, description="Jobs evicted per round, in all.")
     max_gpus: int = Field(1024, ge=1, description="GPUs of the jobs evicted per round, in all.")
+    wait_weight: float | None = Field(
+        1.0,
+        ge=0,
+        description="Evict only when the preemptor's GPUs x its expected wait x this is at "
+        "least the victims' lost GPU-hours (null: whenever the other rules allow).",
+    )
     start_timeout_s: float = Field(
         600.0,
         gt=0,

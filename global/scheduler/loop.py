@@ -103,6 +103,7 @@ class Scheduler:
                 min_run_s=preemption.min_run_s,
                 max_jobs=preemption.max_jobs,
                 max_gpus=preemption.max_gpus,
+                wait_weight=preemption.wait_weight,
             )
             if preemption.enabled
             else None
