@@ -242,7 +242,8 @@ def sections(*, quick: bool = False, seeds: list[int] | None = None) -> list[str
 def write_section(lines: list[str]) -> None:
     text = DOC.read_text()
     new = "\n".join(lines) + "\n"
-    pattern = re.compile(r"## 3\. Policies over time.*?(?=## Reading the numbers)", re.S)
+    # Up to the next section of the same level (3b, 3c... are written by other benches).
+    pattern = re.compile(r"## 3\. Policies over time.*?(?=\n## )", re.S)
     if not pattern.search(text):
         raise SystemExit(f"{DOC}: no section 3 to replace")
     DOC.write_text(pattern.sub(lambda _: new, text))
