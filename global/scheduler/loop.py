@@ -248,10 +248,14 @@ class Scheduler:
             outcomes = await supervise(
                 session, default_timeout_s=self.settings.scheduling.gang_start_timeout_s
             )
-        async with transaction(self.sessions) as session:
-            started = await start_nominated(
-                session, timeout_s=self.settings.scheduling.preemption.start_timeout_s
-            )
+        try:
+            async with transaction(self.sessions) as session:
+                started = await start_nominated(
+                    session, timeout_s=self.settings.scheduling.preemption.start_timeout_s
+                )
+        except Exception:  # a defect in one nomination must not stop the rounds behind it
+            log.exception("starting the nominated preemptors failed")
+            started = []
         for name in started:
             log.info("%s placed: the jobs it preempted are gone", name)
         for outcome in outcomes:

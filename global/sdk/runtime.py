@@ -156,6 +156,8 @@ def _post(
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         raise ReportError(f"the Global refused the report ({exc.code}): {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:  # down, unreachable, timed out
+        raise ReportError(f"the Global could not be reached: {exc}") from None
 
 
 def parse_parallelism(text: str) -> dict[str, int]:

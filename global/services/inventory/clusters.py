@@ -17,9 +17,9 @@ from volcano_global.db.models import (
     Job,
     Node,
     Placement,
-    PlacementState,
     TokenRole,
 )
+from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
 from volcano_global.services.tenancy.tokens import issue_token, revoke_cluster_tokens
@@ -122,7 +122,7 @@ async def delete_cluster(session: AsyncSession, *, name: str) -> None:
             select(Job.namespace, Job.name)
             .join(Placement, Placement.job_id == Job.id)
             .join(ClusterShare, ClusterShare.placement_id == Placement.id)
-            .where(ClusterShare.cluster_id == cluster.id, Placement.state == PlacementState.ACTIVE)
+            .where(ClusterShare.cluster_id == cluster.id, Placement.state.in_(HOLDING))
             .limit(5)
         )
     ).all()

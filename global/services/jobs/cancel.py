@@ -19,7 +19,7 @@ from volcano_global.db.models import (
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
-from volcano_global.services.lifecycle.jobs import transition
+from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
 
 
@@ -33,14 +33,23 @@ async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
 async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     """Cancel a job; cancelling a cancelled job changes nothing. Its active placement is
     released, which frees its capacity and link bandwidth."""
-    job = await get_job(session, uid=uid)
+    await get_job(session, uid=uid)
+    # Locked placement first, then the job (the order of the rounds and the agents' reports),
+    # and both read again as they are now: a nomination started, or a round's placement made,
+    # since the first read is what gets ended (else its shares would run for a cancelled job).
+    await session.execute(_ACTIVE_PLACEMENT.with_for_update(of=Placement), {"job_id": uid})
+    job = (await lock_jobs(session, [uid]))[uid]
     if job.state is JobState.CANCELLED:
         return job
     if job.is_terminal:
         raise Conflict(f"job {job.namespace}/{job.name} already {job.state}")
+    active = (
+        await session.execute(
+            _ACTIVE_PLACEMENT.execution_options(populate_existing=True), {"job_id": uid}
+        )
+    ).scalar_one_or_none()
     transition(job, JobState.CANCELLED, message=f"cancelled by {by}")
     job.pending_reason = None
-    active = (await session.execute(_ACTIVE_PLACEMENT, {"job_id": job.id})).scalar_one_or_none()
     if active is not None:
         nominated = active.state is PlacementState.NOMINATED  # nothing was dispatched
         await end_placement(

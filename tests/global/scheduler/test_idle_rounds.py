@@ -64,8 +64,8 @@ async def test_a_job_waiting_out_its_resize_interval_idles_the_loop_until_it_end
     await create_cluster(api, "gpu-east")
     body = inventory("gpu-east", tors=1, nodes_per_tor=4)
     assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=body)).status_code == 200
-    # Placed 598 s ago: 2 s left of the 600 s interval.
-    uid = await narrow_job(app, api, placed_ago=timedelta(seconds=598))
+    # Placed 594 s ago: 6 s left of the 600 s interval (room for two slow rounds under load).
+    uid = await narrow_job(app, api, placed_ago=timedelta(seconds=594))
     wider = inventory("gpu-east", tors=1, nodes_per_tor=8)
     for node in wider["nodes"][:4]:
         node["gpuUsed"] = 8
@@ -75,6 +75,6 @@ async def test_a_job_waiting_out_its_resize_interval_idles_the_loop_until_it_end
     assert first is None or not first.result.resized
     assert await scheduler.run_once() is None
     # The interval ends with nothing else moving: the next round grows it.
-    await asyncio.sleep(2.2)
+    await asyncio.sleep(6.2)
     report = await scheduler.run_once()
     assert report is not None and report.result.resized == [uid]

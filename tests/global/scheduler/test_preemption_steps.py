@@ -121,6 +121,9 @@ async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gon
     assert why is not None and "are not free yet (the evicted pods are terminating)" in why
 
     await stream.reply(inventory(3, used=0), "ack")  # the pods are gone
+    # The node is free now, and a round would give it to `other` but for the nomination.
+    report = await scheduler.run_once()
+    assert report is None or not report.result.placed
     await scheduler.supervise()
     state, _ = await state_of_high()
     assert state is JobState.PLACED
@@ -133,7 +136,7 @@ async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gon
     await stream.close()
 
 
-async def test_a_nomination_not_started_in_time_is_withdrawn_and_a_cancelled_preemptor_frees_it(
+async def test_a_nomination_not_started_in_time_is_withdrawn(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     scheduler = app.state.scheduler
@@ -168,4 +171,38 @@ async def test_a_nomination_not_started_in_time_is_withdrawn_and_a_cancelled_pre
         "not started within 600 s: waiting for the evicted jobs' shares to be removed"
     )
     assert await rows(app, Event, Event.job_id == high_id, Event.reason == "NominationWithdrawn")
+    await stream.close()
+
+
+async def test_cancelling_a_nominated_preemptor_withdraws_it_and_sends_nothing(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    scheduler = app.state.scheduler
+    stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
+    await stream.hello()
+    await stream.reply(inventory(1, used=0), "ack")
+    low = await submit(
+        api,
+        job_document("low", replicas=1, priorityClassName="low-priority", runningEstimate="36000s"),
+    )
+    await scheduler.run_once()
+    await stream.reply(inventory(2, used=8), "ack")
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job)
+            .where(Job.id == uuid.UUID(low.json()["uid"]))
+            .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
+        )
+    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
+    high_id = uuid.UUID(high.json()["uid"])
+    assert (await scheduler.run_once()).result.nominated == [str(high_id)]
+    cancelled = await api.post(f"/api/v1/jobs/{high_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] == "Cancelled"
+    [placement] = await rows(app, Placement, Placement.job_id == high_id)
+    assert placement.state is PlacementState.WITHDRAWN
+    assert not await rows(app, OutboxMessage, OutboxMessage.placement_id == placement.id)
+    await scheduler.supervise()  # nothing left to start
+    [placement] = await rows(app, Placement, Placement.job_id == high_id)
+    assert placement.state is PlacementState.WITHDRAWN
     await stream.close()
