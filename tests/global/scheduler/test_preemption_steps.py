@@ -56,17 +56,14 @@ def victim_document() -> dict:
     )
 
 
-async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gone(
-    app: FastAPI, api: httpx.AsyncClient
-) -> None:
-    scheduler = app.state.scheduler
+async def running_victim(app: FastAPI, api: httpx.AsyncClient) -> tuple[Stream, uuid.UUID]:
+    """One node, and the victim running on it (its pods use the node) past the minimum run
+    time; returns the cluster's stream and the victim's id."""
     stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
     await stream.hello()
     await stream.reply(inventory(1, used=0), "ack")
-    low = await submit(api, victim_document())
-    low_id = uuid.UUID(low.json()["uid"])
-    assert len((await scheduler.run_once()).result.placed) == 1
-    # The victim runs (its pods use the node) and has run past the minimum run time.
+    low_id = uuid.UUID((await submit(api, victim_document())).json()["uid"])
+    assert len((await app.state.scheduler.run_once()).result.placed) == 1
     await stream.reply(inventory(2, used=8), "ack")
     async with transaction(app.state.sessions) as session:
         await session.execute(
@@ -74,6 +71,14 @@ async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gon
             .where(Job.id == low_id)
             .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
         )
+    return stream, low_id
+
+
+async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gone(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    scheduler = app.state.scheduler
+    stream, low_id = await running_victim(app, api)
     [victim_placement] = await rows(app, Placement, Placement.job_id == low_id)
 
     high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
@@ -140,18 +145,7 @@ async def test_a_nomination_not_started_in_time_is_withdrawn(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     scheduler = app.state.scheduler
-    stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
-    await stream.hello()
-    await stream.reply(inventory(1, used=0), "ack")
-    low = await submit(api, victim_document())
-    await scheduler.run_once()
-    await stream.reply(inventory(2, used=8), "ack")
-    async with transaction(app.state.sessions) as session:
-        await session.execute(
-            update(Job)
-            .where(Job.id == uuid.UUID(low.json()["uid"]))
-            .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
-        )
+    stream, _ = await running_victim(app, api)
     high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
     high_id = uuid.UUID(high.json()["uid"])
     assert (await scheduler.run_once()).result.nominated == [str(high_id)]
@@ -178,21 +172,7 @@ async def test_cancelling_a_nominated_preemptor_withdraws_it_and_sends_nothing(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     scheduler = app.state.scheduler
-    stream = Stream(app, str((await create_cluster(api, "gpu-east"))["agentToken"]))
-    await stream.hello()
-    await stream.reply(inventory(1, used=0), "ack")
-    low = await submit(
-        api,
-        job_document("low", replicas=1, priorityClassName="low-priority", runningEstimate="36000s"),
-    )
-    await scheduler.run_once()
-    await stream.reply(inventory(2, used=8), "ack")
-    async with transaction(app.state.sessions) as session:
-        await session.execute(
-            update(Job)
-            .where(Job.id == uuid.UUID(low.json()["uid"]))
-            .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(hours=2))
-        )
+    stream, _ = await running_victim(app, api)
     high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
     high_id = uuid.UUID(high.json()["uid"])
     assert (await scheduler.run_once()).result.nominated == [str(high_id)]
