@@ -74,6 +74,14 @@ async def running_victim(app: FastAPI, api: httpx.AsyncClient) -> tuple[Stream, 
     return stream, low_id
 
 
+async def nominated_preemptor(app: FastAPI, api: httpx.AsyncClient) -> uuid.UUID:
+    """A high-priority one-node job, nominated by the next round over the running victim."""
+    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
+    high_id = uuid.UUID(high.json()["uid"])
+    assert (await app.state.scheduler.run_once()).result.nominated == [str(high_id)]
+    return high_id
+
+
 async def test_the_preemptor_holds_the_victims_gpus_and_starts_once_they_are_gone(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -146,9 +154,7 @@ async def test_a_nomination_not_started_in_time_is_withdrawn(
 ) -> None:
     scheduler = app.state.scheduler
     stream, _ = await running_victim(app, api)
-    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
-    high_id = uuid.UUID(high.json()["uid"])
-    assert (await scheduler.run_once()).result.nominated == [str(high_id)]
+    high_id = await nominated_preemptor(app, api)
     # Nobody acknowledges the cancellation: past the timeout the hold is given up.
     async with transaction(app.state.sessions) as session:
         await session.execute(
@@ -173,9 +179,7 @@ async def test_cancelling_a_nominated_preemptor_withdraws_it_and_sends_nothing(
 ) -> None:
     scheduler = app.state.scheduler
     stream, _ = await running_victim(app, api)
-    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
-    high_id = uuid.UUID(high.json()["uid"])
-    assert (await scheduler.run_once()).result.nominated == [str(high_id)]
+    high_id = await nominated_preemptor(app, api)
     cancelled = await api.post(f"/api/v1/jobs/{high_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["state"] == "Cancelled"
