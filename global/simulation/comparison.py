@@ -75,9 +75,8 @@ def judge(results: list[SimResult]) -> list[Judged]:
     common = set.intersection(*finished)
     everyone_started = set.intersection(*started)
     first = results[0]
-    half = first.capacity_gpus / max(len(first.cluster_gpus), 1) / 2
     biggest = max(first.cluster_gpus.values(), default=0)
-    large = {j.id for j in jobs if j.gpus >= half}
+    large = {j.id for j in jobs if is_large(first, j)}
     splitter_only = {j.id for j in jobs if j.gpus > biggest}
     out = []
     for res in results:
@@ -114,9 +113,18 @@ def judge(results: list[SimResult]) -> list[Judged]:
     return out
 
 
-def bounds(result: SimResult) -> Bounds:
-    """Over the jobs `judge` judges (any policy's result of the trace will do)."""
+def is_large(result: SimResult, job: TraceJob) -> bool:
+    """A gang of half an average cluster or more."""
+    return job.gpus >= result.capacity_gpus / max(len(result.cluster_gpus), 1) / 2
+
+
+def bounds(result: SimResult, *, large: bool = False) -> Bounds:
+    """Over the jobs `judge` judges (any policy's result of the trace will do); `large`: over
+    its large gangs alone (a bound on their average too: the other jobs only take capacity
+    from them)."""
     jobs = [r.job for r in result.records if r.job.id not in result.never_placeable]
+    if large:
+        jobs = [j for j in jobs if is_large(result, j)]
     capacity_gpus = result.capacity_gpus
     return Bounds(
         avg_jct_duration_s=_mean(j.duration_s for j in jobs),
