@@ -62,10 +62,10 @@ def sweep(loads: list[float], seeds: list[int]) -> list[str]:
         "32-1,024 GPUs, Kalos sizes and durations, arrivals Poisson at the load times the "
         "fleet's GPUs over the mean GPU-time) and CP-SAT options, at several loads; cpsat, "
         "greedy and first-fit only (allocation while backlog is over the jobs those three "
-        "started). Each cell is the minimum over the seeds (the worst seed for CP-SAT). "
-        "Ceiling: first-fit's average JCT over the lower bound (fluid SRPT on the fleet's GPUs, "
-        "or the average duration; for large gangs, the same bound over them alone), the most "
-        "any schedule could lead first-fit by on that seed; also its minimum over seeds.",
+        "started). Each ratio is the minimum over the seeds. Ceiling: the minimum over the "
+        "seeds of first-fit's average JCT over the lower bound (fluid SRPT on the fleet's GPUs, "
+        "or the average duration; for large gangs, the same bound over them alone, as if no "
+        "other job ran): on that seed no schedule leads first-fit by more.",
         "",
         "| fleet | load | avg JCT vs first-fit | ceiling | vs greedy | large gangs vs first-fit "
         "| ceiling | large vs greedy | CP-SAT alloc while backlog | CP-SAT / first-fit large "
