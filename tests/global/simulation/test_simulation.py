@@ -251,6 +251,23 @@ def test_the_policies_judged_over_the_same_jobs_by_hand() -> None:
     assert (limit.avg_jct_fluid_s, limit.avg_jct_s) == (62.5, 75.0)
 
 
+def test_the_bound_over_large_gangs_by_hand() -> None:
+    # On 2 x 16 GPUs a large gang is 8 GPUs or more: S (4 GPUs, 400 s) is not one, L1 (16
+    # GPUs, 100 s) and L2 (16 GPUs, 50 s, arriving at 10) are.
+    jobs = [
+        TraceJob("S", 0.0, pods=1, gpus_per_pod=4, duration_s=400.0),
+        TraceJob("L1", 0.0, pods=2, gpus_per_pod=8, duration_s=100.0),
+        TraceJob("L2", 10.0, pods=2, gpus_per_pod=8, duration_s=50.0),
+    ]
+    result = Simulation(two_clusters(), jobs, Policy.FIRST_FIT).run()
+    # Over L1 and L2 alone on 32 GPUs: L1's 1,600 GPU-s run alone until 10 (320 done), then
+    # L2's 800 (shorter) end at 35 and L1's last 1,280 at 75: (75 + 25) / 2 = 50, below their
+    # durations' 75. Over all three S's 1,600 GPU-s come last: the bound is the durations' 183.3.
+    large = bounds(result, large=True)
+    assert (large.avg_jct_fluid_s, large.avg_jct_s) == (50.0, 75.0)
+    assert bounds(result).avg_jct_s == pytest.approx(550 / 3)
+
+
 def one_cluster_of_two_nodes() -> Scenario:
     spec = {"nodeGroups": [{"count": 2, "gpusPerNode": 8, "gpuModel": "H100"}]}
     return Scenario.model_validate({"clusters": [{"name": "c0", "spec": spec}]})
