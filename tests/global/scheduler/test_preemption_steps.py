@@ -27,6 +27,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.tenancy.queue_shares import current_shares
 
 
 def inventory(seq: int, used: int) -> pb.AgentMessage:
@@ -189,4 +190,20 @@ async def test_cancelling_a_nominated_preemptor_withdraws_it_and_sends_nothing(
     await scheduler.supervise()  # nothing left to start
     [placement] = await rows(app, Placement, Placement.job_id == high_id)
     assert placement.state is PlacementState.WITHDRAWN
+    await stream.close()
+
+
+async def test_a_nominated_preemptor_counts_once_in_its_queue_held_not_also_waiting(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Fair share divides the fleet by what each queue holds plus what it waits for: the
+    nomination's GPUs are held, so the preemptor is not also waiting."""
+    stream, _ = await running_victim(app, api)
+    await nominated_preemptor(app, api)
+    queue = (await api.get("/api/v1/queues/default")).json()
+    # The nominated preemptor holds 8 GPUs; the requeued victim waits for 8.
+    assert queue["allocatedGpus"] == 8
+    assert (queue["usage"]["pendingJobs"], queue["usage"]["pendingGpus"]) == (2, 8)
+    async with transaction(app.state.sessions) as session:
+        assert (await current_shares(session))["default"].wanted == 16
     await stream.close()
