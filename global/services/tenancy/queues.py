@@ -28,6 +28,7 @@ from volcano_global.jobspec.queue_document import (
     queue_document,
     read_queue,
 )
+from volcano_global.services.wakeups import room_may_have_changed
 
 HOLDING_STATES = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING)
 # Pending and not a preemptor waiting for its victims: its nomination holds its place (and
@@ -103,6 +104,7 @@ async def apply_queue(
         queue = Queue(name=definition.name)
         session.add(queue)
     _store(queue, definition)
+    room_may_have_changed(session)  # a quota, share or state other jobs may be placed under
     await session.flush()
     return queue
 
