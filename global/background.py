@@ -18,6 +18,7 @@ from volcano_global.db.notifications import Listener
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
 from volcano_global.services.lifecycle.outbox import OUTBOX
+from volcano_global.services.wakeups import ROUNDS
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def server_loops(
             )
         )
     if settings.scheduling.enabled:
-        loops.append(scheduling_rounds(scheduler))
+        loops += scheduling_loops(settings, engine, scheduler)
     return loops
 
 
@@ -80,6 +81,24 @@ def scheduling_rounds(scheduler: Scheduler) -> Loop:
     """Gang supervision and a placement round, back to back (the step waits for a wake-up or
     the scheduling period itself)."""
     return Loop("scheduling-rounds", scheduler.step, every_s=0)
+
+
+def scheduling_loops(settings: Settings, engine: AsyncEngine, scheduler: Scheduler) -> list[Loop]:
+    """The rounds and, on Postgres, what wakes them from other processes: a cancel, a queue
+    change or an agent's report of freed GPUs committed by another replica
+    (`services/wakeups.py`)."""
+    loops = [scheduling_rounds(scheduler)]
+    if engine.dialect.name == "postgresql":
+        listener = Listener(create_engine(settings.database_url, pool_size=1), ROUNDS)
+        loops.append(
+            Loop(
+                "rounds-notifications",
+                listener.listen,
+                every_s=1.0,
+                close=listener.engine.dispose,
+            )
+        )
+    return loops
 
 
 class Background:

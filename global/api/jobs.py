@@ -19,7 +19,7 @@ from volcano_global.api.deps import (
     Submitter,
 )
 from volcano_global.api.documents import body_format, document_body
-from volcano_global.db.models import JobState, PlacementState
+from volcano_global.db.models import JobState, PlacementState, TokenRole
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.schemas.common import ListMeta, error_responses
 from volcano_global.schemas.jobs import (
@@ -306,9 +306,15 @@ async def report_checkpoint(
 ) -> Checkpoint:
     """A training process saved a checkpoint (with the job token the agent injected, or an
     admin token). Preemption counts the work an eviction would lose from the newest one of
-    the job's current run, so a job that just saved one is evicted before one that has not."""
+    the job's current run, so a job that just saved one is evicted before one that has not.
+    A job token of a run that has ended, while a later run holds the job, is refused (409)."""
     caller.require_job(uid)
-    at = await measurements.record_checkpoint(session, uid=uid, step=body.step)
+    at = await measurements.record_checkpoint(
+        session,
+        uid=uid,
+        step=body.step,
+        run_token_issued_at=caller.issued_at if caller.role is TokenRole.JOB else None,
+    )
     return Checkpoint(step=body.step, checkpointed_at=at)
 
 

@@ -3,7 +3,9 @@ agent streams, so its rounds (tens of thousands of leaves on a large federation)
 an API replica's event loop. Run the API replicas with `VGLOBAL_SCHEDULING__ENABLED=false`.
 Postgres only: leadership is a Postgres advisory lock, so several such processes are safe (one
 leads). Nothing wakes this process on a submission: it looks for waiting jobs every
-`--interval-s` (one indexed query when nothing waits)."""
+`--interval-s` (one indexed query when nothing waits). Commits of other processes that may
+let a job run (a cancel, a queue change, an agent's report of freed GPUs) wake it at once
+(Postgres NOTIFY, `services/wakeups.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import signal
 import uvloop
 from prometheus_client import start_http_server
 
-from volcano_global.background import Background, scheduling_rounds
+from volcano_global.background import Background, scheduling_loops
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.metrics import Metrics
@@ -52,7 +54,7 @@ async def _schedule(settings: Settings, metrics_port: int | None) -> None:
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-    background = Background([scheduling_rounds(scheduler)])
+    background = Background(scheduling_loops(settings, engine, scheduler))
     log.info("scheduling (looking for waiting jobs every %.2f s)", settings.scheduling.interval_s)
     try:
         await stopping.wait()

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import math
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -30,6 +31,7 @@ from volcano_global.services.scheduling.snapshot import (
     narrow_elastic,
 )
 from volcano_global.services.scheduling.timing import duration_model
+from volcano_global.services.wakeups import FLEET, ROUNDS
 from volcano_global.settings import Settings
 from volcano_global.solver import (
     Policy,
@@ -73,13 +75,18 @@ class Scheduler:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.leadership = Leadership(engine)
-        self.wake = asyncio.Event()  # set by submissions and inventory changes to run sooner
+        # Set by submissions, and by commits that may let a job run (`services/wakeups.py`):
+        # the wait for the period ends, and so does idling (`_room_changed`).
+        self._watching = ExitStack()
+        self.wake = self._watching.enter_context(ROUNDS.watch(FLEET))
+        self._room_changed = self._watching.enter_context(ROUNDS.watch(FLEET))
         self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
         self._last_start = float("-inf")  # monotonic time the last step began
         self._last_busy = 0.0  # how long it took
         self._learnt: tuple[float, DurationModel] | None = None  # (monotonic time, durations)
         # The inventory versions of the last round that had only elastic growth to consider
-        # and grew nothing: until they move, such a round would find nothing either.
+        # and grew nothing: until they move (or a placement ends, or a queue changes), such a
+        # round would find nothing either.
         self._no_growth_at: dict[str, tuple[int, int]] | None = None
         # ... or until this monotonic time, when a narrow job's resize interval ends.
         self._no_growth_until = math.inf
@@ -206,7 +213,12 @@ class Scheduler:
     async def _work(self, session: AsyncSession, policy: Policy) -> bool:
         """Whether a round has something to do: a job waits, or (planned policies) an elastic
         job runs narrow and the inventories moved since a round last found no room to grow it
-        (a job ending shows there as the GPUs it frees), or its resize interval ended."""
+        (a job ending shows there as the GPUs it frees), something else may have made room (a
+        placement ended before its pods ran, a queue's quota changed), or its resize interval
+        ended."""
+        if self._room_changed.is_set():
+            self._room_changed.clear()  # before the snapshot: a later change sets it again
+            self._no_growth_at = None
         if await anything_pending(session):
             return True
         if not policy.planned or not await narrow_elastic(session):
@@ -288,5 +300,6 @@ class Scheduler:
         self.wake.clear()
 
     async def stop(self) -> None:
+        self._watching.close()
         await self.leadership.release()
         self.metrics.leader.set(0)

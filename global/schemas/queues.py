@@ -42,7 +42,10 @@ class QueueUsage(ApiModel):
     allocated_gpus: int
     pending_jobs: int
     active_jobs: int
-    pending_gpus: int
+    pending_gpus: int = Field(
+        description="GPUs its waiting jobs ask for (a preemptor's nomination counts as "
+        "allocated, not here)"
+    )
 
 
 class QueueOut(ApiModel):

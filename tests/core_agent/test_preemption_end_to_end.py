@@ -6,7 +6,6 @@ every victim's share is gone, never on GPUs a victim still holds."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -15,10 +14,11 @@ from sqlalchemy import update
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import job_document
+from tests.factories import eventually, job_document
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
+from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
 
 SPEC = ClusterSpec.model_validate(
     {
@@ -56,6 +56,21 @@ def queue(name: str, reclaimable: bool) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"weight": 1, "reclaimable": reclaimable},
     }
+
+
+async def rounds_go_by(fed: Federation, *uids: str, rounds: int = 3) -> None:
+    """Wait until `rounds` more rounds have committed (every one after the first began after
+    the call, so saw the jobs as they are now), and check they considered each job."""
+    registry = fed.app.state.metrics.registry
+
+    def committed() -> float:
+        sample = {"outcome": "committed"}
+        return registry.get_sample_value("vglobal_scheduling_rounds_total", sample) or 0.0
+
+    start = committed()
+    await eventually(lambda: committed() >= start + rounds)
+    for uid in uids:
+        assert (await fed.job(uid))["pendingReason"] != NOT_YET_SCHEDULED, uid
 
 
 async def has_event(fed: Federation, uid: str, reason: str) -> bool:
@@ -163,7 +178,7 @@ async def test_a_class_that_never_preempts_waits_and_the_cap_holds_a_round_back(
         polite = await fed.submit(doc("polite", 1, "urgent-but-polite"))
         # Two nodes at once: two victims, but the cap allows one per round.
         wide = await fed.submit(doc("wide", 2, "high-priority"))
-        await asyncio.sleep(2)  # rounds go by (every 0.3 s)
+        await rounds_go_by(fed, polite, wide)
         assert (await fed.job(polite))["state"] == "Pending"
         assert (await fed.job(wide))["state"] == "Pending"
         for uid in low:
@@ -189,7 +204,7 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
         await age(fed, *research)
         # prod deserves half the cluster and holds nothing, but research may not be reclaimed.
         first = await fed.submit(doc("p-0", 1, "low-priority", queue="prod"))
-        await asyncio.sleep(2)  # rounds go by (every 0.3 s)
+        await rounds_go_by(fed, first)
         assert (await fed.job(first))["state"] == "Pending"
         assert not await has_event(fed, first, "Reclaiming")
         changed = await fed.api.put("/api/v1/queues/research", json=queue("research", True))

@@ -26,7 +26,12 @@ from volcano_global.settings import Settings
         (
             "postgresql+asyncpg://postgres@127.0.0.1:5432/unused",
             True,
-            ["clusters-silent-to-notready", "outbox-notifications", "scheduling-rounds"],
+            [
+                "clusters-silent-to-notready",
+                "outbox-notifications",
+                "scheduling-rounds",
+                "rounds-notifications",
+            ],
         ),
         (
             "sqlite+aiosqlite:///unused.db",
@@ -45,20 +50,21 @@ async def test_an_api_replica_runs_its_loops_at_their_periods(
     )
     engine = create_engine(url)  # nothing connects
     sessions = create_session_factory(engine)
-    loops = server_loops(
-        settings=settings,
-        engine=engine,
-        sessions=sessions,
-        scheduler=Scheduler(engine, sessions, settings),
-    )
+    scheduler = Scheduler(engine, sessions, settings)
+    loops = server_loops(settings=settings, engine=engine, sessions=sessions, scheduler=scheduler)
     try:
         assert [loop.name for loop in loops] == names
-        periods = {"clusters-silent-to-notready": 6.0, "outbox-notifications": 1.0}
+        periods = {
+            "clusters-silent-to-notready": 6.0,
+            "outbox-notifications": 1.0,
+            "rounds-notifications": 1.0,
+        }
         assert [loop.every_s for loop in loops] == [periods.get(n, 0) for n in names]
     finally:
         for loop in loops:
             if loop.close is not None:
                 await loop.close()
+        await scheduler.stop()
         await engine.dispose()
 
 

@@ -30,6 +30,7 @@ from volcano_global.services.inventory.snapshots import (
     insert_many,
     replace_inventory,
 )
+from volcano_global.services.wakeups import room_may_have_changed
 
 Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
 
@@ -97,6 +98,8 @@ async def apply_delta(
     )
     await insert_many(session, Node, inserts)
     await _apply_change(session, cluster.id, change)
+    if any(free > 0 for _, free in change.values()):  # e.g. a job's pods gone
+        room_may_have_changed(session)
     cluster.inventory_updated_at = now
     cluster.inventory_seq = seq
     await session.flush()

@@ -20,6 +20,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.domain_trees import mark_replaced
+from volcano_global.services.wakeups import room_may_have_changed
 
 UNKNOWN_GPU_MODEL = "unknown"
 # What a node adds to free capacity (`contribution`, the schedulers' histograms).
@@ -61,6 +62,7 @@ async def replace_inventory(
     """Replace everything the Global holds about the cluster's nodes and topology, in the
     caller's transaction (nothing is half-applied), and bump the inventory generation."""
     mark_replaced(session, cluster.id)
+    room_may_have_changed(session)
     await session.execute(delete(Node).where(Node.cluster_id == cluster.id))
     await session.execute(delete(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
     await session.execute(

@@ -21,6 +21,7 @@ from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.wakeups import room_may_have_changed
 
 
 async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
@@ -50,6 +51,7 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     ).scalar_one_or_none()
     transition(job, JobState.CANCELLED, message=f"cancelled by {by}")
     job.pending_reason = None
+    room_may_have_changed(session)  # what it holds, or the place in line it was owed
     if active is not None:
         nominated = active.state is PlacementState.NOMINATED  # nothing was dispatched
         await end_placement(

@@ -15,11 +15,11 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import Job, TokenRole
+from volcano_global.db.models import Job, Placement, PlacementState, TokenRole
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.tenancy.tokens import issue_token
 
@@ -39,12 +39,30 @@ def issue_job_token(session: AsyncSession, *, job: Job) -> str:
     )
 
 
-async def record_checkpoint(session: AsyncSession, *, uid: uuid.UUID, step: int) -> datetime:
+async def record_checkpoint(
+    session: AsyncSession, *, uid: uuid.UUID, step: int, run_token_issued_at: datetime | None
+) -> datetime:
     """The job saved a checkpoint now (the Global's clock: the processes' clocks are not
-    trusted). A report for a job that has ended is refused; one about a run that ended
-    before the job was requeued is kept, but counts for nothing, as it predates the next
-    start (`scheduling.timing`)."""
+    trusted). A report for a job that has ended is refused. So is one from a run that has
+    ended while a later run holds the job: its job token (`run_token_issued_at`; each
+    placement's pods get their own) was issued before the job's active placement was made.
+    Its time would count it for the later run, whose work it did not save (an evicted run's
+    pods may save one while they terminate, after the job started again elsewhere). A report
+    while the job has no active placement (requeued, waiting) is kept, but counts for
+    nothing, as it predates the next start (`scheduling.timing`); so is one with no run
+    named (an admin's), counted by its time alone."""
     job = await _live(session, uid)
+    if run_token_issued_at is not None:
+        current = await session.scalar(
+            select(func.max(Placement.created_at)).where(
+                Placement.job_id == uid, Placement.state == PlacementState.ACTIVE
+            )
+        )
+        if current is not None and run_token_issued_at < current:
+            raise Conflict(
+                f"job {job.namespace}/{job.name} was placed again after this token's run: a "
+                "checkpoint of a run that has ended does not count for the current run"
+            )
     job.checkpointed_at, job.checkpoint_step = utcnow(), step
     await session.flush()
     return job.checkpointed_at

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Placement, PlacementState
 from volcano_global.services.lifecycle.outbox import enqueue_cancellations
+from volcano_global.services.wakeups import room_may_have_changed
 
 
 async def end_placement(
@@ -22,5 +23,6 @@ async def end_placement(
     every cluster holding a share gets a cancellation saying it; without, none (every share
     has already ended where it ran)."""
     placement.state, placement.ended_at = state, utcnow()
+    room_may_have_changed(session)
     if cancel_reason is not None:
         await enqueue_cancellations(session, placement=placement, reason=cancel_reason)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select, true
+from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -42,6 +42,7 @@ from volcano_global.services.scheduling.elastic import (
 )
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
+from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
@@ -63,12 +64,6 @@ CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair sh
 # The planned order serves short work first: it chooses from more of the line (the oldest
 # 16 x window jobs by priority and submission; below a backlog that deep, from all of it).
 PLANNED_CANDIDATES = 16
-# Pending and not a preemptor waiting for its victims (its nomination holds its place).
-# (Correlated: the (job_id, state) index answers it, where NOT IN would scan the placements.)
-WAITING = and_(
-    Job.state == JobState.PENDING,
-    ~exists().where(Placement.job_id == Job.id, Placement.state == PlacementState.NOMINATED),
-)
 
 
 @dataclass

@@ -138,7 +138,7 @@ def _lost_s(began: datetime, saved: datetime | None, now: datetime) -> float | N
     """The work an eviction loses: since the newest checkpoint the job reported in this run,
     or (None) since it began."""
     if saved is None or saved < began:
-        return None  # no checkpoint, or one from a run before the job was requeued
+        return None  # no checkpoint, or one reported while the job waited to run again
     return max((now - saved).total_seconds(), 0.0)
 
 

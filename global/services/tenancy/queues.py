@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, case, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.locks import QUEUE_TREE_LOCK_KEY, advisory_xact_lock
@@ -28,8 +28,16 @@ from volcano_global.jobspec.queue_document import (
     queue_document,
     read_queue,
 )
+from volcano_global.services.wakeups import room_may_have_changed
 
 HOLDING_STATES = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING)
+# Pending and not a preemptor waiting for its victims: its nomination holds its place (and
+# its GPUs count as held). Correlated: the (job_id, state) index answers it, where NOT IN
+# would scan the placements.
+WAITING = and_(
+    Job.state == JobState.PENDING,
+    ~exists().where(Placement.job_id == Job.id, Placement.state == PlacementState.NOMINATED),
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ async def apply_queue(
         queue = Queue(name=definition.name)
         session.add(queue)
     _store(queue, definition)
+    room_may_have_changed(session)  # a quota, share or state other jobs may be placed under
     await session.flush()
     return queue
 
@@ -239,8 +248,8 @@ async def queue_usage(
     session: AsyncSession, *, queue_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, QueueUsage]:
     """Per queue: the GPUs its jobs hold (their active placements' shares: an elastic job
-    holds the width placed, not its document's; a preemptor, its nomination's), its waiting
-    jobs and the GPUs they ask for."""
+    holds the width placed, not its document's; a preemptor, its nomination's), its Pending
+    jobs, and the GPUs its waiting jobs ask for (not a nominated preemptor's: they are held)."""
     held = dict(
         (
             await session.execute(
@@ -266,7 +275,7 @@ async def queue_usage(
             Job.queue_id,
             func.sum(case((Job.state == JobState.PENDING, 1), else_=0)),
             func.sum(case((Job.state.not_in(TERMINAL_JOB_STATES), 1), else_=0)),
-            func.sum(case((Job.state == JobState.PENDING, Job.total_gpus), else_=0)),
+            func.sum(case((WAITING, Job.total_gpus), else_=0)),
         )
         .where(Job.queue_id.in_(queue_ids))
         .group_by(Job.queue_id)

@@ -29,6 +29,9 @@ class Principal:
     cluster_id: uuid.UUID | None = None
     job_id: uuid.UUID | None = None
     queues: tuple[str, ...] = ()  # a queue user's queues
+    # When the token was issued: a job token is issued with each placement of its job, so
+    # this tells which run of the job its processes belong to.
+    issued_at: datetime | None = None
 
     def require_admin(self) -> None:
         if self.role is not TokenRole.ADMIN:
@@ -149,6 +152,7 @@ async def authenticate(session: AsyncSession, *, token: str, admin_token: str | 
         cluster_id=row.cluster_id,
         job_id=row.job_id,
         queues=tuple(row.queues or ()),
+        issued_at=row.created_at,
     )
 
 

@@ -18,6 +18,7 @@ from tests.grpc_stream import Stream, node
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import (
+    Cluster,
     Event,
     Job,
     JobState,
@@ -27,9 +28,14 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.scheduling.snapshot import free_capacity
+from volcano_global.services.scheduling.timing import running_jobs
+from volcano_global.services.tenancy.queue_shares import current_shares
+from volcano_global.solver.durations import DurationModel
 
 
-def inventory(seq: int, used: int) -> pb.AgentMessage:
+def inventory(seq: int, used: int, *, free_nodes: int = 0) -> pb.AgentMessage:
+    """Node n0 with `used` GPUs in use, and `free_nodes` more nodes with none."""
     return pb.AgentMessage(
         snapshot=pb.InventorySnapshot(
             seq=seq,
@@ -37,7 +43,7 @@ def inventory(seq: int, used: int) -> pb.AgentMessage:
                 pb.Domain(name="spine", tier=2),
                 pb.Domain(name="tor0", tier=1, parent="spine"),
             ],
-            nodes=[node("n0", used=used)],
+            nodes=[node("n0", used=used), *(node(f"n{i}") for i in range(1, free_nodes + 1))],
         )
     )
 
@@ -189,4 +195,99 @@ async def test_cancelling_a_nominated_preemptor_withdraws_it_and_sends_nothing(
     await scheduler.supervise()  # nothing left to start
     [placement] = await rows(app, Placement, Placement.job_id == high_id)
     assert placement.state is PlacementState.WITHDRAWN
+    await stream.close()
+
+
+async def test_a_nominated_preemptor_counts_once_in_its_queue_held_not_also_waiting(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Fair share divides the fleet by what each queue holds plus what it waits for: the
+    nomination's GPUs are held, so the preemptor is not also waiting."""
+    stream, _ = await running_victim(app, api)
+    await nominated_preemptor(app, api)
+    queue = (await api.get("/api/v1/queues/default")).json()
+    # The nominated preemptor holds 8 GPUs; the requeued victim waits for 8.
+    assert queue["allocatedGpus"] == 8
+    assert (queue["usage"]["pendingJobs"], queue["usage"]["pendingGpus"]) == (2, 8)
+    async with transaction(app.state.sessions) as session:
+        assert (await current_shares(session))["default"].wanted == 16
+    await stream.close()
+
+
+async def job_token(app: FastAPI, placement_id: uuid.UUID) -> str:
+    """The job token the placement's assignment carries to its pods (one per placement)."""
+    [assign] = await rows(
+        app,
+        OutboxMessage,
+        OutboxMessage.placement_id == placement_id,
+        OutboxMessage.kind == OutboxKind.ASSIGN,
+    )
+    return str(assign.payload["job_token"])
+
+
+async def lost_s(app: FastAPI, job_id: uuid.UUID) -> float:
+    """The seconds of work preemption counts as lost if the running job were evicted now."""
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        run = await running_jobs(
+            session,
+            clusters,
+            await free_capacity(session, clusters),
+            now=utcnow(),
+            durations=DurationModel(),
+        )
+    [found] = [r for r in run if r.id == str(job_id)]
+    return found.lost_s
+
+
+async def test_a_checkpoint_the_evicted_run_reports_late_does_not_count_for_the_next_run(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The evicted run's pods may save a checkpoint while they terminate: kept while the job
+    waits, but it saves none of the next run's work, and once the job was placed again (it
+    may start elsewhere before they are gone) it is refused."""
+    scheduler = app.state.scheduler
+    stream, low_id = await running_victim(app, api)
+
+    async def checkpoint(placement: Placement, step: int) -> httpx.Response:
+        token = await job_token(app, placement.id)
+        return await api.post(
+            f"/api/v1/jobs/{low_id}/checkpoints",
+            json={"step": step},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    [first_run] = await rows(app, Placement, Placement.job_id == low_id)
+    await nominated_preemptor(app, api)
+    waiting = await checkpoint(first_run, 400)
+    assert waiting.status_code == 200, waiting.text
+    # Two more nodes: the nomination holds one (its victim's pods still use n0), the requeued
+    # victim is placed on the other and runs for an hour.
+    await stream.reply(inventory(3, used=8, free_nodes=2), "ack")
+    assert (await scheduler.run_once()).result.placed == [str(low_id)]
+    [second_run] = await rows(
+        app, Placement, Placement.job_id == low_id, Placement.state == PlacementState.ACTIVE
+    )
+    started = utcnow() - timedelta(hours=1)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job)
+            .where(Job.id == low_id)
+            # (The report came while it waited: before this run's start.)
+            .values(
+                state=JobState.RUNNING,
+                started_at=started,
+                checkpointed_at=started - timedelta(minutes=1),
+            )
+        )
+    assert await lost_s(app, low_id) >= 3600  # the whole hour of this run
+
+    late = await checkpoint(first_run, 500)
+    assert await lost_s(app, low_id) >= 3600
+    assert late.status_code == 409, late.text
+    assert "run that has ended" in late.json()["message"], late.text
+    assert (await api.get(f"/api/v1/jobs/{low_id}")).json()["checkpoint"]["step"] == 400
+    saved = await checkpoint(second_run, 300)
+    assert saved.status_code == 200, saved.text
+    assert await lost_s(app, low_id) < 60
     await stream.close()
