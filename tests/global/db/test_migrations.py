@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +19,12 @@ from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import create_postgres_database, drop_postgres_database
-from tests.factories import example, job_document
+from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
+from volcano_global.jobspec import ParseOptions, normalize_job
+from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
 
@@ -68,6 +70,42 @@ async def test_models_match_the_migrations(empty_engine: AsyncEngine) -> None:
             )
         )
     assert diff == []
+
+
+def _partial_indexes(conn: sa.Connection) -> dict[tuple[str, str], str]:
+    """(table, index) -> the index's WHERE, as the database reports it."""
+    found = {}
+    for table in inspect(conn).get_table_names():
+        for index in inspect(conn).get_indexes(table):
+            where = index.get("dialect_options", {}).get(f"{conn.dialect.name}_where")
+            if where is not None:
+                found[(table, str(index["name"]))] = str(where)
+    return found
+
+
+async def test_partial_indexes_match_the_models(
+    empty_engine: AsyncEngine, tmp_path: Path, fresh_database_name: str
+) -> None:
+    """compare_metadata does not compare an index's WHERE: the migrated one must read as the
+    one the models create."""
+    postgres = empty_engine.dialect.name == "postgresql"
+    model_name = f"{fresh_database_name}_models"
+    if postgres:
+        models = create_engine(await create_postgres_database(model_name))
+    else:
+        models = create_engine(f"sqlite+aiosqlite:///{tmp_path}/models.db")
+    try:
+        async with models.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+            expected = await conn.run_sync(_partial_indexes)
+        await migrate.upgrade(empty_engine)
+        async with empty_engine.connect() as conn:
+            assert await conn.run_sync(_partial_indexes) == expected
+        assert ("placements", "ix_placements_holding_state") in expected
+    finally:
+        await models.dispose()
+        if postgres:
+            await drop_postgres_database(model_name)
 
 
 async def test_postgres_replicas_starting_together_migrate_once(fresh_database_name: str) -> None:
@@ -186,3 +224,124 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
         "plain": (60.0, [], 3, None),
         "llm-training": (1200.5, [], 3, None),
     }
+
+
+# The tables as of revision 0015, with the columns a row needs.
+QUEUES_0015 = sa.table(
+    "queues",
+    *_columns(sa.Uuid(), "id"),
+    *_columns(sa.String(), "name"),
+    *_columns(sa.Integer(), "weight", "priority"),
+    *_columns(JSONType, "spec", "labels", "annotations"),
+    *_columns(sa.DateTime(timezone=True), "created_at", "updated_at"),
+)
+JOBS_0015 = sa.table(
+    "jobs",
+    *(sa.column(c.name, c.type) for c in JOBS_0008.columns),
+    *_columns(JSONType, "communication"),
+)
+
+
+def _submitted(
+    queue_id: uuid.UUID,
+    document: dict[str, Any],
+    *,
+    state: str = "Running",
+    before_opt_in: bool = False,
+) -> dict[str, Any]:
+    """The row submission stored for `document`. `before_opt_in`: as stored before resizing
+    became opt-in, when minAvailable below the replicas alone gave the job the width the parser
+    now gives it only with the declaration (the document is stored as sent, without it)."""
+    parsed = copy.deepcopy(document)
+    if before_opt_in:
+        parsed["metadata"].setdefault("annotations", {})[ELASTIC] = "true"
+    job = normalize_job(parsed, ParseOptions())
+    communication = job.communication
+    return _job_row(queue_id, document) | {
+        "state": state,
+        "gang": job.gang.model_dump(mode="json", by_alias=True),
+        "split_policy": job.split_policy.model_dump(mode="json", by_alias=True),
+        "communication": communication.model_dump(mode="json", by_alias=True)
+        if communication
+        else None,
+        "total_pods": job.gang.total_pods,
+        "total_gpus": job.gang.total_gpus,
+    }
+
+
+def _planned(name: str, replicas: int, plan: str, **spec: Any) -> dict[str, Any]:
+    document = job_document(name, replicas=replicas, **spec)
+    document["metadata"]["annotations"] = {COMMUNICATION: plan}
+    return document
+
+
+async def test_jobs_stored_elastic_without_opting_in_become_rigid(
+    empty_engine: AsyncEngine,
+) -> None:
+    await migrate.upgrade(empty_engine, "0015")
+    queue_id, now = uuid.uuid4(), utcnow()
+    unasked = [
+        # minAvailable to start before stragglers: whole units of one pod, at least 6.
+        _submitted(
+            queue_id, job_document("stragglers", replicas=8, minAvailable=6), before_opt_in=True
+        ),
+        # A plan without minDataParallel (stored as null) and minAvailable below the replicas.
+        _submitted(
+            queue_id,
+            _planned(
+                "planned-whole", 16, "{tensorParallel: 8, pipelineParallel: 2}", minAvailable=10
+            ),
+            state="Pending",
+            before_opt_in=True,
+        ),
+        # More than two pages of them (the migration reads 500 at a time).
+        *(
+            _submitted(
+                queue_id, job_document(f"gang-{i}", replicas=4, minAvailable=2), before_opt_in=True
+            )
+            for i in range(1100)
+        ),
+    ]
+    declared = [
+        _submitted(queue_id, elastic_document("declared", replicas=8, minAvailable=4)),
+        _submitted(
+            queue_id,
+            _planned("planned", 16, "{tensorParallel: 8, pipelineParallel: 2, minDataParallel: 3}"),
+        ),
+        # Finished: its record keeps the policy it ran under.
+        _submitted(
+            queue_id,
+            job_document("finished", replicas=8, minAvailable=6),
+            state="Succeeded",
+            before_opt_in=True,
+        ),
+    ]
+    stored = unasked + declared
+    assert all(row["split_policy"]["minUnits"] > 0 for row in stored)
+    async with empty_engine.begin() as conn:
+        await conn.execute(
+            QUEUES_0015.insert(),
+            [
+                {
+                    "id": queue_id,
+                    "name": "default",
+                    "weight": 1,
+                    "priority": 0,
+                    "spec": {},
+                    "labels": {},
+                    "annotations": {},
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+        await conn.execute(JOBS_0015.insert(), stored)
+    await migrate.upgrade(empty_engine, "0016")
+    jobs = Base.metadata.tables["jobs"]
+    async with empty_engine.connect() as conn:
+        rows = await conn.execute(sa.select(jobs.c.name, jobs.c.split_policy))
+        policies = {name: policy for name, policy in rows}
+    assert policies == {row["name"]: row["split_policy"] | {"minUnits": 0} for row in unasked} | {
+        row["name"]: row["split_policy"] for row in declared
+    }
+    assert {policies[n]["minUnits"] for n in ("declared", "planned", "finished")} == {4, 3, 6}
