@@ -113,6 +113,7 @@ def gang_sections(seeds: list[int], n: int, load: float, options: SimOptions) ->
                 f"| {' / '.join(f'{100 * j.allocation_backlog:.0f}%' for j in js)} "
                 f"| {max(j.oversubscribed_s for j in js):,.0f} |"
             )
+        lines += ["", *_by_size(per_seed)]
         ratios = _ratios(per_seed)
         for key, value in ratios.items():
             worst[key] = min(worst.get(key, math.inf), value)
@@ -133,6 +134,29 @@ def gang_sections(seeds: list[int], n: int, load: float, options: SimOptions) ->
         + ".",
         "",
     ]
+    return lines
+
+
+def _by_size(per_seed: list[dict]) -> list[str]:  # type: ignore[type-arg]
+    """Average JCT per size class that has jobs, and of the jobs only a splitter can run."""
+    first: list[Judged] = per_seed[0]["judged"]
+    classes = [k for k, v in first[0].jct_by_size.items() if not math.isnan(v)]
+    lines = [
+        "Average JCT by size class (s), per seed; a job a policy never finished counts until "
+        "its last finish:",
+        "",
+        "| policy | " + " | ".join(f"{c} GPUs" for c in classes) + " | splitter-only |",
+        "|---|" + "---:|" * (len(classes) + 1),
+    ]
+    for i, row in enumerate(ROWS):
+        js: list[Judged] = [c["judged"][i] for c in per_seed]
+        cells = [_each(j.jct_by_size[c] for j in js) for c in classes]
+        cells.append(
+            _each(j.splitter_only_avg_jct_s for j in js)
+            if any(j.splitter_only_jobs for j in js)
+            else "-"
+        )
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -166,7 +190,7 @@ def _lead(per_seed: list[dict], attr: str, bound: str) -> str:  # type: ignore[t
 
 
 def _each(values) -> str:  # type: ignore[no-untyped-def]
-    return " / ".join(f"{v:,.0f}" for v in values)
+    return " / ".join("-" if math.isnan(v) else f"{v:,.0f}" for v in values)
 
 
 def small_job_sections(options: SimOptions, *, quick: bool) -> list[str]:

@@ -206,9 +206,12 @@ class Simulation:
         for job in self.jobs:
             shape = (replace(request(job), id="probe", priority=0, queue="default"),)
             if shape not in verdict:
-                decision = solve(
-                    replace(empty, jobs=shape), Policy.CPSAT, SolveOptions(deterministic_time=1.0)
+                # The work limit decides, not the wall clock: a loaded machine must not
+                # change which jobs are judged.
+                options = SolveOptions(
+                    deterministic_time=1.0, time_limit_s=self.options.time_limit_s
                 )
+                decision = solve(replace(empty, jobs=shape), Policy.CPSAT, options)
                 verdict[shape] = decision.jobs[0].admitted
             if not verdict[shape]:
                 out.add(job.id)
