@@ -13,6 +13,7 @@ from volcano_global.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    Superseded,
     TooLarge,
     Unauthorized,
 )
@@ -25,6 +26,7 @@ STATUS_BY_ERROR: dict[type[DomainError], grpc.StatusCode] = {
     Forbidden: grpc.StatusCode.PERMISSION_DENIED,
     TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Busy: grpc.StatusCode.UNAVAILABLE,
+    Superseded: grpc.StatusCode.ABORTED,
 }
 # Any other domain error: the agent's message does not fit the Global's state.
 OTHER_DOMAIN_ERROR = grpc.StatusCode.FAILED_PRECONDITION
