@@ -4,6 +4,7 @@ HTTP counterpart)."""
 from __future__ import annotations
 
 import grpc
+from pydantic import ValidationError
 
 from volcano_global.db.engine import is_unavailable
 from volcano_global.errors import (
@@ -16,6 +17,7 @@ from volcano_global.errors import (
     Superseded,
     TooLarge,
     Unauthorized,
+    field_error,
 )
 
 STATUS_BY_ERROR: dict[type[DomainError], grpc.StatusCode] = {
@@ -38,6 +40,9 @@ def grpc_status(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     (let it propagate)."""
     if isinstance(exc, DomainError):
         return STATUS_BY_ERROR.get(type(exc), OTHER_DOMAIN_ERROR), exc.message
+    if isinstance(exc, ValidationError):  # one not turned into `Invalid` where it arose
+        errors = [str(field_error(e["loc"], e["msg"])) for e in exc.errors()[:20]]
+        return grpc.StatusCode.INVALID_ARGUMENT, "; ".join(errors) or "invalid message"
     if is_unavailable(exc):
         return UNAVAILABLE
     return None
