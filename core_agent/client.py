@@ -70,6 +70,7 @@ class AgentClient:
         self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
         self._reports_written = 0  # the last report written on the current stream
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
+        self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -79,7 +80,7 @@ class AgentClient:
         if bind is not None:
             bind(self.report)  # a source that reports share status on its own (Kubernetes)
         await self.source.start()
-        reconnect = Reconnect(self.cluster, self.target)
+        reconnect = self.reconnect
         while not stop.is_set():
             try:
                 await self._session(stop)
