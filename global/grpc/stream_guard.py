@@ -38,7 +38,8 @@ class StreamGuard:
         self.claim = claim
         self.check_s = check_s
         self.ended: DomainError | None = None
-        self._checked = time.monotonic()
+        # The first `verify` reads: a change committed before `held` began watching is seen.
+        self._checked = float("-inf")
         self._woken = asyncio.Event()
 
     @contextlib.contextmanager
