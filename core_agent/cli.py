@@ -33,7 +33,16 @@ def agent(
             envvar="VGLOBAL_AGENT_TOKEN",
             help="The cluster's agent token [env: VGLOBAL_AGENT_TOKEN]",
         ),
-    ],
+    ] = "",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VGLOBAL_AGENT_TOKEN_FILE",
+            help="A file holding the agent token, read again before each connection (a "
+            "rotated token mounted from a Secret is picked up without a restart) "
+            "[env: VGLOBAL_AGENT_TOKEN_FILE]",
+        ),
+    ] = None,
     global_: Annotated[
         str, typer.Option("--global", help="The Global's gRPC address HOST:PORT")
     ] = "127.0.0.1:8081",
@@ -111,6 +120,9 @@ def agent(
 
     from core_agent.client import AgentClient
 
+    if not token and token_file is None:
+        raise typer.BadParameter("give --token or --token-file", param_hint="--token")
+
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -138,6 +150,7 @@ def agent(
             cluster=cluster,
             target=global_,
             token=token,
+            token_file=token_file,
             source=inventory_source,
             coalesce_s=coalesce_s,
             credentials=tls_credentials(ca_file, cert_file, key_file),

@@ -10,13 +10,14 @@ import logging
 import random
 import time
 from collections import OrderedDict
+from pathlib import Path
 
 import grpc
 
 from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
+from core_agent.reconnect import Reconnect
 from core_agent.sources import InventorySource
 from volcano_global import __version__
-from volcano_global.backoff import Backoff
 from volcano_global.rpc.shares import (
     ShareAssignment,
     ShareCancellation,
@@ -46,10 +47,12 @@ class AgentClient:
         coalesce_s: float = DEFAULT_COALESCE_S,
         max_message_bytes: int = 64 << 20,
         credentials: grpc.ChannelCredentials | None = None,
+        token_file: Path | None = None,
     ) -> None:
         self.cluster = cluster
         self.target = target
         self.token = token
+        self.token_file = token_file  # read again before each connection (rotation)
         self.source = source
         self.coalesce_s = coalesce_s
         self.max_message_bytes = max_message_bytes
@@ -67,6 +70,7 @@ class AgentClient:
         self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
         self._reports_written = 0  # the last report written on the current stream
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
+        self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -76,33 +80,19 @@ class AgentClient:
         if bind is not None:
             bind(self.report)  # a source that reports share status on its own (Kubernetes)
         await self.source.start()
-        backoff = Backoff(initial=0.2, cap=max(self.heartbeat_s, 1.0), jitter=0.5)
+        reconnect = self.reconnect
         while not stop.is_set():
             try:
                 await self._session(stop)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() in (
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    grpc.StatusCode.PERMISSION_DENIED,
-                ):
-                    raise
-                log.warning(
-                    "stream to %s ended: %s %s", self.target, exc.code().name, exc.details()
-                )
-            except (ConnectionError, asyncio.InvalidStateError) as exc:
-                # The Global ended the stream (shutting down), or it ended while we wrote
-                # (grpc.aio says "RPC already finished").
-                log.warning("stream to %s ended: %s", self.target, exc)
-            if self.connected.is_set():
-                backoff.reset()  # the stream had been up: back off from the start again
+            except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as exc:
+                # The Global ended the stream (shutting down, token refused, replaced), or it
+                # ended while we wrote (grpc.aio says "RPC already finished").
+                reconnect.ended(exc, was_up=self.connected.is_set())
             self.connected.clear()
             if stop.is_set():
                 break
-            # Tried at least once per heartbeat interval: an agent backing off longer than
-            # the Global's NotReady timeout would have its running jobs requeued for nothing.
-            backoff.cap = max(self.heartbeat_s, 1.0)  # the interval the Global asked for
             try:
-                await asyncio.wait_for(stop.wait(), timeout=backoff.next_delay())
+                await asyncio.wait_for(stop.wait(), timeout=reconnect.next_delay(self.heartbeat_s))
             except TimeoutError:
                 pass
         await self.source.stop()
@@ -127,7 +117,7 @@ class AgentClient:
         )
         async with channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)
-            call = stub.Connect(metadata=(("authorization", f"Bearer {self.token}"),))
+            call = stub.Connect(metadata=(("authorization", f"Bearer {self._bearer()}"),))
             hello = pb.Hello(
                 cluster=self.cluster,
                 agent_version=__version__,
@@ -307,6 +297,15 @@ class AgentClient:
                 dropped,
             )
         self.source.changed.set()  # wake the writer
+
+    def _bearer(self) -> str:
+        if self.token_file is None:
+            return self.token
+        try:
+            return self.token_file.read_text().strip()
+        except OSError as exc:  # a Secret being updated: the Global refuses, we retry
+            log.error("cannot read the token file %s: %s", self.token_file, exc)
+            return ""
 
     def _acknowledge(self, seq: int) -> None:
         self.acked = max(self.acked, seq)

@@ -56,6 +56,12 @@ class Unauthorized(DomainError):
     code = "Unauthorized"
 
 
+class Superseded(DomainError):
+    """A newer agent stream took over the cluster this stream was acting for."""
+
+    code = "Superseded"
+
+
 class Busy(DomainError):
     """The database (or another dependency) cannot serve the request right now."""
 

@@ -26,6 +26,13 @@ class LimitSettings(BaseModel):
     )
     max_document_depth: int = Field(64, description="Deepest nesting a job document may have.")
     max_total_pods: int = Field(100_000, description="Most pods one job may ask for.")
+    max_cluster_nodes: int = Field(
+        20_000,
+        ge=1,
+        le=20_000,  # what one snapshot may carry: a cluster must fit in one
+        description="Most nodes one cluster's inventory may hold, over all its deltas "
+        "(RESOURCE_EXHAUSTED / 413 above).",
+    )
     max_page_size: int = Field(500, description="Largest page a list endpoint returns.")
     max_header_bytes: int = Field(
         64 << 10, description="Largest request line and headers of a request (431 above)."
@@ -167,6 +174,12 @@ class AgentSettings(BaseModel):
     )
     shutdown_grace_s: float = Field(
         2.0, ge=0, description="On shutdown, how long open agent streams may finish a message."
+    )
+    stream_check_s: float = Field(
+        2.0,
+        gt=0,
+        description="How often an open agent stream re-reads its token and whether it is "
+        "still its cluster's stream (a rotation, a deletion or a newer stream wakes it at once).",
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from volcano_global.api.deps import Admin, Caller, Reader, Session
+from volcano_global.api.deps import Admin, AppSettings, Caller, Reader, Session
 from volcano_global.db.models import Cluster
 from volcano_global.schemas.clusters import (
     ClusterCreate,
@@ -82,13 +82,15 @@ async def rotate_token(name: str, session: Session, _: Admin) -> ClusterToken:
     responses=error_responses(401, 403, 404, 413, 422),
 )
 async def replace_inventory(
-    name: str, body: InventorySnapshot, session: Session, caller: Caller
+    name: str, body: InventorySnapshot, session: Session, caller: Caller, settings: AppSettings
 ) -> InventoryAccepted:
     """Replace the cluster's whole inventory (nodes and HyperNode tree). Callable by the
     cluster's own agent token or an admin."""
     cluster = await clusters.get_cluster(session, name=name)
     caller.require_cluster(cluster.id)
-    cluster = await inventory.replace_inventory(session, cluster=cluster, snapshot=body)
+    cluster = await inventory.replace_inventory(
+        session, cluster=cluster, snapshot=body, max_nodes=settings.limits.max_cluster_nodes
+    )
     await clusters.agent_seen(session, cluster=cluster)  # a push counts as a heartbeat
     return InventoryAccepted(
         cluster=cluster.name,

@@ -22,16 +22,23 @@ from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.errors import grpc_status
+from volcano_global.grpc.stream_guard import StreamGuard, require_standing
 from volcano_global.rpc.shares import ACCEPTED_PHASES, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services.dispatch import reports
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import clusters as cluster_service
+from volcano_global.services.inventory.agent_streams import claim_stream
 from volcano_global.services.inventory.deltas import apply_delta, merged
 from volcano_global.services.inventory.snapshots import replace_inventory
 from volcano_global.services.lifecycle import outbox
-from volcano_global.services.tenancy.tokens import Principal, authenticate
+from volcano_global.services.tenancy.tokens import (
+    Principal,
+    authenticate,
+    configured_admin,
+    hash_token,
+)
 from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,6 +57,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         self.sessions = sessions
         self.settings = settings
         self.reports = reports.report_writer(sessions)
+        self._cap = settings.limits.max_cluster_nodes  # nodes per cluster, over all messages
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -68,7 +76,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
     async def _connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GlobalMessage]:
-        principal = await self._authenticate(context)
+        principal, token_hash = await self._authenticate(context)
         request_iterator = _decoded(request_iterator, context)
         first = await anext(aiter(request_iterator), None)
         if first is None:
@@ -85,6 +93,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         cluster_name = first.hello.cluster
         async with transaction(self.sessions) as session:
             cluster = await self._cluster(session, cluster_name, principal)
+            claim = await claim_stream(session, cluster=cluster, token_hash=token_hash)
             await cluster_service.agent_seen(session, cluster=cluster, connected=True)
             await record_event(
                 session,
@@ -108,12 +117,14 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         # wrote some for this cluster (db/notifications), else every poll period, and
         # again on every new stream, until the agent's report acknowledges them.
         sent: set[uuid.UUID] = set()
-        with outbox.OUTBOX.watch(cluster_id) as woken:
+        guard = StreamGuard(self.sessions, claim, self.settings.agents.stream_check_s)
+        with outbox.OUTBOX.watch(cluster_id) as woken, guard.held():
             polled = time.monotonic()
             async for item in self._outbox(cluster_id, sent):
                 yield item
             tick = self.settings.agents.outbox_poll_s  # a tick costs no query: `_poll_s` decides
             async for batch in batches(request_iterator, tick, wake=woken):
+                await guard.verify()  # ends the stream of a revoked token or a replaced stream
                 for unit in _units(batch):
                     for reply in await asyncio.shield(
                         self._handle(cluster_id, cluster_name, unit, context)
@@ -182,7 +193,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         snapshot = snapshot_from(message)
         async with transaction(self.sessions) as session:
             cluster = await cluster_service.lock_cluster(session, name=cluster_name)
-            await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=message.seq)
+            await require_standing(session, cluster)
+            await replace_inventory(
+                session, cluster=cluster, snapshot=snapshot, seq=message.seq, max_nodes=self._cap
+            )
             await cluster_service.agent_seen(session, cluster=cluster)
         return pb.GlobalMessage(ack=pb.Ack(seq=message.seq))
 
@@ -194,6 +208,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         deltas = [delta_from(m) for m in messages]  # each validated, before anything is applied
         async with transaction(self.sessions) as session:
             cluster = await cluster_service.lock_cluster(session, name=cluster_name)
+            await require_standing(session, cluster)
             applied = cluster.inventory_seq
             if cluster.inventory_generation == 0:
                 reason = "no inventory yet: send a snapshot"
@@ -214,12 +229,17 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             if fresh:
                 await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
             for delta in merged(fresh):
-                await apply_delta(session, cluster=cluster, delta=delta, seq=last)
+                await apply_delta(
+                    session, cluster=cluster, delta=delta, seq=last, max_nodes=self._cap
+                )
         if replies and not fresh:
             return replies  # nothing new was applied: only the resync request
         return [pb.GlobalMessage(ack=pb.Ack(seq=last)), *replies]
 
-    async def _authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+    async def _authenticate(
+        self, context: grpc.aio.ServicerContext
+    ) -> tuple[Principal, str | None]:
+        """The caller, and its token's hash (None: the settings' admin token, not stored)."""
         metadata = dict(context.invocation_metadata() or ())
         header = str(metadata.get("authorization", ""))
         token = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
@@ -227,7 +247,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing bearer token")
         admin = self.settings.admin_token.get_secret_value() if self.settings.admin_token else None
         async with transaction(self.sessions) as session:
-            return await authenticate(session, token=token, admin_token=admin)
+            principal = await authenticate(session, token=token, admin_token=admin)
+        return principal, None if configured_admin(token, admin) else hash_token(token)
 
     async def _cluster(self, session: AsyncSession, name: str, principal: Principal) -> Cluster:
         """The cluster the stream acts for; one it may not act for and one that does not exist

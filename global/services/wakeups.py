@@ -14,6 +14,10 @@ from volcano_global.db.notifications import Channel
 
 ROUNDS = Channel("vglobal_rounds")
 FLEET = uuid.UUID(int=0)  # the one key: the loop watches the whole fleet
+# Wakes a cluster's agent stream: dispatch messages were written for the cluster
+# (services/lifecycle/outbox.py), or its token was rotated, the cluster deleted or a newer
+# stream took it over (services/inventory/agent_streams.py). Defined here, below both.
+OUTBOX = Channel("vglobal_outbox")
 
 
 def room_may_have_changed(session: AsyncSession) -> None:

@@ -36,6 +36,9 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     # the whole cluster when it moved: a removed row leaves nothing to read).
     nodes_removed_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Raised by each new agent stream: the stream holding this epoch is the cluster's one
+    # stream; an older one (of any replica) ends (`services/inventory/agent_streams.py`).
+    agent_stream_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
 
     capacities: Mapped[list[ClusterGpuCapacity]] = relationship(
         back_populates="cluster", cascade="all, delete-orphan", lazy="selectin"

@@ -22,6 +22,7 @@ from volcano_global.db.models import (
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
+from volcano_global.services.inventory.agent_streams import streams_must_recheck
 from volcano_global.services.tenancy.tokens import issue_token, revoke_cluster_tokens
 
 
@@ -51,6 +52,7 @@ async def rotate_agent_token(session: AsyncSession, *, name: str) -> str:
     """Revoke the cluster's agent tokens and issue a new one."""
     cluster = await get_cluster(session, name=name)
     await revoke_cluster_tokens(session, cluster_id=cluster.id)
+    streams_must_recheck(session, cluster.id)  # the stream open with the old token ends
     token = issue_token(session, name=f"agent:{name}", role=TokenRole.AGENT, cluster_id=cluster.id)
     await record_event(
         session, cluster_id=cluster.id, reason="TokenRotated", message="agent token rotated"
@@ -130,6 +132,7 @@ async def delete_cluster(session: AsyncSession, *, name: str) -> None:
         jobs = ", ".join(f"{ns}/{n}" for ns, n in holders)
         raise Conflict(f"cluster {name!r} holds shares of active jobs ({jobs}); cancel them first")
     await session.delete(cluster)
+    streams_must_recheck(session, cluster.id)
     await session.flush()
 
 

@@ -7,6 +7,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import any_, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,9 +22,10 @@ from volcano_global.db.models import (
     Node,
     TopologyDomain,
 )
-from volcano_global.errors import Invalid
+from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory.domain_trees import domain_trees
+from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.snapshots import (
     NODE_CAPACITY_COLUMNS,
     contribution,
@@ -36,13 +38,19 @@ Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU mo
 
 
 async def apply_delta(
-    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int
+    session: AsyncSession,
+    *,
+    cluster: Cluster,
+    delta: InventoryDelta,
+    seq: int,
+    max_nodes: int | None = None,
 ) -> None:
     """Apply the delta in the caller's transaction. A HyperNode change re-reads the whole
     inventory (rare); node changes adjust the aggregates by their difference (the cluster's
-    loaded `capacities` are not refreshed)."""
+    loaded `capacities` are not refreshed). The cluster may hold at most `max_nodes` nodes
+    after it (TooLarge; None: no cap)."""
     if delta.domain_upserts or delta.domain_removals:
-        await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq)
+        await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq, cap=max_nodes)
         return
     tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
     domains = tree.ids
@@ -96,6 +104,9 @@ async def apply_delta(
         where={"cluster_id": cluster.id},
         values={"updated_at": now, "seq": seq},
     )
+    await require_room_for(
+        session, cluster_id=cluster.id, cluster=cluster.name, added=len(inserts), cap=max_nodes
+    )
     await insert_many(session, Node, inserts)
     await _apply_change(session, cluster.id, change)
     if any(free > 0 for _, free in change.values()):  # e.g. a job's pods gone
@@ -136,7 +147,7 @@ def merged(deltas: list[InventoryDelta]) -> list[InventoryDelta]:
 
 
 async def _with_domain_changes(
-    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int
+    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int, cap: int | None
 ) -> None:
     """Rebuild the snapshot the delta leads to and replace the inventory with it."""
     domain_rows = (
@@ -180,8 +191,19 @@ async def _with_domain_changes(
     for node in nodes.values():
         if node.domain is not None and node.domain not in domains:
             node.domain = None  # its domain was removed
-    snapshot = InventorySnapshot(domains=list(domains.values()), nodes=list(nodes.values()))
+    require_node_cap(cluster.name, len(nodes), cap)
+    snapshot = _inventory_after(list(domains.values()), list(nodes.values()))
     await replace_inventory(session, cluster=cluster, snapshot=snapshot, seq=seq)
+
+
+def _inventory_after(domains: list[DomainIn], nodes: list[NodeIn]) -> InventorySnapshot:
+    """The inventory a HyperNode change leads to, checked as a snapshot is (a domain whose
+    parent is unknown or not above it): a refusal names the field, not a traceback."""
+    try:
+        return InventorySnapshot(domains=domains, nodes=nodes)
+    except ValidationError as exc:
+        errors = exc.errors()[:20]
+        raise Invalid([field_error(e["loc"], e["msg"], prefix="delta") for e in errors]) from None
 
 
 def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:

@@ -20,6 +20,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.domain_trees import mark_replaced
+from volcano_global.services.inventory.node_cap import require_node_cap
 from volcano_global.services.wakeups import room_may_have_changed
 
 UNKNOWN_GPU_MODEL = "unknown"
@@ -57,10 +58,17 @@ def contribution(
 
 
 async def replace_inventory(
-    session: AsyncSession, *, cluster: Cluster, snapshot: InventorySnapshot, seq: int | None = None
+    session: AsyncSession,
+    *,
+    cluster: Cluster,
+    snapshot: InventorySnapshot,
+    seq: int | None = None,
+    max_nodes: int | None = None,
 ) -> Cluster:
     """Replace everything the Global holds about the cluster's nodes and topology, in the
-    caller's transaction (nothing is half-applied), and bump the inventory generation."""
+    caller's transaction (nothing is half-applied), and bump the inventory generation. More
+    than `max_nodes` nodes are refused (TooLarge; None: no cap)."""
+    require_node_cap(cluster.name, len(snapshot.nodes), max_nodes)
     mark_replaced(session, cluster.id)
     room_may_have_changed(session)
     await session.execute(delete(Node).where(Node.cluster_id == cluster.id))

@@ -18,13 +18,11 @@ from volcano_global.db.models import (
     Placement,
     Queue,
 )
-from volcano_global.db.notifications import Channel
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
 from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
 from volcano_global.services.lifecycle.jobs import lifecycle_of
-
-OUTBOX = Channel("vglobal_outbox")  # wakes the stream of a cluster messages were written for
+from volcano_global.services.wakeups import OUTBOX
 
 
 def enqueue_assignments(

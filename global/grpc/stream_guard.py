@@ -1,0 +1,90 @@
+"""The guard of an open agent stream: ends it when it loses its standing (its token revoked,
+rotated or expired, its cluster deleted, a newer stream for its cluster:
+`services/inventory/agent_streams.py`), within `agents.stream_check_s` or at once when woken.
+A newer stream in this process ends the older one without a read (the fast path); in another
+process, its commit wakes the older stream, which reads its epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from volcano_global.db.engine import reading
+from volcano_global.db.models import Cluster
+from volcano_global.errors import DomainError
+from volcano_global.services.inventory import agent_streams
+from volcano_global.services.inventory.agent_streams import StreamClaim
+from volcano_global.services.wakeups import OUTBOX
+
+log = logging.getLogger(__name__)
+
+# The guard of the stream a task serves: its inventory writes check it under the row lock.
+_CURRENT: ContextVar[StreamGuard | None] = ContextVar("agent_stream_guard", default=None)
+_NEWEST: dict[uuid.UUID, StreamGuard] = {}  # this process's newest stream per cluster
+
+
+class StreamGuard:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], claim: StreamClaim, check_s: float
+    ) -> None:
+        self.sessions = sessions
+        self.claim = claim
+        self.check_s = check_s
+        self.ended: DomainError | None = None
+        # The first `verify` reads: a change committed before `held` began watching is seen.
+        self._checked = float("-inf")
+        self._woken = asyncio.Event()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """While the stream runs: the guard of its task, and this process's newest stream of
+        its cluster (ending an older one here at once)."""
+        cluster_id = self.claim.cluster_id
+        older = _NEWEST.get(cluster_id)
+        if older is None or older.claim.epoch < self.claim.epoch:
+            if older is not None:
+                # it wakes on this stream's commit (OUTBOX) and ends without a read
+                older.ended = agent_streams.current_epoch(older.claim, self.claim.epoch)
+            _NEWEST[cluster_id] = self
+        token = _CURRENT.set(self)
+        try:
+            with OUTBOX.watch(cluster_id) as woken:
+                self._woken = woken
+                yield
+        finally:
+            if _NEWEST.get(cluster_id) is self:
+                del _NEWEST[cluster_id]
+            with contextlib.suppress(ValueError):  # closed from another context: it dies with it
+                _CURRENT.reset(token)
+
+    async def verify(self) -> None:
+        """Raise why the stream must end, if it must: re-read when woken, else every
+        `check_s` (a token's expiry, or a wake-up lost with the notification connection)."""
+        due = time.monotonic() - self._checked >= self.check_s
+        if self.ended is None and (self._woken.is_set() or due):
+            self._woken.clear()
+            self._checked = time.monotonic()
+            # Shielded: a stream cancelled mid-query must not leave a connection half-used.
+            self.ended = await asyncio.shield(self._read())
+        if self.ended is not None:
+            log.info("agent stream of %s ended: %s", self.claim.cluster_name, self.ended.message)
+            raise self.ended
+
+    async def _read(self) -> DomainError | None:
+        async with reading(self.sessions) as session:
+            return await agent_streams.lost_standing(session, self.claim)
+
+
+async def require_standing(session: AsyncSession, cluster: Cluster) -> None:
+    """In an inventory write of an agent stream, after the cluster's row is locked: refuse it
+    if the stream lost its standing (no-op outside a stream)."""
+    guard = _CURRENT.get()
+    if guard is not None:
+        await agent_streams.require_standing(session, cluster=cluster, claim=guard.claim)

@@ -1,0 +1,109 @@
+"""One agent stream per cluster, and only while its token holds.
+
+Each new stream raises the cluster's `agent_stream_epoch` in the transaction that accepts it;
+the stream holding the current epoch is the cluster's stream, an older one (in any replica:
+the database, not a process, decides) ends. An open stream re-reads its standing (its token
+not revoked or expired, its cluster not deleted, its epoch current) when woken and every few
+seconds; inventory writes check it again under the cluster's row lock, so a stream that lost
+its standing never writes inventory after the change that took it away committed. A rotation,
+a deletion or a newer stream wakes the cluster's streams in every process (`OUTBOX`)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import ApiToken, Cluster
+from volcano_global.errors import DomainError, Superseded, Unauthorized
+from volcano_global.services.wakeups import OUTBOX
+
+
+@dataclass(frozen=True)
+class StreamClaim:
+    """What an open stream holds: its cluster's epoch, taken when it was accepted, and the
+    hash of its token (None: the settings' admin token, which no API revokes)."""
+
+    cluster_id: uuid.UUID
+    cluster_name: str
+    epoch: int
+    token_hash: str | None
+
+
+async def claim_stream(
+    session: AsyncSession, *, cluster: Cluster, token_hash: str | None
+) -> StreamClaim:
+    """Make the new stream the cluster's stream; older ones end once this commits."""
+    epoch = (
+        await session.execute(
+            update(Cluster)
+            .where(Cluster.id == cluster.id)
+            .values(agent_stream_epoch=Cluster.agent_stream_epoch + 1)
+            .returning(Cluster.agent_stream_epoch)
+            .execution_options(synchronize_session=False)
+        )
+    ).scalar_one()
+    streams_must_recheck(session, cluster.id)
+    return StreamClaim(cluster.id, cluster.name, epoch, token_hash)
+
+
+def streams_must_recheck(session: AsyncSession, cluster_id: uuid.UUID) -> None:
+    """The transaction may end the cluster's open stream (token rotated, cluster deleted, a
+    newer stream): wake it, in whichever process holds it, once the transaction commits."""
+    OUTBOX.wrote(session, [cluster_id])
+
+
+async def lost_standing(session: AsyncSession, claim: StreamClaim) -> DomainError | None:
+    """Why the stream must end, or None. The token is judged before the epoch: a stream
+    replaced after a rotation is told its token was revoked, the thing to fix."""
+    epoch = (
+        await session.execute(
+            select(Cluster.agent_stream_epoch).where(Cluster.id == claim.cluster_id)
+        )
+    ).scalar_one_or_none()
+    if epoch is None:
+        return Unauthorized(f"cluster {claim.cluster_name!r} was deleted")
+    ended = await _token_ended(session, claim)
+    if ended is not None:
+        return ended
+    return current_epoch(claim, epoch)
+
+
+async def require_standing(session: AsyncSession, *, cluster: Cluster, claim: StreamClaim) -> None:
+    """In a write transaction, after the cluster's row is locked: refuse the write of a stream
+    that lost its standing."""
+    reason = await _token_ended(session, claim) or current_epoch(claim, cluster.agent_stream_epoch)
+    if reason is not None:
+        raise reason
+
+
+def current_epoch(claim: StreamClaim, epoch: int) -> DomainError | None:
+    if epoch != claim.epoch:
+        return Superseded(
+            f"replaced by a newer stream for cluster {claim.cluster_name!r} (one stream per "
+            "cluster: is a second agent running with this cluster's token?)"
+        )
+    return None
+
+
+async def _token_ended(session: AsyncSession, claim: StreamClaim) -> DomainError | None:
+    if claim.token_hash is None:
+        return None
+    row = (
+        await session.execute(
+            select(ApiToken.revoked_at, ApiToken.expires_at).where(
+                ApiToken.token_hash == claim.token_hash
+            )
+        )
+    ).first()
+    if row is None or row.revoked_at is not None:
+        return Unauthorized(
+            f"the agent token of cluster {claim.cluster_name!r} was revoked (rotated: "
+            "configure the agent with the new token)"
+        )
+    if row.expires_at is not None and row.expires_at <= utcnow():
+        return Unauthorized(f"the agent token of cluster {claim.cluster_name!r} expired")
+    return None
