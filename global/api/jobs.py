@@ -304,7 +304,8 @@ async def report_checkpoint(
     """A training process saved a checkpoint (with the job token the agent injected, or an
     admin token). Preemption counts the work an eviction would lose from the newest one of
     the job's current run, so a job that just saved one is evicted before one that has not.
-    A job token of a run that has ended, while a later run holds the job, is refused (409)."""
+    A job token of a run that has ended is revoked with it (401); one that escaped revocation
+    (issued before the rule) is refused while a later run holds the job (409)."""
     caller.require_job(uid)
     at = await measurements.record_checkpoint(
         session,
