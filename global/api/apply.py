@@ -133,6 +133,9 @@ async def apply_documents(
     refused = [i for i in items if i.code == 403]
     if not refused:
         return ApplyResult(items=items)
+    # One record per refused document, as a refused call has, all in one transaction: a file
+    # of many small refused documents costs one commit, not one each.
+    await audit.record_denied(request, caller, *(i.message for i in refused))
     response.status_code = 403
     which = ", ".join(f"document {i.index} ({i.kind} {i.name})" for i in refused)
     return ApplyResult(
@@ -166,8 +169,6 @@ async def _apply_one(request: Request, caller: Principal, manifest: Manifest) ->
     except DomainError as exc:
         causes = getattr(exc, "errors", None) or []
         code = next((c for t, c in STATUS_BY_ERROR.items() if isinstance(exc, t)), 400)
-        if code == 403:  # as a refused call is, in a transaction of its own
-            await audit.record_denied(request, caller, f"{manifest.label}: {exc}")
         return _failed(result, code, f"{manifest.label}: {exc}", causes)
     return result.model_copy(update={"result": outcome, "uid": uid})
 

@@ -66,18 +66,21 @@ async def record_accepted(session: AsyncSession, request: Request, caller: Princ
     )
 
 
-async def record_denied(request: Request, caller: Principal, why: str) -> None:
-    """A refused call's record, in a transaction of its own (the call changed nothing)."""
+async def record_denied(request: Request, caller: Principal, *whys: str) -> None:
+    """A refused call's record (one per refusal `whys` gives: the documents of an apply), in
+    a transaction of its own, as the call changed nothing."""
+    address = client_address(request)
     try:
         async with transaction(request.app.state.sessions) as session:
-            await events.record_audit(
-                session,
-                who=caller.name,
-                method=request.method,
-                path=request.url.path,
-                denied=why,
-                token_id=caller.token_id,
-                client_address=client_address(request),
-            )
+            for why in whys:
+                await events.record_audit(
+                    session,
+                    who=caller.name,
+                    method=request.method,
+                    path=request.url.path,
+                    denied=why,
+                    token_id=caller.token_id,
+                    client_address=address,
+                )
     except Exception as exc:  # the refusal stands even if the trail cannot be written now
         log.warning("could not audit a refused call: %s", exc)
