@@ -27,21 +27,29 @@ def client_address(request: Request) -> str | None:
     peer = request.client.host if request.client else None
     settings: Settings = request.app.state.settings
     proxies = settings.audit.trusted_proxies
-    if peer is None or not proxies or not _listed(peer, proxies):
+    if peer is None or not proxies or not _listed(_ip(peer), proxies):
         return peer
-    hops = [h.strip() for h in ",".join(request.headers.getlist("x-forwarded-for")).split(",")]
-    for hop in reversed([h for h in hops if h]):
-        if not _listed(hop, proxies):
-            return hop[:64]
-    return peer
+    hops = ",".join(request.headers.getlist("x-forwarded-for")).split(",")
+    nearest = peer  # the nearest hop known so far: a trusted proxy
+    for hop in reversed([h.strip() for h in hops if h.strip()]):
+        ip = _ip(hop)
+        if ip is None:  # not written by a proxy: the one that forwarded it is what is known
+            return nearest
+        if not _listed(ip, proxies):
+            return str(ip)
+        nearest = str(ip)
+    return nearest
 
 
-def _listed(address: str, proxies: list[Any]) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:  # not an address (a name, garbage): never a trusted proxy
-        return False
-    return any(ip in network for network in proxies)
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _listed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, proxies: list[Any]) -> bool:
+    return ip is not None and any(ip in network for network in proxies)
 
 
 def audit_row(request: Request, caller: Principal) -> dict[str, object]:
