@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("vglobal-data")
@@ -151,6 +151,16 @@ class TlsSettings(BaseModel):
         return self.cert_file is not None and self.key_file is not None
 
 
+class AuditSettings(BaseModel):
+    """Who the audit trail says called (SECURITY.md, Audit)."""
+
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Addresses (or networks) of reverse proxies whose X-Forwarded-For the "
+        "audit trail believes. Empty: the socket peer is recorded, X-Forwarded-For ignored.",
+    )
+
+
 class AgentSettings(BaseModel):
     """The agent stream (gRPC)."""
 
@@ -248,6 +258,7 @@ class Settings(BaseSettings):
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
     kube: KubeApiSettings = Field(default_factory=KubeApiSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @property
     def is_sqlite(self) -> bool:

@@ -4,8 +4,11 @@ order, as `kubectl apply -f` takes it, one result per document.
 A document is handed to the applier registered for its API group and kind (`APPLIERS`):
 Volcano Jobs and HyperJobs, Volcano Queues and Kubernetes PriorityClasses. An unknown kind is
 answered per document, naming its index and kind; the documents before and after it are
-applied all the same. The answer is 200 with the results whether or not some failed (as
-kubectl goes on); a caller checks each `result`.
+applied all the same (as kubectl goes on). The answer's status is 403 when the caller's token
+was refused any document (with every document's result, as kubectl reports each and then
+fails), else 200, a caller checking each `result` for the other errors. Each refused document
+is in the audit trail as a refused call is (DENIED, naming the document and why), each
+document that changed something as an accepted call.
 
 What apply means per kind: a job alive with the same document is `unchanged`, else a new job is
 `created` (a submitted job's spec does not change). A Queue or PriorityClass is created, or
@@ -21,10 +24,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
-from volcano_global.api import kind_apply
+from volcano_global.api import audit, kind_apply
 from volcano_global.api.deps import LoneSubmitter
 from volcano_global.api.documents import body_format
 from volcano_global.api.errors import STATUS_BY_ERROR
@@ -32,7 +35,6 @@ from volcano_global.api.jobs import DOCUMENT_BODY, submission_for
 from volcano_global.errors import DomainError, FieldError
 from volcano_global.jobspec.manifests import Manifest, split_manifests
 from volcano_global.schemas.common import ApiModel, StatusCause, error_responses
-from volcano_global.services import events
 from volcano_global.services.jobs import apply as job_apply
 from volcano_global.services.tenancy.tokens import Principal
 
@@ -54,6 +56,27 @@ class AppliedDocument(ApiModel):
 
 class ApplyResult(ApiModel):
     items: list[AppliedDocument]
+    message: str = Field("", description="When any document was refused (403): which ones")
+
+
+# A 403 is either the whole call's (a token that may not submit: a Status) or the refusal of
+# some documents (the results of all of them).
+_RESPONSES = {
+    **error_responses(401, 413, 415),
+    403: {
+        "description": "The token was refused the call, or some documents (every result)",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/Status"},
+                        {"$ref": "#/components/schemas/ApplyResult"},
+                    ]
+                }
+            }
+        },
+    },
+}
 
 
 Applier = Callable[[Request, Principal, Manifest], Awaitable[tuple[str, uuid.UUID | None]]]
@@ -68,17 +91,13 @@ async def _apply_job(
     request: Request, caller: Principal, manifest: Manifest
 ) -> tuple[str, uuid.UUID | None]:
     assert manifest.document is not None
-    audit = events.event_row(
-        reason=events.AUDIT,
-        message=events.audit_message(caller.name, request.method, request.url.path),
-    )
     applied = await job_apply.apply_job(
         manifest.document,
         await submission_for(request, request.app.state.settings, caller),
         sessions=request.app.state.sessions,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
-        events=[audit],
+        events=[audit.audit_row(request, caller)],
     )
     if applied.outcome == "created":
         request.app.state.scheduler.wake.set()
@@ -94,12 +113,15 @@ register("scheduling.k8s.io", "PriorityClass", kind_apply.apply_priority_class)
 @router.post(
     "",
     operation_id="applyDocuments",
-    responses=error_responses(401, 403, 413, 415),
+    responses=_RESPONSES,
     openapi_extra=DOCUMENT_BODY,
 )
-async def apply_documents(request: Request, caller: LoneSubmitter) -> ApplyResult:
+async def apply_documents(
+    request: Request, response: Response, caller: LoneSubmitter
+) -> ApplyResult:
     """Apply every document of the body in order: a job already alive with the same document is
-    `unchanged`, a new one `created`; each failure is that document's alone."""
+    `unchanged`, a new one `created`; each failure is that document's alone. 403 (with every
+    result) when the token was refused any document."""
     settings = request.app.state.settings
     manifests = split_manifests(
         await request.body(),
@@ -107,7 +129,19 @@ async def apply_documents(request: Request, caller: LoneSubmitter) -> ApplyResul
         max_nodes=settings.limits.max_document_nodes,
         max_depth=settings.limits.max_document_depth,
     )
-    return ApplyResult(items=[await _apply_one(request, caller, m) for m in manifests])
+    items = [await _apply_one(request, caller, m) for m in manifests]
+    refused = [i for i in items if i.code == 403]
+    if not refused:
+        return ApplyResult(items=items)
+    # One record per refused document, as a refused call has, all in one transaction: a file
+    # of many small refused documents costs one commit, not one each.
+    await audit.record_denied(request, caller, *(i.message for i in refused))
+    response.status_code = 403
+    which = ", ".join(f"document {i.index} ({i.kind} {i.name})" for i in refused)
+    return ApplyResult(
+        items=items,
+        message=f"{caller.name} was refused {len(refused)} of {len(items)} documents: {which}",
+    )
 
 
 async def _apply_one(request: Request, caller: Principal, manifest: Manifest) -> AppliedDocument:

@@ -9,9 +9,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.api import audit
 from volcano_global.db.engine import autocommit
 from volcano_global.errors import Unauthorized
-from volcano_global.services.events import record_audit
 from volcano_global.services.tenancy.tokens import Principal, authenticate, configured_admin
 from volcano_global.settings import Settings
 
@@ -34,9 +34,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
             yield session
             principal = getattr(request.state, "principal", None)
             if principal is not None and request.method in MUTATING:
-                await record_audit(
-                    session, who=principal.name, method=request.method, path=request.url.path
-                )
+                await audit.record_accepted(session, request, principal)
             await session.commit()
         except BaseException:
             await session.rollback()

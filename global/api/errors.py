@@ -13,8 +13,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from volcano_global.api import audit
 from volcano_global.api.deps import BEARER, MUTATING, bearer_caller
-from volcano_global.db.engine import is_unavailable, transaction
+from volcano_global.db.engine import is_unavailable
 from volcano_global.errors import (
     Busy,
     Conflict,
@@ -29,7 +30,6 @@ from volcano_global.errors import (
     field_error,
 )
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
-from volcano_global.services.events import record_audit
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +80,8 @@ async def _audit_denied(request: Request, why: str) -> None:
     """A refused mutating call by a known caller goes to the audit trail too (callers without a
     valid token are only logged: recording them would let anyone fill the table)."""
     principal = getattr(request.state, "principal", None)
-    if principal is None or request.method not in MUTATING:
-        return
-    try:
-        async with transaction(request.app.state.sessions) as session:
-            await record_audit(
-                session,
-                who=principal.name,
-                method=request.method,
-                path=request.url.path,
-                denied=why,
-            )
-    except Exception as exc:  # the refusal stands even if the trail cannot be written now
-        log.warning("could not audit a refused call: %s", exc)
+    if principal is not None and request.method in MUTATING:
+        await audit.record_denied(request, principal, why)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.api import audit
 from volcano_global.api.deps import (
     AppSettings,
     Caller,
@@ -74,15 +75,11 @@ DOCUMENT_BODY = document_body(
 async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     submission = await submission_for(request, request.app.state.settings, caller)
-    audit = events.event_row(
-        reason=events.AUDIT,
-        message=events.audit_message(caller.name, request.method, request.url.path),
-    )
     job = await submissions.submit_job(
         submission,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
-        events=[audit],
+        events=[audit.audit_row(request, caller)],
     )
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
@@ -307,7 +304,8 @@ async def report_checkpoint(
     """A training process saved a checkpoint (with the job token the agent injected, or an
     admin token). Preemption counts the work an eviction would lose from the newest one of
     the job's current run, so a job that just saved one is evicted before one that has not.
-    A job token of a run that has ended, while a later run holds the job, is refused (409)."""
+    A job token of a run that has ended is revoked with it (401); one that escaped revocation
+    (issued before the rule) is refused while a later run holds the job (409)."""
     caller.require_job(uid)
     at = await measurements.record_checkpoint(
         session,
@@ -328,9 +326,14 @@ async def report_measurements(
 ) -> Measurements:
     """A training process reports its step time and the bytes its gradient all-reduce moved
     (with the job token the agent injected, or an admin token). Later placements of the job
-    use the measured rate instead of the declared one."""
+    use the measured rate instead of the declared one. A job token of a run that has ended is
+    refused (401 once revoked with its run, 409 for one issued before that)."""
     caller.require_job(uid)
     job = await measurements.record(
-        session, uid=uid, step_time_s=body.step_time_seconds, bytes_per_step=body.bytes_per_step
+        session,
+        uid=uid,
+        step_time_s=body.step_time_seconds,
+        bytes_per_step=body.bytes_per_step,
+        run_token_issued_at=caller.issued_at if caller.role is TokenRole.JOB else None,
     )
     return Measurements.model_validate(job.measurements)

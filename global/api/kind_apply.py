@@ -1,6 +1,7 @@
 """Apply of a Queue or a PriorityClass document in a multi-document file (`/api/v1/apply`):
 created when absent, `unchanged` when the document is what is stored, else replaced
-(`configured`). A queue's state is its status, kept when the document names none."""
+(`configured`), with its audit record. A queue's state is its status, kept when the document
+names none."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid
 
 from fastapi import Request
 
+from volcano_global.api import audit
 from volcano_global.jobspec.manifests import Manifest
 from volcano_global.jobspec.priority_classes import read_priority_class
 from volcano_global.jobspec.queue_document import read_queue
@@ -32,6 +34,7 @@ async def apply_queue(
         ):
             return "unchanged", current.id
         queue = await queues.apply_queue(session, definition=definition)
+        await audit.record_accepted(session, request, caller)
         await session.commit()
         return ("configured" if current is not None else "created"), queue.id
 
@@ -61,6 +64,7 @@ async def apply_priority_class(
         ):
             return "unchanged", row.id
         await classes.replace_priority_class(session, pc=pc, metadata=(labels, annotations))
+        await audit.record_accepted(session, request, caller)
         await session.commit()
         stored = await cluster.priority_class_row(session, pc.name)
         assert stored is not None  # just written

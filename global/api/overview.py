@@ -9,8 +9,7 @@ from fastapi import APIRouter, Query
 
 from volcano_global.api.deps import Admin, Reader, Session
 from volcano_global.schemas.common import GpuCapacity, error_responses
-from volcano_global.schemas.jobs import EventList, EventOut
-from volcano_global.schemas.overview import Overview, RoundList, RoundOut
+from volcano_global.schemas.overview import AuditList, AuditRecord, Overview, RoundList, RoundOut
 from volcano_global.services import events, overview
 from volcano_global.services.scheduling import rounds
 
@@ -45,7 +44,8 @@ async def list_rounds(
 @router.get("/audit", operation_id="listAudit", responses=error_responses(401, 403, 422))
 async def list_audit(
     session: Session, _: Admin, limit: Annotated[int, Query(ge=1, le=1000)] = 100
-) -> EventList:
-    """Every accepted mutating call, newest first: who, method and path."""
+) -> AuditList:
+    """Every mutating call by a valid token, newest first: who (the token's name and id),
+    from which address, method and path; a refused one says DENIED and why."""
     rows = await events.audit_trail(session, limit=limit)
-    return EventList(items=[EventOut.model_validate(e) for e in rows])
+    return AuditList(items=[AuditRecord.model_validate(e) for e in rows])

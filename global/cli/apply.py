@@ -33,8 +33,14 @@ def apply(
         text = sys.stdin.read() if str(path) == "-" else _read(path)
         media = "application/json" if path.suffix == ".json" else "application/yaml"
         result = api.request(
-            "POST", "/api/v1/apply", content=text.encode(), headers={"Content-Type": media}
+            "POST",
+            "/api/v1/apply",
+            content=text.encode(),
+            headers={"Content-Type": media},
+            ok=(403,),  # some documents refused: every document's result, printed below
         )
+        if "items" not in result:  # the whole call refused (a Status)
+            raise CliError(f"403 Forbidden: {result.get('message')}")
         if options(ctx).output is not Format.TABLE:
             render(result, options(ctx).output, [])
         for item in result["items"]:

@@ -59,12 +59,13 @@ class Client:
         )
         self.server = connection.server
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, *, ok: tuple[int, ...] = (), **kwargs: Any) -> Any:
+        """The answer's JSON; `ok`: error statuses whose body the caller reads itself."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise CliError(f"cannot reach {self.server}: {exc}") from None
-        if response.status_code >= 400:
+        if response.status_code >= 400 and response.status_code not in ok:
             raise CliError(_error_line(response))
         if response.status_code == 204 or not response.content:
             return None

@@ -60,6 +60,9 @@ def run_server(
         log_level=settings.log_level.lower(),
         loop="uvloop",
         http=BoundedHttpProtocol,
+        # The client's address is the socket peer's: uvicorn would otherwise take
+        # X-Forwarded-For from any loopback peer. Proxies are trusted by audit.trusted_proxies.
+        proxy_headers=False,
         timeout_graceful_shutdown=10,
         # Longer than the idle timeout of the load balancers in front (60 s is common) and of
         # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from pydantic import Field
 
 from volcano_global.schemas.common import ApiModel, GpuCapacity
+from volcano_global.schemas.jobs import EventOut
 
 
 class Overview(ApiModel):
@@ -32,3 +34,21 @@ class RoundOut(ApiModel):
 
 class RoundList(ApiModel):
     items: list[RoundOut]
+
+
+class AuditRecord(EventOut):
+    """One call in the audit trail: `message` says who (the token's name), what and, when
+    refused, why; the token's id and the client's address say which token and from where."""
+
+    token_id: uuid.UUID | None = Field(
+        None, description="The token that called; none: the admin token of the settings."
+    )
+    client_address: str | None = Field(
+        None,
+        description="The socket peer (or, behind a proxy listed in audit.trustedProxies, the "
+        "client it forwarded for).",
+    )
+
+
+class AuditList(ApiModel):
+    items: list[AuditRecord]

@@ -65,8 +65,11 @@ def event_row(
     type: EventType = EventType.NORMAL,
     job_id: uuid.UUID | None = None,
     cluster_id: uuid.UUID | None = None,
+    token_id: uuid.UUID | None = None,
+    client_address: str | None = None,
 ) -> dict[str, object]:
-    """Every column of a new event, for a bulk insert (the job writer's)."""
+    """Every column of a new event, for a bulk insert (the job writer's: every row of a batch
+    has the same columns, so the audit ones are always there)."""
     now = utcnow()
     return {
         "id": uuid.uuid4(),
@@ -78,6 +81,8 @@ def event_row(
         "count": 1,
         "first_seen_at": now,
         "last_seen_at": now,
+        "token_id": token_id,
+        "client_address": client_address,
     }
 
 
@@ -100,13 +105,22 @@ AUDIT = "Audit"
 
 
 async def record_audit(
-    session: AsyncSession, *, who: str, method: str, path: str, denied: str | None = None
+    session: AsyncSession,
+    *,
+    who: str,
+    method: str,
+    path: str,
+    denied: str | None = None,
+    token_id: uuid.UUID | None = None,
+    client_address: str | None = None,
 ) -> None:
     """One record per mutating call: an accepted one in the call's own transaction, a refused
-    one (`denied`: why) in a transaction of its own; never folded."""
-    await record_event(
+    one (`denied`: why) in a transaction of its own; never folded. `token_id` and
+    `client_address` say which token called and from where (the name is free text)."""
+    event = await record_event(
         session, reason=AUDIT, message=audit_message(who, method, path, denied), fold=False
     )
+    event.token_id, event.client_address = token_id, client_address
 
 
 def audit_message(who: str, method: str, path: str, denied: str | None = None) -> str:

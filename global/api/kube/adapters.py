@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.api.audit import audit_row
 from volcano_global.errors import Conflict, FieldError, Invalid
 from volcano_global.jobspec import ParseOptions
-from volcano_global.services import events
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.kube import objects, store
 from volcano_global.services.kube.feed import Change
@@ -156,12 +156,11 @@ class JobAdapter:
                 f'{self.resource.plural}.{self.resource.group} "{metadata["name"]}" already exists'
             )
         submission = _submission(app.state.settings, document, caller, classes)
-        audit = events.event_row(
-            reason=events.AUDIT,
-            message=events.audit_message(caller.name, request.method, request.url.path),
-        )
         row = await submissions.submit_job(
-            submission, submitted_by=caller.name, writer=app.state.job_writer, events=[audit]
+            submission,
+            submitted_by=caller.name,
+            writer=app.state.job_writer,
+            events=[audit_row(request, caller)],
         )
         app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
         return objects.job_object(row | {"deleted_at": None}, [])

@@ -36,3 +36,7 @@ class Event(UUIDPrimaryKey, Base):
     count: Mapped[int] = mapped_column(default=1)
     first_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # An audit record's caller: the token's id (None: the admin token of the settings, which
+    # has no row) and the address the call came from (services/audit_trail.py).
+    token_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    client_address: Mapped[str | None] = mapped_column(String(64), default=None)

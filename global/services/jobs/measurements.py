@@ -79,12 +79,38 @@ async def _live(session: AsyncSession, uid: uuid.UUID) -> Job:
     return job
 
 
+async def _require_run_alive(
+    session: AsyncSession, job: Job, run_token_issued_at: datetime | None
+) -> None:
+    """A job token's run has ended once a placement of its job ended after the token was
+    issued (each run's token is issued when its placement is dispatched). Ending a placement
+    revokes its run's token, so this refuses what a token issued before that rule still
+    reports."""
+    if run_token_issued_at is None:  # an admin's report: no run named
+        return
+    ended = await session.scalar(
+        select(func.max(Placement.ended_at)).where(Placement.job_id == job.id)
+    )
+    if ended is not None and ended >= run_token_issued_at:
+        raise Conflict(
+            f"job {job.namespace}/{job.name}: this token's run ended at {ended.isoformat()}; "
+            "an ended run's measurements are not kept"
+        )
+
+
 async def record(
-    session: AsyncSession, *, uid: uuid.UUID, step_time_s: float, bytes_per_step: float
+    session: AsyncSession,
+    *,
+    uid: uuid.UUID,
+    step_time_s: float,
+    bytes_per_step: float,
+    run_token_issued_at: datetime | None = None,
 ) -> Job:
     """Fold one report into the job's running figures (an exponentially weighted mean that
-    starts as the plain mean, so a few reports settle it and later drift is followed)."""
+    starts as the plain mean, so a few reports settle it and later drift is followed). A
+    report of a run that has ended (`run_token_issued_at`: its job token's issue) is refused."""
     job = await _live(session, uid)
+    await _require_run_alive(session, job, run_token_issued_at)
     old: dict[str, Any] = job.measurements or {}
     samples = int(old.get("samples", 0)) + 1
     weight = max(1.0 / samples, 0.1)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import ApiToken, Queue, TokenRole
 from volcano_global.errors import Forbidden, Invalid, NotFound, Unauthorized
+from volcano_global.services.tenancy.token_names import check_token_name
 
 TOKEN_PREFIX = "vg_"
 
@@ -32,6 +33,9 @@ class Principal:
     # When the token was issued: a job token is issued with each placement of its job, so
     # this tells which run of the job its processes belong to.
     issued_at: datetime | None = None
+    # The token's row (None: the admin token of the settings): what audit records name, as
+    # the free-text name may read like another caller's.
+    token_id: uuid.UUID | None = None
 
     def require_admin(self) -> None:
         if self.role is not TokenRole.ADMIN:
@@ -127,6 +131,23 @@ async def revoke_cluster_tokens(session: AsyncSession, *, cluster_id: uuid.UUID)
     )
 
 
+async def revoke_job_tokens(
+    session: AsyncSession, *, job_id: uuid.UUID, ended_at: datetime
+) -> None:
+    """A run of the job ended at `ended_at`: its job tokens (every one issued until then; the
+    next run's is issued after) stop working at once, so none outlives its run."""
+    await session.execute(
+        update(ApiToken)
+        .where(
+            ApiToken.job_id == job_id,
+            ApiToken.role == TokenRole.JOB,
+            ApiToken.revoked_at.is_(None),
+            ApiToken.created_at <= ended_at,
+        )
+        .values(revoked_at=ended_at)
+    )
+
+
 def configured_admin(token: str, admin_token: str | None) -> Principal | None:
     """The admin, if `token` is the admin token of the settings (no database needed)."""
     if admin_token is not None and hmac.compare_digest(hash_token(token), _digest_of(admin_token)):
@@ -153,6 +174,7 @@ async def authenticate(session: AsyncSession, *, token: str, admin_token: str | 
         job_id=row.job_id,
         queues=tuple(row.queues or ()),
         issued_at=row.created_at,
+        token_id=row.id,
     )
 
 
@@ -175,7 +197,8 @@ async def create_user_token(
     expires_at: datetime | None,
 ) -> tuple[ApiToken, str]:
     """An admin, reader or queue-user token (agent and job tokens come with their cluster or
-    job). A queue user needs at least one existing queue."""
+    job). A queue user needs at least one existing queue; reserved names are refused."""
+    check_token_name(name)
     if role not in (TokenRole.ADMIN, TokenRole.READER, TokenRole.QUEUE_USER):
         raise Invalid.one("role", "must be admin, reader or queue-user")
     if role is TokenRole.QUEUE_USER:

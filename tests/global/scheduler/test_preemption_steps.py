@@ -240,12 +240,12 @@ async def lost_s(app: FastAPI, job_id: uuid.UUID) -> float:
     return found.lost_s
 
 
-async def test_a_checkpoint_the_evicted_run_reports_late_does_not_count_for_the_next_run(
+async def test_the_evicted_runs_job_token_is_revoked_and_only_the_next_runs_checkpoint_counts(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    """The evicted run's pods may save a checkpoint while they terminate: kept while the job
-    waits, but it saves none of the next run's work, and once the job was placed again (it
-    may start elsewhere before they are gone) it is refused."""
+    """The evicted run's pods may try to save a checkpoint while they terminate: their job
+    token was revoked with their placement (401), so nothing of theirs counts for the next
+    run, placed while they may still be going; the next run's own token reports."""
     scheduler = app.state.scheduler
     stream, low_id = await running_victim(app, api)
 
@@ -260,7 +260,7 @@ async def test_a_checkpoint_the_evicted_run_reports_late_does_not_count_for_the_
     [first_run] = await rows(app, Placement, Placement.job_id == low_id)
     await nominated_preemptor(app, api)
     waiting = await checkpoint(first_run, 400)
-    assert waiting.status_code == 200, waiting.text
+    assert waiting.status_code == 401, waiting.text
     # Two more nodes: the nomination holds one (its victim's pods still use n0), the requeued
     # victim is placed on the other and runs for an hour.
     await stream.reply(inventory(3, used=8, free_nodes=2), "ack")
@@ -271,22 +271,14 @@ async def test_a_checkpoint_the_evicted_run_reports_late_does_not_count_for_the_
     started = utcnow() - timedelta(hours=1)
     async with transaction(app.state.sessions) as session:
         await session.execute(
-            update(Job)
-            .where(Job.id == low_id)
-            # (The report came while it waited: before this run's start.)
-            .values(
-                state=JobState.RUNNING,
-                started_at=started,
-                checkpointed_at=started - timedelta(minutes=1),
-            )
+            update(Job).where(Job.id == low_id).values(state=JobState.RUNNING, started_at=started)
         )
     assert await lost_s(app, low_id) >= 3600  # the whole hour of this run
 
     late = await checkpoint(first_run, 500)
+    assert late.status_code == 401, late.text
     assert await lost_s(app, low_id) >= 3600
-    assert late.status_code == 409, late.text
-    assert "run that has ended" in late.json()["message"], late.text
-    assert (await api.get(f"/api/v1/jobs/{low_id}")).json()["checkpoint"]["step"] == 400
+    assert (await api.get(f"/api/v1/jobs/{low_id}")).json()["checkpoint"] is None
     saved = await checkpoint(second_run, 300)
     assert saved.status_code == 200, saved.text
     assert await lost_s(app, low_id) < 60
