@@ -1,7 +1,7 @@
 """audit records name the token (its id) and the client address the call came from
 
 Revision ID: 0017_audit
-Revises: 0016
+Revises: 0017_streamsec
 Create Date: 2026-12-04
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017_audit"
-down_revision: str | None = "0016"
+down_revision: str | None = "0017_streamsec"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
