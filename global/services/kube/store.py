@@ -172,6 +172,18 @@ async def changed_since(session: AsyncSession, *, since: Any) -> list[Row]:
     return [dict(r) for r in (await session.execute(statement)).mappings()]
 
 
+async def changed_page(
+    session: AsyncSession, *, since: Any, after: tuple[Any, uuid.UUID] | None, limit: int
+) -> list[Row]:
+    """At most `limit` jobs changed after `since`, oldest change first, from after the
+    (updated_at, id) key `after`: a watch's catch-up a page at a time."""
+    statement = _rows().where(Job.updated_at > since)
+    if after is not None:
+        statement = statement.where(tuple_(Job.updated_at, Job.id) > tuple_(*after))
+    statement = statement.order_by(Job.updated_at, Job.id).limit(limit)
+    return [dict(r) for r in (await session.execute(statement)).mappings()]
+
+
 async def clusters_of(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
     """The clusters holding each job's active placement, in rank order."""
     if not ids:
