@@ -232,8 +232,14 @@ class KubeApiSettings(BaseModel):
     list_page_size: int = Field(
         200,
         ge=1,
-        description="Objects read and encoded at a time for a list or a watch's catch-up; a "
-        "list without a limit (or limit=0) is streamed in pages of this size.",
+        description="Most objects read and encoded at a time for a list or a watch's "
+        "catch-up (every list is streamed a page at a time, up to its limit).",
+    )
+    list_page_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="About how many bytes of objects a page of a list or a watch's catch-up "
+        "holds (fewer objects per page when they are large).",
     )
     selector_max_length: int = Field(
         4096, ge=16, description="Longest label or field selector accepted (longer: 400)."

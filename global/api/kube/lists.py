@@ -1,9 +1,8 @@
-"""A list of a kind, as the API server answers it, in bounded memory: a list with a small
-`limit` is one page as before; a list without one (or `limit=0`, or a limit above
-`kube.list_page_size`) is streamed, read and encoded a page at a time (each page in its own
-session, the encoding in a worker thread), its `metadata` (resourceVersion, continue) after
-the items. A JSON client reads it the same; what the server holds is one page, whatever the
-number of objects."""
+"""A list of a kind, as the API server answers it, in bounded memory: streamed, read and
+encoded a page at a time (each page in its own session after the first, the encoding in a
+worker thread, pages sized to `kube.list_page_bytes`), up to its `limit` if any (`limit=0`
+or none: every object), its `metadata` (resourceVersion, continue) after the items. A JSON
+client reads it the same; what the server holds is a page, whatever the number of objects."""
 
 from __future__ import annotations
 
@@ -13,10 +12,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.api.kube.paging import BoundedStream, encoded_items, pages_of
+from volcano_global.api.kube.paging import (
+    BoundedStream,
+    PageSize,
+    encoded_items,
+    page_size_of,
+    pages_of,
+)
 from volcano_global.api.kube.registry import Kind
 from volcano_global.api.kube.tables import columns, table, wants_table
 from volcano_global.db.engine import reading
@@ -58,56 +62,50 @@ class _Listing:
 async def list_response(
     request: Request, session: AsyncSession, kind: Kind, query: store.ListQuery
 ) -> Any:
+    """The list, streamed: the first page read here (a refusal, e.g. a bad continue token,
+    is an error response), the rest as the client takes them."""
     settings = request.app.state.settings
-    page_size = settings.kube.list_page_size
-    params = request.query_params
     as_table = wants_table(request.headers.get("accept", ""))
-    include = params.get("includeObject", "Metadata")
+    listing = _Listing(
+        request, kind, as_table, request.query_params.get("includeObject", "Metadata")
+    )
     # The version before the read: a change committed in between is then newer than the
     # list's version, and a watch from it sees it (perhaps again).
-    version = str(await store.watermark(session))
-    wanted = query.limit
-    first_query = dataclasses.replace(query, limit=min(wanted or page_size, page_size))
-    items, token = await kind.adapter.list(session, kind=kind, query=first_query)
-    metadata: dict[str, Any] = {"resourceVersion": version}
-    if wanted is not None and wanted <= page_size:
-        if token:
-            metadata["continue"] = token
-        if as_table:
-            return JSONResponse(table(kind, items, metadata=metadata, include=include))
-        body = {
-            "apiVersion": kind.group_version,
-            "kind": f"{kind.kind}List",
-            "metadata": metadata,
-            "items": items,
-        }
-        return JSONResponse(body)
-    listing = _Listing(request, kind, as_table, include)
-    lines = _stream(listing, query, (items, token), wanted, metadata)
+    metadata: dict[str, Any] = {"resourceVersion": str(await store.watermark(session))}
+    pages = page_size_of(request.app)
+    first = dataclasses.replace(query, limit=min(query.limit or pages.rows, pages.rows))
+    async with pages_of(request.app):
+        items, token = await kind.adapter.list(session, kind=kind, query=first)
+    lines = _stream(listing, query, pages, (items, token), metadata)
+    del items
     return BoundedStream(lines, send_timeout_s=settings.kube.watch_send_timeout_s)
 
 
 async def _stream(
     listing: _Listing,
     query: store.ListQuery,
+    pages: PageSize,
     first: tuple[list[dict[str, Any]], str | None],
-    wanted: int | None,
     metadata: dict[str, Any],
 ) -> AsyncIterator[bytes]:
-    page_size = listing.request.app.state.settings.kube.list_page_size
+    """The list's pages until its end or its `limit`, then its metadata (with the continue
+    token of what is left)."""
+    wanted = query.limit
     items, token = first
-    sent = len(items)
-    chunk = listing.head() + await encoded_items(listing.shown(items), first=True)
+    del first
+    sent, chunk = len(items), await encoded_items(listing.shown(items), first=True)
+    pages.measured(len(items), len(chunk))
     separate = bool(items)
-    del items, first
-    yield chunk
+    del items
+    yield listing.head() + chunk
     while token is not None and (wanted is None or sent < wanted):
-        limit = page_size if wanted is None else min(page_size, wanted - sent)
+        limit = pages.rows if wanted is None else min(pages.rows, wanted - sent)
         items, token = await listing.read(
             dataclasses.replace(query, limit=limit, continue_token=token)
         )
         sent += len(items)
         chunk = await encoded_items(listing.shown(items), first=not separate)
+        pages.measured(len(items), len(chunk))
         separate = separate or bool(items)
         del items
         yield chunk

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
@@ -23,6 +24,29 @@ log = logging.getLogger(__name__)
 # Pages read and built at once across all lists and watches of the process: what they hold
 # in memory while reading is this many pages, whatever the number of callers.
 PAGES_AT_ONCE = 4
+
+
+@dataclass
+class PageSize:
+    """How many objects the next page reads: as many as fit `budget` bytes by the size of
+    the objects read so far (jobs of 1 MB are read a few at a time, small ones up to
+    `most`), starting small."""
+
+    most: int
+    budget: int
+    rows: int = 0
+
+    def __post_init__(self) -> None:
+        self.rows = self.rows or min(self.most, 16)
+
+    def measured(self, count: int, size: int) -> None:
+        if count:
+            self.rows = max(1, min(self.most, self.budget * count // max(size, 1)))
+
+
+def page_size_of(app: FastAPI) -> PageSize:
+    kube = app.state.settings.kube
+    return PageSize(kube.list_page_size, kube.list_page_bytes)
 
 
 def pages_of(app: FastAPI) -> asyncio.Semaphore:

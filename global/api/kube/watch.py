@@ -17,7 +17,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from volcano_global.api.kube.paging import BoundedStream, pages_of, watches_of
+from volcano_global.api.kube.paging import (
+    BoundedStream,
+    page_size_of,
+    pages_of,
+    watches_of,
+)
 from volcano_global.api.kube.registry import Kind
 from volcano_global.api.kube.tables import table, wants_table
 from volcano_global.db.engine import reading
@@ -107,26 +112,16 @@ class Stream:
                 rows += await cluster.changed_since(session, since=since)
         return self._events(rows, clusters), follow
 
-    async def _catch_up(self, page_size: int) -> AsyncIterator[Events]:
-        """What the client has not seen, a page at a time (the caller drops each page
-        before asking for the next)."""
-        if self.start is None:
-            query: store.ListQuery | None = dataclasses.replace(
-                self.query, limit=page_size, continue_token=None
-            )
-            while query is not None:
-                events, query = await self._current(query)
-                yield events
-                del events  # not held while the client takes the page
-            return
-        since = _EPOCH + timedelta(microseconds=self.start)
-        after: tuple[Any, Any] | None = None
-        while True:
-            events, after = await self._changes(since, after, page_size)
-            yield events
-            del events
-            if after is None:
-                return
+    async def _next_page(self, cursor: Any, rows: int) -> tuple[Events, Any]:
+        """One page of what the client has not seen (the current objects from a list
+        `ListQuery` cursor, the changes after a resourceVersion from a `(since, after)` one)
+        and the cursor of the next page (None after the last). A plain call, not a
+        generator: nothing of a page is held while the client takes it."""
+        if isinstance(cursor, store.ListQuery):
+            return await self._current(dataclasses.replace(cursor, limit=rows))
+        since, after = cursor
+        events, after = await self._changes(since, after, rows)
+        return events, (since, after) if after is not None else None
 
     def _events(self, rows: list[dict[str, Any]], clusters: dict[Any, list[str]]) -> Events:
         found = []
@@ -164,13 +159,21 @@ class Stream:
                 return
             floor = newest if self.start is None else self.start
             seen: set[tuple[str, str]] = set()
-            async for events in self._catch_up(kube.list_page_size):
+            pages = page_size_of(self.app)
+            cursor: Any = (
+                dataclasses.replace(self.query, continue_token=None)
+                if self.start is None
+                else (_EPOCH + timedelta(microseconds=self.start), None)
+            )
+            while cursor is not None:
+                events, cursor = await self._next_page(cursor, pages.rows)
                 for _, obj in events:
                     version = obj["metadata"]["resourceVersion"]
                     newest = max(newest, int(version))
                     if int(version) > floor:  # changed during the catch-up: the feed has it too
                         seen.add((obj["metadata"]["uid"], version))
                 chunk = await self._encoded(events)
+                pages.measured(len(events), len(chunk))
                 del events  # only the encoded page is held while the client takes it
                 yield chunk
                 if subscription.ended is not None:
