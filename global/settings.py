@@ -207,7 +207,7 @@ class KubeApiSettings(BaseModel):
         1000, ge=1, description="Watches the server process holds open at once (more: 429)."
     )
     watch_buffer_bytes: int = Field(
-        32 * 1024 * 1024,
+        8 * 1024 * 1024,
         ge=1024,
         description="Changes one watch may have waiting for its client, in bytes of their "
         "documents; a watch further behind is closed (the client watches again).",
@@ -236,7 +236,7 @@ class KubeApiSettings(BaseModel):
         "catch-up (every list is streamed a page at a time, up to its limit).",
     )
     list_page_bytes: int = Field(
-        4 * 1024 * 1024,
+        1024 * 1024,
         ge=1024,
         description="About how many bytes of objects a page of a list or a watch's catch-up "
         "holds (fewer objects per page when they are large).",

@@ -37,7 +37,7 @@ class PageSize:
     rows: int = 0
 
     def __post_init__(self) -> None:
-        self.rows = self.rows or min(self.most, 16)
+        self.rows = self.rows or min(self.most, 4)
 
     def measured(self, count: int, size: int) -> None:
         if count:

@@ -63,7 +63,7 @@ class Subscription:
     also how the watch is ended from outside (its token revoked)."""
 
     max_events: int = 10_000
-    max_bytes: int = 32 * 1024 * 1024
+    max_bytes: int = 8 * 1024 * 1024
     inbox: asyncio.Queue[Change | None] = field(default_factory=asyncio.Queue)
     buffered_bytes: int = 0
     ended: str | None = None  # why the watch must end (dropped, revoked)
@@ -132,7 +132,7 @@ class ChangeFeed:
 
     @contextlib.asynccontextmanager
     async def subscribe(
-        self, *, max_events: int = 10_000, max_bytes: int = 32 * 1024 * 1024
+        self, *, max_events: int = 10_000, max_bytes: int = 8 * 1024 * 1024
     ) -> AsyncIterator[Subscription]:
         subscription = Subscription(max_events=max_events, max_bytes=max_bytes)
         self._subscribers.add(subscription)

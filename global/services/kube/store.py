@@ -95,7 +95,9 @@ async def list_rows(
     so a page holds `limit` matching objects whatever the selector skips."""
     start = _decode(query.continue_token) if query.continue_token else None
     page: list[Row] = []
-    batch = max(query.limit or 500, 100)
+    # One more than the page (to know whether there is a next), at most 500: a batch of rows
+    # is held at once, and a job's row may be a megabyte.
+    batch = min(query.limit or 500, 500) + 1
     last_key: tuple[str, str] | None = None
     while True:
         statement = _rows().where(Job.kind == resource.kind, Job.deleted_at.is_(None))

@@ -47,6 +47,7 @@ class OpenWatches:
     limits: WatchLimits
     _open: dict[str, set[Ticket]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def total(self) -> int:
@@ -54,6 +55,12 @@ class OpenWatches:
 
     def of(self, key: str) -> int:
         return len(self._open.get(key, ()))
+
+    async def until(self, total: int) -> None:
+        """Wait until `total` watches are open (what a caller or a test awaits)."""
+        while self.total < total:
+            self._changed.clear()
+            await self._changed.wait()
 
     def admit(self, key: str, *, checked: bool) -> Ticket:
         """A ticket for one more watch of the token, or 429 naming the limit."""
@@ -69,6 +76,7 @@ class OpenWatches:
             )
         ticket = Ticket(key, checked)
         self._open.setdefault(key, set()).add(ticket)
+        self._changed.set()
         if checked and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._recheck(), name="kube-watch-tokens")
         return ticket
@@ -79,6 +87,7 @@ class OpenWatches:
             tickets.discard(ticket)
             if not tickets:
                 del self._open[ticket.key]
+        self._changed.set()
 
     async def stop(self) -> None:
         if self._task is not None:

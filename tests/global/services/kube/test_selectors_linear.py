@@ -88,7 +88,7 @@ def test_field_selectors_take_the_name_and_namespace_with_escapes() -> None:
     fields = {"metadata.name": "a,b", "metadata.namespace": "ml"}
     assert field_selector(r"metadata.name=a\,b,metadata.namespace==ml").matches(fields)
     assert not field_selector("metadata.namespace!=ml").matches(fields)
-    with pytest.raises(BadRequest, match="field label not supported: 'spec.queue'"):
+    with pytest.raises(BadRequest, match=r"field label not supported: 'spec\.queue'"):
         field_selector("spec.queue=x")
     with pytest.raises(BadRequest, match="can't understand"):
         field_selector("metadata.name")
