@@ -29,15 +29,15 @@ PAGES_AT_ONCE = 4
 @dataclass
 class PageSize:
     """How many objects the next page reads: as many as fit `budget` bytes by the size of
-    the objects read so far (jobs of 1 MB are read a few at a time, small ones up to
-    `most`), starting small."""
+    the objects read so far (jobs of 1 MB one at a time, small ones up to `most`), starting
+    at one: the size of what is stored is not known before it is read."""
 
     most: int
     budget: int
     rows: int = 0
 
     def __post_init__(self) -> None:
-        self.rows = self.rows or min(self.most, 4)
+        self.rows = self.rows or 1
 
     def measured(self, count: int, size: int) -> None:
         if count:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -159,3 +160,22 @@ async def test_a_list_without_a_limit_is_streamed_in_pages(app: FastAPI) -> None
         events = _events(await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "1"}))
         assert [e["object"]["metadata"]["name"] for e in events] == ["a", "b", "c", "d", "e"]
         assert {e["type"] for e in events} == {"ADDED"}
+
+
+async def test_an_expiring_token_ends_its_open_watch(app: FastAPI) -> None:
+    expires = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    async with _client(app) as admin:
+        issued = await admin.post(
+            "/api/v1/tokens", json={"name": "brief", "role": "reader", "expiresAt": expires}
+        )
+    assert issued.status_code == 201, issued.text
+    app.state.settings.kube.watch_timeout_max_s = 60.0
+    async with _client(app, issued.json()["token"]) as kube:
+        watching = asyncio.create_task(
+            kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "60"})
+        )
+        await _open(app, 1)
+        async with asyncio.timeout(15):
+            ended = await watching
+        assert ended.status_code == 200
+        assert (await kube.get(JOBS)).status_code == 401
