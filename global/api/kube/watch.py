@@ -2,7 +2,9 @@
 `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`). It takes the process's change feed before reading
 what changed since the watch's resourceVersion, so no change falls between the two; a
 resourceVersion older than the feed's window ends the watch with a 410 Expired ERROR event
-(then the client lists again)."""
+(then the client lists again). Its catch-up is read and encoded a page at a time; it ends at
+its (capped) timeout, when it falls too far behind its client, or when its token no longer
+stands (docs/kubectl.md "Watches" and "Bounds")."""
 
 from __future__ import annotations
 
