@@ -94,3 +94,20 @@ def test_unread_watches_stay_bounded_and_are_dropped(server: ServerProcess) -> N
     assert all(_drained(sock) for sock in socks)
     # Measured: before, 220 -> 556 MiB and none dropped in 30 s; now 221 -> 290 MiB.
     assert peak - before < 150, (before, peak)
+
+
+def test_a_client_that_disconnects_frees_its_watch(server: ServerProcess) -> None:
+    # kubectl get -w ended with Ctrl-C: its place among the token's watches is free again.
+    socks = [unread_watch(server.port) for _ in range(20)]  # the token's limit
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    watch = {"watch": "true", "timeoutSeconds": "1"}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as api:
+        deadline = time.monotonic() + 10
+        while (refused := api.get(JOBS, params=watch)).status_code != 429:
+            assert time.monotonic() < deadline, refused.text  # the 20 are being admitted
+        assert "kube.watches_per_token" in refused.json()["message"]
+        for sock in socks:
+            sock.close()
+        deadline = time.monotonic() + 10
+        while (answer := api.get(JOBS, params=watch)).status_code != 200:
+            assert time.monotonic() < deadline, answer.text
