@@ -88,3 +88,21 @@ class Invalid(DomainError):
     @classmethod
     def one(cls, field: str, message: str) -> Invalid:
         return cls([FieldError(field, message)])
+
+
+class BadRequest(Invalid):
+    """A request parameter the server cannot read at all (a selector), answered 400 as the
+    Kubernetes API server answers it; `errors` names the parameter."""
+
+    code = "BadRequest"
+
+
+class TooManyRequests(DomainError):
+    """A limit on what one caller (or everyone) may hold open at once; the client retries
+    after `retry_after_s`."""
+
+    code = "TooManyRequests"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

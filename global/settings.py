@@ -217,6 +217,59 @@ class KubeApiSettings(BaseModel):
     bookmark_s: float = Field(
         60.0, gt=0, description="Period of BOOKMARK events to watches that allow them."
     )
+    watch_timeout_max_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Longest a watch stays open whatever its timeoutSeconds (the API server's "
+        "longest default: twice its 1800 s min-request-timeout).",
+    )
+    watches_per_token: int = Field(
+        20, ge=1, description="Watches one token may hold open at once (more: 429)."
+    )
+    watches_total: int = Field(
+        1000, ge=1, description="Watches the server process holds open at once (more: 429)."
+    )
+    watch_buffer_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Changes one watch may have waiting for its client, in bytes of their "
+        "documents; a watch further behind is closed (the client watches again).",
+    )
+    watch_buffer_events: int = Field(
+        10_000,
+        ge=10,
+        description="Changes one watch may have waiting for its client; further behind: closed.",
+    )
+    watch_send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest a watch waits for its client to take the next event before the "
+        "connection is closed (a client that stopped reading).",
+    )
+    watch_recheck_s: float = Field(
+        5.0,
+        gt=0,
+        description="How often the tokens of open watches are checked (a revoked or expired "
+        "token's watches end).",
+    )
+    list_page_size: int = Field(
+        200,
+        ge=1,
+        description="Most objects read and encoded at a time for a list or a watch's "
+        "catch-up (every list is streamed a page at a time, up to its limit).",
+    )
+    list_page_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="About how many bytes of objects a page of a list or a watch's catch-up "
+        "holds (fewer objects per page when they are large).",
+    )
+    selector_max_length: int = Field(
+        4096, ge=16, description="Longest label or field selector accepted (longer: 400)."
+    )
+    selector_max_requirements: int = Field(
+        100, ge=1, description="Most requirements in a label or field selector (more: 400)."
+    )
 
 
 class Settings(BaseSettings):

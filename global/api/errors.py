@@ -17,6 +17,7 @@ from volcano_global.api import audit
 from volcano_global.api.deps import BEARER, MUTATING, bearer_caller
 from volcano_global.db.engine import is_unavailable
 from volcano_global.errors import (
+    BadRequest,
     Busy,
     Conflict,
     DomainError,
@@ -25,6 +26,7 @@ from volcano_global.errors import (
     Invalid,
     NotFound,
     TooLarge,
+    TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
     field_error,
@@ -42,6 +44,8 @@ STATUS_BY_ERROR: dict[type[DomainError], int] = {
     TooLarge: 413,
     Busy: 503,
     UnsupportedMediaType: 415,
+    BadRequest: 400,
+    TooManyRequests: 429,
 }
 _REASONS = {
     400: "BadRequest",
@@ -92,6 +96,8 @@ def install_error_handlers(app: FastAPI) -> None:
             await _audit_denied(request, exc.message)
         causes = exc.errors if isinstance(exc, Invalid) else None
         headers = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
+        if isinstance(exc, TooManyRequests):
+            headers["Retry-After"] = str(exc.retry_after_s)
         return status_response(code, exc.code, exc.message, causes, **headers)
 
     @app.exception_handler(RequestValidationError)

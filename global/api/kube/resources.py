@@ -7,19 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from volcano_global.api.deps import AppSettings, LoneSubmitter, Reader, Session, Submitter
-from volcano_global.api.kube import watch
 from volcano_global.api.kube.adapters import refuse_unknown
 from volcano_global.api.kube.kinds import KINDS
+from volcano_global.api.kube.lists import list_response
 from volcano_global.api.kube.registry import PREFIX, Kind, unknown_fields
 from volcano_global.api.kube.tables import table, wants_table
+from volcano_global.api.kube.watch import open_watch
 from volcano_global.errors import Invalid, UnsupportedMediaType
 from volcano_global.jobspec import load_document
 from volcano_global.services.kube import store
-from volcano_global.services.kube.objects import parse_resource_version
-from volcano_global.services.kube.selectors import field_selector, label_selector
+from volcano_global.services.kube.selectors import SelectorLimits, field_selector, label_selector
 
 router = APIRouter(
     prefix=f"{PREFIX}/apis/{{group}}/{{version}}", tags=["kubernetes"], include_in_schema=False
@@ -82,50 +82,22 @@ async def _list_or_watch(
     request: Request, session: Any, caller: Any, kind: Kind, namespace: str | None
 ) -> Any:
     params = request.query_params
+    kube = request.app.state.settings.kube
+    limits = SelectorLimits(kube.selector_max_length, kube.selector_max_requirements)
     limit = params.get("limit")
-    if limit is not None and (not limit.isdigit() or int(limit) < 0):
-        raise Invalid.one("limit", f"{limit!r} is not a non-negative integer")
+    if limit is not None and (not limit.isdigit() or len(limit) > 9):
+        raise Invalid.one("limit", f"{limit[:20]!r} is not a non-negative integer")
     query = store.ListQuery(
         namespace=namespace,
-        labels=label_selector(params.get("labelSelector")),
-        fields=field_selector(params.get("fieldSelector")),
+        labels=label_selector(params.get("labelSelector"), limits),
+        fields=field_selector(params.get("fieldSelector"), limits),
         queues=caller.visible_queues(),
         limit=int(limit) if limit and int(limit) > 0 else None,
         continue_token=params.get("continue") or None,
     )
     if _is_true(params.get("watch")):
-        version = params.get("resourceVersion") or "0"
-        start = None if version == "0" else parse_resource_version(version)
-        timeout = params.get("timeoutSeconds")
-        stream = watch.Stream(
-            app=request.app,
-            kind=kind,
-            query=query,
-            start=start,
-            bookmarks=_is_true(params.get("allowWatchBookmarks")),
-            timeout_s=float(timeout) if timeout and timeout.isdigit() else None,
-            as_table=wants_table(request.headers.get("accept", "")),
-            include=params.get("includeObject", "Metadata"),
-        )
-        return StreamingResponse(stream.lines(), media_type="application/json")
-    # The version before the read: a change committed in between is then newer than the
-    # list's version, and a watch from it sees it (perhaps again).
-    version = str(await store.watermark(session))
-    items, token = await kind.adapter.list(session, kind=kind, query=query)
-    metadata: dict[str, Any] = {"resourceVersion": version}
-    if token:
-        metadata["continue"] = token
-    if wants_table(request.headers.get("accept", "")):
-        include = params.get("includeObject", "Metadata")
-        return JSONResponse(table(kind, items, metadata=metadata, include=include))
-    return JSONResponse(
-        {
-            "apiVersion": kind.group_version,
-            "kind": f"{kind.kind}List",
-            "metadata": metadata,
-            "items": items,
-        }
-    )
+        return open_watch(request, kind, query)
+    return await list_response(request, session, kind, query)
 
 
 @router.get("/{plural}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -44,14 +46,57 @@ class Change:
     def key(self) -> tuple[uuid.UUID, datetime]:
         return self.row["id"], self.row["updated_at"]
 
+    @functools.cached_property
+    def size(self) -> int:
+        """About what the change holds, in bytes (its document's JSON): measured once,
+        whatever the number of watches it is handed to."""
+        document = self.row.get("manifest", self.row.get("object"))
+        return len(json.dumps(document, default=str)) + 512
+
 
 @dataclass(eq=False)
 class Subscription:
-    """One watch's inbox. `overflowed`: it fell more than the inbox behind and must end (the
-    client lists again, as after any watch that ends)."""
+    """One watch's inbox, bounded in changes and in bytes of their documents. A watch further
+    behind (its client reads slower than changes come) is dropped: its inbox emptied at once
+    (what it held is freed), then a None that ends the watch, as kube-apiserver closes a watch
+    that cannot keep up (the client watches again from its last resourceVersion). A None is
+    also how the watch is ended from outside (its token revoked)."""
 
-    inbox: asyncio.Queue[Change] = field(default_factory=lambda: asyncio.Queue(maxsize=10_000))
-    overflowed: bool = False
+    max_events: int = 10_000
+    max_bytes: int = 8 * 1024 * 1024
+    inbox: asyncio.Queue[Change | None] = field(default_factory=asyncio.Queue)
+    buffered_bytes: int = 0
+    ended: str | None = None  # why the watch must end (dropped, revoked)
+
+    def offer(self, change: Change) -> None:
+        if self.ended is not None:
+            return
+        size = change.size
+        if self.inbox.qsize() >= self.max_events or self.buffered_bytes + size > self.max_bytes:
+            self.end(
+                f"more than {self.max_events} changes or {self.max_bytes} bytes behind "
+                "(settings kube.watch_buffer_events, kube.watch_buffer_bytes)"
+            )
+            return
+        self.buffered_bytes += size
+        self.inbox.put_nowait(change)
+
+    def end(self, why: str) -> None:
+        """Free what the watch holds and wake it to end."""
+        if self.ended is not None:
+            return
+        self.ended = why
+        while not self.inbox.empty():
+            self.inbox.get_nowait()
+        self.buffered_bytes = 0
+        self.inbox.put_nowait(None)
+
+    async def next(self) -> Change | None:
+        """The next change (None: the watch must end)."""
+        change = await self.inbox.get()
+        if change is not None:
+            self.buffered_bytes -= change.size
+        return change
 
 
 class ChangeFeed:
@@ -86,8 +131,10 @@ class ChangeFeed:
                 await self._task
 
     @contextlib.asynccontextmanager
-    async def subscribe(self) -> AsyncIterator[Subscription]:
-        subscription = Subscription()
+    async def subscribe(
+        self, *, max_events: int = 10_000, max_bytes: int = 8 * 1024 * 1024
+    ) -> AsyncIterator[Subscription]:
+        subscription = Subscription(max_events=max_events, max_bytes=max_bytes)
         self._subscribers.add(subscription)
         self._wanted.set()
         try:
@@ -151,10 +198,7 @@ class ChangeFeed:
 
     def _publish(self, change: Change) -> None:
         for subscription in self._subscribers:
-            try:
-                subscription.inbox.put_nowait(change)
-            except asyncio.QueueFull:
-                subscription.overflowed = True
+            subscription.offer(change)
 
 
 async def _oldest_writer(session: AsyncSession) -> datetime | None:

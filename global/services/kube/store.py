@@ -95,7 +95,9 @@ async def list_rows(
     so a page holds `limit` matching objects whatever the selector skips."""
     start = _decode(query.continue_token) if query.continue_token else None
     page: list[Row] = []
-    batch = max(query.limit or 500, 100)
+    # One more than the page (to know whether there is a next), at most 500: a batch of rows
+    # is held at once, and a job's row may be a megabyte.
+    batch = min(query.limit or 500, 500) + 1
     last_key: tuple[str, str] | None = None
     while True:
         statement = _rows().where(Job.kind == resource.kind, Job.deleted_at.is_(None))
@@ -169,6 +171,18 @@ async def row_by_id(session: AsyncSession, uid: uuid.UUID) -> Row:
 async def changed_since(session: AsyncSession, *, since: Any) -> list[Row]:
     """Every job changed after `since` (a UTC datetime), oldest change first."""
     statement = _rows().where(Job.updated_at > since).order_by(Job.updated_at, Job.id)
+    return [dict(r) for r in (await session.execute(statement)).mappings()]
+
+
+async def changed_page(
+    session: AsyncSession, *, since: Any, after: tuple[Any, uuid.UUID] | None, limit: int
+) -> list[Row]:
+    """At most `limit` jobs changed after `since`, oldest change first, from after the
+    (updated_at, id) key `after`: a watch's catch-up a page at a time."""
+    statement = _rows().where(Job.updated_at > since)
+    if after is not None:
+        statement = statement.where(tuple_(Job.updated_at, Job.id) > tuple_(*after))
+    statement = statement.order_by(Job.updated_at, Job.id).limit(limit)
     return [dict(r) for r in (await session.execute(statement)).mappings()]
 
 
