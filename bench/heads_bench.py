@@ -42,7 +42,7 @@ OTHERS = 9  # queues besides the busy one
 EACH = 20  # waiting jobs in each other queue
 
 
-def before_statement():  # noqa: ANN201 - the statement rounds ran before issue 38
+def before_statement():  # the statement rounds ran before issue 38
     return (
         select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
         .join(Queue, Queue.id == Job.queue_id)
@@ -52,7 +52,7 @@ def before_statement():  # noqa: ANN201 - the statement rounds ran before issue 
     )
 
 
-async def timed(runs: int, read) -> tuple[float, float, object]:  # noqa: ANN001
+async def timed(runs: int, read) -> tuple[float, float, object]:
     times, result = [], None
     for _ in range(runs):
         started = time.perf_counter()

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global import __version__
 from volcano_global.api import (
@@ -34,6 +35,7 @@ from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.writer import JobWriter
 from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.services.tenancy.priority_classes import seed_priority_classes
@@ -64,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.engine = engine
             app.state.sessions = sessions
             app.state.job_writer = JobWriter(sessions)
+            pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
             grpc_server, app.state.grpc_port = await start_grpc_server(
                 sessions=sessions, settings=settings
             )
@@ -128,6 +131,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app
+
+
+def _pending_limits(
+    sessions: async_sessionmaker[AsyncSession], settings: Settings
+) -> pending_limits.PendingLimits:
+    limits = settings.limits
+    defaults = pending_limits.Limits(limits.max_pending_jobs, limits.max_pending_bytes)
+    return pending_limits.PendingLimits(sessions, defaults, limits.pending_refresh_s)
 
 
 def announce_admin_token(token: str) -> None:

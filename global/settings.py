@@ -34,6 +34,24 @@ class LimitSettings(BaseModel):
     header_timeout_s: float = Field(
         10.0, gt=0, description="Time a request's line and headers may take to arrive (408)."
     )
+    max_pending_jobs: int | None = Field(
+        10_000,
+        ge=1,
+        description="Most pending jobs per queue; a submission over it is refused (403, "
+        "exceeded quota). Per queue: annotation global.volcano.sh/max-pending-jobs. Null: none.",
+    )
+    max_pending_bytes: int | None = Field(
+        256 << 20,
+        ge=1,
+        description="Most stored document bytes of a queue's pending jobs (403 above). Per "
+        "queue: annotation global.volcano.sh/max-pending-bytes. Null: no limit.",
+    )
+    pending_refresh_s: float = Field(
+        1.0,
+        gt=0,
+        description="How old a queue's pending count may be when a submission is admitted "
+        "(within 10% of a limit it is read afresh).",
+    )
 
 
 class PreemptionSettings(BaseModel):

@@ -16,10 +16,15 @@ PER_INSERT = 500  # rows per INSERT: well under the bind-parameter limits
 
 
 async def clone_jobs(
-    sessions: async_sessionmaker[AsyncSession], job_id: str | uuid.UUID, count: int
+    sessions: async_sessionmaker[AsyncSession],
+    job_id: str | uuid.UUID,
+    count: int,
+    *,
+    queue_id: uuid.UUID | None = None,
 ) -> None:
-    """`count` copies of the stored job `job_id` (new ids and names, in its queue), submitted
-    a millisecond apart before it, so the copies stand ahead of it in its queue's line."""
+    """`count` copies of the stored job `job_id` (new ids and names, in its queue or the
+    queue `queue_id`), submitted a millisecond apart before it, so the copies stand ahead of
+    it in its queue's line."""
     async with transaction(sessions) as session:
         row = (
             (await session.execute(select(Job.__table__).where(Job.id == uuid.UUID(str(job_id)))))
@@ -30,6 +35,7 @@ async def clone_jobs(
             {
                 **row,
                 "id": uuid.uuid4(),
+                "queue_id": queue_id or row["queue_id"],
                 "name": f"{row['name'][:50]}-{n}",
                 "submitted_at": row["submitted_at"] - timedelta(milliseconds=count - n),
             }
