@@ -28,6 +28,7 @@ from volcano_global.api.kube import discovery as kube_discovery
 from volcano_global.api.kube import openapi as kube_openapi
 from volcano_global.api.kube import resources as kube_resources
 from volcano_global.api.limits import BodyLimitMiddleware
+from volcano_global.api.rate_limit import RateLimitMiddleware, TokenBuckets
 from volcano_global.background import Background, server_loops
 from volcano_global.db import migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
@@ -129,6 +130,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         default_limit=settings.limits.max_job_bytes,
         inventory_limit=settings.limits.max_inventory_bytes,
     )
+    if settings.rate_limit.enabled:
+        app.add_middleware(
+            RateLimitMiddleware,
+            buckets=TokenBuckets(settings.rate_limit.rate_per_s, settings.rate_limit.burst),
+            admin_token=settings.admin_token.get_secret_value() if settings.admin_token else None,
+        )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app
 

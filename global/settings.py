@@ -54,6 +54,19 @@ class LimitSettings(BaseModel):
     )
 
 
+class RateLimitSettings(BaseModel):
+    """Requests per token over /api/v1 and /k8s (a token bucket per token and server process;
+    the admin is not limited; agents' gRPC streams are not counted)."""
+
+    enabled: bool = Field(True, description="Limit each token's request rate (429 above).")
+    rate_per_s: float = Field(
+        20.0,
+        gt=0,
+        description="Requests a second a token may make on average, per server process.",
+    )
+    burst: int = Field(100, ge=1, description="Requests a token may make at once.")
+
+
 class PreemptionSettings(BaseModel):
     """Preemption and reclaim (`solver/preemption.py` states the rule)."""
 
@@ -249,6 +262,7 @@ class Settings(BaseSettings):
         "Postgres and a fixed gRPC port); each is a replica, one of them schedules.",
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
