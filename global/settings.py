@@ -35,7 +35,7 @@ class LimitSettings(BaseModel):
         10.0, gt=0, description="Time a request's line and headers may take to arrive (408)."
     )
     max_pending_jobs: int | None = Field(
-        10_000,
+        20_000,
         ge=1,
         description="Most pending jobs per queue; a submission over it is refused (403, "
         "exceeded quota). Per queue: annotation global.volcano.sh/max-pending-jobs. Null: none.",

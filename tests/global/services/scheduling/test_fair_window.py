@@ -6,19 +6,23 @@ from __future__ import annotations
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from tests.backlog import clone_jobs
 from tests.factories import create_cluster, create_queue, inventory, job_document, submit
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Queue
+from volcano_global.db.models import Job, Queue
 from volcano_global.services.scheduling.heads import (
     QUEUES_PER_STATEMENT,
     heads_per_queue,
     queue_heads,
 )
 from volcano_global.services.scheduling.snapshot import build_snapshot
-from volcano_global.solver import Policy
+from volcano_global.services.scheduling.timing import duration_model
+from volcano_global.services.tenancy.queue_shares import queue_tree
+from volcano_global.services.tenancy.queues import WAITING
+from volcano_global.solver import Policy, planning
 
 BACKLOG = 3_500
 
@@ -84,3 +88,48 @@ async def test_queues_beyond_one_statement_are_read_in_the_next(
     assert len(heads) == 2  # the tenant's first two, read in the second statement
     assert {h.queue_id for h in heads} == {tenant.id}
     assert heads[0].submitted_at <= heads[1].submitted_at
+
+
+@pytest.mark.parametrize("policy", [Policy.CPSAT, Policy.FIRST_FIT])
+async def test_the_round_orders_its_heads_as_the_simulator_orders_every_waiting_job(
+    app: FastAPI, api: httpx.AsyncClient, policy: Policy
+) -> None:
+    """The simulator orders every waiting job of its trace (`planning.order`); the server's
+    window, read per queue, is the first `window` of that same order."""
+    await _backlog(app, api)
+    await create_queue(api, "third")
+    urgent = job_document("urgent", queue="third", replicas=1, priorityClassName="high-priority")
+    assert (await submit(api, urgent)).status_code == 201
+    async with transaction(app.state.sessions) as session:
+        snapshot, _ = await build_snapshot(session, window=10, policy=policy)
+        tree = await queue_tree(session)
+        durations = await duration_model(session)
+        rows = (
+            await session.execute(
+                select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
+                .join(Queue, Queue.id == Job.queue_id)
+                .where(WAITING)
+            )
+        ).all()
+    now = utcnow()
+    every = planning.order(
+        policy,
+        [
+            planning.waiting(
+                str(r.id),
+                queue=r.name,
+                priority=r.priority,
+                gpus=r.total_gpus,
+                submitted_at=r.submitted_at,
+                estimate_s=None,
+                now=now,
+                durations=durations,
+            )
+            for r in rows
+        ],
+        held={name: q.held for name, q in tree.items()},
+        weights={name: q.weight for name, q in tree.items()},
+        tree=tree,
+    )
+    assert len(rows) == BACKLOG + 3
+    assert [r.id for r in snapshot.jobs] == [c.key for c in every[:10]]
