@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from volcano_global.api.errors import status_response
 from volcano_global.db.models import TokenRole
 
-LIMITED = ("/api/v1/", "/k8s/", "/k8s")
+LIMITED = ("/api/v1", "/k8s")
 MAX_BUCKETS = 10_000  # beyond, full buckets (idle tokens) are forgotten, then the oldest
 MAX_ADMINS = 64  # stored admin tokens remembered as exempt
 
