@@ -13,6 +13,7 @@ import httpx
 import pytest
 import yaml
 from fastapi import FastAPI
+from sqlalchemy import event
 
 from tests.backlog import clone_jobs
 from tests.conftest import ADMIN_TOKEN, app_settings
@@ -138,3 +139,22 @@ async def test_a_backlog_stored_meanwhile_counts(
     refused = await submit(api, job_document("late", queue="deep"))
     assert refused.status_code == 403
     assert "has 3000 pending jobs, its limit max-pending-jobs is 3000" in refused.json()["message"]
+
+
+async def test_submissions_near_the_limit_share_one_count_at_a_time(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = limited
+    counts = []
+
+    def counted(*args: object) -> None:
+        if "count(" in str(args[2]).lower() and "pending" in str(args[3]).lower():
+            counts.append(1)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", counted)
+    answers = await asyncio.gather(
+        *(submit(api, job_document(f"j{n}", queue="default")) for n in range(40))
+    )
+    event.remove(app.state.engine.sync_engine, "before_cursor_execute", counted)
+    assert sorted(a.status_code for a in answers) == [201] * 5 + [403] * 35
+    assert 1 <= len(counts) < 10, len(counts)
