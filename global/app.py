@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global import __version__
 from volcano_global.api import (
@@ -27,6 +28,7 @@ from volcano_global.api.kube import discovery as kube_discovery
 from volcano_global.api.kube import openapi as kube_openapi
 from volcano_global.api.kube import resources as kube_resources
 from volcano_global.api.limits import BodyLimitMiddleware
+from volcano_global.api.rate_limit import RateLimitMiddleware, TokenBuckets
 from volcano_global.background import Background, server_loops
 from volcano_global.db import migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
@@ -34,6 +36,7 @@ from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.writer import JobWriter
 from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.services.tenancy.priority_classes import seed_priority_classes
@@ -64,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.engine = engine
             app.state.sessions = sessions
             app.state.job_writer = JobWriter(sessions)
+            pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
             grpc_server, app.state.grpc_port = await start_grpc_server(
                 sessions=sessions, settings=settings
             )
@@ -126,8 +130,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         default_limit=settings.limits.max_job_bytes,
         inventory_limit=settings.limits.max_inventory_bytes,
     )
+    if settings.rate_limit.enabled:
+        app.add_middleware(
+            RateLimitMiddleware,
+            buckets=TokenBuckets(settings.rate_limit.rate_per_s, settings.rate_limit.burst),
+            admin_token=settings.admin_token.get_secret_value() if settings.admin_token else None,
+        )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app
+
+
+def _pending_limits(
+    sessions: async_sessionmaker[AsyncSession], settings: Settings
+) -> pending_limits.PendingLimits:
+    limits = settings.limits
+    defaults = pending_limits.Limits(limits.max_pending_jobs, limits.max_pending_bytes)
+    return pending_limits.PendingLimits(sessions, defaults, limits.pending_refresh_s)
 
 
 def announce_admin_token(token: str) -> None:

@@ -41,6 +41,37 @@ class LimitSettings(BaseModel):
     header_timeout_s: float = Field(
         10.0, gt=0, description="Time a request's line and headers may take to arrive (408)."
     )
+    max_pending_jobs: int | None = Field(
+        20_000,
+        ge=1,
+        description="Most pending jobs per queue; a submission over it is refused (403, "
+        "exceeded quota). Per queue: annotation global.volcano.sh/max-pending-jobs. Null: none.",
+    )
+    max_pending_bytes: int | None = Field(
+        256 << 20,
+        ge=1,
+        description="Most stored document bytes of a queue's pending jobs (403 above). Per "
+        "queue: annotation global.volcano.sh/max-pending-bytes. Null: no limit.",
+    )
+    pending_refresh_s: float = Field(
+        1.0,
+        gt=0,
+        description="How old a queue's pending count may be when a submission is admitted "
+        "(within 10% of a limit it is read afresh).",
+    )
+
+
+class RateLimitSettings(BaseModel):
+    """Requests per token over /api/v1 and /k8s (a token bucket per token and server process;
+    the admin is not limited; agents' gRPC streams are not counted)."""
+
+    enabled: bool = Field(True, description="Limit each token's request rate (429 above).")
+    rate_per_s: float = Field(
+        20.0,
+        gt=0,
+        description="Requests a second a token may make on average, per server process.",
+    )
+    burst: int = Field(100, ge=1, description="Requests a token may make at once.")
 
 
 class PreemptionSettings(BaseModel):
@@ -307,6 +338,7 @@ class Settings(BaseSettings):
         "Postgres and a fixed gRPC port); each is a replica, one of them schedules.",
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)

@@ -105,3 +105,16 @@ class Job(UUIDPrimaryKey, Base):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_JOB_STATES
+
+
+# A round reads each queue's first waiting jobs by (priority descending, submission) along
+# this index and stops at its limit (`services/scheduling/heads.py`); a submission's queue
+# counts its pending jobs on its (queue, state) prefix (`services/jobs/pending_limits.py`).
+Index(
+    "ix_jobs_queue_waiting",
+    Job.queue_id,
+    Job.state,
+    Job.priority.desc(),
+    Job.submitted_at,
+    Job.id,
+)

@@ -15,6 +15,7 @@ from volcano_global.db.models import JobState, Queue
 from volcano_global.errors import Conflict, Forbidden, Invalid
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.services.events import event_row
+from volcano_global.services.jobs.pending_limits import pending_room
 from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
 from volcano_global.services.tenancy.queues import find_queue
 
@@ -137,7 +138,8 @@ async def submit_job(
         message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
         f"submitted to queue {queue_name} by {submitted_by}; {split}",
     )
-    outcome = await writer.add(values, [submitted, *events], queue=queue_name)
+    async with pending_room(writer, queue_name, len(submission.body)):
+        outcome = await writer.add(values, [submitted, *events], queue=queue_name)
     if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
     if outcome is WriteOutcome.QUEUE_CLOSED:

@@ -40,6 +40,7 @@ from volcano_global.services.scheduling.elastic import (
     ElasticPlacement,
     elastic_running,
 )
+from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
@@ -61,8 +62,8 @@ from volcano_global.solver.requests import job_request
 log = logging.getLogger(__name__)
 NOT_RUNNING_YET = (JobState.PLACED, JobState.DISPATCHED)
 CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
-# The planned order serves short work first: it chooses from more of the line (the oldest
-# 16 x window jobs by priority and submission; below a backlog that deep, from all of it).
+# The planned order serves short work first: it chooses from more of each line (a round reads
+# 16 x window waiting jobs, shared among the queues, and at least the window of each).
 PLANNED_CANDIDATES = 16
 
 
@@ -131,24 +132,9 @@ async def build_snapshot(
         link_states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
     context.links = tuple(link_states)
     tree = await queue_tree(session)
-    # Fair share chooses from the head of the line by a few columns; only the chosen jobs'
-    # placement fields are read (never the manifests).
-    heads = (
-        await session.execute(
-            select(
-                Job.id,
-                Queue.name,
-                Job.priority,
-                Job.total_gpus,
-                Job.submitted_at,
-                Job.running_estimate_seconds,
-            )
-            .join(Queue, Queue.id == Job.queue_id)
-            .where(WAITING)
-            .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
-            .limit(window * (PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT))
-        )
-    ).all()
+    # Fair share chooses from the head of every queue's line by a few columns; only the
+    # chosen jobs' placement fields are read (never the manifests).
+    heads, queue_names = await _heads(session, window, policy)
     weights = {name: q.weight for name, q in tree.items()}
     estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
     order = planning.order(
@@ -156,7 +142,7 @@ async def build_snapshot(
         [
             planning.waiting(
                 str(c.id),
-                queue=c.name,
+                queue=queue_names[c.queue_id],
                 priority=c.priority,
                 gpus=c.total_gpus,
                 submitted_at=c.submitted_at,
@@ -253,6 +239,16 @@ async def build_snapshot(
     queues = quota_states(tree, {r.queue for r in requests})
     snapshot = Snapshot(tuple(states), tuple(link_states), tuple(requests), queues, tuple(running))
     return snapshot, context
+
+
+async def _heads(
+    session: AsyncSession, window: int, policy: Policy
+) -> tuple[list[Any], dict[uuid.UUID, str]]:
+    """Every queue's first waiting jobs (`heads.py`) and the queues' names by id."""
+    names = dict((await session.execute(select(Queue.id, Queue.name).order_by(Queue.name))).all())
+    depth = PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT
+    per_queue = heads_per_queue(window, depth, len(names))
+    return await queue_heads(session, list(names), per_queue), names
 
 
 async def _elastic_round(

@@ -20,6 +20,13 @@ from tests.server_process import ServerProcess
 ST = Path(sys.executable).with_name("st")
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of requests of one token: without the per-token rate limit (before the
+    server starts), so that they reach the endpoints instead of a 429."""
+    monkeypatch.setenv("VGLOBAL_RATE_LIMIT__ENABLED", "false")
+
+
 # Every role on Postgres (production's database); the admin, who reaches every write path,
 # on SQLite too. The other roles mostly meet refusals, which do not differ by database.
 @pytest.mark.parametrize(

@@ -1,0 +1,121 @@
+"""What a round reads of the waiting line, with one tenant's backlog: 3,500 waiting jobs in one
+queue and a few in each of 9 others (10 queues), on SQLite and Postgres.
+
+    .venv/bin/python bench/heads_bench.py [--database-url postgresql+asyncpg://...] [--runs 20]
+
+Prints p50/p95 (ms) of: the read before issue 38 (the first window x 16 waiting jobs of all
+queues by priority and submission, on the indexes it had), the read now (each queue's first
+jobs along `ix_jobs_queue_waiting`, `services/scheduling/heads.py`), and the whole snapshot
+(`build_snapshot`, planned CP-SAT policy, window 200), and how many of the other queues' jobs
+each read sees."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import select, text
+
+from tests.backlog import clone_jobs
+from tests.factories import create_queue, job_document, submit
+from volcano_global.app import create_app
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Job, Queue
+from volcano_global.services.scheduling import snapshot as snapshots
+from volcano_global.services.tenancy.queues import WAITING
+from volcano_global.settings import Settings
+from volcano_global.solver import Policy
+
+TOKEN = "heads-bench-admin-token"
+WINDOW = 200
+BACKLOG = 3_500
+OTHERS = 9  # queues besides the busy one
+EACH = 20  # waiting jobs in each other queue
+
+
+def before_statement():  # the statement rounds ran before issue 38
+    return (
+        select(Job.id, Queue.name, Job.priority, Job.total_gpus, Job.submitted_at)
+        .join(Queue, Queue.id == Job.queue_id)
+        .where(WAITING)
+        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+        .limit(WINDOW * snapshots.PLANNED_CANDIDATES)
+    )
+
+
+async def timed(runs: int, read) -> tuple[float, float, object]:
+    times, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = await read()
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))], result
+
+
+async def main(url: str, runs: int) -> None:
+    settings = Settings(
+        database_url=url, admin_token=TOKEN, grpc_port=0, scheduling={"enabled": False}
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", headers=headers
+        ) as api:
+            for n in range(OTHERS + 1):
+                await create_queue(api, f"tenant-{n}")
+                first = await submit(api, job_document(f"job-{n}", queue=f"tenant-{n}"))
+                count = BACKLOG - 1 if n == 0 else EACH - 1
+                await clone_jobs(app.state.sessions, first.json()["uid"], count)
+        sessions = app.state.sessions
+        kind = app.state.engine.dialect.name
+
+        async def after() -> list:
+            async with transaction(sessions) as session:
+                heads, names = await snapshots._heads(session, WINDOW, Policy.CPSAT)
+            return [names[h.queue_id] for h in heads]
+
+        async def whole() -> list:
+            async with transaction(sessions) as session:
+                snapshot, _ = await snapshots.build_snapshot(
+                    session, window=WINDOW, policy=Policy.CPSAT
+                )
+            return [r.queue for r in snapshot.jobs]
+
+        async def before() -> list:
+            async with transaction(sessions) as session:
+                return [row.name for row in await session.execute(before_statement())]
+
+        rows = [("build_snapshot", whole)]
+        if hasattr(snapshots, "_heads"):  # absent before issue 38 (a before/after run)
+            rows.insert(0, ("now: each queue's heads", after))
+        results = [(label, *await timed(runs, read)) for label, read in rows]
+        async with transaction(sessions) as session:  # the indexes rounds had before
+            await session.execute(text("DROP INDEX IF EXISTS ix_jobs_queue_waiting"))
+        results.insert(0, ("before: window x 16 of all queues", *await timed(runs, before)))
+        print(f"\n{kind}: {BACKLOG} waiting in one queue, {EACH} in each of {OTHERS} others\n")
+        print("| read | p50 ms | p95 ms | rows | other queues' jobs seen |")
+        print("|---|---:|---:|---:|---:|")
+        for label, p50, p95, queues in results:
+            others = sum(1 for q in queues if q != "tenant-0")
+            print(f"| {label} | {p50:.1f} | {p95:.1f} | {len(queues)} | {others} |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(main(args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db", args.runs))

@@ -1,0 +1,66 @@
+"""The heads of every queue's line, for a round's fair order to choose from.
+
+A round reads, per queue, its first waiting jobs by (priority, submission) - never a slice of
+the whole backlog, where one tenant's thousands of jobs would hide every other queue's. Each
+queue's read follows its own index range (`ix_jobs_queue_waiting`: queue, state, priority
+descending, submission, id) and stops at the limit; the queues' reads go as one statement per
+`QUEUES_PER_STATEMENT` queues (UNION ALL of limited sub-selects: SQLite and Postgres alike).
+
+How many per queue (`heads_per_queue`): at least the window, so the fair order's first
+`window` picks are the same as over every waiting job (within a priority a queue's jobs go in
+submission order and no queue takes more than the window); the round's total (window x
+depth) shared among the queues when that gives more, so that with one busy queue the planned
+order still chooses short work from deep in its line. At most max(window x queues, window x
+depth) rows are read."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import Row, Select, select, union_all
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import Job
+from volcano_global.services.tenancy.queues import WAITING
+
+# Compound SELECTs hold at most 500 terms on SQLite; 100 keeps each statement modest.
+QUEUES_PER_STATEMENT = 100
+
+
+def heads_per_queue(window: int, depth: int, queues: int) -> int:
+    """Waiting jobs read per queue: the window, or the round's total shared, if more."""
+    return max(window, window * depth // max(queues, 1))
+
+
+async def queue_heads(
+    session: AsyncSession, queue_ids: Sequence[uuid.UUID], per_queue: int
+) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None]]]:
+    """Per queue, its first `per_queue` waiting jobs by (priority descending, submission,
+    id): rows of (id, queue id, priority, total GPUs, submitted at, running estimate)."""
+    rows: list[Row] = []
+    for start in range(0, len(queue_ids), QUEUES_PER_STATEMENT):
+        chunk = queue_ids[start : start + QUEUES_PER_STATEMENT]
+        parts = [_head_of(queue_id, per_queue) for queue_id in chunk]
+        statement = parts[0] if len(parts) == 1 else union_all(*parts)
+        rows += (await session.execute(statement)).all()
+    return rows
+
+
+def _head_of(queue_id: uuid.UUID, limit: int) -> Select[tuple[object, ...]]:
+    head = (
+        select(
+            Job.id,
+            Job.queue_id,
+            Job.priority,
+            Job.total_gpus,
+            Job.submitted_at,
+            Job.running_estimate_seconds,
+        )
+        .where(Job.queue_id == queue_id, WAITING)
+        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+        .limit(limit)
+        .subquery()
+    )
+    # Wrapped: a member of a compound SELECT may not have its own ORDER BY/LIMIT on SQLite.
+    return select(*head.c)

@@ -1,0 +1,160 @@
+"""Per-queue limits on pending jobs and bytes (issue 38 item 3): a submission over its queue's
+limit is refused with 403 "exceeded quota", naming the limit, the queue and the count, in
+every API; the count includes what this server is still writing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import yaml
+from fastapi import FastAPI
+from sqlalchemy import event
+
+from tests.backlog import clone_jobs
+from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.factories import job_document, submit
+from volcano_global.app import create_app
+from volcano_global.services.jobs.pending_limits import (
+    PENDING_BYTES_ANNOTATION,
+    PENDING_JOBS_ANNOTATION,
+)
+
+KUBE_JOBS = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
+YAML = {"Content-Type": "application/yaml"}
+JSON = {"Content-Type": "application/json"}
+
+
+def queue(name: str, **annotations: str) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"weight": 1},
+    }
+
+
+async def apply(api: httpx.AsyncClient, *documents: object) -> list[dict[str, object]]:
+    response = await api.post("/api/v1/apply", content=yaml.safe_dump_all(documents), headers=YAML)
+    assert response.status_code == 200, response.text
+    return list(response.json()["items"])
+
+
+@pytest.fixture
+async def limited(database_url: str) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """A server whose default is 5 pending jobs per queue."""
+    settings = app_settings(database_url, limits={"max_pending_jobs": 5})
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application),
+            base_url="http://vglobal.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        ) as client:
+            yield application, client
+
+
+async def test_a_submission_over_the_queue_s_annotated_limit_is_refused_in_every_api(
+    api: httpx.AsyncClient,
+) -> None:
+    await apply(api, queue("capped", **{PENDING_JOBS_ANNOTATION: "2"}))
+    for name in ("a", "b"):
+        assert (await submit(api, job_document(name, queue="capped"))).status_code == 201
+    refused = await submit(api, job_document("c", queue="capped"))
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["message"] == (
+        "exceeded quota: queue 'capped' has 2 pending jobs, its limit max-pending-jobs is 2 "
+        f"(the queue's annotation {PENDING_JOBS_ANNOTATION} or the server's default); "
+        "wait for some to start or cancel some"
+    )
+    kubectl = await api.post(KUBE_JOBS, json=job_document("c", queue="capped"))
+    assert kubectl.status_code == 403, kubectl.text
+    assert kubectl.json()["reason"] == "Forbidden"
+    assert "max-pending-jobs is 2" in kubectl.json()["message"]
+    (applied,) = await apply(api, job_document("c", queue="capped"))
+    assert applied["code"] == 403 and "exceeded quota" in str(applied["message"])
+    # Another queue is not affected, and a cancelled job makes room at once.
+    assert (await submit(api, job_document("d", queue="default"))).status_code == 201
+    first = (await api.get("/api/v1/jobs", params={"queue": "capped"})).json()["items"][0]
+    assert (await api.post(f"/api/v1/jobs/{first['uid']}/cancel")).status_code == 200
+    assert (await submit(api, job_document("c", queue="capped"))).status_code == 201
+
+
+async def test_the_stored_bytes_of_a_queue_s_pending_jobs_are_limited(
+    api: httpx.AsyncClient,
+) -> None:
+    bodies = {n: json.dumps(job_document(n, queue="bytes")).encode() for n in ("a", "b", "c")}
+    size = len(bodies["a"])
+    await apply(api, queue("bytes", **{PENDING_BYTES_ANNOTATION: str(2 * size + 10)}))
+    sent = {
+        name: await api.post("/api/v1/jobs", content=body, headers=JSON)
+        for name, body in bodies.items()
+    }
+    assert [r.status_code for r in sent.values()] == [201, 201, 403]
+    refused = sent["c"]
+    assert f"queue 'bytes' has 2 pending jobs of {2 * size} bytes" in refused.json()["message"]
+    assert f"max-pending-bytes is {2 * size + 10}" in refused.json()["message"]
+
+
+async def test_the_setting_is_the_default_and_an_annotation_lifts_or_sets_it(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = limited
+    await apply(api, queue("free", **{PENDING_JOBS_ANNOTATION: "none"}))
+    statuses = [
+        (await submit(api, job_document(f"j{n}", queue="default"))).status_code for n in range(6)
+    ]
+    assert statuses == [201] * 5 + [403]
+    for n in range(6):
+        assert (await submit(api, job_document(f"f{n}", queue="free"))).status_code == 201
+
+
+async def test_concurrent_submissions_do_not_take_a_queue_over_its_limit(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """Submissions in the job writer's batch, not yet committed, count."""
+    _, api = limited
+    answers = await asyncio.gather(
+        *(submit(api, job_document(f"j{n}", queue="default")) for n in range(20))
+    )
+    assert sorted(a.status_code for a in answers) == [201] * 5 + [403] * 15
+    listed = (await api.get("/api/v1/jobs", params={"queue": "default"})).json()["items"]
+    assert len(listed) == 5
+
+
+async def test_a_backlog_stored_meanwhile_counts(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """Jobs this server did not write (another replica's) count from its next read."""
+    app, api = limited
+    (deep,) = await apply(api, queue("deep", **{PENDING_JOBS_ANNOTATION: "3000"}))
+    first = await submit(api, job_document("first", queue="default"))
+    await clone_jobs(
+        app.state.sessions, first.json()["uid"], 3_000, queue_id=uuid.UUID(str(deep["uid"]))
+    )
+    refused = await submit(api, job_document("late", queue="deep"))
+    assert refused.status_code == 403
+    assert "has 3000 pending jobs, its limit max-pending-jobs is 3000" in refused.json()["message"]
+
+
+async def test_submissions_near_the_limit_share_one_count_at_a_time(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = limited
+    counts = []
+
+    def counted(*args: object) -> None:
+        if "count(" in str(args[2]).lower() and "pending" in str(args[3]).lower():
+            counts.append(1)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", counted)
+    answers = await asyncio.gather(
+        *(submit(api, job_document(f"j{n}", queue="default")) for n in range(40))
+    )
+    event.remove(app.state.engine.sync_engine, "before_cursor_execute", counted)
+    assert sorted(a.status_code for a in answers) == [201] * 5 + [403] * 35
+    assert 1 <= len(counts) < 10, len(counts)
