@@ -196,7 +196,12 @@ async def test_an_agent_restarted_during_dispatch_creates_no_duplicate(database_
 
 
 async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) -> None:
-    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+    # The Global lets queues use namespace `absent`, which the member cluster does not have.
+    allowed = {"default_namespaces": ["{queue}", "absent"]}
+    async with (
+        member_cluster() as (emulator, kube_api),
+        federation(database_url, tenancy=allowed) as fed,
+    ):
         await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
         await fed.ready("k8s")
         doc = job_document("train", replicas=2)
