@@ -142,7 +142,7 @@ def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
             )
         )
     selinux, selinux_path = _map(context, "seLinuxOptions"), child(path, "seLinuxOptions")
-    if selinux.get("type", "") not in SELINUX_TYPES:
+    if (selinux.get("type") or "") not in SELINUX_TYPES:
         found.append(
             Violation(
                 child(selinux_path, "type"),
@@ -151,7 +151,7 @@ def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
             )
         )
     for key in ("user", "role"):
-        if selinux.get(key, "") != "":
+        if selinux.get(key) not in (None, ""):
             found.append(Violation(child(selinux_path, key), BASELINE, "must not be set"))
     for key in ("seccompProfile", "appArmorProfile"):
         if _map(context, key).get("type") == "Unconfined":
@@ -181,7 +181,7 @@ def _container_violations(
                     f"capability {name!r} is not in the default set",
                 )
             )
-    if context.get("procMount", "Default") != "Default":
+    if context.get("procMount") not in (None, "Default"):
         found.append(Violation(child(context_path, "procMount"), BASELINE, "must be Default"))
     for index, port in enumerate(_list(container, "ports")):
         if isinstance(port, dict) and port.get("hostPort") not in (None, 0):
@@ -261,7 +261,9 @@ def _restricted_container(
         found.append(
             Violation(child(context_path, "allowPrivilegeEscalation"), RESTRICTED, "must be false")
         )
-    non_root = context.get("runAsNonRoot", pod_context.get("runAsNonRoot"))
+    non_root = context.get("runAsNonRoot")
+    if non_root is None:  # the container's own setting wins over the pod's
+        non_root = pod_context.get("runAsNonRoot")
     if non_root is not True:
         found.append(
             Violation(

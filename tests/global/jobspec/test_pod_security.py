@@ -209,3 +209,12 @@ def test_every_template_of_a_hyperjob_is_checked() -> None:
     assert fields(hyperjob, BASELINE) == [
         "spec.replicatedJobs[1].templateSpec.tasks[0].template.spec.hostPID"
     ]
+
+
+def test_a_container_that_sets_run_as_non_root_false_overrides_the_pod() -> None:
+    document = hardened()
+    container = document["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    container["securityContext"]["runAsNonRoot"] = False
+    assert fields(document, RESTRICTED) == [f"{CONTAINER}.securityContext.runAsNonRoot"]
+    container["securityContext"]["runAsNonRoot"] = None  # unset: the pod's true holds
+    assert check_pod_security(document, RESTRICTED) == []
