@@ -142,7 +142,7 @@ def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
             )
         )
     selinux, selinux_path = _map(context, "seLinuxOptions"), child(path, "seLinuxOptions")
-    if (selinux.get("type") or "") not in SELINUX_TYPES:
+    if not _member(selinux.get("type") or "", SELINUX_TYPES):
         found.append(
             Violation(
                 child(selinux_path, "type"),
@@ -173,7 +173,7 @@ def _container_violations(
         )
     capabilities = _map(context, "capabilities")
     for index, name in enumerate(_list(capabilities, "add")):
-        if name not in BASELINE_CAPABILITIES:
+        if not _member(name, BASELINE_CAPABILITIES):
             found.append(
                 Violation(
                     child(child(child(context_path, "capabilities"), "add"), index),
@@ -199,7 +199,7 @@ def _sysctls(context: dict[str, Any], path: str) -> list[Violation]:
     found: list[Violation] = []
     for index, sysctl in enumerate(_list(context, "sysctls")):
         name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl
-        if name not in SAFE_SYSCTLS:
+        if not _member(name, SAFE_SYSCTLS):
             found.append(
                 Violation(
                     child(child(child(path, "sysctls"), index), "name"),
@@ -277,7 +277,7 @@ def _restricted_container(
     seccomp = _map(context, "seccompProfile").get("type") or _map(
         pod_context, "seccompProfile"
     ).get("type")
-    if seccomp not in CONFINED_PROFILES:
+    if not _member(seccomp, CONFINED_PROFILES):
         found.append(
             Violation(
                 child(child(context_path, "seccompProfile"), "type"),
@@ -294,7 +294,7 @@ def _restricted_capabilities(capabilities: dict[str, Any], context_path: str) ->
     if "ALL" not in _list(capabilities, "drop"):
         found.append(Violation(child(path, "drop"), RESTRICTED, "must contain ALL"))
     for index, name in enumerate(_list(capabilities, "add")):
-        if name != "NET_BIND_SERVICE" and name in BASELINE_CAPABILITIES:
+        if name != "NET_BIND_SERVICE" and _member(name, BASELINE_CAPABILITIES):
             found.append(
                 Violation(
                     child(child(path, "add"), index),
@@ -303,6 +303,11 @@ def _restricted_capabilities(capabilities: dict[str, Any], context_path: str) ->
                 )
             )
     return found
+
+
+def _member(value: Any, allowed: frozenset[str]) -> bool:
+    """`value in allowed` for any value a document may hold (a list is not hashable)."""
+    return isinstance(value, str) and value in allowed
 
 
 def _map(obj: Any, key: str) -> dict[str, Any]:

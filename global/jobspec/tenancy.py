@@ -180,7 +180,9 @@ def _template_refusals(
         )
     for key in ("serviceAccountName", "serviceAccount"):
         account = pod.get(key)
-        if account is not None and account not in policy.service_accounts:
+        if account is not None and not (
+            isinstance(account, str) and account in policy.service_accounts
+        ):
             allowed = ", ".join(sorted(policy.service_accounts))
             found.append(
                 Refusal(

@@ -218,3 +218,16 @@ def test_a_container_that_sets_run_as_non_root_false_overrides_the_pod() -> None
     assert fields(document, RESTRICTED) == [f"{CONTAINER}.securityContext.runAsNonRoot"]
     container["securityContext"]["runAsNonRoot"] = None  # unset: the pod's true holds
     assert check_pod_security(document, RESTRICTED) == []
+
+
+def test_fields_of_the_wrong_type_are_judged_not_crashed_on() -> None:
+    document = job_with(
+        {"securityContext": {"sysctls": [["x"]], "seLinuxOptions": {"type": ["spc_t"]}}},
+        securityContext={"capabilities": {"add": [{"SYS_ADMIN": 1}], "drop": "ALL"}},
+    )
+    assert fields(document, BASELINE) == [
+        f"{POD}.securityContext.seLinuxOptions.type",
+        f"{POD}.securityContext.sysctls[0].name",
+        f"{CONTAINER}.securityContext.capabilities.add[0]",
+    ]
+    assert f"{CONTAINER}.securityContext.seccompProfile.type" in fields(document, RESTRICTED)

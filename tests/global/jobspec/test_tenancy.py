@@ -100,3 +100,11 @@ def test_an_unreadable_level_reads_as_restricted_and_is_refused_in_a_queue_docum
         f'metadata.annotations["{POD_SECURITY}"]',
         f'metadata.annotations["{SYSTEM_PRIORITY}"]',
     ]
+
+
+def test_a_service_account_of_the_wrong_type_is_refused() -> None:
+    document = in_namespace("team-a")
+    document["spec"]["tasks"][0]["template"]["spec"]["serviceAccountName"] = ["default"]
+    assert refusals(document) == [
+        ("spec.tasks[0].template.spec.serviceAccountName", "service accounts")
+    ]
