@@ -174,7 +174,7 @@ def test_each_restricted_control_is_refused_at_its_field(change: Any, field: str
     assert check_pod_security(document, BASELINE) == []
 
 
-def test_init_and_ephemeral_containers_and_apparmor_annotations_are_checked() -> None:
+def test_init_containers_and_apparmor_annotations_are_checked() -> None:
     document = job_with({"initContainers": [{"name": "i", "securityContext": {"privileged": 1}}]})
     template = document["spec"]["tasks"][0]["template"]
     template["metadata"] = {
