@@ -24,6 +24,7 @@ from volcano_global.api import (
     tokens,
 )
 from volcano_global.api.errors import install_error_handlers
+from volcano_global.api.jobs import read_tenancy
 from volcano_global.api.kube import discovery as kube_discovery
 from volcano_global.api.kube import openapi as kube_openapi
 from volcano_global.api.kube import resources as kube_resources
@@ -37,6 +38,7 @@ from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.jobs import pending_limits
+from volcano_global.services.jobs.outside_tenancy import cancel_waiting_outside_tenancy
 from volcano_global.services.jobs.writer import JobWriter
 from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.services.tenancy.priority_classes import seed_priority_classes
@@ -61,6 +63,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await advisory_xact_lock(session, BOOTSTRAP_LOCK_KEY)
                 await ensure_queue(session, name=settings.scheduling.default_queue)
                 await seed_priority_classes(session, seeds=settings.scheduling.priority_classes)
+                await cancel_waiting_outside_tenancy(
+                    session, rules=await read_tenancy(session, settings)
+                )
                 generated = None if settings.admin_token else await ensure_admin_token(session)
             if generated:
                 announce_admin_token(generated)

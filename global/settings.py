@@ -224,6 +224,32 @@ class AgentSettings(BaseModel):
     )
 
 
+class TenancySettings(BaseModel):
+    """What a queue's jobs may do in the member clusters when its annotations say nothing
+    (docs/job-documents.md, "Tenancy"); `kube-*` namespaces are always refused."""
+
+    default_namespaces: list[str] = Field(
+        ["{queue}"],
+        description="Namespaces a queue without the global.volcano.sh/namespaces annotation "
+        "may use; {queue} is the queue's name.",
+    )
+    reserved_namespaces: list[str] = Field(
+        ["volcano-global", "volcano-global-agent"],
+        description="Namespaces no job may use, whatever a queue's annotation says (besides "
+        "kube-*): the Global's and the agents' own.",
+    )
+    default_pod_security: str = Field(
+        "baseline",
+        pattern="^(privileged|baseline|restricted)$",
+        description="Pod Security Standard of a queue without global.volcano.sh/pod-security.",
+    )
+    default_service_accounts: list[str] = Field(
+        ["default"],
+        description="Service accounts the pods of a queue without "
+        "global.volcano.sh/service-accounts may run as.",
+    )
+
+
 class KubeApiSettings(BaseModel):
     """The Kubernetes-compatible API (`/k8s`, docs/kubectl.md)."""
 
@@ -344,6 +370,7 @@ class Settings(BaseSettings):
     tls: TlsSettings = Field(default_factory=TlsSettings)
     kube: KubeApiSettings = Field(default_factory=KubeApiSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    tenancy: TenancySettings = Field(default_factory=TenancySettings)
 
     @property
     def is_sqlite(self) -> bool:

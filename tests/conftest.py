@@ -29,6 +29,10 @@ from volcano_global.db.engine import create_engine
 from volcano_global.settings import Settings
 
 ADMIN_TOKEN = "vg_test_admin_token"
+# The tests' jobs run in namespace `ml` whatever their queue (tests/factories.py): every Global
+# they start (in process or a server process, which inherits the environment) lets each queue
+# use it besides its own. Tests of the default itself pass `tenancy` explicitly.
+os.environ.setdefault("VGLOBAL_TENANCY__DEFAULT_NAMESPACES", '["{queue}", "ml"]')
 POSTGRES_ADMIN_URL = os.environ.get(
     "VGLOBAL_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )

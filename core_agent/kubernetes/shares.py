@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
 from core_agent.kubernetes.cleanup import remove_placement
+from core_agent.kubernetes.namespaces import namespace_refusal
+from core_agent.kubernetes.namespaces import own_namespace as own_namespace_of_agent
 from core_agent.kubernetes.queues import ensure_queue
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.watcher import Store
@@ -61,8 +63,10 @@ class MemberJobs:
         global_api: str = "",
         retry: RetryPolicy | None = None,
         page_size: int = 500,
+        own_namespace: str | None = None,
     ) -> None:
         self.api = api
+        self.own_namespace = own_namespace or own_namespace_of_agent()
         self.global_api = global_api  # the Global's REST address as pods reach it
         self.retry = retry or RetryPolicy()
         self.page_size = page_size  # of the lists a cancellation deletes from
@@ -118,6 +122,9 @@ class MemberJobs:
 
     async def _create(self, a: ShareAssignment) -> None:
         pid = a.placement_id
+        if (refusal := namespace_refusal(a.namespace, self.own_namespace)) is not None:
+            self._send(pid, SharePhase.FAILED, refusal, force=True)
+            return
         try:
             documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
         except (ValueError, KeyError, TypeError) as exc:

@@ -22,6 +22,7 @@ from volcano_global.api.deps import (
 from volcano_global.api.documents import body_format, document_body
 from volcano_global.db.models import JobState, PlacementState, TokenRole
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
+from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
 from volcano_global.schemas.jobs import (
     Checkpoint,
@@ -47,6 +48,7 @@ from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
 from volcano_global.services.scheduling import preview
 from volcano_global.services.tenancy import priority_classes
+from volcano_global.services.tenancy.boundary import tenancy_rules
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -133,9 +135,11 @@ async def submission_for(
     # The stored classes, read afresh: a class created a moment ago (on any replica) resolves.
     if session is not None:
         classes, default_class = await priority_classes.resolution_table(session)
+        tenancy = await read_tenancy(session, settings)
     else:
         async with request.app.state.sessions() as own:
             classes, default_class = await priority_classes.resolution_table(own)
+            tenancy = await read_tenancy(own, settings)
     return submissions.Submission(
         body=await request.body(),
         fmt=body_format(request),
@@ -150,8 +154,21 @@ async def submission_for(
             max_depth=settings.limits.max_document_depth,
         ),
         default_queue=settings.scheduling.default_queue,
+        tenancy=tenancy,
         allowed_queues=caller.visible_queues(),
     )
+
+
+async def read_tenancy(session: AsyncSession, settings: Settings) -> TenancyRules:
+    """The queues' tenancy rules, with the settings' defaults for what a queue leaves out."""
+    group = settings.tenancy
+    defaults = TenancyDefaults(
+        namespaces=tuple(group.default_namespaces),
+        reserved_namespaces=tuple(group.reserved_namespaces),
+        pod_security=group.default_pod_security,
+        service_accounts=tuple(group.default_service_accounts),
+    )
+    return await tenancy_rules(session, defaults=defaults)
 
 
 @router.get("", operation_id="listJobs", responses=error_responses(401, 403, 422))

@@ -20,6 +20,7 @@ from typing import Any
 from volcano_global.jobspec.accelerators import is_accelerator
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.jobspec.tenancy import check_queue_annotations
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 KIND = "Queue"
@@ -90,6 +91,7 @@ def read_queue(doc: Any) -> QueueDefinition:
         check.fail("metadata.name", "'root' is Volcano's implicit top of the hierarchy")
     labels = _strings(check, metadata, "labels", "metadata")
     annotations = _strings(check, metadata, "annotations", "metadata")
+    check_queue_annotations(annotations, check)
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
         check.fail("spec", "must be a mapping")

@@ -5,6 +5,7 @@ job controller: it moves the Volcano Jobs' status the way Volcano would."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,7 +14,7 @@ from core_agent.kubernetes.adapter import Kind, KubeApi, Missing, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import Federation, federation
 from tests.core_agent.kube_objects import populate
-from tests.factories import eventually, job_document
+from tests.factories import eventually, job_document, share_assignment
 from tests.k8s_emulator.server import (
     NAMESPACES,
     SERVICE_EXPORTS,
@@ -195,7 +196,12 @@ async def test_an_agent_restarted_during_dispatch_creates_no_duplicate(database_
 
 
 async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) -> None:
-    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+    # The Global lets queues use namespace `absent`, which the member cluster does not have.
+    allowed = {"default_namespaces": ["{queue}", "absent"]}
+    async with (
+        member_cluster() as (emulator, kube_api),
+        federation(database_url, tenancy=allowed) as fed,
+    ):
         await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
         await fed.ready("k8s")
         doc = job_document("train", replicas=2)
@@ -226,3 +232,31 @@ async def test_without_multi_cluster_services_the_user_is_told(database_url: str
         assert "Multi-Cluster Services API" in message
         assert "not installed" in message
         assert (await fed.job(uid))["state"] == "Dispatched"  # the share still runs
+
+
+async def test_the_agent_creates_no_job_in_kube_or_its_own_namespace() -> None:
+    """Defence in depth (issue 38): whatever the Global sends, a share in kube-* or the
+    agent's own namespace fails with the reason, and no Volcano Job is created there."""
+    async with member_cluster() as (emulator, kube_api):
+        emulator.create(NAMESPACES, {"metadata": {"name": "volcano-global-agent"}})
+        source = KubernetesSource(kube_api, watch_timeout_s=5)
+        source.shares.own_namespace = "volcano-global-agent"
+        reports: list[Any] = []
+        for index, namespace in enumerate(("kube-system", "volcano-global-agent")):
+            document = job_document("root")
+            document["metadata"]["namespace"] = namespace
+            source.apply_share(
+                share_assignment(
+                    placement_id=f"0123abcd-0000-0000-0000-00000000000{index}",
+                    namespace=namespace,
+                    manifest_json=json.dumps(document),
+                ),
+                reports.append,
+            )
+        await eventually(lambda: len(reports) == 2)
+        assert sorted((r.phase, r.message) for r in reports) == [
+            ("Failed", "the agent creates no job in its own namespace 'volcano-global-agent'"),
+            ("Failed", "the agent creates no job in the system namespace 'kube-system' (kube-*)"),
+        ]
+        assert volcano_jobs(emulator) == []
+        await source.stop()

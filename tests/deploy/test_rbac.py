@@ -1,6 +1,7 @@
 """The agent's RBAC covers every API call it makes: the agent runs against the Kubernetes API
-emulator, every request is turned into (verb, API group, resource), and each must be allowed
-by the ClusterRole the member overlay renders. The emulator runs kube-apiserver's
+emulator, every request is turned into (verb, API group, resource, namespace), and each must be
+allowed by the roles the member overlay renders (a cluster-wide ClusterRole that reads, and the
+write role bound in each namespace the agent serves, and nowhere else). The emulator runs kube-apiserver's
 OwnerReferencesPermissionEnforcement admission with that ClusterRole as the authorizer, as
 OpenShift and hardened clusters do, so the rendezvous Service and ServiceExport (owned by the
 Volcano Job) are created only if the role allows what the plugin asks."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
 from core_agent.kubernetes.adapter import KubeApi, api_client
@@ -30,24 +32,25 @@ from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import ShareCancellation, ShareStatus
 
 
-def permission(request: str) -> tuple[str, str, str]:
-    """'GET /api/v1/nodes?watch=true' -> ('watch', '', 'nodes'); a discovery path
-    ('GET /apis/g/v') -> ('get', '', '') (a non-resource URL every user may read)."""
+def permission(request: str) -> tuple[str, str, str, str]:
+    """'GET /api/v1/nodes?watch=true' -> ('watch', '', 'nodes', ''); a discovery path
+    ('GET /apis/g/v') -> ('get', '', '', '') (a non-resource URL every user may read)."""
     method, target = request.split(" ", 1)
     url = urlparse(target)
     parts = [p for p in url.path.split("/") if p]
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
     if not rest:
-        return "get", "", ""
+        return "get", "", "", ""
+    namespace = ""
     if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
+        namespace, rest = rest[1], rest[2:]
     resource, named = rest[0], len(rest) > 1
     if method == "GET":
         watching = parse_qs(url.query).get("watch", [""])[0].lower() in ("1", "true")
         verb = "watch" if watching else "get" if named else "list"
     else:
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
-    return verb, group, resource
+    return verb, group, resource, namespace
 
 
 def allowed(rules: list[dict], verb: str, group: str, resource: str) -> bool:
@@ -59,19 +62,52 @@ def allowed(rules: list[dict], verb: str, group: str, resource: str) -> bool:
     )
 
 
-def authorizer(rules: list[dict]):  # type: ignore[no-untyped-def]
+@dataclass
+class AgentRbac:
+    """What the agent's service account may do: `cluster` everywhere, `namespaced` in each
+    namespace a RoleBinding names."""
+
+    cluster: list[dict]
+    namespaced: dict[str, list[dict]] = field(default_factory=dict)
+
+    def allows(self, verb: str, group: str, resource: str, namespace: str = "") -> bool:
+        return allowed(self.cluster, verb, group, resource) or allowed(
+            self.namespaced.get(namespace, []), verb, group, resource
+        )
+
+
+def authorizer(rbac: AgentRbac):  # type: ignore[no-untyped-def]
     def authorize(asked: Attributes) -> bool:
         resource = f"{asked.resource}/{asked.subresource}" if asked.subresource else asked.resource
-        return allowed(rules, asked.verb, asked.group, resource)
+        return rbac.allows(asked.verb, asked.group, resource, asked.namespace)
 
     return authorize
 
 
-def agent_rules() -> list[dict]:
-    return find(render(OVERLAYS[2]), "ClusterRole", "volcano-global-agent")["rules"]
+def agent_rbac() -> AgentRbac:
+    docs = render(OVERLAYS[2])
+    agent = {"kind": "ServiceAccount", "name": "volcano-global-agent"}
+
+    def bound(binding: dict) -> bool:
+        return any(
+            {k: s.get(k) for k in agent} == agent and s.get("namespace") == "volcano-global-agent"
+            for s in binding["subjects"]
+        )
+
+    def rules(binding: dict) -> list[dict]:
+        return list(find(docs, binding["roleRef"]["kind"], binding["roleRef"]["name"])["rules"])
+
+    rbac = AgentRbac(cluster=[])
+    for binding in docs:
+        if binding["kind"] == "ClusterRoleBinding" and bound(binding):
+            rbac.cluster += rules(binding)
+        elif binding["kind"] == "RoleBinding" and bound(binding):
+            namespace = binding["metadata"]["namespace"]
+            rbac.namespaced[namespace] = rbac.namespaced.get(namespace, []) + rules(binding)
+    return rbac
 
 
-async def run_agent(rules: list[dict]) -> tuple[KubeEmulator, list[ShareStatus]]:
+async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
     """The agent's whole life against an emulated cluster whose admission authorises with
     `rules`: watch, run the rank-0 share of a split job (Volcano Job, rendezvous Service and
     ServiceExport), apply it again, then cancel it."""
@@ -91,7 +127,7 @@ async def run_agent(rules: list[dict]) -> tuple[KubeEmulator, list[ShareStatus]]
     emulator.register(VOLCANO_QUEUES, "Queue", namespaced=False)
     emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
-    emulator.admission.append(owner_references_enforcement(authorizer(rules), emulator.types))
+    emulator.admission.append(owner_references_enforcement(authorizer(rbac), emulator.types))
     client = await api_client(host=host)
     source = KubernetesSource(KubeApi(client), watch_timeout_s=1)
     reports: list[ShareStatus] = []
@@ -122,10 +158,10 @@ async def run_agent(rules: list[dict]) -> tuple[KubeEmulator, list[ShareStatus]]
 
 
 async def test_rbac_covers_every_call_the_agent_makes() -> None:
-    rules = agent_rules()
-    emulator, reports = await run_agent(rules)
+    rbac = agent_rbac()
+    emulator, reports = await run_agent(rbac)
 
-    calls = {permission(r) for r in emulator.requests} - {("get", "", "")}
+    calls = {permission(r) for r in emulator.requests} - {("get", "", "", "")}
     assert {
         ("list", "", "nodes"),
         ("watch", "", "nodes"),
@@ -145,22 +181,45 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("create", "multicluster.x-k8s.io", "serviceexports"),
         ("list", "multicluster.x-k8s.io", "serviceexports"),
         ("delete", "multicluster.x-k8s.io", "serviceexports"),
-    } <= calls
+    } <= {call[:3] for call in calls}
     phases = [r.phase for r in reports]  # each apply answered (the watch may add one)
     assert set(phases[:-1]) == {"Accepted"}
     assert len(phases) >= 3
     assert phases[-1] == "Cancelled"
     assert [r.warning for r in reports if r.warning] == []  # admission let both through
-    missing = sorted(c for c in calls if not allowed(rules, *c))
-    assert missing == [], f"the agent's ClusterRole does not allow {missing}"
+    missing = sorted(c for c in calls if not rbac.allows(*c))
+    assert missing == [], f"the agent's roles do not allow {missing}"
+
+
+def test_the_agent_writes_only_in_the_namespaces_it_serves() -> None:
+    rbac = agent_rbac()
+    assert sorted(rbac.namespaced) == ["llm", "ml", "research"]
+    for namespace in ("ml", "llm", "research"):
+        assert rbac.allows("create", "batch.volcano.sh", "jobs", namespace)
+        assert rbac.allows("delete", "", "services", namespace)
+    for namespace in ("kube-system", "volcano-global-agent", "default", "other", ""):
+        for group, resource in (
+            ("batch.volcano.sh", "jobs"),
+            ("", "services"),
+            ("multicluster.x-k8s.io", "serviceexports"),
+            ("", "pods"),
+            ("", "secrets"),
+        ):
+            for verb in ("create", "delete", "update", "patch"):
+                assert not rbac.allows(verb, group, resource, namespace), (verb, resource)
+    # Reading stays cluster-wide: the inventory and the member jobs' watch.
+    assert rbac.allows("watch", "", "nodes") and rbac.allows("watch", "batch.volcano.sh", "jobs")
+    assert not rbac.allows("get", "", "secrets", "kube-system")
 
 
 async def test_without_delete_on_services_owner_references_are_refused() -> None:
     """The role the agent had before: create only. OwnerReferencesPermissionEnforcement
     refuses the owned Service, and the user is told why."""
-    rules = [r for r in agent_rules() if "services" not in r.get("resources", [])]
+    rbac = agent_rbac()
+    rules = [r for r in rbac.namespaced["ml"] if "services" not in r.get("resources", [])]
     rules.append({"apiGroups": [""], "resources": ["services"], "verbs": ["create", "list"]})
-    emulator, reports = await run_agent(rules)
+    rbac.namespaced["ml"] = rules
+    emulator, reports = await run_agent(rbac)
 
     warnings = {r.warning for r in reports if r.warning}
     assert len(warnings) == 1

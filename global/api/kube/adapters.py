@@ -11,8 +11,10 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.audit import audit_row
+from volcano_global.api.jobs import read_tenancy
 from volcano_global.errors import Conflict, FieldError, Invalid
 from volcano_global.jobspec import ParseOptions
+from volcano_global.jobspec.tenancy import TenancyRules
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.kube import objects, store
 from volcano_global.services.kube.feed import Change
@@ -95,7 +97,11 @@ def parse_options(settings: Settings, classes: Classes | None = None) -> ParseOp
 
 
 def _submission(
-    settings: Settings, document: dict[str, Any], caller: Principal, classes: Classes
+    settings: Settings,
+    document: dict[str, Any],
+    caller: Principal,
+    classes: Classes,
+    tenancy: TenancyRules,
 ) -> submissions.Submission:
     return submissions.Submission(
         body=json.dumps(document).encode(),
@@ -106,6 +112,7 @@ def _submission(
             max_depth=settings.limits.max_document_depth,
         ),
         default_queue=settings.scheduling.default_queue,
+        tenancy=tenancy,
         allowed_queues=caller.visible_queues(),
     )
 
@@ -151,11 +158,12 @@ class JobAdapter:
             )
             # The stored classes, read afresh: one created a moment ago resolves.
             classes = await priority_classes.resolution_table(session)
+            tenancy = await read_tenancy(session, app.state.settings)
         if taken:
             raise Conflict(
                 f'{self.resource.plural}.{self.resource.group} "{metadata["name"]}" already exists'
             )
-        submission = _submission(app.state.settings, document, caller, classes)
+        submission = _submission(app.state.settings, document, caller, classes, tenancy)
         row = await submissions.submit_job(
             submission,
             submitted_by=caller.name,
@@ -168,10 +176,11 @@ class JobAdapter:
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
+        settings = request.app.state.settings
         async with request.app.state.sessions() as session:
             classes = await priority_classes.resolution_table(session)
-        settings = request.app.state.settings
-        submissions.read_submission(_submission(settings, document, caller, classes))
+            tenancy = await read_tenancy(session, settings)
+        submissions.read_submission(_submission(settings, document, caller, classes, tenancy))
         return document
 
     async def patch(

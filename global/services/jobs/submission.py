@@ -14,6 +14,7 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.models import JobState, Queue
 from volcano_global.errors import Conflict, Forbidden, Invalid
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
+from volcano_global.jobspec.tenancy import TenancyRules, tenancy_refusals
 from volcano_global.services.events import event_row
 from volcano_global.services.jobs.pending_limits import pending_room
 from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
@@ -37,6 +38,7 @@ class Submission:
     options: ParseOptions
     limits: SubmitLimits
     default_queue: str
+    tenancy: TenancyRules  # what each queue's jobs may do in a member cluster
     allowed_queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
 
 
@@ -57,7 +59,27 @@ def read_submission(submission: Submission) -> tuple[dict[str, Any], NormalizedJ
             f"this token may not submit to queue {queue_name!r} "
             f"(allowed: {', '.join(allowed_queues)})"
         )
+    refuse_outside_tenancy(document, job, queue_name, submission.tenancy)
     return document, job, queue_name
+
+
+def refuse_outside_tenancy(
+    document: dict[str, Any], job: NormalizedJob, queue_name: str, rules: TenancyRules
+) -> None:
+    """Forbidden, naming every rule broken, if the job would reach past what its queue may
+    do in a member cluster (whoever submits it: the queue's grants decide)."""
+    refusals = tenancy_refusals(
+        document,
+        namespace=job.namespace,
+        priority_class=job.priority_class_name,
+        policy=rules.policy(queue_name),
+        rules=rules,
+    )
+    if refusals:
+        raise Forbidden(
+            f"queue {queue_name!r} may not run this job in a member cluster: "
+            + "; ".join(str(r) for r in refusals)
+        )
 
 
 async def parse_submission(

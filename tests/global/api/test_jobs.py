@@ -51,7 +51,7 @@ async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.Asy
     assert response.status_code == 409
     assert response.json()["message"] == "job ml/train already exists and has not finished"
     other_namespace = job_document("train")
-    other_namespace["metadata"]["namespace"] = "other"
+    other_namespace["metadata"]["namespace"] = "default"
     assert (await submit(api, other_namespace)).status_code == 201
     await api.post(f"/api/v1/jobs/{first['uid']}/cancel")
     again = await submit(api, job_document("train"))

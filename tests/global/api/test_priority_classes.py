@@ -29,8 +29,24 @@ async def test_built_ins_and_seeds_exist_from_the_start(api: httpx.AsyncClient) 
     assert items["high-priority"]["value"] == 1000  # seeded from the settings table
     assert items["high-priority"]["preemptionPolicy"] == "PreemptLowerPriority"
     assert (await api.delete("/api/v1/priorityclasses/system-node-critical")).status_code == 409
-    # A job naming a built-in class is accepted with its value (Kubernetes has them everywhere).
-    job = await submit(api, job_document(priorityClassName="system-cluster-critical"))
+    # A built-in class is for the queues an admin granted it (issue 38), with its value.
+    refused = await submit(api, job_document(priorityClassName="system-cluster-critical"))
+    assert refused.status_code == 403
+    assert "(rule: system priority classes)" in refused.json()["message"]
+    granted = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {
+            "name": "system",
+            "annotations": {"global.volcano.sh/system-priority": "true"},
+        },
+        "spec": {"weight": 1},
+    }
+    applied = await api.post("/api/v1/apply", json=granted)
+    assert applied.json()["items"][0]["result"] == "created", applied.text
+    job = await submit(
+        api, job_document(queue="system", priorityClassName="system-cluster-critical")
+    )
     assert job.status_code == 201, job.text
     assert job.json()["priority"] == 2_000_000_000
 

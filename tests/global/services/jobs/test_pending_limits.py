@@ -38,9 +38,11 @@ def queue(name: str, **annotations: str) -> dict[str, object]:
     }
 
 
-async def apply(api: httpx.AsyncClient, *documents: object) -> list[dict[str, object]]:
+async def apply(
+    api: httpx.AsyncClient, *documents: object, status: int = 200
+) -> list[dict[str, object]]:
     response = await api.post("/api/v1/apply", content=yaml.safe_dump_all(documents), headers=YAML)
-    assert response.status_code == 200, response.text
+    assert response.status_code == status, response.text
     return list(response.json()["items"])
 
 
@@ -75,7 +77,8 @@ async def test_a_submission_over_the_queue_s_annotated_limit_is_refused_in_every
     assert kubectl.status_code == 403, kubectl.text
     assert kubectl.json()["reason"] == "Forbidden"
     assert "max-pending-jobs is 2" in kubectl.json()["message"]
-    (applied,) = await apply(api, job_document("c", queue="capped"))
+    # A refused document makes the whole apply a 403, with each document's result.
+    (applied,) = await apply(api, job_document("c", queue="capped"), status=403)
     assert applied["code"] == 403 and "exceeded quota" in str(applied["message"])
     # Another queue is not affected, and a cancelled job makes room at once.
     assert (await submit(api, job_document("d", queue="default"))).status_code == 201
