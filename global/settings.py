@@ -168,6 +168,13 @@ class AgentSettings(BaseModel):
     shutdown_grace_s: float = Field(
         2.0, ge=0, description="On shutdown, how long open agent streams may finish a message."
     )
+    share_inventory_interval_s: int = Field(
+        180,
+        ge=1,
+        le=86_400,
+        description="How often agents list every share their cluster holds (besides on every "
+        "connect), for the Global to reconcile with its placements.",
+    )
 
 
 class KubeApiSettings(BaseModel):

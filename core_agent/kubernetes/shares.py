@@ -72,6 +72,7 @@ class MemberJobs:
         self.reported: dict[str, SharePhase] = {}  # placement -> last phase reported
         self.job_uids: dict[str, str] = {}
         self.cancelled: set[str] = set()
+        self.applying: dict[str, ShareAssignment] = {}  # received, being created
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -81,6 +82,7 @@ class MemberJobs:
     # -- from the Global ------------------------------------------------------------------------
     def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
         self.report = report
+        self.applying[assignment.placement_id] = assignment  # listed as held from now on
         self._spawn(self._apply(assignment))
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
@@ -108,13 +110,16 @@ class MemberJobs:
     async def _apply(self, a: ShareAssignment) -> None:
         pid = a.placement_id
         self.job_uids[pid] = a.job_uid
-        async with self._locks[pid]:
-            if pid in self.cancelled:
-                return
-            try:
-                await self._create(a)
-            except Abandoned:
-                log.info("share %s cancelled while it was being created", pid)
+        try:
+            async with self._locks[pid]:
+                if pid in self.cancelled:
+                    return
+                try:
+                    await self._create(a)
+                except Abandoned:
+                    log.info("share %s cancelled while it was being created", pid)
+        finally:
+            self.applying.pop(pid, None)
 
     async def _create(self, a: ShareAssignment) -> None:
         pid = a.placement_id
