@@ -70,7 +70,7 @@ async def test_an_agent_restarted_within_the_heartbeat_timeout_reconciles_its_sh
         assert len(restarted.shares) == 2
         assert busy({"east": restarted}) == 48 == await booked(fed, "east", [started, waiting])
         assert max(samples) <= 64, samples  # never over capacity in the Global's books
-        print(f"books right {settled_s:.2f} s after the agent's return")  # noqa: T201
+        print(f"books right {settled_s:.2f} s after the agent's return")
         assert settled_s < 5
 
 
