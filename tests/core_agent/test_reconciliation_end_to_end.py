@@ -91,3 +91,26 @@ async def test_a_share_that_succeeds_before_its_peer_starts_breaks_the_gang(
         clusters["west"].start_delay_s = 0
         await fed.reach(uid, "Running")  # requeued and placed again: now it starts together
         await fed.reach(uid, "Succeeded")
+
+
+async def test_a_share_gone_without_a_word_is_found_by_the_periodic_list(
+    database_url: str,
+) -> None:
+    """No restart, no report: the workload vanished from the cluster (as a Volcano Job deleted
+    while its watch was down). The next periodic list (every second here) finds it lost."""
+    async with federation(database_url, agents={"share_inventory_interval_s": 1}) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        await fed.join("east", east)
+        await fed.ready("east")
+        uid = await fed.submit(job_document("train", replicas=2, runningEstimate="10h"))
+        await fed.reach(uid, "Running")
+        (placement,) = list(east.shares)
+        share = east.shares.pop(placement)  # gone in the cluster; the agent says nothing
+        if share.timer is not None:
+            share.timer.cancel()
+
+        message = await fed.event(uid, "PodEvicted", within=10)
+        assert "cluster east no longer holds its share (2 pods, 16 GPUs)" in message
+        assert "(periodic)" in message
+        job = await fed.reach(uid, "Running")  # requeued and placed again
+        assert job["placement"]["uid"] != placement
