@@ -134,8 +134,10 @@ async def _unacked(session: AsyncSession, cluster_id: uuid.UUID) -> set[tuple[uu
 
 
 async def _resend(session: AsyncSession, share: ClusterShare) -> None:
-    """The share's last assignment, queued again (its job token was scrubbed when it was
-    first acknowledged: the new pods run without one)."""
+    """The share's last assignment, queued again. Its job token was scrubbed from the outbox
+    when it was first acknowledged: a Kubernetes cluster that still has the share's Volcano
+    Jobs keeps the one they carry; a share built anew runs without one (its measurements are
+    refused; a new token is the job service's to issue, which dispatch does not import)."""
     last = (
         await session.execute(
             select(OutboxMessage)
