@@ -119,7 +119,11 @@ class MemberJobs:
                 except Abandoned:
                     log.info("share %s cancelled while it was being created", pid)
         finally:
-            self.applying.pop(pid, None)
+            # Listed as held until the watch shows its Volcano Jobs (or it failed, or was
+            # cancelled): a list between the two must not tell the Global it is gone.
+            seen = any(_placement(o) == pid for o in self.store.values())
+            if seen or pid in self.cancelled or self.reported.get(pid) is SharePhase.FAILED:
+                self.applying.pop(pid, None)
 
     async def _create(self, a: ShareAssignment) -> None:
         pid = a.placement_id
@@ -309,6 +313,7 @@ class MemberJobs:
             if pid:
                 by_placement[pid].append(obj)
         for pid, jobs in by_placement.items():
+            self.applying.pop(pid, None)  # the watch shows it: listed from the store now
             if pid in self.cancelled:
                 continue
             uid = (jobs[0]["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")
