@@ -114,3 +114,34 @@ async def test_a_share_gone_without_a_word_is_found_by_the_periodic_list(
         assert "(periodic)" in message
         job = await fed.reach(uid, "Running")  # requeued and placed again
         assert job["placement"]["uid"] != placement
+
+
+async def test_the_books_never_count_a_lost_share_and_new_work_on_the_same_gpus(
+    database_url: str,
+) -> None:
+    """A job waits for room while the cluster's agent restarts: the restarted cluster reports
+    its 64 GPUs free, but the Global lets go of the lost share before it can place anything
+    there, so at no sampled moment do its books hold more GPUs than the cluster has (before,
+    the waiting job was placed on the GPUs the lost share still held: 80 of 64)."""
+    async with federation(database_url) as fed:
+        east = SimulatedCluster.from_spec("east", SPEC)
+        await fed.join("east", east)
+        await fed.ready("east")
+        started = await fed.submit(job_document("started", replicas=4, runningEstimate="10h"))
+        await fed.reach(started, "Running")
+        big = await fed.submit(job_document("big", replicas=6, runningEstimate="10h"))  # 48 GPUs
+        await fed.reach(big, "Pending")
+
+        await fed.leave("east")
+        restarted = SimulatedCluster.from_spec("east", SPEC)
+        await fed.join("east", restarted)
+        samples: list[int] = []
+
+        async def settled() -> bool:
+            samples.append(await booked(fed, "east", [started, big]))
+            states = {(await fed.job(uid))["state"] for uid in (started, big)}
+            return states == {"Running", "Pending"} and "PodEvicted" in await fed.reasons(started)
+
+        await eventually(settled)
+        assert max(samples) <= 64, samples
+        assert await booked(fed, "east", [started, big]) == busy({"east": restarted})
