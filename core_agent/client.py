@@ -71,6 +71,9 @@ class AgentClient:
         self._reports_written = 0  # the last report written on the current stream
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
         self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
+        # Seconds between full lists of the shares the cluster holds (0: the Global does not
+        # take them); the Welcome says.
+        self.share_inventory_s = 0.0
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -130,6 +133,10 @@ class AgentClient:
                 raise ConnectionError("the Global did not welcome the agent")
             self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
             self.share_phases = phases_accepted(welcome.welcome)  # an older Global knows fewer
+            self.share_inventory_s = float(welcome.welcome.share_inventory_interval_seconds)
+            # Before the inventory: a restarted cluster's lost shares are let go before the
+            # GPUs its snapshot shows free can be placed again.
+            await self._send_share_inventory(call, "connect")
             await self._catch_up(call, welcome.welcome)
             self._reports_written = 0  # resend every unacknowledged report on this stream
             if self.unacked_reports:
@@ -178,8 +185,9 @@ class AgentClient:
         # that agents started together do not reach the Global in step, window after window.
         now = time.monotonic()
         next_beat, next_delta, moved = now + self.heartbeat_s, now, False
+        next_list = now + (self.share_inventory_s or float("inf"))
         while not stop.is_set() and not reader.done():
-            wake_at = min(next_beat, next_delta) if moved else next_beat
+            wake_at = min(next_beat, next_delta, next_list) if moved else min(next_beat, next_list)
             changed = asyncio.create_task(self.source.changed.wait())
             stopped = asyncio.create_task(stop.wait())
             done, pending = await asyncio.wait(
@@ -205,6 +213,9 @@ class AgentClient:
                         pb.AgentMessage(job_status=report_for(report, self.share_phases))
                     )
                     self._reports_written = seq
+            if time.monotonic() >= next_list:  # after the reports queued before it
+                await self._send_share_inventory(call, "periodic")
+                next_list = time.monotonic() + self.share_inventory_s
             if moved and time.monotonic() >= next_delta:
                 moved = False
                 if await self._send_delta(call):
@@ -215,6 +226,16 @@ class AgentClient:
                     pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
                 )
                 next_beat = time.monotonic() + self.heartbeat_s
+
+    async def _send_share_inventory(self, call: grpc.aio.StreamStreamCall, reason: str) -> None:
+        """Every share the cluster holds, read from it, for the Global to reconcile with its
+        placements (only to a Global whose Welcome asked for it: an older one refuses it)."""
+        held = getattr(self.source, "held_shares", None)
+        if not self.share_inventory_s or held is None:
+            return
+        shares = [share.to_proto() for share in held()]
+        message = pb.ShareInventory(shares=shares, reason=reason)
+        await call.write(pb.AgentMessage(shares=message))
 
     async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> bool:
         """The changes since the last message, if any (a snapshot instead if too many deltas

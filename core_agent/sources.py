@@ -1,7 +1,9 @@
 """Where an agent's inventory comes from: a source keeps an `Inventory` up to date and sets
 `changed` whenever it moves. A source that knows which names it touched lets the agent build a
 delta from those alone instead of comparing every node of the cluster. A source that runs
-shares (`apply_share`, `cancel_share`) reports on them through a `Report`."""
+shares (`apply_share`, `cancel_share`) reports on them through a `Report`, and lists every
+share its cluster holds (`held_shares() -> list[HeldShare]`, read from the cluster, with the
+assignments it is still applying) for the Global to reconcile with its placements."""
 
 from __future__ import annotations
 

@@ -222,6 +222,13 @@ class AgentSettings(BaseModel):
         description="How often an open agent stream re-reads its token and whether it is "
         "still its cluster's stream (a rotation, a deletion or a newer stream wakes it at once).",
     )
+    share_inventory_interval_s: int = Field(
+        180,
+        ge=1,
+        le=86_400,
+        description="How often agents list every share their cluster holds (besides on every "
+        "connect), for the Global to reconcile with its placements.",
+    )
 
 
 class TenancySettings(BaseModel):

@@ -76,6 +76,7 @@ class MemberJobs:
         self.reported: dict[str, SharePhase] = {}  # placement -> last phase reported
         self.job_uids: dict[str, str] = {}
         self.cancelled: set[str] = set()
+        self.applying: dict[str, ShareAssignment] = {}  # received, being created
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -85,6 +86,7 @@ class MemberJobs:
     # -- from the Global ------------------------------------------------------------------------
     def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
         self.report = report
+        self.applying[assignment.placement_id] = assignment  # listed as held from now on
         self._spawn(self._apply(assignment))
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
@@ -112,13 +114,20 @@ class MemberJobs:
     async def _apply(self, a: ShareAssignment) -> None:
         pid = a.placement_id
         self.job_uids[pid] = a.job_uid
-        async with self._locks[pid]:
-            if pid in self.cancelled:
-                return
-            try:
-                await self._create(a)
-            except Abandoned:
-                log.info("share %s cancelled while it was being created", pid)
+        try:
+            async with self._locks[pid]:
+                if pid in self.cancelled:
+                    return
+                try:
+                    await self._create(a)
+                except Abandoned:
+                    log.info("share %s cancelled while it was being created", pid)
+        finally:
+            # Listed as held until the watch shows its Volcano Jobs (or it failed, or was
+            # cancelled): a list between the two must not tell the Global it is gone.
+            seen = any(_placement(o) == pid for o in self.store.values())
+            if seen or pid in self.cancelled or self.reported.get(pid) is SharePhase.FAILED:
+                self.applying.pop(pid, None)
 
     async def _create(self, a: ShareAssignment) -> None:
         pid = a.placement_id
@@ -311,6 +320,7 @@ class MemberJobs:
             if pid:
                 by_placement[pid].append(obj)
         for pid, jobs in by_placement.items():
+            self.applying.pop(pid, None)  # the watch shows it: listed from the store now
             if pid in self.cancelled:
                 continue
             uid = (jobs[0]["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")

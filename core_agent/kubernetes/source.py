@@ -15,6 +15,7 @@ from typing import Any
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import HYPERNODE, Kind, KubeApi
+from core_agent.kubernetes.held import held_shares
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
@@ -23,7 +24,7 @@ from volcano_global.jobspec.accelerators import VOLCANO_VGPU, is_accelerator, no
 from volcano_global.jobspec.fields import Checker
 from volcano_global.jobspec.pods import pod_resources
 from volcano_global.jobspec.quantity import parse_quantity
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
+from volcano_global.rpc.shares import HeldShare, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 NODES = Kind("nodes")
@@ -103,6 +104,11 @@ class KubernetesSource:
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         self.shares.cancel_share(cancellation, report)
+
+    def held_shares(self) -> list[HeldShare]:
+        """Every share the cluster holds: its Volcano Jobs by their placement label."""
+        shares = self.shares
+        return held_shares(shares.store, applying=shares.applying, cancelled=shares.cancelled)
 
     def _notifier(self, kind: str):  # type: ignore[no-untyped-def]
         def changed() -> None:

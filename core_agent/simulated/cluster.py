@@ -17,7 +17,13 @@ from core_agent.inventory import Changes, Inventory
 from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
 from core_agent.sources import Report
 from volcano_global.jobspec.quantity import parse_quantity
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, SharePhase, ShareStatus
+from volcano_global.rpc.shares import (
+    HeldShare,
+    ShareAssignment,
+    ShareCancellation,
+    SharePhase,
+    ShareStatus,
+)
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 
@@ -253,6 +259,19 @@ class SimulatedCluster:
             share.assignment.placement_id,
             report,
         )
+
+    def held_shares(self) -> list[HeldShare]:
+        """Every share this cluster holds, finished ones too (in memory: a simulated agent that
+        restarts is a cluster whose workloads are gone). Assignments apply as they arrive."""
+        return [
+            HeldShare(
+                placement_id=pid,
+                generation=share.assignment.generation,
+                job_uid=share.assignment.job_uid,
+                phase=share.phase,
+            )
+            for pid, share in self.shares.items()
+        ]
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         share = self.shares.pop(cancellation.placement_id, None)

@@ -22,6 +22,7 @@ from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.errors import grpc_status
+from volcano_global.grpc.share_inventory import reconcile_stream
 from volcano_global.grpc.stream_guard import StreamGuard, require_standing
 from volcano_global.rpc.shares import ACCEPTED_PHASES, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -110,6 +111,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 snapshot_required=empty,
                 heartbeat_interval_seconds=self.settings.agents.heartbeat_interval_s,
                 share_phases=ACCEPTED_PHASES,
+                share_inventory_interval_seconds=self.settings.agents.share_inventory_interval_s,
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
@@ -179,6 +181,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         (message,) = unit
         if kind == "snapshot":
             return [await self._snapshot(cluster_name, message.snapshot)]
+        if kind == "shares":  # every share the cluster holds: reconcile (level-triggered)
+            return await reconcile_stream(
+                self.sessions, cluster_name=cluster_name, message=message.shares
+            )
         if kind == "heartbeat":
             async with transaction(self.sessions) as session:
                 cluster = await cluster_service.get_cluster(session, name=cluster_name)

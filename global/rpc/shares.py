@@ -199,3 +199,23 @@ class ShareStatus:
             message=self.message,
             warning=self.warning,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldShare:
+    """A share a cluster holds, as its agent lists it in a `ShareInventory`."""
+
+    placement_id: str
+    job_uid: str
+    phase: SharePhase
+    generation: int = 0
+    applying: bool = False  # received, still being applied
+
+    def to_proto(self) -> pb.HeldShare:
+        return pb.HeldShare(
+            placement_id=self.placement_id,
+            generation=self.generation,
+            job_uid=self.job_uid,
+            phase=self.phase.to_proto(),
+            applying=self.applying,
+        )

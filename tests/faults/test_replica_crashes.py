@@ -37,7 +37,10 @@ SPEC = ClusterSpec.model_validate(
 def document(i: int) -> dict[str, Any]:
     """Every third job needs 96 GPUs (more than one 64-GPU cluster: split); the others 16."""
     if i % 3 == 0:
-        doc = job_document(f"split-{i:03d}", replicas=12, runningEstimate="10s")
+        # 3 s at the agents' time scale: longer than a kill delays one cluster's assignment or
+        # report, else a share ends before its peer starts and the gang is (rightly) broken
+        # and requeued again and again.
+        doc = job_document(f"split-{i:03d}", replicas=12, runningEstimate="30s")
         doc["metadata"]["annotations"] = {
             "global.volcano.sh/split": "auto",
             "global.volcano.sh/unit-pods": "4",

@@ -25,18 +25,20 @@ SHARE_PHASE_CANCELLED: SharePhase
 SHARE_PHASE_RESTARTING: SharePhase
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status")
+    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     JOB_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     snapshot: InventorySnapshot
     delta: InventoryDelta
     heartbeat: Heartbeat
     job_status: JobStatusReport
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ...) -> None: ...
+    shares: ShareInventory
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ..., shares: _Optional[_Union[ShareInventory, _Mapping]] = ...) -> None: ...
 
 class GlobalMessage(_message.Message):
     __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation", "report_ack")
@@ -67,16 +69,18 @@ class Hello(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases")
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SHARE_PHASES_FIELD_NUMBER: _ClassVar[int]
+    SHARE_INVENTORY_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     snapshot_required: bool
     heartbeat_interval_seconds: int
     share_phases: _containers.RepeatedScalarFieldContainer[SharePhase]
-    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ...) -> None: ...
+    share_inventory_interval_seconds: int
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
@@ -269,3 +273,25 @@ class ReportAck(_message.Message):
     REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
     report_seq: int
     def __init__(self, report_seq: _Optional[int] = ...) -> None: ...
+
+class ShareInventory(_message.Message):
+    __slots__ = ("shares", "reason")
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    shares: _containers.RepeatedCompositeFieldContainer[HeldShare]
+    reason: str
+    def __init__(self, shares: _Optional[_Iterable[_Union[HeldShare, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class HeldShare(_message.Message):
+    __slots__ = ("placement_id", "generation", "job_uid", "phase", "applying")
+    PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    JOB_UID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    APPLYING_FIELD_NUMBER: _ClassVar[int]
+    placement_id: str
+    generation: int
+    job_uid: str
+    phase: SharePhase
+    applying: bool
+    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., applying: bool = ...) -> None: ...

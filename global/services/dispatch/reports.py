@@ -1,8 +1,9 @@
 """The lifecycle the agents' reports drive. A split job is Dispatched when every share is
 accepted, Running only when every share reports all its pods started (cross-cluster gang), and
-Succeeded when every share has. A share that fails is handed to gang supervision: before the
-job runs the whole placement is withdrawn and the job requeued; after, the job's policy
-decides. A share Volcano restarted alone in its cluster restarts the job everywhere."""
+Succeeded when every share has. A share that fails, or that succeeds before every share has
+started (the gang never ran together), is handed to gang supervision: before the job runs the
+whole placement is withdrawn and the job requeued; after, the job's policy decides. A share
+Volcano restarted alone in its cluster restarts the job everywhere."""
 
 from __future__ import annotations
 
@@ -29,13 +30,15 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.shares import SharePhase
-from volcano_global.services.dispatch.supervision import share_lost
+from volcano_global.services.dispatch.supervision import NOT_STARTED, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
 
 WARNING_PREFIX = "warning: "  # how a share's message shows the agent's warning
-# A placement is accepted when every share is in the first set, running in the second.
+# A placement is accepted when every share is in the first set, running in the second. (A share
+# that succeeds before the job runs breaks a split job's gang first: Succeeded counts here only
+# for a job of one share, whose pods Volcano started together.)
 _ACCEPTED = frozenset({SharePhase.ACCEPTED, SharePhase.RUNNING, SharePhase.SUCCEEDED})
 _RUNNING = frozenset({SharePhase.RUNNING, SharePhase.SUCCEEDED})
 
@@ -184,6 +187,17 @@ async def _apply(
             job=job,
             event="PodFailed",
             message=f"share in {where}",
+        )
+        return
+    if phase is SharePhase.SUCCEEDED and job.state in NOT_STARTED and len(placement.shares) > 1:
+        # It ended before every share had started: the gang never ran together (its ranks
+        # cannot have met), so the job is not Running: withdrawn and requeued.
+        await share_lost(
+            session,
+            placement=placement,
+            job=job,
+            event="PodFailed",
+            message=f"share in {where} ended before every share started: the gang is broken",
         )
         return
     # Each transition happens once per placement: its event is new, not folded into another.

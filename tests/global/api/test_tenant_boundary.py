@@ -41,12 +41,16 @@ def queue(name: str, **annotations: str) -> dict[str, Any]:
 
 
 async def apply(
-    client: httpx.AsyncClient, *documents: Any, headers: dict[str, str] | None = None
+    client: httpx.AsyncClient,
+    *documents: Any,
+    headers: dict[str, str] | None = None,
+    status: int = 200,
 ) -> list[dict[str, Any]]:
+    """Apply the documents; a refused document makes the answer a 403 with every result."""
     response = await client.post(
         "/api/v1/apply", content=yaml.safe_dump_all(documents), headers=YAML | (headers or {})
     )
-    assert response.status_code == 200, response.text
+    assert response.status_code == status, response.text
     return list(response.json()["items"])
 
 
@@ -187,7 +191,7 @@ async def test_apply_refuses_each_attack(
     user = await user_of(admin, "team-a")
     clean = a_job()
     clean["metadata"]["name"] = "clean"
-    items = await apply(admin, changed(change), clean, headers=user)
+    items = await apply(admin, changed(change), clean, headers=user, status=403)
     assert [(i["result"], i["code"]) for i in items] == [("error", 403), ("created", None)]
     assert_refused(items[0]["message"], rule, field)
     assert await stored_jobs(admin) == ["clean"]
@@ -323,7 +327,10 @@ async def test_a_class_an_admin_marks_is_for_granted_queues_only(
 async def test_a_queue_user_cannot_grant_its_own_queue(admin: httpx.AsyncClient) -> None:
     user = await user_of(admin, "team-a")
     items = await apply(
-        admin, queue("team-a", **{"global.volcano.sh/pod-security": "privileged"}), headers=user
+        admin,
+        queue("team-a", **{"global.volcano.sh/pod-security": "privileged"}),
+        headers=user,
+        status=403,
     )
     assert (items[0]["result"], items[0]["code"]) == ("error", 403)
     bad = await apply(admin, queue("team-c", **{"global.volcano.sh/pod-security": "root"}))
