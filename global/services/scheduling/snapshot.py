@@ -41,6 +41,7 @@ from volcano_global.services.scheduling.elastic import (
     elastic_running,
 )
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
+from volcano_global.services.scheduling.withdrawals import held_back
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import (
@@ -149,6 +150,8 @@ async def build_snapshot(
             .limit(window * (PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT))
         )
     ).all()
+    waiting_out = await held_back(session, job_ids=[c.id for c in heads], now=now)
+    heads = [c for c in heads if c.id not in waiting_out]
     weights = {name: q.weight for name, q in tree.items()}
     estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
     order = planning.order(
