@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from core_agent.cli import agent as agent_command
+from volcano_global.cli import certs as certs_command
 from volcano_global.cli import demo as demo_command
 from volcano_global.cli import kubeconfig as kubeconfig_command
 from volcano_global.cli import plan as plan_command
@@ -112,6 +113,7 @@ def scheduler(
 
 
 app.command()(demo_command.demo)
+app.command()(certs_command.certs)
 app.command()(kubeconfig_command.kubeconfig)
 app.command()(agent_command)
 app.command()(plan_command.plan)
