@@ -165,6 +165,19 @@ def cancel(
         typer.echo(f"job {ref} cancelled")
 
 
+def delete(
+    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+) -> None:
+    """Delete a job as `kubectl delete` does: cancel it if it runs and free its name for a new
+    submission (it stays readable by UID)."""
+    api = client(ctx)
+    detail = api.request("DELETE", f"/api/v1/jobs/{_resolve(api, job)}")
+    if options(ctx).output is not Format.TABLE:
+        render(detail, options(ctx).output, JOB_COLUMNS)
+        return
+    typer.echo(f"job {detail['namespace']}/{detail['name']} deleted ({detail['state']})")
+
+
 def events(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")],
@@ -192,7 +205,7 @@ def events(
     )
 
 
-COMMANDS = [submit, watching.apply, jobs, get, cancel, events]
+COMMANDS = [submit, watching.apply, jobs, get, cancel, delete, events]
 
 clusters_app = typer.Typer(
     help="Member clusters (lists them without a subcommand).", invoke_without_command=True

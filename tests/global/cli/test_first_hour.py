@@ -125,3 +125,26 @@ def test_a_watch_prints_a_row_again_only_when_a_shown_cell_changed(capsys) -> No
         "a      Pending",
         "a      Running",
     ]
+
+
+def test_a_name_is_taken_until_deleted_for_vglobal_and_kubectl_alike(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    path = job_file(tmp_path)
+    assert server.cli("submit", "-f", str(path)).returncode == 0
+    server.cli("cancel", "ml/train")
+    again = server.cli("submit", "-f", str(path))
+    assert (again.returncode, again.stderr.strip()) == (
+        1,
+        "error: 409 Conflict: job ml/train already exists (Cancelled): delete it first "
+        "(vglobal delete ml/train) or choose another name",
+    )
+    kube = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    jobs = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
+    assert kube.post(jobs, json=job_document("train")).status_code == 409  # kubectl create
+
+    deleted = server.cli("delete", "ml/train")
+    assert (deleted.returncode, deleted.stdout.strip()) == (0, "job ml/train deleted (Cancelled)")
+    assert server.cli("submit", "-f", str(path)).returncode == 0
+    listed = json.loads(server.cli("jobs", "-o", "json").stdout)["items"]
+    assert [j["state"] for j in listed] == ["Pending", "Cancelled"]  # the old one's history
