@@ -66,6 +66,7 @@ class AgentClient:
         self.report_seq = 0
         self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
         self._reports_written = 0  # the last report written on the current stream
+        self._phases: dict[str, SharePhase] = {}  # each share's last phase logged
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
@@ -145,6 +146,7 @@ class AgentClient:
             if self.unacked_reports:
                 self.source.changed.set()  # wake the writer to send them
             self.connected.set()
+            log.info("connected to the Global at %s as cluster %s", self.target, self.cluster)
             reader = asyncio.create_task(self._read(call), name=f"agent-{self.cluster}-reader")
             try:
                 await self._write_loop(call, stop, reader)
@@ -178,6 +180,7 @@ class AgentClient:
         self.unacked[self.seq] = message
         self.sent_view = view
         await call.write(message)
+        log.info("inventory snapshot sent: %d nodes (seq %d)", len(view.nodes), self.seq)
 
     async def _write_loop(
         self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event, reader: asyncio.Task[None]
@@ -295,6 +298,7 @@ class AgentClient:
     def report(self, status: ShareStatus) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
+        self._log_phase(status)
         self.report_seq += 1
         report = status.to_proto()
         report.report_seq = self.report_seq
@@ -307,6 +311,21 @@ class AgentClient:
                 dropped,
             )
         self.source.changed.set()  # wake the writer
+
+    def _log_phase(self, status: ShareStatus) -> None:
+        """Each share's phase at info when it changes (a source may report counts often)."""
+        if self._phases.get(status.placement_id) is status.phase:
+            return
+        self._phases[status.placement_id] = status.phase
+        if len(self._phases) > MAX_UNACKED_REPORTS:
+            self._phases.pop(next(iter(self._phases)))
+        log.info(
+            "share %s of job %s: %s%s",
+            status.placement_id,
+            status.job_uid,
+            status.phase.value,
+            f" ({status.message})" if status.message else "",
+        )
 
     def _acknowledge(self, seq: int) -> None:
         self.acked = max(self.acked, seq)

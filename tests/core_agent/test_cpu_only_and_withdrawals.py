@@ -4,6 +4,7 @@ placed and withdrawn again every round (issue 37: ~5 withdrawals a second before
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
@@ -60,3 +61,16 @@ async def test_a_gang_refused_at_once_waits_before_it_is_placed_again(database_u
 def test_the_wait_doubles_up_to_a_cap() -> None:
     assert [wait_after(n) for n in (1, 2, 3, 4)] == [0.0, 5.0, 10.0, 20.0]
     assert wait_after(50) == MAX_WAIT_S
+
+
+async def test_a_healthy_agent_says_what_it_does(database_url: str, caplog) -> None:  # type: ignore[no-untyped-def]
+    caplog.set_level(logging.INFO, logger="core_agent.client")
+    async with federation(database_url) as fed:
+        await one_cluster(fed)
+        uid = await fed.submit(job_document("train", replicas=2, runningEstimate="10s"))
+        await fed.reach(uid, "Succeeded")
+    lines = [r.getMessage() for r in caplog.records if r.name == "core_agent.client"]
+    assert any(line.startswith("connected to the Global at") for line in lines)
+    assert any(line.startswith("inventory snapshot sent: 4 nodes") for line in lines)
+    phases = [line.rsplit(": ", 1)[1] for line in lines if f"of job {uid}:" in line]
+    assert phases == ["Accepted", "Running", "Succeeded"]
