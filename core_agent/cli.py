@@ -122,7 +122,7 @@ def agent(
     import uvloop
 
     from core_agent.client import AgentClient
-    from core_agent.preflight import refusal_line, tls_mismatch
+    from core_agent.preflight import TlsMismatch, refusal_line, tls_mismatch
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -164,6 +164,8 @@ def agent(
         uvloop.run(main())  # the agent is CPU-bound on messages; uvloop's loop costs less per one
     except grpc.aio.AioRpcError as exc:
         raise SystemExit(f"error: {refusal_line(exc, cluster)}") from None
+    except TlsMismatch as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _simulated(

@@ -14,6 +14,7 @@ from collections import OrderedDict
 import grpc
 
 from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
+from core_agent.preflight import TlsMismatch, tls_mismatch
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.backoff import Backoff
@@ -87,6 +88,10 @@ class AgentClient:
                     grpc.StatusCode.PERMISSION_DENIED,
                 ):
                     raise
+                if exc.code() is grpc.StatusCode.UNAVAILABLE and "refused" not in str(
+                    exc.details()
+                ):  # (a Global that is down refuses the connection: nothing to look at)
+                    await self._refuse_tls_mismatch()
                 log.warning(
                     "stream to %s ended: %s %s", self.target, exc.code().name, exc.details()
                 )
@@ -107,6 +112,16 @@ class AgentClient:
             except TimeoutError:
                 pass
         await self.source.stop()
+
+    async def _refuse_tls_mismatch(self) -> None:
+        """End the agent when the Global's agent port and this agent disagree on TLS (the
+        Global restarted with or without it): retrying can never succeed, and each try
+        fills the Global's log with failed handshakes."""
+        problem = await asyncio.to_thread(
+            tls_mismatch, self.target, tls=self.credentials is not None, timeout_s=1.0
+        )
+        if problem:
+            raise TlsMismatch(problem)
 
     async def _session(self, stop: asyncio.Event) -> None:
         options = [

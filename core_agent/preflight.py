@@ -8,6 +8,10 @@ import socket
 import ssl
 
 
+class TlsMismatch(Exception):
+    """The agent's TLS setting and the Global's agent port disagree (the message says how)."""
+
+
 def speaks_tls(target: str, timeout_s: float = 3.0) -> bool | None:
     """Whether HOST:PORT answers a TLS handshake (None: not reachable now, which the agent's
     retries are for). The certificate is not checked here: only the protocol."""
@@ -30,9 +34,9 @@ def speaks_tls(target: str, timeout_s: float = 3.0) -> bool | None:
         return None
 
 
-def tls_mismatch(target: str, *, tls: bool) -> str | None:
+def tls_mismatch(target: str, *, tls: bool, timeout_s: float = 3.0) -> str | None:
     """The error line when the agent's TLS setting and the Global's agent port disagree."""
-    answer = speaks_tls(target)
+    answer = speaks_tls(target, timeout_s)
     if answer is True and not tls:
         return (
             f"the Global's agent port {target} speaks TLS: pass --ca-file (the CA that signed "

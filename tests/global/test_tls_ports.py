@@ -108,3 +108,40 @@ def test_an_agent_with_a_ca_against_a_plaintext_port_is_told_so(tmp_path: Path) 
         assert "does not speak TLS: drop --ca-file" in done.stderr
     finally:
         server.stop()
+
+
+def test_a_running_agent_ends_with_the_fix_when_the_port_turns_to_tls(
+    tmp_path: Path, certs: Path
+) -> None:
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/turn.db", tmp_path)
+    server.start()
+    agent: subprocess.Popen[str] | None = None
+    try:
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        token = api.post("/api/v1/clusters", json={"name": "gpu-east"}).json()["agentToken"]
+        agent = subprocess.Popen(
+            [*VGLOBAL, *agent_args(server, token), "--lingjun-block", "0"],
+            env=os.environ,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert agent.stderr is not None
+        for line in agent.stderr:  # until it has streamed its inventory
+            if "inventory snapshot sent" in line:
+                break
+        server.stop()
+        server.url = server.url.replace("http://", "https://")
+        server.env |= {
+            "VGLOBAL_TLS__CERT_FILE": str(certs / "server.crt"),
+            "VGLOBAL_TLS__KEY_FILE": str(certs / "server.key"),
+        }
+        server.ready_verify = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        server.start()
+        assert agent.wait(timeout=60) == 1
+        last = agent.stderr.read().strip().splitlines()[-1]
+        assert last.startswith("error: the Global's agent port 127.0.0.1:")
+        assert "speaks TLS: pass --ca-file" in last
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.kill()
+        server.stop()
