@@ -50,7 +50,10 @@ def agent(
         SourceKind, typer.Option(help="Where the inventory comes from")
     ] = SourceKind.SIMULATED,
     spec: Annotated[
-        Path | None, typer.Option(help="Simulated cluster spec (YAML: nodeGroups, topology)")
+        Path | None,
+        typer.Option(
+            help="Simulated cluster spec (YAML: nodeGroups, topology)", exists=True, dir_okay=False
+        ),
     ] = None,
     lingjun_block: Annotated[
         int | None, typer.Option(help="Simulate this aggregation block of the real Lingjun fabric")
@@ -83,19 +86,27 @@ def agent(
         Path | None,
         typer.Option(
             envvar="VGLOBAL_AGENT_CA_FILE",
+            exists=True,
+            dir_okay=False,
             help="TLS: CA bundle the Global's certificate is checked against",
         ),
     ] = None,
     cert_file: Annotated[
         Path | None,
         typer.Option(
-            envvar="VGLOBAL_AGENT_CERT_FILE", help="Mutual TLS: this agent's client certificate"
+            envvar="VGLOBAL_AGENT_CERT_FILE",
+            help="Mutual TLS: this agent's client certificate",
+            exists=True,
+            dir_okay=False,
         ),
     ] = None,
     key_file: Annotated[
         Path | None,
         typer.Option(
-            envvar="VGLOBAL_AGENT_KEY_FILE", help="Mutual TLS: the client certificate's key"
+            envvar="VGLOBAL_AGENT_KEY_FILE",
+            help="Mutual TLS: the client certificate's key",
+            exists=True,
+            dir_okay=False,
         ),
     ] = None,
     tier_label: Annotated[
@@ -116,9 +127,11 @@ def agent(
     shares it is assigned."""
     # The agent's own imports (gRPC, the sources, kubernetes-asyncio) are made when it runs:
     # `vglobal` registers this command for every other command too.
+    import grpc
     import uvloop
 
     from core_agent.client import AgentClient
+    from core_agent.preflight import TlsMismatch, refusal_line, tls_mismatch
 
     if not token and token_file is None:
         raise typer.BadParameter("give --token or --token-file", param_hint="--token")
@@ -157,7 +170,15 @@ def agent(
         )
         await client.run(stop=stop)
 
-    uvloop.run(main())  # the agent is CPU-bound on messages; uvloop's loop costs less per one
+    mismatch = tls_mismatch(global_, tls=ca_file is not None or cert_file is not None)
+    if mismatch:
+        raise SystemExit(f"error: {mismatch}")
+    try:
+        uvloop.run(main())  # the agent is CPU-bound on messages; uvloop's loop costs less per one
+    except grpc.aio.AioRpcError as exc:
+        raise SystemExit(f"error: {refusal_line(exc, cluster)}") from None
+    except TlsMismatch as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _simulated(

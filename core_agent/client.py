@@ -15,7 +15,8 @@ from pathlib import Path
 import grpc
 
 from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
-from core_agent.reconnect import Reconnect
+from core_agent.preflight import TlsMismatch, tls_mismatch
+from core_agent.reconnect import REFUSED, Reconnect
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.rpc.shares import (
@@ -69,6 +70,7 @@ class AgentClient:
         self.report_seq = 0
         self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
         self._reports_written = 0  # the last report written on the current stream
+        self._phases: dict[str, SharePhase] = {}  # each share's last phase logged
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
         self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
         # Seconds between full lists of the shares the cluster holds (0: the Global does not
@@ -90,7 +92,7 @@ class AgentClient:
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as exc:
                 # The Global ended the stream (shutting down, token refused, replaced), or it
                 # ended while we wrote (grpc.aio says "RPC already finished").
-                reconnect.ended(exc, was_up=self.connected.is_set())
+                await self._ended(exc)
             self.connected.clear()
             if stop.is_set():
                 break
@@ -99,6 +101,30 @@ class AgentClient:
             except TimeoutError:
                 pass
         await self.source.stop()
+
+    async def _ended(self, exc: Exception) -> None:
+        """How the stream ended decides what comes next: a token given on the command line
+        that the Global refuses cannot change by retrying, so the agent ends (one line; in
+        Kubernetes its restart reads the Secret's current token); a token file may be
+        rewritten, so that agent retries slowly. A TLS disagreement ends the agent too."""
+        if isinstance(exc, grpc.aio.AioRpcError):
+            if exc.code() in REFUSED and self.token_file is None:
+                raise exc
+            if exc.code() is grpc.StatusCode.UNAVAILABLE and "refused" not in str(
+                exc.details()
+            ):  # (a Global that is down refuses the connection: nothing to look at)
+                await self._refuse_tls_mismatch()
+        self.reconnect.ended(exc, was_up=self.connected.is_set())
+
+    async def _refuse_tls_mismatch(self) -> None:
+        """End the agent when the Global's agent port and this agent disagree on TLS (the
+        Global restarted with or without it): retrying can never succeed, and each try
+        fills the Global's log with failed handshakes."""
+        problem = await asyncio.to_thread(
+            tls_mismatch, self.target, tls=self.credentials is not None, timeout_s=1.0
+        )
+        if problem:
+            raise TlsMismatch(problem)
 
     async def _session(self, stop: asyncio.Event) -> None:
         options = [
@@ -142,6 +168,7 @@ class AgentClient:
             if self.unacked_reports:
                 self.source.changed.set()  # wake the writer to send them
             self.connected.set()
+            log.info("connected to the Global at %s as cluster %s", self.target, self.cluster)
             reader = asyncio.create_task(self._read(call), name=f"agent-{self.cluster}-reader")
             try:
                 await self._write_loop(call, stop, reader)
@@ -175,6 +202,7 @@ class AgentClient:
         self.unacked[self.seq] = message
         self.sent_view = view
         await call.write(message)
+        log.info("inventory snapshot sent: %d nodes (seq %d)", len(view.nodes), self.seq)
 
     async def _write_loop(
         self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event, reader: asyncio.Task[None]
@@ -306,6 +334,7 @@ class AgentClient:
     def report(self, status: ShareStatus) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
+        self._log_phase(status)
         self.report_seq += 1
         report = status.to_proto()
         report.report_seq = self.report_seq
@@ -327,6 +356,21 @@ class AgentClient:
         except OSError as exc:  # a Secret being updated: the Global refuses, we retry
             log.error("cannot read the token file %s: %s", self.token_file, exc)
             return ""
+
+    def _log_phase(self, status: ShareStatus) -> None:
+        """Each share's phase at info when it changes (a source may report counts often)."""
+        if self._phases.get(status.placement_id) is status.phase:
+            return
+        self._phases[status.placement_id] = status.phase
+        if len(self._phases) > MAX_UNACKED_REPORTS:
+            self._phases.pop(next(iter(self._phases)))
+        log.info(
+            "share %s of job %s: %s%s",
+            status.placement_id,
+            status.job_uid,
+            status.phase.value,
+            f" ({status.message})" if status.message else "",
+        )
 
     def _acknowledge(self, seq: int) -> None:
         self.acked = max(self.acked, seq)

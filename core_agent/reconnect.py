@@ -5,10 +5,11 @@
 - replaced by a newer stream of its cluster (ABORTED): another agent runs with this
   cluster's token (say, the old pod of a rollout): 5 s doubling to 60 s, so that two agents
   take turns slowly instead of replacing each other many times a second;
-- token refused (UNAUTHENTICATED, PERMISSION_DENIED; e.g. rotated or revoked): nothing
-  changes by retrying at once: 10 s doubling to 5 min, with an error naming the remedy. An
-  agent given `--token-file` reads the file again before each attempt, so a rotated token
-  mounted from a Secret is picked up without a restart."""
+- token refused (UNAUTHENTICATED, PERMISSION_DENIED; e.g. rotated or revoked) to an agent
+  given `--token-file`: nothing changes by retrying at once: 10 s doubling to 5 min, with an
+  error naming the remedy; the file is read again before each attempt, so a rotated token
+  mounted from a Secret is picked up without a restart. (An agent given `--token` ends with
+  one line instead: its token cannot change; `AgentClient._ended`.)"""
 
 from __future__ import annotations
 

@@ -76,7 +76,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             grpc_server, app.state.grpc_port = await start_grpc_server(
                 sessions=sessions, settings=settings
             )
-            log.info("agent gRPC on %s:%d", settings.host, app.state.grpc_port)
+            log.info(
+                "agent gRPC on %s:%d (%s)",
+                settings.host,
+                app.state.grpc_port,
+                "TLS: agents need --ca-file" if settings.tls.agents_enabled else "plaintext",
+            )
 
             app.state.kube_feed = ChangeFeed(
                 sessions, poll_s=settings.kube.watch_poll_s, settle_s=settings.kube.watch_settle_s

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr
+from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("vglobal-data")
@@ -167,7 +167,9 @@ class SchedulingDefaults(BaseModel):
 
 
 class TlsSettings(BaseModel):
-    """TLS for the REST API and the agent gRPC port (both off when no certificate is set)."""
+    """TLS with the server's certificate, on each port unless turned off for it: with a
+    certificate and key set, both the REST port (https) and the agent port speak TLS, as
+    before `rest` and `agents` existed; without them, neither does."""
 
     cert_file: Path | None = Field(None, description="PEM certificate (chain) of the server.")
     key_file: Path | None = Field(None, description="PEM private key of the certificate.")
@@ -176,10 +178,28 @@ class TlsSettings(BaseModel):
         description="PEM CA bundle: when set, agents must present a client certificate it "
         "signed (mutual TLS on the gRPC port).",
     )
+    rest: bool = Field(
+        True, description="https on the REST port when a certificate is set (false: plain http)."
+    )
+    agents: bool = Field(
+        True,
+        description="TLS on the agent gRPC port when a certificate is set (false: plaintext; "
+        "agents then run without --ca-file).",
+    )
+
+    @property
+    def certificate(self) -> bool:
+        return self.cert_file is not None and self.key_file is not None
 
     @property
     def enabled(self) -> bool:
-        return self.cert_file is not None and self.key_file is not None
+        """https on the REST port."""
+        return self.certificate and self.rest
+
+    @property
+    def agents_enabled(self) -> bool:
+        """TLS on the agent gRPC port."""
+        return self.certificate and self.agents
 
 
 class AuditSettings(BaseModel):
@@ -378,6 +398,20 @@ class Settings(BaseSettings):
     kube: KubeApiSettings = Field(default_factory=KubeApiSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     tenancy: TenancySettings = Field(default_factory=TenancySettings)
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, url: str) -> str:
+        """`postgresql://` and `postgres://` (what psql and most platforms print) mean
+        asyncpg, `sqlite://` aiosqlite: the drivers the server ships with."""
+        for plain, driver in (
+            ("postgresql://", "postgresql+asyncpg://"),
+            ("postgres://", "postgresql+asyncpg://"),
+            ("sqlite://", "sqlite+aiosqlite://"),
+        ):
+            if url.startswith(plain):
+                return driver + url.removeprefix(plain)
+        return url
 
     @property
     def is_sqlite(self) -> bool:

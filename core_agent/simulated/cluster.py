@@ -303,7 +303,10 @@ class SimulatedCluster:
             candidates = [
                 n
                 for n in self.nodes.values()
-                if n.domain == domain or (domain == self.name and n.domain is None)
+                if n.domain == domain
+                # The cluster as a whole: its nodes outside any domain, or every node for a
+                # CPU-only share (the Global places those on the cluster, not in a domain).
+                or (domain == self.name and (n.domain is None or g == 0))
             ]
             for _ in range(pods):
                 fitting = [

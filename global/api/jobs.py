@@ -42,7 +42,7 @@ from volcano_global.schemas.jobs import (
     ShareOut,
 )
 from volcano_global.services import events
-from volcano_global.services.jobs import cancel, measurements
+from volcano_global.services.jobs import cancel, measurements, names
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
@@ -77,11 +77,17 @@ DOCUMENT_BODY = document_body(
 async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     submission = await submission_for(request, request.app.state.settings, caller)
+
+    async def check_name(namespace: str, name: str) -> None:
+        async with request.app.state.sessions() as session:
+            await names.refuse_finished_holder(session, namespace=namespace, name=name)
+
     job = await submissions.submit_job(
         submission,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
         events=[audit.audit_row(request, caller)],
+        check_name=check_name,
     )
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
@@ -233,6 +239,15 @@ async def cancel_job(uid: uuid.UUID, session: Session, caller: Submitter) -> Job
     """Cancel a job (idempotent: cancelling a cancelled job returns it unchanged)."""
     caller.require_queue((await cancel.get_job(session, uid=uid)).queue.name)
     await cancel.cancel_job(session, uid=uid, by=caller.name)
+    return present_job(*await job_views.job_view(session, uid=uid))
+
+
+@router.delete("/{uid}", operation_id="deleteJob", responses=error_responses(401, 403, 404, 422))
+async def delete_job(uid: uuid.UUID, session: Session, caller: Submitter) -> JobDetail:
+    """Delete a job as `kubectl delete` does: cancel it if it has not finished and free its
+    name for a new job (it stays readable by UID, with its events)."""
+    caller.require_queue((await cancel.get_job(session, uid=uid)).queue.name)
+    await names.delete_job(session, uid=uid, by=caller.name)
     return present_job(*await job_views.job_view(session, uid=uid))
 
 

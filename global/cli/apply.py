@@ -85,20 +85,24 @@ def watch(
 ) -> None:
     """Print the list, then every item that was added, changed or deleted, as `kubectl get -w`
     does, reading again every `interval_s`; `rounds` bounds the reads after the first (None:
-    until interrupted)."""
+    until interrupted). A table prints a row again only when a cell it shows changed, in
+    columns as wide as the first list's."""
     seen: dict[str, dict[str, Any]] = {}
+    table = _WatchTable(columns) if fmt is Format.TABLE else None
     cursor: str | None = None
     done = 0
     try:
         while True:
             items, cursor, complete = read(api, cursor)
             fresh = {key(i): i for i in items}
-            rows: list[dict[str, Any]] = [i for k, i in fresh.items() if seen.get(k) != i]
+            rows = [(k, i) for k, i in fresh.items() if seen.get(k) != i]
             if complete:
-                rows += [{**seen.pop(k), "_deleted": True} for k in seen.keys() - fresh.keys()]
+                rows += [(k, {**seen.pop(k), "_deleted": True}) for k in seen.keys() - fresh.keys()]
             seen.update(fresh)
-            if rows or done == 0:
-                _print_rows(rows, columns, fmt, header=done == 0)
+            if table is not None:
+                table.print(rows, first=done == 0)
+            elif rows:
+                _print_objects([row for _, row in rows], fmt)
             if rounds is not None and done >= rounds:
                 return
             done += 1
@@ -138,20 +142,42 @@ def queue_list(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], s
     return list(api.request("GET", "/api/v1/queues")["items"]), None, True
 
 
-def _print_rows(
-    rows: list[dict[str, Any]], columns: list[Column], fmt: Format, *, header: bool
-) -> None:
-    if fmt is not Format.TABLE:
-        for row in rows:
-            event = "DELETED" if row.pop("_deleted", False) else "MODIFIED"
-            render({"type": event, "object": row}, fmt, [])
-        sys.stdout.flush()
-        return
-    if header:
-        typer.echo("   ".join(title for title, _ in columns))
+def _print_objects(rows: list[dict[str, Any]], fmt: Format) -> None:
     for row in rows:
-        cells = [str(get(row)) for _, get in columns]
-        if row.get("_deleted"):
-            cells.append("(deleted)")
-        typer.echo("   ".join(cells))
+        event = "DELETED" if row.pop("_deleted", False) else "MODIFIED"
+        render({"type": event, "object": row}, fmt, [])
     sys.stdout.flush()
+
+
+class _WatchTable:
+    """`kubectl get -w`'s table: the header and first rows set the column widths; a row is
+    printed again only when what it shows changed (a job's timestamps move more often)."""
+
+    def __init__(self, columns: list[Column]) -> None:
+        self.columns = columns
+        self.widths = [len(title) for title, _ in columns]
+        self.shown: dict[str, list[str]] = {}
+
+    def print(self, rows: list[tuple[str, dict[str, Any]]], *, first: bool) -> None:
+        lines: list[list[str]] = []
+        for k, row in rows:
+            cells = [str(get(row)) for _, get in self.columns]
+            if row.get("_deleted"):
+                self.shown.pop(k, None)
+                cells.append("(deleted)")
+            elif self.shown.get(k) == cells:
+                continue
+            else:
+                self.shown[k] = cells
+            lines.append(cells)
+        if first:
+            for cells in lines:
+                self.widths = [max(w, len(c)) for w, c in zip(self.widths, cells, strict=False)]
+            lines.insert(0, [title for title, _ in self.columns])
+        for cells in lines:
+            typer.echo(self._line(cells))
+        sys.stdout.flush()
+
+    def _line(self, cells: list[str]) -> str:
+        padded = [c.ljust(w) for c, w in zip(cells, self.widths, strict=False)]
+        return "   ".join(padded + cells[len(self.widths) :]).rstrip()

@@ -51,6 +51,8 @@ class Client:
     def __init__(self, connection: Connection, timeout: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
         ca_file = os.environ.get("VGLOBAL_CA_FILE")  # a private CA for an https Global
+        if ca_file and not Path(ca_file).is_file():
+            raise CliError(f"VGLOBAL_CA_FILE {ca_file} not found")
         self._http = httpx.Client(
             base_url=connection.server,
             headers=headers,
@@ -64,7 +66,7 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise CliError(f"cannot reach {self.server}: {exc}") from None
+            raise CliError(f"cannot reach {self.server}: {exc}{_tls_hint(exc)}") from None
         if response.status_code >= 400 and response.status_code not in ok:
             raise CliError(_error_line(response))
         if response.status_code == 204 or not response.content:
@@ -73,6 +75,19 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+
+def _tls_hint(exc: httpx.HTTPError) -> str:
+    """What to do about a certificate the CLI could not verify (a private CA's)."""
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return (
+            " (certificate verify failed: set VGLOBAL_CA_FILE to the CA that signed the "
+            "server's certificate; `vglobal certs` writes a development one as ca.crt)"
+        )
+    if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
+        return " (the server speaks plain http here: use an http:// address)"
+    return ""
 
 
 def _error_line(response: httpx.Response) -> str:

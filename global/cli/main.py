@@ -9,11 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from core_agent.cli import agent as agent_command
+from volcano_global.cli import certs as certs_command
 from volcano_global.cli import demo as demo_command
 from volcano_global.cli import kubeconfig as kubeconfig_command
 from volcano_global.cli import plan as plan_command
-from volcano_global.cli import resources, tenancy
+from volcano_global.cli import resources, tenancy, tokens
 from volcano_global.cli import simulate as simulate_command
+from volcano_global.cli.argv import hoist_output
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import Options
 from volcano_global.cli.output import Format
@@ -26,6 +28,14 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from volcano_global import __version__
+
+        typer.echo(f"vglobal {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -34,7 +44,15 @@ def main(
     ] = None,
     token: Annotated[str | None, typer.Option(help="Bearer token [env: VGLOBAL_TOKEN]")] = None,
     config: Annotated[Path | None, typer.Option(help="Config file with server and token")] = None,
-    output: Annotated[Format, typer.Option("-o", "--output", help="Output format")] = Format.TABLE,
+    output: Annotated[
+        Format, typer.Option("-o", "--output", help="Output format (here or after the command)")
+    ] = Format.TABLE,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit", callback=_print_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     ctx.obj = Options(server=server, token=token, config=config, output=output)
 
@@ -95,6 +113,7 @@ def scheduler(
 
 
 app.command()(demo_command.demo)
+app.command()(certs_command.certs)
 app.command()(kubeconfig_command.kubeconfig)
 app.command()(agent_command)
 app.command()(plan_command.plan)
@@ -105,11 +124,12 @@ app.add_typer(resources.clusters_app, name="clusters")
 app.add_typer(resources.links_app, name="links")
 app.add_typer(resources.queues_app, name="queues")
 app.add_typer(tenancy.priorityclasses_app, name="priorityclasses")
+app.add_typer(tokens.tokens_app, name="tokens")
 
 
 def run() -> Any:
     try:
-        return app()
+        return app(args=hoist_output(sys.argv[1:]))
     except CliError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(1)

@@ -33,15 +33,20 @@ def render(
     if fmt is Format.YAML:
         print(yaml.safe_dump(data, sort_keys=False), end="")
         return
-    rows = data.get(items_key, []) if items_key and isinstance(data, dict) else data
-    if isinstance(rows, dict):
-        rows = [rows]
+    rows = rows_of(data, items_key)
     table = Table(box=None, header_style="bold")
     for title, _ in columns:
         table.add_column(title)
     for row in rows:
         table.add_row(*("" if (v := get(row)) is None else str(v) for _, get in columns))
     console.print(table)
+
+
+def rows_of(data: Any, items_key: str | None) -> list[dict[str, Any]]:
+    """A list's items, or the one object (a job's detail) as the only row."""
+    if isinstance(data, dict) and items_key and items_key in data:
+        return list(data[items_key])
+    return [data] if isinstance(data, dict) else list(data or [])
 
 
 def gpus(capacity: list[dict[str, Any]]) -> str:

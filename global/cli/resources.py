@@ -10,9 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from volcano_global.cli import apply as watching
+from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
+from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
-from volcano_global.cli.output import Column, gpus, render
+from volcano_global.cli.output import Column, Format, gpus, render
 
 JOB_COLUMNS: list[Column] = [
     ("NAMESPACE", lambda j: j["namespace"]),
@@ -25,10 +27,28 @@ JOB_COLUMNS: list[Column] = [
     ("CLUSTERS", lambda j: ",".join(j["clusters"]) or "-"),
 ]
 
+PREVIEW_COLUMNS: list[Column] = [
+    ("NAMESPACE", lambda j: j["namespace"]),
+    ("NAME", lambda j: j["name"]),
+    ("QUEUE", lambda j: j["queue"]),
+    ("PODS", lambda j: j["totalPods"]),
+    ("GPUS", lambda j: f"{j['totalGpus']} {j['gpuModel'] or ''}".strip()),
+    ("VALID", lambda j: "yes (dry run: not stored)"),
+    ("WOULD RUN IN", lambda j: ",".join(s["cluster"] for s in j["shares"]) or "-"),
+    ("WHY NOT NOW", lambda j: j["reason"] or "-"),
+]
+
 
 def submit(
     ctx: typer.Context,
     files: Annotated[list[Path], typer.Option("-f", "--file", help="Job YAML/JSON ('-' = stdin)")],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Check each job with the server and show where it would run; store none",
+        ),
+    ] = False,
 ) -> None:
     """Submit Volcano Jobs or HyperJobs."""
     api = client(ctx)
@@ -37,10 +57,13 @@ def submit(
         text = sys.stdin.read() if str(path) == "-" else _read(path)
         media = "application/json" if path.suffix == ".json" else "application/yaml"
         job = api.request(
-            "POST", "/api/v1/jobs", content=text.encode(), headers={"Content-Type": media}
+            "POST",
+            "/api/v1/jobs/preview" if dry_run else "/api/v1/jobs",
+            content=text.encode(),
+            headers={"Content-Type": media},
         )
         submitted.append(job)
-    render({"items": submitted}, options(ctx).output, JOB_COLUMNS)
+    render({"items": submitted}, options(ctx).output, PREVIEW_COLUMNS if dry_run else JOB_COLUMNS)
 
 
 def jobs(
@@ -78,6 +101,7 @@ def jobs(
     )
 
 
+DEFAULT_EVENTS = 50
 JOB_WORDS = frozenset({"jobs", "job", "vcjob", "vcjobs", "vj", "hyperjob", "hyperjobs", "hj"})
 QUEUE_WORDS = frozenset({"queues", "queue", "q"})
 
@@ -125,18 +149,49 @@ def get(
 def cancel(
     ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
 ) -> None:
-    """Cancel a job."""
+    """Cancel a job (a job already cancelled is said so, and left as it is)."""
     api = client(ctx)
-    detail = api.request("POST", f"/api/v1/jobs/{_resolve(api, job)}/cancel")
-    render(detail, options(ctx).output, JOB_COLUMNS)
+    uid = _resolve(api, job)
+    before = api.request("GET", f"/api/v1/jobs/{uid}")
+    detail = api.request("POST", f"/api/v1/jobs/{uid}/cancel")
+    fmt = options(ctx).output
+    if fmt is not Format.TABLE:
+        render(detail, fmt, JOB_COLUMNS)
+        return
+    ref = f"{detail['namespace']}/{detail['name']}"
+    if before["state"] == "Cancelled":
+        typer.echo(f"job {ref} was already cancelled ({before['stateMessage'] or 'earlier'})")
+    else:
+        typer.echo(f"job {ref} cancelled")
+
+
+def delete(
+    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+) -> None:
+    """Delete a job as `kubectl delete` does: cancel it if it runs and free its name for a new
+    submission (it stays readable by UID)."""
+    api = client(ctx)
+    detail = api.request("DELETE", f"/api/v1/jobs/{_resolve(api, job)}")
+    if options(ctx).output is not Format.TABLE:
+        render(detail, options(ctx).output, JOB_COLUMNS)
+        return
+    typer.echo(f"job {detail['namespace']}/{detail['name']} deleted ({detail['state']})")
 
 
 def events(
-    ctx: typer.Context, job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")]
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="UID, NAMESPACE/NAME or NAME")],
+    limit: Annotated[
+        int, typer.Option(help="Show the newest N events (0: all)", min=0)
+    ] = DEFAULT_EVENTS,
 ) -> None:
-    """Show a job's events."""
+    """Show a job's newest events (a job that retried for hours has thousands)."""
     api = client(ctx)
     data = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}/events")
+    items = data["items"]
+    if limit and len(items) > limit:
+        typer.echo(f"({len(items) - limit} older events not shown; --limit 0 shows all)", err=True)
+        data = {**data, "items": items[:limit]}  # newest first
     render(
         data,
         options(ctx).output,
@@ -150,7 +205,7 @@ def events(
     )
 
 
-COMMANDS = [submit, watching.apply, jobs, get, cancel, events]
+COMMANDS = [submit, watching.apply, jobs, get, cancel, delete, events]
 
 clusters_app = typer.Typer(
     help="Member clusters (lists them without a subcommand).", invoke_without_command=True
@@ -203,15 +258,21 @@ def clusters_add(
     label: Annotated[list[str] | None, typer.Option("-l", "--label", help="key=value")] = None,
     description: str = "",
 ) -> None:
-    """Register a cluster and print its agent token (shown once)."""
+    """Register a cluster and print its agent token (shown once) and the command that runs
+    its agent."""
     body = {"name": name, "description": description, "labels": _pairs(label or [])}
-    created = client(ctx).request("POST", "/api/v1/clusters", json=body)
+    api = client(ctx)
+    created = api.request("POST", "/api/v1/clusters", json=body)
     render(
         created,
         options(ctx).output,
         [*CLUSTER_COLUMNS, ("AGENT TOKEN", lambda c: c["agentToken"])],
         None,
     )
+    if options(ctx).output is Format.TABLE:
+        typer.echo("\nRun its agent (next to the cluster, with its kubeconfig):\n")
+        typer.echo(f"  {agent_command(api.server, name, created['agentToken'])}\n")
+        typer.echo(AGENT_NOTE)
 
 
 @clusters_app.command("delete")

@@ -18,6 +18,7 @@ from prometheus_client import start_http_server
 
 from volcano_global.background import Background, scheduling_loops
 from volcano_global.cli.gc_tuning import tune_gc
+from volcano_global.cli.serve import refuse_unusable_database
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
@@ -34,6 +35,7 @@ def run_scheduler(
         raise SystemExit(
             "error: a separate scheduler process needs Postgres (VGLOBAL_DATABASE_URL)"
         )
+    refuse_unusable_database(settings.database_url)
     settings.scheduling.interval_s = interval_s
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from pydantic import ValidationError
 
 from volcano_global.api.limits import BoundedHttpProtocol
 from volcano_global.app import create_app
 from volcano_global.cli.gc_tuning import tune_gc
+from volcano_global.db.preflight import database_problem
 from volcano_global.settings import Settings
 
 
@@ -30,7 +34,8 @@ def run_server(
         "workers": workers,
     }
     overrides = {k: v for k, v in given.items() if v is not None}
-    settings = Settings(**overrides)
+    settings = settings_or_exit(overrides)
+    refuse_unusable_database(settings.database_url)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -71,6 +76,24 @@ def run_server(
         ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
         ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
     )
+
+
+def settings_or_exit(overrides: dict[str, Any]) -> Settings:
+    """The settings, or one line per setting the environment or flags got wrong."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = [
+            f"error: {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+        ]
+        raise SystemExit("\n".join(lines)) from None
+
+
+def refuse_unusable_database(url: str) -> None:
+    """Exit with one line when the database cannot be used (see `db.preflight`)."""
+    problem = asyncio.run(database_problem(url))
+    if problem:
+        raise SystemExit(f"error: {problem}")
 
 
 def worker_app() -> FastAPI:

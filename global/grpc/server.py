@@ -31,7 +31,7 @@ async def start_grpc_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{settings.host}:{settings.grpc_port}"
     tls = settings.tls
-    if tls.enabled:
+    if tls.agents_enabled:
         assert tls.cert_file is not None and tls.key_file is not None
         client_ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
         credentials = grpc.ssl_server_credentials(

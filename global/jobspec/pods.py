@@ -13,6 +13,7 @@ from volcano_global.jobspec.accelerators import is_accelerator, template_model
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.model import PodResources
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.jobspec.resource_names import unknown_resource
 
 # A container's quantity in the unit its bound is counted in (a pod's totals are checked too).
 _PER_POD = {"gpu": (1, GPUS_PER_POD), "cpu": (1000, CPU_MILLIS), "memory": (1, MEMORY_BYTES)}
@@ -120,6 +121,9 @@ def _within(path: str, what: str, amount: int, bound: Bound, check: Checker) -> 
 def _quantities(values: dict[str, Any] | None, path: str, check: Checker) -> dict[str, Decimal]:
     result: dict[str, Decimal] = {}
     for name, raw in (values or {}).items():
+        if refused := unknown_resource(str(name)):
+            check.fail(child(path, str(name)), refused)
+            continue
         try:
             result[str(name)] = parse_quantity(raw)
         except ValueError as exc:

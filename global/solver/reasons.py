@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.model import JobRequest, link_key
+from volcano_global.solver.model_names import fleet_names_for
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
@@ -25,6 +26,9 @@ def explain(
         for name, pool in pools.items()
         if job.allowed_clusters is None or name in job.allowed_clusters
     }
+    missing = _missing_model(job, pools)
+    if missing:
+        return f"{need}; {missing}"
     if job.cluster_limit < 2:
         # Measured in the job's own units, or in pods when the whole job is one unit.
         probe = job if job.unit_pods else replace(job, unit_pods=1)
@@ -68,6 +72,21 @@ def explain(
         f"{need}; a split over {', '.join(used)} fits, but the round gave that room to jobs "
         "ahead of it"
     )
+
+
+def _missing_model(job: JobRequest, pools: dict[str, ClusterPool]) -> str | None:
+    """Why no cluster can ever take a job pinned to a model the fleet does not have."""
+    fleet = sorted({m for pool in pools.values() for m in pool.models() if m})
+    if not job.gpu_model or not job.gpus_per_pod or not fleet or job.gpu_model in fleet:
+        return None
+    text = f"no cluster has GPU model {job.gpu_model} (fleet: {', '.join(fleet)})"
+    other = fleet_names_for(job.gpu_model, fleet)
+    if other:
+        text += (
+            f"; the fleet calls it {' or '.join(other)}: pin that "
+            "(global.volcano.sh/gpu-model or the nodeSelector)"
+        )
+    return text
 
 
 def _tier_note(job: JobRequest) -> str:

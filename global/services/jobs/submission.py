@@ -4,7 +4,7 @@ and stored with its Submitted event in the job writer's next batch."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,7 @@ async def submit_job(
     submitted_by: str,
     writer: JobWriter,
     events: Sequence[dict[str, Any]] = (),
+    check_name: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Check the submission, then store the job with its Submitted event and `events` (rows
     from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
@@ -114,6 +115,8 @@ async def submit_job(
     connection, which the writer needs). Returns the stored row (every column of the jobs table
     and `queue_name`, as `jobs/views.py` reads it)."""
     document, job, queue_name = read_submission(submission)
+    if check_name is not None:  # (namespace, name): e.g. `names.refuse_finished_holder`
+        await check_name(job.namespace, job.name)
     lifecycle = job.lifecycle
     now = utcnow()
     values: dict[str, Any] = {

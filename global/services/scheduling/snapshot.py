@@ -42,6 +42,7 @@ from volcano_global.services.scheduling.elastic import (
 )
 from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
+from volcano_global.services.scheduling.withdrawals import held_back
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import (
@@ -135,6 +136,8 @@ async def build_snapshot(
     # Fair share chooses from the head of every queue's line by a few columns; only the
     # chosen jobs' placement fields are read (never the manifests).
     heads, queue_names = await _heads(session, window, policy)
+    waiting_out = await held_back(session, job_ids=[c.id for c in heads], now=now)
+    heads = [c for c in heads if c.id not in waiting_out]
     weights = {name: q.weight for name, q in tree.items()}
     estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
     order = planning.order(

@@ -45,7 +45,9 @@ async def test_submit_json_and_yaml_of_the_same_job_agree(api: httpx.AsyncClient
     assert from_json["gang"] == from_yaml["gang"]
 
 
-async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.AsyncClient) -> None:
+async def test_a_name_is_taken_until_its_job_is_deleted(api: httpx.AsyncClient) -> None:
+    # As in Kubernetes (and `kubectl create` here): a finished job keeps its name until it
+    # is deleted.
     first = (await submit(api, job_document("train"))).json()
     response = await submit(api, job_document("train"))
     assert response.status_code == 409
@@ -54,9 +56,25 @@ async def test_duplicate_active_name_conflicts_until_the_job_ends(api: httpx.Asy
     other_namespace["metadata"]["namespace"] = "default"
     assert (await submit(api, other_namespace)).status_code == 201
     await api.post(f"/api/v1/jobs/{first['uid']}/cancel")
+    finished = await submit(api, job_document("train"))
+    assert finished.status_code == 409
+    assert finished.json()["message"] == (
+        "job ml/train already exists (Cancelled): delete it first (vglobal delete ml/train) or "
+        "choose another name"
+    )
+    deleted = await api.delete(f"/api/v1/jobs/{first['uid']}")
+    assert (deleted.status_code, deleted.json()["state"]) == (200, "Cancelled")
     again = await submit(api, job_document("train"))
     assert again.status_code == 201
     assert again.json()["uid"] != first["uid"]
+    assert (await api.get(f"/api/v1/jobs/{first['uid']}")).status_code == 200  # its history
+
+
+async def test_deleting_a_running_job_cancels_it(api: httpx.AsyncClient) -> None:
+    uid = (await submit(api, job_document("train"))).json()["uid"]
+    deleted = (await api.delete(f"/api/v1/jobs/{uid}")).json()
+    assert deleted["state"] == "Cancelled"
+    assert (await submit(api, job_document("train"))).status_code == 201
 
 
 async def test_simultaneous_submissions_of_one_name_store_one_job(api: httpx.AsyncClient) -> None:

@@ -129,3 +129,28 @@ def test_node_models() -> None:
     assert node_model("amd.com/gpu", {"beta.amd.com/gpu.product-name": "MI250"}) == "MI250"
     assert node_model("volcano.sh/vgpu-number", {"nvidia.com/gpu.product": "A10"}) == "A10"
     assert node_model("nvidia.com/gpu", {}) == ""
+
+
+@pytest.mark.parametrize(
+    ("typo", "nearest"),
+    [
+        ("nvidia.com/gpus", "nvidia.com/gpu"),
+        ("nvidia.com/GPU", "nvidia.com/gpu"),
+        ("nvida.com/gpu", "nvidia.com/gpu"),
+        ("amd.com/gpus", "amd.com/gpu"),
+        ("volcano.sh/vgpu-numbr", "volcano.sh/vgpu-number"),
+    ],
+)
+def test_a_misspelt_gpu_resource_is_refused_with_the_nearest_name(typo: str, nearest: str) -> None:
+    # Accepted, it was a job asking for no GPU that waited forever (issue 37).
+    errors = errors_of(job_asking({typo: "8"}))
+    message = errors[f'{CONTAINER}.resources.limits["{typo}"]']
+    assert f"did you mean {nearest}?" in message
+
+
+@pytest.mark.parametrize(
+    "resource",
+    ["nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared", "rdma/hca", "example.com/fpga"],
+)
+def test_other_extended_resources_are_accepted(resource: str) -> None:
+    assert parse(job_asking({resource: "1", "nvidia.com/gpu": "8"})).gang.total_gpus == 16

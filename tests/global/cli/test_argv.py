@@ -1,0 +1,16 @@
+"""`-o FORMAT` is taken anywhere on the line, as kubectl users type it."""
+
+from __future__ import annotations
+
+from volcano_global.cli.argv import hoist_output
+
+
+def test_output_flags_move_to_the_front() -> None:
+    assert hoist_output(["get", "ml/train", "-o", "yaml"]) == ["-o", "yaml", "get", "ml/train"]
+    assert hoist_output(["jobs", "-ojson"]) == ["-ojson", "jobs"]
+    assert hoist_output(["cancel", "a", "--output=json"]) == ["--output=json", "cancel", "a"]
+
+
+def test_nothing_after_a_double_dash_moves() -> None:
+    args = ["submit", "-f", "x.yaml", "--", "-o", "yaml"]
+    assert hoist_output(args) == args
