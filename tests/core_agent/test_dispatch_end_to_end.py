@@ -84,7 +84,11 @@ async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
     async with federation(database_url) as fed:
         clusters = await two_clusters(fed)
         clusters["west"].start_delay_s = 10_000  # west's pods never start (image pull stuck)
-        uid = await fed.submit(split_job(**{"global.volcano.sh/gang-start-timeout": "2"}))
+        # Long enough that east's share cannot finish before the timeout: a share that ends
+        # before its peers started breaks the gang at once (reports.py), not at the timeout.
+        uid = await fed.submit(
+            split_job(seconds="10h", **{"global.volcano.sh/gang-start-timeout": "2"})
+        )
 
         message = await fed.event(uid, "GangTimeout", within=20)
         assert "not every share started within 2 s" in message
