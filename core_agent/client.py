@@ -27,6 +27,7 @@ from volcano_global.rpc.shares import (
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
+from volcano_global.shutdown import cancelling
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class AgentClient:
                 # The Global ended the stream (shutting down), or it ended while we wrote
                 # (grpc.aio says "RPC already finished").
                 log.warning("stream to %s ended: %s", self.target, exc)
+            if cancelling():  # grpc turned our cancellation into a stream error: stop
+                raise asyncio.CancelledError
             if self.connected.is_set():
                 backoff.reset()  # the stream had been up: back off from the start again
             self.connected.clear()

@@ -40,6 +40,7 @@ from volcano_global.services.tenancy.priority_classes import seed_priority_class
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
+from volcano_global.shutdown import CANCEL_GRACE_S, Deadline, bounded
 
 log = logging.getLogger("volcano_global")
 
@@ -83,12 +84,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 yield
             finally:
-                await background.stop()
-                await app.state.kube_feed.stop()
-                await scheduler.stop()
-                await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
+                deadline = Deadline(stop_budget_s(settings))
+                await background.stop(deadline)
+                await bounded(app.state.kube_feed.stop(), name="change feed", deadline=deadline)
+                await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
+                grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
+                await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
         finally:
-            await engine.dispose()
+            # At least a second of its own: connections are closed even after a late step.
+            last = Deadline(max(1.0, CANCEL_GRACE_S))
+            await bounded(engine.dispose(), name="database pool", deadline=last)
 
     app = FastAPI(
         title="Volcano Global",
@@ -128,6 +133,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app
+
+
+def stop_budget_s(settings: Settings) -> float:
+    """The lifespan's share of the shutdown budget: the HTTP server had the first half to let
+    open requests finish (`cli/serve.py`)."""
+    return settings.shutdown_budget_s / 2
 
 
 def announce_admin_token(token: str) -> None:

@@ -60,7 +60,9 @@ def run_server(
         log_level=settings.log_level.lower(),
         loop="uvloop",
         http=BoundedHttpProtocol,
-        timeout_graceful_shutdown=10,
+        # Open requests (and watch streams) get half the shutdown budget, the lifespan's stop
+        # steps the other half (`app.stop_budget_s`): the process exits within the budget.
+        timeout_graceful_shutdown=settings.shutdown_budget_s / 2,
         # Longer than the idle timeout of the load balancers in front (60 s is common) and of
         # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server
         # has just closed gets a reset (seen as ReadError in the load benchmark).
