@@ -153,7 +153,7 @@ class Fleet:
         if kind in ("kill-replica", "kill-leader"):
             await self._kill_replica(leader=kind == "kill-leader")
         elif kind == "kill-agent":
-            up = sorted(set(self.agents) - self.down)
+            up = sorted(set(self.agents) - set(self.down))
             if up:
                 name = self.rng.choice(up)
                 self.agents[name].kill()
