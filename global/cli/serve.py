@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 
 import uvicorn
 from fastapi import FastAPI
@@ -51,6 +52,7 @@ def run_server(
         # Each worker process builds its settings from the environment: pass the options on.
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
         log.info("%d worker processes", settings.workers)
+    keep_exit_code_on_signals()
     uvicorn.run(
         "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings),
         factory=settings.workers > 1,
@@ -70,6 +72,19 @@ def run_server(
         ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
         ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
     )
+
+
+def keep_exit_code_on_signals() -> None:
+    """A SIGTERM or SIGINT ends the server through uvicorn's graceful shutdown, after which
+    uvicorn raises the signal again for the handler it found: with Python's default that would
+    kill the process (exit -15) after a clean stop. A handler of ours takes it instead, so a
+    clean stop exits 0 (a second signal during the shutdown goes to uvicorn, which hurries)."""
+
+    def stopped(signum: int, _frame: object) -> None:
+        logging.getLogger("volcano_global").info("stopped on %s", signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopped)
 
 
 def worker_app() -> FastAPI:
