@@ -30,6 +30,8 @@ STILL_S = 30  # a job Placed or Dispatched this long at the end has stopped movi
 class Figures:
     accepted: dict[str, str] = field(default_factory=dict)  # uid -> name
     refused: set[str] = field(default_factory=set)
+    submitted: set[str] = field(default_factory=set)  # every name sent
+    refused_stored: set[str] = field(default_factory=set)  # refused, yet listed
     statuses: Counter[int] = field(default_factory=Counter)
     unanswered: int = 0
     faults: Counter[str] = field(default_factory=Counter)
@@ -67,6 +69,7 @@ class Figures:
             'false "started together"': len(self.false_started),
             "lost jobs": len(self.lost),
             "invented jobs": len(self.invented),
+            "refused documents stored": len(self.refused_stored),
             "jobs stuck": len(self.stuck),
             "stuck": dict(list(self.stuck.items())[:10]),
             "5xx (503 aside)": self.server_errors,
@@ -147,7 +150,9 @@ async def sample(
     if len(shown) < 500:  # every job on one page: a missing accepted job is lost
         figures.lost |= known - set(shown)
         if final:  # (during the run a job may show before its submitter has its answer)
-            figures.invented = set(shown) - set(figures.accepted)
+            # (a job whose submission went unanswered may be stored: not invented)
+            figures.invented = {u for u, j in shown.items() if j["name"] not in figures.submitted}
+            figures.refused_stored = {j["name"] for j in shown.values()} & figures.refused
     if final:
         figures.books_never_right = len(returns)
         _stuck(figures, shown, details, running, used)

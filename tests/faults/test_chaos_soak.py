@@ -30,6 +30,7 @@ async def test_a_minute_of_chaos_loses_nothing_and_keeps_the_books(tmp_path: Pat
     assert report["faults total"] >= 6, report
     assert report["jobs accepted"] >= 20 and report["documents refused"] >= 1, report
     assert report["lost jobs"] == 0 and report["invented jobs"] == 0, report
+    assert report["refused documents stored"] == 0, report
     assert report["5xx (503 aside)"] == 0, report
     assert report["samples over capacity"] == 0, report
     assert report['false "started together"'] == 0, report
