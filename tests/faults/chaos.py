@@ -91,9 +91,12 @@ class Fleet:
     returns: dict[str, datetime] = field(default_factory=dict)  # cluster -> its agent came back
     down: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # killed -> restart
 
-    async def start(self) -> None:
+    def __post_init__(self) -> None:
         url = make_url(self.database_url)
         self.db_proxy = Proxy(f"{url.host or '127.0.0.1'}:{url.port or 5432}")
+
+    async def start(self) -> None:
+        url = make_url(self.database_url)
         host, _, port = (await self.db_proxy.start()).rpartition(":")
         proxied = url.set(host=host, port=int(port)).render_as_string(hide_password=False)
         for _ in range(2):
@@ -245,9 +248,9 @@ async def soak(database_url: str, tmp: Path, config: SoakConfig) -> Figures:
     """Run the fleet, the submissions, the faults and the sampling; the figures."""
     rng = random.Random(config.seed)
     fleet = Fleet(database_url, tmp, rng)
-    await fleet.start()
     figures = fleet.figures
     try:
+        await fleet.start()
         async with fleet.api() as api:
             await _wait_ready(api)
             faults_end = time.monotonic() + config.seconds

@@ -91,7 +91,8 @@ async def test_sigterm_under_load_exits_in_time_with_code_0_losing_nothing(
             await asyncio.gather(*agents)
         print(f"exited {code} after SIGTERM in {took:.2f} s, {len(accepted)} jobs accepted")
         assert code == 0, server.log.read_text()[-3000:]
-        assert took < BUDGET_S + 2.0, server.log.read_text()[-3000:]
+        # The budget, and the interpreter's own exit on a loaded machine.
+        assert took < BUDGET_S + 4.0, server.log.read_text()[-3000:]
 
         await asyncio.to_thread(server.start)  # the same database: every accepted job is there
         async with httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30) as api:
