@@ -13,7 +13,6 @@ import random
 import signal
 import subprocess
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -307,11 +306,11 @@ async def _submit(
 
 
 async def _faults(fleet: Fleet, config: SoakConfig, end: float) -> None:
-    counts: Counter[str] = Counter()
     await asyncio.sleep(fleet.rng.uniform(0.5, 1.5) * config.fault_every_s)
+    # Every kind once first (in a seeded order), so that a short run meets each of them.
+    first = fleet.rng.sample(config.faults, len(config.faults))
     while time.monotonic() < end:
-        kind = fleet.rng.choice(config.faults)
-        counts[kind] += 1
+        kind = first.pop() if first else fleet.rng.choice(config.faults)
         try:
             await fleet.inject(kind)
         except Exception as exc:  # a fault that could not be injected is reported, not fatal
