@@ -40,7 +40,7 @@ from volcano_global.services.tenancy.priority_classes import seed_priority_class
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
-from volcano_global.shutdown import CANCEL_GRACE_S, Deadline, bounded
+from volcano_global.shutdown import Deadline, bounded
 
 log = logging.getLogger("volcano_global")
 
@@ -91,9 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
                 await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
         finally:
-            # At least a second of its own: connections are closed even after a late step.
-            last = Deadline(max(1.0, CANCEL_GRACE_S))
-            await bounded(engine.dispose(), name="database pool", deadline=last)
+            # A second of its own: connections are closed even after a step that overran.
+            await bounded(engine.dispose(), name="database pool", deadline=Deadline(1.0))
 
     app = FastAPI(
         title="Volcano Global",
