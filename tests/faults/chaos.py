@@ -87,7 +87,7 @@ class Fleet:
     replicas: list[ServerProcess] = field(default_factory=list)
     agents: dict[str, Agent] = field(default_factory=dict)
     figures: Figures = field(default_factory=Figures)
-    returns: dict[str, datetime] = field(default_factory=dict)  # cluster -> its agent came back
+    returns: list[tuple[str, datetime]] = field(default_factory=list)  # (cluster, agent back at)
     down: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # killed -> restart
 
     def __post_init__(self) -> None:
@@ -177,7 +177,7 @@ class Fleet:
     def _restart_agent(self, name: str) -> None:
         self.down.pop(name).cancel()
         self.agents[name].start()
-        self.returns[name] = datetime.now(UTC)
+        self.returns.append((name, datetime.now(UTC)))
 
     async def _kill_replica(self, *, leader: bool) -> None:
         """SIGKILL a replica (the scheduling leader, or either) and start it again."""
@@ -258,16 +258,16 @@ async def soak(database_url: str, tmp: Path, config: SoakConfig) -> Figures:
                 asyncio.create_task(_faults(fleet, config, faults_end)),
             ]
             while time.monotonic() < faults_end:
-                await sample(api, figures, fleet.returns, database_cut=fleet.db_proxy.cuts)
+                await sample(api, figures, fleet.returns)
                 await asyncio.sleep(config.sample_every_s)
             await asyncio.gather(*tasks)
             for name in list(fleet.down):  # every agent back before settling
                 fleet._restart_agent(name)
             settle_end = time.monotonic() + config.settle_s
             while time.monotonic() < settle_end:
-                await sample(api, figures, fleet.returns, database_cut=fleet.db_proxy.cuts)
+                await sample(api, figures, fleet.returns)
                 await asyncio.sleep(config.sample_every_s)
-            await sample(api, figures, fleet.returns, database_cut=0, final=True)
+            await sample(api, figures, fleet.returns, final=True)
     finally:
         await fleet.stop()
     return figures

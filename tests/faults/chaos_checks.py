@@ -96,9 +96,8 @@ async def _get(api: httpx.AsyncClient, figures: Figures, path: str) -> Any | Non
 async def sample(
     api: httpx.AsyncClient,
     figures: Figures,
-    returns: dict[str, datetime],
+    returns: list[tuple[str, datetime]],
     *,
-    database_cut: int,
     final: bool = False,
 ) -> None:
     """One sample of every invariant (`final`: also what may not be stuck at the end)."""
@@ -178,7 +177,7 @@ def _books_of(details: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:
 
 def _books(
     figures: Figures,
-    returns: dict[str, datetime],
+    returns: list[tuple[str, datetime]],
     running: Counter[str],
     used: dict[str, int],
     clusters: list[dict[str, Any]],
@@ -187,11 +186,11 @@ def _books(
     has been updated since (its new agent's snapshot) and the GPUs the Global holds in
     Running shares there do not exceed what the cluster reports in use."""
     updated = {c["name"]: c["inventoryUpdatedAt"] for c in clusters}
-    for name, back_at in list(returns.items()):
+    for name, back_at in list(returns):
         fresh = updated.get(name) and datetime.fromisoformat(updated[name]) >= back_at
         if fresh and running[name] <= used.get(name, 0):
             figures.books_right_s.append((datetime.now(UTC) - back_at).total_seconds())
-            del returns[name]
+            returns.remove((name, back_at))
 
 
 def _stuck(
