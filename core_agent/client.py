@@ -29,6 +29,7 @@ from volcano_global.rpc.shares import (
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
+from volcano_global.shutdown import cancelling
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class AgentClient:
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as exc:
                 # The Global ended the stream (shutting down, token refused, replaced), or it
                 # ended while we wrote (grpc.aio says "RPC already finished").
+                if cancelling():  # grpc turned our cancellation into a stream error: stop
+                    raise asyncio.CancelledError from None
                 await self._ended(exc)
             self.connected.clear()
             if stop.is_set():

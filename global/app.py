@@ -45,6 +45,7 @@ from volcano_global.services.tenancy.priority_classes import seed_priority_class
 from volcano_global.services.tenancy.queues import ensure_queue
 from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
+from volcano_global.shutdown import Deadline, bounded
 
 log = logging.getLogger("volcano_global")
 
@@ -97,12 +98,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 yield
             finally:
-                await background.stop()
-                await app.state.kube_feed.stop()
-                await scheduler.stop()
-                await grpc_server.stop(grace=settings.agents.shutdown_grace_s)
+                deadline = Deadline(stop_budget_s(settings))
+                await background.stop(deadline)
+                await bounded(app.state.kube_feed.stop(), name="change feed", deadline=deadline)
+                watches = getattr(app.state, "kube_watches", None)  # made by the first watch
+                if watches is not None:
+                    await bounded(watches.stop(), name="watch token checks", deadline=deadline)
+                await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
+                grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
+                await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
         finally:
-            await engine.dispose()
+            # A second of its own: connections are closed even after a step that overran.
+            await bounded(engine.dispose(), name="database pool", deadline=Deadline(1.0))
 
     app = FastAPI(
         title="Volcano Global",
@@ -156,6 +163,12 @@ def _pending_limits(
     limits = settings.limits
     defaults = pending_limits.Limits(limits.max_pending_jobs, limits.max_pending_bytes)
     return pending_limits.PendingLimits(sessions, defaults, limits.pending_refresh_s)
+
+
+def stop_budget_s(settings: Settings) -> float:
+    """The lifespan's share of the shutdown budget: the HTTP server had the first half to let
+    open requests finish (`cli/serve.py`)."""
+    return settings.shutdown_budget_s / 2
 
 
 def announce_admin_token(token: str) -> None:

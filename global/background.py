@@ -20,6 +20,7 @@ from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
 from volcano_global.services.lifecycle.outbox import OUTBOX
 from volcano_global.services.wakeups import ROUNDS
 from volcano_global.settings import Settings
+from volcano_global.shutdown import Deadline, bounded, cancelling, settle
 
 log = logging.getLogger(__name__)
 
@@ -108,14 +109,19 @@ class Background:
         self.loops = tuple(loops)
         self.tasks = [asyncio.create_task(run_guarded(loop), name=loop.name) for loop in loops]
 
-    async def stop(self) -> None:
-        """Cancel every loop and wait for them, then close what they held, in order."""
+    async def stop(self, deadline: Deadline | None = None) -> None:
+        """Cancel every loop and wait for them, then close what they held, in order; by the
+        deadline (a loop or close still running then is left behind, logged by name)."""
+        deadline = deadline or Deadline(10.0)
         for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        ended = await settle(self.tasks, within_s=deadline.left())
+        for task in self.tasks:
+            if task not in ended:
+                log.warning("background task %s did not stop in time", task.get_name())
         for loop in self.loops:
             if loop.close is not None:
-                await loop.close()
+                await bounded(loop.close(), name=f"closing {loop.name}", deadline=deadline)
 
 
 async def run_guarded(
@@ -135,6 +141,8 @@ async def run_guarded(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if cancelling():  # the step's cleanup failed while it was being cancelled
+                raise asyncio.CancelledError from exc
             pause = backoff.next_delay()
             if is_unavailable(exc):  # expected while the database restarts: no traceback
                 log.warning(
@@ -147,5 +155,7 @@ async def run_guarded(
                 log.exception("background task %s failed; retrying in %.1f s", loop.name, pause)
             await sleep(pause)
             continue
+        if cancelling():  # the step swallowed a cancellation: the loop stops all the same
+            raise asyncio.CancelledError
         backoff.reset()
         await sleep(loop.every_s)

@@ -390,6 +390,14 @@ class Settings(BaseSettings):
         description="Server processes sharing the REST and gRPC ports (more than 1 needs "
         "Postgres and a fixed gRPC port); each is a replica, one of them schedules.",
     )
+    shutdown_budget_s: float = Field(
+        20.0,
+        gt=0,
+        le=3600,
+        description="On SIGTERM, the most the process takes to exit: open requests finish "
+        "within half of it, then each stop step gets what is left (keep it below the pod's "
+        "terminationGracePeriodSeconds, 30 s by default).",
+    )
     limits: LimitSettings = Field(default_factory=LimitSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults)

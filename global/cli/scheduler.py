@@ -23,6 +23,7 @@ from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.settings import Settings
+from volcano_global.shutdown import Deadline, bounded
 
 log = logging.getLogger("volcano_global.scheduler")
 
@@ -61,6 +62,7 @@ async def _schedule(settings: Settings, metrics_port: int | None) -> None:
     try:
         await stopping.wait()
     finally:
-        await background.stop()
-        await scheduler.stop()
-        await engine.dispose()
+        deadline = Deadline(settings.shutdown_budget_s)
+        await background.stop(deadline)
+        await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
+        await bounded(engine.dispose(), name="database pool", deadline=deadline)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from typing import Any
 
 import uvicorn
@@ -56,6 +57,7 @@ def run_server(
         # Each worker process builds its settings from the environment: pass the options on.
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
         log.info("%d worker processes", settings.workers)
+    keep_exit_code_on_signals()
     uvicorn.run(
         "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings),
         factory=settings.workers > 1,
@@ -68,7 +70,9 @@ def run_server(
         # The client's address is the socket peer's: uvicorn would otherwise take
         # X-Forwarded-For from any loopback peer. Proxies are trusted by audit.trusted_proxies.
         proxy_headers=False,
-        timeout_graceful_shutdown=10,
+        # Open requests (and watch streams) get half the shutdown budget, the lifespan's stop
+        # steps the other half (`app.stop_budget_s`): the process exits within the budget.
+        timeout_graceful_shutdown=settings.shutdown_budget_s / 2,
         # Longer than the idle timeout of the load balancers in front (60 s is common) and of
         # HTTP clients' pools: with uvicorn's 5 s, a client reusing a connection the server
         # has just closed gets a reset (seen as ReadError in the load benchmark).
@@ -94,6 +98,19 @@ def refuse_unusable_database(url: str) -> None:
     problem = asyncio.run(database_problem(url))
     if problem:
         raise SystemExit(f"error: {problem}")
+
+
+def keep_exit_code_on_signals() -> None:
+    """A SIGTERM or SIGINT ends the server through uvicorn's graceful shutdown, after which
+    uvicorn raises the signal again for the handler it found: with Python's default that would
+    kill the process (exit -15) after a clean stop. A handler of ours takes it instead, so a
+    clean stop exits 0 (a second signal during the shutdown goes to uvicorn, which hurries)."""
+
+    def stopped(signum: int, _frame: object) -> None:
+        logging.getLogger("volcano_global").info("stopped on %s", signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopped)
 
 
 def worker_app() -> FastAPI:

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.shutdown import cancelling
 
 _END = object()
 
@@ -31,6 +32,8 @@ async def batches(
                 await queue.put(message)
             await queue.put(_END)
         except Exception as exc:  # the stream broke, or a message did not decode
+            if cancelling():  # the stream is being stopped: a full queue would hold it for ever
+                raise asyncio.CancelledError from exc
             await queue.put(exc)
 
     reader = asyncio.create_task(read(), name="agent-stream-reader")

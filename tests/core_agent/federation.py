@@ -17,6 +17,7 @@ from core_agent.sources import InventorySource
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import create_cluster, eventually
 from volcano_global.settings import Settings
+from volcano_global.shutdown import settle
 
 
 @dataclass
@@ -54,7 +55,11 @@ class Federation:
         """Stop the cluster's agent (its stream closes; the cluster stays registered)."""
         _, stop, task = self.agents.pop(name)
         stop.set()
-        await asyncio.wait_for(task, timeout=10)
+        # Not wait_for: after its timeout it waits, unbounded, for the cancelled task to end.
+        ended = await settle([task], within_s=10)
+        assert task in ended, f"the agent of {name} did not stop"
+        if not task.cancelled():
+            task.result()  # its error, if it failed
 
     async def ready(self, *names: str) -> None:
         async def check() -> bool:

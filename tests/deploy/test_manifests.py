@@ -70,3 +70,15 @@ def test_member_overlay_runs_one_agent_on_the_control_plane() -> None:
     args = pod["containers"][0]["args"]
     assert "--source=kubernetes" in args
     assert "--cluster=$(CLUSTER_NAME)" in args
+
+
+def test_the_shutdown_budget_fits_in_the_pods_grace_period() -> None:
+    # A replica that outlives its grace period is SIGKILLed mid-stop: its budget must be less.
+    for overlay in OVERLAYS[:2]:
+        docs = render(overlay)
+        budget = float(
+            find(docs, "ConfigMap", "volcano-global")["data"]["VGLOBAL_SHUTDOWN_BUDGET_S"]
+        )
+        for name in ("volcano-global", "volcano-global-scheduler"):
+            pod = find(docs, "Deployment", name)["spec"]["template"]["spec"]
+            assert budget + 5 <= pod["terminationGracePeriodSeconds"], (overlay.name, name)

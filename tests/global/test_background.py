@@ -6,6 +6,7 @@ Pauses are recorded, not slept."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ from volcano_global.background import (
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.settings import Settings
+from volcano_global.shutdown import CANCEL_GRACE_S, Deadline
 
 
 @pytest.mark.parametrize(
@@ -119,3 +121,49 @@ async def test_stopping_cancels_every_loop_then_closes_in_order() -> None:
     await background.stop()
     assert all(t.cancelled() for t in background.tasks)
     assert closed == ["first", "last"]
+
+
+async def test_a_loop_whose_cleanup_fails_while_cancelled_still_stops() -> None:
+    # A step cancelled mid-query whose rollback then fails (the connection was cut by the
+    # cancellation): the error must not be taken for a failed step to retry, or the loop runs
+    # on and the process never stops.
+    started = asyncio.Event()
+
+    async def query_then_failing_rollback() -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            raise ConnectionError("rollback: another operation is in progress")
+
+    background = Background([Loop("rounds", query_then_failing_rollback, every_s=0)])
+    await asyncio.wait_for(started.wait(), timeout=5)
+    await asyncio.wait_for(background.stop(Deadline(5.0)), timeout=10)
+    assert background.tasks[0].cancelled()
+
+
+async def test_a_step_that_never_stops_is_left_behind_at_the_deadline() -> None:
+    # A loop that swallows every cancellation and a close that never returns: stop() returns
+    # by the deadline (and a short grace), naming them in the log instead of waiting for ever.
+    released = False
+
+    async def stubborn() -> None:
+        while not released:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue
+
+    async def close() -> None:
+        await asyncio.Event().wait()
+
+    background = Background([Loop("stubborn", stubborn, every_s=0, close=close)])
+    await asyncio.sleep(0)
+    began = time.monotonic()
+    await background.stop(Deadline(0.5))
+    assert time.monotonic() - began < 0.5 + 2 * CANCEL_GRACE_S + 1.0
+    assert not background.tasks[0].done()
+    released = True
+    background.tasks[0].cancel()
+    await asyncio.wait(background.tasks, timeout=5)
+    assert background.tasks[0].cancelled()

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import autocommit
 from volcano_global.services.kube import cluster, store
+from volcano_global.shutdown import cancelling
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -148,7 +149,9 @@ class ChangeFeed:
                 await self._run()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the database may be away for a while: read again later
+            except Exception as exc:  # the database may be away for a while: read again later
+                if cancelling():  # the read's cleanup failed while it was being cancelled
+                    raise asyncio.CancelledError from exc
                 log.exception("the change feed's read failed; retrying")
                 await asyncio.sleep(max(self.poll_s, 1.0))
 

@@ -7,7 +7,6 @@ refused (401)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -92,8 +91,8 @@ class OpenWatches:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # gather, not suppress: a stop that is itself cancelled must still raise
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _recheck(self) -> None:
         """While a stored token watches: every period, one read of which still stand."""
