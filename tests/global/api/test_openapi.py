@@ -33,6 +33,7 @@ EXPECTED = {
     "listJobs",
     "getJob",
     "cancelJob",
+    "deleteJob",
     "listJobEvents",
     "previewJob",
     "reportJobMeasurements",
