@@ -352,3 +352,6 @@ async def test_kubectl_create_says_nothing_of_another_tenants_job_names(
     refused = await admin.post(path, json=probe, headers=user)
     assert refused.status_code == 403, refused.text
     assert_refused(refused.json()["message"], "queue namespaces", "metadata.namespace")
+    again = await admin.post(path, json=theirs)  # whoever may use the namespace: 409
+    assert again.status_code == 409, again.text
+    assert again.json()["message"] == 'jobs.batch.volcano.sh "train" already exists'
