@@ -163,13 +163,16 @@ class AgentClient:
             self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
             self.share_phases = phases_accepted(welcome.welcome)  # an older Global knows fewer
             self.share_inventory_s = float(welcome.welcome.share_inventory_interval_seconds)
+            # Every unacknowledged report before the list: a share that ended while the last
+            # stream was down and was then removed from the cluster (a Volcano Job's TTL, a
+            # user) would otherwise be missing from the list, and the Global would take it
+            # for lost (failing its job) before reading that it had ended.
+            self._reports_written = 0  # resend every unacknowledged report on this stream
+            await self._write_reports(call)
             # Before the inventory: a restarted cluster's lost shares are let go before the
             # GPUs its snapshot shows free can be placed again.
             await self._send_share_inventory(call, "connect")
             await self._catch_up(call, welcome.welcome)
-            self._reports_written = 0  # resend every unacknowledged report on this stream
-            if self.unacked_reports:
-                self.source.changed.set()  # wake the writer to send them
             self.connected.set()
             log.info("connected to the Global at %s as cluster %s", self.target, self.cluster)
             reader = asyncio.create_task(self._read(call), name=f"agent-{self.cluster}-reader")
@@ -238,12 +241,7 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
-            for seq, report in list(self.unacked_reports.items()):
-                if seq > self._reports_written:
-                    await call.write(
-                        pb.AgentMessage(job_status=report_for(report, self.share_phases))
-                    )
-                    self._reports_written = seq
+            await self._write_reports(call)
             if time.monotonic() >= next_list:  # after the reports queued before it
                 await self._send_share_inventory(call, "periodic")
                 next_list = time.monotonic() + self.share_inventory_s
@@ -257,6 +255,13 @@ class AgentClient:
                     pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
                 )
                 next_beat = time.monotonic() + self.heartbeat_s
+
+    async def _write_reports(self, call: grpc.aio.StreamStreamCall) -> None:
+        """The reports not yet written on this stream, in order."""
+        for seq, report in list(self.unacked_reports.items()):
+            if seq > self._reports_written:
+                await call.write(pb.AgentMessage(job_status=report_for(report, self.share_phases)))
+                self._reports_written = seq
 
     async def _send_share_inventory(self, call: grpc.aio.StreamStreamCall, reason: str) -> None:
         """Every share the cluster holds, read from it, for the Global to reconcile with its

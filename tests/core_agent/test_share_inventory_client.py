@@ -14,6 +14,7 @@ from core_agent.client import AgentClient
 from core_agent.simulated.cluster import SimulatedCluster
 from tests.core_agent.test_dispatch_end_to_end import SPEC
 from tests.factories import eventually, share_assignment
+from volcano_global.rpc.shares import SharePhase, ShareStatus
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -45,7 +46,7 @@ class StandIn(agent_pb2_grpc.AgentServiceServicer):
                 yield pb.GlobalMessage(ack=pb.Ack(seq=message.snapshot.seq))
 
 
-async def run_agent(interval: int, seconds: float) -> StandIn:
+async def run_agent(interval: int, seconds: float, unacked: ShareStatus | None = None) -> StandIn:
     stand_in = StandIn(interval)
     server = grpc.aio.server()
     agent_pb2_grpc.add_AgentServiceServicer_to_server(stand_in, server)
@@ -56,6 +57,8 @@ async def run_agent(interval: int, seconds: float) -> StandIn:
         share_assignment(domains={"east-tor0000": 2}, duration_seconds=3600), lambda status: None
     )
     agent = AgentClient(cluster="east", target=f"127.0.0.1:{port}", token="t", source=cluster)
+    if unacked is not None:  # a report the last stream did not get acknowledged
+        agent.report(unacked)
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop=stop))
     try:
@@ -81,3 +84,15 @@ async def test_a_global_that_does_not_ask_for_the_list_never_gets_it() -> None:
     stand_in = await run_agent(interval=0, seconds=1.5)
     assert "shares" not in stand_in.kinds
     assert stand_in.kinds[:2] == ["hello", "snapshot"]
+
+
+async def test_unacknowledged_reports_go_before_the_list() -> None:
+    """A share that succeeded while the stream was down and was then deleted from the cluster
+    (a TTL) is not in the list: the Global must read that it ended before the list, or it
+    takes the share for lost and fails its job."""
+    ended = ShareStatus(
+        placement_id="7b0c6f61-3c1c-4a55-9a49-8f5a4b7f2e10", job_uid="u", phase=SharePhase.SUCCEEDED
+    )
+    stand_in = await run_agent(interval=60, seconds=0.2, unacked=ended)
+    assert stand_in.kinds[:3] == ["hello", "job_status", "shares"]
+    assert ended.placement_id not in {s.placement_id for s in stand_in.lists[0].shares}

@@ -148,27 +148,30 @@ class JobAdapter:
         name held by a job not deleted here, even a finished one, is taken: in Kubernetes the
         object exists until it is deleted."""
         app = request.app
-        metadata = document["metadata"]
         async with app.state.sessions() as session:
-            taken = await store.live_rows(
-                session,
-                resource=self.resource,
-                namespace=metadata["namespace"],
-                name=str(metadata.get("name", "")),
-            )
             # The stored classes, read afresh: one created a moment ago resolves.
             classes = await priority_classes.resolution_table(session)
             tenancy = await read_tenancy(session, app.state.settings)
-        if taken:
-            raise Conflict(
-                f'{self.resource.plural}.{self.resource.group} "{metadata["name"]}" already exists'
-            )
+
+        async def check_name(namespace: str, name: str) -> None:
+            """After the document's queue and tenancy checks: a caller refused the namespace
+            learns nothing of the names taken in it."""
+            async with app.state.sessions() as session:
+                taken = await store.live_rows(
+                    session, resource=self.resource, namespace=namespace, name=name
+                )
+            if taken:
+                raise Conflict(
+                    f'{self.resource.plural}.{self.resource.group} "{name}" already exists'
+                )
+
         submission = _submission(app.state.settings, document, caller, classes, tenancy)
         row = await submissions.submit_job(
             submission,
             submitted_by=caller.name,
             writer=app.state.job_writer,
             events=[audit_row(request, caller)],
+            check_name=check_name,
         )
         app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
         return objects.job_object(row | {"deleted_at": None}, [])

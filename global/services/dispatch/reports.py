@@ -37,8 +37,8 @@ from volcano_global.services.lifecycle.placements import end_placement
 
 WARNING_PREFIX = "warning: "  # how a share's message shows the agent's warning
 # A placement is accepted when every share is in the first set, running in the second. (A share
-# that succeeds before the job runs breaks a split job's gang first: Succeeded counts here only
-# for a job of one share, whose pods Volcano started together.)
+# that succeeds while another has not started breaks the gang first: Succeeded counts here only
+# once every other share runs or is done.)
 _ACCEPTED = frozenset({SharePhase.ACCEPTED, SharePhase.RUNNING, SharePhase.SUCCEEDED})
 _RUNNING = frozenset({SharePhase.RUNNING, SharePhase.SUCCEEDED})
 
@@ -189,9 +189,11 @@ async def _apply(
             message=f"share in {where}",
         )
         return
-    if phase is SharePhase.SUCCEEDED and job.state in NOT_STARTED and len(placement.shares) > 1:
+    if phase is SharePhase.SUCCEEDED and job.state in NOT_STARTED and not phases <= _RUNNING:
         # It ended before every share had started: the gang never ran together (its ranks
-        # cannot have met), so the job is not Running: withdrawn and requeued.
+        # cannot have met), so the job is not Running: withdrawn and requeued. (Every other
+        # share running or done: they all started, even if this one's Running was never seen;
+        # a job of one share is Volcano's gang alone.)
         await share_lost(
             session,
             placement=placement,

@@ -83,13 +83,16 @@ async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:
 
 async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
     """The cluster row, locked for the transaction (Postgres; SQLite has one writer anyway):
-    inventory messages of one cluster apply one at a time, whichever replica holds the stream."""
+    inventory messages of one cluster apply one at a time, whichever replica holds the stream.
+    FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the cluster (dispatch messages,
+    events) can still be written meanwhile, so a report that holds a placement and writes its
+    cancellations does not wait on a reconciliation that waits on that placement (deadlock)."""
     cluster = (
         await session.execute(
             select(Cluster)
             .where(Cluster.name == name)
             .options(raiseload(Cluster.capacities))  # one read fewer; refresh it if needed
-            .with_for_update()
+            .with_for_update(key_share=True)
             .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()

@@ -64,9 +64,13 @@ async def commit_round(
     it uses is no longer Ready, or its inventory moved since the snapshot and the job's shares
     no longer fit what is free there now; the rest of the round is kept. An eviction whose
     preemptor would use a cluster no longer Ready is dropped."""
+    # FOR NO KEY UPDATE (as `lock_cluster`): a report holding a placement this commit ends may
+    # still write the clusters' cancellations (rows referencing them) instead of deadlocking.
     current = (
         await session.execute(
-            select(Cluster).where(Cluster.name.in_(list(context.versions))).with_for_update()
+            select(Cluster)
+            .where(Cluster.name.in_(list(context.versions)))
+            .with_for_update(key_share=True)
         )
     ).scalars()
     used = {s.cluster for d in decision.jobs if d.admitted for s in d.shares}

@@ -336,3 +336,22 @@ async def test_a_queue_user_cannot_grant_its_own_queue(admin: httpx.AsyncClient)
     bad = await apply(admin, queue("team-c", **{"global.volcano.sh/pod-security": "root"}))
     assert (bad[0]["result"], bad[0]["code"]) == ("error", 422)
     assert "global.volcano.sh/pod-security" in bad[0]["message"]
+
+
+async def test_kubectl_create_says_nothing_of_another_tenants_job_names(
+    admin: httpx.AsyncClient,
+) -> None:
+    """A name taken in team-b's namespace is team-b's business: team-a's user creating a job
+    of that name there is refused for the namespace (403), as for a free name, not told that
+    it exists (409)."""
+    path = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/team-b/jobs"
+    theirs = a_job("team-b")
+    assert (await admin.post(path, json=theirs)).status_code == 201
+    user = await user_of(admin, "team-a")
+    probe = a_job("team-a", namespace="team-b")
+    refused = await admin.post(path, json=probe, headers=user)
+    assert refused.status_code == 403, refused.text
+    assert_refused(refused.json()["message"], "queue namespaces", "metadata.namespace")
+    again = await admin.post(path, json=theirs)  # whoever may use the namespace: 409
+    assert again.status_code == 409, again.text
+    assert again.json()["message"] == 'jobs.batch.volcano.sh "train" already exists'

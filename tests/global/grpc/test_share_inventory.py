@@ -18,8 +18,10 @@ from sqlalchemy import func, select
 from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import reading
-from volcano_global.db.models import OutboxKind, OutboxMessage
+from volcano_global.db.models import OutboxKind, OutboxMessage, Placement
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.dispatch.reconcile import reconcile_cluster
+from volcano_global.services.inventory.clusters import lock_cluster
 
 ACCEPTED, RUNNING = pb.SHARE_PHASE_ACCEPTED, pb.SHARE_PHASE_RUNNING
 SUCCEEDED = pb.SHARE_PHASE_SUCCEEDED
@@ -159,3 +161,35 @@ async def test_the_welcome_asks_for_the_list_every_period(
     welcome = await stream.hello()
     assert welcome.share_inventory_interval_seconds == 180  # the default setting
     await stream.close()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_report_writes_a_clusters_messages_while_a_reconciliation_holds_it(
+    app: FastAPI, api: httpx.AsyncClient, east: str, database_url: str
+) -> None:
+    """A reconciliation locks the cluster, then its placements; a report's transaction locks a
+    placement, then (ending it) writes the cancellations of every cluster it holds, which
+    references the cluster's row. Had the reconciliation locked the row against that reference
+    (FOR UPDATE), each would wait on the other: Postgres would abort one (a deadlock)."""
+    stream = Stream(app, east)
+    jobs = await _placed(app, api, stream, ["job"])
+    placement_id = uuid.UUID(jobs["job"][1])
+    async with app.state.sessions() as reconciling, reconciling.begin():
+        cluster = await lock_cluster(reconciling, name="gpu-east")
+        async with app.state.sessions() as report, report.begin():
+            await report.execute(
+                select(Placement).where(Placement.id == placement_id).with_for_update()
+            )
+            report.add(
+                OutboxMessage(
+                    cluster_id=cluster.id,
+                    placement_id=placement_id,
+                    kind=OutboxKind.CANCEL,
+                    payload={},
+                )
+            )
+            await asyncio.wait_for(report.flush(), timeout=5)
+        done = await asyncio.wait_for(
+            reconcile_cluster(reconciling, cluster=cluster, held=[]), timeout=5
+        )
+    assert done.resent == [placement_id]  # never started, not held: its assignment again

@@ -176,3 +176,45 @@ async def test_a_reported_warning_is_a_warning_event_and_shows_with_the_share(
     assert share["phase"] == "Accepted"
     assert share["message"] == "warning: rank 0 cannot be reached from the other clusters"
     await stream.close()
+
+
+async def test_a_share_that_succeeds_after_its_peers_started_completes_the_gang(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A split job's share reports Succeeded without a Running before it (its agent did not
+    see its pods run: it was restarting) while the other share already runs: every share has
+    started, so the gang ran together; the job runs on, it is not withdrawn as broken."""
+    streams, ids = {}, {}
+    for name in ("east", "west"):
+        created = await create_cluster(api, name)
+        stream = Stream(app, created["agentToken"])
+        await stream.hello(name)
+        assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
+        async with transaction(app.state.sessions) as session:
+            ids[name] = await session.scalar(select(Cluster.id).where(Cluster.name == name))
+        streams[name] = stream
+    link = {"clusterA": "east", "clusterB": "west", "capacityGbps": 100}
+    assert (await api.post("/api/v1/links", json=link)).status_code == 201
+    document = job_document("split", replicas=2)
+    document["metadata"]["annotations"] = {
+        "global.volcano.sh/split": "auto",
+        "global.volcano.sh/unit-pods": "1",
+    }
+    uid = (await submit(api, document)).json()["uid"]
+    assert await app.state.scheduler.run_once() is not None
+    shown = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    placement = shown["placement"]
+    assert placement is not None, shown["pendingReason"]
+    assert sorted(s["cluster"] for s in placement["shares"]) == ["east", "west"], placement
+    pid = uuid.UUID(placement["uid"])
+    writer = reports.report_writer(app.state.sessions)
+    for name in ("east", "west"):
+        await writer.add([ShareReport(ids[name], pid, SharePhase.ACCEPTED)])
+    await writer.add([ShareReport(ids["west"], pid, SharePhase.RUNNING)])
+    await writer.add([ShareReport(ids["east"], pid, SharePhase.SUCCEEDED)])
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["state"] == "Running", job["stateMessage"]
+    await writer.add([ShareReport(ids["west"], pid, SharePhase.SUCCEEDED)])
+    assert (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] == "Succeeded"
+    for stream in streams.values():
+        await stream.close()
