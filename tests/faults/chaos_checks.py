@@ -1,8 +1,9 @@
 """The chaos soak's invariants, read through the public API only (as an operator would):
 
 - lost: an accepted job (201) the API no longer shows;
-- over capacity: a sample in which a cluster's GPUs held by Active or Nominated placements
-  exceed its GPUs, or a link's reserved bandwidth its capacity (the Global's books);
+- over capacity: a sample in which a cluster's GPUs held by the shares (not ended) of Active or
+  Nominated placements exceed its GPUs, or a link's reserved bandwidth its capacity (the
+  Global's books);
 - false "started together": a job shown Running while a share of it has not started (Assigned
   or Accepted);
 - 5xx: an answer of 500 or above other than the documented 503 (database unreachable);
@@ -23,6 +24,7 @@ import httpx
 
 HOLDING = {"Active", "Nominated"}
 NOT_STARTED = {"Assigned", "Accepted"}
+ENDED = {"Succeeded", "Failed", "Cancelled"}
 STILL_S = 30  # a job Placed or Dispatched this long at the end has stopped moving
 
 
@@ -145,6 +147,8 @@ async def sample(
     if over:
         figures.over_capacity += 1
         figures.worst_over = ", ".join(over)
+        if over_clusters and len(figures.notes) < 20:  # what held them, to judge the cause
+            figures.notes.append(f"over: {figures.worst_over}: {_holders(again, over_clusters)}")
     _books(figures, returns, running, used, clusters["items"])
     if len(shown) < 500:  # every job on one page: a missing accepted job is lost
         figures.lost |= known - set(shown)
@@ -157,10 +161,23 @@ async def sample(
         _stuck(figures, shown, details, running, used)
 
 
+def _holders(details: dict[str, Any], clusters: list[str]) -> str:
+    """Each share held on the clusters: job, its state, the share's phase and GPUs."""
+    return "; ".join(
+        f"{detail['name']} ({detail['state']}) {share['cluster']} {share['phase']} {share['gpus']}"
+        for detail in details.values()
+        for share in _holding(detail)
+        if share["cluster"] in clusters
+    )
+
+
 def _holding(detail: dict[str, Any]) -> list[dict[str, Any]]:
-    """The shares of the job's placement while it holds capacity."""
+    """The shares of the job's placement, while it holds capacity, that have not ended (a
+    share that ended holds nothing, as the Global's books count it: scheduling/books.py)."""
     placement = detail.get("placement") or {}
-    return placement.get("shares", []) if placement.get("state") in HOLDING else []
+    if placement.get("state") not in HOLDING:
+        return []
+    return [s for s in placement.get("shares", []) if s["phase"] not in ENDED]
 
 
 def _books_of(details: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:

@@ -30,6 +30,7 @@ from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.inventory.domain_trees import domain_trees
 from volcano_global.services.inventory.links import reserved_gbps
+from volcano_global.services.scheduling.books import within_books
 from volcano_global.services.scheduling.capacity_view import (
     free_states,
     read_histograms,
@@ -336,7 +337,8 @@ async def free_capacity(
     nominations). All leaves come from
     the in-memory view brought up to date (`capacity_view.py`); with `leaves` (leaf domain
     names; a cluster's own name for its nodes outside any domain), only those, read afresh.
-    `excluding`: a placement whose hold is not subtracted (a nomination about to start)."""
+    `excluding`: a placement whose hold is not subtracted (a nomination about to start).
+    Never more than the Global's books leave free (`books.py`)."""
     trees = await domain_trees(session, {c.id: c.inventory_generation for c in clusters})
     if leaves is None:
         states = await free_states(session, clusters, trees)
@@ -369,7 +371,8 @@ async def free_capacity(
             pool = pools[share.cluster_id] = ClusterPool(states[share.cluster_id])
         for leaf, count in (share.domains or {}).items():
             pool.take_from_leaf(leaf, model, per_pod, int(count))
-    return [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
+    held = [pools[c.id].state() if c.id in pools else states[c.id] for c in clusters]
+    return await within_books(session, clusters, held, excluding=excluding)
 
 
 async def anything_pending(session: AsyncSession) -> bool:

@@ -1,0 +1,106 @@
+"""The Global's books bound what a round may place: a cluster never has more free GPUs than
+its allocatable GPUs minus the GPUs its shares hold (shares that have not ended, of placements
+that hold capacity), whatever its inventory says.
+
+The inventory is the cluster's word and the placements the Global's, and the two travel on
+different paths: a share whose pods ended frees its GPUs in an inventory delta before its
+report ends the share, and a cluster whose agent restarted empty reports everything free before
+reconciliation has let go of the shares it lost. Placing on such GPUs in between would book them
+twice (issue 39); the GPUs come back when the report or the reconciliation ends the share."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select, true
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import (
+    Cluster,
+    ClusterGpuCapacity,
+    ClusterShare,
+    Job,
+    Placement,
+    PlacementState,
+)
+from volcano_global.rpc.shares import SharePhase
+from volcano_global.solver import ClusterCapacity
+from volcano_global.solver.capacity import ClusterPool
+
+ENDED = (SharePhase.SUCCEEDED, SharePhase.FAILED, SharePhase.CANCELLED)
+
+
+async def within_books(
+    session: AsyncSession,
+    clusters: Sequence[Cluster],
+    states: list[ClusterCapacity],
+    *,
+    excluding: uuid.UUID | None = None,
+) -> list[ClusterCapacity]:
+    """`states` (free capacity from the inventory, holds taken) with each cluster's free GPUs
+    cut down to what its books leave: first on the leaves where its shares run, then anywhere."""
+    ids = [c.id for c in clusters]
+    totals = dict(
+        (
+            await session.execute(
+                select(ClusterGpuCapacity.cluster_id, func.sum(ClusterGpuCapacity.total_gpus))
+                .where(ClusterGpuCapacity.cluster_id.in_(ids))
+                .group_by(ClusterGpuCapacity.cluster_id)
+            )
+        ).all()
+    )
+    shares = await _holding_shares(session, ids, excluding)
+    bounded = []
+    for cluster, state in zip(clusters, states, strict=True):
+        held = shares.get(cluster.id, [])
+        free = sum(leaf.free_gpus for leaf in state.leaves)
+        excess = free - (int(totals.get(cluster.id) or 0) - sum(s.gpus for s in held))
+        bounded.append(_taken(state, held, excess) if excess > 0 else state)
+    return bounded
+
+
+async def _holding_shares(
+    session: AsyncSession, cluster_ids: list[uuid.UUID], excluding: uuid.UUID | None
+) -> dict[uuid.UUID, list[Any]]:
+    rows = await session.execute(
+        select(
+            ClusterShare.cluster_id,
+            ClusterShare.gpus,
+            ClusterShare.pods,
+            ClusterShare.domains,
+            Job.gpu_model,
+        )
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(
+            Placement.state.in_([PlacementState.ACTIVE, PlacementState.NOMINATED]),
+            ClusterShare.phase.not_in(ENDED),
+            ClusterShare.cluster_id.in_(cluster_ids),
+            Placement.id != excluding if excluding is not None else true(),
+        )
+    )
+    by_cluster: dict[uuid.UUID, list[Any]] = defaultdict(list)
+    for row in rows:
+        by_cluster[row.cluster_id].append(row)
+    return by_cluster
+
+
+def _taken(state: ClusterCapacity, held: list[Any], excess: int) -> ClusterCapacity:
+    """`excess` GPUs taken from the state: pods of the held shares on their own leaves (where
+    the GPUs are busy), then single GPUs from any leaf."""
+    pool = ClusterPool(state)
+    for share in held:
+        per_pod = share.gpus // share.pods if share.pods else 0
+        for leaf, count in (share.domains or {}).items():
+            if excess <= 0 or per_pod == 0:
+                break
+            pods = min(int(count), -(-excess // per_pod))
+            excess -= pool.take_from_leaf(leaf, share.gpu_model, per_pod, pods) * per_pod
+    for leaf in pool.leaves:
+        if excess <= 0:
+            break
+        excess -= pool.take_from_leaf(leaf.name, leaf.gpu_model, 1, excess)
+    return pool.state()
