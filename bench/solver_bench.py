@@ -260,7 +260,7 @@ def main() -> None:
         "not GPUs: in one round CP-SAT may admit fewer GPUs than a baseline).",
         "- round times are wall-clock on a shared 2-core machine and vary by ~2x between runs of "
         "the same instance; compare rows of one run.",
-        "- in section 3 every job counts (an unfinished one until its policy's last finish, a "
+        "- in section 3 every job counts (an unfinished one until the last finish of any policy, a "
         "lower bound that favours the policy that could not run it), except the jobs no policy "
         "can run without oversubscribing a link; the ratios are CP-SAT's against each policy, "
         "the minimum over seeds.",

@@ -228,7 +228,7 @@ def test_the_command_replays_a_csv_trace(tmp_path: Path) -> None:
     args = ["simulate", "--scenario", str(scenario), "--policy", "first-fit", "--out", str(out)]
     result = CliRunner().invoke(app, [*args, "--trace", f"csv:{trace}"])
     assert result.exit_code == 0, result.output
-    assert "3 jobs on 64 GPUs" in result.output
+    assert "3 jobs judged on 64 GPUs" in result.output
     jobs = (out / "jobs-first-fit.csv").read_text().splitlines()
     assert [line.split(",")[:5] for line in jobs[1:]] == [
         ["first", "4", "0.0", "0.0", "100.0"],
