@@ -63,6 +63,13 @@ class ClusterSpec(_Spec):
     topology: Topology = Field(default_factory=Topology)
 
 
+class LingjunSpec(_Spec):
+    """A spec file naming a block of the real Lingjun fabric instead of node groups."""
+
+    lingjun_block: Annotated[int, Field(ge=0)]
+    gpu_model: Annotated[str, AfterValidator(canonical_model)] = "H800"
+
+
 @dataclass
 class _RunningShare:
     assignment: ShareAssignment
@@ -166,7 +173,13 @@ class SimulatedCluster:
 
     @classmethod
     def from_yaml(cls, name: str, path: Path) -> SimulatedCluster:
-        return cls.from_spec(name, ClusterSpec.model_validate(yaml.safe_load(path.read_text())))
+        """A spec file: node groups and tiers, or `{lingjunBlock: N, gpuModel: M}` for a block
+        of the real Lingjun fabric (as `--lingjun-block N --gpu-model M`)."""
+        data = yaml.safe_load(path.read_text())
+        if isinstance(data, dict) and "lingjunBlock" in data:
+            block = LingjunSpec.model_validate(data)
+            return cls.from_lingjun(name, block=block.lingjun_block, gpu_model=block.gpu_model)
+        return cls.from_spec(name, ClusterSpec.model_validate(data))
 
     @classmethod
     def from_lingjun(
