@@ -255,3 +255,10 @@ def test_an_elastic_width_is_read_in_units(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{path}:2: column minUnits: must be at most the job's 4 units, got 5"
     )
+
+
+def test_a_gfd_product_name_is_the_short_model(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival,pods,gpusPerPod,duration,gpuModel\n0,1,8,60,NVIDIA-H100-80GB-HBM3\n")
+    (job,) = read_trace(path, "csv")
+    assert job.gpu_model == "H100"  # as the scenario's clusters name it (docs/agents.md)
