@@ -143,7 +143,7 @@ def _by_size(per_seed: list[dict]) -> list[str]:  # type: ignore[type-arg]
     classes = [k for k, v in first[0].jct_by_size.items() if not math.isnan(v)]
     lines = [
         "Average JCT by size class (s), per seed; a job a policy never finished counts until "
-        "its last finish:",
+        "the last finish of any policy:",
         "",
         "| policy | " + " | ".join(f"{c} GPUs" for c in classes) + " | splitter-only |",
         "|---|" + "---:|" * (len(classes) + 1),
@@ -252,7 +252,8 @@ def sections(*, quick: bool = False, seeds: list[int] | None = None) -> list[str
         "shows what the optimiser adds. first-fit (Kueue MultiKueue), proportional (Karmada) and "
         "greedy keep priority, fair share, submission order. Every job counts but those no "
         "policy can run without oversubscribing a link: one a policy never finished is charged "
-        "until that policy's own last finish (a lower bound on its JCT); allocation while "
+        "until the last finish of any policy, the same for all (a lower bound on its JCT); "
+        "allocation while "
         "backlog is over intervals in which a job every policy started was waiting. The rows "
         "marked elastic replay the same trace with half the planned gangs (64 GPUs or more) "
         "elastic down to half their data-parallel replicas: they start at the width that fits "

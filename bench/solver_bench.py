@@ -186,6 +186,7 @@ def main() -> None:
         help="keep section 3 of the existing file (bench/sim_bench.py --write redoes it)",
     )
     args = parser.parse_args()
+    args.out_before = args.out.read_text() if args.out.exists() else ""
     if args.quick:
         args.rounds, args.snapshots = 2, 2
 
@@ -260,13 +261,20 @@ def main() -> None:
         "not GPUs: in one round CP-SAT may admit fewer GPUs than a baseline).",
         "- round times are wall-clock on a shared 2-core machine and vary by ~2x between runs of "
         "the same instance; compare rows of one run.",
-        "- in section 3 every job counts (an unfinished one until its policy's last finish, a "
+        "- in section 3 every job counts (an unfinished one until the last finish of any policy, a "
         "lower bound that favours the policy that could not run it), except the jobs no policy "
         "can run without oversubscribing a link; the ratios are CP-SAT's against each policy, "
         "the minimum over seeds.",
     ]
-    args.out.write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join(lines) + "\n" + hand_written_tail(args.out_before))
     print(f"\nwrote {args.out}")
+
+
+def hand_written_tail(before: str) -> str:
+    """The sections after "Reading the numbers" in the file as it was (the agent's watches, the
+    server's dated cost runs): written by hand or by other benches, kept across a rewrite."""
+    found = re.search(r"^## Reading the numbers\n.*?(?=^## )", before, re.S | re.M)
+    return "\n" + before[found.end() :] if found else ""
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
 from core_agent.sources import Report
+from volcano_global.jobspec.gpu_models import canonical_model
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.rpc.shares import (
     HeldShare,
@@ -34,7 +35,7 @@ class _Spec(BaseModel):
 class NodeGroup(_Spec):
     count: Annotated[int, Field(ge=1, le=100_000)]
     gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 8
-    gpu_model: str = "H100"
+    gpu_model: Annotated[str, AfterValidator(canonical_model)] = "H100"  # GFD names too
     cpu: Annotated[int, Field(ge=1)] = 192
     memory: str = "2Ti"
     name_prefix: str | None = None
@@ -60,6 +61,13 @@ class ClusterSpec(_Spec):
 
     node_groups: list[NodeGroup] = Field(min_length=1)
     topology: Topology = Field(default_factory=Topology)
+
+
+class LingjunSpec(_Spec):
+    """A spec file naming a block of the real Lingjun fabric instead of node groups."""
+
+    lingjun_block: Annotated[int, Field(ge=0)]
+    gpu_model: Annotated[str, AfterValidator(canonical_model)] = "H800"
 
 
 @dataclass
@@ -165,7 +173,13 @@ class SimulatedCluster:
 
     @classmethod
     def from_yaml(cls, name: str, path: Path) -> SimulatedCluster:
-        return cls.from_spec(name, ClusterSpec.model_validate(yaml.safe_load(path.read_text())))
+        """A spec file: node groups and tiers, or `{lingjunBlock: N, gpuModel: M}` for a block
+        of the real Lingjun fabric (as `--lingjun-block N --gpu-model M`)."""
+        data = yaml.safe_load(path.read_text())
+        if isinstance(data, dict) and "lingjunBlock" in data:
+            block = LingjunSpec.model_validate(data)
+            return cls.from_lingjun(name, block=block.lingjun_block, gpu_model=block.gpu_model)
+        return cls.from_spec(name, ClusterSpec.model_validate(data))
 
     @classmethod
     def from_lingjun(
@@ -173,6 +187,7 @@ class SimulatedCluster:
     ) -> SimulatedCluster:
         """One aggregation block (PSW) of the real Lingjun fabric: its hosts, 8 GPUs each, under
         ToR (tier 1) and aggregation (tier 2) HyperNodes."""
+        gpu_model = canonical_model(gpu_model)
         blocks = list(hosts_by_aggregation(load_lingjun_hosts()).items())
         aggregation, hosts = blocks[block % len(blocks)]
         spine = f"{name}-{aggregation.lower()}"

@@ -65,7 +65,7 @@ async def _caller(
 
 # Each role is one dependency over the session and the bearer credentials, not a chain of
 # them: FastAPI resolves every dependency of every request, and a chain costs more than the
-# role check it wraps (docs/operations.md).
+# role check it wraps (docs/benchmarks.md, "Server cost: dated runs").
 
 
 async def get_principal(request: Request, session: Session, credentials: Credentials) -> Principal:

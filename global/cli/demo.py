@@ -27,7 +27,7 @@ CLUSTERS = [
     # name, agent arguments (examples dir relative), labels
     (
         "gpu-east",
-        ["--lingjun-block", "2", "--gpu-model", "H100"],
+        ["--spec", "clusters/gpu-east.yaml"],
         {"region": "us-east", "zone": "us-east-1a", "site": "campus-a"},
     ),
     (

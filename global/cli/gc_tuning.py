@@ -2,7 +2,7 @@
 workers, `vglobal scheduler`).
 
 With CPython's defaults, full collections scan the modules, models and routes built at
-startup again and again and stop the event loop while they do (docs/operations.md has the
+startup again and again and stop the event loop while they do (docs/benchmarks.md has the
 figures). Freezing what startup built takes it out of every later scan (`gc.freeze`); a larger
 first-generation threshold lets a request's short-lived objects die by reference count before a
 collection promotes them to the older generations."""

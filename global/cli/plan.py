@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +15,7 @@ from rich.table import Table
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import client
 from volcano_global.sdk import ParallelPlan, job_document
+from volcano_global.sdk.plan import to_yaml
 
 # The derived facts and the check go to stderr, so stdout is the document alone.
 notes = Console(stderr=True)
@@ -85,7 +85,7 @@ def plan(
         gpu_model=gpu_model,
         max_clusters=max_clusters,
     )
-    text = yaml.safe_dump(document, sort_keys=False)
+    text = to_yaml(document)
     if out is not None:
         out.write_text(text)
     else:

@@ -3,6 +3,7 @@ clock; write the results (CSV, JSON, plots) and print the comparison."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +14,9 @@ from rich.table import Table
 
 from volcano_global.cli.client import CliError
 from volcano_global.cli.output import console
-from volcano_global.simulation.comparison import bounds, judge
-from volcano_global.simulation.engine import SimOptions, Simulation
-from volcano_global.simulation.metrics import summarise
+from volcano_global.simulation.comparison import Judged, bounds, judge, verdict
+from volcano_global.simulation.engine import SimOptions, SimResult, Simulation
+from volcano_global.simulation.metrics import Summary, summarise
 from volcano_global.simulation.report import write
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.trace_file import read_trace
@@ -162,7 +163,28 @@ def simulate(
             results.append(result)
             summaries.append(summarise(result))
     files = write(out, results, summaries)
+    judged = judge(results)
+    console.print(_table(results, summaries, judged, probe.capacity_gpus))
+    for job, why in sorted(results[0].left_out.items()):
+        console.print(f"left out: {job}: {why}")
+    console.print(verdict(judged))
+    if preemption:
+        for r in results:
+            lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
+            console.print(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
+    for r in results:
+        resizes = sum(rec.resizes for rec in r.records)
+        if resizes:
+            cost = sum(rec.resize_gpu_s for rec in r.records) / 3600
+            console.print(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
+    console.print(f"{len(files)} files in {out}")
+
+
+def _table(
+    results: list[SimResult], summaries: list[Summary], judged: list[Judged], capacity: int
+) -> Table:
     limit = bounds(results[0])
+    left_out = len(results[0].left_out)
     table = Table(
         "policy",
         "finished",
@@ -175,36 +197,34 @@ def simulate(
         "slowed",
         "cross-cluster",
         "oversubscribed",
-        title=f"{len(workload)} jobs on {probe.capacity_gpus} GPUs "
-        f"(bound: avg JCT >= {limit.avg_jct_s:,.0f} s; an unfinished job counts until its "
-        f"policy's last finish; {len(results[0].never_placeable)} never placeable without "
-        "oversubscribing a link, left out)",
+        title=f"{judged[0].jobs} jobs judged on {capacity} GPUs, the same for every policy "
+        f"(bound: avg JCT >= {_s(limit.avg_jct_s)}; a job a policy did not finish counts "
+        "until the last finish of any policy"
+        + (f"; {left_out} no policy can place, left out, listed below)" if left_out else ")"),
     )
-    for s, j in zip(summaries, judge(results), strict=True):
+    for s, j in zip(summaries, judged, strict=True):
         table.add_row(
             s.policy,
-            f"{s.finished}/{s.jobs}",
-            f"{j.avg_jct_s:,.0f} s",
-            f"{j.large_avg_jct_s:,.0f} s / {j.large_wait_max_s:,.0f} s ({j.large_jobs})",
-            f"{j.p99_small_jct_s:,.0f} s",
-            f"{s.makespan_s:,.0f} s",
-            f"{100 * s.gpu_allocation:.1f}% ({100 * j.allocation_backlog:.1f}%)",
+            f"{j.finished}/{j.jobs}",
+            _s(j.avg_jct_s),
+            f"{_s(j.large_avg_jct_s)} / {_s(j.large_wait_max_s)} ({j.large_jobs})",
+            _s(j.p99_small_jct_s),
+            _s(s.makespan_s),
+            f"{_pct(s.gpu_allocation)} ({_pct(j.allocation_backlog)})",
             str(s.split_jobs),
             str(s.slowed_jobs),
             f"{s.crossing_tb:,.1f} TB",
-            f"{s.oversubscribed_s:,.0f} s",
+            _s(s.oversubscribed_s),
         )
-    console.print(table)
-    if preemption:
-        for r in results:
-            lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
-            console.print(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
-    for r in results:
-        resizes = sum(rec.resizes for rec in r.records)
-        if resizes:
-            cost = sum(rec.resize_gpu_s for rec in r.records) / 3600
-            console.print(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
-    console.print(f"{len(files)} files in {out}")
+    return table
+
+
+def _s(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds:,.0f} s"
+
+
+def _pct(share: float) -> str:
+    return "-" if math.isnan(share) else f"{100 * share:.1f}%"
 
 
 def _workload(

@@ -5,9 +5,9 @@ SQLite, the embedded default, SQLAlchemy runs it. Either way the rows come back 
 the same keys and the same Python values.
 
 Why: SQLAlchemy's greenlet, cursor and result layers cost more CPU per statement than the
-driver itself, more than the rest of a job read together (docs/operations.md). The reads
-served most (a job, a page of jobs, the nodes an inventory delta names) run here; everything
-that writes keeps the ORM.
+driver itself, more than the rest of a job read together (docs/benchmarks.md, "Server
+cost: dated runs"). The reads served most (a job, a page of jobs, the nodes an inventory
+delta names) run here; everything that writes keeps the ORM.
 
 A driver error is not translated here: the statement is run again through SQLAlchemy, which
 raises its own exception for it (the API answers 503 for a lost connection) and, for a dead

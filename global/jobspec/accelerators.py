@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from volcano_global.jobspec.gpu_models import canonical_model
+
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 VOLCANO_VGPU = "volcano.sh/vgpu-number"
@@ -59,12 +61,13 @@ def model_labels(resource: str) -> tuple[str, ...]:
 
 
 def node_model(resource: str, labels: Mapping[str, str]) -> str:
-    """A node's accelerator model: what its resource implies, else its labels say ('' when
-    unknown)."""
+    """A node's accelerator model: what its resource implies, else its labels say, as the
+    Global names it (`gpu_models`; '' when unknown)."""
     implied = resource_model(resource)
     if implied:
         return implied
-    return next((labels[k] for k in model_labels(resource) if labels.get(k)), "")
+    label = next((labels[k] for k in model_labels(resource) if labels.get(k)), "")
+    return canonical_model(label) if label else ""
 
 
 def template_model(node_selector: Mapping[str, object], resource: str | None) -> str | None:
@@ -75,7 +78,12 @@ def template_model(node_selector: Mapping[str, object], resource: str | None) ->
         return implied
     keys = model_labels(resource) if resource else _ANY_MODEL_LABEL
     return next(
-        (str(node_selector[k]) for k in keys if isinstance(node_selector.get(k), str)), None
+        (
+            canonical_model(str(node_selector[k]))
+            for k in keys
+            if isinstance(node_selector.get(k), str)
+        ),
+        None,
     )
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from volcano_global.jobspec.gpu_models import canonical_or_none
+
+# A GPU model as the Global names it (gpu_models): also what a job stored under GFD's product
+# name before the names were mapped reads back as.
+Model = Annotated[str | None, AfterValidator(canonical_or_none)]
 
 
 class Frozen(BaseModel):
@@ -46,7 +52,7 @@ class TaskGang(Frozen):
     replicas: int
     min_available: int
     resources: PodResources
-    gpu_model: str | None = None
+    gpu_model: Model = None
     partition: Partition | None = None
     sub_job: str | None = Field(None, description="HyperJob replicatedJob this task belongs to")
 
@@ -73,7 +79,7 @@ class Gang(Frozen):
     min_available: int
     total_pods: int
     total_gpus: int
-    gpu_model: str | None = None
+    gpu_model: Model = None
     network_topology: TopologyRequirement | None = None
     sub_jobs: list[SubJob] = Field(default_factory=list)
     min_sub_jobs: int | None = None

@@ -13,6 +13,7 @@ from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec import elastic
 from volcano_global.jobspec import extensions as ext
 from volcano_global.jobspec.fields import Checker, child, is_job_name
+from volcano_global.jobspec.gpu_models import canonical_or_none
 from volcano_global.jobspec.hyperjob import HyperJobSummary, common_gpu_model, read_hyperjob
 from volcano_global.jobspec.lifecycle import read_lifecycle
 from volcano_global.jobspec.model import (
@@ -63,7 +64,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         if not isinstance(value, str):
             check.fail(child("metadata.labels", str(key)), "must be a string")
     annotations = ext.read_annotations(metadata, check)
-    gpu_model = annotations.get(ext.GPU_MODEL)
+    gpu_model = canonical_or_none(annotations.get(ext.GPU_MODEL))
     start_timeout = ext.annotation_int(
         annotations, ext.GANG_START_TIMEOUT, check, minimum=1, maximum=DURATION_S.high
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
+from volcano_global.jobspec.gpu_models import canonical_or_none
 from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, RequestBody
 
 LabelValue = Annotated[str, Field(max_length=63)]
@@ -69,7 +70,11 @@ class Taint(ApiModel):
 
 class NodeIn(ApiModel):
     name: Annotated[str, Field(min_length=1, max_length=253)]
-    gpu_model: Annotated[str, Field(max_length=128)] | None = None
+    # GFD's product label and the short name are one model (jobspec.gpu_models): any agent's
+    # report is stored under the name jobs are matched by.
+    gpu_model: Annotated[
+        Annotated[str, Field(max_length=128)] | None, AfterValidator(canonical_or_none)
+    ] = None
     gpu_allocatable: Annotated[int, GPUS_PER_POD.field()] = 0
     gpu_used: Annotated[int, GPUS_PER_POD.field()] = 0
     cpu_allocatable_millis: Annotated[int, CPU_MILLIS.field()] = 0

@@ -205,3 +205,21 @@ def job_document(
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
         "spec": spec,
     }
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """A safe dumper that writes a string of several lines as a `|` block, as people write
+    the communication annotation (a quoted scalar with `\n` and blank lines otherwise)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def to_yaml(document: dict[str, Any]) -> str:
+    """`document` (a `job_document`) as YAML, multi-line annotations as `|` blocks."""
+    return yaml.dump(document, Dumper=_BlockDumper, sort_keys=False)

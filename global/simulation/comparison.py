@@ -3,10 +3,13 @@
 A per-policy average over "the jobs this policy finished" flatters a policy that leaves the hard
 jobs waiting, and one over "the jobs every policy finished" drops exactly the jobs only a
 splitter can run. So here every job counts that can be run at all without oversubscribing a
-link (`never_placeable`: not even on the empty fleet; they are counted apart, since only a
-policy that oversubscribes links runs them): one a policy never finished is charged until that
-policy's own last finish, a lower bound on its true completion time that favours the policy
-that could not run it. Allocation while backlog counts the intervals in
+link (`never_placeable`: not even on the empty fleet; they are counted apart, with the reason,
+`SimResult.left_out`): one a policy never finished is charged until the common horizon, the
+last finish of any policy (or the last arrival), the same instant for every policy. That is a
+lower bound on its true completion time, so it still favours the policy that could not run it,
+but no longer by more than the others' extra work: charging each policy only to its own last
+finish let a policy that left the large jobs waiting show an average below the bound.
+Allocation while backlog counts the intervals in
 which some job that every policy eventually started was waiting (a job one policy leaves
 waiting for hours while the fleet idles is then not everyone's backlog).
 
@@ -36,7 +39,7 @@ class Judged:
     jobs: int  # judged: every job but the never placeable
     never_placeable: int
     finished: int
-    avg_jct_s: float  # every job; an unfinished one charged until the horizon
+    avg_jct_s: float  # every job; an unfinished one charged until the common horizon
     avg_jct_common_s: float  # the jobs every policy finished
     jct_by_size: dict[str, float]  # average JCT per size class (every job)
     p99_small_jct_s: float  # jobs of SMALL_GPUS or fewer that every policy finished
@@ -78,9 +81,9 @@ def judge(results: list[SimResult]) -> list[Judged]:
     biggest = max(first.cluster_gpus.values(), default=0)
     large = {j.id for j in jobs if is_large(first, j)}
     splitter_only = {j.id for j in jobs if j.gpus > biggest}
+    horizon = max(_horizon(res) for res in results)
     out = []
     for res in results:
-        horizon = _horizon(res)
         records = [r for r in res.records if r.job.id in judged]
         jct = {r.job.id: _or(r.finish, horizon) - r.job.arrival_s for r in records}
         wait = {r.job.id: _or(r.start, horizon) - r.job.arrival_s for r in records}
@@ -111,6 +114,36 @@ def judge(results: list[SimResult]) -> list[Judged]:
             )
         )
     return out
+
+
+def verdict(judged: list[Judged]) -> str:
+    """One line: the policy that finished the most jobs, then the lowest average JCT over the
+    same jobs; ties named as ties."""
+    if not judged:
+        return "Verdict: no policy ran."
+    best = max(judged, key=lambda j: (j.finished, -_or_inf(j.avg_jct_s)))
+    tied = [
+        j.policy for j in judged if (j.finished, j.avg_jct_s) == (best.finished, best.avg_jct_s)
+    ]
+    if len(tied) > 1:
+        return (
+            f"Verdict: {' and '.join(tied)} tie ({best.finished}/{best.jobs} finished, "
+            f"average JCT {_seconds(best.avg_jct_s)} over the same jobs)."
+        )
+    others = [j for j in judged if j is not best]
+    versus = "; ".join(f"{j.policy} {j.finished}/{j.jobs}, {_seconds(j.avg_jct_s)}" for j in others)
+    return (
+        f"Verdict: {best.policy} is best on these jobs: {best.finished}/{best.jobs} finished, "
+        f"average JCT {_seconds(best.avg_jct_s)}" + (f" (vs {versus})." if versus else ".")
+    )
+
+
+def _seconds(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.0f} s"
+
+
+def _or_inf(value: float) -> float:
+    return math.inf if math.isnan(value) else value
 
 
 def is_large(result: SimResult, job: TraceJob) -> bool:

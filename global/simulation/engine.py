@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from volcano_global.simulation import elastic, evictions, speed
+from volcano_global.simulation import elastic, evictions, left_out, speed
 from volcano_global.simulation.nodes import Fleet
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
@@ -85,6 +85,7 @@ class SimResult:
     records: list[JobRecord]
     cluster_gpus: dict[str, int] = field(default_factory=dict)
     never_placeable: frozenset[str] = frozenset()  # not even on the empty fleet, link-safely
+    left_out: dict[str, str] = field(default_factory=dict)  # never_placeable: job -> why
     timeline: list[Sample] = field(default_factory=list)
     rounds: int = 0
     evictions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, victim, by)
@@ -127,13 +128,15 @@ class Simulation:
     # -- the run ----------------------------------------------------------------------------
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         records = {j.id: JobRecord(j) for j in self.jobs}
+        never = self.never_placeable()
         result = SimResult(
             self.policy.value,
             self.capacity_gpus,
             self.capacity,
             list(records.values()),
             dict(self.fleet.cluster_gpus),
-            self.never_placeable(),
+            never,
+            left_out.reasons(self.fleet, self.jobs, never),
         )
         events: list[tuple[float, int, str, str, int]] = []
         seq = 0

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 
-from volcano_global.simulation.comparison import bounds, judge
+from volcano_global.simulation.comparison import bounds, judge, verdict
 from volcano_global.simulation.engine import SimResult
 from volcano_global.simulation.metrics import SIZE_CLASSES, Summary
 
@@ -37,25 +37,23 @@ SUMMARY_COLUMNS = [
 def write(out: Path, results: list[SimResult], summaries: list[Summary]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.json", out / "summary.csv", out / "comparison.json"]
-    (out / "summary.json").write_text(
-        json.dumps([s.as_dict() for s in summaries], indent=2, default=_plain) + "\n"
-    )
+    judged = judge(results)
+    (out / "summary.json").write_text(_json([s.as_dict() for s in summaries]))
     (out / "comparison.json").write_text(
-        json.dumps(
+        _json(
             {
                 "bounds": asdict(bounds(results[0])) if results else {},
-                "policies": [j.as_dict() for j in judge(results)],
-            },
-            indent=2,
-            default=_plain,
+                "left_out": results[0].left_out if results else {},
+                "policies": [j.as_dict() for j in judged],
+                "verdict": verdict(judged),
+            }
         )
-        + "\n"
     )
     with (out / "summary.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(SUMMARY_COLUMNS)
         for s in summaries:
-            writer.writerow([getattr(s, c) for c in SUMMARY_COLUMNS])
+            writer.writerow([_cell(getattr(s, c)) for c in SUMMARY_COLUMNS])
     for result in results:
         files += [_jobs_csv(out, result), _timeline_csv(out, result)]
     plt = _pyplot()
@@ -80,8 +78,25 @@ def _pyplot() -> ModuleType:
     return matplotlib.pyplot
 
 
-def _plain(value: object) -> object:
-    return None if isinstance(value, float) and math.isnan(value) else str(value)
+def _json(value: object) -> str:
+    # NaN (no job to average over) is not JSON: null, so that strict readers (jq, JSON.parse)
+    # take the file.
+    return json.dumps(finite(value), indent=2, allow_nan=False, default=str) + "\n"
+
+
+def finite(value: object) -> object:
+    """`value` with every NaN float, however deep, as None."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def _cell(value: object) -> object:
+    return "" if isinstance(value, float) and math.isnan(value) else value
 
 
 def _jobs_csv(out: Path, result: SimResult) -> Path:

@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 from volcano_global.bounds import GPUS_PER_POD
 from volcano_global.errors import FieldError, field_error
 from volcano_global.jobspec import Communication
+from volcano_global.jobspec.gpu_models import canonical_or_none
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.priority_classes import BUILT_IN
 from volcano_global.settings import SchedulingDefaults
@@ -340,7 +341,7 @@ def _job(
         row.pods,
         row.gpus_per_pod,
         _duration(row),
-        row.gpu_model or gpu_model,
+        canonical_or_none(row.gpu_model or gpu_model),  # GFD product names too
         splittable=row.may_split,
         unit_pods=unit,
         max_clusters=row.max_clusters or (defaults.max_clusters if row.may_split else 1),

@@ -248,7 +248,7 @@ def _solve_once(
     if options.deterministic_time is not None:
         solver.parameters.max_deterministic_time = options.deterministic_time
     # One presolve pass: the full fix-point costs more than it saves within a round's budget
-    # (docs/operations.md).
+    # (docs/benchmarks.md, "Server cost: dated runs").
     solver.parameters.max_presolve_iterations = 1
     solver.parameters.random_seed = options.seed
     code = solver.solve(model)

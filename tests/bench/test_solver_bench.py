@@ -11,6 +11,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "solver_bench.py"
 
 def test_quick_benchmark_writes_a_report(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
+    # Sections after the generated ones (the server's dated cost runs) survive a rewrite.
+    out.write_text("## Reading the numbers\n\n- old\n\n## Server cost: dated runs\n\nkept\n")
     result = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--out", str(out)],
         capture_output=True,
@@ -31,3 +33,5 @@ def test_quick_benchmark_writes_a_report(tmp_path: Path) -> None:
     assert "| backfill |" in report
     assert "Over every gang-heavy fleet and seed (minimum)" in report
     assert "No regression for small jobs" in report
+    assert report.endswith("\n\n## Server cost: dated runs\n\nkept\n")
+    assert "- old" not in report

@@ -91,10 +91,10 @@ async def test_npu_amd_and_vgpu_nodes_have_capacity(kube) -> None:  # type: igno
         nodes = source.current().nodes
         report = {n: (v.gpu_model, v.gpu_allocatable, v.gpu_used) for n, v in sorted(nodes.items())}
         assert report == {
-            "amd-0": ("AMD_Instinct_MI300X", 8, 0),
+            "amd-0": ("MI300X", 8, 0),  # the label's GFD-style name, as jobs name it
             "npu-0": ("Ascend910B2", 8, 8),
             "npu-1": ("Ascend310P", 4, 1),
-            "vgpu-0": ("NVIDIA-A100-SXM4-80GB", 7, 7),  # full, never over-full
+            "vgpu-0": ("A100", 7, 7),  # full, never over-full
             "vgpu-1": ("", 0, 0),
         }
         emulator.patch(PODS, "train-0", {"status": {"phase": "Succeeded"}}, "ml")

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core_agent.simulated.cluster import SimulatedCluster
 from tests.factories import EXAMPLES
+from volcano_global.cli.demo import CLUSTERS
 
 
 def test_the_demo_tells_the_whole_story_and_ends_by_itself(tmp_path: Path) -> None:
@@ -50,9 +52,19 @@ def test_the_demo_tells_the_whole_story_and_ends_by_itself(tmp_path: Path) -> No
         out,
     )
     assert out.index("llm/pretrain-405b: Succeeded") < out.index("llm/finetune-moe: Running")
+    # ...and then whole, in one cluster, as the README tells it (not split).
+    assert re.search(
+        r"llm/finetune-moe: (Placed|Dispatched|Running) - 104 pods in gpu-\w+$", out, re.M
+    )
     for job in ("pretrain-405b", "eval-70b", "finetune-moe", "sweep-a100"):
         assert f"{job}: Succeeded" in out
     for job in ("pretrain-405b", "finetune-moe"):  # long enough that a poll always sees it run
         assert f"{job}: Running" in out
     assert "The web console is at http://127.0.0.1:" in out
     assert (tmp_path / "demo.db").exists()
+
+
+def test_every_demo_cluster_has_an_example_spec() -> None:
+    for name, args, _ in CLUSTERS:
+        assert args[0] == "--spec" and (EXAMPLES / args[1]).is_file(), name
+        assert SimulatedCluster.from_yaml(name, EXAMPLES / args[1]).nodes, name

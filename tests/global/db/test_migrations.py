@@ -345,3 +345,47 @@ async def test_jobs_stored_elastic_without_opting_in_become_rigid(
         row["name"]: row["split_policy"] for row in declared
     }
     assert {policies[n]["minUnits"] for n in ("declared", "planned", "finished")} == {4, 3, 6}
+
+
+async def test_jobs_stored_under_gfd_product_names_take_the_short_name(
+    empty_engine: AsyncEngine,
+) -> None:
+    await migrate.upgrade(empty_engine, "0017_fairness")
+    queue_id, now = uuid.uuid4(), utcnow()
+    rows = [
+        _submitted(queue_id, job_document(name), state="Pending") | {"gpu_model": model}
+        for name, model in (
+            ("gfd", "NVIDIA-H100-80GB-HBM3"),
+            ("short", "H100"),
+            ("custom", "my-gpu"),
+            ("any", None),
+        )
+    ]
+    async with empty_engine.begin() as conn:
+        await conn.execute(
+            QUEUES_0015.insert(),
+            [
+                {
+                    "id": queue_id,
+                    "name": "default",
+                    "weight": 1,
+                    "priority": 0,
+                    "spec": {},
+                    "labels": {},
+                    "annotations": {},
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+        with_model = sa.table(
+            "jobs",
+            *(sa.column(c.name, c.type) for c in JOBS_0015.columns),
+            sa.column("gpu_model", sa.String),
+        )
+        await conn.execute(with_model.insert(), rows)
+    await migrate.upgrade(empty_engine, "0017_hour3")
+    jobs = Base.metadata.tables["jobs"]
+    async with empty_engine.connect() as conn:
+        models = dict((await conn.execute(sa.select(jobs.c.name, jobs.c.gpu_model))).all())
+    assert models == {"gfd": "H100", "short": "H100", "custom": "my-gpu", "any": None}

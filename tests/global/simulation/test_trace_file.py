@@ -228,7 +228,7 @@ def test_the_command_replays_a_csv_trace(tmp_path: Path) -> None:
     args = ["simulate", "--scenario", str(scenario), "--policy", "first-fit", "--out", str(out)]
     result = CliRunner().invoke(app, [*args, "--trace", f"csv:{trace}"])
     assert result.exit_code == 0, result.output
-    assert "3 jobs on 64 GPUs" in result.output
+    assert "3 jobs judged on 64 GPUs" in result.output
     jobs = (out / "jobs-first-fit.csv").read_text().splitlines()
     assert [line.split(",")[:5] for line in jobs[1:]] == [
         ["first", "4", "0.0", "0.0", "100.0"],
@@ -255,3 +255,10 @@ def test_an_elastic_width_is_read_in_units(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{path}:2: column minUnits: must be at most the job's 4 units, got 5"
     )
+
+
+def test_a_gfd_product_name_is_the_short_model(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival,pods,gpusPerPod,duration,gpuModel\n0,1,8,60,NVIDIA-H100-80GB-HBM3\n")
+    (job,) = read_trace(path, "csv")
+    assert job.gpu_model == "H100"  # as the scenario's clusters name it (docs/agents.md)
