@@ -14,7 +14,7 @@ from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
 from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
-from volcano_global.cli.output import Column, Format, gpus, render
+from volcano_global.cli.output import Column, Format, gpus, render, run_duration
 
 JOB_COLUMNS: list[Column] = [
     ("NAMESPACE", lambda j: j["namespace"]),
@@ -25,6 +25,7 @@ JOB_COLUMNS: list[Column] = [
     ("PODS", lambda j: j["totalPods"]),
     ("GPUS", lambda j: f"{j['totalGpus']} {j['gpuModel'] or ''}".strip()),
     ("CLUSTERS", lambda j: ",".join(j["clusters"]) or "-"),
+    ("DURATION", run_duration),
 ]
 
 PREVIEW_COLUMNS: list[Column] = [

@@ -137,10 +137,11 @@ async def test_table_has_volcano_columns_and_clusters(kube: httpx.AsyncClient) -
         "AGE",
         "QUEUE",
         "CLUSTERS",
+        "DURATION",
     ]
     (row,) = table["rows"]
     assert row["cells"][:4] == ["t", "Pending", 2, 0]
-    assert row["cells"][5:] == ["default", "<none>"]
+    assert row["cells"][5:] == ["default", "<none>", "<none>"]
     assert row["object"]["kind"] == "PartialObjectMetadata"
 
 
