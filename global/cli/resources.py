@@ -28,6 +28,13 @@ JOB_COLUMNS: list[Column] = [
     ("DURATION", run_duration),
 ]
 
+# A watch prints a row again when a cell changes: a running job's duration would change at
+# every read, so it shows the duration once the run has ended.
+WATCH_JOB_COLUMNS: list[Column] = [
+    *JOB_COLUMNS[:-1],
+    ("DURATION", lambda j: run_duration(j) if j["timestamps"].get("finishedAt") else "-"),
+]
+
 PREVIEW_COLUMNS: list[Column] = [
     ("NAMESPACE", lambda j: j["namespace"]),
     ("NAME", lambda j: j["name"]),
@@ -134,7 +141,7 @@ def get(
                 api,
                 read=watching.queue_list if queues else watching.job_changes,
                 key=key,
-                columns=columns,
+                columns=columns if queues else WATCH_JOB_COLUMNS,
                 fmt=fmt,
                 interval_s=interval_s,
             )
