@@ -31,6 +31,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Invalid
 from volcano_global.services.jobs.views import JobFilter, job_page, job_view
+from volcano_global.services.kube.store import clusters_of
 
 
 @pytest.fixture
@@ -152,4 +153,6 @@ async def test_a_finished_job_keeps_the_clusters_it_ran_in_a_waiting_one_does_no
     assert {row["name"] for row in rows} == {"a", "b"}
     async with reading(app.state.sessions) as session:
         job, placement = await job_view(session, uid=jobs["a"])
+        on_kubectl = await clusters_of(session, [jobs["a"], jobs["c"]])
     assert present_job(job, placement).clusters == ["east"]
+    assert on_kubectl == {jobs["a"]: ["east"]}  # kubectl's CLUSTERS column and watches
