@@ -26,6 +26,7 @@ from volcano_global.api import (
 from volcano_global.api.errors import install_error_handlers
 from volcano_global.api.jobs import read_tenancy
 from volcano_global.api.kube import discovery as kube_discovery
+from volcano_global.api.kube import events as kube_events
 from volcano_global.api.kube import openapi as kube_openapi
 from volcano_global.api.kube import resources as kube_resources
 from volcano_global.api.limits import BodyLimitMiddleware
@@ -139,7 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     # kubectl's API under its own prefix (docs/kubectl.md).
-    for module in (kube_resources, kube_discovery, kube_openapi):
+    for module in (kube_resources, kube_discovery, kube_openapi, kube_events):
         app.include_router(module.router)
     console.mount(app)
     app.add_middleware(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
-from volcano_global.api.deps import Admin, Session
+from volcano_global.api.deps import Reader, Session
 from volcano_global.api.errors import status_response
-from volcano_global.metrics import refresh_inventory_gauges
+from volcano_global.errors import Forbidden
+from volcano_global.metrics import exposition
 
 router = APIRouter(tags=["health"])
 
@@ -43,8 +44,10 @@ async def readyz(request: Request) -> Response:
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
-async def metrics(request: Request, session: Session, _: Admin) -> Response:
-    """Prometheus text format: HTTP traffic plus jobs, clusters and GPUs from the database."""
-    registry = request.app.state.metrics.registry
-    await refresh_inventory_gauges(session, request.app.state.metrics)
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+async def metrics(request: Request, session: Session, caller: Reader) -> Response:
+    """Prometheus text format: HTTP traffic plus jobs, clusters, GPUs and queues from the
+    database. For admin and reader tokens (a queue user would see every queue)."""
+    if caller.visible_queues() is not None:
+        raise Forbidden(f"{caller.name} may not read /metrics: it shows every queue (reader role)")
+    body = await exposition(session, request.app.state.metrics)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

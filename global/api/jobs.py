@@ -20,7 +20,7 @@ from volcano_global.api.deps import (
     Submitter,
 )
 from volcano_global.api.documents import body_format, document_body
-from volcano_global.db.models import JobState, PlacementState, TokenRole
+from volcano_global.db.models import JobState, TokenRole
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -263,7 +263,7 @@ async def job_events(uid: uuid.UUID, session: Session, caller: Reader) -> EventL
 
 def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
     """What a summary shows of `job` (a row of `job_views`: its columns and `queue_name`);
-    `clusters`: those holding its active placement."""
+    `clusters`: those it runs in, or ran in once finished."""
     state = job["state"]
     return {
         "uid": job["id"],
@@ -294,8 +294,8 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
 
 
 def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobDetail:
-    active = placement is not None and placement.state is PlacementState.ACTIVE
-    clusters = [s["cluster"] for s in placement.shares] if active else []
+    shown = placement is not None and job_views.shows_clusters(job["state"], placement.state)
+    clusters = [s["cluster"] for s in placement.shares] if shown and placement else []
     return JobDetail(
         **_summary_fields(job, clusters),
         gang=Gang.model_validate(job["gang"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -51,3 +52,22 @@ def rows_of(data: Any, items_key: str | None) -> list[dict[str, Any]]:
 
 def gpus(capacity: list[dict[str, Any]]) -> str:
     return ", ".join(f"{c['gpuModel']} {c['free']}/{c['total']}" for c in capacity) or "-"
+
+
+def run_duration(job: dict[str, Any]) -> str:
+    """How long a job's run ran (started to finished, or to now while it runs), in kubectl's
+    short form; `-` before it started."""
+    times = job.get("timestamps") or {}
+    if not times.get("startedAt"):
+        return "-"
+    start = datetime.fromisoformat(times["startedAt"])
+    end = datetime.fromisoformat(times["finishedAt"]) if times.get("finishedAt") else None
+    seconds = int(((end or datetime.now(start.tzinfo)) - start).total_seconds())
+    if seconds < 120:
+        return f"{max(0, seconds)}s"
+    minutes, hours = seconds // 60, seconds // 3600
+    if hours < 1:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 48:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"

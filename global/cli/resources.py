@@ -14,7 +14,7 @@ from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
 from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
-from volcano_global.cli.output import Column, Format, gpus, render
+from volcano_global.cli.output import Column, Format, gpus, render, run_duration
 
 JOB_COLUMNS: list[Column] = [
     ("NAMESPACE", lambda j: j["namespace"]),
@@ -25,6 +25,14 @@ JOB_COLUMNS: list[Column] = [
     ("PODS", lambda j: j["totalPods"]),
     ("GPUS", lambda j: f"{j['totalGpus']} {j['gpuModel'] or ''}".strip()),
     ("CLUSTERS", lambda j: ",".join(j["clusters"]) or "-"),
+    ("DURATION", run_duration),
+]
+
+# A watch prints a row again when a cell changes: a running job's duration would change at
+# every read, so it shows the duration once the run has ended.
+WATCH_JOB_COLUMNS: list[Column] = [
+    *JOB_COLUMNS[:-1],
+    ("DURATION", lambda j: run_duration(j) if j["timestamps"].get("finishedAt") else "-"),
 ]
 
 PREVIEW_COLUMNS: list[Column] = [
@@ -133,7 +141,7 @@ def get(
                 api,
                 read=watching.queue_list if queues else watching.job_changes,
                 key=key,
-                columns=columns,
+                columns=columns if queues else WATCH_JOB_COLUMNS,
                 fmt=fmt,
                 interval_s=interval_s,
             )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
+import shutil
 import signal
+import tempfile
 from typing import Any
 
 import uvicorn
@@ -16,6 +19,7 @@ from volcano_global.api.limits import BoundedHttpProtocol
 from volcano_global.app import create_app
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.preflight import database_problem
+from volcano_global.metrics import MULTIPROC_ENV
 from volcano_global.settings import Settings
 
 
@@ -56,6 +60,7 @@ def run_server(
             )
         # Each worker process builds its settings from the environment: pass the options on.
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
+        share_metrics_between_workers()
         log.info("%d worker processes", settings.workers)
     keep_exit_code_on_signals()
     uvicorn.run(
@@ -98,6 +103,15 @@ def refuse_unusable_database(url: str) -> None:
     problem = asyncio.run(database_problem(url))
     if problem:
         raise SystemExit(f"error: {problem}")
+
+
+def share_metrics_between_workers() -> None:
+    """One fresh PROMETHEUS_MULTIPROC_DIR for this server's workers, removed when it exits:
+    /metrics then sums every worker's counters whichever worker a scrape reaches (a directory
+    left by an earlier run would add its counts)."""
+    directory = tempfile.mkdtemp(prefix="vglobal-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
 
 
 def keep_exit_code_on_signals() -> None:

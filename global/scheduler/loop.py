@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
 from volcano_global.db.base import utcnow
-from volcano_global.db.engine import transaction
-from volcano_global.metrics import Metrics
+from volcano_global.db.engine import reading, transaction
+from volcano_global.metrics import Metrics, observe_queue_waits
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.commit import RoundResult, commit_round
@@ -168,6 +168,9 @@ class Scheduler:
         self.metrics.rounds.labels("committed").inc()
         self.metrics.round_seconds.observe(wall)
         self.metrics.placed.inc(len(result.placed))
+        if result.placed:
+            async with reading(self.sessions) as session:
+                await observe_queue_waits(session, self.metrics, result.placed)
         self.metrics.deferred.inc(len(result.deferred))
         if result.placed or result.deferred:
             log.info(

@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Request
 
 from volcano_global import __version__
 from volcano_global.api.deps import Reader
+from volcano_global.api.kube.events import EVENTS_RESOURCE
 from volcano_global.api.kube.kinds import KINDS
 from volcano_global.api.kube.registry import PREFIX, Kind
 
@@ -64,13 +65,13 @@ _NAMESPACES = {
 
 @router.get("/api/v1")
 async def core_resources(caller: Reader) -> dict[str, Any]:
-    """Of the core group only namespaces, to read: kubectl reads the namespace of an object
-    it did not find, to say which of the two is missing."""
+    """Of the core group namespaces, to read (kubectl reads the namespace of an object it
+    did not find, to say which of the two is missing), and jobs' events (kubectl describe)."""
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": "v1",
-        "resources": [_NAMESPACES],
+        "resources": [_NAMESPACES, EVENTS_RESOURCE],
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from volcano_global.api.kube.adapters import JobAdapter
 from volcano_global.api.kube.cluster_adapters import PriorityClassAdapter, QueueAdapter
 from volcano_global.api.kube.registry import Column, Kind
+from volcano_global.api.kube.tables import run_duration
 
 
 def _clusters(obj: dict[str, Any]) -> str:
@@ -19,7 +20,13 @@ _CLUSTERS = Column(
     "CLUSTERS",
     "string",
     value=_clusters,
-    description="The member clusters the job's active placement runs in.",
+    description="The member clusters the job runs in, or ran in once finished.",
+)
+_DURATION = Column(
+    "DURATION",
+    "string",
+    value=run_duration,
+    description="How long the run ran: startTime to completionTime, or to now while it runs.",
 )
 _GLOBAL_STATUS: dict[str, Any] = {
     "globalState": {
@@ -31,7 +38,18 @@ _GLOBAL_STATUS: dict[str, Any] = {
     "clusters": {
         "type": "array",
         "items": {"type": "string"},
-        "description": "The member clusters the job's active placement runs in, in rank order.",
+        "description": "The member clusters the job runs in, or ran in once finished, in "
+        "rank order.",
+    },
+    "startTime": {
+        "type": "string",
+        "format": "date-time",
+        "description": "When the job's run started (its first pods ran).",
+    },
+    "completionTime": {
+        "type": "string",
+        "format": "date-time",
+        "description": "When the job finished (succeeded, failed or was cancelled).",
     },
     "pendingReason": {
         "type": "string",
@@ -54,6 +72,7 @@ VOLCANO_JOB = Kind(
         Column("AGE", "date", ".metadata.creationTimestamp"),
         Column("QUEUE", "string", ".spec.queue", priority=1),
         _CLUSTERS,
+        _DURATION,
     ),
     crd_file="batch.volcano.sh_jobs.yaml",
     adapter=JobAdapter("Job", "jobs", "batch.volcano.sh"),
@@ -68,12 +87,13 @@ HYPER_JOB = Kind(
     singular="hyperjob",
     short_names=("hyperjob", "hj"),
     namespaced=True,
-    # Volcano's HyperJob CRD declares no printer columns: the phase, age and clusters.
+    # Volcano's HyperJob CRD declares no printer columns: the phase, age, clusters, duration.
     columns=(
         Column("STATUS", "string", ".status.state.phase"),
         Column("AGE", "date", ".metadata.creationTimestamp"),
         Column("QUEUE", "string", ".status.queue", priority=1),
         _CLUSTERS,
+        _DURATION,
     ),
     crd_file="training.volcano.sh_hyperjobs.yaml",
     adapter=JobAdapter("HyperJob", "hyperjobs", "training.volcano.sh"),

@@ -28,7 +28,13 @@ def human_age(created: str | None, now: datetime | None = None) -> str:
     if not created:
         return "<unknown>"
     then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    return human_duration(((now or datetime.now(UTC)) - then).total_seconds())
+
+
+def human_duration(total_seconds: float) -> str:
+    """A span in the API server's short form (`42s`, `5m3s`, `3h`, `12d`), as kubectl
+    prints ages and a Job's duration."""
+    seconds = max(0, int(total_seconds))
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"
@@ -45,6 +51,22 @@ def human_age(created: str | None, now: datetime | None = None) -> str:
     if days < 365 * 2:
         return f"{days}d"
     return f"{days // 365}y"
+
+
+def run_duration(obj: dict[str, Any], now: datetime | None = None) -> str:
+    """How long the job's run ran (`status.startTime` to `completionTime`, or to now while
+    it runs), as `kubectl get job` prints DURATION; `<none>` before it started."""
+    status = obj.get("status", {})
+    if not status.get("startTime"):
+        return "<none>"
+    start = datetime.strptime(status["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    end = status.get("completionTime")
+    until = (
+        datetime.strptime(end, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        if end
+        else now or datetime.now(UTC)
+    )
+    return human_duration((until - start).total_seconds())
 
 
 def columns(kind: Kind) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ const REFRESH_MS = 2000;
 const TOKEN_KEY = "vglobal-token";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const TERMINAL = new Set(["Succeeded", "Failed", "Cancelled"]);
+const MAX_DEPTH = 8; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
 const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled"];
 
 let timer = null;
@@ -54,7 +55,28 @@ function ago(iso) {
   if (seconds < 60) return `${Math.round(seconds)} s ago`;
   if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
   if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
-  return new Date(iso).toLocaleString();
+  return absolute(iso);
+}
+
+// The moment itself, in UTC to the second: what a log, kubectl or an incident note says.
+function absolute(iso) {
+  return new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+// A relative time with the absolute one in its title (hover) and datetime attribute.
+function when(iso) {
+  if (!iso) return h("span", {}, "-");
+  return h("time", { datetime: iso, title: absolute(iso) }, ago(iso));
+}
+
+// How long a job's run ran (started to finished, or to now while it runs).
+function duration(timestamps) {
+  if (!timestamps.startedAt) return "-";
+  const end = timestamps.finishedAt ? new Date(timestamps.finishedAt) : new Date();
+  const seconds = Math.max(0, Math.round((end - new Date(timestamps.startedAt)) / 1000));
+  if (seconds < 120) return `${seconds} s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
 }
 
 // ---------------------------------------------------------------- API
@@ -225,6 +247,24 @@ const views = {
     );
   },
 
+  async clusters(main, token) {
+    const clusters = await api("/api/v1/clusters");
+    if (token !== generation) return;
+    fill(main, h("h1", {}, "Clusters"),
+      h("section", { class: "panel" }, clusters.items.length ? clusterTable(clusters.items)
+        : h("p", { class: "muted" }, "no member cluster yet: vglobal clusters add NAME")));
+  },
+
+  async links(main, token) {
+    const [clusters, links] = await Promise.all([api("/api/v1/clusters"), api("/api/v1/links")]);
+    if (token !== generation) return;
+    fill(main, h("h1", {}, "Links"),
+      h("section", { class: "panel" }, h("h2", {}, "Inter-cluster links (reserved / capacity)"),
+        linkGraph(clusters.items, links.items)),
+      h("section", { class: "panel" }, links.items.length ? linkTable(links.items)
+        : h("p", { class: "muted" }, "no link: a job splits only over linked clusters (vglobal links add A B GBPS)")));
+  },
+
   async cluster(main, token, name) {
     const [cluster, topology, events] = await Promise.all([
       api(`/api/v1/clusters/${encodeURIComponent(name)}`),
@@ -237,7 +277,7 @@ const views = {
       h("h1", {}, `Cluster ${cluster.name} `, badge(cluster.state)),
       h("p", { class: "muted" },
         `${cluster.nodes.ready} of ${cluster.nodes.total} nodes ready · inventory generation ${cluster.inventoryGeneration}`
-        + ` · last heartbeat ${ago(cluster.lastHeartbeatAt)} · `
+        + " · last heartbeat ", when(cluster.lastHeartbeatAt), " · "
         + Object.entries(cluster.labels).map(([k, v]) => `${k}=${v}`).join(", ")),
       h("section", { class: "panel" }, h("h2", {}, "Capacity"), capacityBar(cluster.capacity, 560)),
       h("section", { class: "panel", "data-testid": "topology" },
@@ -282,7 +322,8 @@ const views = {
     ]);
     if (token !== generation) return;
     const placement = job.placement;
-    const cancel = h("button", { class: "danger", "data-testid": "cancel-job", disabled: TERMINAL.has(job.state),
+    // A finished job has nothing to cancel: no button (`vglobal delete` frees its name).
+    const cancel = TERMINAL.has(job.state) ? null : h("button", { class: "danger", "data-testid": "cancel-job",
       onclick: async (event) => {
         event.target.disabled = true;
         try { await api(`/api/v1/jobs/${uid}/cancel`, { method: "POST" }); } catch (e) { alert(e.message); }
@@ -295,6 +336,10 @@ const views = {
         + `${fmt(job.totalGpus)} ${job.gpuModel || ""} GPUs · split ${job.splitPolicy.mode}`
         + (job.splitPolicy.mode === "auto" ? ` (unit ${job.splitPolicy.unitPods} pods, up to ${job.splitPolicy.maxClusters} clusters)` : "")
         + (job.requeues ? ` · requeued ${job.requeues}×` : "")),
+      h("p", { class: "muted", "data-testid": "job-times" }, "submitted ", when(job.timestamps.submittedAt),
+        job.timestamps.startedAt ? [" · started ", when(job.timestamps.startedAt)] : null,
+        job.timestamps.finishedAt ? [" · finished ", when(job.timestamps.finishedAt)] : null,
+        job.timestamps.startedAt ? ` · ran ${duration(job.timestamps)}` : null),
       job.state === "Pending"
         ? h("div", { class: "why", "data-testid": "why-pending" }, h("strong", {}, "Why it is pending: "),
           plainReason(job.pendingReason))
@@ -334,7 +379,7 @@ const views = {
           h("th", {}, "allocated vs deserved"), h("th", { class: "num" }, "pending jobs"),
           h("th", { class: "num" }, "pending GPUs")),
         queueTree(queues.items).map(([q, depth]) => h("tr", { "data-queue": q.name },
-          h("td", { style: `padding-left:${0.4 + depth * 1.2}em` },
+          h("td", { class: `depth-${Math.min(depth, MAX_DEPTH)}` },
             q.leaf ? h("a", { href: `#/jobs?queue=${q.name}` }, q.name) : h("strong", {}, q.name)),
           h("td", {}, badge(q.state)),
           h("td", { class: "num" }, q.weight), h("td", { class: "num" }, q.priority),
@@ -400,7 +445,19 @@ function clusterTable(clusters) {
       h("td", {}, badge(c.state)),
       h("td", { class: "num" }, `${c.nodes.ready}/${c.nodes.total}`),
       h("td", {}, capacityBar(c.capacity, 420)),
-      h("td", { class: "muted" }, ago(c.lastHeartbeatAt)))));
+      h("td", { class: "muted" }, when(c.lastHeartbeatAt)))));
+}
+
+function linkTable(links) {
+  return h("table", { "data-testid": "links" },
+    h("tr", {}, h("th", {}, "link"), h("th", { class: "num" }, "capacity"), h("th", { class: "num" }, "reserved"),
+      h("th", { class: "num" }, "free"), h("th", { class: "num" }, "latency"), h("th", {}, "reserved of capacity")),
+    links.map((l) => h("tr", { "data-testid": `link-${l.clusterA}-${l.clusterB}` },
+      h("td", {}, h("a", { href: `#/clusters/${l.clusterA}` }, l.clusterA), " ↔ ",
+        h("a", { href: `#/clusters/${l.clusterB}` }, l.clusterB)),
+      h("td", { class: "num" }, `${fmt(l.capacityGbps)} Gbps`), h("td", { class: "num" }, `${fmt(l.reservedGbps)} Gbps`),
+      h("td", { class: "num" }, `${fmt(l.freeGbps)} Gbps`), h("td", { class: "num" }, `${fmt(l.latencyMs)} ms`),
+      h("td", {}, ratioBar(l.reservedGbps, l.capacityGbps)))));
 }
 
 function roundsTable(rounds) {
@@ -409,7 +466,7 @@ function roundsTable(rounds) {
       h("th", { class: "num" }, "solver"), h("th", { class: "num" }, "admitted"), h("th", { class: "num" }, "pending"),
       h("th", {}, "status"), h("th", { class: "num" }, "gap")),
     rounds.slice(0, 10).map((r) => h("tr", {},
-      h("td", {}, r.generation), h("td", { class: "muted" }, ago(r.finishedAt)),
+      h("td", {}, r.generation), h("td", { class: "muted" }, when(r.finishedAt)),
       h("td", { class: "num" }, `${(r.wallSeconds * 1000).toFixed(0)} ms`),
       h("td", { class: "num" }, `${(r.solveSeconds * 1000).toFixed(0)} ms`),
       h("td", { class: "num" }, r.placed), h("td", { class: "num" }, r.pending),
@@ -446,7 +503,7 @@ const byName = (a, b) => collator.compare(a.name, b.name);
 function timeline(events) {
   if (!events.length) return h("p", { class: "muted" }, "no events");
   return h("ul", { class: "timeline", "data-testid": "timeline" }, events.map((e) =>
-    h("li", { class: e.type }, h("span", { class: "when" }, ago(e.lastSeenAt || e.createdAt)),
+    h("li", { class: e.type }, h("span", { class: "when" }, when(e.lastSeenAt || e.createdAt)),
       h("strong", {}, e.reason), e.count > 1 ? h("span", { class: "muted" }, ` ×${e.count}`) : null, " ", e.message)));
 }
 
@@ -499,12 +556,14 @@ function jobTable(jobs) {
   if (!jobs.length) return h("p", { class: "muted" }, "no jobs match");
   return h("table", { "data-testid": "jobs" },
     h("tr", {}, h("th", {}, "job"), h("th", {}, "queue"), h("th", {}, "state"), h("th", { class: "num" }, "pods"),
-      h("th", { class: "num" }, "GPUs"), h("th", {}, "clusters"), h("th", {}, "submitted"), h("th", {}, "why pending")),
+      h("th", { class: "num" }, "GPUs"), h("th", {}, "clusters"), h("th", {}, "submitted"), h("th", {}, "ran"),
+      h("th", {}, "why pending")),
     jobs.map((j) => h("tr", { "data-testid": `job-${j.name}` },
       h("td", {}, h("a", { href: `#/jobs/${j.uid}` }, `${j.namespace}/${j.name}`)),
       h("td", {}, j.queue), h("td", {}, badge(j.state)), h("td", { class: "num" }, j.totalPods),
       h("td", { class: "num" }, `${fmt(j.totalGpus)} ${j.gpuModel || ""}`),
-      h("td", {}, j.clusters.join(", ") || "-"), h("td", { class: "muted" }, ago(j.timestamps.submittedAt)),
+      h("td", {}, j.clusters.join(", ") || "-"), h("td", { class: "muted" }, when(j.timestamps.submittedAt)),
+      h("td", { class: "muted" }, duration(j.timestamps)),
       h("td", { class: "muted" }, j.pendingReason || ""))));
 }
 
@@ -514,6 +573,8 @@ function route() {
   const query = new URLSearchParams(queryString || "");
   const parts = path.split("/").filter(Boolean);
   if (parts[0] === "clusters" && parts[1]) return ["cluster", decodeURIComponent(parts[1]), query];
+  if (parts[0] === "clusters") return ["clusters", null, query];
+  if (parts[0] === "links") return ["links", null, query];
   if (parts[0] === "jobs" && parts[1]) return ["job", parts[1], query];
   if (parts[0] === "jobs") return ["jobs", null, query];
   if (parts[0] === "queues") return ["queues", null, query];
@@ -546,7 +607,8 @@ function navigate() {
   pager.cursors = [null];
   const [view] = route();
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.nav === view || (view === "job" && a.dataset.nav === "jobs"));
+    const section = { job: "jobs", cluster: "clusters" }[view] || view;
+    a.classList.toggle("active", a.dataset.nav === section);
   }
   clearInterval(timer);
   refresh();

@@ -20,6 +20,7 @@ from volcano_global.bounds import in_time
 from volcano_global.db.bulk import cached_statement
 from volcano_global.db.fast_reads import Read, Row
 from volcano_global.db.models import (
+    TERMINAL_JOB_STATES,
     Cluster,
     ClusterShare,
     Job,
@@ -83,8 +84,8 @@ async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, Place
 async def job_page(
     session: AsyncSession, *, filters: JobFilter, limit: int, continue_token: str | None
 ) -> tuple[list[Row], dict[uuid.UUID, list[str]], str | None]:
-    """Job summaries, newest first; the clusters holding each one's active placement (in
-    rank order); the token of the next page (None on the last)."""
+    """Job summaries, newest first; the clusters each one runs in, or ran in once finished
+    (`shown_placement`, in rank order); the token of the next page (None on the last)."""
     shape = tuple(
         name
         for name in _FILTERS
@@ -167,15 +168,14 @@ def _page(shape: tuple[str, ...]) -> Read:
         query = query.where(Job.updated_at >= bindparam("updated_since", type_=Job.updated_at.type))
     if "cluster" in shape:
         holders = (
-            select(Placement.job_id)
-            .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+            select(ClusterShare.placement_id)
             .join(Cluster, Cluster.id == ClusterShare.cluster_id)
             .where(
                 Cluster.name == bindparam("cluster", type_=Cluster.name.type),
-                Placement.state == PlacementState.ACTIVE,
+                ClusterShare.placement_id == shown_placement(Job.id, Job.state),
             )
         )
-        query = query.where(Job.id.in_(holders))
+        query = query.where(holders.exists())
     if "continue" in shape:
         after_at = bindparam("after_at", type_=Job.submitted_at.type)
         query = query.where(
@@ -190,13 +190,43 @@ def _page(shape: tuple[str, ...]) -> Read:
     jobs = query.subquery("page")
     return Read(
         select(jobs, Cluster.name.label("cluster"))
+        .select_from(jobs)
         .outerjoin(
-            Placement,
-            and_(Placement.job_id == jobs.c.id, Placement.state == PlacementState.ACTIVE),
+            ClusterShare, ClusterShare.placement_id == shown_placement(jobs.c.id, jobs.c.state)
         )
-        .outerjoin(ClusterShare, ClusterShare.placement_id == Placement.id)
         .outerjoin(Cluster, Cluster.id == ClusterShare.cluster_id)
         .order_by(jobs.c.submitted_at.desc(), jobs.c.id.desc(), ClusterShare.rank_offset)
+    )
+
+
+def shows_clusters(job_state: JobState, placement_state: PlacementState) -> bool:
+    """Whether a job in `job_state` shows the clusters of its latest placement (the rule of
+    `shown_placement`, for one job already read)."""
+    return placement_state is PlacementState.ACTIVE or (
+        placement_state is PlacementState.RELEASED and job_state in TERMINAL_JOB_STATES
+    )
+
+
+def shown_placement(job_id: Any, job_state: Any) -> Any:
+    """The placement whose clusters a job shows (lists, `--cluster`, kubectl): the one it
+    holds, else, once the job has finished, its last run's (released) - so a finished job
+    still says where it ran. A job waiting again after an eviction shows none."""
+    return (
+        select(Placement.id)
+        .where(
+            Placement.job_id == job_id,
+            or_(
+                Placement.state == PlacementState.ACTIVE,
+                and_(
+                    Placement.state == PlacementState.RELEASED,
+                    job_state.in_(sorted(TERMINAL_JOB_STATES)),
+                ),
+            ),
+        )
+        .order_by((Placement.state == PlacementState.ACTIVE).desc(), Placement.created_at.desc())
+        .limit(1)
+        .correlate_except(Placement)
+        .scalar_subquery()
     )
 
 

@@ -89,7 +89,30 @@ def job_status(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
     }
     if state is JobState.PENDING and job["pending_reason"]:
         status["pendingReason"] = job["pending_reason"]
+    status |= _run_times(job)
     return status
+
+
+def _run_times(job: Mapping[str, Any]) -> dict[str, Any]:
+    """When the run started and ended (as a Kubernetes Job's `startTime`, `completionTime`)
+    and, once ended, Volcano's `runningDuration`: how long a finished job ran stays shown."""
+    started, finished = job["started_at"], job["finished_at"]
+    if started is None:
+        return {}
+    times: dict[str, Any] = {"startTime": timestamp(started)}
+    if finished is not None:
+        times["completionTime"] = timestamp(finished)
+        times["runningDuration"] = go_duration((finished - started).total_seconds())
+    return times
+
+
+def go_duration(total_seconds: float) -> str:
+    """Seconds as a Go duration string (metav1.Duration): `1h2m3s`, `45s`, `0s`."""
+    seconds = max(0, int(total_seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "")
+    return text + f"{seconds}s"
 
 
 def job_object(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:

@@ -17,11 +17,12 @@ from sqlalchemy import Select, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import Cluster, ClusterShare, Job, Placement, PlacementState, Queue
+from volcano_global.db.models import Cluster, ClusterShare, Job, Queue
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.services.jobs.cancel import cancel_job
+from volcano_global.services.jobs.views import shown_placement
 from volcano_global.services.kube import cluster
 from volcano_global.services.kube.objects import resource_version
 from volcano_global.services.kube.selectors import Selector
@@ -187,15 +188,16 @@ async def changed_page(
 
 
 async def clusters_of(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
-    """The clusters holding each job's active placement, in rank order."""
+    """The clusters each job runs in, or ran in once finished, in rank order."""
     if not ids:
         return {}
     statement = (
-        select(Placement.job_id, Cluster.name)
-        .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+        select(Job.id, Cluster.name)
+        .select_from(Job)
+        .join(ClusterShare, ClusterShare.placement_id == shown_placement(Job.id, Job.state))
         .join(Cluster, Cluster.id == ClusterShare.cluster_id)
-        .where(Placement.job_id.in_(ids), Placement.state == PlacementState.ACTIVE)
-        .order_by(Placement.job_id, ClusterShare.rank_offset)
+        .where(Job.id.in_(ids))
+        .order_by(Job.id, ClusterShare.rank_offset)
     )
     found: dict[uuid.UUID, list[str]] = {}
     for job_id, name in await session.execute(statement):

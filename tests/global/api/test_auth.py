@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
-from tests.factories import create_cluster, inventory
+from tests.factories import create_cluster, inventory, job_document
 from volcano_global.app import create_app
 from volcano_global.settings import Settings
 
@@ -91,6 +93,22 @@ async def test_metrics_report_jobs_and_gpus(api: httpx.AsyncClient) -> None:
         'vglobal_http_requests_total{method="PUT",route="/api/v1/clusters/{name}/inventory",status="200"} 1.0'
         in text
     )
+
+
+async def test_metrics_report_pending_jobs_and_their_wait_per_queue(
+    api: httpx.AsyncClient,
+) -> None:
+    """As Kueue per ClusterQueue: every queue's waiting jobs (0 when none waits, rather than
+    no series) and how long the oldest has waited."""
+    await api.post("/api/v1/queues", json={"name": "llm"})
+    for name in ("a", "b"):
+        assert (await api.post("/api/v1/jobs", json=job_document(name, queue="llm"))).is_success
+    text = (await api.get("/metrics")).text
+    assert 'vglobal_queue_pending_jobs{queue="llm"} 2.0' in text
+    assert 'vglobal_queue_pending_jobs{queue="default"} 0.0' in text
+    oldest = re.search(r'^vglobal_queue_oldest_pending_seconds\{queue="llm"\} (\S+)$', text, re.M)
+    assert oldest is not None and 0 <= float(oldest.group(1)) < 60
+    assert "# TYPE vglobal_queue_wait_seconds histogram" in text
 
 
 async def test_generated_admin_token_is_printed_once_and_works(

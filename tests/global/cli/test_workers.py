@@ -22,6 +22,20 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 
 
+HEALTHZ = 'vglobal_http_requests_total{method="GET",route="/healthz",status="200"}'
+
+
+async def _scrape(server: ServerProcess) -> str:
+    async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as fresh:
+        return (await fresh.get("/metrics")).text
+
+
+def _sample(text: str, series: str) -> float:
+    found = re.search(rf"^{re.escape(series)} ([0-9.e+]+)$", text, re.M)
+    assert found is not None, f"{series} not in the scrape"
+    return float(found.group(1))
+
+
 def test_workers_need_postgres(tmp_path: Path) -> None:
     server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/one.db", tmp_path)
     done = subprocess.run(
@@ -46,16 +60,15 @@ async def test_two_workers_share_the_ports_and_one_schedules(
     try:
         await asyncio.to_thread(server.start)
         async with httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=10) as api:
-            # Fresh connections land on one worker or the other: both answer, one leads.
-            seen: set[float] = set()
-            deadline = time.monotonic() + 30
-            while seen != {0.0, 1.0}:
-                assert time.monotonic() < deadline, f"leader gauges seen: {seen}"
-                async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as fresh:
-                    text = (await fresh.get("/metrics")).text
-                lead = re.search(r"^vglobal_scheduler_leader ([0-9.]+)$", text, re.M)
-                assert lead is not None
-                seen.add(float(lead.group(1)))
+            # Fresh connections land on one worker or the other; the workers share one
+            # PROMETHEUS_MULTIPROC_DIR, so every scrape sums both: the replica leads, and a
+            # counter never jumps back and forth between the workers' own counts.
+            for calls in range(1, 7):
+                async with httpx.AsyncClient(base_url=server.url) as fresh:
+                    assert (await fresh.get("/healthz")).status_code == 200
+                scraped = await _scrape(server)
+                assert _sample(scraped, "vglobal_scheduler_leader") == 1.0
+                assert _sample(scraped, HEALTHZ) == calls
 
             target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
             for name in ("east", "west"):
@@ -70,6 +83,10 @@ async def test_two_workers_share_the_ports_and_one_schedules(
             while (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] != "Running":
                 assert time.monotonic() < deadline, "the job did not run"
                 await asyncio.sleep(0.2)
+            for _ in range(4):  # placed by the leading worker, seen through either
+                scraped = await _scrape(server)
+                assert _sample(scraped, "vglobal_jobs_placed_total") == 1.0
+                assert _sample(scraped, 'vglobal_queue_wait_seconds_count{queue="default"}') == 1
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -137,10 +137,11 @@ async def test_table_has_volcano_columns_and_clusters(kube: httpx.AsyncClient) -
         "AGE",
         "QUEUE",
         "CLUSTERS",
+        "DURATION",
     ]
     (row,) = table["rows"]
     assert row["cells"][:4] == ["t", "Pending", 2, 0]
-    assert row["cells"][5:] == ["default", "<none>"]
+    assert row["cells"][5:] == ["default", "<none>", "<none>"]
     assert row["object"]["kind"] == "PartialObjectMetadata"
 
 
@@ -280,3 +281,34 @@ async def test_roles_are_the_rest_apis(kube: httpx.AsyncClient) -> None:
     assert (await kube.get(f"{JOBS}/theirs", headers=user)).status_code == 403
     assert (await kube.delete(f"{JOBS}/theirs", headers=user)).status_code == 403
     assert (await kube.delete(f"{JOBS}/ours", headers=user)).status_code == 200
+
+
+EVENTS = "/k8s/api/v1/namespaces/ml/events"
+
+
+async def test_events_of_a_job_as_kubectl_describe_selects_them(kube: httpx.AsyncClient) -> None:
+    created = await _create(kube, "ev")
+    uid = created["metadata"]["uid"]
+    selector = f"involvedObject.name=ev,involvedObject.namespace=ml,involvedObject.kind=Job,involvedObject.uid={uid}"
+    listed = (await kube.get(EVENTS, params={"fieldSelector": selector, "limit": "500"})).json()
+    assert listed["kind"] == "EventList"
+    (event,) = listed["items"]
+    assert event["reason"] == "Submitted" and event["type"] == "Normal"
+    assert event["involvedObject"] == {
+        "kind": "Job",
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "namespace": "ml",
+        "name": "ev",
+        "uid": uid,
+    }
+    # Another job's name, kind or namespace: none of this job's events.
+    for other in (
+        "involvedObject.name=nope",
+        "involvedObject.name=ev,involvedObject.kind=Pod",
+        "involvedObject.name=ev,involvedObject.namespace=other",
+    ):
+        assert (await kube.get(EVENTS, params={"fieldSelector": other})).json()["items"] == []
+    assert (await kube.get(EVENTS)).json()["items"] == []  # the Global keeps no other events
+    refused = await kube.get(EVENTS, params={"fieldSelector": "reason=Submitted"})
+    assert refused.status_code == 400
+    assert "fieldSelector" in refused.text

@@ -164,9 +164,17 @@ def test_get_prints_volcano_columns_and_yaml_with_status(kubectl: Kubectl) -> No
     assert kubectl.apply(job_document("table-me", replicas=3)).returncode == 0
     table = kubectl("get", "vcjob", "table-me")
     header, row = table.stdout.splitlines()
-    assert header.split() == ["NAME", "STATUS", "MINAVAILABLE", "RUNNINGS", "AGE", "CLUSTERS"]
+    assert header.split() == [
+        "NAME",
+        "STATUS",
+        "MINAVAILABLE",
+        "RUNNINGS",
+        "AGE",
+        "CLUSTERS",
+        "DURATION",
+    ]
     assert row.split()[:4] == ["table-me", "Pending", "3", "0"]
-    assert row.split()[5] == "<none>"
+    assert row.split()[5:] == ["<none>", "<none>"]
     wide = kubectl("get", "vj", "table-me", "-o", "wide").stdout.splitlines()
     assert "QUEUE" in wide[0].split() and "default" in wide[1].split()
 
@@ -230,6 +238,27 @@ def test_get_watch_sees_the_phase_change_and_delete_removes(kubectl: Kubectl) ->
     assert "created" in kubectl.apply(job_document("watch-me")).stdout
 
 
+def test_describe_shows_the_jobs_events(kubectl: Kubectl) -> None:
+    assert kubectl.apply(job_document("describe-me")).returncode == 0
+    uid = yaml.safe_load(kubectl("get", "vcjob", "describe-me", "-o", "yaml").stdout)["metadata"][
+        "uid"
+    ]
+    assert kubectl.api.post(f"/api/v1/jobs/{uid}/cancel").status_code == 200
+    described = kubectl("describe", "vcjob", "describe-me")
+    assert described.returncode == 0, described.stderr
+    events = described.stdout.split("\nEvents:", 1)[1].splitlines()
+    assert events[1].split() == ["Type", "Reason", "Age", "From", "Message"]
+    rows = [line.split() for line in events[3:] if line.strip()]
+    assert [r[1] for r in rows] == ["Submitted", "Cancelled"]  # oldest first, as kubectl sorts
+    assert rows[1][:2] == ["Normal", "Cancelled"] and "volcano-global" in rows[1]
+    # The same log through `kubectl get events`, selected as kubectl describe selects it.
+    listed = kubectl(
+        "get", "events", "--field-selector", "involvedObject.name=describe-me", "-o", "name"
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.split()) == 2
+
+
 def test_delete_of_a_running_job_cancels_it(kubectl: Kubectl) -> None:
     assert kubectl.apply(job_document("delete-me")).returncode == 0
     deleted = kubectl("delete", "vj", "delete-me")
@@ -245,7 +274,7 @@ def test_explain_reads_the_openapi_schema(kubectl: Kubectl) -> None:
     for field in ("minAvailable", "tasks", "queue", "policies"):
         assert f"  {field}\t" in spec.stdout
     clusters = kubectl("explain", "vcjob.status.clusters").stdout
-    assert "The member clusters the job's active placement runs in" in clusters
+    assert "The member clusters the job runs in, or ran in once finished" in clusters
 
 
 def test_invalid_documents_are_refused_naming_the_field(kubectl: Kubectl) -> None:
@@ -270,7 +299,7 @@ def test_hyperjob_apply_and_get(kubectl: Kubectl) -> None:
     name = document["metadata"]["name"]
     assert applied.stdout.strip() == f"hyperjob.training.volcano.sh/{name} created", applied.stderr
     table = kubectl("get", "hj").stdout.splitlines()
-    assert table[0].split() == ["NAME", "STATUS", "AGE", "CLUSTERS"]
+    assert table[0].split() == ["NAME", "STATUS", "AGE", "CLUSTERS", "DURATION"]
     assert table[1].split()[:2] == [name, "Pending"]
 
 

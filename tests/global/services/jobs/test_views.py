@@ -16,11 +16,14 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from tests.factories import create_cluster, job_document, submit
+from volcano_global.api.jobs import present_job
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import (
     Cluster,
     ClusterShare,
+    Job,
+    JobState,
     Link,
     LinkReservation,
     Placement,
@@ -28,6 +31,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Invalid
 from volcano_global.services.jobs.views import JobFilter, job_page, job_view
+from volcano_global.services.kube.store import clusters_of
 
 
 @pytest.fixture
@@ -126,3 +130,29 @@ async def test_a_continue_token_without_a_time_zone_is_refused(
     token = base64.urlsafe_b64encode(naive).decode().rstrip("=")
     with pytest.raises(Invalid):
         await _page(app, 5, token)
+
+
+async def test_a_finished_job_keeps_the_clusters_it_ran_in_a_waiting_one_does_not(
+    app: FastAPI, jobs: dict[str, uuid.UUID]
+) -> None:
+    """Issue 37 item 5: once a job has finished its released placement still says where it
+    ran (lists, `cluster=` filter, one job); a job waiting again after its run shows none."""
+    async with transaction(app.state.sessions) as session:
+        east = (await session.execute(select(Cluster.id).where(Cluster.name == "east"))).scalar()
+        for name, state in (("a", JobState.SUCCEEDED), ("c", JobState.PENDING)):
+            ran = Placement(job_id=jobs[name], generation=2, state=PlacementState.RELEASED)
+            ran.shares = [ClusterShare(cluster_id=east, pods=2, gpus=16, units=2)]
+            session.add(ran)
+            job = await session.get(Job, jobs[name])
+            assert job is not None
+            job.state = state
+    _, clusters, _ = await _page(app, 50)
+    assert clusters[jobs["a"]] == ["east"]
+    assert jobs["c"] not in clusters
+    rows, _, _ = await _page(app, 50, cluster="east")
+    assert {row["name"] for row in rows} == {"a", "b"}
+    async with reading(app.state.sessions) as session:
+        job, placement = await job_view(session, uid=jobs["a"])
+        on_kubectl = await clusters_of(session, [jobs["a"], jobs["c"]])
+    assert present_job(job, placement).clusters == ["east"]
+    assert on_kubectl == {jobs["a"]: ["east"]}  # kubectl's CLUSTERS column and watches

@@ -1,0 +1,69 @@
+"""Where a finished job ran and for how long (issue 37 item 5), read as a user reads it: the
+real `vglobal jobs` against a real server whose simulated cluster runs the job to the end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core_agent.client import AgentClient
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import eventually, job_document, to_yaml
+from tests.server_process import ServerProcess
+
+SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 2, "gpusPerNode": 8}]})
+
+
+@pytest.fixture
+async def east(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    """A scheduling server with one simulated cluster, `east`, streaming to it."""
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/ran.db", tmp_path, scheduling=True)
+    await asyncio.to_thread(server.start)
+    stop = asyncio.Event()
+    async with httpx.AsyncClient(
+        base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+    ) as api:
+        token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
+    agent = AgentClient(
+        cluster="east",
+        target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+        token=token,
+        source=SimulatedCluster.from_spec("east", SPEC),
+        coalesce_s=0.05,
+    )
+    task = asyncio.create_task(agent.run(stop=stop))
+    try:
+        yield server
+    finally:
+        stop.set()
+        await task
+        server.stop()
+
+
+async def test_a_finished_job_shows_its_clusters_and_duration(
+    east: ServerProcess, tmp_path: Path
+) -> None:
+    path = tmp_path / "short.yaml"
+    path.write_text(to_yaml(job_document("short", replicas=1, runningEstimate="2s")))
+    assert (await asyncio.to_thread(east.cli, "submit", "-f", str(path))).returncode == 0
+
+    async def succeeded() -> bool:
+        shown = await asyncio.to_thread(east.cli, "get", "ml/short")
+        return "Succeeded" in shown.stdout
+
+    await eventually(succeeded, within=30)
+    listed = await asyncio.to_thread(east.cli, "jobs")
+    header, row = listed.stdout.strip().splitlines()
+    cells = dict(zip(header.split(), row.split(), strict=False))
+    assert cells["STATE"] == "Succeeded"
+    assert cells["CLUSTERS"] == "east"  # kept after the run ended
+    assert cells["DURATION"] in {"1s", "2s", "3s"}  # a 2 s run, as the Global saw it start and end
+    on_east = await asyncio.to_thread(east.cli, "jobs", "--cluster", "east")
+    assert "short" in on_east.stdout
+    elsewhere = await asyncio.to_thread(east.cli, "jobs", "--cluster", "west")
+    assert "short" not in elsewhere.stdout
