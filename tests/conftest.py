@@ -8,6 +8,7 @@ reached the Postgres tests fail, never skip: CI must not go green without them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import uuid
@@ -148,15 +149,28 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
         yield application
 
 
+def admin_client(app: FastAPI) -> httpx.AsyncClient:
+    """The REST API of `app` in-process, as the admin."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://vglobal.test",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """A Global of its own settings, its lifespan run, and its REST API as the admin."""
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        async with admin_client(application) as client:
+            yield application, client
+
+
 @pytest.fixture
 async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """The REST API of `app`, as the admin."""
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport,
-        base_url="http://vglobal.test",
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-    ) as client:
+    async with admin_client(app) as client:
         yield client
 
 

@@ -88,6 +88,16 @@ def example(name: str) -> str:
     return (EXAMPLES / name).read_text()
 
 
+def queue_document(name: str, **annotations: str) -> dict[str, Any]:
+    """A Volcano Queue document with these annotations (the Global's per-queue settings)."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"weight": 1},
+    }
+
+
 def share_assignment(**overrides: Any) -> ShareAssignment:
     """The whole of a 2-pod job `ml/train` assigned to one cluster, as its agent receives it."""
     return dataclasses.replace(_SHARE, **overrides)

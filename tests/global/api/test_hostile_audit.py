@@ -11,10 +11,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.conftest import ADMIN_TOKEN, app_settings, running
 from tests.factories import create_queue, job_document
 from tests.server_process import ServerProcess
-from volcano_global.app import create_app
 
 YAML = {"Content-Type": "application/yaml"}
 QUEUE = {
@@ -138,16 +137,9 @@ async def test_a_record_names_the_token_by_id_and_the_caller_by_its_socket_addre
 @pytest.fixture
 async def behind_a_proxy(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """The Global with the test client's address (127.0.0.1) listed as a trusted proxy."""
-    application = create_app(
-        app_settings(database_url, audit={"trusted_proxies": ["127.0.0.0/8", "10.0.0.0/8"]})
-    )
-    async with application.router.lifespan_context(application):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application),
-            base_url="http://vglobal.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        ) as client:
-            yield client
+    settings = app_settings(database_url, audit={"trusted_proxies": ["127.0.0.0/8", "10.0.0.0/8"]})
+    async with running(settings) as (_, client):
+        yield client
 
 
 async def test_forwarded_for_is_believed_only_back_to_the_first_untrusted_hop(

@@ -15,9 +15,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.conftest import app_settings, running
 from tests.factories import job_document
-from volcano_global.app import create_app
+from tests.factories import queue_document as queue
 
 YAML = {"Content-Type": "application/yaml"}
 POD = "spec.tasks[0].template.spec"
@@ -29,15 +29,6 @@ OPS = {
     "global.volcano.sh/service-accounts": "default,builder",
     "global.volcano.sh/system-priority": "true",
 }
-
-
-def queue(name: str, **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"weight": 1},
-    }
 
 
 async def apply(
@@ -66,22 +57,16 @@ async def user_of(admin: httpx.AsyncClient, queue_name: str) -> dict[str, str]:
 @pytest.fixture
 async def admin(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
     settings = app_settings(database_url, tenancy={"default_namespaces": ["{queue}"]})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://vglobal.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        ) as client:
-            items = await apply(
-                client,
-                queue("team-a"),
-                queue("team-b"),
-                queue("ops", **OPS),
-                queue("strict", **{"global.volcano.sh/pod-security": "restricted"}),
-            )
-            assert [i["result"] for i in items] == ["created"] * 4, items
-            yield client
+    async with running(settings) as (_, client):
+        items = await apply(
+            client,
+            queue("team-a"),
+            queue("team-b"),
+            queue("ops", **OPS),
+            queue("strict", **{"global.volcano.sh/pod-security": "restricted"}),
+        )
+        assert [i["result"] for i in items] == ["created"] * 4, items
+        yield client
 
 
 def a_job(queue_name: str = "team-a", namespace: str | None = None) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from fastapi import FastAPI
 from sqlalchemy import event
 
 from tests.backlog import clone_jobs
-from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.conftest import app_settings, running
 from tests.factories import job_document, submit
-from volcano_global.app import create_app
+from tests.factories import queue_document as queue
 from volcano_global.services.jobs.pending_limits import (
     PENDING_BYTES_ANNOTATION,
     PENDING_JOBS_ANNOTATION,
@@ -27,15 +27,6 @@ from volcano_global.services.jobs.pending_limits import (
 KUBE_JOBS = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
 YAML = {"Content-Type": "application/yaml"}
 JSON = {"Content-Type": "application/json"}
-
-
-def queue(name: str, **annotations: str) -> dict[str, object]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"weight": 1},
-    }
 
 
 async def apply(
@@ -49,15 +40,8 @@ async def apply(
 @pytest.fixture
 async def limited(database_url: str) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """A server whose default is 5 pending jobs per queue."""
-    settings = app_settings(database_url, limits={"max_pending_jobs": 5})
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application),
-            base_url="http://vglobal.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        ) as client:
-            yield application, client
+    async with running(app_settings(database_url, limits={"max_pending_jobs": 5})) as both:
+        yield both
 
 
 async def test_a_submission_over_the_queue_s_annotated_limit_is_refused_in_every_api(
