@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import selectinload
 
 from volcano_global.db.models import (
     Cluster,
@@ -40,6 +39,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.shares import ShareCancellation, SharePhase
+from volcano_global.services.dispatch.reports import lock_placements
 from volcano_global.services.dispatch.supervision import share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
@@ -107,21 +107,11 @@ async def reconcile_cluster(
 
 
 async def _active_here(session: AsyncSession, cluster_id: uuid.UUID) -> list[Placement]:
-    """The active placements with a share in the cluster, locked in id order (as every writer
-    of placements locks them, then their jobs)."""
+    """The active placements with a share in the cluster, locked."""
     here = select(ClusterShare.placement_id).where(ClusterShare.cluster_id == cluster_id)
-    rows = await session.execute(
-        select(Placement)
-        .where(Placement.state == PlacementState.ACTIVE, Placement.id.in_(here))
-        .order_by(Placement.id)
-        .with_for_update(of=Placement)
-        .options(
-            selectinload(Placement.shares)
-            .joinedload(ClusterShare.cluster)
-            .raiseload(Cluster.capacities)
-        )
+    return await lock_placements(
+        session, Placement.state == PlacementState.ACTIVE, Placement.id.in_(here)
     )
-    return list(rows.scalars())
 
 
 async def _unacked(session: AsyncSession, cluster_id: uuid.UUID) -> set[tuple[uuid.UUID, str]]:

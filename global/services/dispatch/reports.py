@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -78,6 +79,23 @@ def report_writer(
     )
 
 
+async def lock_placements(session: AsyncSession, *where: Any) -> list[Placement]:
+    """The placements `where` selects, with their shares, locked in id order (as every writer
+    of placements locks them, before their jobs)."""
+    rows = await session.execute(
+        select(Placement)
+        .where(*where)
+        .order_by(Placement.id)
+        .with_for_update(of=Placement)
+        .options(
+            selectinload(Placement.shares)
+            .joinedload(ClusterShare.cluster)
+            .raiseload(Cluster.capacities)
+        )
+    )
+    return list(rows.scalars())
+
+
 async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> None:
     """Apply agents' reports, in the order given (idempotent). The rows they touch are read
     once for all of them: the dispatch messages they acknowledge, then the placements and then
@@ -85,23 +103,8 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     if not reports:
         return
     await _acknowledge(session, reports)
-    placement_ids = sorted({r.placement_id for r in reports})
-    placements = {
-        p.id: p
-        for p in (
-            await session.execute(
-                select(Placement)
-                .where(Placement.id.in_(placement_ids))
-                .order_by(Placement.id)
-                .with_for_update(of=Placement)
-                .options(
-                    selectinload(Placement.shares)
-                    .joinedload(ClusterShare.cluster)
-                    .raiseload(Cluster.capacities)
-                )
-            )
-        ).scalars()
-    }
+    chosen = Placement.id.in_(sorted({r.placement_id for r in reports}))
+    placements = {p.id: p for p in await lock_placements(session, chosen)}
     job_ids = [p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE]
     jobs = await lock_jobs(session, job_ids)
     for report in reports:
