@@ -37,6 +37,7 @@ topology:
 """
 FAULTS = ("kill-replica", "kill-leader", "kill-agent", "cut-database", "reset-agent", "stall-agent")
 TIME_SCALE = 0.05  # a job of 400 s runs 20 s
+FINAL_SAMPLES, FINAL_EVERY_S = 3, 5.0  # after settling: stuck means stuck in all of them
 
 
 @dataclass
@@ -267,7 +268,9 @@ async def soak(database_url: str, tmp: Path, config: SoakConfig) -> Figures:
             while time.monotonic() < settle_end:
                 await sample(api, figures, fleet.returns)
                 await asyncio.sleep(config.sample_every_s)
-            await sample(api, figures, fleet.returns, final=True)
+            for _ in range(FINAL_SAMPLES):  # stuck: in every one of them, not a passing moment
+                await sample(api, figures, fleet.returns, final=True)
+                await asyncio.sleep(FINAL_EVERY_S)
     finally:
         await fleet.stop()
     return figures

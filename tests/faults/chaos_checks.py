@@ -49,6 +49,7 @@ class Figures:
     books_right_s: list[float] = field(default_factory=list)
     books_never_right: int = 0
     notes: list[str] = field(default_factory=list)
+    finals: int = 0  # final samples taken (stuck: in every one)
     _placed_seen: dict[str, str] = field(default_factory=dict)  # uid -> updatedAt (settle)
 
     def answer(self, status: int) -> None:
@@ -217,12 +218,30 @@ def _stuck(
     running: Counter[str],
     used: dict[str, int],
 ) -> None:
+    """The jobs stuck in this final sample, kept only if stuck in every final sample before
+    (a job whose pods just ended frees them in the inventory a moment before its report ends
+    it: one sample can catch that moment)."""
+    found: dict[str, str] = {}
+    _stuck_in(found, shown, details, running, used)
+    if figures.finals:
+        found = {uid: why for uid, why in found.items() if uid in figures.stuck}
+    figures.stuck = found
+    figures.finals += 1
+
+
+def _stuck_in(
+    stuck: dict[str, str],
+    shown: dict[str, Any],
+    details: dict[str, Any],
+    running: Counter[str],
+    used: dict[str, int],
+) -> None:
     for uid, detail in details.items():
         shares = (detail.get("placement") or {}).get("shares", [])
         if detail["state"] == "Running":
             short = [s["cluster"] for s in shares if running[s["cluster"]] > used[s["cluster"]]]
             if short:
-                figures.stuck[uid] = (
+                stuck[uid] = (
                     f"{detail['name']} Running, but {', '.join(short)} report(s) fewer GPUs in "
                     "use than its Running shares hold"
                 )
@@ -232,4 +251,4 @@ def _stuck(
             job["timestamps"]["updatedAt"] or job["timestamps"]["submittedAt"]
         )
         if job["state"] in {"Placed", "Dispatched"} and (now - moved).total_seconds() > STILL_S:
-            figures.stuck.setdefault(uid, f"{job['name']} {job['state']} for over {STILL_S} s")
+            stuck.setdefault(uid, f"{job['name']} {job['state']} for over {STILL_S} s")
