@@ -16,9 +16,9 @@ depth) rows are read."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from sqlalchemy import Row, Select, select, union_all
+from sqlalchemy import Row, Select, select, true, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Job
@@ -34,20 +34,28 @@ def heads_per_queue(window: int, depth: int, queues: int) -> int:
 
 
 async def queue_heads(
-    session: AsyncSession, queue_ids: Sequence[uuid.UUID], per_queue: int
+    session: AsyncSession,
+    queue_ids: Sequence[uuid.UUID],
+    per_queue: int,
+    *,
+    excluding: Collection[uuid.UUID] = (),
 ) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None]]]:
     """Per queue, its first `per_queue` waiting jobs by (priority descending, submission,
-    id): rows of (id, queue id, priority, total GPUs, submitted at, running estimate)."""
+    id), `excluding` some: rows of (id, queue id, priority, total GPUs, submitted at, running
+    estimate)."""
     rows: list[Row] = []
     for start in range(0, len(queue_ids), QUEUES_PER_STATEMENT):
         chunk = queue_ids[start : start + QUEUES_PER_STATEMENT]
-        parts = [_head_of(queue_id, per_queue) for queue_id in chunk]
+        parts = [_head_of(queue_id, per_queue, excluding) for queue_id in chunk]
         statement = parts[0] if len(parts) == 1 else union_all(*parts)
         rows += (await session.execute(statement)).all()
     return rows
 
 
-def _head_of(queue_id: uuid.UUID, limit: int) -> Select[tuple[object, ...]]:
+def _head_of(
+    queue_id: uuid.UUID, limit: int, excluding: Collection[uuid.UUID]
+) -> Select[tuple[object, ...]]:
+    skipped = Job.id.not_in(list(excluding)) if excluding else true()
     head = (
         select(
             Job.id,
@@ -57,7 +65,7 @@ def _head_of(queue_id: uuid.UUID, limit: int) -> Select[tuple[object, ...]]:
             Job.submitted_at,
             Job.running_estimate_seconds,
         )
-        .where(Job.queue_id == queue_id, WAITING)
+        .where(Job.queue_id == queue_id, WAITING, skipped)
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
         .limit(limit)
         .subquery()

@@ -136,9 +136,7 @@ async def build_snapshot(
     tree = await queue_tree(session)
     # Fair share chooses from the head of every queue's line by a few columns; only the
     # chosen jobs' placement fields are read (never the manifests).
-    heads, queue_names = await _heads(session, window, policy)
-    waiting_out = await held_back(session, job_ids=[c.id for c in heads], now=now)
-    heads = [c for c in heads if c.id not in waiting_out]
+    heads, queue_names = await _heads(session, window, policy, now)
     weights = {name: q.weight for name, q in tree.items()}
     estimates = {str(c.id): given_estimate(c.running_estimate_seconds) for c in heads}
     order = planning.order(
@@ -246,13 +244,23 @@ async def build_snapshot(
 
 
 async def _heads(
-    session: AsyncSession, window: int, policy: Policy
+    session: AsyncSession, window: int, policy: Policy, now: datetime
 ) -> tuple[list[Any], dict[uuid.UUID, str]]:
-    """Every queue's first waiting jobs (`heads.py`) and the queues' names by id."""
+    """Every queue's first waiting jobs (`heads.py`) but those backing off after a withdrawal
+    (`withdrawals.py`), and the queues' names by id. A queue that lost heads to the back-off
+    is read once more past them, so that its later jobs are not hidden behind them."""
     names = dict((await session.execute(select(Queue.id, Queue.name).order_by(Queue.name))).all())
     depth = PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT
     per_queue = heads_per_queue(window, depth, len(names))
-    return await queue_heads(session, list(names), per_queue), names
+    heads = await queue_heads(session, list(names), per_queue)
+    out = await held_back(session, job_ids=[c.id for c in heads], now=now)
+    if out:
+        short = sorted({c.queue_id for c in heads if c.id in out})
+        heads = [c for c in heads if c.id not in out and c.queue_id not in short]
+        again = await queue_heads(session, short, per_queue, excluding=out)
+        out |= await held_back(session, job_ids=[c.id for c in again], now=now)
+        heads += [c for c in again if c.id not in out]
+    return heads, names
 
 
 async def _elastic_round(
