@@ -28,9 +28,10 @@ from sqlalchemy import select, text
 from tests.backlog import clone_jobs
 from tests.factories import create_queue, job_document, submit
 from volcano_global.app import create_app
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job, Queue
-from volcano_global.services.scheduling import snapshot as snapshots
+from volcano_global.services.scheduling import round_input as snapshots
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.settings import Settings
 from volcano_global.solver import Policy
@@ -83,21 +84,19 @@ async def main(url: str, runs: int) -> None:
 
         async def after() -> list:
             async with transaction(sessions) as session:
-                heads, names = await snapshots._heads(session, WINDOW, Policy.CPSAT)
+                heads, names = await snapshots._heads(session, WINDOW, Policy.CPSAT, utcnow())
             return [names[h.queue_id] for h in heads]
 
         async def whole() -> list:
             async with transaction(sessions) as session:
-                snapshot, _ = await snapshots.build_snapshot(
-                    session, window=WINDOW, policy=Policy.CPSAT
-                )
-            return [r.queue for r in snapshot.jobs]
+                data, _ = await snapshots.read_round(session, window=WINDOW, policy=Policy.CPSAT)
+            return [w.request.queue for w in data.waiting]
 
         async def before() -> list:
             async with transaction(sessions) as session:
                 return [row.name for row in await session.execute(before_statement())]
 
-        rows = [("build_snapshot", whole)]
+        rows = [("read_round", whole)]
         if hasattr(snapshots, "_heads"):  # absent before issue 38 (a before/after run)
             rows.insert(0, ("now: each queue's heads", after))
         results = [(label, *await timed(runs, read)) for label, read in rows]

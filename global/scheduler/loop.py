@@ -1,35 +1,37 @@
-"""Scheduling rounds: on the leader, take a consistent snapshot, solve off the event loop with
-the round's time limit, commit atomically (jobs that no longer fit an inventory that moved
-meanwhile wait for the next round). Before each round the leader supervises the cross-cluster
-gangs (start timeouts, lost clusters)."""
+"""Scheduling rounds on the leader, as numbered steps: (0) read the round's input from the
+database (`services/scheduling/round_input.py`); (1-8) plan it off the event loop with the
+round's time limit (`solver.round_plan.plan_round`, the recipe the simulator runs too); (9) apply
+the plan atomically (`services/scheduling/round_apply.py`: jobs that no longer fit an
+inventory that moved meanwhile wait for the next round); (10) observe and record it. Before
+each round the leader supervises the cross-cluster gangs (start timeouts, lost clusters) and
+starts the preemptors whose victims are gone. Time comes from an injected clock."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import math
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
-from volcano_global.db.base import utcnow
+from volcano_global.clock import Clock, SystemClock
 from volcano_global.db.engine import reading, transaction
 from volcano_global.metrics import Metrics, observe_queue_waits
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.dispatch.supervision import GangOutcome, supervise
-from volcano_global.services.scheduling.commit import RoundResult, commit_round
-from volcano_global.services.scheduling.evictions import choose_evictions, start_nominated
-from volcano_global.services.scheduling.rounds import record_round
-from volcano_global.services.scheduling.snapshot import (
+from volcano_global.services.scheduling.evictions import start_nominated
+from volcano_global.services.scheduling.round_apply import RoundResult, apply_plan
+from volcano_global.services.scheduling.round_input import (
     RoundContext,
     anything_pending,
-    build_snapshot,
     inventory_versions,
     narrow_elastic,
+    read_round,
 )
+from volcano_global.services.scheduling.rounds import record_round
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.services.wakeups import FLEET, ROUNDS
 from volcano_global.settings import Settings
@@ -37,12 +39,18 @@ from volcano_global.solver import (
     Policy,
     SolveOptions,
     cpsat,  # noqa: F401  loaded with the loop, not in the first round, whose time limit it would eat
-    failed,
     planning,
-    solve,
 )
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.preemption import Rules
+from volcano_global.solver.round_plan import (
+    RoundInput,
+    RoundOptions,
+    RoundPlan,
+    has_work,
+    plan_round,
+    settles_in,
+)
 
 log = logging.getLogger(__name__)
 DURATIONS_REFRESH_S = 60.0
@@ -54,8 +62,9 @@ class RoundReport:
     status: str
     gap: float
     seconds: float  # solver time
-    wall_seconds: float  # snapshot + solve + commit
+    wall_seconds: float  # read + plan + apply
     backlog: bool = False  # jobs placed, and more waiting than a round takes or some deferred
+    plan: RoundPlan | None = None
 
 
 class Scheduler:
@@ -67,9 +76,11 @@ class Scheduler:
         metrics: Metrics | None = None,
         *,
         busy_share: float = 0.5,
+        clock: Clock | None = None,
     ) -> None:
         """`busy_share`: the largest share of the process's time rounds may take (in an API
         replica the rest serves requests and streams; a process of its own may take all)."""
+        self.clock = clock or SystemClock()
         self.sessions = sessions
         self.busy_share = busy_share
         self.settings = settings
@@ -100,11 +111,40 @@ class Scheduler:
         """One round; None when another replica leads or nothing waits."""
         if not await self._lead():
             return None
-        options = SolveOptions(
-            time_limit_s=self.settings.scheduling.round_time_limit_s,
-            window=self.settings.scheduling.window,
+        policy = Policy(self.settings.scheduling.policy)
+        options = self._options()
+        started = self.clock.monotonic()
+        data, context = await self._read(policy, options)  # 0
+        if data is None or context is None:
+            self.metrics.rounds.labels("idle").inc()
+            return None
+        read = self.clock.monotonic()
+        plan = await asyncio.to_thread(plan_round, data, policy, options)  # 1-8
+        planned = self.clock.monotonic()
+        async with transaction(self.sessions) as session:  # 9
+            result = await apply_plan(session, plan=plan, context=context)
+        wall = self.clock.monotonic() - started
+        self._after_round(plan, result, context)
+        await self._observe(plan, result, wall, (read - started, planned - read))  # 10
+        report = RoundReport(
+            result,
+            plan.decision.status,
+            plan.decision.gap,
+            plan.decision.solve_seconds,
+            wall,
+            # More may be placeable now: the round made progress and left work behind. A
+            # window full of jobs that cannot be placed is not a backlog (nothing to gain
+            # from solving it again at once).
+            backlog=bool(result.placed)
+            and (len(data.waiting) >= options.solve.window or bool(result.deferred)),
+            plan=plan,
         )
-        preemption = self.settings.scheduling.preemption
+        await self._record(plan, result, wall)
+        return report
+
+    def _options(self) -> RoundOptions:
+        scheduling = self.settings.scheduling
+        preemption = scheduling.preemption
         rules = (
             Rules(
                 min_run_s=preemption.min_run_s,
@@ -115,56 +155,56 @@ class Scheduler:
             if preemption.enabled
             else None
         )
-        elastic = self.settings.scheduling.elastic
-        started = time.perf_counter()
-        async with transaction(self.sessions) as session:
-            policy = Policy(self.settings.scheduling.policy)
-            if not await self._work(session, policy):
-                self.metrics.rounds.labels("idle").inc()  # skip reading the inventory
-                return None
-            snapshot, context = await build_snapshot(
-                session,
-                window=options.window,
-                policy=policy,
-                durations=await self._durations(session) if policy.planned else None,
-                reserve_after_s=self.settings.scheduling.reserve_after_s,
-                preemption=rules,
-                hysteresis=planning.Hysteresis(elastic.min_interval_s, elastic.min_growth),
-            )
-        if not snapshot.jobs and not context.unmodelled:
-            self._idle_until_moved(context)
-            self.metrics.rounds.labels("idle").inc()
-            return None
-        read = time.perf_counter()
-        try:
-            decision = await asyncio.to_thread(solve, snapshot, policy, options)
-        except Exception as exc:  # an inventory the model refuses: the round still ends
-            log.exception("scheduling round failed")
-            reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
-            decision = failed(policy, snapshot.jobs, reason)
-        evictions = (
-            await asyncio.to_thread(choose_evictions, snapshot, decision, context, rules)
-            if rules is not None
-            else []
+        return RoundOptions(
+            solve=SolveOptions(
+                time_limit_s=scheduling.round_time_limit_s, window=scheduling.window
+            ),
+            preemption=rules,
+            hysteresis=planning.Hysteresis(
+                scheduling.elastic.min_interval_s, scheduling.elastic.min_growth
+            ),
+            reserve_after_s=scheduling.reserve_after_s,
         )
-        solved = time.perf_counter()
+
+    async def _read(
+        self, policy: Policy, options: RoundOptions
+    ) -> tuple[RoundInput | None, RoundContext | None]:
+        """Step 0: the round's input, or (None, None) when it has nothing to do (then the loop
+        idles until something moves)."""
         async with transaction(self.sessions) as session:
-            result = await commit_round(
-                session, decision=decision, context=context, evictions=evictions
+            if not await self._work(session, policy):
+                return None, None  # skip reading the inventory
+            data, context = await read_round(
+                session,
+                window=options.solve.window,
+                policy=policy,
+                options=options,
+                durations=await self._durations(session) if policy.planned else None,
+                now=self.clock.now(),
             )
+        if not has_work(data, policy, options):
+            self._idle_until_moved(context.versions, settles_in(data, options))
+            return None, None
+        return data, context
+
+    def _after_round(self, plan: RoundPlan, result: RoundResult, context: RoundContext) -> None:
+        """A round that changed nothing and had no waiting job: no growth either until an
+        inventory moves or a resize interval ends."""
         if result.nominated:
             failpoints.hit("preempt-evicted")
             self.metrics.preempted.inc(len(result.nominated))
             self.metrics.evicted.inc(len(result.evicted))
             for outcome in result.evicted:
                 log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
-        wall = time.perf_counter() - started
-        waiting = any(planning.grown_job(j.id) is None for j in snapshot.jobs)
-        changed = result.placed or result.resized or result.nominated or context.unmodelled
-        if waiting or changed:
+        changed = result.placed or result.resized or result.nominated
+        if plan.waiting or changed:
             self._no_growth_at = None
         else:
-            self._idle_until_moved(context)
+            self._idle_until_moved(context.versions, plan.settles_in_s)
+
+    async def _observe(
+        self, plan: RoundPlan, result: RoundResult, wall: float, times: tuple[float, float]
+    ) -> None:
         self.metrics.rounds.labels("committed").inc()
         self.metrics.round_seconds.observe(wall)
         self.metrics.placed.inc(len(result.placed))
@@ -174,44 +214,34 @@ class Scheduler:
         self.metrics.deferred.inc(len(result.deferred))
         if result.placed or result.deferred:
             log.info(
-                "round %d placed %d jobs, deferred %d (%s, gap %.2f%%; snapshot %.2f s, "
-                "solve %.2f s, commit %.2f s)",
+                "round %d placed %d jobs, deferred %d (%s, gap %.2f%%; read %.2f s, "
+                "plan %.2f s, apply %.2f s)",
                 result.generation,
                 len(result.placed),
                 len(result.deferred),
-                decision.status,
-                decision.gap * 100,
-                read - started,
-                solved - read,
-                wall - (solved - started),
+                plan.decision.status,
+                plan.decision.gap * 100,
+                times[0],
+                times[1],
+                wall - sum(times),
             )
-        report = RoundReport(
-            result,
-            decision.status,
-            decision.gap,
-            decision.solve_seconds,
-            wall,
-            # More may be placeable now: the round made progress and left work behind. A
-            # window full of jobs that cannot be placed is not a backlog (nothing to gain
-            # from solving it again at once).
-            backlog=bool(result.placed)
-            and (len(snapshot.jobs) >= options.window or bool(result.deferred)),
-        )
-        if self._worth_recording(len(result.placed), result.pending):
-            async with transaction(self.sessions) as session:
-                await record_round(
-                    session,
-                    generation=result.generation,
-                    wall_seconds=wall,
-                    solve_seconds=decision.solve_seconds,
-                    status=decision.status,
-                    gap=decision.gap,
-                    placed=len(result.placed),
-                    pending=result.pending,
-                    policy=self.settings.scheduling.policy,
-                    finished_at=utcnow(),
-                )
-        return report
+
+    async def _record(self, plan: RoundPlan, result: RoundResult, wall: float) -> None:
+        if not self._worth_recording(len(result.placed), result.pending):
+            return
+        async with transaction(self.sessions) as session:
+            await record_round(
+                session,
+                generation=result.generation,
+                wall_seconds=wall,
+                solve_seconds=plan.decision.solve_seconds,
+                status=plan.decision.status,
+                gap=plan.decision.gap,
+                placed=len(result.placed),
+                pending=result.pending,
+                policy=self.settings.scheduling.policy,
+                finished_at=self.clock.now(),
+            )
 
     async def _work(self, session: AsyncSession, policy: Policy) -> bool:
         """Whether a round has something to do: a job waits, or (planned policies) an elastic
@@ -226,20 +256,19 @@ class Scheduler:
             return True
         if not policy.planned or not await narrow_elastic(session):
             return False
-        if time.monotonic() >= self._no_growth_until:
+        if self.clock.monotonic() >= self._no_growth_until:
             return True
         return await inventory_versions(session) != self._no_growth_at
 
-    def _idle_until_moved(self, context: RoundContext) -> None:
+    def _idle_until_moved(self, versions: dict[str, tuple[int, int]], wait: float | None) -> None:
         """A round found no growth: none until an inventory moves or, for a job that waits
-        out its resize interval, until the interval ends."""
-        self._no_growth_at = dict(context.versions)
-        wait = context.settles_in_s
-        self._no_growth_until = math.inf if wait is None else time.monotonic() + wait
+        out its resize interval (`wait` seconds), until the interval ends."""
+        self._no_growth_at = dict(versions)
+        self._no_growth_until = math.inf if wait is None else self.clock.monotonic() + wait
 
     async def _durations(self, session: AsyncSession) -> DurationModel:
         """What finished jobs ran, read again at most once a DURATIONS_REFRESH_S."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._learnt is None or now - self._learnt[0] >= DURATIONS_REFRESH_S:
             self._learnt = (now, await duration_model(session))
         return self._learnt[1]
@@ -247,7 +276,7 @@ class Scheduler:
     def _worth_recording(self, placed: int, pending: int) -> bool:
         """Rounds that admit nothing and change nothing repeat every period while jobs wait:
         keep one of them a minute, and every round that placed a job or moved the backlog."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         last = self._last_recorded
         if placed or last is None or last[1] != pending or now - last[0] > 60:
             self._last_recorded = (now, pending)
@@ -261,12 +290,16 @@ class Scheduler:
             return []
         async with transaction(self.sessions) as session:
             outcomes = await supervise(
-                session, default_timeout_s=self.settings.scheduling.gang_start_timeout_s
+                session,
+                default_timeout_s=self.settings.scheduling.gang_start_timeout_s,
+                now=self.clock.now(),
             )
         try:
             async with transaction(self.sessions) as session:
                 started = await start_nominated(
-                    session, timeout_s=self.settings.scheduling.preemption.start_timeout_s
+                    session,
+                    timeout_s=self.settings.scheduling.preemption.start_timeout_s,
+                    now=self.clock.now(),
                 )
         except Exception:  # a defect in one nomination must not stop the rounds behind it
             log.exception("starting the nominated preemptors failed")
@@ -287,13 +320,13 @@ class Scheduler:
         duration over `busy_share` apart, so rounds on a large inventory cannot take an API
         replica's whole process."""
         spacing = max(self.settings.scheduling.min_interval_s, self._last_busy / self.busy_share)
-        pause = self._last_start + spacing - time.monotonic()
+        pause = self._last_start + spacing - self.clock.monotonic()
         if pause > 0:
             await asyncio.sleep(pause)
-        self._last_start = time.monotonic()
+        self._last_start = self.clock.monotonic()
         await self.supervise()
         report = await self.run_once()
-        self._last_busy = time.monotonic() - self._last_start
+        self._last_busy = self.clock.monotonic() - self._last_start
         if report is not None and report.backlog:
             return  # the next round as soon as spacing allows, not after the period
         try:

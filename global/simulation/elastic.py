@@ -1,8 +1,6 @@
-"""Elastic width in the simulator: the running elastic jobs as `solver.planning` sees them,
-what they could add, the units they give back to a waiting job that may take them
-(`solver.shrinking`), the units a growth decision binds - the same planning code as the
-server's round (`services/scheduling/elastic.py`), over simulated nodes - and what a resize
-costs.
+"""Elastic width in the simulator: the running elastic jobs as the round's input
+(`planning.ElasticRun`, as the server reads them), and a round's shrinks and growth
+(`solver.round_plan.plan_round`) applied to simulated nodes; and what a resize costs.
 
 What a resize costs (a checkpoint-restart, as on the server): the job makes no progress for
 `SimOptions.resize_restart_s` after it (saving, rescheduling its pods, loading the checkpoint
@@ -14,17 +12,14 @@ does (without, it is taken to save on the way down: the scheduler asks for the r
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping
-from dataclasses import replace
+from collections.abc import Sequence
 from datetime import datetime
 
 from volcano_global.simulation.evictions import lost_s
 from volcano_global.simulation.nodes import Bound, Fleet
-from volcano_global.simulation.running import EPOCH, Running, request, stamp
-from volcano_global.simulation.workload import TraceJob
-from volcano_global.solver import JobDecision, JobRequest, LinkBandwidth, planning, shrinking
+from volcano_global.simulation.running import Running, request, stamp
+from volcano_global.solver import JobDecision, LinkBandwidth, planning
 from volcano_global.solver.durations import DurationModel
-from volcano_global.solver.preemption import Rules, Standing
 
 Cut = tuple[planning.Shrink, list[Bound]]  # units given back, and the pods they freed
 
@@ -49,64 +44,36 @@ def elastic_runs(
                 estimate_s=durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
                 since_s=(clock - stamp(run.resized_at)).total_seconds(),
                 preemptable=run.job.preemptable,
+                domains=_domains(run),
+                links=tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations),
+                gpu_model=run.job.gpu_model or "",
             )
         )
     return out
 
 
-def growth(
-    running: dict[str, Running],
-    clock: datetime,
-    pending: list[TraceJob],
-    shrinking: Collection[str],
-    *,
-    durations: DurationModel,
-    reserve_after_s: float,
-    hysteresis: planning.Hysteresis,
-) -> list[JobRequest]:
-    """What elastic running jobs could add (`planning.growth`)."""
-    lowest = min((j.priority for j in pending), default=None)
-    runs = [r for r in elastic_runs(running, clock, durations) if r.request.id not in shrinking]
-    now = (clock - EPOCH).total_seconds()
-    due = any(now - j.arrival_s >= reserve_after_s for j in pending)
-    return planning.growth(runs, lowest_priority=lowest, widen=not due, hysteresis=hysteresis)
+def _domains(run: Running) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """Per cluster, its pods per leaf domain in the order they were bound."""
+    per: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for cluster, leaf, *_ in run.bound:
+        pods = per[cluster]
+        if pods and pods[-1][0] == leaf:
+            pods[-1] = (leaf, pods[-1][1] + 1)
+        else:
+            pods.append((leaf, 1))
+    return tuple((cluster, tuple(pods)) for cluster, pods in per.items())
 
 
-def shrink(
-    fleet: Fleet,
-    pending: list[TraceJob],
-    running: dict[str, Running],
-    now: float,
-    *,
-    durations: DurationModel,
-    reserve_after_s: float,
-    rules: Rules,
-    queues: Mapping[str, Standing],
-    hysteresis: planning.Hysteresis,
+def give_back(
+    fleet: Fleet, shrinks: Sequence[planning.Shrink], running: dict[str, Running]
 ) -> list[Cut]:
-    """Elastic jobs give back units a waiting job may take from them (`shrinking.shrinks`,
-    under the preemption `rules`), for this round's decision: the units and the pods they
-    free."""
-    runs = elastic_runs(running, stamp(now), durations)
-    if not any(run.spare for run in runs):
-        return []
-    waiting = [
-        replace(request(j), due=(now - j.arrival_s) >= reserve_after_s)
-        for j in sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
-    ]
-    free, models = fleet.free_gpus()
+    """The plan's shrinks on the fleet: each job's last placed pods in the cluster leave
+    their nodes (the pods `planning.ElasticRun.given_back` counted as free)."""
     out = []
-    cuts = shrinking.shrinks(
-        waiting,
-        runs,
-        free_gpus=free,
-        cluster_models=models,
-        rules=rules,
-        queues=queues,
-        hysteresis=hysteresis,
-    )
-    for cut in cuts:
-        run = running[cut.job_id]
+    for cut in shrinks:
+        run = running.get(cut.job_id)
+        if run is None:
+            continue
         pods = cut.units * (run.job.unit_pods or run.job.pods)
         there = [b for b in run.bound if b[0] == cut.cluster][-pods:]
         fleet.unbind(there)
@@ -121,7 +88,7 @@ def unshrink(fleet: Fleet, cuts: list[Cut], running: dict[str, Running]) -> None
     """Units given back whose nodes the round's starts did not take return to their job
     (the same nodes): a shrink happens only as far as a start used it. (The server, which
     does not see nodes, carries out a cluster's planned shrinks whenever the round starts
-    anything there: `services/scheduling/commit.py`.)"""
+    anything there: `services/scheduling/round_apply.py`.)"""
     for cut, pods in cuts:
         run = running.get(cut.job_id)
         if run is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -22,7 +22,6 @@ from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
-    Decision,
     JobDecision,
     LinkBandwidth,
     LinkState,
@@ -34,8 +33,9 @@ from volcano_global.solver import (
     solve,
 )
 from volcano_global.solver.durations import DurationModel
-from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.preemption import Rules
+from volcano_global.solver.round_plan import RoundInput, RoundOptions, RoundPlan, Waiting, plan_round
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Simulation:
         self.capacity_gpus = self.fleet.capacity_gpus
         self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
 
-    def _tree(self, held: dict[str, int]) -> dict[str, QueueNode]:
+    def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
         return {
             name: QueueNode(
@@ -121,6 +121,7 @@ class Simulation:
                 deserved=q.deserved,
                 guarantee=q.guarantee,
                 held=held.get(name, 0),
+                pending=pending.get(name, 0),
             )
             for name, q in self.queues.items()
         }
@@ -165,13 +166,15 @@ class Simulation:
             self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
-                started = self._round(pending, running, records, now)
+                plan = self.decide(pending, running, now)
+                started = self._apply(plan, pending, running, records, now)
                 result.rounds += 1
-                if started:
-                    pending = [j for j in pending if j.id not in started]
-                if self.options.preemption is not None:
-                    started = evictions.evict(self, pending, running, records, now, result)
-                    pending = [j for j in pending if j.id not in started]
+                pending = [j for j in pending if j.id not in started]
+                started, evicted = evictions.apply(
+                    self, plan.evictions, pending, running, records, now
+                )
+                result.evictions += [(now, victim, by) for victim, by in evicted]
+                pending = [j for j in pending if j.id not in started]
             for run in self._reprice(running, records, now):
                 seq += 1
                 finish = max(now, run.stalled_until) + run.work_left * run.factor
@@ -220,133 +223,71 @@ class Simulation:
                 out.add(job.id)
         return frozenset(out)
 
-    def decide(
-        self,
-        pending: list[TraceJob],
-        running: dict[str, Running],
-        now: float,
-        *,
-        shrinking: Collection[str] = (),
-    ) -> Decision:
-        """One round at `now`, as the server's loop decides it (`solver.planning`, `solve`);
-        the jobs `shrinking` this round do not also grow."""
-        held: dict[str, int] = defaultdict(int)
-        for run in running.values():
-            held[run.job.queue] += sum(count for *_, count in run.bound)  # elastic: its width
+    def round_input(
+        self, pending: list[TraceJob], running: dict[str, Running], now: float
+    ) -> RoundInput:
+        """What a round at `now` decides from, as the server reads it from its database."""
+        held = evictions.held_by_queue(running)  # an elastic job: its width
+        asking: dict[str, int] = defaultdict(int)
+        for j in pending:
+            asking[j.queue] += j.gpus
         clock = stamp(now)
-        order = planning.order(
-            self.policy,
-            [
-                planning.waiting(
-                    j.id,
-                    queue=j.queue,
-                    priority=j.priority,
-                    gpus=j.gpus,
-                    submitted_at=stamp(j.arrival_s),
-                    estimate_s=j.estimate_s,
-                    now=clock,
-                    durations=self.durations,
-                    reserve_after_s=self.options.reserve_after_s,
-                )
-                for j in pending
-            ],
-            held=dict(held),
-            weights={name: q.weight for name, q in self.queues.items()},
-            tree=self._tree(held),
-        )
-        by_id = {j.id: j for j in pending}
         planned = self.policy.planned
-        snapshot = Snapshot(
-            clusters=self.fleet.capacities(),
-            links=self._links(running),
-            jobs=tuple(
-                planning.with_time(
-                    self.policy,
-                    request(by_id[c.key], elastic=planned),
-                    c,
-                    by_id[c.key].estimate_s,
-                    self.durations,
-                )
-                for c in order
-            )
-            + (
-                tuple(
-                    elastic.growth(
-                        running,
-                        clock,
-                        pending,
-                        shrinking,
-                        durations=self.durations,
-                        reserve_after_s=self.options.reserve_after_s,
-                        hysteresis=self.options.hysteresis,
-                    )
-                )
-                if planned
-                else ()
+        return RoundInput(
+            clock,
+            self.fleet.capacities(),
+            self._links(running),
+            tuple(
+                Waiting(request(j, elastic=planned), stamp(j.arrival_s), j.estimate_s)
+                for j in pending
             ),
-            queues=quota_states(self._tree(held), {j.queue for j in pending}),
-            running=tuple(self._running(running, clock)) if self.policy.planned else (),
+            self._tree(held, dict(asking)),
+            running=tuple(self._running(running, clock))
+            if planned or self.options.preemption is not None
+            else (),
+            elastic=tuple(elastic.elastic_runs(running, clock, self.durations)) if planned else (),
+            durations=self.durations,
+            fleet_gpus=self.capacity_gpus,
+            reclaimable={name: q.reclaimable for name, q in self.queues.items()},
         )
-        return solve(
-            snapshot,
-            self.policy,
-            SolveOptions(
+
+    def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:
+        """One round at `now`: the server's recipe (`solver.round_plan.plan_round`)."""
+        options = RoundOptions(
+            solve=SolveOptions(
                 time_limit_s=self.options.time_limit_s,
                 window=self.options.window,
                 deterministic_time=self.options.deterministic_time,
                 max_holds=self.options.max_holds,
             ),
+            preemption=self.options.preemption,
+            hysteresis=self.options.hysteresis,
+            reserve_after_s=self.options.reserve_after_s,
         )
+        return plan_round(self.round_input(pending, running, now), self.policy, options)
 
-    def _round(
+    def _apply(
         self,
+        plan: RoundPlan,
         pending: list[TraceJob],
         running: dict[str, Running],
         records: dict[str, JobRecord],
         now: float,
     ) -> set[str]:
+        """The plan's shrinks, starts and growth on the fleet (its evictions: `evictions.apply`);
+        the ids of the jobs started."""
         by_id = {j.id: j for j in pending}
         widths = {key: run.width for key, run in running.items()}
-        rules = self.options.preemption
-        cuts = (
-            elastic.shrink(
-                self.fleet,
-                pending,
-                running,
-                now,
-                durations=self.durations,
-                reserve_after_s=self.options.reserve_after_s,
-                rules=rules,
-                queues=evictions.queue_standings(self, pending, evictions.held_by_queue(running)),
-                hysteresis=self.options.hysteresis,
-            )
-            if self.policy.planned and rules is not None
-            else []
-        )
-        decision = self.decide(pending, running, now, shrinking={c.job_id for c, _ in cuts})
+        cuts = elastic.give_back(self.fleet, plan.shrinks, running)
         started = set()
-        for jd in decision.jobs:
-            if not jd.admitted or planning.grown_job(jd.job_id) is not None:
-                continue
-            if self._start(by_id[jd.job_id], jd, running, now):
+        for jd in plan.starts:
+            if self.start(by_id[jd.job_id], jd, running, now):
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
         elastic.unshrink(self.fleet, cuts, running)
-        if self.policy.planned:
-            links = planning.grown_links(
-                decision.jobs,
-                elastic.elastic_runs(running, stamp(now), self.durations),
-                self._links(running),
-                {
-                    key: tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations)
-                    for key, run in running.items()
-                },
-            )
-            for jd in decision.jobs:
-                key = planning.grown_job(jd.job_id)
-                if key is not None and links.get(key) is not None:
-                    elastic.grow(self.fleet, jd, running[key], links[key] or ())
+        for grow in plan.grows:
+            elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
         for cut, _ in cuts:
             if cut.beneficiary in started and cut.job_id in running:
                 running[cut.job_id].shrinks += 1
@@ -362,7 +303,7 @@ class Simulation:
                 )
         return started
 
-    def _start(
+    def start(
         self, job: TraceJob, jd: JobDecision, running: dict[str, Running], now: float
     ) -> bool:
         bound: list[tuple[str, str, str, int, int]] = []

@@ -1,8 +1,8 @@
-"""Preemption and reclaim in the simulator: after a round's starts, the jobs still waiting are
-given to `solver.preemption.preempt` (the server's code) over the simulated fleet; each
-eviction's victims leave their nodes at once and go back to the queue, and the preemptor starts
-on the freed capacity at the same instant (a simulated member cluster deletes a share
-instantly; the server waits for the agents to report the shares gone).
+"""Preemption and reclaim in the simulator: the evictions of a round's plan (step 7 of
+`solver.round_plan.plan_round`, the server's recipe) applied to the simulated fleet: each eviction's
+victims leave their nodes at once and go back to the queue, and the preemptor starts on the
+freed capacity at the same instant (a simulated member cluster deletes a share instantly; the
+server waits for the agents to report the shares gone).
 
 What an eviction costs: a victim loses its work since its start, or since its last checkpoint
 when the scenario gives `SimOptions.checkpoint_s` (a checkpoint every that many seconds of its
@@ -11,17 +11,16 @@ run); it resumes with the rest of its work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from volcano_global.simulation.running import Running, request, stamp
+from volcano_global.simulation.running import Running
 from volcano_global.simulation.workload import TraceJob
-from volcano_global.solver import Decision, JobDecision, Policy, Snapshot
-from volcano_global.solver.fair_share import quota_states
-from volcano_global.solver.preemption import Standing, preempt, standings
+from volcano_global.solver.preemption import Eviction
 
 if TYPE_CHECKING:
-    from volcano_global.simulation.engine import JobRecord, SimResult, Simulation
+    from volcano_global.simulation.engine import JobRecord, Simulation
 
 
 def lost_s(ran_s: float, checkpoint_s: float | None) -> float:
@@ -29,44 +28,31 @@ def lost_s(ran_s: float, checkpoint_s: float | None) -> float:
     return ran_s % checkpoint_s if checkpoint_s else ran_s
 
 
-def evict(
+def apply(
     sim: Simulation,
+    plan: Sequence[Eviction],
     pending: list[TraceJob],
     running: dict[str, Running],
     records: dict[str, JobRecord],
     now: float,
-    result: SimResult,
-) -> set[str]:
-    """Evict for the waiting jobs that may; requeue the victims (appended to `pending`) and
-    start the preemptors. Returns the ids of the preemptors started."""
-    rules = sim.options.preemption
-    if rules is None or not pending or not running:
-        return set()
-    waiting = sorted(pending, key=lambda j: (-j.priority, j.arrival_s, j.id))
-    held = held_by_queue(running)
-    queues = queue_standings(sim, pending, held)
-    snapshot = Snapshot(
-        clusters=sim.fleet.capacities(),
-        links=sim._links(running),
-        jobs=tuple(request(j) for j in waiting),
-        queues=quota_states(sim._tree(held), {j.queue for j in pending}),
-        running=tuple(sim._running(running, stamp(now))),
-    )
-    pending_all = Decision(
-        Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in waiting)
-    )
-    done = preempt(snapshot, pending_all, rules=rules, queues=queues)
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """The round's evictions: the victims leave their nodes and go back to the queue
+    (appended to `pending`), the preemptors start on what they freed. Returns the preemptors
+    started and the (victim, preemptor) pairs."""
     by_id = {j.id: j for j in pending}
-    started = set()
-    for e in done:
+    started: set[str] = set()
+    evicted: list[tuple[str, str]] = []
+    for e in plan:
+        if e.preemptor not in by_id or any(v.id not in running for v in e.victims):
+            continue
         for victim in e.victims:
             pending.append(_requeue(sim, running.pop(victim.id), records, now))
-            result.evictions.append((now, victim.id, e.preemptor))
-        if sim._start(by_id[e.preemptor], e.placement, running, now):
+            evicted.append((victim.id, e.preemptor))
+        if sim.start(by_id[e.preemptor], e.placement, running, now):
             started.add(e.preemptor)
             records[e.preemptor].start = now
             records[e.preemptor].clusters = e.placement.clusters
-    return started
+    return started, evicted
 
 
 def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: float) -> TraceJob:
@@ -91,14 +77,3 @@ def held_by_queue(running: dict[str, Running]) -> dict[str, int]:
     for run in running.values():
         held[run.job.queue] = held.get(run.job.queue, 0) + sum(g for *_, g in run.bound)
     return held
-
-
-def queue_standings(
-    sim: Simulation, pending: list[TraceJob], held: dict[str, int]
-) -> dict[str, Standing]:
-    tree = sim._tree(held)
-    want: dict[str, int] = {}
-    for j in pending:
-        want[j.queue] = want.get(j.queue, 0) + j.gpus
-    tree = {n: replace(q, pending=want.get(n, 0)) for n, q in tree.items()}
-    return standings(sim.capacity_gpus, tree, {n: q.reclaimable for n, q in sim.queues.items()})

@@ -91,6 +91,9 @@ class JobRequest:
     # priorities; its class says preemptionPolicy: PreemptLowerPriority) and "reclaim" (queues
     # above their deserved share); empty for a class with preemptionPolicy: Never.
     may_evict_for: frozenset[str] = frozenset()
+    # What a running elastic job could add (`planning.growth`), under the running job's id;
+    # never a waiting job.
+    grows: bool = False
 
     @property
     def elastic(self) -> bool:

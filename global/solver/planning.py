@@ -115,9 +115,6 @@ def running(
 
 
 # -- elastic width --------------------------------------------------------------------------
-GROWTH = "\x00grow"  # ends the id of what an elastic job could add (no job id has a NUL)
-
-
 @dataclass(frozen=True)
 class Hysteresis:
     """Resizes worth their restart: a job is resized again only `min_interval_s` after its
@@ -143,6 +140,11 @@ class ElasticRun:
     estimate_s: float | None = None  # how long it is likely to run on
     since_s: float = math.inf
     preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
+    # Per cluster: its pods per leaf domain in placement order (what a shrink gives back),
+    # and the link bandwidth it reserved.
+    domains: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    links: tuple[LinkBandwidth, ...] = ()
+    gpu_model: str = ""  # the model it runs on ("": the request's)
 
     @property
     def width(self) -> int:
@@ -156,6 +158,22 @@ class ElasticRun:
     def spare(self) -> int:
         """Units above its minimum width: what it may give back."""
         return max(self.width - self.request.fewest_units, 0)
+
+    def given_back(self, cut: Shrink) -> list[tuple[str, str, str, int, int]]:
+        """The pods a shrink gives back, the last placed first: (cluster, leaf, model, pods,
+        GPUs per pod)."""
+        request = self.request
+        there = dict(self.domains).get(cut.cluster, ())
+        return [
+            (
+                cut.cluster,
+                leaf,
+                self.gpu_model or request.gpu_model or "",
+                count,
+                request.gpus_per_pod,
+            )
+            for leaf, count in taken_back(list(there), cut.units * request.unit)
+        ]
 
 
 @dataclass(frozen=True)
@@ -199,7 +217,7 @@ def growth(
         out.append(
             replace(
                 job,
-                id=job.id + GROWTH,
+                grows=True,
                 pods=run.growable * job.unit,
                 unit_pods=job.unit_pods,
                 priority=priority,
@@ -234,8 +252,8 @@ def grown_links(
     by_id = {run.request.id: run for run in runs}
     out: dict[str, tuple[LinkBandwidth, ...] | None] = {}
     for d in decisions:
-        key = grown_job(d.job_id)
-        if not d.admitted or key is None or key not in by_id:
+        key = d.job_id
+        if not d.admitted or key not in by_id:
             continue
         run = by_id[key]
         job, old = run.request, [c for c, _ in run.units_in]
@@ -263,11 +281,6 @@ def grown_links(
                 free[p] += mine.get(p, 0.0) - need
         out[key] = tuple(LinkBandwidth(a, b, need) for a, b in pairs if need > 0)
     return out
-
-
-def grown_job(request_id: str) -> str | None:
-    """The running job a growth request belongs to (None for an ordinary request)."""
-    return request_id.removesuffix(GROWTH) if request_id.endswith(GROWTH) else None
 
 
 def taken_back(domains: list[tuple[str, int]], pods: int) -> list[tuple[str, int]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,9 +42,10 @@ from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.lifecycle.placements import end_placement
 from volcano_global.services.scheduling.placing import write_shares
 from volcano_global.services.scheduling.timing import PREEMPTABLE
-from volcano_global.solver import JobDecision, LinkBandwidth, LinkState, Share, planning
+from volcano_global.solver import LinkBandwidth, Share, planning
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
+from volcano_global.solver.round_plan import Grow
 
 # A job whose width is a range (its split policy, stored by alias from a validated SplitPolicy
 # by jobs/submission.py, has minUnits > 0): JSON_EXTRACT on SQLite, ->> on Postgres.
@@ -57,20 +59,6 @@ class ElasticPlacement:
     job_id: uuid.UUID
     placement_id: uuid.UUID
     run: planning.ElasticRun
-    # Per cluster: its share's pods per leaf domain (placement order), and the GPU model.
-    domains: dict[str, list[tuple[str, int]]]
-    gpu_model: str | None = None
-    links: tuple[LinkBandwidth, ...] = ()  # the link bandwidth its placement reserved
-
-    def given_back(self, cut: planning.Shrink) -> list[tuple[str, str, str, int, int]]:
-        """The pods a shrink gives back: (cluster, leaf, model, pods, GPUs per pod)."""
-        request = self.run.request
-        pods = cut.units * request.unit
-        model = self.gpu_model or request.gpu_model or ""
-        return [
-            (cut.cluster, leaf, model, count, request.gpus_per_pod)
-            for leaf, count in planning.taken_back(self.domains.get(cut.cluster, []), pods)
-        ]
 
 
 async def elastic_running(
@@ -168,13 +156,16 @@ async def elastic_running(
                     # Its last placement: its start, or its last resize.
                     since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
                     preemptable=preemptable != "false",
+                    domains=tuple(
+                        (
+                            clusters[s.cluster_id],
+                            tuple((k, int(v)) for k, v in (s.domains or {}).items()),
+                        )
+                        for s in kept
+                    ),
+                    links=tuple(links.get(pid, ())),
+                    gpu_model=model or "",
                 ),
-                {
-                    clusters[s.cluster_id]: [(k, int(v)) for k, v in (s.domains or {}).items()]
-                    for s in kept
-                },
-                model,
-                tuple(links.get(pid, ())),
             )
         )
     return sorted(out, key=lambda e: str(e.job_id))
@@ -274,13 +265,11 @@ def shrunk(
 
 
 def resizing(
-    shrinks: list[planning.Shrink], growth: list[JobDecision], elastic: dict[str, ElasticPlacement]
+    shrinks: Sequence[planning.Shrink], grows: Sequence[Grow], elastic: dict[str, ElasticPlacement]
 ) -> list[ElasticPlacement]:
     """The running elastic jobs a round's commit may resize: those its shrinks take units from
-    and those whose growth it admitted."""
-    keys = {cut.job_id for cut in shrinks} | {
-        key for d in growth if d.admitted and (key := planning.grown_job(d.job_id)) is not None
-    }
+    and those it grows."""
+    keys = {cut.job_id for cut in shrinks} | {g.job_id for g in grows}
     return [elastic[key] for key in sorted(keys) if key in elastic]
 
 
@@ -316,35 +305,22 @@ async def cluster_names(session: AsyncSession) -> dict[uuid.UUID, str]:
 async def commit_resizes(
     session: AsyncSession,
     *,
-    growth: list[JobDecision],
-    shrinks: list[planning.Shrink],
+    grows: Sequence[Grow] = (),
+    shrinks: Sequence[planning.Shrink] = (),
     elastic: dict[str, ElasticPlacement],
-    links: tuple[LinkState, ...],
     cluster_ids: dict[str, uuid.UUID],
     link_ids: dict[tuple[str, str], uuid.UUID],
     generation: int,
 ) -> list[str]:
-    """The round's resizes (job ids): growth the solver admitted whose new set of clusters is
-    link-safe (`planning.grown_links`) and the units given back (`shrinks`). A job that
-    stopped running, or whose placement changed, since the snapshot is left as it is."""
-    grown_links = planning.grown_links(
-        tuple(growth),
-        [e.run for e in elastic.values()],
-        links,
-        {key: e.links for key, e in elastic.items()},
-    )
-    decision_shares = {
-        key: list(d.shares)
-        for d in growth
-        if (key := planning.grown_job(d.job_id)) is not None and grown_links.get(key) is not None
-    }
+    """The round's resizes (job ids): the plan's growth and the units given back (`shrinks`).
+    A job that stopped running, or whose placement changed, since the round read it is left
+    as it is."""
+    added = {g.job_id: g for g in grows}
     cuts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    why: dict[str, str] = {}
     for cut in shrinks:
         cuts[cut.job_id][cut.cluster] += cut.units
-        why[cut.job_id] = "gives back replicas to a waiting job that outranks it"
     names = {v: k for k, v in cluster_ids.items()}
-    keys = sorted(k for k in set(decision_shares) | set(cuts) if k in elastic)
+    keys = sorted(k for k in set(added) | set(cuts) if k in elastic)
     placements, jobs = await lock_resizing(session, [elastic[k] for k in keys])
     resized = []
     for key in keys:
@@ -358,20 +334,12 @@ async def commit_resizes(
             or any(s.cluster_id not in names for s in placement.shares)
         ):
             continue
-        reserved = None
         if key in cuts:
             shares = shrunk(list(placement.shares), names, cuts[key])
+            why, reserved = "gives back replicas to a waiting job that outranks it", None
         else:
-            shares = grown(list(placement.shares), names, decision_shares[key])
-            why[key] = "room freed"
-            if {s.cluster for s in shares} != {names[s.cluster_id] for s in placement.shares}:
-                reserved = [
-                    (
-                        link_ids[(b.a, b.b)] if (b.a, b.b) in link_ids else link_ids[(b.b, b.a)],
-                        b.gbps,
-                    )
-                    for b in grown_links[key] or ()
-                ]
+            shares = grown(list(placement.shares), names, list(added[key].decision.shares))
+            why, reserved = "room freed", _new_links(placement, shares, names, added[key], link_ids)
         await resize(
             session,
             job=job,
@@ -379,8 +347,25 @@ async def commit_resizes(
             shares=shares,
             cluster_ids=cluster_ids,
             generation=generation,
-            why=why[key],
+            why=why,
             links=reserved,
         )
         resized.append(key)
     return resized
+
+
+def _new_links(
+    placement: Placement,
+    shares: list[Share],
+    names: dict[uuid.UUID, str],
+    grow: Grow,
+    link_ids: dict[tuple[str, str], uuid.UUID],
+) -> list[tuple[uuid.UUID, float]] | None:
+    """The link bandwidth (link id, Gbps) of a grown job whose set of clusters changed;
+    None: the same clusters, what it reserved stays."""
+    if {s.cluster for s in shares} == {names[s.cluster_id] for s in placement.shares}:
+        return None
+    return [
+        (link_ids[(b.a, b.b)] if (b.a, b.b) in link_ids else link_ids[(b.b, b.a)], b.gbps)
+        for b in grow.links
+    ]

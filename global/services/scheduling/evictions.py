@@ -20,9 +20,7 @@ it waits, and is withdrawn at the timeout).
 
 from __future__ import annotations
 
-import logging
 import uuid
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -46,13 +44,11 @@ from volcano_global.services.dispatch.supervision import GangOutcome, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.lifecycle.placements import end_placement
-from volcano_global.services.scheduling.placing import dispatch, write_holdings
-from volcano_global.services.scheduling.snapshot import RoundContext, free_capacity
-from volcano_global.solver import Decision, Snapshot, planning
+from volcano_global.services.scheduling.free import free_capacity
+from volcano_global.services.scheduling.placing import mark_placed, write_holdings
+from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver.capacity import ClusterPool
-from volcano_global.solver.preemption import Eviction, Rules, preempt, remaining
-
-log = logging.getLogger(__name__)
+from volcano_global.solver.preemption import Eviction
 
 EVENT = "PodEvicted"  # what Volcano's policies see when a job's pods are evicted
 
@@ -203,7 +199,7 @@ async def _start(session: AsyncSession, placement: Placement, job: Job) -> None:
         for r in placement.link_reservations
     ]
     evicted = len(placement.awaits or [])
-    await dispatch(
+    await mark_placed(
         session,
         job=job,
         placement=placement,
@@ -222,22 +218,3 @@ async def _withdraw(session: AsyncSession, placement: Placement, job: Job, why: 
     await record_event(
         session, job_id=job.id, type=EventType.WARNING, reason="NominationWithdrawn", message=why
     )
-
-
-def choose_evictions(
-    snapshot: Snapshot, decision: Decision, context: RoundContext, rules: Rules
-) -> list[Eviction]:
-    """The round's evictions (pure, run off the event loop): `solver.preemption.preempt` over
-    what the decision leaves free. A running elastic job the round resizes is no victim."""
-    resizing = {cut.job_id for cut in context.shrinks} | {
-        grown
-        for d in decision.jobs
-        if d.admitted and (grown := planning.grown_job(d.job_id)) is not None
-    }
-    left = remaining(snapshot, decision)
-    left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
-    try:
-        return preempt(left, decision, rules=rules, queues=context.standings)
-    except Exception:  # a defect: the round's placements still commit
-        log.exception("choosing the round's evictions failed")
-        return []

@@ -1,5 +1,5 @@
 """Writing a placement: its shares and link reservations (what it holds), then its dispatch
-(the assignments the agents receive, the job Placed). A round does both at once; a
+(`mark_placed`: the assignments the agents receive, the job Placed). A round does both at once; a
 preemptor's placement is written when its victims are evicted and dispatched once they are
 gone (`evictions.py`)."""
 
@@ -71,7 +71,7 @@ def write_holdings(
     return rows, lines
 
 
-async def dispatch(
+async def mark_placed(
     session: AsyncSession,
     *,
     job: Job,

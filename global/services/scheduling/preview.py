@@ -12,8 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.jobspec import NormalizedJob
 from volcano_global.services.jobs.submission import Submission, parse_submission
-from volcano_global.services.scheduling.snapshot import build_snapshot
+from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, solve
+from volcano_global.solver.fair_share import quota_states
 from volcano_global.solver.requests import job_request
 
 
@@ -29,7 +30,7 @@ async def preview_job(
 ) -> Preview:
     _, job, queue = await parse_submission(session, submission)
     # A job placed alone on the free capacity: no queue order, no plan over time to read.
-    snapshot, _ = await build_snapshot(session, window=0, policy=Policy.FIRST_FIT)
+    data, _ = await read_round(session, window=0, policy=Policy.FIRST_FIT)
     try:
         request = job_request(
             job_id="preview",
@@ -42,7 +43,8 @@ async def preview_job(
     except ValueError as exc:
         decision = JobDecision("preview", False, reason=f"cannot be placed yet: {exc}")
         return Preview(job, queue.name, decision)
-    alone = Snapshot(snapshot.clusters, snapshot.links, (request,), snapshot.queues)
+    queues = quota_states(data.tree, {request.queue})
+    alone = Snapshot(data.clusters, data.links, (request,), queues)
     result = await asyncio.to_thread(
         solve, alone, Policy.CPSAT, SolveOptions(time_limit_s=time_limit_s)
     )

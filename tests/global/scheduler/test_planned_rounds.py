@@ -1,5 +1,6 @@
 """The server's scheduling loop and the simulator decide a round the same way: the same jobs,
-fleet and clock give the same placements (`solver.planning` and `solve` are shared)."""
+fleet and clock give the same placements: both run `solver.round_plan.plan_round`, this test
+guards that the server's read and the simulator's input agree."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ from tests.factories import (
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
-from volcano_global.services.scheduling.snapshot import build_snapshot
+from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import Policy
+from volcano_global.solver.round_plan import RoundOptions, order
 
 FLEET = Scenario.model_validate(
     {
@@ -85,7 +87,8 @@ async def test_the_server_loop_places_as_the_simulator(
         )
     app.state.scheduler.settings.scheduling.policy = policy.value
     async with transaction(app.state.sessions) as session:
-        snapshot, _ = await build_snapshot(session, window=10, policy=policy)
+        data, _ = await read_round(session, window=10, policy=policy)
+        jobs = order(data, policy, RoundOptions())
         rows = await session.execute(
             select(Job.id, Job.submitted_at).where(Job.id.in_([uuid.UUID(i) for i in ids.values()]))
         )
@@ -110,12 +113,12 @@ async def test_the_server_loop_places_as_the_simulator(
             estimate_s=estimates[r.id],
             min_units=r.min_units,
         )
-        for r in snapshot.jobs
+        for r in jobs
     ]
     simulated = Simulation(FLEET, trace, policy, SimOptions(time_limit_s=5.0)).decide(
         trace, {}, now
     )
-    assert [r.id for r in snapshot.jobs] == [j.job_id for j in simulated.jobs]
+    assert [r.id for r in jobs] == [j.job_id for j in simulated.decision.jobs]
 
     report = await app.state.scheduler.run_once()
     assert report is not None
@@ -124,7 +127,9 @@ async def test_the_server_loop_places_as_the_simulator(
         job = (await api.get(f"/api/v1/jobs/{uid}")).json()
         shares = (job.get("placement") or {}).get("shares") or []
         served[uid] = sorted((s["cluster"], s["pods"]) for s in shares)
-    expected = {d.job_id: sorted((s.cluster, s.pods) for s in d.shares) for d in simulated.jobs}
+    expected = {
+        d.job_id: sorted((s.cluster, s.pods) for s in d.shares) for d in simulated.decision.jobs
+    }
     assert served == expected
     # The wide job (due) and the short work went first; the 512-GPU job did not fit after them.
     assert served[ids["wide"]] and served[ids["quick"]]

@@ -28,7 +28,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
-from volcano_global.services.scheduling.snapshot import free_capacity
+from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.timing import running_jobs
 from volcano_global.services.tenancy.queue_shares import current_shares
 from volcano_global.solver.durations import DurationModel

@@ -1,4 +1,4 @@
-"""Scheduling rounds against the database (SQLite and Postgres): snapshot, solve, atomic commit."""
+"""Scheduling rounds against the database (SQLite and Postgres): read, plan, atomic apply."""
 
 from __future__ import annotations
 
@@ -28,10 +28,11 @@ from volcano_global.scheduler.loop import Scheduler
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.inventory.deltas import apply_delta
-from volcano_global.services.scheduling.commit import commit_round
+from volcano_global.services.scheduling.round_apply import apply_plan
+from volcano_global.services.scheduling.round_input import RoundContext, read_round
 from volcano_global.services.scheduling.rounds import record_round
-from volcano_global.services.scheduling.snapshot import RoundContext, build_snapshot
-from volcano_global.solver import Decision, Policy, SolveOptions, solve
+from volcano_global.solver import Policy
+from volcano_global.solver.round_plan import RoundPlan, plan_round
 
 LLM = example("llm-pretrain-64x8.yaml")
 
@@ -115,25 +116,25 @@ async def test_pending_reason_in_numbers_and_held_capacity(
 
 async def decided_not_committed(
     app: FastAPI, api: httpx.AsyncClient
-) -> tuple[str, Decision, RoundContext]:
+) -> tuple[str, RoundPlan, RoundContext]:
     """A round that admitted the job "big" on two clusters, stopped before its commit."""
     await two_clusters(api)
     uid = (await submit(api, llm_job("big"))).json()["uid"]
     async with transaction(app.state.sessions) as session:
-        snapshot, context = await build_snapshot(session, window=10)
-    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
-    assert decision.job(uid).admitted
-    return uid, decision, context
+        data, context = await read_round(session, window=10)
+    plan = plan_round(data, Policy.CPSAT)
+    assert plan.decision.job(uid).admitted
+    return uid, plan, context
 
 
 async def test_a_job_whose_room_was_taken_meanwhile_is_deferred(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    uid, decision, context = await decided_not_committed(app, api)
+    uid, plan, context = await decided_not_committed(app, api)
     sessions = app.state.sessions
     await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east", used=8))
     async with transaction(sessions) as session:
-        result = await commit_round(session, decision=decision, context=context)
+        result = await apply_plan(session, plan=plan, context=context)
     assert result.placed == []
     assert "no longer has" in result.deferred[uid]
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
@@ -167,12 +168,12 @@ async def test_a_job_whose_one_leaf_filled_meanwhile_is_deferred(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """The commit re-reads only the leaves the decision uses: filling one of them is seen."""
-    uid, decision, context = await decided_not_committed(app, api)
-    share = next(s for d in decision.jobs if d.admitted for s in d.shares)
+    uid, plan, context = await decided_not_committed(app, api)
+    share = next(s for d in plan.starts for s in d.shares)
     leaf = share.domains[0][0]
     await fill_leaf(app, share.cluster, leaf)
     async with transaction(app.state.sessions) as session:
-        result = await commit_round(session, decision=decision, context=context)
+        result = await apply_plan(session, plan=plan, context=context)
     assert result.deferred[uid].startswith(f"{leaf} in {share.cluster} no longer has room")
     assert result.placed == []
 
@@ -188,9 +189,9 @@ async def test_only_the_jobs_that_no_longer_fit_wait_the_rest_of_the_round_commi
         for name in ("first", "second")
     ]
     async with transaction(app.state.sessions) as session:
-        snapshot, context = await build_snapshot(session, window=10)
-    decision = solve(snapshot, Policy.CPSAT, SolveOptions())
-    first, second = (decision.job(uid) for uid in uids)
+        data, context = await read_round(session, window=10)
+    plan = plan_round(data, Policy.CPSAT)
+    first, second = (plan.decision.job(uid) for uid in uids)
     assert first.admitted
     assert second.admitted
     (share,) = first.shares
@@ -198,7 +199,7 @@ async def test_only_the_jobs_that_no_longer_fit_wait_the_rest_of_the_round_commi
     assert leaf not in {d for s in second.shares for d, _ in s.domains}
     await fill_leaf(app, share.cluster, leaf)
     async with transaction(app.state.sessions) as session:
-        result = await commit_round(session, decision=decision, context=context)
+        result = await apply_plan(session, plan=plan, context=context)
     assert result.placed == [uids[1]]
     assert list(result.deferred) == [uids[0]]
     await app.state.scheduler.run_once()
@@ -211,13 +212,13 @@ async def test_a_round_still_fitting_a_moved_inventory_commits(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """Large clusters' inventories move all the time: a decision that still fits is kept."""
-    uid, decision, context = await decided_not_committed(app, api)
+    uid, plan, context = await decided_not_committed(app, api)
     sessions = app.state.sessions
     for name in ("gpu-east", "gpu-west"):  # more room than before, same HyperNodes
         more = inventory(name, tors=5, nodes_per_tor=8)
         assert (await api.put(f"/api/v1/clusters/{name}/inventory", json=more)).status_code == 200
     async with transaction(sessions) as session:
-        result = await commit_round(session, decision=decision, context=context)
+        result = await apply_plan(session, plan=plan, context=context)
     assert result.placed == [uid]
     assert (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] == "Placed"
 

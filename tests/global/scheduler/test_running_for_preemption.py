@@ -11,7 +11,7 @@ from tests.factories import create_cluster, create_queue, inventory, job_documen
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster
-from volcano_global.services.scheduling.snapshot import free_capacity
+from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
 
 

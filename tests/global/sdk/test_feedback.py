@@ -21,7 +21,7 @@ from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import rendezvous_env
 from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import ReportError, Runtime
-from volcano_global.services.scheduling.snapshot import with_measurements
+from volcano_global.services.scheduling.round_input import with_measurements
 
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
 

@@ -15,7 +15,7 @@ def run(*units_in: tuple[str, int], request: JobRequest = ELASTIC) -> planning.E
 
 def test_growth_is_a_request_for_the_missing_replicas_in_the_clusters_it_runs_in() -> None:
     (grow,) = planning.growth([run(("a", 2), ("b", 3))], lowest_priority=-1)
-    assert grow.id == "e" + planning.GROWTH and planning.grown_job(grow.id) == "e"
+    assert grow.id == "e" and grow.grows  # under the running job's id, marked as growth
     # 5 running of 8: 3 to add, at least 2 of them (a quarter of 5, rounded up).
     assert (grow.pods, grow.unit_pods, grow.min_units) == (6, 2, 2)
     assert (grow.allowed_clusters, grow.splittable, grow.max_clusters) == (("a", "b"), True, 2)

@@ -22,7 +22,6 @@ from volcano_global.solver.model import (
     RunningJob,
     Share,
 )
-from volcano_global.solver.planning import GROWTH
 from volcano_global.solver.preemption import PREEMPT, RECLAIM, may_evict_for, preempt, remaining
 
 HOUR = 3600.0
@@ -97,11 +96,11 @@ def test_never_evicts_nothing_and_growth_never_evicts() -> None:
     assert may_evict_for("Never") == frozenset()
     assert may_evict_for("PreemptLowerPriority") == frozenset({PREEMPT, RECLAIM})
     full = (cluster("a", 0, 8),)
-    grow = job("elastic" + GROWTH, 32)  # what a running elastic job could add
+    grow = replace(job("elastic", 32), grows=True)  # what a running elastic job could add
     snap = Snapshot(clusters=full, jobs=(grow,), running=(victim("low", "a", 64),))
     pending = Decision(Policy.GREEDY, "FEASIBLE", (JobDecision(grow.id, False),))
     assert preempt(snap, pending) == []
-    waiting = replace(grow, id="waiting")  # the same request, from a waiting job, evicts
+    waiting = replace(grow, id="waiting", grows=False)  # the same, from a waiting job, evicts
     assert (
         preempt(
             replace(snap, jobs=(waiting,)), replace(pending, jobs=(JobDecision("waiting", False),))

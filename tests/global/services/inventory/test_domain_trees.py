@@ -16,7 +16,7 @@ from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.inventory.deltas import apply_delta
 from volcano_global.services.inventory.domain_trees import domain_trees
 from volcano_global.services.inventory.snapshots import replace_inventory
-from volcano_global.services.scheduling.snapshot import build_snapshot
+from volcano_global.services.scheduling.round_input import read_round
 
 
 async def _tree_names(app: FastAPI) -> set[str]:
@@ -59,7 +59,7 @@ async def test_deltas_and_rounds_use_the_tree_of_the_current_generation(
         delta = InventoryDelta.model_validate({"nodeUpserts": [node]})
         await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
     async with transaction(app.state.sessions) as session:
-        snapshot, _ = await build_snapshot(session, window=1)
-    (east,) = snapshot.clusters
+        data, _ = await read_round(session, window=1)
+    (east,) = data.clusters
     leaves = {leaf.path: leaf.free_nodes for leaf in east.leaves}
     assert leaves[("east-tor2", "east-spine")][0] == 1  # the changed node, in the new domain

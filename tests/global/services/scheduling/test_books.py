@@ -12,7 +12,7 @@ from tests.factories import create_cluster, create_queue, inventory, job_documen
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterShare, Job, JobState
 from volcano_global.rpc.shares import SharePhase
-from volcano_global.services.scheduling.snapshot import free_capacity
+from volcano_global.services.scheduling.free import free_capacity
 
 
 async def free_gpus(app: FastAPI) -> int:

@@ -18,11 +18,12 @@ from volcano_global.services.scheduling.heads import (
     heads_per_queue,
     queue_heads,
 )
-from volcano_global.services.scheduling.snapshot import build_snapshot
+from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.services.scheduling.timing import duration_model
 from volcano_global.services.tenancy.queue_shares import queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import Policy, planning
+from volcano_global.solver.round_plan import RoundOptions, order
 
 BACKLOG = 3_500
 
@@ -47,8 +48,8 @@ async def test_another_queue_s_job_is_in_the_round_behind_a_backlog_of_thousands
 ) -> None:
     small = await _backlog(app, api)
     async with transaction(app.state.sessions) as session:
-        snapshot, _ = await build_snapshot(session, window=10, policy=policy)
-    considered = [r.id for r in snapshot.jobs]
+        data, _ = await read_round(session, window=10, policy=policy)
+    considered = [r.id for r in order(data, policy, RoundOptions())]
     assert len(considered) == 10
     # Fair share: the small queue holds nothing, the hog queue's first job takes 16 GPUs.
     assert considered.index(small) == 1
@@ -101,7 +102,7 @@ async def test_the_round_orders_its_heads_as_the_simulator_orders_every_waiting_
     urgent = job_document("urgent", queue="third", replicas=1, priorityClassName="high-priority")
     assert (await submit(api, urgent)).status_code == 201
     async with transaction(app.state.sessions) as session:
-        snapshot, _ = await build_snapshot(session, window=10, policy=policy)
+        data, _ = await read_round(session, window=10, policy=policy)
         tree = await queue_tree(session)
         durations = await duration_model(session)
         rows = (
@@ -132,4 +133,4 @@ async def test_the_round_orders_its_heads_as_the_simulator_orders_every_waiting_
         tree=tree,
     )
     assert len(rows) == BACKLOG + 3
-    assert [r.id for r in snapshot.jobs] == [c.key for c in every[:10]]
+    assert [r.id for r in order(data, policy, RoundOptions())] == [c.key for c in every[:10]]

@@ -12,7 +12,7 @@ from tests.factories import create_queue, job_document, submit
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Placement, PlacementState
-from volcano_global.services.scheduling.snapshot import _heads
+from volcano_global.services.scheduling.round_input import _heads
 from volcano_global.solver import Policy
 
 

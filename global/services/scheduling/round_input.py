@@ -1,0 +1,306 @@
+"""Step 0 of a round on the server: read its input (`solver.round_plan.RoundInput`) from the
+database, DB reads only, and what the commit checks it against and writes with
+(`RoundContext`). The recipe itself is `solver.round_plan.plan_round`, which the simulator runs too.
+
+The reads, in order: the Ready clusters and their inventory versions; what is free on them
+(`free.py`); the links and what placements reserve on them; the queue tree; the head of every
+queue's line (`heads.py`), less the jobs backing off after a withdrawal, cut to the round's
+window in the order `plan_round` takes them (`solver.round_plan.window`); the window's jobs as the
+solver's requests; the running jobs (planned policies and preemption); the fleet's GPUs and
+which queues are reclaimable (preemption); the running elastic jobs (planned policies)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    ClusterState,
+    Job,
+    JobState,
+    Link,
+    Placement,
+    PlacementState,
+    Queue,
+)
+from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.inventory.links import reserved_gbps
+from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
+from volcano_global.services.scheduling.free import free_capacity
+from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads
+from volcano_global.services.scheduling.timing import duration_model, running_jobs
+from volcano_global.services.scheduling.withdrawals import held_back
+from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
+from volcano_global.services.tenancy.queues import WAITING
+from volcano_global.solver import JobRequest, LinkState, Policy
+from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.fair_share import QueueNode
+from volcano_global.solver.preemption import may_evict_for
+from volcano_global.solver.requests import job_request
+from volcano_global.solver.round_plan import RoundInput, RoundOptions, Waiting, window
+
+log = logging.getLogger(__name__)
+CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair share to choose from
+# The planned order serves short work first: it chooses from more of each line (a round reads
+# 16 x window waiting jobs, shared among the queues, and at least the window of each).
+PLANNED_CANDIDATES = 16
+
+
+@dataclass
+class RoundContext:
+    """What the input was read from, for the commit to check and write with."""
+
+    versions: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # cluster -> (generation, seq)
+    cluster_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    link_ids: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
+    jobs: dict[str, uuid.UUID] = field(default_factory=dict)
+    gpu_models: dict[str, str | None] = field(default_factory=dict)  # job id -> its GPU model
+    # The running elastic jobs by job id (planned policies), with their placements.
+    elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
+    links: tuple[LinkState, ...] = ()  # as the round saw them
+
+
+async def read_round(
+    session: AsyncSession,
+    *,
+    window: int,
+    policy: Policy = Policy.CPSAT,
+    options: RoundOptions | None = None,
+    durations: DurationModel | None = None,
+    now: datetime | None = None,
+) -> tuple[RoundInput, RoundContext]:
+    """The round's input. A planned policy is told about time: `durations` learnt from
+    finished jobs (read here when not given), the running jobs' expected ends, the elastic
+    jobs. With preemption on (`options.preemption`), the running jobs (victims) and the
+    queues' standing are read for every policy."""
+    options = options or RoundOptions()
+    now = now or utcnow()
+    if policy.planned and durations is None:
+        durations = await duration_model(session)
+    durations = durations or DurationModel()
+    context = RoundContext()
+    clusters = await _ready_clusters(session, context)
+    states = await free_capacity(session, clusters)
+    links = await _links(session, context)
+    tree = await queue_tree(session)
+    waiting, set_aside = await _waiting(
+        session, context, tree, policy, options, durations, now, window
+    )
+    preempting = options.preemption is not None
+    data = RoundInput(
+        now,
+        tuple(states),
+        links,
+        tuple(waiting),
+        tree,
+        durations=durations,
+        set_aside=set_aside,
+    )
+    if policy.planned or preempting:
+        running = await running_jobs(session, clusters, states, now=now, durations=durations)
+        data = replace(data, running=tuple(running))
+    if preempting:
+        reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())
+        data = replace(data, fleet_gpus=await fleet_gpus(session), reclaimable=reclaimable)
+    if policy.planned:
+        elastic = await elastic_running(
+            session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
+        )
+        context.elastic = {str(e.job_id): e for e in elastic}
+        data = replace(data, elastic=tuple(e.run for e in elastic))
+    return data, context
+
+
+async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[Cluster]:
+    clusters = list(
+        (
+            await session.execute(
+                select(Cluster).where(Cluster.state == ClusterState.READY).order_by(Cluster.name)
+            )
+        ).scalars()
+    )
+    for c in clusters:
+        context.versions[c.name] = (c.inventory_generation, c.inventory_seq)
+        context.cluster_ids[c.name] = c.id
+    return clusters
+
+
+async def _links(session: AsyncSession, context: RoundContext) -> tuple[LinkState, ...]:
+    links = list((await session.execute(select(Link))).unique().scalars())
+    held = await reserved_gbps(session, link_ids=[link.id for link in links])
+    states = []
+    for link in links:
+        a, b = link.cluster_a.name, link.cluster_b.name
+        context.link_ids[(a, b)] = link.id
+        states.append(LinkState(a, b, link.capacity_gbps, held.get(link.id, 0.0)))
+    context.links = tuple(states)
+    return context.links
+
+
+async def _waiting(
+    session: AsyncSession,
+    context: RoundContext,
+    tree: dict[str, QueueNode],
+    policy: Policy,
+    options: RoundOptions,
+    durations: DurationModel,
+    now: datetime,
+    size: int,
+) -> tuple[list[Waiting], dict[str, str]]:
+    """The window's waiting jobs as the solver's requests, and those set aside (why).
+    Fair share chooses the window from the head of every queue's line by a few columns
+    (`solver.round_plan.window`); only the chosen jobs' placement fields are read."""
+    heads, queue_names = await _heads(session, size, policy, now)
+    light = [
+        Waiting(
+            JobRequest(
+                str(c.id),
+                pods=1,
+                gpus_per_pod=c.total_gpus,
+                priority=c.priority,
+                queue=queue_names[c.queue_id],
+            ),
+            c.submitted_at,
+            given_estimate(c.running_estimate_seconds),
+        )
+        for c in heads
+    ]
+    probe = RoundInput(now, (), waiting=tuple(light), tree=tree, durations=durations)
+    chosen = window(probe, policy, options, size)
+    fields = await _fields(session, [uuid.UUID(key) for key in chosen])
+    by_id = {w.request.id: w for w in light}
+    parents = {q.parent for q in tree.values() if q.parent}
+    waiting, set_aside = [], {}
+    for key in chosen:
+        job = fields.get(uuid.UUID(key))
+        if job is None:
+            continue
+        context.jobs[key] = job.id
+        context.gpu_models[key] = job.gpu_model
+        request, why = _request(job, parents, options)
+        if why is not None:
+            set_aside[key] = why
+        else:
+            waiting.append(Waiting(request, by_id[key].submitted_at, by_id[key].estimate_s))
+    return waiting, set_aside
+
+
+async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    rows = await session.execute(
+        select(
+            Job.id,
+            Queue.name.label("queue"),
+            Job.priority,
+            Job.gpu_model,
+            Job.gang,
+            Job.split_policy,
+            Job.communication,
+            Job.measurements,
+            Job.preemption_policy,
+        )
+        .join(Queue, Queue.id == Job.queue_id)
+        .where(Job.id.in_(ids))
+    )
+    return {row.id: row for row in rows}
+
+
+def _request(
+    job: Any, parents: set[str], options: RoundOptions
+) -> tuple[JobRequest | None, str | None]:
+    """The job as the solver's request, or why it cannot be one."""
+    key = str(job.id)
+    if job.queue in parents:  # a submission that raced the queue becoming a parent
+        return None, (
+            f"queue {job.queue!r} has child queues and jobs run only in leaf queues: "
+            "cancel this job and submit it to a leaf queue"
+        )
+    try:
+        split = SplitPolicy.model_validate(job.split_policy)
+        return job_request(
+            job_id=key,
+            gang=Gang.model_validate(job.gang),
+            split=with_measurements(split, job.measurements),
+            communication=Communication.model_validate(job.communication)
+            if job.communication
+            else None,
+            priority=job.priority,
+            queue=job.queue,
+            may_evict_for=may_evict_for(job.preemption_policy)
+            if options.preemption is not None
+            else frozenset(),
+        ), None
+    except ValueError as exc:
+        return None, f"cannot be placed yet: {exc}"
+    except Exception as exc:  # a defect: this job waits, the round goes on
+        log.exception("job %s could not be modelled", key)
+        return None, f"set aside: {type(exc).__name__}: {exc}"[:500]
+
+
+async def _heads(
+    session: AsyncSession, window: int, policy: Policy, now: datetime
+) -> tuple[list[Any], dict[uuid.UUID, str]]:
+    """Every queue's first waiting jobs (`heads.py`) but those backing off after a withdrawal
+    (`withdrawals.py`), and the queues' names by id. A queue that lost heads to the back-off
+    is read once more past them, so that its later jobs are not hidden behind them."""
+    names = dict((await session.execute(select(Queue.id, Queue.name).order_by(Queue.name))).all())
+    depth = PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT
+    per_queue = heads_per_queue(window, depth, len(names))
+    heads = await queue_heads(session, list(names), per_queue)
+    out = await held_back(session, job_ids=[c.id for c in heads], now=now)
+    if out:
+        short = sorted({c.queue_id for c in heads if c.id in out})
+        heads = [c for c in heads if c.id not in out and c.queue_id not in short]
+        again = await queue_heads(session, short, per_queue, excluding=out)
+        out |= await held_back(session, job_ids=[c.id for c in again], now=now)
+        heads += [c for c in again if c.id not in out]
+    return heads, names
+
+
+def with_measurements(split: SplitPolicy, measurements: dict[str, Any] | None) -> SplitPolicy:
+    """What the job's processes measured replaces what it declared (services/jobs/measurements)."""
+    measured = (measurements or {}).get("allreduceGbps")
+    if measured is None or split.mode == "never":
+        return split
+    return split.model_copy(update={"crossing_gbps": float(measured)})
+
+
+async def anything_pending(session: AsyncSession) -> bool:
+    """Whether a job waits (a round has something to do)."""
+    found = await session.execute(select(Job.id).where(WAITING).limit(1))
+    return found.first() is not None
+
+
+async def narrow_elastic(session: AsyncSession) -> bool:
+    """Whether a running elastic job runs narrower than its document (it may grow)."""
+    narrow = await session.execute(
+        select(Job.id)
+        .join(Placement, Placement.job_id == Job.id)
+        .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+        .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE, ELASTIC)
+        .group_by(Job.id, Job.total_pods)
+        .having(func.sum(ClusterShare.pods) < Job.total_pods)
+        .limit(1)
+    )
+    return narrow.first() is not None
+
+
+async def inventory_versions(session: AsyncSession) -> dict[str, tuple[int, int]]:
+    """Each Ready cluster's inventory version (generation, sequence), as `RoundContext.versions`."""
+    rows = await session.execute(
+        select(Cluster.name, Cluster.inventory_generation, Cluster.inventory_seq).where(
+            Cluster.state == ClusterState.READY
+        )
+    )
+    return {name: (generation, seq) for name, generation, seq in rows}

@@ -1,0 +1,361 @@
+"""One scheduling round as a pure function: `plan_round(RoundInput, policy, options) ->
+RoundPlan`. The server's scheduling loop (`services/scheduling/`) reads the input from its
+database and applies the plan in a transaction; the simulator (`simulation/engine.py`) builds
+the input from its virtual fleet and applies the plan to it. Both run this recipe, so they
+decide alike by construction.
+
+The recipe, in the order it runs (Kueue's cycle has the same shape: heads, snapshot, nominate,
+admit, requeue, with an explicit status per entry):
+
+1. **Order** the waiting jobs: priority, weighted fair share between queues, then submission
+   time - or, for a planned policy, the jobs owed a reservation and then the least expected
+   service first; a planned policy is also told how long each is likely to run.
+2. **Standing** of every queue (held, deserved, reclaimable), when preemption is on.
+3. **Shrinks**: running elastic jobs give back units to waiting jobs that may take them
+   (planned policies with preemption on); the capacity the solver sees includes them.
+4. **Growth**: what running elastic jobs could add (planned policies), after every waiting
+   job and at the lowest priority among them.
+5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
+   jobs; a round the engine fails on still ends, every job waiting with the reason.
+6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
+7. **Evictions**: for the jobs still waiting, the running gangs they may evict
+   (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
+   no victim.
+8. **Outcomes**: one typed outcome per waiting job considered - started, reserved, preempting,
+   will preempt (and whom, and when), waiting (with the reason, and when room is expected),
+   set aside.
+
+Pure: no clock (the input carries `now`), no I/O, inputs never mutated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from volcano_global.solver import SolveOptions, failed, planning, shrinking, solve
+from volcano_global.solver import outcomes as explain
+from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.model import (
+    ClusterCapacity,
+    Decision,
+    JobDecision,
+    JobRequest,
+    LinkBandwidth,
+    LinkState,
+    Policy,
+    RunningJob,
+    Snapshot,
+)
+from volcano_global.solver.outcomes import Outcome, Status
+from volcano_global.solver.preemption import (
+    Eviction,
+    Rules,
+    Standing,
+    preempt,
+    remaining,
+    standings,
+)
+
+log = logging.getLogger(__name__)
+__all__ = [
+    "Grow",
+    "Outcome",
+    "RoundInput",
+    "RoundOptions",
+    "RoundPlan",
+    "Status",
+    "Waiting",
+    "has_work",
+    "order",
+    "plan_round",
+    "settles_in",
+    "window",
+]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A waiting job as the round reads it: the solver's request (without time: step 1 adds
+    it), when it was submitted, and the user's run-time estimate if any."""
+
+    request: JobRequest
+    submitted_at: datetime
+    estimate_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RoundInput:
+    """Everything a round decides from."""
+
+    now: datetime
+    clusters: tuple[ClusterCapacity, ...]  # free capacity per leaf domain and GPU model
+    links: tuple[LinkState, ...] = ()
+    waiting: tuple[Waiting, ...] = ()
+    tree: Mapping[str, QueueNode] = field(default_factory=dict)  # queues, with held and pending
+    running: tuple[RunningJob, ...] = ()  # for planned policies and preemption
+    elastic: tuple[planning.ElasticRun, ...] = ()  # running elastic jobs (planned policies)
+    durations: DurationModel = field(default_factory=DurationModel)
+    fleet_gpus: int = 0  # what fair shares divide (reclaim)
+    reclaimable: Mapping[str, bool] = field(default_factory=dict)
+    set_aside: Mapping[str, str] = field(default_factory=dict)  # waiting, not modelled: why
+
+
+@dataclass(frozen=True)
+class RoundOptions:
+    solve: SolveOptions = field(default_factory=SolveOptions)
+    preemption: Rules | None = None  # None: no preemption, reclaim or shrinks
+    hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
+    reserve_after_s: float = planning.RESERVE_AFTER_S
+
+
+@dataclass(frozen=True)
+class Grow:
+    """A running elastic job adds `decision`'s units; once grown it reserves `links`."""
+
+    job_id: str
+    decision: JobDecision
+    links: tuple[LinkBandwidth, ...]
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    decision: Decision  # the solver's answer (status, gap, holds), growth included
+    starts: tuple[JobDecision, ...] = ()  # waiting jobs placed, in the solver's order
+    grows: tuple[Grow, ...] = ()
+    shrinks: tuple[planning.Shrink, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    outcomes: Mapping[str, Outcome] = field(default_factory=dict)  # by waiting job id
+    # Seconds until the first narrow elastic job's resize interval ends (None: none waits).
+    settles_in_s: float | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Waiting jobs considered (growth is not a waiting job)."""
+        return len(self.outcomes)
+
+    def admitted(self) -> tuple[JobDecision, ...]:
+        """Every admitted decision, starts and growth, in the solver's order."""
+        grown = {g.job_id for g in self.grows}
+        started = {d.job_id for d in self.starts}
+        return tuple(
+            d
+            for d in self.decision.jobs
+            if d.admitted and (d.job_id in started or d.job_id in grown)
+        )
+
+
+def plan_round(
+    data: RoundInput, policy: Policy = Policy.CPSAT, options: RoundOptions | None = None
+) -> RoundPlan:
+    """The round (module docstring), step by step."""
+    options = options or RoundOptions()
+    rules = options.preemption
+    waiting = order(data, policy, options)  # 1
+    queues = _standings(data) if rules is not None else {}  # 2
+    shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
+    growth = _growth(data, waiting, shrinks, policy, options)  # 4
+    requests = tuple(waiting) + tuple(growth)
+    snapshot = Snapshot(
+        clusters,
+        data.links,
+        requests,
+        quota_states(data.tree, {r.queue for r in requests}),
+        data.running if policy.planned or rules is not None else (),
+    )
+    decision = _solve(snapshot, policy, options.solve)  # 5
+    grows = _grows(data, decision, growth)  # 6
+    growing = {g.id for g in growth}
+    evictions = _evictions(snapshot, decision, shrinks, growing, queues, rules)  # 7
+    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
+    outcomes = explain.outcomes(  # 8
+        snapshot,
+        decision,
+        set_aside=data.set_aside,
+        evictions=evictions,
+        rules=rules,
+        queues=queues,
+        now=data.now,
+        excluded=growing,
+    )
+    return RoundPlan(
+        decision,
+        starts=starts,
+        grows=grows,
+        shrinks=tuple(shrinks),
+        evictions=tuple(evictions),
+        outcomes=outcomes,
+        settles_in_s=settles_in(data, options),
+    )
+
+
+def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
+    """Whether a round has anything to decide: a job waits (or is set aside, to be told
+    why), or a running elastic job could grow."""
+    if data.waiting or data.set_aside:
+        return True
+    return bool(_growth(data, [], [], policy, options))
+
+
+def order(data: RoundInput, policy: Policy, options: RoundOptions) -> list[JobRequest]:
+    """Step 1: the waiting jobs in queue order, with what a planned policy is told about
+    time. Prefix-stable: the first n of a longer list come out in the same order, so the
+    server may read only the window's jobs (`window`)."""
+    candidates = _candidates(data, policy, options)
+    by_id = {w.request.id: w for w in data.waiting}
+    return [
+        planning.with_time(policy, by_id[c.key].request, c, by_id[c.key].estimate_s, data.durations)
+        for c in candidates
+    ]
+
+
+def window(data: RoundInput, policy: Policy, options: RoundOptions, size: int) -> list[str]:
+    """The ids of the first `size` waiting jobs in the order of step 1 (what the server
+    reads in full for a round)."""
+    return [c.key for c in _candidates(data, policy, options)[:size]]
+
+
+def _candidates(data: RoundInput, policy: Policy, options: RoundOptions) -> list:  # type: ignore[type-arg]
+    return planning.order(
+        policy,
+        [
+            planning.waiting(
+                w.request.id,
+                queue=w.request.queue,
+                priority=w.request.priority,
+                gpus=w.request.gpus,
+                submitted_at=w.submitted_at,
+                estimate_s=w.estimate_s,
+                now=data.now,
+                durations=data.durations,
+                reserve_after_s=options.reserve_after_s,
+            )
+            for w in data.waiting
+        ],
+        held={name: q.held for name, q in data.tree.items()},
+        weights={name: q.weight for name, q in data.tree.items()},
+        tree=data.tree,
+    )
+
+
+def _standings(data: RoundInput) -> dict[str, Standing]:
+    """Step 2: every queue's GPUs held and deserved, and whether it is reclaimable."""
+    return standings(data.fleet_gpus, data.tree, data.reclaimable)
+
+
+def _shrinks(
+    data: RoundInput,
+    waiting: list[JobRequest],
+    queues: Mapping[str, Standing],
+    policy: Policy,
+    options: RoundOptions,
+) -> tuple[list[planning.Shrink], tuple[ClusterCapacity, ...]]:
+    """Step 3: the units elastic jobs give back (`shrinking.shrinks`), and the capacity the
+    solver sees with them free."""
+    if not policy.planned or options.preemption is None or not data.elastic:
+        return [], data.clusters
+    free: dict[tuple[str, str | None], int] = defaultdict(int)
+    models: dict[str, set[str]] = defaultdict(set)
+    for state in data.clusters:
+        for leaf in state.leaves:
+            free[(state.name, leaf.gpu_model)] += leaf.free_gpus
+            models[state.name].add(leaf.gpu_model)
+    cuts = shrinking.shrinks(
+        waiting,
+        list(data.elastic),
+        free_gpus=dict(free),
+        cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
+        rules=options.preemption,
+        queues=queues,
+        hysteresis=options.hysteresis,
+    )
+    runs = {run.request.id: run for run in data.elastic}
+    pods = [p for cut in cuts for p in runs[cut.job_id].given_back(cut)]
+    return cuts, planning.freed(data.clusters, pods)
+
+
+def _growth(
+    data: RoundInput,
+    waiting: list[JobRequest],
+    shrinks: list[planning.Shrink],
+    policy: Policy,
+    options: RoundOptions,
+) -> list[JobRequest]:
+    """Step 4: what running elastic jobs could add (`planning.growth`); a job that gives back
+    units does not also grow."""
+    if not policy.planned or not data.elastic:
+        return []
+    giving = {s.job_id for s in shrinks}
+    return planning.growth(
+        [r for r in data.elastic if r.request.id not in giving],
+        lowest_priority=min((r.priority for r in waiting), default=None),
+        widen=not any(r.due for r in waiting),
+        hysteresis=options.hysteresis,
+    )
+
+
+def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decision:
+    """Step 5. A round the engine fails on still ends: every job waits with the reason."""
+    try:
+        return solve(snapshot, policy, options)
+    except Exception as exc:  # an inventory the model refuses
+        log.exception("scheduling round failed")
+        reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
+        return failed(policy, snapshot.jobs, reason)
+
+
+def _grows(data: RoundInput, decision: Decision, growth: list[JobRequest]) -> tuple[Grow, ...]:
+    """Step 6: the admitted growth whose new set of clusters is link-safe
+    (`planning.grown_links`), with the bandwidth the grown job reserves."""
+    if not growth:
+        return ()
+    growing = {g.id for g in growth}
+    admitted = tuple(d for d in decision.jobs if d.admitted and d.job_id in growing)
+    links = planning.grown_links(
+        admitted,
+        list(data.elastic),
+        data.links,
+        {run.request.id: run.links for run in data.elastic},
+    )
+    return tuple(
+        Grow(d.job_id, d, links[d.job_id] or ())
+        for d in admitted
+        if links.get(d.job_id) is not None
+    )
+
+
+def _evictions(
+    snapshot: Snapshot,
+    decision: Decision,
+    shrinks: list[planning.Shrink],
+    growing: set[str],
+    queues: Mapping[str, Standing],
+    rules: Rules | None,
+) -> list[Eviction]:
+    """Step 7: `preemption.preempt` over what the decision leaves free; a running elastic job
+    the round resizes (gives back units, or grows) is no victim."""
+    if rules is None:
+        return []
+    grown = {d.job_id for d in decision.jobs if d.admitted and d.job_id in growing}
+    resizing = {cut.job_id for cut in shrinks} | grown
+    left = remaining(snapshot, decision)
+    left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
+    try:
+        return preempt(left, decision, rules=rules, queues=dict(queues))
+    except Exception:  # a defect: the round's placements still go ahead
+        log.exception("choosing the round's evictions failed")
+        return []
+
+
+def settles_in(data: RoundInput, options: RoundOptions) -> float | None:
+    """Seconds until the first narrow elastic job's resize interval ends (None: none
+    waits): until then an idle loop may skip rounds, after it one may grow the job."""
+    interval = options.hysteresis.min_interval_s
+    return min(
+        (interval - r.since_s for r in data.elastic if r.growable > 0 and r.since_s < interval),
+        default=None,
+    )
