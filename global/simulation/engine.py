@@ -35,7 +35,13 @@ from volcano_global.solver import (
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.preemption import Rules
-from volcano_global.solver.round_plan import RoundInput, RoundOptions, RoundPlan, Waiting, plan_round
+from volcano_global.solver.round_plan import (
+    RoundInput,
+    RoundOptions,
+    RoundPlan,
+    Waiting,
+    plan_round,
+)
 
 
 @dataclass(frozen=True)
