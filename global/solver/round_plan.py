@@ -271,7 +271,6 @@ def _shrinks(
         cluster_models={c: tuple(sorted(m)) for c, m in models.items()},
         rules=options.preemption,
         queues=queues,
-        hysteresis=options.hysteresis,
     )
     runs = {run.request.id: run for run in data.elastic}
     pods = [p for cut in cuts for p in runs[cut.job_id].given_back(cut)]

@@ -2,16 +2,22 @@
 follows the rules of whole-gang preemption (`preemption.may_take`, the same predicate): never
 from a job annotated `volcano.sh/preemptable: "false"`, never for a job whose class says
 `preemptionPolicy: Never`, only from a job that has run `Rules.min_run_s` since its last start
-or resize (and `Hysteresis.min_interval_s`), and only for a job of a higher priority
-(preemption) or by reclaim (its queue below its deserved share, the giver's queue still at or
-above its own once the units are gone). The server's round and the simulator call it."""
+or resize, and only for a job of a higher priority (preemption) or by reclaim (its queue below
+its deserved share, the giver's queue still at or above its own once the units are gone).
+
+The resize interval (`planning.Hysteresis`) does not hold a shrink back: it keeps growth from
+restarting jobs for small gains, but a waiting job that outranks an elastic job could evict it
+whole under the same rules, and giving back units costs less than an eviction (which spends a
+retry and the job's place in its queue). A shrink that suffices comes before an eviction
+(`round_plan.plan_round`: the shrinks are step 3, the evictions step 7 and never of a job the
+round resizes). The round (`round_plan.py`) calls it, on the server and in the simulator."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from volcano_global.solver.model import JobRequest, RunningJob
-from volcano_global.solver.planning import ElasticRun, Hysteresis, Shrink
+from volcano_global.solver.planning import ElasticRun, Shrink
 from volcano_global.solver.preemption import Rules, Standing, may_take
 
 
@@ -23,7 +29,6 @@ def shrinks(
     cluster_models: dict[str, tuple[str, ...]],
     rules: Rules,
     queues: Mapping[str, Standing] | None = None,
-    hysteresis: Hysteresis | None = None,
 ) -> list[Shrink]:
     """Units elastic running jobs give back so a waiting job they may give to (the module
     docstring), in queue order, can start. For each such job that fits in no cluster's free
@@ -33,10 +38,9 @@ def shrinks(
     a cluster (so a split's clusters, and the bandwidth they reserved, stay). Only
     whole-cluster fits are planned (a split beneficiary is not); GPUs per cluster, not nodes:
     the solver then places the beneficiary on what is free."""
-    hysteresis = hysteresis or Hysteresis()
     standing = dict(queues or {})
     free = dict(free_gpus)
-    settled = [r for r in runs if r.since_s >= hysteresis.min_interval_s and r.spare > 0]
+    settled = [r for r in runs if r.spare > 0]
     left = {run.request.id: run.spare for run in settled}
     held = {run.request.id: dict(run.units_in) for run in settled}
     by_id = {run.request.id: run for run in settled}
