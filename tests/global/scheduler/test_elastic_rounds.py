@@ -216,3 +216,24 @@ async def test_a_resize_locks_the_placement_before_the_job_as_reports_do(
     result = await asyncio.wait_for(round_task, timeout=10)
     assert result is not None and result.result.resized == [uid]
     assert await placed_pods(api, uid) == [("gpu-east", 16)]
+
+
+async def test_a_just_grown_elastic_job_gives_back_replicas_rather_than_being_evicted(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The issue's case: an elastic 4 x 8-GPU job (at least 2) just grew to its full width;
+    a high-priority 16-GPU job arrives with no minimum run time. Giving back two replicas
+    suffices, so that comes first: no eviction (which would spend a retry and the job's place
+    in its queue), the elastic job keeps 2 pods, the new job starts."""
+    uid = await narrow_elastic_job(app, api, pods=4, room=4)  # at full width
+    await running_since(app, uid, minutes=0.5)  # (re)started half a minute ago
+    app.state.scheduler.settings.scheduling.preemption.min_run_s = 0.0
+    vip = (
+        await submit(api, job_document("vip", replicas=2, priorityClassName="high-priority"))
+    ).json()["uid"]
+    report = await app.state.scheduler.run_once()
+    assert report is not None
+    assert not report.result.evicted and not report.result.nominated
+    assert report.result.resized == [uid]
+    assert await placed_pods(api, uid) == [("gpu-east", 2)]
+    assert await placed_pods(api, vip) == [("gpu-east", 2)]

@@ -6,6 +6,7 @@ cancellation *and* the inventory shows the victim's GPUs free."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 
@@ -283,3 +284,23 @@ async def test_the_evicted_runs_job_token_is_revoked_and_only_the_next_runs_chec
     assert saved.status_code == 200, saved.text
     assert await lost_s(app, low_id) < 60
     await stream.close()
+
+
+async def test_a_preemptor_held_back_by_the_minimum_run_says_whom_it_will_evict_and_when(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The victim has run 100 s of the 600 s minimum: the round evicts nothing yet, and the
+    high-priority job's reason names the victim and the time left (not only "no room")."""
+    _, low_id = await running_victim(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job).where(Job.id == low_id).values(started_at=utcnow() - timedelta(seconds=100))
+        )
+    high = await submit(api, job_document("high", replicas=1, priorityClassName="high-priority"))
+    report = await app.state.scheduler.run_once()
+    assert report is not None and report.result.nominated == []
+    job = (await api.get(f"/api/v1/jobs/{high.json()['uid']}")).json()
+    assert job["state"] == "Pending"
+    assert re.search(
+        r"will preempt \S+/low once it has run 600 s: in about (4\d\d|500) s", job["pendingReason"]
+    )
