@@ -26,6 +26,7 @@ from tests.factories import (
     submit,
 )
 from volcano_global.background import run_guarded, scheduling_rounds
+from volcano_global.clock import ManualClock
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job, JobState
@@ -81,15 +82,18 @@ async def test_a_job_waiting_out_its_resize_interval_idles_the_loop_until_it_end
     scheduler = app.state.scheduler
     await create_cluster(api, "gpu-east")
     await put_nodes(api, 4, used=0)
-    # Placed 594 s ago: 6 s left of the 600 s interval (room for two slow rounds under load).
+    # Placed 594 s ago: 6 s left of the 600 s interval; from here time moves by hand.
     uid = await narrow_job(app, api, placed_ago=timedelta(seconds=594))
+    scheduler.clock = clock = ManualClock(utcnow())
     await put_nodes(api, 8, used=4)
     # Room to grow, but not yet: the first look grows nothing, then the loop idles.
     first = await scheduler.run_once()
     assert first is None or not first.result.resized
     assert await scheduler.run_once() is None
+    clock.advance(5.0)
+    assert await scheduler.run_once() is None  # 1 s left: still idle
     # The interval ends with nothing else moving: the next round grows it.
-    await asyncio.sleep(6.2)
+    clock.advance(1.2)
     report = await scheduler.run_once()
     assert report is not None and report.result.resized == [uid]
 
