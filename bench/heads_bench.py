@@ -6,7 +6,7 @@ queue and a few in each of 9 others (10 queues), on SQLite and Postgres.
 Prints p50/p95 (ms) of: the read before issue 38 (the first window x 16 waiting jobs of all
 queues by priority and submission, on the indexes it had), the read now (each queue's first
 jobs along `ix_jobs_queue_waiting`, `services/scheduling/heads.py`), and the whole snapshot
-(`build_snapshot`, planned CP-SAT policy, window 200), and how many of the other queues' jobs
+(`read_round`, planned CP-SAT policy, window 200), and how many of the other queues' jobs
 each read sees."""
 
 from __future__ import annotations
