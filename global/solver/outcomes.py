@@ -2,8 +2,8 @@
 with the times it promises. Started, reserved and preempting jobs say what the solver and the
 evictions decided; a waiting job that may evict and would, once its victims have run the
 minimum run time, says whom it will evict and when; another waiting job says when running
-work is expected to leave room for it and whose end that is (for the first
-`EXPLAINED` of them in queue order: each costs a few greedy placements)."""
+work is expected to leave room for it and whose end that is. Both for the first `EXPLAINED`
+waiting jobs in queue order, so that explaining stays a small part of a round."""
 
 from __future__ import annotations
 
@@ -13,12 +13,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from volcano_global.solver.model import Decision, JobDecision, JobRequest, Policy, Snapshot
+from volcano_global.solver.model import (
+    Decision,
+    JobDecision,
+    JobRequest,
+    Policy,
+    RunningJob,
+    Snapshot,
+)
 from volcano_global.solver.preemption import (
     Eviction,
     Rules,
     Standing,
-    expected_room,
     preempt,
     remaining,
 )
@@ -115,7 +121,7 @@ def _will_preempt(
     else changed)."""
     if rules is None or rules.min_run_s <= 0 or not left.running:
         return {}
-    mayevict = [j for j in left.jobs if j.may_evict_for and out[j.id].status is Status.WAITING]
+    mayevict = [j for j in _first_waiting(left.jobs, out) if j.may_evict_for]
     if not mayevict:
         return {}
     pending = Decision(Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in mayevict))
@@ -153,22 +159,58 @@ def _will_preempt(
 
 def _room_expected(left: Snapshot, out: Mapping[str, Outcome], now: datetime) -> dict[str, Outcome]:
     """For the first EXPLAINED jobs still waiting: when running work is expected to leave
-    room for them (`preemption.expected_room`), and whose end that is."""
+    enough GPUs of its model free in one cluster it may use, and whose end that is (GPU
+    counts, not nodes: an estimate, and the word says so)."""
     if not left.running:
         return {}
-    links = {link.key: link.free_gbps for link in left.links}
+    room = _Room(left)
     found: dict[str, Outcome] = {}
     for job in _first_waiting(left.jobs, out):
-        seconds, ending = expected_room(job, list(left.running), left.clusters, links)
-        if ending is None:
+        when = room.first(job)
+        if when is None:
             continue
+        seconds, cluster, ending = when
         o = out[job.id]
         reason = (
             f"{o.reason}; room expected in about {seconds:,.0f} s, when "
-            f"{ending.name or ending.id} is expected to end"
+            f"{ending.name or ending.id} is expected to end ({job.gpus} GPUs free in {cluster})"
         )
         found[job.id] = replace(o, reason=reason, at=now + timedelta(seconds=seconds))
     return found
+
+
+class _Room:
+    """Per (cluster, GPU model): the GPUs free now, and the running jobs holding GPUs there
+    in the order they are expected to end, with the GPUs freed by each end."""
+
+    def __init__(self, left: Snapshot) -> None:
+        self.free: dict[tuple[str, str], int] = {}
+        for state in left.clusters:
+            for leaf in state.leaves:
+                key = (state.name, leaf.gpu_model)
+                self.free[key] = self.free.get(key, 0) + leaf.free_gpus
+        ends: dict[tuple[str, str], list[tuple[float, str, RunningJob, int]]] = {}
+        for run in left.running:
+            for cluster, model, gpus in run.gpus:
+                ends.setdefault((cluster, model), []).append((run.ends_in_s, run.id, run, gpus))
+        self.ends = {key: sorted(items, key=lambda e: e[:2]) for key, items in ends.items()}
+
+    def first(self, job: JobRequest) -> tuple[float, str, RunningJob] | None:
+        """The earliest (seconds, cluster, the job whose end makes room) for `job` whole."""
+        best: tuple[float, str, RunningJob] | None = None
+        for (cluster, model), items in self.ends.items():
+            if job.gpu_model not in (None, model):
+                continue
+            if job.allowed_clusters is not None and cluster not in job.allowed_clusters:
+                continue
+            have = self.free.get((cluster, model), 0)
+            for ends_in_s, _, run, gpus in items:
+                have += gpus
+                if have >= job.gpus:
+                    if best is None or ends_in_s < best[0]:
+                        best = (ends_in_s, cluster, run)
+                    break
+        return best
 
 
 def _first_waiting(jobs: tuple[JobRequest, ...], out: Mapping[str, Outcome]) -> list[JobRequest]:

@@ -241,21 +241,10 @@ def expected_wait(
     links: dict[tuple[str, str], float],
 ) -> float:
     """Seconds until running work is expected to leave room, with no eviction, for the job
-    (which does not fit now; infinite if it never does): `expected_room`."""
-    return expected_room(job, running, state, links)[0]
-
-
-def expected_room(
-    job: JobRequest,
-    running: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
-    links: dict[tuple[str, str], float],
-) -> tuple[float, RunningJob | None]:
-    """Seconds until running work is expected to leave room for the job (which does not fit
-    now), and the running job whose end makes it: the running jobs end at their `ends_in_s`,
-    earliest first, until it fits ((inf, None) if it never does). Found by bisection over how
-    many have ended (more room never undoes a fit of the greedy placement): a large server
-    runs thousands of jobs, and a placement tried after each would cost seconds a round."""
+    (which does not fit now): the running jobs end at their `ends_in_s`, earliest first,
+    until it fits (infinite if it never does). Found by bisection over how many have ended
+    (more room never undoes a fit of the greedy placement): a large server runs thousands of
+    jobs, and a placement tried after each would cost seconds a round."""
     ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
     frees = [(state, dict(links))]  # what is free once the first i have ended
     for r in ending:
@@ -270,12 +259,12 @@ def expected_room(
         return place_greedily(job, pools_of(free), room) is not None
 
     if not ending or not fits(len(ending)):
-        return float("inf"), None
+        return float("inf")
     low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if fits(mid) else (mid, high)
-    return ending[high - 1].ends_in_s, ending[high - 1]
+    return ending[high - 1].ends_in_s
 
 
 def _worth(job: JobRequest, victims: tuple[RunningJob, ...], wait: float, rules: Rules) -> bool:
