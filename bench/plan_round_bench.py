@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from round_bench import planned
-from workloads import kalos_stats, llm_snapshot
+from round_bench import planned_case
+from workloads import kalos_stats
 
 from volcano_global.solver import Policy, Snapshot, SolveOptions, solve
 from volcano_global.solver.fair_share import quota_states
@@ -72,18 +72,7 @@ def main() -> None:
             for rules in (None, Rules()):
                 solo, whole, ratio = [], [], []
                 for seed in range(1, args.seeds + 1):
-                    snapshot = planned(
-                        llm_snapshot(
-                            seed=seed,
-                            clusters=clusters,
-                            jobs=pending,
-                            mean_gpus=mean,
-                            utilisation=(0.85, 0.97),
-                            tors=tors,
-                        ),
-                        seed,
-                        running_per_cluster=50,
-                    )
+                    snapshot = planned_case(seed, clusters, pending, mean, tors)
                     data = round_input(snapshot, evicts=rules is not None)
                     options = RoundOptions(
                         solve=SolveOptions(time_limit_s=limit, window=window), preemption=rules

@@ -49,6 +49,19 @@ def planned(snapshot: Snapshot, seed: int, running_per_cluster: int) -> Snapshot
     return replace(snapshot, jobs=jobs, running=tuple(running))
 
 
+def planned_case(seed: int, clusters: int, pending: int, mean: float, tors: int) -> Snapshot:
+    """One round of the table: the LLM mix, 85-97% busy, 50 running jobs per cluster."""
+    snapshot = llm_snapshot(
+        seed=seed,
+        clusters=clusters,
+        jobs=pending,
+        mean_gpus=mean,
+        utilisation=(0.85, 0.97),
+        tors=tors,
+    )
+    return planned(snapshot, seed, running_per_cluster=50)
+
+
 def section(*, quick: bool = False, seeds: int = 5) -> list[str]:
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = (
@@ -72,18 +85,7 @@ def section(*, quick: bool = False, seeds: int = 5) -> list[str]:
         for policy in (Policy.CPSAT, Policy.BACKFILL):
             times, admitted = [], []
             for seed in range(1, seeds + 1):
-                snapshot = planned(
-                    llm_snapshot(
-                        seed=seed,
-                        clusters=clusters,
-                        jobs=pending,
-                        mean_gpus=mean,
-                        utilisation=(0.85, 0.97),
-                        tors=tors,
-                    ),
-                    seed,
-                    running_per_cluster=50,
-                )
+                snapshot = planned_case(seed, clusters, pending, mean, tors)
                 start = time.perf_counter()
                 decision = solve(snapshot, policy, SolveOptions(time_limit_s=limit, window=window))
                 times.append(time.perf_counter() - start)
