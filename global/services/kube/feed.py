@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import autocommit
-from volcano_global.services.kube import cluster, store
+from volcano_global.services.kube import cluster_scoped, store
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -38,7 +38,7 @@ LOOKBACK_LIMIT = timedelta(minutes=10)
 @dataclass(frozen=True)
 class Change:
     # A job's: every column of the job and its queue's name. A queue's or class's
-    # (`cluster.change_row`): its kind, id, updated_at, whether deleted, and the object.
+    # (`cluster_scoped.change_row`): its kind, id, updated_at, whether deleted, and the object.
     row: dict[str, Any]
     clusters: list[str]
 
@@ -163,7 +163,7 @@ class ChangeFeed:
     async def _start(self, session: AsyncSession) -> datetime:
         """Start from the newest change: what watches see from now on."""
         newest = await store.watermark(session)
-        present = await cluster.present_ids(session)
+        present = await cluster_scoped.present_ids(session)
         self._since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
         self._handed.clear()
         self._present = present
@@ -183,12 +183,12 @@ class ChangeFeed:
             if began is not None:  # bounded: a session left open must not cost every read
                 start = max(min(start, began - self.settle), since - LOOKBACK_LIMIT)
         rows = await store.changed_since(session, since=start)
-        rows += await cluster.changed_since(session, since=start)
+        rows += await cluster_scoped.changed_since(session, since=start)
         fresh = [row for row in rows if (row["id"], row["updated_at"]) not in self._handed]
         clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
-        now_present = await cluster.present_ids(session)
+        now_present = await cluster_scoped.present_ids(session)
         fresh += [
-            cluster.gone(kind, uid, name, max(utcnow(), since))
+            cluster_scoped.gone(kind, uid, name, max(utcnow(), since))
             for uid, (kind, name) in self._present.items()
             if uid not in now_present
         ]

@@ -10,7 +10,7 @@ from sqlalchemy import delete
 from volcano_global.background import kube_change_feed, run_guarded
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.models import Queue
-from volcano_global.services.kube.cluster import QUEUE
+from volcano_global.services.kube.cluster_scoped import QUEUE
 from volcano_global.services.kube.feed import Change, ChangeFeed, Subscription
 
 
