@@ -21,7 +21,7 @@ setup(
         "volcano_global.rpc.v1": ["*.pyi"],
         "volcano_global.console": ["static/*"],
         "volcano_global.simulation": ["data/*.csv"],
+        "volcano_global.clusterspec": ["data/*.csv"],
         "volcano_global.api.kube": ["crds/*.yaml", "crds/README.md"],
-        "core_agent": ["data/*.csv"],
     },
 )

@@ -88,12 +88,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.kube_feed = ChangeFeed(
                 sessions, poll_s=settings.kube.watch_poll_s, settle_s=settings.kube.watch_settle_s
             )
-            app.state.kube_feed.start()
             scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
             app.state.scheduler = scheduler
             background = Background(
                 server_loops(
-                    settings=settings, engine=engine, sessions=sessions, scheduler=scheduler
+                    settings=settings,
+                    engine=engine,
+                    sessions=sessions,
+                    scheduler=scheduler,
+                    kube_feed=app.state.kube_feed,
                 )
             )
             try:
@@ -101,7 +104,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             finally:
                 deadline = Deadline(stop_budget_s(settings))
                 await background.stop(deadline)
-                await bounded(app.state.kube_feed.stop(), name="change feed", deadline=deadline)
                 watches = getattr(app.state, "kube_watches", None)  # made by the first watch
                 if watches is not None:
                     await bounded(watches.stop(), name="watch token checks", deadline=deadline)

@@ -17,6 +17,7 @@ from volcano_global.db.engine import create_engine, is_unavailable
 from volcano_global.db.notifications import Listener
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
+from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.services.lifecycle.outbox import OUTBOX
 from volcano_global.services.wakeups import ROUNDS
 from volcano_global.settings import Settings
@@ -46,6 +47,7 @@ def server_loops(
     engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     scheduler: Scheduler,
+    kube_feed: ChangeFeed,
 ) -> list[Loop]:
     """An API replica's loops. Made once the agent port is open: silence is counted from
     then."""
@@ -60,7 +62,8 @@ def server_loops(
             "clusters-silent-to-notready",
             mark_silent_clusters,
             every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
-        )
+        ),
+        kube_change_feed(kube_feed),
     ]
     if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
         # Commits of other processes wake this one's agent streams (they poll meanwhile).
@@ -76,6 +79,12 @@ def server_loops(
     if settings.scheduling.enabled:
         loops += scheduling_loops(settings, engine, scheduler)
     return loops
+
+
+def kube_change_feed(feed: ChangeFeed) -> Loop:
+    """The changes behind every watch of the Kubernetes-compatible API, read every `poll_s`
+    while a watch is open (the step waits for one)."""
+    return Loop("kube-change-feed", feed.step, every_s=feed.poll_s)
 
 
 def scheduling_rounds(scheduler: Scheduler) -> Loop:

@@ -7,17 +7,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
-
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
 from core_agent.inventory import Changes, Inventory
-from core_agent.simulated.fabric import hosts_by_aggregation, load_lingjun_hosts
 from core_agent.sources import Report
-from volcano_global.jobspec.gpu_models import canonical_model
-from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.clusterspec import layout
+from volcano_global.clusterspec.spec import ClusterSpec
 from volcano_global.rpc.shares import (
     HeldShare,
     ShareAssignment,
@@ -26,48 +20,6 @@ from volcano_global.rpc.shares import (
     ShareStatus,
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class NodeGroup(_Spec):
-    count: Annotated[int, Field(ge=1, le=100_000)]
-    gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 8
-    gpu_model: Annotated[str, AfterValidator(canonical_model)] = "H100"  # GFD names too
-    cpu: Annotated[int, Field(ge=1)] = 192
-    memory: str = "2Ti"
-    name_prefix: str | None = None
-
-
-class Tier(_Spec):
-    name: str
-    size: Annotated[
-        int,
-        Field(
-            ge=1,
-            description="Members per domain: nodes for tier 1, domains of the tier below above it",
-        ),
-    ]
-
-
-class Topology(_Spec):
-    tiers: list[Tier] = Field(default_factory=list, max_length=6)
-
-
-class ClusterSpec(_Spec):
-    """A simulated cluster described in YAML: node groups and topology tiers."""
-
-    node_groups: list[NodeGroup] = Field(min_length=1)
-    topology: Topology = Field(default_factory=Topology)
-
-
-class LingjunSpec(_Spec):
-    """A spec file naming a block of the real Lingjun fabric instead of node groups."""
-
-    lingjun_block: Annotated[int, Field(ge=0)]
-    gpu_model: Annotated[str, AfterValidator(canonical_model)] = "H800"
 
 
 @dataclass
@@ -128,89 +80,41 @@ class SimulatedCluster:
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    def from_spec(cls, name: str, spec: ClusterSpec) -> SimulatedCluster:
-        nodes: list[SimNode] = []
-        for index, group in enumerate(spec.node_groups):
-            prefix = group.name_prefix or f"{name}-g{index}"
-            memory = int(parse_quantity(group.memory))
-            nodes += [
-                SimNode(
-                    f"{prefix}-{i:05d}",
-                    group.gpu_model,
-                    group.gpus_per_node,
-                    group.cpu * 1000,
-                    memory,
-                    None,
-                )
-                for i in range(group.count)
-            ]
-        domains: list[pb.Domain] = []
-        members: list[str | None] = [None] * len(nodes)  # each node's domain at the tier below
-        for tier_index, tier in enumerate(spec.topology.tiers, start=1):
-            if tier_index == 1:
-                groups = [
-                    list(range(i, min(i + tier.size, len(nodes))))
-                    for i in range(0, len(nodes), tier.size)
-                ]
-                for g, idxs in enumerate(groups):
-                    domain = f"{name}-{tier.name}{g:04d}"
-                    domains.append(pb.Domain(name=domain, tier=1, tier_name=tier.name))
-                    for i in idxs:
-                        nodes[i].domain = domain
-                members = [f"{name}-{tier.name}{g:04d}" for g in range(len(groups))]
-            else:
-                below = [d for d in members if d is not None]
-                parents = []
-                by_name = {d.name: d for d in domains}
-                for g in range(0, len(below), tier.size):
-                    domain = f"{name}-{tier.name}{g // tier.size:04d}"
-                    parents.append(domain)
-                    domains.append(pb.Domain(name=domain, tier=tier_index, tier_name=tier.name))
-                    for child in below[g : g + tier.size]:
-                        by_name[child].parent = domain
-                members = list(parents)
+    def from_layout(cls, name: str, shape: layout.ClusterLayout) -> SimulatedCluster:
+        nodes = [
+            SimNode(
+                n.name,
+                n.gpu_model,
+                n.gpus,
+                n.cpu_millis,
+                n.memory_bytes,
+                n.domain,
+                labels=dict(n.labels),
+            )
+            for n in shape.nodes
+        ]
+        domains = [
+            pb.Domain(name=d.name, tier=d.tier, tier_name=d.tier_name, parent=d.parent or "")
+            for d in shape.domains
+        ]
         return cls(name, nodes, domains)
+
+    @classmethod
+    def from_spec(cls, name: str, spec: ClusterSpec) -> SimulatedCluster:
+        return cls.from_layout(name, layout.from_spec(name, spec))
 
     @classmethod
     def from_yaml(cls, name: str, path: Path) -> SimulatedCluster:
         """A spec file: node groups and tiers, or `{lingjunBlock: N, gpuModel: M}` for a block
         of the real Lingjun fabric (as `--lingjun-block N --gpu-model M`)."""
-        data = yaml.safe_load(path.read_text())
-        if isinstance(data, dict) and "lingjunBlock" in data:
-            block = LingjunSpec.model_validate(data)
-            return cls.from_lingjun(name, block=block.lingjun_block, gpu_model=block.gpu_model)
-        return cls.from_spec(name, ClusterSpec.model_validate(data))
+        return cls.from_layout(name, layout.from_file(name, path))
 
     @classmethod
     def from_lingjun(
         cls, name: str, *, block: int = 0, gpu_model: str = "H800"
     ) -> SimulatedCluster:
-        """One aggregation block (PSW) of the real Lingjun fabric: its hosts, 8 GPUs each, under
-        ToR (tier 1) and aggregation (tier 2) HyperNodes."""
-        gpu_model = canonical_model(gpu_model)
-        blocks = list(hosts_by_aggregation(load_lingjun_hosts()).items())
-        aggregation, hosts = blocks[block % len(blocks)]
-        spine = f"{name}-{aggregation.lower()}"
-        domains = [pb.Domain(name=spine, tier=2, tier_name="spine")]
-        nodes = []
-        for i, host in enumerate(sorted(hosts, key=lambda h: (h.tor, h.host_id))):
-            tor = f"{spine}-{host.tor.lower()}"
-            if tor not in {d.name for d in domains[-1:]} and not any(
-                d.name == tor for d in domains
-            ):
-                domains.append(pb.Domain(name=tor, tier=1, tier_name="tor", parent=spine))
-            nodes.append(
-                SimNode(
-                    f"{name}-node-{i:04d}",
-                    gpu_model,
-                    8,
-                    192_000,
-                    2048 << 30,
-                    tor,
-                    labels={"lingjun/host": host.host_id[:16]},
-                )
-            )
-        return cls(name, nodes, domains)
+        """One aggregation block (PSW) of the real Lingjun fabric (`clusterspec/layout.py`)."""
+        return cls.from_layout(name, layout.from_lingjun(name, block=block, gpu_model=gpu_model))
 
     # -- InventorySource --------------------------------------------------------------------
     async def start(self) -> None:

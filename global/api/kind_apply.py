@@ -13,7 +13,7 @@ from volcano_global.api import audit
 from volcano_global.jobspec.manifests import Manifest
 from volcano_global.jobspec.priority_classes import read_priority_class
 from volcano_global.jobspec.queue_document import read_queue
-from volcano_global.services.kube import cluster
+from volcano_global.services.kube import cluster_scoped
 from volcano_global.services.tenancy import priority_classes as classes
 from volcano_global.services.tenancy import queues
 from volcano_global.services.tenancy.tokens import Principal
@@ -53,10 +53,10 @@ async def apply_priority_class(
     document = manifest.document or {}
     pc = read_priority_class(document)
     metadata = document.get("metadata") or {}
-    labels = cluster.string_map(metadata, "labels")
-    annotations = cluster.string_map(metadata, "annotations")
+    labels = cluster_scoped.string_map(metadata, "labels")
+    annotations = cluster_scoped.string_map(metadata, "annotations")
     async with request.app.state.sessions() as session:
-        row = await cluster.priority_class_row(session, pc.name)
+        row = await cluster_scoped.priority_class_row(session, pc.name)
         if row is not None and (
             (row.value, row.preemption_policy, row.global_default, row.description)
             == (pc.value, pc.preemption_policy, pc.global_default, pc.description)
@@ -66,6 +66,6 @@ async def apply_priority_class(
         await classes.replace_priority_class(session, pc=pc, metadata=(labels, annotations))
         await audit.record_accepted(session, request, caller)
         await session.commit()
-        stored = await cluster.priority_class_row(session, pc.name)
+        stored = await cluster_scoped.priority_class_row(session, pc.name)
         assert stored is not None  # just written
         return ("configured" if row is not None else "created"), stored.id

@@ -30,8 +30,8 @@ from volcano_global.rpc.v1 import agent_pb2_grpc
 from volcano_global.services.dispatch import reports
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory import clusters as cluster_service
+from volcano_global.services.inventory import sequence
 from volcano_global.services.inventory.agent_streams import claim_stream
-from volcano_global.services.inventory.deltas import apply_delta, merged
 from volcano_global.services.inventory.snapshots import replace_inventory
 from volcano_global.services.lifecycle import outbox
 from volcano_global.services.tenancy.tokens import (
@@ -103,7 +103,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 message=f"agent {first.hello.agent_version or '?'} ({first.hello.source or '?'}) "
                 f"connected, last acked seq {first.hello.last_acked_seq}",
             )
-            applied, empty = cluster.inventory_seq, cluster.inventory_generation == 0
+            applied, empty = cluster.inventory_seq, sequence.snapshot_required(cluster)
             cluster_id = cluster.id
         yield pb.GlobalMessage(
             welcome=pb.Welcome(
@@ -209,38 +209,23 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
     async def _deltas(
         self, cluster_name: str, messages: list[pb.InventoryDelta]
     ) -> list[pb.GlobalMessage]:
-        """Consecutive deltas in one transaction: those already applied are skipped, the rest
-        must follow on in sequence (a gap asks for a snapshot); answered with one ack."""
-        deltas = [delta_from(m) for m in messages]  # each validated, before anything is applied
+        """Consecutive deltas in one transaction (`services/inventory/sequence.py`): answered
+        with one ack, a resync request, or both."""
+        # each validated, before anything is applied
+        deltas = [sequence.NumberedDelta(m.seq, delta_from(m)) for m in messages]
         async with transaction(self.sessions) as session:
             cluster = await cluster_service.lock_cluster(session, name=cluster_name)
             await require_standing(session, cluster)
-            applied = cluster.inventory_seq
-            if cluster.inventory_generation == 0:
-                reason = "no inventory yet: send a snapshot"
-                resync = pb.ResyncRequest(reason=reason, applied_seq=applied)
-                return [pb.GlobalMessage(resync=resync)]
-            fresh, replies = [], []
-            for message, delta in zip(messages, deltas, strict=True):
-                expected = applied + len(fresh) + 1
-                if message.seq < expected:
-                    continue  # a duplicate: already applied
-                if message.seq != expected:
-                    reason = f"gap: expected seq {expected}, got {message.seq}"
-                    resync = pb.ResyncRequest(reason=reason, applied_seq=expected - 1)
-                    replies.append(pb.GlobalMessage(resync=resync))
-                    break
-                fresh.append(delta)
-            last = applied + len(fresh)
-            if fresh:
-                await cluster_service.agent_seen(session, cluster=cluster)  # as good as a heartbeat
-            for delta in merged(fresh):
-                await apply_delta(
-                    session, cluster=cluster, delta=delta, seq=last, max_nodes=self._cap
-                )
-        if replies and not fresh:
-            return replies  # nothing new was applied: only the resync request
-        return [pb.GlobalMessage(ack=pb.Ack(seq=last)), *replies]
+            outcome = await sequence.apply_in_sequence(
+                session, cluster=cluster, deltas=deltas, max_nodes=self._cap
+            )
+        replies = []
+        if outcome.acked_seq is not None:
+            replies.append(pb.GlobalMessage(ack=pb.Ack(seq=outcome.acked_seq)))
+        if (resync := outcome.resync) is not None:
+            request = pb.ResyncRequest(reason=resync.reason, applied_seq=resync.applied_seq)
+            replies.append(pb.GlobalMessage(resync=request))
+        return replies
 
     async def _authenticate(
         self, context: grpc.aio.ServicerContext

@@ -26,8 +26,8 @@ class Fleet:
         self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
         for entry in scenario.clusters:
             cluster = entry.build()
-            parents = {d.name: d.parent for d in cluster.domains.values()}
-            for node in cluster.nodes.values():
+            parents = {d.name: d.parent for d in cluster.domains}
+            for node in cluster.nodes:
                 if node.gpus == 0:
                     continue
                 leaf = node.domain or entry.name

@@ -1,5 +1,5 @@
 """What the simulator replays against: clusters (the simulated-cluster specs the agent uses,
-or a block of the real Lingjun fabric), links between them, queues.
+`clusterspec/`, or a block of the real Lingjun fabric), links between them, queues.
 
     clusters:
       - {name: east, lingjunBlock: 2, gpuModel: H100}
@@ -20,7 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from volcano_global.clusterspec import layout
+from volcano_global.clusterspec.spec import ClusterSpec
 
 
 class _Spec(BaseModel):
@@ -39,10 +40,11 @@ class ClusterEntry(_Spec):
             raise ValueError(f"cluster {self.name}: give exactly one of spec or lingjunBlock")
         return self
 
-    def build(self) -> SimulatedCluster:
+    def build(self) -> layout.ClusterLayout:
+        """The cluster's nodes and domains, as the agent's simulated cluster lays them out."""
         if self.spec is not None:
-            return SimulatedCluster.from_spec(self.name, self.spec)
-        return SimulatedCluster.from_lingjun(
+            return layout.from_spec(self.name, self.spec)
+        return layout.from_lingjun(
             self.name, block=self.lingjun_block or 0, gpu_model=self.gpu_model
         )
 

@@ -43,7 +43,7 @@ def test_wheel_contains_migrations_stubs_and_data(tmp_path: Path) -> None:
         "volcano_global/rpc/v1/agent_pb2.py",
         "volcano_global/rpc/v1/agent_pb2.pyi",
         "volcano_global/solver/cpsat.py",
-        "core_agent/data/lingjun_2023_topo.csv",
+        "volcano_global/clusterspec/data/lingjun_2023_topo.csv",
         "core_agent/kubernetes/source.py",
     ):
         assert required in names, required

@@ -18,6 +18,7 @@ from volcano_global.background import (
 )
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.kube.feed import ChangeFeed
 from volcano_global.settings import Settings
 from volcano_global.shutdown import CANCEL_GRACE_S, Deadline
 
@@ -30,6 +31,7 @@ from volcano_global.shutdown import CANCEL_GRACE_S, Deadline
             True,
             [
                 "clusters-silent-to-notready",
+                "kube-change-feed",
                 "outbox-notifications",
                 "scheduling-rounds",
                 "rounds-notifications",
@@ -38,9 +40,13 @@ from volcano_global.shutdown import CANCEL_GRACE_S, Deadline
         (
             "sqlite+aiosqlite:///unused.db",
             True,
-            ["clusters-silent-to-notready", "scheduling-rounds"],
+            ["clusters-silent-to-notready", "kube-change-feed", "scheduling-rounds"],
         ),
-        ("sqlite+aiosqlite:///unused.db", False, ["clusters-silent-to-notready"]),
+        (
+            "sqlite+aiosqlite:///unused.db",
+            False,
+            ["clusters-silent-to-notready", "kube-change-feed"],
+        ),
     ],
 )
 async def test_an_api_replica_runs_its_loops_at_their_periods(
@@ -53,11 +59,15 @@ async def test_an_api_replica_runs_its_loops_at_their_periods(
     engine = create_engine(url)  # nothing connects
     sessions = create_session_factory(engine)
     scheduler = Scheduler(engine, sessions, settings)
-    loops = server_loops(settings=settings, engine=engine, sessions=sessions, scheduler=scheduler)
+    feed = ChangeFeed(sessions, poll_s=0.5, settle_s=1.0)
+    loops = server_loops(
+        settings=settings, engine=engine, sessions=sessions, scheduler=scheduler, kube_feed=feed
+    )
     try:
         assert [loop.name for loop in loops] == names
         periods = {
             "clusters-silent-to-notready": 6.0,
+            "kube-change-feed": 0.5,
             "outbox-notifications": 1.0,
             "rounds-notifications": 1.0,
         }

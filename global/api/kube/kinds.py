@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from volcano_global.api.kube.adapters import JobAdapter
-from volcano_global.api.kube.cluster_adapters import PriorityClassAdapter, QueueAdapter
+from volcano_global.api.kube.cluster_scoped_adapters import PriorityClassAdapter, QueueAdapter
 from volcano_global.api.kube.registry import Column, Kind
 from volcano_global.api.kube.tables import run_duration
 

@@ -28,7 +28,7 @@ from volcano_global.api.kube.paging import (
 from volcano_global.api.kube.registry import Kind
 from volcano_global.api.kube.tables import table, wants_table
 from volcano_global.db.engine import reading
-from volcano_global.services.kube import cluster, store
+from volcano_global.services.kube import cluster_scoped, store
 from volcano_global.services.kube.feed import Change, ChangeFeed, Subscription
 from volcano_global.services.kube.objects import parse_resource_version, resource_version
 from volcano_global.services.kube.watches import Ticket
@@ -111,7 +111,7 @@ class Stream:
             clusters = await store.clusters_of(session, [r["id"] for r in rows])
             follow = (rows[-1]["updated_at"], rows[-1]["id"]) if len(rows) == page_size else None
             if follow is None:
-                rows += await cluster.changed_since(session, since=since)
+                rows += await cluster_scoped.changed_since(session, since=since)
         return self._events(rows, clusters), follow
 
     async def _next_page(self, cursor: Any, rows: int) -> tuple[Events, Any]:

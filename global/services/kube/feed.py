@@ -28,8 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import autocommit
-from volcano_global.services.kube import cluster, store
-from volcano_global.shutdown import cancelling
+from volcano_global.services.kube import cluster_scoped, store
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -39,7 +38,7 @@ LOOKBACK_LIMIT = timedelta(minutes=10)
 @dataclass(frozen=True)
 class Change:
     # A job's: every column of the job and its queue's name. A queue's or class's
-    # (`cluster.change_row`): its kind, id, updated_at, whether deleted, and the object.
+    # (`cluster_scoped.change_row`): its kind, id, updated_at, whether deleted, and the object.
     row: dict[str, Any]
     clusters: list[str]
 
@@ -101,6 +100,9 @@ class Subscription:
 
 
 class ChangeFeed:
+    """The feed's state between reads; `step` is one read, run by the named loop
+    "kube-change-feed" (`background.py`) every `poll_s`."""
+
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], *, poll_s: float, settle_s: float
     ) -> None:
@@ -110,7 +112,10 @@ class ChangeFeed:
         self._subscribers: set[Subscription] = set()
         self._wanted = asyncio.Event()
         self._read = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
+        self._since: datetime | None = None  # None: start from the newest change at the next read
+        self._writing: datetime | None = None  # when the oldest transaction still writing began
+        self._handed: set[tuple[uuid.UUID, datetime]] = set()
+        self._present: dict[uuid.UUID, tuple[str, str]] = {}  # cluster-scoped objects that exist
 
     @property
     def watches(self) -> int:
@@ -121,15 +126,6 @@ class ChangeFeed:
         committed before it started waiting is seen by every watch open then)."""
         async with self._read:
             await self._read.wait()
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._guarded(), name="kube-change-feed")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     @contextlib.asynccontextmanager
     async def subscribe(
@@ -143,61 +139,61 @@ class ChangeFeed:
         finally:
             self._subscribers.discard(subscription)
 
-    async def _guarded(self) -> None:
-        while True:
-            try:
-                await self._run()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the database may be away for a while: read again later
-                if cancelling():  # the read's cleanup failed while it was being cancelled
-                    raise asyncio.CancelledError from exc
-                log.exception("the change feed's read failed; retrying")
-                await asyncio.sleep(max(self.poll_s, 1.0))
+    async def step(self) -> None:
+        """One read: wait until someone watches, then hand every watch the changes it has not
+        been handed yet. A read that fails leaves the position as it was: the next one reads
+        from there (the loop retries after a pause)."""
+        if not self._subscribers:
+            self._wanted.clear()
+            self._since = None  # nobody watched meanwhile: start again from now
+            await self._wanted.wait()
+        async with self._sessions() as session:
+            await autocommit(session)
+            since = self._since if self._since is not None else await self._start(session)
+            fresh, clusters, start = await self._changes(session, since)
+        for row in sorted(fresh, key=lambda r: (r["updated_at"], r["id"])):
+            self._handed.add((row["id"], row["updated_at"]))
+            since = max(since, row["updated_at"])
+            self._publish(Change(row, clusters.get(row["id"], [])))
+        self._since = since
+        self._handed = {key for key in self._handed if key[1] > start}
+        async with self._read:
+            self._read.notify_all()
 
-    async def _run(self) -> None:
-        since: datetime | None = None
-        writing: datetime | None = None  # when the oldest transaction still writing began
-        handed: set[tuple[uuid.UUID, datetime]] = set()
-        present: dict[uuid.UUID, tuple[str, str]] = {}
-        while True:
-            if not self._subscribers:
-                self._wanted.clear()
-                since = None  # nobody watched meanwhile: start again from now
-                await self._wanted.wait()
-            async with self._sessions() as session:
-                await autocommit(session)
-                if since is None:
-                    newest = await store.watermark(session)
-                    since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
-                    handed.clear()
-                    present = await cluster.present_ids(session)
-                # Asked before the rows are read, and kept for the next read: a writer seen now
-                # may commit just after this read, when it no longer shows as writing.
-                writing, wrote = await _oldest_writer(session), writing
-                start = since - self.settle
-                for began in (writing, wrote):
-                    if began is not None:  # bounded: a session left open must not cost every read
-                        start = max(min(start, began - self.settle), since - LOOKBACK_LIMIT)
-                rows = await store.changed_since(session, since=start)
-                rows += await cluster.changed_since(session, since=start)
-                fresh = [row for row in rows if (row["id"], row["updated_at"]) not in handed]
-                clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
-                now_present = await cluster.present_ids(session)
-                fresh += [
-                    cluster.gone(kind, uid, name, max(utcnow(), since))
-                    for uid, (kind, name) in present.items()
-                    if uid not in now_present
-                ]
-                present = now_present
-            for row in sorted(fresh, key=lambda r: (r["updated_at"], r["id"])):
-                handed.add((row["id"], row["updated_at"]))
-                since = max(since, row["updated_at"])
-                self._publish(Change(row, clusters.get(row["id"], [])))
-            handed = {key for key in handed if key[1] > start}
-            async with self._read:
-                self._read.notify_all()
-            await asyncio.sleep(self.poll_s)
+    async def _start(self, session: AsyncSession) -> datetime:
+        """Start from the newest change: what watches see from now on."""
+        newest = await store.watermark(session)
+        present = await cluster_scoped.present_ids(session)
+        self._since = _EPOCH + timedelta(microseconds=newest) if newest else utcnow()
+        self._handed.clear()
+        self._present = present
+        return self._since
+
+    async def _changes(
+        self, session: AsyncSession, since: datetime
+    ) -> tuple[list[dict[str, Any]], dict[uuid.UUID, list[str]], datetime]:
+        """The rows changed after `since` not handed on yet, the clusters of each job among
+        them, and the time the read looked back to. The feed's state changes only once every
+        query has answered."""
+        # Asked before the rows are read, and kept for the next read: a writer seen now may
+        # commit just after this read, when it no longer shows as writing.
+        writing = await _oldest_writer(session)
+        start = since - self.settle
+        for began in (writing, self._writing):
+            if began is not None:  # bounded: a session left open must not cost every read
+                start = max(min(start, began - self.settle), since - LOOKBACK_LIMIT)
+        rows = await store.changed_since(session, since=start)
+        rows += await cluster_scoped.changed_since(session, since=start)
+        fresh = [row for row in rows if (row["id"], row["updated_at"]) not in self._handed]
+        clusters = await store.clusters_of(session, list({r["id"] for r in fresh}))
+        now_present = await cluster_scoped.present_ids(session)
+        fresh += [
+            cluster_scoped.gone(kind, uid, name, max(utcnow(), since))
+            for uid, (kind, name) in self._present.items()
+            if uid not in now_present
+        ]
+        self._present, self._writing = now_present, writing
+        return fresh, clusters, start
 
     def _publish(self, change: Change) -> None:
         for subscription in self._subscribers:

@@ -23,7 +23,7 @@ from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.services.jobs.cancel import cancel_job
 from volcano_global.services.jobs.views import shown_placement
-from volcano_global.services.kube import cluster
+from volcano_global.services.kube import cluster_scoped
 from volcano_global.services.kube.objects import resource_version
 from volcano_global.services.kube.selectors import Selector
 
@@ -83,7 +83,7 @@ async def watermark(session: AsyncSession) -> int:
     """The newest change committed to any job, queue or priority class, in microseconds (the
     resourceVersion of a list); 0 with none."""
     newest = (await session.execute(select(func.max(Job.updated_at)))).scalar_one_or_none()
-    others = await cluster.watermark(session)
+    others = await cluster_scoped.watermark(session)
     found = [t for t in (newest, others) if t is not None]
     return int(resource_version(max(found))) if found else 0
 

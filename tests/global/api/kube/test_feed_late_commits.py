@@ -14,7 +14,7 @@ from volcano_global.app import create_app
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import create_engine
 from volcano_global.db.models import Queue
-from volcano_global.services.kube.cluster import QUEUE
+from volcano_global.services.kube.cluster_scoped import QUEUE
 
 
 async def test_a_change_committed_late_is_not_missed(postgres_url: str) -> None:

@@ -30,7 +30,7 @@ PRIORITY_CLASS = PC_KIND
 
 
 @dataclass(frozen=True)
-class ClusterQuery:
+class ClusterScopedQuery:
     labels: Selector
     fields: Selector
     names: tuple[str, ...] | None = None  # a queue user's queues; None: any
@@ -92,7 +92,7 @@ def priority_class_object(row: PriorityClassRow) -> dict[str, Any]:
     return document
 
 
-def matches(obj: Mapping[str, Any], query: ClusterQuery) -> bool:
+def matches(obj: Mapping[str, Any], query: ClusterScopedQuery) -> bool:
     metadata = obj["metadata"]
     return (
         (query.names is None or metadata["name"] in query.names)
@@ -102,7 +102,7 @@ def matches(obj: Mapping[str, Any], query: ClusterQuery) -> bool:
 
 
 def page(
-    objects: list[dict[str, Any]], query: ClusterQuery
+    objects: list[dict[str, Any]], query: ClusterScopedQuery
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The matching objects after the continue token's name, `limit` of them, and the token
     of the next page (None on the last)."""

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.errors import Conflict, Invalid, NotFound
 from volcano_global.jobspec.priority_classes import read_priority_class
 from volcano_global.jobspec.queue_document import read_queue
-from volcano_global.services.kube import cluster, store
+from volcano_global.services.kube import cluster_scoped, store
 from volcano_global.services.kube.feed import Change
 from volcano_global.services.kube.selectors import Selector
 from volcano_global.services.tenancy import priority_classes as classes
@@ -41,8 +41,8 @@ _SERVER_METADATA = (
 )
 
 
-def _query(query: store.ListQuery, *, per_queue: bool) -> cluster.ClusterQuery:
-    return cluster.ClusterQuery(
+def _query(query: store.ListQuery, *, per_queue: bool) -> cluster_scoped.ClusterScopedQuery:
+    return cluster_scoped.ClusterScopedQuery(
         labels=query.labels,
         fields=query.fields,
         names=query.queues if per_queue else None,
@@ -80,15 +80,15 @@ def _event(kind: Kind, change: Change, query: store.ListQuery) -> tuple[str, dic
     if row["kind"] != kind.kind or "object" not in row:
         return None
     obj = row["object"]
-    wanted = _query(query, per_queue=kind.kind == cluster.QUEUE)
+    wanted = _query(query, per_queue=kind.kind == cluster_scoped.QUEUE)
     if row["deleted"]:
         # The labels of a deleted row are not kept: a label selector lets its delete through,
         # the caller's queues and field selectors do not.
-        unlabelled = cluster.ClusterQuery(
+        unlabelled = cluster_scoped.ClusterScopedQuery(
             labels=Selector(), fields=wanted.fields, names=wanted.names
         )
-        return ("DELETED", obj) if cluster.matches(obj, unlabelled) else None
-    if not cluster.matches(obj, wanted):
+        return ("DELETED", obj) if cluster_scoped.matches(obj, unlabelled) else None
+    if not cluster_scoped.matches(obj, wanted):
         return None
     return "MODIFIED", obj
 
@@ -108,13 +108,15 @@ class QueueAdapter:
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
-        return cluster.page(await cluster.list_queues(session), _query(query, per_queue=True))
+        return cluster_scoped.page(
+            await cluster_scoped.list_queues(session), _query(query, per_queue=True)
+        )
 
     async def _object(self, session: AsyncSession, name: str) -> dict[str, Any]:
         queue = await queues.find_queue(session, name=name)
         if queue is None:
             raise NotFound(f'queues.scheduling.volcano.sh "{name}" not found')
-        return (await cluster.queue_objects(session, [queue]))[0]
+        return (await cluster_scoped.queue_objects(session, [queue]))[0]
 
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
@@ -198,14 +200,14 @@ class PriorityClassAdapter:
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
-        objects = await cluster.list_priority_classes(session)
-        return cluster.page(objects, _query(query, per_queue=False))
+        objects = await cluster_scoped.list_priority_classes(session)
+        return cluster_scoped.page(objects, _query(query, per_queue=False))
 
     async def _object(self, session: AsyncSession, name: str) -> dict[str, Any]:
-        row = await cluster.priority_class_row(session, name)
+        row = await cluster_scoped.priority_class_row(session, name)
         if row is None:
             raise NotFound(f'priorityclasses.scheduling.k8s.io "{name}" not found')
-        return cluster.priority_class_object(row)
+        return cluster_scoped.priority_class_object(row)
 
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
@@ -218,8 +220,8 @@ class PriorityClassAdapter:
         metadata = document["metadata"]
         pc = read_priority_class(document)
         return pc, (
-            cluster.string_map(metadata, "labels"),
-            cluster.string_map(metadata, "annotations"),
+            cluster_scoped.string_map(metadata, "labels"),
+            cluster_scoped.string_map(metadata, "annotations"),
         )
 
     async def check(
@@ -235,7 +237,7 @@ class PriorityClassAdapter:
         caller.require_admin()
         pc, metadata = self._read(document)
         async with request.app.state.sessions() as session:
-            if await cluster.priority_class_row(session, pc.name) is not None:
+            if await cluster_scoped.priority_class_row(session, pc.name) is not None:
                 raise Conflict(f'priorityclasses.scheduling.k8s.io "{pc.name}" already exists')
             await classes.create_priority_class(session, pc=pc, metadata=metadata)
             await session.commit()

@@ -19,7 +19,11 @@ class Host:
 
 
 def load_lingjun_hosts() -> list[Host]:
-    text = resources.files("core_agent").joinpath("data/lingjun_2023_topo.csv").read_text()
+    text = (
+        resources.files("volcano_global.clusterspec")
+        .joinpath("data/lingjun_2023_topo.csv")
+        .read_text()
+    )
     return [
         Host(host_id=row["ip"], core=row["DSW"], aggregation=row["PSW"], tor=row["ASW"])
         for row in csv.DictReader(text.splitlines())

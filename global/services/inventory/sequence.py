@@ -1,0 +1,74 @@
+"""The order of an agent's inventory deltas: each carries the next sequence number after the
+cluster's applied one. A delta already applied (a resend after a reconnect) is skipped; a gap,
+or a delta before any snapshot, asks the agent to resync with a snapshot. Transport-neutral:
+the gRPC servicer turns the outcome into its ack and resync messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import Cluster
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.inventory.clusters import agent_seen
+from volcano_global.services.inventory.deltas import apply_delta, merged
+
+
+@dataclass(frozen=True)
+class NumberedDelta:
+    seq: int
+    delta: InventoryDelta
+
+
+@dataclass(frozen=True)
+class Resync:
+    """The agent must send a snapshot: why, and the last sequence number applied."""
+
+    reason: str
+    applied_seq: int
+
+
+@dataclass(frozen=True)
+class DeltasOutcome:
+    acked_seq: int | None  # the sequence number to acknowledge; None: nothing to acknowledge
+    resync: Resync | None = None
+
+
+def snapshot_required(cluster: Cluster) -> bool:
+    """Deltas apply on top of an inventory: a cluster without one must first send a snapshot."""
+    return cluster.inventory_generation == 0
+
+
+async def apply_in_sequence(
+    session: AsyncSession,
+    *,
+    cluster: Cluster,
+    deltas: list[NumberedDelta],
+    max_nodes: int | None = None,
+) -> DeltasOutcome:
+    """Apply consecutive deltas in the caller's transaction, the cluster's row locked: those
+    already applied are skipped, the rest must follow on in sequence (the first that does not
+    asks for a resync, and neither it nor those after it apply). The deltas that follow on
+    apply merged (`deltas.merged`), all stamped with the last one's number."""
+    applied = cluster.inventory_seq
+    if snapshot_required(cluster):
+        return DeltasOutcome(None, Resync("no inventory yet: send a snapshot", applied))
+    fresh: list[InventoryDelta] = []
+    resync = None
+    for numbered in deltas:
+        expected = applied + len(fresh) + 1
+        if numbered.seq < expected:
+            continue  # a duplicate: already applied
+        if numbered.seq != expected:
+            resync = Resync(f"gap: expected seq {expected}, got {numbered.seq}", expected - 1)
+            break
+        fresh.append(numbered.delta)
+    last = applied + len(fresh)
+    if fresh:
+        await agent_seen(session, cluster=cluster)  # as good as a heartbeat
+    for delta in merged(fresh):
+        await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
+    if resync is not None and not fresh:
+        return DeltasOutcome(None, resync)  # nothing new was applied: only the resync
+    return DeltasOutcome(last, resync)
