@@ -204,6 +204,12 @@ class ShareAssignment(_Wire[pb.ShareAssignment]):
     def staging_bytes(self) -> int:
         return sum(item.bytes for item in self.staging)
 
+    @property
+    def staging_seconds(self) -> float:
+        """How long its staging takes at the reserved bandwidths: the copies run side by side
+        (one container each), so the slowest one's time."""
+        return max((item.seconds for item in self.staging), default=0.0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareCancellation(_Wire[pb.ShareCancellation]):
