@@ -126,6 +126,17 @@ async def test_a_staging_that_fails_or_times_out_fails_the_share_with_the_reason
         assert source.held_shares() == []  # not held: the Global requeues the job
 
 
+async def test_the_agent_gives_up_a_copy_its_cluster_lets_outlast_the_deadline() -> None:
+    config = StagingConfig(timeout_s=0.3, grace_s=0.2)
+    async with agent(config) as (emulator, source, reports):
+        emulator.jobs.run_s, emulator.jobs.deadlines = 3600.0, False
+        source.apply_share(ASSIGNMENT, reports.append)
+        await eventually(lambda: reports and reports[-1].phase is SharePhase.FAILED)
+        assert reports[-1].message.endswith("did not finish within 0.3 s")
+        assert staging_jobs(emulator) == []  # deleted: the copy stops
+        assert volcano_jobs(emulator) == []
+
+
 async def test_a_cancelled_share_has_its_staging_job_deleted() -> None:
     async with agent() as (emulator, source, reports):
         emulator.jobs.run_s = 3600.0  # still copying when the cancellation comes

@@ -1,7 +1,7 @@
 """The emulator's job controller for batch/v1 Jobs (a share's staging copies): a created Job is
 active at once and, `run_s` seconds later, Complete, or Failed when the test says so
 (`fail_reason`) or when its `activeDeadlineSeconds` comes first (DeadlineExceeded, as the real
-controller reports it). A Job deleted before then is left alone. Deviation: no pods are made;
+controller reports it; `deadlines` False plays a cluster that does not enforce it). A Job deleted before then is left alone. Deviation: no pods are made;
 the status is what kube-controller-manager would write for a one-pod Job."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BACKOFF = "Job has reached the specified backoff limit"
 class JobController:
     run_s: float = 0.05  # how long a Job runs before it ends
     fail_reason: str = ""  # e.g. "BackoffLimitExceeded": the Jobs created from now on fail
+    deadlines: bool = True  # activeDeadlineSeconds enforced
 
     def started(self, emulator: KubeEmulator, gvr: Any, job: dict[str, Any]) -> None:
         """Run a Job just created (the caller holds the emulator's loop)."""
@@ -30,7 +31,7 @@ class JobController:
             gvr, meta["name"], {"status": {"active": 1, "startTime": _now()}}, meta["namespace"]
         )
         deadline = job["spec"].get("activeDeadlineSeconds")
-        if deadline is not None and float(deadline) < self.run_s:
+        if self.deadlines and deadline is not None and float(deadline) < self.run_s:
             after, ending = float(deadline), _failed(*DEADLINE)
         elif self.fail_reason:
             after, ending = self.run_s, _failed(self.fail_reason, BACKOFF)
