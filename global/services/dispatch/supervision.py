@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 
@@ -208,8 +208,10 @@ async def _due(
         .where(Cluster.state != ClusterState.READY)
     )
     cutoff = now - timedelta(seconds=default_timeout_s)
-    staging_or_recently_staged = select(ClusterShare.placement_id).where(
-        or_(ClusterShare.phase == SharePhase.STAGING, ClusterShare.staged_at >= cutoff)
+    # Correlated (by the indexed placement id): looked up only for the late placements.
+    staging_or_recently_staged = exists().where(
+        ClusterShare.placement_id == Placement.id,
+        or_(ClusterShare.phase == SharePhase.STAGING, ClusterShare.staged_at >= cutoff),
     )
     rows = await session.execute(
         select(Placement.id)
@@ -222,7 +224,7 @@ async def _due(
                     or_(
                         and_(
                             Job.placed_at < cutoff,
-                            Placement.id.not_in(staging_or_recently_staged),
+                            ~staging_or_recently_staged,
                         ),
                         Job.gang_start_timeout_seconds.is_not(None),
                         Job.max_retry.is_(None),  # stored without its lifecycle: read in full
