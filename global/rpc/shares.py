@@ -22,6 +22,7 @@ class SharePhase(enum.StrEnum):
     """Where a cluster's share of a job stands, by the name the Global stores and shows."""
 
     ASSIGNED = "Assigned"  # the Global's own, before any report: agents never send it
+    STAGING = "Staging"  # its data is being copied into the cluster, before its Volcano Jobs
     ACCEPTED = "Accepted"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -31,7 +32,6 @@ class SharePhase(enum.StrEnum):
     # Global stores the share as Failed (old replicas read the column during a rolling
     # upgrade) and restarts the job everywhere.
     RESTARTING = "Restarting"
-    STAGING = "Staging"  # its data is being copied into the cluster, before its Volcano Jobs
 
     @property
     def progress(self) -> int:
