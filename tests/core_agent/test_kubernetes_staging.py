@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,3 +151,23 @@ async def test_a_cancelled_share_has_its_staging_job_deleted() -> None:
         assert staging_jobs(emulator) == []
         assert volcano_jobs(emulator) == []
         assert source.held_shares() == []
+
+
+def test_the_copier_is_read_from_the_agents_staging_config(tmp_path: Path) -> None:
+    path = tmp_path / "staging.yaml"
+    path.write_text(
+        "image: rclone/rclone:1.68\n"
+        'args: ["copy", "$(VGLOBAL_STAGING_SOURCE)", "$(VGLOBAL_STAGING_DESTINATION)"]\n'
+        "secret: rclone-remotes\nvolume_claim: corpora\ntimeout_s: 7200\n"
+    )
+    config = StagingConfig.from_yaml(path)
+    assert (config.image, config.args[0], config.secret, config.timeout_s) == (
+        "rclone/rclone:1.68",
+        "copy",
+        "rclone-remotes",
+        7200,
+    )
+    assert config.mount_path == "/data"  # the defaults stay
+    path.write_text("image: x\nvolumeClaim: corpora\n")  # a misspelt key is refused, not dropped
+    with pytest.raises(ValueError, match="unknown: volumeClaim"):
+        StagingConfig.from_yaml(path)
