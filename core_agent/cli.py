@@ -109,6 +109,16 @@ def agent(
             dir_okay=False,
         ),
     ] = None,
+    staging_config: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VGLOBAL_AGENT_STAGING_CONFIG",
+            exists=True,
+            dir_okay=False,
+            help="Kubernetes: the copier a share's staging Job runs (YAML: image, command, args, "
+            "secret, volume_claim, mount_path, timeout_s; docs/staging.md). Default: s5cmd",
+        ),
+    ] = None,
     tier_label: Annotated[
         list[str] | None,
         typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
@@ -150,12 +160,16 @@ def agent(
             # `vglobal` command (and a simulated agent) would otherwise pay.
             from core_agent.kubernetes.adapter import KubeApi, api_client
             from core_agent.kubernetes.source import KubernetesSource
+            from core_agent.kubernetes.staging import StagingConfig
 
             api = await api_client(
                 kubeconfig=str(kubeconfig) if kubeconfig else None, host=kube_host
             )
             inventory_source: InventorySource = KubernetesSource(
-                KubeApi(api), tier_labels=tier_label or [], global_api=global_api
+                KubeApi(api),
+                tier_labels=tier_label or [],
+                global_api=global_api,
+                staging=StagingConfig.from_yaml(staging_config) if staging_config else None,
             )
         else:
             inventory_source = _simulated(cluster, spec, lingjun_block, gpu_model, time_scale)

@@ -32,6 +32,7 @@ CUSTOM = {
     "serviceexports": SERVICE_EXPORT,
     "queues": VOLCANO_QUEUE,
 }
+BATCH_JOBS = "jobs"  # batch/v1 Jobs (a share's staging copies), always served
 RETRY_AFTER_CAP_S = 300.0  # a Retry-After beyond this is a misconfigured proxy, not advice
 
 T = TypeVar("T")
@@ -98,6 +99,7 @@ async def api_client(
 class KubeApi:
     def __init__(self, api: client.ApiClient, *, rediscover_s: float = 60.0) -> None:
         self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.rediscover_s = rediscover_s  # how often to look again for a type not served
         self.timeouts: Timeouts = getattr(api.rest_client, "timeouts", Timeouts())
@@ -109,6 +111,8 @@ class KubeApi:
             return self.core.list_pod_for_all_namespaces
         if kind.name == "services":
             return self.core.list_service_for_all_namespaces
+        if kind.name == BATCH_JOBS:
+            return self.batch.list_job_for_all_namespaces
         group, version, plural = CUSTOM[kind.name]
 
         async def custom(**kwargs: Any) -> Any:
@@ -274,6 +278,21 @@ class KubeApi:
             group, version, namespace, plural, name, propagation_policy="Background"
         )
         return await self._deleted(Kind("vcjobs"), call)
+
+    # -- batch/v1 Jobs (the copies a share stages its data with) ----------------------------
+    async def create_batch_job(self, namespace: str, body: dict[str, Any]) -> None:
+        """Raises AlreadyExists, Refused (invalid, forbidden, no such namespace) or
+        Transient. (The watch of staging Jobs shows it: its model is not read here.)"""
+        try:
+            await _answer(self.batch.create_namespaced_job(namespace, body))
+        except NotFound as exc:
+            raise await self._refusal(Kind(BATCH_JOBS), exc) from exc
+
+    async def delete_batch_job(self, namespace: str, name: str) -> bool:
+        """Delete it and, in the background, its pods (the copy stops); False when it was
+        already gone."""
+        call = self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        return await self._deleted(Kind(BATCH_JOBS), call)
 
     # -- Volcano Queues (the queue a member job names must exist and be Open) ---------------
     async def get_volcano_queue(self, name: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """What cancelling a share removes from the member cluster: everything the agent made for the
 placement, found by its label rather than remembered (so an agent restarted since finds it
-too): the ServiceExports, the Services, then the Volcano Jobs (their pods go with them). The
+too): the ServiceExports, the Services, the staging Job, then the Volcano Jobs (their pods go
+with them). The
 agent deletes the Service and ServiceExport itself instead of leaving them to the garbage
 collector, which may lag or, for a ServiceExport whose owner was never resolved, not act."""
 
@@ -11,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from core_agent.kubernetes.adapter import Gone, Kind, KubeApi, Missing
+from core_agent.kubernetes.adapter import BATCH_JOBS, Gone, Kind, KubeApi, Missing
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ async def remove_placement(api: KubeApi, pid: str, *, page_size: int, persist: P
     deleters: list[tuple[str, Callable[[str, str], Awaitable[bool]]]] = [
         ("serviceexports", api.delete_service_export),
         ("services", api.delete_service),
+        (BATCH_JOBS, api.delete_batch_job),  # a staging copy still running stops
         ("vcjobs", api.delete_volcano_job),
     ]
     for kind, delete in deleters:

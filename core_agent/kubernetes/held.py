@@ -1,7 +1,8 @@
 """The shares a member cluster holds, for the Global's reconciliation: its Volcano Jobs
 labelled with a placement (as the watch keeps them), grouped by placement, each with the phase
-its jobs' status gives; plus the assignments still being applied (their jobs may not exist yet:
-the Global must not take them for lost). Placements being cancelled are left out."""
+its jobs' status gives; plus the assignments still being applied (their jobs may not exist yet,
+e.g. while their data is staged: the Global must not take them for lost). Placements being
+cancelled are left out."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def held_shares(
                     placement_id=pid,
                     generation=assignment.generation,
                     job_uid=assignment.job_uid,
-                    phase=SharePhase.ACCEPTED,
+                    phase=SharePhase.STAGING if assignment.staging else SharePhase.ACCEPTED,
                     applying=True,
                 )
             )

@@ -4,8 +4,11 @@ An assignment becomes one Volcano Job (one per child for a HyperJob), labelled w
 placement; creating it again finds the one already there (at-least-once delivery, agent
 restarts). A watch on the labelled Volcano Jobs turns Volcano's status into the share's phase
 (Accepted, Running when every member job runs its gang, Succeeded, Failed), reported whenever it
-moves and again after a restart. A cancellation deletes every Volcano Job of the placement and
-the rendezvous Service and ServiceExport, found by the placement's label (cleanup.py).
+moves and again after a restart. A share with staging items first copies its data into the
+cluster (staging.py), reported Staging meanwhile; its Volcano Jobs are created once the copy is
+complete, and a copy that fails or times out fails the share with the reason. A cancellation
+deletes every Volcano Job of the placement, its staging Job, and the rendezvous Service and
+ServiceExport, found by the placement's label (cleanup.py).
 
 A transient failure (429, 5xx, no answer; see adapter.py) never fails a share: the call is tried
 again until it is answered, and the user is warned when that takes long. Only the API server
@@ -29,6 +32,7 @@ from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.namespaces import own_namespace as own_namespace_of_agent
 from core_agent.kubernetes.queues import ensure_queue
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
+from core_agent.kubernetes.staging import Stager, StagingConfig
 from core_agent.kubernetes.watcher import Store
 from core_agent.sources import Report
 from volcano_global.jobspec.members import (
@@ -64,8 +68,10 @@ class MemberJobs:
         retry: RetryPolicy | None = None,
         page_size: int = 500,
         own_namespace: str | None = None,
+        staging: StagingConfig | None = None,
     ) -> None:
         self.api = api
+        self.stager = Stager(api, staging)
         self.own_namespace = own_namespace or own_namespace_of_agent()
         self.global_api = global_api  # the Global's REST address as pods reach it
         self.retry = retry or RetryPolicy()
@@ -134,6 +140,11 @@ class MemberJobs:
         if (refusal := namespace_refusal(a.namespace, self.own_namespace)) is not None:
             self._send(pid, SharePhase.FAILED, refusal, force=True)
             return
+        if a.staging and not any(_placement(o) == pid for o in self.store.values()):
+            # (Its Volcano Jobs exist: staged before an agent restart, nothing to copy again.)
+            if failure := await self._stage(a):
+                self._send(pid, SharePhase.FAILED, failure, force=True)
+                return
         try:
             documents = member_jobs(json.loads(a.manifest_json), a, api_url=self.global_api)
         except (ValueError, KeyError, TypeError) as exc:
@@ -189,6 +200,20 @@ class MemberJobs:
         # the Global did not get the report (a cut stream), and the report is the ack.
         self._send(pid, self._accepted(pid), "", warning=warning, force=True)
         self.refresh()
+
+    async def _stage(self, a: ShareAssignment) -> str:
+        """Copy the share's data in; "" once it is there, else why not."""
+        pid, total = a.placement_id, a.staging_bytes
+
+        def progress(staged: int) -> None:
+            self._send(pid, SharePhase.STAGING, "", staged=(staged, total), force=True)
+
+        return await self.stager.stage(
+            a,
+            persist=functools.partial(self._persist, pid),
+            stop=self._withdrawn[pid],
+            progress=progress,
+        )
 
     async def _export_rendezvous(
         self, a: ShareAssignment, document: dict[str, Any], created: dict[str, Any]
@@ -339,6 +364,7 @@ class MemberJobs:
         *,
         warning: str = "",
         force: bool = False,
+        staged: tuple[int, int] = (0, 0),  # Staging: bytes copied, of bytes to copy
     ) -> None:
         last = self.reported.get(pid)
         if not force and last is not None and phase.progress <= last.progress:
@@ -360,6 +386,8 @@ class MemberJobs:
                 failed=failed,
                 message=message,
                 warning=warning,
+                staged_bytes=staged[0],
+                staging_bytes=staged[1],
             )
         )
 

@@ -18,6 +18,7 @@ from core_agent.kubernetes.adapter import HYPERNODE, Kind, KubeApi
 from core_agent.kubernetes.held import held_shares
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
+from core_agent.kubernetes.staging import STAGING_JOBS, StagingConfig
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
 from core_agent.sources import Report
 from volcano_global.jobspec.accelerators import VOLCANO_VGPU, is_accelerator, node_model
@@ -49,6 +50,7 @@ class KubernetesSource:
         page_size: int = 500,
         watch_timeout_s: int = 300,
         global_api: str = "",
+        staging: StagingConfig | None = None,
     ) -> None:
         self.api = api
         self.tier_labels = tier_labels or []
@@ -60,8 +62,8 @@ class KubernetesSource:
         self.topology = HyperNodeTopology(on_problem=self._hypernode_problem)
         self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
-        self.shares = MemberJobs(api, global_api=global_api)
-        kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS)
+        self.shares = MemberJobs(api, global_api=global_api, staging=staging)
+        kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS, STAGING_JOBS)
         self._synced = {kind.name: asyncio.Event() for kind in kinds}
         self.progress = {kind.name: Progress() for kind in kinds}  # lists, watches, events
         self._tasks: list[asyncio.Task[None]] = []
@@ -72,6 +74,7 @@ class KubernetesSource:
             (BOUND_PODS, self.pods),
             (HYPERNODES, self.hypernodes),
             (VOLCANO_JOBS, self.shares.store),
+            (STAGING_JOBS, self.shares.stager.store),
         ):
             self._tasks.append(
                 asyncio.create_task(
@@ -115,6 +118,8 @@ class KubernetesSource:
             self._synced[kind].set()
             if kind == VOLCANO_JOBS.name:
                 self.shares.refresh()
+            elif kind == STAGING_JOBS.name:
+                self.shares.stager.refresh()
             else:
                 self.changed.set()
 

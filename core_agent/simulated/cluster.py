@@ -1,6 +1,8 @@
 """A simulated member cluster: nodes with GPUs, CPU and memory, grouped into HyperNode tiers.
 It is a product feature (demo, what-if, benchmarks): its per-node usage is what running the
-pods of assigned shares will change (the scheduling milestone)."""
+pods of assigned shares will change (the scheduling milestone). A share that stages its data
+spends bytes * 8 / (Gbps * 1e9) simulated seconds (its slowest item's) Staging, as a Kubernetes
+cluster runs its staging Job, before its pods are bound."""
 
 from __future__ import annotations
 
@@ -147,13 +149,31 @@ class SimulatedCluster:
 
     # -- running assigned shares ---------------------------------------------------------------
     def apply_share(self, assignment: ShareAssignment, report: Report) -> None:
-        """Bind the share's pods to nodes of its domains, start them after `start_delay_s`, run
-        them for the job's duration, and report Accepted, Running, then Succeeded. Applying an
-        assignment twice changes nothing."""
+        """Stage the share's data if it has any (reported Staging), then bind its pods to nodes
+        of its domains, start them after `start_delay_s`, run them for the job's duration, and
+        report Accepted, Running, then Succeeded. Applying an assignment twice changes
+        nothing."""
         existing = self.shares.get(assignment.placement_id)
         if existing is not None:
             report(self._status(assignment, existing.phase))
             return
+        if not assignment.staging:
+            self._accept(assignment, report)
+            return
+        share = _RunningShare(assignment=assignment, bound=[], phase=SharePhase.STAGING)
+        self.shares[assignment.placement_id] = share
+        report(self._status(assignment, SharePhase.STAGING))
+        share.timer = asyncio.get_running_loop().call_later(
+            assignment.staging_seconds * self.time_scale, self._staged, share, report
+        )
+
+    def _staged(self, share: _RunningShare, report: Report) -> None:
+        """The copy is over: the share starts as one without staging would."""
+        if self.shares.get(share.assignment.placement_id) is share:
+            del self.shares[share.assignment.placement_id]
+            self._accept(share.assignment, report)
+
+    def _accept(self, assignment: ShareAssignment, report: Report) -> None:
         bound = self._bind(assignment)
         if bound is None:
             message = "not enough free GPUs in the assigned domains"
@@ -262,6 +282,7 @@ class SimulatedCluster:
             running=assignment.pods if phase is SharePhase.RUNNING else 0,
             succeeded=assignment.pods if phase is SharePhase.SUCCEEDED else 0,
             message=message,
+            staging_bytes=assignment.staging_bytes if phase is SharePhase.STAGING else 0,
         )
 
     # -- changes ------------------------------------------------------------------------------

@@ -52,7 +52,15 @@ def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> Sha
         phase = SharePhase.from_proto(message.phase)
     except ValueError as exc:
         raise Invalid.one("job_status.phase", str(exc)) from None
-    return ShareReport(cluster_id, placement_id, phase, message.message, message.warning)
+    return ShareReport(
+        cluster_id,
+        placement_id,
+        phase,
+        message.message,
+        message.warning,
+        staged_bytes=message.staged_bytes,
+        staging_bytes=message.staging_bytes,
+    )
 
 
 def _share_report_of_old_agent(

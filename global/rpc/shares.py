@@ -22,6 +22,7 @@ class SharePhase(enum.StrEnum):
     """Where a cluster's share of a job stands, by the name the Global stores and shows."""
 
     ASSIGNED = "Assigned"  # the Global's own, before any report: agents never send it
+    STAGING = "Staging"  # its data is being copied into the cluster, before its Volcano Jobs
     ACCEPTED = "Accepted"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -57,12 +58,13 @@ class SharePhase(enum.StrEnum):
 
 _PROGRESS = {
     SharePhase.ASSIGNED: 0,
-    SharePhase.ACCEPTED: 1,
-    SharePhase.RUNNING: 2,
-    SharePhase.SUCCEEDED: 3,
-    SharePhase.FAILED: 4,
-    SharePhase.CANCELLED: 4,
-    SharePhase.RESTARTING: 4,
+    SharePhase.STAGING: 1,
+    SharePhase.ACCEPTED: 2,
+    SharePhase.RUNNING: 3,
+    SharePhase.SUCCEEDED: 4,
+    SharePhase.FAILED: 5,
+    SharePhase.CANCELLED: 5,
+    SharePhase.RESTARTING: 5,
 }
 # By name (SHARE_PHASE_RUNNING <-> Running): a phase missing on either side fails at import.
 _TO_PROTO = {
@@ -73,7 +75,8 @@ _TO_PROTO = {
 _FROM_PROTO = {value: phase for phase, value in _TO_PROTO.items()}
 # Every phase this version accepts in a report (sent in Welcome.share_phases).
 ACCEPTED_PHASES: tuple[int, ...] = tuple(sorted(_FROM_PROTO))
-# What a Global that sends no Welcome.share_phases accepts: the phases before Restarting.
+# What a Global that sends no Welcome.share_phases accepts: the phases before Restarting. (A
+# Global that does not list Staging never sends staging items: no share of it stages.)
 _OLDER_GLOBAL_PHASES = frozenset(
     _TO_PROTO[p]
     for p in (
@@ -106,33 +109,66 @@ def report_for(report: pb.JobStatusReport, accepted: frozenset[int]) -> pb.JobSt
 
 class _Wire(Generic[M]):
     """A dataclass whose fields are its protobuf message's, under the same names; its outbox
-    payload is the same fields as JSON."""
+    payload is the same fields as JSON. `_nested` names its repeated message fields (a tuple of
+    another _Wire type each)."""
 
     __slots__ = ()
     _message: type[M]
+    _nested: Mapping[str, type[_Wire[Any]]] = {}
 
     def to_payload(self) -> dict[str, Any]:
         values = {name: getattr(self, name) for name in _names(type(self))}
+        for name in self._nested:
+            values[name] = [item.to_payload() for item in values[name]]
         return {k: dict(v) if type(v) is dict else v for k, v in values.items()}  # maps copied
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
         """Keys this version does not know are ignored (a newer writer); a missing key takes
         its field's default (an acknowledged assignment's job token is scrubbed)."""
-        return cls(**{name: payload[name] for name in _names(cls) if name in payload})
+        values = {name: payload[name] for name in _names(cls) if name in payload}
+        for name, kind in cls._nested.items():
+            if name in values:
+                values[name] = tuple(kind.from_payload(item) for item in values[name] or ())
+        return cls(**values)
 
     def to_proto(self) -> M:
-        return self._message(**{name: getattr(self, name) for name in _names(type(self))})
+        values = {name: getattr(self, name) for name in _names(type(self))}
+        for name in self._nested:
+            values[name] = [item.to_proto() for item in values[name]]
+        return self._message(**values)
 
     @classmethod
     def from_proto(cls, message: M) -> Self:
         values = {name: getattr(message, name) for name in _names(cls)}
+        for name, kind in cls._nested.items():
+            values[name] = tuple(kind.from_proto(item) for item in values[name])
         return cls(**{k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()})
 
 
 @functools.cache
 def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagingItem(_Wire[pb.StagingItem]):
+    """One copy a share waits for before it starts: a data source's bytes from the cluster
+    that holds them to where the share's pods read them, at the bandwidth reserved for it."""
+
+    _message = pb.StagingItem
+
+    data_source: str
+    bytes: int
+    destination: str  # a path or URI in the share's cluster
+    source_cluster: str = ""
+    source_uri: str = ""  # where the bytes are in `source_cluster`, when known
+    gbps: float = 0.0  # reserved on the links between the two clusters
+
+    @property
+    def seconds(self) -> float:
+        """How long the copy takes at the reserved bandwidth (0 without one)."""
+        return self.bytes * 8 / (self.gbps * 1e9) if self.gbps > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +197,18 @@ class ShareAssignment(_Wire[pb.ShareAssignment]):
     duration_seconds: float = 0.0  # how long the job runs, for simulated clusters
     job_token: str = ""  # lets the job's processes report measurements for this job only
     queue_json: str = ""  # the job's Volcano Queue document, made to exist in the cluster
+    staging: tuple[StagingItem, ...] = ()  # data to copy in before the share starts
+    _nested = {"staging": StagingItem}
+
+    @property
+    def staging_bytes(self) -> int:
+        return sum(item.bytes for item in self.staging)
+
+    @property
+    def staging_seconds(self) -> float:
+        """How long its staging takes at the reserved bandwidths: the copies run side by side
+        (one container each), so the slowest one's time."""
+        return max((item.seconds for item in self.staging), default=0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,6 +234,8 @@ class ShareStatus:
     failed: int = 0
     message: str = ""  # why the share is where it is (e.g. why it failed)
     warning: str = ""  # what the user should know although the share runs
+    staged_bytes: int = 0  # Staging: copied so far (0: the copier does not say)
+    staging_bytes: int = 0  # Staging: to copy in all
 
     def to_proto(self) -> pb.JobStatusReport:
         return pb.JobStatusReport(
@@ -198,6 +248,8 @@ class ShareStatus:
             failed=self.failed,
             message=self.message,
             warning=self.warning,
+            staged_bytes=self.staged_bytes,
+            staging_bytes=self.staging_bytes,
         )
 
 

@@ -21,8 +21,9 @@ class ShareOut(ApiModel):
     rank_offset: int
     domains: dict[str, Any]
     phase: str = Field(
-        description="What the cluster's agent last reported: Assigned (nothing yet), Accepted, "
-        "Running, Succeeded, Failed, Cancelled."
+        description="What the cluster's agent last reported: Assigned (nothing yet), Staging "
+        "(its data being copied into the cluster), Accepted, Running, Succeeded, Failed, "
+        "Cancelled."
     )
     message: str
 

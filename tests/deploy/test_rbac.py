@@ -29,7 +29,7 @@ from tests.k8s_emulator.server import (
     KubeEmulator,
 )
 from volcano_global.jobspec.queue_document import queue_document
-from volcano_global.rpc.shares import ShareCancellation, ShareStatus
+from volcano_global.rpc.shares import ShareCancellation, ShareStatus, StagingItem
 
 
 def permission(request: str) -> tuple[str, str, str, str]:
@@ -109,8 +109,8 @@ def agent_rbac() -> AgentRbac:
 
 async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
     """The agent's whole life against an emulated cluster whose admission authorises with
-    `rules`: watch, run the rank-0 share of a split job (Volcano Job, rendezvous Service and
-    ServiceExport), apply it again, then cancel it."""
+    `rules`: watch, run the rank-0 share of a split job (its staging Job, then its Volcano
+    Job, rendezvous Service and ServiceExport), apply it again, then cancel it."""
     emulator = KubeEmulator()
     host = await emulator.start()
     emulator.register(HYPERNODES, "HyperNode", namespaced=False)
@@ -144,6 +144,7 @@ async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
                     name="llm", spec={"weight": 2}, labels={}, annotations={}, state="Open"
                 )
             ),
+            staging=(StagingItem(data_source="corpus", bytes=2**30, destination="/data/c"),),
         )
         for _ in range(2):
             source.apply_share(assignment, reports.append)
@@ -175,6 +176,10 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("get", "batch.volcano.sh", "jobs"),
         ("list", "batch.volcano.sh", "jobs"),
         ("delete", "batch.volcano.sh", "jobs"),
+        ("create", "batch", "jobs"),
+        ("list", "batch", "jobs"),
+        ("watch", "batch", "jobs"),
+        ("delete", "batch", "jobs"),
         ("create", "", "services"),
         ("list", "", "services"),
         ("delete", "", "services"),
@@ -183,7 +188,7 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("delete", "multicluster.x-k8s.io", "serviceexports"),
     } <= {call[:3] for call in calls}
     phases = [r.phase for r in reports]  # each apply answered (the watch may add one)
-    assert set(phases[:-1]) == {"Accepted"}
+    assert set(phases[:-1]) == {"Staging", "Accepted"}
     assert len(phases) >= 3
     assert phases[-1] == "Cancelled"
     assert [r.warning for r in reports if r.warning] == []  # admission let both through

@@ -2,8 +2,8 @@
 the agent: lists with increasing resourceVersions and `limit`/`continue`, watches from a
 resourceVersion (watches.py: ADDED/MODIFIED/DELETED, objects entering or leaving a selector
 become ADDED/DELETED, bookmarks, 410 "Expired" for a version the bounded history no longer
-holds), label and field selectors, create/replace/merge-patch/delete, core resources and
-registered custom resources. Created and replaced objects go through admission first
+holds), label and field selectors, create/replace/merge-patch/delete, core resources, batch/v1
+Jobs (run by a stand-in job controller, batch_jobs.py) and registered custom resources. Created and replaced objects go through admission first
 (`admission.py`: names, Volcano Jobs' CRD schema and Volcano's webhook).
 
 Deviation from a real API server (documented because tests must not depend on it): a paginated
@@ -25,6 +25,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from tests.k8s_emulator import admission, discovery, gc
+from tests.k8s_emulator.batch_jobs import JobController
 from tests.k8s_emulator.faults import Faults
 from tests.k8s_emulator.owner_references import Plugin
 from tests.k8s_emulator.selectors import Predicate, field_selector, label_selector
@@ -36,6 +37,7 @@ PODS: GVR = ("", "v1", "pods")
 NAMESPACES: GVR = ("", "v1", "namespaces")
 SERVICES: GVR = ("", "v1", "services")
 EVENTS: GVR = ("", "v1", "events")
+BATCH_JOBS: GVR = ("batch", "v1", "jobs")
 SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -43,7 +45,7 @@ VOLCANO_QUEUES: GVR = ("scheduling.volcano.sh", "v1beta1", "queues")  # cluster-
 # The custom resources whose published CRDs declare `subresources: {status: {}}`: over HTTP a
 # create or an update of the object leaves `.status` alone, and only `<object>/status` changes
 # it (as the Volcano controller writes it). Tests set a status with `patch` directly.
-STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES, VOLCANO_QUEUES})
+STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES, VOLCANO_QUEUES, BATCH_JOBS})
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class KubeEmulator:
             NAMESPACES: ResourceType("Namespace", False),
             SERVICES: ResourceType("Service", True),
             EVENTS: ResourceType("Event", True),
+            BATCH_JOBS: ResourceType("Job", True),
         }
         self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
             gvr: {} for gvr in self.types
@@ -71,6 +74,7 @@ class KubeEmulator:
         self.requests: list[str] = []  # "GET /api/v1/nodes?limit=..." for assertions
         self.faults = Faults()  # answers a test injects (faults.py)
         self.admission: list[Plugin] = []  # run on every create (admission.py)
+        self.jobs = JobController()  # runs the batch/v1 Jobs created over HTTP
         self._runner: web.AppRunner | None = None
         self.port = 0
         for namespace in ("default", "kube-system"):  # every cluster has them
@@ -210,8 +214,11 @@ class KubeEmulator:
                     if (refusal := admit(gvr, namespace or "", body)) is not None:
                         return refusal
                 admitted = self._admit(request, gvr, body)
+                created = self.create(gvr, admitted.obj)
+                if gvr == BATCH_JOBS:
+                    self.jobs.started(self, gvr, created)
                 return web.json_response(
-                    self.create(gvr, admitted.obj),
+                    self.objects[gvr][(namespace or "", created["metadata"]["name"])],
                     status=201,
                     headers=CIMultiDict(admission.warning_headers(admitted)),
                 )

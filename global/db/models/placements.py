@@ -87,6 +87,10 @@ class ClusterShare(UUIDPrimaryKey, Base):
     )
     reported_at: Mapped[datetime | None] = mapped_column(default=None)
     message: Mapped[str] = mapped_column(Text, default="")  # the agent's last word on it
+    # The copies the share waits for before it starts (StagingItem payloads; None: none),
+    # and when its agent reported them done: the gang's start timeout counts from then.
+    staging: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType, default=None)
+    staged_at: Mapped[datetime | None] = mapped_column(default=None)
 
     cluster: Mapped[Cluster] = relationship(lazy="joined")
 

@@ -16,6 +16,7 @@ class SharePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHARE_PHASE_FAILED: _ClassVar[SharePhase]
     SHARE_PHASE_CANCELLED: _ClassVar[SharePhase]
     SHARE_PHASE_RESTARTING: _ClassVar[SharePhase]
+    SHARE_PHASE_STAGING: _ClassVar[SharePhase]
 SHARE_PHASE_UNSPECIFIED: SharePhase
 SHARE_PHASE_ACCEPTED: SharePhase
 SHARE_PHASE_RUNNING: SharePhase
@@ -23,6 +24,7 @@ SHARE_PHASE_SUCCEEDED: SharePhase
 SHARE_PHASE_FAILED: SharePhase
 SHARE_PHASE_CANCELLED: SharePhase
 SHARE_PHASE_RESTARTING: SharePhase
+SHARE_PHASE_STAGING: SharePhase
 
 class AgentMessage(_message.Message):
     __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares")
@@ -186,7 +188,7 @@ class ResyncRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., applied_seq: _Optional[int] = ...) -> None: ...
 
 class ShareAssignment(_message.Message):
-    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json", "gpus_per_pod", "gpu_model", "domains", "duration_seconds", "world_pods", "cluster_index", "cluster_count", "rendezvous_address", "member_job_name", "job_token", "queue_json")
+    __slots__ = ("placement_id", "generation", "job_uid", "job_name", "namespace", "pods", "rank_offset", "manifest_json", "gpus_per_pod", "gpu_model", "domains", "duration_seconds", "world_pods", "cluster_index", "cluster_count", "rendezvous_address", "member_job_name", "job_token", "queue_json", "staging")
     class DomainsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +215,7 @@ class ShareAssignment(_message.Message):
     MEMBER_JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_TOKEN_FIELD_NUMBER: _ClassVar[int]
     QUEUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STAGING_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     generation: int
     job_uid: str
@@ -232,7 +235,24 @@ class ShareAssignment(_message.Message):
     member_job_name: str
     job_token: str
     queue_json: str
-    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ..., gpus_per_pod: _Optional[int] = ..., gpu_model: _Optional[str] = ..., domains: _Optional[_Mapping[str, int]] = ..., duration_seconds: _Optional[float] = ..., world_pods: _Optional[int] = ..., cluster_index: _Optional[int] = ..., cluster_count: _Optional[int] = ..., rendezvous_address: _Optional[str] = ..., member_job_name: _Optional[str] = ..., job_token: _Optional[str] = ..., queue_json: _Optional[str] = ...) -> None: ...
+    staging: _containers.RepeatedCompositeFieldContainer[StagingItem]
+    def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., job_name: _Optional[str] = ..., namespace: _Optional[str] = ..., pods: _Optional[int] = ..., rank_offset: _Optional[int] = ..., manifest_json: _Optional[str] = ..., gpus_per_pod: _Optional[int] = ..., gpu_model: _Optional[str] = ..., domains: _Optional[_Mapping[str, int]] = ..., duration_seconds: _Optional[float] = ..., world_pods: _Optional[int] = ..., cluster_index: _Optional[int] = ..., cluster_count: _Optional[int] = ..., rendezvous_address: _Optional[str] = ..., member_job_name: _Optional[str] = ..., job_token: _Optional[str] = ..., queue_json: _Optional[str] = ..., staging: _Optional[_Iterable[_Union[StagingItem, _Mapping]]] = ...) -> None: ...
+
+class StagingItem(_message.Message):
+    __slots__ = ("data_source", "bytes", "source_cluster", "source_uri", "destination", "gbps")
+    DATA_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    GBPS_FIELD_NUMBER: _ClassVar[int]
+    data_source: str
+    bytes: int
+    source_cluster: str
+    source_uri: str
+    destination: str
+    gbps: float
+    def __init__(self, data_source: _Optional[str] = ..., bytes: _Optional[int] = ..., source_cluster: _Optional[str] = ..., source_uri: _Optional[str] = ..., destination: _Optional[str] = ..., gbps: _Optional[float] = ...) -> None: ...
 
 class ShareCancellation(_message.Message):
     __slots__ = ("placement_id", "job_uid", "reason")
@@ -245,7 +265,7 @@ class ShareCancellation(_message.Message):
     def __init__(self, placement_id: _Optional[str] = ..., job_uid: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("placement_id", "phase_name", "job_uid", "phase", "running", "succeeded", "failed", "message", "warning", "report_seq")
+    __slots__ = ("placement_id", "phase_name", "job_uid", "phase", "running", "succeeded", "failed", "message", "warning", "report_seq", "staged_bytes", "staging_bytes")
     PLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_UID_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +276,8 @@ class JobStatusReport(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
     REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    STAGED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STAGING_BYTES_FIELD_NUMBER: _ClassVar[int]
     placement_id: str
     phase_name: str
     job_uid: str
@@ -266,7 +288,9 @@ class JobStatusReport(_message.Message):
     message: str
     warning: str
     report_seq: int
-    def __init__(self, placement_id: _Optional[str] = ..., phase_name: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., warning: _Optional[str] = ..., report_seq: _Optional[int] = ...) -> None: ...
+    staged_bytes: int
+    staging_bytes: int
+    def __init__(self, placement_id: _Optional[str] = ..., phase_name: _Optional[str] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., message: _Optional[str] = ..., warning: _Optional[str] = ..., report_seq: _Optional[int] = ..., staged_bytes: _Optional[int] = ..., staging_bytes: _Optional[int] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("report_seq",)

@@ -2,7 +2,7 @@
 `ShareInventory`, read from the cluster) against what the Global's active placements say it
 should hold, compared in one transaction whatever was sent or acknowledged before.
 
-- A share the Global assigned whose pods never started (Assigned or Accepted) and that the
+- A share the Global assigned whose pods never started (Assigned, Staging or Accepted) and that the
   cluster does not hold is sent again (a new assignment in the outbox, unless one is still
   unacknowledged: then it is on its way).
 - A share the Global believes started (Running) that the cluster no longer holds is lost: the
@@ -46,7 +46,9 @@ from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.lifecycle.outbox import OUTBOX
 
 log = logging.getLogger(__name__)
-NOT_STARTED = frozenset({SharePhase.ASSIGNED, SharePhase.ACCEPTED})  # pods never ran
+# Pods never ran. (A share Staging that the cluster lost is sent again: its agent finds the
+# staging Job there, or starts the copy anew.)
+NOT_STARTED = frozenset({SharePhase.ASSIGNED, SharePhase.STAGING, SharePhase.ACCEPTED})
 ENDED_IN_CLUSTER = frozenset({SharePhase.SUCCEEDED, SharePhase.FAILED, SharePhase.CANCELLED})
 
 

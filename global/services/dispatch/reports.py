@@ -3,7 +3,9 @@ accepted, Running only when every share reports all its pods started (cross-clus
 Succeeded when every share has. A share that fails, or that succeeds before every share has
 started (the gang never ran together), is handed to gang supervision: before the job runs the
 whole placement is withdrawn and the job requeued; after, the job's policy decides. A share
-Volcano restarted alone in its cluster restarts the job everywhere."""
+Volcano restarted alone in its cluster restarts the job everywhere. A share that stages its data
+first reports Staging (staging.py): its job stays Placed until every share is accepted, and a
+staging that fails withdraws and requeues the job like any share that cannot start."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.rpc.shares import SharePhase
+from volcano_global.services.dispatch.staging import note_staging, progress_text
 from volcano_global.services.dispatch.supervision import NOT_STARTED, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
@@ -53,12 +56,16 @@ class ShareReport:
     phase: SharePhase  # any but Assigned
     message: str = ""
     warning: str = ""  # the share runs, but the user should know (a Warning event)
+    staged_bytes: int = 0  # Staging: copied so far, of `staging_bytes` (0: not said)
+    staging_bytes: int = 0
 
     @property
     def shown(self) -> str:
-        """The share's message as the job shows it: the agent's message, then its warning."""
+        """The share's message as the job shows it: the agent's message, how far its staging
+        is, then its warning."""
         warning = f"{WARNING_PREFIX}{self.warning}" if self.warning else ""
-        return "; ".join(part for part in (self.message, warning) if part)
+        staged = progress_text(self.staged_bytes, self.staging_bytes)
+        return "; ".join(part for part in (self.message, staged, warning) if part)
 
 
 def report_writer(
@@ -154,6 +161,8 @@ async def _apply(
     share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
     if share is None or phase.progress < share.phase.progress:
         return  # unknown share, or an older report resent after a newer one was stored
+    if job is not None and not job.is_terminal:
+        await note_staging(session, share=share, job=job, phase=phase, message=message)
     # Restarting is acted on, not stored: replicas of the previous release read the column.
     stored = SharePhase.FAILED if phase is SharePhase.RESTARTING else phase
     share.phase, share.reported_at, share.message = stored, utcnow(), message[:1000]

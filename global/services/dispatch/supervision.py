@@ -1,7 +1,8 @@
 """Cross-cluster gang supervision: a placement either starts everywhere or nowhere.
 
 - A share that cannot start (its agent reports Failed before the job runs, its cluster goes
-  NotReady, or not every share runs within the gang start timeout) withdraws the whole
+  NotReady, or not every share runs within the gang start timeout, counted from the end of the
+  last share's staging: a share still copying its data is not late) withdraws the whole
   placement: every share is cancelled, its capacity and link bandwidth return, and the job goes
   back to Pending with an event naming the cluster and why.
 - A share lost while the job runs (its cluster NotReady: Volcano's `PodEvicted`; its pods
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 
@@ -165,8 +166,9 @@ async def supervise(
             )
             continue
         timeout = start_timeout_s(job, default_timeout_s)
-        if job.state in NOT_STARTED and job.placed_at is not None:
-            if now - job.placed_at > timedelta(seconds=timeout):
+        since = start_clock(job, placement.shares)
+        if job.state in NOT_STARTED and since is not None:
+            if now - since > timedelta(seconds=timeout):
                 outcomes.append(
                     await withdraw(
                         session,
@@ -179,6 +181,14 @@ async def supervise(
     return outcomes
 
 
+def start_clock(job: Job, shares: Sequence[ClusterShare]) -> datetime | None:
+    """When the gang's start timeout began: the job's placement, or the end of the last
+    share's staging; None while a share is still Staging (or the job is not placed)."""
+    if job.placed_at is None or any(s.phase is SharePhase.STAGING for s in shares):
+        return None
+    return max([job.placed_at, *(s.staged_at for s in shares if s.staged_at is not None)])
+
+
 async def _due(
     session: AsyncSession, *, default_timeout_s: float, now: datetime
 ) -> list[uuid.UUID]:
@@ -186,7 +196,9 @@ async def _due(
     them: those with a share on a cluster that is not Ready, and those not started whose
     start timeout has passed - with the default, or with a timeout of their own
     (`gang_start_timeout_seconds`; few jobs carry one, and their rows are checked in full, as
-    are those of jobs stored without their lifecycle during a rolling upgrade).
+    are those of jobs stored without their lifecycle during a rolling upgrade). A placement
+    with a share Staging, or one whose staging ended within the default timeout, is not due by
+    the default.
     Placements still within the default timeout, nearly all of the starting ones under load,
     are not read: a sweep every round used to load and lock each of them, with its job and
     shares."""
@@ -194,6 +206,12 @@ async def _due(
         select(ClusterShare.placement_id)
         .join(Cluster, Cluster.id == ClusterShare.cluster_id)
         .where(Cluster.state != ClusterState.READY)
+    )
+    cutoff = now - timedelta(seconds=default_timeout_s)
+    # Correlated (by the indexed placement id): looked up only for the late placements.
+    staging_or_recently_staged = exists().where(
+        ClusterShare.placement_id == Placement.id,
+        or_(ClusterShare.phase == SharePhase.STAGING, ClusterShare.staged_at >= cutoff),
     )
     rows = await session.execute(
         select(Placement.id)
@@ -204,7 +222,10 @@ async def _due(
                 and_(
                     Job.state.in_(NOT_STARTED),
                     or_(
-                        Job.placed_at < now - timedelta(seconds=default_timeout_s),
+                        and_(
+                            Job.placed_at < cutoff,
+                            ~staging_or_recently_staged,
+                        ),
                         Job.gang_start_timeout_seconds.is_not(None),
                         Job.max_retry.is_(None),  # stored without its lifecycle: read in full
                     ),

@@ -20,7 +20,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.jobspec.members import member_job_name, rendezvous_address
 from volcano_global.jobspec.queue_document import queue_document
-from volcano_global.rpc.shares import ShareAssignment, ShareCancellation
+from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, StagingItem
 from volcano_global.services.lifecycle.jobs import lifecycle_of
 from volcano_global.services.wakeups import OUTBOX
 
@@ -79,6 +79,7 @@ def enqueue_assignments(
             duration_seconds=duration,
             job_token=job_token,
             queue_json=queue_json,
+            staging=tuple(StagingItem.from_payload(item) for item in share.staging or ()),
         )
         session.add(
             OutboxMessage(

@@ -157,8 +157,8 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == (
-        "job_status.phase_name: unknown phase 'Assigned': one of Accepted, Running, Succeeded, "
-        "Failed, Cancelled, Restarting"
+        "job_status.phase_name: unknown phase 'Assigned': one of Staging, Accepted, Running, "
+        "Succeeded, Failed, Cancelled, Restarting"
     )
     await old_agent.close()
 
@@ -173,8 +173,9 @@ async def test_bad_messages_get_a_clear_status_and_spare_other_streams(
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == (
-        "job_status.phase: must be set: one of SHARE_PHASE_ACCEPTED, SHARE_PHASE_RUNNING, "
-        "SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED, SHARE_PHASE_RESTARTING"
+        "job_status.phase: must be set: one of SHARE_PHASE_STAGING, SHARE_PHASE_ACCEPTED, "
+        "SHARE_PHASE_RUNNING, SHARE_PHASE_SUCCEEDED, SHARE_PHASE_FAILED, SHARE_PHASE_CANCELLED, "
+        "SHARE_PHASE_RESTARTING"
     )
     await no_phase.close()
 

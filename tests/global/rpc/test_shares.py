@@ -4,6 +4,7 @@ payloads of the previous release still read, and phases map to the protocol's en
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from google.protobuf.message import Message
@@ -15,6 +16,7 @@ from volcano_global.rpc.shares import (
     ShareCancellation,
     SharePhase,
     ShareStatus,
+    StagingItem,
     phases_accepted,
     report_for,
 )
@@ -32,16 +34,33 @@ ASSIGNMENT = share_assignment(  # every field set, none to its default
     duration_seconds=5400.0,
     job_token="vgj_secret",
 )
+STAGED = dataclasses.replace(
+    ASSIGNMENT,
+    staging=(
+        StagingItem(
+            data_source="corpus-v3",
+            bytes=40 * 2**40,
+            source_cluster="gpu-west",
+            source_uri="s3://corpora/v3/",
+            destination="/data/corpus-v3",
+            gbps=100.0,
+        ),
+        StagingItem(data_source="tokenizer", bytes=2**30, destination="/data/tok"),
+    ),
+)
 
 
 def over_the_wire(message: pb.ShareAssignment) -> pb.ShareAssignment:
     return pb.ShareAssignment.FromString(message.SerializeToString())
 
 
-def test_an_assignment_reaches_the_agent_as_the_outbox_wrote_it() -> None:
-    stored = ASSIGNMENT.to_payload()
-    sent = ShareAssignment.from_payload(stored).to_proto()
-    assert ShareAssignment.from_proto(over_the_wire(sent)) == ASSIGNMENT
+@pytest.mark.parametrize("assignment", [ASSIGNMENT, STAGED], ids=["plain", "staging"])
+def test_an_assignment_reaches_the_agent_as_the_outbox_wrote_it(
+    assignment: ShareAssignment,
+) -> None:
+    stored = ShareAssignment.from_payload(json.loads(json.dumps(assignment.to_payload())))
+    sent = stored.to_proto()
+    assert ShareAssignment.from_proto(over_the_wire(sent)) == assignment
     cancellation = ShareCancellation(placement_id="p", job_uid="u", reason="job cancelled")
     sent_cancellation = ShareCancellation.from_payload(cancellation.to_payload()).to_proto()
     assert ShareCancellation.from_proto(sent_cancellation) == cancellation
@@ -51,6 +70,7 @@ def test_an_assignment_reaches_the_agent_as_the_outbox_wrote_it() -> None:
     ("kind", "message", "not_in_kind"),
     [
         (ShareAssignment, pb.ShareAssignment, set()),
+        (StagingItem, pb.StagingItem, set()),
         (ShareCancellation, pb.ShareCancellation, set()),
         # the agent's client numbers it; phase_name is the phase again, for older Globals
         (ShareStatus, pb.JobStatusReport, {"report_seq", "phase_name"}),
@@ -89,7 +109,7 @@ def test_payloads_of_the_previous_release_still_read() -> None:
     }
     assert ShareAssignment.from_payload(previous) == ASSIGNMENT
     # This version adds the queue's document; the previous release ignores keys it does not know.
-    assert ASSIGNMENT.to_payload() == {**previous, "queue_json": ""}
+    assert ASSIGNMENT.to_payload() == {**previous, "queue_json": "", "staging": []}
     scrubbed = {k: v for k, v in previous.items() if k != "job_token"}
     assert ShareAssignment.from_payload({**scrubbed, "later": 1}).job_token == ""
     cancel = {"placement_id": "p", "job_uid": "u", "reason": "gang withdrawn"}
@@ -143,3 +163,27 @@ def test_restarting_reaches_an_older_global_as_failed() -> None:
     assert restarting.phase == pb.SHARE_PHASE_RESTARTING  # the kept report is not changed
     running = ShareStatus(placement_id="p", job_uid="u", phase=SharePhase.RUNNING).to_proto()
     assert report_for(running, older) is running
+
+
+def test_a_staging_copy_takes_its_bytes_over_the_reserved_bandwidth() -> None:
+    corpus, tokenizer = STAGED.staging
+    assert corpus.seconds == pytest.approx(40 * 2**40 * 8 / 100e9)  # ~58.6 min
+    assert tokenizer.seconds == 0.0  # no bandwidth reserved: not modelled
+    assert STAGED.staging_bytes == 40 * 2**40 + 2**30
+
+
+def test_staging_is_reported_between_assigned_and_accepted() -> None:
+    assert SharePhase.ASSIGNED.progress < SharePhase.STAGING.progress
+    assert SharePhase.STAGING.progress < SharePhase.ACCEPTED.progress
+    status = ShareStatus(
+        placement_id="p",
+        job_uid="u",
+        phase=SharePhase.STAGING,
+        staged_bytes=10,
+        staging_bytes=40,
+    ).to_proto()
+    assert (status.phase, status.staged_bytes, status.staging_bytes) == (
+        pb.SHARE_PHASE_STAGING,
+        10,
+        40,
+    )

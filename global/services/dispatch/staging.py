@@ -1,0 +1,116 @@
+"""What the Global makes of a share's Staging: its data being copied into the share's cluster
+before the share's Volcano Jobs exist. The job's events show the copy start and end; a share
+reported past Staging has its data there (the time is kept: the gang's start timeout counts from
+it, see supervision.py) and each data source it copied is now in that cluster too. A staging
+that fails is an ordinary share failure (reports.py withdraws and requeues the job), named as a
+staging failure here."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import ClusterShare, EventType, Job
+from volcano_global.rpc.shares import SharePhase, StagingItem
+from volcano_global.services.events import record_event
+
+log = logging.getLogger(__name__)
+# Phases that say the copy is over and the share's Volcano Jobs exist.
+_STAGED = frozenset({SharePhase.ACCEPTED, SharePhase.RUNNING, SharePhase.SUCCEEDED})
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+@dataclass(frozen=True)
+class DataArrival:
+    """A data source now held by a cluster, after a staging to it succeeded."""
+
+    source: str
+    cluster: str
+
+
+async def note_staging(
+    session: AsyncSession, *, share: ClusterShare, job: Job, phase: SharePhase, message: str
+) -> None:
+    """Act on a report about `share` before its phase is stored (`share.phase` is the one
+    before the report): the job's events, the end of the copy, the data sources that arrived."""
+    before, where = share.phase, share.cluster.name
+    if phase is SharePhase.STAGING and before is not SharePhase.STAGING:
+        await _event(session, job, "StagingStarted", f"{where}: staging {_described(share)}")
+    elif before is SharePhase.STAGING and phase is SharePhase.FAILED:
+        await _event(
+            session,
+            job,
+            "StagingFailed",
+            f"{where}: staging failed" + (f": {message}" if message else ""),
+            warning=True,
+        )
+    elif phase in _STAGED and share.staging and share.staged_at is None:
+        share.staged_at = utcnow()
+        await _event(session, job, "StagingEnded", f"{where}: staged {_described(share)}")
+        arrivals = [DataArrival(item.data_source, where) for item in _items(share)]
+        await data_arrived(session, arrivals=arrivals)
+
+
+async def data_arrived(session: AsyncSession, *, arrivals: list[DataArrival]) -> None:
+    """The one place the Global learns that a cluster now holds a data source. The DataSource
+    store (issue 33 part A) is not on this branch: at merge, this calls
+    `volcano_global.services.data.add_locality(session, source=a.source, cluster=a.cluster)`
+    for each arrival instead of logging it."""
+    for arrival in arrivals:
+        log.info("data source %s is now in cluster %s", arrival.source, arrival.cluster)
+
+
+def progress_text(staged_bytes: int, staging_bytes: int) -> str:
+    """How far a copy is, for the share's message ("" when the agent does not say)."""
+    if staging_bytes <= 0:
+        return ""
+    done = min(staged_bytes, staging_bytes)
+    percent = 100 * done / staging_bytes
+    return f"staged {size_text(done)} of {size_text(staging_bytes)} ({percent:.0f}%)"
+
+
+def size_text(size: int) -> str:
+    """Bytes in binary units, as `kubectl` users read quantities (40 TiB)."""
+    value, unit = float(size), _UNITS[0]
+    for unit in _UNITS:
+        if value < 1024 or unit == _UNITS[-1]:
+            break
+        value /= 1024
+    return f"{value:.3g} {unit}"
+
+
+def _items(share: ClusterShare) -> list[StagingItem]:
+    return [StagingItem.from_payload(item) for item in share.staging or ()]
+
+
+def _described(share: ClusterShare) -> str:
+    parts = []
+    for item in _items(share):
+        origin = f" from {item.source_cluster}" if item.source_cluster else ""
+        rate = f" at {item.gbps:g} Gbps (about {_duration(item.seconds)})" if item.gbps else ""
+        parts.append(f"{item.data_source} ({size_text(item.bytes)}){origin}{rate}")
+    return ", ".join(parts) or "its data"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+async def _event(
+    session: AsyncSession, job: Job, reason: str, message: str, *, warning: bool = False
+) -> None:
+    await record_event(
+        session,
+        job_id=job.id,
+        type=EventType.WARNING if warning else EventType.NORMAL,
+        reason=reason,
+        message=message,
+        fold=False,
+    )
