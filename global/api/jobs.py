@@ -42,6 +42,7 @@ from volcano_global.schemas.jobs import (
     ShareOut,
 )
 from volcano_global.services import events
+from volcano_global.services.data import checkpoints as data_checkpoints
 from volcano_global.services.jobs import cancel, measurements, names
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
@@ -337,7 +338,8 @@ async def report_checkpoint(
     admin token). Preemption counts the work an eviction would lose from the newest one of
     the job's current run, so a job that just saved one is evicted before one that has not.
     A job token of a run that has ended is revoked with it (401); one that escaped revocation
-    (issued before the rule) is refused while a later run holds the job (409)."""
+    (issued before the rule) is refused while a later run holds the job (409). The newest
+    report's cluster and size are where the job's checkpoint is (docs/data.md)."""
     caller.require_job(uid)
     at = await measurements.record_checkpoint(
         session,
@@ -345,7 +347,17 @@ async def report_checkpoint(
         step=body.step,
         run_token_issued_at=caller.issued_at if caller.role is TokenRole.JOB else None,
     )
-    return Checkpoint(step=body.step, checkpointed_at=at)
+    where = await data_checkpoints.record_location(
+        session,
+        job_id=uid,
+        step=body.step,
+        size_bytes=body.size_bytes,
+        cluster=body.cluster,
+        cluster_index=body.cluster_index,
+    )
+    return Checkpoint(
+        step=body.step, checkpointed_at=at, size_bytes=where.size_bytes, cluster=where.cluster
+    )
 
 
 @router.post(
