@@ -20,7 +20,7 @@ from volcano_global.api.deps import (
     Submitter,
 )
 from volcano_global.api.documents import body_format, document_body
-from volcano_global.db.models import JobState, TokenRole
+from volcano_global.db.models import JobCheckpointLocation, JobState, TokenRole
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -230,7 +230,8 @@ async def list_jobs(
 async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail:
     job, placement = await job_views.job_view(session, uid=uid)
     caller.require_queue(job["queue_name"])
-    return present_job(job, placement)
+    where = await data_checkpoints.find_location(session, job_id=uid)
+    return present_job(job, placement, checkpoint_location=where)
 
 
 @router.post(
@@ -294,7 +295,12 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
     }
 
 
-def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobDetail:
+def present_job(
+    job: Mapping[str, Any],
+    placement: PlacementView | None,
+    *,
+    checkpoint_location: JobCheckpointLocation | None = None,
+) -> JobDetail:
     shown = placement is not None and job_views.shows_clusters(job["state"], placement.state)
     clusters = [s["cluster"] for s in placement.shares] if shown and placement else []
     return JobDetail(
@@ -307,7 +313,12 @@ def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobD
         measurements=Measurements.model_validate(job["measurements"])
         if job["measurements"]
         else None,
-        checkpoint=Checkpoint(step=job["checkpoint_step"], checkpointed_at=job["checkpointed_at"])
+        checkpoint=Checkpoint(
+            step=job["checkpoint_step"],
+            checkpointed_at=job["checkpointed_at"],
+            size_bytes=checkpoint_location.size_bytes if checkpoint_location else None,
+            cluster=checkpoint_location.cluster if checkpoint_location else None,
+        )
         if job.get("checkpointed_at") is not None
         else None,
         placement=_placement(placement) if placement else None,
