@@ -136,7 +136,10 @@ def _dataset(text: str) -> Dataset:
     amount, _, gbps = rest.partition("@")
     try:
         return Dataset(name=name, size=amount or None, read_gbps=float(gbps) if gbps else None)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+    except ValidationError as exc:
+        why = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise typer.BadParameter(f"{text!r}: {why}", param_hint="--dataset") from None
+    except ValueError as exc:  # the read rate is not a number
         raise typer.BadParameter(f"{text!r}: {exc}", param_hint="--dataset") from None
 
 

@@ -148,7 +148,7 @@ class ParallelPlan(BaseModel):
         )
 
     def declaration(self) -> dict[str, Any]:
-        """The communication annotation's content, as a user writes it (sizes in bytes)."""
+        """The communication annotation's content, as a user writes it (sizes as given)."""
         written = self.communication().model_dump(
             by_alias=True, exclude_none=True, exclude={"datasets", "checkpoint"}
         )
@@ -158,7 +158,7 @@ class ParallelPlan(BaseModel):
                     k: v
                     for k, v in (
                         ("name", d.name),
-                        ("size", d.size_bytes),
+                        ("size", d.size),
                         ("readGbps", d.read_gbps),
                     )
                     if v is not None
@@ -166,7 +166,7 @@ class ParallelPlan(BaseModel):
                 for d in self.datasets
             ]
         if self.checkpoint_size is not None:
-            written["checkpoint"] = {"size": _bytes(self.checkpoint_size)}
+            written["checkpoint"] = {"size": self.checkpoint_size}
         return written
 
     def facts(self, *, max_clusters: int = 4) -> PlanFacts:
