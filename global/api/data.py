@@ -98,9 +98,9 @@ async def list_claims(
 ) -> DataSourceClaimList:
     """Claims by namespace and name (`namespace`: only its); a queue user sees those of the
     namespaces its queues may use."""
-    allowed = claims.claim_namespaces(caller, await read_tenancy(session, settings))
-    if caller.visible_queues() is None:
-        allowed = None  # a reader reads the federation
+    allowed = None  # an admin or a reader reads the federation
+    if caller.visible_queues() is not None:
+        allowed = claims.claim_namespaces(caller, await read_tenancy(session, settings))
     rows = await claims.list_claims(session, namespace=namespace, namespaces=allowed)
     objects = await claim_objects(session, rows)
     return DataSourceClaimList(items=[_claim_out(r, o) for r, o in zip(rows, objects, strict=True)])

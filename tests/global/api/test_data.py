@@ -251,3 +251,31 @@ async def test_a_bad_claim_is_refused_naming_the_field(
     (item,) = (await apply(api, document)).json()["items"]
     assert (item["result"], item["code"]) == ("error", 422)
     assert field in [c["field"] for c in item["causes"]], item
+
+
+async def test_needs_of_many_jobs_in_one_read(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = served
+    reader = (await submit(api, job_document("reader"))).json()
+    idle = (await submit(api, job_document("idle"))).json()
+    await results(
+        api,
+        data_source(),
+        data_source_claim("reads-corpus", workload="reader"),
+        # Two claims of one job for the same data are one need; one for data no
+        # DataSource describes yet is a need whose locality is unknown.
+        data_source_claim("reads-corpus-again", workload="reader"),
+        data_source_claim("reads-eval", workload="reader", source="eval-2027"),
+    )
+    async with app.state.sessions() as session:
+        needs = await data_needs(
+            session, job_ids=[uuid.UUID(reader["uid"]), uuid.UUID(idle["uid"]), uuid.uuid4()]
+        )
+    assert set(needs) == {uuid.UUID(reader["uid"]), uuid.UUID(idle["uid"])}
+    assert needs[uuid.UUID(idle["uid"])].empty
+    found = needs[uuid.UUID(reader["uid"])].datasets
+    assert [(d.name, d.bound, d.clusters, d.claim) for d in found] == [
+        ("corpus-v3", True, ("gpu-west",), "ml/reads-corpus"),
+        ("eval-2027", False, (), "ml/reads-eval"),
+    ]
