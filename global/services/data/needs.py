@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Row, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import DataSourceClaimRow, DataSourceRow, Job, JobCheckpointLocation
@@ -36,16 +36,30 @@ async def data_needs(
         return {}
     keys = {(j.namespace, j.name, j.kind) for j in jobs}
     claims = await _claims(session, keys)
-    sources = list((await session.execute(select(DataSourceRow))).scalars())
+    # The columns the needs are made of, not the stored documents.
+    sources = (
+        await session.execute(
+            select(
+                DataSourceRow.name,
+                DataSourceRow.system,
+                DataSourceRow.type,
+                DataSourceRow.source_name,
+                DataSourceRow.clusters,
+                DataSourceRow.size_bytes,
+            )
+        )
+    ).all()
     locations = {
         row.job_id: row
         for row in (
             await session.execute(
-                select(JobCheckpointLocation).where(
-                    JobCheckpointLocation.job_id.in_([j.id for j in jobs])
-                )
+                select(
+                    JobCheckpointLocation.job_id,
+                    JobCheckpointLocation.cluster,
+                    JobCheckpointLocation.size_bytes,
+                ).where(JobCheckpointLocation.job_id.in_([j.id for j in jobs]))
             )
-        ).scalars()
+        ).all()
     }
     by_name = {s.name: s for s in sources}
     # Where several DataSources match a claim, the first by name binds it (as the objects show).
@@ -65,9 +79,18 @@ async def data_needs(
 
 async def _claims(
     session: AsyncSession, keys: set[tuple[str, str, str]]
-) -> dict[tuple[str, str, str], list[DataSourceClaimRow]]:
+) -> dict[tuple[str, str, str], list[Row[Any]]]:
     rows = await session.execute(
-        select(DataSourceClaimRow)
+        select(
+            DataSourceClaimRow.namespace,
+            DataSourceClaimRow.name,
+            DataSourceClaimRow.system,
+            DataSourceClaimRow.data_source_type,
+            DataSourceClaimRow.data_source_name,
+            DataSourceClaimRow.workload_kind,
+            DataSourceClaimRow.workload_name,
+            DataSourceClaimRow.read_gbps,
+        )
         .where(
             tuple_(
                 DataSourceClaimRow.namespace,
@@ -77,8 +100,8 @@ async def _claims(
         )
         .order_by(DataSourceClaimRow.name)
     )
-    found: dict[tuple[str, str, str], list[DataSourceClaimRow]] = {}
-    for claim in rows.scalars():
+    found: dict[tuple[str, str, str], list[Row[Any]]] = {}
+    for claim in rows.all():
         key = (claim.namespace, claim.workload_name, claim.workload_kind)
         found.setdefault(key, []).append(claim)
     return found
@@ -92,7 +115,7 @@ def _declaration(value: Any) -> Communication | None:
 
 
 def _claimed(
-    claims: list[DataSourceClaimRow], by_key: Mapping[tuple[str, str, str], DataSourceRow]
+    claims: list[Row[Any]], by_key: Mapping[tuple[str, str, str], Row[Any]]
 ) -> list[DatasetNeed]:
     found: list[DatasetNeed] = []
     for claim in claims:
@@ -114,7 +137,7 @@ def _claimed(
 
 
 def _declared(
-    declared: Communication | None, by_name: Mapping[str, DataSourceRow], claimed: set[str]
+    declared: Communication | None, by_name: Mapping[str, Row[Any]], claimed: set[str]
 ) -> list[DatasetNeed]:
     """The declaration's datasets no claim named. The stored DataSource's size wins over the
     declared one (it is the inventory's); the declared one stands in when it has none."""
@@ -139,9 +162,7 @@ def _declared(
     return found
 
 
-def _checkpoint(
-    declared: Communication | None, location: JobCheckpointLocation | None
-) -> CheckpointNeed | None:
+def _checkpoint(declared: Communication | None, location: Row[Any] | None) -> CheckpointNeed | None:
     """The newest reported checkpoint (its size, else the declared size), or the declared
     one not yet written anywhere."""
     declared_size = declared.checkpoint.size_bytes if declared and declared.checkpoint else None
