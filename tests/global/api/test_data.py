@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from tests.conftest import app_settings, running
 from tests.data_documents import data_source, data_source_claim
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import create_cluster, example, job_document, submit
 from volcano_global.jobspec.extensions import COMMUNICATION
 from volcano_global.services.data import data_needs
 from volcano_global.solver.data import CheckpointNeed, DatasetNeed
@@ -279,3 +279,26 @@ async def test_needs_of_many_jobs_in_one_read(
         ("corpus-v3", True, ("gpu-west",), "ml/reads-corpus"),
         ("eval-2027", False, (), "ml/reads-eval"),
     ]
+
+
+async def test_a_hyperjob_reads_what_its_claim_names(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = served
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "llm"},
+        "spec": {"weight": 1},
+    }
+    hyperjob = yaml.safe_load(example("hyperjob-llm-training.yaml"))
+    claim = data_source_claim(namespace="llm", workload="llm-training", kind="HyperJob")
+    response = await apply(api, queue, claim, hyperjob, data_source(clusters=("gpu-east",)))
+    assert [i["result"] for i in response.json()["items"]] == ["created"] * 4, response.text
+    uid = response.json()["items"][2]["uid"]
+    (need,) = (await needs_of(app, uid)).datasets
+    assert (need.name, need.clusters, need.claim) == (
+        "corpus-v3",
+        ("gpu-east",),
+        "llm/train-corpus",
+    )
