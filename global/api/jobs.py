@@ -230,7 +230,9 @@ async def list_jobs(
 async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail:
     job, placement = await job_views.job_view(session, uid=uid)
     caller.require_queue(job["queue_name"])
-    where = await data_checkpoints.find_location(session, job_id=uid)
+    where = None  # where its checkpoint is: read only for a job that reported one
+    if job.get("checkpointed_at") is not None:
+        where = await data_checkpoints.find_location(session, job_id=uid)
     return present_job(job, placement, checkpoint_location=where)
 
 
