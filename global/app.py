@@ -15,6 +15,7 @@ from volcano_global.api import (
     apply,
     clusters,
     console,
+    data,
     health,
     jobs,
     links,
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         priority_classes,
         overview,
         tokens,
+        data,
         apply,
     ):
         app.include_router(module.router)

@@ -65,6 +65,8 @@ BYTES_PER_PARAMETER = Bound("gradient bytes per parameter", 0, 64, "bytes")
 BYTES_PER_STEP = Bound("bytes exchanged per step", 0, 1e18, "bytes")
 PARALLEL_DEGREE = Bound("parallel degrees (TP, PP, CP, EP, DP)", 1, 2**20, "")
 TRAINING_STEP = Bound("training steps (a checkpoint's)", 0, 1e15, "")
+# Kubernetes' quantities hold about 9.2e18 of their unit (jobspec/quantity.py's LARGEST).
+DATA_BYTES = Bound("data sizes (datasets, checkpoints)", 0, 1e19, "bytes")
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 TIMESTAMPS = Bound("timestamps", EARLIEST.year, LATEST.year, "(years, UTC; a zone is required)")
@@ -81,6 +83,7 @@ ALL = (
     BYTES_PER_STEP,
     PARALLEL_DEGREE,
     TRAINING_STEP,
+    DATA_BYTES,
     TIMESTAMPS,
 )
 

@@ -2,13 +2,14 @@
 order, as `kubectl apply -f` takes it, one result per document.
 
 A document is handed to the applier registered for its API group and kind (`APPLIERS`):
-Volcano Jobs and HyperJobs, Volcano Queues and Kubernetes PriorityClasses. An unknown kind is
-answered per document, naming its index and kind; the documents before and after it are
-applied all the same (as kubectl goes on). The answer's status is 403 when the caller's token
-was refused any document (with every document's result, as kubectl reports each and then
-fails), else 200, a caller checking each `result` for the other errors. Each refused document
-is in the audit trail as a refused call is (DENIED, naming the document and why), each
-document that changed something as an accepted call.
+Volcano Jobs and HyperJobs, Volcano Queues, Kubernetes PriorityClasses, and Volcano Global's
+DataSources and DataSourceClaims (`api/data.py`: created, `configured` or `unchanged`). An
+unknown kind is answered per document, naming its index and kind; the documents before and
+after it are applied all the same (as kubectl goes on). The answer's status is 403 when the
+caller's token was refused any document (with every document's result, as kubectl reports
+each and then fails), else 200, a caller checking each `result` for the other errors. Each
+refused document is in the audit trail as a refused call is (DENIED, naming the document and
+why), each document that changed something as an accepted call.
 
 What apply means per kind: a job alive with the same document is `unchanged`, else a new job is
 `created` (a submitted job's spec does not change). A Queue or PriorityClass is created, or
@@ -27,7 +28,7 @@ from typing import Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
-from volcano_global.api import audit, kind_apply
+from volcano_global.api import audit, data, kind_apply
 from volcano_global.api.deps import LoneSubmitter
 from volcano_global.api.documents import body_format
 from volcano_global.api.errors import STATUS_BY_ERROR
@@ -108,6 +109,8 @@ register("batch.volcano.sh", "Job", _apply_job)
 register("training.volcano.sh", "HyperJob", _apply_job)
 register("scheduling.volcano.sh", "Queue", kind_apply.apply_queue)
 register("scheduling.k8s.io", "PriorityClass", kind_apply.apply_priority_class)
+register("datadependency.volcano.sh", "DataSource", data.apply_data_source)
+register("datadependency.volcano.sh", "DataSourceClaim", data.apply_claim)
 
 
 @router.post(

@@ -20,7 +20,7 @@ from volcano_global.api.deps import (
     Submitter,
 )
 from volcano_global.api.documents import body_format, document_body
-from volcano_global.db.models import JobState, TokenRole
+from volcano_global.db.models import JobCheckpointLocation, JobState, TokenRole
 from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -42,6 +42,7 @@ from volcano_global.schemas.jobs import (
     ShareOut,
 )
 from volcano_global.services import events
+from volcano_global.services.data import checkpoints as data_checkpoints
 from volcano_global.services.jobs import cancel, measurements, names
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
@@ -229,7 +230,10 @@ async def list_jobs(
 async def get_job(uid: uuid.UUID, session: Session, caller: Reader) -> JobDetail:
     job, placement = await job_views.job_view(session, uid=uid)
     caller.require_queue(job["queue_name"])
-    return present_job(job, placement)
+    where = None  # where its checkpoint is: read only for a job that reported one
+    if job.get("checkpointed_at") is not None:
+        where = await data_checkpoints.find_location(session, job_id=uid)
+    return present_job(job, placement, checkpoint_location=where)
 
 
 @router.post(
@@ -293,7 +297,12 @@ def _summary_fields(job: Mapping[str, Any], clusters: list[str]) -> dict[str, An
     }
 
 
-def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobDetail:
+def present_job(
+    job: Mapping[str, Any],
+    placement: PlacementView | None,
+    *,
+    checkpoint_location: JobCheckpointLocation | None = None,
+) -> JobDetail:
     shown = placement is not None and job_views.shows_clusters(job["state"], placement.state)
     clusters = [s["cluster"] for s in placement.shares] if shown and placement else []
     return JobDetail(
@@ -306,7 +315,12 @@ def present_job(job: Mapping[str, Any], placement: PlacementView | None) -> JobD
         measurements=Measurements.model_validate(job["measurements"])
         if job["measurements"]
         else None,
-        checkpoint=Checkpoint(step=job["checkpoint_step"], checkpointed_at=job["checkpointed_at"])
+        checkpoint=Checkpoint(
+            step=job["checkpoint_step"],
+            checkpointed_at=job["checkpointed_at"],
+            size_bytes=checkpoint_location.size_bytes if checkpoint_location else None,
+            cluster=checkpoint_location.cluster if checkpoint_location else None,
+        )
         if job.get("checkpointed_at") is not None
         else None,
         placement=_placement(placement) if placement else None,
@@ -337,7 +351,8 @@ async def report_checkpoint(
     admin token). Preemption counts the work an eviction would lose from the newest one of
     the job's current run, so a job that just saved one is evicted before one that has not.
     A job token of a run that has ended is revoked with it (401); one that escaped revocation
-    (issued before the rule) is refused while a later run holds the job (409)."""
+    (issued before the rule) is refused while a later run holds the job (409). The newest
+    report's cluster and size are where the job's checkpoint is (docs/data.md)."""
     caller.require_job(uid)
     at = await measurements.record_checkpoint(
         session,
@@ -345,7 +360,17 @@ async def report_checkpoint(
         step=body.step,
         run_token_issued_at=caller.issued_at if caller.role is TokenRole.JOB else None,
     )
-    return Checkpoint(step=body.step, checkpointed_at=at)
+    where = await data_checkpoints.record_location(
+        session,
+        job_id=uid,
+        step=body.step,
+        size_bytes=body.size_bytes,
+        cluster=body.cluster,
+        cluster_index=body.cluster_index,
+    )
+    return Checkpoint(
+        step=body.step, checkpointed_at=at, size_bytes=where.size_bytes, cluster=where.cluster
+    )
 
 
 @router.post(

@@ -24,9 +24,10 @@ def apply(
         typer.Option("-f", "--filename", help="YAML/JSON file of documents ('-' = stdin)"),
     ],
 ) -> None:
-    """Apply every document of each file in order (Volcano Jobs and HyperJobs, Queues and
-    PriorityClasses). A job already applied with the same document is unchanged; a queue or
-    class is created, configured (replaced by the document) or unchanged."""
+    """Apply every document of each file in order (Volcano Jobs and HyperJobs, Queues,
+    PriorityClasses, DataSources and DataSourceClaims). A job already applied with the same
+    document is unchanged; any other kind is created, configured (replaced by the document)
+    or unchanged."""
     api = client(ctx)
     failed = 0
     for path in files:

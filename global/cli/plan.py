@@ -14,7 +14,8 @@ from rich.table import Table
 
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import client
-from volcano_global.sdk import ParallelPlan, job_document
+from volcano_global.cli.data import size
+from volcano_global.sdk import Dataset, ParallelPlan, job_document
 from volcano_global.sdk.plan import to_yaml
 
 # The derived facts and the check go to stderr, so stdout is the document alone.
@@ -49,6 +50,17 @@ def plan(
     queue: Annotated[str | None, typer.Option(help="Queue")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model (nodeSelector)")] = None,
     max_clusters: Annotated[int | None, typer.Option(help="Most clusters a split may span")] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dataset",
+            help="A dataset the run reads: NAME=SIZE (a DataSource's name, e.g. corpus-v3=40Ti), "
+            "or NAME=SIZE@GBPS when it may read it remotely at GBPS instead of staging it",
+        ),
+    ] = None,
+    checkpoint_size: Annotated[
+        str | None, typer.Option(help="The checkpoint's size, e.g. 2Ti (what a restore moves)")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the document here")] = None,
     check: Annotated[
         bool, typer.Option(help="Ask the Global where it would run now (POST /api/v1/jobs/preview)")
@@ -72,6 +84,8 @@ def plan(
             target_step_time_seconds=step_time,
             tolerated_communication_share=comm_share,
             replica_in_tier1=replica_in_tier1,
+            datasets=tuple(_dataset(d) for d in dataset or ()),
+            checkpoint_size=checkpoint_size,
         )
     except ValidationError as exc:
         messages = (e["msg"].removeprefix("Value error, ") for e in exc.errors())
@@ -107,9 +121,26 @@ def plan(
     )
     for k, gbps in facts.crossing_gbps.items():
         table.add_row(f"split over {k} clusters", f"{gbps:,.1f} Gbps per pair of clusters")
+    for d in parallel.datasets:
+        read = f", or read remotely at {d.read_gbps:g} Gbps" if d.read_gbps else ""
+        table.add_row(f"dataset {d.name}", f"{size(d.size_bytes)}{read}")
+    if facts.checkpoint_bytes is not None:
+        table.add_row("checkpoint (a restore elsewhere moves)", size(facts.checkpoint_bytes))
     notes.print(table)
     if check:
         _check(ctx, text)
+
+
+def _dataset(text: str) -> Dataset:
+    name, _, rest = text.partition("=")
+    amount, _, gbps = rest.partition("@")
+    try:
+        return Dataset(name=name, size=amount or None, read_gbps=float(gbps) if gbps else None)
+    except ValidationError as exc:
+        why = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise typer.BadParameter(f"{text!r}: {why}", param_hint="--dataset") from None
+    except ValueError as exc:  # the read rate is not a number
+        raise typer.BadParameter(f"{text!r}: {exc}", param_hint="--dataset") from None
 
 
 def _check(ctx: typer.Context, document: str) -> None:

@@ -14,6 +14,7 @@ from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
 from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
+from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, get_data
 from volcano_global.cli.output import Column, Format, gpus, render, run_duration
 
 JOB_COLUMNS: list[Column] = [
@@ -118,9 +119,15 @@ def get(
     ctx: typer.Context,
     what: Annotated[
         str,
-        typer.Argument(help="jobs | queues (kubectl's words too), or a job: UID, NS/NAME, NAME"),
+        typer.Argument(
+            help="jobs | queues | datasources | datasourceclaims (kubectl's words too), or a "
+            "job: UID, NS/NAME, NAME"
+        ),
     ],
     name: Annotated[str | None, typer.Argument(help="A job, after `jobs`")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("-n", "--namespace", help="Only this namespace's claims")
+    ] = None,
     watch: Annotated[
         bool, typer.Option("-w", "--watch", help="After the list, print each change until ^C")
     ] = False,
@@ -129,9 +136,12 @@ def get(
     ] = 2.0,
 ) -> None:
     """Show one job (state, gang, placement, why pending), or list jobs or queues (`-w`: and
-    follow their changes)."""
+    follow their changes), or the DataSources and DataSourceClaims."""
     api = client(ctx)
     fmt = options(ctx).output
+    if name is None and (what in DATA_SOURCE_WORDS or what in CLAIM_WORDS):
+        get_data(api, what, fmt, namespace=namespace)
+        return
     if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):
         queues = what in QUEUE_WORDS
         columns = QUEUE_COLUMNS if queues else JOB_COLUMNS

@@ -9,11 +9,15 @@ Volcano object that `kubectl apply` accepts unchanged:
     global.volcano.sh/crossing-gbps: "120"    # explicit all-reduce rate V/tau, overrides the plan
     global.volcano.sh/elastic: "true"       # may be resized between minAvailable and replicas
     global.volcano.sh/communication: |      # the parallelism plan, YAML or JSON
-      {tensorParallel: 8, pipelineParallel: 4, modelParameters: 70e9}
+      {tensorParallel: 8, pipelineParallel: 4, modelParameters: 70e9,
+       datasets: [{name: corpus-v3, size: 40Ti, readGbps: 50}],  # what it reads (docs/data.md)
+       checkpoint: {size: 2Ti}}
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,7 +34,8 @@ from volcano_global.bounds import (
 from volcano_global.errors import Invalid, field_error
 from volcano_global.jobspec.documents import load_yaml
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
-from volcano_global.jobspec.model import Communication
+from volcano_global.jobspec.model import CheckpointDeclaration, Communication, DatasetDeclaration
+from volcano_global.jobspec.quantity import parse_quantity
 
 PREFIX = "global.volcano.sh/"
 SPLIT = PREFIX + "split"
@@ -61,6 +66,23 @@ PLAN_BYTES, PLAN_NODES, PLAN_DEPTH = 16384, 1000, 8  # the communication annotat
 
 
 Degree = Annotated[int, PARALLEL_DEGREE.field()]
+Size = Annotated[str, Field(max_length=64)] | int  # bounded by parse_quantity (DATA_BYTES)
+MAX_DATASETS = 64
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class _DatasetInput(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    size: Size | None = None
+    read_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] | None = None
+
+
+class _CheckpointInput(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    size: Size
 
 
 class _CommunicationInput(BaseModel):
@@ -81,6 +103,8 @@ class _CommunicationInput(BaseModel):
     target_step_time_seconds: Annotated[float, STEP_TIME_S.field(strict_low=True)] | None = None
     tolerated_communication_share: Annotated[float, Field(allow_inf_nan=False)] = 0.1
     min_data_parallel: Degree | None = None
+    datasets: Annotated[list[_DatasetInput], Field(max_length=MAX_DATASETS)] = []
+    checkpoint: _CheckpointInput | None = None
 
 
 def read_annotations(metadata: dict[str, Any], check: Checker) -> dict[str, str]:
@@ -236,6 +260,11 @@ def read_communication(
             f"a data-parallel replica ({model_parallel} GPUs) must be whole pods of {per_pod} "
             "GPUs, or a pod must hold whole replicas",
         )
+    datasets = _datasets(plan.datasets, check, path)
+    checkpoint = None
+    if plan.checkpoint is not None:
+        size = _bytes(plan.checkpoint.size, check, f"{path}.checkpoint.size")
+        checkpoint = CheckpointDeclaration(size_bytes=size) if size is not None else None
     if len(check.errors) > failed:
         return None
     return Communication(
@@ -251,7 +280,38 @@ def read_communication(
         target_step_time_seconds=plan.target_step_time_seconds,
         tolerated_communication_share=plan.tolerated_communication_share,
         min_data_parallel=plan.min_data_parallel,
+        datasets=datasets,
+        checkpoint=checkpoint,
     )
+
+
+def _datasets(
+    given: list[_DatasetInput], check: Checker, path: str
+) -> tuple[DatasetDeclaration, ...]:
+    """The datasets the plan declares: each a DataSource's name (a DNS subdomain), once."""
+    found: list[DatasetDeclaration] = []
+    for index, dataset in enumerate(given):
+        where = f"{path}.datasets[{index}]"
+        if not _SUBDOMAIN.match(dataset.name):
+            check.fail(f"{where}.name", f"{dataset.name!r} is not a DataSource name")
+            continue
+        if any(d.name == dataset.name for d in found):
+            check.fail(f"{where}.name", f"{dataset.name!r} is declared twice")
+            continue
+        size = None if dataset.size is None else _bytes(dataset.size, check, f"{where}.size")
+        found.append(
+            DatasetDeclaration(name=dataset.name, size_bytes=size, read_gbps=dataset.read_gbps)
+        )
+    return tuple(found)
+
+
+def _bytes(value: str | int, check: Checker, path: str) -> int | None:
+    """A size in bytes from a quantity (`40Ti`) or a number of bytes, rounded up."""
+    try:
+        return math.ceil(parse_quantity(value))
+    except ValueError as exc:
+        check.fail(path, f"{exc} (a size in bytes, or a quantity such as 40Ti)")
+        return None
 
 
 def _snake(camel: str) -> str:

@@ -85,8 +85,26 @@ class Gang(Frozen):
     min_sub_jobs: int | None = None
 
 
+class DatasetDeclaration(Frozen):
+    """A dataset the job reads, as its declaration names it (docs/data.md): `name` is a
+    DataSource's name (its locality, and its size when the declaration gives none, come from
+    the stored DataSource); `read_gbps`: the job may read it remotely at this rate instead of
+    staging it first."""
+
+    name: str
+    size_bytes: int | None = None
+    read_gbps: float | None = None
+
+
+class CheckpointDeclaration(Frozen):
+    """The job's checkpoint: its size, what a restore elsewhere must move."""
+
+    size_bytes: int
+
+
 class Communication(Frozen):
-    """The training framework's parallelism plan (the communication declaration)."""
+    """The training framework's parallelism plan (the communication declaration), with the
+    datasets the job reads and its checkpoint."""
 
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
@@ -102,6 +120,8 @@ class Communication(Frozen):
     # Elastic width: the fewest data-parallel replicas the job may run with (None: all of
     # them, `data_parallel`, which is also the most: the document's replicas).
     min_data_parallel: int | None = None
+    datasets: tuple[DatasetDeclaration, ...] = ()
+    checkpoint: CheckpointDeclaration | None = None
 
     @property
     def unit_gpus(self) -> int:

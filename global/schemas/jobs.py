@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from volcano_global.bounds import BYTES_PER_STEP, STEP_TIME_S, TRAINING_STEP
+from volcano_global.bounds import BYTES_PER_STEP, DATA_BYTES, STEP_TIME_S, TRAINING_STEP
 from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.schemas.common import ApiModel, ListMeta, RequestBody
 
@@ -95,16 +95,30 @@ class MeasurementIn(RequestBody):
 
 
 class CheckpointIn(RequestBody):
-    """A training process saved a checkpoint (the SDK's Runtime.checkpointed)."""
+    """A training process saved a checkpoint (the SDK's Runtime.checkpointed); where it was
+    written and its size let placement prefer the cluster that holds it (docs/data.md)."""
 
     step: Annotated[
         int, TRAINING_STEP.field(), Field(description="The training step the checkpoint holds.")
     ]
+    size_bytes: Annotated[int, Field(ge=0, le=int(DATA_BYTES.high))] | None = Field(
+        None, description="The checkpoint's size: what a restore in another cluster moves."
+    )
+    cluster: Annotated[str, Field(min_length=1, max_length=63)] | None = Field(
+        None, description="The cluster it was written in."
+    )
+    cluster_index: Annotated[int, Field(ge=0, le=1024)] | None = Field(
+        None,
+        description="Or the share that wrote it (its VGLOBAL_CLUSTER_INDEX); with neither, "
+        "the job's cluster when it runs in one.",
+    )
 
 
 class Checkpoint(ApiModel):
     step: int = Field(description="The training step of the newest checkpoint reported")
     checkpointed_at: datetime = Field(description="When the Global received the report")
+    size_bytes: int | None = Field(None, description="Its size, if reported")
+    cluster: str | None = Field(None, description="The cluster it was written in, if known")
 
 
 class Measurements(ApiModel):

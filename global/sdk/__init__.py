@@ -2,10 +2,11 @@
 (`plan`), and, inside the container, the rank layout and torch.distributed groups (`runtime`).
 Pure: no database, no server; torch is imported only by `Runtime.init_torch`."""
 
-from volcano_global.sdk.plan import ParallelPlan, PlanFacts, job_document
+from volcano_global.sdk.plan import Dataset, ParallelPlan, PlanFacts, job_document
 from volcano_global.sdk.runtime import Layout, LayoutError, ReportError, Runtime, Share
 
 __all__ = [
+    "Dataset",
     "Layout",
     "LayoutError",
     "ParallelPlan",

@@ -2,7 +2,9 @@
 the Global accepts, with the facts the scheduler derives from it.
 
     plan = ParallelPlan(tensor_parallel=8, pipeline_parallel=4, data_parallel=16,
-                        model_parameters=70e9, target_step_time_seconds=12)
+                        model_parameters=70e9, target_step_time_seconds=12,
+                        datasets=[Dataset(name="corpus-v3", size="40Ti", read_gbps=50)],
+                        checkpoint_size="2Ti")
     plan.facts().crossing_gbps[2]        # 933.3: what a 2-cluster split must reserve per pair
     doc = job_document(plan, name="llama-70b", image="nvcr.io/nvidia/nemo:25.02")
 
@@ -13,19 +15,50 @@ that stays in one cluster, so only the data-parallel gradient all-reduce crosses
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from volcano_global.jobspec import Communication
 from volcano_global.jobspec.accelerators import NVIDIA_MODEL_LABEL
 from volcano_global.jobspec.extensions import COMMUNICATION, MAX_CLUSTERS, SPLIT
+from volcano_global.jobspec.model import CheckpointDeclaration, DatasetDeclaration
+from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.solver.traffic import allreduce_gbps, pair_demand_gbps
 
 GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _bytes(value: str | int | None) -> int | None:
+    return None if value is None else math.ceil(parse_quantity(value))
+
+
+class Dataset(BaseModel):
+    """A dataset the run reads: a DataSource's name (docs/data.md), its size (bytes, or a
+    quantity such as `40Ti`), and the rate it may read it at remotely instead of staging it
+    first (None: it must be in the cluster before the run starts)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    name: str = Field(min_length=1, max_length=253)
+    size: str | int | None = None
+    read_gbps: float | None = Field(None, gt=0, le=1_000_000)
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: str | int | None) -> str | int | None:
+        _bytes(value)  # ValueError names what is wrong
+        return value
+
+    @property
+    def size_bytes(self) -> int | None:
+        return _bytes(self.size)
 
 
 class ParallelPlan(BaseModel):
@@ -53,6 +86,16 @@ class ParallelPlan(BaseModel):
         description="Keep each data-parallel replica (its pipeline stages) inside one tier-1 "
         "HyperNode (partitionPolicy with a hard tier-1 network topology)",
     )
+    datasets: tuple[Dataset, ...] = Field((), description="The datasets the run reads")
+    checkpoint_size: str | int | None = Field(
+        None, description="The checkpoint's size (bytes or a quantity): what a restore moves"
+    )
+
+    @field_validator("checkpoint_size")
+    @classmethod
+    def _checkpoint(cls, value: str | int | None) -> str | int | None:
+        _bytes(value)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ParallelPlan:
@@ -95,7 +138,36 @@ class ParallelPlan(BaseModel):
             optimizer_sharding=self.optimizer_sharding,
             target_step_time_seconds=self.target_step_time_seconds,
             tolerated_communication_share=self.tolerated_communication_share,
+            datasets=tuple(
+                DatasetDeclaration(name=d.name, size_bytes=d.size_bytes, read_gbps=d.read_gbps)
+                for d in self.datasets
+            ),
+            checkpoint=CheckpointDeclaration(size_bytes=size)
+            if (size := _bytes(self.checkpoint_size)) is not None
+            else None,
         )
+
+    def declaration(self) -> dict[str, Any]:
+        """The communication annotation's content, as a user writes it (sizes as given)."""
+        written = self.communication().model_dump(
+            by_alias=True, exclude_none=True, exclude={"datasets", "checkpoint"}
+        )
+        if self.datasets:
+            written["datasets"] = [
+                {
+                    k: v
+                    for k, v in (
+                        ("name", d.name),
+                        ("size", d.size),
+                        ("readGbps", d.read_gbps),
+                    )
+                    if v is not None
+                }
+                for d in self.datasets
+            ]
+        if self.checkpoint_size is not None:
+            written["checkpoint"] = {"size": self.checkpoint_size}
+        return written
 
     def facts(self, *, max_clusters: int = 4) -> PlanFacts:
         allreduce = allreduce_gbps(self.communication())
@@ -120,6 +192,8 @@ class ParallelPlan(BaseModel):
                 k: pair_demand_gbps(allreduce, k)
                 for k in range(2, min(max_clusters, self.data_parallel) + 1)
             },
+            dataset_bytes=sum(d.size_bytes or 0 for d in self.datasets),
+            checkpoint_bytes=_bytes(self.checkpoint_size),
         )
 
 
@@ -135,6 +209,8 @@ class PlanFacts:
     communication_budget_s: float | None  # tau: the share of the step left for the exchange
     allreduce_gbps: float  # V / tau (0: not declared)
     crossing_gbps: dict[int, float]  # k clusters -> what each pair must reserve per direction
+    dataset_bytes: int = 0  # the declared datasets' sizes, summed (those given)
+    checkpoint_bytes: int | None = None  # what a restore in another cluster moves
 
 
 def job_document(
@@ -156,9 +232,7 @@ def job_document(
     Volcano's `svc` plugin (pod DNS names) and `env` plugin (VC_TASK_INDEX)."""
     facts = plan.facts()
     annotations = {
-        COMMUNICATION: yaml.safe_dump(
-            plan.communication().model_dump(by_alias=True, exclude_none=True), sort_keys=False
-        ),
+        COMMUNICATION: yaml.safe_dump(plan.declaration(), sort_keys=False),
         SPLIT: "auto" if split else "never",
     }
     if max_clusters is not None:

@@ -274,12 +274,28 @@ class Runtime:
         return _post("measurements", body, env=env, timeout_s=timeout_s)
 
     def checkpointed(
-        self, *, step: int, env: Mapping[str, str] | None = None, timeout_s: float = 5.0
+        self,
+        *,
+        step: int,
+        size_bytes: int | None = None,
+        cluster: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 5.0,
     ) -> dict[str, Any]:
         """Tell the Global a checkpoint of `step` was saved (call it from one rank once the
         save is complete). Preemption then counts only the work since it as lost, so this job
-        is evicted before jobs that would lose more. Returns what the Global recorded."""
-        return _post("checkpoints", {"step": step}, env=env, timeout_s=timeout_s)
+        is evicted before jobs that would lose more. With its size, the Global knows what a
+        restore elsewhere moves and prefers the cluster that holds it (docs/data.md): written
+        in this share's cluster unless `cluster` names another (e.g. shared storage of one
+        cluster). Returns what the Global recorded."""
+        body: dict[str, Any] = {"step": step}
+        if size_bytes is not None:
+            body["sizeBytes"] = size_bytes
+        if cluster is not None:
+            body["cluster"] = cluster
+        else:
+            body["clusterIndex"] = self.share.cluster_index
+        return _post("checkpoints", body, env=env, timeout_s=timeout_s)
 
     def init_torch(self, backend: str = "nccl", **kwargs: Any) -> dict[str, Any]:
         """init_process_group over the rendezvous address, then every TP/CP/PP/DP group (all

@@ -51,7 +51,7 @@ def _query(query: store.ListQuery, *, per_queue: bool) -> cluster_scoped.Cluster
     )
 
 
-def _written(document: dict[str, Any]) -> dict[str, Any]:
+def written_document(document: dict[str, Any]) -> dict[str, Any]:
     """The document as the caller may write it: the server's metadata dropped."""
     document = copy.deepcopy(document)
     metadata = document.get("metadata")
@@ -62,11 +62,11 @@ def _written(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def _merged(current: dict[str, Any], change: dict[str, Any], name: str) -> dict[str, Any]:
+def merged_document(current: dict[str, Any], change: dict[str, Any], name: str) -> dict[str, Any]:
     document = store.merge_patch(current, change)
     if not isinstance(document, dict):
         raise Invalid.one("", "the patch must be a JSON object")
-    document = _written(document)
+    document = written_document(document)
     if document["metadata"].get("name") != name:
         raise Invalid.one("metadata.name", f"may not change (is {name!r})")
     for key in ("apiVersion", "kind"):
@@ -93,7 +93,7 @@ def _event(kind: Kind, change: Change, query: store.ListQuery) -> tuple[str, dic
     return "MODIFIED", obj
 
 
-def _dry_run(current: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+def dry_run_result(current: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
     """What a patch would make of the object (`kubectl diff`): the document with the server's
     metadata and status of the current object."""
     shown = copy.deepcopy(document)
@@ -128,14 +128,14 @@ class QueueAdapter:
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
         caller.require_admin()
-        read_queue(_written(document))
+        read_queue(written_document(document))
         return document
 
     async def create(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
         caller.require_admin()
-        definition = read_queue(_written(document))
+        definition = read_queue(written_document(document))
         async with request.app.state.sessions() as session:
             if await queues.find_queue(session, name=definition.name) is not None:
                 raise Conflict(f'queues.scheduling.volcano.sh "{definition.name}" already exists')
@@ -158,17 +158,17 @@ class QueueAdapter:
     ) -> dict[str, Any]:
         caller.require_admin()
         current = await self._object(session, name)
-        document = _merged(current, change, name)
+        document = merged_document(current, change, name)
         state = current["status"]["state"]
         if subresource == "status":
             # Only the state is the caller's to set (Volcano's `vcctl queue operate`); the
             # counts are the Global's.
             state = (document.get("status") or {}).get("state", state)
-            document = _written(current)
+            document = written_document(current)
         document["status"] = {"state": state}
         definition = read_queue(document)
         if dry_run:
-            return _dry_run(current, document)
+            return dry_run_result(current, document)
         await queues.apply_queue(session, definition=definition)
         return await self._object(session, name)
 
@@ -216,7 +216,7 @@ class PriorityClassAdapter:
 
     @staticmethod
     def _read(document: dict[str, Any]) -> tuple[Any, classes.ClassMetadata]:
-        document = _written(document)
+        document = written_document(document)
         metadata = document["metadata"]
         pc = read_priority_class(document)
         return pc, (
@@ -258,10 +258,10 @@ class PriorityClassAdapter:
     ) -> dict[str, Any]:
         caller.require_admin()
         current = await self._object(session, name)
-        document = _merged(current, change, name)
+        document = merged_document(current, change, name)
         pc, metadata = self._read(document)
         if dry_run:
-            return _dry_run(current, document)
+            return dry_run_result(current, document)
         await classes.replace_priority_class(session, pc=pc, metadata=metadata)
         return await self._object(session, name)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from volcano_global.api.kube.adapters import JobAdapter
 from volcano_global.api.kube.cluster_scoped_adapters import PriorityClassAdapter, QueueAdapter
+from volcano_global.api.kube.data_adapters import DataSourceAdapter, DataSourceClaimAdapter
 from volcano_global.api.kube.registry import Column, Kind
 from volcano_global.api.kube.tables import run_duration
 
@@ -171,4 +172,66 @@ PRIORITY_CLASS = Kind(
     categories=(),
 )
 
-KINDS: tuple[Kind, ...] = (VOLCANO_JOB, HYPER_JOB, QUEUE, PRIORITY_CLASS)
+
+def _locality(obj: dict[str, Any]) -> str:
+    clusters = ((obj.get("spec") or {}).get("locality") or {}).get("clusterNames") or []
+    return ",".join(clusters) or "<none>"
+
+
+def _workload(obj: dict[str, Any]) -> str:
+    workload = (obj.get("spec") or {}).get("workload") or {}
+    return f"{workload.get('kind', '')}/{workload.get('name', '')}"
+
+
+# Volcano Global's DataDependency kinds (its CRDs declare no printer columns): where the data
+# is and how large, and which job each claim is for. Not watched: `get -w` is refused.
+_DATA_VERBS = ("create", "delete", "get", "list", "patch")
+DATA_SOURCE = Kind(
+    group="datadependency.volcano.sh",
+    version="v1alpha1",
+    kind="DataSource",
+    plural="datasources",
+    singular="datasource",
+    short_names=(),
+    namespaced=False,
+    columns=(
+        Column("SIZE", "string", ".spec.attributes.size"),
+        Column("CLUSTERS", "string", value=_locality, description="The clusters that hold it."),
+        Column("CLAIMS", "integer", ".status.boundClaims"),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+        Column("SYSTEM", "string", ".spec.system", priority=1),
+        Column("TYPE", "string", ".spec.type", priority=1),
+    ),
+    crd_file="datadependency.volcano.sh_datasources.yaml",
+    adapter=DataSourceAdapter(),
+    verbs=_DATA_VERBS,
+    categories=(),
+)
+DATA_SOURCE_CLAIM = Kind(
+    group="datadependency.volcano.sh",
+    version="v1alpha1",
+    kind="DataSourceClaim",
+    plural="datasourceclaims",
+    singular="datasourceclaim",
+    short_names=(),
+    namespaced=True,
+    columns=(
+        Column("DATASOURCE", "string", ".spec.dataSourceName"),
+        Column("WORKLOAD", "string", value=_workload, description="The job that reads it."),
+        Column("STATUS", "string", ".status.phase"),
+        Column("AGE", "date", ".metadata.creationTimestamp"),
+    ),
+    crd_file="datadependency.volcano.sh_datasourceclaims.yaml",
+    adapter=DataSourceClaimAdapter(),
+    verbs=_DATA_VERBS,
+    categories=(),
+)
+
+KINDS: tuple[Kind, ...] = (
+    VOLCANO_JOB,
+    HYPER_JOB,
+    QUEUE,
+    PRIORITY_CLASS,
+    DATA_SOURCE,
+    DATA_SOURCE_CLAIM,
+)

@@ -96,6 +96,8 @@ async def _list_or_watch(
         continue_token=params.get("continue") or None,
     )
     if _is_true(params.get("watch")):
+        if "watch" not in kind.verbs:
+            raise HTTPException(405, f"{kind.plural}.{kind.group} cannot be watched")
         return open_watch(request, kind, query)
     return await list_response(request, session, kind, query)
 
@@ -326,11 +328,12 @@ async def delete(
     name: str,
     request: Request,
     session: Session,
+    settings: AppSettings,
     caller: Submitter,
 ) -> Any:
     kind = _kind(group, version, plural, namespaced=True)
     obj = await kind.adapter.delete(
-        session, kind=kind, namespace=namespace, name=name, caller=caller
+        session, kind=kind, namespace=namespace, name=name, caller=caller, settings=settings
     )
     return _respond(request, kind, obj)
 

@@ -1,6 +1,7 @@
 """All tables of the Global. Importing this package registers every model on `Base.metadata`."""
 
 from volcano_global.db.models.clusters import Cluster, ClusterGpuCapacity, ClusterState
+from volcano_global.db.models.data import DataSourceClaimRow, DataSourceRow, JobCheckpointLocation
 from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
 from volcano_global.db.models.jobs import ACTIVE_NAME_INDEX, TERMINAL_JOB_STATES, Job, JobState
@@ -25,10 +26,13 @@ __all__ = [
     "ClusterGpuCapacity",
     "ClusterShare",
     "ClusterState",
+    "DataSourceClaimRow",
+    "DataSourceRow",
     "DomainGpuCapacity",
     "Event",
     "EventType",
     "Job",
+    "JobCheckpointLocation",
     "JobState",
     "Link",
     "LinkReservation",

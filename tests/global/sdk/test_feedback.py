@@ -93,10 +93,14 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
             await asyncio.to_thread(first.report, step_time_s=1.0, bytes_per_step=1.0, env=stolen)
 
         # A checkpoint saved: the job shows it (preemption counts the work lost from it).
+        # Its size and where it was written (this share's cluster) too: what a restore moves.
         saved = await asyncio.to_thread(
-            first.checkpointed, step=1200, env=env_of(share[uids[0]], server.url)
+            first.checkpointed,
+            step=1200,
+            size_bytes=2 << 40,
+            env=env_of(share[uids[0]], server.url),
         )
-        assert saved["step"] == 1200
+        assert (saved["step"], saved["sizeBytes"], saved["cluster"]) == (1200, 2 << 40, "east")
         job = (await api.get(f"/api/v1/jobs/{uids[0]}")).json()
         assert job["checkpoint"] == saved
         with pytest.raises(ReportError, match="422"):

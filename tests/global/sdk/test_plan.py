@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from volcano_global.jobspec import ParseOptions, normalize_job
-from volcano_global.sdk import ParallelPlan, job_document
+from volcano_global.sdk import Dataset, ParallelPlan, job_document
 
 # Llama-class 70B: TP=8 inside a node, PP=4, DP=16 -> 512 GPUs; bf16 gradients (2 bytes);
 # a 12 s step of which 10% may go to the cross-cluster exchange.
@@ -104,3 +104,35 @@ async def test_the_global_takes_the_document(api: httpx.AsyncClient) -> None:
     response = await api.post("/api/v1/jobs", json=doc)
     assert response.status_code == 201, response.text
     assert response.json()["splitPolicy"]["unitPods"] == 4
+
+
+def test_the_datasets_and_checkpoint_ride_in_the_declaration() -> None:
+    plan = LLAMA_70B.model_copy(
+        update={
+            "datasets": (
+                Dataset(name="corpus-v3", size="40Ti", read_gbps=50),
+                Dataset(name="eval-set", size=10**12),
+            ),
+            "checkpoint_size": "2Ti",
+        }
+    )
+    facts = plan.facts()
+    assert facts.dataset_bytes == 40 * 2**40 + 10**12
+    assert facts.checkpoint_bytes == 2 * 2**40
+    job = normalize_job(job_document(plan, name="llama", image="i"), ParseOptions())
+    assert job.communication is not None
+    assert [(d.name, d.size_bytes, d.read_gbps) for d in job.communication.datasets] == [
+        ("corpus-v3", 40 * 2**40, 50.0),
+        ("eval-set", 10**12, None),
+    ]
+    assert job.communication.checkpoint is not None
+    assert job.communication.checkpoint.size_bytes == 2 * 2**40
+    with pytest.raises(ValidationError, match="invalid quantity"):
+        Dataset(name="corpus-v3", size="forty")
+    # A plan without data declares none: its annotation is as before.
+    assert (
+        "datasets"
+        not in job_document(LLAMA_70B, name="l", image="i")["metadata"]["annotations"][
+            "global.volcano.sh/communication"
+        ]
+    )

@@ -65,6 +65,7 @@ async def test_discovery_names_the_kinds(kube: httpx.AsyncClient) -> None:
         "training.volcano.sh",
         "scheduling.volcano.sh",
         "scheduling.k8s.io",
+        "datadependency.volcano.sh",
     }
     resources = (await kube.get("/k8s/apis/batch.volcano.sh/v1alpha1")).json()["resources"]
     jobs = next(r for r in resources if r["name"] == "jobs")

@@ -1,0 +1,100 @@
+"""DataSources as the Global keeps them: applied as Volcano Global publishes them (created,
+replaced or unchanged), read, deleted, and their locality grown by what happens in the
+clusters (a staging that completed, an agent that found the data in its cluster)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.models import Cluster, DataSourceRow
+from volcano_global.errors import Conflict, Invalid, NotFound
+from volcano_global.jobspec.data_sources import DataSourceDefinition
+from volcano_global.services.events import record_event
+from volcano_global.services.wakeups import room_may_have_changed
+
+Outcome = Literal["created", "configured", "unchanged"]
+
+
+async def find_data_source(session: AsyncSession, *, name: str) -> DataSourceRow | None:
+    found = await session.execute(select(DataSourceRow).where(DataSourceRow.name == name))
+    return found.scalar_one_or_none()
+
+
+async def get_data_source(session: AsyncSession, *, name: str) -> DataSourceRow:
+    row = await find_data_source(session, name=name)
+    if row is None:
+        raise NotFound(f'datasources.datadependency.volcano.sh "{name}" not found')
+    return row
+
+
+async def list_data_sources(session: AsyncSession) -> list[DataSourceRow]:
+    rows = await session.execute(select(DataSourceRow).order_by(DataSourceRow.name))
+    return list(rows.scalars())
+
+
+async def apply_data_source(
+    session: AsyncSession, *, definition: DataSourceDefinition, create_only: bool = False
+) -> tuple[DataSourceRow, Outcome]:
+    """Create the DataSource, or replace it by the document (`configured`), or leave it
+    (`unchanged`: the document is what is stored). The document's locality replaces what
+    staging and agents added: whoever applies a DataSource says where it is."""
+    row = await find_data_source(session, name=definition.name)
+    if row is not None and create_only:
+        raise Conflict(f'datasources.datadependency.volcano.sh "{definition.name}" already exists')
+    if row is not None and _same(row, definition):
+        return row, "unchanged"
+    outcome: Outcome = "configured" if row is not None else "created"
+    if row is None:
+        row = DataSourceRow(name=definition.name)
+        session.add(row)
+    row.system, row.type = definition.system, definition.type
+    row.source_name = definition.source_name
+    row.clusters = list(definition.clusters)
+    row.size_bytes = definition.size_bytes
+    row.document = definition.document
+    room_may_have_changed(session)
+    await session.flush()
+    return row, outcome
+
+
+def _same(row: DataSourceRow, definition: DataSourceDefinition) -> bool:
+    return row.document == definition.document and list(row.clusters) == list(definition.clusters)
+
+
+async def delete_data_source(session: AsyncSession, *, name: str) -> DataSourceRow:
+    row = await get_data_source(session, name=name)
+    await session.delete(row)
+    await session.flush()
+    return row
+
+
+async def add_locality(session: AsyncSession, *, source: str, cluster: str) -> bool:
+    """Cluster `cluster` now holds DataSource `source` (its staging completed, or its agent
+    found the data there: docs/data.md). Returns whether that is news; the row is locked so
+    that two reports at once both land. Raises NotFound for an unknown source and Invalid for
+    a cluster name no cluster could have."""
+    if not cluster or len(cluster) > 63:
+        raise Invalid.one("cluster", "must be a cluster name (1 to 63 characters)")
+    found = await session.execute(
+        select(DataSourceRow).where(DataSourceRow.name == source).with_for_update()
+    )
+    row = found.scalar_one_or_none()
+    if row is None:
+        raise NotFound(f'datasources.datadependency.volcano.sh "{source}" not found')
+    if cluster in row.clusters:
+        return False
+    row.clusters = [*row.clusters, cluster]  # a new list: the JSON column sees the change
+    member = await session.scalar(select(Cluster.id).where(Cluster.name == cluster))
+    await record_event(
+        session,
+        reason="DataLocality",
+        message=f"cluster {cluster} now holds data source {source}",
+        cluster_id=member,
+        fold=False,
+    )
+    room_may_have_changed(session)
+    await session.flush()
+    return True
