@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import ClusterShare, EventType, Job
+from volcano_global.errors import NotFound
 from volcano_global.rpc.shares import SharePhase, StagingItem
+from volcano_global.services.data import add_locality
 from volcano_global.services.events import record_event
 
 log = logging.getLogger(__name__)
@@ -55,12 +57,18 @@ async def note_staging(
 
 
 async def data_arrived(session: AsyncSession, *, arrivals: list[DataArrival]) -> None:
-    """The one place the Global learns that a cluster now holds a data source. The DataSource
-    store (issue 33 part A) is not on this branch: at merge, this calls
-    `volcano_global.services.data.add_locality(session, source=a.source, cluster=a.cluster)`
-    for each arrival instead of logging it."""
+    """The one place the Global learns that a cluster now holds a data source: its
+    DataSource's locality gains the cluster (`services.data.add_locality`). Data a job only
+    declared (no DataSource object names it) has no locality to keep: logged."""
     for arrival in arrivals:
-        log.info("data source %s is now in cluster %s", arrival.source, arrival.cluster)
+        try:
+            await add_locality(session, source=arrival.source, cluster=arrival.cluster)
+        except NotFound:
+            log.info(
+                "data source %s (declared, no DataSource) is now in cluster %s",
+                arrival.source,
+                arrival.cluster,
+            )
 
 
 def progress_text(staged_bytes: int, staging_bytes: int) -> str:

@@ -6,15 +6,16 @@ and the cluster that received the data is told to the data-source store."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
+from tests.data_documents import data_source
 from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.base import utcnow
@@ -91,7 +92,7 @@ async def placed(app: FastAPI, api: httpx.AsyncClient) -> Any:
 
 
 async def test_a_staging_share_is_not_late_and_its_gang_clock_starts_when_it_ends(
-    placed: Placed, caplog: pytest.LogCaptureFixture
+    placed: Placed,
 ) -> None:
     await placed.report(pb.SHARE_PHASE_STAGING, staged_bytes=10 * 2**40, staging_bytes=40 * 2**40)
     job = await placed.job()
@@ -105,9 +106,15 @@ async def test_a_staging_share_is_not_late_and_its_gang_clock_starts_when_it_end
     # The copy took two default timeouts: the clock starts at its end, not at the placement.
     async with transaction(placed.app.state.sessions) as session:
         await session.execute(update(Job).values(placed_at=utcnow() - timedelta(hours=1)))
-    with caplog.at_level(logging.INFO, logger="volcano_global.services.dispatch.staging"):
-        await placed.report(pb.SHARE_PHASE_ACCEPTED)
-    assert "data source corpus-v3 is now in cluster gpu-east" in caplog.text
+    await placed.api.post(
+        "/api/v1/apply",
+        content=yaml.safe_dump(data_source(clusters=("gpu-west",))),
+        headers={"Content-Type": "application/yaml"},
+    )
+    await placed.report(pb.SHARE_PHASE_ACCEPTED)
+    # The DataSource now lists the cluster its staging reached.
+    shown = (await placed.api.get("/api/v1/datasources/corpus-v3")).json()
+    assert shown["clusters"] == ["gpu-west", "gpu-east"]
     assert (await placed.job())["state"] == "Dispatched"
     assert (await placed.events())["StagingEnded"].startswith("gpu-east: staged corpus-v3")
     async with transaction(placed.app.state.sessions) as session:
