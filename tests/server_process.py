@@ -45,6 +45,11 @@ class ServerProcess:
         self.ready_verify: ssl.SSLContext | bool = True  # the CA when the server speaks https
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def grpc_target(self) -> str:
+        """Where its agents connect."""
+        return f"127.0.0.1:{self.env['VGLOBAL_GRPC_PORT']}"
+
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(

@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 
 from core_agent.kubernetes.source import NODES, KubernetesSource
 from core_agent.kubernetes.watcher import Progress, list_then_watch
+from tests.agents import run_agent
 from tests.core_agent.kube_objects import node, pod, populate
 from tests.factories import create_cluster, eventually
 from tests.k8s_emulator.server import NODES as NODE_GVR
@@ -127,22 +128,13 @@ async def test_without_hypernodes_tiers_come_from_labels(kube) -> None:  # type:
 
 
 async def test_a_kubernetes_agent_inventory_reaches_the_global(kube, app, api) -> None:  # type: ignore[no-untyped-def]
-    from core_agent.client import AgentClient
-    from tests.factories import eventually
-
     emulator, kube_api = kube
     populate(emulator)
     token = (await create_cluster(api, "k8s"))["agentToken"]
     source = KubernetesSource(kube_api, page_size=4, watch_timeout_s=5)
-    client = AgentClient(
-        cluster="k8s",
-        target=f"127.0.0.1:{app.state.grpc_port}",
-        token=token,
-        source=source,
-        coalesce_s=0.05,
-    )
     stop = asyncio.Event()
-    task = asyncio.create_task(client.run(stop=stop))
+    target = f"127.0.0.1:{app.state.grpc_port}"
+    task = run_agent("k8s", source, target=target, token=token, stop=stop)
 
     async def capacity() -> list:
         return (await api.get("/api/v1/clusters/k8s")).json()["capacity"]

@@ -119,7 +119,7 @@ class Fleet:
                 assert created.status_code == 201, created.text
                 proxies, addresses = [], []
                 for server in self.replicas:
-                    proxies.append(Proxy(f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"))
+                    proxies.append(Proxy(server.grpc_target))
                     addresses.append(await proxies[-1].start())
                 token = created.json()["agentToken"]
                 target = "ipv4:" + ",".join(addresses)

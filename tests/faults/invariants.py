@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from volcano_global.rpc.shares import ShareAssignment
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "faults"
@@ -61,13 +61,9 @@ async def join_recording_agents(
     clusters: dict[str, RecordingCluster] = {}
     tasks = []
     for name in names:
-        token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
         clusters[name] = RecordingCluster.from_spec(name, spec)
         clusters[name].time_scale = time_scale
-        agent = AgentClient(
-            cluster=name, target=target, token=token, source=clusters[name], coalesce_s=0.05
-        )
-        tasks.append(asyncio.create_task(agent.run(stop=stop)))
+        tasks.append(await join(api, name, clusters[name], target=target, stop=stop))
     return clusters, tasks
 
 

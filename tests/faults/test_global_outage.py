@@ -46,7 +46,7 @@ async def test_global_down_longer_than_the_not_ready_timeout(
         api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
         clusters, agents = await join_recording_agents(
             api,
-            f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            server.grpc_target,
             SPEC,
             names=("east", "west"),
             time_scale=0.1,  # each job runs 25 s: across the outage

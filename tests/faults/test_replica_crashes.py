@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec
+from tests.agents import run_agent
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import job_document
 from tests.faults.invariants import RecordingCluster, check_invariants, write_report
@@ -169,14 +169,8 @@ async def test_replicas_killed_at_commit_dispatch_and_report(
             ]
             clusters[name] = RecordingCluster.from_spec(name, SPEC)
             clusters[name].time_scale = 0.1  # a 10 s job runs 1 s
-            agent = AgentClient(
-                cluster=name,
-                target=replicas.grpc_target,
-                token=token,
-                source=clusters[name],
-                coalesce_s=0.05,
-            )
-            tasks.append(asyncio.create_task(agent.run(stop=stop)))
+            target = replicas.grpc_target
+            tasks.append(run_agent(name, clusters[name], target=target, token=token, stop=stop))
         for a, b in (("east", "west"), ("west", "north"), ("east", "north")):
             body = {"clusterA": a, "clusterB": b, "capacityGbps": 400}
             assert (await call("POST", replicas, "/api/v1/links", json=body)).status_code == 201

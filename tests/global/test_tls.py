@@ -59,7 +59,7 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
         with pytest.raises(httpx.HTTPError):  # plain http on the same port is refused
             await httpx.AsyncClient().get(server.url.replace("https://", "http://") + "/readyz")
         token = (await api.post("/api/v1/clusters", json={"name": "gpu-east"})).json()["agentToken"]
-        target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+        target = server.grpc_target
 
         # Without a client certificate the handshake fails: the stream never opens.
         async with grpc.aio.secure_channel(

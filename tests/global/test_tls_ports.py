@@ -45,7 +45,7 @@ def https_server(tmp_path: Path, certs: Path, **env: str) -> ServerProcess:
 
 
 def agent_args(server: ServerProcess, token: str) -> list[str]:
-    target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+    target = server.grpc_target
     return ["agent", "--cluster", "gpu-east", "--global", target, "--token", token]
 
 
@@ -89,7 +89,7 @@ def test_an_agent_without_the_ca_is_told_the_port_speaks_tls(tmp_path: Path, cer
         done = vglobal(*agent_args(server, token), "--lingjun-block", "0")
         assert done.returncode == 1
         assert done.stderr.strip() == (
-            f"error: the Global's agent port 127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']} speaks "
+            f"error: the Global's agent port {server.grpc_target} speaks "
             "TLS: pass --ca-file (the CA that signed its certificate; `vglobal certs` writes a "
             "development one as ca.crt)"
         )

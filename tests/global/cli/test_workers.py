@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
 from tests.factories import job_document
 from tests.server_process import VGLOBAL, ServerProcess
@@ -70,14 +70,10 @@ async def test_two_workers_share_the_ports_and_one_schedules(
                 assert _sample(scraped, "vglobal_scheduler_leader") == 1.0
                 assert _sample(scraped, HEALTHZ) == calls
 
-            target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
             for name in ("east", "west"):
-                token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
-                    "agentToken"
-                ]
                 cluster = SimulatedCluster.from_spec(name, SPEC)
-                agent = AgentClient(cluster=name, target=target, token=token, source=cluster)
-                tasks.append(asyncio.create_task(agent.run(stop=stop)))
+                target = server.grpc_target
+                tasks.append(await join(api, name, cluster, target=target, stop=stop))
             uid = (await api.post("/api/v1/jobs", json=job_document("w", replicas=2))).json()["uid"]
             deadline = time.monotonic() + 30
             while (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] != "Running":
