@@ -27,17 +27,11 @@ def run_agent(
 
 
 async def join(
-    api: httpx.AsyncClient,
-    name: str,
-    source: InventorySource,
-    *,
-    target: str,
-    stop: asyncio.Event,
-    coalesce_s: float = 0.05,
+    api: httpx.AsyncClient, name: str, source: InventorySource, *, target: str, stop: asyncio.Event
 ) -> asyncio.Task[None]:
     """Register cluster `name` through `api` (an admin client of the Global), then run its
     agent (`run_agent`)."""
     response = await api.post("/api/v1/clusters", json={"name": name})
     assert response.status_code == 201, response.text
     token = response.json()["agentToken"]
-    return run_agent(name, source, target=target, token=token, stop=stop, coalesce_s=coalesce_s)
+    return run_agent(name, source, target=target, token=token, stop=stop)
