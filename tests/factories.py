@@ -88,13 +88,31 @@ def example(name: str) -> str:
     return (EXAMPLES / name).read_text()
 
 
-def queue_document(name: str, **annotations: str) -> dict[str, Any]:
-    """A Volcano Queue document with these annotations (the Global's per-queue settings)."""
+def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
+    """A Volcano Queue document with this spec."""
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"weight": 1},
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def queue_document(name: str, **annotations: str) -> dict[str, Any]:
+    """A Volcano Queue document with these annotations (the Global's per-queue settings)."""
+    document = volcano_queue(name, weight=1)
+    document["metadata"]["annotations"] = annotations
+    return document
+
+
+def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
+    """A Kubernetes PriorityClass document."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **fields,
     }
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import update
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import eventually, job_document
+from tests.factories import eventually, job_document, priority_class, volcano_queue
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
@@ -47,15 +47,6 @@ async def age(fed: Federation, *uids: str, hours: float = 2.0) -> None:
             .where(Job.id.in_([uuid.UUID(u) for u in uids]))
             .values(started_at=utcnow() - timedelta(hours=hours))
         )
-
-
-def queue(name: str, reclaimable: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {"weight": 1, "reclaimable": reclaimable},
-    }
 
 
 async def rounds_go_by(fed: Federation, *uids: str, rounds: int = 3) -> None:
@@ -162,13 +153,7 @@ async def test_a_class_that_never_preempts_waits_and_the_cap_holds_a_round_back(
         await fed.ready("east")
         created = await fed.api.post(
             "/api/v1/priorityclasses",
-            json={
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": "urgent-but-polite"},
-                "value": 5000,
-                "preemptionPolicy": "Never",
-            },
+            json=priority_class("urgent-but-polite", 5000, preemptionPolicy="Never"),
         )
         assert created.status_code == 201, created.text
         low = [await fed.submit(doc(f"low-{i}", 1, "low-priority")) for i in range(4)]
@@ -194,7 +179,9 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
         await cluster(fed, "east")
         await fed.ready("east")
         for name, reclaimable in (("research", False), ("prod", True)):
-            made = await fed.api.post("/api/v1/queues", json=queue(name, reclaimable))
+            made = await fed.api.post(
+                "/api/v1/queues", json=volcano_queue(name, weight=1, reclaimable=reclaimable)
+            )
             assert made.status_code == 201, made.text
         research = [
             await fed.submit(doc(f"r-{i}", 1, "low-priority", queue="research")) for i in range(4)
@@ -207,7 +194,9 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
         await rounds_go_by(fed, first)
         assert (await fed.job(first))["state"] == "Pending"
         assert not await has_event(fed, first, "Reclaiming")
-        changed = await fed.api.put("/api/v1/queues/research", json=queue("research", True))
+        changed = await fed.api.put(
+            "/api/v1/queues/research", json=volcano_queue("research", weight=1, reclaimable=True)
+        )
         assert changed.status_code == 200, changed.text
         message = await fed.event(first, "Reclaiming", within=20)
         assert "ml/r-" in message, message

@@ -10,21 +10,11 @@ import httpx
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
+from tests.factories import job_document, priority_class, volcano_queue
 from tests.server_process import VGLOBAL, ServerProcess
 
-QUEUE = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1",
-    "kind": "Queue",
-    "metadata": {"name": "llm"},
-    "spec": {"weight": 1},
-}
-PRIORITY = {
-    "apiVersion": "scheduling.k8s.io/v1",
-    "kind": "PriorityClass",
-    "metadata": {"name": "high"},
-    "value": 1000,
-}
+QUEUE = volcano_queue("llm", weight=1)
+PRIORITY = priority_class("high", 1000)
 
 
 def file_of(tmp_path: Path, *documents: object) -> Path:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
-from tests.factories import job_document
+from tests.factories import job_document, priority_class
 from tests.kube_api import listed_names, watched_events
 from volcano_global.services.kube.feed import ChangeFeed
 
@@ -39,13 +39,7 @@ def _queue(name: str, **labels: str) -> dict[str, Any]:
 
 
 def _class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        "description": "training that may wait",
-    }
+    return priority_class(name, value, description="training that may wait")
 
 
 async def test_discovery_serves_both_kinds_cluster_scoped(kube: httpx.AsyncClient) -> None:

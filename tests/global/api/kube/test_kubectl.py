@@ -19,7 +19,7 @@ import yaml
 
 from tests.certificates import issue, write
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import example, job_document
+from tests.factories import example, job_document, priority_class, volcano_queue
 from tests.server_process import VGLOBAL, ServerProcess
 
 KUBECTL = shutil.which("kubectl")
@@ -269,20 +269,8 @@ def test_hyperjob_apply_and_get(kubectl: Kubectl) -> None:
 
 def _three_documents(description: str = "may wait") -> str:
     """A Queue, a PriorityClass and a Job using both, as a Volcano user's file holds them."""
-    queue = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": "kq"},
-        "spec": {"weight": 3, "capability": {"nvidia.com/gpu": 64}, "reclaimable": False},
-    }
-    pc = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "kpc"},
-        "value": 1000,
-        "preemptionPolicy": "Never",
-        "description": description,
-    }
+    queue = volcano_queue("kq", weight=3, capability={"nvidia.com/gpu": 64}, reclaimable=False)
+    pc = priority_class("kpc", 1000, preemptionPolicy="Never", description=description)
     job = job_document("kjob")
     job["spec"]["queue"] = "kq"  # type: ignore[index]
     job["spec"]["priorityClassName"] = "kpc"  # type: ignore[index]
