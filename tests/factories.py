@@ -121,6 +121,22 @@ def share_assignment(**overrides: Any) -> ShareAssignment:
     return dataclasses.replace(_SHARE, **overrides)
 
 
+def share_layout(
+    *, offset: int, pods: int, world: int, index: int = 0, count: int = 1, **overrides: Any
+) -> ShareAssignment:
+    """A share of `pods` pods from rank `offset` of the job's `world`, in the `index`th of its
+    `count` clusters (the member job's name derived, as the agent does when none is sent)."""
+    return share_assignment(
+        rank_offset=offset,
+        pods=pods,
+        world_pods=world,
+        cluster_index=index,
+        cluster_count=count,
+        member_job_name="",
+        **overrides,
+    )
+
+
 def job_document(
     name: str = "train", *, queue: str = "default", replicas: int = 2, gpus: int = 8, **spec: Any
 ) -> dict[str, Any]:
@@ -150,6 +166,19 @@ def job_document(
             **spec,
         },
     }
+
+
+def split_annotations(
+    unit_pods: int, *, crossing_gbps: int | str | None = None, max_clusters: int | None = None
+) -> dict[str, str]:
+    """The annotations that let a job split across clusters in units of `unit_pods` pods
+    (with the bandwidth each crossing needs and the most clusters, when given)."""
+    annotations = {"global.volcano.sh/split": "auto", "global.volcano.sh/unit-pods": str(unit_pods)}
+    if crossing_gbps is not None:
+        annotations["global.volcano.sh/crossing-gbps"] = str(crossing_gbps)
+    if max_clusters is not None:
+        annotations["global.volcano.sh/max-clusters"] = str(max_clusters)
+    return annotations
 
 
 def elastic_document(name: str = "train", **kwargs: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from core_agent.kubernetes.adapter import Kind, KubeApi, Missing, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import Federation, federation
 from tests.core_agent.kube_objects import populate
-from tests.factories import eventually, job_document, share_assignment
+from tests.factories import eventually, job_document, share_assignment, split_annotations
 from tests.k8s_emulator.server import (
     NAMESPACES,
     SERVICE_EXPORTS,
@@ -23,9 +23,6 @@ from tests.k8s_emulator.server import (
     VOLCANO_QUEUES,
     KubeEmulator,
 )
-
-# A job split across clusters in units of 2 pods.
-SPLIT = {"global.volcano.sh/split": "auto", "global.volcano.sh/unit-pods": "2"}
 
 
 @asynccontextmanager
@@ -123,7 +120,10 @@ async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_delete
 ) -> None:
     async with two_members(database_url) as (fed, east, west):
         doc = job_document("llm", replicas=8)  # 64 GPUs; each cluster has room for 4 pods
-        doc["metadata"]["annotations"] = {**SPLIT, "global.volcano.sh/crossing-gbps": "50"}
+        doc["metadata"]["annotations"] = {
+            **split_annotations(2),
+            "global.volcano.sh/crossing-gbps": "50",
+        }
         uid = await fed.submit(doc)
 
         await eventually(lambda: len(volcano_jobs(east)) == 1 and len(volcano_jobs(west)) == 1)
@@ -226,7 +226,7 @@ async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) 
 async def test_without_multi_cluster_services_the_user_is_told(database_url: str) -> None:
     async with two_members(database_url, mcs=False) as (fed, _, _):
         doc = job_document("llm", replicas=8)
-        doc["metadata"]["annotations"] = dict(SPLIT)
+        doc["metadata"]["annotations"] = split_annotations(2)
         uid = await fed.submit(doc)
 
         message = await fed.event(uid, "ClusterWarning")

@@ -12,8 +12,8 @@ import pytest
 from core_agent.kubernetes.shares import share_phase
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import federation
-from tests.core_agent.test_kubernetes_shares import SPLIT, member_cluster, set_phase, two_members
-from tests.factories import eventually, job_document
+from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, two_members
+from tests.factories import eventually, job_document, split_annotations
 from tests.k8s_emulator.server import SERVICES, VOLCANO_JOBS, KubeEmulator
 from volcano_global.rpc.shares import SharePhase
 
@@ -60,7 +60,7 @@ async def test_a_63_character_job_restarted_in_one_cluster_restarts_everywhere(
         doc = job_document(
             name, replicas=8, policies=[{"event": "PodFailed", "action": "RestartJob"}]
         )
-        doc["metadata"]["annotations"] = {**SPLIT, "volcano.sh/preemptable": "false"}
+        doc["metadata"]["annotations"] = {**split_annotations(2), "volcano.sh/preemptable": "false"}
         doc["metadata"]["labels"] = {"team": "llm"}
         uid = await fed.submit(doc)
 

@@ -14,7 +14,13 @@ from sqlalchemy import update
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import eventually, job_document, priority_class, volcano_queue
+from tests.factories import (
+    eventually,
+    job_document,
+    priority_class,
+    split_annotations,
+    volcano_queue,
+)
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
@@ -125,12 +131,7 @@ async def test_a_split_preemptor_evicts_in_two_clusters_and_starts_when_both_are
         await age(fed, *low)
         # 6 nodes in units of 2: more than a cluster holds, so a split over both.
         big = doc("big", 6, "high-priority")
-        big["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
-            "global.volcano.sh/crossing-gbps": "50",
-            "global.volcano.sh/max-clusters": "2",
-        }
+        big["metadata"]["annotations"] = split_annotations(2, crossing_gbps=50, max_clusters=2)
         high = await fed.submit(big)
         message = await fed.event(high, "Preempting")
         assert "evicting 3 job(s), 48 GPUs" in message, message

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.factories import example, job_document
+from tests.factories import example, job_document, share_layout
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.jobspec.members import member_jobs, rendezvous_address
@@ -25,17 +25,15 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def share(offset: int, pods: int, index: int, count: int, world: int) -> ShareAssignment:
-    return ShareAssignment(
+    return share_layout(
+        offset=offset,
+        pods=pods,
+        world=world,
+        index=index,
+        count=count,
         job_uid="u1",
         job_name="llm-training",
         namespace="default",
-        placement_id="0123abcd-0000-0000-0000-000000000000",
-        generation=1,
-        rank_offset=offset,
-        pods=pods,
-        world_pods=world,
-        cluster_index=index,
-        cluster_count=count,
         rendezvous_address="x:29500",
     )
 
