@@ -31,3 +31,13 @@ def watched_events(watched: httpx.Response) -> list[dict[str, Any]]:
     """The events of a finished watch answer (one JSON object a line)."""
     assert watched.status_code == 200, watched.text
     return [json.loads(line) for line in watched.text.splitlines() if line]
+
+
+async def watch_for_a_second(
+    kube: httpx.AsyncClient, path: str, resource_version: str | None = None
+) -> list[dict[str, Any]]:
+    """The events a one-second watch of `path` answers (from `resource_version` when given)."""
+    params = {"watch": "true", "timeoutSeconds": "1"}
+    if resource_version is not None:
+        params["resourceVersion"] = resource_version
+    return watched_events(await kube.get(path, params=params))

@@ -28,11 +28,23 @@ SPEC = ClusterSpec.model_validate(
 
 
 async def simulated(fed: Federation, name: str) -> SimulatedCluster:
-    """A cluster of SPEC, its jobs running 50 times faster than their estimates, joined."""
+    """A cluster of SPEC, its jobs running 50 times faster than their estimates, joined and
+    Ready."""
     cluster = SimulatedCluster.from_spec(name, SPEC)
     cluster.time_scale = 0.02
     await fed.join(name, cluster)
+    await fed.ready(name)
     return cluster
+
+
+async def eight_wide(fed: Federation) -> str:
+    """An elastic job of 8 replicas (down to 2) that runs at its full width: its uid."""
+    uid = await fed.submit(
+        elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+    )
+    job = await fed.reach(uid, "Running")
+    assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+    return uid
 
 
 async def running_shares(fed: Federation, uid: str) -> list[int] | None:
@@ -45,7 +57,6 @@ async def running_shares(fed: Federation, uid: str) -> list[int] | None:
 async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_url: str) -> None:
     async with federation(database_url, **EAGER) as fed:
         east = await simulated(fed, "east")
-        await fed.ready("east")
         blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="200s"))
         await fed.reach(blocker, "Running")
         # 8 pods, elastic down to 2 (opted in, minAvailable below the replicas): 4 nodes free.
@@ -77,7 +88,6 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
     async with federation(database_url, **EAGER) as fed:
         clusters = {name: await simulated(fed, name) for name in ("east", "west")}
         await fed.link("east", "west")
-        await fed.ready("east", "west")
         short = await fed.submit(job_document("short", replicas=8, runningEstimate="200s"))
         full = (await fed.reach(short, "Running"))["placement"]["shares"][0]["cluster"]
         other = "west" if full == "east" else "east"
@@ -129,12 +139,7 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
 ) -> None:
     async with federation(database_url, **EAGER) as fed:
         await simulated(fed, "east")
-        await fed.ready("east")
-        uid = await fed.submit(
-            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
-        )
-        job = await fed.reach(uid, "Running")
-        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        uid = await eight_wide(fed)
         vip = await fed.submit(
             job_document(
                 "vip", replicas=3, runningEstimate="200s", priorityClassName="high-priority"
@@ -162,16 +167,11 @@ async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_ano
     room back first: the cluster's placed pods never exceed its 8 nodes."""
     async with federation(database_url, **EAGER) as fed:
         await simulated(fed, "east")
-        await fed.ready("east")
         created = await fed.api.post(
             "/api/v1/queues", json={"name": "capped", "weight": 1, "gpuQuota": 16}
         )
         assert created.status_code == 201, created.text
-        uid = await fed.submit(
-            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
-        )
-        job = await fed.reach(uid, "Running")
-        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        uid = await eight_wide(fed)
         vip = await fed.submit(
             job_document(
                 "vip",

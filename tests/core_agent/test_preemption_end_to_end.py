@@ -76,9 +76,11 @@ async def has_event(fed: Federation, uid: str, reason: str) -> bool:
 
 
 async def cluster(fed: Federation, name: str) -> SimulatedCluster:
+    """A cluster of SPEC, joined and Ready."""
     sim = SimulatedCluster.from_spec(name, SPEC)
     sim.time_scale = 0.01  # a job of 36,000 s runs 360 s
     await fed.join(name, sim)
+    await fed.ready(name)
     return sim
 
 
@@ -87,7 +89,6 @@ async def test_a_high_priority_gang_evicts_the_lowest_old_enough_preemptable_job
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         east = await cluster(fed, "east")
-        await fed.ready("east")
         # Four one-node jobs fill the cluster: one may not be preempted, one is too young,
         # one is of a higher priority than the other.
         keep = doc("keep", 1, "low-priority")
@@ -124,7 +125,6 @@ async def test_a_split_preemptor_evicts_in_two_clusters_and_starts_when_both_are
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         sims = {name: await cluster(fed, name) for name in ("east", "west")}
         await fed.link("east", "west")
-        await fed.ready("east", "west")
         low = [await fed.submit(doc(f"low-{i}", 2, "low-priority")) for i in range(4)]
         for uid in low:
             await fed.reach(uid, "Running")
@@ -151,7 +151,6 @@ async def test_a_class_that_never_preempts_waits_and_the_cap_holds_a_round_back(
     scheduling = {"preemption": {**PREEMPTION["preemption"], "max_jobs": 1}}
     async with federation(database_url, scheduling=scheduling) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         created = await fed.api.post(
             "/api/v1/priorityclasses",
             json=priority_class("urgent-but-polite", 5000, preemptionPolicy="Never"),
@@ -178,7 +177,6 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         for name, reclaimable in (("research", False), ("prod", True)):
             made = await fed.api.post(
                 "/api/v1/queues", json=volcano_queue(name, weight=1, reclaimable=reclaimable)
@@ -211,7 +209,6 @@ async def test_a_job_that_just_saved_a_checkpoint_is_evicted_before_one_that_did
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         older = await fed.submit(doc("older", 2, "low-priority"))
         await fed.reach(older, "Running")
         newer = await fed.submit(doc("newer", 2, "low-priority"))

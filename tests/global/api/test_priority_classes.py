@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
-from tests.factories import job_document, queue_document, submit
-
-
-def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        **fields,
-    }
+from tests.factories import job_document, priority_class, queue_document, submit
 
 
 async def test_built_ins_and_seeds_exist_from_the_start(api: httpx.AsyncClient) -> None:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from tests.conftest import app_settings
 from tests.factories import job_document
-from tests.kube_api import kube_client, watched_events
+from tests.kube_api import kube_client, watch_for_a_second, watched_events
 from volcano_global.api.kube.paging import watches_of
 from volcano_global.app import create_app
 
@@ -141,9 +141,7 @@ async def test_a_list_without_a_limit_is_streamed_in_pages(app: FastAPI) -> None
         assert [row["cells"][0] for row in table["rows"]] == ["a", "b", "c", "d", "e"]
         assert table["columnDefinitions"][0]["name"] == "Name"
         # A watch from 0 catches up in pages too: every object once, as ADDED.
-        events = watched_events(
-            await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "1"})
-        )
+        events = await watch_for_a_second(kube, JOBS)
         assert [e["object"]["metadata"]["name"] for e in events] == ["a", "b", "c", "d", "e"]
         assert {e["type"] for e in events} == {"ADDED"}
 

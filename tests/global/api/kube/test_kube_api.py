@@ -10,7 +10,7 @@ import httpx
 
 from tests.conftest import app_settings
 from tests.factories import job_document
-from tests.kube_api import kube_client, listed_names, watched_events
+from tests.kube_api import kube_client, listed_names, watch_for_a_second, watched_events
 from volcano_global.app import create_app
 
 JOBS = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
@@ -132,11 +132,7 @@ async def test_watch_resumes_from_a_resource_version(kube: httpx.AsyncClient) ->
         headers={"Content-Type": "application/merge-patch+json"},
     )
     assert patched.status_code == 200, patched.text
-    events = watched_events(
-        await kube.get(
-            JOBS, params={"watch": "true", "resourceVersion": start, "timeoutSeconds": "1"}
-        )
-    )
+    events = await watch_for_a_second(kube, JOBS, start)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
         ("ADDED", "w2"),
         ("MODIFIED", "w1"),
@@ -158,7 +154,7 @@ async def test_watch_resumes_from_a_resource_version(kube: httpx.AsyncClient) ->
     assert quiet and {e["type"] for e in quiet} == {"BOOKMARK"}
     assert quiet[0]["object"]["metadata"]["resourceVersion"] == newest
     # Without a version: the current objects as ADDED.
-    current = watched_events(await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "1"}))
+    current = await watch_for_a_second(kube, JOBS)
     assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in current) == [
         ("ADDED", "w1"),
         ("ADDED", "w2"),
@@ -169,16 +165,7 @@ async def test_watch_sees_a_delete(kube: httpx.AsyncClient) -> None:
     created = await _create(kube, "gone")
     deleted = await kube.delete(f"{JOBS}/gone")
     assert deleted.json()["status"]["state"]["phase"] == "Aborted"
-    events = watched_events(
-        await kube.get(
-            JOBS,
-            params={
-                "watch": "true",
-                "resourceVersion": created["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, JOBS, created["metadata"]["resourceVersion"])
     assert [e["type"] for e in events] == ["DELETED"]
     assert (await kube.get(f"{JOBS}/gone")).status_code == 404
     assert (await kube.get(f"/api/v1/jobs/{created['metadata']['uid']}")).json()["state"] == (

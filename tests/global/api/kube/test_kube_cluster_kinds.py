@@ -15,7 +15,7 @@ import yaml
 from fastapi import FastAPI
 
 from tests.factories import job_document, priority_class
-from tests.kube_api import listed_names, watched_events
+from tests.kube_api import listed_names, watch_for_a_second, watched_events
 from volcano_global.services.kube.feed import ChangeFeed
 
 QUEUES = "/k8s/apis/scheduling.volcano.sh/v1beta1/queues"
@@ -92,16 +92,7 @@ async def test_watch_sees_a_state_change_and_a_delete(
     )
     assert closed.status_code == 200 and closed.json()["status"]["state"] == "Closed"
     # Resumed from the create: the state change is replayed from the table.
-    events = watched_events(
-        await kube.get(
-            QUEUES,
-            params={
-                "watch": "true",
-                "resourceVersion": created["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, QUEUES, created["metadata"]["resourceVersion"])
     assert [(e["type"], e["object"]["status"]["state"]) for e in events] == [("MODIFIED", "Closed")]
     # A delete is seen by a watch open while it happens (the row is gone afterwards).
     watching = asyncio.create_task(
@@ -161,16 +152,7 @@ async def test_classes_patch_watch_and_table(kube: httpx.AsyncClient) -> None:
     assert patched.status_code == 200, patched.text
     assert patched.json()["globalDefault"] is True
     assert patched.json()["metadata"]["labels"] == {"tier": "low"}
-    events = watched_events(
-        await kube.get(
-            CLASSES,
-            params={
-                "watch": "true",
-                "resourceVersion": created.json()["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, CLASSES, created.json()["metadata"]["resourceVersion"])
     assert [
         (e["type"], e["object"]["metadata"]["name"], e["object"].get("globalDefault"))
         for e in events
