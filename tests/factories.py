@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import yaml
 
+from volcano_global.jobspec import load_document
 from volcano_global.rpc.shares import ShareAssignment
 
 BILLION_LAUGHS = """
@@ -86,6 +87,13 @@ async def create_queue(
 
 def example(name: str) -> str:
     return (EXAMPLES / name).read_text()
+
+
+def example_document(name: str) -> dict[str, Any]:
+    """A docs/examples file, read as the API reads a submitted YAML document."""
+    return load_document(
+        (EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=100_000, max_depth=64
+    )
 
 
 def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
