@@ -177,3 +177,17 @@ async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def fresh_database_name() -> str:
     return f"vglobal_test_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def postgres_server(tmp_path: Path, fresh_database_name: str) -> AsyncIterator[Any]:
+    """A scheduling `vglobal server` process (a tests.server_process.ServerProcess, not yet
+    started: set its env first) on a fresh Postgres database; stopped and the database
+    dropped after the test."""
+    from tests.server_process import ServerProcess  # it imports this module
+
+    url = await create_postgres_database(fresh_database_name)
+    server = ServerProcess(url, tmp_path, scheduling=True)
+    yield server
+    server.stop()
+    await drop_postgres_database(fresh_database_name)

@@ -7,14 +7,13 @@ when the preemptor ends), and the cluster never runs more pods than it has nodes
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import httpx
 import pytest
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
@@ -43,10 +42,9 @@ async def watch_pods(cluster: SimulatedCluster, stop: asyncio.Event, most: list[
 
 @pytest.mark.parametrize("point", ["preempt-evicted", "preempt-start"])
 async def test_a_crash_between_evicting_and_starting_loses_nothing(
-    tmp_path: Path, fresh_database_name: str, point: str
+    postgres_server: ServerProcess, point: str
 ) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+    server = postgres_server
     server.env["VGLOBAL_AGENTS__OUTBOX_POLL_S"] = "0.1"
     server.env["VGLOBAL_SCHEDULING__PREEMPTION__MIN_RUN_S"] = "0"
     server.env["VGLOBAL_FAILPOINTS"] = f"{point}=1"
@@ -90,5 +88,3 @@ async def test_a_crash_between_evicting_and_starting_loses_nothing(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

@@ -6,13 +6,12 @@ resizes it once."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import httpx
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import elastic_document, job_document
 from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
@@ -27,11 +26,8 @@ def shares(job: dict) -> list[int]:
     return [s["pods"] for s in (job.get("placement") or {}).get("shares") or []]
 
 
-async def test_a_crash_during_a_resize_loses_nothing(
-    tmp_path: Path, fresh_database_name: str
-) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+async def test_a_crash_during_a_resize_loses_nothing(postgres_server: ServerProcess) -> None:
+    server = postgres_server
     server.env["VGLOBAL_AGENTS__OUTBOX_POLL_S"] = "0.1"
     server.env["VGLOBAL_SCHEDULING__ELASTIC__MIN_INTERVAL_S"] = "0"  # grow seconds after start
     # Rounds that write something: the blocker's placement (1), the elastic job's (2), its
@@ -81,5 +77,3 @@ async def test_a_crash_during_a_resize_loses_nothing(
         stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

@@ -14,7 +14,7 @@ import httpx
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.server_process import VGLOBAL, ServerProcess
 
@@ -50,10 +50,9 @@ def test_workers_need_postgres(tmp_path: Path) -> None:
 
 
 async def test_two_workers_share_the_ports_and_one_schedules(
-    tmp_path: Path, fresh_database_name: str
+    postgres_server: ServerProcess,
 ) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+    server = postgres_server
     server.env["VGLOBAL_WORKERS"] = "2"
     stop = asyncio.Event()
     tasks = []
@@ -86,5 +85,3 @@ async def test_two_workers_share_the_ports_and_one_schedules(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

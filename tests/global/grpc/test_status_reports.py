@@ -21,11 +21,6 @@ from volcano_global.services.dispatch import reports
 from volcano_global.services.dispatch.reports import ShareReport
 
 
-@pytest.fixture
-async def east(api: httpx.AsyncClient) -> str:
-    return str((await create_cluster(api, "gpu-east"))["agentToken"])
-
-
 async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batching(
     app: FastAPI, api: httpx.AsyncClient, east: str
 ) -> None:
