@@ -134,21 +134,17 @@ async def test_rotating_the_token_revokes_the_old_one(api: httpx.AsyncClient) ->
     old = (await create_cluster(api, "gpu-east"))["agentToken"]
     new = (await api.post("/api/v1/clusters/gpu-east/token")).json()["agentToken"]
     assert new != old
-    snapshot = inventory("gpu-east")
-    assert (
-        await api.put(
+
+    async def push_with(token: str) -> int:
+        pushed = await api.put(
             "/api/v1/clusters/gpu-east/inventory",
-            json=snapshot,
-            headers={"Authorization": f"Bearer {old}"},
+            json=inventory("gpu-east"),
+            headers={"Authorization": f"Bearer {token}"},
         )
-    ).status_code == 401
-    assert (
-        await api.put(
-            "/api/v1/clusters/gpu-east/inventory",
-            json=snapshot,
-            headers={"Authorization": f"Bearer {new}"},
-        )
-    ).status_code == 200
+        return pushed.status_code
+
+    assert await push_with(old) == 401
+    assert await push_with(new) == 200
     reasons = [
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]
