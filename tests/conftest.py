@@ -14,7 +14,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import httpx
@@ -28,6 +28,9 @@ from volcano_global.db import migrate
 from volcano_global.db.base import Base
 from volcano_global.db.engine import create_engine
 from volcano_global.settings import Settings
+
+if TYPE_CHECKING:
+    from tests.server_process import ServerProcess
 
 ADMIN_TOKEN = "vg_test_admin_token"
 # The tests' jobs run in namespace `ml` whatever their queue (tests/factories.py): every Global
@@ -177,3 +180,16 @@ async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def fresh_database_name() -> str:
     return f"vglobal_test_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def postgres_server(tmp_path: Path, fresh_database_name: str) -> AsyncIterator[ServerProcess]:
+    """A scheduling `vglobal server` process (not yet started: set its env first) on a fresh
+    Postgres database; stopped and the database dropped after the test."""
+    from tests.server_process import ServerProcess  # it imports this module
+
+    url = await create_postgres_database(fresh_database_name)
+    server = ServerProcess(url, tmp_path, scheduling=True)
+    yield server
+    server.stop()
+    await drop_postgres_database(fresh_database_name)

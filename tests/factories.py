@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import yaml
 
+from volcano_global.jobspec import load_document
 from volcano_global.rpc.shares import ShareAssignment
 
 BILLION_LAUGHS = """
@@ -88,19 +89,60 @@ def example(name: str) -> str:
     return (EXAMPLES / name).read_text()
 
 
-def queue_document(name: str, **annotations: str) -> dict[str, Any]:
-    """A Volcano Queue document with these annotations (the Global's per-queue settings)."""
+def example_document(name: str) -> dict[str, Any]:
+    """A docs/examples file, read as the API reads a submitted YAML document."""
+    return load_document(
+        (EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=100_000, max_depth=64
+    )
+
+
+def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
+    """A Volcano Queue document with this spec."""
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"weight": 1},
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def queue_document(name: str, **annotations: str) -> dict[str, Any]:
+    """A Volcano Queue document with these annotations (the Global's per-queue settings)."""
+    document = volcano_queue(name, weight=1)
+    document["metadata"]["annotations"] = annotations
+    return document
+
+
+def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
+    """A Kubernetes PriorityClass document."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **fields,
     }
 
 
 def share_assignment(**overrides: Any) -> ShareAssignment:
     """The whole of a 2-pod job `ml/train` assigned to one cluster, as its agent receives it."""
     return dataclasses.replace(_SHARE, **overrides)
+
+
+def share_layout(
+    *, offset: int, pods: int, world: int, index: int = 0, count: int = 1, **overrides: Any
+) -> ShareAssignment:
+    """A share of `pods` pods from rank `offset` of the job's `world`, in the `index`th of its
+    `count` clusters (the member job's name derived, as the agent does when none is sent)."""
+    return share_assignment(
+        rank_offset=offset,
+        pods=pods,
+        world_pods=world,
+        cluster_index=index,
+        cluster_count=count,
+        member_job_name="",
+        **overrides,
+    )
 
 
 def job_document(
@@ -132,6 +174,19 @@ def job_document(
             **spec,
         },
     }
+
+
+def split_annotations(
+    unit_pods: int, *, crossing_gbps: int | str | None = None, max_clusters: int | None = None
+) -> dict[str, str]:
+    """The annotations that let a job split across clusters in units of `unit_pods` pods
+    (with the bandwidth each crossing needs and the most clusters, when given)."""
+    annotations = {"global.volcano.sh/split": "auto", "global.volcano.sh/unit-pods": str(unit_pods)}
+    if crossing_gbps is not None:
+        annotations["global.volcano.sh/crossing-gbps"] = str(crossing_gbps)
+    if max_clusters is not None:
+        annotations["global.volcano.sh/max-clusters"] = str(max_clusters)
+    return annotations
 
 
 def elastic_document(name: str = "train", **kwargs: Any) -> dict[str, Any]:

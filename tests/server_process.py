@@ -9,7 +9,10 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -44,6 +47,11 @@ class ServerProcess:
         self.log = tmp / f"server-{self.port}.log"
         self.ready_verify: ssl.SSLContext | bool = True  # the CA when the server speaks https
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def grpc_target(self) -> str:
+        """Where its agents connect."""
+        return f"127.0.0.1:{self.env['VGLOBAL_GRPC_PORT']}"
 
     def start(self) -> None:
         with self.log.open("ab") as log:
@@ -89,7 +97,28 @@ class ServerProcess:
         return api
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
         return subprocess.run(
-            [*VGLOBAL, *args], env=env, capture_output=True, text=True, input=stdin, timeout=60
+            [*VGLOBAL, *args],
+            env=self._cli_env(),
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
         )
+
+    @contextmanager
+    def watching(self, *args: str) -> Iterator[IO[str]]:
+        """`vglobal *args` (a command that runs until stopped, such as `get jobs -w`) as the
+        admin: its output, read line by line; the command is stopped after the block."""
+        watcher = subprocess.Popen(
+            [*VGLOBAL, *args], env=self._cli_env(), stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert watcher.stdout is not None
+            yield watcher.stdout
+        finally:
+            watcher.terminate()
+            watcher.wait(timeout=10)
+
+    def _cli_env(self) -> dict[str, str]:
+        return {**self.env, "VGLOBAL_SERVER": self.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}

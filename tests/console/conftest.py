@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
 from tests.server_process import ServerProcess
 
@@ -52,16 +52,8 @@ async def federation(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
     stop = asyncio.Event()
     tasks = []
     for name in ("east", "west"):
-        token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
         cluster = SimulatedCluster.from_spec(name, SPEC)
-        client = AgentClient(
-            cluster=name,
-            target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-            token=token,
-            source=cluster,
-            coalesce_s=0.05,
-        )
-        tasks.append(asyncio.create_task(client.run(stop=stop)))
+        tasks.append(await join(api, name, cluster, target=server.grpc_target, stop=stop))
     await api.post(
         "/api/v1/links", json={"clusterA": "east", "clusterB": "west", "capacityGbps": 400}
     )

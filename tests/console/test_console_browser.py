@@ -11,7 +11,7 @@ import httpx
 from playwright.async_api import Browser, Page, expect
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import eventually, job_document
+from tests.factories import eventually, job_document, split_annotations
 from tests.server_process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,11 +62,7 @@ async def test_console_in_a_real_browser(
 ) -> None:
     api = federation
     split = job_document("train", replicas=12, runningEstimate="10h")  # 96 GPUs > one cluster
-    split["metadata"]["annotations"] = {
-        "global.volcano.sh/split": "auto",
-        "global.volcano.sh/unit-pods": "4",
-        "global.volcano.sh/crossing-gbps": "50",
-    }
+    split["metadata"]["annotations"] = split_annotations(4, crossing_gbps=50)
     split_uid = (await api.post("/api/v1/jobs", json=split)).json()["uid"]
     small_uid = (
         await api.post(

@@ -11,8 +11,7 @@ from playwright.async_api import Browser, ConsoleMessage, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.console.test_console_browser import open_page, shot, state_of
-from tests.console.test_console_queues import queue
-from tests.factories import eventually, job_document
+from tests.factories import eventually, job_document, volcano_queue
 from tests.server_process import ServerProcess
 
 ABSOLUTE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
@@ -22,7 +21,7 @@ async def test_the_console_a_new_user_meets(
     server: ServerProcess, federation: httpx.AsyncClient, browser: Browser
 ) -> None:
     api = federation
-    for document in (queue("org-ml"), queue("ml-eval", parent="org-ml")):
+    for document in (volcano_queue("org-ml"), volcano_queue("ml-eval", parent="org-ml")):
         assert (await api.post("/api/v1/queues", json=document)).status_code == 201
     done = job_document("quick", replicas=1, runningEstimate="1s")
     done_uid = (await api.post("/api/v1/jobs", json=done)).json()["uid"]

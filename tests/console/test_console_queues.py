@@ -8,17 +8,8 @@ from playwright.async_api import Browser, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.console.test_console_browser import open_page, shot
-from tests.factories import eventually
+from tests.factories import eventually, volcano_queue
 from tests.server_process import ServerProcess
-
-
-def queue(name: str, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 async def test_queue_page_shows_the_tree_and_its_fair_share(
@@ -28,9 +19,9 @@ async def test_queue_page_shows_the_tree_and_its_fair_share(
 ) -> None:
     api = federation
     for document in (
-        queue("eng", weight=3, capability={"nvidia.com/gpu": 80}),
-        queue("prod", parent="eng"),
-        queue("research"),
+        volcano_queue("eng", weight=3, capability={"nvidia.com/gpu": 80}),
+        volcano_queue("prod", parent="eng"),
+        volcano_queue("research"),
     ):
         assert (await api.post("/api/v1/queues", json=document)).status_code == 201
     await api.patch("/api/v1/queues/research", json={"state": "Closed"})

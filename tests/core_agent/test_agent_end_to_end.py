@@ -4,7 +4,6 @@ as the cluster changes, and survives a Global restart without losing a change.""
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,8 +13,10 @@ from fastapi import FastAPI
 
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import run_agent
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import create_cluster, eventually
+from tests.server_process import free_port
 from volcano_global.app import create_app
 from volcano_global.rpc.shares import SharePhase, ShareStatus
 from volcano_global.settings import Settings
@@ -95,17 +96,11 @@ async def test_simulated_agent_inventory_appears_and_follows_changes(
         assert client.unacked == {} or max(client.unacked) <= client.seq
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_a_global_restart_loses_no_change(database_url: str) -> None:
     settings = Settings(
         database_url=database_url,
         admin_token=ADMIN_TOKEN,
-        grpc_port=_free_port(),
+        grpc_port=free_port(),
         agents={"shutdown_grace_s": 0.1},
     )
     cluster = SimulatedCluster.from_spec("sim", SPEC)
@@ -114,14 +109,8 @@ async def test_a_global_restart_loses_no_change(database_url: str) -> None:
         async with rest(first) as api:
             token = (await create_cluster(api, "sim"))["agentToken"]
     stop = asyncio.Event()
-    client = AgentClient(
-        cluster="sim",
-        target=f"127.0.0.1:{settings.grpc_port}",
-        token=token,
-        source=cluster,
-        coalesce_s=0.05,
-    )
-    task = asyncio.create_task(client.run(stop=stop))
+    target = f"127.0.0.1:{settings.grpc_port}"
+    task = run_agent("sim", cluster, target=target, token=token, stop=stop)
     try:
         first = create_app(settings)
         async with first.router.lifespan_context(first):

@@ -11,7 +11,7 @@ from typing import Any
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import eventually, job_document
+from tests.factories import eventually, job_document, split_annotations
 
 SPEC = ClusterSpec.model_validate(
     {
@@ -24,12 +24,7 @@ SPEC = ClusterSpec.model_validate(
 def split_job(name: str = "train", *, seconds: str = "20s", **annotations: str) -> dict[str, Any]:
     """96 GPUs: more than one 64-GPU cluster holds; units of 4 pods."""
     doc = job_document(name, replicas=12, runningEstimate=seconds)
-    doc["metadata"]["annotations"] = {
-        "global.volcano.sh/split": "auto",
-        "global.volcano.sh/unit-pods": "4",
-        "global.volcano.sh/crossing-gbps": "50",
-        **annotations,
-    }
+    doc["metadata"]["annotations"] = {**split_annotations(4, crossing_gbps=50), **annotations}
     return doc
 
 

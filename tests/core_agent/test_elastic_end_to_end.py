@@ -9,7 +9,7 @@ import json
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import elastic_document, eventually, job_document
+from tests.factories import elastic_document, eventually, job_document, split_annotations
 
 
 async def link_reserved(fed: Federation) -> float:
@@ -27,12 +27,36 @@ SPEC = ClusterSpec.model_validate(
 )
 
 
+async def simulated(fed: Federation, name: str) -> SimulatedCluster:
+    """A cluster of SPEC, its jobs running 50 times faster than their estimates, joined and
+    Ready."""
+    cluster = SimulatedCluster.from_spec(name, SPEC)
+    cluster.time_scale = 0.02
+    await fed.join(name, cluster)
+    await fed.ready(name)
+    return cluster
+
+
+async def eight_wide(fed: Federation) -> str:
+    """An elastic job of 8 replicas (down to 2) that runs at its full width: its uid."""
+    uid = await fed.submit(
+        elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+    )
+    job = await fed.reach(uid, "Running")
+    assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+    return uid
+
+
+async def running_shares(fed: Federation, uid: str) -> list[int] | None:
+    """The pods of each of the job's shares while it runs; None while it does not."""
+    job = await fed.job(uid)
+    shares = (job.get("placement") or {}).get("shares") or []
+    return [s["pods"] for s in shares] if job["state"] == "Running" else None
+
+
 async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_url: str) -> None:
     async with federation(database_url, **EAGER) as fed:
-        east = SimulatedCluster.from_spec("east", SPEC)
-        east.time_scale = 0.02
-        await fed.join("east", east)
-        await fed.ready("east")
+        east = await simulated(fed, "east")
         blocker = await fed.submit(job_document("blocker", replicas=4, runningEstimate="200s"))
         await fed.reach(blocker, "Running")
         # 8 pods, elastic down to 2 (opted in, minAvailable below the replicas): 4 nodes free.
@@ -48,9 +72,7 @@ async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_u
         assert message.startswith("Resized 4 -> 8 replicas")
 
         async def wide() -> bool:
-            job = await fed.job(uid)
-            shares = (job.get("placement") or {}).get("shares") or []
-            return job["state"] == "Running" and [s["pods"] for s in shares] == [8]
+            return await running_shares(fed, uid) == [8]
 
         await eventually(wide, within=30)
         grown = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
@@ -64,13 +86,8 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
     database_url: str,
 ) -> None:
     async with federation(database_url, **EAGER) as fed:
-        clusters = {}
-        for name in ("east", "west"):
-            clusters[name] = SimulatedCluster.from_spec(name, SPEC)
-            clusters[name].time_scale = 0.02
-            await fed.join(name, clusters[name])
+        clusters = {name: await simulated(fed, name) for name in ("east", "west")}
         await fed.link("east", "west")
-        await fed.ready("east", "west")
         short = await fed.submit(job_document("short", replicas=8, runningEstimate="200s"))
         full = (await fed.reach(short, "Running"))["placement"]["shares"][0]["cluster"]
         other = "west" if full == "east" else "east"
@@ -78,12 +95,7 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         assert (await fed.reach(long, "Running"))["placement"]["shares"][0]["cluster"] == other
         # 6 replicas of 2 pods, at least 2; may split over 2 clusters at 50 Gbps V/tau.
         doc = elastic_document("elastic", replicas=12, minAvailable=4, runningEstimate="600s")
-        doc["metadata"]["annotations"] |= {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
-            "global.volcano.sh/crossing-gbps": "50",
-            "global.volcano.sh/max-clusters": "2",
-        }
+        doc["metadata"]["annotations"] |= split_annotations(2, crossing_gbps=50, max_clusters=2)
         uid = await fed.submit(doc)
         job = await fed.reach(uid, "Running")
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [(other, 4)]
@@ -94,9 +106,7 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         assert message.startswith("Resized 2 -> 6 replicas")
 
         async def grown() -> bool:
-            job = await fed.job(uid)
-            shares = (job.get("placement") or {}).get("shares") or []
-            return job["state"] == "Running" and len(shares) == 2
+            return len(await running_shares(fed, uid) or []) == 2
 
         await eventually(grown, within=30)
         job = await fed.job(uid)
@@ -128,15 +138,8 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
     database_url: str,
 ) -> None:
     async with federation(database_url, **EAGER) as fed:
-        east = SimulatedCluster.from_spec("east", SPEC)
-        east.time_scale = 0.02
-        await fed.join("east", east)
-        await fed.ready("east")
-        uid = await fed.submit(
-            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
-        )
-        job = await fed.reach(uid, "Running")
-        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        await simulated(fed, "east")
+        uid = await eight_wide(fed)
         vip = await fed.submit(
             job_document(
                 "vip", replicas=3, runningEstimate="200s", priorityClassName="high-priority"
@@ -151,9 +154,7 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
         # Room again: it grows back to its 8 replicas.
 
         async def wide() -> bool:
-            job = await fed.job(uid)
-            shares = (job.get("placement") or {}).get("shares") or []
-            return job["state"] == "Running" and [s["pods"] for s in shares] == [8]
+            return await running_shares(fed, uid) == [8]
 
         await eventually(wide, within=30)
 
@@ -165,19 +166,12 @@ async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_ano
     the room it frees goes to another waiting job in the same round. The elastic job gives the
     room back first: the cluster's placed pods never exceed its 8 nodes."""
     async with federation(database_url, **EAGER) as fed:
-        east = SimulatedCluster.from_spec("east", SPEC)
-        east.time_scale = 0.02
-        await fed.join("east", east)
-        await fed.ready("east")
+        await simulated(fed, "east")
         created = await fed.api.post(
             "/api/v1/queues", json={"name": "capped", "weight": 1, "gpuQuota": 16}
         )
         assert created.status_code == 201, created.text
-        uid = await fed.submit(
-            elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
-        )
-        job = await fed.reach(uid, "Running")
-        assert [s["pods"] for s in job["placement"]["shares"]] == [8]
+        uid = await eight_wide(fed)
         vip = await fed.submit(
             job_document(
                 "vip",

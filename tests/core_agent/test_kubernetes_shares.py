@@ -14,27 +14,32 @@ from core_agent.kubernetes.adapter import Kind, KubeApi, Missing, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import Federation, federation
 from tests.core_agent.kube_objects import populate
-from tests.factories import eventually, job_document, share_assignment
+from tests.factories import eventually, job_document, share_assignment, split_annotations
 from tests.k8s_emulator.server import (
     NAMESPACES,
     SERVICE_EXPORTS,
     SERVICES,
     VOLCANO_JOBS,
+    VOLCANO_QUEUES,
     KubeEmulator,
 )
 
 
 @asynccontextmanager
-async def member_cluster(*, mcs: bool = True) -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
+async def member_cluster(
+    *, mcs: bool = True, queues: bool = False
+) -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
     """An emulated member cluster: 6 nodes of 8 GPUs under two ToRs (38 GPUs free), the
-    Volcano Job CRD, namespace `ml`, and (unless `mcs` is False) the Multi-Cluster Services
-    ServiceExport CRD."""
+    Volcano Job CRD, namespace `ml`, (unless `mcs` is False) the Multi-Cluster Services
+    ServiceExport CRD, and (if `queues`) Volcano's Queue CRD."""
     emulator = KubeEmulator()
     host = await emulator.start()
     populate(emulator)
     emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
     if mcs:
         emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
+    if queues:
+        emulator.register(VOLCANO_QUEUES, "Queue", namespaced=False)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     client = await api_client(host=host)
     try:
@@ -44,12 +49,22 @@ async def member_cluster(*, mcs: bool = True) -> AsyncIterator[tuple[KubeEmulato
         await emulator.stop()
 
 
-async def join_two(fed: Federation, east_api: KubeApi, west_api: KubeApi) -> None:
-    """Two emulated member clusters, east and west, linked at 400 Gbps, both Ready."""
-    await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
-    await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
-    await fed.link("east", "west")
-    await fed.ready("east", "west")
+@asynccontextmanager
+async def two_members(
+    database_url: str, *, mcs: bool = True
+) -> AsyncIterator[tuple[Federation, KubeEmulator, KubeEmulator]]:
+    """A federation with two emulated member clusters, east and west (`member_cluster`),
+    linked at 400 Gbps, both Ready."""
+    async with (
+        member_cluster(mcs=mcs) as (east, east_api),
+        member_cluster(mcs=mcs) as (west, west_api),
+        federation(database_url) as fed,
+    ):
+        await fed.join("east", KubernetesSource(east_api, watch_timeout_s=5))
+        await fed.join("west", KubernetesSource(west_api, watch_timeout_s=5))
+        await fed.link("east", "west")
+        await fed.ready("east", "west")
+        yield fed, east, west
 
 
 def volcano_jobs(emulator: KubeEmulator) -> list[dict[str, Any]]:
@@ -103,16 +118,10 @@ async def test_a_share_runs_as_a_volcano_job_and_reports_its_status(database_url
 async def test_a_split_job_becomes_one_volcano_job_per_cluster_and_cancel_deletes_both(
     database_url: str,
 ) -> None:
-    async with (
-        member_cluster() as (east, east_api),
-        member_cluster() as (west, west_api),
-        federation(database_url) as fed,
-    ):
-        await join_two(fed, east_api, west_api)
+    async with two_members(database_url) as (fed, east, west):
         doc = job_document("llm", replicas=8)  # 64 GPUs; each cluster has room for 4 pods
         doc["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
+            **split_annotations(2),
             "global.volcano.sh/crossing-gbps": "50",
         }
         uid = await fed.submit(doc)
@@ -215,17 +224,9 @@ async def test_a_share_the_cluster_refuses_withdraws_the_job(database_url: str) 
 
 
 async def test_without_multi_cluster_services_the_user_is_told(database_url: str) -> None:
-    async with (
-        member_cluster(mcs=False) as (_, east_api),
-        member_cluster(mcs=False) as (_, west_api),
-        federation(database_url) as fed,
-    ):
-        await join_two(fed, east_api, west_api)
+    async with two_members(database_url, mcs=False) as (fed, _, _):
         doc = job_document("llm", replicas=8)
-        doc["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
-        }
+        doc["metadata"]["annotations"] = split_annotations(2)
         uid = await fed.submit(doc)
 
         message = await fed.event(uid, "ClusterWarning")

@@ -12,8 +12,8 @@ import pytest
 from core_agent.kubernetes.shares import share_phase
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import federation
-from tests.core_agent.test_kubernetes_shares import join_two, member_cluster, set_phase
-from tests.factories import eventually, job_document
+from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, two_members
+from tests.factories import eventually, job_document, split_annotations
 from tests.k8s_emulator.server import SERVICES, VOLCANO_JOBS, KubeEmulator
 from volcano_global.rpc.shares import SharePhase
 
@@ -55,21 +55,12 @@ def _members(emulator: KubeEmulator) -> dict[str, dict[str, Any]]:
 async def test_a_63_character_job_restarted_in_one_cluster_restarts_everywhere(
     database_url: str,
 ) -> None:
-    async with (
-        member_cluster() as (east, east_api),
-        member_cluster() as (west, west_api),
-        federation(database_url) as fed,
-    ):
-        await join_two(fed, east_api, west_api)
+    async with two_members(database_url) as (fed, east, west):
         name = "llama-70b-sft-" + "x" * 49  # 63: the longest name the Global accepts
         doc = job_document(
             name, replicas=8, policies=[{"event": "PodFailed", "action": "RestartJob"}]
         )
-        doc["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
-            "volcano.sh/preemptable": "false",
-        }
+        doc["metadata"]["annotations"] = {**split_annotations(2), "volcano.sh/preemptable": "false"}
         doc["metadata"]["labels"] = {"team": "llm"}
         uid = await fed.submit(doc)
 

@@ -5,18 +5,16 @@ client over HTTP against the emulator, which serves Volcano Queues with their CR
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-from core_agent.kubernetes.adapter import KubeApi, api_client
+from core_agent.kubernetes.adapter import KubeApi
 from core_agent.kubernetes.retry import RetryPolicy
 from core_agent.kubernetes.shares import MemberJobs
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.federation import federation
-from tests.core_agent.kube_objects import populate
+from tests.core_agent.test_kubernetes_shares import member_cluster
 from tests.factories import eventually, job_document, share_assignment
-from tests.k8s_emulator.server import NAMESPACES, VOLCANO_JOBS, VOLCANO_QUEUES, KubeEmulator
+from tests.k8s_emulator.server import VOLCANO_JOBS, VOLCANO_QUEUES
 from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import SharePhase, ShareStatus
 
@@ -41,22 +39,6 @@ def assignment(queue: str = "llm", state: str = "Open") -> Any:
     )
 
 
-@asynccontextmanager
-async def cluster() -> AsyncIterator[tuple[KubeEmulator, KubeApi]]:
-    emulator = KubeEmulator()
-    host = await emulator.start()
-    populate(emulator)
-    emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
-    emulator.register(VOLCANO_QUEUES, "Queue", namespaced=False)
-    emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
-    client = await api_client(host=host)
-    try:
-        yield emulator, KubeApi(client)
-    finally:
-        await client.close()
-        await emulator.stop()
-
-
 async def run_share(api: KubeApi, share: Any) -> list[ShareStatus]:
     shares = MemberJobs(api, retry=FAST)
     reports: list[ShareStatus] = []
@@ -67,7 +49,7 @@ async def run_share(api: KubeApi, share: Any) -> list[ShareStatus]:
 
 
 async def test_a_missing_queue_is_created_with_the_queues_spec_before_the_job() -> None:
-    async with cluster() as (emulator, api):
+    async with member_cluster(mcs=False, queues=True) as (emulator, api):
         reports = await run_share(api, assignment())
         assert [r.phase for r in reports] == [SharePhase.ACCEPTED]
         made = emulator.objects[VOLCANO_QUEUES][("", "llm")]
@@ -87,7 +69,7 @@ async def test_a_missing_queue_is_created_with_the_queues_spec_before_the_job() 
 
 
 async def test_an_existing_open_queue_is_used_as_it_is() -> None:
-    async with cluster() as (emulator, api):
+    async with member_cluster(mcs=False, queues=True) as (emulator, api):
         emulator.create(
             VOLCANO_QUEUES,
             {"metadata": {"name": "llm"}, "spec": {"weight": 9}, "status": {"state": "Open"}},
@@ -99,7 +81,7 @@ async def test_an_existing_open_queue_is_used_as_it_is() -> None:
 
 
 async def test_a_queue_closed_in_the_cluster_fails_the_share_clearly() -> None:
-    async with cluster() as (emulator, api):
+    async with member_cluster(mcs=False, queues=True) as (emulator, api):
         emulator.create(
             VOLCANO_QUEUES,
             {"metadata": {"name": "llm"}, "spec": {"weight": 1}, "status": {"state": "Closed"}},
@@ -111,7 +93,7 @@ async def test_a_queue_closed_in_the_cluster_fails_the_share_clearly() -> None:
 
 
 async def test_rbac_forbidding_the_queue_fails_the_share_with_the_servers_words() -> None:
-    async with cluster() as (emulator, api):
+    async with member_cluster(mcs=False, queues=True) as (emulator, api):
         emulator.faults.add("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", 403)
         reports = await run_share(api, assignment())
         assert [r.phase for r in reports] == [SharePhase.FAILED]
@@ -121,7 +103,7 @@ async def test_rbac_forbidding_the_queue_fails_the_share_with_the_servers_words(
 
 
 async def test_without_the_queue_crd_the_share_runs_as_before() -> None:
-    async with cluster() as (emulator, api):
+    async with member_cluster(mcs=False, queues=True) as (emulator, api):
         del emulator.types[VOLCANO_QUEUES]  # a cluster serving Volcano Jobs but not Queues
         reports = await run_share(api, assignment())
         assert [r.phase for r in reports] == [SharePhase.ACCEPTED]
@@ -133,7 +115,10 @@ async def test_a_job_of_a_global_queue_makes_that_queue_in_its_member_cluster(
 ) -> None:
     """End to end: a Volcano Queue applied to the Global, a job submitted to it, placed in an
     emulated member cluster whose agent creates the queue there before the Volcano Job."""
-    async with cluster() as (emulator, api), federation(database_url) as fed:
+    async with (
+        member_cluster(mcs=False, queues=True) as (emulator, api),
+        federation(database_url) as fed,
+    ):
         await fed.join("k8s", KubernetesSource(api, watch_timeout_s=5))
         await fed.ready("k8s")
         document = queue_document(

@@ -14,7 +14,13 @@ from sqlalchemy import update
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import Federation, federation
-from tests.factories import eventually, job_document
+from tests.factories import (
+    eventually,
+    job_document,
+    priority_class,
+    split_annotations,
+    volcano_queue,
+)
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
@@ -49,15 +55,6 @@ async def age(fed: Federation, *uids: str, hours: float = 2.0) -> None:
         )
 
 
-def queue(name: str, reclaimable: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {"weight": 1, "reclaimable": reclaimable},
-    }
-
-
 async def rounds_go_by(fed: Federation, *uids: str, rounds: int = 3) -> None:
     """Wait until `rounds` more rounds have committed (every one after the first began after
     the call, so saw the jobs as they are now), and check they considered each job."""
@@ -79,9 +76,11 @@ async def has_event(fed: Federation, uid: str, reason: str) -> bool:
 
 
 async def cluster(fed: Federation, name: str) -> SimulatedCluster:
+    """A cluster of SPEC, joined and Ready."""
     sim = SimulatedCluster.from_spec(name, SPEC)
     sim.time_scale = 0.01  # a job of 36,000 s runs 360 s
     await fed.join(name, sim)
+    await fed.ready(name)
     return sim
 
 
@@ -90,7 +89,6 @@ async def test_a_high_priority_gang_evicts_the_lowest_old_enough_preemptable_job
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         east = await cluster(fed, "east")
-        await fed.ready("east")
         # Four one-node jobs fill the cluster: one may not be preempted, one is too young,
         # one is of a higher priority than the other.
         keep = doc("keep", 1, "low-priority")
@@ -127,19 +125,13 @@ async def test_a_split_preemptor_evicts_in_two_clusters_and_starts_when_both_are
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         sims = {name: await cluster(fed, name) for name in ("east", "west")}
         await fed.link("east", "west")
-        await fed.ready("east", "west")
         low = [await fed.submit(doc(f"low-{i}", 2, "low-priority")) for i in range(4)]
         for uid in low:
             await fed.reach(uid, "Running")
         await age(fed, *low)
         # 6 nodes in units of 2: more than a cluster holds, so a split over both.
         big = doc("big", 6, "high-priority")
-        big["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "2",
-            "global.volcano.sh/crossing-gbps": "50",
-            "global.volcano.sh/max-clusters": "2",
-        }
+        big["metadata"]["annotations"] = split_annotations(2, crossing_gbps=50, max_clusters=2)
         high = await fed.submit(big)
         message = await fed.event(high, "Preempting")
         assert "evicting 3 job(s), 48 GPUs" in message, message
@@ -159,16 +151,9 @@ async def test_a_class_that_never_preempts_waits_and_the_cap_holds_a_round_back(
     scheduling = {"preemption": {**PREEMPTION["preemption"], "max_jobs": 1}}
     async with federation(database_url, scheduling=scheduling) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         created = await fed.api.post(
             "/api/v1/priorityclasses",
-            json={
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": "urgent-but-polite"},
-                "value": 5000,
-                "preemptionPolicy": "Never",
-            },
+            json=priority_class("urgent-but-polite", 5000, preemptionPolicy="Never"),
         )
         assert created.status_code == 201, created.text
         low = [await fed.submit(doc(f"low-{i}", 1, "low-priority")) for i in range(4)]
@@ -192,9 +177,10 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         for name, reclaimable in (("research", False), ("prod", True)):
-            made = await fed.api.post("/api/v1/queues", json=queue(name, reclaimable))
+            made = await fed.api.post(
+                "/api/v1/queues", json=volcano_queue(name, weight=1, reclaimable=reclaimable)
+            )
             assert made.status_code == 201, made.text
         research = [
             await fed.submit(doc(f"r-{i}", 1, "low-priority", queue="research")) for i in range(4)
@@ -207,7 +193,9 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
         await rounds_go_by(fed, first)
         assert (await fed.job(first))["state"] == "Pending"
         assert not await has_event(fed, first, "Reclaiming")
-        changed = await fed.api.put("/api/v1/queues/research", json=queue("research", True))
+        changed = await fed.api.put(
+            "/api/v1/queues/research", json=volcano_queue("research", weight=1, reclaimable=True)
+        )
         assert changed.status_code == 200, changed.text
         message = await fed.event(first, "Reclaiming", within=20)
         assert "ml/r-" in message, message
@@ -221,7 +209,6 @@ async def test_a_job_that_just_saved_a_checkpoint_is_evicted_before_one_that_did
 ) -> None:
     async with federation(database_url, scheduling=PREEMPTION) as fed:
         await cluster(fed, "east")
-        await fed.ready("east")
         older = await fed.submit(doc("older", 2, "low-priority"))
         await fed.reach(older, "Running")
         newer = await fed.submit(doc("newer", 2, "low-priority"))

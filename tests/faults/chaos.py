@@ -22,7 +22,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
+from tests.factories import job_document, split_annotations
 from tests.faults.chaos_checks import Figures, sample
 from tests.faults.proxy import Proxy
 from tests.server_process import VGLOBAL, ServerProcess
@@ -119,7 +119,7 @@ class Fleet:
                 assert created.status_code == 201, created.text
                 proxies, addresses = [], []
                 for server in self.replicas:
-                    proxies.append(Proxy(f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"))
+                    proxies.append(Proxy(server.grpc_target))
                     addresses.append(await proxies[-1].start())
                 token = created.json()["agentToken"]
                 target = "ipv4:" + ",".join(addresses)
@@ -235,11 +235,7 @@ def document(i: int, rng: random.Random) -> dict[str, Any] | str:
         return bad
     if roll < 0.35:
         doc = job_document(f"split-{i:04d}", replicas=12, runningEstimate=runtime)
-        doc["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "4",
-            "global.volcano.sh/crossing-gbps": "50",
-        }
+        doc["metadata"]["annotations"] = split_annotations(4, crossing_gbps=50)
         return doc
     return job_document(f"whole-{i:04d}", replicas=rng.randint(1, 4), runningEstimate=runtime)
 

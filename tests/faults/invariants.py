@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from volcano_global.rpc.shares import ShareAssignment
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "faults"
@@ -61,13 +61,9 @@ async def join_recording_agents(
     clusters: dict[str, RecordingCluster] = {}
     tasks = []
     for name in names:
-        token = (await api.post("/api/v1/clusters", json={"name": name})).json()["agentToken"]
         clusters[name] = RecordingCluster.from_spec(name, spec)
         clusters[name].time_scale = time_scale
-        agent = AgentClient(
-            cluster=name, target=target, token=token, source=clusters[name], coalesce_s=0.05
-        )
-        tasks.append(asyncio.create_task(agent.run(stop=stop)))
+        tasks.append(await join(api, name, clusters[name], target=target, stop=stop))
     return clusters, tasks
 
 
@@ -79,6 +75,26 @@ class Checked:
 
     def add(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
+
+
+# Link bandwidth still reserved by an active placement.
+HELD_LINKS = (
+    "SELECT count(*) FROM link_reservations r JOIN placements p "
+    "ON p.id = r.placement_id WHERE p.state = 'Active'"
+)
+# Dispatch messages no agent acknowledged.
+UNDELIVERED = (
+    "SELECT o.kind, c.name, p.state, o.created_at FROM outbox o "
+    "JOIN clusters c ON c.id = o.cluster_id "
+    "JOIN placements p ON p.id = o.placement_id WHERE o.acked_at IS NULL"
+)
+# Every Warning event, oldest first, with the job's or the cluster's name.
+WARNINGS = (
+    "SELECT e.last_seen_at, coalesce(j.name, c.name), e.reason, e.message "
+    "FROM events e LEFT JOIN jobs j ON j.id = e.job_id "
+    "LEFT JOIN clusters c ON c.id = e.cluster_id "
+    "WHERE e.type = 'Warning' ORDER BY e.last_seen_at"
+)
 
 
 async def check_invariants(
@@ -96,34 +112,10 @@ async def check_invariants(
         async with engine.connect() as db:
             jobs = (await db.execute(text("SELECT id, namespace, name, state FROM jobs"))).all()
             placements = (await db.execute(text("SELECT id, job_id, state FROM placements"))).all()
-            held = (
-                await db.execute(
-                    text(
-                        "SELECT count(*) FROM link_reservations r JOIN placements p "
-                        "ON p.id = r.placement_id WHERE p.state = 'Active'"
-                    )
-                )
-            ).scalar_one()
-            undelivered = (
-                await db.execute(
-                    text(
-                        "SELECT o.kind, c.name, p.state, o.created_at FROM outbox o "
-                        "JOIN clusters c ON c.id = o.cluster_id "
-                        "JOIN placements p ON p.id = o.placement_id WHERE o.acked_at IS NULL"
-                    )
-                )
-            ).all()
+            held = (await db.execute(text(HELD_LINKS))).scalar_one()
+            undelivered = (await db.execute(text(UNDELIVERED))).all()
             shares = (await db.execute(text("SELECT placement_id FROM cluster_shares"))).all()
-            warnings = (
-                await db.execute(
-                    text(
-                        "SELECT e.last_seen_at, coalesce(j.name, c.name), e.reason, e.message "
-                        "FROM events e LEFT JOIN jobs j ON j.id = e.job_id "
-                        "LEFT JOIN clusters c ON c.id = e.cluster_id "
-                        "WHERE e.type = 'Warning' ORDER BY e.last_seen_at"
-                    )
-                )
-            ).all()
+            warnings = (await db.execute(text(WARNINGS))).all()
     finally:
         await engine.dispose()
 

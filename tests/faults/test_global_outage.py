@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import httpx
 
 from core_agent.simulated.cluster import ClusterSpec
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.faults.invariants import check_invariants, join_recording_agents, write_report
 from tests.server_process import ServerProcess
@@ -28,10 +27,9 @@ OUTAGE_S = 3 * TIMEOUT_S
 
 
 async def test_global_down_longer_than_the_not_ready_timeout(
-    tmp_path: Path, fresh_database_name: str
+    postgres_server: ServerProcess,
 ) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+    server = postgres_server
     server.env.update(
         {
             "VGLOBAL_AGENTS__HEARTBEAT_INTERVAL_S": "1",
@@ -46,7 +44,7 @@ async def test_global_down_longer_than_the_not_ready_timeout(
         api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
         clusters, agents = await join_recording_agents(
             api,
-            f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            server.grpc_target,
             SPEC,
             names=("east", "west"),
             time_scale=0.1,  # each job runs 25 s: across the outage
@@ -80,7 +78,9 @@ async def test_global_down_longer_than_the_not_ready_timeout(
             assert time.monotonic() < deadline, left
             await asyncio.sleep(0.5)
         await asyncio.sleep(1.0)  # the last acknowledgements
-        checked = await check_invariants(url, clusters, accepted=accepted)
+        checked = await check_invariants(
+            server.env["VGLOBAL_DATABASE_URL"], clusters, accepted=accepted
+        )
         for name in clusters:
             events = (await api.get(f"/api/v1/clusters/{name}/events")).json()["items"]
             assert "NotReady" not in [e["reason"] for e in events], events
@@ -97,5 +97,3 @@ async def test_global_down_longer_than_the_not_ready_timeout(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

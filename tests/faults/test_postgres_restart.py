@@ -78,7 +78,7 @@ async def test_postgres_restart_under_load(tmp_path: Path, fresh_database_name: 
         api = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30)
         clusters, agents = await join_recording_agents(
             api,
-            f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
+            server.grpc_target,
             SPEC,
             names=("east", "west"),
             time_scale=0.05,

@@ -7,17 +7,15 @@ when the preemptor ends), and the cluster never runs more pods than it has nodes
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.agents import join
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
-from tests.faults.test_resize_crash import until
+from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
 from volcano_global.rpc.shares import SharePhase
 
@@ -44,10 +42,9 @@ async def watch_pods(cluster: SimulatedCluster, stop: asyncio.Event, most: list[
 
 @pytest.mark.parametrize("point", ["preempt-evicted", "preempt-start"])
 async def test_a_crash_between_evicting_and_starting_loses_nothing(
-    tmp_path: Path, fresh_database_name: str, point: str
+    postgres_server: ServerProcess, point: str
 ) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+    server = postgres_server
     server.env["VGLOBAL_AGENTS__OUTBOX_POLL_S"] = "0.1"
     server.env["VGLOBAL_SCHEDULING__PREEMPTION__MIN_RUN_S"] = "0"
     server.env["VGLOBAL_FAILPOINTS"] = f"{point}=1"
@@ -59,16 +56,8 @@ async def test_a_crash_between_evicting_and_starting_loses_nothing(
     try:
         await asyncio.to_thread(server.start)
         async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as api:
-            token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
-            agent = AgentClient(
-                cluster="east",
-                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-                token=token,
-                source=east,
-                coalesce_s=0.05,
-            )
             tasks += [
-                asyncio.create_task(agent.run(stop=stop)),
+                await join(api, "east", east, target=server.grpc_target, stop=stop),
                 asyncio.create_task(watch_pods(east, stop, most)),
             ]
             low = await api.post("/api/v1/jobs", json=doc("low", "low-priority", "3600s"))
@@ -77,11 +66,7 @@ async def test_a_crash_between_evicting_and_starting_loses_nothing(
             high = await api.post("/api/v1/jobs", json=doc("high", "high-priority", "300s"))
             high_uid = high.json()["uid"]
 
-            deadline = time.monotonic() + 60
-            while server.proc is not None and server.proc.poll() is None:
-                assert time.monotonic() < deadline, "the failpoint was not reached"
-                await asyncio.sleep(0.1)
-            assert f"FAILPOINT {point}" in server.log.read_text()
+            await crashed_at(server, point)
             assert not [s for s in east.shares.values() if s.assignment.job_uid == high_uid]
 
             server.env.pop("VGLOBAL_FAILPOINTS")
@@ -103,5 +88,3 @@ async def test_a_crash_between_evicting_and_starting_loses_nothing(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

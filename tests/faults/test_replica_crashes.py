@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec
+from tests.agents import run_agent
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
-from tests.factories import job_document
+from tests.factories import job_document, split_annotations
 from tests.faults.invariants import RecordingCluster, check_invariants, write_report
 from tests.server_process import ServerProcess
 
@@ -41,11 +41,7 @@ def document(i: int) -> dict[str, Any]:
         # report, else a share ends before its peer starts and the gang is (rightly) broken
         # and requeued again and again.
         doc = job_document(f"split-{i:03d}", replicas=12, runningEstimate="30s")
-        doc["metadata"]["annotations"] = {
-            "global.volcano.sh/split": "auto",
-            "global.volcano.sh/unit-pods": "4",
-            "global.volcano.sh/crossing-gbps": "50",
-        }
+        doc["metadata"]["annotations"] = split_annotations(4, crossing_gbps=50)
         return doc
     return job_document(f"whole-{i:03d}", replicas=2, runningEstimate="10s")
 
@@ -169,14 +165,8 @@ async def test_replicas_killed_at_commit_dispatch_and_report(
             ]
             clusters[name] = RecordingCluster.from_spec(name, SPEC)
             clusters[name].time_scale = 0.1  # a 10 s job runs 1 s
-            agent = AgentClient(
-                cluster=name,
-                target=replicas.grpc_target,
-                token=token,
-                source=clusters[name],
-                coalesce_s=0.05,
-            )
-            tasks.append(asyncio.create_task(agent.run(stop=stop)))
+            target = replicas.grpc_target
+            tasks.append(run_agent(name, clusters[name], target=target, token=token, stop=stop))
         for a, b in (("east", "west"), ("west", "north"), ("east", "north")):
             body = {"clusterA": a, "clusterB": b, "capacityGbps": 400}
             assert (await call("POST", replicas, "/api/v1/links", json=body)).status_code == 201

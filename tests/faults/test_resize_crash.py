@@ -6,16 +6,14 @@ resizes it once."""
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
-from typing import Any
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.agents import join
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import elastic_document, job_document
+from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -24,28 +22,12 @@ SPEC = ClusterSpec.model_validate(
 )
 
 
-async def until(api: httpx.AsyncClient, uid: str, check: Any, within: float = 60.0) -> dict:
-    deadline, job = time.monotonic() + within, {}
-    while True:
-        try:
-            job = (await api.get(f"/api/v1/jobs/{uid}", timeout=5)).json()
-            if check(job):
-                return dict(job)
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"not reached: {job}"
-        await asyncio.sleep(0.1)
-
-
 def shares(job: dict) -> list[int]:
     return [s["pods"] for s in (job.get("placement") or {}).get("shares") or []]
 
 
-async def test_a_crash_during_a_resize_loses_nothing(
-    tmp_path: Path, fresh_database_name: str
-) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+async def test_a_crash_during_a_resize_loses_nothing(postgres_server: ServerProcess) -> None:
+    server = postgres_server
     server.env["VGLOBAL_AGENTS__OUTBOX_POLL_S"] = "0.1"
     server.env["VGLOBAL_SCHEDULING__ELASTIC__MIN_INTERVAL_S"] = "0"  # grow seconds after start
     # Rounds that write something: the blocker's placement (1), the elastic job's (2), its
@@ -58,15 +40,7 @@ async def test_a_crash_during_a_resize_loses_nothing(
     try:
         await asyncio.to_thread(server.start)
         async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as api:
-            token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
-            agent = AgentClient(
-                cluster="east",
-                target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-                token=token,
-                source=east,
-                coalesce_s=0.05,
-            )
-            agent_task = asyncio.create_task(agent.run(stop=stop))
+            agent_task = await join(api, "east", east, target=server.grpc_target, stop=stop)
             blocker = (
                 await api.post(
                     "/api/v1/jobs", json=job_document("blocker", replicas=4, runningEstimate="60s")
@@ -83,11 +57,7 @@ async def test_a_crash_during_a_resize_loses_nothing(
             ]
 
             # The blocker ends; the resize round dies before its commit.
-            deadline = time.monotonic() + 60
-            while server.proc is not None and server.proc.poll() is None:
-                assert time.monotonic() < deadline, "the failpoint was not reached"
-                await asyncio.sleep(0.1)
-            assert "FAILPOINT round-commit" in server.log.read_text()
+            await crashed_at(server, "round-commit")
             # Nothing of the half-written resize reached the cluster: the old share runs on.
             assert [
                 s.assignment.placement_id
@@ -107,5 +77,3 @@ async def test_a_crash_during_a_resize_loses_nothing(
         stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

@@ -67,7 +67,7 @@ async def test_sigterm_under_load_exits_in_time_with_code_0_losing_nothing(
     try:
         await asyncio.to_thread(server.start)
         async with httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=30) as api:
-            target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+            target = server.grpc_target
             clusters, agents = await join_recording_agents(
                 api, target, SPEC, names=("east", "west"), time_scale=0.01, stop=stop_agents
             )

@@ -5,8 +5,6 @@ signed is refused during the handshake)."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import os
 import ssl
 import subprocess
@@ -16,14 +14,11 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from core_agent.cli import tls_credentials
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.certificates import issue, write
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually
 from tests.server_process import ServerProcess
@@ -31,58 +26,15 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
 
-def _issue(
-    subject: str,
-    issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None,
-    *,
-    ca: bool = False,
-    ip: str | None = None,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    issuer_name, issuer_key = issuer or (name, key)
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if ip:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False
-        )
-    return builder.sign(issuer_key, hashes.SHA256()), key
-
-
-def _write(
-    path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
-) -> tuple[Path, Path]:
-    cert_path, key_path = path.with_suffix(".crt"), path.with_suffix(".key")
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> dict[str, Path]:
-    ca_cert, ca_key = _issue("volcano-global test CA", None, ca=True)
-    server_cert, server_key = _issue("global", (ca_cert.subject, ca_key), ip="127.0.0.1")
-    agent_cert, agent_key = _issue("agent gpu-east", (ca_cert.subject, ca_key))
+    ca_cert, ca_key = issue("volcano-global test CA", None, ca=True)
+    server_cert, server_key = issue("global", (ca_cert.subject, ca_key), ip="127.0.0.1")
+    agent_cert, agent_key = issue("agent gpu-east", (ca_cert.subject, ca_key))
     paths = {}
-    paths["ca"], _ = _write(tmp_path / "ca", ca_cert, ca_key)
-    paths["server_cert"], paths["server_key"] = _write(tmp_path / "server", server_cert, server_key)
-    paths["agent_cert"], paths["agent_key"] = _write(tmp_path / "agent", agent_cert, agent_key)
+    paths["ca"], _ = write(tmp_path / "ca", ca_cert, ca_key)
+    paths["server_cert"], paths["server_key"] = write(tmp_path / "server", server_cert, server_key)
+    paths["agent_cert"], paths["agent_key"] = write(tmp_path / "agent", agent_cert, agent_key)
     return paths
 
 
@@ -107,7 +59,7 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
         with pytest.raises(httpx.HTTPError):  # plain http on the same port is refused
             await httpx.AsyncClient().get(server.url.replace("https://", "http://") + "/readyz")
         token = (await api.post("/api/v1/clusters", json={"name": "gpu-east"})).json()["agentToken"]
-        target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+        target = server.grpc_target
 
         # Without a client certificate the handshake fails: the stream never opens.
         async with grpc.aio.secure_channel(
@@ -136,7 +88,9 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
 
         async def arrived() -> bool:
             cluster = (await api.get("/api/v1/clusters/gpu-east")).json()
-            return cluster["state"] == "Ready" and cluster["capacity"][0]["total"] == 16
+            # Ready may be seen a moment before the inventory's capacity is.
+            totals = [c["total"] for c in cluster["capacity"]]
+            return cluster["state"] == "Ready" and totals == [16]
 
         try:
             await eventually(arrived, within=20)

@@ -31,8 +31,8 @@ def certs(tmp_path: Path) -> Path:
     return out
 
 
-def https_server(tmp_path: Path, certs: Path, **env: str) -> ServerProcess:
-    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/tls.db", tmp_path)
+def serve_tls(server: ServerProcess, certs: Path, **env: str) -> None:
+    """Make the server's next start serve https with the certificates `vglobal certs` wrote."""
     server.url = server.url.replace("http://", "https://")
     server.env |= {
         "VGLOBAL_TLS__CERT_FILE": str(certs / "server.crt"),
@@ -40,12 +40,17 @@ def https_server(tmp_path: Path, certs: Path, **env: str) -> ServerProcess:
         **env,
     }
     server.ready_verify = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+
+
+def https_server(tmp_path: Path, certs: Path, **env: str) -> ServerProcess:
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/tls.db", tmp_path)
+    serve_tls(server, certs, **env)
     server.start()
     return server
 
 
 def agent_args(server: ServerProcess, token: str) -> list[str]:
-    target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+    target = server.grpc_target
     return ["agent", "--cluster", "gpu-east", "--global", target, "--token", token]
 
 
@@ -89,7 +94,7 @@ def test_an_agent_without_the_ca_is_told_the_port_speaks_tls(tmp_path: Path, cer
         done = vglobal(*agent_args(server, token), "--lingjun-block", "0")
         assert done.returncode == 1
         assert done.stderr.strip() == (
-            f"error: the Global's agent port 127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']} speaks "
+            f"error: the Global's agent port {server.grpc_target} speaks "
             "TLS: pass --ca-file (the CA that signed its certificate; `vglobal certs` writes a "
             "development one as ca.crt)"
         )
@@ -130,12 +135,7 @@ def test_a_running_agent_ends_with_the_fix_when_the_port_turns_to_tls(
             if "inventory snapshot sent" in line:
                 break
         server.stop()
-        server.url = server.url.replace("http://", "https://")
-        server.env |= {
-            "VGLOBAL_TLS__CERT_FILE": str(certs / "server.crt"),
-            "VGLOBAL_TLS__KEY_FILE": str(certs / "server.key"),
-        }
-        server.ready_verify = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        serve_tls(server, certs)
         server.start()
         assert agent.wait(timeout=60) == 1
         last = agent.stderr.read().strip().splitlines()[-1]

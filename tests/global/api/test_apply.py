@@ -9,15 +9,10 @@ import json
 import httpx
 import yaml
 
-from tests.factories import example, job_document
+from tests.factories import example, job_document, volcano_queue
 
 YAML = {"Content-Type": "application/yaml"}
-QUEUE = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1",
-    "kind": "Queue",
-    "metadata": {"name": "llm"},
-    "spec": {"weight": 1},
-}
+QUEUE = volcano_queue("llm", weight=1)
 
 
 async def apply(api: httpx.AsyncClient, *documents: object) -> list[dict[str, object]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.factories import create_cluster, inventory, job_document
 
@@ -78,26 +79,43 @@ async def test_inventory_snapshot_sets_capacity_and_topology(api: httpx.AsyncCli
     assert cluster["nodes"]["total"] == 2
 
 
-async def test_inconsistent_snapshot_is_refused_whole(api: httpx.AsyncClient) -> None:
+@pytest.mark.parametrize(
+    ("part", "index", "key", "value", "field", "message"),
+    [
+        pytest.param(
+            "nodes",
+            2,
+            "domain",
+            "nowhere",
+            "nodes[2].domain",
+            "unknown domain 'nowhere'",
+            id="node-in-an-unknown-domain",
+        ),
+        pytest.param("nodes", 0, "gpuUsed", 9, "nodes[0]", None, id="more-gpus-used-than-it-has"),
+        pytest.param(
+            "domains", 1, "tier", 3, "domains[1].parent", None, id="domain-above-its-parent"
+        ),
+    ],
+)
+async def test_inconsistent_snapshot_is_refused_whole(
+    api: httpx.AsyncClient,
+    part: str,
+    index: int,
+    key: str,
+    value: object,
+    field: str,
+    message: str | None,
+) -> None:
     await create_cluster(api, "gpu-east")
     await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east"))
     bad = inventory("gpu-east")
-    bad["nodes"][2]["domain"] = "nowhere"
+    bad[part][index][key] = value
     response = await api.put("/api/v1/clusters/gpu-east/inventory", json=bad)
     assert response.status_code == 422
-    assert response.json()["details"]["causes"] == [
-        {"field": "nodes[2].domain", "message": "unknown domain 'nowhere'"}
-    ]
-    bad = inventory("gpu-east")
-    bad["nodes"][0]["gpuUsed"] = 9
-    response = await api.put("/api/v1/clusters/gpu-east/inventory", json=bad)
-    assert response.status_code == 422
-    assert response.json()["details"]["causes"][0]["field"] == "nodes[0]"
-    bad = inventory("gpu-east")
-    bad["domains"][1]["tier"] = 3
-    response = await api.put("/api/v1/clusters/gpu-east/inventory", json=bad)
-    assert response.status_code == 422
-    assert response.json()["details"]["causes"][0]["field"] == "domains[1].parent"
+    causes = response.json()["details"]["causes"]
+    assert causes[0]["field"] == field
+    if message is not None:
+        assert causes == [{"field": field, "message": message}]
     cluster = (await api.get("/api/v1/clusters/gpu-east")).json()
     assert cluster["inventoryGeneration"] == 1
     assert cluster["nodes"]["total"] == 8
@@ -116,21 +134,17 @@ async def test_rotating_the_token_revokes_the_old_one(api: httpx.AsyncClient) ->
     old = (await create_cluster(api, "gpu-east"))["agentToken"]
     new = (await api.post("/api/v1/clusters/gpu-east/token")).json()["agentToken"]
     assert new != old
-    snapshot = inventory("gpu-east")
-    assert (
-        await api.put(
+
+    async def push_with(token: str) -> int:
+        pushed = await api.put(
             "/api/v1/clusters/gpu-east/inventory",
-            json=snapshot,
-            headers={"Authorization": f"Bearer {old}"},
+            json=inventory("gpu-east"),
+            headers={"Authorization": f"Bearer {token}"},
         )
-    ).status_code == 401
-    assert (
-        await api.put(
-            "/api/v1/clusters/gpu-east/inventory",
-            json=snapshot,
-            headers={"Authorization": f"Bearer {new}"},
-        )
-    ).status_code == 200
+        return pushed.status_code
+
+    assert await push_with(old) == 401
+    assert await push_with(new) == 200
     reasons = [
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]

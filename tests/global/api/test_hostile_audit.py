@@ -12,23 +12,12 @@ import pytest
 import yaml
 
 from tests.conftest import ADMIN_TOKEN, app_settings, running
-from tests.factories import create_queue, job_document
+from tests.factories import create_queue, job_document, priority_class, volcano_queue
 from tests.server_process import ServerProcess
 
 YAML = {"Content-Type": "application/yaml"}
-QUEUE = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1",
-    "kind": "Queue",
-    "metadata": {"name": "llm"},
-    "spec": {"weight": 9},
-}
-DEFAULT_CLASS = {
-    "apiVersion": "scheduling.k8s.io/v1",
-    "kind": "PriorityClass",
-    "metadata": {"name": "everyone-first"},
-    "value": 100000,
-    "globalDefault": True,
-}
+QUEUE = volcano_queue("llm", weight=9)
+DEFAULT_CLASS = priority_class("everyone-first", 100000, globalDefault=True)
 
 
 async def issue(api: httpx.AsyncClient, name: str, role: str, **body: object) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.factories import create_cluster, inventory, job_document, to_yaml
+from tests.factories import create_cluster, inventory, job_document, split_annotations, to_yaml
 
 
 async def two_clusters(api: httpx.AsyncClient) -> None:
@@ -20,11 +20,7 @@ async def two_clusters(api: httpx.AsyncClient) -> None:
 
 def split(gbps: str) -> dict:
     doc = job_document("big", replicas=12)  # 96 GPUs: more than one cluster
-    doc["metadata"]["annotations"] = {
-        "global.volcano.sh/split": "auto",
-        "global.volcano.sh/unit-pods": "4",
-        "global.volcano.sh/crossing-gbps": gbps,
-    }
+    doc["metadata"]["annotations"] = split_annotations(4, crossing_gbps=gbps)
     return doc
 
 

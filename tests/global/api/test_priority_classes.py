@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
-from tests.factories import job_document, submit
-
-
-def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        **fields,
-    }
+from tests.factories import job_document, priority_class, queue_document, submit
 
 
 async def test_built_ins_and_seeds_exist_from_the_start(api: httpx.AsyncClient) -> None:
@@ -33,15 +21,7 @@ async def test_built_ins_and_seeds_exist_from_the_start(api: httpx.AsyncClient) 
     refused = await submit(api, job_document(priorityClassName="system-cluster-critical"))
     assert refused.status_code == 403
     assert "(rule: system priority classes)" in refused.json()["message"]
-    granted = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {
-            "name": "system",
-            "annotations": {"global.volcano.sh/system-priority": "true"},
-        },
-        "spec": {"weight": 1},
-    }
+    granted = queue_document("system", **{"global.volcano.sh/system-priority": "true"})
     applied = await api.post("/api/v1/apply", json=granted)
     assert applied.json()["items"][0]["result"] == "created", applied.text
     job = await submit(

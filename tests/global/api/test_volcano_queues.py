@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import yaml
 
-from tests.factories import create_cluster, create_queue, inventory, job_document, submit
+from tests.factories import (
+    create_cluster,
+    create_queue,
+    inventory,
+    job_document,
+    submit,
+    volcano_queue,
+)
 
 YAML = {"Content-Type": "application/yaml"}
 
@@ -47,15 +52,6 @@ spec:
 """
 
 
-def queue_doc(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
 async def test_a_volcano_queue_yaml_round_trips_unchanged(api: httpx.AsyncClient) -> None:
     created = await api.post("/api/v1/queues", content=QUEUE_YAML, headers=YAML)
     assert created.status_code == 201, created.text
@@ -89,28 +85,28 @@ async def test_a_volcano_queue_yaml_round_trips_unchanged(api: httpx.AsyncClient
 
 async def test_bad_queue_documents_name_the_field(api: httpx.AsyncClient) -> None:
     cases = [
-        (queue_doc("q", weight=0), "spec.weight"),
+        (volcano_queue("q", weight=0), "spec.weight"),
         (
-            queue_doc("q", capability={"nvidia.com/gpu": "lots"}),
+            volcano_queue("q", capability={"nvidia.com/gpu": "lots"}),
             'spec.capability["nvidia.com/gpu"]',
         ),
         (
-            queue_doc("q", deserved={"nvidia.com/gpu": 16}, capability={"nvidia.com/gpu": 8}),
+            volcano_queue("q", deserved={"nvidia.com/gpu": 16}, capability={"nvidia.com/gpu": 8}),
             'spec.deserved["nvidia.com/gpu"]',
         ),
         (
-            queue_doc("q", guarantee={"resource": {"nvidia.com/gpu": 4}}),
+            volcano_queue("q", guarantee={"resource": {"nvidia.com/gpu": 4}}),
             'spec.deserved["nvidia.com/gpu"]',
         ),
         # More GPUs than the 32-bit columns hold: 422, not a 500 from Postgres.
-        (queue_doc("q", capability={"nvidia.com/gpu": "100T"}), "spec.capability"),
-        (queue_doc("q", deserved={"nvidia.com/gpu": 10**15}), "spec.deserved"),
-        (queue_doc("q", parent="nope"), "spec.parent"),
-        (queue_doc("q", colour="red"), "spec.colour"),
-        ({**queue_doc("q"), "status": {"state": "Closing"}}, "status.state"),
+        (volcano_queue("q", capability={"nvidia.com/gpu": "100T"}), "spec.capability"),
+        (volcano_queue("q", deserved={"nvidia.com/gpu": 10**15}), "spec.deserved"),
+        (volcano_queue("q", parent="nope"), "spec.parent"),
+        (volcano_queue("q", colour="red"), "spec.colour"),
+        ({**volcano_queue("q"), "status": {"state": "Closing"}}, "status.state"),
         (
             {
-                **queue_doc("q"),
+                **volcano_queue("q"),
                 "metadata": {
                     "name": "q",
                     "annotations": {
@@ -150,8 +146,10 @@ async def test_a_closed_queue_refuses_jobs_and_keeps_its_own(api: httpx.AsyncCli
 
 
 async def test_jobs_go_only_to_leaf_queues(api: httpx.AsyncClient) -> None:
-    assert (await api.post("/api/v1/queues", json=queue_doc("eng", weight=2))).status_code == 201
-    prod = await api.post("/api/v1/queues", json=queue_doc("prod", parent="eng"))
+    assert (
+        await api.post("/api/v1/queues", json=volcano_queue("eng", weight=2))
+    ).status_code == 201
+    prod = await api.post("/api/v1/queues", json=volcano_queue("prod", parent="eng"))
     assert prod.status_code == 201 and prod.json()["parent"] == "eng"
     eng = (await api.get("/api/v1/queues/eng")).json()
     assert eng["leaf"] is False
@@ -163,16 +161,16 @@ async def test_jobs_go_only_to_leaf_queues(api: httpx.AsyncClient) -> None:
     }
     assert (await submit(api, job_document(queue="prod"))).status_code == 201
     # A queue holding unfinished jobs cannot become a parent; a parent cannot be deleted.
-    child = await api.post("/api/v1/queues", json=queue_doc("canary", parent="prod"))
+    child = await api.post("/api/v1/queues", json=volcano_queue("canary", parent="prod"))
     assert child.status_code == 409
     assert "unfinished jobs" in child.json()["message"]
     assert (await api.delete("/api/v1/queues/eng")).status_code == 409
-    cycle = await api.put("/api/v1/queues/eng", json=queue_doc("eng", parent="prod"))
+    cycle = await api.put("/api/v1/queues/eng", json=volcano_queue("eng", parent="prod"))
     assert cycle.status_code == 422
 
 
 async def test_hierarchy_annotations_make_the_path(api: httpx.AsyncClient) -> None:
-    document = queue_doc("dev")
+    document = volcano_queue("dev")
     document["metadata"]["annotations"] = {
         "volcano.sh/hierarchy": "root/sci/dev",
         "volcano.sh/hierarchy-weights": "1/4/2",
@@ -191,10 +189,10 @@ async def test_fair_share_across_the_tree_is_shown_per_queue(api: httpx.AsyncCli
     put = await api.put("/api/v1/clusters/gpu-east/inventory", json=inventory("gpu-east"))
     assert put.status_code in (200, 204), put.text
     for document in (
-        queue_doc("eng", weight=3, capability={"nvidia.com/gpu": 40}),
-        queue_doc("prod", parent="eng"),
-        queue_doc("dev", parent="eng"),
-        queue_doc("research"),
+        volcano_queue("eng", weight=3, capability={"nvidia.com/gpu": 40}),
+        volcano_queue("prod", parent="eng"),
+        volcano_queue("dev", parent="eng"),
+        volcano_queue("research"),
     ):
         assert (await api.post("/api/v1/queues", json=document)).status_code == 201
     for n, queue in enumerate(("prod", "dev", "research")):

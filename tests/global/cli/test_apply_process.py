@@ -3,28 +3,17 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
-from tests.server_process import VGLOBAL, ServerProcess
+from tests.factories import job_document, priority_class, volcano_queue
+from tests.server_process import ServerProcess
 
-QUEUE = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1",
-    "kind": "Queue",
-    "metadata": {"name": "llm"},
-    "spec": {"weight": 1},
-}
-PRIORITY = {
-    "apiVersion": "scheduling.k8s.io/v1",
-    "kind": "PriorityClass",
-    "metadata": {"name": "high"},
-    "value": 1000,
-}
+QUEUE = volcano_queue("llm", weight=1)
+PRIORITY = priority_class("high", 1000)
 
 
 def file_of(tmp_path: Path, *documents: object) -> Path:
@@ -79,45 +68,22 @@ def test_get_jobs_watch_follows_a_change_until_interrupted(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     server.cli("apply", "-f", str(file_of(tmp_path, job_document("one", queue="default"))))
-    env = {**server.env, "VGLOBAL_SERVER": server.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
-    watcher = subprocess.Popen(
-        [*VGLOBAL, "get", "jobs", "-w", "--interval", "0.2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert watcher.stdout is not None
-        assert watcher.stdout.readline().startswith("NAMESPACE")
-        assert "one" in watcher.stdout.readline()
+    with server.watching("get", "jobs", "-w", "--interval", "0.2") as watched:
+        assert watched.readline().startswith("NAMESPACE")
+        assert "one" in watched.readline()
         api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         uid = api.get("/api/v1/jobs", params={"name": "one"}).json()["items"][0]["uid"]
         assert api.post(f"/api/v1/jobs/{uid}/cancel").status_code == 200
-        line = watcher.stdout.readline()  # blocks until the watch prints the change
+        line = watched.readline()  # blocks until the watch prints the change
         assert "one" in line and "Cancelled" in line
-    finally:
-        watcher.terminate()
-        watcher.wait(timeout=10)
 
 
 def test_get_queues_watch_sees_a_new_queue_and_a_deleted_one(server: ServerProcess) -> None:
-    env = {**server.env, "VGLOBAL_SERVER": server.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
-    watcher = subprocess.Popen(
-        [*VGLOBAL, "get", "queues", "-w", "--interval", "0.2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert watcher.stdout is not None
-        assert watcher.stdout.readline().startswith("NAME")
-        assert watcher.stdout.readline().startswith("default")
+    with server.watching("get", "queues", "-w", "--interval", "0.2") as watched:
+        assert watched.readline().startswith("NAME")
+        assert watched.readline().startswith("default")
         api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert api.post("/api/v1/queues", json={"name": "llm", "weight": 2}).status_code == 201
-        assert watcher.stdout.readline().startswith("llm")
+        assert watched.readline().startswith("llm")
         assert api.delete("/api/v1/queues/llm").status_code == 204
-        assert watcher.stdout.readline().rstrip().endswith("(deleted)")
-    finally:
-        watcher.terminate()
-        watcher.wait(timeout=10)
+        assert watched.readline().rstrip().endswith("(deleted)")

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document, to_yaml
 from tests.server_process import ServerProcess
@@ -28,15 +28,8 @@ async def east(tmp_path: Path) -> AsyncIterator[ServerProcess]:
     async with httpx.AsyncClient(
         base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
     ) as api:
-        token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
-    agent = AgentClient(
-        cluster="east",
-        target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-        token=token,
-        source=SimulatedCluster.from_spec("east", SPEC),
-        coalesce_s=0.05,
-    )
-    task = asyncio.create_task(agent.run(stop=stop))
+        east = SimulatedCluster.from_spec("east", SPEC)
+        task = await join(api, "east", east, target=server.grpc_target, stop=stop)
     try:
         yield server
     finally:

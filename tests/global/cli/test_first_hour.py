@@ -5,7 +5,6 @@ command of a new cluster, bounded events, tokens, and an aligned `get -w`."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ import yaml
 
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document, to_yaml
-from tests.server_process import VGLOBAL, ServerProcess
+from tests.server_process import ServerProcess
 from volcano_global.cli.apply import _WatchTable
 
 
@@ -94,25 +93,14 @@ def test_tokens_create_list_revoke(server: ServerProcess) -> None:
 
 def test_get_jobs_watch_is_aligned(server: ServerProcess, tmp_path: Path) -> None:
     server.cli("submit", "-f", str(job_file(tmp_path, "a-much-longer-job-name")))
-    env = {**server.env, "VGLOBAL_SERVER": server.url, "VGLOBAL_TOKEN": ADMIN_TOKEN}
-    watcher = subprocess.Popen(
-        [*VGLOBAL, "get", "jobs", "-w", "--interval", "0.2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert watcher.stdout is not None
-        header = watcher.stdout.readline()
-        first = watcher.stdout.readline()
+    with server.watching("get", "jobs", "-w", "--interval", "0.2") as watched:
+        header = watched.readline()
+        first = watched.readline()
         server.cli("cancel", "ml/a-much-longer-job-name")
-        changed = watcher.stdout.readline()  # blocks until the watch prints the change
+        changed = watched.readline()  # blocks until the watch prints the change
         column = header.index("STATE")
         assert first[column:].startswith("Pending")
         assert changed[column:].startswith("Cancelled")
-    finally:
-        watcher.terminate()
-        watcher.wait(timeout=10)
 
 
 def test_a_watch_prints_a_row_again_only_when_a_shown_cell_changed(capsys) -> None:  # type: ignore[no-untyped-def]

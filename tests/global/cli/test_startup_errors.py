@@ -49,7 +49,7 @@ def test_a_postgresql_url_without_a_driver_is_accepted(
 def test_an_agent_with_a_wrong_token_or_spec_is_one_line(server: ServerProcess) -> None:
     api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert api.post("/api/v1/clusters", json={"name": "gpu-east"}).status_code == 201
-    target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
+    target = server.grpc_target
     agent = ["agent", "--cluster", "gpu-east", "--global", target, "--lingjun-block", "0"]
     done = run(server.env, *agent, "--token", "vg_wrong")
     assert done.returncode == 1

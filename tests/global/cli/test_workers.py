@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.agents import join
+from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.server_process import VGLOBAL, ServerProcess
 
@@ -50,10 +50,9 @@ def test_workers_need_postgres(tmp_path: Path) -> None:
 
 
 async def test_two_workers_share_the_ports_and_one_schedules(
-    tmp_path: Path, fresh_database_name: str
+    postgres_server: ServerProcess,
 ) -> None:
-    url = await create_postgres_database(fresh_database_name)
-    server = ServerProcess(url, tmp_path, scheduling=True)
+    server = postgres_server
     server.env["VGLOBAL_WORKERS"] = "2"
     stop = asyncio.Event()
     tasks = []
@@ -70,14 +69,10 @@ async def test_two_workers_share_the_ports_and_one_schedules(
                 assert _sample(scraped, "vglobal_scheduler_leader") == 1.0
                 assert _sample(scraped, HEALTHZ) == calls
 
-            target = f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}"
             for name in ("east", "west"):
-                token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
-                    "agentToken"
-                ]
                 cluster = SimulatedCluster.from_spec(name, SPEC)
-                agent = AgentClient(cluster=name, target=target, token=token, source=cluster)
-                tasks.append(asyncio.create_task(agent.run(stop=stop)))
+                target = server.grpc_target
+                tasks.append(await join(api, name, cluster, target=target, stop=stop))
             uid = (await api.post("/api/v1/jobs", json=job_document("w", replicas=2))).json()["uid"]
             deadline = time.monotonic() + 30
             while (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] != "Running":
@@ -90,5 +85,3 @@ async def test_two_workers_share_the_ports_and_one_schedules(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        server.stop()
-        await drop_postgres_database(fresh_database_name)

@@ -16,7 +16,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.factories import elastic_document, example, job_document
@@ -170,6 +170,24 @@ def _job_row(queue_id: uuid.UUID, manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _insert_default_queue(
+    conn: AsyncConnection, table: sa.TableClause, queue_id: uuid.UUID
+) -> None:
+    """The default queue, as the revision whose queues `table` describes stores it."""
+    now = utcnow()
+    row = {
+        "id": queue_id,
+        "name": "default",
+        "weight": 1,
+        "priority": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    if "spec" in table.c:
+        row |= {"spec": {}, "labels": {}, "annotations": {}}
+    await conn.execute(table.insert(), [row])
+
+
 async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
     empty_engine: AsyncEngine,
 ) -> None:
@@ -187,21 +205,9 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
     hyperjob["spec"]["replicatedJobs"][0]["templateSpec"]["runningEstimate"] = "20m500ms"
     manifests = [configured, job_document("plain"), hyperjob]
     await migrate.upgrade(empty_engine, "0008")
-    queue_id, now = uuid.uuid4(), utcnow()
+    queue_id = uuid.uuid4()
     async with empty_engine.begin() as conn:
-        await conn.execute(
-            QUEUES_0008.insert(),
-            [
-                {
-                    "id": queue_id,
-                    "name": "default",
-                    "weight": 1,
-                    "priority": 0,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            ],
-        )
+        await _insert_default_queue(conn, QUEUES_0008, queue_id)
         await conn.execute(JOBS_0008.insert(), [_job_row(queue_id, m) for m in manifests])
     await migrate.upgrade(empty_engine)
     columns = (
@@ -279,7 +285,7 @@ async def test_jobs_stored_elastic_without_opting_in_become_rigid(
     empty_engine: AsyncEngine,
 ) -> None:
     await migrate.upgrade(empty_engine, "0015")
-    queue_id, now = uuid.uuid4(), utcnow()
+    queue_id = uuid.uuid4()
     unasked = [
         # minAvailable to start before stragglers: whole units of one pod, at least 6.
         _submitted(
@@ -319,22 +325,7 @@ async def test_jobs_stored_elastic_without_opting_in_become_rigid(
     stored = unasked + declared
     assert all(row["split_policy"]["minUnits"] > 0 for row in stored)
     async with empty_engine.begin() as conn:
-        await conn.execute(
-            QUEUES_0015.insert(),
-            [
-                {
-                    "id": queue_id,
-                    "name": "default",
-                    "weight": 1,
-                    "priority": 0,
-                    "spec": {},
-                    "labels": {},
-                    "annotations": {},
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            ],
-        )
+        await _insert_default_queue(conn, QUEUES_0015, queue_id)
         await conn.execute(JOBS_0015.insert(), stored)
     await migrate.upgrade(empty_engine, "0016")
     jobs = Base.metadata.tables["jobs"]
@@ -351,7 +342,7 @@ async def test_jobs_stored_under_gfd_product_names_take_the_short_name(
     empty_engine: AsyncEngine,
 ) -> None:
     await migrate.upgrade(empty_engine, "0017_fairness")
-    queue_id, now = uuid.uuid4(), utcnow()
+    queue_id = uuid.uuid4()
     rows = [
         _submitted(queue_id, job_document(name), state="Pending") | {"gpu_model": model}
         for name, model in (
@@ -362,22 +353,7 @@ async def test_jobs_stored_under_gfd_product_names_take_the_short_name(
         )
     ]
     async with empty_engine.begin() as conn:
-        await conn.execute(
-            QUEUES_0015.insert(),
-            [
-                {
-                    "id": queue_id,
-                    "name": "default",
-                    "weight": 1,
-                    "priority": 0,
-                    "spec": {},
-                    "labels": {},
-                    "annotations": {},
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            ],
-        )
+        await _insert_default_queue(conn, QUEUES_0015, queue_id)
         with_model = sa.table(
             "jobs",
             *(sa.column(c.name, c.type) for c in JOBS_0015.columns),

@@ -16,11 +16,6 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.settings import Settings
 
 
-@pytest.fixture
-async def east(api: httpx.AsyncClient) -> str:
-    return str((await create_cluster(api, "gpu-east"))["agentToken"])
-
-
 async def test_snapshot_then_deltas_in_order(
     app: FastAPI, api: httpx.AsyncClient, east: str
 ) -> None:

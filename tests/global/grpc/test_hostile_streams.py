@@ -58,11 +58,6 @@ def settings(request: pytest.FixtureRequest, database_url: str) -> Settings:
     )
 
 
-@pytest.fixture
-async def east(api: httpx.AsyncClient) -> str:
-    return str((await create_cluster(api, "gpu-east"))["agentToken"])
-
-
 async def streaming(app: FastAPI, token: str, nodes: int = 4) -> Stream:
     """A stream past its hello, with a snapshot of `nodes` nodes applied (seq 1)."""
     stream = Stream(app, token)

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import reading
 from volcano_global.db.models import OutboxKind, OutboxMessage, Placement
@@ -25,11 +25,6 @@ from volcano_global.services.inventory.clusters import lock_cluster
 
 ACCEPTED, RUNNING = pb.SHARE_PHASE_ACCEPTED, pb.SHARE_PHASE_RUNNING
 SUCCEEDED = pb.SHARE_PHASE_SUCCEEDED
-
-
-@pytest.fixture
-async def east(api: httpx.AsyncClient) -> str:
-    return str((await create_cluster(api, "gpu-east"))["agentToken"])
 
 
 async def _placed(app: FastAPI, api: httpx.AsyncClient, stream: Stream, names: list[str]) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import event, select
 
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import create_cluster, job_document, split_annotations, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxMessage
@@ -19,11 +19,6 @@ from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.dispatch import reports
 from volcano_global.services.dispatch.reports import ShareReport
-
-
-@pytest.fixture
-async def east(api: httpx.AsyncClient) -> str:
-    return str((await create_cluster(api, "gpu-east"))["agentToken"])
 
 
 async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batching(
@@ -196,10 +191,7 @@ async def test_a_share_that_succeeds_after_its_peers_started_completes_the_gang(
     link = {"clusterA": "east", "clusterB": "west", "capacityGbps": 100}
     assert (await api.post("/api/v1/links", json=link)).status_code == 201
     document = job_document("split", replicas=2)
-    document["metadata"]["annotations"] = {
-        "global.volcano.sh/split": "auto",
-        "global.volcano.sh/unit-pods": "1",
-    }
+    document["metadata"]["annotations"] = split_annotations(1)
     uid = (await submit(api, document)).json()["uid"]
     assert await app.state.scheduler.run_once() is not None
     shown = (await api.get(f"/api/v1/jobs/{uid}")).json()

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.factories import EXAMPLES, job_document
+from tests.factories import example_document, job_document
 from volcano_global.errors import Invalid
-from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.solver.requests import job_request
 
 OPTIONS = ParseOptions(default_max_clusters=4)
@@ -131,12 +131,7 @@ def test_tasks_min_available_counts_only_when_the_jobs_is_not_below_their_sum() 
 
 
 def test_a_hyperjobs_min_available_counts_child_jobs() -> None:
-    doc = load_document(
-        (EXAMPLES / "hyperjob-llm-training.yaml").read_bytes(),
-        fmt="yaml",
-        max_nodes=100_000,
-        max_depth=64,
-    )
+    doc = example_document("hyperjob-llm-training.yaml")
     assert width(doc, declared=None)[2] == 0  # minAvailable 2 of 2 children: rigid
     doc["spec"]["minAvailable"] = 1
     _, unit, fewest = width(doc)

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from tests.factories import EXAMPLES, job_document
+from tests.factories import example_document as example
 from volcano_global.errors import Invalid
-from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.settings import SchedulingDefaults
 
 OPTIONS = ParseOptions(
@@ -26,12 +27,6 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(Invalid) as caught:
         parse(doc)
     return {e.field: e.message for e in caught.value.errors}
-
-
-def example(name: str) -> dict[str, Any]:
-    return load_document(
-        (EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=100_000, max_depth=64
-    )
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
@@ -465,12 +460,7 @@ def test_the_gang_s_minimum_defaults_as_volcano_s_webhook_sets_it(
 
 
 def test_a_hyperjob_minimum_of_0_means_every_child_as_volcano_defaults_it() -> None:
-    doc = load_document(
-        (EXAMPLES / "hyperjob-llm-training.yaml").read_text(),
-        fmt="yaml",
-        max_nodes=10_000,
-        max_depth=64,
-    )
+    doc = example("hyperjob-llm-training.yaml")
     doc["spec"]["minAvailable"] = 0
     assert normalize_job(doc, OPTIONS).gang.min_sub_jobs == 2  # its two children
     doc["spec"]["minAvailable"] = -1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.factories import share_layout
 from volcano_global.jobspec.members import member_jobs
 from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import Runtime
@@ -28,17 +29,14 @@ JOB: dict[str, Any] = {
 
 def share(offset: int, pods: int, index: int) -> ShareAssignment:
     # 3 of its 8 replicas (2 pods each) placed: 4 pods in one cluster, 2 in another.
-    return ShareAssignment(
-        job_uid="u",
-        job_name="llm",
-        namespace="ml",
-        placement_id="p",
-        generation=1,
-        rank_offset=offset,
+    return share_layout(
+        offset=offset,
         pods=pods,
-        world_pods=6,
-        cluster_index=index,
-        cluster_count=2,
+        world=6,
+        index=index,
+        count=2,
+        job_name="llm",
+        placement_id="p",
         rendezvous_address="llm-p-rdzv.ml.svc.clusterset.local:29500",
     )
 

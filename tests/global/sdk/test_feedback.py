@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document
 from tests.server_process import ServerProcess
@@ -41,17 +41,9 @@ def server(tmp_path: Path) -> ServerProcess:
 
 async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_path: Path) -> None:
     api = httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    token = (await api.post("/api/v1/clusters", json={"name": "east"})).json()["agentToken"]
     cluster = SimulatedCluster.from_spec("east", SPEC)
-    agent = AgentClient(
-        cluster="east",
-        target=f"127.0.0.1:{server.env['VGLOBAL_GRPC_PORT']}",
-        token=token,
-        source=cluster,
-        coalesce_s=0.05,
-    )
     stop = asyncio.Event()
-    task = asyncio.create_task(agent.run(stop=stop))
+    task = await join(api, "east", cluster, target=server.grpc_target, stop=stop)
     try:
         uids = []
         for name in ("first", "second"):

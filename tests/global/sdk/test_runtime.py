@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import share_layout
 from volcano_global.jobspec.members import member_jobs
-from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import Layout, LayoutError, ParallelPlan, Runtime, job_document
 
 PLAN = ParallelPlan(tensor_parallel=4, pipeline_parallel=2, context_parallel=2, data_parallel=6)
@@ -16,17 +16,14 @@ PLAN = ParallelPlan(tensor_parallel=4, pipeline_parallel=2, context_parallel=2, 
 def env_for(offset: int, pods: int, index: int, count: int, world_pods: int) -> dict[str, str]:
     """The environment the agent injects for one share (built through the real code path)."""
     doc = job_document(PLAN, name="t", image="i")
-    layout = ShareAssignment(
-        job_uid="u",
-        job_name="t",
-        namespace="ml",
-        placement_id="p" * 8,
-        generation=1,
-        rank_offset=offset,
+    layout = share_layout(
+        offset=offset,
         pods=pods,
-        world_pods=world_pods,
-        cluster_index=index,
-        cluster_count=count,
+        world=world_pods,
+        index=index,
+        count=count,
+        job_name="t",
+        placement_id="p" * 8,
         rendezvous_address="t-pppppppp-rdzv.ml.svc.clusterset.local:29500",
     )
     (member,) = member_jobs(doc, layout)

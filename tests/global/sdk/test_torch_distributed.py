@@ -8,39 +8,28 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.factories import share_layout
+from tests.server_process import free_port
 from volcano_global.jobspec.members import member_jobs
-from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.sdk import ParallelPlan, job_document
 
 WORKER = Path(__file__).with_name("torch_worker.py")
 REPO = Path(__file__).resolve().parents[3]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def share_env(plan: ParallelPlan, offset: int, pods: int, index: int, count: int) -> dict[str, str]:
-    layout = ShareAssignment(
-        job_uid="u",
-        job_name="train",
-        namespace="ml",
-        placement_id="0123abcd-0000-0000-0000-000000000000",
-        generation=1,
-        rank_offset=offset,
+    layout = share_layout(
+        offset=offset,
         pods=pods,
-        world_pods=plan.facts().world_pods,
-        cluster_index=index,
-        cluster_count=count,
+        world=plan.facts().world_pods,
+        index=index,
+        count=count,
         rendezvous_address="train-0123abcd-rdzv.ml.svc.clusterset.local:29500",
     )
     (member,) = member_jobs(job_document(plan, name="train", image="i"), layout)

@@ -191,11 +191,10 @@ def test_a_split_reservation_holds_the_link(
         assert check(snapshot, decision) == []
 
 
-def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None:
-    # The same instance as below: with time for a search CP-SAT reserves y and starts "long";
-    # with none left after the warm start it returns the heuristic's plan (reserve x, start
-    # nothing) rather than overrun the round building a model, and proves no bound.
-    snapshot = Snapshot(
+def _gang_reservable_in_x_or_y() -> Snapshot:
+    """The gang could be reserved in x (free at 100) or in y (free at 120); the long job may
+    only run in x (allowed_clusters)."""
+    return Snapshot(
         clusters=(partly_busy("x", 4, 4), partly_busy("y", 4, 4)),
         jobs=(
             job("gang", 8, due=True, estimate_s=600.0),
@@ -206,6 +205,13 @@ def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None
             RunningJob("ry", (("y", "H100", 32),), ends_in_s=120.0),
         ),
     )
+
+
+def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None:
+    # The same instance as below: with time for a search CP-SAT reserves y and starts "long";
+    # with none left after the warm start it returns the heuristic's plan (reserve x, start
+    # nothing) rather than overrun the round building a model, and proves no bound.
+    snapshot = _gang_reservable_in_x_or_y()
     rushed = solve(snapshot, Policy.CPSAT, SolveOptions(time_limit_s=1e-6))
     assert rushed.status == "SKIPPED+GREEDY"
     assert rushed.admitted == ()
@@ -215,20 +221,9 @@ def test_a_round_whose_warm_start_used_its_time_returns_the_warm_start() -> None
 
 
 def test_cpsat_chooses_the_reservation_with_what_starts_now() -> None:
-    # The gang could be reserved in x (free at 100) or in y (free at 120). The long job may
-    # only run in x (allowed_clusters). The heuristic takes the soonest reservation, x, and the
-    # long job waits; CP-SAT reserves y, 20 s later, and starts the long job in x now.
-    snapshot = Snapshot(
-        clusters=(partly_busy("x", 4, 4), partly_busy("y", 4, 4)),
-        jobs=(
-            job("gang", 8, due=True, estimate_s=600.0),
-            job("long", 4, estimate_s=1000.0, allowed_clusters=("x",)),
-        ),
-        running=(
-            RunningJob("rx", (("x", "H100", 32),), ends_in_s=100.0),
-            RunningJob("ry", (("y", "H100", 32),), ends_in_s=120.0),
-        ),
-    )
+    # The heuristic takes the soonest reservation, x, and the long job waits; CP-SAT reserves
+    # y, 20 s later, and starts the long job in x now.
+    snapshot = _gang_reservable_in_x_or_y()
     heuristic = solve(snapshot, Policy.BACKFILL, OPTIONS)
     assert heuristic.admitted == ()
     assert "reserved: 64 GPUs in x expected free in 100 s" in (heuristic.job("gang").reason or "")

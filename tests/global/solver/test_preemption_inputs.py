@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.solver_support import instances
 from volcano_global.solver import (
     ClusterCapacity,
     Decision,
@@ -36,15 +37,8 @@ def cluster(name: str, free_nodes: int, used_nodes: int) -> ClusterCapacity:
 
 
 def job(job_id: str, gpus: int, *, queue: str = "default", priority: int = 10) -> JobRequest:
-    return JobRequest(
-        job_id,
-        pods=gpus // 8,
-        gpus_per_pod=8,
-        gpu_model="H100",
-        priority=priority,
-        queue=queue,
-        may_evict_for=frozenset({PREEMPT, RECLAIM}),
-    )
+    evicts = frozenset({PREEMPT, RECLAIM})
+    return instances.job(job_id, gpus // 8, priority=priority, queue=queue, may_evict_for=evicts)
 
 
 def victim(job_id: str, clu: str, gpus: int) -> RunningJob:

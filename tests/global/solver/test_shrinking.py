@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.solver_support import instances
 from volcano_global.solver import JobRequest, planning
 from volcano_global.solver.preemption import Rules, Standing, may_evict_for
 from volcano_global.solver.shrinking import shrinks
@@ -25,15 +26,8 @@ def run(
 def gang(
     job_id: str, gpus: int, *, priority: int = 1, due: bool = False, policy: str = ""
 ) -> JobRequest:
-    return JobRequest(
-        job_id,
-        pods=gpus // 8,
-        gpus_per_pod=8,
-        gpu_model="H100",
-        due=due,
-        priority=priority,
-        may_evict_for=may_evict_for(policy),
-    )
+    evicts = may_evict_for(policy)
+    return instances.job(job_id, gpus // 8, due=due, priority=priority, may_evict_for=evicts)
 
 
 def cuts(

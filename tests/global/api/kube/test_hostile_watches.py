@@ -5,17 +5,15 @@ without a limit, and a revoked token's open watch, on each database."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.conftest import app_settings
 from tests.factories import job_document
+from tests.kube_api import kube_client, watch_for_a_second, watched_events
 from volcano_global.api.kube.paging import watches_of
 from volcano_global.app import create_app
 
@@ -31,15 +29,6 @@ KUBE = {
 }
 
 
-def _client(app: FastAPI, token: str = ADMIN_TOKEN) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://vglobal.test",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
-
-
 @pytest.fixture
 async def app(database_url: str) -> AsyncIterator[FastAPI]:
     application = create_app(app_settings(database_url, kube=KUBE))
@@ -48,7 +37,7 @@ async def app(database_url: str) -> AsyncIterator[FastAPI]:
 
 
 async def _token(app: FastAPI, name: str) -> tuple[str, str]:
-    async with _client(app) as admin:
+    async with kube_client(app) as admin:
         issued = await admin.post("/api/v1/tokens", json={"name": name, "role": "reader"})
     assert issued.status_code == 201, issued.text
     return issued.json()["token"], issued.json()["id"]
@@ -60,15 +49,10 @@ async def _open(app: FastAPI, count: int) -> None:
         await watches_of(app).until(count)
 
 
-def _events(answer: httpx.Response) -> list[dict[str, Any]]:
-    assert answer.status_code == 200, answer.text
-    return [json.loads(line) for line in answer.text.splitlines() if line]
-
-
 async def test_a_60kb_selector_is_answered_400_at_once(app: FastAPI) -> None:
     # Before: the regular expressions took 11.6 s on such a selector, freezing the server.
     hostile = "a=" + " " * 60_000 + "!"
-    async with _client(app) as kube:
+    async with kube_client(app) as kube:
         for params in (
             {"labelSelector": hostile},
             {"fieldSelector": "metadata.name=" + "x" * 60_000},
@@ -90,7 +74,7 @@ async def test_a_token_holds_a_bounded_number_of_watches(app: FastAPI) -> None:
     first, _ = await _token(app, "first")
     second, _ = await _token(app, "second")
     watch = {"watch": "true", "timeoutSeconds": "1"}
-    async with _client(app, first) as one, _client(app, second) as two:
+    async with kube_client(app, first) as one, kube_client(app, second) as two:
         held = [asyncio.create_task(one.get(JOBS, params=watch)) for _ in range(3)]
         await _open(app, 3)
         refused = await one.get(JOBS, params=watch)
@@ -111,17 +95,17 @@ async def test_a_token_holds_a_bounded_number_of_watches(app: FastAPI) -> None:
 
 async def test_timeout_seconds_is_capped(app: FastAPI) -> None:
     # Before: timeoutSeconds=999999999 was taken as given (31 years).
-    async with _client(app) as kube:
+    async with kube_client(app) as kube:
         async with asyncio.timeout(15):
             answer = await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "999999999"})
-    assert _events(answer) == []
+    assert watched_events(answer) == []
 
 
 async def test_revoking_a_token_ends_its_open_watch(app: FastAPI) -> None:
     # Before: a revoked token's watch kept streaming new jobs until its timeout.
     token, token_id = await _token(app, "leaving")
     app.state.settings.kube.watch_timeout_max_s = 60.0
-    async with _client(app, token) as kube, _client(app) as admin:
+    async with kube_client(app, token) as kube, kube_client(app) as admin:
         watching = asyncio.create_task(
             kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "60"})
         )
@@ -137,7 +121,7 @@ async def test_revoking_a_token_ends_its_open_watch(app: FastAPI) -> None:
 
 async def test_a_list_without_a_limit_is_streamed_in_pages(app: FastAPI) -> None:
     # Before: ?limit=0 (and no limit) read and encoded every object at once on the loop.
-    async with _client(app) as kube:
+    async with kube_client(app) as kube:
         for name in ("e", "b", "d", "a", "c"):
             created = await kube.post(JOBS, json=job_document(name))
             assert created.status_code == 201, created.text
@@ -157,20 +141,20 @@ async def test_a_list_without_a_limit_is_streamed_in_pages(app: FastAPI) -> None
         assert [row["cells"][0] for row in table["rows"]] == ["a", "b", "c", "d", "e"]
         assert table["columnDefinitions"][0]["name"] == "Name"
         # A watch from 0 catches up in pages too: every object once, as ADDED.
-        events = _events(await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "1"}))
+        events = await watch_for_a_second(kube, JOBS)
         assert [e["object"]["metadata"]["name"] for e in events] == ["a", "b", "c", "d", "e"]
         assert {e["type"] for e in events} == {"ADDED"}
 
 
 async def test_an_expiring_token_ends_its_open_watch(app: FastAPI) -> None:
     expires = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
-    async with _client(app) as admin:
+    async with kube_client(app) as admin:
         issued = await admin.post(
             "/api/v1/tokens", json={"name": "brief", "role": "reader", "expiresAt": expires}
         )
     assert issued.status_code == 201, issued.text
     app.state.settings.kube.watch_timeout_max_s = 60.0
-    async with _client(app, issued.json()["token"]) as kube:
+    async with kube_client(app, issued.json()["token"]) as kube:
         watching = asyncio.create_task(
             kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "60"})
         )

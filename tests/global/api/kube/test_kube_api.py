@@ -4,36 +4,17 @@ paging, tables, watch resume, bookmarks and 410 Expired, patches, roles."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
-from fastapi import FastAPI
 
-from tests.conftest import ADMIN_TOKEN, app_settings
+from tests.conftest import app_settings
 from tests.factories import job_document
+from tests.kube_api import kube_client, listed_names, watch_for_a_second, watched_events
 from volcano_global.app import create_app
 
 JOBS = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-
-
-async def _client(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://vglobal.test",
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-    )
-
-
-@pytest.fixture
-async def kube(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    settings = app_settings(database_url, kube={"watch_poll_s": 0.05, "bookmark_s": 0.2})
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        async with await _client(application) as client:
-            yield client
 
 
 def _job(name: str, **labels: str) -> dict[str, Any]:
@@ -46,16 +27,6 @@ async def _create(kube: httpx.AsyncClient, name: str, **labels: str) -> dict[str
     created = await kube.post(JOBS, json=_job(name, **labels))
     assert created.status_code == 201, created.text
     return created.json()
-
-
-def _names(listed: httpx.Response) -> list[str]:
-    assert listed.status_code == 200, listed.text
-    return [item["metadata"]["name"] for item in listed.json()["items"]]
-
-
-def _events(watched: httpx.Response) -> list[dict[str, Any]]:
-    assert watched.status_code == 200, watched.text
-    return [json.loads(line) for line in watched.text.splitlines() if line]
 
 
 async def test_discovery_names_the_kinds(kube: httpx.AsyncClient) -> None:
@@ -94,16 +65,22 @@ async def test_label_and_field_selectors(kube: httpx.AsyncClient) -> None:
         "team=llm,tier=silver": [],
     }
     for selector, names in select.items():
-        assert _names(await kube.get(JOBS, params={"labelSelector": selector})) == names, selector
+        assert listed_names(await kube.get(JOBS, params={"labelSelector": selector})) == names, (
+            selector
+        )
     by_name = await kube.get(JOBS, params={"fieldSelector": "metadata.name=b"})
-    assert _names(by_name) == ["b"]
+    assert listed_names(by_name) == ["b"]
     refused = await kube.get(JOBS, params={"fieldSelector": "spec.queue=x"})
     assert refused.status_code == 400  # as kube-apiserver answers a selector it cannot use
     assert refused.json()["details"]["causes"][0]["field"] == "fieldSelector"
     # Another namespace sees none of them; all namespaces see all.
     other = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/other/jobs"
-    assert _names(await kube.get(other)) == []
-    assert _names(await kube.get("/k8s/apis/batch.volcano.sh/v1alpha1/jobs")) == ["a", "b", "c"]
+    assert listed_names(await kube.get(other)) == []
+    assert listed_names(await kube.get("/k8s/apis/batch.volcano.sh/v1alpha1/jobs")) == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 async def test_limit_and_continue_page_in_name_order(kube: httpx.AsyncClient) -> None:
@@ -156,11 +133,7 @@ async def test_watch_resumes_from_a_resource_version(kube: httpx.AsyncClient) ->
         headers={"Content-Type": "application/merge-patch+json"},
     )
     assert patched.status_code == 200, patched.text
-    events = _events(
-        await kube.get(
-            JOBS, params={"watch": "true", "resourceVersion": start, "timeoutSeconds": "1"}
-        )
-    )
+    events = await watch_for_a_second(kube, JOBS, start)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
         ("ADDED", "w2"),
         ("MODIFIED", "w1"),
@@ -168,7 +141,7 @@ async def test_watch_resumes_from_a_resource_version(kube: httpx.AsyncClient) ->
     assert events[1]["object"]["metadata"]["labels"] == {"seen": "yes"}
     # From the newest version: nothing more, then a bookmark at that version when allowed.
     newest = events[-1]["object"]["metadata"]["resourceVersion"]
-    quiet = _events(
+    quiet = watched_events(
         await kube.get(
             JOBS,
             params={
@@ -182,7 +155,7 @@ async def test_watch_resumes_from_a_resource_version(kube: httpx.AsyncClient) ->
     assert quiet and {e["type"] for e in quiet} == {"BOOKMARK"}
     assert quiet[0]["object"]["metadata"]["resourceVersion"] == newest
     # Without a version: the current objects as ADDED.
-    current = _events(await kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "1"}))
+    current = await watch_for_a_second(kube, JOBS)
     assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in current) == [
         ("ADDED", "w1"),
         ("ADDED", "w2"),
@@ -193,16 +166,7 @@ async def test_watch_sees_a_delete(kube: httpx.AsyncClient) -> None:
     created = await _create(kube, "gone")
     deleted = await kube.delete(f"{JOBS}/gone")
     assert deleted.json()["status"]["state"]["phase"] == "Aborted"
-    events = _events(
-        await kube.get(
-            JOBS,
-            params={
-                "watch": "true",
-                "resourceVersion": created["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, JOBS, created["metadata"]["resourceVersion"])
     assert [e["type"] for e in events] == ["DELETED"]
     assert (await kube.get(f"{JOBS}/gone")).status_code == 404
     assert (await kube.get(f"/api/v1/jobs/{created['metadata']['uid']}")).json()["state"] == (
@@ -214,10 +178,12 @@ async def test_an_expired_resource_version_is_410(database_url: str) -> None:
     settings = app_settings(database_url, kube={"watch_window_s": 0.001})
     application = create_app(settings)
     async with application.router.lifespan_context(application):
-        async with await _client(application) as kube:
+        async with kube_client(application) as kube:
             old = (await _create(kube, "old"))["metadata"]["resourceVersion"]
             await _create(kube, "new")
-            events = _events(await kube.get(JOBS, params={"watch": "true", "resourceVersion": old}))
+            events = watched_events(
+                await kube.get(JOBS, params={"watch": "true", "resourceVersion": old})
+            )
     assert len(events) == 1 and events[0]["type"] == "ERROR"
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
@@ -269,7 +235,7 @@ async def test_roles_are_the_rest_apis(kube: httpx.AsyncClient) -> None:
     await _create(kube, "ours")
     issued = await kube.post("/api/v1/tokens", json={"name": "reader", "role": "reader"})
     reader = {"Authorization": f"Bearer {issued.json()['token']}"}
-    assert _names(await kube.get(JOBS, headers=reader)) == ["ours", "theirs"]
+    assert listed_names(await kube.get(JOBS, headers=reader)) == ["ours", "theirs"]
     refused = await kube.post(JOBS, json=_job("mine"), headers=reader)
     assert refused.status_code == 403 and refused.json()["kind"] == "Status"
     assert (await kube.delete(f"{JOBS}/ours", headers=reader)).status_code == 403
@@ -278,7 +244,7 @@ async def test_roles_are_the_rest_apis(kube: httpx.AsyncClient) -> None:
         json={"name": "user", "role": "queue-user", "queues": ["default"]},
     )
     user = {"Authorization": f"Bearer {issued.json()['token']}"}
-    assert _names(await kube.get(JOBS, headers=user)) == ["ours"]
+    assert listed_names(await kube.get(JOBS, headers=user)) == ["ours"]
     assert (await kube.get(f"{JOBS}/theirs", headers=user)).status_code == 403
     assert (await kube.delete(f"{JOBS}/theirs", headers=user)).status_code == 403
     assert (await kube.delete(f"{JOBS}/ours", headers=user)).status_code == 200

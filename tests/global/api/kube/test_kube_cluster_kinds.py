@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,9 +14,8 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
-from tests.conftest import ADMIN_TOKEN, app_settings
-from tests.factories import job_document
-from volcano_global.app import create_app
+from tests.factories import job_document, priority_class
+from tests.kube_api import listed_names, watch_for_a_second, watched_events
 from volcano_global.services.kube.feed import ChangeFeed
 
 QUEUES = "/k8s/apis/scheduling.volcano.sh/v1beta1/queues"
@@ -27,25 +25,8 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 @pytest.fixture
-def application(database_url: str) -> FastAPI:
-    settings = app_settings(database_url, kube={"watch_poll_s": 0.05, "bookmark_s": 0.2})
-    return create_app(settings)
-
-
-@pytest.fixture
 def feed(application: FastAPI, kube: httpx.AsyncClient) -> ChangeFeed:
     return application.state.kube_feed  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-async def kube(application: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with application.router.lifespan_context(application):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application),
-            base_url="http://vglobal.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        ) as client:
-            yield client
 
 
 def _queue(name: str, **labels: str) -> dict[str, Any]:
@@ -58,23 +39,7 @@ def _queue(name: str, **labels: str) -> dict[str, Any]:
 
 
 def _class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        "description": "training that may wait",
-    }
-
-
-def _names(listed: httpx.Response) -> list[str]:
-    assert listed.status_code == 200, listed.text
-    return [item["metadata"]["name"] for item in listed.json()["items"]]
-
-
-def _events(watched: httpx.Response) -> list[dict[str, Any]]:
-    assert watched.status_code == 200, watched.text
-    return [json.loads(line) for line in watched.text.splitlines() if line]
+    return priority_class(name, value, description="training that may wait")
 
 
 async def test_discovery_serves_both_kinds_cluster_scoped(kube: httpx.AsyncClient) -> None:
@@ -100,13 +65,13 @@ async def test_create_list_select_page_and_status(kube: httpx.AsyncClient) -> No
     for name, team in (("a", "llm"), ("b", "vision"), ("c", "llm")):
         created = await kube.post(QUEUES, json=_queue(name, team=team))
         assert created.status_code == 201, created.text
-    assert _names(await kube.get(QUEUES, params={"labelSelector": "team=llm"})) == ["a", "c"]
+    assert listed_names(await kube.get(QUEUES, params={"labelSelector": "team=llm"})) == ["a", "c"]
     first = await kube.get(QUEUES, params={"limit": "2"})
-    assert _names(first) == ["a", "b"]
+    assert listed_names(first) == ["a", "b"]
     rest = await kube.get(
         QUEUES, params={"limit": "2", "continue": first.json()["metadata"]["continue"]}
     )
-    assert _names(rest) == ["c", "default"]
+    assert listed_names(rest) == ["c", "default"]
     job = job_document("j1")
     job["spec"]["queue"] = "a"
     assert (await kube.post(JOBS, json=job)).status_code == 201
@@ -127,16 +92,7 @@ async def test_watch_sees_a_state_change_and_a_delete(
     )
     assert closed.status_code == 200 and closed.json()["status"]["state"] == "Closed"
     # Resumed from the create: the state change is replayed from the table.
-    events = _events(
-        await kube.get(
-            QUEUES,
-            params={
-                "watch": "true",
-                "resourceVersion": created["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, QUEUES, created["metadata"]["resourceVersion"])
     assert [(e["type"], e["object"]["status"]["state"]) for e in events] == [("MODIFIED", "Closed")]
     # A delete is seen by a watch open while it happens (the row is gone afterwards).
     watching = asyncio.create_task(
@@ -144,7 +100,7 @@ async def test_watch_sees_a_state_change_and_a_delete(
     )
     await feed.next_read()  # the watch subscribed: the feed reads only while one is open
     assert (await kube.delete(f"{QUEUES}/w")).status_code == 200
-    events = _events(await watching)
+    events = watched_events(await watching)
     assert ("DELETED", "w") in [(e["type"], e["object"]["metadata"]["name"]) for e in events]
 
 
@@ -196,16 +152,7 @@ async def test_classes_patch_watch_and_table(kube: httpx.AsyncClient) -> None:
     assert patched.status_code == 200, patched.text
     assert patched.json()["globalDefault"] is True
     assert patched.json()["metadata"]["labels"] == {"tier": "low"}
-    events = _events(
-        await kube.get(
-            CLASSES,
-            params={
-                "watch": "true",
-                "resourceVersion": created.json()["metadata"]["resourceVersion"],
-                "timeoutSeconds": "1",
-            },
-        )
-    )
+    events = await watch_for_a_second(kube, CLASSES, created.json()["metadata"]["resourceVersion"])
     assert [
         (e["type"], e["object"]["metadata"]["name"], e["object"].get("globalDefault"))
         for e in events
@@ -234,12 +181,12 @@ async def test_roles_are_the_rest_apis(kube: httpx.AsyncClient) -> None:
     )
     user = {"Authorization": f"Bearer {issued.json()['token']}"}
     await kube.post(QUEUES, json=_queue("other"))
-    assert _names(await kube.get(QUEUES, headers=user)) == ["default"]
+    assert listed_names(await kube.get(QUEUES, headers=user)) == ["default"]
     assert (await kube.get(f"{QUEUES}/other", headers=user)).status_code == 403
     assert (await kube.post(QUEUES, json=_queue("mine"), headers=user)).status_code == 403
     assert (await kube.post(CLASSES, json=_class("mine", 1), headers=user)).status_code == 403
     assert (await kube.delete(f"{QUEUES}/other", headers=user)).status_code == 403
-    assert "system-node-critical" in _names(await kube.get(CLASSES, headers=user))
+    assert "system-node-critical" in listed_names(await kube.get(CLASSES, headers=user))
 
 
 def _file(queue_state: str | None = None, value: int = 1000) -> str:

@@ -5,8 +5,6 @@ an invalid document refused naming the field."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import queue
 import shutil
 import ssl
@@ -18,48 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.certificates import issue, write
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import example, job_document
+from tests.factories import example, job_document, priority_class, volcano_queue
 from tests.server_process import VGLOBAL, ServerProcess
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "global")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "server.crt", directory / "server.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 class Kubectl:
@@ -104,7 +68,7 @@ class Kubectl:
 @pytest.fixture(scope="module")
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     tmp = tmp_path_factory.mktemp("kubectl")
-    cert, key = _self_signed(tmp)
+    cert, key = write(tmp / "server", *issue("global", None, ca=True, ip="127.0.0.1"))
     server = ServerProcess(f"sqlite+aiosqlite:///{tmp}/server.db", tmp)
     server.url = server.url.replace("http://", "https://")
     server.env |= {
@@ -305,20 +269,8 @@ def test_hyperjob_apply_and_get(kubectl: Kubectl) -> None:
 
 def _three_documents(description: str = "may wait") -> str:
     """A Queue, a PriorityClass and a Job using both, as a Volcano user's file holds them."""
-    queue = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": "kq"},
-        "spec": {"weight": 3, "capability": {"nvidia.com/gpu": 64}, "reclaimable": False},
-    }
-    pc = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "kpc"},
-        "value": 1000,
-        "preemptionPolicy": "Never",
-        "description": description,
-    }
+    queue = volcano_queue("kq", weight=3, capability={"nvidia.com/gpu": 64}, reclaimable=False)
+    pc = priority_class("kpc", 1000, preemptionPolicy="Never", description=description)
     job = job_document("kjob")
     job["spec"]["queue"] = "kq"  # type: ignore[index]
     job["spec"]["priorityClassName"] = "kpc"  # type: ignore[index]
