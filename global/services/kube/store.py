@@ -277,7 +277,9 @@ async def patch(
             "spec",
             "a submitted job's spec does not change here: delete the job and create it again",
         )
-    if normalize_job(document, options) != normalize_job(stored, options):
+    wanted, parsed = normalize_job(document, options), normalize_job(stored, options)
+    # Volcano's preemptable annotation may change on a live job (its column follows below).
+    if wanted.model_copy(update={"preemptable": parsed.preemptable}) != parsed:
         raise Invalid.one(
             "metadata.annotations",
             "changes what the job runs (a multi-cluster annotation): delete the job and "
@@ -289,5 +291,6 @@ async def patch(
     assert job is not None  # read in this transaction
     if document != stored:
         job.manifest = document
+        job.preemptable = wanted.preemptable
         await session.flush()
     return await row_by_id(session, row["id"])

@@ -357,11 +357,16 @@ async def test_a_job_stored_before_the_bounds_is_set_aside_and_the_round_recorde
     async with transaction(app.state.sessions) as session:
         job = await session.get(Job, uuid.UUID(poison))
         assert job is not None
-        gang = dict(job.gang)
-        gang["tasks"] = [
-            {**t, "resources": {**t["resources"], "gpus": 9 * 10**18}} for t in gang["tasks"]
-        ]
-        job.gang = gang
+        job.gang = job.gang.model_copy(
+            update={
+                "tasks": [
+                    t.model_copy(
+                        update={"resources": t.resources.model_copy(update={"gpus": 9 * 10**18})}
+                    )
+                    for t in job.gang.tasks
+                ]
+            }
+        )
     report = await app.state.scheduler.run_once()
     assert report is not None and report.status != "ERROR"
     assert (await api.get(f"/api/v1/jobs/{fine}")).json()["state"] == "Placed"
