@@ -78,7 +78,7 @@ def job_status(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
             "message": job["state_message"] or (job["pending_reason"] or ""),
             "lastTransitionTime": timestamp(changed),
         },
-        "minAvailable": job["gang"].min_available,
+        "minAvailable": job["min_available"],
         **_counts(job),
         "retryCount": job["requeues"],
         # What Volcano has no word for: the Global's own state and where the job runs.
