@@ -1,6 +1,6 @@
-"""Column types for JSON that has a schema: a pydantic model stored as its JSON and read back as
-the model, so a reader gets a validated object once, when the row is loaded, instead of
-validating the stored dict again at each place that uses it."""
+"""Column types for JSON that has a schema: a pydantic model (or a list of them) stored as its
+JSON and read back as the model, so a reader gets a validated object once, when the row is
+loaded, instead of validating the stored dict again at each place that uses it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def stored_form(value: BaseModel) -> dict[str, Any]:
@@ -21,12 +22,10 @@ def stored_form(value: BaseModel) -> dict[str, Any]:
     return value.model_dump(mode="json", by_alias=True)
 
 
-class StoredModel(TypeDecorator[M], Generic[M]):
-    """A `model` stored as JSON (JSONB on Postgres, like `base.JSONType`). Takes the model, or a
-    dict already in its stored form (a bulk row, a migration's); gives the model."""
+class _StoredJSON(TypeDecorator[T], Generic[T, M]):
+    """JSON (JSONB on Postgres, like `base.JSONType`) holding values of `model`."""
 
     impl = JSON
-    cache_ok = True
 
     def __init__(self, model: type[M]) -> None:
         super().__init__()
@@ -35,17 +34,36 @@ class StoredModel(TypeDecorator[M], Generic[M]):
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         return dialect.type_descriptor(JSONB() if dialect.name == "postgresql" else JSON())
 
-    def process_bind_param(self, value: M | dict[str, Any] | None, dialect: Dialect) -> Any:
-        if value is None or isinstance(value, dict):
+    def _bound(self, value: Any) -> Any:
+        """A dict is taken as already in its stored form (a bulk row, a migration's)."""
+        if isinstance(value, dict):
             return value
         if not isinstance(value, self.model):
             raise TypeError(f"expected a {self.model.__name__}, got {type(value).__name__}")
         return stored_form(value)
 
+
+class StoredModel(_StoredJSON[M, M]):
+    """One model: takes the model (or its stored form), gives the model."""
+
+    cache_ok = True  # (not inherited: SQLAlchemy asks each type class)
+
+    def process_bind_param(self, value: M | dict[str, Any] | None, dialect: Dialect) -> Any:
+        return None if value is None else self._bound(value)
+
     def process_result_value(self, value: Any, dialect: Dialect) -> M | None:
         return None if value is None else self.model.model_validate(value)
 
-    def coerce_compared_value(self, op: Any, value: Any) -> TypeEngine[Any]:
-        # A key or a value compared inside the document (split_policy["minUnits"] > 0) is
-        # plain JSON, not a model.
-        return self.impl_instance.coerce_compared_value(op, value)
+
+class StoredModels(_StoredJSON[list[M], M]):
+    """A list of models: takes the models (or their stored forms), gives the models."""
+
+    cache_ok = True
+
+    def process_bind_param(self, value: list[Any] | None, dialect: Dialect) -> Any:
+        return None if value is None else [self._bound(v) for v in value]
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> list[M] | None:
+        if value is None:
+            return None
+        return [self.model.model_validate(v) for v in value]

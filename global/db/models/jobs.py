@@ -12,8 +12,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
 from volcano_global.db.models.queues import Queue
-from volcano_global.db.types import StoredModel
-from volcano_global.jobspec.model import Communication, Gang, SplitPolicy
+from volcano_global.db.types import StoredModel, StoredModels
+from volcano_global.jobspec.model import Communication, Gang, LifecyclePolicy, SplitPolicy
 
 
 class JobState(enum.StrEnum):
@@ -81,7 +81,9 @@ class Job(UUIDPrimaryKey, Base):
     # read these (services/lifecycle/jobs.lifecycle_of), not the document. NULL: stored by a
     # replica of before these columns, while a rolling upgrade has both serving.
     running_estimate_seconds: Mapped[float | None] = mapped_column(default=None)
-    lifecycle_policies: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType, default=None)
+    lifecycle_policies: Mapped[list[LifecyclePolicy] | None] = mapped_column(
+        StoredModels(LifecyclePolicy), default=None
+    )
     max_retry: Mapped[int | None] = mapped_column(default=None)
     gang_start_timeout_seconds: Mapped[int | None] = mapped_column(default=None)
 

@@ -140,7 +140,7 @@ async def submit_job(
         "total_gpus": job.gang.total_gpus,
         "gpu_model": job.gang.gpu_model,
         "running_estimate_seconds": lifecycle.running_estimate_seconds,
-        "lifecycle_policies": [p.model_dump(mode="json") for p in lifecycle.policies],
+        "lifecycle_policies": lifecycle.policies,
         "max_retry": lifecycle.max_retry,
         "gang_start_timeout_seconds": lifecycle.gang_start_timeout_seconds,
         "state": JobState.PENDING,

@@ -23,7 +23,7 @@ from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.jobspec import ParseOptions, normalize_job
+from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
@@ -217,7 +217,7 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
     assert stored == {
         "configured": (
             5400.0,
-            [{"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}],
+            [LifecyclePolicy(events=["PodEvicted", "PodFailed"], action="AbortJob")],
             5,
             120,
         ),

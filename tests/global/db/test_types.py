@@ -1,5 +1,6 @@
-"""Stored job JSON on each database: a submitted job's gang, split policy and communication plan
-read back as the models the parser made, stored as the JSON every release before stored."""
+"""Stored job JSON on each database: a submitted job's gang, split policy, communication plan
+and lifecycle policies read back as the models the parser made, stored as the JSON every
+release before stored."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ from volcano_global.jobspec.extensions import COMMUNICATION
 RAW = sa.table(
     "jobs",
     sa.column("id", sa.Uuid()),
-    *(sa.column(c, JSONType) for c in ("gang", "split_policy", "communication")),
+    *(
+        sa.column(c, JSONType)
+        for c in ("gang", "split_policy", "communication", "lifecycle_policies")
+    ),
 )
 STORED_BEFORE = {  # a split policy as stored before its column was typed (camelCase keys)
     "mode": "auto",
@@ -38,7 +42,9 @@ STORED_BEFORE = {  # a split policy as stored before its column was typed (camel
 
 
 def _planned(name: str) -> dict[str, Any]:
-    document = job_document(name, replicas=4)
+    document = job_document(
+        name, replicas=4, policies=[{"event": "PodEvicted", "action": "RestartJob"}]
+    )
     document["metadata"]["annotations"] = {COMMUNICATION: "{tensorParallel: 8}"}
     return document
 
@@ -57,10 +63,11 @@ async def test_a_submitted_job_reads_back_what_the_parser_made(
             parsed = normalize_job(document, ParseOptions())
             job = await session.get(Job, ids[name])
             assert job is not None
-            assert (job.gang, job.split_policy, job.communication) == (
+            assert (job.gang, job.split_policy, job.communication, job.lifecycle_policies) == (
                 parsed.gang,
                 parsed.split_policy,
                 parsed.communication,
+                parsed.lifecycle.policies,
             )
             raw = (await session.execute(sa.select(RAW).where(RAW.c.id == ids[name]))).one()
             # Stored by alias, as every release stored it (and migrations 0016 and on read it).
@@ -71,6 +78,9 @@ async def test_a_submitted_job_reads_back_what_the_parser_made(
                 if parsed.communication
                 else None
             )
+            assert raw.lifecycle_policies == [
+                p.model_dump(mode="json") for p in parsed.lifecycle.policies
+            ]
     detail = (await api.get(f"/api/v1/jobs/{ids['planned']}")).json()
     assert detail["communication"]["tensorParallel"] == 8
     assert detail["splitPolicy"]["unitPods"] == 1
