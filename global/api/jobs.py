@@ -21,7 +21,7 @@ from volcano_global.api.deps import (
 )
 from volcano_global.api.documents import body_format, document_body
 from volcano_global.db.models import JobCheckpointLocation, JobState, TokenRole
-from volcano_global.jobspec import Communication, Gang, ParseOptions, SplitPolicy
+from volcano_global.jobspec import ParseOptions
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
 from volcano_global.schemas.jobs import (
@@ -307,11 +307,9 @@ def present_job(
     clusters = [s["cluster"] for s in placement.shares] if shown and placement else []
     return JobDetail(
         **_summary_fields(job, clusters),
-        gang=Gang.model_validate(job["gang"]),
-        split_policy=SplitPolicy.model_validate(job["split_policy"]),
-        communication=Communication.model_validate(job["communication"])
-        if job["communication"]
-        else None,
+        gang=job["gang"],
+        split_policy=job["split_policy"],
+        communication=job["communication"],
         measurements=Measurements.model_validate(job["measurements"])
         if job["measurements"]
         else None,

@@ -11,11 +11,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel
 from sqlalchemy import Executable, Table, bindparam, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import BindParameter, TextClause
+
+from volcano_global.db.types import stored_form
 
 T = TypeVar("T")
 Names = tuple[str, ...]  # column names
@@ -121,9 +124,15 @@ def record_of(table: Table, columns: Names) -> str:
 
 def as_json(rows: Sequence[dict[str, Any]]) -> str:
     """Rows as one JSON parameter: UUIDs and timestamps (RFC 3339) as text, which Postgres
-    casts back to the column types; enums as their values. orjson, because these rows are
-    on the inventory delta's hot path."""
-    return orjson.dumps(rows, default=str).decode()
+    casts back to the column types; enums as their values; models in their stored form.
+    orjson, because these rows are on the inventory delta's hot path."""
+    return orjson.dumps(rows, default=_encoded).decode()
+
+
+def _encoded(value: Any) -> Any:
+    """What orjson does not encode itself: a model as its column stores it (db/types.py),
+    anything else (UUIDs, Decimals) as text."""
+    return stored_form(value) if isinstance(value, BaseModel) else str(value)
 
 
 def cached_statement(key: tuple[Any, ...], build: Callable[..., T], *args: Any) -> T:

@@ -47,6 +47,9 @@ COMMUNICATION = PREFIX + "communication"
 CROSSING_GBPS = PREFIX + "crossing-gbps"
 GANG_START_TIMEOUT = PREFIX + "gang-start-timeout"  # seconds every share has to start
 ELASTIC = PREFIX + "elastic"  # "true": the job may be resized (jobspec/elastic.py)
+# Volcano's own: "false" and the job is never evicted (or shrunk) for another; any other value,
+# or none, and it may be (Volcano reads it from the job's pods; the Global from the job).
+PREEMPTABLE = "volcano.sh/preemptable"
 KNOWN = frozenset(
     {
         SPLIT,

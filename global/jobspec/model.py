@@ -186,3 +186,6 @@ class NormalizedJob(Frozen):
     split_policy: SplitPolicy
     communication: Communication | None = None
     lifecycle: Lifecycle
+    preemptable: bool = Field(
+        True, description='False: annotated volcano.sh/preemptable: "false" (never evicted)'
+    )

@@ -122,6 +122,7 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
         split_policy=split,
         communication=communication,
         lifecycle=lifecycle,
+        preemptable=annotations.get(ext.PREEMPTABLE) != "false",
     )
 
 

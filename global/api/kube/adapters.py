@@ -174,7 +174,8 @@ class JobAdapter:
             check_name=check_name,
         )
         app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
-        return objects.job_object(row | {"deleted_at": None}, [])
+        shown = {"deleted_at": None, "min_available": row["gang"].min_available}
+        return objects.job_object(row | shown, [])  # as store's rows have them
 
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal

@@ -7,11 +7,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, String, Text, text
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text, text, true
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
 from volcano_global.db.models.queues import Queue
+from volcano_global.db.types import StoredModel, StoredModels
+from volcano_global.jobspec.model import Communication, Gang, LifecyclePolicy, SplitPolicy
 
 
 class JobState(enum.StrEnum):
@@ -63,9 +65,15 @@ class Job(UUIDPrimaryKey, Base):
     source: Mapped[str] = mapped_column(Text)
     source_format: Mapped[str] = mapped_column(String(8))
     manifest: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    gang: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    communication: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None)
-    split_policy: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    # What the parser derived from it (jobspec), read back as the models it wrote.
+    gang: Mapped[Gang] = mapped_column(StoredModel(Gang))
+    communication: Mapped[Communication | None] = mapped_column(
+        StoredModel(Communication), default=None
+    )
+    split_policy: Mapped[SplitPolicy] = mapped_column(StoredModel(SplitPolicy))
+    # False: annotated `volcano.sh/preemptable: "false"` (Volcano's annotation), never evicted
+    # nor shrunk for another job.
+    preemptable: Mapped[bool] = mapped_column(default=True, server_default=true())
     total_pods: Mapped[int]
     total_gpus: Mapped[int]
     gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
@@ -73,7 +81,9 @@ class Job(UUIDPrimaryKey, Base):
     # read these (services/lifecycle/jobs.lifecycle_of), not the document. NULL: stored by a
     # replica of before these columns, while a rolling upgrade has both serving.
     running_estimate_seconds: Mapped[float | None] = mapped_column(default=None)
-    lifecycle_policies: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType, default=None)
+    lifecycle_policies: Mapped[list[LifecyclePolicy] | None] = mapped_column(
+        StoredModels(LifecyclePolicy), default=None
+    )
     max_retry: Mapped[int | None] = mapped_column(default=None)
     gang_start_timeout_seconds: Mapped[int | None] = mapped_column(default=None)
 

@@ -120,7 +120,8 @@ async def record(
 
     step = mean("stepTimeSeconds", step_time_s)
     moved = mean("bytesPerStep", bytes_per_step)
-    share = (job.communication or {}).get("toleratedCommunicationShare", DEFAULT_SHARE)
+    plan = job.communication
+    share = plan.tolerated_communication_share if plan else DEFAULT_SHARE
     job.measurements = {
         "stepTimeSeconds": step,
         "bytesPerStep": moved,

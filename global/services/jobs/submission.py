@@ -131,16 +131,16 @@ async def submit_job(
         "source": submission.body.decode("utf-8"),
         "source_format": submission.fmt,
         "manifest": document,
-        "gang": job.gang.model_dump(mode="json", by_alias=True),
-        "communication": job.communication.model_dump(mode="json", by_alias=True)
-        if job.communication
-        else None,
-        "split_policy": job.split_policy.model_dump(mode="json", by_alias=True),
+        # Stored by their column types (db/types.StoredModel), returned as the models.
+        "gang": job.gang,
+        "communication": job.communication,
+        "split_policy": job.split_policy,
+        "preemptable": job.preemptable,
         "total_pods": job.gang.total_pods,
         "total_gpus": job.gang.total_gpus,
         "gpu_model": job.gang.gpu_model,
         "running_estimate_seconds": lifecycle.running_estimate_seconds,
-        "lifecycle_policies": [p.model_dump(mode="json") for p in lifecycle.policies],
+        "lifecycle_policies": lifecycle.policies,
         "max_retry": lifecycle.max_retry,
         "gang_start_timeout_seconds": lifecycle.gang_start_timeout_seconds,
         "state": JobState.PENDING,

@@ -71,7 +71,6 @@ def job_status(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
         or job["placed_at"]
         or job["submitted_at"]
     )
-    gang = job["gang"] or {}
     status: dict[str, Any] = {
         "state": {
             "phase": PHASES[state],
@@ -79,7 +78,7 @@ def job_status(job: Mapping[str, Any], clusters: list[str]) -> dict[str, Any]:
             "message": job["state_message"] or (job["pending_reason"] or ""),
             "lastTransitionTime": timestamp(changed),
         },
-        "minAvailable": gang.get("minAvailable", job["total_pods"]),
+        "minAvailable": job["min_available"],
         **_counts(job),
         "retryCount": job["requeues"],
         # What Volcano has no word for: the Global's own state and where the job runs.

@@ -12,7 +12,7 @@ from sqlalchemy.orm import lazyload
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, JobState
 from volcano_global.errors import Conflict
-from volcano_global.jobspec import Lifecycle, LifecyclePolicy
+from volcano_global.jobspec import Lifecycle
 from volcano_global.jobspec.lifecycle import lifecycle_of_document
 
 # Which state may follow which. Placed/Dispatched fall back to Pending when a placement is
@@ -74,10 +74,11 @@ def lifecycle_of(job: Job) -> Lifecycle:
     read again instead."""
     if job.running_estimate_seconds is None or job.max_retry is None:
         return lifecycle_of_document(job.manifest)
-    # Built without validation: the columns were written from a validated Lifecycle.
+    # Built without validation: the columns were written from a validated Lifecycle (and the
+    # policies are read back as models).
     return Lifecycle.model_construct(
         running_estimate_seconds=job.running_estimate_seconds,
-        policies=[LifecyclePolicy.model_construct(**p) for p in job.lifecycle_policies or []],
+        policies=job.lifecycle_policies or [],
         max_retry=job.max_retry,
         gang_start_timeout_seconds=job.gang_start_timeout_seconds,
     )

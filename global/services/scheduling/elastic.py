@@ -33,7 +33,6 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
-from volcano_global.jobspec import Communication, Gang, SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
@@ -41,7 +40,6 @@ from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.services.lifecycle.placements import end_placement
 from volcano_global.services.scheduling.placing import write_shares
-from volcano_global.services.scheduling.timing import PREEMPTABLE
 from volcano_global.solver import LinkBandwidth, Share, planning
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.requests import job_request
@@ -94,7 +92,7 @@ async def elastic_running(
             Job.placed_at,
             Job.running_estimate_seconds,
             Job.gpu_model,
-            Job.manifest["metadata"]["annotations"][PREEMPTABLE].as_string(),
+            Job.preemptable,
         )
         .join(Queue, Queue.id == Job.queue_id)
         .where(Job.id.in_(list(placements)))
@@ -132,11 +130,9 @@ async def elastic_running(
         try:
             request = job_request(
                 job_id=str(job_id),
-                gang=Gang.model_validate(gang),
-                split=SplitPolicy.model_validate(split),
-                communication=Communication.model_validate(communication)
-                if communication
-                else None,
+                gang=gang,
+                split=split,
+                communication=communication,
                 priority=priority,
                 queue=queue,
             )
@@ -155,7 +151,7 @@ async def elastic_running(
                     estimate_s=remaining,
                     # Its last placement: its start, or its last resize.
                     since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
-                    preemptable=preemptable != "false",
+                    preemptable=preemptable,
                     domains=tuple(
                         (
                             clusters[s.cluster_id],

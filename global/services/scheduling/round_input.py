@@ -32,7 +32,7 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
-from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
@@ -227,14 +227,11 @@ def _request(
             "cancel this job and submit it to a leaf queue"
         )
     try:
-        split = SplitPolicy.model_validate(job.split_policy)
         return job_request(
             job_id=key,
-            gang=Gang.model_validate(job.gang),
-            split=with_measurements(split, job.measurements),
-            communication=Communication.model_validate(job.communication)
-            if job.communication
-            else None,
+            gang=job.gang,
+            split=with_measurements(job.split_policy, job.measurements),
+            communication=job.communication,
             priority=job.priority,
             queue=job.queue,
             may_evict_for=may_evict_for(job.preemption_policy)

@@ -27,7 +27,6 @@ from volcano_global.services.tenancy.queues import HOLDING_STATES
 from volcano_global.solver import ClusterCapacity, LinkBandwidth, RunningJob, planning
 from volcano_global.solver.durations import KEPT, DurationModel
 
-PREEMPTABLE = "volcano.sh/preemptable"  # "false": never evicted (Volcano's annotation)
 FINISHED_READ = KEPT  # newest finished jobs the durations are learnt from
 
 
@@ -73,7 +72,7 @@ async def running_jobs(
             Queue.name,
             Job.namespace,
             Job.name,
-            Job.manifest["metadata"]["annotations"][PREEMPTABLE].as_string(),
+            Job.preemptable,
             Job.checkpointed_at,
         )
         .join(Job, Job.id == Placement.job_id)
@@ -98,7 +97,7 @@ async def running_jobs(
         ]
         began = started or placed or now
         facts[placement] = (job, began, given_estimate(estimate), _lost_s(began, saved, now))
-        who[placement] = (priority, queue, preemptable != "false", f"{namespace}/{name}")
+        who[placement] = (priority, queue, preemptable, f"{namespace}/{name}")
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
     if shares:
         # Joined rather than listed: an IN list of every active placement outgrows the

@@ -23,7 +23,7 @@ from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.jobspec import ParseOptions, normalize_job
+from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
@@ -223,7 +223,7 @@ async def test_stored_jobs_get_their_lifecycle_from_their_manifests(
     assert stored == {
         "configured": (
             5400.0,
-            [{"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}],
+            [LifecyclePolicy(events=["PodEvicted", "PodFailed"], action="AbortJob")],
             5,
             120,
         ),
@@ -328,9 +328,8 @@ async def test_jobs_stored_elastic_without_opting_in_become_rigid(
         await _insert_default_queue(conn, QUEUES_0015, queue_id)
         await conn.execute(JOBS_0015.insert(), stored)
     await migrate.upgrade(empty_engine, "0016")
-    jobs = Base.metadata.tables["jobs"]
-    async with empty_engine.connect() as conn:
-        rows = await conn.execute(sa.select(jobs.c.name, jobs.c.split_policy))
+    async with empty_engine.connect() as conn:  # the stored JSON, as this revision left it
+        rows = await conn.execute(sa.select(JOBS_0015.c.name, JOBS_0015.c.split_policy))
         policies = {name: policy for name, policy in rows}
     assert policies == {row["name"]: row["split_policy"] | {"minUnits": 0} for row in unasked} | {
         row["name"]: row["split_policy"] for row in declared
@@ -365,3 +364,53 @@ async def test_jobs_stored_under_gfd_product_names_take_the_short_name(
     async with empty_engine.connect() as conn:
         models = dict((await conn.execute(sa.select(jobs.c.name, jobs.c.gpu_model))).all())
     assert models == {"gfd": "H100", "short": "H100", "custom": "my-gpu", "any": None}
+
+
+async def test_stored_jobs_take_their_preemptable_flag_from_their_documents(
+    empty_engine: AsyncEngine,
+) -> None:
+    await migrate.upgrade(empty_engine, "0017_hour3")
+    queue_id, now = uuid.uuid4(), utcnow()
+
+    def annotated(name: str, value: str | None) -> dict[str, Any]:
+        document = job_document(name)
+        if value is not None:
+            document["metadata"]["annotations"] = {"volcano.sh/preemptable": value}
+        return _submitted(queue_id, document)
+
+    # As the rounds read the annotation before: only exactly "false" keeps a job from eviction.
+    given = {"pinned": "false", "free": "true", "unsaid": None, "capital": "False"}
+    # More than a page of each (the migration reads 500 at a time).
+    many = {f"job-{i}": "false" if i % 2 else None for i in range(600)}
+    rows = [annotated(name, value) for name, value in (given | many).items()]
+    async with empty_engine.begin() as conn:
+        await conn.execute(
+            QUEUES_0015.insert(),
+            [
+                {
+                    "id": queue_id,
+                    "name": "default",
+                    "weight": 1,
+                    "priority": 0,
+                    "spec": {},
+                    "labels": {},
+                    "annotations": {},
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+        await conn.execute(JOBS_0015.insert(), rows)
+    await migrate.upgrade(empty_engine, "0018_preemptable")
+    jobs = Base.metadata.tables["jobs"]
+    async with empty_engine.connect() as conn:
+        flags = dict((await conn.execute(sa.select(jobs.c.name, jobs.c.preemptable))).all())
+    assert flags == {name: value != "false" for name, value in (given | many).items()}
+    await migrate.downgrade(empty_engine, "0018_data")
+    async with empty_engine.connect() as conn:
+        columns = await conn.run_sync(
+            lambda c: {col["name"] for col in inspect(c).get_columns("jobs")}
+        )
+        manifests = (await conn.execute(sa.select(JOBS_0015.c.manifest))).scalars().all()
+    assert "preemptable" not in columns
+    assert sorted(m["metadata"]["name"] for m in manifests) == sorted(given | many)

@@ -113,6 +113,19 @@ def test_pod_resources_follow_kube_scheduler_rules() -> None:
     assert task.resources.gpus == 8
 
 
+@pytest.mark.parametrize(
+    ("value", "preemptable"), [(None, True), ("false", False), ("true", True), ("False", True)]
+)
+def test_only_preemptable_false_keeps_a_job_from_eviction(
+    value: str | None, preemptable: bool
+) -> None:
+    # As the rounds read Volcano's annotation before it was parsed: exactly "false" only.
+    document = job_document()
+    if value is not None:
+        document["metadata"]["annotations"] = {"volcano.sh/preemptable": value}
+    assert parse(document).preemptable is preemptable
+
+
 def test_generate_name_gets_a_random_suffix() -> None:
     doc = job_document()
     doc["metadata"] = {"generateName": "sweep-"}

@@ -152,19 +152,11 @@ async def test_a_shrink_obeys_the_preemption_rules(app: FastAPI, api: httpx.Asyn
     # Started 5 minutes ago: under the minimum run time (and the resize interval).
     await running_since(app, uid, minutes=5)
     assert not await round_shrinks()
-    # Long enough, but annotated volcano.sh/preemptable: "false".
+    # Long enough, but annotated volcano.sh/preemptable: "false" (read at submission).
     await running_since(app, uid, minutes=60)
-    async with transaction(app.state.sessions) as session:
-        job = await session.get(Job, uuid.UUID(uid))
-        assert job is not None
-        manifest = dict(job.manifest)
-    annotations = dict(manifest["metadata"].get("annotations") or {})
-    kept = {**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}}
-    annotations["volcano.sh/preemptable"] = "false"
-    await set_job(uid, manifest=kept)
+    await set_job(uid, preemptable=False)
     assert not await round_shrinks()
-    annotations.pop("volcano.sh/preemptable")
-    await set_job(uid, manifest=kept)
+    await set_job(uid, preemptable=True)
     # The waiting job's class never preempts.
     await set_job(vip, preemption_policy="Never")
     assert not await round_shrinks()
