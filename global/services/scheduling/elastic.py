@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -97,74 +98,86 @@ async def elastic_running(
         .join(Queue, Queue.id == Job.queue_id)
         .where(Job.id.in_(list(placements)))
     )
+    ids = list(placements.values())
+    shares = await _shares(session, ids, clusters)
+    links = await _links(session, ids)
+    out = []
+    for row in rows:
+        pid = placements[row[0]]
+        run = _run(row, shares.get(pid, []), links.get(pid, []), clusters, now, durations)
+        if run is not None:
+            out.append(ElasticPlacement(row[0], pid, run))
+    return sorted(out, key=lambda e: str(e.job_id))
+
+
+async def _shares(
+    session: AsyncSession, placement_ids: list[uuid.UUID], clusters: dict[uuid.UUID, str]
+) -> dict[uuid.UUID, list[ClusterShare]]:
+    """Each placement's shares in the ready clusters, in rank order."""
     shares: dict[uuid.UUID, list[ClusterShare]] = defaultdict(list)
-    for share in (
-        await session.execute(
-            select(ClusterShare)
-            .where(ClusterShare.placement_id.in_(list(placements.values())))
-            .order_by(ClusterShare.rank_offset)
-        )
-    ).scalars():
+    rows = await session.execute(
+        select(ClusterShare)
+        .where(ClusterShare.placement_id.in_(placement_ids))
+        .order_by(ClusterShare.rank_offset)
+    )
+    for share in rows.scalars():
         if share.cluster_id in clusters:
             shares[share.placement_id].append(share)
+    return shares
+
+
+async def _links(
+    session: AsyncSession, placement_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, list[LinkBandwidth]]:
+    """The link bandwidth each placement reserved."""
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
-    for r in (
-        (
-            await session.execute(
-                select(LinkReservation).where(
-                    LinkReservation.placement_id.in_(list(placements.values()))
-                )
-            )
-        )
-        .unique()
-        .scalars()
-    ):
+    rows = await session.execute(
+        select(LinkReservation).where(LinkReservation.placement_id.in_(placement_ids))
+    )
+    for r in rows.unique().scalars():
         links[r.placement_id].append(
             LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
         )
-    out = []
-    for row in rows:
-        job_id, queue, priority, gang, split, communication, started, placed = row[:8]
-        estimate, model, preemptable = row[8:]
-        pid = placements[job_id]
-        try:
-            request = job_request(
-                job_id=str(job_id),
-                gang=gang,
-                split=split,
-                communication=communication,
-                priority=priority,
-                queue=queue,
-            )
-        except ValueError:
-            continue  # (it was placed, so it was modelled; a later parser may refuse it)
-        kept = shares.get(pid, [])
-        elapsed = max((now - (started or now)).total_seconds(), 0.0)
-        remaining = durations.remaining(request.gpus, elapsed, given_estimate(estimate))
-        out.append(
-            ElasticPlacement(
-                job_id,
-                pid,
-                planning.ElasticRun(
-                    request,
-                    tuple((clusters[s.cluster_id], s.units) for s in kept),
-                    estimate_s=remaining,
-                    # Its last placement: its start, or its last resize.
-                    since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
-                    preemptable=preemptable,
-                    domains=tuple(
-                        (
-                            clusters[s.cluster_id],
-                            tuple((k, int(v)) for k, v in (s.domains or {}).items()),
-                        )
-                        for s in kept
-                    ),
-                    links=tuple(links.get(pid, ())),
-                    gpu_model=model or "",
-                ),
-            )
+    return links
+
+
+def _run(
+    row: Any,
+    kept: list[ClusterShare],
+    links: list[LinkBandwidth],
+    clusters: dict[uuid.UUID, str],
+    now: datetime,
+    durations: DurationModel,
+) -> planning.ElasticRun | None:
+    """The running elastic job as the round sees it (None: a later parser refuses it)."""
+    job_id, queue, priority, gang, split, communication, started, placed = row[:8]
+    estimate, model, preemptable = row[8:]
+    try:
+        request = job_request(
+            job_id=str(job_id),
+            gang=gang,
+            split=split,
+            communication=communication,
+            priority=priority,
+            queue=queue,
         )
-    return sorted(out, key=lambda e: str(e.job_id))
+    except ValueError:
+        return None  # (it was placed, so it was modelled)
+    elapsed = max((now - (started or now)).total_seconds(), 0.0)
+    return planning.ElasticRun(
+        request,
+        tuple((clusters[s.cluster_id], s.units) for s in kept),
+        estimate_s=durations.remaining(request.gpus, elapsed, given_estimate(estimate)),
+        # Its last placement: its start, or its last resize.
+        since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
+        preemptable=preemptable,
+        domains=tuple(
+            (clusters[s.cluster_id], tuple((k, int(v)) for k, v in (s.domains or {}).items()))
+            for s in kept
+        ),
+        links=tuple(links),
+        gpu_model=model or "",
+    )
 
 
 async def resize(
