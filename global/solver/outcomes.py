@@ -17,7 +17,6 @@ from volcano_global.solver.model import (
     Decision,
     JobDecision,
     JobRequest,
-    Policy,
     RunningJob,
     Snapshot,
 )
@@ -25,12 +24,14 @@ from volcano_global.solver.preemption import (
     Eviction,
     Rules,
     Standing,
-    preempt,
-    remaining,
+    lost_gpu_hours,
+    may_take,
+    victim_order,
 )
 
 log = logging.getLogger(__name__)
 EXPLAINED = 16  # waiting jobs per round told when room is expected
+PREEMPTORS = 1  # of them, the first that may evict is asked whether it will (a preempt)
 
 
 class Status(StrEnum):
@@ -55,7 +56,7 @@ class Outcome:
 
 
 def outcomes(
-    snapshot: Snapshot,
+    left: Snapshot,
     decision: Decision,
     *,
     set_aside: Mapping[str, str],
@@ -83,7 +84,7 @@ def outcomes(
             out[d.job_id] = Outcome(d.job_id, status, d.reason or "waiting")
     for job_id, why in set_aside.items():
         out[job_id] = Outcome(job_id, Status.SET_ASIDE, why)
-    left = _left(snapshot, decision, evictions, excluded)
+    left = _left(left, decision, evictions, excluded)
     out |= _will_preempt(left, out, rules, queues, now)
     out |= _room_expected(left, out, now)
     return out
@@ -94,18 +95,17 @@ def _where(d: JobDecision) -> str:
 
 
 def _left(
-    snapshot: Snapshot, decision: Decision, evictions: list[Eviction], excluded: Collection[str]
+    left: Snapshot, decision: Decision, evictions: list[Eviction], excluded: Collection[str]
 ) -> Snapshot:
-    """What the round leaves: free capacity after its starts, the running jobs it does not
-    evict or resize, and the jobs still waiting in queue order."""
+    """What the round leaves (`left`: free capacity after its starts), less the running jobs
+    it evicts or resizes, and the jobs still waiting in queue order."""
     gone = {v.id for e in evictions for v in e.victims} | set(excluded)
-    left = remaining(snapshot, decision)
     waiting = {d.job_id for d in decision.jobs if not d.admitted}
     waiting -= {e.preemptor for e in evictions} | set(excluded)
     return replace(
         left,
         running=tuple(r for r in left.running if r.id not in gone),
-        jobs=tuple(j for j in snapshot.jobs if j.id in waiting),
+        jobs=tuple(j for j in left.jobs if j.id in waiting),
     )
 
 
@@ -116,45 +116,86 @@ def _will_preempt(
     queues: Mapping[str, Standing],
     now: datetime,
 ) -> dict[str, Outcome]:
-    """The waiting jobs that would evict were it not for the minimum run time: whom, and
-    when the last of them has run it (the evictions a later round then makes, if nothing
-    else changed)."""
+    """The first waiting job that may evict, if it would evict were it not for the minimum
+    run time: whom, and when the last of them has run it (the eviction a later round then
+    makes, if nothing else changed). Weighed by GPU counts per cluster (`_later_victims`),
+    not by `preempt`'s placements: for one job on a large fleet those cost as much as the
+    round's own evictions."""
     if rules is None or rules.min_run_s <= 0 or not left.running:
         return {}
-    mayevict = [j for j in _first_waiting(left.jobs, out) if j.may_evict_for]
-    if not mayevict:
-        return {}
-    pending = Decision(Policy.GREEDY, "FEASIBLE", tuple(JobDecision(j.id, False) for j in mayevict))
-    try:
-        later = preempt(
-            replace(left, jobs=tuple(mayevict)),
-            pending,
-            rules=replace(rules, min_run_s=0.0),
-            queues=dict(queues),
+    first = [j for j in _first_waiting(left.jobs, out) if j.may_evict_for][:PREEMPTORS]
+    if not first or not any(r.run_s < rules.min_run_s for r in left.running):
+        return {}  # the evictions of step 7 already weighed every job old enough
+    job, room = first[0], _Room(left)
+    victims = _later_victims(job, left, rules, queues, room)
+    wait = max((rules.min_run_s - v.run_s for v in victims), default=0.0)
+    if wait <= 0 or not _worth_waiting_for(job, victims, wait, room, rules):
+        return {}  # not held back by the minimum run time, or not worth evicting then
+    names = ", ".join(v.name or v.id for v in victims)
+    reason = (
+        f"{out[job.id].reason}; will preempt {names} once "
+        f"{'it has' if len(victims) == 1 else 'they have'} run "
+        f"{rules.min_run_s:g} s: in about {wait:,.0f} s"
+    )
+    at = now + timedelta(seconds=wait)
+    named = tuple(v.name or v.id for v in victims)
+    return {job.id: Outcome(job.id, Status.WILL_PREEMPT, reason, at, named)}
+
+
+def _later_victims(
+    job: JobRequest,
+    left: Snapshot,
+    rules: Rules,
+    queues: Mapping[str, Standing],
+    room: _Room,
+) -> tuple[RunningJob, ...]:
+    """The running jobs the preemption rule would take for `job` in one cluster, counting
+    GPUs, with no minimum run time and within the round's caps: in each cluster and model
+    the job may use, candidates in victim order until enough GPUs are free; of the clusters,
+    the set whose highest victim priority is lowest, then the fewest GPU-hours lost, then the
+    fewest victims (the rule's keys)."""
+    anytime = replace(rules, min_run_s=0.0)
+    candidates = sorted(
+        (r for r in left.running if may_take(job, r, anytime, queues) is not None),
+        key=victim_order,
+    )
+    best: tuple[tuple[float, ...], tuple[RunningJob, ...]] | None = None
+    for (cluster, model), free in room.free.items():
+        if job.gpu_model not in (None, model):
+            continue
+        if job.allowed_clusters is not None and cluster not in job.allowed_clusters:
+            continue
+        taken: list[RunningJob] = []
+        for victim in candidates:
+            if free >= job.gpus or len(taken) >= rules.max_jobs:
+                break
+            held = sum(g for c, m, g in victim.gpus if (c, m) == (cluster, model))
+            if held:
+                taken.append(victim)
+                free += held
+        if free < job.gpus or not taken or sum(v.total_gpus for v in taken) > rules.max_gpus:
+            continue
+        key = (
+            max(v.priority for v in taken),
+            round(sum(lost_gpu_hours(v) for v in taken), 6),
+            len(taken),
         )
-    except Exception:  # an explanation must never fail the round
-        log.exception("explaining later preemptions failed")
-        return {}
-    found = {}
-    for e in later:
-        young = [v for v in e.victims if v.run_s < rules.min_run_s]
-        if not young:
-            continue  # not held back by the minimum run time: the caps or the cost of waiting
-        wait = max(rules.min_run_s - v.run_s for v in young)
-        names = ", ".join(v.name or v.id for v in e.victims)
-        reason = (
-            f"{out[e.preemptor].reason}; will preempt {names} once "
-            f"{'it has' if len(e.victims) == 1 else 'they have'} run "
-            f"{rules.min_run_s:g} s: in about {wait:,.0f} s"
-        )
-        found[e.preemptor] = Outcome(
-            e.preemptor,
-            Status.WILL_PREEMPT,
-            reason,
-            now + timedelta(seconds=wait),
-            tuple(v.name or v.id for v in e.victims),
-        )
-    return found
+        if best is None or key < best[0]:
+            best = (key, tuple(taken))
+    return () if best is None else best[1]
+
+
+def _worth_waiting_for(
+    job: JobRequest, victims: tuple[RunningJob, ...], wait: float, room: _Room, rules: Rules
+) -> bool:
+    """Step 5 of the preemption rule, then: the job's GPUs x its wait for room from that
+    moment on (times the weight) against the work its victims will have to lose."""
+    if rules.wait_weight is None:
+        return True
+    first = room.first(job)
+    after = float("inf") if first is None else max(first[0] - wait, 0.0)
+    lost = sum(v.total_gpus * (v.lost_s + wait) for v in victims) / 3600.0
+    return job.gpus * after / 3600.0 * rules.wait_weight >= lost
 
 
 def _room_expected(left: Snapshot, out: Mapping[str, Outcome], now: datetime) -> dict[str, Outcome]:

@@ -170,10 +170,12 @@ def plan_round(
     decision = _solve(snapshot, policy, options.solve)  # 5
     grows = _grows(data, decision, growth)  # 6
     growing = {g.id for g in growth}
-    evictions = _evictions(snapshot, decision, shrinks, growing, queues, rules)  # 7
+    # What the round's starts leave: where evictions and explanations look.
+    left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
+    evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     outcomes = explain.outcomes(  # 8
-        snapshot,
+        left,
         decision,
         set_aside=data.set_aside,
         evictions=evictions,
@@ -328,20 +330,19 @@ def _grows(data: RoundInput, decision: Decision, growth: list[JobRequest]) -> tu
 
 
 def _evictions(
-    snapshot: Snapshot,
+    left: Snapshot,
     decision: Decision,
     shrinks: list[planning.Shrink],
     growing: set[str],
     queues: Mapping[str, Standing],
     rules: Rules | None,
 ) -> list[Eviction]:
-    """Step 7: `preemption.preempt` over what the decision leaves free; a running elastic job
-    the round resizes (gives back units, or grows) is no victim."""
+    """Step 7: `preemption.preempt` over what the decision leaves free (`left`); a running
+    elastic job the round resizes (gives back units, or grows) is no victim."""
     if rules is None:
         return []
     grown = {d.job_id for d in decision.jobs if d.admitted and d.job_id in growing}
     resizing = {cut.job_id for cut in shrinks} | grown
-    left = remaining(snapshot, decision)
     left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
     try:
         return preempt(left, decision, rules=rules, queues=dict(queues))
