@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.object_metadata import SERVER_METADATA
 from volcano_global.jobspec.quantity import parse_quantity
 
 GROUP = "datadependency.volcano.sh"
@@ -42,16 +43,6 @@ _WORKLOAD = frozenset({"apiVersion", "kind", "name", "namespace"})
 _TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# Server-set metadata: dropped from what is stored (the server sets its own).
-_SERVER_METADATA = (
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "managedFields",
-    "selfLink",
-)
 
 
 @dataclass(frozen=True)
@@ -257,7 +248,7 @@ def _stored(
 ) -> dict[str, Any]:
     """The document as the Global keeps it: no status, no server metadata."""
     stored = {k: copy.deepcopy(v) for k, v in doc.items() if k != "status"}
-    kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in _SERVER_METADATA}
+    kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in SERVER_METADATA}
     if namespace is None:
         kept.pop("namespace", None)
     else:
