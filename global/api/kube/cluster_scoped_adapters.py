@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.kube.document_adapters import (
-    D,
     DocumentAdapter,
+    Steps,
     cluster_query,
     written_document,
 )
@@ -54,15 +54,51 @@ def _event(kind: Kind, change: Change, query: store.ListQuery) -> tuple[str, dic
     return "MODIFIED", obj
 
 
-class _WatchedAdapter(DocumentAdapter[D]):
-    def event(
-        self, kind: Kind, change: Change, query: store.ListQuery
-    ) -> tuple[str, dict[str, Any]] | None:
-        return _event(kind, change, query)
+async def _queue(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    queue = await queues.find_queue(session, name=name)
+    if queue is None:
+        raise NotFound(f'queues.scheduling.volcano.sh "{name}" not found')
+    return (await cluster_scoped.queue_objects(session, [queue]))[0]
 
 
-class QueueAdapter(_WatchedAdapter[QueueDefinition]):
-    resource = "queues.scheduling.volcano.sh"
+async def _queue_taken(session: AsyncSession, definition: QueueDefinition) -> bool:
+    return await queues.find_queue(session, name=definition.name) is not None
+
+
+async def _delete_queue(
+    session: AsyncSession, namespace: str, name: str, settings: Settings | None
+) -> None:
+    assert settings is not None
+    await queues.delete_queue(session, name=name, default_queue=settings.scheduling.default_queue)
+
+
+def _queue_state(
+    current: dict[str, Any], document: dict[str, Any], namespace: str, subresource: str | None
+) -> dict[str, Any]:
+    """The queue's state is the Global's, but for a patch of the status subresource."""
+    state = current["status"]["state"]
+    if subresource == "status":
+        # Only the state is the caller's to set (Volcano's `vcctl queue operate`); the
+        # counts are the Global's.
+        state = (document.get("status") or {}).get("state", state)
+        document = written_document(current)
+    document["status"] = {"state": state}
+    return document
+
+
+class QueueAdapter(DocumentAdapter[QueueDefinition]):
+    steps = Steps(
+        resource="queues.scheduling.volcano.sh",
+        read=read_queue,
+        key=lambda definition: ("", definition.name),
+        find=_queue,
+        store=lambda session, definition, create_only: queues.apply_queue(
+            session, definition=definition, create_only=create_only
+        ),
+        remove=_delete_queue,
+        taken=_queue_taken,
+        patched=_queue_state,
+    )
 
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
@@ -71,60 +107,55 @@ class QueueAdapter(_WatchedAdapter[QueueDefinition]):
             await cluster_scoped.list_queues(session), cluster_query(query, per_queue=True)
         )
 
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        queue = await queues.find_queue(session, name=name)
-        if queue is None:
-            raise NotFound(f'{self.resource} "{name}" not found')
-        return (await cluster_scoped.queue_objects(session, [queue]))[0]
-
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
     ) -> dict[str, Any]:
         caller.require_queue(name)
-        return await self._object(session, namespace, name)
+        return await _queue(session, namespace, name)
 
-    def _read(self, document: dict[str, Any]) -> QueueDefinition:
-        return read_queue(document)
-
-    def _name(self, definition: QueueDefinition) -> tuple[str, str]:
-        return "", definition.name
-
-    async def _exists(self, session: AsyncSession, definition: QueueDefinition) -> bool:
-        return await queues.find_queue(session, name=definition.name) is not None
-
-    async def _store(
-        self, session: AsyncSession, definition: QueueDefinition, *, create_only: bool
-    ) -> None:
-        await queues.apply_queue(session, definition=definition, create_only=create_only)
-
-    async def _remove(
-        self, session: AsyncSession, namespace: str, name: str, settings: Settings | None
-    ) -> None:
-        assert settings is not None
-        await queues.delete_queue(
-            session, name=name, default_queue=settings.scheduling.default_queue
-        )
-
-    def _patched(
-        self,
-        current: dict[str, Any],
-        document: dict[str, Any],
-        *,
-        namespace: str,
-        subresource: str | None,
-    ) -> dict[str, Any]:
-        state = current["status"]["state"]
-        if subresource == "status":
-            # Only the state is the caller's to set (Volcano's `vcctl queue operate`); the
-            # counts are the Global's.
-            state = (document.get("status") or {}).get("state", state)
-            document = written_document(current)
-        document["status"] = {"state": state}
-        return document
+    def event(
+        self, kind: Kind, change: Change, query: store.ListQuery
+    ) -> tuple[str, dict[str, Any]] | None:
+        return _event(kind, change, query)
 
 
-class PriorityClassAdapter(_WatchedAdapter[_Class]):
-    resource = "priorityclasses.scheduling.k8s.io"
+async def _class(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    row = await cluster_scoped.priority_class_row(session, name)
+    if row is None:
+        raise NotFound(f'priorityclasses.scheduling.k8s.io "{name}" not found')
+    return cluster_scoped.priority_class_object(row)
+
+
+def _read_class(document: dict[str, Any]) -> _Class:
+    metadata = document["metadata"]
+    return read_priority_class(document), (
+        cluster_scoped.string_map(metadata, "labels"),
+        cluster_scoped.string_map(metadata, "annotations"),
+    )
+
+
+async def _class_taken(session: AsyncSession, definition: _Class) -> bool:
+    return await cluster_scoped.priority_class_row(session, definition[0].name) is not None
+
+
+async def _store_class(session: AsyncSession, definition: _Class, create_only: bool) -> None:
+    pc, metadata = definition
+    write = classes.create_priority_class if create_only else classes.replace_priority_class
+    await write(session, pc=pc, metadata=metadata)
+
+
+class PriorityClassAdapter(DocumentAdapter[_Class]):
+    steps = Steps(
+        resource="priorityclasses.scheduling.k8s.io",
+        read=_read_class,
+        key=lambda definition: ("", definition[0].name),
+        find=_class,
+        store=_store_class,
+        remove=lambda session, namespace, name, settings: classes.delete_priority_class(
+            session, name=name
+        ),
+        taken=_class_taken,
+    )
 
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
@@ -132,37 +163,7 @@ class PriorityClassAdapter(_WatchedAdapter[_Class]):
         objects = await cluster_scoped.list_priority_classes(session)
         return cluster_scoped.page(objects, cluster_query(query))
 
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        row = await cluster_scoped.priority_class_row(session, name)
-        if row is None:
-            raise NotFound(f'{self.resource} "{name}" not found')
-        return cluster_scoped.priority_class_object(row)
-
-    def _read(self, document: dict[str, Any]) -> _Class:
-        metadata = document["metadata"]
-        return read_priority_class(document), (
-            cluster_scoped.string_map(metadata, "labels"),
-            cluster_scoped.string_map(metadata, "annotations"),
-        )
-
-    def _name(self, definition: _Class) -> tuple[str, str]:
-        return "", definition[0].name
-
-    async def _exists(self, session: AsyncSession, definition: _Class) -> bool:
-        return await cluster_scoped.priority_class_row(session, definition[0].name) is not None
-
-    async def _store(
-        self,
-        session: AsyncSession,
-        definition: _Class,
-        *,
-        create_only: bool,
-    ) -> None:
-        pc, metadata = definition
-        write = classes.create_priority_class if create_only else classes.replace_priority_class
-        await write(session, pc=pc, metadata=metadata)
-
-    async def _remove(
-        self, session: AsyncSession, namespace: str, name: str, settings: Settings | None
-    ) -> None:
-        await classes.delete_priority_class(session, name=name)
+    def event(
+        self, kind: Kind, change: Change, query: store.ListQuery
+    ) -> tuple[str, dict[str, Any]] | None:
+        return _event(kind, change, query)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.api.jobs import read_tenancy
 from volcano_global.api.kube.document_adapters import (
     DocumentAdapter,
+    Steps,
     cluster_query,
     written_document,
 )
@@ -40,34 +41,32 @@ if TYPE_CHECKING:
     from volcano_global.api.kube.registry import Kind
 
 
+async def _source(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    row = await sources.get_data_source(session, name=name)
+    return (await data_source_objects(session, [row]))[0]
+
+
 class DataSourceAdapter(DocumentAdapter[DataSourceDefinition]):
     """Cluster-scoped; the service refuses a taken name and names a missing one."""
+
+    steps = Steps(
+        resource="datasources.datadependency.volcano.sh",
+        read=read_data_source,
+        key=lambda definition: ("", definition.name),
+        find=_source,
+        store=lambda session, definition, create_only: sources.apply_data_source(
+            session, definition=definition, create_only=create_only
+        ),
+        remove=lambda session, namespace, name, settings: sources.delete_data_source(
+            session, name=name
+        ),
+    )
 
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
         rows = await sources.list_data_sources(session)
         return cluster_scoped.page(await data_source_objects(session, rows), cluster_query(query))
-
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        row = await sources.get_data_source(session, name=name)
-        return (await data_source_objects(session, [row]))[0]
-
-    def _read(self, document: dict[str, Any]) -> DataSourceDefinition:
-        return read_data_source(document)
-
-    def _name(self, definition: DataSourceDefinition) -> tuple[str, str]:
-        return "", definition.name
-
-    async def _store(
-        self, session: AsyncSession, definition: DataSourceDefinition, *, create_only: bool
-    ) -> None:
-        await sources.apply_data_source(session, definition=definition, create_only=create_only)
-
-    async def _remove(
-        self, session: AsyncSession, namespace: str, name: str, settings: Settings | None
-    ) -> None:
-        await sources.delete_data_source(session, name=name)
 
 
 async def _rules(session: AsyncSession, settings: Settings | None) -> TenancyRules:
@@ -78,8 +77,41 @@ async def _rules(session: AsyncSession, settings: Settings | None) -> TenancyRul
     return await tenancy_rules(session, defaults=TenancyDefaults())
 
 
+async def _claim(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    row = await claims.get_claim(session, namespace=namespace, name=name)
+    return (await claim_objects(session, [row]))[0]
+
+
+async def _claim_writer(
+    session: AsyncSession, caller: Principal, namespace: str, settings: Settings | None
+) -> None:
+    claims.require_claim_writer(caller, await _rules(session, settings), namespace=namespace)
+
+
+def _in_namespace(
+    current: dict[str, Any], document: dict[str, Any], namespace: str, subresource: str | None
+) -> dict[str, Any]:
+    document["metadata"]["namespace"] = namespace
+    return document
+
+
 class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
     """Namespaced; written by whoever may write in the namespace (not only admins)."""
+
+    steps = Steps(
+        resource="datasourceclaims.datadependency.volcano.sh",
+        read=read_data_source_claim,
+        key=lambda definition: (definition.namespace, definition.name),
+        find=_claim,
+        store=lambda session, definition, create_only: claims.apply_claim(
+            session, definition=definition, create_only=create_only
+        ),
+        remove=lambda session, namespace, name, settings: claims.delete_claim(
+            session, namespace=namespace, name=name
+        ),
+        writer=_claim_writer,
+        patched=_in_namespace,
+    )
 
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
@@ -92,10 +124,6 @@ class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
         objects = await claim_objects(session, rows)
         return _page(objects, cluster_query(query))
 
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        row = await claims.get_claim(session, namespace=namespace, name=name)
-        return (await claim_objects(session, [row]))[0]
-
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
     ) -> dict[str, Any]:
@@ -103,8 +131,8 @@ class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
         if visible is not None:
             rules = await _rules(session, None)
             if not any(namespace in rules.policy(q).namespaces for q in visible):
-                raise NotFound(f'datasourceclaims.datadependency.volcano.sh "{name}" not found')
-        return await self._object(session, namespace, name)
+                raise NotFound(f'{self.steps.resource} "{name}" not found')
+        return await _claim(session, namespace, name)
 
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
@@ -123,43 +151,6 @@ class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
             rules = await _rules(session, request.app.state.settings)
             claims.require_claim_writer(caller, rules, namespace=definition.namespace)
             return await self._created(session, definition)
-
-    async def _require_writer(
-        self,
-        session: AsyncSession,
-        caller: Principal,
-        *,
-        namespace: str,
-        settings: Settings | None,
-    ) -> None:
-        claims.require_claim_writer(caller, await _rules(session, settings), namespace=namespace)
-
-    def _read(self, document: dict[str, Any]) -> DataSourceClaimDefinition:
-        return read_data_source_claim(document)
-
-    def _name(self, definition: DataSourceClaimDefinition) -> tuple[str, str]:
-        return definition.namespace, definition.name
-
-    def _patched(
-        self,
-        current: dict[str, Any],
-        document: dict[str, Any],
-        *,
-        namespace: str,
-        subresource: str | None,
-    ) -> dict[str, Any]:
-        document["metadata"]["namespace"] = namespace
-        return document
-
-    async def _store(
-        self, session: AsyncSession, definition: DataSourceClaimDefinition, *, create_only: bool
-    ) -> None:
-        await claims.apply_claim(session, definition=definition, create_only=create_only)
-
-    async def _remove(
-        self, session: AsyncSession, namespace: str, name: str, settings: Settings | None
-    ) -> None:
-        await claims.delete_claim(session, namespace=namespace, name=name)
 
 
 def _written_claim(document: dict[str, Any]) -> dict[str, Any]:

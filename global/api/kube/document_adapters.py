@@ -7,6 +7,8 @@ declares its reader, its services and its messages; the steps are written once h
 from __future__ import annotations
 
 import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fastapi import Request
@@ -70,91 +72,84 @@ def cluster_query(
     )
 
 
-class DocumentAdapter(Generic[D]):
-    """Create, patch (dry run too) and delete of a kind stored as a document; cluster-scoped
-    and changed by admins unless a kind says otherwise. A kind gives `list`, `_object`,
-    `_read`, `_name`, `_store` and `_remove`, and `_exists` to refuse a taken name itself."""
+async def require_admin(
+    session: AsyncSession, caller: Principal, namespace: str, settings: Settings | None
+) -> None:
+    caller.require_admin()
 
-    resource = ""  # `plural.group`, as Kubernetes names the resource in messages
+
+def as_merged(
+    current: dict[str, Any], document: dict[str, Any], namespace: str, subresource: str | None
+) -> dict[str, Any]:
+    return document
+
+
+async def name_free(session: AsyncSession, definition: Any) -> bool:
+    """The service refuses a taken name itself."""
+    return False
+
+
+@dataclass(frozen=True)
+class Steps(Generic[D]):
+    """What a kind stored as a document is checked, read and written through."""
+
+    resource: str  # `plural.group`, as Kubernetes names the resource in messages
+    read: Callable[[dict[str, Any]], D]  # the written document checked (errors name fields)
+    key: Callable[[D], tuple[str, str]]  # a definition's namespace ("": cluster-scoped), name
+    # The object as served, by (session, namespace, name); not found: the kind's NotFound.
+    find: Callable[[AsyncSession, str, str], Awaitable[dict[str, Any]]]
+    store: Callable[[AsyncSession, D, bool], Awaitable[Any]]  # (session, definition, create_only)
+    remove: Callable[[AsyncSession, str, str, Settings | None], Awaitable[Any]]
+    # Whether a new definition's name is taken (a Conflict before the service is called).
+    taken: Callable[[AsyncSession, D], Awaitable[bool]] = name_free
+    # Who may patch and delete, by (session, caller, namespace, settings): admins by default.
+    writer: Callable[[AsyncSession, Principal, str, Settings | None], Awaitable[None]] = (
+        require_admin
+    )
+    # The merged document as the kind writes it, by (current, merged, namespace, subresource).
+    patched: Callable[[dict[str, Any], dict[str, Any], str, str | None], dict[str, Any]] = as_merged
+
+
+class DocumentAdapter(Generic[D]):
+    """Get, create (dry run too), patch (dry run too) and delete of a kind stored as a
+    document, by the kind's `steps`; cluster-scoped and created by admins unless a kind says
+    otherwise. A kind gives `steps` and `list`."""
+
+    steps: Steps[D]
 
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
         raise NotImplementedError
 
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        """The object as served; not found: the kind's NotFound."""
-        raise NotImplementedError
-
-    def _read(self, document: dict[str, Any]) -> D:
-        """The written document checked (errors name its fields)."""
-        raise NotImplementedError
-
-    def _name(self, definition: D) -> tuple[str, str]:
-        """The namespace ("" if cluster-scoped) and name of a definition."""
-        raise NotImplementedError
-
-    async def _store(self, session: AsyncSession, definition: D, *, create_only: bool) -> None:
-        raise NotImplementedError
-
-    async def _remove(
-        self, session: AsyncSession, namespace: str, name: str, settings: Settings | None
-    ) -> None:
-        raise NotImplementedError
-
-    async def _exists(self, session: AsyncSession, definition: D) -> bool:
-        """Whether the name is taken; False: the service refuses a taken name itself."""
-        return False
-
-    async def _require_writer(
-        self,
-        session: AsyncSession,
-        caller: Principal,
-        *,
-        namespace: str,
-        settings: Settings | None,
-    ) -> None:
-        caller.require_admin()
-
-    def _patched(
-        self,
-        current: dict[str, Any],
-        document: dict[str, Any],
-        *,
-        namespace: str,
-        subresource: str | None,
-    ) -> dict[str, Any]:
-        """The merged document as the kind writes it (the Global's parts set again)."""
-        return document
-
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
     ) -> dict[str, Any]:
-        return await self._object(session, namespace, name)
+        return await self.steps.find(session, namespace, name)
 
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
         caller.require_admin()
-        self._read(written_document(document))
+        self.steps.read(written_document(document))
         return document
 
     async def create(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
         caller.require_admin()
-        definition = self._read(written_document(document))
+        definition = self.steps.read(written_document(document))
         async with request.app.state.sessions() as session:
             return await self._created(session, definition)
 
     async def _created(self, session: AsyncSession, definition: D) -> dict[str, Any]:
         """Store a new object, committed; a taken name refused."""
-        namespace, name = self._name(definition)
-        if await self._exists(session, definition):
-            raise Conflict(f'{self.resource} "{name}" already exists')
-        await self._store(session, definition, create_only=True)
+        namespace, name = self.steps.key(definition)
+        if await self.steps.taken(session, definition):
+            raise Conflict(f'{self.steps.resource} "{name}" already exists')
+        await self.steps.store(session, definition, True)
         await session.commit()
-        return await self._object(session, namespace, name)
+        return await self.steps.find(session, namespace, name)
 
     async def patch(
         self,
@@ -169,15 +164,15 @@ class DocumentAdapter(Generic[D]):
         dry_run: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]:
-        await self._require_writer(session, caller, namespace=namespace, settings=settings)
-        current = await self._object(session, namespace, name)
+        await self.steps.writer(session, caller, namespace, settings)
+        current = await self.steps.find(session, namespace, name)
         document = merged_document(current, change, name)
-        document = self._patched(current, document, namespace=namespace, subresource=subresource)
-        definition = self._read(document)
+        document = self.steps.patched(current, document, namespace, subresource)
+        definition = self.steps.read(document)
         if dry_run:
             return dry_run_result(current, document)
-        await self._store(session, definition, create_only=False)
-        return await self._object(session, namespace, name)
+        await self.steps.store(session, definition, False)
+        return await self.steps.find(session, namespace, name)
 
     async def delete(
         self,
@@ -189,9 +184,9 @@ class DocumentAdapter(Generic[D]):
         caller: Principal,
         settings: Settings | None = None,
     ) -> dict[str, Any]:
-        await self._require_writer(session, caller, namespace=namespace, settings=settings)
-        current = await self._object(session, namespace, name)
-        await self._remove(session, namespace, name, settings)
+        await self.steps.writer(session, caller, namespace, settings)
+        current = await self.steps.find(session, namespace, name)
+        await self.steps.remove(session, namespace, name, settings)
         return current
 
     def event(
