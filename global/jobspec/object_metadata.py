@@ -1,13 +1,19 @@
-"""The server's part of a Kubernetes object's metadata, and the identity a change may not
-touch: one rule for every kind the Global stores as a document (jobs, queues, priority
+"""What every Kubernetes document the Global reads shares: its kind and apiVersion checked
+first, its metadata.name, the server's part of its metadata, and the identity a change may
+not touch; one rule for every kind the Global stores as a document (jobs, queues, priority
 classes, DataSources, claims). Pure."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from volcano_global.errors import Invalid
+from volcano_global.jobspec.fields import Checker
+
+# A DNS-1123 subdomain (most Kubernetes object names); the length limit is the kind's.
+SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 # Server-set metadata: a caller's values are dropped (the server sets its own).
 SERVER_METADATA = (
@@ -42,3 +48,23 @@ def require_unchanged(
     for key, value in top.items():
         if document.get(key) != value:
             raise Invalid.one(key, f"may not change (is {value!r})")
+
+
+def check_kind(check: Checker, doc: Any, *, kind: str, api_version: str) -> dict[str, Any]:
+    """The document, if it is a mapping of `kind` at `api_version`; else `Invalid` at once
+    (nothing more of it can be read)."""
+    if not isinstance(doc, dict):
+        check.fail("", f"must be a mapping (a {kind} document)")
+        check.raise_if_any()
+    if doc.get("kind") != kind:
+        check.fail("kind", f"must be {kind}, got {doc.get('kind')!r}")
+    elif doc.get("apiVersion") != api_version:
+        check.fail("apiVersion", f"must be {api_version} for kind {kind}")
+    check.raise_if_any()
+    return doc
+
+
+def named(check: Checker, doc: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The document's metadata and metadata.name, both required (a failure when missing)."""
+    metadata = check.mapping(doc, "metadata", "", required=True) or {}
+    return metadata, check.string(metadata, "name", "metadata", required=True)
