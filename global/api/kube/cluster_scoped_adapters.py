@@ -90,11 +90,8 @@ class QueueAdapter(DocumentAdapter[QueueDefinition]):
     steps = Steps(
         resource="queues.scheduling.volcano.sh",
         read=read_queue,
-        key=lambda definition: ("", definition.name),
         find=_queue,
-        store=lambda session, definition, create_only: queues.apply_queue(
-            session, definition=definition, create_only=create_only
-        ),
+        store=queues.apply_queue,
         remove=_delete_queue,
         taken=_queue_taken,
         patched=_queue_state,
@@ -138,7 +135,7 @@ async def _class_taken(session: AsyncSession, definition: _Class) -> bool:
     return await cluster_scoped.priority_class_row(session, definition[0].name) is not None
 
 
-async def _store_class(session: AsyncSession, definition: _Class, create_only: bool) -> None:
+async def _store_class(session: AsyncSession, *, definition: _Class, create_only: bool) -> None:
     pc, metadata = definition
     write = classes.create_priority_class if create_only else classes.replace_priority_class
     await write(session, pc=pc, metadata=metadata)

@@ -52,11 +52,8 @@ class DataSourceAdapter(DocumentAdapter[DataSourceDefinition]):
     steps = Steps(
         resource="datasources.datadependency.volcano.sh",
         read=read_data_source,
-        key=lambda definition: ("", definition.name),
         find=_source,
-        store=lambda session, definition, create_only: sources.apply_data_source(
-            session, definition=definition, create_only=create_only
-        ),
+        store=sources.apply_data_source,
         remove=lambda session, namespace, name, settings: sources.delete_data_source(
             session, name=name
         ),
@@ -103,9 +100,7 @@ class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
         read=read_data_source_claim,
         key=lambda definition: (definition.namespace, definition.name),
         find=_claim,
-        store=lambda session, definition, create_only: claims.apply_claim(
-            session, definition=definition, create_only=create_only
-        ),
+        store=claims.apply_claim,
         remove=lambda session, namespace, name, settings: claims.delete_claim(
             session, namespace=namespace, name=name
         ),
@@ -134,23 +129,14 @@ class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
                 raise NotFound(f'{self.steps.resource} "{name}" not found')
         return await _claim(session, namespace, name)
 
-    async def check(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
+    async def _checked(
+        self, request: Request, document: dict[str, Any], caller: Principal
+    ) -> DataSourceClaimDefinition:
+        """Any caller who may write claims in the claim's namespace."""
         definition = read_data_source_claim(_written_claim(document))
         async with request.app.state.sessions() as session:
-            rules = await _rules(session, request.app.state.settings)
-        claims.require_claim_writer(caller, rules, namespace=definition.namespace)
-        return document
-
-    async def create(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
-        definition = read_data_source_claim(_written_claim(document))
-        async with request.app.state.sessions() as session:
-            rules = await _rules(session, request.app.state.settings)
-            claims.require_claim_writer(caller, rules, namespace=definition.namespace)
-            return await self._created(session, definition)
+            await _claim_writer(session, caller, definition.namespace, request.app.state.settings)
+        return definition
 
 
 def _written_claim(document: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from volcano_global.api.kube.registry import Kind
 
 D = TypeVar("D")  # the kind's checked definition
+D_in = TypeVar("D_in", contravariant=True)
 
 
 def written_document(document: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +85,19 @@ def as_merged(
     return document
 
 
+def cluster_key(definition: Any) -> tuple[str, str]:
+    """A cluster-scoped definition's key: no namespace, its `name`."""
+    return "", definition.name
+
+
+class Store(Protocol[D_in]):
+    """The kind's service that creates (`create_only`: a taken name refused) or replaces."""
+
+    def __call__(
+        self, session: AsyncSession, *, definition: D_in, create_only: bool
+    ) -> Awaitable[Any]: ...
+
+
 async def name_free(session: AsyncSession, definition: Any) -> bool:
     """The service refuses a taken name itself."""
     return False
@@ -95,11 +109,11 @@ class Steps(Generic[D]):
 
     resource: str  # `plural.group`, as Kubernetes names the resource in messages
     read: Callable[[dict[str, Any]], D]  # the written document checked (errors name fields)
-    key: Callable[[D], tuple[str, str]]  # a definition's namespace ("": cluster-scoped), name
     # The object as served, by (session, namespace, name); not found: the kind's NotFound.
     find: Callable[[AsyncSession, str, str], Awaitable[dict[str, Any]]]
-    store: Callable[[AsyncSession, D, bool], Awaitable[Any]]  # (session, definition, create_only)
+    store: Store[D]
     remove: Callable[[AsyncSession, str, str, Settings | None], Awaitable[Any]]
+    key: Callable[[D], tuple[str, str]] = cluster_key  # namespace ("": cluster-scoped), name
     # Whether a new definition's name is taken (a Conflict before the service is called).
     taken: Callable[[AsyncSession, D], Awaitable[bool]] = name_free
     # Who may patch and delete, by (session, caller, namespace, settings): admins by default.
@@ -130,26 +144,26 @@ class DocumentAdapter(Generic[D]):
     async def check(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
-        caller.require_admin()
-        self.steps.read(written_document(document))
+        await self._checked(request, document, caller)
         return document
 
     async def create(
         self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
     ) -> dict[str, Any]:
-        caller.require_admin()
-        definition = self.steps.read(written_document(document))
-        async with request.app.state.sessions() as session:
-            return await self._created(session, definition)
-
-    async def _created(self, session: AsyncSession, definition: D) -> dict[str, Any]:
         """Store a new object, committed; a taken name refused."""
+        definition = await self._checked(request, document, caller)
         namespace, name = self.steps.key(definition)
-        if await self.steps.taken(session, definition):
-            raise Conflict(f'{self.steps.resource} "{name}" already exists')
-        await self.steps.store(session, definition, True)
-        await session.commit()
-        return await self.steps.find(session, namespace, name)
+        async with request.app.state.sessions() as session:
+            if await self.steps.taken(session, definition):
+                raise Conflict(f'{self.steps.resource} "{name}" already exists')
+            await self.steps.store(session, definition=definition, create_only=True)
+            await session.commit()
+            return await self.steps.find(session, namespace, name)
+
+    async def _checked(self, request: Request, document: dict[str, Any], caller: Principal) -> D:
+        """A new object's definition, checked, if the caller may create it (admins)."""
+        caller.require_admin()
+        return self.steps.read(written_document(document))
 
     async def patch(
         self,
@@ -171,7 +185,7 @@ class DocumentAdapter(Generic[D]):
         definition = self.steps.read(document)
         if dry_run:
             return dry_run_result(current, document)
-        await self.steps.store(session, definition, False)
+        await self.steps.store(session, definition=definition, create_only=False)
         return await self.steps.find(session, namespace, name)
 
     async def delete(
