@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker, child
-from volcano_global.jobspec.object_metadata import SERVER_METADATA, SUBDOMAIN, check_kind, named
+from volcano_global.jobspec.object_metadata import (
+    SERVER_METADATA,
+    SUBDOMAIN,
+    check_kind,
+    named,
+    string_map,
+)
 from volcano_global.jobspec.quantity import parse_quantity
 
 GROUP = "datadependency.volcano.sh"
@@ -227,11 +233,7 @@ def _workload(check: Checker, spec: dict[str, Any], namespace: str) -> WorkloadR
 
 
 def _strings(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
-    value = check.mapping(obj, key, path) or {}
-    for k, v in value.items():
-        if not isinstance(v, str):
-            check.fail(child(child(path, key), str(k)), "must be a string (quote numbers)")
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
+    return string_map(check, obj, key, path, problem="must be a string (quote numbers)")
 
 
 def _stored(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from volcano_global.errors import Invalid
-from volcano_global.jobspec.fields import Checker
+from volcano_global.jobspec.fields import Checker, child
 
 # A DNS-1123 subdomain (most Kubernetes object names); the length limit is the kind's.
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -68,3 +68,15 @@ def named(check: Checker, doc: dict[str, Any]) -> tuple[dict[str, Any], str | No
     """The document's metadata and metadata.name, both required (a failure when missing)."""
     metadata = check.mapping(doc, "metadata", "", required=True) or {}
     return metadata, check.string(metadata, "name", "metadata", required=True)
+
+
+def string_map(
+    check: Checker, obj: dict[str, Any], key: str, path: str, *, problem: str = "must be a string"
+) -> dict[str, str]:
+    """The map `obj[key]` of strings (labels, annotations, attributes); each value that is
+    not a string is a failure `problem` at its path, and left out."""
+    found = check.mapping(obj, key, path) or {}
+    for k, v in found.items():
+        if not isinstance(v, str):
+            check.fail(child(child(path, key), str(k)), problem)
+    return {str(k): v for k, v in found.items() if isinstance(v, str)}

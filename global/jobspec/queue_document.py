@@ -18,7 +18,7 @@ from typing import Any
 
 from volcano_global.jobspec.accelerators import is_accelerator
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
-from volcano_global.jobspec.object_metadata import SUBDOMAIN, check_kind, named
+from volcano_global.jobspec.object_metadata import SUBDOMAIN, check_kind, named, string_map
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.jobspec.tenancy import check_queue_annotations
 
@@ -80,8 +80,8 @@ def read_queue(doc: Any) -> QueueDefinition:
         check.fail("metadata.name", f"{name!r} is not a valid queue name (DNS subdomain, <= 63)")
     if name == ROOT:
         check.fail("metadata.name", "'root' is Volcano's implicit top of the hierarchy")
-    labels = _strings(check, metadata, "labels", "metadata")
-    annotations = _strings(check, metadata, "annotations", "metadata")
+    labels = string_map(check, metadata, "labels", "metadata")
+    annotations = string_map(check, metadata, "annotations", "metadata")
     check_queue_annotations(annotations, check)
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
@@ -172,14 +172,6 @@ def gpus_of(resources: dict[str, Any] | None) -> int | None:
 def _gpus(resources: dict[str, Decimal]) -> int | None:
     found = [v for k, v in resources.items() if is_accelerator(k)]
     return int(sum(found, Decimal(0))) if found else None
-
-
-def _strings(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
-    found = check.mapping(obj, key, path) or {}
-    for k, v in found.items():
-        if not isinstance(v, str):
-            check.fail(child(child(path, key), str(k)), "must be a string")
-    return {str(k): v for k, v in found.items() if isinstance(v, str)}
 
 
 def _resources(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, Decimal]:
