@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.object_metadata import (
+    SERVER_METADATA,
+    SUBDOMAIN,
+    check_kind,
+    named,
+    string_map,
+)
 from volcano_global.jobspec.quantity import parse_quantity
 
 GROUP = "datadependency.volcano.sh"
@@ -40,18 +47,7 @@ _SOURCE_REQUIRED = ("name", "system", "type")
 _CLAIM_SPEC = frozenset({"attributes", "dataSourceName", "dataSourceType", "system", "workload"})
 _WORKLOAD = frozenset({"apiVersion", "kind", "name", "namespace"})
 _TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# Server-set metadata: dropped from what is stored (the server sets its own).
-_SERVER_METADATA = (
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "managedFields",
-    "selfLink",
-)
 
 
 @dataclass(frozen=True)
@@ -150,18 +146,10 @@ def parse_size(value: Any) -> int:
 def _header(
     check: Checker, doc: Any, kind: str, *, namespaced: bool
 ) -> tuple[str | None, str, dict[str, Any]]:
-    if not isinstance(doc, dict):
-        check.fail("", f"must be a mapping (a {kind} document)")
-        check.raise_if_any()
-    if doc.get("kind") != kind:
-        check.fail("kind", f"must be {kind}, got {doc.get('kind')!r}")
-    elif doc.get("apiVersion") != API_VERSION:
-        check.fail("apiVersion", f"must be {API_VERSION} for kind {kind}")
-    check.raise_if_any()
+    doc = check_kind(check, doc, kind=kind, api_version=API_VERSION)
     check.unknown_fields(doc, _TOP, "")
-    metadata = check.mapping(doc, "metadata", "", required=True) or {}
-    name = check.string(metadata, "name", "metadata", required=True)
-    if name is not None and not (len(name) <= 253 and _SUBDOMAIN.match(name)):
+    metadata, name = named(check, doc)
+    if name is not None and not (len(name) <= 253 and SUBDOMAIN.match(name)):
         check.fail("metadata.name", f"{name!r} is not a valid name (a DNS subdomain, <= 253)")
     _strings(check, metadata, "labels", "metadata")
     _strings(check, metadata, "annotations", "metadata")
@@ -245,11 +233,7 @@ def _workload(check: Checker, spec: dict[str, Any], namespace: str) -> WorkloadR
 
 
 def _strings(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
-    value = check.mapping(obj, key, path) or {}
-    for k, v in value.items():
-        if not isinstance(v, str):
-            check.fail(child(child(path, key), str(k)), "must be a string (quote numbers)")
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
+    return string_map(check, obj, key, path, problem="must be a string (quote numbers)")
 
 
 def _stored(
@@ -257,7 +241,7 @@ def _stored(
 ) -> dict[str, Any]:
     """The document as the Global keeps it: no status, no server metadata."""
     stored = {k: copy.deepcopy(v) for k, v in doc.items() if k != "status"}
-    kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in _SERVER_METADATA}
+    kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in SERVER_METADATA}
     if namespace is None:
         kept.pop("namespace", None)
     else:

@@ -17,7 +17,6 @@ Volcano object that `kubectl apply` accepts unchanged:
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,6 +34,7 @@ from volcano_global.errors import Invalid, field_error
 from volcano_global.jobspec.documents import load_yaml
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.model import CheckpointDeclaration, Communication, DatasetDeclaration
+from volcano_global.jobspec.object_metadata import SUBDOMAIN
 from volcano_global.jobspec.quantity import parse_quantity
 
 PREFIX = "global.volcano.sh/"
@@ -71,7 +71,6 @@ PLAN_BYTES, PLAN_NODES, PLAN_DEPTH = 16384, 1000, 8  # the communication annotat
 Degree = Annotated[int, PARALLEL_DEGREE.field()]
 Size = Annotated[str, Field(max_length=64)] | int  # bounded by parse_quantity (DATA_BYTES)
 MAX_DATASETS = 64
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class _DatasetInput(BaseModel):
@@ -295,7 +294,7 @@ def _datasets(
     found: list[DatasetDeclaration] = []
     for index, dataset in enumerate(given):
         where = f"{path}.datasets[{index}]"
-        if not _SUBDOMAIN.match(dataset.name):
+        if not SUBDOMAIN.match(dataset.name):
             check.fail(f"{where}.name", f"{dataset.name!r} is not a DataSource name")
             continue
         if any(d.name == dataset.name for d in found):

@@ -14,14 +14,12 @@
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker, child
+from volcano_global.jobspec.object_metadata import SUBDOMAIN
 from volcano_global.jobspec.quantity import parse_quantity
-
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def check_job_rules(spec: dict[str, Any], path: str, check: Checker) -> None:
@@ -38,7 +36,7 @@ def check_job_rules(spec: dict[str, Any], path: str, check: Checker) -> None:
         if (
             isinstance(value, str)
             and value
-            and (len(value) > longest or not _SUBDOMAIN.match(value))
+            and (len(value) > longest or not SUBDOMAIN.match(value))
         ):
             check.fail(
                 child(path, key), f"{value!r} is not a DNS subdomain (lowercase, at most {longest})"

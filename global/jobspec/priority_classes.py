@@ -3,12 +3,12 @@ checks it, the built-in system classes, and how a job's `priorityClassName` reso
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker
+from volcano_global.jobspec.object_metadata import SUBDOMAIN, check_kind, named
 
 API_VERSION = "scheduling.k8s.io/v1"
 KIND = "PriorityClass"
@@ -19,7 +19,6 @@ SYSTEM_PREFIX = "system-"
 # Kubernetes: user classes at most HighestUserDefinablePriority; the system ones above it.
 HIGHEST_USER_PRIORITY = 1_000_000_000
 LOWEST_PRIORITY = -(2**31)
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _FIELDS = frozenset(
     {"apiVersion", "kind", "metadata", "value", "globalDefault", "description", "preemptionPolicy"}
 )
@@ -71,19 +70,11 @@ def read_priority_class(doc: Any) -> PriorityClass:
     """Check a PriorityClass document as the API server would for a user's class; raises
     `Invalid` naming every bad field."""
     check = Checker()
-    if not isinstance(doc, dict):
-        check.fail("", "must be a mapping (a PriorityClass document)")
-        check.raise_if_any()
-    if doc.get("kind") != KIND:
-        check.fail("kind", f"must be {KIND}, got {doc.get('kind')!r}")
-    elif doc.get("apiVersion") != API_VERSION:
-        check.fail("apiVersion", f"must be {API_VERSION} for kind PriorityClass")
-    check.raise_if_any()
+    doc = check_kind(check, doc, kind=KIND, api_version=API_VERSION)
     check.unknown_fields(doc, _FIELDS, "")
-    metadata = check.mapping(doc, "metadata", "", required=True) or {}
-    name = check.string(metadata, "name", "metadata", required=True)
+    _, name = named(check, doc)
     if name is not None:
-        if not (len(name) <= 253 and _SUBDOMAIN.match(name)):
+        if not (len(name) <= 253 and SUBDOMAIN.match(name)):
             check.fail("metadata.name", f"{name!r} is not a valid name (DNS subdomain)")
         elif name.startswith(SYSTEM_PREFIX):
             check.fail(

@@ -12,13 +12,13 @@ shape, stored and returned unchanged."""
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from volcano_global.jobspec.accelerators import is_accelerator
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
+from volcano_global.jobspec.object_metadata import SUBDOMAIN, check_kind, named, string_map
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.jobspec.tenancy import check_queue_annotations
 
@@ -44,7 +44,6 @@ SPEC_FIELDS = frozenset(
         "affinity",
     }
 )
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _AFFINITY_KINDS = ("nodeGroupAffinity", "nodeGroupAntiAffinity")
 _AFFINITY_TERMS = (
     "requiredDuringSchedulingIgnoredDuringExecution",
@@ -75,22 +74,14 @@ class QueueDefinition:
 def read_queue(doc: Any) -> QueueDefinition:
     """Check a Queue document; raises `Invalid` naming every bad field."""
     check = Checker()
-    if not isinstance(doc, dict):
-        check.fail("", "must be a mapping (a Queue document)")
-        check.raise_if_any()
-    if doc.get("kind") != KIND:
-        check.fail("kind", f"must be {KIND}, got {doc.get('kind')!r}")
-    elif doc.get("apiVersion") != API_VERSION:
-        check.fail("apiVersion", f"must be {API_VERSION} for kind Queue")
-    check.raise_if_any()
-    metadata = check.mapping(doc, "metadata", "", required=True) or {}
-    name = check.string(metadata, "name", "metadata", required=True)
-    if name is not None and not (len(name) <= 63 and _SUBDOMAIN.match(name)):
+    doc = check_kind(check, doc, kind=KIND, api_version=API_VERSION)
+    metadata, name = named(check, doc)
+    if name is not None and not (len(name) <= 63 and SUBDOMAIN.match(name)):
         check.fail("metadata.name", f"{name!r} is not a valid queue name (DNS subdomain, <= 63)")
     if name == ROOT:
         check.fail("metadata.name", "'root' is Volcano's implicit top of the hierarchy")
-    labels = _strings(check, metadata, "labels", "metadata")
-    annotations = _strings(check, metadata, "annotations", "metadata")
+    labels = string_map(check, metadata, "labels", "metadata")
+    annotations = string_map(check, metadata, "annotations", "metadata")
     check_queue_annotations(annotations, check)
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
@@ -103,7 +94,7 @@ def read_queue(doc: Any) -> QueueDefinition:
     if not isinstance(reclaimable, bool):
         check.fail("spec.reclaimable", "must be true or false")
     parent = check.string(spec, "parent", "spec")
-    if parent is not None and not (len(parent) <= 253 and _SUBDOMAIN.match(parent)):
+    if parent is not None and not (len(parent) <= 253 and SUBDOMAIN.match(parent)):
         check.fail("spec.parent", f"{parent!r} is not a valid queue name")
     if parent is not None and parent == name:
         check.fail("spec.parent", f"queue {name} cannot use itself as parent")
@@ -181,14 +172,6 @@ def gpus_of(resources: dict[str, Any] | None) -> int | None:
 def _gpus(resources: dict[str, Decimal]) -> int | None:
     found = [v for k, v in resources.items() if is_accelerator(k)]
     return int(sum(found, Decimal(0))) if found else None
-
-
-def _strings(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
-    found = check.mapping(obj, key, path) or {}
-    for k, v in found.items():
-        if not isinstance(v, str):
-            check.fail(child(child(path, key), str(k)), "must be a string")
-    return {str(k): v for k, v in found.items() if isinstance(v, str)}
 
 
 def _resources(check: Checker, obj: dict[str, Any], key: str, path: str) -> dict[str, Decimal]:

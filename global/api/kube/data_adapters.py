@@ -16,18 +16,23 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.jobs import read_tenancy
-from volcano_global.api.kube.cluster_scoped_adapters import (
-    dry_run_result,
-    merged_document,
+from volcano_global.api.kube.document_adapters import (
+    DocumentAdapter,
+    Steps,
+    cluster_query,
     written_document,
 )
 from volcano_global.errors import Invalid, NotFound
-from volcano_global.jobspec.data_sources import read_data_source, read_data_source_claim
+from volcano_global.jobspec.data_sources import (
+    DataSourceClaimDefinition,
+    DataSourceDefinition,
+    read_data_source,
+    read_data_source_claim,
+)
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.services.data import claims, sources
 from volcano_global.services.kube import cluster_scoped, store
 from volcano_global.services.kube.data_objects import claim_objects, data_source_objects
-from volcano_global.services.kube.feed import Change
 from volcano_global.services.tenancy.boundary import tenancy_rules
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
@@ -36,89 +41,29 @@ if TYPE_CHECKING:
     from volcano_global.api.kube.registry import Kind
 
 
-def _query(query: store.ListQuery) -> cluster_scoped.ClusterScopedQuery:
-    return cluster_scoped.ClusterScopedQuery(
-        labels=query.labels,
-        fields=query.fields,
-        limit=query.limit,
-        continue_token=query.continue_token,
+async def _source(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    row = await sources.get_data_source(session, name=name)
+    return (await data_source_objects(session, [row]))[0]
+
+
+class DataSourceAdapter(DocumentAdapter[DataSourceDefinition]):
+    """Cluster-scoped; the service refuses a taken name and names a missing one."""
+
+    steps = Steps(
+        resource="datasources.datadependency.volcano.sh",
+        read=read_data_source,
+        find=_source,
+        store=sources.apply_data_source,
+        remove=lambda session, namespace, name, settings: sources.delete_data_source(
+            session, name=name
+        ),
     )
 
-
-class DataSourceAdapter:
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
         rows = await sources.list_data_sources(session)
-        return cluster_scoped.page(await data_source_objects(session, rows), _query(query))
-
-    async def _object(self, session: AsyncSession, name: str) -> dict[str, Any]:
-        row = await sources.get_data_source(session, name=name)
-        return (await data_source_objects(session, [row]))[0]
-
-    async def get(
-        self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
-    ) -> dict[str, Any]:
-        return await self._object(session, name)
-
-    async def check(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
-        caller.require_admin()
-        read_data_source(written_document(document))
-        return document
-
-    async def create(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
-        caller.require_admin()
-        definition = read_data_source(written_document(document))
-        async with request.app.state.sessions() as session:
-            await sources.apply_data_source(session, definition=definition, create_only=True)
-            await session.commit()
-            return await self._object(session, definition.name)
-
-    async def patch(
-        self,
-        session: AsyncSession,
-        *,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        change: dict[str, Any],
-        caller: Principal,
-        settings: Settings,
-        dry_run: bool = False,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        caller.require_admin()
-        current = await self._object(session, name)
-        document = merged_document(current, change, name)
-        definition = read_data_source(document)
-        if dry_run:
-            return dry_run_result(current, document)
-        await sources.apply_data_source(session, definition=definition)
-        return await self._object(session, name)
-
-    async def delete(
-        self,
-        session: AsyncSession,
-        *,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        caller: Principal,
-        settings: Settings | None = None,
-    ) -> dict[str, Any]:
-        caller.require_admin()
-        current = await self._object(session, name)
-        await sources.delete_data_source(session, name=name)
-        return current
-
-    def event(
-        self, kind: Kind, change: Change, query: store.ListQuery
-    ) -> tuple[str, dict[str, Any]] | None:
-        return None  # not watched (the kind serves no watch verb)
+        return cluster_scoped.page(await data_source_objects(session, rows), cluster_query(query))
 
 
 async def _rules(session: AsyncSession, settings: Settings | None) -> TenancyRules:
@@ -129,7 +74,40 @@ async def _rules(session: AsyncSession, settings: Settings | None) -> TenancyRul
     return await tenancy_rules(session, defaults=TenancyDefaults())
 
 
-class DataSourceClaimAdapter:
+async def _claim(session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
+    row = await claims.get_claim(session, namespace=namespace, name=name)
+    return (await claim_objects(session, [row]))[0]
+
+
+async def _claim_writer(
+    session: AsyncSession, caller: Principal, namespace: str, settings: Settings | None
+) -> None:
+    claims.require_claim_writer(caller, await _rules(session, settings), namespace=namespace)
+
+
+def _in_namespace(
+    current: dict[str, Any], document: dict[str, Any], namespace: str, subresource: str | None
+) -> dict[str, Any]:
+    document["metadata"]["namespace"] = namespace
+    return document
+
+
+class DataSourceClaimAdapter(DocumentAdapter[DataSourceClaimDefinition]):
+    """Namespaced; written by whoever may write in the namespace (not only admins)."""
+
+    steps = Steps(
+        resource="datasourceclaims.datadependency.volcano.sh",
+        read=read_data_source_claim,
+        key=lambda definition: (definition.namespace, definition.name),
+        find=_claim,
+        store=claims.apply_claim,
+        remove=lambda session, namespace, name, settings: claims.delete_claim(
+            session, namespace=namespace, name=name
+        ),
+        writer=_claim_writer,
+        patched=_in_namespace,
+    )
+
     async def list(
         self, session: AsyncSession, *, kind: Kind, query: store.ListQuery
     ) -> tuple[list[dict[str, Any]], str | None]:
@@ -139,11 +117,7 @@ class DataSourceClaimAdapter:
             allowed = {n for q in query.queues for n in rules.policy(q).namespaces}
         rows = await claims.list_claims(session, namespace=query.namespace, namespaces=allowed)
         objects = await claim_objects(session, rows)
-        return _page(objects, _query(query))
-
-    async def _object(self, session: AsyncSession, namespace: str, name: str) -> dict[str, Any]:
-        row = await claims.get_claim(session, namespace=namespace, name=name)
-        return (await claim_objects(session, [row]))[0]
+        return _page(objects, cluster_query(query))
 
     async def get(
         self, session: AsyncSession, *, kind: Kind, namespace: str, name: str, caller: Principal
@@ -152,71 +126,17 @@ class DataSourceClaimAdapter:
         if visible is not None:
             rules = await _rules(session, None)
             if not any(namespace in rules.policy(q).namespaces for q in visible):
-                raise NotFound(f'datasourceclaims.datadependency.volcano.sh "{name}" not found')
-        return await self._object(session, namespace, name)
+                raise NotFound(f'{self.steps.resource} "{name}" not found')
+        return await _claim(session, namespace, name)
 
-    async def check(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
+    async def _checked(
+        self, request: Request, document: dict[str, Any], caller: Principal
+    ) -> DataSourceClaimDefinition:
+        """Any caller who may write claims in the claim's namespace."""
         definition = read_data_source_claim(_written_claim(document))
         async with request.app.state.sessions() as session:
-            rules = await _rules(session, request.app.state.settings)
-        claims.require_claim_writer(caller, rules, namespace=definition.namespace)
-        return document
-
-    async def create(
-        self, request: Request, *, kind: Kind, document: dict[str, Any], caller: Principal
-    ) -> dict[str, Any]:
-        definition = read_data_source_claim(_written_claim(document))
-        async with request.app.state.sessions() as session:
-            rules = await _rules(session, request.app.state.settings)
-            claims.require_claim_writer(caller, rules, namespace=definition.namespace)
-            await claims.apply_claim(session, definition=definition, create_only=True)
-            await session.commit()
-            return await self._object(session, definition.namespace, definition.name)
-
-    async def patch(
-        self,
-        session: AsyncSession,
-        *,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        change: dict[str, Any],
-        caller: Principal,
-        settings: Settings,
-        dry_run: bool = False,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        claims.require_claim_writer(caller, await _rules(session, settings), namespace=namespace)
-        current = await self._object(session, namespace, name)
-        document = merged_document(current, change, name)
-        document["metadata"]["namespace"] = namespace
-        definition = read_data_source_claim(document)
-        if dry_run:
-            return dry_run_result(current, document)
-        await claims.apply_claim(session, definition=definition)
-        return await self._object(session, namespace, name)
-
-    async def delete(
-        self,
-        session: AsyncSession,
-        *,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        caller: Principal,
-        settings: Settings | None = None,
-    ) -> dict[str, Any]:
-        claims.require_claim_writer(caller, await _rules(session, settings), namespace=namespace)
-        current = await self._object(session, namespace, name)
-        await claims.delete_claim(session, namespace=namespace, name=name)
-        return current
-
-    def event(
-        self, kind: Kind, change: Change, query: store.ListQuery
-    ) -> tuple[str, dict[str, Any]] | None:
-        return None  # not watched (the kind serves no watch verb)
+            await _claim_writer(session, caller, definition.namespace, request.app.state.settings)
+        return definition
 
 
 def _written_claim(document: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from volcano_global.db.models import Cluster, ClusterShare, Job, Queue
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec import ParseOptions, normalize_job
+from volcano_global.jobspec.object_metadata import drop_server_metadata, require_unchanged
 from volcano_global.services.jobs.cancel import cancel_job
 from volcano_global.services.jobs.views import shown_placement
 from volcano_global.services.kube import cluster_scoped
@@ -28,16 +29,6 @@ from volcano_global.services.kube.objects import resource_version
 from volcano_global.services.kube.selectors import Selector
 
 Row = dict[str, Any]
-# Server-set fields an update may not set: they are taken from the stored job.
-_SERVER_METADATA = (
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "managedFields",
-    "selfLink",
-)
 
 
 @dataclass(frozen=True)
@@ -267,17 +258,13 @@ async def patch(
     if not isinstance(document, dict):
         raise Invalid.one("", "the patch must be a JSON object")
     document.pop("status", None)  # the status is the Global's, a patch of it is ignored
-    metadata = document.get("metadata")
-    if not isinstance(metadata, dict):
-        raise Invalid.one("metadata", "must be an object")
-    for key in _SERVER_METADATA:
-        metadata.pop(key, None)
-    for key in ("name", "namespace"):
-        if metadata.get(key) != row[key]:
-            raise Invalid.one(f"metadata.{key}", f"may not change (is {row[key]!r})")
-    for key in ("apiVersion", "kind"):
-        if document.get(key) != row["manifest"].get(key):
-            raise Invalid.one(key, f"may not change (is {row['manifest'].get(key)!r})")
+    # Server-set fields an update may not set: they are taken from the stored job.
+    drop_server_metadata(document)
+    require_unchanged(
+        document,
+        metadata={key: row[key] for key in ("name", "namespace")},
+        top={key: row["manifest"].get(key) for key in ("apiVersion", "kind")},
+    )
     stored = row["manifest"]
     if document.get("spec") != stored.get("spec"):
         raise Invalid.one(
