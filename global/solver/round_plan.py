@@ -50,6 +50,7 @@ from volcano_global.solver.model import (
     Policy,
     RunningJob,
     Snapshot,
+    link_key,
 )
 from volcano_global.solver.outcomes import Outcome, Status
 from volcano_global.solver.preemption import (
@@ -168,12 +169,12 @@ def plan_round(
         data.running if policy.planned or rules is not None else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
-    grows = _grows(data, decision, growth)  # 6
     growing = {g.id for g in growth}
+    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
+    grows = _grows(data, decision, growth, starts)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -309,9 +310,15 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
         return failed(policy, snapshot.jobs, reason)
 
 
-def _grows(data: RoundInput, decision: Decision, growth: list[JobRequest]) -> tuple[Grow, ...]:
+def _grows(
+    data: RoundInput,
+    decision: Decision,
+    growth: list[JobRequest],
+    starts: tuple[JobDecision, ...],
+) -> tuple[Grow, ...]:
     """Step 6: the admitted growth whose new set of clusters is link-safe
-    (`planning.grown_links`), with the bandwidth the grown job reserves."""
+    (`planning.grown_links`) on what the round's starts left of the links, with the
+    bandwidth the grown job reserves."""
     if not growth:
         return ()
     growing = {g.id for g in growth}
@@ -319,7 +326,7 @@ def _grows(data: RoundInput, decision: Decision, growth: list[JobRequest]) -> tu
     links = planning.grown_links(
         admitted,
         list(data.elastic),
-        data.links,
+        _after(data.links, starts),
         {run.request.id: run.links for run in data.elastic},
     )
     return tuple(
@@ -327,6 +334,15 @@ def _grows(data: RoundInput, decision: Decision, growth: list[JobRequest]) -> tu
         for d in admitted
         if links.get(d.job_id) is not None
     )
+
+
+def _after(links: tuple[LinkState, ...], starts: tuple[JobDecision, ...]) -> tuple[LinkState, ...]:
+    """The links with what the round's starts reserve on them."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for d in starts:
+        for r in d.reservations:
+            more[link_key(r.a, r.b)] += r.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _evictions(

@@ -10,7 +10,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, Policy, RunningJob, planning
+from volcano_global.solver import (
+    ClusterCapacity,
+    JobDecision,
+    JobRequest,
+    Leaf,
+    LinkBandwidth,
+    LinkState,
+    Policy,
+    RunningJob,
+    planning,
+)
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.preemption import PREEMPT, RECLAIM, Rules
 from volcano_global.solver.round_plan import (
@@ -18,6 +28,7 @@ from volcano_global.solver.round_plan import (
     RoundOptions,
     Status,
     Waiting,
+    _after,
     order,
     plan_round,
     window,
@@ -174,3 +185,12 @@ def test_the_window_is_the_prefix_of_the_order(policy: Policy) -> None:
     assert first == every[:7]
     part = replace(data, waiting=tuple(w for w in jobs if w.request.id in first))
     assert [r.id for r in order(part, policy, RoundOptions())] == first
+
+
+def test_growth_is_checked_against_the_links_the_rounds_starts_reserve() -> None:
+    """Step 6 sees the links as the round's starts leave them: a split started this round
+    holds its bandwidth before an elastic job may grow into a new cluster over the same link."""
+    links = (LinkState("a", "b", 100.0, 10.0),)
+    split = JobDecision("split", True, reservations=(LinkBandwidth("b", "a", 60.0),))
+    (after,) = _after(links, (split, JobDecision("whole", True)))
+    assert after.reserved_gbps == 70.0 and after.free_gbps == 30.0
