@@ -108,8 +108,8 @@ class ElasticSettings(BaseModel):
     min_interval_s: float = Field(
         600.0,
         ge=0,
-        description="An elastic job is not resized again within this long of its last start "
-        "or resize.",
+        description="An elastic job does not grow again within this long of its last start "
+        "or resize (a shrink for a job that outranks it follows the preemption rules).",
     )
     min_growth: float = Field(
         0.25,
