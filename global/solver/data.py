@@ -47,3 +47,25 @@ class DataNeeds:
 
 
 NO_NEEDS = DataNeeds()
+
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def size_text(size: int) -> str:
+    """Bytes in binary units, as `kubectl` users read quantities (40 TiB)."""
+    value, unit = float(size), _UNITS[0]
+    for unit in _UNITS:
+        if value < 1024 or unit == _UNITS[-1]:
+            break
+        value /= 1024
+    return f"{value:.3g} {unit}"
+
+
+def duration_text(seconds: float) -> str:
+    """A wait or a copy's length as people say it (40 s, 55 min, 2.5 h)."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -10,6 +10,8 @@ admit, requeue, with an explicit status per entry):
 1. **Order** the waiting jobs: priority, weighted fair share between queues, then submission
    time - or, for a planned policy, the jobs owed a reservation and then the least expected
    service first; a planned policy is also told how long each is likely to run.
+   1b. **Data**: a job that reads data may use the clusters that hold it, and those where
+   staging it ends sooner than a holder is expected to have room (`gravity.steer`).
 2. **Standing** of every queue (held, deserved, reclaimable), when preemption is on.
 3. **Shrinks**: running elastic jobs give back units to waiting jobs that may take them
    (planned policies with preemption on); the capacity the solver sees includes them.
@@ -18,6 +20,8 @@ admit, requeue, with an explicit status per entry):
 5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
    jobs; a round the engine fails on still ends, every job waiting with the reason.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
+   6b (before it). **Staging**: every start that lands where its data is not gets its copies,
+   reserved on the links the starts left (`gravity.stage`); one that cannot stage now waits.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
@@ -31,13 +35,15 @@ Pure: no clock (the input carries `now`), no I/O, inputs never mutated.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from volcano_global.solver import SolveOptions, failed, planning, shrinking, solve
+from volcano_global.solver import SolveOptions, failed, gravity, planning, shrinking, solve
 from volcano_global.solver import outcomes as explain
+from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
 from volcano_global.solver.model import (
@@ -104,6 +110,7 @@ class RoundInput:
     fleet_gpus: int = 0  # what fair shares divide (reclaim)
     reclaimable: Mapping[str, bool] = field(default_factory=dict)
     set_aside: Mapping[str, str] = field(default_factory=dict)  # waiting, not modelled: why
+    data: Mapping[str, DataNeeds] = field(default_factory=dict)  # what waiting jobs read
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class RoundOptions:
     preemption: Rules | None = None  # None: no preemption, reclaim or shrinks
     hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
     reserve_after_s: float = planning.RESERVE_AFTER_S
+    data: gravity.DataOptions = field(default_factory=gravity.DataOptions)
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,7 @@ class RoundPlan:
     outcomes: Mapping[str, Outcome] = field(default_factory=dict)  # by waiting job id
     # Seconds until the first narrow elastic job's resize interval ends (None: none waits).
     settles_in_s: float | None = None
+    staging: Mapping[str, tuple[gravity.Copy, ...]] = field(default_factory=dict)  # by start
 
     @property
     def waiting(self) -> int:
@@ -157,6 +166,14 @@ def plan_round(
     options = options or RoundOptions()
     rules = options.preemption
     waiting = order(data, policy, options)  # 1
+    waiting, steered = gravity.steer(  # 1b
+        waiting,
+        data.data,
+        clusters=data.clusters,
+        links=data.links,
+        running=data.running,
+        options=options.data,
+    )
     queues = _standings(data) if rules is not None else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
@@ -170,8 +187,8 @@ def plan_round(
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
-    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
-    grows = _grows(data, decision, growth, starts)  # 6
+    decision, starts, copies = _staging(data, decision, growing, options)  # 6b
+    grows = _grows(data, decision, growth, starts, copies)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
@@ -191,8 +208,9 @@ def plan_round(
         grows=grows,
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
-        outcomes=outcomes,
+        outcomes=_with_data(outcomes, steered, copies, data.now),
         settles_in_s=settles_in(data, options),
+        staging=copies,
     )
 
 
@@ -315,10 +333,11 @@ def _grows(
     decision: Decision,
     growth: list[JobRequest],
     starts: tuple[JobDecision, ...],
+    copies: Mapping[str, tuple[gravity.Copy, ...]],
 ) -> tuple[Grow, ...]:
     """Step 6: the admitted growth whose new set of clusters is link-safe
-    (`planning.grown_links`) on what the round's starts left of the links, with the
-    bandwidth the grown job reserves."""
+    (`planning.grown_links`) on what the round's starts and their staging left of the
+    links, with the bandwidth the grown job reserves."""
     if not growth:
         return ()
     growing = {g.id for g in growth}
@@ -326,7 +345,7 @@ def _grows(
     links = planning.grown_links(
         admitted,
         list(data.elastic),
-        _after(data.links, starts),
+        gravity.reserved(_after(data.links, starts), copies),
         {run.request.id: run.links for run in data.elastic},
     )
     return tuple(
@@ -334,6 +353,47 @@ def _grows(
         for d in admitted
         if links.get(d.job_id) is not None
     )
+
+
+def _staging(
+    data: RoundInput, decision: Decision, growing: set[str], options: RoundOptions
+) -> tuple[Decision, tuple[JobDecision, ...], dict[str, tuple[gravity.Copy, ...]]]:
+    """Step 6b: the starts' copies on the links the starts leave; a start that cannot stage
+    now is no start (it waits, with the reason, in the decision the later steps read)."""
+    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
+    if not data.data:
+        return decision, starts, {}
+    copies, refused = gravity.stage(starts, data.data, _after(data.links, starts), options.data)
+    if not refused:
+        return decision, starts, copies
+    jobs = tuple(
+        JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
+        for d in decision.jobs
+    )
+    kept = tuple(d for d in starts if d.job_id not in refused)
+    return replace(decision, jobs=jobs), kept, copies
+
+
+def _with_data(
+    outcomes: dict[str, Outcome],
+    steered: Mapping[str, gravity.Steer],
+    copies: Mapping[str, tuple[gravity.Copy, ...]],
+    now: datetime,
+) -> dict[str, Outcome]:
+    """The outcomes with what the data decided, in numbers: the copies a start waits for,
+    and why a waiting job waits where its data is."""
+    for job_id, group in copies.items():
+        o = outcomes[job_id]
+        outcomes[job_id] = replace(o, reason=f"{o.reason}; {gravity.started_note(group)}")
+    for job_id, s in steered.items():
+        o = outcomes.get(job_id)
+        if o is None or o.status is not Status.WAITING:
+            continue
+        at = o.at or (
+            now + timedelta(seconds=s.wait_s) if s.wait_s and math.isfinite(s.wait_s) else None
+        )
+        outcomes[job_id] = replace(o, reason=f"{s.note}; {o.reason}", at=at)
+    return outcomes
 
 
 def _after(links: tuple[LinkState, ...], starts: tuple[JobDecision, ...]) -> tuple[LinkState, ...]:

@@ -18,11 +18,11 @@ from volcano_global.errors import NotFound
 from volcano_global.rpc.shares import SharePhase, StagingItem
 from volcano_global.services.data import add_locality
 from volcano_global.services.events import record_event
+from volcano_global.solver.data import duration_text, size_text
 
 log = logging.getLogger(__name__)
 # Phases that say the copy is over and the share's Volcano Jobs exist.
 _STAGED = frozenset({SharePhase.ACCEPTED, SharePhase.RUNNING, SharePhase.SUCCEEDED})
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 @dataclass(frozen=True)
@@ -80,16 +80,6 @@ def progress_text(staged_bytes: int, staging_bytes: int) -> str:
     return f"staged {size_text(done)} of {size_text(staging_bytes)} ({percent:.0f}%)"
 
 
-def size_text(size: int) -> str:
-    """Bytes in binary units, as `kubectl` users read quantities (40 TiB)."""
-    value, unit = float(size), _UNITS[0]
-    for unit in _UNITS:
-        if value < 1024 or unit == _UNITS[-1]:
-            break
-        value /= 1024
-    return f"{value:.3g} {unit}"
-
-
 def _items(share: ClusterShare) -> list[StagingItem]:
     return [StagingItem.from_payload(item) for item in share.staging or ()]
 
@@ -98,17 +88,9 @@ def _described(share: ClusterShare) -> str:
     parts = []
     for item in _items(share):
         origin = f" from {item.source_cluster}" if item.source_cluster else ""
-        rate = f" at {item.gbps:g} Gbps (about {_duration(item.seconds)})" if item.gbps else ""
+        rate = f" at {item.gbps:g} Gbps (about {duration_text(item.seconds)})" if item.gbps else ""
         parts.append(f"{item.data_source} ({size_text(item.bytes)}){origin}{rate}")
     return ", ".join(parts) or "its data"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 async def _event(

@@ -1,0 +1,376 @@
+"""Data gravity: where a job's bytes are decides where it may start (steps 1b and 6b of
+`round_plan`).
+
+Step 1b, `steer`, before the solver: for each waiting job that reads data (`DataNeeds`), every
+cluster is either a *holder* (it has every dataset the job must read locally, and its newest
+checkpoint) or a place the job can start only after *staging*: the missing bytes over the
+bandwidth a copy may take on the link from a cluster that holds them. The job may start at once
+in a holder, so the round compares, per cluster, staging there with waiting for a holder - when
+running jobs are expected to leave a holder room (their expected ends, by GPU counts as the
+outcomes estimate it) - and lets the solver use the holders and every cluster whose staging
+ends sooner than that wait: the earlier expected start, so the earlier expected completion for
+the same run. Priorities and fair share are untouched: the order the solver sees is step 1's.
+
+Step 6b, `stage`, after the solver: every start that lands where its data is not gets its
+copies (`Copy`: what, from which cluster, at what rate) on what the round's split starts left
+of the links, and those rates are reserved on the links for as long as the copy runs, so
+staging and split jobs together never oversubscribe a link. A start for which no link from a
+holder has the minimum rate left waits, and says so.
+
+Modes (`DataMode`): `gravity` (the above), `holders` (Volcano Global's DataDependencyAwareness:
+only the clusters that hold the data, whatever the wait) and `oblivious` (place by GPUs, then
+stage: MultiKueue-like, and this engine with the data term off). All three stage what a start
+lacks through step 6b.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from volcano_global.solver.data import DataNeeds, duration_text, size_text
+from volcano_global.solver.model import (
+    ClusterCapacity,
+    JobDecision,
+    JobRequest,
+    LinkState,
+    RunningJob,
+    link_key,
+)
+
+CHECKPOINT = "checkpoint"  # the name a job's newest checkpoint is copied under
+
+
+class DataMode(StrEnum):
+    GRAVITY = "gravity"
+    HOLDERS = "holders"
+    OBLIVIOUS = "oblivious"
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    mode: DataMode = DataMode.GRAVITY
+    # The most one share's copies take on a link (a copier's rate), and the least they may
+    # start with: below it the job waits for bandwidth rather than crawl.
+    staging_gbps: float = 100.0
+    min_staging_gbps: float = 1.0
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy a start waits for: `bytes` of `data` from `source` to `destination` at
+    `gbps`, reserved on their link while it runs."""
+
+    data: str
+    bytes: int
+    source: str
+    destination: str
+    gbps: float
+
+    @property
+    def seconds(self) -> float:
+        return self.bytes * 8 / (self.gbps * 1e9) if self.gbps > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A piece of data a job must have in the cluster it runs in."""
+
+    name: str
+    bytes: int | None
+    holders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Steer:
+    """What step 1b decided for one job: the clusters it may use (None: any), why in words,
+    and how long it is expected to wait for a holder (None: it need not)."""
+
+    allowed: tuple[str, ...] | None
+    note: str
+    wait_s: float | None = None
+
+
+def items(needs: DataNeeds) -> tuple[_Item, ...]:
+    """What must be local where the job runs: each dataset it may not read remotely and
+    whose holders are known, and its checkpoint if one was written. Data no cluster is
+    known to hold comes from outside the federation: it constrains nothing."""
+    found = [
+        _Item(d.name, d.size_bytes, d.clusters)
+        for d in needs.datasets
+        if d.clusters and d.read_gbps is None
+    ]
+    point = needs.checkpoint
+    if point is not None and point.cluster is not None:
+        found.append(_Item(CHECKPOINT, point.size_bytes, (point.cluster,)))
+    return tuple(found)
+
+
+# -- step 1b --------------------------------------------------------------------------------
+def steer(
+    jobs: Sequence[JobRequest],
+    needs: Mapping[str, DataNeeds],
+    *,
+    clusters: Sequence[ClusterCapacity],
+    links: Sequence[LinkState],
+    running: Sequence[RunningJob],
+    options: DataOptions,
+) -> tuple[list[JobRequest], dict[str, Steer]]:
+    """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
+    and for each job that reads data what was decided."""
+    if options.mode is DataMode.OBLIVIOUS or not needs:
+        return list(jobs), {}
+    free = _free_links(links)
+    room = _Room(clusters, running)
+    names = [c.name for c in clusters]
+    out, decided = [], {}
+    for job in jobs:
+        wanted = items(needs.get(job.id, DataNeeds()))
+        if not wanted:
+            out.append(job)
+            continue
+        s = _steer_one(job, wanted, names, free, room, options)
+        decided[job.id] = s
+        out.append(_narrowed(job, s.allowed))
+    return out, decided
+
+
+def _steer_one(
+    job: JobRequest,
+    wanted: tuple[_Item, ...],
+    names: list[str],
+    free: Mapping[tuple[str, str], float],
+    room: _Room,
+    options: DataOptions,
+) -> Steer:
+    usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
+    holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
+    if options.mode is DataMode.HOLDERS:
+        return Steer(holders, f"{_what(wanted)}: only where it is ({_list(holders)})")
+    wait = room.wait_s(job, holders)
+    if wait == 0:
+        return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
+    staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
+    faster = tuple(c for c, (s, _) in staged.items() if s < wait)
+    if not faster:
+        return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
+    best = min(faster, key=lambda c: (staged[c][0], c))
+    sooner = f", sooner than room in {_list(holders)} ({_wait_text(wait)})" if holders else ""
+    return Steer(
+        holders + faster,
+        f"{_what(wanted)} is in {_list(_where(wanted))}; "
+        f"{_staging_text(best, *staged[best])}{sooner}",
+    )
+
+
+def _waiting_note(
+    wanted: tuple[_Item, ...],
+    holders: tuple[str, ...],
+    staged: Mapping[str, tuple[float, float]],
+    wait: float,
+) -> str:
+    """`dataset corpus (40 TiB) is in a; staging to b at 100 Gbps takes 55 min; a has room in
+    about 20 min: waiting for a`."""
+    text = f"{_what(wanted)} is in {_list(_where(wanted))}"
+    reachable = {c: v for c, v in staged.items() if math.isfinite(v[0])}
+    if reachable:
+        best = min(reachable, key=lambda c: (reachable[c][0], c))
+        text += "; " + _staging_text(best, *reachable[best])
+    elif staged:
+        text += "; no link from it has bandwidth for staging"
+    if holders:
+        return f"{text}; {_list(holders)} has room {_wait_text(wait)}: waiting for {_list(holders)}"
+    return text + ": waiting"
+
+
+def _staging_text(cluster: str, seconds: float, gbps: float) -> str:
+    return f"staging to {cluster} at {gbps:g} Gbps takes {duration_text(seconds)}"
+
+
+def _wait_text(wait: float) -> str:
+    return "at no time known" if not math.isfinite(wait) else f"in about {duration_text(wait)}"
+
+
+def _stage_s(
+    wanted: tuple[_Item, ...],
+    cluster: str,
+    free: Mapping[tuple[str, str], float],
+    options: DataOptions,
+) -> tuple[float, float]:
+    """Seconds until everything `wanted` is in `cluster`, and the slowest link's rate: copies
+    on different links run side by side, copies on one link share it (inf: some item cannot
+    come)."""
+    on_link: dict[tuple[str, str], float] = defaultdict(float)
+    rate: dict[tuple[str, str], float] = {}
+    for item in wanted:
+        if cluster in item.holders:
+            continue
+        source = _source(item, cluster, free)
+        if source is None or item.bytes is None:
+            return math.inf, 0.0  # no link, or no size to reckon with: only a holder will do
+        key = link_key(source, cluster)
+        rate[key] = min(free[key], options.staging_gbps)
+        if rate[key] < options.min_staging_gbps:
+            return math.inf, 0.0
+        on_link[key] += item.bytes * 8
+    seconds = max((bits / (rate[k] * 1e9) for k, bits in on_link.items()), default=0.0)
+    return seconds, min(rate.values(), default=0.0)
+
+
+def _source(item: _Item, cluster: str, free: Mapping[tuple[str, str], float]) -> str | None:
+    """The holder with the most free bandwidth to `cluster`."""
+    linked = [h for h in item.holders if link_key(h, cluster) in free]
+    return max(linked, key=lambda h: (free[link_key(h, cluster)], h), default=None)
+
+
+def _narrowed(job: JobRequest, allowed: tuple[str, ...] | None) -> JobRequest:
+    if allowed is None:
+        return job
+    return replace(job, allowed_clusters=tuple(sorted(allowed)))
+
+
+class _Room:
+    """GPUs free per cluster and model, and the running jobs there by expected end: when a
+    set of clusters has room for a job (by GPU counts: an estimate)."""
+
+    def __init__(self, clusters: Sequence[ClusterCapacity], running: Sequence[RunningJob]):
+        self.free: dict[tuple[str, str], int] = defaultdict(int)
+        for state in clusters:
+            for leaf in state.leaves:
+                self.free[(state.name, leaf.gpu_model)] += leaf.free_gpus
+        self.ends: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+        for run in running:
+            for cluster, model, gpus in run.gpus:
+                self.ends[(cluster, model)].append((run.ends_in_s, gpus))
+        for ends in self.ends.values():
+            ends.sort()
+
+    def wait_s(self, job: JobRequest, clusters: Sequence[str]) -> float:
+        """Seconds until one of `clusters` (any of them together, for a splittable job) has
+        the job's GPUs free: 0 now, inf if no expected end makes room."""
+        keys = [k for k in self.free if k[0] in clusters and job.gpu_model in (None, k[1])]
+        if not keys:
+            return math.inf
+        if job.splittable and job.cluster_limit > 1:
+            return self._when(job.gpus, keys)
+        return min(self._when(job.gpus, [k]) for k in keys)
+
+    def _when(self, gpus: int, keys: list[tuple[str, str]]) -> float:
+        have = sum(self.free[k] for k in keys)
+        if have >= gpus:
+            return 0.0
+        for ends_in_s, freed in sorted(e for k in keys for e in self.ends.get(k, ())):
+            have += freed
+            if have >= gpus:
+                return max(ends_in_s, 0.0)
+        return math.inf
+
+
+# -- step 6b --------------------------------------------------------------------------------
+def stage(
+    starts: Sequence[JobDecision],
+    needs: Mapping[str, DataNeeds],
+    links: Sequence[LinkState],
+    options: DataOptions,
+) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
+    """The copies each start needs, on the links as the round's starts leave them (each
+    start's copies then taken from what is left), and the starts that cannot stage now with
+    the reason (they wait)."""
+    free = dict(_free_links(links))
+    copies: dict[str, tuple[Copy, ...]] = {}
+    refused: dict[str, str] = {}
+    for start in starts:
+        wanted = items(needs.get(start.job_id, DataNeeds()))
+        if not wanted:
+            continue
+        planned = _copies(wanted, start.clusters, free, options)
+        if isinstance(planned, str):
+            refused[start.job_id] = planned
+            continue
+        for copy in planned:
+            free[link_key(copy.source, copy.destination)] -= copy.gbps
+        if planned:
+            copies[start.job_id] = planned
+    return copies, refused
+
+
+def _copies(
+    wanted: tuple[_Item, ...],
+    destinations: Sequence[str],
+    free: Mapping[tuple[str, str], float],
+    options: DataOptions,
+) -> tuple[Copy, ...] | str:
+    """Every share's copies: per link, the rate it may take (at most `staging_gbps`),
+    shared evenly by the copies on it; or why it cannot stage now."""
+    grouped: dict[tuple[str, str], list[_Item]] = defaultdict(list)
+    rates: dict[tuple[str, str], float] = {}
+    taken: dict[tuple[str, str], float] = defaultdict(float)
+    for cluster in destinations:
+        for item in wanted:
+            if cluster in item.holders:
+                continue
+            left = {k: v - taken[k] for k, v in free.items()}
+            source = _source(item, cluster, left)
+            if source is None or item.bytes is None:
+                why = "no link from a cluster that holds it" if source is None else "no size"
+                return f"cannot stage {item.name} to {cluster}: {why}"
+            key = (source, cluster)
+            if key not in grouped:
+                rate = min(left[link_key(*key)], options.staging_gbps)
+                if rate < options.min_staging_gbps:
+                    return (
+                        f"staging {item.name} to {cluster} waits for bandwidth: "
+                        f"{left[link_key(*key)]:g} Gbps free from {source}"
+                    )
+                taken[link_key(*key)] += rate
+                rates[key] = rate
+            grouped[key].append(item)
+    out = []
+    for (source, cluster), group in grouped.items():
+        for item in group:
+            share = rates[(source, cluster)] / len(group)
+            out.append(Copy(item.name, item.bytes or 0, source, cluster, share))
+    return tuple(out)
+
+
+def started_note(copies: Sequence[Copy]) -> str:
+    """`staging corpus (40 TiB) from a to b at 100 Gbps: about 55 min`."""
+    return "; ".join(
+        f"staging {c.data} ({size_text(c.bytes)}) from {c.source} to {c.destination} at "
+        f"{c.gbps:g} Gbps: about {duration_text(c.seconds)}"
+        for c in copies
+    )
+
+
+def reserved(
+    links: Sequence[LinkState], copies: Mapping[str, Sequence[Copy]]
+) -> tuple[LinkState, ...]:
+    """The links with the round's copies reserved on them."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for group in copies.values():
+        for c in group:
+            more[link_key(c.source, c.destination)] += c.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
+
+
+def _free_links(links: Sequence[LinkState]) -> dict[tuple[str, str], float]:
+    return {x.key: x.free_gbps for x in links}
+
+
+def _what(wanted: tuple[_Item, ...]) -> str:
+    return ", ".join(
+        f"{'' if i.name == CHECKPOINT else 'dataset '}{i.name}"
+        + (f" ({size_text(i.bytes)})" if i.bytes is not None else "")
+        for i in wanted
+    )
+
+
+def _where(wanted: tuple[_Item, ...]) -> tuple[str, ...]:
+    return tuple(sorted({h for i in wanted for h in i.holders}))
+
+
+def _list(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "no cluster"

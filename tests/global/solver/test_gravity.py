@@ -1,0 +1,273 @@
+"""Data gravity in `plan_round`, by hand: a job whose data is local starts there; one whose
+holder is busy for longer than staging takes stages elsewhere (its copies reserved on the
+link); one whose holder frees up sooner waits for it, and says so in numbers; staging shares
+a link with a split job and never oversubscribes it; a split stages into every cluster that
+lacks the data; a requeued job goes back to its checkpoint's cluster; the two baselines
+(holders only, data-oblivious) do what their names say."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from volcano_global.solver import (
+    ClusterCapacity,
+    JobRequest,
+    Leaf,
+    LinkBandwidth,
+    LinkState,
+    Policy,
+    RunningJob,
+)
+from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed
+from volcano_global.solver.gravity import DataMode, DataOptions
+from volcano_global.solver.model import link_key
+from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, Waiting, plan_round
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+TIB = 2**40
+
+
+def cluster(name: str, free_nodes: int, used_nodes: int = 0) -> ClusterCapacity:
+    hist = (used_nodes,) + (0,) * 7 + (free_nodes,)
+    return ClusterCapacity(name, (Leaf("H100", hist, (name,), node_gpus=8),))
+
+
+def gang(job_id: str, gpus: int, **kw: object) -> Waiting:
+    request = JobRequest(job_id, pods=gpus // 8, gpus_per_pod=8, gpu_model="H100", **kw)  # type: ignore[arg-type]
+    return Waiting(request, NOW - timedelta(minutes=5))
+
+
+def busy(job_id: str, where: str, gpus: int, ends_in_s: float) -> RunningJob:
+    return RunningJob(job_id, ((where, "H100", gpus),), ends_in_s=ends_in_s, name=job_id)
+
+
+def reads(size_tib: float, *holders: str, name: str = "corpus") -> DataNeeds:
+    return DataNeeds(datasets=(DatasetNeed(name, int(size_tib * TIB), holders),))
+
+
+LINK = LinkState("east", "west", 100.0)
+
+
+def test_a_job_whose_data_is_local_starts_where_it_is() -> None:
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        data={"j": reads(10, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert [d.clusters for d in plan.starts] == [("west",)]
+    assert plan.staging == {}
+
+
+def test_a_job_stages_when_its_holder_is_busy_for_longer_than_the_copy() -> None:
+    # 1 TiB over 100 Gbps: about 88 s; west has room in 2 h.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, 7200.0),),
+        data={"j": reads(1, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert [d.clusters for d in plan.starts] == [("east",)]
+    (copy,) = plan.staging["j"]
+    assert (copy.data, copy.source, copy.destination, copy.gbps) == ("corpus", "west", "east", 100)
+    assert 87 < copy.seconds < 89
+    assert "staging corpus (1 TiB) from west to east at 100 Gbps: about 88 s" in (
+        plan.outcomes["j"].reason
+    )
+
+
+def test_a_job_waits_for_its_holder_when_that_is_sooner_than_staging() -> None:
+    # 40 TiB over 100 Gbps: about 59 min; west has room in 20 min.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, 1200.0),),
+        data={"j": reads(40, "west", name="corpus-v3")},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert plan.starts == ()
+    outcome = plan.outcomes["j"]
+    assert outcome.status is Status.WAITING
+    assert outcome.reason.startswith(
+        "dataset corpus-v3 (40 TiB) is in west; staging to east at 100 Gbps takes 59 min; "
+        "west has room in about 20 min: waiting for west"
+    )
+    assert outcome.at == NOW + timedelta(seconds=1200)
+
+
+def test_staging_takes_what_a_split_job_leaves_of_a_link_and_a_second_copy_waits() -> None:
+    # A running split holds 60 of the link's 100 Gbps: the first copy gets 40, the next none.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LinkState("east", "west", 100.0, 60.0),),
+        waiting=(gang("j", 8), gang("k", 8)),
+        running=(busy("r", "west", 32, 7200.0),),
+        data={"j": reads(1, "west"), "k": reads(1, "west", name="other")},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert [d.job_id for d in plan.starts] == ["j"]
+    (copy,) = plan.staging["j"]
+    assert copy.gbps == 40.0
+    assert "waits for bandwidth: 0 Gbps free from west" in plan.outcomes["k"].reason
+
+
+def test_splits_and_copies_started_in_one_round_never_oversubscribe_a_link() -> None:
+    rng = random.Random(7)
+    names = ("a", "b", "c", "d")
+    copies = splits = 0
+    for _ in range(25):
+        links = tuple(
+            LinkState(x, y, rng.choice((50.0, 100.0, 200.0)), rng.choice((0.0, 20.0, 40.0)))
+            for i, x in enumerate(names)
+            for y in names[i + 1 :]
+        )
+        waiting, needs = [], {}
+        for n in range(6):
+            job = f"j{n}"
+            if rng.random() < 0.5:
+                waiting.append(
+                    gang(
+                        job,
+                        8 * rng.randint(2, 6),
+                        unit_pods=1,
+                        splittable=True,
+                        max_clusters=3,
+                        allreduce_gbps=rng.choice((20.0, 60.0)),
+                    )
+                )
+            else:
+                waiting.append(gang(job, 8 * rng.randint(1, 3)))
+            needs[job] = reads(rng.choice((0.5, 5.0)), rng.choice(names), name=f"d{n}")
+        data = RoundInput(
+            NOW,
+            tuple(cluster(c, rng.randint(1, 5), rng.randint(0, 3)) for c in names),
+            links,
+            waiting=tuple(waiting),
+            running=tuple(busy(f"r{c}", c, 8, rng.choice((600.0, 7200.0))) for c in names),
+            data=needs,
+        )
+        plan = plan_round(data, Policy.CPSAT)
+        held = {x.key: x.reserved_gbps for x in links}
+        for d in plan.starts:
+            for r in d.reservations:
+                held[link_key(r.a, r.b)] += r.gbps
+        for group in plan.staging.values():
+            for c in group:
+                held[link_key(c.source, c.destination)] += c.gbps
+        for x in links:
+            assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
+        copies += sum(len(g) for g in plan.staging.values())
+        splits += sum(len(d.shares) > 1 for d in plan.starts)
+    assert copies > 10 and splits > 5  # the rounds did stage and split
+
+
+def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LinkState("east", "west", 100.0, 99.5),),
+        waiting=(gang("j", 16),),
+        data={"j": reads(1, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(DataMode.OBLIVIOUS)))
+    assert plan.starts == ()
+    assert "waits for bandwidth: 0.5 Gbps free from west" in plan.outcomes["j"].reason
+
+
+def test_a_split_stages_into_every_cluster_that_lacks_the_data() -> None:
+    split = gang("j", 64, unit_pods=1, splittable=True, max_clusters=3)
+    links = (LinkState("a", "b", 400.0), LinkState("a", "c", 400.0), LinkState("b", "c", 400.0))
+    data = RoundInput(
+        NOW,
+        (cluster("a", 3), cluster("b", 3), cluster("c", 3)),
+        links,
+        waiting=(split,),
+        data={"j": reads(1, "a")},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    (start,) = plan.starts
+    lacking = set(start.clusters) - {"a"}
+    assert lacking
+    assert {c.destination for c in plan.staging["j"]} == lacking
+    assert all(c.source == "a" for c in plan.staging["j"])
+
+
+def test_a_requeued_job_goes_back_to_the_cluster_that_holds_its_checkpoint() -> None:
+    needs = DataNeeds(checkpoint=CheckpointNeed(size_bytes=8 * TIB, cluster="west"))
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 2, 2)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        data={"j": needs},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert [d.clusters for d in plan.starts] == [("west",)]
+
+
+def test_the_holders_only_baseline_waits_however_long_and_oblivious_stages_at_once() -> None:
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, 7200.0),),
+        data={"j": reads(1, "west")},
+    )
+    holders = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(DataMode.HOLDERS)))
+    assert holders.starts == ()
+    assert holders.outcomes["j"].reason.startswith("dataset corpus (1 TiB): only where it is")
+    # Oblivious: both clusters free -> it may land where the data is not, and then stages.
+    free = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 2, 2)),
+        (LINK,),
+        waiting=(gang("j", 32),),
+        data={"j": reads(1, "west")},
+    )
+    oblivious = plan_round(
+        free, Policy.FIRST_FIT, RoundOptions(data=DataOptions(DataMode.OBLIVIOUS))
+    )
+    assert [d.clusters for d in oblivious.starts] == [("east",)]
+    assert [c.destination for c in oblivious.staging["j"]] == ["east"]
+
+
+def test_a_dataset_read_remotely_or_held_nowhere_constrains_nothing() -> None:
+    needs = DataNeeds(
+        datasets=(
+            DatasetNeed("remote", TIB, ("west",), read_gbps=10.0),
+            DatasetNeed("outside", TIB, ()),
+        )
+    )
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        data={"j": needs},
+    )
+    plan = plan_round(data, Policy.CPSAT)
+    assert [d.clusters for d in plan.starts] == [("east",)]
+    assert plan.staging == {}
+
+
+def test_no_data_declared_changes_nothing() -> None:
+    base = RoundInput(
+        NOW, (cluster("east", 4), cluster("west", 4)), (LINK,), waiting=(gang("j", 16),)
+    )
+    assert (
+        plan_round(base, Policy.CPSAT).starts[0].shares
+        == plan_round(RoundInput(**{**base.__dict__, "data": {"j": DataNeeds()}}), Policy.CPSAT)
+        .starts[0]
+        .shares
+    )
+    _ = LinkBandwidth  # the type the reservations are made of
