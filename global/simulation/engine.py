@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from volcano_global.simulation import elastic, evictions, left_out, speed
+from volcano_global.simulation.data import DataState
 from volcano_global.simulation.nodes import Fleet
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
@@ -34,6 +35,7 @@ from volcano_global.solver import (
 )
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
+from volcano_global.solver.gravity import Copy, DataOptions
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
@@ -59,6 +61,8 @@ class SimOptions:
     # Elastic width: when a resize is worth it, and what each one costs (`elastic.restart`).
     hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
     resize_restart_s: float = 300.0
+    # Where jobs may start given their data, and how fast staging copies (`solver.gravity`).
+    data: DataOptions = field(default_factory=DataOptions)
 
 
 @dataclass
@@ -73,6 +77,7 @@ class JobRecord:
     lost_gpu_s: float = 0.0  # GPU-seconds of work evictions threw away
     resizes: int = 0  # elastic: times it was grown or shrunk (each a checkpoint-restart)
     resize_gpu_s: float = 0.0  # GPU-seconds its resizes cost (restarts, work lost)
+    staging_s: float = 0.0  # seconds it held its GPUs while its data was copied in
 
 
 @dataclass
@@ -95,6 +100,8 @@ class SimResult:
     timeline: list[Sample] = field(default_factory=list)
     rounds: int = 0
     evictions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, victim, by)
+    moved_bytes: dict[speed.Pair, int] = field(default_factory=dict)  # staged, per link
+    between_regions_bytes: int = 0  # staged between clusters of different regions
 
 
 class Simulation:
@@ -115,6 +122,7 @@ class Simulation:
         self.durations = DurationModel()  # what the scheduler learns from finished jobs
         self.capacity_gpus = self.fleet.capacity_gpus
         self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
+        self.data = DataState(scenario, self.jobs)
 
     def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -169,6 +177,7 @@ class Simulation:
                     records[job_id].finish = now
                     if progress:
                         progress(1)
+            self._staged(running, now)
             self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
@@ -185,7 +194,7 @@ class Simulation:
                 seq += 1
                 finish = max(now, run.stalled_until) + run.work_left * run.factor
                 heapq.heappush(events, (finish, seq, "finish", run.job.id, run.version))
-            for at, job_id in self._wakes(running, now):
+            for at, job_id in self._wakes(running, now) + self._staging_ends(running, now):
                 seq += 1
                 heapq.heappush(events, (at, seq, "wake", job_id, -1))
             result.timeline.append(
@@ -193,7 +202,25 @@ class Simulation:
                     now, self.fleet.allocated(), tuple(j.id for j in pending), self._demand(running)
                 )
             )
+        result.moved_bytes = dict(self.data.moved)
+        result.between_regions_bytes = self.data.between_regions()
         return result
+
+    def _staged(self, running: dict[str, Running], now: float) -> None:
+        """Copies that have ended: their links are free, and their data is where they went."""
+        for run in running.values():
+            if run.copies and run.staged_at <= now:
+                self.data.arrived(run.copies)
+                run.copies = ()
+
+    def _staging_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
+        """A round when a copy ends (its bandwidth is free again)."""
+        out = []
+        for run in running.values():
+            if run.copies and run.staged_at > now and (run.job.id, run.staged_at) not in self.woken:
+                self.woken.add((run.job.id, run.staged_at))
+                out.append((run.staged_at, run.job.id))
+        return out
 
     def _wakes(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
         """A round when a narrow elastic job's resize interval ends (the server's loop runs
@@ -249,12 +276,13 @@ class Simulation:
             ),
             self._tree(held, dict(asking)),
             running=tuple(self._running(running, clock))
-            if planned or self.options.preemption is not None
+            if planned or self.options.preemption is not None or self.data
             else (),
             elastic=tuple(elastic.elastic_runs(running, clock, self.durations)) if planned else (),
             durations=self.durations,
             fleet_gpus=self.capacity_gpus,
             reclaimable={name: q.reclaimable for name, q in self.queues.items()},
+            data={j.id: self.data.needs(j) for j in pending} if self.data else {},
         )
 
     def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:
@@ -269,6 +297,7 @@ class Simulation:
             preemption=self.options.preemption,
             hysteresis=self.options.hysteresis,
             reserve_after_s=self.options.reserve_after_s,
+            data=self.options.data,
         )
         return plan_round(self.round_input(pending, running, now), self.policy, options)
 
@@ -287,10 +316,12 @@ class Simulation:
         cuts = elastic.give_back(self.fleet, plan.shrinks, running)
         started = set()
         for jd in plan.starts:
-            if self.start(by_id[jd.job_id], jd, running, now):
+            copies = plan.staging.get(jd.job_id, ())
+            if self.start(by_id[jd.job_id], jd, running, now, copies):
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
+                records[jd.job_id].staging_s += running[jd.job_id].staged_at - now
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
@@ -310,8 +341,15 @@ class Simulation:
         return started
 
     def start(
-        self, job: TraceJob, jd: JobDecision, running: dict[str, Running], now: float
+        self,
+        job: TraceJob,
+        jd: JobDecision,
+        running: dict[str, Running],
+        now: float,
+        copies: tuple[Copy, ...] = (),
     ) -> bool:
+        """Bind the decision's pods; its copies run first (the job makes no progress, its GPUs
+        held, until the last ends: as a share waits in Staging on a member cluster)."""
         bound: list[tuple[str, str, str, int, int]] = []
         unit_broken = False
         for share in jd.shares:
@@ -336,6 +374,10 @@ class Simulation:
             unit_broken=unit_broken,
             width=sum(share.units for share in jd.shares),
         )
+        if copies or job.checkpoint_bytes:
+            staged_at = now + self.data.started(job, jd.clusters, copies)
+            running[job.id].copies, running[job.id].staged_at = copies, staged_at
+            running[job.id].stalled_until = staged_at
         return True
 
     def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
@@ -373,6 +415,8 @@ class Simulation:
         for run in running.values():
             for a, b, gbps in run.reservations:
                 reserved[speed.pair(a, b)] += gbps
+            for copy in run.copies:
+                reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
         return tuple(
             LinkState(a, b, cap, min(reserved.get((a, b), 0.0), cap))
             for (a, b), cap in sorted(self.capacity.items())
@@ -384,6 +428,8 @@ class Simulation:
         for run in running.values():
             for p, d in speed.needs(run.job.allreduce_gbps, run.clusters).items():
                 total[p] += d
+            for copy in run.copies:  # staging takes its rate on the link as it copies
+                total[speed.pair(copy.source, copy.destination)] += copy.gbps
         return dict(total)
 
     def _advance(

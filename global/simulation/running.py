@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from volcano_global.simulation.nodes import Bound
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import JobRequest
+from volcano_global.solver.gravity import Copy
 from volcano_global.solver.preemption import may_evict_for
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,6 +34,8 @@ class Running:
     priced: bool = False  # given its first finish event
     resized_at: float = 0.0  # its start, or its last resize
     stalled_until: float = 0.0  # restarting after its last resize: no progress before this
+    copies: tuple[Copy, ...] = ()  # its staging, while it runs (their rates held on links)
+    staged_at: float = 0.0  # when its last copy ends
 
     def working_s(self, now: float) -> float:
         """Seconds since `last` in which it made progress: not those of its restart."""

@@ -9,6 +9,9 @@
       - {a: east, b: west, gbps: 400}
     queues:
       - {name: q0, weight: 2, quota: 2048}
+    datasets:                         # where the data is at the start (issue 33)
+      - {name: corpus-v3, size: 40Ti, clusters: [west]}
+      - {name: code-mix, size: 2Ti, region: us}   # every cluster with region: us
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from volcano_global.clusterspec import layout
 from volcano_global.clusterspec.spec import ClusterSpec
+from volcano_global.jobspec.quantity import parse_quantity
 
 
 class _Spec(BaseModel):
@@ -33,6 +37,7 @@ class ClusterEntry(_Spec):
     spec: ClusterSpec | None = None
     lingjun_block: int | None = None
     gpu_model: str = "H800"
+    region: str | None = None  # clusters of one region: bytes between them stay in it
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterEntry:
@@ -68,10 +73,30 @@ class QueueEntry(_Spec):
     reclaimable: bool = True  # others below their deserved share may evict its jobs
 
 
+class DatasetEntry(_Spec):
+    """A dataset and where it is at the start: `clusters`, or every cluster of `region`."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    size: Annotated[str | int, Field(description="bytes, or a quantity such as 40Ti")]
+    clusters: list[str] = Field(default_factory=list)
+    region: str | None = None
+
+    @field_validator("size")
+    @classmethod
+    def _quantity(cls, value: str | int) -> str | int:
+        parse_quantity(value)
+        return value
+
+    @property
+    def size_bytes(self) -> int:
+        return int(parse_quantity(self.size))
+
+
 class Scenario(_Spec):
     clusters: list[ClusterEntry] = Field(min_length=1)
     links: list[LinkEntry] = Field(default_factory=list)
     queues: list[QueueEntry] = Field(default_factory=list)
+    datasets: list[DatasetEntry] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _known(self) -> Scenario:
@@ -82,6 +107,13 @@ class Scenario(_Spec):
             for end in (link.a, link.b):
                 if end not in names:
                     raise ValueError(f"links[{i}]: unknown cluster {end!r}")
+        regions = {c.region for c in self.clusters if c.region}
+        for i, data in enumerate(self.datasets):
+            for name in data.clusters:
+                if name not in names:
+                    raise ValueError(f"datasets[{i}].clusters: unknown cluster {name!r}")
+            if data.region is not None and data.region not in regions:
+                raise ValueError(f"datasets[{i}].region: no cluster is in region {data.region!r}")
         return self
 
     @classmethod

@@ -23,8 +23,9 @@ from volcano_global.jobspec import Communication
 from volcano_global.jobspec.gpu_models import canonical_or_none
 from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.priority_classes import BUILT_IN
+from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.settings import SchedulingDefaults
-from volcano_global.simulation.workload import TraceJob
+from volcano_global.simulation.workload import DatasetRef, TraceJob
 from volcano_global.solver import MAX_PODS
 from volcano_global.solver.traffic import allreduce_gbps
 
@@ -60,6 +61,11 @@ EXPECTED = {
     "unitPods": "an integer >= 1",
     "unitTier": "an integer >= 1",
     "minUnits": "an integer >= 1",
+    "dataset": "a dataset name",
+    "datasetSize": "bytes or a quantity such as 40Ti",
+    "datasetClusters": "cluster names separated by spaces or semicolons",
+    "datasetRegion": "a region name",
+    "checkpointSize": "bytes or a quantity such as 2Ti",
 }
 
 
@@ -94,6 +100,19 @@ class TraceRow(BaseModel):
     unit_pods: Annotated[int, Field(ge=1)] | None = None
     unit_tier: Annotated[int, Field(ge=1)] | None = None
     min_units: Annotated[int, Field(ge=1)] | None = None
+    dataset: Annotated[str, Field(max_length=253)] | None = None
+    dataset_size: int | None = None
+    dataset_clusters: str | None = None
+    dataset_region: str | None = None
+    checkpoint_size: int | None = None
+
+    @field_validator("dataset_size", "checkpoint_size", mode="plain")
+    @classmethod
+    def _bytes(cls, value: object) -> int:
+        try:
+            return int(parse_quantity(value))
+        except ValueError as exc:
+            raise ValueError(f"must be bytes or a quantity such as 40Ti: {exc}") from None
 
     @field_validator("arrival", mode="plain")
     @classmethod
@@ -352,7 +371,20 @@ def _job(
         queue=row.queue or defaults.default_queue,
         estimate_s=row.running_estimate,
         min_units=row.min_units or 0,
+        datasets=_datasets(row),
+        checkpoint_bytes=row.checkpoint_size,
     )
+
+
+def _datasets(row: TraceRow) -> tuple[DatasetRef, ...]:
+    """The row's dataset, where it says it is: on clusters, or in a region."""
+    if row.dataset is None:
+        for column in ("dataset_size", "dataset_clusters", "dataset_region"):
+            if getattr(row, column) is not None:
+                raise _Cell(to_camel(column), "needs a dataset name in column dataset")
+        return ()
+    clusters = tuple(c for c in re.split(r"[\s;]+", row.dataset_clusters or "") if c)
+    return (DatasetRef(row.dataset, row.dataset_size, clusters, row.dataset_region),)
 
 
 def _duration(row: TraceRow) -> float:

@@ -50,6 +50,17 @@ ACME_SUMMARY = Path(__file__).resolve().parent / "data" / "acme_cluster_summary.
 
 
 @dataclass(frozen=True)
+class DatasetRef:
+    """A dataset a trace job reads: its name, and where a trace row said it is and how big
+    (None: as the scenario, or another row, says)."""
+
+    name: str
+    size_bytes: int | None = None
+    clusters: tuple[str, ...] = ()
+    region: str | None = None
+
+
+@dataclass(frozen=True)
 class TraceJob:
     id: str
     arrival_s: float
@@ -69,6 +80,8 @@ class TraceJob:
     min_units: int = 0  # elastic: may run with as few units (data-parallel replicas); 0: rigid
     preemption_policy: str = "PreemptLowerPriority"  # its priority class's; or "Never"
     preemptable: bool = True  # False: annotated volcano.sh/preemptable: "false"
+    datasets: tuple[DatasetRef, ...] = ()  # what it reads (must be local where it runs)
+    checkpoint_bytes: int | None = None  # the size of its checkpoint, once it has written one
 
     @property
     def gpus(self) -> int:
@@ -231,3 +244,42 @@ def two_priority_classes(jobs: list[TraceJob], high_share: float, seed: int) -> 
     the rest of it is the same) at priority 1000, the rest at 0."""
     draw = random.Random(seed + 104729)
     return [replace(j, priority=HIGH_PRIORITY if draw.random() < high_share else 0) for j in jobs]
+
+
+def data_heavy(
+    *,
+    seed: int,
+    jobs: int,
+    load: float,
+    capacity_gpus: int,
+    datasets: list[str],
+    median_run_s: float = 2 * 3600,
+    mean_run_s: float = 3 * 3600,
+    max_run_s: float = 12 * 3600,
+) -> list[TraceJob]:
+    """LLM training and fine-tuning jobs that each read one corpus (`datasets`, the most
+    popular first: Zipf weights 1/k) and write a checkpoint: 8 to 128 GPUs, log-normal run
+    times of hours (pretraining runs, not Kalos's minutes), Poisson arrivals at `load` of the
+    fleet. Every job's checkpoint is 16 bytes per parameter of a model its size suggests."""
+    rng = random.Random(seed)
+    mu = math.log(median_run_s)
+    sigma = math.sqrt(2 * math.log(mean_run_s / median_run_s))
+    sizes = rng.choices([8, 16, 32, 64, 128], weights=[30, 25, 20, 15, 10], k=jobs)
+    durations = [min(rng.lognormvariate(mu, sigma), max_run_s) for _ in sizes]
+    rate = load * capacity_gpus / (sum(s * d for s, d in zip(sizes, durations, strict=True)) / jobs)
+    weights = [1 / (k + 1) for k in range(len(datasets))]
+    t, out = 0.0, []
+    for i, (gpus, duration) in enumerate(zip(sizes, durations, strict=True)):
+        t += rng.expovariate(rate)
+        job = _llm_job(i, t, gpus, duration, rng, None)
+        corpus = rng.choices(datasets, weights=weights)[0]
+        parameters = {8: 7e9, 16: 7e9, 32: 13e9, 64: 34e9, 128: 70e9}[gpus]
+        out.append(
+            replace(
+                job,
+                id=f"data-{i}",
+                datasets=(DatasetRef(corpus),),
+                checkpoint_bytes=int(16 * parameters),
+            )
+        )
+    return out

@@ -42,6 +42,7 @@ from volcano_global.solver.model import (
 )
 
 CHECKPOINT = "checkpoint"  # the name a job's newest checkpoint is copied under
+DEFAULT_RUN_S = 3600.0  # a waiting job's expected run when the round was told none
 
 
 class DataMode(StrEnum):
@@ -56,7 +57,7 @@ class DataOptions:
     # The most one share's copies take on a link (a copier's rate), and the least they may
     # start with: below it the job waits for bandwidth rather than crawl.
     staging_gbps: float = 100.0
-    min_staging_gbps: float = 1.0
+    min_staging_gbps: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,20 +151,21 @@ def _steer_one(
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
     if options.mode is DataMode.HOLDERS:
         return Steer(holders, f"{_what(wanted)}: only where it is ({_list(holders)})")
-    wait = room.wait_s(job, holders)
+    wait, group = room.wait_s(job, holders)
+    run = job.estimate_s or DEFAULT_RUN_S
     if wait == 0:
+        room.claim(group, 0.0, job.gpus, run)
         return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
     staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
     faster = tuple(c for c, (s, _) in staged.items() if s < wait)
     if not faster:
+        if math.isfinite(wait):
+            room.claim(group, wait, job.gpus, run)
         return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
     best = min(faster, key=lambda c: (staged[c][0], c))
     sooner = f", sooner than room in {_list(holders)} ({_wait_text(wait)})" if holders else ""
-    return Steer(
-        holders + faster,
-        f"{_what(wanted)} is in {_list(_where(wanted))}; "
-        f"{_staging_text(best, *staged[best])}{sooner}",
-    )
+    note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
+    return Steer(holders + faster, note + sooner, wait)
 
 
 def _waiting_note(
@@ -233,39 +235,57 @@ def _narrowed(job: JobRequest, allowed: tuple[str, ...] | None) -> JobRequest:
 
 
 class _Room:
-    """GPUs free per cluster and model, and the running jobs there by expected end: when a
-    set of clusters has room for a job (by GPU counts: an estimate)."""
+    """When clusters have room for a job, by GPU counts (an estimate): per cluster and model,
+    the GPUs free now, what running jobs free as they are expected to end, and what the jobs
+    earlier in the order were promised (`claim`) - so the tenth job waiting for a busy holder
+    is not told the room the first will take."""
 
     def __init__(self, clusters: Sequence[ClusterCapacity], running: Sequence[RunningJob]):
         self.free: dict[tuple[str, str], int] = defaultdict(int)
         for state in clusters:
             for leaf in state.leaves:
                 self.free[(state.name, leaf.gpu_model)] += leaf.free_gpus
-        self.ends: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+        # (seconds from now, GPUs freed (+) or taken (-)) per cluster and model
+        self.events: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
         for run in running:
             for cluster, model, gpus in run.gpus:
-                self.ends[(cluster, model)].append((run.ends_in_s, gpus))
-        for ends in self.ends.values():
-            ends.sort()
+                self.events[(cluster, model)].append((max(run.ends_in_s, 0.0), gpus))
 
-    def wait_s(self, job: JobRequest, clusters: Sequence[str]) -> float:
-        """Seconds until one of `clusters` (any of them together, for a splittable job) has
-        the job's GPUs free: 0 now, inf if no expected end makes room."""
-        keys = [k for k in self.free if k[0] in clusters and job.gpu_model in (None, k[1])]
+    def keys(self, job: JobRequest, clusters: Sequence[str]) -> list[tuple[str, str]]:
+        return [k for k in self.free if k[0] in clusters and job.gpu_model in (None, k[1])]
+
+    def wait_s(self, job: JobRequest, clusters: Sequence[str]) -> tuple[float, tuple]:  # type: ignore[type-arg]
+        """Seconds until `clusters` (any one, or together for a splittable job) have the job's
+        GPUs free for its expected run (0: now; inf: no expected end makes room), and where."""
+        keys = self.keys(job, clusters)
         if not keys:
-            return math.inf
-        if job.splittable and job.cluster_limit > 1:
-            return self._when(job.gpus, keys)
-        return min(self._when(job.gpus, [k]) for k in keys)
+            return math.inf, ()
+        run = job.estimate_s or DEFAULT_RUN_S
+        options = (
+            [tuple(keys)] if job.splittable and job.cluster_limit > 1 else [(k,) for k in keys]
+        )
+        return min(
+            ((self._earliest(group, job.gpus, run), group) for group in options), key=lambda x: x[0]
+        )
 
-    def _when(self, gpus: int, keys: list[tuple[str, str]]) -> float:
-        have = sum(self.free[k] for k in keys)
-        if have >= gpus:
-            return 0.0
-        for ends_in_s, freed in sorted(e for k in keys for e in self.ends.get(k, ())):
-            have += freed
-            if have >= gpus:
-                return max(ends_in_s, 0.0)
+    def claim(self, group: tuple, at: float, gpus: int, run: float) -> None:  # type: ignore[type-arg]
+        """A job expected to hold `gpus` of `group` from `at` for `run` seconds."""
+        for key in group:
+            take = min(gpus, self._free_at(key, at))
+            if take <= 0:
+                continue
+            self.events[key] += [(at, -take), (at + run, take)]
+            gpus -= take
+
+    def _free_at(self, key: tuple[str, str], t: float) -> int:
+        return self.free[key] + sum(d for when, d in self.events.get(key, ()) if when <= t)
+
+    def _earliest(self, group: tuple, gpus: int, run: float) -> float:  # type: ignore[type-arg]
+        times = sorted({0.0} | {when for k in group for when, _ in self.events.get(k, ())})
+        for t in times:
+            window = [u for u in times if t <= u < t + run]
+            if all(sum(self._free_at(k, u) for k in group) >= gpus for u in window):
+                return t
         return math.inf
 
 
@@ -275,10 +295,13 @@ def stage(
     needs: Mapping[str, DataNeeds],
     links: Sequence[LinkState],
     options: DataOptions,
+    steered: Mapping[str, Steer] | None = None,
 ) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
     """The copies each start needs, on the links as the round's starts leave them (each
     start's copies then taken from what is left), and the starts that cannot stage now with
-    the reason (they wait)."""
+    the reason (they wait): no link with the minimum rate left, or - for a job step 1b let
+    stage because a holder was busy - copies at the rate left that would end after the
+    holder is expected to have room."""
     free = dict(_free_links(links))
     copies: dict[str, tuple[Copy, ...]] = {}
     refused: dict[str, str] = {}
@@ -289,6 +312,14 @@ def stage(
         planned = _copies(wanted, start.clusters, free, options)
         if isinstance(planned, str):
             refused[start.job_id] = planned
+            continue
+        wait = (steered or {}).get(start.job_id)
+        longest = max((c.seconds for c in planned), default=0.0)
+        if wait is not None and wait.wait_s is not None and longest > wait.wait_s:
+            refused[start.job_id] = (
+                f"staging at the bandwidth left would take {duration_text(longest)}, longer than "
+                f"waiting for room where its data is ({_wait_text(wait.wait_s)}): waiting"
+            )
             continue
         for copy in planned:
             free[link_key(copy.source, copy.destination)] -= copy.gbps

@@ -187,7 +187,7 @@ def plan_round(
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
-    decision, starts, copies = _staging(data, decision, growing, options)  # 6b
+    decision, starts, copies = _staging(data, decision, growing, steered, options)  # 6b
     grows = _grows(data, decision, growth, starts, copies)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
@@ -356,14 +356,19 @@ def _grows(
 
 
 def _staging(
-    data: RoundInput, decision: Decision, growing: set[str], options: RoundOptions
+    data: RoundInput,
+    decision: Decision,
+    growing: set[str],
+    steered: Mapping[str, gravity.Steer],
+    options: RoundOptions,
 ) -> tuple[Decision, tuple[JobDecision, ...], dict[str, tuple[gravity.Copy, ...]]]:
     """Step 6b: the starts' copies on the links the starts leave; a start that cannot stage
     now is no start (it waits, with the reason, in the decision the later steps read)."""
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     if not data.data:
         return decision, starts, {}
-    copies, refused = gravity.stage(starts, data.data, _after(data.links, starts), options.data)
+    links = _after(data.links, starts)
+    copies, refused = gravity.stage(starts, data.data, links, options.data, steered)
     if not refused:
         return decision, starts, copies
     jobs = tuple(

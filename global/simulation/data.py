@@ -1,0 +1,79 @@
+"""The virtual fleet's data: where each dataset is (the scenario's `datasets`, and what trace
+rows say), how big it is, the cluster each job's newest checkpoint is in, and what staging
+moved. Locality grows as copies end, as the server's DataSources gain a cluster when a
+staging to it succeeds (`services.dispatch.staging.data_arrived`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.speed import Pair, pair
+from volcano_global.simulation.workload import TraceJob
+from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed
+from volcano_global.solver.gravity import CHECKPOINT, Copy
+
+
+class DataState:
+    def __init__(self, scenario: Scenario, jobs: Iterable[TraceJob]) -> None:
+        self.regions = {c.name: c.region or c.name for c in scenario.clusters}
+        in_region: dict[str, set[str]] = defaultdict(set)
+        for cluster, region in self.regions.items():
+            in_region[region].add(cluster)
+        self.sizes: dict[str, int] = {}
+        self.holders: dict[str, set[str]] = {}
+        for entry in scenario.datasets:
+            self.sizes[entry.name] = entry.size_bytes
+            self.holders[entry.name] = set(entry.clusters) | in_region.get(
+                entry.region or "", set()
+            )
+        for job in jobs:  # what trace rows say, where the scenario does not
+            for ref in job.datasets:
+                if ref.size_bytes is not None:
+                    self.sizes.setdefault(ref.name, ref.size_bytes)
+                holders = set(ref.clusters) | in_region.get(ref.region or "", set())
+                if holders and not self.holders.get(ref.name):
+                    self.holders[ref.name] = holders
+        self.checkpoints: dict[str, str] = {}  # job -> the cluster of its newest checkpoint
+        self.moved: dict[Pair, int] = defaultdict(int)  # bytes staged per link
+        self.staging_s = 0.0  # summed over shares: seconds spent copying before starting
+
+    def __bool__(self) -> bool:
+        return bool(self.sizes or self.holders)
+
+    def needs(self, job: TraceJob) -> DataNeeds:
+        datasets = tuple(
+            DatasetNeed(
+                ref.name,
+                self.sizes.get(ref.name),
+                tuple(sorted(self.holders.get(ref.name, ()))),
+                source="declaration",
+                bound=ref.name in self.holders,
+            )
+            for ref in job.datasets
+        )
+        where = self.checkpoints.get(job.id)
+        point = CheckpointNeed(job.checkpoint_bytes, where) if where is not None else None
+        return DataNeeds(datasets, point)
+
+    def started(self, job: TraceJob, clusters: Iterable[str], copies: Iterable[Copy]) -> float:
+        """A start's copies begin: bytes counted per link; the seconds until the last ends.
+        The job writes its checkpoints in its first cluster from now on."""
+        longest = 0.0
+        for copy in copies:
+            self.moved[pair(copy.source, copy.destination)] += copy.bytes
+            longest = max(longest, copy.seconds)
+        if job.checkpoint_bytes:
+            self.checkpoints[job.id] = next(iter(clusters))
+        self.staging_s += longest
+        return longest
+
+    def arrived(self, copies: Iterable[Copy]) -> None:
+        for copy in copies:
+            if copy.data != CHECKPOINT:
+                self.holders.setdefault(copy.data, set()).add(copy.destination)
+
+    def between_regions(self) -> int:
+        """Bytes staged between clusters of different regions."""
+        return sum(b for (x, y), b in self.moved.items() if self.regions[x] != self.regions[y])
