@@ -321,7 +321,8 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
-                records[jd.job_id].staging_s += running[jd.job_id].staged_at - now
+                if copies:
+                    records[jd.job_id].staging_s += running[jd.job_id].staged_at - now
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
@@ -404,6 +405,9 @@ class Simulation:
                     queue=run.job.queue,
                     preemptable=run.job.preemptable,
                     lost_s=evictions.lost_s(ran, self.options.checkpoint_s),
+                    restore_s=(run.job.checkpoint_bytes or 0)
+                    * 8
+                    / (self.options.data.staging_gbps * 1e9),
                     pods=tuple((c, leaf, m, n, g) for (c, leaf, m, g), n in sorted(pods.items())),
                 )
             )

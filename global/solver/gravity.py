@@ -43,6 +43,7 @@ from volcano_global.solver.model import (
 
 CHECKPOINT = "checkpoint"  # the name a job's newest checkpoint is copied under
 DEFAULT_RUN_S = 3600.0  # a waiting job's expected run when the round was told none
+NEAR_BEST = 1.25  # a copy this much slower than the fastest one still counts as fast
 
 
 class DataMode(StrEnum):
@@ -157,15 +158,36 @@ def _steer_one(
         room.claim(group, 0.0, job.gpus, run)
         return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
     staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
-    faster = tuple(c for c, (s, _) in staged.items() if s < wait)
+    faster = _faster(job, staged, wait, room)
     if not faster:
         if math.isfinite(wait):
             room.claim(group, wait, job.gpus, run)
         return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
-    best = min(faster, key=lambda c: (staged[c][0], c))
+    best = faster[0]
+    room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({_wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
     return Steer(holders + faster, note + sooner, wait)
+
+
+def _faster(
+    job: JobRequest, staged: Mapping[str, tuple[float, float]], wait: float, room: _Room
+) -> tuple[str, ...]:
+    """The clusters the job may stage into, fastest first: room for it now (a split job: for
+    one of its units), and a copy that ends before a holder is expected to have room and
+    within `NEAR_BEST` of the fastest such copy - so a copy over a thin link between regions
+    is not taken where a fat link inside the region serves nearly as soon."""
+    need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
+    ready = {
+        c: seconds
+        for c, (seconds, _) in staged.items()
+        if seconds < wait and room.free_now(job, c) >= need
+    }
+    if not ready:
+        return ()
+    best = min(ready.values())
+    near = [c for c, seconds in ready.items() if seconds <= best * NEAR_BEST + 60.0]
+    return tuple(sorted(near, key=lambda c: (ready[c], c)))
 
 
 def _waiting_note(
@@ -276,6 +298,10 @@ class _Room:
                 continue
             self.events[key] += [(at, -take), (at + run, take)]
             gpus -= take
+
+    def free_now(self, job: JobRequest, cluster: str) -> int:
+        """GPUs of the job's model free in `cluster` now, less what earlier jobs were promised."""
+        return sum(self._free_at(k, 0.0) for k in self.keys(job, (cluster,)))
 
     def _free_at(self, key: tuple[str, str], t: float) -> int:
         return self.free[key] + sum(d for when, d in self.events.get(key, ()) if when <= t)

@@ -212,6 +212,9 @@ class RunningJob:
     lost_s: float = 0.0
     pods: tuple[tuple[str, str, str, int, int], ...] = ()
     name: str = ""  # for reasons and events (namespace/name)
+    # Seconds its newest checkpoint takes to reach another cluster: an evicted job that
+    # cannot come back at once restores elsewhere, so an eviction costs that too.
+    restore_s: float = 0.0
 
     @property
     def total_gpus(self) -> int:

@@ -194,7 +194,7 @@ def _worth_waiting_for(
         return True
     first = room.first(job)
     after = float("inf") if first is None else max(first[0] - wait, 0.0)
-    lost = sum(v.total_gpus * (v.lost_s + wait) for v in victims) / 3600.0
+    lost = sum(lost_gpu_hours(v, later_s=wait) for v in victims)
     return job.gpus * after / 3600.0 * rules.wait_weight >= lost
 
 

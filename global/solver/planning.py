@@ -95,6 +95,7 @@ def running(
     lost_s: float | None = None,
     pods: tuple[tuple[str, str, str, int, int], ...] = (),
     name: str = "",
+    restore_s: float = 0.0,
 ) -> RunningJob:
     """`lost_s`: work an eviction would lose (None: all of it since `started_at`)."""
     elapsed = max((now - started_at).total_seconds(), 0.0)
@@ -111,6 +112,7 @@ def running(
         lost_s=elapsed if lost_s is None else lost_s,
         pods=pods,
         name=name,
+        restore_s=restore_s,
     )
 
 

@@ -22,8 +22,8 @@ Who may be evicted (a candidate), a whole running job, never part of a gang:
 
 The victims (the rule, exactly):
 1. candidates in the order lowest priority first, then fewest GPU-hours of work lost (GPUs x
-   seconds since its start or last checkpoint, `RunningJob.lost_s`), then the latest started,
-   then id;
+   seconds since its start or last checkpoint, `RunningJob.lost_s`, plus the seconds its
+   checkpoint takes to reach another cluster, `restore_s`), then the latest started, then id;
 2. taken in that order, each freeing its GPUs (per leaf domain) and the link bandwidth it
    reserved, until the preemptor fits - whole or as a link-safe split, by the greedy policy's
    fit and split code (`baselines.place_greedily`); none if the cap would be passed first;
@@ -154,8 +154,10 @@ def remaining(snapshot: Snapshot, decision: Decision) -> Snapshot:
     )
 
 
-def lost_gpu_hours(job: RunningJob) -> float:
-    return job.total_gpus * job.lost_s / 3600.0
+def lost_gpu_hours(job: RunningJob, *, later_s: float = 0.0) -> float:
+    """What evicting `job` (`later_s` from now) costs: the work it loses and the restore of
+    its checkpoint, in GPU-hours."""
+    return job.total_gpus * (job.lost_s + later_s + job.restore_s) / 3600.0
 
 
 def victim_order(job: RunningJob) -> tuple[int, float, float, str]:

@@ -83,6 +83,16 @@ def test_the_lowest_priority_then_the_least_work_lost_is_evicted() -> None:
     assert ids(evict(waiting(32), run)) == [["p0"]]
 
 
+def test_the_restore_of_a_checkpoint_counts_in_what_an_eviction_loses() -> None:
+    # "young" lost less work, but its 2-hour checkpoint restore makes it the costlier victim.
+    run = [
+        running("old", "a", 32, ran_h=2.0),  # 64 GPU-hours lost
+        replace(running("young", "a", 32, ran_h=1.0), restore_s=2 * HOUR),  # 32 + 64
+    ]
+    (e,) = evict(waiting(32), run)
+    assert [v.id for v in e.victims] == ["old"]
+
+
 def test_a_victim_not_needed_is_spared() -> None:
     # x (priority 0, 8 GPUs in a) comes first but a 64-GPU gang fits only once y (priority 1,
     # all of b) is gone; then x is not needed.
