@@ -263,7 +263,11 @@ const views = {
     const [job, events, data] = await Promise.all([
       api(`/api/v1/jobs/${uid}`),
       api(`/api/v1/jobs/${uid}/events`),
-      api(`/api/v1/jobs/${uid}/data`),
+      // A replica from before the data sub-resource (a rolling upgrade) answers 404: no panel.
+      api(`/api/v1/jobs/${uid}/data`).catch((error) => {
+        if (error.status === 404) return null;
+        throw error;
+      }),
     ]);
     if (token !== generation) return;
     const placement = job.placement;
@@ -308,7 +312,7 @@ const views = {
               .map((r) => `${fmt(r.gbps)} Gbps on ${r.clusterA} ↔ ${r.clusterB}`).join("; "))
             : h("p", { class: "muted" }, "No inter-cluster bandwidth held (one cluster)."))
         : null,
-      jobDataPanel(data, job.clusters),
+      data ? jobDataPanel(data, job.clusters) : null,
       h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline(events.items)),
     );
   },

@@ -13,7 +13,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, ClusterShare, Job, Placement, Queue
-from volcano_global.db.models.placements import HOLDING
+from volcano_global.db.models.placements import PlacementState
 from volcano_global.errors import NotFound
 from volcano_global.rpc.shares import SharePhase, StagingItem
 from volcano_global.services.data.needs import data_needs
@@ -91,10 +91,14 @@ def _share(row: Row[Any]) -> ShareStaging:
 async def staging_in_progress(
     session: AsyncSession, *, queues: tuple[str, ...] | None = None
 ) -> list[ShareStaging]:
-    """The shares being staged now (phase Staging, in a placement that holds its capacity: a
-    withdrawn placement's share keeps its last phase but copies nothing more), oldest
+    """The shares being staged now (phase Staging, of an Active placement: a withdrawn or
+    released placement's share keeps its last phase but copies nothing more), oldest
     placement first. `queues`: only the jobs of these (a queue user's; None: every job)."""
-    query = _shares().where(ClusterShare.phase == SharePhase.STAGING, Placement.state.in_(HOLDING))
+    # From the few Active placements (their partial index), not a scan of every share ever
+    # made: a Nominated placement has dispatched nothing, so copies nothing.
+    query = _shares().where(
+        Placement.state == PlacementState.ACTIVE, ClusterShare.phase == SharePhase.STAGING
+    )
     if queues is not None:
         query = query.where(Queue.name.in_(queues))
     query = query.order_by(Placement.created_at, Job.namespace, Job.name, ClusterShare.rank_offset)

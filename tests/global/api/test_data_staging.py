@@ -19,7 +19,7 @@ from tests.data_documents import data_source, data_source_claim
 from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import ClusterShare
+from volcano_global.db.models import ClusterShare, Placement, PlacementState
 from volcano_global.jobspec.extensions import COMMUNICATION
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -152,6 +152,17 @@ async def test_a_queue_user_sees_the_staging_of_its_queues_only(staged: Staged) 
     refused = await api.get(f"/api/v1/jobs/{staged.uid}/data", headers=other)
     assert refused.status_code == 403
     assert len((await api.get("/api/v1/staging")).json()["items"]) == 1
+
+
+async def test_a_withdrawn_placements_share_is_not_staging_any_more(staged: Staged) -> None:
+    """Its last report said Staging, but the placement was taken back (the agent deletes the
+    staging Job): nothing is copied; the job's page still shows where its last copy stood."""
+    await staged.report(pb.SHARE_PHASE_STAGING, staged_bytes=1, staging_bytes=40 * TIB)
+    async with transaction(staged.app.state.sessions) as session:
+        await session.execute(update(Placement).values(state=PlacementState.WITHDRAWN))
+    assert (await staged.api.get("/api/v1/staging")).json()["items"] == []
+    data = (await staged.api.get(f"/api/v1/jobs/{staged.uid}/data")).json()
+    assert [s["phase"] for s in data["staging"]] == ["Staging"]
 
 
 async def test_a_waiting_jobs_declared_data_and_checkpoint(api: httpx.AsyncClient) -> None:
