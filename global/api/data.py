@@ -9,7 +9,6 @@ jobs). Who reads: every reader; a queue user sees the claims of its queues' name
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
@@ -22,13 +21,14 @@ from volcano_global.jobspec.data_sources import read_data_source, read_data_sour
 from volcano_global.jobspec.manifests import Manifest
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.data import (
+    CheckpointNeedOut,
+    DatasetNeedOut,
     DataSourceClaimList,
     DataSourceClaimOut,
     DataSourceList,
     DataSourceOut,
     JobDataOut,
     ShareStagingOut,
-    StagingItemOut,
     StagingList,
     StagingOut,
     WorkloadOut,
@@ -132,14 +132,7 @@ async def list_staging(session: Session, caller: Reader) -> StagingList:
     """The shares whose data is being copied into their cluster now, oldest placement first,
     with the agent's progress; a queue user sees its queues' jobs."""
     rows = await views.staging_in_progress(session, queues=caller.visible_queues())
-    return StagingList(
-        items=[
-            StagingOut(
-                job_uid=r.job_id, namespace=r.namespace, name=r.name, queue=r.queue, **_staging(r)
-            )
-            for r in rows
-        ]
-    )
+    return StagingList(items=[StagingOut.model_validate(r) for r in rows])
 
 
 @router.get(
@@ -152,31 +145,12 @@ async def get_job_data(uid: uuid.UUID, session: Session, caller: Reader) -> JobD
     found = await views.job_data(session, job_id=uid)
     caller.require_queue(found.queue)
     return JobDataOut(
-        datasets=[dataclasses.asdict(d) for d in found.needs.datasets],
-        checkpoint=dataclasses.asdict(found.needs.checkpoint) if found.needs.checkpoint else None,
-        staging=[ShareStagingOut(**_staging(s)) for s in found.staging],
+        datasets=[DatasetNeedOut.model_validate(d) for d in found.needs.datasets],
+        checkpoint=CheckpointNeedOut.model_validate(found.needs.checkpoint)
+        if found.needs.checkpoint
+        else None,
+        staging=[ShareStagingOut.model_validate(s) for s in found.staging],
     )
-
-
-def _staging(share: views.ShareStaging) -> dict[str, Any]:
-    return {
-        "cluster": share.cluster,
-        "phase": share.phase.value,
-        "message": share.message,
-        "items": [
-            StagingItemOut(
-                data_source=i.data_source,
-                bytes=i.bytes,
-                source_cluster=i.source_cluster,
-                destination=i.destination,
-                gbps=i.gbps,
-            )
-            for i in share.items
-        ],
-        "placed_at": share.placed_at,
-        "reported_at": share.reported_at,
-        "staged_at": share.staged_at,
-    }
 
 
 async def apply_data_source(

@@ -26,7 +26,7 @@ class ShareStaging:
     and the agent's last word (the copy's progress while Staging), when its placement was
     made, when its agent last reported and when the copy ended (None: not yet)."""
 
-    job_id: uuid.UUID
+    job_uid: uuid.UUID
     namespace: str
     name: str
     queue: str
@@ -47,7 +47,7 @@ class JobData:
 
 
 _COLUMNS = (
-    Job.id.label("job_id"),
+    Job.id.label("job_uid"),
     Job.namespace,
     Job.name,
     Queue.name.label("queue"),
@@ -74,7 +74,7 @@ def _shares() -> Any:
 
 def _share(row: Row[Any]) -> ShareStaging:
     return ShareStaging(
-        job_id=row.job_id,
+        job_uid=row.job_uid,
         namespace=row.namespace,
         name=row.name,
         queue=row.queue,
