@@ -1,6 +1,7 @@
 """/api/v1/datasources and /api/v1/datasourceclaims: Volcano Global's DataSources (where each
 dataset is, how large) and DataSourceClaims (which job reads which), read and deleted here;
 created and replaced through `/api/v1/apply`, `vglobal apply -f` or kubectl (docs/data.md).
+/api/v1/staging and /api/v1/jobs/{uid}/data: the data in motion and one job's data, read.
 
 Who writes: DataSources are the federation's inventory, so admins only (as queues and
 clusters); a claim, an admin or a queue user in a namespace one of its queues may use (as its
@@ -20,13 +21,19 @@ from volcano_global.jobspec.data_sources import read_data_source, read_data_sour
 from volcano_global.jobspec.manifests import Manifest
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.data import (
+    CheckpointNeedOut,
+    DatasetNeedOut,
     DataSourceClaimList,
     DataSourceClaimOut,
     DataSourceList,
     DataSourceOut,
+    JobDataOut,
+    ShareStagingOut,
+    StagingList,
+    StagingOut,
     WorkloadOut,
 )
-from volcano_global.services.data import claims, sources
+from volcano_global.services.data import claims, sources, views
 from volcano_global.services.kube.data_objects import claim_objects, data_source_objects
 from volcano_global.services.tenancy.tokens import Principal
 
@@ -118,6 +125,32 @@ async def delete_claim(
     claims.require_claim_writer(caller, await read_tenancy(session, settings), namespace=namespace)
     await claims.delete_claim(session, namespace=namespace, name=name)
     return Response(status_code=204)
+
+
+@router.get("/staging", operation_id="listStaging", responses=error_responses(401, 403))
+async def list_staging(session: Session, caller: Reader) -> StagingList:
+    """The shares whose data is being copied into their cluster now, oldest placement first,
+    with the agent's progress; a queue user sees its queues' jobs."""
+    rows = await views.staging_in_progress(session, queues=caller.visible_queues())
+    return StagingList(items=[StagingOut.model_validate(r) for r in rows])
+
+
+@router.get(
+    "/jobs/{uid}/data", operation_id="getJobData", responses=error_responses(401, 403, 404, 422)
+)
+async def get_job_data(uid: uuid.UUID, session: Session, caller: Reader) -> JobDataOut:
+    """The datasets the job reads (from its DataSourceClaims and its communication
+    declaration) with their size and the clusters that hold them, its checkpoint, and the
+    staging of its latest placement's shares."""
+    found = await views.job_data(session, job_id=uid)
+    caller.require_queue(found.queue)
+    return JobDataOut(
+        datasets=[DatasetNeedOut.model_validate(d) for d in found.needs.datasets],
+        checkpoint=CheckpointNeedOut.model_validate(found.needs.checkpoint)
+        if found.needs.checkpoint
+        else None,
+        staging=[ShareStagingOut.model_validate(s) for s in found.staging],
+    )
 
 
 async def apply_data_source(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any, Literal
 
@@ -47,3 +48,58 @@ class DataSourceClaimOut(ApiModel):
 
 class DataSourceClaimList(ApiModel):
     items: list[DataSourceClaimOut]
+
+
+class StagingItemOut(ApiModel):
+    data_source: str
+    bytes: int
+    source_cluster: str = Field(description="Where the bytes come from (empty: not said)")
+    destination: str = Field(description="Where the share's pods read them in its cluster")
+    gbps: float = Field(description="Link bandwidth reserved for the copy (0: none)")
+
+
+class ShareStagingOut(ApiModel):
+    """One share's copies into its cluster."""
+
+    cluster: str = Field(description="The share's cluster: where the data goes")
+    phase: str = Field(description="The share's phase (Staging while its data is copied)")
+    message: str = Field(description='The agent\'s last word: "staged 1 GiB of 4 GiB (25%)"')
+    items: list[StagingItemOut]
+    placed_at: datetime = Field(description="When its placement was made")
+    reported_at: datetime | None = Field(description="Its agent's last report (null: none)")
+    staged_at: datetime | None = Field(description="When the copy ended (null: not yet)")
+
+
+class StagingOut(ShareStagingOut):
+    job_uid: uuid.UUID
+    namespace: str
+    name: str
+    queue: str
+
+
+class StagingList(ApiModel):
+    items: list[StagingOut]
+
+
+class DatasetNeedOut(ApiModel):
+    name: str
+    size_bytes: int | None = Field(description="null: unknown")
+    clusters: list[str] = Field(description="The clusters that hold it now (empty: none known)")
+    read_gbps: float | None = Field(description="May read it remotely at this rate (null: stage)")
+    source: Literal["claim", "declaration"]
+    claim: str | None = Field(description="The DataSourceClaim (namespace/name) that names it")
+    bound: bool = Field(description="A DataSource describes it (false: locality unknown)")
+
+
+class CheckpointNeedOut(ApiModel):
+    size_bytes: int | None
+    cluster: str | None = Field(description="Where it was written (null: never reported)")
+
+
+class JobDataOut(ApiModel):
+    """A job's data: what it reads and where each dataset is, its checkpoint, and the
+    staging of its latest placement's shares."""
+
+    datasets: list[DatasetNeedOut]
+    checkpoint: CheckpointNeedOut | None
+    staging: list[ShareStagingOut]

@@ -39,6 +39,8 @@ def test_wheel_contains_migrations_stubs_and_data(tmp_path: Path) -> None:
         "volcano_global/migrations/versions/0005_scheduling_rounds.py",
         "volcano_global/console/static/index.html",
         "volcano_global/console/static/app.js",
+        "volcano_global/console/static/dom.js",
+        "volcano_global/console/static/data.js",
         "volcano_global/console/static/style.css",
         "volcano_global/rpc/v1/agent_pb2.py",
         "volcano_global/rpc/v1/agent_pb2.pyi",

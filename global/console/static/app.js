@@ -1,73 +1,17 @@
 // Volcano Global admin console: a dependency-free single page over the REST API.
 // Views re-fetch their data every 2 seconds (live updates); forms are never redrawn by it.
 
+import { badge, fill, fmt, h, s, when } from "./dom.js";
+import { dataPage, jobDataPanel } from "./data.js";
+
 const REFRESH_MS = 2000;
 const TOKEN_KEY = "vglobal-token";
-const SVG_NS = "http://www.w3.org/2000/svg";
 const TERMINAL = new Set(["Succeeded", "Failed", "Cancelled"]);
 const MAX_DEPTH = 8; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
 const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled"];
 
 let timer = null;
 let generation = 0; // bumps on navigation so a late response never draws on the wrong page
-
-// ---------------------------------------------------------------- DOM helpers
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  setAttrs(el, attrs);
-  append(el, children);
-  return el;
-}
-
-function s(tag, attrs = {}, ...children) {
-  const el = document.createElementNS(SVG_NS, tag);
-  setAttrs(el, attrs);
-  append(el, children);
-  return el;
-}
-
-function setAttrs(el, attrs) {
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else el.setAttribute(key, value === true ? "" : String(value));
-  }
-}
-
-function append(el, children) {
-  for (const child of children.flat()) {
-    if (child === undefined || child === null || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-}
-
-function fill(el, ...children) {
-  el.replaceChildren();
-  append(el, children);
-}
-
-const badge = (state) => h("span", { class: `badge ${state}`, "data-state": state }, state);
-const fmt = (n) => Number(n).toLocaleString("en-US");
-
-function ago(iso) {
-  if (!iso) return "-";
-  const seconds = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
-  if (seconds < 60) return `${Math.round(seconds)} s ago`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
-  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
-  return absolute(iso);
-}
-
-// The moment itself, in UTC to the second: what a log, kubectl or an incident note says.
-function absolute(iso) {
-  return new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
-}
-
-// A relative time with the absolute one in its title (hover) and datetime attribute.
-function when(iso) {
-  if (!iso) return h("span", {}, "-");
-  return h("time", { datetime: iso, title: absolute(iso) }, ago(iso));
-}
 
 // How long a job's run ran (started to finished, or to now while it runs).
 function duration(timestamps) {
@@ -316,9 +260,14 @@ const views = {
   },
 
   async job(main, token, uid) {
-    const [job, events] = await Promise.all([
+    const [job, events, data] = await Promise.all([
       api(`/api/v1/jobs/${uid}`),
       api(`/api/v1/jobs/${uid}/events`),
+      // A replica from before the data sub-resource (a rolling upgrade) answers 404: no panel.
+      api(`/api/v1/jobs/${uid}/data`).catch((error) => {
+        if (error.status === 404) return null;
+        throw error;
+      }),
     ]);
     if (token !== generation) return;
     const placement = job.placement;
@@ -363,6 +312,7 @@ const views = {
               .map((r) => `${fmt(r.gbps)} Gbps on ${r.clusterA} ↔ ${r.clusterB}`).join("; "))
             : h("p", { class: "muted" }, "No inter-cluster bandwidth held (one cluster)."))
         : null,
+      data ? jobDataPanel(data, job.clusters) : null,
       h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline(events.items)),
     );
   },
@@ -401,6 +351,14 @@ const views = {
         classes.items.map((c) => h("tr", {},
           h("td", {}, c.metadata.name), h("td", { class: "num" }, fmt(c.value)), h("td", {}, c.preemptionPolicy),
           h("td", {}, c.globalDefault ? "global default" : ""), h("td", {}, c.description))))));
+  },
+
+  async data(main, token) {
+    const [sources, claims, staging] = await Promise.all([
+      api("/api/v1/datasources"), api("/api/v1/datasourceclaims"), api("/api/v1/staging"),
+    ]);
+    if (token !== generation) return;
+    fill(main, dataPage(sources.items, claims.items, staging.items));
   },
 
   submit(main) {
@@ -578,6 +536,7 @@ function route() {
   if (parts[0] === "jobs" && parts[1]) return ["job", parts[1], query];
   if (parts[0] === "jobs") return ["jobs", null, query];
   if (parts[0] === "queues") return ["queues", null, query];
+  if (parts[0] === "data") return ["data", null, query];
   if (parts[0] === "submit") return ["submit", null, query];
   return ["overview", null, query];
 }

@@ -43,6 +43,8 @@ EXPECTED = {
     "deleteDataSource",
     "listDataSourceClaims",
     "deleteDataSourceClaim",
+    "listStaging",
+    "getJobData",
     "createToken",
     "listTokens",
     "revokeToken",
