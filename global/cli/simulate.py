@@ -22,12 +22,15 @@ from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.trace_file import read_trace
 from volcano_global.simulation.workload import (
     TraceJob,
+    data_heavy,
     read_philly,
     read_pollux,
     synthetic_llm,
     two_priority_classes,
 )
 from volcano_global.solver import Policy, planning
+from volcano_global.solver.data import size_text
+from volcano_global.solver.gravity import DataMode, DataOptions
 from volcano_global.solver.preemption import Rules
 
 
@@ -36,7 +39,8 @@ def simulate(
     trace: Annotated[
         str,
         typer.Option(
-            help="synthetic (the LLM-scale mix), philly:FILE (Gavel's Philly trace), "
+            help="synthetic (the LLM-scale mix), data-heavy (jobs of hours that each read one "
+            "of the scenario's datasets), philly:FILE (Gavel's Philly trace), "
             "pollux:FILE (a Pollux workload CSV), or your own job history as csv:FILE or "
             "jsonl:FILE (columns: docs/simulation.md, 'Your own trace')"
         ),
@@ -117,6 +121,16 @@ def simulate(
             min=0, help="Seconds an elastic job's resize (checkpoint-restart) makes no progress"
         ),
     ] = SimOptions.resize_restart_s,
+    data: Annotated[
+        DataMode,
+        typer.Option(
+            help="Where jobs that read data may start: gravity (holders, or staging when it "
+            "ends sooner), holders (only where the data is), oblivious (anywhere, then stage)"
+        ),
+    ] = DataMode.GRAVITY,
+    staging_gbps: Annotated[
+        float, typer.Option(min=1, help="Most one copy takes on a link (Gbps)")
+    ] = DataOptions.staging_gbps,
     out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
 ) -> None:
     """What-if: replay a job trace through the scheduler's queue order and placement engine,
@@ -127,7 +141,15 @@ def simulate(
         raise CliError(f"{scenario}: {exc}") from None
     probe = Simulation(world, [], Policy.CPSAT)
     workload = _workload(
-        trace, jobs, load, seed, gpu_model, probe.capacity_gpus, min_gpus, elastic_share
+        trace,
+        jobs,
+        load,
+        seed,
+        gpu_model,
+        probe.capacity_gpus,
+        min_gpus,
+        elastic_share,
+        [d.name for d in world.datasets],
     )
     if high_priority_share > 0:
         workload = two_priority_classes(workload, high_priority_share, seed)
@@ -145,6 +167,7 @@ def simulate(
         else None,
         checkpoint_s=checkpoint,
         resize_restart_s=resize_restart,
+        data=DataOptions(data, staging_gbps=staging_gbps),
     )
     results, summaries = [], []
     with Progress(
@@ -177,7 +200,29 @@ def simulate(
         if resizes:
             cost = sum(rec.resize_gpu_s for rec in r.records) / 3600
             console.print(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
+    for line in _staging_lines(results):
+        console.print(line)
     console.print(f"{len(files)} files in {out}")
+
+
+def _staging_lines(results: list[SimResult]) -> list[str]:
+    """Per policy that staged: bytes per link and between regions, and the time jobs held
+    their GPUs while copying."""
+    lines = []
+    for r in results:
+        if not r.moved_bytes:
+            continue
+        staged = [rec for rec in r.records if rec.staging_s > 0]
+        hours = sum(rec.staging_s for rec in staged) / 3600
+        links = ", ".join(
+            f"{a}<->{b} {size_text(n)}" for (a, b), n in sorted(r.moved_bytes.items()) if n
+        )
+        lines.append(
+            f"{r.policy}: staged {size_text(sum(r.moved_bytes.values()))} "
+            f"({size_text(r.between_regions_bytes)} between regions) for {len(staged)} jobs, "
+            f"{hours:,.1f} h staging; per link: {links}"
+        )
+    return lines
 
 
 def _table(
@@ -236,8 +281,15 @@ def _workload(
     capacity: int,
     min_gpus: int = 1,
     elastic_share: float = 0.0,
+    datasets: list[str] | None = None,
 ) -> list[TraceJob]:
     kind, _, path = trace.partition(":")
+    if kind == "data-heavy":
+        if not datasets:
+            raise CliError("--trace data-heavy needs a scenario with datasets")
+        return data_heavy(
+            seed=seed, jobs=jobs, load=load, capacity_gpus=capacity, datasets=datasets
+        )
     try:
         if kind == "synthetic":
             return synthetic_llm(

@@ -37,7 +37,6 @@ class DataState:
                     self.holders[ref.name] = holders
         self.checkpoints: dict[str, str] = {}  # job -> the cluster of its newest checkpoint
         self.moved: dict[Pair, int] = defaultdict(int)  # bytes staged per link
-        self.staging_s = 0.0  # summed over shares: seconds spent copying before starting
 
     def __bool__(self) -> bool:
         return bool(self.sizes or self.holders)
@@ -66,7 +65,6 @@ class DataState:
             longest = max(longest, copy.seconds)
         if job.checkpoint_bytes:
             self.checkpoints[job.id] = next(iter(clusters))
-        self.staging_s += longest
         return longest
 
     def arrived(self, copies: Iterable[Copy]) -> None:

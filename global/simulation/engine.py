@@ -177,7 +177,7 @@ class Simulation:
                     records[job_id].finish = now
                     if progress:
                         progress(1)
-            self._staged(running, now)
+            self._staged(running, records, now)
             self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
@@ -206,12 +206,15 @@ class Simulation:
         result.between_regions_bytes = self.data.between_regions()
         return result
 
-    def _staged(self, running: dict[str, Running], now: float) -> None:
+    def _staged(
+        self, running: dict[str, Running], records: dict[str, JobRecord], now: float
+    ) -> None:
         """Copies that have ended: their links are free, and their data is where they went."""
         for run in running.values():
-            if run.copies and run.staged_at <= now:
+            if run.copies and run.staged_at <= now + 1e-6:
                 self.data.arrived(run.copies)
-                run.copies = ()
+                records[run.job.id].staging_s += now - run.start
+                run.copies, run.copy_bits = (), []
 
     def _staging_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
         """A round when a copy ends (its bandwidth is free again)."""
@@ -321,8 +324,6 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
-                if copies:
-                    records[jd.job_id].staging_s += running[jd.job_id].staged_at - now
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
@@ -376,9 +377,11 @@ class Simulation:
             width=sum(share.units for share in jd.shares),
         )
         if copies or job.checkpoint_bytes:
-            staged_at = now + self.data.started(job, jd.clusters, copies)
-            running[job.id].copies, running[job.id].staged_at = copies, staged_at
-            running[job.id].stalled_until = staged_at
+            run = running[job.id]
+            run.staged_at = run.stalled_until = now + self.data.started(job, jd.clusters, copies)
+            run.copies = copies
+            if not self.options.data.reserve:  # each copy's rate follows the link (`_reprice`)
+                run.copy_bits = [c.bytes * 8.0 for c in copies]
         return True
 
     def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
@@ -419,7 +422,7 @@ class Simulation:
         for run in running.values():
             for a, b, gbps in run.reservations:
                 reserved[speed.pair(a, b)] += gbps
-            for copy in run.copies:
+            for copy in run.copies if self.options.data.reserve else ():
                 reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
         return tuple(
             LinkState(a, b, cap, min(reserved.get((a, b), 0.0), cap))
@@ -444,7 +447,42 @@ class Simulation:
         for job_id, run in running.items():
             records[job_id].crossing_gbit += run.crossing_gbps * (now - run.last)
             run.work_left -= run.working_s(now) / run.factor
+            run.copy_bits = [
+                max(bits - gbps * 1e9 * (now - run.last), 0.0)
+                for bits, gbps in zip(run.copy_bits, run.copy_gbps, strict=False)
+            ]
             run.last = now
+
+    def _copy_flows(self, running: dict[str, Running]) -> dict[str, dict[speed.Pair, float]]:
+        """Copies not reserved on their links, as flows asking for the copier's rate."""
+        return {
+            f"{job_id}\0copy{i}": {speed.pair(c.source, c.destination): c.gbps}
+            for job_id, run in running.items()
+            if run.copy_bits
+            for i, c in enumerate(run.copies)
+        }
+
+    def _recopy(
+        self, running: dict[str, Running], granted: dict[str, dict[speed.Pair, float]], now: float
+    ) -> list[Running]:
+        """Unreserved copies at the rate their links now grant; the jobs whose copies now end
+        at another time (they start their work then)."""
+        moved = []
+        for job_id, run in running.items():
+            if not run.copy_bits:
+                continue
+            run.copy_gbps = [
+                max(sum(granted[f"{job_id}\0copy{i}"].values()), 1e-6)
+                for i in range(len(run.copies))
+            ]
+            ends = now + max(
+                b / (g * 1e9) for b, g in zip(run.copy_bits, run.copy_gbps, strict=True)
+            )
+            if abs(ends - run.staged_at) > 1e-6:
+                run.staged_at = run.stalled_until = ends
+                run.version += 1
+                moved.append(run)
+        return moved
 
     def _reprice(
         self, running: dict[str, Running], records: dict[str, JobRecord], now: float
@@ -456,8 +494,9 @@ class Simulation:
             job_id: speed.needs(run.job.allreduce_gbps, run.clusters)
             for job_id, run in running.items()
         }
-        granted = speed.grants(demands, self.capacity)
-        moved = []
+        flows = self._copy_flows(running)
+        granted = speed.grants(demands | flows, self.capacity)
+        moved = self._recopy(running, granted, now)
         for job_id, run in running.items():
             record = records[job_id]
             run.crossing_gbps = 2 * sum(granted[job_id].values())  # both directions
@@ -471,6 +510,7 @@ class Simulation:
             factor *= run.units / max(run.width, 1)  # fewer replicas: proportionally slower
             if factor != run.factor or not run.priced:
                 run.factor, run.priced = factor, True
-                run.version += 1
-                moved.append(run)
+                if run not in moved:
+                    run.version += 1
+                    moved.append(run)
         return moved

@@ -4,7 +4,7 @@ the datetimes the queue order sorts by."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from volcano_global.simulation.nodes import Bound
@@ -36,6 +36,9 @@ class Running:
     stalled_until: float = 0.0  # restarting after its last resize: no progress before this
     copies: tuple[Copy, ...] = ()  # its staging, while it runs (their rates held on links)
     staged_at: float = 0.0  # when its last copy ends
+    # Copies not reserved on links (`DataOptions.reserve` off): bits left, and rate now.
+    copy_bits: list[float] = field(default_factory=list)
+    copy_gbps: list[float] = field(default_factory=list)
 
     def working_s(self, now: float) -> float:
         """Seconds since `last` in which it made progress: not those of its restart."""

@@ -59,6 +59,10 @@ class DataOptions:
     # start with: below it the job waits for bandwidth rather than crawl.
     staging_gbps: float = 100.0
     min_staging_gbps: float = 10.0
+    # False: copies are not reserved on the links; each asks for `staging_gbps` and gets what
+    # the link's other flows leave (a system that stages outside the scheduler's view, the
+    # MultiKueue-like baseline of bench/data_bench.py). Never the product's setting.
+    reserve: bool = True
 
 
 @dataclass(frozen=True)
@@ -335,6 +339,12 @@ def stage(
         wanted = items(needs.get(start.job_id, DataNeeds()))
         if not wanted:
             continue
+        if not options.reserve:
+            capacity = {x.key: x.capacity_gbps for x in links}
+            unreserved = _copies(wanted, start.clusters, capacity, options)
+            if isinstance(unreserved, tuple) and unreserved:
+                copies[start.job_id] = unreserved
+            continue
         planned = _copies(wanted, start.clusters, free, options)
         if isinstance(planned, str):
             refused[start.job_id] = planned
@@ -403,9 +413,11 @@ def started_note(copies: Sequence[Copy]) -> str:
 
 
 def reserved(
-    links: Sequence[LinkState], copies: Mapping[str, Sequence[Copy]]
+    links: Sequence[LinkState], copies: Mapping[str, Sequence[Copy]], options: DataOptions
 ) -> tuple[LinkState, ...]:
-    """The links with the round's copies reserved on them."""
+    """The links with the round's copies reserved on them (unless copies are not reserved)."""
+    if not options.reserve:
+        return tuple(links)
     more: dict[tuple[str, str], float] = defaultdict(float)
     for group in copies.values():
         for c in group:

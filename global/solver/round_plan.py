@@ -188,7 +188,7 @@ def plan_round(
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
     decision, starts, copies = _staging(data, decision, growing, steered, options)  # 6b
-    grows = _grows(data, decision, growth, starts, copies)  # 6
+    grows = _grows(data, decision, growth, starts, copies, options)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
@@ -334,6 +334,7 @@ def _grows(
     growth: list[JobRequest],
     starts: tuple[JobDecision, ...],
     copies: Mapping[str, tuple[gravity.Copy, ...]],
+    options: RoundOptions,
 ) -> tuple[Grow, ...]:
     """Step 6: the admitted growth whose new set of clusters is link-safe
     (`planning.grown_links`) on what the round's starts and their staging left of the
@@ -345,7 +346,7 @@ def _grows(
     links = planning.grown_links(
         admitted,
         list(data.elastic),
-        gravity.reserved(_after(data.links, starts), copies),
+        gravity.reserved(_after(data.links, starts), copies, options.data),
         {run.request.id: run.links for run in data.elastic},
     )
     return tuple(
