@@ -18,7 +18,10 @@ oversubscribes). Policies:
 - this engine, data term off (CP-SAT, data-oblivious, then staging);
 - this engine (CP-SAT with data gravity);
 - first-fit with data gravity (the data step on the simplest placement, to tell the data
-  term's share of the result from the solver's).
+  term's share of the result from the solver's);
+- this engine with prefetch: a job that waits for its data's cluster has its data copied, now
+  and without GPUs, to the cluster expected to have room sooner (`DataOptions.prefetch`; the
+  simulator runs it, the server does not yet: an experiment for the next step).
 
 Part 2: the cost of the data steps in a round at 200 pending x 16 clusters (5,000-node
 clusters, round_bench.py's planned rounds) with 100 datasets, each waiting job reading one or
@@ -60,7 +63,9 @@ POLICIES = [
     ("this engine, data term off", Policy.CPSAT, DataMode.OBLIVIOUS),
     ("this engine (data gravity)", Policy.CPSAT, DataMode.GRAVITY),
     ("first-fit with data gravity", Policy.FIRST_FIT, DataMode.GRAVITY),
+    ("this engine, prefetch while waiting (simulator only)", Policy.CPSAT, DataMode.GRAVITY),
 ]
+PREFETCH = len(POLICIES) - 1
 
 
 def _case(args: tuple[str, int, int, float, float]) -> tuple[str, int, list[dict]]:  # type: ignore[type-arg]
@@ -77,7 +82,7 @@ def _case(args: tuple[str, int, int, float, float]) -> tuple[str, int, list[dict
     results: list[SimResult] = []
     seconds = []
     for i, (_, policy, mode) in enumerate(POLICIES):
-        data = DataOptions(mode, staging_gbps=staging_gbps, reserve=i != 0)
+        data = DataOptions(mode, staging_gbps=staging_gbps, reserve=i != 0, prefetch=i == PREFETCH)
         options = SimOptions(data=data)
         started = time.monotonic()
         results.append(Simulation(scenario, jobs, policy, options).run())
@@ -144,6 +149,8 @@ def _ratios(per_seed: list[list[dict]]) -> str:  # type: ignore[type-arg]
     vs_off = ratio(3, engine, "avg_jct_s")
     regions = ratio(engine, 0, "regions_tib")
     ff_gravity = ratio(1, 5, "avg_jct_s")
+    fetch_ff = ratio(0, PREFETCH, "avg_jct_s")
+    fetch_filter = ratio(2, PREFETCH, "avg_jct_s")
     return (
         f"Avg JCT, this engine against: first-fit data-oblivious **{min(vs_ff):.2f}x** "
         f"(per seed {_each(vs_ff, 2)}; with its copies reserved {_each(vs_ff_reserved, 2)}), "
@@ -151,7 +158,9 @@ def _ratios(per_seed: list[list[dict]]) -> str:  # type: ignore[type-arg]
         f"({_each(vs_filter, 2)}), its data term off **{min(vs_off):.2f}x** ({_each(vs_off, 2)}) "
         f"(minimum over seeds). Bytes between regions, this engine / first-fit data-oblivious: "
         f"at most **{max(regions):.2f}** ({_each(regions, 2)}). First-fit (copies reserved) gains "
-        f"{_each(ff_gravity, 2)}x from the data term alone."
+        f"{_each(ff_gravity, 2)}x from the data term alone. With prefetch (simulator only): "
+        f"{_each(fetch_ff, 2)}x vs first-fit data-oblivious, {_each(fetch_filter, 2)}x vs the "
+        "hard filter."
     )
 
 

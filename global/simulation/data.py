@@ -56,13 +56,18 @@ class DataState:
         point = CheckpointNeed(job.checkpoint_bytes, where) if where is not None else None
         return DataNeeds(datasets, point)
 
-    def started(self, job: TraceJob, clusters: Iterable[str], copies: Iterable[Copy]) -> float:
-        """A start's copies begin: bytes counted per link; the seconds until the last ends.
-        The job writes its checkpoints in its first cluster from now on."""
+    def copied(self, copies: Iterable[Copy]) -> float:
+        """Copies begin: bytes counted per link; the seconds until the last ends."""
         longest = 0.0
         for copy in copies:
             self.moved[pair(copy.source, copy.destination)] += copy.bytes
             longest = max(longest, copy.seconds)
+        return longest
+
+    def started(self, job: TraceJob, clusters: Iterable[str], copies: Iterable[Copy]) -> float:
+        """A start's copies begin (`copied`); the job writes its checkpoints in its first
+        cluster from now on."""
+        longest = self.copied(copies)
         if job.checkpoint_bytes:
             self.checkpoints[job.id] = next(iter(clusters))
         return longest

@@ -123,6 +123,7 @@ class Simulation:
         self.capacity_gpus = self.fleet.capacity_gpus
         self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
         self.data = DataState(scenario, self.jobs)
+        self.fetching: list[tuple[float, tuple[Copy, ...]]] = []  # (ends at, copies) prefetched
 
     def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -210,6 +211,9 @@ class Simulation:
         self, running: dict[str, Running], records: dict[str, JobRecord], now: float
     ) -> None:
         """Copies that have ended: their links are free, and their data is where they went."""
+        for ends, copies in [f for f in self.fetching if f[0] <= now + 1e-6]:
+            self.data.arrived(copies)
+            self.fetching.remove((ends, copies))
         for run in running.values():
             if run.copies and run.staged_at <= now + 1e-6:
                 self.data.arrived(run.copies)
@@ -217,8 +221,10 @@ class Simulation:
                 run.copies, run.copy_bits = (), []
 
     def _staging_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
-        """A round when a copy ends (its bandwidth is free again)."""
-        out = []
+        """A round when a copy ends (its bandwidth is free again, its data where it went)."""
+        out = [(ends, copies[0].data) for ends, copies in self.fetching if ends > now]
+        out = [(at, key) for at, key in out if (key, at) not in self.woken]
+        self.woken.update((key, at) for at, key in out)
         for run in running.values():
             if run.copies and run.staged_at > now and (run.job.id, run.staged_at) not in self.woken:
                 self.woken.add((run.job.id, run.staged_at))
@@ -286,7 +292,15 @@ class Simulation:
             fleet_gpus=self.capacity_gpus,
             reclaimable={name: q.reclaimable for name, q in self.queues.items()},
             data={j.id: self.data.needs(j) for j in pending} if self.data else {},
+            copying=self._copying(),
         )
+
+    def _copying(self) -> dict[str, tuple[str, ...]]:
+        bound: dict[str, set[str]] = defaultdict(set)
+        for _, copies in self.fetching:
+            for c in copies:
+                bound[c.data].add(c.destination)
+        return {name: tuple(sorted(where)) for name, where in bound.items()}
 
     def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:
         """One round at `now`: the server's recipe (`solver.round_plan.plan_round`)."""
@@ -324,6 +338,8 @@ class Simulation:
                 started.add(jd.job_id)
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
+        for copies in plan.prefetch.values():
+            self.fetching.append((now + self.data.copied(copies), copies))
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
@@ -424,6 +440,9 @@ class Simulation:
                 reserved[speed.pair(a, b)] += gbps
             for copy in run.copies if self.options.data.reserve else ():
                 reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
+        for _, copies in self.fetching:
+            for copy in copies:
+                reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
         return tuple(
             LinkState(a, b, cap, min(reserved.get((a, b), 0.0), cap))
             for (a, b), cap in sorted(self.capacity.items())
@@ -436,6 +455,9 @@ class Simulation:
             for p, d in speed.needs(run.job.allreduce_gbps, run.clusters).items():
                 total[p] += d
             for copy in run.copies:  # staging takes its rate on the link as it copies
+                total[speed.pair(copy.source, copy.destination)] += copy.gbps
+        for _, copies in self.fetching:
+            for copy in copies:
                 total[speed.pair(copy.source, copy.destination)] += copy.gbps
         return dict(total)
 

@@ -63,6 +63,10 @@ class DataOptions:
     # the link's other flows leave (a system that stages outside the scheduler's view, the
     # MultiKueue-like baseline of bench/data_bench.py). Never the product's setting.
     reserve: bool = True
+    # A job that waits for a holder has its data copied now, without GPUs, to the cluster
+    # expected to have room for it before the holder does (`prefetch`). Simulator only: the
+    # server does not yet run a copy that belongs to no share.
+    prefetch: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Steer:
     allowed: tuple[str, ...] | None
     note: str
     wait_s: float | None = None
+    prefetch_to: str | None = None  # copy its data there now, while it waits
 
 
 def items(needs: DataNeeds) -> tuple[_Item, ...]:
@@ -124,9 +129,11 @@ def steer(
     links: Sequence[LinkState],
     running: Sequence[RunningJob],
     options: DataOptions,
+    copying: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
-    and for each job that reads data what was decided."""
+    and for each job that reads data what was decided. `copying`: data already on its way
+    (name -> destinations), never fetched again."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = _free_links(links)
@@ -139,6 +146,8 @@ def steer(
             out.append(job)
             continue
         s = _steer_one(job, wanted, names, free, room, options)
+        if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
+            s = replace(s, prefetch_to=None)
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided
@@ -164,6 +173,12 @@ def _steer_one(
     staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
     faster = _faster(job, staged, wait, room)
     if not faster:
+        target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
+        if target is not None:
+            ready = max(room.wait_s(job, (target,))[0], staged[target][0])
+            room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
+            note = _waiting_note(wanted, holders, staged, wait)
+            return Steer(holders, f"{note}; copying it to {target} meanwhile", wait, target)
         if math.isfinite(wait):
             room.claim(group, wait, job.gpus, run)
         return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
@@ -172,6 +187,47 @@ def _steer_one(
     sooner = f", sooner than room in {_list(holders)} ({_wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
     return Steer(holders + faster, note + sooner, wait)
+
+
+def _prefetch_target(
+    job: JobRequest, staged: Mapping[str, tuple[float, float]], wait: float, room: _Room
+) -> str | None:
+    """The cluster where a copy started now and room for the job are both expected soonest,
+    if sooner than a holder has room."""
+    ready = {
+        c: max(room.wait_s(job, (c,))[0], seconds)
+        for c, (seconds, _) in staged.items()
+        if math.isfinite(seconds)
+    }
+    best = min(ready, key=lambda c: (ready[c], c), default=None)
+    return best if best is not None and ready[best] < wait else None
+
+
+def prefetch(
+    steered: Mapping[str, Steer],
+    started: set[str],
+    needs: Mapping[str, DataNeeds],
+    links: Sequence[LinkState],
+    options: DataOptions,
+) -> dict[str, tuple[Copy, ...]]:
+    """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
+    the links as the round's starts and their copies left them; one per dataset and
+    destination per round."""
+    free = dict(_free_links(links))
+    out: dict[str, tuple[Copy, ...]] = {}
+    fetched: set[tuple[str, str]] = set()
+    for job_id, s in steered.items():
+        if s.prefetch_to is None or job_id in started:
+            continue
+        wanted = tuple(i for i in items(needs[job_id]) if (i.name, s.prefetch_to) not in fetched)
+        planned = _copies(wanted, (s.prefetch_to,), free, options) if wanted else ()
+        if isinstance(planned, str) or not planned:
+            continue
+        for copy in planned:
+            free[link_key(copy.source, copy.destination)] -= copy.gbps
+            fetched.add((copy.data, copy.destination))
+        out[job_id] = planned
+    return out
 
 
 def _faster(

@@ -111,6 +111,7 @@ class RoundInput:
     reclaimable: Mapping[str, bool] = field(default_factory=dict)
     set_aside: Mapping[str, str] = field(default_factory=dict)  # waiting, not modelled: why
     data: Mapping[str, DataNeeds] = field(default_factory=dict)  # what waiting jobs read
+    copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class RoundPlan:
     # Seconds until the first narrow elastic job's resize interval ends (None: none waits).
     settles_in_s: float | None = None
     staging: Mapping[str, tuple[gravity.Copy, ...]] = field(default_factory=dict)  # by start
+    # Copies for waiting jobs, started now without GPUs (`DataOptions.prefetch`).
+    prefetch: Mapping[str, tuple[gravity.Copy, ...]] = field(default_factory=dict)
 
     @property
     def waiting(self) -> int:
@@ -173,6 +176,7 @@ def plan_round(
         links=data.links,
         running=data.running,
         options=options.data,
+        copying=data.copying,
     )
     queues = _standings(data) if rules is not None else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
@@ -188,7 +192,14 @@ def plan_round(
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
     decision, starts, copies = _staging(data, decision, growing, steered, options)  # 6b
-    grows = _grows(data, decision, growth, starts, copies, options)  # 6
+    fetches = gravity.prefetch(
+        steered,
+        {d.job_id for d in starts},
+        data.data,
+        gravity.reserved(_after(data.links, starts), copies, options.data),
+        options.data,
+    )
+    grows = _grows(data, decision, growth, starts, copies | fetches, options)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
@@ -211,6 +222,7 @@ def plan_round(
         outcomes=_with_data(outcomes, steered, copies, data.now),
         settles_in_s=settles_in(data, options),
         staging=copies,
+        prefetch=fetches,
     )
 
 

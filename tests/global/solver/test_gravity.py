@@ -271,3 +271,27 @@ def test_no_data_declared_changes_nothing() -> None:
         .shares
     )
     _ = LinkBandwidth  # the type the reservations are made of
+
+
+def test_prefetch_copies_a_waiting_jobs_data_to_where_room_comes_sooner_once() -> None:
+    # west (the holder) is busy for 10 h, east for 1 h: copy now to east, without GPUs.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 0, 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, 36000.0), busy("s", "east", 32, 3600.0)),
+        data={"j": reads(1, "west")},
+    )
+    options = RoundOptions(data=DataOptions(prefetch=True))
+    plan = plan_round(data, Policy.CPSAT, options)
+    assert plan.starts == ()
+    (copy,) = plan.prefetch["j"]
+    assert (copy.source, copy.destination, copy.gbps) == ("west", "east", 100.0)
+    assert "west has room in about 10.0 h: waiting for west; copying it to east meanwhile" in (
+        plan.outcomes["j"].reason
+    )
+    # Once on its way, it is not fetched again; without the option, never.
+    again = RoundInput(**{**data.__dict__, "copying": {"corpus": ("east",)}})
+    assert plan_round(again, Policy.CPSAT, options).prefetch == {}
+    assert plan_round(data, Policy.CPSAT).prefetch == {}
