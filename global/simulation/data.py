@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.speed import Pair, pair
 from volcano_global.simulation.workload import TraceJob
-from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed
-from volcano_global.solver.gravity import CHECKPOINT, Copy
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT, CheckpointNeed, DataNeeds, DatasetNeed
 
 
 class DataState:

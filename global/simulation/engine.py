@@ -21,6 +21,7 @@ from volcano_global.simulation.data import DataState
 from volcano_global.simulation.nodes import Fleet
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.staging import Copies
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
     JobDecision,
@@ -33,9 +34,10 @@ from volcano_global.solver import (
     planning,
     solve,
 )
+from volcano_global.solver.copies import Copy
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
-from volcano_global.solver.gravity import Copy, DataOptions
+from volcano_global.solver.gravity import DataOptions
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
@@ -123,7 +125,7 @@ class Simulation:
         self.capacity_gpus = self.fleet.capacity_gpus
         self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
         self.data = DataState(scenario, self.jobs)
-        self.fetching: list[tuple[float, tuple[Copy, ...]]] = []  # (ends at, copies) prefetched
+        self.copies = Copies(self.data, self.options.data)
 
     def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -178,7 +180,7 @@ class Simulation:
                     records[job_id].finish = now
                     if progress:
                         progress(1)
-            self._staged(running, records, now)
+            self.copies.ended(running, records, now)
             self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
@@ -195,7 +197,7 @@ class Simulation:
                 seq += 1
                 finish = max(now, run.stalled_until) + run.work_left * run.factor
                 heapq.heappush(events, (finish, seq, "finish", run.job.id, run.version))
-            for at, job_id in self._wakes(running, now) + self._staging_ends(running, now):
+            for at, job_id in self._wakes(running, now) + self._copy_ends(running, now):
                 seq += 1
                 heapq.heappush(events, (at, seq, "wake", job_id, -1))
             result.timeline.append(
@@ -207,28 +209,12 @@ class Simulation:
         result.between_regions_bytes = self.data.between_regions()
         return result
 
-    def _staged(
-        self, running: dict[str, Running], records: dict[str, JobRecord], now: float
-    ) -> None:
-        """Copies that have ended: their links are free, and their data is where they went."""
-        for ends, copies in [f for f in self.fetching if f[0] <= now + 1e-6]:
-            self.data.arrived(copies)
-            self.fetching.remove((ends, copies))
-        for run in running.values():
-            if run.copies and run.staged_at <= now + 1e-6:
-                self.data.arrived(run.copies)
-                records[run.job.id].staging_s += now - run.start
-                run.copies, run.copy_bits = (), []
-
-    def _staging_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
-        """A round when a copy ends (its bandwidth is free again, its data where it went)."""
-        out = [(ends, copies[0].data) for ends, copies in self.fetching if ends > now]
-        out = [(at, key) for at, key in out if (key, at) not in self.woken]
+    def _copy_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
+        """A round when a copy ends, once per copy."""
+        out = [
+            (at, key) for at, key in self.copies.ends(running, now) if (key, at) not in self.woken
+        ]
         self.woken.update((key, at) for at, key in out)
-        for run in running.values():
-            if run.copies and run.staged_at > now and (run.job.id, run.staged_at) not in self.woken:
-                self.woken.add((run.job.id, run.staged_at))
-                out.append((run.staged_at, run.job.id))
         return out
 
     def _wakes(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
@@ -292,15 +278,8 @@ class Simulation:
             fleet_gpus=self.capacity_gpus,
             reclaimable={name: q.reclaimable for name, q in self.queues.items()},
             data={j.id: self.data.needs(j) for j in pending} if self.data else {},
-            copying=self._copying(),
+            copying=self.copies.copying(),
         )
-
-    def _copying(self) -> dict[str, tuple[str, ...]]:
-        bound: dict[str, set[str]] = defaultdict(set)
-        for _, copies in self.fetching:
-            for c in copies:
-                bound[c.data].add(c.destination)
-        return {name: tuple(sorted(where)) for name, where in bound.items()}
 
     def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:
         """One round at `now`: the server's recipe (`solver.round_plan.plan_round`)."""
@@ -339,7 +318,7 @@ class Simulation:
                 records[jd.job_id].start = now
                 records[jd.job_id].clusters = jd.clusters
         for copies in plan.prefetch.values():
-            self.fetching.append((now + self.data.copied(copies), copies))
+            self.copies.fetch(copies, now)
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)
@@ -392,12 +371,7 @@ class Simulation:
             unit_broken=unit_broken,
             width=sum(share.units for share in jd.shares),
         )
-        if copies or job.checkpoint_bytes:
-            run = running[job.id]
-            run.staged_at = run.stalled_until = now + self.data.started(job, jd.clusters, copies)
-            run.copies = copies
-            if not self.options.data.reserve:  # each copy's rate follows the link (`_reprice`)
-                run.copy_bits = [c.bytes * 8.0 for c in copies]
+        self.copies.start(running[job.id], job, jd.clusters, copies)
         return True
 
     def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
@@ -438,11 +412,8 @@ class Simulation:
         for run in running.values():
             for a, b, gbps in run.reservations:
                 reserved[speed.pair(a, b)] += gbps
-            for copy in run.copies if self.options.data.reserve else ():
-                reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
-        for _, copies in self.fetching:
-            for copy in copies:
-                reserved[speed.pair(copy.source, copy.destination)] += copy.gbps
+        for p, gbps in self.copies.reserved(running):
+            reserved[p] += gbps
         return tuple(
             LinkState(a, b, cap, min(reserved.get((a, b), 0.0), cap))
             for (a, b), cap in sorted(self.capacity.items())
@@ -454,11 +425,8 @@ class Simulation:
         for run in running.values():
             for p, d in speed.needs(run.job.allreduce_gbps, run.clusters).items():
                 total[p] += d
-            for copy in run.copies:  # staging takes its rate on the link as it copies
-                total[speed.pair(copy.source, copy.destination)] += copy.gbps
-        for _, copies in self.fetching:
-            for copy in copies:
-                total[speed.pair(copy.source, copy.destination)] += copy.gbps
+        for p, gbps in self.copies.demand(running):  # staging takes its rate as it copies
+            total[p] += gbps
         return dict(total)
 
     def _advance(
@@ -469,42 +437,8 @@ class Simulation:
         for job_id, run in running.items():
             records[job_id].crossing_gbit += run.crossing_gbps * (now - run.last)
             run.work_left -= run.working_s(now) / run.factor
-            run.copy_bits = [
-                max(bits - gbps * 1e9 * (now - run.last), 0.0)
-                for bits, gbps in zip(run.copy_bits, run.copy_gbps, strict=False)
-            ]
+            self.copies.advance(run, now)
             run.last = now
-
-    def _copy_flows(self, running: dict[str, Running]) -> dict[str, dict[speed.Pair, float]]:
-        """Copies not reserved on their links, as flows asking for the copier's rate."""
-        return {
-            f"{job_id}\0copy{i}": {speed.pair(c.source, c.destination): c.gbps}
-            for job_id, run in running.items()
-            if run.copy_bits
-            for i, c in enumerate(run.copies)
-        }
-
-    def _recopy(
-        self, running: dict[str, Running], granted: dict[str, dict[speed.Pair, float]], now: float
-    ) -> list[Running]:
-        """Unreserved copies at the rate their links now grant; the jobs whose copies now end
-        at another time (they start their work then)."""
-        moved = []
-        for job_id, run in running.items():
-            if not run.copy_bits:
-                continue
-            run.copy_gbps = [
-                max(sum(granted[f"{job_id}\0copy{i}"].values()), 1e-6)
-                for i in range(len(run.copies))
-            ]
-            ends = now + max(
-                b / (g * 1e9) for b, g in zip(run.copy_bits, run.copy_gbps, strict=True)
-            )
-            if abs(ends - run.staged_at) > 1e-6:
-                run.staged_at = run.stalled_until = ends
-                run.version += 1
-                moved.append(run)
-        return moved
 
     def _reprice(
         self, running: dict[str, Running], records: dict[str, JobRecord], now: float
@@ -516,9 +450,8 @@ class Simulation:
             job_id: speed.needs(run.job.allreduce_gbps, run.clusters)
             for job_id, run in running.items()
         }
-        flows = self._copy_flows(running)
-        granted = speed.grants(demands | flows, self.capacity)
-        moved = self._recopy(running, granted, now)
+        granted = speed.grants(demands | self.copies.flows(running), self.capacity)
+        moved = self.copies.regrant(running, granted, now)
         for job_id, run in running.items():
             record = records[job_id]
             run.crossing_gbps = 2 * sum(granted[job_id].values())  # both directions

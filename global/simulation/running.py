@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from volcano_global.simulation.nodes import Bound
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import JobRequest
-from volcano_global.solver.gravity import Copy
+from volcano_global.solver.copies import Copy
 from volcano_global.solver.preemption import may_evict_for
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

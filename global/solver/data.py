@@ -6,8 +6,11 @@ of DataSources; pure values here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from volcano_global.solver.model import LinkState, link_key
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,41 @@ class DataNeeds:
 
 
 NO_NEEDS = DataNeeds()
+CHECKPOINT = "checkpoint"  # the name a job's newest checkpoint is copied under
+
+
+@dataclass(frozen=True)
+class Item:
+    """A piece of data a job must have in the cluster it runs in."""
+
+    name: str
+    bytes: int | None
+    holders: tuple[str, ...]
+
+
+def items(needs: DataNeeds) -> tuple[Item, ...]:
+    """What must be local where the job runs: each dataset it may not read remotely and
+    whose holders are known, and its checkpoint if one was written. Data no cluster is
+    known to hold comes from outside the federation: it constrains nothing."""
+    found = [
+        Item(d.name, d.size_bytes, d.clusters)
+        for d in needs.datasets
+        if d.clusters and d.read_gbps is None
+    ]
+    point = needs.checkpoint
+    if point is not None and point.cluster is not None:
+        found.append(Item(CHECKPOINT, point.size_bytes, (point.cluster,)))
+    return tuple(found)
+
+
+def source_for(item: Item, cluster: str, free: Mapping[tuple[str, str], float]) -> str | None:
+    """The holder with the most free bandwidth to `cluster`."""
+    linked = [h for h in item.holders if link_key(h, cluster) in free]
+    return max(linked, key=lambda h: (free[link_key(h, cluster)], h), default=None)
+
+
+def free_links(links: Sequence[LinkState]) -> dict[tuple[str, str], float]:
+    return {x.key: x.free_gbps for x in links}
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

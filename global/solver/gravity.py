@@ -1,5 +1,5 @@
-"""Data gravity: where a job's bytes are decides where it may start (steps 1b and 6b of
-`round_plan`).
+"""Data gravity: where a job's bytes are decides where it may start (step 1b of
+`round_plan`; the copies after the solver, step 6b, are `copies.py`).
 
 Step 1b, `steer`, before the solver: for each waiting job that reads data (`DataNeeds`), every
 cluster is either a *holder* (it has every dataset the job must read locally, and its newest
@@ -9,18 +9,18 @@ in a holder, so the round compares, per cluster, staging there with waiting for 
 running jobs are expected to leave a holder room (their expected ends, by GPU counts as the
 outcomes estimate it) - and lets the solver use the holders and every cluster whose staging
 ends sooner than that wait: the earlier expected start, so the earlier expected completion for
-the same run. Priorities and fair share are untouched: the order the solver sees is step 1's.
-
-Step 6b, `stage`, after the solver: every start that lands where its data is not gets its
-copies (`Copy`: what, from which cluster, at what rate) on what the round's split starts left
-of the links, and those rates are reserved on the links for as long as the copy runs, so
-staging and split jobs together never oversubscribe a link. A start for which no link from a
-holder has the minimum rate left waits, and says so.
+the same run; only into clusters with room now, and near the fastest such copy. Priorities
+and fair share are untouched: the order the solver sees is step 1's. What earlier jobs in the
+order were promised counts (`_Room.claim`), so the tenth job waiting for a busy holder is not
+told the room the first will take.
 
 Modes (`DataMode`): `gravity` (the above), `holders` (Volcano Global's DataDependencyAwareness:
 only the clusters that hold the data, whatever the wait) and `oblivious` (place by GPUs, then
 stage: MultiKueue-like, and this engine with the data term off). All three stage what a start
 lacks through step 6b.
+
+`_Room` is an estimate by GPU counts per cluster and model, as `outcomes` estimates when room
+comes; the solver, not this step, decides whether a job fits.
 """
 
 from __future__ import annotations
@@ -31,17 +31,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from volcano_global.solver.data import DataNeeds, duration_text, size_text
+from volcano_global.solver.data import (
+    CHECKPOINT,
+    DataNeeds,
+    Item,
+    duration_text,
+    free_links,
+    items,
+    size_text,
+    source_for,
+)
 from volcano_global.solver.model import (
     ClusterCapacity,
-    JobDecision,
     JobRequest,
     LinkState,
     RunningJob,
     link_key,
 )
 
-CHECKPOINT = "checkpoint"  # the name a job's newest checkpoint is copied under
 DEFAULT_RUN_S = 3600.0  # a waiting job's expected run when the round was told none
 NEAR_BEST = 1.25  # a copy this much slower than the fastest one still counts as fast
 
@@ -70,31 +77,6 @@ class DataOptions:
 
 
 @dataclass(frozen=True)
-class Copy:
-    """One copy a start waits for: `bytes` of `data` from `source` to `destination` at
-    `gbps`, reserved on their link while it runs."""
-
-    data: str
-    bytes: int
-    source: str
-    destination: str
-    gbps: float
-
-    @property
-    def seconds(self) -> float:
-        return self.bytes * 8 / (self.gbps * 1e9) if self.gbps > 0 else math.inf
-
-
-@dataclass(frozen=True)
-class _Item:
-    """A piece of data a job must have in the cluster it runs in."""
-
-    name: str
-    bytes: int | None
-    holders: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Steer:
     """What step 1b decided for one job: the clusters it may use (None: any), why in words,
     and how long it is expected to wait for a holder (None: it need not)."""
@@ -103,21 +85,6 @@ class Steer:
     note: str
     wait_s: float | None = None
     prefetch_to: str | None = None  # copy its data there now, while it waits
-
-
-def items(needs: DataNeeds) -> tuple[_Item, ...]:
-    """What must be local where the job runs: each dataset it may not read remotely and
-    whose holders are known, and its checkpoint if one was written. Data no cluster is
-    known to hold comes from outside the federation: it constrains nothing."""
-    found = [
-        _Item(d.name, d.size_bytes, d.clusters)
-        for d in needs.datasets
-        if d.clusters and d.read_gbps is None
-    ]
-    point = needs.checkpoint
-    if point is not None and point.cluster is not None:
-        found.append(_Item(CHECKPOINT, point.size_bytes, (point.cluster,)))
-    return tuple(found)
 
 
 # -- step 1b --------------------------------------------------------------------------------
@@ -136,7 +103,7 @@ def steer(
     (name -> destinations), never fetched again."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
-    free = _free_links(links)
+    free = free_links(links)
     room = _Room(clusters, running)
     names = [c.name for c in clusters]
     out, decided = [], {}
@@ -155,7 +122,7 @@ def steer(
 
 def _steer_one(
     job: JobRequest,
-    wanted: tuple[_Item, ...],
+    wanted: tuple[Item, ...],
     names: list[str],
     free: Mapping[tuple[str, str], float],
     room: _Room,
@@ -184,7 +151,7 @@ def _steer_one(
         return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
     best = faster[0]
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
-    sooner = f", sooner than room in {_list(holders)} ({_wait_text(wait)})" if holders else ""
+    sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
     return Steer(holders + faster, note + sooner, wait)
 
@@ -201,33 +168,6 @@ def _prefetch_target(
     }
     best = min(ready, key=lambda c: (ready[c], c), default=None)
     return best if best is not None and ready[best] < wait else None
-
-
-def prefetch(
-    steered: Mapping[str, Steer],
-    started: set[str],
-    needs: Mapping[str, DataNeeds],
-    links: Sequence[LinkState],
-    options: DataOptions,
-) -> dict[str, tuple[Copy, ...]]:
-    """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
-    the links as the round's starts and their copies left them; one per dataset and
-    destination per round."""
-    free = dict(_free_links(links))
-    out: dict[str, tuple[Copy, ...]] = {}
-    fetched: set[tuple[str, str]] = set()
-    for job_id, s in steered.items():
-        if s.prefetch_to is None or job_id in started:
-            continue
-        wanted = tuple(i for i in items(needs[job_id]) if (i.name, s.prefetch_to) not in fetched)
-        planned = _copies(wanted, (s.prefetch_to,), free, options) if wanted else ()
-        if isinstance(planned, str) or not planned:
-            continue
-        for copy in planned:
-            free[link_key(copy.source, copy.destination)] -= copy.gbps
-            fetched.add((copy.data, copy.destination))
-        out[job_id] = planned
-    return out
 
 
 def _faster(
@@ -251,7 +191,7 @@ def _faster(
 
 
 def _waiting_note(
-    wanted: tuple[_Item, ...],
+    wanted: tuple[Item, ...],
     holders: tuple[str, ...],
     staged: Mapping[str, tuple[float, float]],
     wait: float,
@@ -266,7 +206,7 @@ def _waiting_note(
     elif staged:
         text += "; no link from it has bandwidth for staging"
     if holders:
-        return f"{text}; {_list(holders)} has room {_wait_text(wait)}: waiting for {_list(holders)}"
+        return f"{text}; {_list(holders)} has room {wait_text(wait)}: waiting for {_list(holders)}"
     return text + ": waiting"
 
 
@@ -274,12 +214,12 @@ def _staging_text(cluster: str, seconds: float, gbps: float) -> str:
     return f"staging to {cluster} at {gbps:g} Gbps takes {duration_text(seconds)}"
 
 
-def _wait_text(wait: float) -> str:
+def wait_text(wait: float) -> str:
     return "at no time known" if not math.isfinite(wait) else f"in about {duration_text(wait)}"
 
 
 def _stage_s(
-    wanted: tuple[_Item, ...],
+    wanted: tuple[Item, ...],
     cluster: str,
     free: Mapping[tuple[str, str], float],
     options: DataOptions,
@@ -292,7 +232,7 @@ def _stage_s(
     for item in wanted:
         if cluster in item.holders:
             continue
-        source = _source(item, cluster, free)
+        source = source_for(item, cluster, free)
         if source is None or item.bytes is None:
             return math.inf, 0.0  # no link, or no size to reckon with: only a holder will do
         key = link_key(source, cluster)
@@ -302,12 +242,6 @@ def _stage_s(
         on_link[key] += item.bytes * 8
     seconds = max((bits / (rate[k] * 1e9) for k, bits in on_link.items()), default=0.0)
     return seconds, min(rate.values(), default=0.0)
-
-
-def _source(item: _Item, cluster: str, free: Mapping[tuple[str, str], float]) -> str | None:
-    """The holder with the most free bandwidth to `cluster`."""
-    linked = [h for h in item.holders if link_key(h, cluster) in free]
-    return max(linked, key=lambda h: (free[link_key(h, cluster)], h), default=None)
 
 
 def _narrowed(job: JobRequest, allowed: tuple[str, ...] | None) -> JobRequest:
@@ -375,117 +309,7 @@ class _Room:
         return math.inf
 
 
-# -- step 6b --------------------------------------------------------------------------------
-def stage(
-    starts: Sequence[JobDecision],
-    needs: Mapping[str, DataNeeds],
-    links: Sequence[LinkState],
-    options: DataOptions,
-    steered: Mapping[str, Steer] | None = None,
-) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
-    """The copies each start needs, on the links as the round's starts leave them (each
-    start's copies then taken from what is left), and the starts that cannot stage now with
-    the reason (they wait): no link with the minimum rate left, or - for a job step 1b let
-    stage because a holder was busy - copies at the rate left that would end after the
-    holder is expected to have room."""
-    free = dict(_free_links(links))
-    copies: dict[str, tuple[Copy, ...]] = {}
-    refused: dict[str, str] = {}
-    for start in starts:
-        wanted = items(needs.get(start.job_id, DataNeeds()))
-        if not wanted:
-            continue
-        if not options.reserve:
-            capacity = {x.key: x.capacity_gbps for x in links}
-            unreserved = _copies(wanted, start.clusters, capacity, options)
-            if isinstance(unreserved, tuple) and unreserved:
-                copies[start.job_id] = unreserved
-            continue
-        planned = _copies(wanted, start.clusters, free, options)
-        if isinstance(planned, str):
-            refused[start.job_id] = planned
-            continue
-        wait = (steered or {}).get(start.job_id)
-        longest = max((c.seconds for c in planned), default=0.0)
-        if wait is not None and wait.wait_s is not None and longest > wait.wait_s:
-            refused[start.job_id] = (
-                f"staging at the bandwidth left would take {duration_text(longest)}, longer than "
-                f"waiting for room where its data is ({_wait_text(wait.wait_s)}): waiting"
-            )
-            continue
-        for copy in planned:
-            free[link_key(copy.source, copy.destination)] -= copy.gbps
-        if planned:
-            copies[start.job_id] = planned
-    return copies, refused
-
-
-def _copies(
-    wanted: tuple[_Item, ...],
-    destinations: Sequence[str],
-    free: Mapping[tuple[str, str], float],
-    options: DataOptions,
-) -> tuple[Copy, ...] | str:
-    """Every share's copies: per link, the rate it may take (at most `staging_gbps`),
-    shared evenly by the copies on it; or why it cannot stage now."""
-    grouped: dict[tuple[str, str], list[_Item]] = defaultdict(list)
-    rates: dict[tuple[str, str], float] = {}
-    taken: dict[tuple[str, str], float] = defaultdict(float)
-    for cluster in destinations:
-        for item in wanted:
-            if cluster in item.holders:
-                continue
-            left = {k: v - taken[k] for k, v in free.items()}
-            source = _source(item, cluster, left)
-            if source is None or item.bytes is None:
-                why = "no link from a cluster that holds it" if source is None else "no size"
-                return f"cannot stage {item.name} to {cluster}: {why}"
-            key = (source, cluster)
-            if key not in grouped:
-                rate = min(left[link_key(*key)], options.staging_gbps)
-                if rate < options.min_staging_gbps:
-                    return (
-                        f"staging {item.name} to {cluster} waits for bandwidth: "
-                        f"{left[link_key(*key)]:g} Gbps free from {source}"
-                    )
-                taken[link_key(*key)] += rate
-                rates[key] = rate
-            grouped[key].append(item)
-    out = []
-    for (source, cluster), group in grouped.items():
-        for item in group:
-            share = rates[(source, cluster)] / len(group)
-            out.append(Copy(item.name, item.bytes or 0, source, cluster, share))
-    return tuple(out)
-
-
-def started_note(copies: Sequence[Copy]) -> str:
-    """`staging corpus (40 TiB) from a to b at 100 Gbps: about 55 min`."""
-    return "; ".join(
-        f"staging {c.data} ({size_text(c.bytes)}) from {c.source} to {c.destination} at "
-        f"{c.gbps:g} Gbps: about {duration_text(c.seconds)}"
-        for c in copies
-    )
-
-
-def reserved(
-    links: Sequence[LinkState], copies: Mapping[str, Sequence[Copy]], options: DataOptions
-) -> tuple[LinkState, ...]:
-    """The links with the round's copies reserved on them (unless copies are not reserved)."""
-    if not options.reserve:
-        return tuple(links)
-    more: dict[tuple[str, str], float] = defaultdict(float)
-    for group in copies.values():
-        for c in group:
-            more[link_key(c.source, c.destination)] += c.gbps
-    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
-
-
-def _free_links(links: Sequence[LinkState]) -> dict[tuple[str, str], float]:
-    return {x.key: x.free_gbps for x in links}
-
-
-def _what(wanted: tuple[_Item, ...]) -> str:
+def _what(wanted: tuple[Item, ...]) -> str:
     return ", ".join(
         f"{'' if i.name == CHECKPOINT else 'dataset '}{i.name}"
         + (f" ({size_text(i.bytes)})" if i.bytes is not None else "")
@@ -493,7 +317,7 @@ def _what(wanted: tuple[_Item, ...]) -> str:
     )
 
 
-def _where(wanted: tuple[_Item, ...]) -> tuple[str, ...]:
+def _where(wanted: tuple[Item, ...]) -> tuple[str, ...]:
     return tuple(sorted({h for i in wanted for h in i.holders}))
 
 

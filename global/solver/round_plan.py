@@ -21,7 +21,7 @@ admit, requeue, with an explicit status per entry):
    jobs; a round the engine fails on still ends, every job waiting with the reason.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
    6b (before it). **Staging**: every start that lands where its data is not gets its copies,
-   reserved on the links the starts left (`gravity.stage`); one that cannot stage now waits.
+   reserved on the links the starts left (`copies.stage`); one that cannot stage now waits.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
@@ -42,7 +42,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from volcano_global.solver import SolveOptions, failed, gravity, planning, shrinking, solve
+from volcano_global.solver import copies as copies_
 from volcano_global.solver import outcomes as explain
+from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
@@ -142,9 +144,9 @@ class RoundPlan:
     outcomes: Mapping[str, Outcome] = field(default_factory=dict)  # by waiting job id
     # Seconds until the first narrow elastic job's resize interval ends (None: none waits).
     settles_in_s: float | None = None
-    staging: Mapping[str, tuple[gravity.Copy, ...]] = field(default_factory=dict)  # by start
+    staging: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)  # by start
     # Copies for waiting jobs, started now without GPUs (`DataOptions.prefetch`).
-    prefetch: Mapping[str, tuple[gravity.Copy, ...]] = field(default_factory=dict)
+    prefetch: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)
 
     @property
     def waiting(self) -> int:
@@ -191,14 +193,7 @@ def plan_round(
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
-    decision, starts, copies = _staging(data, decision, growing, steered, options)  # 6b
-    fetches = gravity.prefetch(
-        steered,
-        {d.job_id for d in starts},
-        data.data,
-        gravity.reserved(_after(data.links, starts), copies, options.data),
-        options.data,
-    )
+    decision, starts, copies, fetches = _staging(data, decision, growing, steered, options)  # 6b
     grows = _grows(data, decision, growth, starts, copies | fetches, options)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
@@ -345,7 +340,7 @@ def _grows(
     decision: Decision,
     growth: list[JobRequest],
     starts: tuple[JobDecision, ...],
-    copies: Mapping[str, tuple[gravity.Copy, ...]],
+    copies: Mapping[str, tuple[Copy, ...]],
     options: RoundOptions,
 ) -> tuple[Grow, ...]:
     """Step 6: the admitted growth whose new set of clusters is link-safe
@@ -358,7 +353,7 @@ def _grows(
     links = planning.grown_links(
         admitted,
         list(data.elastic),
-        gravity.reserved(_after(data.links, starts), copies, options.data),
+        copies_.reserved(_after(data.links, starts), copies, options.data),
         {run.request.id: run.links for run in data.elastic},
     )
     return tuple(
@@ -374,35 +369,40 @@ def _staging(
     growing: set[str],
     steered: Mapping[str, gravity.Steer],
     options: RoundOptions,
-) -> tuple[Decision, tuple[JobDecision, ...], dict[str, tuple[gravity.Copy, ...]]]:
-    """Step 6b: the starts' copies on the links the starts leave; a start that cannot stage
-    now is no start (it waits, with the reason, in the decision the later steps read)."""
+) -> tuple[
+    Decision, tuple[JobDecision, ...], dict[str, tuple[Copy, ...]], dict[str, tuple[Copy, ...]]
+]:
+    """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
+    now is no start: it waits, with the reason, in the decision the later steps read), and
+    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     if not data.data:
-        return decision, starts, {}
+        return decision, starts, {}, {}
     links = _after(data.links, starts)
-    copies, refused = gravity.stage(starts, data.data, links, options.data, steered)
-    if not refused:
-        return decision, starts, copies
-    jobs = tuple(
-        JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
-        for d in decision.jobs
-    )
-    kept = tuple(d for d in starts if d.job_id not in refused)
-    return replace(decision, jobs=jobs), kept, copies
+    copies, refused = copies_.stage(starts, data.data, links, options.data, steered)
+    if refused:
+        jobs = tuple(
+            JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
+            for d in decision.jobs
+        )
+        decision = replace(decision, jobs=jobs)
+        starts = tuple(d for d in starts if d.job_id not in refused)
+    left = copies_.reserved(links, copies, options.data)
+    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, left, options.data)
+    return decision, starts, copies, fetches
 
 
 def _with_data(
     outcomes: dict[str, Outcome],
     steered: Mapping[str, gravity.Steer],
-    copies: Mapping[str, tuple[gravity.Copy, ...]],
+    copies: Mapping[str, tuple[Copy, ...]],
     now: datetime,
 ) -> dict[str, Outcome]:
     """The outcomes with what the data decided, in numbers: the copies a start waits for,
     and why a waiting job waits where its data is."""
     for job_id, group in copies.items():
         o = outcomes[job_id]
-        outcomes[job_id] = replace(o, reason=f"{o.reason}; {gravity.started_note(group)}")
+        outcomes[job_id] = replace(o, reason=f"{o.reason}; {copies_.started_note(group)}")
     for job_id, s in steered.items():
         o = outcomes.get(job_id)
         if o is None or o.status is not Status.WAITING:

@@ -1,0 +1,172 @@
+"""Step 6b of a round (`round_plan`), after the solver: the copies each start needs where
+its data is not (`stage`), reserved on the links the round's split starts left, so staging and
+split jobs together never oversubscribe a link; and, for the simulator's experiment, the
+copies made for waiting jobs while they wait (`prefetch`). Where a job may start given its
+data is step 1b, `gravity.py`."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from volcano_global.solver.data import (
+    DataNeeds,
+    Item,
+    duration_text,
+    free_links,
+    items,
+    size_text,
+    source_for,
+)
+from volcano_global.solver.gravity import DataOptions, Steer, wait_text
+from volcano_global.solver.model import JobDecision, LinkState, link_key
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy a start waits for: `bytes` of `data` from `source` to `destination` at
+    `gbps`, reserved on their link while it runs."""
+
+    data: str
+    bytes: int
+    source: str
+    destination: str
+    gbps: float
+
+    @property
+    def seconds(self) -> float:
+        return self.bytes * 8 / (self.gbps * 1e9) if self.gbps > 0 else math.inf
+
+
+def stage(
+    starts: Sequence[JobDecision],
+    needs: Mapping[str, DataNeeds],
+    links: Sequence[LinkState],
+    options: DataOptions,
+    steered: Mapping[str, Steer] | None = None,
+) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
+    """The copies each start needs, on the links as the round's starts leave them (each
+    start's copies then taken from what is left), and the starts that cannot stage now with
+    the reason (they wait): no link with the minimum rate left, or - for a job step 1b let
+    stage because a holder was busy - copies at the rate left that would end after the
+    holder is expected to have room."""
+    free = dict(free_links(links))
+    copies: dict[str, tuple[Copy, ...]] = {}
+    refused: dict[str, str] = {}
+    for start in starts:
+        wanted = items(needs.get(start.job_id, DataNeeds()))
+        if not wanted:
+            continue
+        if not options.reserve:
+            capacity = {x.key: x.capacity_gbps for x in links}
+            unreserved = _copies(wanted, start.clusters, capacity, options)
+            if isinstance(unreserved, tuple) and unreserved:
+                copies[start.job_id] = unreserved
+            continue
+        planned = _copies(wanted, start.clusters, free, options)
+        if isinstance(planned, str):
+            refused[start.job_id] = planned
+            continue
+        wait = (steered or {}).get(start.job_id)
+        longest = max((c.seconds for c in planned), default=0.0)
+        if wait is not None and wait.wait_s is not None and longest > wait.wait_s:
+            refused[start.job_id] = (
+                f"staging at the bandwidth left would take {duration_text(longest)}, longer than "
+                f"waiting for room where its data is ({wait_text(wait.wait_s)}): waiting"
+            )
+            continue
+        for copy in planned:
+            free[link_key(copy.source, copy.destination)] -= copy.gbps
+        if planned:
+            copies[start.job_id] = planned
+    return copies, refused
+
+
+def _copies(
+    wanted: tuple[Item, ...],
+    destinations: Sequence[str],
+    free: Mapping[tuple[str, str], float],
+    options: DataOptions,
+) -> tuple[Copy, ...] | str:
+    """Every share's copies: per link, the rate it may take (at most `staging_gbps`),
+    shared evenly by the copies on it; or why it cannot stage now."""
+    grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
+    rates: dict[tuple[str, str], float] = {}
+    taken: dict[tuple[str, str], float] = defaultdict(float)
+    for cluster in destinations:
+        for item in wanted:
+            if cluster in item.holders:
+                continue
+            left = {k: v - taken[k] for k, v in free.items()}
+            source = source_for(item, cluster, left)
+            if source is None or item.bytes is None:
+                why = "no link from a cluster that holds it" if source is None else "no size"
+                return f"cannot stage {item.name} to {cluster}: {why}"
+            key = (source, cluster)
+            if key not in grouped:
+                rate = min(left[link_key(*key)], options.staging_gbps)
+                if rate < options.min_staging_gbps:
+                    return (
+                        f"staging {item.name} to {cluster} waits for bandwidth: "
+                        f"{left[link_key(*key)]:g} Gbps free from {source}"
+                    )
+                taken[link_key(*key)] += rate
+                rates[key] = rate
+            grouped[key].append(item)
+    out = []
+    for (source, cluster), group in grouped.items():
+        for item in group:
+            share = rates[(source, cluster)] / len(group)
+            out.append(Copy(item.name, item.bytes or 0, source, cluster, share))
+    return tuple(out)
+
+
+def started_note(copies: Sequence[Copy]) -> str:
+    """`staging corpus (40 TiB) from a to b at 100 Gbps: about 55 min`."""
+    return "; ".join(
+        f"staging {c.data} ({size_text(c.bytes)}) from {c.source} to {c.destination} at "
+        f"{c.gbps:g} Gbps: about {duration_text(c.seconds)}"
+        for c in copies
+    )
+
+
+def reserved(
+    links: Sequence[LinkState], copies: Mapping[str, Sequence[Copy]], options: DataOptions
+) -> tuple[LinkState, ...]:
+    """The links with the round's copies reserved on them (unless copies are not reserved)."""
+    if not options.reserve:
+        return tuple(links)
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for group in copies.values():
+        for c in group:
+            more[link_key(c.source, c.destination)] += c.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
+
+
+def prefetch(
+    steered: Mapping[str, Steer],
+    started: set[str],
+    needs: Mapping[str, DataNeeds],
+    links: Sequence[LinkState],
+    options: DataOptions,
+) -> dict[str, tuple[Copy, ...]]:
+    """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
+    the links as the round's starts and their copies left them; one per dataset and
+    destination per round."""
+    free = dict(free_links(links))
+    out: dict[str, tuple[Copy, ...]] = {}
+    fetched: set[tuple[str, str]] = set()
+    for job_id, s in steered.items():
+        if s.prefetch_to is None or job_id in started:
+            continue
+        wanted = tuple(i for i in items(needs[job_id]) if (i.name, s.prefetch_to) not in fetched)
+        planned = _copies(wanted, (s.prefetch_to,), free, options) if wanted else ()
+        if isinstance(planned, str) or not planned:
+            continue
+        for copy in planned:
+            free[link_key(copy.source, copy.destination)] -= copy.gbps
+            fetched.add((copy.data, copy.destination))
+        out[job_id] = planned
+    return out
