@@ -121,8 +121,8 @@ class ElasticSettings(BaseModel):
 
 
 class DataSettings(BaseModel):
-    """Data gravity (docs/placement.md, "Data"): where a job's datasets and checkpoint are
-    steers where it starts, and a start where they are not waits for its copies."""
+    """Data gravity (`solver/gravity.py`, docs/staging.md): where a job's datasets and
+    checkpoint are steers where it starts; a start where they are not waits for its copies."""
 
     mode: Literal["gravity", "holders", "oblivious"] = Field(
         "gravity",
