@@ -13,10 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from fastapi import FastAPI
 from sqlalchemy import select
 
+from tests.conftest import app_settings, running
 from tests.data_documents import data_source, data_source_claim
 from tests.factories import create_cluster, inventory, job_document, submit
 from tests.grpc_stream import Stream, snapshot
@@ -26,6 +28,7 @@ from volcano_global.db.models import ClusterShare, LinkReservation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.dispatch.supervision import supervise
+from volcano_global.settings import DataSettings, Settings
 
 URI = "s3://corpora/v3/*"
 
@@ -337,3 +340,30 @@ async def test_a_checkpoint_staged_elsewhere_moves_with_the_job(
             assert (moved.cluster, moved.step) == ("gpu-a", 7)
     finally:
         await reports.stream.close()
+
+
+async def test_holders_mode_from_the_environment_never_stages(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VGLOBAL_SCHEDULING__DATA__MODE=holders (Volcano Global's hard filter): the holder is
+    busy for 10 hours and the other cluster free, yet the job waits for the holder."""
+    monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__MODE", "holders")
+    monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__STAGING_GBPS", "50")
+    settings = app_settings(database_url)
+    settings.scheduling = Settings().scheduling.model_copy(update={"enabled": False})
+    assert settings.scheduling.data.staging_gbps == 50
+    async with running(settings) as (app, api):
+        await clusters(api)
+        await corpus(api)
+        hog = await reader(api, "hog", estimate="10h")
+        await app.state.scheduler.run_once()
+        assert await clusters_of(api, hog) == ["gpu-b"]
+        uid = await reader(api)
+        assert (await app.state.scheduler.run_once()).result.placed == []
+        reason = (await job(api, uid))["pendingReason"]
+        assert reason.startswith("dataset corpus-v3 (2 TiB): only where it is (gpu-b)")
+
+
+def test_a_minimum_staging_rate_above_the_maximum_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_staging_gbps"):
+        DataSettings(staging_gbps=10, min_staging_gbps=20)
