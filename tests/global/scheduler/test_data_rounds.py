@@ -7,103 +7,46 @@ stages the checkpoint, which then counts as where the job went."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
-from typing import Any
 
 import httpx
 import pytest
-import yaml
 from fastapi import FastAPI
-from sqlalchemy import select
 
 from tests.conftest import app_settings, running
-from tests.data_documents import data_source, data_source_claim
-from tests.factories import create_cluster, inventory, job_document, submit
-from tests.grpc_stream import Stream, snapshot
+from tests.data_documents import data_source_claim
+from tests.data_rounds import (
+    URI,
+    Reports,
+    apply,
+    clusters_of,
+    corpus,
+    job,
+    put_inventory,
+    reader,
+    rows,
+)
+from tests.factories import create_cluster
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import ClusterShare, LinkReservation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.settings import DataSettings, Settings
 
-URI = "s3://corpora/v3/*"
 
-
-async def apply(api: httpx.AsyncClient, *documents: dict[str, Any]) -> None:
-    response = await api.post(
-        "/api/v1/apply",
-        content=yaml.safe_dump_all(documents),
-        headers={"Content-Type": "application/yaml"},
-    )
-    assert response.status_code == 200, response.text
-
-
-async def corpus(api: httpx.AsyncClient, *, size: str = "2Ti") -> None:
-    """corpus-v3 in gpu-b, with where its bytes are."""
-    document = data_source(clusters=("gpu-b",), size=size)
-    document["spec"]["attributes"]["uri"] = URI
-    await apply(api, document)
-
-
-async def clusters(
-    api: httpx.AsyncClient, *, used: dict[str, int] | None = None, streamed: str | None = None
-) -> None:
-    """gpu-a and gpu-b, 64 GPUs each (`used` per node by cluster), 400 Gbps between them;
-    `streamed`: that one is registered only (its inventory comes over an agent stream)."""
+async def clusters(api: httpx.AsyncClient, *, used: dict[str, int] | None = None) -> None:
+    """gpu-a and gpu-b, 64 GPUs each (`used` per node by cluster), 400 Gbps between them."""
     for name in ("gpu-a", "gpu-b"):
         await create_cluster(api, name)
-        if name != streamed:
-            await put_inventory(api, name, used=(used or {}).get(name, 0))
+        await put_inventory(api, name, used=(used or {}).get(name, 0))
     link = {"clusterA": "gpu-a", "clusterB": "gpu-b", "capacityGbps": 400}
     assert (await api.post("/api/v1/links", json=link)).status_code == 201
 
 
-async def put_inventory(api: httpx.AsyncClient, name: str, *, used: int = 0) -> None:
-    response = await api.put(f"/api/v1/clusters/{name}/inventory", json=inventory(name, used=used))
-    assert response.status_code == 200, response.text
-
-
-async def reader(
-    api: httpx.AsyncClient, name: str = "train", *, estimate: str = "1h", claim: bool = True
-) -> str:
-    """A 64-GPU job of namespace ml, with a claim on corpus-v3 (unless not `claim`)."""
-    if claim:
-        await apply(api, data_source_claim(f"{name}-corpus", workload=name))
-    document = job_document(name, replicas=8, runningEstimate=estimate)
-    response = await submit(api, document)
-    assert response.status_code == 201, response.text
-    return str(response.json()["uid"])
-
-
-async def job(api: httpx.AsyncClient, uid: str) -> dict[str, Any]:
-    return dict((await api.get(f"/api/v1/jobs/{uid}")).json())
-
-
-async def clusters_of(api: httpx.AsyncClient, uid: str) -> list[str]:
-    return [s["cluster"] for s in (await job(api, uid))["placement"]["shares"]]
-
-
 async def reserved(api: httpx.AsyncClient) -> float:
     return float((await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"])
-
-
-async def rows(
-    app: FastAPI, api: httpx.AsyncClient, uid: str
-) -> tuple[list[ClusterShare], list[LinkReservation]]:
-    """The shares and link reservations of the job's placement, as stored."""
-    placement = uuid.UUID((await job(api, uid))["placement"]["uid"])
-    async with transaction(app.state.sessions) as session:
-        shares = await session.execute(
-            select(ClusterShare).where(ClusterShare.placement_id == placement)
-        )
-        held = await session.execute(
-            select(LinkReservation).where(LinkReservation.placement_id == placement)
-        )
-        return list(shares.scalars()), list(held.unique().scalars())
 
 
 async def test_a_job_starts_where_its_data_is_when_both_clusters_are_free(
@@ -125,29 +68,6 @@ async def test_a_job_starts_where_its_data_is_when_both_clusters_are_free(
     assert held == []
     assert (await job(api, uid))["placement"]["linkReservations"] == []
     assert await reserved(api) == 0
-
-
-class Reports:
-    """An agent stream of gpu-a (its inventory, and its reports on a share)."""
-
-    def __init__(self, app: FastAPI, token: str) -> None:
-        self.stream = Stream(app, token)
-        self.seq = 0
-
-    async def start(self) -> None:
-        await self.stream.hello("gpu-a")
-        assert (await self.stream.send(snapshot(1, nodes=8))).ack.seq == 1
-
-    async def report(self, placement: str, phase: int, message: str = "") -> None:
-        self.seq += 1
-        status = pb.JobStatusReport(
-            placement_id=placement, phase=phase, message=message, report_seq=self.seq
-        )
-        await self.stream.call.write(pb.AgentMessage(job_status=status))
-        while True:  # stored once acknowledged
-            reply = await asyncio.wait_for(self.stream.call.read(), timeout=10)
-            if reply.WhichOneof("body") == "report_ack" and reply.report_ack.report_seq >= self.seq:
-                return
 
 
 async def staged_in_a(app: FastAPI, api: httpx.AsyncClient) -> tuple[str, Reports]:
