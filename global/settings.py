@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from volcano_global.bounds import BANDWIDTH_GBPS
 
 DEFAULT_DATA_DIR = Path("vglobal-data")
 
@@ -130,15 +132,13 @@ class DataSettings(BaseModel):
         "it ends sooner than a cluster that holds it has room; holders: only where it is "
         "(Volcano Global's DataDependencyAwareness); oblivious: placed by GPUs, then staged.",
     )
-    staging_gbps: float = Field(
+    staging_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] = Field(
         100.0,
-        gt=0,
         description="Most link bandwidth one share's copies take (a copier's rate), reserved "
         "on the link while they run.",
     )
-    min_staging_gbps: float = Field(
+    min_staging_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] = Field(
         1.0,
-        gt=0,
         description="Least bandwidth a copy starts with: below it on every link from a "
         "cluster holding the data, the job waits for bandwidth rather than crawl.",
     )

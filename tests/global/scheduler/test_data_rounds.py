@@ -7,6 +7,7 @@ stages the checkpoint, which then counts as where the job went."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import timedelta
 
@@ -284,6 +285,9 @@ async def test_holders_mode_from_the_environment_never_stages(
         assert reason.startswith("dataset corpus-v3 (2 TiB): only where it is (gpu-b)")
 
 
-def test_a_minimum_staging_rate_above_the_maximum_is_refused() -> None:
+def test_staging_rates_out_of_bounds_or_out_of_order_are_refused() -> None:
     with pytest.raises(ValueError, match="min_staging_gbps"):
         DataSettings(staging_gbps=10, min_staging_gbps=20)
+    for rate in (0.0, math.inf, 2e6):
+        with pytest.raises(ValueError, match="staging_gbps"):
+            DataSettings(staging_gbps=rate)
