@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr, field_validator
+from pydantic import BaseModel, Field, IPvAnyNetwork, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from volcano_global.bounds import BANDWIDTH_GBPS
 
 DEFAULT_DATA_DIR = Path("vglobal-data")
 
@@ -119,6 +122,34 @@ class ElasticSettings(BaseModel):
     )
 
 
+class DataSettings(BaseModel):
+    """Data gravity (`solver/gravity.py`, docs/staging.md): where a job's datasets and
+    checkpoint are steers where it starts; a start where they are not waits for its copies."""
+
+    mode: Literal["gravity", "holders", "oblivious"] = Field(
+        "gravity",
+        description="gravity: a job that reads data may start where it is, or where staging "
+        "it ends sooner than a cluster that holds it has room; holders: only where it is "
+        "(Volcano Global's DataDependencyAwareness); oblivious: placed by GPUs, then staged.",
+    )
+    staging_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] = Field(
+        100.0,
+        description="Most link bandwidth one share's copies take (a copier's rate), reserved "
+        "on the link while they run.",
+    )
+    min_staging_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] = Field(
+        1.0,
+        description="Least bandwidth a copy starts with: below it on every link from a "
+        "cluster holding the data, the job waits for bandwidth rather than crawl.",
+    )
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.min_staging_gbps > self.staging_gbps:
+            raise ValueError("min_staging_gbps must not exceed staging_gbps (nothing could stage)")
+        return self
+
+
 class SchedulingDefaults(BaseModel):
     """The scheduling loop, and the defaults applied to a job that does not say."""
 
@@ -164,6 +195,7 @@ class SchedulingDefaults(BaseModel):
     )
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)
+    data: DataSettings = Field(default_factory=DataSettings)
 
 
 class TlsSettings(BaseModel):

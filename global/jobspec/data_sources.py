@@ -38,6 +38,7 @@ DATA_SOURCE = "DataSource"
 DATA_SOURCE_CLAIM = "DataSourceClaim"
 SIZE = "size"  # spec.attributes key of a DataSource's size
 READ_GBPS = "readGbps"  # spec.attributes key of a claim's remote read rate
+URI = "uri"  # spec.attributes key of where a DataSource's bytes are (a staging copy's source)
 # The workloads a claim may name: what the Global runs.
 WORKLOADS = {"Job": "batch.volcano.sh/v1alpha1", "HyperJob": "training.volcano.sh/v1alpha1"}
 DEFAULT_NAMESPACE = "default"

@@ -42,6 +42,7 @@ from volcano_global.solver import (
     planning,
 )
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.gravity import DataMode, DataOptions
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
@@ -164,6 +165,11 @@ class Scheduler:
                 scheduling.elastic.min_interval_s, scheduling.elastic.min_growth
             ),
             reserve_after_s=scheduling.reserve_after_s,
+            data=DataOptions(
+                mode=DataMode(scheduling.data.mode),
+                staging_gbps=scheduling.data.staging_gbps,
+                min_staging_gbps=scheduling.data.min_staging_gbps,
+            ),
         )
 
     async def _read(

@@ -32,6 +32,11 @@ class LinkReservationOut(ApiModel):
     cluster_a: str
     cluster_b: str
     gbps: float
+    staging: bool = Field(
+        False,
+        description="Held for a share's data being copied in: returned when its staging "
+        "ends (else held as long as the placement).",
+    )
 
 
 class PlacementOut(ApiModel):

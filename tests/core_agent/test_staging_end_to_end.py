@@ -1,7 +1,7 @@
 """Staging end to end: a real Global (REST, gRPC, scheduling loop, database) and a Kubernetes
-agent against the API emulator, whose job controller runs the staging Job. The round that
-decides to stage (issue 36's, not on this branch) is played by the test: every share the round
-writes is given a staging item, as that round will write it."""
+agent against the API emulator, whose job controller runs the staging Job. The first tests play
+the round's decision (every share the round writes is given a staging item); the last lets the
+round decide, from where the data is and how busy its cluster is."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import yaml
 from sqlalchemy import event
 
 from core_agent.kubernetes.source import KubernetesSource
 from core_agent.kubernetes.staging import StagingConfig
+from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.core_agent.federation import federation
 from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, volcano_jobs
+from tests.data_documents import data_source, data_source_claim
 from tests.factories import eventually, job_document
 from tests.k8s_emulator.server import BATCH_JOBS
 from volcano_global.db.models import ClusterShare
@@ -91,3 +94,51 @@ async def test_a_failed_staging_requeues_the_job_and_its_staging_job_is_removed(
         # job, requeued, may be placed again meanwhile: a copy of another placement).
         name = failed.split("staging Job ml/", 1)[1].split(" ", 1)[0]
         await eventually(lambda: ("ml", name) not in emulator.objects[BATCH_JOBS])
+
+
+async def test_the_round_stages_a_job_into_the_member_cluster_when_its_data_is_busy(
+    database_url: str,
+) -> None:
+    """No test hook: the round itself sends the copy. The data is in a simulated cluster
+    busy for an hour; the job goes to the Kubernetes member, whose staging Job copies it from
+    the DataSource's `uri` to `/data/<name>/`, then its Volcano Job is created."""
+    west = SimulatedCluster.from_spec(
+        "west", ClusterSpec.model_validate({"nodeGroups": [{"count": 2, "gpusPerNode": 8}]})
+    )
+    async with (
+        member_cluster() as (emulator, kube_api),
+        federation(database_url) as fed,
+    ):
+        emulator.jobs.run_s = 1.0
+        await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
+        await fed.join("west", west)
+        await fed.link("k8s", "west")
+        await fed.ready("k8s", "west")
+        source = data_source("corpus-v3", clusters=("west",), size="2Ti")
+        source["spec"]["attributes"]["uri"] = "s3://corpora/v3/*"
+        claims = [data_source_claim(f"{n}-corpus", workload=n) for n in ("hog", "train")]
+        response = await fed.api.post(
+            "/api/v1/apply",
+            content=yaml.safe_dump_all([source, *claims]),
+            headers={"Content-Type": "application/yaml"},
+        )
+        assert response.status_code == 200, response.text
+        hog = await fed.submit(job_document("hog", replicas=2, runningEstimate="1h"))
+        await fed.reach(hog, "Running")
+        uid = await fed.submit(job_document("train", replicas=2, runningEstimate="1h"))
+
+        started = await fed.event(uid, "StagingStarted")
+        assert started.startswith("k8s: staging corpus-v3 (2 TiB) from west at 100 Gbps")
+        [staging_job] = emulator.objects[BATCH_JOBS].values()
+        env = staging_job["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "VGLOBAL_STAGING_SOURCE", "value": "s3://corpora/v3/*"} in env
+        assert {"name": "VGLOBAL_STAGING_DESTINATION", "value": "/data/corpus-v3/"} in env
+        assert volcano_jobs(emulator) == []
+
+        await fed.event(uid, "StagingEnded")
+        await eventually(lambda: len(volcano_jobs(emulator)) == 1)
+        job = await fed.reach(uid, "Dispatched")
+        assert [s["cluster"] for s in job["placement"]["shares"]] == ["k8s"]
+        assert job["placement"]["linkReservations"] == []
+        shown = (await fed.api.get("/api/v1/datasources/corpus-v3")).json()
+        assert shown["clusters"] == ["west", "k8s"]

@@ -309,7 +309,7 @@ const views = {
             h("td", { class: "muted" }, Object.entries(sh.domains).map(([d, p]) => `${d}: ${p}`).join(", "))))),
           placement.linkReservations.length
             ? h("p", {}, "Link bandwidth held: ", placement.linkReservations
-              .map((r) => `${fmt(r.gbps)} Gbps on ${r.clusterA} ↔ ${r.clusterB}`).join("; "))
+              .map((r) => `${fmt(r.gbps)} Gbps on ${r.clusterA} ↔ ${r.clusterB}${r.staging ? " (staging, until the copy ends)" : ""}`).join("; "))
             : h("p", { class: "muted" }, "No inter-cluster bandwidth held (one cluster)."))
         : null,
       data ? jobDataPanel(data, job.clusters) : null,

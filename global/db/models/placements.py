@@ -96,6 +96,11 @@ class ClusterShare(UUIDPrimaryKey, Base):
 
 
 class LinkReservation(UUIDPrimaryKey, Base):
+    """Bandwidth a placement holds on a link: for its whole life (a split's crossing
+    traffic), or, with `staging_share_id`, while that share's data is copied in (deleted when
+    its staging ends, `dispatch/staging.note_staging`). Either counts in the link's reserved
+    sum while the placement holds (`inventory/links.reserved_gbps`)."""
+
     __tablename__ = "link_reservations"
 
     placement_id: Mapped[uuid.UUID] = mapped_column(
@@ -105,5 +110,8 @@ class LinkReservation(UUIDPrimaryKey, Base):
         ForeignKey("links.id", ondelete="CASCADE"), index=True
     )
     gbps: Mapped[float]
+    staging_share_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("cluster_shares.id", ondelete="CASCADE"), index=True, default=None
+    )
 
     link: Mapped[Link] = relationship(lazy="joined")

@@ -4,6 +4,6 @@
 of them (`needs.py`)."""
 
 from volcano_global.services.data.needs import data_needs
-from volcano_global.services.data.sources import add_locality
+from volcano_global.services.data.sources import add_locality, source_uris
 
-__all__ = ["add_locality", "data_needs"]
+__all__ = ["add_locality", "data_needs", "source_uris"]

@@ -4,6 +4,7 @@ clusters (a staging that completed, an agent that found the data in its cluster)
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal
 
 from sqlalchemy import select
@@ -11,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, DataSourceRow
 from volcano_global.errors import Conflict, Invalid, NotFound
-from volcano_global.jobspec.data_sources import DataSourceDefinition
+from volcano_global.jobspec.data_sources import URI, DataSourceDefinition
 from volcano_global.services.events import record_event
 from volcano_global.services.wakeups import room_may_have_changed
 
@@ -69,6 +70,24 @@ async def delete_data_source(session: AsyncSession, *, name: str) -> DataSourceR
     await session.delete(row)
     await session.flush()
     return row
+
+
+async def source_uris(session: AsyncSession, *, names: Collection[str]) -> dict[str, str]:
+    """Where each named DataSource's bytes are, for the copies that stage it: its
+    `spec.attributes.uri` (`s3://corpora/v3/*`), when its document says (docs/staging.md)."""
+    if not names:
+        return {}
+    rows = await session.execute(
+        select(DataSourceRow.name, DataSourceRow.document).where(
+            DataSourceRow.name.in_(list(names))
+        )
+    )
+    found = {}
+    for name, document in rows:
+        uri = ((document.get("spec") or {}).get("attributes") or {}).get(URI)
+        if isinstance(uri, str) and uri:
+            found[name] = uri
+    return found
 
 
 async def add_locality(session: AsyncSession, *, source: str, cluster: str) -> bool:

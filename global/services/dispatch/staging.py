@@ -8,17 +8,21 @@ staging failure here."""
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 
+from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import ClusterShare, EventType, Job
+from volcano_global.db.models import ClusterShare, EventType, Job, Placement
 from volcano_global.errors import NotFound
 from volcano_global.rpc.shares import SharePhase, StagingItem
 from volcano_global.services.data import add_locality
+from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.events import record_event
 from volcano_global.solver.data import duration_text, size_text
+from volcano_global.solver.gravity import CHECKPOINT
 
 log = logging.getLogger(__name__)
 # Phases that say the copy is over and the share's Volcano Jobs exist.
@@ -51,9 +55,13 @@ async def note_staging(
         )
     elif phase in _STAGED and share.staging and share.staged_at is None:
         share.staged_at = utcnow()
+        await _release_links(session, share)
         await _event(session, job, "StagingEnded", f"{where}: staged {_described(share)}")
-        arrivals = [DataArrival(item.data_source, where) for item in _items(share)]
+        items = _items(share)
+        arrivals = [DataArrival(i.data_source, where) for i in items if i.data_source != CHECKPOINT]
         await data_arrived(session, arrivals=arrivals)
+        if any(i.data_source == CHECKPOINT for i in items):
+            await checkpoint_moved(session, job_id=job.id, cluster=where)
 
 
 async def data_arrived(session: AsyncSession, *, arrivals: list[DataArrival]) -> None:
@@ -69,6 +77,29 @@ async def data_arrived(session: AsyncSession, *, arrivals: list[DataArrival]) ->
                 arrival.source,
                 arrival.cluster,
             )
+
+
+async def _release_links(session: AsyncSession, share: ClusterShare) -> None:
+    """The share's copies are over: the link bandwidth reserved for them returns (the
+    placement's own reservations, a split's, stay). Through the placement's collection, which
+    the report's transaction loaded, so that it stays true for the rest of it. A staging that
+    fails ends the placement instead, and an ended placement holds no bandwidth."""
+    placement = await session.get(Placement, share.placement_id)
+    if placement is None:
+        return
+    if "link_reservations" in inspect(placement).unloaded:
+        await session.refresh(placement, ["link_reservations"])
+    placement.link_reservations = [
+        r for r in placement.link_reservations if r.staging_share_id != share.id
+    ]
+
+
+async def checkpoint_moved(session: AsyncSession, *, job_id: uuid.UUID, cluster: str) -> None:
+    """The job's newest checkpoint was staged into `cluster`: a later requeue prefers it
+    there (the job runs there now, and its next checkpoints are written there too)."""
+    row = await find_location(session, job_id=job_id)
+    if row is not None and row.cluster != cluster:
+        row.cluster = cluster
 
 
 def progress_text(staged_bytes: int, staging_bytes: int) -> str:

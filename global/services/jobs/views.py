@@ -53,12 +53,12 @@ class PlacementView:
     state: PlacementState
     created_at: datetime
     shares: list[Row]  # in rank order, with their `cluster` name
-    reservations: list[Row]  # cluster_a, cluster_b, gbps
+    reservations: list[Row]  # cluster_a, cluster_b, gbps, staging
 
 
 async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, PlacementView | None]:
     """The job (every column and its queue's name) and its active placement, else its most
-    recent one: 2 statements, 3 for a split (its link reservations)."""
+    recent one: 2 statements, 3 for a split or a staging (its link reservations)."""
     job = await _JOB.one_or_none(session, {"uid": uid})
     if job is None:
         raise NotFound(f"job {uid} not found")
@@ -68,7 +68,8 @@ async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, Place
     first = rows[0]
     shares = [{k: row[k] for k in _SHARE_KEYS} for row in rows if row["cluster"] is not None]
     reservations = []
-    if len(shares) > 1:  # only a split reserves link bandwidth
+    # Only a split, or a share that copies its data in, reserves link bandwidth.
+    if len(shares) > 1 or any(row["staging"] for row in rows):
         reservations = await _RESERVATIONS.rows(session, {"placement_id": first["placement_id"]})
     placement = PlacementView(
         id=first["placement_id"],
@@ -257,6 +258,7 @@ _LATEST_PLACEMENT = Read(
         ClusterShare.domains,
         ClusterShare.phase,
         ClusterShare.message,
+        ClusterShare.staging,
     )
     .outerjoin(ClusterShare, ClusterShare.placement_id == Placement.id)
     .outerjoin(Cluster, Cluster.id == ClusterShare.cluster_id)
@@ -265,7 +267,12 @@ _LATEST_PLACEMENT = Read(
 )
 _END_A, _END_B = aliased(Cluster), aliased(Cluster)
 _RESERVATIONS = Read(
-    select(_END_A.name.label("cluster_a"), _END_B.name.label("cluster_b"), LinkReservation.gbps)
+    select(
+        _END_A.name.label("cluster_a"),
+        _END_B.name.label("cluster_b"),
+        LinkReservation.gbps,
+        LinkReservation.staging_share_id.is_not(None).label("staging"),
+    )
     .join(Link, Link.id == LinkReservation.link_id)
     .join(_END_A, _END_A.id == Link.cluster_a_id)
     .join(_END_B, _END_B.id == Link.cluster_b_id)

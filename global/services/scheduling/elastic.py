@@ -131,8 +131,12 @@ async def _links(
 ) -> dict[uuid.UUID, list[LinkBandwidth]]:
     """The link bandwidth each placement reserved."""
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
+    # A copy's bandwidth is not the job's to carry over a resize: it ends with the copy.
     rows = await session.execute(
-        select(LinkReservation).where(LinkReservation.placement_id.in_(placement_ids))
+        select(LinkReservation).where(
+            LinkReservation.placement_id.in_(placement_ids),
+            LinkReservation.staging_share_id.is_(None),
+        )
     )
     for r in rows.unique().scalars():
         links[r.placement_id].append(
@@ -207,7 +211,11 @@ async def resize(
     await session.flush()
     rows = write_shares(session, shares=shares, placement=new, cluster_ids=cluster_ids)
     if links is None:
-        links = [(held.link_id, held.gbps) for held in placement.link_reservations]
+        links = [
+            (held.link_id, held.gbps)
+            for held in placement.link_reservations
+            if held.staging_share_id is None  # a copy's ends with it, not carried over
+        ]
     for link_id, gbps in links:
         session.add(LinkReservation(placement_id=new.id, link_id=link_id, gbps=gbps))
     token = issue_job_token(session, job=job)

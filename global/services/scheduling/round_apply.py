@@ -11,7 +11,9 @@ computed. The steps, in order:
 3. **Outcomes**: every waiting job's pending reason, from its outcome.
 4. **Shrinks**: units given back go out first, so their cancellations precede the
    assignments that use the room they free (the outbox is delivered in order).
-5. **Starts**: placements with their shares and link reservations; the jobs Placed.
+5. **Starts**: placements with their shares and link reservations, the copies each share
+   waits for (its staging items, their bandwidth reserved until its staging ends); the jobs
+   Placed.
 6. **Grows**: elastic jobs restarted at their new width.
 7. **Evictions**: victims requeued, preemptors nominated (`evictions.py`).
 8. **Set aside**: an Unschedulable event for each job the round could not model.
@@ -20,7 +22,7 @@ computed. The steps, in order:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, func, or_, select
@@ -37,6 +39,7 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
+from volcano_global.services.data import source_uris
 from volcano_global.services.dispatch.supervision import GangOutcome
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
@@ -47,10 +50,11 @@ from volcano_global.services.scheduling.elastic import (
 )
 from volcano_global.services.scheduling.evictions import nominate
 from volcano_global.services.scheduling.free import free_capacity
-from volcano_global.services.scheduling.placing import mark_placed, write_holdings
+from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver import JobDecision, planning
 from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.gravity import CHECKPOINT, Copy
 from volcano_global.solver.preemption import Eviction
 from volcano_global.solver.round_plan import Grow, RoundPlan, Status
 
@@ -99,7 +103,7 @@ async def apply_plan(
     )
     if resized:
         await session.flush()  # the cancellations' rows (and times) before the assignments'
-    placed = await _start(session, starting, context, generation)  # 5
+    placed = await _start(session, starting, context, generation, plan.staging)  # 5
     resized += await commit_resizes(  # 6
         session,
         grows=checked.grows,
@@ -209,10 +213,12 @@ async def _start(
     starting: list[tuple[JobDecision, Job, Placement]],
     context: RoundContext,
     generation: int,
+    staging: Mapping[str, tuple[Copy, ...]],
 ) -> list[str]:
     """Step 5. The placements first, in one flush: the rows that point at them (shares,
     reservations, dispatch messages) then go together in the round's last flush, a statement
-    per table."""
+    per table. A start that lands where its data is not gets its copies (`staging`) on the
+    shares they go to, their bandwidth held until each share's staging ends."""
     session.add_all([placement for _, _, placement in starting])
     await session.flush()
     queue_ids = {job.queue_id for _, job, _ in starting}
@@ -224,6 +230,8 @@ async def _start(
         if queue_ids
         else {}
     )
+    copied = {c.data for d, _, _ in starting for c in staging.get(d.job_id, ())}
+    uris = await source_uris(session, names=copied - {CHECKPOINT})
     placed = []
     for d, job, placement in starting:
         rows, lines = write_holdings(
@@ -232,6 +240,16 @@ async def _start(
             placement=placement,
             cluster_ids=context.cluster_ids,
             link_ids=context.link_ids,
+        )
+        lines += write_staging(
+            session,
+            copies=staging.get(d.job_id, ()),
+            placement=placement,
+            shares=rows,
+            cluster_ids=context.cluster_ids,
+            link_ids=context.link_ids,
+            job_uid=job.id,
+            uris=uris,
         )
         await mark_placed(
             session,

@@ -7,7 +7,10 @@ The reads, in order: the Ready clusters and their inventory versions; what is fr
 queue's line (`heads.py`), less the jobs backing off after a withdrawal, cut to the round's
 window in the order `plan_round` takes them (`solver.round_plan.window`); the window's jobs as the
 solver's requests; the running jobs (planned policies and preemption); the fleet's GPUs and
-which queues are reclaimable (preemption); the running elastic jobs (planned policies)."""
+which queues are reclaimable (preemption); the running elastic jobs (planned policies); what
+the window's jobs read of data (their DataNeeds), with the running jobs when gravity weighs
+waiting for a cluster that holds it. The links' reserved bandwidth counts the copies still
+running (staging reservations, `inventory/links.reserved_gbps`)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.data import data_needs
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.free import free_capacity
@@ -43,8 +47,10 @@ from volcano_global.services.scheduling.withdrawals import held_back
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import JobRequest, LinkState, Policy
+from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
+from volcano_global.solver.gravity import DataMode
 from volcano_global.solver.preemption import may_evict_for
 from volcano_global.solver.requests import job_request
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Waiting, window
@@ -107,8 +113,12 @@ async def read_round(
         tree,
         durations=durations,
         set_aside=set_aside,
+        data=await _data_needs(session, waiting),
     )
-    if policy.planned or preempting:
+    # Gravity weighs staging against waiting for a cluster that holds the data: when running
+    # jobs are expected to leave it room.
+    weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
+    if policy.planned or preempting or weighing:
         running = await running_jobs(session, clusters, states, now=now, durations=durations)
         data = replace(data, running=tuple(running))
     if preempting:
@@ -121,6 +131,14 @@ async def read_round(
         context.elastic = {str(e.job_id): e for e in elastic}
         data = replace(data, elastic=tuple(e.run for e in elastic))
     return data, context
+
+
+async def _data_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str, DataNeeds]:
+    """What the window's jobs read (`services.data.data_needs`: claims bound now, so one
+    applied while its job waits counts here), by the requests' ids; jobs that read nothing
+    are left out."""
+    needs = await data_needs(session, job_ids=[uuid.UUID(w.request.id) for w in waiting])
+    return {str(job_id): need for job_id, need in needs.items() if not need.empty}
 
 
 async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[Cluster]:

@@ -41,7 +41,9 @@ async def test_preview_places_without_storing(api: httpx.AsyncClient) -> None:
     assert preview["admitted"]
     assert sorted(s["cluster"] for s in preview["shares"]) == ["east", "west"]
     assert sum(s["pods"] for s in preview["shares"]) == 12
-    assert preview["linkReservations"] == [{"clusterA": "east", "clusterB": "west", "gbps": 50.0}]
+    assert preview["linkReservations"] == [
+        {"clusterA": "east", "clusterB": "west", "gbps": 50.0, "staging": False}
+    ]
 
     too_thin = (await api.post("/api/v1/jobs/preview", json=split("150"))).json()
     assert not too_thin["admitted"]

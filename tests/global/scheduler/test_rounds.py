@@ -77,7 +77,7 @@ async def test_a_round_splits_a_job_that_fits_no_single_cluster(
     assert sorted(s["rankOffset"] for s in shares)[0] == 0
     assert all(s["pods"] % 4 == 0 for s in shares)  # whole data-parallel replicas
     assert job["placement"]["linkReservations"] == [
-        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
+        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0, "staging": False}
     ]
     assert (await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"] == 100.0
     events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
@@ -344,7 +344,7 @@ async def test_a_job_s_detail_reads_its_placement_and_shares_in_one_statement(
     assert details[whole]["placement"]["linkReservations"] == []
     assert len(details[split]["placement"]["shares"]) == 2
     assert details[split]["placement"]["linkReservations"] == [
-        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0}
+        {"clusterA": "gpu-east", "clusterB": "gpu-west", "gbps": 100.0, "staging": False}
     ]
 
 

@@ -114,7 +114,9 @@ async def test_a_job_is_shown_with_its_latest_placement(
             ("east", 0),
             ("west", 4),
         ]
-        assert split.reservations == [{"cluster_a": "east", "cluster_b": "west", "gbps": 12.5}]
+        assert split.reservations == [
+            {"cluster_a": "east", "cluster_b": "west", "gbps": 12.5, "staging": False}
+        ]
         _, withdrawn = await job_view(session, uid=jobs["c"])
         assert withdrawn is not None
         assert withdrawn.state is PlacementState.WITHDRAWN
