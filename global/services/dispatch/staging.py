@@ -21,8 +21,7 @@ from volcano_global.rpc.shares import SharePhase, StagingItem
 from volcano_global.services.data import add_locality
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.events import record_event
-from volcano_global.solver.data import duration_text, size_text
-from volcano_global.solver.gravity import CHECKPOINT
+from volcano_global.solver.data import CHECKPOINT, duration_text, size_text
 
 log = logging.getLogger(__name__)
 # Phases that say the copy is over and the share's Volcano Jobs exist.

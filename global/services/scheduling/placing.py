@@ -25,8 +25,8 @@ from volcano_global.services.jobs.measurements import issue_job_token
 from volcano_global.services.lifecycle.jobs import transition
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 from volcano_global.solver import JobDecision, Share
-from volcano_global.solver.data import size_text
-from volcano_global.solver.gravity import CHECKPOINT, Copy
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT, size_text
 
 # Where staged data lands in a member cluster: the agent's staging volume is mounted there by
 # default (core_agent/kubernetes/staging.py, `mount_path`), and so the job's pods read it.

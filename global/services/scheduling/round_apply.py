@@ -54,7 +54,8 @@ from volcano_global.services.scheduling.placing import mark_placed, write_holdin
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver import JobDecision, planning
 from volcano_global.solver.capacity import ClusterPool
-from volcano_global.solver.gravity import CHECKPOINT, Copy
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.preemption import Eviction
 from volcano_global.solver.round_plan import Grow, RoundPlan, Status
 

@@ -56,9 +56,11 @@ class Staged:
         self.stream = Stream(self.app, token)
         await self.stream.hello()
         assert (await self.stream.send(snapshot(1, nodes=8))).ack.seq == 1
-        await apply(self.api, data_source(clusters=("gpu-west",)), data_source_claim())
         self.uid = (await submit(self.api, job_document("train", replicas=1))).json()["uid"]
         assert await self.app.state.scheduler.run_once() is not None
+        # Claimed once placed: gpu-west is no member, so a round would not place it on gpu-east
+        # (tests/global/scheduler/test_data_rounds.py has the round's own staging).
+        await apply(self.api, data_source(clusters=("gpu-west",)), data_source_claim())
         job = (await self.api.get(f"/api/v1/jobs/{self.uid}")).json()
         self.placement = job["placement"]["uid"]
         async with transaction(self.app.state.sessions) as session:
