@@ -193,11 +193,13 @@ def plan_round(
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
-    decision, starts, copies, fetches = _staging(data, decision, growing, steered, options)  # 6b
-    grows = _grows(data, decision, growth, starts, copies | fetches, options)  # 6
+    staged = _staging(data, decision, growing, steered, options)  # 6b
+    decision, starts = staged.decision, staged.starts
+    grows = _grows(data, decision, growth, staged.links)  # 6
     # What the round's starts leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
+    evictions, preempting = _preemptor_copies(data, evictions, staged, steered, options)
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -214,10 +216,10 @@ def plan_round(
         grows=grows,
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
-        outcomes=_with_data(outcomes, steered, copies, data.now),
+        outcomes=_with_data(outcomes, steered, staged.copies | preempting, data.now),
         settles_in_s=settles_in(data, options),
-        staging=copies,
-        prefetch=fetches,
+        staging=staged.copies | preempting,
+        prefetch=staged.fetches,
     )
 
 
@@ -339,9 +341,7 @@ def _grows(
     data: RoundInput,
     decision: Decision,
     growth: list[JobRequest],
-    starts: tuple[JobDecision, ...],
-    copies: Mapping[str, tuple[Copy, ...]],
-    options: RoundOptions,
+    links: tuple[LinkState, ...],
 ) -> tuple[Grow, ...]:
     """Step 6: the admitted growth whose new set of clusters is link-safe
     (`planning.grown_links`) on what the round's starts and their staging left of the
@@ -353,7 +353,7 @@ def _grows(
     links = planning.grown_links(
         admitted,
         list(data.elastic),
-        copies_.reserved(_after(data.links, starts), copies, options.data),
+        links,
         {run.request.id: run.links for run in data.elastic},
     )
     return tuple(
@@ -363,22 +363,32 @@ def _grows(
     )
 
 
+@dataclass(frozen=True)
+class _Staged:
+    """What step 6b leaves: the decision less the starts that cannot stage now, the starts,
+    their copies, the copies fetched for waiting jobs, and the links with all of it held."""
+
+    decision: Decision
+    starts: tuple[JobDecision, ...]
+    links: tuple[LinkState, ...]
+    copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
+    fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
+
+
 def _staging(
     data: RoundInput,
     decision: Decision,
     growing: set[str],
     steered: Mapping[str, gravity.Steer],
     options: RoundOptions,
-) -> tuple[
-    Decision, tuple[JobDecision, ...], dict[str, tuple[Copy, ...]], dict[str, tuple[Copy, ...]]
-]:
+) -> _Staged:
     """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
     now is no start: it waits, with the reason, in the decision the later steps read), and
     the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
-    if not data.data:
-        return decision, starts, {}, {}
     links = _after(data.links, starts)
+    if not data.data:
+        return _Staged(decision, starts, links)
     copies, refused = copies_.stage(starts, data.data, links, options.data, steered)
     if refused:
         jobs = tuple(
@@ -387,9 +397,29 @@ def _staging(
         )
         decision = replace(decision, jobs=jobs)
         starts = tuple(d for d in starts if d.job_id not in refused)
-    left = copies_.reserved(links, copies, options.data)
-    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, left, options.data)
-    return decision, starts, copies, fetches
+        links = _after(data.links, starts)
+    links = copies_.reserved(links, copies, options.data)
+    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, links, options.data)
+    return _Staged(
+        decision, starts, copies_.reserved(links, fetches, options.data), copies, fetches
+    )
+
+
+def _preemptor_copies(
+    data: RoundInput,
+    evictions: list[Eviction],
+    staged: _Staged,
+    steered: Mapping[str, gravity.Steer],
+    options: RoundOptions,
+) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]]]:
+    """Step 7b: the copies a preemptor needs where it will start, on what the round's starts
+    and copies left of the links; an eviction whose preemptor cannot stage now is not made
+    (the victims keep running)."""
+    if not data.data or not evictions:
+        return evictions, {}
+    placements = [e.placement for e in evictions]
+    more, refused = copies_.stage(placements, data.data, staged.links, options.data, steered)
+    return [e for e in evictions if e.preemptor not in refused], more
 
 
 def _with_data(

@@ -21,6 +21,7 @@ it waits, and is withdrawn at the timeout).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -40,14 +41,17 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
+from volcano_global.services.data.sources import source_uris
 from volcano_global.services.dispatch.supervision import GangOutcome, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.lifecycle.placements import end_placement
 from volcano_global.services.scheduling.free import free_capacity
-from volcano_global.services.scheduling.placing import mark_placed, write_holdings
+from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.preemption import Eviction
 
 EVENT = "PodEvicted"  # what Volcano's policies see when a job's pods are evicted
@@ -64,6 +68,7 @@ async def nominate(
     preemptor: Job,
     context: RoundContext,
     generation: int,
+    copies: Sequence[Copy] = (),
 ) -> list[GangOutcome]:
     """Step 1 for one eviction (`preemptor` locked by the caller, Pending). A victim that no
     longer holds an active placement (it ended meanwhile) is skipped. Locks the victims'
@@ -94,13 +99,24 @@ async def nominate(
     )
     session.add(nominated)
     await session.flush()
-    write_holdings(
+    shares, _ = write_holdings(
         session,
         decision=eviction.placement,
         placement=nominated,
         cluster_ids=context.cluster_ids,
         link_ids=context.link_ids,
     )
+    if copies:  # its data, copied where it will start; the bandwidth held from now
+        write_staging(
+            session,
+            copies=copies,
+            placement=nominated,
+            shares=shares,
+            cluster_ids=context.cluster_ids,
+            link_ids=context.link_ids,
+            job_uid=preemptor.id,
+            uris=await source_uris(session, names={c.data for c in copies} - {CHECKPOINT}),
+        )
     preemptor.pending_reason = eviction.reason
     await record_event(
         session,

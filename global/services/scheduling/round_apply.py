@@ -114,7 +114,7 @@ async def apply_plan(
         generation=generation,
     )
     nominated, evicted = await _evict(
-        session, checked.evictions, context, jobs, placed, generation
+        session, checked.evictions, context, jobs, placed, generation, plan.staging
     )  # 7
     await _set_aside(session, plan, context, jobs)  # 8
     await session.flush()
@@ -272,8 +272,10 @@ async def _evict(
     jobs: dict[uuid.UUID, Job],
     placed: list[str],
     generation: int,
+    staging: Mapping[str, tuple[Copy, ...]],
 ) -> tuple[list[str], list[GangOutcome]]:
-    """Step 7: the victims requeued, each preemptor still Pending nominated."""
+    """Step 7: the victims requeued, each preemptor still Pending nominated (with the copies
+    it needs where it will start)."""
     nominated: list[str] = []
     evicted: list[GangOutcome] = []
     for e in evictions:
@@ -281,7 +283,12 @@ async def _evict(
         if job is None or job.state is not JobState.PENDING or e.preemptor in placed:
             continue
         evicted += await nominate(
-            session, eviction=e, preemptor=job, context=context, generation=generation
+            session,
+            eviction=e,
+            preemptor=job,
+            context=context,
+            generation=generation,
+            copies=staging.get(e.preemptor, ()),
         )
         nominated.append(e.preemptor)
     return nominated, evicted

@@ -295,3 +295,33 @@ def test_prefetch_copies_a_waiting_jobs_data_to_where_room_comes_sooner_once() -
     again = RoundInput(**{**data.__dict__, "copying": {"corpus": ("east",)}})
     assert plan_round(again, Policy.CPSAT, options).prefetch == {}
     assert plan_round(data, Policy.CPSAT).prefetch == {}
+
+
+def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nobody() -> None:
+    from volcano_global.solver.preemption import PREEMPT, Rules
+
+    low = RunningJob(
+        "low", (("east", "H100", 32),), ends_in_s=36000.0, run_s=3600.0, lost_s=60.0, name="low",
+        pods=(("east", "east", "", 4, 8),),
+    )  # fmt: skip
+    high = RunningJob(
+        "high", (("west", "H100", 32),), ends_in_s=36000.0, priority=100, run_s=3600.0,
+        preemptable=False, name="high", pods=(("west", "west", "", 4, 8),),
+    )  # fmt: skip
+    data = RoundInput(
+        NOW,
+        (cluster("east", 0, 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 32, priority=50, may_evict_for=frozenset({PREEMPT})),),
+        running=(low, high),
+        data={"j": reads(1, "west")},
+    )
+    options = RoundOptions(preemption=Rules(min_run_s=0, wait_weight=None))
+    plan = plan_round(data, Policy.CPSAT, options)
+    (eviction,) = plan.evictions
+    assert eviction.preemptor == "j" and eviction.placement.clusters == ("east",)
+    (copy,) = plan.staging["j"]
+    assert (copy.source, copy.destination) == ("west", "east")
+    # No bandwidth left for its copy: nobody is evicted for it.
+    full = RoundInput(**{**data.__dict__, "links": (LinkState("east", "west", 100.0, 95.0),)})
+    assert plan_round(full, Policy.CPSAT, options).evictions == ()
