@@ -49,6 +49,18 @@ def reads(size_tib: float, *holders: str, name: str = "corpus") -> DataNeeds:
 LINK = LinkState("east", "west", 100.0)
 
 
+def west_busy(ends_in_s: float, needs: DataNeeds) -> RoundInput:
+    """east free; west, where the data is, full until `ends_in_s`; one 16-GPU job waiting."""
+    return RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, ends_in_s),),
+        data={"j": needs},
+    )
+
+
 def test_a_job_whose_data_is_local_starts_where_it_is() -> None:
     data = RoundInput(
         NOW,
@@ -64,14 +76,7 @@ def test_a_job_whose_data_is_local_starts_where_it_is() -> None:
 
 def test_a_job_stages_when_its_holder_is_busy_for_longer_than_the_copy() -> None:
     # 1 TiB over 100 Gbps: about 88 s; west has room in 2 h.
-    data = RoundInput(
-        NOW,
-        (cluster("east", 4), cluster("west", 0, 4)),
-        (LINK,),
-        waiting=(gang("j", 16),),
-        running=(busy("r", "west", 32, 7200.0),),
-        data={"j": reads(1, "west")},
-    )
+    data = west_busy(7200.0, reads(1, "west"))
     plan = plan_round(data, Policy.CPSAT)
     assert [d.clusters for d in plan.starts] == [("east",)]
     (copy,) = plan.staging["j"]
@@ -84,14 +89,7 @@ def test_a_job_stages_when_its_holder_is_busy_for_longer_than_the_copy() -> None
 
 def test_a_job_waits_for_its_holder_when_that_is_sooner_than_staging() -> None:
     # 40 TiB over 100 Gbps: about 59 min; west has room in 20 min.
-    data = RoundInput(
-        NOW,
-        (cluster("east", 4), cluster("west", 0, 4)),
-        (LINK,),
-        waiting=(gang("j", 16),),
-        running=(busy("r", "west", 32, 1200.0),),
-        data={"j": reads(40, "west", name="corpus-v3")},
-    )
+    data = west_busy(1200.0, reads(40, "west", name="corpus-v3"))
     plan = plan_round(data, Policy.CPSAT)
     assert plan.starts == ()
     outcome = plan.outcomes["j"]
@@ -215,14 +213,7 @@ def test_a_requeued_job_goes_back_to_the_cluster_that_holds_its_checkpoint() -> 
 
 
 def test_the_holders_only_baseline_waits_however_long_and_oblivious_stages_at_once() -> None:
-    data = RoundInput(
-        NOW,
-        (cluster("east", 4), cluster("west", 0, 4)),
-        (LINK,),
-        waiting=(gang("j", 16),),
-        running=(busy("r", "west", 32, 7200.0),),
-        data={"j": reads(1, "west")},
-    )
+    data = west_busy(7200.0, reads(1, "west"))
     holders = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(DataMode.HOLDERS)))
     assert holders.starts == ()
     assert holders.outcomes["j"].reason.startswith("dataset corpus (1 TiB): only where it is")
