@@ -119,7 +119,7 @@ async def add_present(session: AsyncSession, *, cluster: str, sources: Sequence[
     rows = await session.execute(
         select(DataSourceRow.name, DataSourceRow.clusters).where(DataSourceRow.name.in_(wanted))
     )
-    known = {name: clusters for name, clusters in rows.tuples()}
+    known = {name: clusters for name, clusters in rows}
     added, unknown = [], [name for name in wanted if name not in known]
     for name in wanted:
         if name not in known or cluster in known[name]:
