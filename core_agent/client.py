@@ -16,6 +16,7 @@ import grpc
 
 from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
 from core_agent.preflight import TlsMismatch, tls_mismatch
+from core_agent.presence import PresenceReports
 from core_agent.reconnect import REFUSED, Reconnect
 from core_agent.sources import InventorySource
 from volcano_global import __version__
@@ -77,6 +78,8 @@ class AgentClient:
         # Seconds between full lists of the shares the cluster holds (0: the Global does not
         # take them); the Welcome says.
         self.share_inventory_s = 0.0
+        # The data sources the cluster holds, for a Global that takes them (presence.py).
+        self.presence = PresenceReports(getattr(source, "data_present", None))
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -163,6 +166,7 @@ class AgentClient:
             self.heartbeat_s = float(welcome.welcome.heartbeat_interval_seconds or 5)
             self.share_phases = phases_accepted(welcome.welcome)  # an older Global knows fewer
             self.share_inventory_s = float(welcome.welcome.share_inventory_interval_seconds)
+            self.presence.begin(welcome.welcome)
             # Every unacknowledged report before the list: a share that ended while the last
             # stream was down and was then removed from the cluster (a Volcano Job's TTL, a
             # user) would otherwise be missing from the list, and the Global would take it
@@ -172,6 +176,7 @@ class AgentClient:
             # Before the inventory: a restarted cluster's lost shares are let go before the
             # GPUs its snapshot shows free can be placed again.
             await self._send_share_inventory(call, "connect")
+            await self._send_presence(call, "connect")
             await self._catch_up(call, welcome.welcome)
             self.connected.set()
             log.info("connected to the Global at %s as cluster %s", self.target, self.cluster)
@@ -244,7 +249,10 @@ class AgentClient:
             await self._write_reports(call)
             if time.monotonic() >= next_list:  # after the reports queued before it
                 await self._send_share_inventory(call, "periodic")
+                await self._send_presence(call, "periodic")
                 next_list = time.monotonic() + self.share_inventory_s
+            elif changed in done:
+                await self._send_presence(call, "added")
             if moved and time.monotonic() >= next_delta:
                 moved = False
                 if await self._send_delta(call):
@@ -272,6 +280,10 @@ class AgentClient:
         shares = [share.to_proto() for share in held()]
         message = pb.ShareInventory(shares=shares, reason=reason)
         await call.write(pb.AgentMessage(shares=message))
+
+    async def _send_presence(self, call: grpc.aio.StreamStreamCall, reason: str) -> None:
+        for message in self.presence.due(reason):
+            await call.write(message)
 
     async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> bool:
         """The changes since the last message, if any (a snapshot instead if too many deltas

@@ -3,7 +3,9 @@
 delta from those alone instead of comparing every node of the cluster. A source that runs
 shares (`apply_share`, `cancel_share`) reports on them through a `Report`, and lists every
 share its cluster holds (`held_shares() -> list[HeldShare]`, read from the cluster, with the
-assignments it is still applying) for the Global to reconcile with its placements."""
+assignments it is still applying) for the Global to reconcile with its placements. A source
+that can tell which data its cluster holds says so (`data_present() -> set[str]`: DataSource
+names, core_agent/presence.py) and sets `changed` when that grows."""
 
 from __future__ import annotations
 

@@ -26,13 +26,16 @@ HYPERNODE = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOB = ("batch.volcano.sh", "v1alpha1", "jobs")
 SERVICE_EXPORT = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 VOLCANO_QUEUE = ("scheduling.volcano.sh", "v1beta1", "queues")  # cluster-scoped
+FLUID_DATASET = ("data.fluid.io", "v1alpha1", "datasets")  # data a cluster holds (presence.py)
 CUSTOM = {
     "hypernodes": HYPERNODE,
     "vcjobs": VOLCANO_JOB,
     "serviceexports": SERVICE_EXPORT,
     "queues": VOLCANO_QUEUE,
+    "fluiddatasets": FLUID_DATASET,
 }
 BATCH_JOBS = "jobs"  # batch/v1 Jobs (a share's staging copies), always served
+PVCS = "persistentvolumeclaims"  # always served
 RETRY_AFTER_CAP_S = 300.0  # a Retry-After beyond this is a misconfigured proxy, not advice
 
 T = TypeVar("T")
@@ -76,7 +79,7 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Kind:
-    name: str  # "nodes", "pods", "hypernodes" or "vcjobs"
+    name: str  # "nodes", "pods", a key of CUSTOM, BATCH_JOBS or PVCS
     field_selector: str | None = None
     label_selector: str | None = None
 
@@ -113,6 +116,8 @@ class KubeApi:
             return self.core.list_service_for_all_namespaces
         if kind.name == BATCH_JOBS:
             return self.batch.list_job_for_all_namespaces
+        if kind.name == PVCS:
+            return self.core.list_persistent_volume_claim_for_all_namespaces
         group, version, plural = CUSTOM[kind.name]
 
         async def custom(**kwargs: Any) -> Any:

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import HYPERNODE, Kind, KubeApi
 from core_agent.kubernetes.held import held_shares
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
+from core_agent.kubernetes.presence import DataHeld
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.staging import STAGING_JOBS, StagingConfig
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
@@ -63,9 +65,12 @@ class KubernetesSource:
         self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api, staging=staging)
+        self.data = DataHeld()  # labelled PVCs and Fluid Datasets (presence.py)
         kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS, STAGING_JOBS)
         self._synced = {kind.name: asyncio.Event() for kind in kinds}
-        self.progress = {kind.name: Progress() for kind in kinds}  # lists, watches, events
+        self.progress = {  # lists, watches, events
+            kind.name: Progress() for kind in (*kinds, *(k for k, _ in self.data.watched()))
+        }
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -76,21 +81,28 @@ class KubernetesSource:
             (VOLCANO_JOBS, self.shares.store),
             (STAGING_JOBS, self.shares.stager.store),
         ):
-            self._tasks.append(
-                asyncio.create_task(
-                    watch_forever(
-                        self.api,
-                        kind,
-                        store,
-                        self._notifier(kind.name),
-                        page_size=self.page_size,
-                        watch_timeout_s=self.watch_timeout_s,
-                        progress=self.progress[kind.name],
-                    ),
-                    name=f"watch-{kind.name}",
-                )
-            )
+            self._watch(kind, store, self._notifier(kind.name))
+        # The data the cluster holds is not waited for: an agent whose RBAC predates it (no
+        # PVC list) still runs shares; what it finds later is reported when it is found.
+        for kind, store in self.data.watched():
+            self._watch(kind, store, self.changed.set)
         await asyncio.gather(*(event.wait() for event in self._synced.values()))
+
+    def _watch(self, kind: Kind, store: Store, on_change: Callable[[], None]) -> None:
+        self._tasks.append(
+            asyncio.create_task(
+                watch_forever(
+                    self.api,
+                    kind,
+                    store,
+                    on_change,
+                    page_size=self.page_size,
+                    watch_timeout_s=self.watch_timeout_s,
+                    progress=self.progress[kind.name],
+                ),
+                name=f"watch-{kind.name}",
+            )
+        )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -112,6 +124,10 @@ class KubernetesSource:
         """Every share the cluster holds: its Volcano Jobs by their placement label."""
         shares = self.shares
         return held_shares(shares.store, applying=shares.applying, cancelled=shares.cancelled)
+
+    def data_present(self) -> set[str]:
+        """The data sources the cluster holds (docs/data.md, "Agent label convention")."""
+        return self.data.present()
 
     def _notifier(self, kind: str):  # type: ignore[no-untyped-def]
         def changed() -> None:

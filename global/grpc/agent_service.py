@@ -21,6 +21,7 @@ from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import Forbidden, NotFound
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
+from volcano_global.grpc.data_presence import record_presence
 from volcano_global.grpc.errors import grpc_status
 from volcano_global.grpc.share_inventory import reconcile_stream
 from volcano_global.grpc.stream_guard import StreamGuard, require_standing
@@ -112,6 +113,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 heartbeat_interval_seconds=self.settings.agents.heartbeat_interval_s,
                 share_phases=ACCEPTED_PHASES,
                 share_inventory_interval_seconds=self.settings.agents.share_inventory_interval_s,
+                data_presence=True,
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
@@ -184,6 +186,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         if kind == "shares":  # every share the cluster holds: reconcile (level-triggered)
             return await reconcile_stream(
                 self.sessions, cluster_name=cluster_name, message=message.shares
+            )
+        if kind == "data":  # data the cluster holds: its DataSources' locality grows
+            return await record_presence(
+                self.sessions, cluster_name=cluster_name, message=message.data
             )
         if kind == "heartbeat":
             async with transaction(self.sessions) as session:

@@ -19,6 +19,7 @@ from tests.deploy.manifests import OVERLAYS, find, render
 from tests.factories import job_document, share_assignment
 from tests.k8s_emulator.owner_references import Attributes, owner_references_enforcement
 from tests.k8s_emulator.server import (
+    FLUID_DATASETS,
     HYPERNODES,
     NAMESPACES,
     NODES,
@@ -126,6 +127,7 @@ async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
     emulator.register(VOLCANO_JOBS, "Job", namespaced=True)
     emulator.register(VOLCANO_QUEUES, "Queue", namespaced=False)
     emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
+    emulator.register(FLUID_DATASETS, "Dataset", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     emulator.admission.append(owner_references_enforcement(authorizer(rbac), emulator.types))
     client = await api_client(host=host)
@@ -186,6 +188,10 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
         ("create", "multicluster.x-k8s.io", "serviceexports"),
         ("list", "multicluster.x-k8s.io", "serviceexports"),
         ("delete", "multicluster.x-k8s.io", "serviceexports"),
+        ("list", "", "persistentvolumeclaims"),
+        ("watch", "", "persistentvolumeclaims"),
+        ("list", "data.fluid.io", "datasets"),
+        ("watch", "data.fluid.io", "datasets"),
     } <= {call[:3] for call in calls}
     phases = [r.phase for r in reports]  # each apply answered (the watch may add one)
     assert set(phases[:-1]) == {"Staging", "Accepted"}

@@ -2,8 +2,10 @@
 the agent: lists with increasing resourceVersions and `limit`/`continue`, watches from a
 resourceVersion (watches.py: ADDED/MODIFIED/DELETED, objects entering or leaving a selector
 become ADDED/DELETED, bookmarks, 410 "Expired" for a version the bounded history no longer
-holds), label and field selectors, create/replace/merge-patch/delete, core resources, batch/v1
-Jobs (run by a stand-in job controller, batch_jobs.py) and registered custom resources. Created and replaced objects go through admission first
+holds), label and field selectors, create/replace/merge-patch/delete, core resources
+(PersistentVolumeClaims among them: no PV controller binds them, tests set their phase), batch/v1
+Jobs (run by a stand-in job controller, batch_jobs.py) and registered custom resources (e.g.
+Fluid's Datasets). Created and replaced objects go through admission first
 (`admission.py`: names, Volcano Jobs' CRD schema and Volcano's webhook).
 
 Deviation from a real API server (documented because tests must not depend on it): a paginated
@@ -37,15 +39,20 @@ PODS: GVR = ("", "v1", "pods")
 NAMESPACES: GVR = ("", "v1", "namespaces")
 SERVICES: GVR = ("", "v1", "services")
 EVENTS: GVR = ("", "v1", "events")
+PVCS: GVR = ("", "v1", "persistentvolumeclaims")
 BATCH_JOBS: GVR = ("batch", "v1", "jobs")
 SERVICE_EXPORTS: GVR = ("multicluster.x-k8s.io", "v1alpha1", "serviceexports")
 HYPERNODES: GVR = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 VOLCANO_JOBS: GVR = ("batch.volcano.sh", "v1alpha1", "jobs")
 VOLCANO_QUEUES: GVR = ("scheduling.volcano.sh", "v1beta1", "queues")  # cluster-scoped
-# The custom resources whose published CRDs declare `subresources: {status: {}}`: over HTTP a
-# create or an update of the object leaves `.status` alone, and only `<object>/status` changes
-# it (as the Volcano controller writes it). Tests set a status with `patch` directly.
-STATUS_SUBRESOURCE = frozenset({VOLCANO_JOBS, HYPERNODES, VOLCANO_QUEUES, BATCH_JOBS})
+FLUID_DATASETS: GVR = ("data.fluid.io", "v1alpha1", "datasets")  # Fluid's CRD, when registered
+# The resources with a `status` subresource (the custom ones: their published CRDs declare
+# `subresources: {status: {}}`): over HTTP a create or an update of the object leaves
+# `.status` alone, and only `<object>/status` changes it (as the Volcano controller, the PV
+# controller or Fluid's write it). Tests set a status with `patch` directly.
+STATUS_SUBRESOURCE = frozenset(
+    {VOLCANO_JOBS, HYPERNODES, VOLCANO_QUEUES, BATCH_JOBS, PVCS, FLUID_DATASETS}
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class KubeEmulator:
             SERVICES: ResourceType("Service", True),
             EVENTS: ResourceType("Event", True),
             BATCH_JOBS: ResourceType("Job", True),
+            PVCS: ResourceType("PersistentVolumeClaim", True),
         }
         self.objects: dict[GVR, dict[tuple[str, str], dict[str, Any]]] = {
             gvr: {} for gvr in self.types

@@ -14,6 +14,7 @@ from tests.k8s_emulator.server import (
     NAMESPACES,
     NODES,
     PODS,
+    PVCS,
     VOLCANO_JOBS,
 )
 
@@ -161,3 +162,32 @@ async def test_a_volcano_job_s_status_changes_only_through_its_status_subresourc
     with pytest.raises(ApiException) as refused:
         await custom.patch_namespaced_custom_object_scale(*where, "train", {"spec": {}})
     assert refused.value.status == 404  # no scale subresource
+
+
+async def test_claims_by_label_in_every_namespace_and_their_status_set_by_its_controller(
+    kube,  # type: ignore[no-untyped-def]
+) -> None:
+    """As kube-apiserver: a PVC's create and update leave its status to the PV controller
+    (`persistentvolumeclaims/status`); a label selector by key alone lists across namespaces."""
+    emulator, api = kube
+    core = client.CoreV1Api(api)
+    emulator.create(NAMESPACES, {"metadata": {"name": "datasets"}})
+    claim = {
+        "metadata": {"name": "corpus", "labels": {"datadependency.volcano.sh/source": "c"}},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound"},
+    }
+    created = await core.create_namespaced_persistent_volume_claim("datasets", claim)
+    assert created.status is None or created.status.phase is None  # not the caller's to set
+    emulator.create(PVCS, {"metadata": {"name": "scratch", "namespace": "default"}})
+    await core.patch_namespaced_persistent_volume_claim_status(
+        "corpus", "datasets", {"status": {"phase": "Bound"}}
+    )
+    listed = await core.list_persistent_volume_claim_for_all_namespaces(
+        label_selector="datadependency.volcano.sh/source"
+    )
+    assert [(c.metadata.namespace, c.metadata.name, c.status.phase) for c in listed.items] == [
+        ("datasets", "corpus", "Bound")
+    ]
+    resources = await core.get_api_resources()
+    assert "persistentvolumeclaims" in {r.name for r in resources.resources}

@@ -27,20 +27,22 @@ SHARE_PHASE_RESTARTING: SharePhase
 SHARE_PHASE_STAGING: SharePhase
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares")
+    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares", "data")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     JOB_STATUS_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     snapshot: InventorySnapshot
     delta: InventoryDelta
     heartbeat: Heartbeat
     job_status: JobStatusReport
     shares: ShareInventory
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ..., shares: _Optional[_Union[ShareInventory, _Mapping]] = ...) -> None: ...
+    data: DataPresence
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ..., shares: _Optional[_Union[ShareInventory, _Mapping]] = ..., data: _Optional[_Union[DataPresence, _Mapping]] = ...) -> None: ...
 
 class GlobalMessage(_message.Message):
     __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation", "report_ack")
@@ -71,18 +73,20 @@ class Hello(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds")
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds", "data_presence")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SHARE_PHASES_FIELD_NUMBER: _ClassVar[int]
     SHARE_INVENTORY_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DATA_PRESENCE_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     snapshot_required: bool
     heartbeat_interval_seconds: int
     share_phases: _containers.RepeatedScalarFieldContainer[SharePhase]
     share_inventory_interval_seconds: int
-    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ...) -> None: ...
+    data_presence: bool
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ..., data_presence: bool = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
@@ -319,3 +323,11 @@ class HeldShare(_message.Message):
     phase: SharePhase
     applying: bool
     def __init__(self, placement_id: _Optional[str] = ..., generation: _Optional[int] = ..., job_uid: _Optional[str] = ..., phase: _Optional[_Union[SharePhase, str]] = ..., applying: bool = ...) -> None: ...
+
+class DataPresence(_message.Message):
+    __slots__ = ("sources", "reason")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, sources: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -4,7 +4,8 @@ clusters (a staging that completed, an agent that found the data in its cluster)
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import select
@@ -117,3 +118,33 @@ async def add_locality(session: AsyncSession, *, source: str, cluster: str) -> b
     room_may_have_changed(session)
     await session.flush()
     return True
+
+
+@dataclass(frozen=True)
+class Presence:
+    """What an agent's report of data in its cluster changed: the sources whose locality
+    gained the cluster, and the names no DataSource has (skipped)."""
+
+    added: list[str]
+    unknown: list[str]
+
+
+async def add_present(session: AsyncSession, *, cluster: str, sources: Sequence[str]) -> Presence:
+    """Cluster `cluster` holds each of `sources` (its agent found them: docs/data.md, "Agent
+    label convention"): `add_locality` for each one whose locality lacks it. One read first, so
+    that the full list an agent repeats on every stream locks no row that already has it."""
+    wanted = sorted(set(sources))
+    rows = await session.execute(
+        select(DataSourceRow.name, DataSourceRow.clusters).where(DataSourceRow.name.in_(wanted))
+    )
+    known = {name: clusters for name, clusters in rows}
+    added, unknown = [], [name for name in wanted if name not in known]
+    for name in wanted:
+        if name not in known or cluster in known[name]:
+            continue
+        try:
+            if await add_locality(session, source=name, cluster=cluster):
+                added.append(name)
+        except NotFound:  # deleted since the read
+            unknown.append(name)
+    return Presence(added=added, unknown=unknown)

@@ -17,7 +17,7 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.data_sources import read_data_source, read_data_source_claim
-from volcano_global.services.data import add_locality, data_needs
+from volcano_global.services.data import Presence, add_locality, add_present, data_needs
 from volcano_global.services.data.claims import apply_claim
 from volcano_global.services.data.sources import apply_data_source, get_data_source
 
@@ -76,3 +76,24 @@ async def test_the_next_read_of_needs_sees_the_new_locality(app: FastAPI, api: o
     async with transaction(app.state.sessions) as session:
         after = (await data_needs(session, job_ids=[job_id]))[job_id].datasets[0].clusters
     assert (before, after) == (("gpu-west",), ("gpu-west", "gpu-east"))
+
+
+async def test_an_agents_list_adds_its_cluster_where_missing_and_skips_unknown_names(
+    app: FastAPI,
+) -> None:
+    await _seed(app)  # corpus-v3 in gpu-west
+    async with transaction(app.state.sessions) as session:
+        other = data_source("ckpt-7b", clusters=("gpu-east",))
+        await apply_data_source(session, definition=read_data_source(other))
+    async with transaction(app.state.sessions) as session:
+        done = await add_present(
+            session, cluster="gpu-east", sources=["corpus-v3", "ckpt-7b", "nope", "corpus-v3"]
+        )
+    assert done == Presence(added=["corpus-v3"], unknown=["nope"])
+    async with transaction(app.state.sessions) as session:
+        again = await add_present(session, cluster="gpu-east", sources=["corpus-v3", "ckpt-7b"])
+        assert again == Presence(added=[], unknown=[])
+        assert (await get_data_source(session, name="corpus-v3")).clusters == [
+            "gpu-west",
+            "gpu-east",
+        ]
