@@ -174,9 +174,10 @@ def _faster(
     job: JobRequest, staged: Mapping[str, tuple[float, float]], wait: float, room: _Room
 ) -> tuple[str, ...]:
     """The clusters the job may stage into, fastest first: room for it now (a split job: for
-    one of its units; a job that may evict: room or not, step 7 may make it), and a copy that ends before a holder is expected to have room and
-    within `NEAR_BEST` of the fastest such copy - so a copy over a thin link between regions
-    is not taken where a fat link inside the region serves nearly as soon."""
+    one of its units; a job that may evict: room or not, step 7 may make it), and a copy that
+    ends before a holder is expected to have room and within `NEAR_BEST` of the fastest such
+    copy - so a copy over a thin link between regions is not taken where a fat link inside the
+    region serves nearly as soon."""
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
     ready = {
         c: seconds
