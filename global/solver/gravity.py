@@ -97,10 +97,12 @@ def steer(
     running: Sequence[RunningJob],
     options: DataOptions,
     copying: Mapping[str, Sequence[str]] | None = None,
+    evicting: bool = False,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
-    (name -> destinations), never fetched again."""
+    (name -> destinations), never fetched again. `evicting`: the round may evict (a job that
+    may evict may then be steered where it has no room yet)."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
@@ -112,7 +114,7 @@ def steer(
         if not wanted:
             out.append(job)
             continue
-        s = _steer_one(job, wanted, names, free, room, options)
+        s = _steer_one(job, wanted, names, free, room, options, evicting)
         if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
             s = replace(s, prefetch_to=None)
         decided[job.id] = s
@@ -127,6 +129,7 @@ def _steer_one(
     free: Mapping[tuple[str, str], float],
     room: _Room,
     options: DataOptions,
+    evicting: bool,
 ) -> Steer:
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
@@ -138,7 +141,7 @@ def _steer_one(
         room.claim(group, 0.0, job.gpus, run)
         return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
     staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
-    faster = _faster(job, staged, wait, room)
+    faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for))
     if not faster:
         target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
         if target is not None:
@@ -171,7 +174,11 @@ def _prefetch_target(
 
 
 def _faster(
-    job: JobRequest, staged: Mapping[str, tuple[float, float]], wait: float, room: _Room
+    job: JobRequest,
+    staged: Mapping[str, tuple[float, float]],
+    wait: float,
+    room: _Room,
+    evicts: bool,
 ) -> tuple[str, ...]:
     """The clusters the job may stage into, fastest first: room for it now (a split job: for
     one of its units; a job that may evict: room or not, step 7 may make it), and a copy that
@@ -182,7 +189,7 @@ def _faster(
     ready = {
         c: seconds
         for c, (seconds, _) in staged.items()
-        if seconds < wait and (job.may_evict_for or room.free_now(job, c) >= need)
+        if seconds < wait and (evicts or room.free_now(job, c) >= need)
     }
     if not ready:
         return ()

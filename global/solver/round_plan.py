@@ -179,6 +179,7 @@ def plan_round(
         running=data.running,
         options=options.data,
         copying=data.copying,
+        evicting=rules is not None,
     )
     queues = _standings(data) if rules is not None else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
