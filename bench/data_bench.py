@@ -1,4 +1,4 @@
-"""Data gravity benchmark (issue 33, docs/benchmarks.md section 3c).
+"""Data gravity benchmark (issue 33, docs/benchmarks.md section 3e).
 
 Part 1, by simulation: the data-heavy fleets of docs/examples/simulate (data-one-region.yaml,
 data-three-sites.yaml: one cluster holds every corpus of 20-200 TiB, about one in five is

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.scenario import Scenario
@@ -115,3 +116,24 @@ def test_waiting_for_the_holder_beats_a_long_copy_and_the_modes_differ() -> None
     assert finish[DataMode.GRAVITY] == pytest.approx(7200)  # "second" waited for us-a
     assert finish[DataMode.HOLDERS] == pytest.approx(7200)
     assert finish[DataMode.OBLIVIOUS] > 9 * 3600  # one of them copied 400 TiB first
+
+
+def test_the_command_reports_what_each_policy_staged(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from volcano_global.cli.main import app
+
+    scenario = tmp_path / "fleet.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,arrival,pods,gpusPerPod,duration,dataset\n"
+        "first,0,2,8,36000,corpus\n"
+        "second,1,2,8,3600,corpus\n"
+    )
+    args = ["simulate", "--scenario", str(scenario), "--trace", f"csv:{trace}"]
+    args += ["--policy", "cpsat", "--data", "oblivious", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
+    assert line.startswith("cpsat: staged 10 TiB") and "per link:" in line
