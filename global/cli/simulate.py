@@ -169,6 +169,22 @@ def simulate(
         resize_restart_s=resize_restart,
         data=DataOptions(data, staging_gbps=staging_gbps),
     )
+    results, summaries = _run(world, workload, policy or list(Policy), options)
+    files = write(out, results, summaries)
+    judged = judge(results)
+    console.print(_table(results, summaries, judged, probe.capacity_gpus))
+    for job, why in sorted(results[0].left_out.items()):
+        console.print(f"left out: {job}: {why}")
+    console.print(verdict(judged))
+    for line in _costs_lines(results, preemption=preemption) + _staging_lines(results):
+        console.print(line)
+    console.print(f"{len(files)} files in {out}")
+
+
+def _run(
+    world: Scenario, workload: list[TraceJob], policies: list[Policy], options: SimOptions
+) -> tuple[list[SimResult], list[Summary]]:
+    """Each policy over the workload, with a progress bar per policy."""
     results, summaries = [], []
     with Progress(
         TextColumn("{task.description}"),
@@ -178,31 +194,28 @@ def simulate(
         console=console,
         transient=True,
     ) as progress:
-        for chosen in policy or list(Policy):
+        for chosen in policies:
             task = progress.add_task(f"{chosen.value:>12}", total=len(workload))
             result = Simulation(world, workload, chosen, options).run(
                 lambda n, task=task: progress.advance(task, n)
             )
             results.append(result)
             summaries.append(summarise(result))
-    files = write(out, results, summaries)
-    judged = judge(results)
-    console.print(_table(results, summaries, judged, probe.capacity_gpus))
-    for job, why in sorted(results[0].left_out.items()):
-        console.print(f"left out: {job}: {why}")
-    console.print(verdict(judged))
-    if preemption:
-        for r in results:
-            lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
-            console.print(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
+    return results, summaries
+
+
+def _costs_lines(results: list[SimResult], *, preemption: bool) -> list[str]:
+    """What evictions (with preemption on) and elastic resizes cost each policy."""
+    lines = []
     for r in results:
+        if preemption:
+            lost = sum(rec.lost_gpu_s for rec in r.records) / 3600
+            lines.append(f"{r.policy}: {len(r.evictions)} evictions, {lost:,.0f} GPU-hours lost")
         resizes = sum(rec.resizes for rec in r.records)
         if resizes:
             cost = sum(rec.resize_gpu_s for rec in r.records) / 3600
-            console.print(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
-    for line in _staging_lines(results):
-        console.print(line)
-    console.print(f"{len(files)} files in {out}")
+            lines.append(f"{r.policy}: {resizes} resizes, {cost:,.0f} GPU-hours restarting")
+    return lines
 
 
 def _staging_lines(results: list[SimResult]) -> list[str]:

@@ -278,7 +278,7 @@ class Simulation:
             fleet_gpus=self.capacity_gpus,
             reclaimable={name: q.reclaimable for name, q in self.queues.items()},
             data={j.id: self.data.needs(j) for j in pending} if self.data else {},
-            copying=self.copies.copying(),
+            copying=self.copies.copying(running),
         )
 
     def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:

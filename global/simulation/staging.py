@@ -63,10 +63,11 @@ class Copies:
         out += [(r.staged_at, r.job.id) for r in running.values() if r.copies and r.staged_at > now]
         return out
 
-    def copying(self) -> dict[str, tuple[str, ...]]:
-        """Data on its way: name -> destinations (never fetched twice)."""
+    def copying(self, running: dict[str, Running]) -> dict[str, tuple[str, ...]]:
+        """Data on its way: name -> destinations (never copied there twice)."""
         bound: dict[str, set[str]] = defaultdict(set)
-        for _, copies in self.fetching:
+        in_flight = [copies for _, copies in self.fetching] + [r.copies for r in running.values()]
+        for copies in in_flight:
             for c in copies:
                 bound[c.data].add(c.destination)
         return {name: tuple(sorted(where)) for name, where in bound.items()}

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from volcano_global.solver.data import (
+    CHECKPOINT,
     DataNeeds,
     Item,
     duration_text,
@@ -46,42 +47,64 @@ def stage(
     links: Sequence[LinkState],
     options: DataOptions,
     steered: Mapping[str, Steer] | None = None,
+    copying: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
     """The copies each start needs, on the links as the round's starts leave them (each
     start's copies then taken from what is left), and the starts that cannot stage now with
-    the reason (they wait): no link with the minimum rate left, or - for a job step 1b let
-    stage because a holder was busy - copies at the rate left that would end after the
-    holder is expected to have room."""
+    the reason (they wait): no link with the minimum rate left; data already on its way to
+    that cluster (`copying`, or an earlier start of this round: one copy, not two into the
+    same place); or - for a job step 1b let stage because a holder was busy - copies at the
+    rate left that would end after the holder is expected to have room."""
     free = dict(free_links(links))
+    bound = {(name, d) for name, where in (copying or {}).items() for d in where}
     copies: dict[str, tuple[Copy, ...]] = {}
     refused: dict[str, str] = {}
     for start in starts:
         wanted = items(needs.get(start.job_id, DataNeeds()))
         if not wanted:
             continue
-        if not options.reserve:
-            capacity = {x.key: x.capacity_gbps for x in links}
-            unreserved = _copies(wanted, start.clusters, capacity, options)
-            if isinstance(unreserved, tuple) and unreserved:
-                copies[start.job_id] = unreserved
-            continue
-        planned = _copies(wanted, start.clusters, free, options)
+        steer = (steered or {}).get(start.job_id)
+        planned = _stage_one(start, wanted, links, free, options, steer, bound)
         if isinstance(planned, str):
             refused[start.job_id] = planned
-            continue
-        wait = (steered or {}).get(start.job_id)
-        longest = max((c.seconds for c in planned), default=0.0)
-        if wait is not None and wait.wait_s is not None and longest > wait.wait_s:
-            refused[start.job_id] = (
-                f"staging at the bandwidth left would take {duration_text(longest)}, longer than "
-                f"waiting for room where its data is ({wait_text(wait.wait_s)}): waiting"
-            )
-            continue
-        for copy in planned:
-            free[link_key(copy.source, copy.destination)] -= copy.gbps
-        if planned:
+        elif planned:
             copies[start.job_id] = planned
+            bound |= {(c.data, c.destination) for c in planned if c.data != CHECKPOINT}
     return copies, refused
+
+
+def _stage_one(
+    start: JobDecision,
+    wanted: tuple[Item, ...],
+    links: Sequence[LinkState],
+    free: dict[tuple[str, str], float],
+    options: DataOptions,
+    steer: Steer | None,
+    bound: set[tuple[str, str]],
+) -> tuple[Copy, ...] | str:
+    """One start's copies, taken from `free`; or why it waits."""
+    if not options.reserve:  # the baseline: asks for the copier's rate, reserves nothing
+        capacity = {x.key: x.capacity_gbps for x in links}
+        unreserved = _copies(wanted, start.clusters, capacity, options)
+        return unreserved if isinstance(unreserved, tuple) else ()
+    planned = _copies(wanted, start.clusters, free, options)
+    if isinstance(planned, str):
+        return planned
+    twice = next((c for c in planned if (c.data, c.destination) in bound), None)
+    if twice is not None:
+        return (
+            f"{twice.data} is being copied to {twice.destination} for another job: "
+            "waiting for that copy"
+        )
+    longest = max((c.seconds for c in planned), default=0.0)
+    if steer is not None and steer.wait_s is not None and longest > steer.wait_s:
+        return (
+            f"staging at the bandwidth left would take {duration_text(longest)}, longer than "
+            f"waiting for room where its data is ({wait_text(steer.wait_s)}): waiting"
+        )
+    for copy in planned:
+        free[link_key(copy.source, copy.destination)] -= copy.gbps
+    return planned
 
 
 def _copies(
@@ -101,9 +124,12 @@ def _copies(
                 continue
             left = {k: v - taken[k] for k, v in free.items()}
             source = source_for(item, cluster, left)
-            if source is None or item.bytes is None:
-                why = "no link from a cluster that holds it" if source is None else "no size"
-                return f"cannot stage {item.name} to {cluster}: {why}"
+            if source is None and item.name == CHECKPOINT:
+                continue  # its cluster is not in the round: the job starts without it
+            if source is None:
+                return (
+                    f"cannot stage {item.name} to {cluster}: no link from a cluster that holds it"
+                )
             key = (source, cluster)
             if key not in grouped:
                 rate = min(left[link_key(*key)], options.staging_gbps)
@@ -128,6 +154,9 @@ def started_note(copies: Sequence[Copy]) -> str:
     return "; ".join(
         f"staging {c.data} ({size_text(c.bytes)}) from {c.source} to {c.destination} at "
         f"{c.gbps:g} Gbps: about {duration_text(c.seconds)}"
+        if c.bytes
+        else f"staging {c.data} (size not known) from {c.source} to {c.destination} at "
+        f"{c.gbps:g} Gbps"
         for c in copies
     )
 

@@ -25,12 +25,14 @@ comes; the solver, not this step, decides whether a job fits.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.data import (
     CHECKPOINT,
     DataNeeds,
@@ -51,6 +53,8 @@ from volcano_global.solver.model import (
 
 DEFAULT_RUN_S = 3600.0  # a waiting job's expected run when the round was told none
 NEAR_BEST = 1.25  # a copy this much slower than the fastest one still counts as fast
+_NO_LINK, _NO_BANDWIDTH, _NO_SIZE = "no link", "no bandwidth", "no size"
+_UNKNOWN_S = 1e18  # a copy of unknown size, when nothing else can serve: finite, last
 
 
 class DataMode(StrEnum):
@@ -110,16 +114,32 @@ def steer(
     names = [c.name for c in clusters]
     out, decided = [], {}
     for job in jobs:
-        wanted = items(needs.get(job.id, DataNeeds()))
+        wanted, lost = _restorable(items(needs.get(job.id, DataNeeds())), names)
         if not wanted:
             out.append(job)
+            if lost:
+                decided[job.id] = Steer(None, lost)
             continue
         s = _steer_one(job, wanted, names, free, room, options, evicting)
+        if lost:
+            s = replace(s, note=f"{lost}; {s.note}")
         if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
             s = replace(s, prefetch_to=None)
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided
+
+
+def _restorable(wanted: tuple[Item, ...], names: list[str]) -> tuple[tuple[Item, ...], str]:
+    """The items without a checkpoint no cluster of the round holds (its cluster left, or is
+    not Ready: the job restarts without it rather than wait for a cluster that may not come
+    back), and what is said of it."""
+    gone = [i for i in wanted if i.name == CHECKPOINT and not set(i.holders) & set(names)]
+    if not gone:
+        return wanted, ""
+    where = ", ".join(gone[0].holders)
+    kept = tuple(i for i in wanted if i.name != CHECKPOINT)
+    return kept, f"its checkpoint is in {where}, which is not in the round: starting without it"
 
 
 def _steer_one(
@@ -137,11 +157,16 @@ def _steer_one(
         return Steer(holders, f"{_what(wanted)}: only where it is ({_list(holders)})")
     wait, group = room.wait_s(job, holders)
     run = job.estimate_s or DEFAULT_RUN_S
-    if wait == 0:
+    if wait == 0 and room.fits_now(job, holders):
         room.claim(group, 0.0, job.gpus, run)
         return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
+    if wait == 0:  # enough GPUs, not in the shape the job needs: until the next end there
+        wait = room.next_end(group)
     staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
     faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for))
+    if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
+        staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
+        faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for))
     if not faster:
         target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
         if target is not None:
@@ -160,13 +185,13 @@ def _steer_one(
 
 
 def _prefetch_target(
-    job: JobRequest, staged: Mapping[str, tuple[float, float]], wait: float, room: _Room
+    job: JobRequest, staged: Mapping[str, tuple[float, float, str]], wait: float, room: _Room
 ) -> str | None:
     """The cluster where a copy started now and room for the job are both expected soonest,
     if sooner than a holder has room."""
     ready = {
         c: max(room.wait_s(job, (c,))[0], seconds)
-        for c, (seconds, _) in staged.items()
+        for c, (seconds, *_) in staged.items()
         if math.isfinite(seconds)
     }
     best = min(ready, key=lambda c: (ready[c], c), default=None)
@@ -175,7 +200,7 @@ def _prefetch_target(
 
 def _faster(
     job: JobRequest,
-    staged: Mapping[str, tuple[float, float]],
+    staged: Mapping[str, tuple[float, float, str]],
     wait: float,
     room: _Room,
     evicts: bool,
@@ -188,7 +213,7 @@ def _faster(
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
     ready = {
         c: seconds
-        for c, (seconds, _) in staged.items()
+        for c, (seconds, *_) in staged.items()
         if seconds < wait and (evicts or room.free_now(job, c) >= need)
     }
     if not ready:
@@ -201,7 +226,7 @@ def _faster(
 def _waiting_note(
     wanted: tuple[Item, ...],
     holders: tuple[str, ...],
-    staged: Mapping[str, tuple[float, float]],
+    staged: Mapping[str, tuple[float, float, str]],
     wait: float,
 ) -> str:
     """`dataset corpus (40 TiB) is in a; staging to b at 100 Gbps takes 55 min; a has room in
@@ -212,14 +237,25 @@ def _waiting_note(
         best = min(reachable, key=lambda c: (reachable[c][0], c))
         text += "; " + _staging_text(best, *reachable[best])
     elif staged:
-        text += "; no link from it has bandwidth for staging"
+        text += "; " + _unstageable(staged)
     if holders:
         return f"{text}; {_list(holders)} has room {wait_text(wait)}: waiting for {_list(holders)}"
     return text + ": waiting"
 
 
-def _staging_text(cluster: str, seconds: float, gbps: float) -> str:
+def _staging_text(cluster: str, seconds: float, gbps: float, *_: str) -> str:
+    if seconds == _UNKNOWN_S:
+        return f"staging to {cluster} at {gbps:g} Gbps takes a time not known (its size is not)"
     return f"staging to {cluster} at {gbps:g} Gbps takes {duration_text(seconds)}"
+
+
+def _unstageable(staged: Mapping[str, tuple[float, float, str]]) -> str:
+    whys = {v[2] for v in staged.values()}
+    if _NO_SIZE in whys:
+        return "its size is not known, so staging cannot be weighed against waiting"
+    if _NO_BANDWIDTH in whys:
+        return "no link from it has bandwidth for staging now"
+    return "no link joins it to another cluster of the round"
 
 
 def wait_text(wait: float) -> str:
@@ -231,25 +267,30 @@ def _stage_s(
     cluster: str,
     free: Mapping[tuple[str, str], float],
     options: DataOptions,
-) -> tuple[float, float]:
-    """Seconds until everything `wanted` is in `cluster`, and the slowest link's rate: copies
-    on different links run side by side, copies on one link share it (inf: some item cannot
-    come)."""
+) -> tuple[float, float, str]:
+    """Seconds until everything `wanted` is in `cluster`, the slowest link's rate, and why
+    not ("" when it can): copies on different links run side by side, copies on one link
+    share it (inf: some item cannot come, or its time cannot be known)."""
     on_link: dict[tuple[str, str], float] = defaultdict(float)
     rate: dict[tuple[str, str], float] = {}
+    why = ""
     for item in wanted:
         if cluster in item.holders:
             continue
         source = source_for(item, cluster, free)
-        if source is None or item.bytes is None:
-            return math.inf, 0.0  # no link, or no size to reckon with: only a holder will do
+        if source is None:
+            return math.inf, 0.0, _NO_LINK
         key = link_key(source, cluster)
         rate[key] = min(free[key], options.staging_gbps)
         if rate[key] < options.min_staging_gbps:
-            return math.inf, 0.0
-        on_link[key] += item.bytes * 8
+            return math.inf, 0.0, _NO_BANDWIDTH
+        if item.bytes is None:
+            why = _NO_SIZE  # it can come, in a time not known
+        on_link[key] += (item.bytes or 0) * 8
+    if why:
+        return math.inf, min(rate.values()), why
     seconds = max((bits / (rate[k] * 1e9) for k, bits in on_link.items()), default=0.0)
-    return seconds, min(rate.values(), default=0.0)
+    return seconds, min(rate.values(), default=0.0), ""
 
 
 def _narrowed(job: JobRequest, allowed: tuple[str, ...] | None) -> JobRequest:
@@ -265,15 +306,36 @@ class _Room:
     is not told the room the first will take."""
 
     def __init__(self, clusters: Sequence[ClusterCapacity], running: Sequence[RunningJob]):
+        self.pools = {c.name: ClusterPool(c) for c in clusters}
         self.free: dict[tuple[str, str], int] = defaultdict(int)
         for state in clusters:
             for leaf in state.leaves:
                 self.free[(state.name, leaf.gpu_model)] += leaf.free_gpus
         # (seconds from now, GPUs freed (+) or taken (-)) per cluster and model
         self.events: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+        self._profiles: dict[tuple, tuple[list[float], list[int]]] = {}  # type: ignore[type-arg]
         for run in running:
             for cluster, model, gpus in run.gpus:
                 self.events[(cluster, model)].append((max(run.ends_in_s, 0.0), gpus))
+
+    def fits_now(self, job: JobRequest, clusters: Sequence[str]) -> bool:
+        """Whether the job fits now in one of `clusters` (together, for a split job) in the
+        shape it needs (its topology tiers), as the solver counts units
+        (`ClusterPool.max_units`), not GPUs alone."""
+        units = [
+            max((pool.max_units(job, m) for m in pool.models() if job.gpu_model in (None, m)),
+                default=0)
+            for c in clusters
+            if (pool := self.pools.get(c)) is not None
+        ]  # fmt: skip
+        if job.splittable and job.cluster_limit > 1:
+            return sum(sorted(units, reverse=True)[: job.cluster_limit]) >= job.units
+        return any(u >= job.units for u in units)
+
+    def next_end(self, group: tuple) -> float:  # type: ignore[type-arg]
+        """When the next running job in `group` is expected to end (inf: none)."""
+        return min((t for k in group for t, d in self.events.get(k, ()) if t > 0 and d > 0),
+                   default=math.inf)  # fmt: skip
 
     def keys(self, job: JobRequest, clusters: Sequence[str]) -> list[tuple[str, str]]:
         return [k for k in self.free if k[0] in clusters and job.gpu_model in (None, k[1])]
@@ -295,24 +357,50 @@ class _Room:
     def claim(self, group: tuple, at: float, gpus: int, run: float) -> None:  # type: ignore[type-arg]
         """A job expected to hold `gpus` of `group` from `at` for `run` seconds."""
         for key in group:
-            take = min(gpus, self._free_at(key, at))
+            take = min(gpus, self._free_at((key,), at))
             if take <= 0:
                 continue
             self.events[key] += [(at, -take), (at + run, take)]
+            self._profiles = {g: p for g, p in self._profiles.items() if key not in g}
             gpus -= take
 
     def free_now(self, job: JobRequest, cluster: str) -> int:
         """GPUs of the job's model free in `cluster` now, less what earlier jobs were promised."""
-        return sum(self._free_at(k, 0.0) for k in self.keys(job, (cluster,)))
+        return sum(self._free_at((k,), 0.0) for k in self.keys(job, (cluster,)))
 
-    def _free_at(self, key: tuple[str, str], t: float) -> int:
-        return self.free[key] + sum(d for when, d in self.events.get(key, ()) if when <= t)
+    def _profile(self, group: tuple) -> tuple[list[float], list[int]]:  # type: ignore[type-arg]
+        """The GPUs free in `group` as a step function of time: at `times[i]` and until the
+        next, `values[i]` (memoised until the next claim)."""
+        found = self._profiles.get(group)
+        if found is not None:
+            return found
+        events = sorted(e for k in group for e in self.events.get(k, ()))
+        free = sum(self.free[k] for k in group)
+        times, values = [0.0], [free]
+        for when, delta in events:
+            free += delta
+            if when <= times[-1]:
+                values[-1] = free
+            else:
+                times.append(when)
+                values.append(free)
+        self._profiles[group] = (times, values)
+        return times, values
+
+    def _free_at(self, group: tuple, t: float) -> int:  # type: ignore[type-arg]
+        times, values = self._profile(group)
+        return values[bisect.bisect_right(times, t) - 1]
 
     def _earliest(self, group: tuple, gpus: int, run: float) -> float:  # type: ignore[type-arg]
-        times = sorted({0.0} | {when for k in group for when, _ in self.events.get(k, ())})
-        for t in times:
-            window = [u for u in times if t <= u < t + run]
-            if all(sum(self._free_at(k, u) for k in group) >= gpus for u in window):
+        """The first time `group` has `gpus` free for `run` seconds on end: a step of the
+        profile with enough, and no step short of it before `run` has passed."""
+        times, values = self._profile(group)
+        short = [t for t, v in zip(times, values, strict=True) if v < gpus]
+        for t, v in zip(times, values, strict=True):
+            if v < gpus:
+                continue
+            k = bisect.bisect_right(short, t)
+            if k == len(short) or short[k] >= t + run:
                 return t
         return math.inf
 

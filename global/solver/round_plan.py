@@ -197,10 +197,12 @@ def plan_round(
     staged = _staging(data, decision, growing, steered, options)  # 6b
     decision, starts = staged.decision, staged.starts
     grows = _grows(data, decision, growth, staged.links)  # 6
-    # What the round's starts leave: where evictions and explanations look.
+    # What the round's starts, copies and grows leave: where evictions and explanations look.
+    held = _with_grows(staged.links, grows)
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
+    left = replace(left, links=held) if rules is not None else left
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    evictions, preempting = _preemptor_copies(data, evictions, staged, steered, options)
+    evictions, preempting = _preemptor_copies(data, evictions, held, steered, options)  # 7b
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -390,7 +392,7 @@ def _staging(
     links = _after(data.links, starts)
     if not data.data:
         return _Staged(decision, starts, links)
-    copies, refused = copies_.stage(starts, data.data, links, options.data, steered)
+    copies, refused = copies_.stage(starts, data.data, links, options.data, steered, data.copying)
     if refused:
         jobs = tuple(
             JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
@@ -409,18 +411,29 @@ def _staging(
 def _preemptor_copies(
     data: RoundInput,
     evictions: list[Eviction],
-    staged: _Staged,
+    held: tuple[LinkState, ...],
     steered: Mapping[str, gravity.Steer],
     options: RoundOptions,
 ) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]]]:
-    """Step 7b: the copies a preemptor needs where it will start, on what the round's starts
-    and copies left of the links; an eviction whose preemptor cannot stage now is not made
-    (the victims keep running)."""
+    """Step 7b: the copies a preemptor needs where it will start, on what the round's starts,
+    copies, grows and the preemptors' own splits leave of the links; an eviction whose
+    preemptor cannot stage now is not made (the victims keep running)."""
     if not data.data or not evictions:
         return evictions, {}
-    placements = [e.placement for e in evictions]
-    more, refused = copies_.stage(placements, data.data, staged.links, options.data, steered)
+    placements = tuple(e.placement for e in evictions)
+    links = _after(held, placements)
+    more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
     return [e for e in evictions if e.preemptor not in refused], more
+
+
+def _with_grows(links: tuple[LinkState, ...], grows: tuple[Grow, ...]) -> tuple[LinkState, ...]:
+    """The links with what the grown jobs reserve once grown (their whole new reservation:
+    what they held before is counted again, which errs on the safe side)."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for g in grows:
+        for r in g.links:
+            more[link_key(r.a, r.b)] += r.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _with_data(

@@ -35,8 +35,10 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
+from volcano_global.db.models.placements import HOLDING
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
@@ -115,6 +117,8 @@ async def read_round(
         set_aside=set_aside,
         data=await _data_needs(session, waiting),
     )
+    if data.data:
+        data = replace(data, copying=await _copying(session))
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -139,6 +143,26 @@ async def _data_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str
     are left out."""
     needs = await data_needs(session, job_ids=[uuid.UUID(w.request.id) for w in waiting])
     return {str(job_id): need for job_id, need in needs.items() if not need.empty}
+
+
+async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
+    """The data on its way: each data source a holding placement's share is still copying in
+    (its staging not ended), and where to - a round does not copy it there a second time."""
+    rows = await session.execute(
+        select(ClusterShare.staging, Cluster.name)
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
+        .where(
+            Placement.state.in_(HOLDING),
+            ClusterShare.staging.is_not(None),
+            ClusterShare.staged_at.is_(None),
+        )
+    )
+    found: dict[str, set[str]] = {}
+    for staging, cluster in rows.all():
+        for item in staging or ():
+            found.setdefault(StagingItem.from_payload(item).data_source, set()).add(cluster)
+    return {name: tuple(sorted(where)) for name, where in found.items()}
 
 
 async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[Cluster]:

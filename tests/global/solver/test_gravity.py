@@ -22,6 +22,7 @@ from volcano_global.solver import (
 from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed
 from volcano_global.solver.gravity import DataMode, DataOptions
 from volcano_global.solver.model import link_key
+from volcano_global.solver.preemption import PREEMPT, Rules
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, Waiting, plan_round
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -40,6 +41,12 @@ def gang(job_id: str, gpus: int, **kw: object) -> Waiting:
 
 def busy(job_id: str, where: str, gpus: int, ends_in_s: float) -> RunningJob:
     return RunningJob(job_id, ((where, "H100", gpus),), ends_in_s=ends_in_s, name=job_id)
+
+
+def victim(job_id: str, where: str, ends_in_s: float) -> RunningJob:
+    """8 GPUs (one pod) of priority 0 that may be evicted."""
+    pods = ((where, where, "", 1, 8),)
+    return RunningJob(job_id, ((where, "H100", 8),), ends_in_s=ends_in_s, run_s=3600.0, pods=pods)
 
 
 def reads(size_tib: float, *holders: str, name: str = "corpus") -> DataNeeds:
@@ -118,17 +125,19 @@ def test_staging_takes_what_a_split_job_leaves_of_a_link_and_a_second_copy_waits
     assert "waits for bandwidth: 0 Gbps free from west" in plan.outcomes["k"].reason
 
 
-def test_splits_and_copies_started_in_one_round_never_oversubscribe_a_link() -> None:
+def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() -> None:
     rng = random.Random(7)
     names = ("a", "b", "c", "d")
-    copies = splits = 0
-    for _ in range(25):
+    copies = splits = evictions = 0
+    for round_ in range(40):
+        evicting = round_ % 2 == 1
         links = tuple(
             LinkState(x, y, rng.choice((50.0, 100.0, 200.0)), rng.choice((0.0, 20.0, 40.0)))
             for i, x in enumerate(names)
             for y in names[i + 1 :]
         )
         waiting, needs = [], {}
+        may = {"priority": 10, "may_evict_for": frozenset({PREEMPT})} if evicting else {}
         for n in range(6):
             job = f"j{n}"
             if rng.random() < 0.5:
@@ -140,22 +149,24 @@ def test_splits_and_copies_started_in_one_round_never_oversubscribe_a_link() -> 
                         splittable=True,
                         max_clusters=3,
                         allreduce_gbps=rng.choice((20.0, 60.0)),
+                        **may,
                     )
                 )
             else:
-                waiting.append(gang(job, 8 * rng.randint(1, 3)))
+                waiting.append(gang(job, 8 * rng.randint(1, 3), **may))
             needs[job] = reads(rng.choice((0.5, 5.0)), rng.choice(names), name=f"d{n}")
         data = RoundInput(
             NOW,
             tuple(cluster(c, rng.randint(1, 5), rng.randint(0, 3)) for c in names),
             links,
             waiting=tuple(waiting),
-            running=tuple(busy(f"r{c}", c, 8, rng.choice((600.0, 7200.0))) for c in names),
+            running=tuple(victim(f"r{c}", c, rng.choice((600.0, 7200.0))) for c in names),
             data=needs,
         )
-        plan = plan_round(data, Policy.CPSAT)
+        rules = Rules(min_run_s=0, wait_weight=None) if evicting else None
+        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules))
         held = {x.key: x.reserved_gbps for x in links}
-        for d in plan.starts:
+        for d in (*plan.starts, *(e.placement for e in plan.evictions)):
             for r in d.reservations:
                 held[link_key(r.a, r.b)] += r.gbps
         for group in plan.staging.values():
@@ -165,7 +176,8 @@ def test_splits_and_copies_started_in_one_round_never_oversubscribe_a_link() -> 
             assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
         copies += sum(len(g) for g in plan.staging.values())
         splits += sum(len(d.shares) > 1 for d in plan.starts)
-    assert copies > 10 and splits > 5  # the rounds did stage and split
+        evictions += len(plan.evictions)
+    assert copies > 10 and splits > 5 and evictions > 3  # the rounds staged, split, evicted
 
 
 def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:
@@ -289,8 +301,6 @@ def test_prefetch_copies_a_waiting_jobs_data_to_where_room_comes_sooner_once() -
 
 
 def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nobody() -> None:
-    from volcano_global.solver.preemption import PREEMPT, Rules
-
     low = RunningJob(
         "low", (("east", "H100", 32),), ends_in_s=36000.0, run_s=3600.0, lost_s=60.0, name="low",
         pods=(("east", "east", "", 4, 8),),
