@@ -323,6 +323,68 @@ def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nob
     assert eviction.preemptor == "j" and eviction.placement.clusters == ("east",)
     (copy,) = plan.staging["j"]
     assert (copy.source, copy.destination) == ("west", "east")
-    # No bandwidth left for its copy: nobody is evicted for it.
-    full = RoundInput(**{**data.__dict__, "links": (LinkState("east", "west", 100.0, 95.0),)})
-    assert plan_round(full, Policy.CPSAT, options).evictions == ()
+    # A start of the same round ("k", first in order, one free node of east) takes the whole
+    # link for its own copy: the preemptor cannot stage, so nobody is evicted for it.
+    east = ClusterCapacity("east", (Leaf("H100", (4, 0, 0, 0, 0, 0, 0, 0, 1), ("east",), 8),))
+    first = gang("k", 8, priority=60)
+    busy_link = RoundInput(
+        **{
+            **data.__dict__,
+            "clusters": (east, cluster("west", 0, 4)),
+            "waiting": (first, *data.waiting),
+            "data": {**data.data, "k": reads(1, "west", name="other")},
+        }
+    )
+    taken = plan_round(busy_link, Policy.CPSAT, options)
+    assert [d.job_id for d in taken.starts] == ["k"] and taken.staging["k"][0].gbps == 100.0
+    assert taken.evictions == ()
+
+
+def test_a_later_job_is_not_told_the_room_an_earlier_one_takes() -> None:
+    # west (the holder) has room for the first in the order (j3, the shortest); the others
+    # stage into east at once rather than wait 2 h for room west already promised to it.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 2, 2)),
+        (LinkState("east", "west", 400.0),),
+        waiting=(gang("j1", 16), gang("j2", 16), gang("j3", 8)),
+        running=(busy("r", "west", 16, 7200.0),),
+        data={j: reads(1, "west", name=f"corpus-{j}") for j in ("j1", "j2", "j3")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(staging_gbps=200.0)))
+    where = {d.job_id: d.clusters for d in plan.starts}
+    assert where == {"j3": ("west",), "j1": ("east",), "j2": ("east",)}
+
+
+def test_a_copy_over_a_thin_link_is_passed_over_when_a_fat_one_serves_nearly_as_soon() -> None:
+    # 10 TiB from us-a: about 220 s to us-b over 400 Gbps, 880 s to eu-a over 100 Gbps. The
+    # solver would fill the smaller eu-a first; the data sends the job to us-b.
+    data = RoundInput(
+        NOW,
+        (cluster("us-a", 0, 4), cluster("us-b", 8), cluster("eu-a", 4)),
+        (LinkState("us-a", "us-b", 400.0), LinkState("us-a", "eu-a", 100.0)),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "us-a", 32, 7200.0),),
+        data={"j": reads(10, "us-a")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(staging_gbps=400.0)))
+    assert [d.clusters for d in plan.starts] == [("us-b",)]
+
+
+def test_a_copy_slowed_by_an_earlier_start_past_the_holders_room_waits_instead() -> None:
+    # Each copy may take 60 Gbps. Alone, j's 10 TiB would take about 24 min, sooner than room
+    # in west (30 min); k, first in order, takes 60 of the link's 100, and at the 40 left j's
+    # copy would take about 37 min: j waits for west.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("k", 8, priority=10), gang("j", 16)),
+        running=(busy("r", "west", 32, 1800.0),),
+        data={"k": reads(1, "west", name="other"), "j": reads(10, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(staging_gbps=60.0)))
+    assert [d.job_id for d in plan.starts] == ["k"]
+    assert "longer than waiting for room where its data is (in about 30 min)" in (
+        plan.outcomes["j"].reason
+    )
