@@ -138,7 +138,7 @@ class DataSettings(BaseModel):
         "on the link while they run.",
     )
     min_staging_gbps: Annotated[float, BANDWIDTH_GBPS.field(strict_low=True)] = Field(
-        1.0,
+        10.0,
         description="Least bandwidth a copy starts with: below it on every link from a "
         "cluster holding the data, the job waits for bandwidth rather than crawl.",
     )

@@ -167,7 +167,11 @@ def simulate(
         else None,
         checkpoint_s=checkpoint,
         resize_restart_s=resize_restart,
-        data=DataOptions(data, staging_gbps=staging_gbps),
+        data=DataOptions(
+            data,
+            staging_gbps=staging_gbps,
+            min_staging_gbps=min(DataOptions.min_staging_gbps, staging_gbps),
+        ),
     )
     results, summaries = _run(world, workload, policy or list(Policy), options)
     files = write(out, results, summaries)

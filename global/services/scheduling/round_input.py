@@ -123,7 +123,14 @@ async def read_round(
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
     if policy.planned or preempting or weighing:
-        running = await running_jobs(session, clusters, states, now=now, durations=durations)
+        running = await running_jobs(
+            session,
+            clusters,
+            states,
+            now=now,
+            durations=durations,
+            staging_gbps=options.data.staging_gbps,
+        )
         data = replace(data, running=tuple(running))
     if preempting:
         reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())

@@ -16,6 +16,7 @@ from volcano_global.db.models import (
     Cluster,
     ClusterShare,
     Job,
+    JobCheckpointLocation,
     JobState,
     LinkReservation,
     Placement,
@@ -53,7 +54,10 @@ async def running_jobs(
     *,
     now: datetime,
     durations: DurationModel,
+    staging_gbps: float | None = None,
 ) -> list[RunningJob]:
+    """The jobs holding capacity, as the round plans with them; `staging_gbps`: the rate a
+    restore of a job's checkpoint in another cluster would copy at (its cost in an eviction)."""
     names = {c.id: c.name for c in clusters}
     models = {s.name: _main_model(s) for s in states}
     rows = await session.execute(
@@ -113,6 +117,7 @@ async def running_jobs(
                 links[r.placement_id].append(
                     LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
                 )
+    restore = await _restore_s(session, [f[0] for f in facts.values()], staging_gbps)
     return [
         planning.running(
             str(facts[p][0]),
@@ -128,9 +133,25 @@ async def running_jobs(
             preemptable=who[p][2],
             name=who[p][3],
             pods=tuple(where[p]),
+            restore_s=restore.get(facts[p][0], 0.0),
         )
         for p, by_cluster in shares.items()
     ]
+
+
+async def _restore_s(
+    session: AsyncSession, job_ids: list[uuid.UUID], staging_gbps: float | None
+) -> dict[uuid.UUID, float]:
+    """Seconds each job's newest reported checkpoint takes to copy at `staging_gbps`."""
+    if not staging_gbps or not job_ids:
+        return {}
+    rows = await session.execute(
+        select(JobCheckpointLocation.job_id, JobCheckpointLocation.size_bytes).where(
+            JobCheckpointLocation.job_id.in_(job_ids),
+            JobCheckpointLocation.size_bytes.is_not(None),
+        )
+    )
+    return {job: size * 8 / (staging_gbps * 1e9) for job, size in rows.all()}
 
 
 def _lost_s(began: datetime, saved: datetime | None, now: datetime) -> float | None:

@@ -34,7 +34,11 @@ from volcano_global.db.engine import transaction
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.dispatch.supervision import supervise
+from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.settings import DataSettings, Settings
+from volcano_global.solver.gravity import DataOptions
+from volcano_global.solver.preemption import Rules
+from volcano_global.solver.round_plan import RoundOptions
 
 
 async def clusters(api: httpx.AsyncClient, *, used: dict[str, int] | None = None) -> None:
@@ -291,3 +295,33 @@ def test_staging_rates_out_of_bounds_or_out_of_order_are_refused() -> None:
     for rate in (0.0, math.inf, 2e6):
         with pytest.raises(ValueError, match="staging_gbps"):
             DataSettings(staging_gbps=rate)
+
+
+def test_the_servers_staging_defaults_are_the_rounds() -> None:
+    """The simulator and the benchmarks run `DataOptions`' defaults; the server's settings
+    must be the same numbers."""
+    defaults = DataSettings()
+    options = DataOptions()
+    assert (defaults.mode, defaults.staging_gbps, defaults.min_staging_gbps) == (
+        options.mode.value,
+        options.staging_gbps,
+        options.min_staging_gbps,
+    )
+
+
+async def test_an_eviction_counts_the_restore_of_the_victims_checkpoint(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A running job's reported checkpoint (1 TiB) is what an eviction would make it copy
+    back: 1 TiB over the 100 Gbps a copy takes, about 88 s, in the round's running jobs."""
+    await clusters(api, used={"gpu-a": 8})
+    uid = await reader(api, claim=False)
+    await app.state.scheduler.run_once()
+    response = await api.post(
+        f"/api/v1/jobs/{uid}/checkpoints", json={"step": 100, "sizeBytes": 2**40}
+    )
+    assert response.status_code in (200, 201, 204), response.text
+    async with transaction(app.state.sessions) as session:
+        data, _ = await read_round(session, window=10, options=RoundOptions(preemption=Rules()))
+    (victim,) = data.running
+    assert victim.id == uid and victim.restore_s == pytest.approx(2**40 * 8 / 100e9)
