@@ -277,9 +277,15 @@ class Simulation:
             durations=self.durations,
             fleet_gpus=self.capacity_gpus,
             reclaimable={name: q.reclaimable for name, q in self.queues.items()},
-            data={j.id: self.data.needs(j) for j in pending} if self.data else {},
+            data={j.id: self.data.needs(j) for j in (*pending, *self._elastic(running))}
+            if self.data
+            else {},
             copying=self.copies.copying(running),
         )
+
+    def _elastic(self, running: dict[str, Running]) -> list[TraceJob]:
+        """Running elastic jobs (their growth stays where their data is)."""
+        return [r.job for r in running.values() if r.job.min_units] if self.policy.planned else []
 
     def decide(self, pending: list[TraceJob], running: dict[str, Running], now: float) -> RoundPlan:
         """One round at `now`: the server's recipe (`solver.round_plan.plan_round`)."""

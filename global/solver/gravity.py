@@ -130,6 +130,17 @@ def steer(
     return out, decided
 
 
+def where_held(job: JobRequest, needs: DataNeeds | None) -> JobRequest:
+    """`job` allowed only the clusters that hold all it reads (none: as it is)."""
+    wanted = items(needs) if needs is not None else ()
+    if not wanted:
+        return job
+    held = set.intersection(*(set(i.holders) for i in wanted))
+    if job.allowed_clusters is not None:
+        held &= set(job.allowed_clusters)
+    return replace(job, allowed_clusters=tuple(sorted(held)))
+
+
 def _restorable(wanted: tuple[Item, ...], names: list[str]) -> tuple[tuple[Item, ...], str]:
     """The items without a checkpoint no cluster of the round holds (its cluster left, or is
     not Ready: the job restarts without it rather than wait for a cluster that may not come

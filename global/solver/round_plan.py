@@ -112,7 +112,8 @@ class RoundInput:
     fleet_gpus: int = 0  # what fair shares divide (reclaim)
     reclaimable: Mapping[str, bool] = field(default_factory=dict)
     set_aside: Mapping[str, str] = field(default_factory=dict)  # waiting, not modelled: why
-    data: Mapping[str, DataNeeds] = field(default_factory=dict)  # what waiting jobs read
+    # What waiting jobs and running elastic jobs read (by job id).
+    data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
 
 
@@ -318,16 +319,20 @@ def _growth(
     options: RoundOptions,
 ) -> list[JobRequest]:
     """Step 4: what running elastic jobs could add (`planning.growth`); a job that gives back
-    units does not also grow."""
+    units does not also grow; a job that reads data grows only where its data is (growth
+    is never staged)."""
     if not policy.planned or not data.elastic:
         return []
     giving = {s.job_id for s in shrinks}
-    return planning.growth(
+    growth = planning.growth(
         [r for r in data.elastic if r.request.id not in giving],
         lowest_priority=min((r.priority for r in waiting), default=None),
         widen=not any(r.due for r in waiting),
         hysteresis=options.hysteresis,
     )
+    if options.data.mode is gravity.DataMode.OBLIVIOUS:
+        return growth
+    return [gravity.where_held(g, data.data.get(g.id)) for g in growth]
 
 
 def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decision:

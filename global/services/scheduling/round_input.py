@@ -141,6 +141,9 @@ async def read_round(
         )
         context.elastic = {str(e.job_id): e for e in elastic}
         data = replace(data, elastic=tuple(e.run for e in elastic))
+        if elastic and options.data.mode is not DataMode.OBLIVIOUS:  # growth stays by its data
+            grown = await _needs_of(session, [e.job_id for e in elastic])
+            data = replace(data, data={**data.data, **grown})
     return data, context
 
 
@@ -148,7 +151,11 @@ async def _data_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str
     """What the window's jobs read (`services.data.data_needs`: claims bound now, so one
     applied while its job waits counts here), by the requests' ids; jobs that read nothing
     are left out."""
-    needs = await data_needs(session, job_ids=[uuid.UUID(w.request.id) for w in waiting])
+    return await _needs_of(session, [uuid.UUID(w.request.id) for w in waiting])
+
+
+async def _needs_of(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[str, DataNeeds]:
+    needs = await data_needs(session, job_ids=job_ids)
     return {str(job_id): need for job_id, need in needs.items() if not need.empty}
 
 

@@ -388,3 +388,26 @@ def test_a_copy_slowed_by_an_earlier_start_past_the_holders_room_waits_instead()
     assert "longer than waiting for room where its data is (in about 30 min)" in (
         plan.outcomes["j"].reason
     )
+
+
+def test_an_elastic_job_grows_only_where_its_data_is() -> None:
+    # 2 of its 4 units run in west (the holder, now full); east is free: it does not grow there.
+    from volcano_global.solver import planning
+
+    request = JobRequest(
+        "e", pods=4, gpus_per_pod=8, gpu_model="H100", unit_pods=1, min_units=1, splittable=True,
+        max_clusters=2,
+    )  # fmt: skip
+    run = planning.ElasticRun(request, units_in=(("west", 2),), since_s=36000.0)
+    data = RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        elastic=(run,),
+        data={"e": reads(1, "west")},
+    )
+    assert plan_round(data, Policy.CPSAT).grows == ()
+    oblivious = RoundOptions(data=DataOptions(DataMode.OBLIVIOUS))
+    assert [g.decision.clusters for g in plan_round(data, Policy.CPSAT, oblivious).grows] == [
+        ("east",)
+    ]
