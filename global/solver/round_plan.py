@@ -198,12 +198,13 @@ def plan_round(
     staged = _staging(data, decision, growing, steered, options)  # 6b
     decision, starts = staged.decision, staged.starts
     grows = _grows(data, decision, growth, staged.links)  # 6
-    # What the round's starts, copies and grows leave: where evictions and explanations look.
-    held = _with_grows(staged.links, grows)
+    # What the round's starts, growth and copies leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
-    left = replace(left, links=held) if rules is not None else left
+    if rules is not None and data.data:
+        copied = staged.copies | staged.fetches
+        left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    evictions, preempting = _preemptor_copies(data, evictions, held, steered, options)  # 7b
+    evictions, preempting = _preemptor_copies(data, evictions, left.links, steered, options)
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -429,16 +430,6 @@ def _preemptor_copies(
     links = _after(held, placements)
     more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
     return [e for e in evictions if e.preemptor not in refused], more
-
-
-def _with_grows(links: tuple[LinkState, ...], grows: tuple[Grow, ...]) -> tuple[LinkState, ...]:
-    """The links with what the grown jobs reserve once grown (their whole new reservation:
-    what they held before is counted again, which errs on the safe side)."""
-    more: dict[tuple[str, str], float] = defaultdict(float)
-    for g in grows:
-        for r in g.links:
-            more[link_key(r.a, r.b)] += r.gbps
-    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _with_data(
