@@ -173,7 +173,10 @@ def simulate(
             min_staging_gbps=min(DataOptions.min_staging_gbps, staging_gbps),
         ),
     )
-    results, summaries = _run(world, workload, policy or list(Policy), options)
+    try:
+        results, summaries = _run(world, workload, policy or list(Policy), options)
+    except ValueError as exc:  # the trace's data and the scenario disagree
+        raise CliError(str(exc)) from None
     files = write(out, results, summaries)
     judged = judge(results)
     console.print(_table(results, summaries, judged, probe.capacity_gpus))

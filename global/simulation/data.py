@@ -30,6 +30,7 @@ class DataState:
             )
         for job in jobs:  # what trace rows say, where the scenario does not
             for ref in job.datasets:
+                _known(job, ref.name, ref.clusters, ref.region, self.regions)
                 if ref.size_bytes is not None:
                     self.sizes.setdefault(ref.name, ref.size_bytes)
                 holders = set(ref.clusters) | in_region.get(ref.region or "", set())
@@ -80,3 +81,23 @@ class DataState:
     def between_regions(self) -> int:
         """Bytes staged between clusters of different regions."""
         return sum(b for (x, y), b in self.moved.items() if self.regions[x] != self.regions[y])
+
+
+def _known(
+    job: TraceJob,
+    name: str,
+    clusters: Iterable[str],
+    region: str | None,
+    regions: dict[str, str],
+) -> None:
+    """A trace's dataset placed on clusters or a region the scenario has."""
+    unknown = sorted(set(clusters) - set(regions))
+    if unknown:
+        raise ValueError(
+            f"job {job.id}: dataset {name}: datasetClusters names clusters the scenario does "
+            f"not have: {', '.join(unknown)}"
+        )
+    if region is not None and region not in regions.values():
+        raise ValueError(
+            f"job {job.id}: dataset {name}: no cluster of the scenario is in region {region!r}"
+        )

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from volcano_global.cli.client import CliError
+from volcano_global.cli.main import app
 from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.trace_file import TraceError, read_trace
@@ -119,10 +122,6 @@ def test_waiting_for_the_holder_beats_a_long_copy_and_the_modes_differ() -> None
 
 
 def test_the_command_reports_what_each_policy_staged(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from volcano_global.cli.main import app
-
     scenario = tmp_path / "fleet.yaml"
     scenario.write_text(yaml.safe_dump(SCENARIO))
     trace = tmp_path / "t.csv"
@@ -137,3 +136,20 @@ def test_the_command_reports_what_each_policy_staged(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
     assert line.startswith("cpsat: staged 10 TiB") and "per link:" in line
+
+
+def test_a_trace_that_places_data_on_a_cluster_the_scenario_lacks_is_refused(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "fleet.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,arrival,pods,gpusPerPod,duration,dataset,datasetClusters\na,0,1,8,60,x,us-z\n"
+    )
+    args = ["simulate", "--scenario", str(scenario), "--trace", f"csv:{trace}"]
+    result = CliRunner().invoke(app, [*args, "--policy", "cpsat", "--out", str(tmp_path / "o")])
+    assert isinstance(result.exception, CliError)
+    assert str(result.exception) == (
+        "job a: dataset x: datasetClusters names clusters the scenario does not have: us-z"
+    )
