@@ -22,9 +22,10 @@ gave one, a job's `runningEstimate`. From those:
 only a few finished jobs longer than a, it rests on them alone and drops towards 0 as a nears
 the longest of them, and past the longest it knows nothing (the module once fell back to the
 class mean there: a 4-h gang that had outlived every finished peer was "expected to end in
-minutes", and holds on its GPUs promised minutes for hours). Past the TAIL_SHARE longest
-samples (at least TAIL_MIN of them; threshold u, the largest sample below them) the residual
-life comes from a fitted tail instead, the larger of:
+minutes", and holds on its GPUs promised minutes for hours). Where fewer than TAIL_MIN finished
+jobs ran longer than a, the residual life comes from a tail fitted to the TAIL_SHARE longest
+samples (at least TAIL_MIN of them, above u, the largest sample below them): the largest of the
+few samples' own, and of:
 
 - exponential: the mean excess over u, m = mean(X_i - u | X_i > u). Memoryless, the least a
   job that has outlived its peers is owed: it never "ends in 0 s";
@@ -35,8 +36,8 @@ life comes from a fitted tail instead, the larger of:
   done at a few hours are often the multi-day ones). gamma is capped at GAMMA_MAX (an
   infinite-mean tail would promise nothing): at the cap the residual life equals the age.
 
-A log-normal's residual life also grows with the age (as a * sigma^2 / ln a): the Pareto form
-is its simple upper envelope, and both need only the top order statistics, fitted once per
+A log-normal's residual life also grows with the age, a little slower (as a * sigma^2 / ln a);
+the Pareto form is the simple one, and needs only the top order statistics, fitted once per
 class when its samples change (memoised like the rest of the fit), so `remaining` stays a
 binary search and a few multiplications for the hundreds of running jobs of every round.
 
@@ -174,14 +175,14 @@ class _Fit:
             truncated = (self.prefix[below] + d * (n - below)) / n
             best = min(best, truncated / (below / n))
         self.gittins = best
-        self.tail_from, self.excess, self.slope = self._tail()
+        self.excess, self.slope = self._tail()
 
-    def _tail(self) -> tuple[float, float, float]:
-        """(u, the mean excess over u, gamma / (1 - gamma)): the fitted tail (docstring)."""
+    def _tail(self) -> tuple[float, float]:
+        """(the mean excess over u, gamma / (1 - gamma)): the fitted tail (docstring)."""
         n = len(self.ordered)
         k = min(max(TAIL_MIN, int(TAIL_SHARE * n)), n - 1)
         if k < 1:
-            return 0.0, self.mean, 0.0  # one sample: memoryless with its mean
+            return self.mean, 0.0  # one sample: memoryless with its mean
         u = self.ordered[n - k - 1]
         top = self.ordered[n - k :]
         excess = (self.prefix[n] - self.prefix[n - k]) / k - u
@@ -189,17 +190,18 @@ class _Fit:
             excess = self.mean  # every tail sample equal: nothing to fit, memoryless
         gamma = sum(math.log(x / u) for x in top) / k if u > 0 else 0.0
         gamma = min(gamma, GAMMA_MAX)
-        return u, excess, gamma / (1.0 - gamma)
+        return excess, gamma / (1.0 - gamma)
 
     def quantile(self, q: float) -> float:
         return self.ordered[min(int(q * len(self.ordered)), len(self.ordered) - 1)]
 
     def mean_left(self, elapsed: float) -> float:
-        """E[D - elapsed | D > elapsed]: the samples' in the body; in the tail the largest of
-        theirs, the exponential tail's and the Pareto tail's (module docstring)."""
+        """E[D - elapsed | D > elapsed]: the samples' while TAIL_MIN of them are longer; past
+        that the largest of theirs, the exponential tail's and the Pareto tail's (module
+        docstring)."""
         i = bisect.bisect_right(self.ordered, elapsed)
         longer = len(self.ordered) - i
         body = (self.prefix[-1] - self.prefix[i]) / longer - elapsed if longer else 0.0
-        if elapsed < self.tail_from:
+        if longer >= max(min(TAIL_MIN, len(self.ordered) - 1), 1):
             return body
         return max(body, self.excess, elapsed * self.slope)

@@ -26,9 +26,11 @@ def test_the_residual_life_matches_a_hand_computation() -> None:
     gamma = sum(math.log(x / 15) for x in (16, 17, 18, 19, 20)) / 5
     assert gamma == pytest.approx(0.17922, abs=1e-5)
     slope = gamma / (1 - gamma)  # Pareto: E[D - a | D > a] = a * gamma / (1 - gamma)
-    # At u the samples' own 300 s and the exponential's 300 s are below the Pareto's 328 s.
-    assert model.remaining(8, 1500.0) == pytest.approx(1500.0 * slope)
-    assert model.remaining(8, 1500.0) == pytest.approx(327.5, abs=0.1)
+    # At u five samples are longer: theirs, 300 s. At 1,600 s only four are: the samples'
+    # 250 s and the exponential's 300 s are below the Pareto's 349 s.
+    assert model.remaining(8, 1500.0) == pytest.approx(300.0)
+    assert model.remaining(8, 1600.0) == pytest.approx(1600.0 * slope)
+    assert model.remaining(8, 1600.0) == pytest.approx(349.4, abs=0.1)
     # Past every sample: the Pareto tail alone, 655 s at 3,000 s.
     assert model.remaining(8, 3000.0) == pytest.approx(3000.0 * slope)
 
@@ -67,8 +69,10 @@ def test_an_overrun_estimate_is_not_ending_in_zero_seconds() -> None:
     assert model.remaining(8, 50.0, estimate=100.0) == 50.0  # within it: taken as given
     overrun = model.remaining(8, 3000.0, estimate=100.0)
     assert overrun == model.remaining(8, 3000.0) > 0  # past it: the class's tail
-    # With nothing learnt at all, the default duration, memoryless.
-    assert DurationModel().remaining(8, 500.0, estimate=100.0) == DEFAULT_S
+    # With nothing learnt at all, what is left of the default duration; past it, the default
+    # again (memoryless).
+    assert DurationModel().remaining(8, 500.0, estimate=100.0) == DEFAULT_S - 500.0
+    assert DurationModel().remaining(8, 5000.0, estimate=100.0) == DEFAULT_S
 
 
 def test_the_estimate_error_is_learnt_per_queue() -> None:
