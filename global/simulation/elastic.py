@@ -41,7 +41,9 @@ def elastic_runs(
             planning.ElasticRun(
                 request(run.job, elastic=True),
                 tuple((c, pods // per_unit) for c, pods in units.items()),
-                estimate_s=durations.remaining(run.job.gpus, elapsed, run.job.estimate_s),
+                estimate_s=durations.remaining(
+                    run.job.gpus, elapsed, run.job.estimate_s, queue=run.job.queue
+                ),
                 since_s=(clock - stamp(run.resized_at)).total_seconds(),
                 preemptable=run.job.preemptable,
                 domains=_domains(run),

@@ -38,6 +38,7 @@ from volcano_global.solver.copies import Copy
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataOptions
+from volcano_global.solver.outcomes import Status
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
@@ -80,6 +81,11 @@ class JobRecord:
     resizes: int = 0  # elastic: times it was grown or shrunk (each a checkpoint-restart)
     resize_gpu_s: float = 0.0  # GPU-seconds its resizes cost (restarts, work lost)
     staging_s: float = 0.0  # seconds it held its GPUs while its data was copied in
+    # The first expected start a round promised it while it waited (`Outcome.at`), and when
+    # (seconds on the virtual clock): what `bench/promise_bench.py` holds against `start`.
+    promised_at: float | None = None
+    promised_on: float | None = None
+    promised_as: str = ""  # the outcome's status then (Waiting, Reserved, WillPreempt)
 
 
 @dataclass
@@ -104,6 +110,20 @@ class SimResult:
     evictions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, victim, by)
     moved_bytes: dict[speed.Pair, int] = field(default_factory=dict)  # staged, per link
     between_regions_bytes: int = 0  # staged between clusters of different regions
+
+
+PROMISES = frozenset({Status.WAITING, Status.RESERVED, Status.WILL_PREEMPT})
+
+
+def promised(plan: RoundPlan, records: dict[str, JobRecord], now: float) -> None:
+    """Keep each waiting job's first promised start (a later round's may be better informed;
+    the first is what its user was told first)."""
+    for job_id, o in plan.outcomes.items():
+        record = records.get(job_id)
+        if o.status in PROMISES and o.at is not None and record and record.promised_at is None:
+            record.promised_at = (o.at - EPOCH).total_seconds()
+            record.promised_on = now
+            record.promised_as = o.status.value
 
 
 class Simulation:
@@ -174,7 +194,12 @@ class Simulation:
                     pass  # an elastic job may grow now: the round below
                 elif job_id in running and running[job_id].version == version:
                     done = running.pop(job_id)
-                    self.durations.observe(done.job.gpus, now - done.start)
+                    self.durations.observe(
+                        done.job.gpus,
+                        now - done.start,
+                        estimate=done.job.estimate_s,
+                        queue=done.job.queue,
+                    )
                     records[job_id].crossing_gbit += done.crossing_gbps * (now - done.last)
                     self.fleet.unbind(done.bound)
                     records[job_id].finish = now
@@ -185,6 +210,7 @@ class Simulation:
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
                 plan = self.decide(pending, running, now)
+                promised(plan, records, now)
                 started = self._apply(plan, pending, running, records, now)
                 result.rounds += 1
                 pending = [j for j in pending if j.id not in started]

@@ -137,7 +137,11 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
         )
     elif policy is Policy.BACKFILL:
         decision, pools = greedy(snapshot, window, base, HoldBook(holds), rank)
-        decision = replace(decision, reserved=tuple((h.job_id, h.describe()) for h in holds))
+        decision = replace(
+            decision,
+            reserved=tuple((h.job_id, h.describe()) for h in holds),
+            reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
+        )
     elif policy is Policy.FIRST_FIT:
         decision, pools = first_fit(snapshot, window, base)
     elif policy is Policy.PROPORTIONAL:

@@ -461,6 +461,7 @@ def cpsat_decision(
             bound=math.inf,
             solve_seconds=time.monotonic() - start,
             reserved=tuple((h.job_id, h.describe()) for h in holds),
+            reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
         )
         return decision, base
     undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
@@ -489,5 +490,6 @@ def cpsat_decision(
         bound=bound,
         solve_seconds=time.monotonic() - start,
         reserved=tuple((h.job_id, h.describe()) for h in held),
+        reserved_in_s=tuple((h.job_id, h.start_in_s) for h in held),
     )
     return decision, pools

@@ -247,6 +247,7 @@ class Decision:
     solve_seconds: float = 0.0
     link_load: tuple[tuple[str, str, float], ...] = field(default=())
     reserved: tuple[tuple[str, str], ...] = ()  # (job id, the reservation it holds, in words)
+    reserved_in_s: tuple[tuple[str, float], ...] = ()  # (job id, seconds until its hold starts)
 
     @property
     def gap(self) -> float:

@@ -69,6 +69,7 @@ def outcomes(
     """Every decision but the `excluded` ones (growth), and every job set aside."""
     evicting = {e.preemptor: e for e in evictions}
     reserved = {job_id for job_id, _ in decision.reserved}
+    hold_in = dict(decision.reserved_in_s)
     out: dict[str, Outcome] = {}
     for d in decision.jobs:
         if d.job_id in excluded:
@@ -81,7 +82,8 @@ def outcomes(
             out[d.job_id] = Outcome(d.job_id, Status.PREEMPTING, e.reason, now, victims)
         else:
             status = Status.RESERVED if d.job_id in reserved else Status.WAITING
-            out[d.job_id] = Outcome(d.job_id, status, d.reason or "waiting")
+            at = now + timedelta(seconds=hold_in[d.job_id]) if d.job_id in hold_in else None
+            out[d.job_id] = Outcome(d.job_id, status, d.reason or "waiting", at)
     for job_id, why in set_aside.items():
         out[job_id] = Outcome(job_id, Status.SET_ASIDE, why)
     left = _left(left, decision, evictions, excluded)

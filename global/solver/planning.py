@@ -104,7 +104,7 @@ def running(
         key,
         gpus,
         links,
-        ends_in_s=durations.remaining(total, elapsed, estimate_s),
+        ends_in_s=durations.remaining(total, elapsed, estimate_s, queue=queue),
         priority=priority,
         queue=queue,
         preemptable=preemptable,

@@ -171,7 +171,9 @@ def _run(
     return planning.ElasticRun(
         request,
         tuple((clusters[s.cluster_id], s.units) for s in kept),
-        estimate_s=durations.remaining(request.gpus, elapsed, given_estimate(estimate)),
+        estimate_s=durations.remaining(
+            request.gpus, elapsed, given_estimate(estimate), queue=queue
+        ),
         # Its last placement: its start, or its last resize.
         since_s=max((now - (placed or started or now)).total_seconds(), 0.0),
         preemptable=preemptable,

@@ -32,8 +32,16 @@ FINISHED_READ = KEPT  # newest finished jobs the durations are learnt from
 
 
 async def duration_model(session: AsyncSession) -> DurationModel:
+    """What the newest finished jobs ran, per size, and how they met their queue's estimates."""
     rows = await session.execute(
-        select(Job.total_gpus, Job.started_at, Job.finished_at)
+        select(
+            Job.total_gpus,
+            Job.started_at,
+            Job.finished_at,
+            Job.running_estimate_seconds,
+            Queue.name,
+        )
+        .join(Queue, Queue.id == Job.queue_id)
         .where(
             Job.state == JobState.SUCCEEDED,
             Job.started_at.is_not(None),
@@ -42,9 +50,11 @@ async def duration_model(session: AsyncSession) -> DurationModel:
         .order_by(Job.finished_at.desc())
         .limit(FINISHED_READ)
     )
-    return DurationModel(
-        (gpus, (finished - started).total_seconds()) for gpus, started, finished in rows
-    )
+    model = DurationModel()
+    for gpus, started, finished, estimate, queue in reversed(rows.all()):  # oldest first
+        seconds = (finished - started).total_seconds()
+        model.observe(gpus, seconds, estimate=given_estimate(estimate), queue=queue)
+    return model
 
 
 async def running_jobs(
