@@ -209,16 +209,7 @@ class Simulation:
             self._advance(running, records, now)
             growing = self.policy.planned and any(r.growable for r in running.values())
             if pending or growing:
-                plan = self.decide(pending, running, now)
-                promised(plan, records, now)
-                started = self._apply(plan, pending, running, records, now)
-                result.rounds += 1
-                pending = [j for j in pending if j.id not in started]
-                started, evicted = evictions.apply(
-                    self, plan.evictions, pending, running, records, now
-                )
-                result.evictions += [(now, victim, by) for victim, by in evicted]
-                pending = [j for j in pending if j.id not in started]
+                pending = self._round(pending, running, records, result, now)
             for run in self._reprice(running, records, now):
                 seq += 1
                 finish = max(now, run.stalled_until) + run.work_left * run.factor
@@ -234,6 +225,25 @@ class Simulation:
         result.moved_bytes = dict(self.data.moved)
         result.between_regions_bytes = self.data.between_regions()
         return result
+
+    def _round(
+        self,
+        pending: list[TraceJob],
+        running: dict[str, Running],
+        records: dict[str, JobRecord],
+        result: SimResult,
+        now: float,
+    ) -> list[TraceJob]:
+        """One round at `now`, applied (its promises noted, starts and resizes, then
+        evictions); the jobs still waiting."""
+        plan = self.decide(pending, running, now)
+        promised(plan, records, now)
+        started = self._apply(plan, pending, running, records, now)
+        result.rounds += 1
+        pending = [j for j in pending if j.id not in started]
+        started, evicted = evictions.apply(self, plan.evictions, pending, running, records, now)
+        result.evictions += [(now, victim, by) for victim, by in evicted]
+        return [j for j in pending if j.id not in started]
 
     def _copy_ends(self, running: dict[str, Running], now: float) -> list[tuple[float, str]]:
         """A round when a copy ends, once per copy."""
