@@ -204,7 +204,9 @@ def plan_round(
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    evictions, preempting = _preemptor_copies(data, evictions, left.links, steered, options)
+    evictions, preempting, unevicted = _preemptor_copies(
+        data, evictions, left.links, steered, options
+    )
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -221,7 +223,7 @@ def plan_round(
         grows=grows,
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
-        outcomes=_with_data(outcomes, steered, staged.copies | preempting, data.now),
+        outcomes=_with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted),
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
@@ -420,16 +422,16 @@ def _preemptor_copies(
     held: tuple[LinkState, ...],
     steered: Mapping[str, gravity.Steer],
     options: RoundOptions,
-) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]]]:
+) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]], dict[str, str]]:
     """Step 7b: the copies a preemptor needs where it will start, on what the round's starts,
     copies, grows and the preemptors' own splits leave of the links; an eviction whose
-    preemptor cannot stage now is not made (the victims keep running)."""
+    preemptor cannot stage now is not made (the victims keep running), and why is returned."""
     if not data.data or not evictions:
-        return evictions, {}
+        return evictions, {}, {}
     placements = tuple(e.placement for e in evictions)
     links = _after(held, placements)
     more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
-    return [e for e in evictions if e.preemptor not in refused], more
+    return [e for e in evictions if e.preemptor not in refused], more, refused
 
 
 def _with_data(
@@ -437,9 +439,13 @@ def _with_data(
     steered: Mapping[str, gravity.Steer],
     copies: Mapping[str, tuple[Copy, ...]],
     now: datetime,
+    unevicted: Mapping[str, str],
 ) -> dict[str, Outcome]:
     """The outcomes with what the data decided, in numbers: the copies a start waits for,
-    and why a waiting job waits where its data is."""
+    why a waiting job waits where its data is, and why one that would evict did not."""
+    for job_id, why in unevicted.items():
+        o = outcomes[job_id]
+        outcomes[job_id] = replace(o, reason=f"{o.reason}; it would evict, but {why}")
     for job_id, group in copies.items():
         o = outcomes[job_id]
         outcomes[job_id] = replace(o, reason=f"{o.reason}; {copies_.started_note(group)}")

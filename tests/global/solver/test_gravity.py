@@ -338,6 +338,9 @@ def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nob
     taken = plan_round(busy_link, Policy.CPSAT, options)
     assert [d.job_id for d in taken.starts] == ["k"] and taken.staging["k"][0].gbps == 100.0
     assert taken.evictions == ()
+    assert "it would evict, but staging corpus to east waits for bandwidth" in (
+        taken.outcomes["j"].reason
+    )
 
 
 def test_a_later_job_is_not_told_the_room_an_earlier_one_takes() -> None:
