@@ -14,9 +14,8 @@ import heapq
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 
-from volcano_global.simulation import elastic, evictions, left_out, speed
+from volcano_global.simulation import elastic, evictions, left_out, solver_input, speed
 from volcano_global.simulation.data import DataState
 from volcano_global.simulation.nodes import Fleet
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
@@ -25,10 +24,8 @@ from volcano_global.simulation.staging import Copies
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import (
     JobDecision,
-    LinkBandwidth,
     LinkState,
     Policy,
-    RunningJob,
     Snapshot,
     SolveOptions,
     planning,
@@ -306,7 +303,15 @@ class Simulation:
                 for j in pending
             ),
             self._tree(held, dict(asking)),
-            running=tuple(self._running(running, clock))
+            running=tuple(
+                solver_input.running_jobs(
+                    running,
+                    clock,
+                    self.durations,
+                    checkpoint_s=self.options.checkpoint_s,
+                    staging_gbps=self.options.data.staging_gbps,
+                )
+            )
             if planned or self.options.preemption is not None or self.data
             else (),
             elastic=tuple(elastic.elastic_runs(running, clock, self.durations)) if planned else (),
@@ -415,38 +420,6 @@ class Simulation:
         )
         self.copies.start(running[job.id], job, jd.clusters, copies)
         return True
-
-    def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
-        now = (clock - EPOCH).total_seconds()
-        out = []
-        for run in running.values():
-            pods: dict[tuple[str, str, str, int], int] = defaultdict(int)
-            for cluster, leaf, model, _, _ in run.bound:
-                pods[(cluster, leaf, model, run.job.gpus_per_pod)] += 1
-            ran = now - run.start
-            gpus: dict[tuple[str, str], int] = defaultdict(int)
-            for cluster, _, model, _, count in run.bound:
-                gpus[(cluster, model)] += count
-            out.append(
-                planning.running(
-                    run.job.id,
-                    gpus=tuple((c, m, g) for (c, m), g in sorted(gpus.items())),
-                    links=tuple(LinkBandwidth(a, b, g) for a, b, g in run.reservations),
-                    started_at=stamp(run.start),
-                    estimate_s=run.job.estimate_s,
-                    now=clock,
-                    durations=self.durations,
-                    priority=run.job.priority,
-                    queue=run.job.queue,
-                    preemptable=run.job.preemptable,
-                    lost_s=evictions.lost_s(ran, self.options.checkpoint_s),
-                    restore_s=(run.job.checkpoint_bytes or 0)
-                    * 8
-                    / (self.options.data.staging_gbps * 1e9),
-                    pods=tuple((c, leaf, m, n, g) for (c, leaf, m, g), n in sorted(pods.items())),
-                )
-            )
-        return out
 
     # -- solver input -----------------------------------------------------------------------
     def _links(self, running: dict[str, Running]) -> tuple[LinkState, ...]:

@@ -20,7 +20,7 @@ admit, requeue, with an explicit status per entry):
 5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
    jobs; a round the engine fails on still ends, every job waiting with the reason.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
-   6b (before it). **Staging**: every start that lands where its data is not gets its copies,
+   6b (before it, `round_data.py`). **Staging**: every start that lands where its data is not gets its copies,
    reserved on the links the starts left (`copies.stage`); one that cannot stage now waits.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
@@ -35,11 +35,10 @@ Pure: no clock (the input carries `now`), no I/O, inputs never mutated.
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from volcano_global.solver import SolveOptions, failed, gravity, planning, shrinking, solve
 from volcano_global.solver import copies as copies_
@@ -58,7 +57,6 @@ from volcano_global.solver.model import (
     Policy,
     RunningJob,
     Snapshot,
-    link_key,
 )
 from volcano_global.solver.outcomes import Outcome, Status
 from volcano_global.solver.preemption import (
@@ -69,6 +67,7 @@ from volcano_global.solver.preemption import (
     remaining,
     standings,
 )
+from volcano_global.solver.round_data import preemptor_copies, staging, with_data
 
 log = logging.getLogger(__name__)
 __all__ = [
@@ -195,7 +194,7 @@ def plan_round(
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
-    staged = _staging(data, decision, growing, steered, options)  # 6b
+    staged = staging(data, decision, growing, steered, options)  # 6b
     decision, starts = staged.decision, staged.starts
     grows = _grows(data, decision, growth, staged.links)  # 6
     # What the round's starts, growth and copies leave: where evictions and explanations look.
@@ -204,7 +203,7 @@ def plan_round(
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    evictions, preempting, unevicted = _preemptor_copies(
+    evictions, preempting, unevicted = preemptor_copies(
         data, evictions, left.links, steered, options
     )
     outcomes = explain.outcomes(  # 8
@@ -223,7 +222,7 @@ def plan_round(
         grows=grows,
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
-        outcomes=_with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted),
+        outcomes=with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted),
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
@@ -372,101 +371,6 @@ def _grows(
         for d in admitted
         if links.get(d.job_id) is not None
     )
-
-
-@dataclass(frozen=True)
-class _Staged:
-    """What step 6b leaves: the decision less the starts that cannot stage now, the starts,
-    their copies, the copies fetched for waiting jobs, and the links with all of it held."""
-
-    decision: Decision
-    starts: tuple[JobDecision, ...]
-    links: tuple[LinkState, ...]
-    copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
-    fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
-
-
-def _staging(
-    data: RoundInput,
-    decision: Decision,
-    growing: set[str],
-    steered: Mapping[str, gravity.Steer],
-    options: RoundOptions,
-) -> _Staged:
-    """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
-    now is no start: it waits, with the reason, in the decision the later steps read), and
-    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
-    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
-    links = _after(data.links, starts)
-    if not data.data:
-        return _Staged(decision, starts, links)
-    copies, refused = copies_.stage(starts, data.data, links, options.data, steered, data.copying)
-    if refused:
-        jobs = tuple(
-            JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
-            for d in decision.jobs
-        )
-        decision = replace(decision, jobs=jobs)
-        starts = tuple(d for d in starts if d.job_id not in refused)
-        links = _after(data.links, starts)
-    links = copies_.reserved(links, copies, options.data)
-    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, links, options.data)
-    return _Staged(
-        decision, starts, copies_.reserved(links, fetches, options.data), copies, fetches
-    )
-
-
-def _preemptor_copies(
-    data: RoundInput,
-    evictions: list[Eviction],
-    held: tuple[LinkState, ...],
-    steered: Mapping[str, gravity.Steer],
-    options: RoundOptions,
-) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]], dict[str, str]]:
-    """Step 7b: the copies a preemptor needs where it will start, on what the round's starts,
-    copies, grows and the preemptors' own splits leave of the links; an eviction whose
-    preemptor cannot stage now is not made (the victims keep running), and why is returned."""
-    if not data.data or not evictions:
-        return evictions, {}, {}
-    placements = tuple(e.placement for e in evictions)
-    links = _after(held, placements)
-    more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
-    return [e for e in evictions if e.preemptor not in refused], more, refused
-
-
-def _with_data(
-    outcomes: dict[str, Outcome],
-    steered: Mapping[str, gravity.Steer],
-    copies: Mapping[str, tuple[Copy, ...]],
-    now: datetime,
-    unevicted: Mapping[str, str],
-) -> dict[str, Outcome]:
-    """The outcomes with what the data decided, in numbers: the copies a start waits for,
-    why a waiting job waits where its data is, and why one that would evict did not."""
-    for job_id, why in unevicted.items():
-        o = outcomes[job_id]
-        outcomes[job_id] = replace(o, reason=f"{o.reason}; it would evict, but {why}")
-    for job_id, group in copies.items():
-        o = outcomes[job_id]
-        outcomes[job_id] = replace(o, reason=f"{o.reason}; {copies_.started_note(group)}")
-    for job_id, s in steered.items():
-        o = outcomes.get(job_id)
-        if o is None or o.status is not Status.WAITING:
-            continue
-        at = o.at or (
-            now + timedelta(seconds=s.wait_s) if s.wait_s and math.isfinite(s.wait_s) else None
-        )
-        outcomes[job_id] = replace(o, reason=f"{s.note}; {o.reason}", at=at)
-    return outcomes
-
-
-def _after(links: tuple[LinkState, ...], starts: tuple[JobDecision, ...]) -> tuple[LinkState, ...]:
-    """The links with what the round's starts reserve on them."""
-    more: dict[tuple[str, str], float] = defaultdict(float)
-    for d in starts:
-        for r in d.reservations:
-            more[link_key(r.a, r.b)] += r.gbps
-    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
 
 
 def _evictions(

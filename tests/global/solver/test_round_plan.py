@@ -23,12 +23,12 @@ from volcano_global.solver import (
 )
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.preemption import PREEMPT, RECLAIM, Rules
+from volcano_global.solver.round_data import _after
 from volcano_global.solver.round_plan import (
     RoundInput,
     RoundOptions,
     Status,
     Waiting,
-    _after,
     order,
     plan_round,
     window,

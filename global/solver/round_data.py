@@ -1,0 +1,118 @@
+"""The data steps of a round (`round_plan.plan_round`): 6b, the starts' copies and the
+copies fetched for waiting jobs (`staging`); 7b, a preemptor's copies or no eviction
+(`preemptor_copies`); and the outcomes' words for what the data decided (`with_data`). Step
+1b, where a job may start given its data, is `gravity.steer`."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from volcano_global.solver import copies as copies_
+from volcano_global.solver import gravity
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.model import Decision, JobDecision, LinkState, link_key
+from volcano_global.solver.outcomes import Outcome, Status
+from volcano_global.solver.preemption import Eviction
+
+if TYPE_CHECKING:
+    from volcano_global.solver.round_plan import RoundInput, RoundOptions
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """What step 6b leaves: the decision less the starts that cannot stage now, the starts,
+    their copies, the copies fetched for waiting jobs, and the links with all of it held."""
+
+    decision: Decision
+    starts: tuple[JobDecision, ...]
+    links: tuple[LinkState, ...]
+    copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
+    fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
+
+
+def staging(
+    data: RoundInput,
+    decision: Decision,
+    growing: set[str],
+    steered: Mapping[str, gravity.Steer],
+    options: RoundOptions,
+) -> _Staged:
+    """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
+    now is no start: it waits, with the reason, in the decision the later steps read), and
+    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
+    starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
+    links = _after(data.links, starts)
+    if not data.data:
+        return _Staged(decision, starts, links)
+    copies, refused = copies_.stage(starts, data.data, links, options.data, steered, data.copying)
+    if refused:
+        jobs = tuple(
+            JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
+            for d in decision.jobs
+        )
+        decision = replace(decision, jobs=jobs)
+        starts = tuple(d for d in starts if d.job_id not in refused)
+        links = _after(data.links, starts)
+    links = copies_.reserved(links, copies, options.data)
+    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, links, options.data)
+    return _Staged(
+        decision, starts, copies_.reserved(links, fetches, options.data), copies, fetches
+    )
+
+
+def preemptor_copies(
+    data: RoundInput,
+    evictions: list[Eviction],
+    held: tuple[LinkState, ...],
+    steered: Mapping[str, gravity.Steer],
+    options: RoundOptions,
+) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]], dict[str, str]]:
+    """Step 7b: the copies a preemptor needs where it will start, on what the round's starts,
+    copies, grows and the preemptors' own splits leave of the links; an eviction whose
+    preemptor cannot stage now is not made (the victims keep running), and why is returned."""
+    if not data.data or not evictions:
+        return evictions, {}, {}
+    placements = tuple(e.placement for e in evictions)
+    links = _after(held, placements)
+    more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
+    return [e for e in evictions if e.preemptor not in refused], more, refused
+
+
+def with_data(
+    outcomes: dict[str, Outcome],
+    steered: Mapping[str, gravity.Steer],
+    copies: Mapping[str, tuple[Copy, ...]],
+    now: datetime,
+    unevicted: Mapping[str, str],
+) -> dict[str, Outcome]:
+    """The outcomes with what the data decided, in numbers: the copies a start waits for,
+    why a waiting job waits where its data is, and why one that would evict did not."""
+    for job_id, why in unevicted.items():
+        o = outcomes[job_id]
+        outcomes[job_id] = replace(o, reason=f"{o.reason}; it would evict, but {why}")
+    for job_id, group in copies.items():
+        o = outcomes[job_id]
+        outcomes[job_id] = replace(o, reason=f"{o.reason}; {copies_.started_note(group)}")
+    for job_id, s in steered.items():
+        o = outcomes.get(job_id)
+        if o is None or o.status is not Status.WAITING:
+            continue
+        at = o.at or (
+            now + timedelta(seconds=s.wait_s) if s.wait_s and math.isfinite(s.wait_s) else None
+        )
+        outcomes[job_id] = replace(o, reason=f"{s.note}; {o.reason}", at=at)
+    return outcomes
+
+
+def _after(links: tuple[LinkState, ...], starts: tuple[JobDecision, ...]) -> tuple[LinkState, ...]:
+    """The links with what the round's starts reserve on them."""
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for d in starts:
+        for r in d.reservations:
+            more[link_key(r.a, r.b)] += r.gbps
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
