@@ -20,8 +20,9 @@ admit, requeue, with an explicit status per entry):
 5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
    jobs; a round the engine fails on still ends, every job waiting with the reason.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
-   6b (before it, `round_data.py`). **Staging**: every start that lands where its data is not gets its copies,
-   reserved on the links the starts left (`copies.stage`); one that cannot stage now waits.
+   6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
+   not gets its copies, reserved on the links the starts left (`copies.stage`); one that
+   cannot stage now waits.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
