@@ -178,8 +178,11 @@ async def test_a_second_stream_replaces_the_first(
     started = time.monotonic()
     welcome = await second.hello()
     assert welcome.applied_seq == 1
-    await first.call.write(added(2, "from-the-first"))
     error = await end_of(first)
+    # What the older one sends now cannot be applied: the write fails (how depends on when
+    # gRPC's core learnt of the end; racing the end made the test flaky) or goes nowhere.
+    with contextlib.suppress(asyncio.InvalidStateError, grpc.aio.AioRpcError):
+        await first.call.write(added(2, "from-the-first"))
     took = time.monotonic() - started
     assert (error.code(), error.details()) == (grpc.StatusCode.ABORTED, REPLACED)
     assert took < 2.0, f"the older stream ended {took:.2f} s after the newer one's hello"
