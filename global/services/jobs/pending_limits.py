@@ -14,7 +14,10 @@ or the one under way when it came; submissions near a limit share one count at a
 queue, 10-30 ms at 20,000 pending jobs on this project's 2-core test machine). Between
 reads this process adds what it admitted since the read began (`_Ledger`): submissions in the
 job writer's batch, not yet committed, count, so concurrent submissions to one process never
-take a queue over its limit. Several replicas each count their own: together they can
+take a queue over its limit. A read first waits (at most `SETTLE_S`) for this process's
+writes to the queue under way to end: a write committed while the count ran, but not yet
+seen as done here, would otherwise be counted twice and refuse a submission under the
+limit. Several replicas each count their own: together they can
 overshoot by what the others have in flight (admitted, not yet committed: at most one
 group-commit batch each) when the queue is near its limit. Requeued jobs count but are never
 refused."""
@@ -22,6 +25,7 @@ refused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections import defaultdict
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 PENDING_JOBS_ANNOTATION = "global.volcano.sh/max-pending-jobs"
 PENDING_BYTES_ANNOTATION = "global.volcano.sh/max-pending-bytes"
 NEAR = 0.9  # within this share of a limit, every submission reads the count afresh
+SETTLE_S = 2.0  # a fresh count waits at most this long for the queue's writes under way
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,31 @@ class _Usage:
 class _Ledger:
     admitted: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     done: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    settled: dict[str, asyncio.Event] = field(default_factory=lambda: defaultdict(_settled))
+
+    def begin(self, queue: str, size: int) -> None:
+        admitted = self.admitted[queue]
+        admitted[0] += 1
+        admitted[1] += size
+        self.settled[queue].clear()
+
+    def end(self, queue: str, size: int) -> None:
+        done = self.done[queue]
+        done[0] += 1
+        done[1] += size
+        if done[0] == self.admitted[queue][0]:
+            self.settled[queue].set()
+
+    async def settle(self, queue: str) -> None:
+        """Wait until none of this process's writes to `queue` is under way (or `SETTLE_S`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.settled[queue].wait(), SETTLE_S)
+
+
+def _settled() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
 
 
 class PendingLimits:
@@ -90,15 +120,11 @@ class PendingLimits:
             yield
             return
         self._refuse_over(queue, usage, size)
-        admitted = self._ledger.admitted[queue]
-        admitted[0] += 1
-        admitted[1] += size
+        self._ledger.begin(queue, size)
         try:
             yield
         finally:
-            done = self._ledger.done[queue]
-            done[0] += 1
-            done[1] += size
+            self._ledger.end(queue, size)
 
     def _stale(self, usage: _Usage) -> bool:
         return time.monotonic() - usage.began > self.refresh_s
@@ -145,6 +171,7 @@ class PendingLimits:
 
     async def _read(self, queue: str) -> _Usage | None:
         """The queue's pending count and bytes now (None: no such queue; the writer says so)."""
+        await self._ledger.settle(queue)
         done = tuple(self._ledger.done[queue])
         began = time.monotonic()
         async with self.sessions() as session:

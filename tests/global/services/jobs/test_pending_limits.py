@@ -19,6 +19,7 @@ from tests.backlog import clone_jobs
 from tests.conftest import app_settings, running
 from tests.factories import job_document, submit
 from tests.factories import queue_document as queue
+from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.pending_limits import (
     PENDING_BYTES_ANNOTATION,
     PENDING_JOBS_ANNOTATION,
@@ -145,3 +146,24 @@ async def test_submissions_near_the_limit_share_one_count_at_a_time(
     event.remove(app.state.engine.sync_engine, "before_cursor_execute", counted)
     assert sorted(a.status_code for a in answers) == [201] * 5 + [403] * 35
     assert 1 <= len(counts) < 10, len(counts)
+
+
+async def test_a_write_committed_while_the_count_runs_is_counted_once(
+    limited: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """A fresh count waits for this server's writes under way: one committed while the count
+    ran, but not yet seen as done, would be counted twice and refuse a job under the limit."""
+    app, api = limited
+    (tight,) = await apply(api, queue("tight", **{PENDING_JOBS_ANNOTATION: "3"}))
+    first = await submit(api, job_document("first", queue="default"))
+    guard = pending_limits._GUARDS[app.state.job_writer]
+    async with guard.admit("tight", 10):  # a write under way...
+        await clone_jobs(
+            app.state.sessions, first.json()["uid"], 1, queue_id=uuid.UUID(str(tight["uid"]))
+        )  # ...that has committed
+        second = asyncio.ensure_future(submit(api, job_document("second", queue="tight")))
+        third = asyncio.ensure_future(submit(api, job_document("third", queue="tight")))
+        await asyncio.sleep(0.3)  # the second's and third's count runs meanwhile
+    assert [(await s).status_code for s in (second, third)] == [201, 201]
+    refused = await submit(api, job_document("fourth", queue="tight"))
+    assert "has 3 pending jobs, its limit max-pending-jobs is 3" in refused.json()["message"]
