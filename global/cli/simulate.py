@@ -56,6 +56,10 @@ def simulate(
             min=1, help="Synthetic: only jobs of this many GPUs or more (32: the gang-heavy mix)"
         ),
     ] = 1,
+    max_gpus: Annotated[
+        int | None,
+        typer.Option(min=1, help="Synthetic: only jobs of this many GPUs or fewer"),
+    ] = None,
     elastic_share: Annotated[
         float,
         typer.Option(
@@ -147,7 +151,7 @@ def simulate(
         seed,
         gpu_model,
         probe.capacity_gpus,
-        min_gpus,
+        (min_gpus, max_gpus),
         elastic_share,
         [d.name for d in world.datasets],
     )
@@ -299,7 +303,7 @@ def _workload(
     seed: int,
     gpu_model: str | None,
     capacity: int,
-    min_gpus: int = 1,
+    sizes: tuple[int, int | None] = (1, None),
     elastic_share: float = 0.0,
     datasets: list[str] | None = None,
 ) -> list[TraceJob]:
@@ -318,7 +322,8 @@ def _workload(
                 load=load,
                 capacity_gpus=capacity,
                 gpu_model=gpu_model,
-                min_gpus=min_gpus,
+                min_gpus=sizes[0],
+                max_gpus=sizes[1],
                 elastic_share=elastic_share,
             )
         if kind == "philly" and path:

@@ -162,15 +162,17 @@ def synthetic_llm(
     max_duration_s: float = 4 * 3600,
     min_gpus: int = 1,
     elastic_share: float = 0.0,
+    max_gpus: int | None = None,
 ) -> list[TraceJob]:
     """`min_gpus` > 1 keeps only the sizes from there up, in Kalos's proportions among them
-    (the gang-heavy fleets: `min_gpus=32`). `elastic_share`: the share of the planned gangs
+    (the gang-heavy fleets: `min_gpus=32`), and `max_gpus` those up to it (a whole cluster:
+    `gang-equal-regions.yaml`). `elastic_share`: the share of the planned gangs
     that may run with as few as half their data-parallel replicas (drawn apart, so the rest of
     the trace is the same with or without)."""
     rng = random.Random(seed)
     stats = kalos(acme_summary)
     _, dist = size_distribution(stats["mean_gpus"])
-    dist = [(s, p) for s, p in dist if s >= min_gpus] or dist[-1:]
+    dist = [(s, p) for s, p in dist if s >= min_gpus and s <= (max_gpus or s)] or dist[-1:]
     # log-normal with Kalos's median and mean: mu = ln(median), sigma^2 = 2 ln(mean / median)
     mu = math.log(stats["median_run_s"])
     sigma = math.sqrt(2 * math.log(stats["mean_run_s"] / stats["median_run_s"]))

@@ -332,3 +332,10 @@ def test_an_elastic_job_starts_narrow_and_grows(policy: Policy) -> None:
     # A rigid gang policy waits for all four nodes: E runs 100-200.
     greedy = Simulation(one_cluster(4), ELASTIC, Policy.GREEDY).run()
     assert {r.job.id: (r.start, r.finish) for r in greedy.records}["E"] == (100.0, 200.0)
+
+
+def test_the_synthetic_gangs_keep_to_the_sizes_asked_in_kalos_proportions() -> None:
+    jobs = synthetic_llm(seed=3, jobs=400, load=1.0, capacity_gpus=3072, min_gpus=64, max_gpus=512)
+    sizes = [j.gpus for j in jobs]
+    assert min(sizes) == 64 and max(sizes) == 512
+    assert sizes.count(64) > sizes.count(512)  # Kalos: the smaller, the likelier
