@@ -27,17 +27,17 @@ import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from datetime import datetime
 
 from sim_bench import EXAMPLES, GANG_FLEETS
 
 from volcano_global.simulation.engine import SimOptions, Simulation
 from volcano_global.simulation.metrics import summarise
-from volcano_global.simulation.running import EPOCH, Running
+from volcano_global.simulation.running import Running
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.workload import TraceJob, synthetic_llm
 from volcano_global.solver import Policy, RunningJob
 from volcano_global.solver.durations import DurationModel
+from volcano_global.solver.round_plan import RoundInput
 
 POLICIES = (Policy.CPSAT, Policy.BACKFILL)
 ESTIMATED = ", estimates"
@@ -74,14 +74,16 @@ class Oracle(Simulation):
     """Every running job's true remaining time as its expected end: what no duration model
     can beat, so the promises it leaves unkept are the room model's, not the durations'."""
 
-    def _running(self, running: dict[str, Running], clock: datetime) -> list[RunningJob]:
-        now = (clock - EPOCH).total_seconds()
-        out = []
-        for job in super()._running(running, clock):
-            run = running[job.id]
-            left = max(run.stalled_until - now, 0.0) + run.work_left * run.factor
-            out.append(replace(job, ends_in_s=left))
-        return out
+    def round_input(
+        self, pending: list[TraceJob], running: dict[str, Running], now: float
+    ) -> RoundInput:
+        data = super().round_input(pending, running, now)
+        return replace(data, running=tuple(_truth(j, running[j.id], now) for j in data.running))
+
+
+def _truth(job: RunningJob, run: Running, now: float) -> RunningJob:
+    left = max(run.stalled_until - now, 0.0) + run.work_left * run.factor
+    return replace(job, ends_in_s=left)
 
 
 def estimated(jobs: list[TraceJob], seed: int) -> list[TraceJob]:
