@@ -150,6 +150,30 @@ class DataSettings(BaseModel):
         return self
 
 
+class LongWorkSettings(BaseModel):
+    """Long work held to a share of the fleet (`solver/long_work.py`, docs/placement.md):
+    only jobs whose runningEstimate says they run long are held back, and only while a
+    shorter job of their priority waits."""
+
+    enabled: bool = Field(
+        False,
+        description="Hold long jobs back while long work holds its share of the fleet (off: "
+        "measured no better at the median, docs/benchmarks.md section 3h).",
+    )
+    long_s: float = Field(
+        7200.0,
+        gt=0,
+        description="An expected run (the runningEstimate, corrected by how the queue's "
+        "estimates held) this long or longer is long work.",
+    )
+    share: float = Field(
+        0.6,
+        gt=0,
+        le=1,
+        description="Of the fleet's GPUs, what long work may hold while shorter jobs wait.",
+    )
+
+
 class SchedulingDefaults(BaseModel):
     """The scheduling loop, and the defaults applied to a job that does not say."""
 
@@ -196,6 +220,7 @@ class SchedulingDefaults(BaseModel):
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)
     data: DataSettings = Field(default_factory=DataSettings)
+    long_work: LongWorkSettings = Field(default_factory=LongWorkSettings)
 
 
 class TlsSettings(BaseModel):

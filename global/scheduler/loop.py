@@ -43,6 +43,7 @@ from volcano_global.solver import (
 )
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.gravity import DataMode, DataOptions
+from volcano_global.solver.long_work import LongWork
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
@@ -170,6 +171,9 @@ class Scheduler:
                 staging_gbps=scheduling.data.staging_gbps,
                 min_staging_gbps=scheduling.data.min_staging_gbps,
             ),
+            long_work=LongWork(scheduling.long_work.long_s, scheduling.long_work.share)
+            if scheduling.long_work.enabled
+            else None,
         )
 
     async def _read(

@@ -35,6 +35,7 @@ from volcano_global.solver.copies import Copy
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataOptions
+from volcano_global.solver.long_work import LongWork
 from volcano_global.solver.outcomes import Status
 from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
@@ -63,6 +64,8 @@ class SimOptions:
     resize_restart_s: float = 300.0
     # Where jobs may start given their data, and how fast staging copies (`solver.gravity`).
     data: DataOptions = field(default_factory=DataOptions)
+    # Long jobs (by runningEstimate) held back while long work holds its share (`long_work`).
+    long_work: LongWork | None = None
 
 
 @dataclass
@@ -341,6 +344,7 @@ class Simulation:
             hysteresis=self.options.hysteresis,
             reserve_after_s=self.options.reserve_after_s,
             data=self.options.data,
+            long_work=self.options.long_work,
         )
         return plan_round(self.round_input(pending, running, now), self.policy, options)
 

@@ -12,6 +12,8 @@ admit, requeue, with an explicit status per entry):
    service first; a planned policy is also told how long each is likely to run.
    1b. **Data**: a job that reads data may use the clusters that hold it, and those where
    staging it ends sooner than a holder is expected to have room (`gravity.steer`).
+   1c. **Long work**: a job expected (by its runningEstimate) to run for hours waits while
+   long work holds its share of the fleet and shorter jobs wait (`long_work.keep_room`).
 2. **Standing** of every queue (held, deserved, reclaimable), when preemption is on.
 3. **Shrinks**: running elastic jobs give back units to waiting jobs that may take them
    (planned policies with preemption on); the capacity the solver sees includes them.
@@ -41,13 +43,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from volcano_global.solver import SolveOptions, failed, gravity, planning, shrinking, solve
+from volcano_global.solver import (
+    SolveOptions,
+    failed,
+    gravity,
+    long_work,
+    planning,
+    shrinking,
+    solve,
+)
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import outcomes as explain
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.long_work import Estimate, LongWork
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -124,6 +135,7 @@ class RoundOptions:
     hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
     reserve_after_s: float = planning.RESERVE_AFTER_S
     data: gravity.DataOptions = field(default_factory=gravity.DataOptions)
+    long_work: LongWork | None = None  # None: long work may take every free GPU
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,7 @@ def plan_round(
         copying=data.copying,
         evicting=rules is not None,
     )
+    waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     queues = _standings(data) if rules is not None else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
@@ -223,11 +236,33 @@ def plan_round(
         grows=grows,
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
-        outcomes=with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted),
+        outcomes=with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted)
+        | held_back,
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
     )
+
+
+def _keep_room(
+    data: RoundInput, waiting: list[JobRequest], policy: Policy, options: RoundOptions
+) -> tuple[list[JobRequest], dict[str, Outcome]]:
+    """Step 1c: long jobs held back while long work holds its share (`long_work`), for the
+    planned policies (the baselines stand for other systems, which have no such rule)."""
+    estimates = {
+        w.request.id: Estimate(w.estimate_s, w.request.queue)
+        for w in data.waiting
+        if w.estimate_s is not None
+    }
+    kept, held_back = long_work.keep_room(
+        waiting,
+        estimates,
+        running=data.running,
+        fleet_gpus=data.fleet_gpus,
+        durations=data.durations,
+        options=options.long_work if policy.planned else None,
+    )
+    return kept, {k: Outcome(k, Status.WAITING, why) for k, why in held_back.items()}
 
 
 def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:

@@ -135,6 +135,8 @@ async def read_round(
     if preempting:
         reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())
         data = replace(data, fleet_gpus=await fleet_gpus(session), reclaimable=reclaimable)
+    elif policy.planned and options.long_work is not None:  # its share is of the fleet
+        data = replace(data, fleet_gpus=await fleet_gpus(session))
     if policy.planned:
         elastic = await elastic_running(
             session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
