@@ -84,7 +84,7 @@ def job(index: int) -> dict[str, object]:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": f"load-{index:06d}", "namespace": "load"},
+        "metadata": {"name": f"load-{index:06d}", "namespace": "default"},
         "spec": {
             "tasks": [
                 {

@@ -48,8 +48,8 @@ from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
 from volcano_global.services.scheduling import preview
-from volcano_global.services.tenancy import priority_classes
 from volcano_global.services.tenancy.boundary import tenancy_rules
+from volcano_global.services.tenancy.submission_rules import submission_rules
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -139,20 +139,19 @@ async def submission_for(
 ) -> submissions.Submission:
     """`session`: the request's own, if it has one (SQLite's pool has one connection: a second
     session would wait for it)."""
-    # The stored classes, read afresh: a class created a moment ago (on any replica) resolves.
+    # Read afresh when they changed: a class or queue annotation changed a moment ago (on any
+    # replica) applies to this job.
     if session is not None:
-        classes, default_class = await priority_classes.resolution_table(session)
-        tenancy = await read_tenancy(session, settings)
+        rules = await submission_rules(session, tenancy_defaults(settings))
     else:
         async with request.app.state.sessions() as own:
-            classes, default_class = await priority_classes.resolution_table(own)
-            tenancy = await read_tenancy(own, settings)
+            rules = await submission_rules(own, tenancy_defaults(settings))
     return submissions.Submission(
         body=await request.body(),
         fmt=body_format(request),
         options=ParseOptions(
-            priority_classes=classes,
-            default_priority_class=default_class,
+            priority_classes=rules.classes,
+            default_priority_class=rules.default_class,
             default_max_clusters=settings.scheduling.max_clusters,
             max_total_pods=settings.limits.max_total_pods,
         ),
@@ -161,21 +160,25 @@ async def submission_for(
             max_depth=settings.limits.max_document_depth,
         ),
         default_queue=settings.scheduling.default_queue,
-        tenancy=tenancy,
+        tenancy=rules.tenancy,
         allowed_queues=caller.visible_queues(),
     )
 
 
-async def read_tenancy(session: AsyncSession, settings: Settings) -> TenancyRules:
-    """The queues' tenancy rules, with the settings' defaults for what a queue leaves out."""
+def tenancy_defaults(settings: Settings) -> TenancyDefaults:
+    """What a queue's annotations leave out, from the settings."""
     group = settings.tenancy
-    defaults = TenancyDefaults(
+    return TenancyDefaults(
         namespaces=tuple(group.default_namespaces),
         reserved_namespaces=tuple(group.reserved_namespaces),
         pod_security=group.default_pod_security,
         service_accounts=tuple(group.default_service_accounts),
     )
-    return await tenancy_rules(session, defaults=defaults)
+
+
+async def read_tenancy(session: AsyncSession, settings: Settings) -> TenancyRules:
+    """The queues' tenancy rules, with the settings' defaults for what a queue leaves out."""
+    return await tenancy_rules(session, defaults=tenancy_defaults(settings))
 
 
 @router.get("", operation_id="listJobs", responses=error_responses(401, 403, 422))

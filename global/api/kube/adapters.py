@@ -11,14 +11,14 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.api.audit import audit_row
-from volcano_global.api.jobs import read_tenancy
+from volcano_global.api.jobs import tenancy_defaults
 from volcano_global.errors import Conflict, FieldError, Invalid
 from volcano_global.jobspec import ParseOptions
-from volcano_global.jobspec.tenancy import TenancyRules
 from volcano_global.services.jobs import submission as submissions
 from volcano_global.services.kube import objects, store
 from volcano_global.services.kube.feed import Change
 from volcano_global.services.tenancy import priority_classes
+from volcano_global.services.tenancy.submission_rules import SubmissionRules, submission_rules
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
@@ -100,19 +100,18 @@ def _submission(
     settings: Settings,
     document: dict[str, Any],
     caller: Principal,
-    classes: Classes,
-    tenancy: TenancyRules,
+    rules: SubmissionRules,
 ) -> submissions.Submission:
     return submissions.Submission(
         body=json.dumps(document).encode(),
         fmt="json",
-        options=parse_options(settings, classes),
+        options=parse_options(settings, (rules.classes, rules.default_class)),
         limits=submissions.SubmitLimits(
             max_nodes=settings.limits.max_document_nodes,
             max_depth=settings.limits.max_document_depth,
         ),
         default_queue=settings.scheduling.default_queue,
-        tenancy=tenancy,
+        tenancy=rules.tenancy,
         allowed_queues=caller.visible_queues(),
     )
 
@@ -149,9 +148,8 @@ class JobAdapter:
         object exists until it is deleted."""
         app = request.app
         async with app.state.sessions() as session:
-            # The stored classes, read afresh: one created a moment ago resolves.
-            classes = await priority_classes.resolution_table(session)
-            tenancy = await read_tenancy(session, app.state.settings)
+            # Read afresh when they changed: a class created a moment ago resolves.
+            rules = await submission_rules(session, tenancy_defaults(app.state.settings))
 
         async def check_name(namespace: str, name: str) -> None:
             """After the document's queue and tenancy checks: a caller refused the namespace
@@ -165,7 +163,7 @@ class JobAdapter:
                     f'{self.resource.plural}.{self.resource.group} "{name}" already exists'
                 )
 
-        submission = _submission(app.state.settings, document, caller, classes, tenancy)
+        submission = _submission(app.state.settings, document, caller, rules)
         row = await submissions.submit_job(
             submission,
             submitted_by=caller.name,
@@ -182,9 +180,8 @@ class JobAdapter:
     ) -> dict[str, Any]:
         settings = request.app.state.settings
         async with request.app.state.sessions() as session:
-            classes = await priority_classes.resolution_table(session)
-            tenancy = await read_tenancy(session, settings)
-        submissions.read_submission(_submission(settings, document, caller, classes, tenancy))
+            rules = await submission_rules(session, tenancy_defaults(settings))
+        submissions.read_submission(_submission(settings, document, caller, rules))
         return document
 
     async def patch(
