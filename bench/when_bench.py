@@ -178,7 +178,9 @@ def section(seeds: list[int], jobs: int, load: float, fleets: list[Fleet]) -> li
         "lower bound on its JCT, so such a policy's figure may even fall below the LP bound). "
         "The LP bound (`volcano_global.simulation.lp_bound`) is over full-speed durations on "
         "the fleet's GPUs as one pool: no clusters, links or rounds, so it is not reachable "
-        "where gangs must split or wait for a link.",
+        "where gangs must split or wait for a link. Command: `.venv/bin/python "
+        f"bench/when_bench.py --seeds {','.join(map(str, seeds))} --jobs {jobs} --write` "
+        f"(run {time.strftime('%Y-%m-%d', time.gmtime())}, two processes).",
         "",
     ]
     for fleet in fleets:
