@@ -32,7 +32,11 @@ order, that its queue's quota has room for and that does not fit now:
 2. then each victim, the least served first, is spared if it still fits without it;
 3. steps 1-2 run over all candidates and over each cluster's alone; the set with the fewest
    victims, then the most served least-served victim, then the least work lost, is taken;
-4. at most `TimeSharing.max_jobs` victims and `max_gpus` of their GPUs per round in all.
+4. at most `TimeSharing.max_jobs` victims and `max_gpus` of their GPUs per round in all;
+5. the set yields only if waiting would cost more (`TimeSharing.wait_weight`), as preemption's
+   step 5 weighs it: the waiting job's GPUs x its expected wait for running work to make room,
+   times the weight, must be at least the victims' lost GPU-hours. Without it, gangs yielded
+   for room that running work was about to make, and lost work for nothing (section 3g).
 A job only yields when the waiting job fits once it is gone (step 1), so freed GPUs are used.
 """
 
@@ -55,6 +59,7 @@ from volcano_global.solver.planning import freed
 from volcano_global.solver.preemption import (
     Eviction,
     Standing,
+    expected_wait,
     fits_without,
     lost_gpu_hours,
     may_help,
@@ -76,6 +81,9 @@ class TimeSharing:
     # does not yield this round (None: any); it yields in a later round, after a checkpoint.
     max_lost_s: float | None = None
     min_attained_gpu_s: float = 0.0  # below this a gang never yields
+    # Step 5: how many lost GPU-hours an hour of the waiting job's GPUs is worth (None: the
+    # victims yield whatever they lose, however soon running work would make room).
+    wait_weight: float | None = 1.0
 
 
 @dataclass
@@ -128,6 +136,9 @@ def demote(
         if chosen is None:
             continue
         victims, placement = chosen
+        rest = [r for r in left.running if r.id not in taken]
+        if not _worth(job, victims, rest, room, rules):
+            continue
         placement = _take(room, job, victims, placement)
         taken.update(v.id for v in victims)
         out.append(_demotion(job, victims, placement, quanta))
@@ -156,6 +167,23 @@ def may_yield(
         return True
     theirs = queues.get(victim.queue)
     return theirs is not None and theirs.held - victim.total_gpus >= theirs.deserved
+
+
+def _worth(
+    job: JobRequest,
+    victims: tuple[RunningJob, ...],
+    running: list[RunningJob],
+    room: _Room,
+    rules: TimeSharing,
+) -> bool:
+    """Step 5: the waiting job's GPUs x its expected wait without a demotion
+    (`preemption.expected_wait`), times the weight, must be at least the victims' lost
+    GPU-hours."""
+    if rules.wait_weight is None:
+        return True
+    wait = expected_wait(job, running, room.state, room.links)
+    lost = sum(lost_gpu_hours(v) for v in victims)
+    return job.gpus * wait / 3600.0 * rules.wait_weight >= lost
 
 
 def _order(victim: RunningJob) -> tuple[float, float, str]:
