@@ -166,7 +166,9 @@ def main() -> None:
     parser.add_argument("--min-run", type=float, default=TimeSharing.min_run_s)
     parser.add_argument("--max-jobs", type=int, default=TimeSharing.max_jobs)
     parser.add_argument(
-        "--max-lost", type=lambda v: None if v == "none" else float(v), default=None
+        "--max-lost",
+        type=lambda v: None if v == "none" else float(v),
+        default=TimeSharing.max_lost_s,
     )
     parser.add_argument(
         "--wait-weight",

@@ -131,7 +131,8 @@ class RoundOptions:
     hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
     reserve_after_s: float = planning.RESERVE_AFTER_S
     data: gravity.DataOptions = field(default_factory=gravity.DataOptions)
-    time_sharing: TimeSharing = field(default_factory=TimeSharing)  # for the queues that opt in
+    # Time-sharing's limits, for the queues that opt in (None: off, whatever queues say).
+    time_sharing: TimeSharing | None = field(default_factory=TimeSharing)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def demotions(
     """Step 7c: `timesharing.demote` over what the starts and evictions leave; the jobs
     still waiting may take the place of gangs that received more GPU-time. A job that reads
     data is left to the steps that stage it (a demotion does not copy its data)."""
-    if not data.time_sharing:
+    if not data.time_sharing or options.time_sharing is None:
         return []
     admitted = {d.job_id for d in decision.jobs if d.admitted}
     busy = admitted | growing | {e.preemptor for e in evictions} | set(data.data)

@@ -79,7 +79,8 @@ class TimeSharing:
     max_gpus: int = 1024  # demoted GPUs per round, in all
     # Work lost since the last checkpoint plus the restore, in seconds, above which a gang
     # does not yield this round (None: any); it yields in a later round, after a checkpoint.
-    max_lost_s: float | None = None
+    # A gang that never reports a checkpoint would lose its whole run: it does not yield.
+    max_lost_s: float | None = 300.0
     min_attained_gpu_s: float = 0.0  # below this a gang never yields
     # Step 5: how many lost GPU-hours an hour of the waiting job's GPUs is worth (None: the
     # victims yield whatever they lose, however soon running work would make room).

@@ -145,16 +145,18 @@ def test_only_when_the_waiting_job_fits_once_it_is_gone() -> None:
 
 
 def test_not_while_it_would_lose_more_than_the_limit_since_its_checkpoint() -> None:
-    rules = TimeSharing(max_lost_s=300)
-    assert yields(job(), [gang("g", lost_h=0.5)], rules=rules) == []
-    assert yields(job(), [gang("g", lost_h=0.05)], rules=rules) == [["g"]]
+    # 300 s by default: 30 minutes since its checkpoint is too much, 3 minutes is not.
+    assert yields(job(), [gang("g", lost_h=0.5)]) == []
+    assert yields(job(), [gang("g", lost_h=0.05)]) == [["g"]]
+    assert yields(job(), [gang("g", lost_h=0.5)], rules=TimeSharing(max_lost_s=None)) == [["g"]]
 
 
 def test_not_when_running_work_makes_room_sooner_than_the_loss_is_worth() -> None:
     # It would lose an hour of 64 GPUs; room comes in 6 minutes without it (64 x 0.1 h).
     soon = replace(gang("g", lost_h=1.0), ends_in_s=0.1 * HOUR)
-    assert yields(job(), [soon]) == []
-    assert yields(job(), [soon], rules=TimeSharing(wait_weight=None)) == [["g"]]
+    any_loss = TimeSharing(max_lost_s=None)
+    assert yields(job(), [soon], rules=any_loss) == []
+    assert yields(job(), [soon], rules=replace(any_loss, wait_weight=None)) == [["g"]]
 
 
 def test_a_round_demotes_and_orders_the_demoted_after_less_served_work() -> None:
