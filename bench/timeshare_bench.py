@@ -131,7 +131,7 @@ def _table(done: dict[tuple[int, str], Figures], args: argparse.Namespace) -> No
             ff.avg_jct_s / on.avg_jct_s,
             ff.large_jct_s / on.large_jct_s if on.large_jct_s else float("nan"),
             on.lost_share,
-            on.others_jct_s / off.others_jct_s if off.others_jct_s else float("nan"),
+            on.others_jct_s / off.others_jct_s if args.mixed else float("nan"),
             ff.avg_jct_s / off.avg_jct_s,
             ff.avg_jct_s / on.bound_s,
             ff.large_jct_s / on.large_bound_s,
