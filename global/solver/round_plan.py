@@ -216,7 +216,8 @@ def plan_round(
     evictions, preempting, unevicted = preemptor_copies(
         data, evictions, left.links, steered, options
     )
-    evictions += demotions(left, decision, evictions, growing, queues, data, options)  # 7c
+    resizing = growing | {cut.job_id for cut in shrinks}
+    evictions += demotions(left, decision, evictions, resizing, queues, data, options)  # 7c
     outcomes = explain.outcomes(  # 8
         left,
         decision,

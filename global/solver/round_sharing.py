@@ -24,20 +24,21 @@ def demotions(
     left: Snapshot,
     decision: Decision,
     evictions: list[Eviction],
-    growing: set[str],
+    resizing: set[str],
     queues: Mapping[str, Standing],
     data: RoundInput,
     options: RoundOptions,
 ) -> list[Eviction]:
     """Step 7c: `timesharing.demote` over what the starts and evictions leave; the jobs
-    still waiting may take the place of gangs that received more GPU-time. A job that reads
-    data is left to the steps that stage it (a demotion does not copy its data)."""
+    still waiting may take the place of gangs that received more GPU-time. An elastic job the
+    round resizes (`resizing`: its growth, its shrink) does not yield. A job that reads data
+    is left to the steps that stage it (a demotion does not copy its data)."""
     if not data.time_sharing or options.time_sharing is None:
         return []
     admitted = {d.job_id for d in decision.jobs if d.admitted}
-    busy = admitted | growing | {e.preemptor for e in evictions} | set(data.data)
+    busy = admitted | resizing | {e.preemptor for e in evictions} | set(data.data)
     waiting = [j for j in left.jobs if j.id not in busy]
-    after, queues = _after_evictions(left, evictions, growing, queues)
+    after, queues = _after_evictions(left, evictions, resizing, queues)
     try:
         return demote(
             after, waiting, quanta=data.time_sharing, queues=queues, rules=options.time_sharing
@@ -50,12 +51,12 @@ def demotions(
 def _after_evictions(
     left: Snapshot,
     evictions: list[Eviction],
-    growing: set[str],
+    resizing: set[str],
     queues: Mapping[str, Standing],
 ) -> tuple[Snapshot, dict[str, Standing]]:
     """What the round's evictions leave: their victims' GPUs and links free and gone from
-    the running jobs (and elastic jobs the round grows), their preemptors' placements taken;
-    the queues' standings with both."""
+    the running jobs (as the elastic jobs the round resizes), their preemptors' placements
+    taken; the queues' standings with both."""
     victims = [v for e in evictions for v in e.victims]
     back: dict[tuple[str, str], float] = defaultdict(float)
     for v in victims:
@@ -65,7 +66,7 @@ def _after_evictions(
         replace(x, reserved_gbps=max(x.reserved_gbps - back[x.a, x.b] - back[x.b, x.a], 0.0))
         for x in left.links
     )
-    gone = {v.id for v in victims} | growing
+    gone = {v.id for v in victims} | resizing
     freed = replace(
         left,
         clusters=planning.freed(left.clusters, [p for v in victims for p in v.pods]),
