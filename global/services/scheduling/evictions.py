@@ -93,19 +93,9 @@ async def nominate(
         ).scalars()
     )
     victims = await lock_jobs(session, [p.job_id for p in placements])
-    served = {uuid.UUID(v.id): v.attained_gpu_s for v in eviction.victims}
-    outcomes = []
-    for p in placements:
-        job = victims[p.job_id]
-        job.attained_gpu_s = max(job.attained_gpu_s, served[p.job_id])
-        told = eviction.victim_reasons.get(str(p.job_id))
-        if told is not None and job.state not in NOT_STARTED:
-            outcomes.append(await demote(session, placement=p, job=job, message=told))
-        else:
-            message = preempted_by(preemptor)
-            outcomes.append(
-                await share_lost(session, placement=p, job=job, event=EVENT, message=message)
-            )
+    outcomes = [
+        await _end_victim(session, p, victims[p.job_id], eviction, preemptor) for p in placements
+    ]
     nominated = Placement(
         id=uuid.uuid4(),
         job_id=preemptor.id,
@@ -142,6 +132,20 @@ async def nominate(
         fold=False,
     )
     return outcomes
+
+
+async def _end_victim(
+    session: AsyncSession, placement: Placement, job: Job, eviction: Eviction, preemptor: Job
+) -> GangOutcome:
+    """One victim's run ends: it keeps the GPU-seconds the run received (as the round counted
+    them), and is demoted (time-sharing) or requeued through its policies (preemption)."""
+    served = {v.id: v.attained_gpu_s for v in eviction.victims}
+    job.attained_gpu_s = max(job.attained_gpu_s, served.get(str(job.id), 0.0))
+    told = eviction.victim_reasons.get(str(job.id))
+    if told is not None and job.state not in NOT_STARTED:
+        return await demote(session, placement=placement, job=job, message=told)
+    message = preempted_by(preemptor)
+    return await share_lost(session, placement=placement, job=job, event=EVENT, message=message)
 
 
 async def start_nominated(
