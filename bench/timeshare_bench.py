@@ -141,7 +141,7 @@ def _table(done: dict[tuple[int, str], Figures], args: argparse.Namespace) -> No
             f"| {seed} | {ff.avg_jct_s:,.0f} s | {off.avg_jct_s:,.0f} s | {on.avg_jct_s:,.0f} s "
             f"| {row[0]:.2f}x | {row[5]:.2f}x | {ff.large_jct_s:,.0f} s | {on.large_jct_s:,.0f} s "
             f"| {row[1]:.2f}x | {row[6]:.2f}x | {on.demotions} | {100 * row[2]:.2f}% "
-            f"| {row[3]:.3f} |",
+            f"| {_others(row[3], args)} |",
             flush=True,
         )
     for name, pick in (("median", statistics.median), ("minimum", min)):
@@ -150,8 +150,14 @@ def _table(done: dict[tuple[int, str], Figures], args: argparse.Namespace) -> No
         print(
             f"| **{name}** | | {args.policy} alone {cols[4]:.2f}x | | **{cols[0]:.2f}x** "
             f"| {cols[5]:.2f}x | | | **{cols[1]:.2f}x** | {cols[6]:.2f}x | "
-            f"| {100 * worst_lost:.2f}%{' (max)' if name == 'minimum' else ''} | {cols[3]:.3f} |"
+            f"| {100 * worst_lost:.2f}%{' (max)' if name == 'minimum' else ''} "
+            f"| {_others(cols[3], args)} |"
         )
+
+
+def _others(ratio: float, args: argparse.Namespace) -> str:
+    """The not-sharing queues' column: only with --mixed (else every queue shares)."""
+    return f"{ratio:.3f}" if args.mixed else "-"
 
 
 def main() -> None:
