@@ -104,6 +104,32 @@ class PreemptionSettings(BaseModel):
     )
 
 
+class TimeSharingSettings(BaseModel):
+    """Time-sharing by attained service, for the queues that opt in with the annotation
+    global.volcano.sh/time-sharing (`solver/timesharing.py` states the rule)."""
+
+    enabled: bool = Field(
+        True, description="Let queues that opt in time-share (false: none does, whatever they say)."
+    )
+    min_run_s: float = Field(
+        1800.0, ge=0, description="A queue's quantum is never shorter than this."
+    )
+    max_jobs: int = Field(2, ge=1, description="Jobs demoted per round, in all.")
+    max_gpus: int = Field(1024, ge=1, description="GPUs of the jobs demoted per round, in all.")
+    max_lost_s: float | None = Field(
+        300.0,
+        ge=0,
+        description="A job yields only while its work since its last checkpoint plus its "
+        "restore is at most this many seconds (null: whatever it loses).",
+    )
+    wait_weight: float | None = Field(
+        1.0,
+        ge=0,
+        description="Demote only when the waiting job's GPUs x its expected wait x this is at "
+        "least the demoted jobs' lost GPU-hours (null: whenever the other rules allow).",
+    )
+
+
 class ElasticSettings(BaseModel):
     """Resizing elastic jobs (docs/placement.md, "Elastic width"): each resize restarts the
     job from its checkpoint, so it must be worth it."""
@@ -218,6 +244,7 @@ class SchedulingDefaults(BaseModel):
         "global.volcano.sh/gang-start-timeout).",
     )
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    time_sharing: TimeSharingSettings = Field(default_factory=TimeSharingSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)
     data: DataSettings = Field(default_factory=DataSettings)
     long_work: LongWorkSettings = Field(default_factory=LongWorkSettings)

@@ -21,6 +21,7 @@ from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.object_metadata import SUBDOMAIN, check_kind, named, string_map
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.jobspec.tenancy import check_queue_annotations
+from volcano_global.jobspec.time_sharing import check_time_sharing
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 KIND = "Queue"
@@ -83,6 +84,7 @@ def read_queue(doc: Any) -> QueueDefinition:
     labels = string_map(check, metadata, "labels", "metadata")
     annotations = string_map(check, metadata, "annotations", "metadata")
     check_queue_annotations(annotations, check)
+    check_time_sharing(annotations, check)
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
         check.fail("spec", "must be a mapping")

@@ -53,6 +53,7 @@ from volcano_global.solver.round_plan import (
     plan_round,
     settles_in,
 )
+from volcano_global.solver.timesharing import TimeSharing
 
 log = logging.getLogger(__name__)
 DURATIONS_REFRESH_S = 60.0
@@ -162,6 +163,7 @@ class Scheduler:
                 time_limit_s=scheduling.round_time_limit_s, window=scheduling.window
             ),
             preemption=rules,
+            time_sharing=_time_sharing(self.settings),
             hysteresis=planning.Hysteresis(
                 scheduling.elastic.min_interval_s, scheduling.elastic.min_growth
             ),
@@ -349,3 +351,17 @@ class Scheduler:
         self._watching.close()
         await self.leadership.release()
         self.metrics.leader.set(0)
+
+
+def _time_sharing(settings: Settings) -> TimeSharing | None:
+    """The time-sharing rule's limits from the settings (None: off)."""
+    given = settings.scheduling.time_sharing
+    if not given.enabled:
+        return None
+    return TimeSharing(
+        min_run_s=given.min_run_s,
+        max_jobs=given.max_jobs,
+        max_gpus=given.max_gpus,
+        max_lost_s=given.max_lost_s,
+        wait_weight=given.wait_weight,
+    )

@@ -45,6 +45,7 @@ from volcano_global.solver.round_plan import (
     Waiting,
     plan_round,
 )
+from volcano_global.solver.timesharing import TimeSharing
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class SimOptions:
     data: DataOptions = field(default_factory=DataOptions)
     # Long jobs (by runningEstimate) held back while long work holds its share (`long_work`).
     long_work: LongWork | None = None
+    # Time-sharing's limits, for the scenario's queues that opt in (`timeSharing: true`).
+    time_sharing: TimeSharing = field(default_factory=TimeSharing)
 
 
 @dataclass
@@ -77,7 +80,9 @@ class JobRecord:
     slowest_factor: float = 1.0
     crossing_gbit: float = 0.0  # bits sent across cluster boundaries / 1e9
     preempted: int = 0  # times it was evicted
-    lost_gpu_s: float = 0.0  # GPU-seconds of work evictions threw away
+    lost_gpu_s: float = 0.0  # GPU-seconds of work evictions threw away (demotions included)
+    demoted: int = 0  # of its evictions, the demotions by time-sharing
+    demoted_gpu_s: float = 0.0  # GPU-seconds of work its demotions threw away
     resizes: int = 0  # elastic: times it was grown or shrunk (each a checkpoint-restart)
     resize_gpu_s: float = 0.0  # GPU-seconds its resizes cost (restarts, work lost)
     staging_s: float = 0.0  # seconds it held its GPUs while its data was copied in
@@ -111,6 +116,16 @@ class SimResult:
     moved_bytes: dict[speed.Pair, int] = field(default_factory=dict)  # staged, per link
     between_regions_bytes: int = 0  # staged between clusters of different regions
 
+    @property
+    def demotions(self) -> int:
+        """Demotions by time-sharing."""
+        return sum(r.demoted for r in self.records)
+
+    @property
+    def demoted_gpu_hours(self) -> float:
+        """GPU-hours of work demotions threw away."""
+        return sum(r.demoted_gpu_s for r in self.records) / 3600
+
 
 PROMISES = frozenset({Status.WAITING, Status.RESERVED, Status.WILL_PREEMPT})
 
@@ -140,6 +155,8 @@ class Simulation:
         self.fleet = Fleet(scenario)
         self.capacity = {speed.pair(link.a, link.b): link.gbps for link in scenario.links}
         self.queues = {q.name: q for q in scenario.queues}
+        self.quanta = {q.name: q.quantum_s for q in scenario.queues if q.quantum_s is not None}
+        self.served: dict[str, float] = {}  # GPU-seconds a job's evicted runs received
         self.retired: dict[str, int] = {}  # an evicted job's last version (its old events)
         self.durations = DurationModel()  # what the scheduler learns from finished jobs
         self.capacity_gpus = self.fleet.capacity_gpus
@@ -302,7 +319,11 @@ class Simulation:
             self.fleet.capacities(),
             self._links(running),
             tuple(
-                Waiting(request(j, elastic=planned), stamp(j.arrival_s), j.estimate_s)
+                Waiting(
+                    request(j, elastic=planned, served_gpu_s=self.served.get(j.id, 0.0)),
+                    stamp(j.arrival_s),
+                    j.estimate_s,
+                )
                 for j in pending
             ),
             self._tree(held, dict(asking)),
@@ -313,9 +334,10 @@ class Simulation:
                     self.durations,
                     checkpoint_s=self.options.checkpoint_s,
                     staging_gbps=self.options.data.staging_gbps,
+                    served=self.served,
                 )
             )
-            if planned or self.options.preemption is not None or self.data
+            if planned or self.options.preemption is not None or self.data or self.quanta
             else (),
             elastic=tuple(elastic.elastic_runs(running, clock, self.durations)) if planned else (),
             durations=self.durations,
@@ -325,6 +347,7 @@ class Simulation:
             if self.data
             else {},
             copying=self.copies.copying(running),
+            time_sharing=self.quanta,
         )
 
     def _elastic(self, running: dict[str, Running]) -> list[TraceJob]:
@@ -345,6 +368,7 @@ class Simulation:
             reserve_after_s=self.options.reserve_after_s,
             data=self.options.data,
             long_work=self.options.long_work,
+            time_sharing=self.options.time_sharing,
         )
         return plan_round(self.round_input(pending, running, now), self.policy, options)
 

@@ -6,7 +6,8 @@ server waits for the agents to report the shares gone).
 
 What an eviction costs: a victim loses its work since its start, or since its last checkpoint
 when the scenario gives `SimOptions.checkpoint_s` (a checkpoint every that many seconds of its
-run); it resumes with the rest of its work.
+run); it resumes with the rest of its work. A demotion by time-sharing is such an eviction; what the
+victim's runs received (its attained service) is kept for the next rounds (`Simulation.served`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from volcano_global.simulation.running import Running
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver.preemption import Eviction
+from volcano_global.solver.timesharing import TIMESHARE
 
 if TYPE_CHECKING:
     from volcano_global.simulation.engine import JobRecord, Simulation
@@ -46,7 +48,7 @@ def apply(
         if e.preemptor not in by_id or any(v.id not in running for v in e.victims):
             continue
         for victim in e.victims:
-            pending.append(_requeue(sim, running.pop(victim.id), records, now))
+            pending.append(_requeue(sim, running.pop(victim.id), records, now, e.kind))
             evicted.append((victim.id, e.preemptor))
         if sim.start(by_id[e.preemptor], e.placement, running, now):
             started.add(e.preemptor)
@@ -55,7 +57,9 @@ def apply(
     return started, evicted
 
 
-def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: float) -> TraceJob:
+def _requeue(
+    sim: Simulation, run: Running, records: dict[str, JobRecord], now: float, kind: str
+) -> TraceJob:
     sim.fleet.unbind(run.bound)
     sim.retired[run.job.id] = run.version  # its pending finish event no longer applies
     ran = now - run.start
@@ -64,6 +68,10 @@ def _requeue(sim: Simulation, run: Running, records: dict[str, JobRecord], now: 
     record = records[run.job.id]
     record.preempted += 1
     record.lost_gpu_s += gpus * lost
+    if kind == TIMESHARE:
+        record.demoted += 1
+        record.demoted_gpu_s += gpus * lost
+    sim.served[run.job.id] = sim.served.get(run.job.id, 0.0) + gpus * ran
     record.start = None
     # Work done so far (at its speed), of which the part before the last checkpoint is kept.
     done = run.job.duration_s - run.work_left + run.working_s(now) / run.factor

@@ -55,9 +55,9 @@ class Running:
         return self.units - self.width if self.job.min_units else 0
 
 
-def request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
+def request(job: TraceJob, *, elastic: bool = False, served_gpu_s: float = 0.0) -> JobRequest:
     """`elastic`: the job's width range counts (the planned policies; the baselines, as Kueue
-    and Karmada, place every gang whole)."""
+    and Karmada, place every gang whole). `served_gpu_s`: what its earlier runs received."""
     return JobRequest(
         job.id,
         pods=job.pods,
@@ -72,6 +72,7 @@ def request(job: TraceJob, *, elastic: bool = False) -> JobRequest:
         allreduce_gbps=job.allreduce_gbps,
         min_units=job.min_units if elastic else 0,
         may_evict_for=may_evict_for(job.preemption_policy),
+        served_gpu_s=served_gpu_s,
     )
 
 

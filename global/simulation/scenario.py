@@ -9,6 +9,7 @@
       - {a: east, b: west, gbps: 400}
     queues:
       - {name: q0, weight: 2, quota: 2048}
+      - {name: q1, timeSharing: true, timeSharingQuantum: 1h}   # issue 34
     datasets:                         # where the data is at the start (issue 33)
       - {name: corpus-v3, size: 40Ti, clusters: [west]}
       - {name: code-mix, size: 2Ti, region: us}   # every cluster with region: us
@@ -26,6 +27,7 @@ from pydantic.alias_generators import to_camel
 from volcano_global.clusterspec import layout
 from volcano_global.clusterspec.spec import ClusterSpec
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.jobspec.time_sharing import DEFAULT_QUANTUM_S, quantum_seconds
 
 
 class _Spec(BaseModel):
@@ -71,6 +73,26 @@ class QueueEntry(_Spec):
     deserved: Annotated[int, Field(ge=0)] | None = None
     guarantee: Annotated[int, Field(ge=0)] = 0
     reclaimable: bool = True  # others below their deserved share may evict its jobs
+    # Time-sharing by attained service (`solver.timesharing`), as the Queue's annotations
+    # global.volcano.sh/time-sharing and time-sharing-quantum (a Go duration) say it.
+    time_sharing: bool = False
+    time_sharing_quantum: str | None = None
+
+    @field_validator("time_sharing_quantum")
+    @classmethod
+    def _quantum(cls, value: str | None) -> str | None:
+        if value is not None:
+            quantum_seconds(value)
+        return value
+
+    @property
+    def quantum_s(self) -> float | None:
+        """Its quantum in seconds when it time-shares, else None."""
+        if not self.time_sharing:
+            return None
+        if self.time_sharing_quantum is None:
+            return DEFAULT_QUANTUM_S
+        return quantum_seconds(self.time_sharing_quantum)
 
 
 class DatasetEntry(_Spec):

@@ -1,10 +1,12 @@
 """The simulator's running jobs as a round reads them (`planning.running`): their GPUs and
 pods per cluster, reserved links, expected end, what an eviction would lose (work since the
-last checkpoint, and the restore of the checkpoint elsewhere)."""
+last checkpoint, and the restore of the checkpoint elsewhere), what they received over all
+their runs (time-sharing's attained service)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 
 from volcano_global.simulation import evictions
@@ -20,7 +22,9 @@ def running_jobs(
     *,
     checkpoint_s: float | None,
     staging_gbps: float,
+    served: Mapping[str, float],
 ) -> list[RunningJob]:
+    """`served`: GPU-seconds each job's earlier (evicted) runs received."""
     now = (clock - EPOCH).total_seconds()
     out = []
     for run in running.values():
@@ -45,6 +49,7 @@ def running_jobs(
                 lost_s=evictions.lost_s(now - run.start, checkpoint_s),
                 restore_s=(run.job.checkpoint_bytes or 0) * 8 / (staging_gbps * 1e9),
                 pods=tuple((c, leaf, m, n, g) for (c, leaf, m, g), n in sorted(pods.items())),
+                attained_gpu_s=served.get(run.job.id, 0.0) + sum(gpus.values()) * (now - run.start),
             )
         )
     return out

@@ -94,6 +94,9 @@ class JobRequest:
     # What a running elastic job could add (`planning.growth`), under the running job's id;
     # never a waiting job.
     grows: bool = False
+    # GPU-seconds its earlier runs received (a requeued job's attained service): time-sharing
+    # (`timesharing`) demotes only a running gang that received more than the job it yields to.
+    served_gpu_s: float = 0.0
 
     @property
     def elastic(self) -> bool:
@@ -215,6 +218,8 @@ class RunningJob:
     # Seconds its newest checkpoint takes to reach another cluster: an evicted job that
     # cannot come back at once restores elsewhere, so an eviction costs that too.
     restore_s: float = 0.0
+    # GPU-seconds received over all its runs, this one included (`timesharing`).
+    attained_gpu_s: float = 0.0
 
     @property
     def total_gpus(self) -> int:

@@ -43,7 +43,9 @@ def waiting(
     now: datetime,
     durations: DurationModel,
     reserve_after_s: float = RESERVE_AFTER_S,
+    level: float = 0.0,
 ) -> Candidate:
+    """`level`: the GPU-seconds a job of a time-sharing queue already received (else 0)."""
     return Candidate(
         key,
         queue,
@@ -52,6 +54,7 @@ def waiting(
         submitted_at,
         service=durations.service(gpus, estimate_s),
         due=(now - submitted_at).total_seconds() >= reserve_after_s,
+        level=level,
     )
 
 
@@ -96,8 +99,10 @@ def running(
     pods: tuple[tuple[str, str, str, int, int], ...] = (),
     name: str = "",
     restore_s: float = 0.0,
+    attained_gpu_s: float | None = None,
 ) -> RunningJob:
-    """`lost_s`: work an eviction would lose (None: all of it since `started_at`)."""
+    """`lost_s`: work an eviction would lose (None: all of it since `started_at`);
+    `attained_gpu_s`: GPU-seconds over all its runs (None: this run's alone)."""
     elapsed = max((now - started_at).total_seconds(), 0.0)
     total = sum(g for _, _, g in gpus)
     return RunningJob(
@@ -113,6 +118,7 @@ def running(
         pods=pods,
         name=name,
         restore_s=restore_s,
+        attained_gpu_s=total * elapsed if attained_gpu_s is None else attained_gpu_s,
     )
 
 

@@ -50,7 +50,7 @@ clusters none of which then holds the gang, and filling it takes the big jobs an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from volcano_global.jobspec.priority_classes import NEVER
 from volcano_global.solver.baselines import place_greedily
@@ -101,6 +101,8 @@ class Eviction:
     placement: JobDecision
     kind: str  # RECLAIM when every victim was taken by reclaim alone, else PREEMPT
     reason: str
+    # What each victim is told, by id (time-sharing's demotions); empty: that it was preempted.
+    victim_reasons: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -209,7 +211,7 @@ def preempt(
         if not _worth(job, victims, wait, rules):
             continue
         kinds = {kind for r, kind in allowed if r in victims}
-        state = _without(state, victims)
+        state = without(state, victims)
         for v in victims:
             taken.add(v.id)
             for b in v.links:
@@ -309,9 +311,9 @@ def _choose(
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
-    if _fits(job, [], state, links) is not None:
+    if fits_without(job, [], state, links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
-    useful = [r for r, _ in allowed if _may_help(job, r)]
+    useful = [r for r, _ in allowed if may_help(job, r)]
     pools = [useful] + [
         [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
         for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
@@ -351,20 +353,20 @@ def _greedy(
         ):
             break
         picked.append(victim)
-        placement = _fits(job, picked, state, links)
+        placement = fits_without(job, picked, state, links)
         if placement is not None:
             break
     if placement is None:
         return None
     for victim in sorted(picked, key=victim_order, reverse=True):  # reprieve
         rest = [v for v in picked if v is not victim]
-        fit = _fits(job, rest, state, links) if rest else None
+        fit = fits_without(job, rest, state, links) if rest else None
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=victim_order)), placement
 
 
-def _may_help(job: JobRequest, victim: RunningJob) -> bool:
+def may_help(job: JobRequest, victim: RunningJob) -> bool:
     """Whether the victim holds GPUs the job could use (its model, clusters it may run in)."""
     return any(
         (job.gpu_model in (None, model))
@@ -373,13 +375,13 @@ def _may_help(job: JobRequest, victim: RunningJob) -> bool:
     )
 
 
-def _without(
+def without(
     state: tuple[ClusterCapacity, ...], victims: list[RunningJob] | tuple[RunningJob, ...]
 ) -> tuple[ClusterCapacity, ...]:
     return freed(state, [p for v in victims for p in v.pods])
 
 
-def _fits(
+def fits_without(
     job: JobRequest,
     victims: list[RunningJob],
     state: tuple[ClusterCapacity, ...],
@@ -389,7 +391,7 @@ def _fits(
     for v in victims:
         for b in v.links:
             free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
-    return place_greedily(job, pools_of(_without(state, victims)), free)
+    return place_greedily(job, pools_of(without(state, victims)), free)
 
 
 def _reason(

@@ -9,7 +9,12 @@ With a queue tree (`tree`, hierarchical Volcano queues) the fair share is taken 
 as Volcano's capacity plugin compares two queues by their ancestors below the nearest common
 one: a queue's key is, from its top-level ancestor down to itself, each level's (at or above its
 floor - guarantee or deserved -, GPUs held and taken in its subtree / weight). A queue under its
-floor goes before any at or above theirs."""
+floor goes before any at or above theirs.
+
+Time-sharing (`timesharing`): within a priority, a job of a time-sharing queue that has already
+received GPU-time (`Candidate.level`, its attained GPU-seconds: it was demoted or evicted) goes
+after every job of its priority that received less, least served first; the fair share
+between queues orders the jobs of one level (the jobs that never ran are one level)."""
 
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ class Candidate:
     submitted_at: datetime
     service: float = 0.0  # expected GPU-seconds (`durations.DurationModel.service`)
     due: bool = False  # waited long enough to be owed a reservation
+    level: float = 0.0  # GPU-seconds received, for a job of a time-sharing queue (else 0)
 
 
 def fair_order(
@@ -53,9 +59,12 @@ def fair_order(
             for above in _path(name, tree):
                 sub[above] += gpus
         held = dict(sub)
-    for priority in sorted({j.priority for j in jobs}, reverse=True):
+    classes: dict[tuple[int, float], list[Candidate]] = defaultdict(list)
+    for job in jobs:  # the highest priority first; in it, the least served
+        classes[(-job.priority, job.level)].append(job)
+    for key in sorted(classes):
         queues: dict[str, deque[Candidate]] = defaultdict(deque)
-        for job in sorted((j for j in jobs if j.priority == priority), key=within):
+        for job in sorted(classes[key], key=within):
             queues[job.queue].append(job)
         while queues:
             if tree:

@@ -18,9 +18,11 @@ def job_request(
     priority: int,
     queue: str,
     may_evict_for: frozenset[str] = frozenset(),
+    served_gpu_s: float = 0.0,
 ) -> JobRequest:
     """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
-    yet (GPU pods of different sizes in one job; HyperJob children of different sizes)."""
+    yet (GPU pods of different sizes in one job; HyperJob children of different sizes).
+    `served_gpu_s`: what its earlier runs received (time-sharing)."""
     # A task of replicas 0 runs no pod: its pod size and model do not count.
     gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
     sizes = {t.resources.gpus for t in gpu_tasks}
@@ -81,6 +83,7 @@ def job_request(
         allowed_clusters=allowed,
         min_units=split.min_units if unit and split.min_units * unit < pods else 0,
         may_evict_for=may_evict_for,
+        served_gpu_s=served_gpu_s,
     )
 
 

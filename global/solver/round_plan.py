@@ -28,6 +28,9 @@ admit, requeue, with an explicit status per entry):
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
+   7c. **Time-sharing**: for the jobs still waiting, the running gangs of time-sharing queues
+   that received the most GPU-time and ran their quantum yield to them
+   (`timesharing.demote`), over what the starts and evictions leave.
 8. **Outcomes**: one typed outcome per waiting job considered - started, reserved, preempting,
    will preempt (and whom, and when), waiting (with the reason, and when room is expected),
    set aside.
@@ -80,6 +83,8 @@ from volcano_global.solver.preemption import (
     standings,
 )
 from volcano_global.solver.round_data import preemptor_copies, staging, with_data
+from volcano_global.solver.round_sharing import demotions
+from volcano_global.solver.timesharing import TimeSharing
 
 log = logging.getLogger(__name__)
 __all__ = [
@@ -126,6 +131,8 @@ class RoundInput:
     # What waiting jobs and running elastic jobs read (by job id).
     data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
+    # The queues that time-share (`timesharing`): name -> quantum, in seconds.
+    time_sharing: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,8 @@ class RoundOptions:
     reserve_after_s: float = planning.RESERVE_AFTER_S
     data: gravity.DataOptions = field(default_factory=gravity.DataOptions)
     long_work: LongWork | None = None  # None: long work may take every free GPU
+    # Time-sharing's limits, for the queues that opt in (None: off, whatever queues say).
+    time_sharing: TimeSharing | None = field(default_factory=TimeSharing)
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,7 @@ def plan_round(
         evicting=rules is not None,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
-    queues = _standings(data) if rules is not None else {}  # 2
+    queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
     requests = tuple(waiting) + tuple(growth)
@@ -204,7 +213,7 @@ def plan_round(
         data.links,
         requests,
         quota_states(data.tree, {r.queue for r in requests}),
-        data.running if policy.planned or rules is not None else (),
+        data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
     growing = {g.id for g in growth}
@@ -213,13 +222,15 @@ def plan_round(
     grows = _grows(data, decision, growth, staged.links)  # 6
     # What the round's starts, growth and copies leave: where evictions and explanations look.
     left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
-    if rules is not None and data.data:
+    if (rules is not None or data.time_sharing) and data.data:
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
     evictions, preempting, unevicted = preemptor_copies(
         data, evictions, left.links, steered, options
     )
+    resizing = growing | {cut.job_id for cut in shrinks}
+    evictions += demotions(left, decision, evictions, resizing, queues, data, options)  # 7c
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -305,6 +316,7 @@ def _candidates(data: RoundInput, policy: Policy, options: RoundOptions) -> list
                 now=data.now,
                 durations=data.durations,
                 reserve_after_s=options.reserve_after_s,
+                level=w.request.served_gpu_s if w.request.queue in data.time_sharing else 0.0,
             )
             for w in data.waiting
         ],

@@ -74,6 +74,9 @@ class Job(UUIDPrimaryKey, Base):
     # False: annotated `volcano.sh/preemptable: "false"` (Volcano's annotation), never evicted
     # nor shrunk for another job.
     preemptable: Mapped[bool] = mapped_column(default=True, server_default=true())
+    # GPU-seconds its ended runs received (each eviction or demotion adds its run's): its
+    # attained service, which time-sharing compares (solver/timesharing.py).
+    attained_gpu_s: Mapped[float] = mapped_column(default=0.0, server_default="0")
     total_pods: Mapped[int]
     total_gpus: Mapped[int]
     gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)

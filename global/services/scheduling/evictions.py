@@ -12,6 +12,11 @@
    gone) becomes Active and is dispatched. One not started within the timeout is withdrawn
    and the job waits as any other.
 
+A demotion by time-sharing (`solver.timesharing`, an eviction of kind TIMESHARE) goes the
+same two steps, but its victim is requeued as time-sharing's own act, not through its Volcano
+`policies`: it is no failure, and does not use up `maxRetry` (`demotion.py`). Every victim keeps
+the GPU-seconds its run received (`Job.attained_gpu_s`, as the round counted them).
+
 A crash between the steps loses nothing: both are transactions, and the nomination is in the
 database until it starts or is withdrawn. A cluster that is not Ready cannot acknowledge a
 cancellation; it does not hold a nomination back, unless the nomination has a share there (then
@@ -42,19 +47,22 @@ from volcano_global.db.models import (
     Queue,
 )
 from volcano_global.services.data.sources import source_uris
-from volcano_global.services.dispatch.supervision import GangOutcome, share_lost
+from volcano_global.services.dispatch.supervision import NOT_STARTED, GangOutcome, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.scheduling.demotion import demote
 from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import CHECKPOINT
-from volcano_global.solver.preemption import Eviction
+from volcano_global.solver.preemption import PREEMPT, RECLAIM, Eviction
+from volcano_global.solver.timesharing import TIMESHARE
 
 EVENT = "PodEvicted"  # what Volcano's policies see when a job's pods are evicted
+_REASONS = {PREEMPT: "Preempting", RECLAIM: "Reclaiming", TIMESHARE: "TimeSharing"}
 
 
 def preempted_by(preemptor: Job) -> str:
@@ -85,10 +93,8 @@ async def nominate(
         ).scalars()
     )
     victims = await lock_jobs(session, [p.job_id for p in placements])
-    message = preempted_by(preemptor)
     outcomes = [
-        await share_lost(session, placement=p, job=victims[p.job_id], event=EVENT, message=message)
-        for p in placements
+        await _end_victim(session, p, victims[p.job_id], eviction, preemptor) for p in placements
     ]
     nominated = Placement(
         id=uuid.uuid4(),
@@ -121,11 +127,25 @@ async def nominate(
     await record_event(
         session,
         job_id=preemptor.id,
-        reason="Preempting" if eviction.kind == "preempt" else "Reclaiming",
+        reason=_REASONS.get(eviction.kind, "Preempting"),
         message=eviction.reason,
         fold=False,
     )
     return outcomes
+
+
+async def _end_victim(
+    session: AsyncSession, placement: Placement, job: Job, eviction: Eviction, preemptor: Job
+) -> GangOutcome:
+    """One victim's run ends: it keeps the GPU-seconds the run received (as the round counted
+    them), and is demoted (time-sharing) or requeued through its policies (preemption)."""
+    served = {v.id: v.attained_gpu_s for v in eviction.victims}
+    job.attained_gpu_s = max(job.attained_gpu_s, served.get(str(job.id), 0.0))
+    told = eviction.victim_reasons.get(str(job.id))
+    if told is not None and job.state not in NOT_STARTED:
+        return await demote(session, placement=placement, job=job, message=told)
+    message = preempted_by(preemptor)
+    return await share_lost(session, placement=placement, job=job, event=EVENT, message=message)
 
 
 async def start_nominated(

@@ -39,10 +39,10 @@ async def queue_heads(
     per_queue: int,
     *,
     excluding: Collection[uuid.UUID] = (),
-) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None]]]:
+) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None, float]]]:
     """Per queue, its first `per_queue` waiting jobs by (priority descending, submission,
     id), `excluding` some: rows of (id, queue id, priority, total GPUs, submitted at, running
-    estimate)."""
+    estimate, attained GPU-seconds)."""
     rows: list[Row] = []
     for start in range(0, len(queue_ids), QUEUES_PER_STATEMENT):
         chunk = queue_ids[start : start + QUEUES_PER_STATEMENT]
@@ -64,6 +64,7 @@ def _head_of(
             Job.total_gpus,
             Job.submitted_at,
             Job.running_estimate_seconds,
+            Job.attained_gpu_s,
         )
         .where(Job.queue_id == queue_id, WAITING, skipped)
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)

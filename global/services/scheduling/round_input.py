@@ -38,6 +38,7 @@ from volcano_global.db.models import (
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
 from volcano_global.services.inventory.links import reserved_gbps
@@ -103,8 +104,9 @@ async def read_round(
     states = await free_capacity(session, clusters)
     links = await _links(session, context)
     tree = await queue_tree(session)
+    sharing = await _time_sharing(session) if options.time_sharing is not None else {}
     waiting, set_aside = await _waiting(
-        session, context, tree, policy, options, durations, now, window
+        session, context, tree, policy, options, durations, now, window, sharing
     )
     preempting = options.preemption is not None
     data = RoundInput(
@@ -116,13 +118,14 @@ async def read_round(
         durations=durations,
         set_aside=set_aside,
         data=await _data_needs(session, waiting),
+        time_sharing=sharing,
     )
     if data.data:
         data = replace(data, copying=await _copying(session))
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
-    if policy.planned or preempting or weighing:
+    if policy.planned or preempting or weighing or sharing:
         running = await running_jobs(
             session,
             clusters,
@@ -132,7 +135,7 @@ async def read_round(
             staging_gbps=options.data.staging_gbps,
         )
         data = replace(data, running=tuple(running))
-    if preempting:
+    if preempting or sharing:  # the queues' standings (fair share) need the fleet
         reclaimable = dict((await session.execute(select(Queue.name, Queue.reclaimable))).all())
         data = replace(data, fleet_gpus=await fleet_gpus(session), reclaimable=reclaimable)
     elif policy.planned and options.long_work is not None:  # its share is of the fleet
@@ -147,6 +150,23 @@ async def read_round(
             grown = await _needs_of(session, [e.job_id for e in elastic])
             data = replace(data, data={**data.data, **grown})
     return data, context
+
+
+async def _time_sharing(session: AsyncSession) -> dict[str, float]:
+    """The queues that time-share (their annotations, `jobspec.time_sharing`), with their
+    quanta. A queue stored before its annotation was checked, with a value that cannot be
+    read, does not time-share (and the round logs why)."""
+    out = {}
+    rows = await session.execute(select(Queue.name, Queue.annotations))
+    for name, said in rows.all():
+        try:
+            quantum = time_sharing_quantum(said or {})
+        except ValueError as exc:
+            log.warning("queue %s does not time-share: %s: %s", name, QUANTUM, exc)
+            continue
+        if quantum is not None:
+            out[name] = quantum
+    return out
 
 
 async def _data_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str, DataNeeds]:
@@ -216,6 +236,7 @@ async def _waiting(
     durations: DurationModel,
     now: datetime,
     size: int,
+    sharing: dict[str, float],
 ) -> tuple[list[Waiting], dict[str, str]]:
     """The window's waiting jobs as the solver's requests, and those set aside (why).
     Fair share chooses the window from the head of every queue's line by a few columns
@@ -229,13 +250,16 @@ async def _waiting(
                 gpus_per_pod=c.total_gpus,
                 priority=c.priority,
                 queue=queue_names[c.queue_id],
+                served_gpu_s=c.attained_gpu_s,
             ),
             c.submitted_at,
             given_estimate(c.running_estimate_seconds),
         )
         for c in heads
     ]
-    probe = RoundInput(now, (), waiting=tuple(light), tree=tree, durations=durations)
+    probe = RoundInput(
+        now, (), waiting=tuple(light), tree=tree, durations=durations, time_sharing=sharing
+    )
     chosen = window(probe, policy, options, size)
     fields = await _fields(session, [uuid.UUID(key) for key in chosen])
     by_id = {w.request.id: w for w in light}
@@ -267,6 +291,7 @@ async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID
             Job.communication,
             Job.measurements,
             Job.preemption_policy,
+            Job.attained_gpu_s,
         )
         .join(Queue, Queue.id == Job.queue_id)
         .where(Job.id.in_(ids))
@@ -295,6 +320,7 @@ def _request(
             may_evict_for=may_evict_for(job.preemption_policy)
             if options.preemption is not None
             else frozenset(),
+            served_gpu_s=job.attained_gpu_s,
         ), None
     except ValueError as exc:
         return None, f"cannot be placed yet: {exc}"

@@ -88,6 +88,7 @@ async def running_jobs(
             Job.name,
             Job.preemptable,
             Job.checkpointed_at,
+            Job.attained_gpu_s,
         )
         .join(Job, Job.id == Placement.job_id)
         .join(Queue, Queue.id == Job.queue_id)
@@ -98,9 +99,10 @@ async def running_jobs(
     facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None, float | None]] = {}
     who: dict[uuid.UUID, tuple[int, str, bool, str]] = {}
     where: dict[uuid.UUID, list[tuple[str, str, str, int, int]]] = defaultdict(list)
+    served: dict[uuid.UUID, float] = {}  # GPU-seconds its ended runs received
     for row in rows:
         placement, job, model, started, placed, estimate, cluster_id, gpus = row[:8]
-        pods, domains, priority, queue, namespace, name, preemptable, saved = row[8:]
+        pods, domains, priority, queue, namespace, name, preemptable, saved, before = row[8:]
         cluster = names.get(cluster_id)
         if cluster is None or gpus == 0:
             continue  # a cluster not ready holds nothing the round could plan with
@@ -112,6 +114,7 @@ async def running_jobs(
         began = started or placed or now
         facts[placement] = (job, began, given_estimate(estimate), _lost_s(began, saved, now))
         who[placement] = (priority, queue, preemptable, f"{namespace}/{name}")
+        served[placement] = before or 0.0
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
     if shares:
         # Joined rather than listed: an IN list of every active placement outgrows the
@@ -144,6 +147,8 @@ async def running_jobs(
             name=who[p][3],
             pods=tuple(where[p]),
             restore_s=restore.get(facts[p][0], 0.0),
+            attained_gpu_s=served[p]
+            + sum(by_cluster.values()) * max((now - facts[p][1]).total_seconds(), 0.0),
         )
         for p, by_cluster in shares.items()
     ]
