@@ -100,7 +100,9 @@ async def seed_jobs(api: Any, jobs: int) -> None:
         (await api.post("/api/v1/queues", json={"name": f"q{q}", "weight": 1})).raise_for_status()
 
     async def one(i: int) -> None:
-        document = job_document(f"job-{i:05d}", queue=f"q{i % QUEUES}", replicas=1 + i % 8)
+        queue = f"q{i % QUEUES}"
+        document = job_document(f"job-{i:05d}", queue=queue, replicas=1 + i % 8)
+        document["metadata"]["namespace"] = queue  # a queue's own namespace (tenancy rules)
         (await api.post("/api/v1/jobs", json=document)).raise_for_status()
 
     for start in range(0, jobs, 8):

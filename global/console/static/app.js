@@ -13,7 +13,8 @@ const REFRESH_MS = 2000;
 const TOKEN_KEY = "vglobal-token";
 const TERMINAL = new Set(["Succeeded", "Failed", "Cancelled"]);
 const MAX_LINK_GRAPH = 24; // clusters beyond which the ring of the link graph is unreadable
-const MAX_DEPTH = 8; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
+const MAX_DEPTH = 8;
+const JOB_FILTERS = ["queue", "state", "cluster", "text"]; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
 const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled"];
 
 let timer = null;
@@ -226,21 +227,20 @@ const views = {
   },
 
   async jobs(main, token, _arg, query) {
-    let form = main.querySelector("form.filters");
-    if (!form || main.dataset.view !== "jobs") {
-      main.dataset.view = "jobs";
-      const [queues, clusters] = await Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")]);
-      if (token !== generation) return;
-      form = jobFilters(queues.items, clusters.items, query);
-      fill(main, h("h1", {}, "Jobs"), form, h("div", { id: "job-table", class: "panel" }));
-    }
-    const params = new URLSearchParams();
-    for (const [key, value] of new FormData(form)) if (value) params.set(key, value);
+    const drawn = main.dataset.view === "jobs" ? main.querySelector("form.filters") : null;
+    const params = jobParams(drawn ? new FormData(drawn) : query);
     const cursor = pager.cursors[pager.cursors.length - 1];
     if (cursor) params.set("continue", cursor);
     params.set("limit", "25");
-    const page = await api(`/api/v1/jobs?${params}`);
+    // The first draw fetches the filters' choices with the first page, not before it.
+    const [page, choices] = await Promise.all([api(`/api/v1/jobs?${params}`),
+      drawn ? null : Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")])]);
     if (token !== generation) return;
+    if (!drawn) {
+      main.dataset.view = "jobs";
+      fill(main, h("h1", {}, "Jobs"), jobFilters(choices[0].items, choices[1].items, query),
+        h("div", { id: "job-table", class: "panel" }));
+    }
     const table = main.querySelector("#job-table");
     table.replaceChildren(jobTable(page.items), h("div", { class: "pager" },
       h("button", { disabled: pager.cursors.length <= 1, onclick: () => { pager.cursors.pop(); refresh(); } }, "Previous"),
@@ -470,6 +470,13 @@ function jobFilters(queues, clusters, query) {
     select("cluster", "cluster", clusters.map((c) => c.name)),
     h("input", { name: "text", type: "search", placeholder: "name or namespace", "aria-label": "text",
       value: query.get("text") || "", oninput: () => { clearTimeout(typing); typing = setTimeout(resetPager, 300); } }));
+}
+
+// The job list's filters, from the form (or, before it is drawn, the page's address).
+function jobParams(entries) {
+  const params = new URLSearchParams();
+  for (const [key, value] of entries) if (value && JOB_FILTERS.includes(key)) params.set(key, value);
+  return params;
 }
 
 function resetPager() {
