@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -181,11 +182,14 @@ async def run(args: argparse.Namespace) -> None:
         token = api.headers["Authorization"].removeprefix("Bearer ")
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            load = os.getloadavg()[0]
             try:
                 results = await measure(browser, str(api.base_url).rstrip("/"), token, args)
             finally:
                 await browser.close()
-    print(f"time to a drawn page, {args.loads} loads each (median / max / first):")
+    # The machine's other work shows in these times: say how busy it was.
+    busy = f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores"
+    print(f"time to a drawn page, {args.loads} loads each (median / max / first); {busy}:")
     for name, times in results.items():
         print(
             f"  {name:36s} {statistics.median(times):6.3f} s {max(times):6.3f} s {times[0]:6.3f} s"
