@@ -70,6 +70,7 @@ async def test_clusters_and_jobs_a_page_at_a_time(
     await page.click("[data-testid=all-clusters]")
     await expect(rows).to_have_count(20)
     await page.click("[data-testid=clusters-next]")
+    await expect(page.locator(".pager")).to_contain_text("page 2")
     await expect(rows).to_have_count(CLUSTERS - 20)
     await expect(page.get_by_test_id("cluster-c024")).to_be_visible()
     await page.fill("input[name=text]", "C01")  # the search, by part of the name, any case
@@ -80,8 +81,9 @@ async def test_clusters_and_jobs_a_page_at_a_time(
     await page.click("nav >> text=Jobs")
     jobs = page.locator("[data-testid=jobs] tr[data-testid^=job-]")
     await expect(jobs).to_have_count(25)
-    await page.click("[data-testid=next-page]")
-    await page.click("[data-testid=next-page]")
+    for number in (2, 3):  # each Next once the page before it is drawn
+        await page.click("[data-testid=next-page]")
+        await expect(page.locator(".pager")).to_contain_text(f"page {number}")
     await expect(jobs).to_have_count(JOBS - 50)
     await page.select_option("select[name=queue]", "prod")
     await page.fill("input[name=text]", "job-04")

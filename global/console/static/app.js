@@ -232,14 +232,13 @@ const views = {
     const cursor = pager.cursors[pager.cursors.length - 1];
     if (cursor) params.set("continue", cursor);
     params.set("limit", "25");
-    // The first draw fetches the filters' choices with the first page, not before it.
-    const [page, choices] = await Promise.all([api(`/api/v1/jobs?${params}`),
-      drawn ? null : Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")])]);
+    const page = await api(`/api/v1/jobs?${params}`);
     if (token !== generation) return;
     if (!drawn) {
       main.dataset.view = "jobs";
-      fill(main, h("h1", {}, "Jobs"), jobFilters(choices[0].items, choices[1].items, query),
-        h("div", { id: "job-table", class: "panel" }));
+      const form = jobFilters(query);
+      fill(main, h("h1", {}, "Jobs"), form, h("div", { id: "job-table", class: "panel" }));
+      jobChoices(form).catch(() => {}); // a filter still works by the address without them
     }
     const table = main.querySelector("#job-table");
     table.replaceChildren(jobTable(page.items), h("div", { class: "pager" },
@@ -459,17 +458,31 @@ function queueTree(items) {
   return out;
 }
 
-function jobFilters(queues, clusters, query) {
+// The filters, drawn with the address's choices only (the queues and clusters to choose from
+// arrive after the first page: `jobChoices`), so a refresh meanwhile keeps the filter.
+function jobFilters(query) {
   const select = (name, label, options) => h("select", { name, "aria-label": label, onchange: resetPager },
     h("option", { value: "" }, `any ${label}`),
     options.map((o) => h("option", { value: o, selected: query.get(name) === o }, o)));
+  const chosen = (name) => (query.get(name) ? [query.get(name)] : []);
   let typing = null;
   return h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); resetPager(); } },
-    select("queue", "queue", queues.map((q) => q.name)),
+    select("queue", "queue", chosen("queue")),
     select("state", "state", STATES),
-    select("cluster", "cluster", clusters.map((c) => c.name)),
+    select("cluster", "cluster", chosen("cluster")),
     h("input", { name: "text", type: "search", placeholder: "name or namespace", "aria-label": "text",
       value: query.get("text") || "", oninput: () => { clearTimeout(typing); typing = setTimeout(resetPager, 300); } }));
+}
+
+// The queues and clusters to filter by, added to the form's selects when they arrive (listing
+// every cluster counts its nodes: 0.2 s at 100 clusters of 5,000, not to wait for).
+async function jobChoices(form) {
+  const [queues, clusters] = await Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")]);
+  for (const [name, items] of [["queue", queues.items], ["cluster", clusters.items]]) {
+    const select = form.querySelector(`select[name=${name}]`);
+    const present = new Set([...select.options].map((o) => o.value));
+    select.append(...items.filter((i) => !present.has(i.name)).map((i) => h("option", { value: i.name }, i.name)));
+  }
 }
 
 // The job list's filters, from the form (or, before it is drawn, the page's address).
