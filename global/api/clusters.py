@@ -120,7 +120,9 @@ async def replace_inventory(
 
 
 @router.get(
-    "/{name}/topology", operation_id="getClusterTopology", responses=error_responses(401, 403, 404)
+    "/{name}/topology",
+    operation_id="getClusterTopology",
+    responses=error_responses(401, 403, 404, 422),
 )
 async def get_topology(
     name: str,

@@ -355,8 +355,12 @@ class Scheduler:
         if not due or not self.leadership.leading:
             return False
         self._last_sample = self.clock.monotonic()
-        async with transaction(self.sessions) as session:
-            await take_sample(session, now=self.clock.now())
+        try:
+            async with transaction(self.sessions) as session:
+                await take_sample(session, now=self.clock.now())
+        except Exception:  # a missed sample is a gap in a chart, not a reason to stop rounds
+            log.exception("sampling the federation for its history failed")
+            return False
         return True
 
     async def stop(self) -> None:

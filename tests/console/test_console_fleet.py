@@ -77,6 +77,10 @@ async def test_clusters_and_jobs_a_page_at_a_time(
     await expect(rows).to_have_count(10)
     await expect(page.get_by_test_id("cluster-c010")).to_be_visible()
     await shot(page, "fleet-clusters-search")
+    await page.select_option("select[name=state]", "Unknown")  # every one has an inventory
+    await expect(rows).to_have_count(0)
+    await page.select_option("select[name=state]", "Ready")
+    await expect(rows).to_have_count(10)
 
     await page.click("nav >> text=Jobs")
     jobs = page.locator("[data-testid=jobs] tr[data-testid^=job-]")

@@ -6,7 +6,7 @@
 import { badge, fmt, h, s, when } from "./dom.js";
 
 export const CLUSTERS_PER_PAGE = 20;
-const CLUSTER_STATES = ["Ready", "NotReady", "Offline"];
+const CLUSTER_STATES = ["Ready", "NotReady", "Unknown"]; // ClusterState (db/models/clusters.py)
 
 // ---------------------------------------------------------------- bars (SVG)
 export function capacityBar(capacity, width = 360) {
