@@ -99,12 +99,16 @@ export async function topologyLevels(api, cluster) {
   const names = [...opened.names];
   const [top, ...children] = await Promise.all([
     api(`${base}?top=true`),
-    ...names.map((n) => api(`${base}?parent=${encodeURIComponent(n)}`).catch(() => null)),
+    // 422: the domain left the inventory since it was opened (the level is dropped below).
+    ...names.map((n) => api(`${base}?parent=${encodeURIComponent(n)}`).catch((e) => {
+      if (e.status === 422) return null;
+      throw e;
+    })),
   ]);
   const levels = new Map([["", top.domains]]);
   names.forEach((n, i) => {
     if (children[i]) levels.set(n, children[i].domains);
-    else opened.names.delete(n); // gone from the inventory since it was opened
+    else opened.names.delete(n);
   });
   return levels;
 }
