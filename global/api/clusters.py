@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from volcano_global.api.deps import Admin, AppSettings, Caller, Reader, Session
-from volcano_global.db.models import Cluster
+from volcano_global.db.models import Cluster, ClusterState
 from volcano_global.schemas.clusters import (
     ClusterCreate,
     ClusterList,
@@ -18,10 +20,10 @@ from volcano_global.schemas.clusters import (
     NodeCounts,
     Topology,
 )
-from volcano_global.schemas.common import GpuCapacity, error_responses
+from volcano_global.schemas.common import GpuCapacity, ListMeta, error_responses
 from volcano_global.schemas.jobs import EventList, EventOut
 from volcano_global.services import events
-from volcano_global.services.inventory import clusters
+from volcano_global.services.inventory import clusters, fleet_views
 from volcano_global.services.inventory import snapshots as inventory
 from volcano_global.services.inventory.clusters import NodeCounts as NodeCountsView
 
@@ -43,9 +45,25 @@ async def register_cluster(body: ClusterCreate, session: Session, _: Admin) -> C
     return ClusterRegistered(**out.model_dump(), agent_token=token)
 
 
-@router.get("", operation_id="listClusters", responses=error_responses(401, 403))
-async def list_clusters(session: Session, _: Reader) -> ClusterList:
-    return ClusterList(items=await present_clusters(session, await clusters.list_clusters(session)))
+@router.get("", operation_id="listClusters", responses=error_responses(401, 403, 422))
+async def list_clusters(
+    session: Session,
+    _: Reader,
+    text: Annotated[str | None, Query(max_length=63, description="Part of the name")] = None,
+    state: ClusterState | None = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=1000, description="Clusters per page (default: all)")
+    ] = None,
+    continue_: Annotated[str | None, Query(alias="continue", max_length=512)] = None,
+) -> ClusterList:
+    """Member clusters by name; with `limit`, one page at a time (pass `metadata.continue`
+    back for the next)."""
+    rows, token = await fleet_views.cluster_page(
+        session, text=text, state=state, limit=limit, continue_token=continue_
+    )
+    return ClusterList(
+        items=await present_clusters(session, rows), metadata=ListMeta(continue_=token)
+    )
 
 
 @router.get("/{name}", operation_id="getCluster", responses=error_responses(401, 403, 404))
@@ -102,12 +120,26 @@ async def replace_inventory(
 
 
 @router.get(
-    "/{name}/topology", operation_id="getClusterTopology", responses=error_responses(401, 403, 404)
+    "/{name}/topology",
+    operation_id="getClusterTopology",
+    responses=error_responses(401, 403, 404, 422),
 )
-async def get_topology(name: str, session: Session, caller: Caller) -> Topology:
+async def get_topology(
+    name: str,
+    session: Session,
+    caller: Caller,
+    parent: Annotated[
+        str | None, Query(max_length=253, description="Only the domains under this one")
+    ] = None,
+    top: Annotated[bool, Query(description="Only the top tier's domains")] = False,
+) -> Topology:
+    """The cluster's HyperNode tree with free GPUs and node readiness per domain: whole, or
+    one level (`top`, then `parent=NAME` for a domain's children: the console's tree)."""
     cluster = await clusters.get_cluster(session, name=name)
     caller.require_cluster_read(cluster.id)
-    domains = await inventory.topology(session, cluster=cluster)
+    level = fleet_views.topology_level(
+        await inventory.topology(session, cluster=cluster), parent=parent, top=top
+    )
     return Topology(
         cluster=cluster.name,
         domains=[
@@ -122,8 +154,9 @@ async def get_topology(name: str, session: Session, caller: Caller) -> Topology:
                 ],
                 nodes=d.nodes,
                 nodes_not_ready=d.nodes_not_ready,
+                children=children,
             )
-            for d in domains
+            for d, children in level
         ],
     )
 

@@ -23,6 +23,7 @@ from volcano_global.metrics import Metrics, observe_queue_waits
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.dispatch.supervision import GangOutcome, supervise
 from volcano_global.services.scheduling.evictions import start_nominated
+from volcano_global.services.scheduling.history import SAMPLE_EVERY_S, take_sample
 from volcano_global.services.scheduling.round_apply import RoundResult, apply_plan
 from volcano_global.services.scheduling.round_input import (
     RoundContext,
@@ -97,6 +98,7 @@ class Scheduler:
         self._last_recorded: tuple[float, int] | None = None  # (monotonic time, pending)
         self._last_start = float("-inf")  # monotonic time the last step began
         self._last_busy = 0.0  # how long it took
+        self._last_sample = float("-inf")  # monotonic time of the last history sample
         self._learnt: tuple[float, DurationModel] | None = None  # (monotonic time, durations)
         # The inventory versions of the last round that had only elastic growth to consider
         # and grew nothing: until they move (or a placement ends, or a queue changes), such a
@@ -338,6 +340,7 @@ class Scheduler:
         self._last_start = self.clock.monotonic()
         await self.supervise()
         report = await self.run_once()
+        await self.sample()
         self._last_busy = self.clock.monotonic() - self._last_start
         if report is not None and report.backlog:
             return  # the next round as soon as spacing allows, not after the period
@@ -346,6 +349,21 @@ class Scheduler:
         except TimeoutError:
             pass
         self.wake.clear()
+
+    async def sample(self) -> bool:
+        """The history view's sample of the federation (leader only), at most once a
+        SAMPLE_EVERY_S whether or not a round ran: an idle fleet's allocation is history too."""
+        due = self.clock.monotonic() - self._last_sample >= SAMPLE_EVERY_S
+        if not due or not self.leadership.leading:
+            return False
+        self._last_sample = self.clock.monotonic()
+        try:
+            async with transaction(self.sessions) as session:
+                await take_sample(session, now=self.clock.now())
+        except Exception:  # a missed sample is a gap in a chart, not a reason to stop rounds
+            log.exception("sampling the federation for its history failed")
+            return False
+        return True
 
     async def stop(self) -> None:
         self._watching.close()

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
 from volcano_global.jobspec.gpu_models import canonical_or_none
-from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, RequestBody
+from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, ListMeta, RequestBody
 
 LabelValue = Annotated[str, Field(max_length=63)]
 
@@ -53,6 +53,7 @@ class ClusterToken(ApiModel):
 
 class ClusterList(ApiModel):
     items: list[ClusterOut]
+    metadata: ListMeta = Field(default_factory=ListMeta)
 
 
 class DomainIn(ApiModel):
@@ -146,6 +147,7 @@ class DomainOut(ApiModel):
     capacity: list[GpuCapacity]
     nodes: int
     nodes_not_ready: list[str]
+    children: int = Field(0, description="How many domains this one holds (the next tier).")
 
 
 class Topology(ApiModel):

@@ -3,11 +3,18 @@
 
 import { badge, fill, fmt, h, s, when } from "./dom.js";
 import { dataPage, jobDataPanel } from "./data.js";
+import {
+  capacityBar, CLUSTERS_PER_PAGE, clusterFilters, clusterPage, clusterTable, ratioBar, resetClusterPager,
+  topologyLevels, topologyTree,
+} from "./fleet.js";
+import { historyPage } from "./history.js";
 
 const REFRESH_MS = 2000;
 const TOKEN_KEY = "vglobal-token";
 const TERMINAL = new Set(["Succeeded", "Failed", "Cancelled"]);
-const MAX_DEPTH = 8; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
+const MAX_LINK_GRAPH = 24; // clusters beyond which the ring of the link graph is unreadable
+const MAX_DEPTH = 8;
+const JOB_FILTERS = ["queue", "state", "cluster", "text"]; // queue tree indentation classes in style.css (.depth-0 .. .depth-8)
 const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled"];
 
 let timer = null;
@@ -47,36 +54,6 @@ async function api(path, options = {}) {
 }
 
 // ---------------------------------------------------------------- charts (SVG)
-function capacityBar(capacity, width = 360) {
-  // One row per GPU model: used (accent) then free (green) on a track.
-  const rows = capacity.length ? capacity : [{ gpuModel: "no GPUs", total: 0, used: 0, free: 0 }];
-  const height = rows.length * 22;
-  const svg = s("svg", { width, height, role: "img", "aria-label": "GPU capacity" });
-  const barX = 70, barW = width - barX - 150;
-  rows.forEach((row, i) => {
-    const y = i * 22 + 4;
-    const used = row.total ? (row.used / row.total) * barW : 0;
-    svg.append(
-      s("text", { x: 0, y: y + 11 }, row.gpuModel),
-      s("rect", { class: "track", x: barX, y, width: barW, height: 14, rx: 3 }),
-      s("rect", { class: "used", x: barX, y, width: used, height: 14, rx: 3 }),
-      s("text", { x: barX + barW + 8, y: y + 11, class: "muted" },
-        `${fmt(row.free)} free / ${fmt(row.total)}`),
-    );
-  });
-  return svg;
-}
-
-function ratioBar(value, total, width = 160, cls = "used") {
-  const svg = s("svg", { width, height: 12 });
-  const w = total ? Math.min(1, value / total) * width : 0;
-  svg.append(
-    s("rect", { class: "track", x: 0, y: 0, width, height: 12, rx: 3 }),
-    s("rect", { class: cls, x: 0, y: 0, width: w, height: 12, rx: 3 }),
-  );
-  return svg;
-}
-
 function linkGraph(clusters, links) {
   const size = 380, cx = size / 2, cy = size / 2 - 6, r = 130;
   const svg = s("svg", { width: size, height: size, role: "img", "aria-label": "inter-cluster links",
@@ -160,7 +137,7 @@ const views = {
   async overview(main, token) {
     const [overview, clusters, links, rounds] = await Promise.all([
       api("/api/v1/overview"),
-      api("/api/v1/clusters"),
+      api(`/api/v1/clusters?limit=${CLUSTERS_PER_PAGE}`),
       api("/api/v1/links"),
       api("/api/v1/scheduling/rounds?limit=20"),
     ]);
@@ -168,23 +145,31 @@ const views = {
     const j = overview.jobs;
     const active = j.Placed + j.Dispatched;
     const finished = j.Succeeded + j.Failed + j.Cancelled;
-    fill(main, 
+    const clusterCount = Object.values(overview.clusters).reduce((a, b) => a + b, 0);
+    fill(main,
       h("h1", {}, "Overview"),
       h("div", { class: "counters" },
-        counter("Pending", j.Pending, "counter-pending"),
-        counter("Placed / dispatched", active, "counter-placed"),
-        counter("Running", j.Running, "counter-running"),
-        counter("Finished", finished, "counter-finished"),
-        counter("Clusters ready", `${overview.clusters.Ready} / ${clusters.items.length}`, "counter-clusters"),
+        counter("Pending", fmt(j.Pending), "counter-pending"),
+        counter("Placed / dispatched", fmt(active), "counter-placed"),
+        counter("Running", fmt(j.Running), "counter-running"),
+        counter("Finished", fmt(finished), "counter-finished"),
+        counter("Clusters ready", `${overview.clusters.Ready} / ${clusterCount}`, "counter-clusters"),
       ),
       h("div", { class: "grid" },
         h("section", { class: "panel" }, h("h2", {}, "GPUs by model"), capacityBar(overview.gpus, 520),
           h("div", { class: "legend" }, h("span", {}, h("i", { class: "used" }), "used"),
-            h("span", {}, h("i", { class: "track" }), "free"))),
+            h("span", {}, h("i", { class: "track" }), "free")),
+          h("p", {}, h("a", { href: "#/history" }, "Allocation, queue length and waits over time"))),
         h("section", { class: "panel" }, h("h2", {}, "Inter-cluster links (reserved / capacity)"),
-          linkGraph(clusters.items, links.items)),
+          overviewLinks(clusters.items, links.items)),
       ),
-      h("section", { class: "panel" }, h("h2", {}, "Clusters"), clusterTable(clusters.items)),
+      h("section", { class: "panel" },
+        h("h2", {}, clusterCount > clusters.items.length
+          ? `Clusters (the first ${clusters.items.length} of ${clusterCount} by name)` : "Clusters"),
+        clusterTable(clusters.items),
+        clusterCount > clusters.items.length
+          ? h("p", {}, h("a", { href: "#/clusters", "data-testid": "all-clusters" }, `Search all ${clusterCount} clusters`))
+          : null),
       h("section", { class: "panel" }, h("h2", {}, "Last scheduling rounds"),
         rounds.items.length ? roundsChart(rounds.items) : h("p", { class: "muted" }, "no round yet"),
         roundsTable(rounds.items)),
@@ -192,11 +177,15 @@ const views = {
   },
 
   async clusters(main, token) {
-    const clusters = await api("/api/v1/clusters");
+    let form = main.querySelector("form.filters");
+    if (!form || main.dataset.view !== "clusters") {
+      main.dataset.view = "clusters";
+      form = clusterFilters(refresh);
+      fill(main, h("h1", {}, "Clusters"), form, h("section", { id: "cluster-page", class: "panel" }));
+    }
+    const page = await clusterPage(api, form, refresh);
     if (token !== generation) return;
-    fill(main, h("h1", {}, "Clusters"),
-      h("section", { class: "panel" }, clusters.items.length ? clusterTable(clusters.items)
-        : h("p", { class: "muted" }, "no member cluster yet: vglobal clusters add NAME")));
+    main.querySelector("#cluster-page").replaceChildren(...page);
   },
 
   async links(main, token) {
@@ -210,22 +199,24 @@ const views = {
   },
 
   async cluster(main, token, name) {
-    const [cluster, topology, events] = await Promise.all([
+    const [cluster, levels, events] = await Promise.all([
       api(`/api/v1/clusters/${encodeURIComponent(name)}`),
-      api(`/api/v1/clusters/${encodeURIComponent(name)}/topology`),
+      topologyLevels(api, name),
       api(`/api/v1/clusters/${encodeURIComponent(name)}/events`),
     ]);
     if (token !== generation) return;
-    const notReady = topology.domains.flatMap((d) => d.nodesNotReady.map((n) => [n, d.name]));
-    fill(main, 
+    // The top tier holds every node: its domains' lists of nodes not ready cover the cluster.
+    const notReady = levels.get("").flatMap((d) => d.nodesNotReady.map((n) => [n, d.name]));
+    fill(main,
       h("h1", {}, `Cluster ${cluster.name} `, badge(cluster.state)),
       h("p", { class: "muted" },
-        `${cluster.nodes.ready} of ${cluster.nodes.total} nodes ready · inventory generation ${cluster.inventoryGeneration}`
+        `${fmt(cluster.nodes.ready)} of ${fmt(cluster.nodes.total)} nodes ready · inventory generation ${cluster.inventoryGeneration}`
         + " · last heartbeat ", when(cluster.lastHeartbeatAt), " · "
         + Object.entries(cluster.labels).map(([k, v]) => `${k}=${v}`).join(", ")),
       h("section", { class: "panel" }, h("h2", {}, "Capacity"), capacityBar(cluster.capacity, 560)),
       h("section", { class: "panel", "data-testid": "topology" },
-        h("h2", {}, "Topology (HyperNode tiers) with free GPUs per domain"), topologyTree(topology.domains)),
+        h("h2", {}, "Topology (HyperNode tiers) with free GPUs per domain: open a domain for the tier below"),
+        topologyTree(levels, refresh)),
       h("section", { class: "panel" }, h("h2", {}, `Nodes not ready (${notReady.length})`),
         notReady.length
           ? h("table", {}, h("tr", {}, h("th", {}, "node"), h("th", {}, "domain")),
@@ -236,21 +227,19 @@ const views = {
   },
 
   async jobs(main, token, _arg, query) {
-    let form = main.querySelector("form.filters");
-    if (!form || main.dataset.view !== "jobs") {
-      main.dataset.view = "jobs";
-      const [queues, clusters] = await Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")]);
-      if (token !== generation) return;
-      form = jobFilters(queues.items, clusters.items, query);
-      fill(main, h("h1", {}, "Jobs"), form, h("div", { id: "job-table", class: "panel" }));
-    }
-    const params = new URLSearchParams();
-    for (const [key, value] of new FormData(form)) if (value) params.set(key, value);
+    const drawn = main.dataset.view === "jobs" ? main.querySelector("form.filters") : null;
+    const params = jobParams(drawn ? new FormData(drawn) : query);
     const cursor = pager.cursors[pager.cursors.length - 1];
     if (cursor) params.set("continue", cursor);
     params.set("limit", "25");
     const page = await api(`/api/v1/jobs?${params}`);
     if (token !== generation) return;
+    if (!drawn) {
+      main.dataset.view = "jobs";
+      const form = jobFilters(query);
+      fill(main, h("h1", {}, "Jobs"), form, h("div", { id: "job-table", class: "panel" }));
+      jobChoices(form).catch(() => {}); // a filter still works by the address without them
+    }
     const table = main.querySelector("#job-table");
     table.replaceChildren(jobTable(page.items), h("div", { class: "pager" },
       h("button", { disabled: pager.cursors.length <= 1, onclick: () => { pager.cursors.pop(); refresh(); } }, "Previous"),
@@ -361,6 +350,12 @@ const views = {
     fill(main, dataPage(sources.items, claims.items, staging.items));
   },
 
+  async history(main, token, _arg, query) {
+    const page = await historyPage(api, query);
+    if (token !== generation) return;
+    fill(main, ...page);
+  },
+
   submit(main) {
     if (main.dataset.view === "submit") return; // a form is never redrawn
     main.dataset.view = "submit";
@@ -394,16 +389,13 @@ function counter(label, value, testid) {
   return h("div", { class: "counter", "data-testid": testid }, h("div", { class: "n" }, value), h("div", { class: "l" }, label));
 }
 
-function clusterTable(clusters) {
-  return h("table", { "data-testid": "clusters" },
-    h("tr", {}, h("th", {}, "cluster"), h("th", {}, "state"), h("th", { class: "num" }, "nodes ready"),
-      h("th", {}, "GPUs (used of total)"), h("th", {}, "heartbeat")),
-    clusters.map((c) => h("tr", { "data-testid": `cluster-${c.name}` },
-      h("td", {}, h("a", { href: `#/clusters/${c.name}` }, c.name)),
-      h("td", {}, badge(c.state)),
-      h("td", { class: "num" }, `${c.nodes.ready}/${c.nodes.total}`),
-      h("td", {}, capacityBar(c.capacity, 420)),
-      h("td", { class: "muted" }, when(c.lastHeartbeatAt)))));
+// The link graph, or (past MAX_LINK_GRAPH clusters on it, where the ring is unreadable) the
+// busiest links: the Links page lists them all.
+function overviewLinks(clusters, links) {
+  const names = new Set([...clusters.map((c) => c.name), ...links.flatMap((l) => [l.clusterA, l.clusterB])]);
+  if (names.size <= MAX_LINK_GRAPH) return linkGraph([...names].map((name) => ({ name })), links);
+  const busiest = [...links].sort((a, b) => b.reservedGbps - a.reservedGbps).slice(0, 10);
+  return [linkTable(busiest), h("p", {}, h("a", { href: "#/links" }, `All ${links.length} links`))];
 }
 
 function linkTable(links) {
@@ -431,32 +423,6 @@ function roundsTable(rounds) {
       h("td", {}, r.status),
       h("td", { class: "num" }, r.gap === null ? "-" : `${(r.gap * 100).toFixed(2)} %`))));
 }
-
-function topologyTree(domains) {
-  const children = new Map();
-  for (const d of domains) {
-    const key = d.parent || "";
-    if (!children.has(key)) children.set(key, []);
-    children.get(key).push(d);
-  }
-  const names = new Set(domains.map((d) => d.name));
-  const roots = domains.filter((d) => !d.parent || !names.has(d.parent)).sort(byName);
-  const node = (d) => {
-    const total = d.capacity.reduce((a, c) => a + c.total, 0);
-    const free = d.capacity.reduce((a, c) => a + c.free, 0);
-    const kids = (children.get(d.name) || []).sort(byName);
-    return h("li", {},
-      h("div", { class: "row" }, h("span", { class: "name" }, d.name),
-        h("span", { class: "muted" }, `tier ${d.tier}${d.tierName ? ` (${d.tierName})` : ""}`),
-        ratioBar(free, total, 120, "free"), h("span", {}, `${fmt(free)} / ${fmt(total)} free`),
-        d.nodesNotReady.length ? h("span", { class: "error" }, `${d.nodesNotReady.length} not ready`) : null),
-      kids.length ? h("ul", { class: "tree" }, kids.map(node)) : null);
-  };
-  return roots.length ? h("ul", { class: "tree" }, roots.map(node)) : h("p", { class: "muted" }, "no topology reported");
-}
-
-const collator = new Intl.Collator("en", { numeric: true });
-const byName = (a, b) => collator.compare(a.name, b.name);
 
 function timeline(events) {
   if (!events.length) return h("p", { class: "muted" }, "no events");
@@ -492,17 +458,38 @@ function queueTree(items) {
   return out;
 }
 
-function jobFilters(queues, clusters, query) {
+// The filters, drawn with the address's choices only (the queues and clusters to choose from
+// arrive after the first page: `jobChoices`), so a refresh meanwhile keeps the filter.
+function jobFilters(query) {
   const select = (name, label, options) => h("select", { name, "aria-label": label, onchange: resetPager },
     h("option", { value: "" }, `any ${label}`),
     options.map((o) => h("option", { value: o, selected: query.get(name) === o }, o)));
+  const chosen = (name) => (query.get(name) ? [query.get(name)] : []);
   let typing = null;
   return h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); resetPager(); } },
-    select("queue", "queue", queues.map((q) => q.name)),
+    select("queue", "queue", chosen("queue")),
     select("state", "state", STATES),
-    select("cluster", "cluster", clusters.map((c) => c.name)),
+    select("cluster", "cluster", chosen("cluster")),
     h("input", { name: "text", type: "search", placeholder: "name or namespace", "aria-label": "text",
       value: query.get("text") || "", oninput: () => { clearTimeout(typing); typing = setTimeout(resetPager, 300); } }));
+}
+
+// The queues and clusters to filter by, added to the form's selects when they arrive (listing
+// every cluster counts its nodes: 0.2 s at 100 clusters of 5,000, not to wait for).
+async function jobChoices(form) {
+  const [queues, clusters] = await Promise.all([api("/api/v1/queues"), api("/api/v1/clusters")]);
+  for (const [name, items] of [["queue", queues.items], ["cluster", clusters.items]]) {
+    const select = form.querySelector(`select[name=${name}]`);
+    const present = new Set([...select.options].map((o) => o.value));
+    select.append(...items.filter((i) => !present.has(i.name)).map((i) => h("option", { value: i.name }, i.name)));
+  }
+}
+
+// The job list's filters, from the form (or, before it is drawn, the page's address).
+function jobParams(entries) {
+  const params = new URLSearchParams();
+  for (const [key, value] of entries) if (value && JOB_FILTERS.includes(key)) params.set(key, value);
+  return params;
 }
 
 function resetPager() {
@@ -537,6 +524,7 @@ function route() {
   if (parts[0] === "jobs") return ["jobs", null, query];
   if (parts[0] === "queues") return ["queues", null, query];
   if (parts[0] === "data") return ["data", null, query];
+  if (parts[0] === "history") return ["history", null, query];
   if (parts[0] === "submit") return ["submit", null, query];
   return ["overview", null, query];
 }
@@ -564,6 +552,7 @@ function navigate() {
   fill(main, );
   delete main.dataset.view;
   pager.cursors = [null];
+  resetClusterPager();
   const [view] = route();
   for (const a of document.querySelectorAll("nav a")) {
     const section = { job: "jobs", cluster: "clusters" }[view] || view;

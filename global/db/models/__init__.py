@@ -15,7 +15,7 @@ from volcano_global.db.models.placements import (
 )
 from volcano_global.db.models.priority_classes import PriorityClassRow
 from volcano_global.db.models.queues import Queue
-from volcano_global.db.models.rounds import SchedulingRound
+from volcano_global.db.models.rounds import RoundSample, SchedulingRound
 from volcano_global.db.models.tokens import ApiToken, TokenRole
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "PlacementState",
     "PriorityClassRow",
     "Queue",
+    "RoundSample",
     "SchedulingRound",
     "TokenRole",
     "TopologyDomain",

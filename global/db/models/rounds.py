@@ -22,3 +22,19 @@ class SchedulingRound(UUIDPrimaryKey, Base):
     placed: Mapped[int]
     pending: Mapped[int]
     policy: Mapped[str] = mapped_column(String(32))
+
+
+class RoundSample(UUIDPrimaryKey, Base):
+    """The federation as the scheduling loop saw it at one moment: what the console's history
+    view draws. Taken at most once a SAMPLE_EVERY_S and kept for a bounded time
+    (`services/scheduling/history.py`), so the table stays small at any fleet size."""
+
+    __tablename__ = "round_samples"
+
+    taken_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    gpus_total: Mapped[int]
+    gpus_allocated: Mapped[int]
+    waiting_jobs: Mapped[int]
+    waiting_gpus: Mapped[int]
+    median_wait_seconds: Mapped[float]  # of the jobs waiting then (0: none waits)
+    oldest_wait_seconds: Mapped[float]

@@ -101,10 +101,6 @@ async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
     return cluster
 
 
-async def list_clusters(session: AsyncSession) -> list[Cluster]:
-    return list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
-
-
 async def node_counts(
     session: AsyncSession, *, cluster_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, NodeCounts]:

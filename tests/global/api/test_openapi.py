@@ -51,6 +51,7 @@ EXPECTED = {
     "listAudit",
     "getOverview",
     "listSchedulingRounds",
+    "getHistory",
     "healthz",
     "readyz",
     "metrics",
