@@ -1,8 +1,8 @@
 """round_samples: the federation's allocation, waiting jobs and waits as the scheduling loop
 saw them, one row at most every 30 s, kept 7 days (the console's history view)
 
-Revision ID: 0020_round_samples
-Revises: 0019_staging_links
+Revision ID: 0021_round_samples
+Revises: 0020_attained_service
 Create Date: 2026-12-05
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0020_round_samples"
-down_revision: str | None = "0019_staging_links"
+revision: str = "0021_round_samples"
+down_revision: str | None = "0020_attained_service"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
