@@ -5,8 +5,11 @@ gang as soon as there is room, and short work that arrives meanwhile waits for h
 them: the average JCT is the long jobs' run time, whatever the placement. A waiting job whose
 *expected* run is at least `LongWork.long_s` therefore starts only while the GPUs long work
 holds - running jobs expected to go on for `long_s` or more, and the long jobs this round lets
-through - stay within `LongWork.share` of the fleet, unless no shorter job waits (the rule
-never leaves GPUs idle for want of short work).
+through - stay within `LongWork.share` of the fleet, and only while a shorter job waits that
+has the GPUs to start now (GPU counts of its model, in one cluster or, split, in all: a short
+job that cannot start anyway holds nothing back; one held back by quota or data still does,
+a round at most, as the GPUs it counts are free). When no long work holds anything, one long
+job always goes through, so a job wider than the share is not held for ever.
 
 Only jobs that say how long they run are judged: the user's runningEstimate, corrected by how
 the estimates of the job's queue held (`DurationModel.remaining` at age 0). Without one the
@@ -21,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from volcano_global.solver.durations import DurationModel
-from volcano_global.solver.model import JobRequest, RunningJob
+from volcano_global.solver.model import ClusterCapacity, JobRequest, RunningJob
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ def keep_room(
     estimates: Mapping[str, Estimate],
     *,
     running: Sequence[RunningJob],
+    clusters: Sequence[ClusterCapacity],
     fleet_gpus: int,
     durations: DurationModel,
     options: LongWork | None,
@@ -58,20 +62,46 @@ def keep_room(
     long = {job_id for job_id, s in expected.items() if s >= options.long_s}
     if not long:
         return list(waiting), {}
-    short_priority = max((j.priority for j in waiting if j.id not in long), default=None)
+    free = _free_gpus(clusters)
+    short_priority = max(
+        (j.priority for j in waiting if j.id not in long and _may_start(j, free)), default=None
+    )
     held = sum(r.total_gpus for r in running if r.ends_in_s >= options.long_s)
     cap = options.share * fleet_gpus
     kept: list[JobRequest] = []
     held_back: dict[str, str] = {}
     for job in waiting:
         blocked = short_priority is not None and job.priority <= short_priority
-        if job.id in long and blocked and held + job.gpus > cap:
+        if job.id in long and blocked and held > 0 and held + job.gpus > cap:
             held_back[job.id] = _reason(expected[job.id], held, fleet_gpus, options)
             continue
         if job.id in long:
             held += job.gpus
         kept.append(job)
     return kept, held_back
+
+
+def _free_gpus(clusters: Sequence[ClusterCapacity]) -> dict[tuple[str, str], int]:
+    free: dict[tuple[str, str], int] = {}
+    for cluster in clusters:
+        for leaf in cluster.leaves:
+            key = (cluster.name, leaf.gpu_model)
+            free[key] = free.get(key, 0) + leaf.free_gpus
+    return free
+
+
+def _may_start(job: JobRequest, free: Mapping[tuple[str, str], int]) -> bool:
+    """Whether the job's GPUs are free now, by counts: in one cluster it may use, or in all of
+    them together for a job that may split."""
+    usable = [
+        gpus
+        for (cluster, model), gpus in free.items()
+        if job.gpu_model in (None, model)
+        and (job.allowed_clusters is None or cluster in job.allowed_clusters)
+    ]
+    if job.splittable and job.cluster_limit > 1:
+        return sum(usable) >= job.gpus
+    return max(usable, default=0) >= job.gpus
 
 
 def _reason(expected_s: float, held: int, fleet_gpus: int, options: LongWork) -> str:

@@ -269,6 +269,7 @@ def _keep_room(
         waiting,
         estimates,
         running=data.running,
+        clusters=data.clusters,
         fleet_gpus=data.fleet_gpus,
         durations=data.durations,
         options=options.long_work if policy.planned else None,

@@ -15,11 +15,13 @@ queue, 10-30 ms at 20,000 pending jobs on this project's 2-core test machine). B
 reads this process adds what it admitted since the read began (`_Ledger`): submissions in the
 job writer's batch, not yet committed, count, so concurrent submissions to one process never
 take a queue over its limit. A read first waits (at most `SETTLE_S`) for this process's
-writes to the queue under way to end: a write committed while the count ran, but not yet
-seen as done here, would otherwise be counted twice and refuse a submission under the
-limit. Several replicas each count their own: together they can
-overshoot by what the others have in flight (admitted, not yet committed: at most one
-group-commit batch each) when the queue is near its limit. Requeued jobs count but are never
+writes to the queue under way when it began to end: a write committed while the count ran,
+but not yet seen as done here, would otherwise be counted twice and refuse a submission under
+the limit. A submission's write is done when the writer has answered it, even if its caller
+went away meanwhile (`finished`): the job may still be written, so it is counted until then.
+Several replicas each count their own: together they can overshoot by what the others have
+in flight (admitted, not yet committed: at most one group-commit batch each) when the queue
+is near its limit. Requeued jobs count but are never
 refused."""
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ import contextlib
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import LargeBinary, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -43,6 +45,7 @@ from volcano_global.errors import Forbidden
 if TYPE_CHECKING:
     from volcano_global.services.jobs.writer import JobWriter
 
+T = TypeVar("T")
 PENDING_JOBS_ANNOTATION = "global.volcano.sh/max-pending-jobs"
 PENDING_BYTES_ANNOTATION = "global.volcano.sh/max-pending-bytes"
 NEAR = 0.9  # within this share of a limit, every submission reads the count afresh
@@ -71,31 +74,37 @@ class _Usage:
 class _Ledger:
     admitted: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     done: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
-    settled: dict[str, asyncio.Event] = field(default_factory=lambda: defaultdict(_settled))
+    # Fresh counts waiting for the writes admitted before they began: (that many done, woken).
+    waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def begin(self, queue: str, size: int) -> None:
         admitted = self.admitted[queue]
         admitted[0] += 1
         admitted[1] += size
-        self.settled[queue].clear()
 
     def end(self, queue: str, size: int) -> None:
         done = self.done[queue]
         done[0] += 1
         done[1] += size
-        if done[0] == self.admitted[queue][0]:
-            self.settled[queue].set()
+        waiting = self.waiters.get(queue)
+        if waiting:
+            for target, woken in waiting:
+                if target <= done[0] and not woken.done():
+                    woken.set_result(None)
+            self.waiters[queue] = [w for w in waiting if not w[1].done()]
 
     async def settle(self, queue: str) -> None:
-        """Wait until none of this process's writes to `queue` is under way (or `SETTLE_S`)."""
+        """Wait until as many writes to `queue` have ended as were admitted now (or
+        `SETTLE_S`): later admissions do not make it wait longer."""
+        target = self.admitted[queue][0]
+        if self.done[queue][0] >= target:
+            return
+        woken = asyncio.get_running_loop().create_future()
+        self.waiters[queue].append((target, woken))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.settled[queue].wait(), SETTLE_S)
-
-
-def _settled() -> asyncio.Event:
-    event = asyncio.Event()
-    event.set()
-    return event
+            await asyncio.wait_for(woken, SETTLE_S)
 
 
 class PendingLimits:
@@ -231,6 +240,18 @@ _GUARDS: weakref.WeakKeyDictionary[JobWriter, PendingLimits] = weakref.WeakKeyDi
 
 def install(writer: JobWriter, guard: PendingLimits) -> None:
     _GUARDS[writer] = guard
+
+
+async def finished(write: Awaitable[T]) -> T:
+    """The write's result; if the caller is cancelled meanwhile, the write goes on (the job may
+    still be stored) and the cancellation is raised once it has ended, so that the queue's
+    count sees the job until then."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from volcano_global.errors import Conflict, Forbidden, Invalid
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.jobspec.tenancy import TenancyRules, tenancy_refusals
 from volcano_global.services.events import event_row
-from volcano_global.services.jobs.pending_limits import pending_room
+from volcano_global.services.jobs.pending_limits import finished, pending_room
 from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
 from volcano_global.services.tenancy.queues import find_queue
 
@@ -164,7 +164,7 @@ async def submit_job(
         f"submitted to queue {queue_name} by {submitted_by}; {split}",
     )
     async with pending_room(writer, queue_name, len(submission.body)):
-        outcome = await writer.add(values, [submitted, *events], queue=queue_name)
+        outcome = await finished(writer.add(values, [submitted, *events], queue=queue_name))
     if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
     if outcome is WriteOutcome.QUEUE_CLOSED:

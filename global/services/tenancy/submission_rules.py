@@ -5,8 +5,9 @@ for every submission, three statements, took a submission from 3.1 to 5.6 ms of 
 A change on any replica still applies to the next job: each submission reads the tables'
 fingerprint, one small statement, and the rules afresh when it moved. On Postgres the
 fingerprint is each table's row count and the sum of its rows' `xmin` (every insert, update
-and delete changes it, whatever the replicas' clocks say); on SQLite, one process and one clock,
-the row count and the newest `updated_at`. A transaction sees its own writes in the
+and delete changes it, whatever the replicas' clocks say); on SQLite the row count, the newest
+`updated_at` and the sum of every row's (an update stamped before the newest, as a clock that
+stepped back would stamp it, still moves the sum). A transaction sees its own writes in the
 fingerprint too, so a queue applied with its jobs in one request applies to them."""
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ _FINGERPRINT = {
     ),
     "sqlite": text(
         "SELECT (SELECT count(*) FROM queues), (SELECT max(updated_at) FROM queues), "
-        "(SELECT count(*) FROM priority_classes), (SELECT max(updated_at) FROM priority_classes)"
+        "(SELECT total(julianday(updated_at)) FROM queues), "
+        "(SELECT count(*) FROM priority_classes), (SELECT max(updated_at) FROM priority_classes), "
+        "(SELECT total(julianday(updated_at)) FROM priority_classes)"
     ),
 }
 

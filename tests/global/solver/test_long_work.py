@@ -30,11 +30,13 @@ def kept(
     estimates: dict[str, float],
     running: tuple[RunningJob, ...] = (),
     durations: DurationModel | None = None,
+    free_nodes: int = 64,
 ) -> tuple[list[str], dict[str, str]]:
     jobs, held = keep_room(
         waiting,
         {k: Estimate(v, "q") for k, v in estimates.items()},
         running=running,
+        clusters=(cluster("a", free_nodes, 0),),
         fleet_gpus=FLEET,
         durations=durations or DurationModel(),
         options=RULE,
@@ -57,6 +59,22 @@ def test_a_long_job_waits_while_long_work_holds_its_share_and_short_work_waits()
         "long",
         "short",
     ]
+
+
+def test_a_short_job_that_cannot_start_now_holds_nothing_back() -> None:
+    """Review: a 64-GPU short job with 32 GPUs free kept the 16-GPU long job (and the GPUs)
+    waiting."""
+    busy = (holding(496, ends_in_s=3 * HOUR),)
+    waiting = [job("long", 16), job("short", 64)]
+    assert kept(waiting, {"long": 4 * HOUR}, busy, free_nodes=4) == (["long", "short"], {})
+    assert kept(waiting, {"long": 4 * HOUR}, busy, free_nodes=8)[0] == ["short"]
+
+
+def test_a_long_job_wider_than_the_share_goes_when_no_long_work_holds_anything() -> None:
+    ids, held = kept([job("wide", 640), job("short")], {"wide": 4 * HOUR})
+    assert ids == ["wide", "short"] and held == {}
+    busy = (holding(8, ends_in_s=3 * HOUR),)
+    assert kept([job("wide", 640), job("short")], {"wide": 4 * HOUR}, busy)[0] == ["short"]
 
 
 def test_the_long_jobs_let_through_this_round_count_against_the_share() -> None:

@@ -167,3 +167,36 @@ async def test_a_write_committed_while_the_count_runs_is_counted_once(
     assert [(await s).status_code for s in (second, third)] == [201, 201]
     refused = await submit(api, job_document("fourth", queue="tight"))
     assert "has 3 pending jobs, its limit max-pending-jobs is 3" in refused.json()["message"]
+
+
+async def test_a_count_waits_only_for_the_writes_under_way_when_it_began() -> None:
+    """Later submissions do not keep a fresh count waiting (review: a stream of small ones
+    made a large document near its bytes limit wait the whole `SETTLE_S`)."""
+    ledger = pending_limits._Ledger()
+    ledger.begin("q", 10)
+    settling = asyncio.ensure_future(ledger.settle("q"))
+    await asyncio.sleep(0)
+    ledger.begin("q", 10)  # admitted after the count began
+    ledger.end("q", 10)
+    await asyncio.wait_for(settling, 0.5)  # well within SETTLE_S
+
+
+async def test_a_cancelled_submission_is_counted_until_its_write_ends() -> None:
+    """The writer still writes a job whose caller went away: `finished` lets the caller's
+    cancellation through only once the write has ended, so the queue's count sees it."""
+    release, ended = asyncio.Event(), []
+
+    async def write() -> str:
+        await release.wait()
+        ended.append(True)
+        return "stored"
+
+    caller = asyncio.ensure_future(pending_limits.finished(write()))
+    await asyncio.sleep(0)
+    caller.cancel()
+    await asyncio.sleep(0.05)
+    assert not caller.done()  # still waiting for the write
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert ended == [True]

@@ -4,6 +4,8 @@ connection applies to the next submission (issue 35: three reads per submission)
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import httpx
 import yaml
 from fastapi import FastAPI
@@ -23,12 +25,17 @@ async def test_a_change_through_another_replica_applies_to_the_next_submission(
 ) -> None:
     body = yaml.safe_dump(queue("team", **{NAMESPACES: "ml"}))
     assert (await api.post("/api/v1/apply", content=body, headers=YAML)).status_code == 200
+    later = yaml.safe_dump(queue("later"))  # the newest row: "team" is not the newest stamp
+    assert (await api.post("/api/v1/apply", content=later, headers=YAML)).status_code == 200
     assert (await submit(api, job_document("a", queue="team"))).status_code == 201
     other = create_engine(database_url)  # another replica's connection to the database
     try:
         async with transaction(create_session_factory(other)) as session:
             await session.execute(
-                update(Queue).where(Queue.name == "team").values(annotations={NAMESPACES: "x"})
+                update(Queue)
+                .where(Queue.name == "team")
+                # stamped in the past, as a replica whose clock is behind stamps it
+                .values(annotations={NAMESPACES: "x"}, updated_at=datetime(2020, 1, 1, tzinfo=UTC))
             )
     finally:
         await other.dispose()
