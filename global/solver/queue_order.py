@@ -11,10 +11,11 @@ one: a queue's key is, from its top-level ancestor down to itself, each level's 
 floor - guarantee or deserved -, GPUs held and taken in its subtree / weight). A queue under its
 floor goes before any at or above theirs.
 
-Time-sharing (`timesharing`): within a priority, a job of a time-sharing queue that has already
-received GPU-time (`Candidate.level`, its attained GPU-seconds: it was demoted or evicted) goes
-after every job of its priority that received less, least served first; the fair share
-between queues orders the jobs of one level (the jobs that never ran are one level)."""
+Time-sharing (`timesharing`): within a queue and a priority, a job of a time-sharing queue that
+has already received GPU-time (`Candidate.level`, its attained GPU-seconds: it was demoted or
+evicted) goes after every job that received less, least served first. The fair share between
+queues still picks the queue first: a queue under its share is not starved behind another
+queue's new work because its next job was demoted once."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def fair_order(
 ) -> list[Candidate]:
     def within(job: Candidate) -> tuple[object, ...]:
         if by_service and not job.due:
-            return (1, job.service, job.submitted_at, job.key)
-        return (0, 0.0, job.submitted_at, job.key)
+            return (job.level, 1, job.service, job.submitted_at, job.key)
+        return (job.level, 0, 0.0, job.submitted_at, job.key)
 
     ordered: list[Candidate] = []
     taken: dict[str, int] = defaultdict(int)
@@ -59,9 +60,9 @@ def fair_order(
             for above in _path(name, tree):
                 sub[above] += gpus
         held = dict(sub)
-    classes: dict[tuple[int, float], list[Candidate]] = defaultdict(list)
-    for job in jobs:  # the highest priority first; in it, the least served
-        classes[(-job.priority, job.level)].append(job)
+    classes: dict[int, list[Candidate]] = defaultdict(list)
+    for job in jobs:  # the highest priority first
+        classes[-job.priority].append(job)
     for key in sorted(classes):
         queues: dict[str, deque[Candidate]] = defaultdict(deque)
         for job in sorted(classes[key], key=within):

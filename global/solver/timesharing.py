@@ -167,7 +167,11 @@ def may_yield(
     if victim.queue == job.queue:
         return True
     theirs = queues.get(victim.queue)
-    return theirs is not None and theirs.held - victim.total_gpus >= theirs.deserved
+    return (
+        theirs is not None
+        and theirs.reclaimable
+        and theirs.held - victim.total_gpus >= theirs.deserved
+    )
 
 
 def _worth(
@@ -229,6 +233,8 @@ def _greedy(
         gpus = sum(v.total_gpus for v in picked) + victim.total_gpus
         if len(picked) + 1 > room.jobs_left or gpus > room.gpus_left:
             break
+        if not _keeps_share(job, picked, victim, room.queues):
+            continue
         picked.append(victim)
         placement = fits_without(job, picked, room.state, room.links)
         if placement is not None:
@@ -241,6 +247,21 @@ def _greedy(
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=_order)), placement
+
+
+def _keeps_share(
+    job: JobRequest,
+    picked: list[RunningJob],
+    victim: RunningJob,
+    queues: Mapping[str, Standing],
+) -> bool:
+    """Another queue keeps its deserved share with this victim and those already picked from
+    it gone (`may_yield` checks each victim alone)."""
+    if victim.queue == job.queue:
+        return True
+    theirs = queues.get(victim.queue)
+    taken = sum(v.total_gpus for v in picked if v.queue == victim.queue) + victim.total_gpus
+    return theirs is not None and theirs.held - taken >= theirs.deserved
 
 
 def _take(

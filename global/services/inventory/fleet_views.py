@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, ClusterState
 from volcano_global.errors import Invalid
+from volcano_global.jobspec.fields import is_dns_label
 from volcano_global.services.inventory.snapshots import DomainView
 
 
@@ -45,11 +46,16 @@ def _encode(name: str) -> str:
 
 
 def _decode(token: str) -> str:
+    """The cluster name the token carries; anything else (a cluster name is a DNS label) is
+    refused before it reaches a query."""
     try:
         padded = token + "=" * (-len(token) % 4)
-        return base64.b64decode(padded, altchars=b"-_", validate=True).decode()
+        name = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (ValueError, UnicodeDecodeError):
-        raise Invalid.one("continue (query)", "invalid continue token") from None
+        name = ""
+    if not is_dns_label(name):
+        raise Invalid.one("continue (query)", "invalid continue token")
+    return name
 
 
 def topology_level(

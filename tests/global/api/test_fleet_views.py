@@ -45,6 +45,7 @@ async def test_clusters_page_by_name_and_search(api: httpx.AsyncClient) -> None:
         ({"limit": 5000}, "limit (query)"),
         ({"state": "Sleepy"}, "state (query)"),
         ({"continue": "%%%"}, "continue (query)"),
+        ({"continue": "AA"}, "continue (query)"),  # a NUL byte: a 500 on Postgres before
         ({"text": "x" * 64}, "text (query)"),
     ],
 )

@@ -57,3 +57,17 @@ def test_what_a_capped_queue_leaves_is_divided_again() -> None:
     # b wants 8 only; a's quota caps it at 40; c takes the rest.
     shares = deserved(100, {"a": (1, 1000, 40), "b": (1, 8, None), "c": (1, 1000, None)})
     assert shares == {"a": 40, "b": 8, "c": 52}
+
+
+def test_a_demoted_job_goes_after_less_served_work_of_its_queue_not_of_every_queue() -> None:
+    """Time-sharing orders by attained service inside a queue; fair share still picks the
+    queue (review: queue a, holding nothing, waited behind every new job of queue b)."""
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    jobs = [
+        Candidate("a-demoted", "a", 0, 64, t, level=3600.0 * 64),
+        Candidate("a-new", "a", 0, 64, t + timedelta(seconds=5)),
+        Candidate("b-new1", "b", 0, 64, t + timedelta(seconds=1)),
+        Candidate("b-new2", "b", 0, 64, t + timedelta(seconds=2)),
+    ]
+    order = [c.key for c in fair_order(jobs, held={"b": 512}, weights={"a": 1, "b": 1})]
+    assert order.index("a-new") < order.index("a-demoted") < order.index("b-new1")

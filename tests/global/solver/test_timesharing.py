@@ -121,6 +121,21 @@ def test_never_takes_a_queue_below_its_fair_share() -> None:
     assert yields(job(queue="r"), run, queues=at_share) == [["r1"]]
 
 
+def test_several_gangs_of_one_queue_never_take_it_below_its_share_together() -> None:
+    """Review: each of r's two gangs alone left r at its share, both together did not."""
+    run = [gang("r1", 32, queue="r", served_h=5.0), gang("r2", 32, queue="r", served_h=4.0)]
+    queues = {"r": Standing(held=128, deserved=96), "q": Standing(held=0, deserved=96)}
+    assert yields(job(64, queue="q"), run, queues=queues) == []
+    assert yields(job(32, queue="q"), run, queues=queues) == [["r1"]]
+
+
+def test_a_queue_that_may_not_be_reclaimed_from_yields_only_to_its_own_jobs() -> None:
+    run = [gang("r1", queue="r")]
+    closed = {"r": Standing(192, 64, reclaimable=False), "q": Standing(held=0, deserved=64)}
+    assert yields(job(queue="q"), run, queues=closed) == []
+    assert yields(job(queue="r"), run, queues=closed) == [["r1"]]
+
+
 def test_caps_per_round() -> None:
     run = [gang("g1", cluster="a"), gang("g2", cluster="b")]
     waiting = [replace(job(), id="w1"), replace(job(), id="w2")]
