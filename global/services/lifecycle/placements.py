@@ -1,13 +1,16 @@
 """The end of a placement: withdrawn before its job started, or released after (finished,
-requeued, cancelled). Ending it frees the capacity and link bandwidth it held and revokes the
-job token of its run; the clusters still running a share are told to remove it."""
+requeued, demoted, evicted, resized, cancelled). Ending it frees the capacity and link
+bandwidth it held and revokes the job token of its run; the clusters still running a share are
+told to remove it; the GPU-seconds the run received are added to the job's attained service
+(time-sharing orders by it), however the run ended."""
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import Placement, PlacementState
+from volcano_global.db.models import ClusterShare, Job, Placement, PlacementState
 from volcano_global.services.lifecycle.outbox import enqueue_cancellations
 from volcano_global.services.tenancy.tokens import revoke_job_tokens
 from volcano_global.services.wakeups import room_may_have_changed
@@ -24,7 +27,24 @@ async def end_placement(
     every cluster holding a share gets a cancellation saying it; without, none (every share
     has already ended where it ran)."""
     placement.state, placement.ended_at = state, utcnow()
+    await _attain(session, placement)
     await revoke_job_tokens(session, job_id=placement.job_id, ended_at=placement.ended_at)
     room_may_have_changed(session)
     if cancel_reason is not None:
         await enqueue_cancellations(session, placement=placement, reason=cancel_reason)
+
+
+async def _attain(session: AsyncSession, placement: Placement) -> None:
+    """The run's GPUs x its time running, added to the job's attained service."""
+    job = await session.get(Job, placement.job_id)
+    if job is None or job.started_at is None or placement.ended_at is None:
+        return
+    gpus = (
+        await session.execute(
+            select(func.coalesce(func.sum(ClusterShare.gpus), 0)).where(
+                ClusterShare.placement_id == placement.id
+            )
+        )
+    ).scalar_one()
+    ran = max((placement.ended_at - job.started_at).total_seconds(), 0.0)
+    job.attained_gpu_s = (job.attained_gpu_s or 0.0) + int(gpus) * ran

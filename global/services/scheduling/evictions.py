@@ -15,7 +15,7 @@
 A demotion by time-sharing (`solver.timesharing`, an eviction of kind TIMESHARE) goes the
 same two steps, but its victim is requeued as time-sharing's own act, not through its Volcano
 `policies`: it is no failure, and does not use up `maxRetry` (`demotion.py`). Every victim keeps
-the GPU-seconds its run received (`Job.attained_gpu_s`, as the round counted them).
+the GPU-seconds its run received (`Job.attained_gpu_s`, added when its placement ends).
 
 A crash between the steps loses nothing: both are transactions, and the nomination is in the
 database until it starts or is withdrawn. A cluster that is not Ready cannot acknowledge a
@@ -137,10 +137,8 @@ async def nominate(
 async def _end_victim(
     session: AsyncSession, placement: Placement, job: Job, eviction: Eviction, preemptor: Job
 ) -> GangOutcome:
-    """One victim's run ends: it keeps the GPU-seconds the run received (as the round counted
-    them), and is demoted (time-sharing) or requeued through its policies (preemption)."""
-    served = {v.id: v.attained_gpu_s for v in eviction.victims}
-    job.attained_gpu_s = max(job.attained_gpu_s, served.get(str(job.id), 0.0))
+    """One victim's run ends (its attained service grows by the run: `end_placement`), and it
+    is demoted (time-sharing) or requeued through its policies (preemption)."""
     told = eviction.victim_reasons.get(str(job.id))
     if told is not None and job.state not in NOT_STARTED:
         return await demote(session, placement=placement, job=job, message=told)

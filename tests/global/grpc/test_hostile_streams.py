@@ -312,7 +312,8 @@ async def test_one_stream_per_cluster_across_two_server_processes(
 ) -> None:
     """Before: each replica served its own stream of the cluster. After: a stream on replica
     B replaces the one on replica A (ABORTED within seconds), and rotating the token through
-    replica A ends the stream on replica B."""
+    replica A ends the stream on replica B. Within seconds: by the notification, not the
+    10 s safety poll (8 s leaves room for a loaded machine)."""
     one, two = replicas
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with httpx.AsyncClient(base_url=one.url, headers=admin) as api:
@@ -328,7 +329,7 @@ async def test_one_stream_per_cluster_across_two_server_processes(
         error = await end_of(first)
         took = time.monotonic() - started
         assert (error.code(), error.details()) == (grpc.StatusCode.ABORTED, REPLACED)
-        assert took < 3.0, f"the stream on the other replica ended after {took:.2f} s"
+        assert took < 8.0, f"the stream on the other replica ended after {took:.2f} s"
         assert (await second.send(added(2, "from-the-second"))).ack.seq == 2
         assert await nodes(api) == 5
         await first.close()
@@ -338,6 +339,6 @@ async def test_one_stream_per_cluster_across_two_server_processes(
         error = await end_of(second)
         took = time.monotonic() - started
         assert (error.code(), error.details()) == (grpc.StatusCode.UNAUTHENTICATED, REVOKED)
-        assert took < 3.0, f"the stream on the other replica ended after {took:.2f} s"
+        assert took < 8.0, f"the stream on the other replica ended after {took:.2f} s"
         await second.close()
         assert rotated.status_code == 200

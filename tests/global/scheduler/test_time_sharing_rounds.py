@@ -17,8 +17,9 @@ from tests.factories import create_cluster, job_document, queue_document, submit
 from tests.grpc_stream import Stream, node
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Event, Job, JobState
+from volcano_global.db.models import Event, Job, JobState, Placement
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.dispatch.supervision import share_lost
 from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.solver import Policy
 
@@ -137,3 +138,29 @@ async def test_a_queue_with_an_unreadable_setting_is_refused_naming_it(
     [cause] = applied["causes"]
     assert cause["field"] == f'metadata.annotations["{annotation}"]'
     assert message in cause["message"]
+
+
+async def test_a_run_that_ends_any_other_way_still_counts_as_service(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Review: only evictions and demotions kept a run's GPU-seconds; a share lost (a pod
+    failed, the job's policy requeued it) reset the job to what it had before the run."""
+    stream, long_id = await long_job_running(app, api, SHARING)
+    async with transaction(app.state.sessions) as session:
+        job = (await session.execute(select(Job).where(Job.id == long_id))).scalar_one()
+        placement = (
+            await session.execute(select(Placement).where(Placement.job_id == long_id))
+        ).scalar_one()
+        await share_lost(
+            session,
+            placement=placement,
+            job=job,
+            event="PodFailed",
+            message="a pod failed",
+            action="RestartJob",
+        )
+    requeued = await job_row(app, long_id)
+    assert requeued.state is JobState.PENDING
+    served = 8 * HOURS_RUN * 3600
+    assert served <= requeued.attained_gpu_s < served + 8 * 60
+    await stream.close()
