@@ -18,14 +18,12 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from sim_bench import EXAMPLES
-from when_bench import FLEETS, OPTIONS, Fleet
+from when_bench import FLEETS, OPTIONS, Fleet, fleet_trace
 
 from volcano_global.simulation.comparison import is_large, judge
 from volcano_global.simulation.engine import SimResult, Simulation
 from volcano_global.simulation.running import Running
-from volcano_global.simulation.scenario import Scenario
-from volcano_global.simulation.workload import TraceJob, synthetic_llm
+from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver import JobDecision, Policy
 from volcano_global.solver.round_plan import RoundPlan
 
@@ -90,16 +88,7 @@ def _places(decision: JobDecision) -> tuple[tuple[str, int], ...]:
 def run_case(args: tuple[Fleet, int, int]) -> tuple[str, int, dict[str, object]]:
     fleet, seed, jobs = args
     started = time.monotonic()
-    scenario = Scenario.load(EXAMPLES / fleet.name)
-    capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
-    trace = synthetic_llm(
-        seed=seed,
-        jobs=jobs,
-        load=1.0,
-        capacity_gpus=fleet.trace_capacity or capacity,
-        min_gpus=fleet.min_gpus,
-        max_gpus=fleet.max_gpus,
-    )
+    scenario, _, trace = fleet_trace(fleet, seed, jobs, 1.0)
     sims = [Shadowed(scenario, trace, Policy.CPSAT, OPTIONS, guard=g) for g in (False, True)]
     results = [sim.run() for sim in sims]
     judged = judge(results)

@@ -23,7 +23,7 @@ from volcano_global.simulation.comparison import Judged, bounds, judge
 from volcano_global.simulation.engine import SimOptions, SimResult, Simulation
 from volcano_global.simulation.lp_bound import LpBound, lp_bound_of
 from volcano_global.simulation.scenario import Scenario
-from volcano_global.simulation.workload import synthetic_llm
+from volcano_global.simulation.workload import TraceJob, synthetic_llm
 from volcano_global.solver import Policy
 
 POLICIES = [Policy.CPSAT, Policy.BACKFILL, Policy.GREEDY, Policy.FIRST_FIT]
@@ -65,9 +65,10 @@ class Case:
         return getattr(self.of(slower), attr) / getattr(self.of(faster), attr)
 
 
-def run_case(args: tuple[Fleet, int, int, float]) -> tuple[str, int, Case]:
-    fleet, seed, jobs, load = args
-    started = time.monotonic()
+def fleet_trace(
+    fleet: Fleet, seed: int, jobs: int, load: float
+) -> tuple[Scenario, int, list[TraceJob]]:
+    """The fleet's scenario, its GPUs and its seeded gang trace."""
     scenario = Scenario.load(EXAMPLES / fleet.name)
     capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
     trace = synthetic_llm(
@@ -78,6 +79,13 @@ def run_case(args: tuple[Fleet, int, int, float]) -> tuple[str, int, Case]:
         min_gpus=fleet.min_gpus,
         max_gpus=fleet.max_gpus,
     )
+    return scenario, capacity, trace
+
+
+def run_case(args: tuple[Fleet, int, int, float]) -> tuple[str, int, Case]:
+    fleet, seed, jobs, load = args
+    started = time.monotonic()
+    scenario, capacity, trace = fleet_trace(fleet, seed, jobs, load)
     results: list[SimResult] = [Simulation(scenario, trace, p, OPTIONS).run() for p in POLICIES]
     case = Case(
         judged=judge(results),
