@@ -11,7 +11,12 @@ How many per queue (`heads_per_queue`): at least the window, so the fair order's
 submission order and no queue takes more than the window); the round's total (window x
 depth) shared among the queues when that gives more, so that with one busy queue the planned
 order still chooses short work from deep in its line. At most max(window x queues, window x
-depth) rows are read."""
+depth) rows are read.
+
+A time-sharing queue's line is read least served first (attained GPU-seconds, then
+submission), as the round orders it (`solver.queue_order`): by submission, a queue whose first
+few hundred jobs were demoted would hide its new, never-run jobs from every round. That read
+sorts the queue's waiting jobs (no index serves it): time-sharing queues only."""
 
 from __future__ import annotations
 
@@ -39,23 +44,26 @@ async def queue_heads(
     per_queue: int,
     *,
     excluding: Collection[uuid.UUID] = (),
+    sharing: Collection[uuid.UUID] = (),
 ) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None, float]]]:
     """Per queue, its first `per_queue` waiting jobs by (priority descending, submission,
-    id), `excluding` some: rows of (id, queue id, priority, total GPUs, submitted at, running
-    estimate, attained GPU-seconds)."""
+    id) - by (priority descending, attained service, submission, id) for the `sharing`
+    queues -, `excluding` some: rows of (id, queue id, priority, total GPUs, submitted at,
+    running estimate, attained GPU-seconds)."""
     rows: list[Row] = []
     for start in range(0, len(queue_ids), QUEUES_PER_STATEMENT):
         chunk = queue_ids[start : start + QUEUES_PER_STATEMENT]
-        parts = [_head_of(queue_id, per_queue, excluding) for queue_id in chunk]
+        parts = [_head_of(q, per_queue, excluding, q in sharing) for q in chunk]
         statement = parts[0] if len(parts) == 1 else union_all(*parts)
         rows += (await session.execute(statement)).all()
     return rows
 
 
 def _head_of(
-    queue_id: uuid.UUID, limit: int, excluding: Collection[uuid.UUID]
+    queue_id: uuid.UUID, limit: int, excluding: Collection[uuid.UUID], least_served: bool
 ) -> Select[tuple[object, ...]]:
     skipped = Job.id.not_in(list(excluding)) if excluding else true()
+    served = (Job.attained_gpu_s,) if least_served else ()
     head = (
         select(
             Job.id,
@@ -67,7 +75,7 @@ def _head_of(
             Job.attained_gpu_s,
         )
         .where(Job.queue_id == queue_id, WAITING, skipped)
-        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+        .order_by(Job.priority.desc(), *served, Job.submitted_at, Job.id)
         .limit(limit)
         .subquery()
     )

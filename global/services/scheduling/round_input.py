@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -241,7 +242,7 @@ async def _waiting(
     """The window's waiting jobs as the solver's requests, and those set aside (why).
     Fair share chooses the window from the head of every queue's line by a few columns
     (`solver.round_plan.window`); only the chosen jobs' placement fields are read."""
-    heads, queue_names = await _heads(session, size, policy, now)
+    heads, queue_names = await _heads(session, size, policy, now, sharing)
     light = [
         Waiting(
             JobRequest(
@@ -330,7 +331,11 @@ def _request(
 
 
 async def _heads(
-    session: AsyncSession, window: int, policy: Policy, now: datetime
+    session: AsyncSession,
+    window: int,
+    policy: Policy,
+    now: datetime,
+    sharing: Collection[str] = (),
 ) -> tuple[list[Any], dict[uuid.UUID, str]]:
     """Every queue's first waiting jobs (`heads.py`) but those backing off after a withdrawal
     (`withdrawals.py`), and the queues' names by id. A queue that lost heads to the back-off
@@ -338,12 +343,13 @@ async def _heads(
     names = dict((await session.execute(select(Queue.id, Queue.name).order_by(Queue.name))).all())
     depth = PLANNED_CANDIDATES if policy.planned else CANDIDATES_PER_WINDOW_SLOT
     per_queue = heads_per_queue(window, depth, len(names))
-    heads = await queue_heads(session, list(names), per_queue)
+    shared = {queue_id for queue_id, name in names.items() if name in sharing}
+    heads = await queue_heads(session, list(names), per_queue, sharing=shared)
     out = await held_back(session, job_ids=[c.id for c in heads], now=now)
     if out:
         short = sorted({c.queue_id for c in heads if c.id in out})
         heads = [c for c in heads if c.id not in out and c.queue_id not in short]
-        again = await queue_heads(session, short, per_queue, excluding=out)
+        again = await queue_heads(session, short, per_queue, excluding=out, sharing=shared)
         out |= await held_back(session, job_ids=[c.id for c in again], now=now)
         heads += [c for c in again if c.id not in out]
     return heads, names

@@ -134,3 +134,37 @@ async def test_the_round_orders_its_heads_as_the_simulator_orders_every_waiting_
     )
     assert len(rows) == BACKLOG + 3
     assert [r.id for r in order(data, policy, RoundOptions())] == [c.key for c in every[:10]]
+
+
+async def test_a_time_sharing_queue_s_new_job_is_read_before_its_demoted_ones(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Review: read by submission, a time-sharing queue's first jobs - all demoted, older -
+    hid its new, never-run job from every round (the round orders least served first)."""
+    applied = await api.post(
+        "/api/v1/apply",
+        json={
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {
+                "name": "shared",
+                "annotations": {"global.volcano.sh/time-sharing": "true"},
+            },
+            "spec": {"weight": 1},
+        },
+    )
+    assert applied.status_code == 200, applied.text
+    old = (await submit(api, job_document("old", queue="shared", replicas=1))).json()["uid"]
+    await clone_jobs(app.state.sessions, old, 5)
+    new = (await submit(api, job_document("new", queue="shared", replicas=1))).json()["uid"]
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            Job.__table__.update().where(Job.name != "new").values(attained_gpu_s=3600.0)
+        )
+        shared = (await session.execute(select(Queue.id).where(Queue.name == "shared"))).one()
+        by_service = await queue_heads(session, [shared.id], per_queue=2, sharing={shared.id})
+        by_submission = await queue_heads(session, [shared.id], per_queue=2)
+        data, _ = await read_round(session, window=1, policy=Policy.GREEDY)
+    assert str(by_service[0].id) == new
+    assert new not in {str(h.id) for h in by_submission}
+    assert [w.request.id for w in data.waiting] == [new]
