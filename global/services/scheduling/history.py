@@ -47,25 +47,49 @@ async def take_sample(session: AsyncSession, *, now: datetime) -> RoundSample:
             )
         )
     ).one()
-    waiting = (
-        await session.execute(
-            select(Job.submitted_at, Job.total_gpus).where(Job.state == JobState.PENDING)
-        )
-    ).all()
-    waits = [max(0.0, (now - submitted).total_seconds()) for submitted, _ in waiting]
+    count, gpus, oldest, median = await _waiting(session)
     sample = RoundSample(
         taken_at=now,
         gpus_total=int(total),
         gpus_allocated=int(total) - int(free),
-        waiting_jobs=len(waiting),
-        waiting_gpus=sum(int(gpus) for _, gpus in waiting),
-        median_wait_seconds=statistics.median(waits) if waits else 0.0,
-        oldest_wait_seconds=max(waits, default=0.0),
+        waiting_jobs=count,
+        waiting_gpus=gpus,
+        median_wait_seconds=_since(median, now),
+        oldest_wait_seconds=_since(oldest, now),
     )
     session.add(sample)
     await session.execute(delete(RoundSample).where(RoundSample.taken_at < now - KEPT_FOR))
     await session.flush()
     return sample
+
+
+async def _waiting(session: AsyncSession) -> tuple[int, int, datetime | None, datetime | None]:
+    """The waiting jobs' count, GPUs, oldest and median submission, counted in the database
+    (a sample every 30 s must not load 100,000 waiting rows into the loop's process)."""
+    pending = Job.state == JobState.PENDING
+    count, gpus, oldest = (
+        await session.execute(
+            select(
+                func.count(), func.coalesce(func.sum(Job.total_gpus), 0), func.min(Job.submitted_at)
+            ).where(pending)
+        )
+    ).one()
+    median = None
+    if count:
+        median = (
+            await session.execute(
+                select(Job.submitted_at)
+                .where(pending)
+                .order_by(Job.submitted_at.desc())
+                .offset(int(count) // 2)
+                .limit(1)
+            )
+        ).scalar_one_or_none()
+    return int(count), int(gpus), oldest, median
+
+
+def _since(at: datetime | None, now: datetime) -> float:
+    return max(0.0, (now - at).total_seconds()) if at is not None else 0.0
 
 
 async def history(session: AsyncSession, *, since: datetime, step_s: int) -> list[HistoryPoint]:
