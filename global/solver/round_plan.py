@@ -192,18 +192,7 @@ def plan_round(
     """The round (module docstring), step by step."""
     options = options or RoundOptions()
     rules = options.preemption
-    waiting = order(data, policy, options)  # 1
-    waiting, steered = gravity.steer(  # 1b
-        waiting,
-        data.data,
-        clusters=data.clusters,
-        links=data.links,
-        running=data.running,
-        options=options.data,
-        copying=data.copying,
-        evicting=rules is not None,
-    )
-    waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
+    waiting, steered, held_back = _in_line(data, policy, options)  # 1, 1b, 1c
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
     shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
@@ -253,6 +242,26 @@ def plan_round(
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
     )
+
+
+def _in_line(
+    data: RoundInput, policy: Policy, options: RoundOptions
+) -> tuple[list[JobRequest], dict[str, gravity.Steer], dict[str, Outcome]]:
+    """Steps 1, 1b and 1c: the waiting jobs in order, where their data lets them start, and
+    the long jobs held back (with their outcomes)."""
+    waiting = order(data, policy, options)  # 1
+    waiting, steered = gravity.steer(  # 1b
+        waiting,
+        data.data,
+        clusters=data.clusters,
+        links=data.links,
+        running=data.running,
+        options=options.data,
+        copying=data.copying,
+        evicting=options.preemption is not None,
+    )
+    waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
+    return waiting, steered, held_back
 
 
 def _keep_room(
