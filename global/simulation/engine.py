@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from volcano_global.simulation import elastic, evictions, left_out, solver_input, speed
 from volcano_global.simulation.data import DataState
 from volcano_global.simulation.nodes import Fleet
+from volcano_global.simulation.options import SimOptions
 from volcano_global.simulation.running import EPOCH, Running, request, stamp
 from volcano_global.simulation.scenario import Scenario
 from volcano_global.simulation.staging import Copies
@@ -28,16 +29,12 @@ from volcano_global.solver import (
     Policy,
     Snapshot,
     SolveOptions,
-    planning,
     solve,
 )
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
-from volcano_global.solver.gravity import DataOptions
-from volcano_global.solver.long_work import LongWork
 from volcano_global.solver.outcomes import Status
-from volcano_global.solver.preemption import Rules
 from volcano_global.solver.round_plan import (
     RoundInput,
     RoundOptions,
@@ -45,30 +42,6 @@ from volcano_global.solver.round_plan import (
     Waiting,
     plan_round,
 )
-from volcano_global.solver.timesharing import TimeSharing
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    window: int = 100
-    deterministic_time: float = 0.5  # CP-SAT work per round (deterministic units)
-    time_limit_s: float = 30.0  # a wall-clock safety net only
-    reserve_after_s: float = planning.RESERVE_AFTER_S
-    max_holds: int = SolveOptions.max_holds
-    # Preemption and reclaim (`solver.preemption`): None runs without them. `checkpoint_s`:
-    # an evicted job resumes from its last checkpoint (every so many seconds of its run);
-    # None: it loses everything since its start.
-    preemption: Rules | None = None
-    checkpoint_s: float | None = None
-    # Elastic width: when a resize is worth it, and what each one costs (`elastic.restart`).
-    hysteresis: planning.Hysteresis = field(default_factory=planning.Hysteresis)
-    resize_restart_s: float = 300.0
-    # Where jobs may start given their data, and how fast staging copies (`solver.gravity`).
-    data: DataOptions = field(default_factory=DataOptions)
-    # Long jobs (by runningEstimate) held back while long work holds its share (`long_work`).
-    long_work: LongWork | None = None
-    # Time-sharing's limits, for the scenario's queues that opt in (`timeSharing: true`).
-    time_sharing: TimeSharing = field(default_factory=TimeSharing)
 
 
 @dataclass

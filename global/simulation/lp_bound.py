@@ -45,8 +45,7 @@ from volcano_global.simulation.workload import TraceJob
 MAX_SLOTS = 600  # slot length H / 600 (at least MIN_SLOT_S): 300 jobs solve in seconds
 MIN_SLOT_S = 1.0
 TIME_LIMIT_S = 60.0
-# Measured on issue 34's trace (300 gangs, 3,072 GPUs, 200 slots): CLP 1.0 s, PDLP (to 1e-6)
-# 3.7 s, GLOP 11 s; at 600 slots GLOP did not finish in 60 s. All three ship with OR-Tools.
+# The fastest of OR-Tools' LP solvers on these models (timings: docs/simulation.md).
 SOLVER = "CLP"
 
 
