@@ -79,16 +79,12 @@ async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
     submission = await submission_for(request, request.app.state.settings, caller)
 
-    async def check_name(namespace: str, name: str) -> None:
-        async with request.app.state.sessions() as session:
-            await names.refuse_finished_holder(session, namespace=namespace, name=name)
-
     job = await submissions.submit_job(
         submission,
         submitted_by=caller.name,
         writer=request.app.state.job_writer,
         events=[audit.audit_row(request, caller)],
-        check_name=check_name,
+        refuse_finished=True,
     )
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)

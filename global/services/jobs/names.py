@@ -13,31 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job
-from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 from volcano_global.errors import Conflict
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.cancel import cancel_job, get_job
 
 
-async def refuse_finished_holder(session: AsyncSession, *, namespace: str, name: str) -> None:
-    """Conflict if a finished job not deleted holds `namespace/name`."""
-    holder = (
-        await session.execute(
-            select(Job.state)
-            .where(
-                Job.namespace == namespace,
-                Job.name == name,
-                Job.deleted_at.is_(None),
-                Job.state.in_(TERMINAL_JOB_STATES),
-            )
-            .limit(1)
-        )
-    ).scalar_one_or_none()
-    if holder is not None:
-        raise Conflict(
-            f"job {namespace}/{name} already exists ({holder}): delete it first "
-            f"(vglobal delete {namespace}/{name}) or choose another name"
-        )
+def finished_holder(namespace: str, name: str, state: str | None) -> Conflict:
+    """The refusal of a name a finished job not deleted holds (the job writer finds it)."""
+    return Conflict(
+        f"job {namespace}/{name} already exists ({state}): delete it first "
+        f"(vglobal delete {namespace}/{name}) or choose another name"
+    )
 
 
 async def delete_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:

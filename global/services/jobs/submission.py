@@ -16,6 +16,7 @@ from volcano_global.errors import Conflict, Forbidden, Invalid
 from volcano_global.jobspec import NormalizedJob, ParseOptions, load_document, normalize_job
 from volcano_global.jobspec.tenancy import TenancyRules, tenancy_refusals
 from volcano_global.services.events import event_row
+from volcano_global.services.jobs import names
 from volcano_global.services.jobs.pending_limits import finished, pending_room
 from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
 from volcano_global.services.tenancy.queues import find_queue
@@ -108,14 +109,16 @@ async def submit_job(
     writer: JobWriter,
     events: Sequence[dict[str, Any]] = (),
     check_name: Callable[[str, str], Awaitable[None]] | None = None,
+    refuse_finished: bool = False,
 ) -> dict[str, Any]:
     """Check the submission, then store the job with its Submitted event and `events` (rows
     from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
     looks its queue up (no session of the caller's is held meanwhile: SQLite has one
-    connection, which the writer needs). Returns the stored row (every column of the jobs table
-    and `queue_name`, as `jobs/views.py` reads it)."""
+    connection, which the writer needs). `refuse_finished`: a finished job not deleted holding
+    the name refuses it (Conflict), checked in the writer's batch. Returns the stored row (every
+    column of the jobs table and `queue_name`, as `jobs/views.py` reads it)."""
     document, job, queue_name = read_submission(submission)
-    if check_name is not None:  # (namespace, name): e.g. `names.refuse_finished_holder`
+    if check_name is not None:  # (namespace, name): e.g. the Kubernetes API's name check
         await check_name(job.namespace, job.name)
     lifecycle = job.lifecycle
     now = utcnow()
@@ -164,7 +167,12 @@ async def submit_job(
         f"submitted to queue {queue_name} by {submitted_by}; {split}",
     )
     async with pending_room(writer, queue_name, len(submission.body)):
-        outcome = await finished(writer.add(values, [submitted, *events], queue=queue_name))
+        written = await finished(
+            writer.add(
+                values, [submitted, *events], queue=queue_name, refuse_finished=refuse_finished
+            )
+        )
+    outcome = written.outcome
     if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
     if outcome is WriteOutcome.QUEUE_CLOSED:
@@ -176,6 +184,8 @@ async def submit_job(
             _queue_field(job),
             f"queue {queue_name!r} has child queues: jobs may be submitted only to leaf queues",
         )
+    if outcome is WriteOutcome.FINISHED_HOLDER:
+        raise names.finished_holder(job.namespace, job.name, written.holder_state)
     if outcome is WriteOutcome.NAME_TAKEN:
         raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
     return values | {"queue_name": queue_name}

@@ -10,10 +10,12 @@ A live job's name is unique (the partial unique index `ACTIVE_NAME_INDEX`, the t
 unique index besides its primary key, a fresh UUID): a row that collides, with a stored job or
 an earlier row of its own batch, is skipped by `ON CONFLICT DO NOTHING` and its submitter told
 so; the others are written. A job whose queue does not exist is not written and its submitter
-told so. Any other integrity error (e.g. the queue was deleted between the read and the
-insert) makes the batch be written again one job at a time, so only the job at fault fails. A
-database error fails every submission of the batch (each caller gets the error: the client
-retries); nothing is reported written that is not committed."""
+told so. A submission may ask to be refused when a finished job not deleted holds its name
+(`POST /api/v1/jobs`; apply submits a new job then): that check is part of the batch's read,
+not a statement of its own. Any other integrity error (e.g. the queue was deleted between the
+read and the insert) makes the batch be written again one job at a time, so only the job at
+fault fails. A database error fails every submission of the batch (each caller gets the error:
+the client retries); nothing is reported written that is not committed."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, insert, text
+from sqlalchemy import and_, bindparam, insert, select, text, tuple_
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -32,6 +34,7 @@ from volcano_global.db.bulk import as_json, cached_statement, record_of
 from volcano_global.db.engine import autocommit
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job
+from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
 
 MAX_BATCH = 500  # jobs per INSERT (each has ~30 columns: well under the bind-parameter limits)
 
@@ -42,6 +45,13 @@ class WriteOutcome(enum.Enum):
     NO_QUEUE = "its queue does not exist"
     QUEUE_CLOSED = "its queue is Closed"
     NOT_LEAF = "its queue has child queues (jobs run only in leaf queues)"
+    FINISHED_HOLDER = "a finished job not deleted has its name"
+
+
+@dataclass(frozen=True)
+class Written:
+    outcome: WriteOutcome
+    holder_state: str | None = None  # FINISHED_HOLDER: the state of the job holding the name
 
 
 @dataclass
@@ -49,12 +59,13 @@ class _Item:
     job: dict[str, Any]  # every column of the row but queue_id, set from `queue` when written
     queue: str  # the queue's name
     events: list[dict[str, Any]]  # every column of each event row
+    refuse_finished: bool  # refused if a finished job not deleted holds its namespace/name
 
 
 class JobWriter:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
-        self._group = GroupCommit[_Item, WriteOutcome](
+        self._group = GroupCommit[_Item, Written](
             self._insert,
             what="jobs",
             max_batch=MAX_BATCH,
@@ -62,29 +73,55 @@ class JobWriter:
         )
 
     async def add(
-        self, job: dict[str, Any], events: list[dict[str, Any]], *, queue: str
-    ) -> WriteOutcome:
+        self,
+        job: dict[str, Any],
+        events: list[dict[str, Any]],
+        *,
+        queue: str,
+        refuse_finished: bool = False,
+    ) -> Written:
         """Write the job (into the queue named `queue`, whose id it is given) and its events in
-        the next batch, and tell whether it was stored. Raises what the write raised (the job
-        is then not stored)."""
-        return await self._group.add(_Item(job, queue, events))
+        the next batch, and tell whether it was stored. `refuse_finished`: not if a finished job
+        not deleted holds its name. Raises what the write raised (the job is then not
+        stored)."""
+        return await self._group.add(_Item(job, queue, events, refuse_finished))
 
-    async def _insert(self, batch: list[_Item]) -> list[WriteOutcome]:
+    async def _insert(self, batch: list[_Item]) -> list[Written]:
         async with self.sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
-                outcomes = await _insert_at_once(await autocommit(session), batch)
+                written = await _insert_at_once(await autocommit(session), batch)
             else:
                 async with session.begin():
-                    outcomes = await _insert_in_steps(session, batch)
-        return [outcomes[item.job["id"]] for item in batch]
+                    written = await _insert_in_steps(session, batch)
+        return [written[item.job["id"]] for item in batch]
 
 
-async def _insert_at_once(
-    session: AsyncSession, batch: list[_Item]
-) -> dict[uuid.UUID, WriteOutcome]:
+@dataclass
+class _Found:
+    """What the batch's read found: its queues and the finished jobs holding its names."""
+
+    queue_ids: dict[str, uuid.UUID]  # by name
+    refused: dict[str, WriteOutcome | None]  # by queue name: why it takes no jobs
+    holders: dict[uuid.UUID, str]  # incoming job id -> the state of the finished holder
+
+    def verdict(self, item: _Item) -> Written | None:
+        """Why the item is not written, or None if it is to be inserted."""
+        if item.queue not in self.queue_ids:
+            return Written(WriteOutcome.NO_QUEUE)
+        if (refusal := self.refused[item.queue]) is not None:
+            return Written(refusal)
+        if (state := self.holders.get(item.job["id"])) is not None:
+            return Written(WriteOutcome.FINISHED_HOLDER, state)
+        return None
+
+
+async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Written]:
     """Postgres: the whole batch in one statement (atomic on its own: no BEGIN or COMMIT round
     trip), its jobs and events as two JSON parameters (`db/bulk.py`)."""
-    jobs = [{**item.job, "queue_name": item.queue, "n": n} for n, item in enumerate(batch)]
+    jobs = [
+        {**item.job, "queue_name": item.queue, "n": n, "refuse_finished": item.refuse_finished}
+        for n, item in enumerate(batch)
+    ]
     events = [{**e, "owner": item.job["id"]} for item in batch for e in item.events]
     job_columns = tuple(c for c in batch[0].job if c != "queue_id")  # set from the queue's name
     event_columns = tuple(c for c in events[0] if c != "owner") if events else ()
@@ -92,31 +129,31 @@ async def _insert_at_once(
         ("job batch", job_columns, event_columns), _batch_statement, job_columns, event_columns
     )
     rows = await session.execute(statement, {"jobs": as_json(jobs), "events": as_json(events)})
-    stored, queue_ids, refused = set(), {}, {}
-    for row_id, queue, usable in rows:
-        if queue is None:
+    found, stored = _Found({}, {}, {}), set()
+    for what, row_id, name, detail in rows:
+        if what == "stored":
             stored.add(row_id)
+        elif what == "queue":
+            found.queue_ids[name], found.refused[name] = row_id, _REFUSALS.get(detail)
         else:
-            queue_ids[queue] = row_id
-            refused[queue] = _REFUSALS.get(usable)
-    outcomes = {}
+            found.holders[row_id] = detail
+    written = {}
     for item in batch:
         job_id = item.job["id"]
-        if item.queue not in queue_ids:
-            outcomes[job_id] = WriteOutcome.NO_QUEUE
-            continue
-        if refused[item.queue] is not None:
-            outcomes[job_id] = refused[item.queue]
-            continue
-        item.job["queue_id"] = queue_ids[item.queue]
-        outcomes[job_id] = WriteOutcome.STORED if job_id in stored else WriteOutcome.NAME_TAKEN
-    return outcomes
+        verdict = found.verdict(item)
+        if verdict is None:
+            item.job["queue_id"] = found.queue_ids[item.queue]
+            verdict = Written(WriteOutcome.STORED if job_id in stored else WriteOutcome.NAME_TAKEN)
+        written[job_id] = verdict
+    return written
 
 
 def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...]) -> TextClause:
-    """Read the queues the jobs name; insert, in submission order, the jobs whose queue exists
-    (a live name taken: skipped), and the events of the jobs inserted. Returns (job id, NULL)
-    for each job inserted and (queue id, queue name) for each queue found."""
+    """Read the queues the jobs name and the finished jobs holding the names of those that
+    refuse them; insert, in submission order, the jobs whose queue takes them and whose name
+    no finished job holds (a live name taken: skipped), and the events of the jobs inserted.
+    Returns ('stored', job id) for each job inserted, ('queue', queue id, name, usable) for
+    each queue found and ('holder', job id, NULL, state) for each job refused its name."""
     jobs, events = Job.__table__, Event.__table__
     names = ", ".join(job_columns)
     picked = ", ".join(f"i.{c}" for c in job_columns)
@@ -125,12 +162,16 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
     # Table and column names come from the model, never from input.
     sql = (
         "WITH incoming AS (SELECT * FROM jsonb_to_recordset(CAST(:jobs AS jsonb)) "
-        f"AS u({record_of(jobs, job_columns)}, queue_name text, n int)), "
+        f"AS u({record_of(jobs, job_columns)}, queue_name text, n int, refuse_finished boolean)), "
         f"found AS (SELECT q.id, q.name, {_USABLE} AS usable FROM queues AS q "
         "WHERE q.name IN (SELECT queue_name FROM incoming)), "
+        "holders AS (SELECT DISTINCT ON (i.id) i.id, j.state FROM incoming AS i "
+        "JOIN jobs AS j ON j.namespace = i.namespace AND j.name = i.name "
+        f"WHERE i.refuse_finished AND {_FINISHED_HOLDER} "
+        "ORDER BY i.id, j.submitted_at DESC), "
         f"new_jobs AS (INSERT INTO jobs ({names}, queue_id) SELECT {picked}, f.id "
         "FROM incoming AS i JOIN found AS f ON f.name = i.queue_name "
-        "WHERE f.usable = 'open' ORDER BY i.n "
+        "WHERE f.usable = 'open' AND i.id NOT IN (SELECT id FROM holders) ORDER BY i.n "
         "ON CONFLICT DO NOTHING RETURNING id)"
     )
     if event_columns:
@@ -141,41 +182,57 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
             "WHERE e.owner IN (SELECT id FROM new_jobs))"
         )
     sql += (
-        " SELECT id, CAST(NULL AS text), CAST(NULL AS text) FROM new_jobs"
-        " UNION ALL SELECT id, name, usable FROM found"
+        " SELECT 'stored', id, CAST(NULL AS text), CAST(NULL AS text) FROM new_jobs"
+        " UNION ALL SELECT 'queue', id, name, usable FROM found"
+        " UNION ALL SELECT 'holder', id, NULL, state FROM holders"
     )
     return text(sql)
 
 
-async def _insert_in_steps(
-    session: AsyncSession, batch: list[_Item]
-) -> dict[uuid.UUID, WriteOutcome]:
-    """SQLite: the queues read, then one multi-row INSERT of the jobs and one of their events,
-    in the caller's transaction."""
-    names = {item.queue for item in batch}
-    found = text(
-        f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
-    ).bindparams(bindparam("names", expanding=True))
-    queue_ids, refused = {}, {}
-    for name, id_, usable in await session.execute(found, {"names": list(names)}):
-        queue_ids[name], refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
-    outcomes = {item.job["id"]: WriteOutcome.NO_QUEUE for item in batch}
-    rows = []
+async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Written]:
+    """SQLite: the queues read (and the finished holders of the names that refuse them), then
+    one multi-row INSERT of the jobs and one of their events, in the caller's transaction."""
+    found = await _read_found(session, batch)
+    written, rows = {}, []
     for item in batch:
-        if item.queue in queue_ids and refused[item.queue] is not None:
-            outcomes[item.job["id"]] = refused[item.queue]
-        elif item.queue in queue_ids:
-            item.job["queue_id"] = queue_ids[item.queue]
+        verdict = found.verdict(item)
+        if verdict is None:
+            item.job["queue_id"] = found.queue_ids[item.queue]
             rows.append(item.job)
-            outcomes[item.job["id"]] = WriteOutcome.NAME_TAKEN  # unless the insert returns it
+            verdict = Written(WriteOutcome.NAME_TAKEN)  # unless the insert returns it
+        written[item.job["id"]] = verdict
     if rows:
         for job_id in (await session.execute(_INSERT_JOBS, rows)).scalars():
-            outcomes[job_id] = WriteOutcome.STORED
-    stored = [item for item in batch if outcomes[item.job["id"]] is WriteOutcome.STORED]
+            written[job_id] = Written(WriteOutcome.STORED)
+    stored = [item for item in batch if written[item.job["id"]].outcome is WriteOutcome.STORED]
     events = [e for item in stored for e in item.events]
     if events:
         await session.execute(insert(Event.__table__), events)
-    return outcomes
+    return written
+
+
+async def _read_found(session: AsyncSession, batch: list[_Item]) -> _Found:
+    queues = text(
+        f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
+    ).bindparams(bindparam("names", expanding=True))
+    found = _Found({}, {}, {})
+    for name, id_, usable in await session.execute(
+        queues, {"names": list({i.queue for i in batch})}
+    ):
+        found.queue_ids[name], found.refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
+    asking = {(i.job["namespace"], i.job["name"]): i for i in batch if i.refuse_finished}
+    if asking:
+        holders = (
+            select(Job.namespace, Job.name, Job.state)
+            .where(tuple_(Job.namespace, Job.name).in_(list(asking)), _FINISHED)
+            .order_by(Job.submitted_at)
+        )
+        by_name = {(ns, name): state for ns, name, state in await session.execute(holders)}
+        for item in batch:
+            key = (item.job["namespace"], item.job["name"])
+            if item.refuse_finished and key in by_name:
+                found.holders[item.job["id"]] = str(by_name[key])
+    return found
 
 
 # Whether a queue takes jobs: Open, and a leaf (no queue names it as parent).
@@ -185,6 +242,12 @@ _USABLE = (
     "ELSE 'open' END"
 )
 _REFUSALS = {"closed": WriteOutcome.QUEUE_CLOSED, "parent": WriteOutcome.NOT_LEAF}
+
+# A finished job not deleted: it holds its name as a Kubernetes object does until deleted.
+_FINISHED = and_(Job.deleted_at.is_(None), Job.state.in_(TERMINAL_JOB_STATES))
+_FINISHED_HOLDER = "j.deleted_at IS NULL AND j.state IN ({})".format(
+    ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_JOB_STATES))
+)
 
 # SQLAlchemy sends the rows of an executemany of this as multi-row VALUES.
 _INSERT_JOBS = sqlite_insert(Job.__table__).on_conflict_do_nothing().returning(Job.__table__.c.id)

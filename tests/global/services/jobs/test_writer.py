@@ -1,6 +1,7 @@
 """Group commit of submissions (SQLite and Postgres): submissions that arrive together are
 written in fewer INSERTs than jobs, each with its events and audit record; a job whose row
-cannot be stored fails alone, and one whose queue does not exist is refused alone."""
+cannot be stored fails alone, and one whose queue does not exist, or whose name a finished job
+holds when it asks so, is refused alone."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.factories import job_document, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
-from volcano_global.services.jobs.writer import WriteOutcome
+from volcano_global.services.jobs.writer import WriteOutcome, Written
 
 
 async def test_submissions_that_arrive_together_share_a_transaction(
@@ -60,6 +61,8 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     uids = [(await submit(api, job_document("seed", replicas=1))).json()["uid"]]
+    done = (await submit(api, job_document("done", replicas=1))).json()["uid"]
+    assert (await api.post(f"/api/v1/jobs/{done}/cancel")).status_code == 200
     async with transaction(app.state.sessions) as session:
         seed = await session.get(Job, uuid.UUID(uids[0]))
         assert seed is not None
@@ -69,9 +72,9 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
     def row(name: str, **changes: object) -> dict:
         return template | {"id": uuid.uuid4(), "name": name} | changes
 
-    def add(job: dict, queue: str = "default") -> Awaitable[WriteOutcome]:
+    def add(job: dict, queue: str = "default", refuse_finished: bool = False) -> Awaitable[Written]:
         submitted = event_row(job_id=job["id"], reason="Submitted", message="m")
-        return writer.add(job, [submitted], queue=queue)
+        return writer.add(job, [submitted], queue=queue, refuse_finished=refuse_finished)
 
     good = [row(f"good-{i}") for i in range(5)]
     bad = row("bad", state=None)  # a NOT NULL column without a value: an integrity error
@@ -80,18 +83,30 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         add(bad),
         add(row("seed")),  # a live job has this name
         add(row("elsewhere"), queue="no-such-queue"),
+        add(row("done"), refuse_finished=True),  # a finished job holds the name
+        add(row("done", namespace="other"), refuse_finished=True),  # not in this namespace
+        add(row("good-9"), refuse_finished=True),  # no job holds it
         return_exceptions=True,
     )
-    assert results[:5] == [WriteOutcome.STORED] * 5
+    assert results[:5] == [Written(WriteOutcome.STORED)] * 5
     assert isinstance(results[5], IntegrityError)
-    assert results[6:] == [WriteOutcome.NAME_TAKEN, WriteOutcome.NO_QUEUE]
+    assert results[6:] == [
+        Written(WriteOutcome.NAME_TAKEN),
+        Written(WriteOutcome.NO_QUEUE),
+        Written(WriteOutcome.FINISHED_HOLDER, "Cancelled"),
+        Written(WriteOutcome.STORED),
+        Written(WriteOutcome.STORED),
+    ]
     async with transaction(app.state.sessions) as session:
-        names = set((await session.execute(select(Job.name))).scalars())
+        rows = {tuple(r) for r in await session.execute(select(Job.namespace, Job.name))}
         events = await session.scalar(
             select(func.count()).select_from(Event).where(Event.reason == "Submitted")
         )
-    assert names == {"seed", *(f"good-{i}" for i in range(5))}
-    assert events == 6  # the seed's and the good ones': none for the rows not stored
+    good = {(template["namespace"], n) for n in ("seed", "done", "good-9")}
+    assert rows == good | {(template["namespace"], f"good-{i}") for i in range(5)} | {
+        ("other", "done")
+    }
+    assert events == 9  # the seed's, the finished one's and the good ones': none for the rest
 
 
 async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
