@@ -194,74 +194,17 @@ def read_communication(
     if text is None:
         return None
     path = child(ANNOTATIONS_PATH, COMMUNICATION)
-    raw: Any = None
-    if len(text) <= PLAN_BYTES:
-        try:
-            raw = load_yaml(text, max_nodes=PLAN_NODES, max_depth=PLAN_DEPTH)
-        except Invalid as exc:
-            check.fail(path, exc.message)
-            return None
-    if not isinstance(raw, dict):
-        check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")
+    plan = _load_plan(text, check, path)
+    if plan is None:
         return None
-    try:
-        plan = _CommunicationInput.model_validate(raw)
-    except ValidationError as exc:
-        check.errors += [field_error(e["loc"], e["msg"], prefix=path) for e in exc.errors()]
-        return None
-
     failed = len(check.errors)
-    for name in ("tensorParallel", "pipelineParallel", "contextParallel", "expertParallel"):
-        if getattr(plan, _snake(name)) < 1:
-            check.fail(f"{path}.{name}", "must be >= 1")
-    if plan.optimizer_sharding not in ("none", "zero1", "zero2", "zero3", "fsdp"):
-        check.fail(f"{path}.optimizerSharding", "must be one of none, zero1, zero2, zero3, fsdp")
-    for name in ("modelParameters", "targetStepTimeSeconds", "gradientBytesPerParameter"):
-        value = getattr(plan, _snake(name))
-        if value is not None and value <= 0:
-            check.fail(f"{path}.{name}", "must be > 0")
-    if not 0 < plan.tolerated_communication_share <= 1:
-        check.fail(f"{path}.toleratedCommunicationShare", "must be in (0, 1]")
-    per_pod = plan.gpus_per_pod or gpus_per_pod
-    if per_pod is None or per_pod < 1:
-        check.fail(f"{path}.gpusPerPod", "required: the job's GPU pods differ in GPUs per pod")
+    per_pod = _check_values(plan, check, path, gpus_per_pod)
+    if per_pod is None or len(check.errors) > failed:
         return None
-    if len(check.errors) > failed:
-        return None
-
-    model_parallel = plan.tensor_parallel * plan.pipeline_parallel * plan.context_parallel
-    data_parallel = plan.data_parallel
+    data_parallel = _data_parallel(plan, check, path, world_size)
     if data_parallel is None:
-        if world_size % model_parallel:
-            check.fail(
-                path,
-                f"TP x PP x CP = {model_parallel} does not divide the job's {world_size} GPUs",
-            )
-            return None
-        data_parallel = world_size // model_parallel
-    if model_parallel * data_parallel != world_size:
-        check.fail(
-            path,
-            f"TP x PP x CP x DP = {model_parallel * data_parallel} must equal the job's "
-            f"{world_size} GPUs",
-        )
-    if plan.min_data_parallel is not None and not 1 <= plan.min_data_parallel <= data_parallel:
-        check.fail(f"{path}.minDataParallel", f"must be from 1 to dataParallel ({data_parallel})")
-    if data_parallel < 1:
-        check.fail(f"{path}.dataParallel", "must be >= 1")
-    elif data_parallel % plan.expert_parallel:
-        check.fail(f"{path}.expertParallel", f"must divide dataParallel ({data_parallel})")
-    if plan.tensor_parallel > per_pod or per_pod % plan.tensor_parallel:
-        check.fail(
-            f"{path}.tensorParallel",
-            f"must divide the GPUs of one pod ({per_pod}): tensor parallelism stays in a node",
-        )
-    if model_parallel % per_pod and per_pod % model_parallel:
-        check.fail(
-            path,
-            f"a data-parallel replica ({model_parallel} GPUs) must be whole pods of {per_pod} "
-            "GPUs, or a pod must hold whole replicas",
-        )
+        return None
+    _check_shape(plan, check, path, data_parallel=data_parallel, per_pod=per_pod)
     datasets = _datasets(plan.datasets, check, path)
     checkpoint = None
     if plan.checkpoint is not None:
@@ -285,6 +228,95 @@ def read_communication(
         datasets=datasets,
         checkpoint=checkpoint,
     )
+
+
+def _load_plan(text: str, check: Checker, path: str) -> _CommunicationInput | None:
+    """The annotation's YAML as the plan's fields (bounded in size, nodes and depth)."""
+    raw: Any = None
+    if len(text) <= PLAN_BYTES:
+        try:
+            raw = load_yaml(text, max_nodes=PLAN_NODES, max_depth=PLAN_DEPTH)
+        except Invalid as exc:
+            check.fail(path, exc.message)
+            return None
+    if not isinstance(raw, dict):
+        check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")
+        return None
+    try:
+        return _CommunicationInput.model_validate(raw)
+    except ValidationError as exc:
+        check.errors += [field_error(e["loc"], e["msg"], prefix=path) for e in exc.errors()]
+        return None
+
+
+def _check_values(
+    plan: _CommunicationInput, check: Checker, path: str, gpus_per_pod: int | None
+) -> int | None:
+    """Each field in its range; returns the GPUs per pod (the plan's, else the job's)."""
+    for name in ("tensorParallel", "pipelineParallel", "contextParallel", "expertParallel"):
+        if getattr(plan, _snake(name)) < 1:
+            check.fail(f"{path}.{name}", "must be >= 1")
+    if plan.optimizer_sharding not in ("none", "zero1", "zero2", "zero3", "fsdp"):
+        check.fail(f"{path}.optimizerSharding", "must be one of none, zero1, zero2, zero3, fsdp")
+    for name in ("modelParameters", "targetStepTimeSeconds", "gradientBytesPerParameter"):
+        value = getattr(plan, _snake(name))
+        if value is not None and value <= 0:
+            check.fail(f"{path}.{name}", "must be > 0")
+    if not 0 < plan.tolerated_communication_share <= 1:
+        check.fail(f"{path}.toleratedCommunicationShare", "must be in (0, 1]")
+    per_pod = plan.gpus_per_pod or gpus_per_pod
+    if per_pod is None or per_pod < 1:
+        check.fail(f"{path}.gpusPerPod", "required: the job's GPU pods differ in GPUs per pod")
+        return None
+    return per_pod
+
+
+def _data_parallel(
+    plan: _CommunicationInput, check: Checker, path: str, world_size: int
+) -> int | None:
+    """The plan's DP degree, or the world size over TP x PP x CP when it gives none."""
+    model_parallel = plan.tensor_parallel * plan.pipeline_parallel * plan.context_parallel
+    data_parallel = plan.data_parallel
+    if data_parallel is None:
+        if world_size % model_parallel:
+            check.fail(
+                path,
+                f"TP x PP x CP = {model_parallel} does not divide the job's {world_size} GPUs",
+            )
+            return None
+        data_parallel = world_size // model_parallel
+    if model_parallel * data_parallel != world_size:
+        check.fail(
+            path,
+            f"TP x PP x CP x DP = {model_parallel * data_parallel} must equal the job's "
+            f"{world_size} GPUs",
+        )
+    return data_parallel
+
+
+def _check_shape(
+    plan: _CommunicationInput, check: Checker, path: str, *, data_parallel: int, per_pod: int
+) -> None:
+    """The degrees fit the pods: TP inside a pod, a replica whole pods or a pod whole
+    replicas, EP dividing DP, the elastic minimum within DP."""
+    model_parallel = plan.tensor_parallel * plan.pipeline_parallel * plan.context_parallel
+    if plan.min_data_parallel is not None and not 1 <= plan.min_data_parallel <= data_parallel:
+        check.fail(f"{path}.minDataParallel", f"must be from 1 to dataParallel ({data_parallel})")
+    if data_parallel < 1:
+        check.fail(f"{path}.dataParallel", "must be >= 1")
+    elif data_parallel % plan.expert_parallel:
+        check.fail(f"{path}.expertParallel", f"must divide dataParallel ({data_parallel})")
+    if plan.tensor_parallel > per_pod or per_pod % plan.tensor_parallel:
+        check.fail(
+            f"{path}.tensorParallel",
+            f"must divide the GPUs of one pod ({per_pod}): tensor parallelism stays in a node",
+        )
+    if model_parallel % per_pod and per_pod % model_parallel:
+        check.fail(
+            path,
+            f"a data-parallel replica ({model_parallel} GPUs) must be whole pods of {per_pod} "
+            "GPUs, or a pod must hold whole replicas",
+        )
 
 
 def _datasets(
