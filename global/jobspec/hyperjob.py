@@ -15,7 +15,7 @@ as written) is used here; docs/job-documents.md has the meaning:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_global.jobspec.fields import Checker, child
@@ -40,6 +40,19 @@ class HyperJobSummary:
     auto_split: bool  # one replicated job in auto mode: the placement splits its pods
 
 
+@dataclass
+class _Children:
+    """What the replicated jobs read so far add up to."""
+
+    max_total_pods: int
+    pods_left: int
+    sub_jobs: list[SubJob] = field(default_factory=list)
+    tasks: list[TaskGang] = field(default_factory=list)
+    queues: dict[str, str] = field(default_factory=dict)  # by path
+    classes: dict[str, str] = field(default_factory=dict)  # by path
+    names: set[str] = field(default_factory=set)
+
+
 def read_hyperjob(
     spec: dict[str, Any],
     check: Checker,
@@ -50,73 +63,13 @@ def read_hyperjob(
     check.unknown_fields(spec, HYPERJOB_FIELDS, "spec")
     read_plugins(spec, "spec", check, known=None)  # reserved in Volcano: kept, not acted on
     entries = check.sequence(spec, "replicatedJobs", "spec", required=True) or []
-    sub_jobs: list[SubJob] = []
-    tasks: list[TaskGang] = []
-    queues: dict[str, str] = {}
-    classes: dict[str, str] = {}
-    names: set[str] = set()
-    pods_left = max_total_pods
+    children = _Children(max_total_pods=max_total_pods, pods_left=max_total_pods)
     for index, entry in enumerate(entries):
-        path = child("spec.replicatedJobs", index)
-        if not isinstance(entry, dict):
-            check.fail(path, "must be a mapping")
-            continue
-        check.unknown_fields(entry, REPLICATED_JOB_FIELDS, path)
-        name = check.dns_label(entry, "name", path, required=True)
-        if name in names:
-            check.fail(child(path, "name"), f"duplicate replicated job name {name!r}")
-        # The CRD defaults an absent count to 1; 0 is a valid count (no child from this entry).
-        replicas = check.integer(entry, "replicas", path, minimum=0)
-        replicas = 1 if replicas is None else replicas
-        clusters = check.sequence(entry, "clusterNames", path) or []
-        for ci, cluster in enumerate(clusters):
-            if not isinstance(cluster, str) or not cluster:
-                check.fail(child(child(path, "clusterNames"), ci), "must be a cluster name")
-        template = check.mapping(entry, "templateSpec", path, required=True)
-        if template is None or name is None:
-            continue
-        names.add(name)
-        tpath = child(path, "templateSpec")
-        summary = read_job_spec(
-            template,
-            tpath,
-            check,
-            sub_job=name,
-            default_gpu_model=gpu_model,
-            # (the replicas' total is checked below; once over, reported once)
-            max_total_pods=pods_left if pods_left >= 0 else max_total_pods,
-        )
-        sub_job = _split(entry, path, name, replicas, summary, check)
-        if sub_job is None:
-            continue
-        sub_job = sub_job.model_copy(update={"cluster_names": [str(c) for c in clusters]})
-        total = sub_job.pods * sub_job.replicas
-        if pods_left >= 0 and total > pods_left and summary.total_pods:
-            check.fail(
-                child(path, "replicas"),
-                f"{sub_job.replicas} replicas of {sub_job.pods} pods ask for more than the "
-                f"{max_total_pods} pods a job may have",
-            )
-        pods_left -= total
-        if summary.queue:
-            queues[f"{tpath}.queue"] = summary.queue
-        if summary.priority_class_name:
-            classes[f"{tpath}.priorityClassName"] = summary.priority_class_name
-        if sub_job.split_mode == "auto":
-            tasks.append(_pool_task(summary.tasks[0], sub_job.pods))
-        else:
-            tasks.extend(summary.tasks)
-        sub_jobs.append(sub_job)
+        _read_replicated_job(entry, child("spec.replicatedJobs", index), children, check, gpu_model)
+    sub_jobs, tasks = children.sub_jobs, children.tasks
     auto = [s for s in sub_jobs if s.split_mode == "auto"]
     if auto and len(entries) > 1:
-        for index, entry in enumerate(entries):
-            if isinstance(entry, dict) and isinstance(entry.get("splitPolicy"), dict):
-                if entry["splitPolicy"].get("mode") == "auto":
-                    check.fail(
-                        child(child(child("spec.replicatedJobs", index), "splitPolicy"), "mode"),
-                        "auto splits a HyperJob of one replicated job; with several, use static "
-                        "(each child whole in one cluster)",
-                    )
+        _refuse_auto_among_several(entries, check)
     total_children = sum(s.replicas for s in sub_jobs)
     # 0 or absent: every child, as Volcano's HyperJob webhook defaults it.
     min_sub_jobs = check.integer(spec, "minAvailable", "spec", minimum=0) or None
@@ -125,9 +78,11 @@ def read_hyperjob(
     elif min_sub_jobs is not None and sub_jobs and min_sub_jobs > total_children:
         check.fail("spec.minAvailable", f"must be <= the number of child jobs ({total_children})")
     max_domains = check.integer(spec, "maxDomains", "spec", minimum=1)
-    queue = _one_value(queues, check, "queue")
-    priority_class = _one_value(classes, check, "priorityClassName")
-    class_path = next(iter(classes), "spec.replicatedJobs[0].templateSpec.priorityClassName")
+    queue = _one_value(children.queues, check, "queue")
+    priority_class = _one_value(children.classes, check, "priorityClassName")
+    class_path = next(
+        iter(children.classes), "spec.replicatedJobs[0].templateSpec.priorityClassName"
+    )
     gang = Gang(
         tasks=tasks,
         min_available=sum(s.min_available * s.replicas for s in sub_jobs),
@@ -145,6 +100,73 @@ def read_hyperjob(
         max_domains=max_domains,
         auto_split=bool(auto),
     )
+
+
+def _read_replicated_job(
+    entry: Any, path: str, children: _Children, check: Checker, gpu_model: str | None
+) -> None:
+    """One `replicatedJobs[]` entry checked and, when readable, added to `children`."""
+    if not isinstance(entry, dict):
+        check.fail(path, "must be a mapping")
+        return
+    check.unknown_fields(entry, REPLICATED_JOB_FIELDS, path)
+    name = check.dns_label(entry, "name", path, required=True)
+    if name in children.names:
+        check.fail(child(path, "name"), f"duplicate replicated job name {name!r}")
+    # The CRD defaults an absent count to 1; 0 is a valid count (no child from this entry).
+    replicas = check.integer(entry, "replicas", path, minimum=0)
+    replicas = 1 if replicas is None else replicas
+    clusters = check.sequence(entry, "clusterNames", path) or []
+    for ci, cluster in enumerate(clusters):
+        if not isinstance(cluster, str) or not cluster:
+            check.fail(child(child(path, "clusterNames"), ci), "must be a cluster name")
+    template = check.mapping(entry, "templateSpec", path, required=True)
+    if template is None or name is None:
+        return
+    children.names.add(name)
+    tpath = child(path, "templateSpec")
+    pods_left, most = children.pods_left, children.max_total_pods
+    summary = read_job_spec(
+        template,
+        tpath,
+        check,
+        sub_job=name,
+        default_gpu_model=gpu_model,
+        # (the replicas' total is checked below; once over, reported once)
+        max_total_pods=pods_left if pods_left >= 0 else most,
+    )
+    sub_job = _split(entry, path, name, replicas, summary, check)
+    if sub_job is None:
+        return
+    sub_job = sub_job.model_copy(update={"cluster_names": [str(c) for c in clusters]})
+    total = sub_job.pods * sub_job.replicas
+    if pods_left >= 0 and total > pods_left and summary.total_pods:
+        check.fail(
+            child(path, "replicas"),
+            f"{sub_job.replicas} replicas of {sub_job.pods} pods ask for more than the "
+            f"{most} pods a job may have",
+        )
+    children.pods_left -= total
+    if summary.queue:
+        children.queues[f"{tpath}.queue"] = summary.queue
+    if summary.priority_class_name:
+        children.classes[f"{tpath}.priorityClassName"] = summary.priority_class_name
+    if sub_job.split_mode == "auto":
+        children.tasks.append(_pool_task(summary.tasks[0], sub_job.pods))
+    else:
+        children.tasks.extend(summary.tasks)
+    children.sub_jobs.append(sub_job)
+
+
+def _refuse_auto_among_several(entries: list[Any], check: Checker) -> None:
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and isinstance(entry.get("splitPolicy"), dict):
+            if entry["splitPolicy"].get("mode") == "auto":
+                check.fail(
+                    child(child(child("spec.replicatedJobs", index), "splitPolicy"), "mode"),
+                    "auto splits a HyperJob of one replicated job; with several, use static "
+                    "(each child whole in one cluster)",
+                )
 
 
 def _split(
