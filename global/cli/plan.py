@@ -104,7 +104,15 @@ def plan(
         out.write_text(text)
     else:
         sys.stdout.write(text)  # the document alone on stdout: `vglobal plan ... > job.yaml`
-    facts = parallel.facts(max_clusters=max_clusters or 4)
+    notes.print(_facts_table(parallel, max_clusters=max_clusters or 4))
+    if check:
+        _check(ctx, text)
+
+
+def _facts_table(parallel: ParallelPlan, *, max_clusters: int) -> Table:
+    """What the scheduler derives from the plan: the unit kept in one cluster, the exchange's
+    size and rate, the bandwidth a split over 2..max_clusters clusters needs, the data."""
+    facts = parallel.facts(max_clusters=max_clusters)
     table = Table("derived", "value", title="what the scheduler derives", title_justify="left")
     table.add_row("world", f"{facts.world_gpus} GPUs = {facts.world_pods} pods")
     table.add_row(
@@ -126,9 +134,7 @@ def plan(
         table.add_row(f"dataset {d.name}", f"{size(d.size_bytes)}{read}")
     if facts.checkpoint_bytes is not None:
         table.add_row("checkpoint (a restore elsewhere moves)", size(facts.checkpoint_bytes))
-    notes.print(table)
-    if check:
-        _check(ctx, text)
+    return table
 
 
 def _dataset(text: str) -> Dataset:
