@@ -155,21 +155,10 @@ def agent(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        inventory_source: InventorySource
         if source is SourceKind.KUBERNETES:
-            # Imported here: kubernetes-asyncio takes seconds to import, which every other
-            # `vglobal` command (and a simulated agent) would otherwise pay.
-            from core_agent.kubernetes.adapter import KubeApi, api_client
-            from core_agent.kubernetes.source import KubernetesSource
-            from core_agent.kubernetes.staging import StagingConfig
-
-            api = await api_client(
-                kubeconfig=str(kubeconfig) if kubeconfig else None, host=kube_host
-            )
-            inventory_source: InventorySource = KubernetesSource(
-                KubeApi(api),
-                tier_labels=tier_label or [],
-                global_api=global_api,
-                staging=StagingConfig.from_yaml(staging_config) if staging_config else None,
+            inventory_source = await _kubernetes(
+                kubeconfig, kube_host, tier_label or [], global_api, staging_config
             )
         else:
             inventory_source = _simulated(cluster, spec, lingjun_block, gpu_model, time_scale)
@@ -193,6 +182,28 @@ def agent(
         raise SystemExit(f"error: {refusal_line(exc, cluster)}") from None
     except TlsMismatch as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+async def _kubernetes(
+    kubeconfig: Path | None,
+    host: str | None,
+    tier_labels: list[str],
+    global_api: str,
+    staging_config: Path | None,
+) -> InventorySource:
+    # Imported here: kubernetes-asyncio takes seconds to import, which every other `vglobal`
+    # command (and a simulated agent) would otherwise pay.
+    from core_agent.kubernetes.adapter import KubeApi, api_client
+    from core_agent.kubernetes.source import KubernetesSource
+    from core_agent.kubernetes.staging import StagingConfig
+
+    api = await api_client(kubeconfig=str(kubeconfig) if kubeconfig else None, host=host)
+    return KubernetesSource(
+        KubeApi(api),
+        tier_labels=tier_labels,
+        global_api=global_api,
+        staging=StagingConfig.from_yaml(staging_config) if staging_config else None,
+    )
 
 
 def _simulated(

@@ -88,7 +88,8 @@ class AgentClient:
         bind = getattr(self.source, "bind_reporter", None)
         if bind is not None:
             bind(self.report)  # a source that reports share status on its own (Kubernetes)
-        await self.source.start()
+        if not await self._start(stop):
+            return
         reconnect = self.reconnect
         while not stop.is_set():
             try:
@@ -107,6 +108,25 @@ class AgentClient:
             except TimeoutError:
                 pass
         await self.source.stop()
+
+    async def _start(self, stop: asyncio.Event) -> bool:
+        """Start the source (a Kubernetes source waits for its first lists, for as long as the
+        API server does not answer); False, with the source stopped, if `stop` came first: a
+        pod told to terminate must not wait for its grace period to be killed."""
+        started = asyncio.ensure_future(self.source.start())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({started, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not started.done():
+                started.cancel()
+                await asyncio.gather(started, return_exceptions=True)
+        if started.cancelled():
+            await self.source.stop()
+            return False
+        started.result()  # what the source raised
+        return True
 
     async def _ended(self, exc: Exception) -> None:
         """How the stream ended decides what comes next: a token given on the command line

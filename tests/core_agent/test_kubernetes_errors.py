@@ -10,6 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from core_agent.client import AgentClient
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.retry import RetryPolicy
 from core_agent.kubernetes.shares import MemberJobs
@@ -18,6 +19,7 @@ from tests.core_agent.kube_objects import node, populate
 from tests.factories import eventually, job_document, share_assignment
 from tests.k8s_emulator.faults import DISCONNECT
 from tests.k8s_emulator.server import HYPERNODES, NAMESPACES, NODES, VOLCANO_JOBS, KubeEmulator
+from tests.server_process import free_port
 from volcano_global.rpc.shares import ShareCancellation, SharePhase, ShareStatus
 
 JOBS_IN_ML = "/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
@@ -185,3 +187,19 @@ async def test_a_transient_404_on_volcano_jobs_does_not_fail_a_running_share() -
         await eventually(lambda: SharePhase.SUCCEEDED in phases(reports))
         assert SharePhase.FAILED not in phases(reports)
         await source.stop()
+
+
+async def test_an_agent_whose_api_server_never_answers_stops_when_told() -> None:
+    """SIGTERM (the stop event) while the source still waits for its first lists: the agent
+    ends at once instead of waiting for the kubelet's SIGKILL."""
+    client = await api_client(host=f"http://127.0.0.1:{free_port()}")  # nothing listens
+    source = KubernetesSource(KubeApi(client))
+    agent = AgentClient(cluster="c", target=f"127.0.0.1:{free_port()}", token="t", source=source)
+    stop = asyncio.Event()
+    running = asyncio.create_task(agent.run(stop=stop))
+    await asyncio.sleep(0.5)
+    assert not running.done()  # still waiting for the API server
+    stop.set()
+    await asyncio.wait_for(running, timeout=5)
+    assert all(task.done() for task in source._tasks)  # its watches were stopped
+    await client.close()
