@@ -35,7 +35,8 @@ clusters, round_bench.py's planned rounds) with 100 datasets, each waiting job r
 two: `plan_round` with the data against the same round without.
 
     .venv/bin/python bench/data_bench.py [--quick] [--seeds 1,2,3] [--jobs 150] \
-        [--staging-gbps 100] [--fleets data-one-region.yaml,...] [--no-round]
+        [--staging-gbps 100] [--fleets data-one-region.yaml,...] [--no-round] \\
+        [--cross-region-margin 0]
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ PREFETCH = 6
 REFERENCE = 7
 
 
-def _case(args: tuple[str, int, int, float, float]) -> tuple[str, int, list[dict], dict]:  # type: ignore[type-arg]
-    fleet, seed, n, load, staging_gbps = args
+def _case(args: tuple[str, int, int, float, float, float]) -> tuple[str, int, list[dict], dict]:  # type: ignore[type-arg]
+    fleet, seed, n, load, staging_gbps, margin = args
     scenario = Scenario.load(EXAMPLES / fleet)
     capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
     jobs = data_heavy(
@@ -99,6 +100,7 @@ def _case(args: tuple[str, int, int, float, float]) -> tuple[str, int, list[dict
             staging_gbps=staging_gbps,
             reserve=i != 0,
             prefetch=i == PREFETCH,
+            cross_region_margin=margin,
         )
         options = SimOptions(data=data)
         started = time.monotonic()
@@ -146,12 +148,15 @@ def _ceiling(result: SimResult, oblivious: dict) -> dict:  # type: ignore[type-a
 
 
 def simulation_section(
-    seeds: list[int], n: int, load: float, staging_gbps: float, fleets: list[str]
+    seeds: list[int], n: int, load: float, staging_gbps: float, fleets: list[str], margin: float
 ) -> list[str]:
-    cases = [(fleet, seed, n, load, staging_gbps) for fleet in fleets for seed in seeds]
+    cases = [(fleet, seed, n, load, staging_gbps, margin) for fleet in fleets for seed in seeds]
     with ProcessPoolExecutor(max_workers=2) as pool:
         done = {(fleet, seed): (rows, c) for fleet, seed, rows, c in pool.map(_case, cases)}
-    lines = [f"A copy takes at most {staging_gbps:g} Gbps.", ""]
+    lines = [
+        f"A copy takes at most {staging_gbps:g} Gbps; cross-region margin {margin:g}.",
+        "",
+    ]
     for fleet in fleets:
         per_seed = [done[(fleet, s)][0] for s in seeds]
         ceilings = [done[(fleet, s)][1] for s in seeds]
@@ -334,12 +339,18 @@ def main() -> None:
     parser.add_argument("--staging-gbps", type=float, default=100.0)
     parser.add_argument("--fleets", default=",".join(FLEETS))
     parser.add_argument("--no-round", action="store_true", help="skip part 2")
+    parser.add_argument("--cross-region-margin", type=float, default=0.0)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     n = 40 if args.quick else args.jobs
     fleets = args.fleets.split(",")
     lines = simulation_section(
-        seeds[:1] if args.quick else seeds, n, args.load, args.staging_gbps, fleets
+        seeds[:1] if args.quick else seeds,
+        n,
+        args.load,
+        args.staging_gbps,
+        fleets,
+        args.cross_region_margin,
     )
     if not args.no_round:
         lines += round_section(2 if args.quick else 10, quick=args.quick)
