@@ -34,7 +34,7 @@ Part 2: the cost of the data steps in a round at 200 pending x 16 clusters (5,00
 clusters, round_bench.py's planned rounds) with 100 datasets, each waiting job reading one or
 two: `plan_round` with the data against the same round without.
 
-    .venv/bin/python bench/data_bench.py [--quick] [--seeds 1,2,3] [--jobs 150] \
+    .venv/bin/python bench/data_bench.py [--quick] [--seeds 1,2,3] [--jobs 150] \\
         [--staging-gbps 100] [--fleets data-one-region.yaml,...] [--no-round] \\
         [--cross-region-margin 0]
 """
