@@ -102,6 +102,16 @@ class DataSettings(BaseModel):
         description="Least bandwidth a copy starts with: below it on every link from a "
         "cluster holding the data, the job waits for bandwidth rather than crawl.",
     )
+    cross_region_margin: float = Field(
+        0.0,
+        ge=0.0,
+        le=100.0,
+        description="A copy that leaves its region (the clusters' `region` or "
+        "`topology.kubernetes.io/region` labels) is weighed as taking 1 + this times as long: "
+        "it must save that much more over waiting for a cluster that holds the data (egress). "
+        "0: weighed as any copy. Fewer bytes between regions, at some cost in JCT "
+        "(docs/benchmarks.md 3e).",
+    )
 
     @model_validator(mode="after")
     def _min_within_max(self) -> Self:

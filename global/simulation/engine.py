@@ -135,6 +135,7 @@ class Simulation:
         self.capacity_gpus = self.fleet.capacity_gpus
         self.woken: set[tuple[str, float]] = set()  # (job, time) of the wake-ups scheduled
         self.data = DataState(scenario, self.jobs)
+        self.regions = {c.name: c.region for c in scenario.clusters if c.region}
         self.copies = Copies(self.data, self.options.data)
 
     def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
@@ -321,6 +322,7 @@ class Simulation:
             else {},
             copying=self.copies.copying(running),
             time_sharing=self.quanta,
+            regions=self.regions,
         )
 
     def _elastic(self, running: dict[str, Running]) -> list[TraceJob]:

@@ -48,13 +48,15 @@ def stage(
     options: DataOptions,
     steered: Mapping[str, Steer] | None = None,
     copying: Mapping[str, Sequence[str]] | None = None,
+    regions: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
     """The copies each start needs, on the links as the round's starts leave them (each
     start's copies then taken from what is left), and the starts that cannot stage now with
     the reason (they wait): no link with the minimum rate left; data already on its way to
     that cluster (`copying`, or an earlier start of this round: one copy, not two into the
     same place); or - for a job step 1b let stage because a holder was busy - copies at the
-    rate left that would end after the holder is expected to have room."""
+    rate left that would end after the holder is expected to have room. `regions`: cluster ->
+    region, where known (among sources as fast, one in the destination's region)."""
     free = dict(free_links(links))
     bound = {(name, d) for name, where in (copying or {}).items() for d in where}
     copies: dict[str, tuple[Copy, ...]] = {}
@@ -64,7 +66,7 @@ def stage(
         if not wanted:
             continue
         steer = (steered or {}).get(start.job_id)
-        planned = _stage_one(start, wanted, links, free, options, steer, bound)
+        planned = _stage_one(start, wanted, links, free, options, steer, bound, regions or {})
         if isinstance(planned, str):
             refused[start.job_id] = planned
         elif planned:
@@ -81,13 +83,14 @@ def _stage_one(
     options: DataOptions,
     steer: Steer | None,
     bound: set[tuple[str, str]],
+    regions: Mapping[str, str],
 ) -> tuple[Copy, ...] | str:
     """One start's copies, taken from `free`; or why it waits."""
     if not options.reserve:  # the baseline: asks for the copier's rate, reserves nothing
         capacity = {x.key: x.capacity_gbps for x in links}
-        unreserved = _copies(wanted, start.clusters, capacity, options)
+        unreserved = _copies(wanted, start.clusters, capacity, options, regions)
         return unreserved if isinstance(unreserved, tuple) else ()
-    planned = _copies(wanted, start.clusters, free, options)
+    planned = _copies(wanted, start.clusters, free, options, regions)
     if isinstance(planned, str):
         return planned
     twice = next((c for c in planned if (c.data, c.destination) in bound), None)
@@ -112,6 +115,7 @@ def _copies(
     destinations: Sequence[str],
     free: Mapping[tuple[str, str], float],
     options: DataOptions,
+    regions: Mapping[str, str] | None = None,
 ) -> tuple[Copy, ...] | str:
     """Every share's copies: per link, the rate it may take (at most `staging_gbps`),
     shared evenly by the copies on it; or why it cannot stage now."""
@@ -123,7 +127,7 @@ def _copies(
             if cluster in item.holders:
                 continue
             left = {k: v - taken[k] for k, v in free.items()}
-            source = source_for(item, cluster, left)
+            source = source_for(item, cluster, left, regions, options.staging_gbps)
             if source is None and item.name == CHECKPOINT:
                 continue  # its cluster is not in the round: the job starts without it
             if source is None:
@@ -180,6 +184,7 @@ def prefetch(
     needs: Mapping[str, DataNeeds],
     links: Sequence[LinkState],
     options: DataOptions,
+    regions: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[Copy, ...]]:
     """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
     the links as the round's starts and their copies left them; one per dataset and
@@ -191,7 +196,7 @@ def prefetch(
         if s.prefetch_to is None or job_id in started:
             continue
         wanted = tuple(i for i in items(needs[job_id]) if (i.name, s.prefetch_to) not in fetched)
-        planned = _copies(wanted, (s.prefetch_to,), free, options) if wanted else ()
+        planned = _copies(wanted, (s.prefetch_to,), free, options, regions) if wanted else ()
         if isinstance(planned, str) or not planned:
             continue
         for copy in planned:

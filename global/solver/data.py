@@ -6,6 +6,7 @@ of DataSources; pure values here."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -77,10 +78,30 @@ def items(needs: DataNeeds) -> tuple[Item, ...]:
     return tuple(found)
 
 
-def source_for(item: Item, cluster: str, free: Mapping[tuple[str, str], float]) -> str | None:
-    """The holder with the most free bandwidth to `cluster`."""
+def source_for(
+    item: Item,
+    cluster: str,
+    free: Mapping[tuple[str, str], float],
+    regions: Mapping[str, str] | None = None,
+    cap_gbps: float = math.inf,
+) -> str | None:
+    """The holder a copy to `cluster` comes from: the fastest (a copy takes at most `cap_gbps`
+    of a link); among as fast, one in `cluster`'s region (`regions`: cluster -> region, where
+    known), as bytes that stay in a region cost no egress; then the most free bandwidth."""
     linked = [h for h in item.holders if link_key(h, cluster) in free]
-    return max(linked, key=lambda h: (free[link_key(h, cluster)], h), default=None)
+    here = (regions or {}).get(cluster)
+
+    def rank(h: str) -> tuple[float, bool, float, str]:
+        gbps = free[link_key(h, cluster)]
+        return (min(gbps, cap_gbps), here is not None and regions.get(h) == here, gbps, h)  # type: ignore[union-attr]
+
+    return max(linked, key=rank, default=None)
+
+
+def crosses_regions(a: str, b: str, regions: Mapping[str, str]) -> bool:
+    """Whether a copy from `a` to `b` leaves a region (both regions known, and different)."""
+    ra, rb = regions.get(a), regions.get(b)
+    return ra is not None and rb is not None and ra != rb
 
 
 def free_links(links: Sequence[LinkState]) -> dict[tuple[str, str], float]:

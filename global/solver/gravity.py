@@ -35,6 +35,7 @@ from volcano_global.solver.data import (
     CHECKPOINT,
     DataNeeds,
     Item,
+    crosses_regions,
     duration_text,
     free_links,
     items,
@@ -76,6 +77,10 @@ class DataOptions:
     # expected to have room for it before the holder does (`prefetch`). Simulator only: the
     # server does not yet run a copy that belongs to no share.
     prefetch: bool = False
+    # A copy that leaves its region (egress, where clusters' regions are known) is weighed as
+    # if it took this much longer (0.5: 1.5 times as long): it must save more than that over
+    # waiting for a holder, and over staging inside the region, to be chosen.
+    cross_region_margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,11 +105,13 @@ def steer(
     options: DataOptions,
     copying: Mapping[str, Sequence[str]] | None = None,
     evicting: bool = False,
+    regions: Mapping[str, str] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
     (name -> destinations), never fetched again. `evicting`: the round may evict (a job that
-    may evict may then be steered where it has no room yet)."""
+    may evict may then be steered where it has no room yet). `regions`: cluster -> region,
+    where known (copies that leave a region weigh `cross_region_margin` more)."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
@@ -118,7 +125,7 @@ def steer(
             if lost:
                 decided[job.id] = Steer(None, lost)
             continue
-        s = _steer_one(job, wanted, names, free, room, options, evicting)
+        s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {})
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
         if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
@@ -159,6 +166,7 @@ def _steer_one(
     room: Room,
     options: DataOptions,
     evicting: bool,
+    regions: Mapping[str, str],
 ) -> Steer:
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
@@ -171,11 +179,16 @@ def _steer_one(
         return Steer(holders, f"{_what(wanted)} is in {_list(holders)}, which has room")
     if wait == 0:  # enough GPUs, not in the shape the job needs: until the next end there
         wait = room.next_end(group)
-    staged = {c: _stage_s(wanted, c, free, options) for c in usable if c not in holders}
-    faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for))
+    staged = {c: _stage_s(wanted, c, free, options, regions) for c in usable if c not in holders}
+    weight = {
+        c: 1.0 + options.cross_region_margin
+        for c in staged
+        if _leaves(wanted, c, free, options, regions)
+    }
+    faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
-        faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for))
+        faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     if not faster:
         target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
         if target is not None:
@@ -213,17 +226,19 @@ def _faster(
     wait: float,
     room: Room,
     evicts: bool,
+    weight: Mapping[str, float],
 ) -> tuple[str, ...]:
     """The clusters the job may stage into, fastest first: room for it now (a split job: for
     one of its units; a job that may evict: room or not, step 7 may make it), and a copy that
     ends before a holder is expected to have room and within `NEAR_BEST` of the fastest such
     copy - so a copy over a thin link between regions is not taken where a fat link inside the
-    region serves nearly as soon."""
+    region serves nearly as soon. A copy that leaves its region counts `weight` times its
+    length (`DataOptions.cross_region_margin`)."""
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
     ready = {
-        c: seconds
+        c: seconds * weight.get(c, 1.0)
         for c, (seconds, *_) in staged.items()
-        if seconds < wait and (evicts or room.free_now(job, c) >= need)
+        if seconds * weight.get(c, 1.0) < wait and (evicts or room.free_now(job, c) >= need)
     }
     if not ready:
         return ()
@@ -276,6 +291,7 @@ def _stage_s(
     cluster: str,
     free: Mapping[tuple[str, str], float],
     options: DataOptions,
+    regions: Mapping[str, str],
 ) -> tuple[float, float, str]:
     """Seconds until everything `wanted` is in `cluster`, the slowest link's rate, and why
     not ("" when it can): copies on different links run side by side, copies on one link
@@ -286,7 +302,7 @@ def _stage_s(
     for item in wanted:
         if cluster in item.holders:
             continue
-        source = source_for(item, cluster, free)
+        source = source_for(item, cluster, free, regions, options.staging_gbps)
         if source is None:
             return math.inf, 0.0, _NO_LINK
         key = link_key(source, cluster)
@@ -300,6 +316,25 @@ def _stage_s(
         return math.inf, min(rate.values()), why
     seconds = max((bits / (rate[k] * 1e9) for k, bits in on_link.items()), default=0.0)
     return seconds, min(rate.values(), default=0.0), ""
+
+
+def _leaves(
+    wanted: tuple[Item, ...],
+    cluster: str,
+    free: Mapping[tuple[str, str], float],
+    options: DataOptions,
+    regions: Mapping[str, str],
+) -> bool:
+    """Whether staging into `cluster` copies something from another region."""
+    if not regions or not options.cross_region_margin:
+        return False
+    for item in wanted:
+        if cluster in item.holders:
+            continue
+        source = source_for(item, cluster, free, regions, options.staging_gbps)
+        if source is not None and crosses_regions(source, cluster, regions):
+            return True
+    return False
 
 
 def _narrowed(job: JobRequest, allowed: tuple[str, ...] | None) -> JobRequest:

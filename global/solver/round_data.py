@@ -49,7 +49,9 @@ def staging(
     links = _after(data.links, starts)
     if not data.data:
         return _Staged(decision, starts, links)
-    copies, refused = copies_.stage(starts, data.data, links, options.data, steered, data.copying)
+    copies, refused = copies_.stage(
+        starts, data.data, links, options.data, steered, data.copying, data.regions
+    )
     if refused:
         jobs = tuple(
             JobDecision(d.job_id, False, reason=refused[d.job_id]) if d.job_id in refused else d
@@ -59,7 +61,9 @@ def staging(
         starts = tuple(d for d in starts if d.job_id not in refused)
         links = _after(data.links, starts)
     links = copies_.reserved(links, copies, options.data)
-    fetches = copies_.prefetch(steered, {d.job_id for d in starts}, data.data, links, options.data)
+    fetches = copies_.prefetch(
+        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions
+    )
     return _Staged(
         decision, starts, copies_.reserved(links, fetches, options.data), copies, fetches
     )
@@ -79,7 +83,9 @@ def preemptor_copies(
         return evictions, {}, {}
     placements = tuple(e.placement for e in evictions)
     links = _after(held, placements)
-    more, refused = copies_.stage(placements, data.data, links, options.data, steered, data.copying)
+    more, refused = copies_.stage(
+        placements, data.data, links, options.data, steered, data.copying, data.regions
+    )
     return [e for e in evictions if e.preemptor not in refused], more, refused
 
 

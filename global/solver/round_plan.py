@@ -131,6 +131,7 @@ class RoundInput:
     # What waiting jobs and running elastic jobs read (by job id).
     data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
+    regions: Mapping[str, str] = field(default_factory=dict)  # cluster -> region, where known
     # The queues that time-share (`timesharing`): name -> quantum, in seconds.
     time_sharing: Mapping[str, float] = field(default_factory=dict)
 
@@ -259,6 +260,7 @@ def _in_line(
         options=options.data,
         copying=data.copying,
         evicting=options.preemption is not None,
+        regions=data.regions,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     return waiting, steered, held_back

@@ -122,7 +122,7 @@ async def read_round(
         time_sharing=sharing,
     )
     if data.data:
-        data = replace(data, copying=await _copying(session))
+        data = replace(data, copying=await _copying(session), regions=regions_of(clusters))
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -214,6 +214,20 @@ async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[
         context.versions[c.name] = (c.inventory_generation, c.inventory_seq)
         context.cluster_ids[c.name] = c.id
     return clusters
+
+
+REGION_LABELS = ("topology.kubernetes.io/region", "region")  # the first a cluster has
+
+
+def regions_of(clusters: list[Cluster]) -> dict[str, str]:
+    """Cluster -> region, from the clusters' placement labels (where one is set): copies that
+    leave a region are weighed as costing more (`DataOptions.cross_region_margin`)."""
+    out = {}
+    for c in clusters:
+        region = next((str(c.labels[k]) for k in REGION_LABELS if (c.labels or {}).get(k)), None)
+        if region is not None:
+            out[c.name] = region
+    return out
 
 
 async def _links(session: AsyncSession, context: RoundContext) -> tuple[LinkState, ...]:

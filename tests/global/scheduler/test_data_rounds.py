@@ -302,10 +302,16 @@ def test_the_servers_staging_defaults_are_the_rounds() -> None:
     must be the same numbers."""
     defaults = DataSettings()
     options = DataOptions()
-    assert (defaults.mode, defaults.staging_gbps, defaults.min_staging_gbps) == (
+    assert (
+        defaults.mode,
+        defaults.staging_gbps,
+        defaults.min_staging_gbps,
+        defaults.cross_region_margin,
+    ) == (
         options.mode.value,
         options.staging_gbps,
         options.min_staging_gbps,
+        options.cross_region_margin,
     )
 
 
@@ -325,3 +331,20 @@ async def test_an_eviction_counts_the_restore_of_the_victims_checkpoint(
         data, _ = await read_round(session, window=10, options=RoundOptions(preemption=Rules()))
     (victim,) = data.running
     assert victim.id == uid and victim.restore_s == pytest.approx(2**40 * 8 / 100e9)
+
+
+async def test_a_round_knows_the_clusters_regions_from_their_labels(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The regions copies are weighed by (`DataOptions.cross_region_margin`, and among
+    sources as fast, one in the destination's region) come from the clusters' labels."""
+    await create_cluster(api, "gpu-a", labels={"topology.kubernetes.io/region": "eu-west"})
+    await create_cluster(api, "gpu-b")  # the factory's labels: region us-east
+    await create_cluster(api, "gpu-c", labels={})
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        await put_inventory(api, name)
+    await corpus(api)
+    await reader(api)
+    async with transaction(app.state.sessions) as session:
+        data, _ = await read_round(session, window=10)
+    assert data.regions == {"gpu-a": "eu-west", "gpu-b": "us-east"}

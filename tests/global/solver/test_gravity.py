@@ -8,6 +8,7 @@ lacks the data; a requeued job goes back to its checkpoint's cluster; the two ba
 from __future__ import annotations
 
 import random
+from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime, timedelta
 
 from volcano_global.solver import (
@@ -414,3 +415,36 @@ def test_an_elastic_job_grows_only_where_its_data_is() -> None:
     assert [g.decision.clusters for g in plan_round(data, Policy.CPSAT, oblivious).grows] == [
         ("east",)
     ]
+
+
+def test_among_copies_as_fast_the_one_from_inside_the_region_is_taken() -> None:
+    # eu-b lacks the corpus; us-b holds it over a 100 Gbps link, eu-a over a 400 Gbps link of
+    # which 300 are held: both give a copy its 100 Gbps. By name us-b would serve; by region
+    # eu-a does, and no byte leaves the region.
+    links = (LinkState("us-b", "eu-b", 100.0), LinkState("eu-a", "eu-b", 400.0, 300.0))
+    data = RoundInput(
+        NOW,
+        (cluster("eu-a", 0, 4), cluster("eu-b", 4), cluster("us-b", 0, 4)),
+        links,
+        waiting=(gang("j", 16),),
+        running=(busy("r", "eu-a", 32, 7200.0), busy("s", "us-b", 32, 7200.0)),
+        data={"j": reads(1, "eu-a", "us-b")},
+    )
+    regions = {"eu-a": "eu", "eu-b": "eu", "us-b": "us"}
+    for known, source in (({}, "us-b"), (regions, "eu-a")):
+        plan = plan_round(dataclass_replace(data, regions=known), Policy.CPSAT)
+        (copy,) = plan.staging["j"]
+        assert (copy.source, copy.destination, copy.gbps) == (source, "eu-b", 100.0)
+
+
+def test_a_copy_between_regions_must_save_its_margin_over_waiting_for_the_holder() -> None:
+    # 40 TiB over 100 Gbps: about 59 min; west, where it is, has room in 80 min. Weighed 1.5
+    # times (cross_region_margin 0.5) the copy takes 88 min: the job waits, when the regions
+    # are known; when they are not, or the margin is 0, it stages.
+    data = west_busy(4800.0, reads(40, "west"))
+    margin = RoundOptions(data=DataOptions(cross_region_margin=0.5))
+    regions = {"east": "e", "west": "w"}
+    assert plan_round(dataclass_replace(data, regions=regions), Policy.CPSAT, margin).starts == ()
+    assert plan_round(data, Policy.CPSAT, margin).starts != ()
+    none = RoundOptions(data=DataOptions(cross_region_margin=0.0))
+    assert plan_round(dataclass_replace(data, regions=regions), Policy.CPSAT, none).starts != ()
