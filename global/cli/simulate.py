@@ -181,9 +181,21 @@ def simulate(
         results, summaries = _run(world, workload, policy or list(Policy), options)
     except ValueError as exc:  # the trace's data and the scenario disagree
         raise CliError(str(exc)) from None
+    _report(results, summaries, out, probe.capacity_gpus, preemption=preemption)
+
+
+def _report(
+    results: list[SimResult],
+    summaries: list[Summary],
+    out: Path,
+    capacity_gpus: int,
+    *,
+    preemption: bool,
+) -> None:
+    """The results written to `out`, then the table, the verdict and the costs printed."""
     files = write(out, results, summaries)
     judged = judge(results)
-    console.print(_table(results, summaries, judged, probe.capacity_gpus))
+    console.print(_table(results, summaries, judged, capacity_gpus))
     for job, why in sorted(results[0].left_out.items()):
         console.print(f"left out: {job}: {why}")
     console.print(verdict(judged))
