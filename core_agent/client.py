@@ -112,21 +112,27 @@ class AgentClient:
     async def _start(self, stop: asyncio.Event) -> bool:
         """Start the source (a Kubernetes source waits for its first lists, for as long as the
         API server does not answer); False, with the source stopped, if `stop` came first: a
-        pod told to terminate must not wait for its grace period to be killed."""
+        pod told to terminate must not wait for its grace period to be killed. The source is
+        stopped too if starting it fails or this task is cancelled."""
         started = asyncio.ensure_future(self.source.start())
         stopped = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({started, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if started.done():
+                started.result()  # what the source raised
+                return True
+        except BaseException:
+            await self._abandon(started)
+            raise
         finally:
             stopped.cancel()
-            if not started.done():
-                started.cancel()
-                await asyncio.gather(started, return_exceptions=True)
-        if started.cancelled():
-            await self.source.stop()
-            return False
-        started.result()  # what the source raised
-        return True
+        await self._abandon(started)
+        return False
+
+    async def _abandon(self, started: asyncio.Future[None]) -> None:
+        started.cancel()
+        await asyncio.gather(started, return_exceptions=True)
+        await self.source.stop()
 
     async def _ended(self, exc: Exception) -> None:
         """How the stream ended decides what comes next: a token given on the command line

@@ -19,9 +19,8 @@ from volcano_global.solver.data import (
     free_links,
     items,
     size_text,
-    source_for,
 )
-from volcano_global.solver.gravity import DataOptions, Steer, wait_text
+from volcano_global.solver.gravity import DataOptions, Steer, copy_source, wait_text
 from volcano_global.solver.model import JobDecision, LinkState, link_key
 
 
@@ -127,7 +126,7 @@ def _copies(
             if cluster in item.holders:
                 continue
             left = {k: v - taken[k] for k, v in free.items()}
-            source = source_for(item, cluster, left, regions, options.staging_gbps)
+            source = copy_source(item, cluster, left, options, regions)
             if source is None and item.name == CHECKPOINT:
                 continue  # its cluster is not in the round: the job starts without it
             if source is None:

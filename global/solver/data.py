@@ -82,18 +82,24 @@ def source_for(
     item: Item,
     cluster: str,
     free: Mapping[tuple[str, str], float],
-    regions: Mapping[str, str] | None = None,
     cap_gbps: float = math.inf,
+    regions: Mapping[str, str] | None = None,
+    margin: float = 0.0,
 ) -> str | None:
     """The holder a copy to `cluster` comes from: the fastest (a copy takes at most `cap_gbps`
-    of a link); among as fast, one in `cluster`'s region (`regions`: cluster -> region, where
-    known), as bytes that stay in a region cost no egress; then the most free bandwidth."""
+    of a link), a copy that leaves its region counted `1 + margin` times as long (`regions`:
+    cluster -> region, where known; bytes that stay in a region cost no egress); then the
+    most free bandwidth. With no margin, regions do not matter: one dataset's copy never
+    takes a link another's needs for a region's sake."""
     linked = [h for h in item.holders if link_key(h, cluster) in free]
-    here = (regions or {}).get(cluster)
+    weighed = bool(margin and regions)
 
-    def rank(h: str) -> tuple[float, bool, float, str]:
+    def rank(h: str) -> tuple[float, float, str]:
         gbps = free[link_key(h, cluster)]
-        return (min(gbps, cap_gbps), here is not None and regions.get(h) == here, gbps, h)  # type: ignore[union-attr]
+        rate = min(gbps, cap_gbps)
+        if weighed and crosses_regions(h, cluster, regions or {}):
+            rate /= 1 + margin
+        return (rate, gbps, h)
 
     return max(linked, key=rank, default=None)
 

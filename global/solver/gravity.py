@@ -286,6 +286,19 @@ def wait_text(wait: float) -> str:
     return "at no time known" if not math.isfinite(wait) else f"in about {duration_text(wait)}"
 
 
+def copy_source(
+    item: Item,
+    cluster: str,
+    free: Mapping[tuple[str, str], float],
+    options: DataOptions,
+    regions: Mapping[str, str] | None,
+) -> str | None:
+    """Where a copy of `item` to `cluster` comes from, as these options weigh links."""
+    return source_for(
+        item, cluster, free, options.staging_gbps, regions, options.cross_region_margin
+    )
+
+
 def _stage_s(
     wanted: tuple[Item, ...],
     cluster: str,
@@ -302,7 +315,7 @@ def _stage_s(
     for item in wanted:
         if cluster in item.holders:
             continue
-        source = source_for(item, cluster, free, regions, options.staging_gbps)
+        source = copy_source(item, cluster, free, options, regions)
         if source is None:
             return math.inf, 0.0, _NO_LINK
         key = link_key(source, cluster)
@@ -331,7 +344,7 @@ def _leaves(
     for item in wanted:
         if cluster in item.holders:
             continue
-        source = source_for(item, cluster, free, regions, options.staging_gbps)
+        source = copy_source(item, cluster, free, options, regions)
         if source is not None and crosses_regions(source, cluster, regions):
             return True
     return False

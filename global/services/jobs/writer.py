@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, select, text, tuple_
+from sqlalchemy import and_, bindparam, insert, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -212,6 +212,8 @@ async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uu
 
 
 async def _read_found(session: AsyncSession, batch: list[_Item]) -> _Found:
+    """The batch's queues, and the finished jobs holding the names of the items that refuse
+    them."""
     queues = text(
         f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
     ).bindparams(bindparam("names", expanding=True))
@@ -220,18 +222,25 @@ async def _read_found(session: AsyncSession, batch: list[_Item]) -> _Found:
         queues, {"names": list({i.queue for i in batch})}
     ):
         found.queue_ids[name], found.refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
-    asking = {(i.job["namespace"], i.job["name"]): i for i in batch if i.refuse_finished}
-    if asking:
-        holders = (
-            select(Job.namespace, Job.name, Job.state)
-            .where(tuple_(Job.namespace, Job.name).in_(list(asking)), _FINISHED)
-            .order_by(Job.submitted_at)
+    asking = {(i.job["namespace"], i.job["name"]) for i in batch if i.refuse_finished}
+    if not asking:
+        return found
+    # Two IN lists, not a row-value IN: without statistics SQLite plans the latter on the
+    # state index (every finished job read), the former on (namespace, name).
+    holders = (
+        select(Job.namespace, Job.name, Job.state)
+        .where(
+            Job.namespace.in_({ns for ns, _ in asking}),
+            Job.name.in_({name for _, name in asking}),
+            _FINISHED,
         )
-        by_name = {(ns, name): state for ns, name, state in await session.execute(holders)}
-        for item in batch:
-            key = (item.job["namespace"], item.job["name"])
-            if item.refuse_finished and key in by_name:
-                found.holders[item.job["id"]] = str(by_name[key])
+        .order_by(Job.submitted_at)
+    )
+    by_name = {(ns, name): state for ns, name, state in await session.execute(holders)}
+    for item in batch:
+        key = (item.job["namespace"], item.job["name"])
+        if item.refuse_finished and key in by_name:
+            found.holders[item.job["id"]] = str(by_name[key])
     return found
 
 

@@ -122,7 +122,7 @@ async def read_round(
         time_sharing=sharing,
     )
     if data.data:
-        data = replace(data, copying=await _copying(session), regions=regions_of(clusters))
+        data = replace(data, copying=await _copying(session), regions=await _regions(session))
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -219,14 +219,15 @@ async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[
 REGION_LABELS = ("topology.kubernetes.io/region", "region")  # the first a cluster has
 
 
-def regions_of(clusters: list[Cluster]) -> dict[str, str]:
-    """Cluster -> region, from the clusters' placement labels (where one is set): copies that
-    leave a region are weighed as costing more (`DataOptions.cross_region_margin`)."""
+async def _regions(session: AsyncSession) -> dict[str, str]:
+    """Cluster -> region, from every cluster's placement labels (where one is set; a cluster
+    not Ready may still hold data a copy comes from): copies that leave a region are weighed
+    as costing more (`DataOptions.cross_region_margin`)."""
     out = {}
-    for c in clusters:
-        region = next((str(c.labels[k]) for k in REGION_LABELS if (c.labels or {}).get(k)), None)
+    for name, labels in await session.execute(select(Cluster.name, Cluster.labels)):
+        region = next((str(labels[k]) for k in REGION_LABELS if (labels or {}).get(k)), None)
         if region is not None:
-            out[c.name] = region
+            out[name] = region
     return out
 
 

@@ -20,7 +20,7 @@ from volcano_global.solver import (
     Policy,
     RunningJob,
 )
-from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed
+from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed, Item, source_for
 from volcano_global.solver.gravity import DataMode, DataOptions
 from volcano_global.solver.model import link_key
 from volcano_global.solver.preemption import PREEMPT, Rules
@@ -417,10 +417,11 @@ def test_an_elastic_job_grows_only_where_its_data_is() -> None:
     ]
 
 
-def test_among_copies_as_fast_the_one_from_inside_the_region_is_taken() -> None:
+def test_with_a_margin_a_copy_from_inside_the_region_is_taken_when_as_fast() -> None:
     # eu-b lacks the corpus; us-b holds it over a 100 Gbps link, eu-a over a 400 Gbps link of
-    # which 300 are held: both give a copy its 100 Gbps. By name us-b would serve; by region
-    # eu-a does, and no byte leaves the region.
+    # which 300 are held: both give a copy its 100 Gbps. By name us-b serves, and so it does
+    # when regions are known but no margin is set (regions alone change no choice); with a
+    # margin eu-a does, and no byte leaves the region.
     links = (LinkState("us-b", "eu-b", 100.0), LinkState("eu-a", "eu-b", 400.0, 300.0))
     data = RoundInput(
         NOW,
@@ -431,10 +432,25 @@ def test_among_copies_as_fast_the_one_from_inside_the_region_is_taken() -> None:
         data={"j": reads(1, "eu-a", "us-b")},
     )
     regions = {"eu-a": "eu", "eu-b": "eu", "us-b": "us"}
-    for known, source in (({}, "us-b"), (regions, "eu-a")):
-        plan = plan_round(dataclass_replace(data, regions=known), Policy.CPSAT)
+    margin = RoundOptions(data=DataOptions(cross_region_margin=0.5))
+    for known, options, source in (
+        ({}, RoundOptions(), "us-b"),
+        (regions, RoundOptions(), "us-b"),
+        (regions, margin, "eu-a"),
+    ):
+        plan = plan_round(dataclass_replace(data, regions=known), Policy.CPSAT, options)
         (copy,) = plan.staging["j"]
         assert (copy.source, copy.destination, copy.gbps) == (source, "eu-b", 100.0)
+
+
+def test_the_margin_chooses_the_source_a_slower_link_inside_the_region() -> None:
+    # x (us) and y (eu) hold the corpus; x's link gives 100 Gbps, y's 80. Weighed 1.5 times,
+    # x's copy counts as 66.7 Gbps: y serves. Without the margin, x.
+    holders = Item("c", 2**40, ("x", "y"))
+    free = {link_key("x", "d"): 100.0, link_key("y", "d"): 80.0}
+    regions = {"x": "us", "y": "eu", "d": "eu"}
+    assert source_for(holders, "d", free, 400.0, regions, 0.5) == "y"
+    assert source_for(holders, "d", free, 400.0, regions, 0.0) == "x"
 
 
 def test_a_copy_between_regions_must_save_its_margin_over_waiting_for_the_holder() -> None:
