@@ -38,6 +38,7 @@ from volcano_global.services.dispatch.supervision import NOT_STARTED, share_lost
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.tenancy.tokens import revoke_job_tokens
 
 WARNING_PREFIX = "warning: "  # how a share's message shows the agent's warning
 # A placement is accepted when every share is in the first set, running in the second. (A share
@@ -118,6 +119,15 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
         placement = placements.get(report.placement_id)
         if placement is not None:
             await _apply(session, report, placement, jobs.get(placement.job_id))
+    # The runs that ended here: their job tokens revoked together (one statement, not one
+    # per job; before the commit, with the rest of the batch).
+    ended = [p for p in placements.values() if p.job_id in jobs and p.ended_at is not None]
+    if ended:
+        await revoke_job_tokens(
+            session,
+            job_ids=[p.job_id for p in ended],
+            ended_at=max(p.ended_at for p in ended if p.ended_at is not None),
+        )
     await session.flush()
     failpoints.hit("report-commit")
 
@@ -237,7 +247,11 @@ async def _apply(
     if job.state is JobState.RUNNING and phases == {SharePhase.SUCCEEDED}:
         transition(job, JobState.SUCCEEDED, message="every share succeeded")
         await end_placement(
-            session, placement=placement, state=PlacementState.RELEASED, cancel_reason=None
+            session,
+            placement=placement,
+            state=PlacementState.RELEASED,
+            cancel_reason=None,
+            revoke_tokens=False,  # by `apply_reports`, for the whole batch
         )
         await record_event(
             session,
