@@ -32,9 +32,7 @@ async def end_placement(
     placement.state, placement.ended_at = state, utcnow()
     await _attain(session, placement)
     if revoke_tokens:
-        await revoke_job_tokens(
-            session, job_ids=[placement.job_id], ended_at=placement.ended_at
-        )
+        await revoke_job_tokens(session, job_ids=[placement.job_id], ended_at=placement.ended_at)
     room_may_have_changed(session)
     if cancel_reason is not None:
         await enqueue_cancellations(session, placement=placement, reason=cancel_reason)
