@@ -114,15 +114,15 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     await _acknowledge(session, reports)
     chosen = Placement.id.in_(sorted({r.placement_id for r in reports}))
     placements = {p.id: p for p in await lock_placements(session, chosen)}
-    job_ids = [p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE]
-    jobs = await lock_jobs(session, job_ids)
+    active = [p for p in placements.values() if p.state is PlacementState.ACTIVE]
+    jobs = await lock_jobs(session, [p.job_id for p in active])
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:
             await _apply(session, report, placement, jobs.get(placement.job_id))
     # The runs that ended here: their job tokens revoked together (one statement, not one
     # per job; before the commit, with the rest of the batch).
-    ended = [p for p in placements.values() if p.job_id in jobs and p.ended_at is not None]
+    ended = [p for p in active if p.state is not PlacementState.ACTIVE]
     if ended:
         await revoke_job_tokens(
             session,

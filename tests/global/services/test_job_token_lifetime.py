@@ -194,3 +194,34 @@ async def test_runs_that_end_in_one_batch_of_reports_each_lose_their_token_and_a
         assert 3600 <= attained[uuid.UUID(uid)] < 3660
     assert not attained[uuid.UUID(going)]
     await stream.close()
+
+
+async def test_a_batch_that_ends_another_run_leaves_the_new_run_of_a_requeued_job_its_token(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A batch of reports holds a late report about a job's ended run beside its new run's and
+    another job's end: only the run that ended in the batch loses its token (the batch's one
+    revocation must not take the requeued job's new token with the old run's)."""
+    stream, (again, other) = await placed(app, api, "again", "other")
+    first_placement, _ = await run_token(app, again)
+    await report(stream, first_placement, pb.SHARE_PHASE_FAILED, 1)  # requeued
+    replaced = await app.state.scheduler.run_once()
+    assert replaced is not None and replaced.result.placed == [again]
+    second_placement, second = await run_token(app, again)
+    other_placement, other_token = await run_token(app, other)
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+        await apply_reports(session, [ShareReport(cluster, other_placement, SharePhase.RUNNING)])
+    async with transaction(app.state.sessions) as session:
+        await apply_reports(
+            session,
+            [
+                ShareReport(cluster, first_placement, SharePhase.RUNNING),  # late, ignored
+                ShareReport(cluster, second_placement, SharePhase.ACCEPTED),
+                ShareReport(cluster, other_placement, SharePhase.SUCCEEDED),
+            ],
+        )
+    assert (await measure(api, other, other_token)).status_code == 401
+    assert (await measure(api, again, second)).status_code == 200
+    assert (await api.get(f"/api/v1/jobs/{again}")).json()["state"] == "Dispatched"
+    await stream.close()
