@@ -293,7 +293,7 @@ async def run(args: argparse.Namespace) -> dict:
             ",".join(server.grpc_target for server in servers),
             json.dumps(tokens),
             str(args.nodes),
-            str(args.warmup + args.seconds + 5),
+            str(args.idle_s + args.warmup + args.seconds + args.drain + 5),  # through the drain
             str(args.node_updates),
             stdout=asyncio.subprocess.PIPE,
             preexec_fn=_background(args.background_nice),
