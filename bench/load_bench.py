@@ -10,12 +10,16 @@ leave on a fixed schedule whatever the answers, so latency includes queueing at 
 schedules), requests sent to them in turn, the clusters' agents connected to them in turn.
 
 Reports p50/p95/p99 latency and errors per request kind, achieved rates, each process group's CPU
-(cores, and milliseconds per job submitted: robust to a shared machine, unlike the rates), the
+(cores, and milliseconds per job submitted, less each group's rate in `--idle-s` seconds of the
+agents streaming alone first; with `--drain S` counted until every measured job has finished,
+the whole lifecycle's cost even when the machine cannot keep up), the
 jobs' lifecycle (Postgres: how many jobs a second were submitted, placed, dispatched, started
 and finished during the measured part, and how long after submission), and the agents' delta
 rate, measured after `--warmup` seconds (3) of the same load that are not counted. The agents
 run in a child process (their own CPU budget on this 2-core machine is part of the load).
-`--cprofile FILE` runs the server(s) under cProfile.
+`--cprofile FILE` runs the server(s) under cProfile (misleading for SQLAlchemy's asyncio work:
+see docs/benchmarks.md, "The job lifecycle at 200 jobs/s"; bench/lifecycle_cost_bench.py
+breaks the CPU down by stage instead).
 """
 
 from __future__ import annotations
