@@ -39,14 +39,22 @@ class Server:
 
 @asynccontextmanager
 async def global_server(
-    database_url: str | None, *, env: dict[str, str] | None = None, **client: Any
+    database_url: str | None,
+    *,
+    env: dict[str, str] | None = None,
+    cprofile: str | None = None,
+    **client: Any,
 ) -> AsyncIterator[Server]:
-    """A server on a fresh SQLite file (or `database_url`), its log in a temp folder."""
+    """A server on a fresh SQLite file (or `database_url`), its log in a temp folder.
+    `cprofile`: run it under cProfile, its stats written to that file when it stops (its
+    main thread only: the event loop, not CP-SAT's threads)."""
     port, grpc_port = free_port(), free_port()
     token = "vg_bench_" + secrets.token_urlsafe(16)
     tmp = Path(tempfile.mkdtemp(prefix="vglobal-bench-"))
+    profiled = ["-m", "cProfile", "-o", cprofile] if cprofile else []
     process = await asyncio.create_subprocess_exec(
         sys.executable,
+        *profiled,
         "-m",
         "volcano_global.cli.main",
         "server",

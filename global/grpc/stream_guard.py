@@ -1,6 +1,7 @@
 """The guard of an open agent stream: ends it when it loses its standing (its token revoked,
 rotated or expired, its cluster deleted, a newer stream for its cluster:
-`services/inventory/agent_streams.py`), within `agents.stream_check_s` or at once when woken.
+`services/inventory/agent_streams.py`), within `agents.stream_check_s` or at once when woken
+(by a change of its standing: `wakeups.stream_standing`, not by dispatch messages).
 A newer stream in this process ends the older one without a read (the fast path); in another
 process, its commit wakes the older stream, which reads its epoch."""
 
@@ -21,7 +22,7 @@ from volcano_global.db.models import Cluster
 from volcano_global.errors import DomainError
 from volcano_global.services.inventory import agent_streams
 from volcano_global.services.inventory.agent_streams import StreamClaim
-from volcano_global.services.wakeups import OUTBOX
+from volcano_global.services.wakeups import OUTBOX, stream_standing
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class StreamGuard:
             _NEWEST[cluster_id] = self
         token = _CURRENT.set(self)
         try:
-            with OUTBOX.watch(cluster_id) as woken:
+            with OUTBOX.watch(stream_standing(cluster_id)) as woken:
                 self._woken = woken
                 yield
         finally:

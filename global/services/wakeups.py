@@ -20,6 +20,15 @@ FLEET = uuid.UUID(int=0)  # the one key: the loop watches the whole fleet
 OUTBOX = Channel("vglobal_outbox")
 
 
+def stream_standing(cluster_id: uuid.UUID) -> uuid.UUID:
+    """The OUTBOX key of a change to the standing of the cluster's agent stream (its token
+    rotated, the cluster deleted, a newer stream), written beside the cluster's own key: the
+    stream's guard watches this one alone, so the dispatch messages written for the cluster
+    (its own key, a wake-up per round that places there) do not make it re-read its standing
+    from the database. The same in every process (a name-based UUID)."""
+    return uuid.uuid5(cluster_id, "agent-stream-standing")
+
+
 def room_may_have_changed(session: AsyncSession) -> None:
     """The session's transaction may let a waiting job be placed or a narrow one grow."""
     ROUNDS.wrote(session, [FLEET])

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import joinedload
 
 from volcano_global import failpoints
 from volcano_global.db.base import utcnow
@@ -28,7 +28,6 @@ from volcano_global.db.models import (
     Job,
     JobState,
     OutboxKind,
-    OutboxMessage,
     Placement,
     PlacementState,
 )
@@ -36,8 +35,10 @@ from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.dispatch.staging import note_staging, progress_text
 from volcano_global.services.dispatch.supervision import NOT_STARTED, share_lost
 from volcano_global.services.events import record_event
+from volcano_global.services.lifecycle import outbox
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
+from volcano_global.services.tenancy.tokens import revoke_job_tokens
 
 WARNING_PREFIX = "warning: "  # how a share's message shows the agent's warning
 # A placement is accepted when every share is in the first set, running in the second. (A share
@@ -88,19 +89,20 @@ def report_writer(
 
 async def lock_placements(session: AsyncSession, *where: Any) -> list[Placement]:
     """The placements `where` selects, with their shares, locked in id order (as every writer
-    of placements locks them, before their jobs)."""
+    of placements locks them, before their jobs). One statement: the shares and their
+    clusters joined (only the placements' rows are locked)."""
     rows = await session.execute(
         select(Placement)
         .where(*where)
         .order_by(Placement.id)
         .with_for_update(of=Placement)
         .options(
-            selectinload(Placement.shares)
+            joinedload(Placement.shares)
             .joinedload(ClusterShare.cluster)
             .raiseload(Cluster.capacities)
         )
     )
-    return list(rows.scalars())
+    return list(rows.unique().scalars())
 
 
 async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> None:
@@ -112,41 +114,39 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     await _acknowledge(session, reports)
     chosen = Placement.id.in_(sorted({r.placement_id for r in reports}))
     placements = {p.id: p for p in await lock_placements(session, chosen)}
-    job_ids = [p.job_id for p in placements.values() if p.state is PlacementState.ACTIVE]
-    jobs = await lock_jobs(session, job_ids)
+    active = [p for p in placements.values() if p.state is PlacementState.ACTIVE]
+    jobs = await lock_jobs(session, [p.job_id for p in active])
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:
             await _apply(session, report, placement, jobs.get(placement.job_id))
+    # The runs that ended here: their job tokens revoked together (one statement, not one
+    # per job; before the commit, with the rest of the batch).
+    ended = [p for p in active if p.state is not PlacementState.ACTIVE]
+    if ended:
+        await revoke_job_tokens(
+            session,
+            job_ids=[p.job_id for p in ended],
+            ended_at=max(p.ended_at for p in ended if p.ended_at is not None),
+        )
     await session.flush()
     failpoints.hit("report-commit")
 
 
 async def _acknowledge(session: AsyncSession, reports: list[ShareReport]) -> None:
     """A report acknowledges the dispatch messages to its cluster about its share: an
-    assignment, or for Cancelled a cancellation. An assignment's job token need not stay in the
-    table."""
-    wanted = {
-        (
-            r.cluster_id,
-            r.placement_id,
-            OutboxKind.CANCEL if r.phase is SharePhase.CANCELLED else OutboxKind.ASSIGN,
-        )
-        for r in reports
-    }
-    delivered = await session.execute(
-        select(OutboxMessage).where(
-            OutboxMessage.placement_id.in_({r.placement_id for r in reports}),
-            OutboxMessage.acked_at.is_(None),
-        )
+    assignment, or for Cancelled a cancellation."""
+    await outbox.acknowledge(
+        session,
+        delivered={
+            (
+                r.cluster_id,
+                r.placement_id,
+                OutboxKind.CANCEL if r.phase is SharePhase.CANCELLED else OutboxKind.ASSIGN,
+            )
+            for r in reports
+        },
     )
-    now = utcnow()
-    for message in delivered.scalars():
-        if (message.cluster_id, message.placement_id, message.kind) not in wanted:
-            continue
-        message.acked_at = now
-        if "job_token" in message.payload:
-            message.payload = {k: v for k, v in message.payload.items() if k != "job_token"}
 
 
 async def _apply(
@@ -237,7 +237,11 @@ async def _apply(
     if job.state is JobState.RUNNING and phases == {SharePhase.SUCCEEDED}:
         transition(job, JobState.SUCCEEDED, message="every share succeeded")
         await end_placement(
-            session, placement=placement, state=PlacementState.RELEASED, cancel_reason=None
+            session,
+            placement=placement,
+            state=PlacementState.RELEASED,
+            cancel_reason=None,
+            revoke_tokens=False,  # by `apply_reports`, for the whole batch
         )
         await record_event(
             session,

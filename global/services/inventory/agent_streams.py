@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import ApiToken, Cluster
 from volcano_global.errors import DomainError, Superseded, Unauthorized
-from volcano_global.services.wakeups import OUTBOX
+from volcano_global.services.wakeups import OUTBOX, stream_standing
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ async def claim_stream(
 def streams_must_recheck(session: AsyncSession, cluster_id: uuid.UUID) -> None:
     """The transaction may end the cluster's open stream (token rotated, cluster deleted, a
     newer stream): wake it, in whichever process holds it, once the transaction commits."""
-    OUTBOX.wrote(session, [cluster_id])
+    OUTBOX.wrote(session, [cluster_id, stream_standing(cluster_id)])
 
 
 async def lost_standing(session: AsyncSession, claim: StreamClaim) -> DomainError | None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Collection
 
-from sqlalchemy import select
+from sqlalchemy import func, select, tuple_, type_coerce, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
     ClusterShare,
     Job,
@@ -108,6 +111,31 @@ async def enqueue_cancellations(
                 payload=cancellation.to_payload(),
             )
         )
+
+
+async def acknowledge(
+    session: AsyncSession, *, delivered: Collection[tuple[uuid.UUID, uuid.UUID, OutboxKind]]
+) -> None:
+    """The messages (cluster, placement, kind) an agent reported on are delivered: no longer
+    sent, and an assignment's job token leaves the table (only its hash stays, in
+    api_tokens). One statement for them all, without reading the rows (their payloads carry
+    whole job documents)."""
+    if not delivered:
+        return
+    payload = OutboxMessage.payload
+    scrubbed = (
+        type_coerce(payload, JSONB()).delete_path(["job_token"])  # jsonb #- '{job_token}'
+        if session.get_bind().dialect.name == "postgresql"
+        else func.json_remove(payload, "$.job_token")
+    )
+    message = tuple_(OutboxMessage.cluster_id, OutboxMessage.placement_id, OutboxMessage.kind)
+    await session.execute(
+        update(OutboxMessage)
+        .where(message.in_(sorted(delivered)), OutboxMessage.acked_at.is_(None))
+        .values(acked_at=utcnow(), payload=scrubbed)
+        # this is the one writer of acked_at; no session holds outbox rows it would change
+        .execution_options(synchronize_session=False)
+    )
 
 
 async def undelivered(

@@ -6,7 +6,7 @@ told to remove it; the GPU-seconds the run received are added to the job's attai
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -22,29 +22,38 @@ async def end_placement(
     placement: Placement,
     state: PlacementState,
     cancel_reason: str | None,
+    revoke_tokens: bool = True,
 ) -> None:
     """End an active placement in `state` (Withdrawn or Released). With `cancel_reason`,
     every cluster holding a share gets a cancellation saying it; without, none (every share
-    has already ended where it ran)."""
+    has already ended where it ran). `revoke_tokens=False`: the caller revokes the run's job
+    tokens itself, with other placements' in one statement (`revoke_job_tokens`), in the same
+    transaction."""
     placement.state, placement.ended_at = state, utcnow()
     await _attain(session, placement)
-    await revoke_job_tokens(session, job_id=placement.job_id, ended_at=placement.ended_at)
+    if revoke_tokens:
+        await revoke_job_tokens(session, job_ids=[placement.job_id], ended_at=placement.ended_at)
     room_may_have_changed(session)
     if cancel_reason is not None:
         await enqueue_cancellations(session, placement=placement, reason=cancel_reason)
 
 
 async def _attain(session: AsyncSession, placement: Placement) -> None:
-    """The run's GPUs x its time running, added to the job's attained service."""
+    """The run's GPUs x its time running, added to the job's attained service. Its job and
+    shares as the session holds them, if it does: a query would flush the session's pending
+    changes first, once per placement of a batch."""
     job = await session.get(Job, placement.job_id)
     if job is None or job.started_at is None or placement.ended_at is None:
         return
-    gpus = (
-        await session.execute(
-            select(func.coalesce(func.sum(ClusterShare.gpus), 0)).where(
-                ClusterShare.placement_id == placement.id
+    if "shares" in inspect(placement).unloaded:
+        gpus = (
+            await session.execute(
+                select(func.coalesce(func.sum(ClusterShare.gpus), 0)).where(
+                    ClusterShare.placement_id == placement.id
+                )
             )
-        )
-    ).scalar_one()
+        ).scalar_one()
+    else:
+        gpus = sum(share.gpus for share in placement.shares)
     ran = max((placement.ended_at - job.started_at).total_seconds(), 0.0)
     job.attained_gpu_s = (job.attained_gpu_s or 0.0) + int(gpus) * ran

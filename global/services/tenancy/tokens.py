@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -132,14 +133,17 @@ async def revoke_cluster_tokens(session: AsyncSession, *, cluster_id: uuid.UUID)
 
 
 async def revoke_job_tokens(
-    session: AsyncSession, *, job_id: uuid.UUID, ended_at: datetime
+    session: AsyncSession, *, job_ids: Collection[uuid.UUID], ended_at: datetime
 ) -> None:
-    """A run of the job ended at `ended_at`: its job tokens (every one issued until then; the
-    next run's is issued after) stop working at once, so none outlives its run."""
+    """A run of each job ended by `ended_at`: their job tokens (every one issued until then;
+    a next run's is issued after) stop working at once, so none outlives its run. One
+    statement for all of them."""
+    if not job_ids:
+        return
     await session.execute(
         update(ApiToken)
         .where(
-            ApiToken.job_id == job_id,
+            ApiToken.job_id.in_(sorted(set(job_ids))),
             ApiToken.role == TokenRole.JOB,
             ApiToken.revoked_at.is_(None),
             ApiToken.created_at <= ended_at,

@@ -18,7 +18,7 @@ import grpc
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from tests.conftest import (
     ADMIN_TOKEN,
@@ -26,13 +26,14 @@ from tests.conftest import (
     create_postgres_database,
     drop_postgres_database,
 )
-from tests.factories import create_cluster
+from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, node, snapshot
 from tests.server_process import ServerProcess
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import ApiToken, TokenRole
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.wakeups import OUTBOX
 from volcano_global.settings import Settings
 
 CAP = 12  # nodes per cluster in these tests
@@ -114,6 +115,44 @@ async def test_rotating_the_token_ends_the_open_stream_at_once(
     await new.hello()
     assert (await new.send(added(2, "n7"))).ack.seq == 2
     await new.close()
+
+
+async def test_dispatching_to_a_cluster_does_not_make_its_stream_reread_its_standing(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """Before: every commit that wrote dispatch messages for the cluster (each round placing
+    there) also woke its stream's guard, which read its standing again (the cluster's epoch
+    and its token: two statements per wake-up and stream). After: the assignments arrive and
+    the guard reads nothing (its periodic check is 30 s away); a rotation still ends the
+    stream at once (above)."""
+    if app.state.engine.dialect.name == "postgresql":  # its coming up wakes every watcher
+        while not OUTBOX.listening:  # noqa: ASYNC110 (a flag the listener sets, no event)
+            await asyncio.sleep(0.01)
+    stream = await streaming(app, east)
+    reads: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.startswith("SELECT clusters.agent_stream_epoch \nFROM clusters"):
+            reads.append(statement)
+
+    engine = app.state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for name in ("one", "two"):  # two rounds, each waking the stream
+            await submit(api, job_document(name, replicas=1, gpus=1))
+            report = await app.state.scheduler.run_once()
+            assert report is not None and len(report.result.placed) == 1
+            assigned = await asyncio.wait_for(stream.call.read(), timeout=10)
+            assert assigned.WhichOneof("body") == "assignment"
+            assert assigned.assignment.job_name == name
+        beat = pb.AgentMessage(heartbeat=pb.Heartbeat())  # a batch after the wake-ups
+        await stream.call.write(beat)
+        await stream.call.write(added(2, "after"))
+        assert (await asyncio.wait_for(stream.call.read(), timeout=10)).ack.seq == 2
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert reads == []
+    await stream.close()
 
 
 @pytest.mark.parametrize("settings", [0.3], indirect=True)

@@ -101,8 +101,8 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
     transactions = []
 
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if statement.startswith("SELECT") and f"FROM {OutboxMessage.__tablename__}" in statement:
-            transactions.append(statement)  # the acknowledgements: one read a transaction
+        if statement.startswith(f"UPDATE {OutboxMessage.__tablename__}"):
+            transactions.append(statement)  # the acknowledgements: one statement a transaction
 
     writer = reports.report_writer(app.state.sessions)
     engine = app.state.engine.sync_engine
@@ -123,13 +123,18 @@ async def test_reports_of_several_clusters_are_applied_in_one_transaction(
     }
     assert states == {"east": "Dispatched", "west": "Running", "north": "Placed"}
     async with transaction(app.state.sessions) as session:
-        acked = {
-            placement: acked_at is not None
-            for placement, acked_at in await session.execute(
-                select(OutboxMessage.placement_id, OutboxMessage.acked_at)
+        rows = (
+            await session.execute(
+                select(OutboxMessage.placement_id, OutboxMessage.acked_at, OutboxMessage.payload)
             )
-        }
+        ).all()
+    acked = {placement: acked_at is not None for placement, acked_at, _ in rows}
     assert acked == {where["east"][1]: True, where["west"][1]: True, where["north"][1]: False}
+    # an acknowledged assignment's job token leaves the table; the rest of it stays
+    tokens = {placement: payload.get("job_token") for placement, _, payload in rows}
+    assert tokens[where["east"][1]] is None and tokens[where["west"][1]] is None
+    assert str(tokens[where["north"][1]]).startswith("vg_")
+    assert all(payload["job_uid"] for _, _, payload in rows)
     for _, stream in clusters.values():
         await stream.close()
 

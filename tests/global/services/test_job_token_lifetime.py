@@ -16,8 +16,18 @@ from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import ApiToken, OutboxKind, OutboxMessage, Placement, TokenRole
+from volcano_global.db.models import (
+    ApiToken,
+    Cluster,
+    Job,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+    TokenRole,
+)
+from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.dispatch.reports import ShareReport, apply_reports
 from volcano_global.services.dispatch.supervision import supervise
 
 MEASURED = {"stepTimeSeconds": 1.5, "bytesPerStep": 4e9}
@@ -148,4 +158,70 @@ async def test_an_ended_runs_token_that_escaped_revocation_gets_409_on_measureme
     assert (await api.get(f"/api/v1/jobs/{uid}")).json()["measurements"] is None
     admin = await api.post(f"/api/v1/jobs/{uid}/measurements", json=MEASURED)
     assert admin.status_code == 200  # an admin's report names no run
+    await stream.close()
+
+
+async def test_runs_that_end_in_one_batch_of_reports_each_lose_their_token_and_attain(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Reports applied together (one transaction: the agents' streams' group commit): every
+    run that succeeded there has its job token revoked (one statement for the batch) and its
+    GPUs x time running added to its job's attained service; a run still going in the same
+    batch keeps its token."""
+    stream, uids = await placed(app, api, "one", "two", "three")
+    runs = {uid: await run_token(app, uid) for uid in uids}
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+
+    def reports_of(phase: SharePhase, *which: str) -> list[ShareReport]:
+        return [ShareReport(cluster, runs[uid][0], phase) for uid in which]
+
+    async with transaction(app.state.sessions) as session:
+        await apply_reports(session, reports_of(SharePhase.RUNNING, *uids))
+    async with transaction(app.state.sessions) as session:  # they ran for an hour
+        await session.execute(update(Job).values(started_at=utcnow() - timedelta(hours=1)))
+    done, going = uids[:2], uids[2]
+    async with transaction(app.state.sessions) as session:
+        await apply_reports(session, reports_of(SharePhase.SUCCEEDED, *done))
+    for uid in done:
+        detail = (await api.get(f"/api/v1/jobs/{uid}")).json()
+        assert detail["state"] == "Succeeded"
+        assert (await measure(api, uid, runs[uid][1])).status_code == 401
+    assert (await measure(api, going, runs[going][1])).status_code == 200
+    async with transaction(app.state.sessions) as session:
+        attained = dict((await session.execute(select(Job.id, Job.attained_gpu_s))).all())
+    for uid in done:  # one GPU for an hour and a moment
+        assert 3600 <= attained[uuid.UUID(uid)] < 3660
+    assert not attained[uuid.UUID(going)]
+    await stream.close()
+
+
+async def test_a_batch_that_ends_another_run_leaves_the_new_run_of_a_requeued_job_its_token(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A batch of reports holds a late report about a job's ended run beside its new run's and
+    another job's end: only the run that ended in the batch loses its token (the batch's one
+    revocation must not take the requeued job's new token with the old run's)."""
+    stream, (again, other) = await placed(app, api, "again", "other")
+    first_placement, _ = await run_token(app, again)
+    await report(stream, first_placement, pb.SHARE_PHASE_FAILED, 1)  # requeued
+    replaced = await app.state.scheduler.run_once()
+    assert replaced is not None and replaced.result.placed == [again]
+    second_placement, second = await run_token(app, again)
+    other_placement, other_token = await run_token(app, other)
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+        await apply_reports(session, [ShareReport(cluster, other_placement, SharePhase.RUNNING)])
+    async with transaction(app.state.sessions) as session:
+        await apply_reports(
+            session,
+            [
+                ShareReport(cluster, first_placement, SharePhase.RUNNING),  # late, ignored
+                ShareReport(cluster, second_placement, SharePhase.ACCEPTED),
+                ShareReport(cluster, other_placement, SharePhase.SUCCEEDED),
+            ],
+        )
+    assert (await measure(api, other, other_token)).status_code == 401
+    assert (await measure(api, again, second)).status_code == 200
+    assert (await api.get(f"/api/v1/jobs/{again}")).json()["state"] == "Dispatched"
     await stream.close()

@@ -1,0 +1,220 @@
+"""Server CPU per job through its whole lifecycle - submitted, placed, dispatched, running,
+reported, finished - measured in-process: the app (REST, the agents' gRPC streams and the
+scheduling loop) in this process, the agents of `--clusters` simulated clusters in a child
+process, jobs submitted at `--rate` a second through an in-process ASGI client. The process's
+CPU from the first submission until every job has finished, less what it uses idle with the
+agents connected, divided by the jobs: robust to a shared machine (wall-clock rates are not).
+
+    .venv/bin/python bench/lifecycle_cost_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
+    .venv/bin/python bench/lifecycle_cost_bench.py --profile /tmp/lifecycle.txt   # by stage
+
+The CPU is broken down by stage (bench/cpu_stages.py: the event loop thread's CPU of each
+stage's coroutines, step by step): the submission requests (HTTP, in-process), the job writer's
+batches, the scheduling rounds (supervision, read, plan, apply; CP-SAT's threads are counted
+apart, as "other threads"), the dispatch (outbox rows read and turned into messages), the status
+reports' transactions, the agents' other messages (inventory deltas, heartbeats), and the rest
+of the loop (gRPC and HTTP plumbing, the bench's own polling). Each stage's idle rate (the
+agents connected, no jobs) is subtracted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvloop
+from fastapi import FastAPI
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import cpu_stages  # noqa: E402
+from load_bench import job  # noqa: E402
+
+from volcano_global.app import create_app  # noqa: E402
+from volcano_global.cli.gc_tuning import tune_gc  # noqa: E402
+from volcano_global.db.engine import reading  # noqa: E402
+from volcano_global.db.group_commit import GroupCommit  # noqa: E402
+from volcano_global.db.models import Job  # noqa: E402
+from volcano_global.grpc import agent_service  # noqa: E402
+from volcano_global.grpc.agent_service import AgentService  # noqa: E402
+from volcano_global.scheduler.loop import Scheduler  # noqa: E402
+from volcano_global.services.dispatch import reports  # noqa: E402
+from volcano_global.services.jobs.writer import JobWriter  # noqa: E402
+from volcano_global.settings import Settings  # noqa: E402
+
+TOKEN = "vg_bench_lifecycle_cost_0123456789"
+
+
+def count_stages() -> None:
+    """Wrap each stage's entry points (before the app is created: it binds some of them)."""
+    cpu_stages.patch(JobWriter, "_insert", "job writer batches")
+    cpu_stages.patch(Scheduler, "step", "scheduling rounds")
+    cpu_stages.patch(AgentService, "_undelivered", "dispatch (outbox to streams)")
+    cpu_stages.patch(agent_service, "_outbox_message", "dispatch (outbox to streams)")
+    cpu_stages.patch(AgentService, "_deltas", "agents' other messages")
+    cpu_stages.patch(AgentService, "_handle", "agents' other messages")
+    writer = reports.report_writer
+
+    def report_writer(sessions: async_sessionmaker[AsyncSession]) -> GroupCommit:
+        commit = writer(sessions)
+        commit._write_batch = cpu_stages.staged("status reports", commit._write_batch)
+        return commit
+
+    reports.report_writer = report_writer  # type: ignore[assignment]
+
+
+async def measure(args: argparse.Namespace) -> dict[str, object]:
+    settings = Settings(
+        database_url=args.database_url,
+        admin_token=TOKEN,
+        grpc_port=0,
+        log_level="warning",
+    )
+    count_stages()
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        tune_gc()  # as `vglobal server` does once started
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=_requests_counted(app)),
+            base_url="http://t",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=120,
+        ) as api:
+            agents = await _agents(app, api, args)
+            try:
+                return await _lifecycle(app, api, args)
+            finally:
+                agents.terminate()
+                await agents.wait()
+
+
+def _requests_counted(app: FastAPI) -> Callable[..., Awaitable[None]]:
+    """The app, its requests' CPU counted as the submissions' (the only requests but the
+    bench's few setup calls)."""
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        await app(scope, receive, send)
+
+    return cpu_stages.staged("submission requests", asgi)
+
+
+async def _agents(
+    app: FastAPI, api: httpx.AsyncClient, args: argparse.Namespace
+) -> asyncio.subprocess.Process:
+    """The clusters, and their agents in a child process, synced."""
+    tokens = {}
+    for i in range(args.clusters):
+        answer = await api.post("/api/v1/clusters", json={"name": f"cost-{i:02d}"})
+        tokens[f"cost-{i:02d}"] = answer.json()["agentToken"]
+    agents = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(REPO / "bench" / "load_bench.py"),
+        "agents",
+        f"127.0.0.1:{app.state.grpc_port}",
+        json.dumps(tokens),
+        str(args.nodes),
+        "3600",  # seconds
+        "0",  # node changes a second (the agents still make a few: in the idle baseline too)
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert agents.stdout is not None
+    assert (await agents.stdout.readline()).strip() == b"synced"
+    return agents
+
+
+async def _lifecycle(app: FastAPI, api: httpx.AsyncClient, args: argparse.Namespace) -> dict:
+    """Idle baseline, then `rate` x `seconds` jobs submitted on schedule and waited for until
+    every one has finished; the CPU per job, in all and by stage."""
+    await asyncio.sleep(2.0)  # the first round and the streams' settling, not counted
+    meter = _Meter()
+    while meter.wall() < args.idle_s:
+        await _unfinished(app)  # the baseline polls as the measured part does
+    idle = {stage: seconds / meter.wall() for stage, seconds in meter.used().items()}
+    total = int(args.rate * args.seconds)
+    meter = _Meter()
+    submitting = asyncio.create_task(_submit(api, args.rate, total, args.job_seconds))
+    while (left := await _unfinished(app)) or not submitting.done():
+        if meter.wall() > args.timeout:
+            raise TimeoutError(f"{left} of {total} jobs not finished after {args.timeout} s")
+    await submitting
+    wall = meter.wall()
+    per_job = {
+        stage: 1000 * (seconds - idle.get(stage, 0.0) * wall) / total
+        for stage, seconds in meter.used().items()
+    }
+    return {"jobs": total, "wall_s": wall, "idle_cores": idle["all"], "cpu_ms_per_job": per_job}
+
+
+class _Meter:
+    """The process's CPU since it was made: in all, by stage on the loop's thread, the rest of
+    that thread, and the other threads (CP-SAT's, gRPC's)."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._process, self._thread = time.process_time(), time.thread_time()
+        self._stages = cpu_stages.snapshot()
+
+    def wall(self) -> float:
+        return time.monotonic() - self._started
+
+    def used(self) -> dict[str, float]:
+        stages = cpu_stages.snapshot()
+        used = {k: v - self._stages.get(k, 0.0) for k, v in stages.items()}
+        thread = time.thread_time() - self._thread
+        used["rest of the loop thread"] = thread - sum(used.values())
+        used["other threads"] = time.process_time() - self._process - thread
+        used["all"] = time.process_time() - self._process
+        return used
+
+
+async def _submit(api: httpx.AsyncClient, rate: float, total: int, seconds: float) -> None:
+    """`total` jobs at `rate` a second, on schedule (open loop), each checked accepted."""
+    base = time.time_ns() % 10**9 * 1000
+    pending: set[asyncio.Task[httpx.Response]] = set()
+    begin = time.monotonic()
+    for i in range(total):
+        await asyncio.sleep(max(0.0, begin + i / rate - time.monotonic()))
+        pending.add(asyncio.create_task(api.post("/api/v1/jobs", json=job(base + i, seconds))))
+    for answer in await asyncio.gather(*pending):
+        assert answer.status_code == 201, answer.text
+
+
+async def _unfinished(app: FastAPI) -> int:
+    """A quarter of a second later: the jobs not finished."""
+    await asyncio.sleep(0.25)
+    async with reading(app.state.sessions) as session:
+        query = select(func.count()).select_from(Job).where(Job.finished_at.is_(None))
+        return int((await session.execute(query)).scalar_one())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--rate", type=float, default=100.0, help="submissions per second")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds of submissions")
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--nodes", type=int, default=200, help="nodes per cluster (8 GPUs each)")
+    parser.add_argument("--job-seconds", type=float, default=1.0, help="how long each job runs")
+    parser.add_argument("--idle-s", type=float, default=3.0, help="idle baseline's length")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    if args.database_url is None:
+        args.database_url = f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/lifecycle.db"
+    result = uvloop.run(measure(args))  # as `vglobal server` runs
+    print(f"{result['jobs']} jobs, {result['wall_s']:.1f} s, idle {result['idle_cores']:.2f} cores")
+    for stage, ms in result["cpu_ms_per_job"].items():
+        print(f"{stage:>32}: {ms:6.2f} ms CPU per job")
+
+
+if __name__ == "__main__":
+    main()
