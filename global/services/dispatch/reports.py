@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import joinedload
+from sqlalchemy.orm import selectinload
 
 from volcano_global import failpoints
 from volcano_global.db.base import utcnow
@@ -89,20 +89,22 @@ def report_writer(
 
 async def lock_placements(session: AsyncSession, *where: Any) -> list[Placement]:
     """The placements `where` selects, with their shares, locked in id order (as every writer
-    of placements locks them, before their jobs). One statement: the shares and their
-    clusters joined (only the placements' rows are locked)."""
+    of placements locks them, before their jobs). The shares are read by a second statement,
+    once the locks are held: joined to the locking one, Postgres would return them as they
+    were when it began, before the lock's previous holder committed (a gang's two shares
+    reported Succeeded by two replicas would each see the other still Running)."""
     rows = await session.execute(
         select(Placement)
         .where(*where)
         .order_by(Placement.id)
         .with_for_update(of=Placement)
         .options(
-            joinedload(Placement.shares)
+            selectinload(Placement.shares)
             .joinedload(ClusterShare.cluster)
             .raiseload(Cluster.capacities)
         )
     )
-    return list(rows.unique().scalars())
+    return list(rows.scalars())
 
 
 async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> None:
