@@ -54,6 +54,7 @@ from volcano_global.solver import (
     planning,
     shrinking,
     solve,
+    whole_queue,
 )
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import outcomes as explain
@@ -133,6 +134,9 @@ class RoundInput:
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
     # The queues that time-share (`timesharing`): name -> quantum, in seconds.
     time_sharing: Mapping[str, float] = field(default_factory=dict)
+    # Waiting jobs not read in full (the server's fast pass found no room for them, step 1d
+    # of `whole_queue`), with why they wait.
+    beyond: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,10 @@ class RoundOptions:
     long_work: LongWork | None = None  # None: long work may take every free GPU
     # Time-sharing's limits, for the queues that opt in (None: off, whatever queues say).
     time_sharing: TimeSharing | None = field(default_factory=TimeSharing)
+    # Every waiting job considered (`whole_queue`): the jobs beyond the window backfill whole
+    # where they fit; False: they wait, "outside the window" (as before step 1d).
+    whole_queue: bool = True
+    backfill_limit: int = 1000  # jobs beyond the window a round may start
 
 
 @dataclass(frozen=True)
@@ -193,10 +201,11 @@ def plan_round(
     options = options or RoundOptions()
     rules = options.preemption
     waiting, steered, held_back = _in_line(data, policy, options)  # 1, 1b, 1c
+    line = whole_queue.cut(data, waiting, options)  # 1d
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
-    shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
+    shrinks, clusters = _shrinks(data, line.window, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
-    requests = tuple(waiting) + tuple(growth)
+    requests = tuple(line.window) + tuple(growth)
     snapshot = Snapshot(
         clusters,
         data.links,
@@ -205,12 +214,13 @@ def plan_round(
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
+    filled = whole_queue.backfilled(snapshot, decision, line, data.tree)  # 5b
+    decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b
     decision, starts = staged.decision, staged.starts
     grows = _grows(data, decision, growth, staged.links)  # 6
-    # What the round's starts, growth and copies leave: where evictions and explanations look.
-    left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
+    left = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
@@ -237,11 +247,24 @@ def plan_round(
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
         outcomes=with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted)
-        | held_back,
+        | held_back
+        | {k: Outcome(k, Status.WAITING, why) for k, why in data.beyond.items()},
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
     )
+
+
+def _left(
+    snapshot: Snapshot, decision: Decision, filled: whole_queue.Filled, rules: Rules | None
+) -> Snapshot:
+    """What the round's starts and growth leave: where evictions and explanations look (the
+    pools of step 5b, unless staging turned a start away since)."""
+    if filled.pools is not None and filled.decision is decision:
+        return filled.left(snapshot)
+    if snapshot.running or rules is not None or filled.beyond:
+        return remaining(snapshot, decision, filled.beyond)
+    return snapshot
 
 
 def _in_line(
@@ -269,9 +292,10 @@ def _keep_room(
 ) -> tuple[list[JobRequest], dict[str, Outcome]]:
     """Step 1c: long jobs held back while long work holds its share (`long_work`), for the
     planned policies (the baselines stand for other systems, which have no such rule)."""
+    rule = options.long_work if policy.planned else None
     estimates = {
         w.request.id: Estimate(w.estimate_s, w.request.queue)
-        for w in data.waiting
+        for w in (data.waiting if rule is not None else ())
         if w.estimate_s is not None
     }
     kept, held_back = long_work.keep_room(
@@ -281,7 +305,7 @@ def _keep_room(
         clusters=data.clusters,
         fleet_gpus=data.fleet_gpus,
         durations=data.durations,
-        options=options.long_work if policy.planned else None,
+        options=rule,
     )
     return kept, {k: Outcome(k, Status.WAITING, why) for k, why in held_back.items()}
 
@@ -289,7 +313,7 @@ def _keep_room(
 def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
     """Whether a round has anything to decide: a job waits (or is set aside, to be told
     why), or a running elastic job could grow."""
-    if data.waiting or data.set_aside:
+    if data.waiting or data.set_aside or data.beyond:
         return True
     return bool(_growth(data, [], [], policy, options))
 
