@@ -214,7 +214,7 @@ def plan_round(
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
-    filled = whole_queue.backfilled(snapshot, decision, line, data.tree)  # 5b
+    filled = whole_queue.backfilled(snapshot, decision, line, data)  # 5b
     decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b

@@ -72,11 +72,12 @@ def cut(data: RoundInput, waiting: list[JobRequest], options: RoundOptions) -> L
     return Line(waiting[:size], beyond, assigned)
 
 
-def rooms(tree: Mapping[str, QueueNode], jobs: Iterable[JobRequest]) -> dict[str, int]:
-    """GPUs each capped leaf queue of `jobs` may still take (`fair_share.quota_states`)."""
+def rooms(tree: Mapping[str, QueueNode], waiting: Iterable[str]) -> dict[str, int]:
+    """GPUs each capped leaf queue may still take (`fair_share.quota_states`), with jobs
+    waiting in the leaf queues `waiting` (the whole queue's)."""
     return {
         q.name: max(q.quota_gpus - q.used_gpus, 0)
-        for q in quota_states(tree, {j.queue for j in jobs})
+        for q in quota_states(tree, set(waiting))
         if q.quota_gpus is not None
     }
 
@@ -106,17 +107,14 @@ class Filled:
         )
 
 
-def backfilled(
-    snapshot: Snapshot, decision: Decision, line: Line, tree: Mapping[str, QueueNode]
-) -> Filled:
+def backfilled(snapshot: Snapshot, decision: Decision, line: Line, data: RoundInput) -> Filled:
     """Step 5b: the decision with one for every job beyond the window (`backfill`, on what
     the window's starts leave)."""
     if not line.beyond:
         return Filled(decision)
     pools, links = after(snapshot, decision)
-    more = backfill(
-        line.beyond, line.assigned, pools, decision, line.window, rooms(tree, line.beyond)
-    )
+    queues = rooms(data.tree, {w.request.queue for w in data.waiting})
+    more = backfill(line.beyond, line.assigned, pools, decision, line.window, queues)
     filled = replace(decision, jobs=decision.jobs + more)
     return Filled(filled, tuple(line.beyond), pools, links)
 
