@@ -115,9 +115,7 @@ def test_the_windows_decisions_are_unchanged_when_nothing_fits_beyond_it() -> No
 
 
 def test_a_round_backfills_at_most_its_limit_and_tells_the_rest() -> None:
-    data = RoundInput(
-        NOW, (cluster("a", 8, 0),), waiting=tuple(job(f"j{i}", 8) for i in range(4))
-    )
+    data = RoundInput(NOW, (cluster("a", 8, 0),), waiting=tuple(job(f"j{i}", 8) for i in range(4)))
     options = RoundOptions(solve=SolveOptions(window=1), backfill_limit=2)
     plan = plan_round(data, Policy.CPSAT, options)
     assert [d.job_id for d in plan.starts] == ["j0", "j1", "j2"]
