@@ -163,9 +163,6 @@ class _Room:
         if job.gpus_per_pod:
             self.slots[(*key, job.gpus_per_pod)] -= job.pods
 
-    def most(self, job: JobRequest) -> tuple[int, str]:
-        return max(((self.free[k], k[0]) for k in self.order if _may_use(job, k)), default=(0, ""))
-
 
 def assign(
     jobs: Sequence[JobRequest],
@@ -189,7 +186,7 @@ def assign(
         shape = (job.gpu_model, job.gpus, job.gpus_per_pod, job.pods, job.allowed_clusters)
         key = None if shape in failed else _first_fit(job, room)
         if key is None:
-            why = failed.get(shape) or _no_room(job, room)
+            why = failed.get(shape) or _no_room(job)
             failed[shape] = why
             out[job.id] = Assigned(None, why)
         elif taken >= limit:
@@ -224,13 +221,14 @@ def _quota_reason(job: JobRequest, left: int) -> str:
     )
 
 
-def _no_room(job: JobRequest, room: _Room) -> str:
-    most, where = room.most(job)
+def _no_room(job: JobRequest) -> str:
+    """Why a job found no cluster, in its own numbers only: the reasons of thousands of jobs
+    are written when they change, so they leave out what moves every round (free GPUs)."""
     model = f" of {job.gpu_model}" if job.gpu_model else ""
     fewest = f"{job.pods} pods of {job.gpus_per_pod} GPUs" if job.pods > 1 else f"{job.gpus} GPUs"
     why = (
-        f"no room now: no cluster it may use has {fewest}{model} free for it whole "
-        f"(the most in one: {most} GPUs in {where or 'none'}, after the jobs ahead of it)"
+        f"no room now: no cluster it may use has {fewest}{model} free for it whole, after "
+        "the jobs ahead of it in line"
     )
     if job.cluster_limit >= 2:
         why += "; beyond the round's window a job starts only whole, in one cluster"
@@ -334,7 +332,7 @@ def _held_by(book: HoldBook, job: JobRequest, cluster: str) -> str:
     hold = next(h for h in book.holds if h.binds(job) and cluster in h.clusters)
     return (
         f"waits for the reservation ahead of it: the GPUs free in {cluster} are held for "
-        f"{hold.job_id} ({hold.describe()}), and it may still run then"
+        f"{hold.job_id}, and it may still run when they are due"
     )
 
 

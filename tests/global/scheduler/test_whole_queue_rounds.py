@@ -40,8 +40,8 @@ async def test_a_job_beyond_the_window_starts_and_one_that_cannot_is_told_why(
     waiting = await state(api, huge)
     assert waiting == {
         "state": "Pending",
-        "reason": "no room now: no cluster it may use has 20 pods of 8 GPUs free for it whole "
-        "(the most in one: 48 GPUs in east, after the jobs ahead of it)",
+        "reason": "no room now: no cluster it may use has 20 pods of 8 GPUs free for it whole, "
+        "after the jobs ahead of it in line",
     }
     # The next rounds find nothing new to say: a reason that did not change is not written.
     await app.state.scheduler.run_once()

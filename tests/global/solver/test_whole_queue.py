@@ -67,7 +67,10 @@ def test_a_short_job_beyond_the_window_backfills_and_the_reservation_ahead_stays
     # The long one would still run when the gang's GPUs are due: it waits, and says so.
     long = plan.outcomes["long"]
     assert long.status is Status.WAITING
-    assert "held for gang" in long.reason and "it may still run then" in long.reason
+    assert long.reason == (
+        "waits for the reservation ahead of it: the GPUs free in a are held for gang, and it "
+        "may still run when they are due"
+    )
     # Before step 5b neither was considered.
     before = plan_round(data, Policy.CPSAT, replace(WINDOW_OF_ONE, whole_queue=False))
     assert before.starts == ()
@@ -80,8 +83,8 @@ def test_a_job_beyond_the_window_that_does_not_fit_waits_with_the_reason() -> No
     huge = plan.outcomes["huge"]
     assert huge.status is Status.WAITING
     assert huge.reason == (
-        "no room now: no cluster it may use has 16 pods of 8 GPUs of H100 free for it whole "
-        "(the most in one: 16 GPUs in a, after the jobs ahead of it)"
+        "no room now: no cluster it may use has 16 pods of 8 GPUs of H100 free for it whole, "
+        "after the jobs ahead of it in line"
     )
     # The short job went first (least expected service first) and still backfills.
     assert plan.outcomes["short"].status is Status.STARTED
