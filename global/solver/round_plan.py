@@ -14,6 +14,9 @@ admit, requeue, with an explicit status per entry):
    staging it ends sooner than a holder is expected to have room (`gravity.steer`).
    1c. **Long work**: a job expected (by its runningEstimate) to run for hours waits while
    long work holds its share of the fleet and shorter jobs wait (`long_work.keep_room`).
+   1d. **Beyond the window**: the solver plans the first `window` jobs; each job beyond it
+   gets a candidate cluster from a cluster-level first fit, or no room now and why
+   (`whole_queue.assign`; off with `RoundOptions.whole_queue`).
 2. **Standing** of every queue (held, deserved, reclaimable), when preemption is on.
 3. **Shrinks**: running elastic jobs give back units to waiting jobs that may take them
    (planned policies with preemption on); the capacity the solver sees includes them.
@@ -21,6 +24,9 @@ admit, requeue, with an explicit status per entry):
    job and at the lowest priority among them.
 5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
    jobs; a round the engine fails on still ends, every job waiting with the reason.
+   5b. **Backfill**: each candidate beyond the window, whole in one cluster on what the
+   window's starts left, within the round's reservations (`whole_queue.backfill`). Steps 3,
+   7 and 7c weigh the window's jobs only.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
    6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
    not gets its copies, reserved on the links the starts left (`copies.stage`); one that
