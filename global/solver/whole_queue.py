@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from volcano_global.jobspec.accelerators import is_npu_model
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.fair_share import QueueNode, quota_states
 from volcano_global.solver.model import (
@@ -209,7 +210,11 @@ def _first_fit(job: JobRequest, room: _Room) -> Key | None:
 
 
 def _may_use(job: JobRequest, key: Key) -> bool:
+    """As `capacity.job_models`: its model, or for a job that names none any GPU model but
+    an NPU's (an Ascend job always names its chip)."""
     if job.gpu_model is not None and key[1] != job.gpu_model:
+        return False
+    if job.gpu_model is None and job.gpus_per_pod and is_npu_model(key[1]):
         return False
     return job.allowed_clusters is None or key[0] in job.allowed_clusters
 
@@ -290,8 +295,10 @@ def _place(
         return None, failed[shape]
     held: str | None = None
     for name in _tries(job, candidate, pools):
-        pool = pools[name]
-        model = job_models(job, pool)[0]
+        models = job_models(job, pools[name])
+        if not models:
+            continue
+        model = models[0]
         allowed = book.room(job, name, model)
         if allowed is not None and allowed < job.gpus:
             held = held or _held_by(book, job, name)
