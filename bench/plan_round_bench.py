@@ -123,7 +123,8 @@ def whole_queue(quick: bool, seeds: int, deterministic: float | None) -> None:
             }
             for seed in range(1, seeds + 1):
                 snapshot = planned_case(seed, clusters, pending, mean, tors, busy)
-                data = round_input(snapshot, evicts=False)
+                inputs = {True: round_input(snapshot, evicts=False)}
+                inputs[False] = read(inputs[True])
                 for whole in (False, True) if seed % 2 else (True, False):
                     options = RoundOptions(
                         solve=SolveOptions(
@@ -132,7 +133,7 @@ def whole_queue(quick: bool, seeds: int, deterministic: float | None) -> None:
                         whole_queue=whole,
                     )
                     start = time.perf_counter()
-                    plan = plan_round(data if whole else read(data), Policy.CPSAT, options)
+                    plan = plan_round(inputs[whole], Policy.CPSAT, options)
                     rows[whole].append((time.perf_counter() - start, *_counts(plan, options)))
             same = sum(a[4] == b[4] for a, b in zip(rows[False], rows[True], strict=True))
             for whole in (False, True):

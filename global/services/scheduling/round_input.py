@@ -14,6 +14,7 @@ running (staging reservations, `inventory/links.reserved_gbps`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Collection, Sequence
@@ -268,10 +269,14 @@ async def _waiting(
     probe = RoundInput(
         now, (), waiting=tuple(light), tree=tree, durations=durations, time_sharing=sharing
     )
-    in_line = window(probe, policy, options, len(light) if options.whole_queue else size)
+    # Ordering and screening 10,000 jobs is CPU work: off the event loop, as the solve is.
+    depth = len(light) if options.whole_queue else size
+    in_line = await asyncio.to_thread(window, probe, policy, options, depth)
     chosen, beyond = in_line[:size], {}
     if len(in_line) > size:
-        more, beyond = _screen(heads, in_line[size:], queue_names, states, tree, options)
+        more, beyond = await asyncio.to_thread(
+            _screen, heads, in_line[size:], queue_names, states, tree, options
+        )
         chosen += more
     for key in beyond:
         context.jobs[key] = uuid.UUID(key)
