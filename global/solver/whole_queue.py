@@ -69,7 +69,8 @@ def cut(data: RoundInput, waiting: list[JobRequest], options: RoundOptions) -> L
     if not options.whole_queue or len(waiting) <= size:
         return Line(waiting)
     beyond = waiting[size:]
-    assigned = assign(beyond, data.clusters, rooms(data.tree, beyond), limit=options.backfill_limit)
+    queues = rooms(data.tree, {w.request.queue for w in data.waiting})
+    assigned = assign(beyond, data.clusters, queues, limit=options.backfill_limit)
     return Line(waiting[:size], beyond, assigned)
 
 
@@ -114,10 +115,28 @@ def backfilled(snapshot: Snapshot, decision: Decision, line: Line, data: RoundIn
     if not line.beyond:
         return Filled(decision)
     pools, links = after(snapshot, decision)
-    queues = rooms(data.tree, {w.request.queue for w in data.waiting})
+    queues = rooms(
+        _held_after(data.tree, decision, line.window), {w.request.queue for w in data.waiting}
+    )
     more = backfill(line.beyond, line.assigned, pools, decision, line.window, queues)
     filled = replace(decision, jobs=decision.jobs + more)
     return Filled(filled, tuple(line.beyond), pools, links)
+
+
+def _held_after(
+    tree: Mapping[str, QueueNode], decision: Decision, window: Sequence[JobRequest]
+) -> dict[str, QueueNode]:
+    """The queue tree with what the window's starts hold: the rooms left beyond the window
+    (a capped parent's room is shared among its leaves with jobs waiting)."""
+    queue_of = {j.id: j.queue for j in window}
+    taken: dict[str, int] = defaultdict(int)
+    for d in decision.admitted:
+        if d.job_id in queue_of:
+            taken[queue_of[d.job_id]] += sum(s.gpus for s in d.shares)
+    return {
+        name: replace(node, held=node.held + taken[name]) if taken.get(name) else node
+        for name, node in tree.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -250,14 +269,10 @@ def backfill(
 ) -> tuple[JobDecision, ...]:
     """Step 5b: the candidates (`assigned` a cluster) in order, each whole in one cluster of
     `pools` (what the window's starts left; consumed), within the round's holds and the
-    queues' quota room after the window's starts. A decision for every job of `jobs`."""
+    queues' quota room after the window's starts (`quota_room`). A decision for every job
+    of `jobs`."""
     book = _book_after(decision, window, pools)
     quota = dict(quota_room)
-    by_window = {j.id: j for j in window}
-    for d in decision.admitted:
-        job = by_window.get(d.job_id)
-        if job is not None and job.queue in quota:
-            quota[job.queue] -= sum(s.gpus for s in d.shares)
     out: list[JobDecision] = []
     failed: dict[tuple[object, ...], str] = {}
     for job in jobs:

@@ -168,3 +168,21 @@ def test_jobs_the_server_did_not_read_in_full_are_told_why_they_wait() -> None:
     plan = plan_round(data, Policy.CPSAT)
     assert plan.outcomes["x"].status is Status.WAITING
     assert plan.outcomes["x"].reason == "no room now"
+
+
+def test_a_capped_parent_queue_is_not_passed_by_jobs_beyond_the_window() -> None:
+    """team may hold 16 GPUs over its leaves a and b: the window's job takes them all in a,
+    so b's job beyond the window waits (it would fit the cluster)."""
+    tree = {
+        "team": QueueNode("team", capability=16),
+        "a": QueueNode("a", parent="team"),
+        "b": QueueNode("b", parent="team"),
+    }
+    wide = Waiting(replace(job("a-wide", 16).request, queue="a"), NOW)
+    small = Waiting(replace(job("b-small", 8).request, queue="b"), NOW)
+    data = RoundInput(NOW, (cluster("a", 8, 0),), waiting=(wide, small), tree=tree)
+    plan = plan_round(data, Policy.CPSAT, WINDOW_OF_ONE)
+    assert [d.job_id for d in plan.starts] == ["a-wide"]
+    assert plan.outcomes["b-small"].reason == (
+        "queue b may take 0 more GPUs, after the jobs ahead of it in line; it needs 8"
+    )
