@@ -5,8 +5,15 @@ on 5,000-node clusters 85-97% busy, 50 running jobs per cluster, every tenth job
 reservation), with preemption off and on.
 
     .venv/bin/python bench/plan_round_bench.py [--quick] [--seeds 5]
+    .venv/bin/python bench/plan_round_bench.py --whole-queue [--quick] [--seeds 5]
 
-Prints a markdown table: p50 / p95 of each, and the median of the per-seed ratio.
+Prints a markdown table: p50 / p95 of each, and the median of the per-seed ratio. With
+--whole-queue (issue 35 item 2): the CP-SAT round with every waiting job considered
+(`RoundOptions.whole_queue`) against the window-only round on the same snapshots (the window's
+jobs alone, as the server read them before), interleaved: 2,000 waiting x 64 clusters and
+10,000 x 100, with the clusters 85-97% busy (room for most of the line) and 97-99.5% busy (room
+for little of it). Preemption off: step 7's cost at 64 clusters and more is its own (it weighs
+the window's jobs only, whole queue or not; one round took over a minute here).
 """
 
 from __future__ import annotations
@@ -35,7 +42,16 @@ from volcano_global.solver.preemption import (
     remaining,
     standings,
 )
-from volcano_global.solver.round_plan import RoundInput, RoundOptions, Waiting, order, plan_round
+from volcano_global.solver.round_plan import (
+    RoundInput,
+    RoundOptions,
+    Waiting,
+    order,
+    plan_round,
+)
+from volcano_global.solver.round_plan import (
+    window as in_window,
+)
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 
@@ -81,11 +97,82 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) > 1 else values[0]
 
 
+def read(data: RoundInput) -> RoundInput:
+    """What the server's window-only round reads: the window's jobs in full, no others."""
+    options = RoundOptions(whole_queue=False)
+    first = set(in_window(data, Policy.CPSAT, options, 200))
+    return replace(data, waiting=tuple(w for w in data.waiting if w.request.id in first))
+
+
+def whole_queue(quick: bool, seeds: int, deterministic: float | None) -> None:
+    """The --whole-queue table (module docstring). With `deterministic`, CP-SAT stops on that
+    deterministic work instead of the wall clock (the same answer on a loaded machine)."""
+    limit = 1.0 if deterministic is None else 30.0
+    mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
+    cases = [(500, 8, 25)] if quick else [(2000, 64, 625), (10000, 100, 625)]
+    print(
+        "| waiting x clusters | busy | round | p50 / p95 (s) | considered | started (mean) | "
+        "beyond the window started (mean) | window's starts the same |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for pending, clusters, tors in cases:
+        for busy in ((0.85, 0.97), (0.97, 0.995)):
+            rows: dict[bool, list[tuple[float, int, int, int, frozenset[str]]]] = {
+                False: [],
+                True: [],
+            }
+            for seed in range(1, seeds + 1):
+                snapshot = planned_case(seed, clusters, pending, mean, tors, busy)
+                inputs = {True: round_input(snapshot, evicts=False)}
+                inputs[False] = read(inputs[True])
+                for whole in (False, True) if seed % 2 else (True, False):
+                    options = RoundOptions(
+                        solve=SolveOptions(
+                            time_limit_s=limit, window=200, deterministic_time=deterministic
+                        ),
+                        whole_queue=whole,
+                    )
+                    start = time.perf_counter()
+                    plan = plan_round(inputs[whole], Policy.CPSAT, options)
+                    rows[whole].append((time.perf_counter() - start, *_counts(plan, options)))
+            same = sum(a[4] == b[4] for a, b in zip(rows[False], rows[True], strict=True))
+            for whole in (False, True):
+                times = [r[0] for r in rows[whole]]
+                print(
+                    f"| {pending:,} x {clusters} | {busy[0]:.0%}-{busy[1]:.1%} | "
+                    f"{'whole queue' if whole else 'window only'} | "
+                    f"{statistics.median(times):.2f} / {p95(times):.2f} | "
+                    f"{statistics.mean(r[1] for r in rows[whole]):,.0f} | "
+                    f"{statistics.mean(r[2] for r in rows[whole]):,.1f} | "
+                    f"{statistics.mean(r[3] for r in rows[whole]):,.1f} | "
+                    f"{same}/{seeds} |",
+                    flush=True,
+                )
+
+
+def _counts(plan, options: RoundOptions) -> tuple[int, int, int, frozenset[str]]:  # type: ignore[no-untyped-def]
+    """Jobs considered (not told they were outside the window or past the backfill limit),
+    started, started beyond the window, and the window's starts."""
+    considered = sum(
+        "outside this round's window" not in o.reason and "no room looked for" not in o.reason
+        for o in plan.outcomes.values()
+    )
+    window = {d.job_id for d in plan.decision.jobs[: options.solve.window]}
+    starts = {d.job_id for d in plan.starts}
+    return considered, len(starts), len(starts - window), frozenset(starts & window)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--whole-queue", action="store_true")
+    parser.add_argument("--deterministic", type=float, default=None, help="CP-SAT work limit")
     args = parser.parse_args()
+    if args.whole_queue:
+        plan_round(round_input(planned_case(1, 4, 50, 30.0, 25), evicts=False))  # warm up
+        whole_queue(args.quick, args.seeds, args.deterministic)
+        return
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = [(50, 4, 50, 1.0, 25)] if args.quick else [(200, 16, 200, 1.0, 625)]
     print(

@@ -49,14 +49,21 @@ def planned(snapshot: Snapshot, seed: int, running_per_cluster: int) -> Snapshot
     return replace(snapshot, jobs=jobs, running=tuple(running))
 
 
-def planned_case(seed: int, clusters: int, pending: int, mean: float, tors: int) -> Snapshot:
+def planned_case(
+    seed: int,
+    clusters: int,
+    pending: int,
+    mean: float,
+    tors: int,
+    utilisation: tuple[float, float] = (0.85, 0.97),
+) -> Snapshot:
     """One round of the table: the LLM mix, 85-97% busy, 50 running jobs per cluster."""
     snapshot = llm_snapshot(
         seed=seed,
         clusters=clusters,
         jobs=pending,
         mean_gpus=mean,
-        utilisation=(0.85, 0.97),
+        utilisation=utilisation,
         tors=tors,
     )
     return planned(snapshot, seed, running_per_cluster=50)

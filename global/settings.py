@@ -111,7 +111,18 @@ class SchedulingDefaults(BaseModel):
         "round that took longer than this delays the next by its own duration (rounds use at "
         "most about half of the leader's time; the rest serves requests and streams).",
     )
-    window: int = Field(200, ge=1, description="Pending jobs considered per round.")
+    window: int = Field(
+        200, ge=1, description="Pending jobs the solver plans per round (the first in line)."
+    )
+    whole_queue: bool = Field(
+        True,
+        description="Consider every waiting job each round: beyond the window, a job starts "
+        "whole in one cluster where it fits within the round's reservations (backfill), or is "
+        "told why it waits. False: only the window is considered.",
+    )
+    backfill_limit: int = Field(
+        1000, ge=0, description="Most jobs beyond the window one round may start (whole_queue)."
+    )
     reserve_after_s: float = Field(
         1800.0,
         ge=0,

@@ -81,6 +81,10 @@ def simulate(
         list[Policy] | None, typer.Option(help="Policies to compare (repeat; default: all)")
     ] = None,
     window: Annotated[int, typer.Option(help="Pending jobs the solver considers per round")] = 100,
+    whole_queue: Annotated[
+        bool,
+        typer.Option(help="Beyond the window, backfill whole jobs where they fit (whole_queue)"),
+    ] = True,
     deterministic_time: Annotated[
         float, typer.Option(help="CP-SAT work per round (deterministic units)")
     ] = 0.5,
@@ -159,6 +163,7 @@ def simulate(
         workload = two_priority_classes(workload, high_priority_share, seed)
     options = SimOptions(
         window=window,
+        whole_queue=whole_queue,
         deterministic_time=deterministic_time,
         reserve_after_s=reserve_after,
         preemption=Rules(

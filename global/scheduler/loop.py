@@ -141,7 +141,10 @@ class Scheduler:
             # window full of jobs that cannot be placed is not a backlog (nothing to gain
             # from solving it again at once).
             backlog=bool(result.placed)
-            and (len(data.waiting) >= options.solve.window or bool(result.deferred)),
+            and (
+                len(data.waiting) + len(data.beyond) >= options.solve.window
+                or bool(result.deferred)
+            ),
             plan=plan,
         )
         await self._record(plan, result, wall)
@@ -170,6 +173,8 @@ class Scheduler:
                 scheduling.elastic.min_interval_s, scheduling.elastic.min_growth
             ),
             reserve_after_s=scheduling.reserve_after_s,
+            whole_queue=scheduling.whole_queue,
+            backfill_limit=scheduling.backfill_limit,
             data=DataOptions(
                 mode=DataMode(scheduling.data.mode),
                 staging_gbps=scheduling.data.staging_gbps,

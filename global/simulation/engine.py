@@ -341,6 +341,8 @@ class Simulation:
             preemption=self.options.preemption,
             hysteresis=self.options.hysteresis,
             reserve_after_s=self.options.reserve_after_s,
+            whole_queue=self.options.whole_queue,
+            backfill_limit=self.options.backfill_limit,
             data=self.options.data,
             long_work=self.options.long_work,
             time_sharing=self.options.time_sharing,

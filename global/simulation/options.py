@@ -15,6 +15,10 @@ from volcano_global.solver.timesharing import TimeSharing
 @dataclass(frozen=True)
 class SimOptions:
     window: int = 100
+    # Every waiting job considered (`solver.whole_queue`): beyond the window, whole-job
+    # backfill; False: only the window (the simulator's rounds before issue 35 item 2).
+    whole_queue: bool = True
+    backfill_limit: int = 1000
     deterministic_time: float = 0.5  # CP-SAT work per round (deterministic units)
     time_limit_s: float = 30.0  # a wall-clock safety net only
     reserve_after_s: float = planning.RESERVE_AFTER_S

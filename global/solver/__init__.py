@@ -141,6 +141,7 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
             decision,
             reserved=tuple((h.job_id, h.describe()) for h in holds),
             reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
+            holds=tuple(holds),
         )
     elif policy is Policy.FIRST_FIT:
         decision, pools = first_fit(snapshot, window, base)

@@ -121,28 +121,34 @@ def place_greedily(
     """The whole job in the tightest cluster that holds it (by `rank` first when given), else a
     split over the clusters with most room whose every pair is linked with enough free
     bandwidth; None if neither fits. With a `book`, within what the holds allow, and charged."""
-    capacity = {name: _max_units(job, pools[name]) for name in _eligible(job, pools)}
+    eligible = _eligible(job, pools)
     if book is not None:
-        for name in capacity:
-            left = book.room(job, name, job_models(job, pools[name])[0])
-            if left is not None:
-                capacity[name] = min(capacity[name], max(left, 0) // max(job.unit_gpus, 1))
         links = dict(links)
         for key in book.link_keys & links.keys():  # only links a hold reserved bandwidth on
             room = book.link_room(job, key)
             if room is not None:
                 links[key] = min(links[key], room)
     order = rank or {}
-    whole = sorted(
-        (c for c, u in capacity.items() if u >= job.units),
-        key=lambda c: (order.get(c, 0), _free(job, pools[c]), c),
-    )
+    # Units per cluster are worked out lazily: most rounds place a job whole in one of the
+    # first clusters that have its GPUs free, and a large fleet's other clusters are never
+    # asked (free GPUs bound the units from above, so the order and the answer are the same).
+    known: dict[str, int] = {}
+
+    def units(name: str) -> int:
+        if name not in known:
+            known[name] = _capacity(job, pools[name], book)
+        return known[name]
+
+    free = {c: _free(job, pools[c]) for c in eligible}
     placed: JobDecision | None = None
-    for name in whole:
+    for name in sorted(eligible, key=lambda c: (order.get(c, 0), free[c], c)):
+        if free[name] < job.gpus or units(name) < job.units:
+            continue
         shares, failed = pack_job(job, {name: job.units}, pools)
         if failed is None:
             placed = JobDecision(job.id, True, shares=shares)
             break
+    capacity = {name: units(name) for name in eligible} if placed is None else known
     if placed is None and job.cluster_limit >= 2:
         placed = _split_greedily(job, pools, links, capacity)
     if placed is None and job.elastic:
@@ -233,6 +239,16 @@ def _eligible(job: JobRequest, pools: dict[str, ClusterPool]) -> list[str]:
         for name, pool in pools.items()
         if (job.allowed_clusters is None or name in job.allowed_clusters) and job_models(job, pool)
     ]
+
+
+def _capacity(job: JobRequest, pool: ClusterPool, book: HoldBook | None) -> int:
+    """Units of the job the cluster could take now, within what the holds allow."""
+    found = _max_units(job, pool)
+    if book is not None:
+        left = book.room(job, pool.name, job_models(job, pool)[0])
+        if left is not None:
+            found = min(found, max(left, 0) // max(job.unit_gpus, 1))
+    return found
 
 
 def _max_units(job: JobRequest, pool: ClusterPool) -> int:

@@ -60,6 +60,7 @@ Undone = list[tuple[_Leaf, Sequence[int]]]
 class ClusterPool:
     def __init__(self, state: ClusterCapacity) -> None:
         self.name = state.name
+        self._given = state
         self.leaves = [
             _Leaf(
                 name=leaf.path[0] if leaf.path else state.name,
@@ -87,7 +88,10 @@ class ClusterPool:
         self._named: dict[str, list[_Leaf]] | None = None  # leaf name -> its leaves (by model)
 
     def state(self) -> ClusterCapacity:
-        """The pool's current free capacity as solver input."""
+        """The pool's current free capacity as solver input (the one it was built from while
+        nothing changed it: most of a large fleet's clusters, most rounds)."""
+        if not self._journal:
+            return self._given
         return ClusterCapacity(
             self.name,
             tuple(Leaf(x.gpu_model, tuple(x.hist), x.path, x.node_gpus) for x in self.leaves),

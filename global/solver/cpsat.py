@@ -462,6 +462,7 @@ def cpsat_decision(
             solve_seconds=time.monotonic() - start,
             reserved=tuple((h.job_id, h.describe()) for h in holds),
             reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
+            holds=tuple(holds),
         )
         return decision, base
     undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
@@ -491,5 +492,6 @@ def cpsat_decision(
         solve_seconds=time.monotonic() - start,
         reserved=tuple((h.job_id, h.describe()) for h in held),
         reserved_in_s=tuple((h.job_id, h.start_in_s) for h in held),
+        holds=tuple(held),
     )
     return decision, pools

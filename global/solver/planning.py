@@ -24,6 +24,7 @@ from volcano_global.solver.model import (
     LinkState,
     Policy,
     RunningJob,
+    evolve,
     link_key,
 )
 from volcano_global.solver.queue_order import Candidate, fair_order
@@ -78,7 +79,7 @@ def with_time(
 ) -> JobRequest:
     if not policy.planned:
         return request
-    return replace(
+    return evolve(
         request, estimate_s=durations.likely_within(request.gpus, estimate_s), due=candidate.due
     )
 

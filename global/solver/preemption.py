@@ -49,7 +49,7 @@ clusters none of which then holds the gang, and filling it takes the big jobs an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from volcano_global.jobspec.priority_classes import NEVER
@@ -128,11 +128,28 @@ def standings(
     }
 
 
-def remaining(snapshot: Snapshot, decision: Decision) -> Snapshot:
+def remaining(snapshot: Snapshot, decision: Decision, more: Iterable[JobRequest] = ()) -> Snapshot:
     """The snapshot with what the decision's admitted jobs take out of its clusters (their
-    shares' pods, per leaf domain) and links: what `preempt` starts from."""
+    shares' pods, per leaf domain) and links: what `preempt` starts from. `more`: admitted
+    jobs that are not in the snapshot (beyond the round's window)."""
+    pools, taken = after(snapshot, decision, more)
+    return replace(
+        snapshot,
+        clusters=tuple(pools[c.name].state() for c in snapshot.clusters),
+        links=tuple(
+            replace(x, reserved_gbps=x.reserved_gbps + taken.get(x.key, 0.0))
+            for x in snapshot.links
+        ),
+    )
+
+
+def after(
+    snapshot: Snapshot, decision: Decision, more: Iterable[JobRequest] = ()
+) -> tuple[dict[str, ClusterPool], dict[tuple[str, str], float]]:
+    """The clusters' pools less the decision's admitted shares, and the bandwidth its
+    admitted jobs reserve per link."""
     pools = {c.name: ClusterPool(c) for c in snapshot.clusters}
-    models = {j.id: j.gpu_model for j in snapshot.jobs}
+    models = {j.id: j.gpu_model for j in (*snapshot.jobs, *more)}
     taken: dict[tuple[str, str], float] = {}
     for d in decision.jobs:
         if not d.admitted:
@@ -146,14 +163,7 @@ def remaining(snapshot: Snapshot, decision: Decision) -> Snapshot:
                 pool.take_from_leaf(leaf, models.get(d.job_id), per_pod, pods)
         for r in d.reservations:
             taken[link_key(r.a, r.b)] = taken.get(link_key(r.a, r.b), 0.0) + r.gbps
-    return replace(
-        snapshot,
-        clusters=tuple(pools[c.name].state() for c in snapshot.clusters),
-        links=tuple(
-            replace(x, reserved_gbps=x.reserved_gbps + taken.get(x.key, 0.0))
-            for x in snapshot.links
-        ),
-    )
+    return pools, taken
 
 
 def lost_gpu_hours(job: RunningJob, *, later_s: float = 0.0) -> float:

@@ -153,6 +153,10 @@ class _Timeline:
         self._gpu_curve = {key: _curve(rel) for key, rel in self.releases.items()}
         self._empty: dict[str, ClusterPool | None] = {}
         self._link_curve = {key: _curve(rel) for key, rel in self.link_releases.items()}
+        # The links' bandwidth changes only when a running split job ends: asked at every
+        # running job's end (thousands on a large fleet), it is worked out once per change.
+        self._link_times = sorted(t for rel in self.link_releases.values() for t, _ in rel)
+        self._links_seen: dict[int, dict[tuple[str, str], float]] = {}
 
     def released(self, key: Key, t: float) -> int:
         """GPUs the running jobs in (cluster, model) are expected to have freed by t."""
@@ -191,11 +195,9 @@ class _Timeline:
         whole_left = {name for name in models if most[name] >= job.units}
         split_found = job.cluster_limit < 2
         out: list[Hold] = []
+        free = {name: self.pools[name].free_gpus(m) for name, m in models.items()}
         for t in times:
-            avail = {
-                name: self.pools[name].free_gpus(m) + self.released((name, m), t)
-                for name, m in models.items()
-            }
+            avail = {name: free[name] + self.released((name, m), t) for name, m in models.items()}
             for name in sorted(whole_left):
                 if avail[name] // max(job.unit_gpus, 1) >= job.units:
                     whole_left.discard(name)
@@ -211,10 +213,15 @@ class _Timeline:
         return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))
 
     def _links_at(self, t: float) -> dict[tuple[str, str], float]:
-        out = {}
-        for k, free in self.links_now.items():
-            times, totals = self._link_curve.get(k, ((), (0.0,)))
-            out[k] = free + totals[bisect.bisect_right(times, t)]
+        """Free bandwidth per link at t (read only: shared between the times it is the same
+        at, those with as many link releases before them)."""
+        step = bisect.bisect_right(self._link_times, t)
+        out = self._links_seen.get(step)
+        if out is None:
+            out = self._links_seen[step] = {}
+            for k, free in self.links_now.items():
+                times, totals = self._link_curve.get(k, ((), (0.0,)))
+                out[k] = free + totals[bisect.bisect_right(times, t)]
         return out
 
     def _hold(  # type: ignore[no-untyped-def]

@@ -14,6 +14,9 @@ admit, requeue, with an explicit status per entry):
    staging it ends sooner than a holder is expected to have room (`gravity.steer`).
    1c. **Long work**: a job expected (by its runningEstimate) to run for hours waits while
    long work holds its share of the fleet and shorter jobs wait (`long_work.keep_room`).
+   1d. **Beyond the window**: the solver plans the first `window` jobs; each job beyond it
+   gets a candidate cluster from a cluster-level first fit, or no room now and why
+   (`whole_queue.assign`; off with `RoundOptions.whole_queue`).
 2. **Standing** of every queue (held, deserved, reclaimable), when preemption is on.
 3. **Shrinks**: running elastic jobs give back units to waiting jobs that may take them
    (planned policies with preemption on); the capacity the solver sees includes them.
@@ -21,6 +24,9 @@ admit, requeue, with an explicit status per entry):
    job and at the lowest priority among them.
 5. **Solve**: the placement engine (`solve`) over the free capacity, links, quotas and running
    jobs; a round the engine fails on still ends, every job waiting with the reason.
+   5b. **Backfill**: each candidate beyond the window, whole in one cluster on what the
+   window's starts left, within the round's reservations (`whole_queue.backfill`). Steps 3,
+   7 and 7c weigh the window's jobs only.
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
    6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
    not gets its copies, reserved on the links the starts left (`copies.stage`); one that
@@ -54,6 +60,7 @@ from volcano_global.solver import (
     planning,
     shrinking,
     solve,
+    whole_queue,
 )
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import outcomes as explain
@@ -134,6 +141,9 @@ class RoundInput:
     regions: Mapping[str, str] = field(default_factory=dict)  # cluster -> region, where known
     # The queues that time-share (`timesharing`): name -> quantum, in seconds.
     time_sharing: Mapping[str, float] = field(default_factory=dict)
+    # Waiting jobs not read in full (the server's fast pass found no room for them, step 1d
+    # of `whole_queue`), with why they wait.
+    beyond: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,10 @@ class RoundOptions:
     long_work: LongWork | None = None  # None: long work may take every free GPU
     # Time-sharing's limits, for the queues that opt in (None: off, whatever queues say).
     time_sharing: TimeSharing | None = field(default_factory=TimeSharing)
+    # Every waiting job considered (`whole_queue`): the jobs beyond the window backfill whole
+    # where they fit; False: they wait, "outside the window" (as before step 1d).
+    whole_queue: bool = True
+    backfill_limit: int = 1000  # jobs beyond the window a round may start
 
 
 @dataclass(frozen=True)
@@ -194,10 +208,11 @@ def plan_round(
     options = options or RoundOptions()
     rules = options.preemption
     waiting, steered, held_back = _in_line(data, policy, options)  # 1, 1b, 1c
+    line = whole_queue.cut(data, waiting, options)  # 1d
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
-    shrinks, clusters = _shrinks(data, waiting, queues, policy, options)  # 3
+    shrinks, clusters = _shrinks(data, line.window, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
-    requests = tuple(waiting) + tuple(growth)
+    requests = tuple(line.window) + tuple(growth)
     snapshot = Snapshot(
         clusters,
         data.links,
@@ -206,12 +221,13 @@ def plan_round(
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
+    filled = whole_queue.backfilled(snapshot, decision, line, data)  # 5b
+    decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b
     decision, starts = staged.decision, staged.starts
     grows = _grows(data, decision, growth, staged.links)  # 6
-    # What the round's starts, growth and copies leave: where evictions and explanations look.
-    left = remaining(snapshot, decision) if snapshot.running or rules is not None else snapshot
+    left = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
@@ -238,11 +254,24 @@ def plan_round(
         shrinks=tuple(shrinks),
         evictions=tuple(evictions),
         outcomes=with_data(outcomes, steered, staged.copies | preempting, data.now, unevicted)
-        | held_back,
+        | held_back
+        | {k: Outcome(k, Status.WAITING, why) for k, why in data.beyond.items()},
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
     )
+
+
+def _left(
+    snapshot: Snapshot, decision: Decision, filled: whole_queue.Filled, rules: Rules | None
+) -> Snapshot:
+    """What the round's starts and growth leave: where evictions and explanations look (the
+    pools of step 5b, unless staging turned a start away since)."""
+    if filled.pools is not None and filled.decision is decision:
+        return filled.left(snapshot)
+    if snapshot.running or rules is not None or filled.beyond:
+        return remaining(snapshot, decision, filled.beyond)
+    return snapshot
 
 
 def _in_line(
@@ -271,9 +300,10 @@ def _keep_room(
 ) -> tuple[list[JobRequest], dict[str, Outcome]]:
     """Step 1c: long jobs held back while long work holds its share (`long_work`), for the
     planned policies (the baselines stand for other systems, which have no such rule)."""
+    rule = options.long_work if policy.planned else None
     estimates = {
         w.request.id: Estimate(w.estimate_s, w.request.queue)
-        for w in data.waiting
+        for w in (data.waiting if rule is not None else ())
         if w.estimate_s is not None
     }
     kept, held_back = long_work.keep_room(
@@ -283,7 +313,7 @@ def _keep_room(
         clusters=data.clusters,
         fleet_gpus=data.fleet_gpus,
         durations=data.durations,
-        options=options.long_work if policy.planned else None,
+        options=rule,
     )
     return kept, {k: Outcome(k, Status.WAITING, why) for k, why in held_back.items()}
 
@@ -291,7 +321,7 @@ def _keep_room(
 def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
     """Whether a round has anything to decide: a job waits (or is set aside, to be told
     why), or a running elastic job could grow."""
-    if data.waiting or data.set_aside:
+    if data.waiting or data.set_aside or data.beyond:
         return True
     return bool(_growth(data, [], [], policy, options))
 

@@ -57,6 +57,8 @@ def transition(job: Job, to: JobState, *, message: str = "") -> None:
 async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
     """The jobs, locked for the transaction in one statement (in id order, as every locker
     of several jobs must, against deadlocks), as they are now."""
+    if not job_ids:
+        return {}
     query = (
         select(Job)
         .where(Job.id.in_(job_ids))

@@ -81,3 +81,25 @@ def _head_of(
     )
     # Wrapped: a member of a compound SELECT may not have its own ORDER BY/LIMIT on SQLite.
     return select(*head.c)
+
+
+async def waiting_rows(
+    session: AsyncSession,
+) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None, float, int, str | None]]]:
+    """Every waiting job by a few columns, no document: (id, queue id, priority, total GPUs,
+    submitted at, running estimate, attained GPU-seconds, total pods, GPU model). What a round
+    that considers the whole queue orders and screens (`solver.whole_queue`)."""
+    rows = await session.execute(
+        select(
+            Job.id,
+            Job.queue_id,
+            Job.priority,
+            Job.total_gpus,
+            Job.submitted_at,
+            Job.running_estimate_seconds,
+            Job.attained_gpu_s,
+            Job.total_pods,
+            Job.gpu_model,
+        ).where(WAITING)
+    )
+    return list(rows.all())

@@ -8,7 +8,9 @@ computed. The steps, in order:
    of the plan is kept. An eviction whose preemptor would use a cluster no longer Ready is
    dropped.
 2. **Lock** the placements the commit may end (resized elastic jobs, victims), then the jobs.
-3. **Outcomes**: every waiting job's pending reason, from its outcome.
+3. **Outcomes**: every waiting job's pending reason, from its outcome: on the rows locked for
+   what follows (starts, preemptors, jobs set aside), and for the jobs that only wait in one
+   statement over all of them (`pending_reasons.py`), with no row loaded.
 4. **Shrinks**: units given back go out first, so their cancellations precede the
    assignments that use the room they free (the outbox is delivered in order).
 5. **Starts**: placements with their shares and link reservations, the copies each share
@@ -50,6 +52,7 @@ from volcano_global.services.scheduling.elastic import (
 )
 from volcano_global.services.scheduling.evictions import nominate
 from volcano_global.services.scheduling.free import free_capacity
+from volcano_global.services.scheduling.pending_reasons import write_reasons
 from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver import JobDecision, planning
@@ -92,8 +95,9 @@ async def apply_plan(
     ending = await _lock_placements(  # 2
         session, resizing(checked.shrinks, checked.grows, context.elastic), checked.evictions
     )
-    jobs = await lock_jobs(session, list(context.jobs.values()) + ending)
-    starting = _outcomes(plan, context, jobs, checked, generation)  # 3
+    jobs = await lock_jobs(session, _acted_on(plan, context, checked) + ending)
+    starting, reasons = _outcomes(plan, context, jobs, checked, generation)  # 3
+    await write_reasons(session, reasons)
     resized = await commit_resizes(  # 4
         session,
         shrinks=checked.shrinks,
@@ -177,36 +181,52 @@ async def _check(session: AsyncSession, plan: RoundPlan, context: RoundContext) 
     return _Checked(deferred, evictions, shrinks, grows)
 
 
+def _acted_on(plan: RoundPlan, context: RoundContext, checked: _Checked) -> list[uuid.UUID]:
+    """The waiting jobs the commit does more to than tell them why they wait (they start,
+    are nominated, or get an event): their rows are locked and loaded."""
+    keys = {d.job_id for d in plan.starts} | {e.preemptor for e in checked.evictions}
+    keys |= {k for k, o in plan.outcomes.items() if o.status is Status.SET_ASIDE}
+    return [context.jobs[k] for k in keys if k in context.jobs]
+
+
 def _outcomes(
     plan: RoundPlan,
     context: RoundContext,
     jobs: dict[uuid.UUID, Job],
     checked: _Checked,
     generation: int,
-) -> list[tuple[JobDecision, Job, Placement]]:
-    """Step 3: every waiting job still Pending gets its outcome's reason; the jobs that start,
-    with their new placements."""
+) -> tuple[list[tuple[JobDecision, Job, Placement]], dict[uuid.UUID, str]]:
+    """Step 3: every waiting job still Pending gets its outcome's reason (set on the rows
+    loaded, returned for the others); the jobs that start, with their new placements."""
     starts = {d.job_id: d for d in plan.starts}
     nominating = {e.preemptor for e in checked.evictions}
     starting = []
+    reasons: dict[uuid.UUID, str] = {}
     for key, outcome in plan.outcomes.items():
-        job = jobs.get(context.jobs[key]) if key in context.jobs else None
-        if job is None or job.state is not JobState.PENDING:
+        if key not in context.jobs:
+            continue
+        job = jobs.get(context.jobs[key])
+        if job is not None and job.state is not JobState.PENDING:
             continue  # cancelled while the round was solving
         if key in checked.deferred:
-            job.pending_reason = (
+            reason = (
                 f"admitted in round {generation}, but by its commit {checked.deferred[key]} "
                 "(the inventory moved while it solved); tried again in the next round"
             )
-        elif key in starts:
+        elif key in starts and job is not None:
             placement = Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)
             starting.append((starts[key], job, placement))
+            continue
         elif outcome.status is Status.PREEMPTING and key not in nominating:
-            job.pending_reason = plan.decision.job(key).reason  # its eviction was dropped
+            reason = plan.decision.job(key).reason or outcome.reason  # its eviction was dropped
         else:
-            job.pending_reason = outcome.reason
+            reason = outcome.reason
+        if job is not None:
+            job.pending_reason = reason
+        else:
+            reasons[context.jobs[key]] = reason
     order = {d.job_id: i for i, d in enumerate(plan.starts)}
-    return sorted(starting, key=lambda s: order[s[0].job_id])
+    return sorted(starting, key=lambda s: order[s[0].job_id]), reasons
 
 
 async def _start(

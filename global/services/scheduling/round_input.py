@@ -14,9 +14,10 @@ running (staging reservations, `inventory/links.reserved_gbps`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -45,12 +46,12 @@ from volcano_global.services.data import data_needs
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.free import free_capacity
-from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads
+from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads, waiting_rows
 from volcano_global.services.scheduling.timing import duration_model, running_jobs
-from volcano_global.services.scheduling.withdrawals import held_back
+from volcano_global.services.scheduling.withdrawals import backing_off, held_back
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
-from volcano_global.solver import JobRequest, LinkState, Policy
+from volcano_global.solver import ClusterCapacity, JobRequest, LinkState, Policy, whole_queue
 from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
@@ -106,8 +107,8 @@ async def read_round(
     links = await _links(session, context)
     tree = await queue_tree(session)
     sharing = await _time_sharing(session) if options.time_sharing is not None else {}
-    waiting, set_aside = await _waiting(
-        session, context, tree, policy, options, durations, now, window, sharing
+    waiting, set_aside, beyond = await _waiting(
+        session, context, tree, policy, options, durations, now, window, sharing, states
     )
     preempting = options.preemption is not None
     data = RoundInput(
@@ -120,6 +121,7 @@ async def read_round(
         set_aside=set_aside,
         data=await _data_needs(session, waiting),
         time_sharing=sharing,
+        beyond=beyond,
     )
     if data.data:
         data = replace(data, copying=await _copying(session), regions=await _regions(session))
@@ -253,11 +255,17 @@ async def _waiting(
     now: datetime,
     size: int,
     sharing: dict[str, float],
-) -> tuple[list[Waiting], dict[str, str]]:
-    """The window's waiting jobs as the solver's requests, and those set aside (why).
-    Fair share chooses the window from the head of every queue's line by a few columns
-    (`solver.round_plan.window`); only the chosen jobs' placement fields are read."""
-    heads, queue_names = await _heads(session, size, policy, now, sharing)
+    states: Sequence[ClusterCapacity],
+) -> tuple[list[Waiting], dict[str, str], dict[str, str]]:
+    """The waiting jobs read in full as the solver's requests, those set aside (why), and
+    those beyond the window not read in full (why they wait). Fair share orders the jobs by a
+    few columns (`solver.round_plan.window`): the window's are read in full; with
+    `whole_queue`, every waiting job is ordered, and of those beyond the window the fast pass's
+    candidates (`solver.whole_queue.assign`) are read in full too."""
+    if options.whole_queue:
+        heads, queue_names = await _whole_queue(session, now)
+    else:
+        heads, queue_names = await _heads(session, size, policy, now, sharing)
     light = [
         Waiting(
             JobRequest(
@@ -276,7 +284,17 @@ async def _waiting(
     probe = RoundInput(
         now, (), waiting=tuple(light), tree=tree, durations=durations, time_sharing=sharing
     )
-    chosen = window(probe, policy, options, size)
+    # Ordering and screening 10,000 jobs is CPU work: off the event loop, as the solve is.
+    depth = len(light) if options.whole_queue else size
+    in_line = await asyncio.to_thread(window, probe, policy, options, depth)
+    chosen, beyond = in_line[:size], {}
+    if len(in_line) > size:
+        more, beyond = await asyncio.to_thread(
+            _screen, heads, in_line[size:], queue_names, states, tree, options
+        )
+        chosen += more
+    for key in beyond:
+        context.jobs[key] = uuid.UUID(key)
     fields = await _fields(session, [uuid.UUID(key) for key in chosen])
     by_id = {w.request.id: w for w in light}
     parents = {q.parent for q in tree.values() if q.parent}
@@ -292,7 +310,48 @@ async def _waiting(
             set_aside[key] = why
         else:
             waiting.append(Waiting(request, by_id[key].submitted_at, by_id[key].estimate_s))
-    return waiting, set_aside
+    return waiting, set_aside, beyond
+
+
+def _screen(
+    rows: Sequence[Any],
+    tail: list[str],
+    queue_names: dict[uuid.UUID, str],
+    states: Sequence[ClusterCapacity],
+    tree: dict[str, QueueNode],
+    options: RoundOptions,
+) -> tuple[list[str], dict[str, str]]:
+    """Step 1d of the round (`solver.whole_queue.assign`) on the jobs beyond the window, by
+    their few columns: the candidates, to be read in full, and why the others wait."""
+    by_id = {str(c.id): c for c in rows}
+    jobs = [_shape(by_id[key], queue_names) for key in tail]
+    rooms = whole_queue.rooms(tree, {queue_names[c.queue_id] for c in rows})
+    assigned = whole_queue.assign(jobs, states, rooms, limit=options.backfill_limit)
+    candidates = [key for key in tail if assigned[key].cluster is not None]
+    return candidates, {key: assigned[key].reason for key in tail if assigned[key].cluster is None}
+
+
+def _shape(row: Any, queue_names: dict[uuid.UUID, str]) -> JobRequest:
+    """A waiting job's request as far as its columns tell: its pods, GPUs and model."""
+    pods = row.total_pods if row.total_pods and row.total_gpus % row.total_pods == 0 else 1
+    return JobRequest(
+        str(row.id),
+        pods=pods,
+        gpus_per_pod=row.total_gpus // pods,
+        gpu_model=row.gpu_model,
+        priority=row.priority,
+        queue=queue_names[row.queue_id],
+    )
+
+
+async def _whole_queue(
+    session: AsyncSession, now: datetime
+) -> tuple[list[Any], dict[uuid.UUID, str]]:
+    """Every waiting job by a few columns (`heads.waiting_rows`) but those backing off after
+    a withdrawal, and the queues' names by id."""
+    names = dict((await session.execute(select(Queue.id, Queue.name).order_by(Queue.name))).all())
+    out = await backing_off(session, now=now)
+    return [c for c in await waiting_rows(session) if c.id not in out], names
 
 
 async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Placement, PlacementState
+from volcano_global.db.models import Job, JobState, Placement, PlacementState
 
 FIRST_WAIT_S = 5.0
 MAX_WAIT_S = 300.0
@@ -35,6 +35,22 @@ async def held_back(
     rows = await session.execute(
         select(Placement.job_id, func.count(), func.max(Placement.ended_at))
         .where(Placement.job_id.in_(list(job_ids)), Placement.state == PlacementState.WITHDRAWN)
+        .group_by(Placement.job_id)
+    )
+    return {
+        job_id
+        for job_id, count, last in rows
+        if last is not None and _aware(last) + timedelta(seconds=wait_after(count)) > now
+    }
+
+
+async def backing_off(session: AsyncSession, *, now: datetime) -> set[uuid.UUID]:
+    """Every waiting job still waiting out the backoff of its last withdrawal (as `held_back`,
+    without naming the jobs: a round that reads the whole queue asks once)."""
+    rows = await session.execute(
+        select(Placement.job_id, func.count(), func.max(Placement.ended_at))
+        .join(Job, Job.id == Placement.job_id)
+        .where(Job.state == JobState.PENDING, Placement.state == PlacementState.WITHDRAWN)
         .group_by(Placement.job_id)
     )
     return {

@@ -249,6 +249,7 @@ async def test_a_scheduler_of_its_own_works_off_a_backlog_without_waiting_for_th
     await two_clusters(api)
     settings = app.state.settings.model_copy(deep=True)
     settings.scheduling.window, settings.scheduling.interval_s = 1, 30.0
+    settings.scheduling.whole_queue = False  # a job per round: only the window is considered
     scheduler = Scheduler(app.state.engine, app.state.sessions, settings, busy_share=1.0)
     uids = [
         (await submit(api, job_document(f"job-{i}", replicas=1, gpus=8))).json()["uid"]

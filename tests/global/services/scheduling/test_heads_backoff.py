@@ -12,11 +12,11 @@ from tests.factories import create_queue, job_document, submit
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Placement, PlacementState
-from volcano_global.services.scheduling.round_input import _heads
+from volcano_global.services.scheduling.round_input import _heads, _whole_queue
 from volcano_global.solver import Policy
 
 
-async def test_jobs_behind_backing_off_heads_are_read(app: FastAPI, api: httpx.AsyncClient) -> None:
+async def four_jobs_two_backing_off(app: FastAPI, api: httpx.AsyncClient) -> list[str]:
     await create_queue(api, "llm")
     uids = [
         (await submit(api, job_document(name, queue="llm"))).json()["uid"]
@@ -34,9 +34,25 @@ async def test_jobs_behind_backing_off_heads_are_read(app: FastAPI, api: httpx.A
                         ended_at=now,
                     )
                 )
+    return uids
+
+
+async def test_jobs_behind_backing_off_heads_are_read(app: FastAPI, api: httpx.AsyncClient) -> None:
+    uids = await four_jobs_two_backing_off(app, api)
     async with transaction(app.state.sessions) as session:
         # Window 1 over two queues (default, llm): two heads per queue, both backing off.
-        heads, names = await _heads(session, 1, Policy.FIRST_FIT, now)
+        heads, names = await _heads(session, 1, Policy.FIRST_FIT, utcnow())
         ids = {str(row.id) for row in heads}
     assert ids == set(uids[2:]), "the jobs behind the backing-off heads are read"
     assert set(names.values()) == {"default", "llm"}
+
+
+async def test_the_whole_queue_is_read_but_the_jobs_backing_off(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uids = await four_jobs_two_backing_off(app, api)
+    async with transaction(app.state.sessions) as session:
+        rows, names = await _whole_queue(session, utcnow())
+    assert {str(row.id) for row in rows} == set(uids[2:])
+    assert {names[row.queue_id] for row in rows} == {"llm"}
+    assert {(row.total_pods, row.total_gpus) for row in rows} == {(2, 16)}
