@@ -208,7 +208,7 @@ def plan_round(
     options = options or RoundOptions()
     rules = options.preemption
     waiting, steered, held_back = _in_line(data, policy, options)  # 1, 1b, 1c
-    line = whole_queue.cut(data, waiting, options)  # 1d
+    line = whole_queue.cut(data, waiting, options, planned=policy.planned)  # 1d
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
     shrinks, clusters = _shrinks(data, line.window, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
@@ -221,7 +221,9 @@ def plan_round(
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision = _solve(snapshot, policy, options.solve)  # 5
-    filled = whole_queue.backfilled(snapshot, decision, line, data)  # 5b
+    filled = whole_queue.backfilled(  # 5b
+        snapshot, decision, line, data, evicting=rules is not None or bool(data.time_sharing)
+    )
     decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from volcano_global.jobspec.accelerators import is_npu_model
+from volcano_global.solver import screen
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.fair_share import QueueNode, quota_states
 from volcano_global.solver.model import (
@@ -61,17 +62,28 @@ class Line:
     assigned: dict[str, Assigned] = field(default_factory=dict)
 
 
-def cut(data: RoundInput, waiting: list[JobRequest], options: RoundOptions) -> Line:
+def cut(
+    data: RoundInput, waiting: list[JobRequest], options: RoundOptions, *, planned: bool
+) -> Line:
     """Step 1d: the window, and the fast pass over the jobs beyond it (`assign`). Without
-    `RoundOptions.whole_queue`, every job goes to the solver, which plans the first
-    `window` and tells the others they are outside it (as before this step)."""
+    `RoundOptions.whole_queue`, or for a policy that is not `planned` (the baselines stand
+    for other systems, as they schedule), every job goes to the solver, which plans the
+    first `window` and tells the others they are outside it (as before this step). A job
+    beyond the window the model cannot mean something for is set aside, as in it."""
     size = options.solve.window
-    if not options.whole_queue or len(waiting) <= size:
+    if not options.whole_queue or not planned or len(waiting) <= size:
         return Line(waiting)
-    beyond = waiting[size:]
+    beyond, refused = screen(tuple(waiting[size:]))
     queues = rooms(data.tree, {w.request.queue for w in data.waiting})
     assigned = assign(beyond, data.clusters, queues, limit=options.backfill_limit)
-    return Line(waiting[:size], beyond, assigned)
+    assigned |= {d.job_id: Assigned(None, d.reason) for d in refused}
+    return Line(
+        waiting[:size], list(beyond) + [_by_id(waiting, d.job_id) for d in refused], assigned
+    )
+
+
+def _by_id(jobs: Sequence[JobRequest], job_id: str) -> JobRequest:
+    return next(j for j in jobs if j.id == job_id)
 
 
 def rooms(tree: Mapping[str, QueueNode], waiting: Iterable[str]) -> dict[str, int]:
@@ -109,18 +121,34 @@ class Filled:
         )
 
 
-def backfilled(snapshot: Snapshot, decision: Decision, line: Line, data: RoundInput) -> Filled:
+def backfilled(
+    snapshot: Snapshot, decision: Decision, line: Line, data: RoundInput, *, evicting: bool
+) -> Filled:
     """Step 5b: the decision with one for every job beyond the window (`backfill`, on what
-    the window's starts leave)."""
+    the window's starts leave). `evicting`: the round may evict (step 7 runs after this one):
+    no job of a lower priority than a window job left unplaced starts here, so that it does
+    not take the room that job would evict for."""
     if not line.beyond:
         return Filled(decision)
+    if decision.status == "ERROR":  # no holds were planned: nothing may start behind the window
+        why = next((d.reason for d in decision.jobs), "the round failed")
+        more = tuple(JobDecision(j.id, False, reason=why) for j in line.beyond)
+        return Filled(replace(decision, jobs=decision.jobs + more), tuple(line.beyond))
     pools, links = after(snapshot, decision)
     queues = rooms(
         _held_after(data.tree, decision, line.window), {w.request.queue for w in data.waiting}
     )
-    more = backfill(line.beyond, line.assigned, pools, decision, line.window, queues)
+    floor = _preemptors_priority(decision, line.window) if evicting else None
+    more = backfill(line.beyond, line.assigned, pools, decision, line.window, queues, floor)
     filled = replace(decision, jobs=decision.jobs + more)
     return Filled(filled, tuple(line.beyond), pools, links)
+
+
+def _preemptors_priority(decision: Decision, window: Sequence[JobRequest]) -> int | None:
+    """The highest priority among the window's jobs the solver left waiting (None: none)."""
+    placed = {d.job_id for d in decision.admitted}
+    waiting = [j.priority for j in window if j.id not in placed]
+    return max(waiting, default=None)
 
 
 def _held_after(
@@ -238,6 +266,13 @@ def _may_use(job: JobRequest, key: Key) -> bool:
     return job.allowed_clusters is None or key[0] in job.allowed_clusters
 
 
+def _below(floor: int) -> str:
+    return (
+        f"waits behind a job of priority {floor} ahead of it in line, which may evict to "
+        "start: the room it would make is not taken from behind"
+    )
+
+
 def _quota_reason(job: JobRequest, left: int) -> str:
     return (
         f"queue {job.queue} may take {max(left, 0)} more GPUs, after the jobs ahead of it in "
@@ -266,10 +301,12 @@ def backfill(
     decision: Decision,
     window: Sequence[JobRequest],
     quota_room: Mapping[str, int],
+    floor: int | None = None,
 ) -> tuple[JobDecision, ...]:
     """Step 5b: the candidates (`assigned` a cluster) in order, each whole in one cluster of
     `pools` (what the window's starts left; consumed), within the round's holds and the
-    queues' quota room after the window's starts (`quota_room`). A decision for every job
+    queues' quota room after the window's starts (`quota_room`); none of a priority below
+    `floor` (a window job that may evict waits at that priority). A decision for every job
     of `jobs`."""
     book = _book_after(decision, window, pools)
     quota = dict(quota_room)
@@ -279,6 +316,9 @@ def backfill(
         fast = assigned.get(job.id)
         if fast is None or fast.cluster is None:
             out.append(JobDecision(job.id, False, reason=fast.reason if fast else "waiting"))
+            continue
+        if floor is not None and job.priority < floor:
+            out.append(JobDecision(job.id, False, reason=_below(floor)))
             continue
         left = quota.get(job.queue)
         if left is not None and left < job.gpus:
@@ -313,14 +353,14 @@ def _place(
         models = job_models(job, pools[name])
         if not models:
             continue
-        model = models[0]
-        allowed = book.room(job, name, model)
-        if allowed is not None and allowed < job.gpus:
+        # pack_job may use any of its models: each must leave the holds their room, and each
+        # is charged (over-charging only loses a start; under-charging delays a hold).
+        if any(_short(book.room(job, name, m), job.gpus) for m in models):
             held = held or _held_by(book, job, name)
             continue
         shares, missing = pack_job(job, {name: job.units}, pools)
         if missing is None:
-            book.charge(job, {(name, model): job.gpus}, {})
+            book.charge(job, {(name, m): job.gpus for m in models}, {})
             return JobDecision(job.id, True, shares=shares), ""
     why = held or (
         f"no room after the round's starts: no cluster it may use holds its {job.gpus} GPUs "
@@ -328,6 +368,10 @@ def _place(
     )
     failed[shape] = why
     return None, why
+
+
+def _short(allowed: int | None, gpus: int) -> bool:
+    return allowed is not None and allowed < gpus
 
 
 def _tries(job: JobRequest, candidate: str, pools: Pools) -> Iterator[str]:
@@ -370,7 +414,8 @@ def _book_after(decision: Decision, window: Sequence[JobRequest], pools: Pools) 
             continue
         gpus = {}
         for s in d.shares:
-            models = job_models(job, pools[s.cluster]) if s.cluster in pools else []
-            gpus[(s.cluster, models[0] if models else "")] = s.gpus
+            # which of its models the solver used is not known here: each is charged
+            for m in job_models(job, pools[s.cluster]) if s.cluster in pools else [""]:
+                gpus[(s.cluster, m)] = s.gpus
         book.charge(job, gpus, {})
     return book

@@ -16,6 +16,7 @@ from volcano_global.solver import (
     SolveOptions,
 )
 from volcano_global.solver.fair_share import QueueNode
+from volcano_global.solver.preemption import PREEMPT, RECLAIM, Rules
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, Waiting, plan_round
 from volcano_global.solver.whole_queue import assign
 
@@ -186,3 +187,56 @@ def test_a_capped_parent_queue_is_not_passed_by_jobs_beyond_the_window() -> None
     assert plan.outcomes["b-small"].reason == (
         "queue b may take 0 more GPUs, after the jobs ahead of it in line; it needs 8"
     )
+
+
+def test_a_job_beyond_the_window_does_not_take_the_room_a_preemptor_waits_to_make() -> None:
+    # 16 GPUs free; ml/low runs on 16 more. vip (32 GPUs, priority 10) may evict low; small
+    # (16 GPUs, priority 0) beyond the window would fit in the free 16: it must not take them.
+    low = RunningJob(
+        "low", (("a", "H100", 16),), ends_in_s=10 * HOUR, run_s=HOUR, priority=0,
+        pods=(("a", "a", "", 2, 8),), name="ml/low",
+    )  # fmt: skip
+    vip = JobRequest(
+        "vip", pods=4, gpus_per_pod=8, gpu_model="H100", priority=10,
+        may_evict_for=frozenset({PREEMPT, RECLAIM}),
+    )  # fmt: skip
+    data = RoundInput(
+        NOW,
+        (cluster("a", 2, 2),),
+        waiting=(Waiting(vip, NOW - timedelta(minutes=5)), job("small", 16)),
+        running=(low,),
+    )
+    options = replace(WINDOW_OF_ONE, preemption=Rules(min_run_s=0.0))
+    plan = plan_round(data, Policy.CPSAT, options)
+    assert [d.job_id for d in plan.starts] == []
+    assert [(e.preemptor, [v.id for v in e.victims]) for e in plan.evictions] == [("vip", ["low"])]
+    assert "waits behind a job of priority 10" in plan.outcomes["small"].reason
+
+
+def test_when_the_round_fails_nothing_starts_behind_the_window(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from volcano_global.solver import round_plan
+
+    def fails(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(round_plan, "solve", fails)
+    plan = plan_round(gang_ahead(job("long", 16, estimate_s=5 * HOUR)), Policy.CPSAT, WINDOW_OF_ONE)
+    assert plan.starts == ()
+    assert "engine bug" in plan.outcomes["long"].reason
+
+
+def test_a_job_beyond_the_window_the_model_cannot_mean_is_set_aside_as_in_it() -> None:
+    a = ClusterCapacity("a", (Leaf("H100", (0,) * 8 + (8,), ("a",), node_gpus=8),))
+    first = JobRequest("first", pods=1, gpus_per_pod=8, gpu_model="H100")
+    bad = JobRequest("bad", pods=10, gpus_per_pod=1, gpu_model="H100", unit_pods=4)
+    waiting = (Waiting(first, NOW - timedelta(minutes=5)), Waiting(bad, NOW))
+    plan = plan_round(RoundInput(NOW, (a,), waiting=waiting), Policy.CPSAT, WINDOW_OF_ONE)
+    decision = plan.decision.job("bad")
+    assert not decision.admitted
+    assert "unit of 4 pods does not divide 10 pods" in decision.reason
+
+
+def test_the_baselines_keep_their_window() -> None:
+    data = gang_ahead(job("short", 16, estimate_s=600.0))
+    plan = plan_round(data, Policy.FIRST_FIT, WINDOW_OF_ONE)
+    assert "short" not in {d.job_id for d in plan.starts}
