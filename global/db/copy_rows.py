@@ -1,5 +1,7 @@
-"""Inserting many rows given as tuples, in the driver's own terms: on Postgres one COPY (binary,
-through asyncpg, in the session's transaction), on SQLite one executemany on the driver. Each
+"""Inserting many rows given as tuples, in the driver's own terms: on Postgres one INSERT of
+`unnest` over one array parameter per column (asyncpg encodes the arrays in C), on SQLite one
+executemany on the driver; both through SQLAlchemy's connection, which translates errors as
+for any statement. Each
 value goes through its column type's bind processing as SQLAlchemy would apply it, taken once
 per column (JSON with orjson), instead of SQLAlchemy's per-row parameter handling, which cost
 more than the database's own work for an agent's 5,000-node snapshot (docs/benchmarks.md,
@@ -16,12 +18,14 @@ from typing import Any
 
 import orjson
 from sqlalchemy import JSON, Table
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 Names = tuple[str, ...]
 Processor = Callable[[Any], Any]
 _VARIANT = "89ab"
+_PG = postgresql.dialect()
 
 
 async def insert_tuples(
@@ -39,6 +43,8 @@ async def insert_tuples(
         return
     connection = await session.connection()
     dialect = connection.dialect
+    given = (*columns, *constants, *(("id",) if new_ids else ()))
+    constants = constants | _defaults(table, given)
     processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
     processors = [(i, p) for i, p in processors if p is not None]
     fixed = tuple(_stored(table, c, v, dialect) for c, v in constants.items())
@@ -55,14 +61,33 @@ async def insert_tuples(
         if ids is not None:
             values.append(ids[n])
         records.append(tuple(values))
-    driver = (await connection.get_raw_connection()).driver_connection
     if dialect.name == "postgresql":
-        await driver.copy_records_to_table(table.name, records=records, columns=list(names))
+        # One parameter per column, each an array: one statement whatever the number of rows,
+        # its text the same for the same columns (prepared once per connection).
+        sql = _pg_insert(table, names)
+        await connection.exec_driver_sql(sql, tuple(list(c) for c in zip(*records, strict=True)))
         return
     marks = ", ".join("?" for _ in names)
     # Table and column names come from the model, never from input.
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})"
     await connection.exec_driver_sql(sql, records)
+
+
+def _pg_insert(table: Table, names: Names) -> str:
+    arrays = ", ".join(
+        f"${i}::{table.c[c].type.compile(dialect=_PG)}[]" for i, c in enumerate(names, 1)
+    )
+    return f"INSERT INTO {table.name} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+
+
+def _defaults(table: Table, given: Names) -> dict[str, Any]:
+    """The scalar defaults of the columns not given (SQLAlchemy applies them in Python, so a
+    statement in the driver's terms must say them)."""
+    return {
+        c.name: c.default.arg  # type: ignore[union-attr]
+        for c in table.columns
+        if c.name not in given and c.default is not None and c.default.is_scalar
+    }
 
 
 def uuid_texts(count: int, *, dashed: bool) -> list[str]:

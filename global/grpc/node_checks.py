@@ -52,11 +52,13 @@ def _checked(node: pb.Node) -> NodeValues | None:
         and "\x00" not in domain
     ):
         return None
-    labels = dict(node.labels)
+    reported = node.labels
+    # (iterating the protocol's map itself: `dict(map)` goes through a Python KeysView)
+    labels = {k: reported[k] for k in reported} if len(reported) else {}
     if labels and any("\x00" in k or "\x00" in v for k, v in labels.items()):
         return None
     taints = []
-    for taint in node.taints:
+    for taint in node.taints if len(node.taints) else ():
         key, value, effect = taint.key, taint.value, taint.effect
         if len(key) > _TAINT_KEY or len(value) > _TAINT_VALUE or "\x00" in key + value + effect:
             return None
