@@ -21,10 +21,15 @@ from volcano_global.services.inventory.node_values import (
     checked_snapshot,
 )
 
+# The largest sequence number the databases store (a signed 64-bit integer; the protocol's is
+# unsigned): above it an agent's message is refused here, not by the driver mid-transaction.
+SEQ_MAX = 2**63 - 1
+
 
 def snapshot_from(message: pb.InventorySnapshot) -> CheckedSnapshot:
     """The snapshot checked: its nodes without a model each when they are plainly valid
     (`node_checks`), else through the schema, whose error names the field."""
+    _require_seq(message.seq, "snapshot.seq")
     nodes = checked_nodes(message.nodes)
     domains = [_domain(d) for d in message.domains]
     if nodes is not None:
@@ -39,6 +44,7 @@ def snapshot_from(message: pb.InventorySnapshot) -> CheckedSnapshot:
 
 def delta_from(message: pb.InventoryDelta) -> CheckedDelta:
     """The delta checked, as `snapshot_from`."""
+    _require_seq(message.seq, "delta.seq")
     nodes = checked_nodes(message.node_upserts)
     payload: dict[str, Any] = {
         "node_removals": list(message.node_removals),
@@ -53,6 +59,11 @@ def delta_from(message: pb.InventoryDelta) -> CheckedDelta:
             )
     payload["node_upserts"] = [_node(n) for n in message.node_upserts]
     return checked_delta(_validate(InventoryDelta, payload, "delta"))
+
+
+def _require_seq(seq: int, field: str) -> None:
+    if seq > SEQ_MAX:
+        raise Invalid.one(field, f"must be at most {SEQ_MAX} (a signed 64-bit integer), got {seq}")
 
 
 def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> ShareReport:

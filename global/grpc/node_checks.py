@@ -8,21 +8,26 @@ definition of a valid node (tests/global/grpc/test_node_checks.py holds the two 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
 from volcano_global.jobspec.gpu_models import canonical_model
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.node_values import NodeValues
 
 _NAME, _GPU_MODEL, _TAINT_KEY, _TAINT_VALUE = 253, 128, 317, 63  # as schemas/clusters.py
 _GPUS, _CPU, _MEMORY = int(GPUS_PER_POD.high), int(CPU_MILLIS.high), int(MEMORY_BYTES.high)
+# Most nodes in one message (a delta's upserts have the same bound as a snapshot's nodes).
+_NODES = next(m.max_length for m in InventorySnapshot.model_fields["nodes"].metadata)
 _models: dict[str, str] = {}  # a GPU model as reported -> its canonical name (few distinct)
 
 
-def checked_nodes(nodes: Iterable[pb.Node]) -> list[NodeValues] | None:
+def checked_nodes(nodes: Collection[pb.Node]) -> list[NodeValues] | None:
     """The nodes as `NodeIn` stores them (names distinct), or None if any is not plainly
-    valid (the schemas then say why)."""
+    valid or there are too many (the schemas then say why)."""
+    if len(nodes) > _NODES:
+        return None
     out = []
     names = set()
     for node in nodes:

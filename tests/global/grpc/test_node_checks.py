@@ -77,3 +77,20 @@ def test_duplicates_and_removed_upserts_get_the_schemas_error() -> None:
         delta_from(pb.InventoryDelta(node_upserts=[pb.Node(name="n")], node_removals=["n"]))
     delta = delta_from(pb.InventoryDelta(node_upserts=[pb.Node(name="n")], node_removals=["m"]))
     assert [n.name for n in delta.node_upserts] == ["n"] and delta.node_removals == ["m"]
+
+
+def test_more_nodes_than_a_message_may_carry_get_the_schemas_error() -> None:
+    many = [pb.Node(name=f"n{i}") for i in range(20_001)]
+    assert checked_nodes(many) is None
+    with pytest.raises(Invalid, match="at most 20000 items"):
+        snapshot_from(pb.InventorySnapshot(nodes=many))
+    with pytest.raises(Invalid, match="at most 20000 items"):
+        delta_from(pb.InventoryDelta(node_upserts=many))
+
+
+def test_a_sequence_number_beyond_64_signed_bits_is_refused_naming_the_field() -> None:
+    with pytest.raises(Invalid, match=r"snapshot\.seq"):
+        snapshot_from(pb.InventorySnapshot(seq=2**63))
+    with pytest.raises(Invalid, match=r"delta\.seq"):
+        delta_from(pb.InventoryDelta(seq=2**63))
+    assert snapshot_from(pb.InventorySnapshot(seq=2**63 - 1)).nodes == []
