@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import global_server, wait_acked
+from harness import cpu_seconds, global_server, process_tree, wait_acked
 
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
@@ -31,6 +32,10 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_of(pids: set[int]) -> float:
+    return sum(cpu_seconds(pids=pids).values())
 
 
 async def run(args: argparse.Namespace) -> dict[str, float]:
@@ -45,9 +50,9 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         clusters, clients = [], []
         for i in range(args.clusters):
             name = f"bench-{i:02d}"
-            agent_token = (await api.post("/api/v1/clusters", json={"name": name})).json()[
-                "agentToken"
-            ]
+            response = await api.post("/api/v1/clusters", json={"name": name})
+            assert response.status_code == 201, response.text
+            agent_token = response.json()["agentToken"]
             cluster = SimulatedCluster.from_spec(name, spec)
             clusters.append(cluster)
             clients.append(
@@ -60,10 +65,13 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                 )
             )
         stop = asyncio.Event()
+        server_pids, own = process_tree(server.pid), {os.getpid()}
+        cpu_before = cpu_of(server_pids), cpu_of(own)
         started = time.perf_counter()
         tasks = [asyncio.create_task(c.run(stop=stop)) for c in clients]
         await wait_acked(clients)
         full_sync = time.perf_counter() - started
+        cpu_synced = cpu_of(server_pids), cpu_of(own)
 
         rng = random.Random(1)
         names = [list(c.nodes) for c in clusters]
@@ -77,6 +85,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             await wait_acked(clients)
             updates += args.batch * len(clusters)
         ingest_seconds = time.perf_counter() - started
+        cpu_end = cpu_of(server_pids), cpu_of(own)
         stop.set()
         await asyncio.gather(*tasks)
         totals = (await api.get("/api/v1/clusters")).json()["items"]
@@ -86,6 +95,17 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             "updates_per_s": updates / ingest_seconds,
             "updates": updates,
             "peak_rss_mib": peak_rss_mib(server.pid),
+            # CPU seconds per 1,000 node updates: the Global's, and the agents' (this process)
+            "sync_global_cpu_k": (cpu_synced[0] - cpu_before[0])
+            / args.clusters
+            / args.nodes
+            * 1000,
+            "sync_agents_cpu_k": (cpu_synced[1] - cpu_before[1])
+            / args.clusters
+            / args.nodes
+            * 1000,
+            "delta_global_cpu_k": (cpu_end[0] - cpu_synced[0]) / updates * 1000,
+            "delta_agents_cpu_k": (cpu_end[1] - cpu_synced[1]) / updates * 1000,
         }
 
 
@@ -104,7 +124,10 @@ def main() -> None:
     print(
         f"{db}: {args.clusters} clusters x {args.nodes} nodes: full sync {result['full_sync_s']:.1f} s; "
         f"deltas: {result['updates_per_s']:,.0f} node updates/s ({result['updates']:,} in {args.seconds:g} s, "
-        f"batches of {args.batch} per cluster); Global peak RSS {result['peak_rss_mib']:.0f} MiB"
+        f"batches of {args.batch} per cluster); Global peak RSS {result['peak_rss_mib']:.0f} MiB\n"
+        f"CPU s per 1,000 node updates: full sync Global {result['sync_global_cpu_k']:.4f}, "
+        f"agents {result['sync_agents_cpu_k']:.4f}; deltas Global {result['delta_global_cpu_k']:.4f}, "
+        f"agents {result['delta_agents_cpu_k']:.4f}"
     )
 
 

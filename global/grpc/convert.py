@@ -9,34 +9,61 @@ from typing import Any
 from pydantic import ValidationError
 
 from volcano_global.errors import Invalid, field_error
+from volcano_global.grpc.node_checks import checked_nodes
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
 from volcano_global.services.dispatch.reports import WARNING_PREFIX, ShareReport
+from volcano_global.services.inventory.node_values import (
+    CheckedDelta,
+    CheckedSnapshot,
+    checked_delta,
+    checked_snapshot,
+)
+
+# The largest sequence number the databases store (a signed 64-bit integer; the protocol's is
+# unsigned): above it an agent's message is refused here, not by the driver mid-transaction.
+SEQ_MAX = 2**63 - 1
 
 
-def snapshot_from(message: pb.InventorySnapshot) -> InventorySnapshot:
-    return _validate(
-        InventorySnapshot,
-        {
-            "domains": [_domain(d) for d in message.domains],
-            "nodes": [_node(n) for n in message.nodes],
-        },
-        "snapshot",
-    )
+def snapshot_from(message: pb.InventorySnapshot) -> CheckedSnapshot:
+    """The snapshot checked: its nodes without a model each when they are plainly valid
+    (`node_checks`), else through the schema, whose error names the field."""
+    _require_seq(message.seq, "snapshot.seq")
+    nodes = checked_nodes(message.nodes)
+    domains = [_domain(d) for d in message.domains]
+    if nodes is not None:
+        # The domains (a few per hundred nodes) go through the schema, checked on their own.
+        shell = _validate(InventorySnapshot, {"domains": domains}, "snapshot")
+        known = {d.name for d in shell.domains}
+        if all(n.domain is None or n.domain in known for n in nodes):
+            return CheckedSnapshot(shell.domains, nodes)
+    payload = {"domains": domains, "nodes": [_node(n) for n in message.nodes]}
+    return checked_snapshot(_validate(InventorySnapshot, payload, "snapshot"))
 
 
-def delta_from(message: pb.InventoryDelta) -> InventoryDelta:
-    return _validate(
-        InventoryDelta,
-        {
-            "node_upserts": [_node(n) for n in message.node_upserts],
-            "node_removals": list(message.node_removals),
-            "domain_upserts": [_domain(d) for d in message.domain_upserts],
-            "domain_removals": list(message.domain_removals),
-        },
-        "delta",
-    )
+def delta_from(message: pb.InventoryDelta) -> CheckedDelta:
+    """The delta checked, as `snapshot_from`."""
+    _require_seq(message.seq, "delta.seq")
+    nodes = checked_nodes(message.node_upserts)
+    payload: dict[str, Any] = {
+        "node_removals": list(message.node_removals),
+        "domain_upserts": [_domain(d) for d in message.domain_upserts],
+        "domain_removals": list(message.domain_removals),
+    }
+    if nodes is not None:
+        shell = _validate(InventoryDelta, payload, "delta")
+        if not shell.node_removals or not {n.name for n in nodes} & set(shell.node_removals):
+            return CheckedDelta(
+                nodes, shell.node_removals, shell.domain_upserts, shell.domain_removals
+            )
+    payload["node_upserts"] = [_node(n) for n in message.node_upserts]
+    return checked_delta(_validate(InventoryDelta, payload, "delta"))
+
+
+def _require_seq(seq: int, field: str) -> None:
+    if seq > SEQ_MAX:
+        raise Invalid.one(field, f"must be at most {SEQ_MAX} (a signed 64-bit integer), got {seq}")
 
 
 def share_report_from(cluster_id: uuid.UUID, message: pb.JobStatusReport) -> ShareReport:

@@ -26,6 +26,12 @@ from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory.domain_trees import domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
+from volcano_global.services.inventory.node_values import (
+    CheckedDelta,
+    NodeValues,
+    checked_delta,
+    node_model,
+)
 from volcano_global.services.inventory.snapshots import (
     NODE_CAPACITY_COLUMNS,
     contribution,
@@ -41,7 +47,7 @@ async def apply_delta(
     session: AsyncSession,
     *,
     cluster: Cluster,
-    delta: InventoryDelta,
+    delta: InventoryDelta | CheckedDelta,
     seq: int,
     max_nodes: int | None = None,
 ) -> None:
@@ -49,6 +55,7 @@ async def apply_delta(
     inventory (rare); node changes adjust the aggregates by their difference (the cluster's
     loaded `capacities` are not refreshed). The cluster may hold at most `max_nodes` nodes
     after it (TooLarge; None: no cap)."""
+    delta = checked_delta(delta)
     if delta.domain_upserts or delta.domain_removals:
         await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq, cap=max_nodes)
         return
@@ -86,11 +93,9 @@ async def apply_delta(
     now = utcnow()
     updates, inserts = [], []
     for node in delta.node_upserts:
-        values = {
-            **node.model_dump(exclude={"domain", "taints"}),
-            "taints": [t.model_dump(by_alias=True) for t in node.taints],
-            "domain_id": domains[node.domain] if node.domain else None,
-        }
+        values = node._asdict()
+        domain = values.pop("domain")
+        values["domain_id"] = domains[domain] if domain else None
         if node.name in existing:
             updates.append(values)  # found by name (the cluster's names are unique)
         else:
@@ -116,21 +121,19 @@ async def apply_delta(
     await session.flush()
 
 
-def merged(deltas: list[InventoryDelta]) -> list[InventoryDelta]:
+def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:
     """Consecutive node-only deltas as one (each node's last change wins; within a delta,
     removals come before upserts, as `apply_delta` applies them); a delta that changes
     HyperNodes stays on its own."""
-    out: list[InventoryDelta] = []
-    nodes: dict[str, NodeIn | None] = {}  # name -> its last upsert, None: removed
+    out: list[CheckedDelta] = []
+    nodes: dict[str, NodeValues | None] = {}  # name -> its last upsert, None: removed
 
     def close() -> None:
         if nodes:
             out.append(
-                InventoryDelta.model_construct(  # validated message by message already
+                CheckedDelta(
                     node_upserts=[n for n in nodes.values() if n is not None],
                     node_removals=[name for name, n in nodes.items() if n is None],
-                    domain_upserts=[],
-                    domain_removals=[],
                 )
             )
             nodes.clear()
@@ -147,7 +150,7 @@ def merged(deltas: list[InventoryDelta]) -> list[InventoryDelta]:
 
 
 async def _with_domain_changes(
-    session: AsyncSession, *, cluster: Cluster, delta: InventoryDelta, seq: int, cap: int | None
+    session: AsyncSession, *, cluster: Cluster, delta: CheckedDelta, seq: int, cap: int | None
 ) -> None:
     """Rebuild the snapshot the delta leads to and replace the inventory with it."""
     domain_rows = (
@@ -187,7 +190,7 @@ async def _with_domain_changes(
     }
     for name in delta.node_removals:
         nodes.pop(name, None)
-    nodes.update({n.name: n for n in delta.node_upserts})
+    nodes.update({n.name: node_model(n) for n in delta.node_upserts})
     for node in nodes.values():
         if node.domain is not None and node.domain not in domains:
             node.domain = None  # its domain was removed
@@ -230,7 +233,7 @@ _EXISTING = Read(
 )
 
 
-def _node_part(node: NodeIn) -> tuple[str, int, int] | None:
+def _node_part(node: NodeValues) -> tuple[str, int, int] | None:
     return contribution(
         gpu_model=node.gpu_model,
         gpu_allocatable=node.gpu_allocatable,

@@ -25,13 +25,18 @@ class DomainTree:
     names: dict[uuid.UUID, str] = field(default_factory=dict)  # id -> name
     parents: dict[uuid.UUID, uuid.UUID | None] = field(default_factory=dict)
     _paths: dict[uuid.UUID, tuple[str, ...]] = field(default_factory=dict)
+    _chains: dict[uuid.UUID | None, tuple[uuid.UUID, ...]] = field(default_factory=dict)
 
-    def chain(self, domain_id: uuid.UUID | None) -> list[uuid.UUID]:
-        """The domain and its ancestors, lowest first (none for a domain not in the tree)."""
-        chain = []
-        while domain_id is not None and domain_id in self.names:
-            chain.append(domain_id)
-            domain_id = self.parents.get(domain_id)
+    def chain(self, domain_id: uuid.UUID | None) -> tuple[uuid.UUID, ...]:
+        """The domain and its ancestors, lowest first (none for a domain not in the tree);
+        kept per domain (a delta asks for it twice per node)."""
+        chain = self._chains.get(domain_id)
+        if chain is None:
+            walk, at = [], domain_id
+            while at is not None and at in self.names:
+                walk.append(at)
+                at = self.parents.get(at)
+            chain = self._chains[domain_id] = tuple(walk)
         return chain
 
     def path(self, domain_id: uuid.UUID | None) -> tuple[str, ...]:

@@ -13,12 +13,13 @@ from volcano_global.db.models import Cluster
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import agent_seen
 from volcano_global.services.inventory.deltas import apply_delta, merged
+from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
 
 
 @dataclass(frozen=True)
 class NumberedDelta:
     seq: int
-    delta: InventoryDelta
+    delta: InventoryDelta | CheckedDelta
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ async def apply_in_sequence(
     applied = cluster.inventory_seq
     if snapshot_required(cluster):
         return DeltasOutcome(None, Resync("no inventory yet: send a snapshot", applied))
-    fresh: list[InventoryDelta] = []
+    fresh: list[CheckedDelta] = []
     resync = None
     for numbered in deltas:
         expected = applied + len(fresh) + 1
@@ -63,7 +64,7 @@ async def apply_in_sequence(
         if numbered.seq != expected:
             resync = Resync(f"gap: expected seq {expected}, got {numbered.seq}", expected - 1)
             break
-        fresh.append(numbered.delta)
+        fresh.append(checked_delta(numbered.delta))
     last = applied + len(fresh)
     if fresh:
         await agent_seen(session, cluster=cluster)  # as good as a heartbeat

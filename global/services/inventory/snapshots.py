@@ -11,6 +11,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
+from volcano_global.db.copy_rows import insert_tuples
 from volcano_global.db.models import (
     Cluster,
     ClusterGpuCapacity,
@@ -21,6 +22,12 @@ from volcano_global.db.models import (
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.domain_trees import mark_replaced
 from volcano_global.services.inventory.node_cap import require_node_cap
+from volcano_global.services.inventory.node_values import (
+    STORED,
+    CheckedSnapshot,
+    NodeValues,
+    checked_snapshot,
+)
 from volcano_global.services.wakeups import room_may_have_changed
 
 UNKNOWN_GPU_MODEL = "unknown"
@@ -61,13 +68,14 @@ async def replace_inventory(
     session: AsyncSession,
     *,
     cluster: Cluster,
-    snapshot: InventorySnapshot,
+    snapshot: InventorySnapshot | CheckedSnapshot,
     seq: int | None = None,
     max_nodes: int | None = None,
 ) -> Cluster:
     """Replace everything the Global holds about the cluster's nodes and topology, in the
     caller's transaction (nothing is half-applied), and bump the inventory generation. More
     than `max_nodes` nodes are refused (TooLarge; None: no cap)."""
+    snapshot = checked_snapshot(snapshot)
     require_node_cap(cluster.name, len(snapshot.nodes), max_nodes)
     mark_replaced(session, cluster.id)
     room_may_have_changed(session)
@@ -76,30 +84,50 @@ async def replace_inventory(
     await session.execute(
         delete(ClusterGpuCapacity).where(ClusterGpuCapacity.cluster_id == cluster.id)
     )
-
     domain_ids = {d.name: uuid.uuid4() for d in snapshot.domains}
     parents = {d.name: d.parent for d in snapshot.domains}
     # Parents before children, so the self-referencing foreign key holds row by row.
     ordered = sorted(snapshot.domains, key=lambda d: -d.tier)
-    await insert_many(
+    await insert_tuples(
         session,
-        TopologyDomain,
+        TopologyDomain.__table__,
+        ("id", "name", "tier", "tier_name", "parent_id"),
         [
-            {
-                "id": domain_ids[d.name],
-                "cluster_id": cluster.id,
-                "name": d.name,
-                "tier": d.tier,
-                "tier_name": d.tier_name,
-                "parent_id": domain_ids[d.parent] if d.parent else None,
-            }
+            (domain_ids[d.name], d.name, d.tier, d.tier_name, domain_ids.get(d.parent or ""))
             for d in ordered
         ],
+        constants={"cluster_id": cluster.id},
+        new_ids=False,
     )
+    cluster_tally, domain_tally = _tallies(snapshot.nodes, parents)
+    await insert_tuples(
+        session,
+        Node.__table__,
+        (*STORED, "domain_id"),
+        [(*n[:10], n.labels, n.taints, domain_ids.get(n.domain or "")) for n in snapshot.nodes],
+        constants={
+            "cluster_id": cluster.id,
+            "updated_at": utcnow(),
+            "seq": seq if seq is not None else cluster.inventory_seq,
+        },
+    )
+    await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
+    cluster.inventory_generation += 1
+    cluster.inventory_updated_at = utcnow()
+    if seq is not None:
+        cluster.inventory_seq = seq
+    await session.flush()
+    await session.refresh(cluster, ["capacities"])
+    return cluster
 
+
+def _tallies(
+    nodes: list[NodeValues], parents: dict[str, str | None]
+) -> tuple[GpuTally, dict[str, GpuTally]]:
+    """What the nodes add to the cluster and to each domain (and the domains above it)."""
     cluster_tally = GpuTally()
     domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
-    for node in snapshot.nodes:
+    for node in nodes:
         part = contribution(
             gpu_model=node.gpu_model,
             gpu_allocatable=node.gpu_allocatable,
@@ -114,23 +142,16 @@ async def replace_inventory(
         while domain is not None:
             domain_tally[domain].add(*part)
             domain = parents[domain]
+    return cluster_tally, domain_tally
 
-    await insert_many(
-        session,
-        Node,
-        [
-            {
-                "id": uuid.uuid4(),
-                "cluster_id": cluster.id,
-                "domain_id": domain_ids[n.domain] if n.domain else None,
-                "updated_at": utcnow(),
-                "seq": seq if seq is not None else cluster.inventory_seq,
-                **n.model_dump(exclude={"domain", "taints"}),
-                "taints": [t.model_dump(by_alias=True) for t in n.taints],
-            }
-            for n in snapshot.nodes
-        ],
-    )
+
+async def _insert_tallies(
+    session: AsyncSession,
+    cluster_id: uuid.UUID,
+    cluster_tally: GpuTally,
+    domain_tally: dict[str, GpuTally],
+    domain_ids: dict[str, uuid.UUID],
+) -> None:
     await insert_many(
         session,
         DomainGpuCapacity,
@@ -149,22 +170,11 @@ async def replace_inventory(
         session,
         ClusterGpuCapacity,
         [
-            {
-                "cluster_id": cluster.id,
-                "gpu_model": m,
-                "total_gpus": t,
-                "free_gpus": cluster_tally.free[m],
-            }
+            {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
             for m, t in cluster_tally.total.items()
+            for f in [cluster_tally.free[m]]
         ],
     )
-    cluster.inventory_generation += 1
-    cluster.inventory_updated_at = utcnow()
-    if seq is not None:
-        cluster.inventory_seq = seq
-    await session.flush()
-    await session.refresh(cluster, ["capacities"])
-    return cluster
 
 
 @dataclass(frozen=True)

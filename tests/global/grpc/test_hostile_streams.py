@@ -306,6 +306,28 @@ async def test_a_hypernode_change_at_the_cap_and_a_bad_one_get_clear_answers(
     assert await nodes(api) == CAP
 
 
+async def test_a_sequence_number_beyond_64_signed_bits_is_invalid_argument_naming_it(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """Before: a snapshot numbered 2**63 (the protocol's seq is unsigned) reached the database:
+    SQLite's driver raised OverflowError and the stream ended UNKNOWN. After: a snapshot or
+    delta numbered above 2**63 - 1 is INVALID_ARGUMENT naming the field; nothing is applied."""
+    stream = await streaming(app, east, nodes=4)
+    for message, field in (
+        (pb.AgentMessage(snapshot=pb.InventorySnapshot(seq=2**63)), "snapshot.seq"),
+        (pb.AgentMessage(delta=pb.InventoryDelta(seq=2**64 - 1)), "delta.seq"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stream.send(message)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (caught.value.details() or "").startswith(f"{field}: must be at most {2**63 - 1}")
+        await stream.close()
+        stream = Stream(app, east)
+        assert (await stream.hello()).applied_seq == 1
+    await stream.close()
+    assert await nodes(api) == 4
+
+
 def test_a_stray_validation_error_is_invalid_argument_naming_the_field() -> None:
     """Whatever validation error escapes a handler ends the stream with INVALID_ARGUMENT
     naming the field, not UNKNOWN with a traceback."""

@@ -1,0 +1,120 @@
+"""Inserting many rows given as tuples, in the driver's own terms: on Postgres one INSERT of
+`unnest` over one array parameter per column (asyncpg encodes the arrays in C), on SQLite one
+executemany on the driver; both through SQLAlchemy's connection, which translates errors as
+for any statement. Each
+value goes through its column type's bind processing as SQLAlchemy would apply it, taken once
+per column (JSON with orjson), instead of SQLAlchemy's per-row parameter handling, which cost
+more than the database's own work for an agent's 5,000-node snapshot (docs/benchmarks.md,
+"Ingest at 100 x 5,000").
+
+New primary keys are random (version 4) UUIDs made from one read of the OS's randomness for
+the whole batch; building a `uuid.UUID` per row cost as much as the insert."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import JSON, Table
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncSession
+
+Names = tuple[str, ...]
+Processor = Callable[[Any], Any]
+_VARIANT = "89ab"
+_PG = postgresql.dialect()
+
+
+async def insert_tuples(
+    session: AsyncSession,
+    table: Table,
+    columns: Names,
+    rows: Sequence[Sequence[Any]],
+    *,
+    constants: dict[str, Any],
+    new_ids: bool = True,
+) -> None:
+    """Insert a row per tuple of `rows` (values for `columns`, in order), each also with the
+    `constants` (column: value) and, with `new_ids`, a new random UUID as its `id`."""
+    if not rows:
+        return
+    connection = await session.connection()
+    dialect = connection.dialect
+    given = (*columns, *constants, *(("id",) if new_ids else ()))
+    constants = constants | _defaults(table, given)
+    processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
+    processors = [(i, p) for i, p in processors if p is not None]
+    fixed = tuple(_stored(table, c, v, dialect) for c, v in constants.items())
+    names = columns + tuple(constants) + (("id",) if new_ids else ())
+    ids = uuid_texts(len(rows), dashed=dialect.name == "postgresql") if new_ids else None
+    records = []
+    for n, row in enumerate(rows):
+        values = list(row)
+        for i, process in processors:
+            value = values[i]
+            if value is not None:
+                values[i] = process(value)
+        values.extend(fixed)
+        if ids is not None:
+            values.append(ids[n])
+        records.append(tuple(values))
+    if dialect.name == "postgresql":
+        # One parameter per column, each an array: one statement whatever the number of rows,
+        # its text the same for the same columns (prepared once per connection).
+        sql = _pg_insert(table, names)
+        await connection.exec_driver_sql(sql, tuple(list(c) for c in zip(*records, strict=True)))
+        return
+    marks = ", ".join("?" for _ in names)
+    # Table and column names come from the model, never from input.
+    sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})"
+    await connection.exec_driver_sql(sql, records)
+
+
+def _pg_insert(table: Table, names: Names) -> str:
+    arrays = ", ".join(
+        f"${i}::{table.c[c].type.compile(dialect=_PG)}[]" for i, c in enumerate(names, 1)
+    )
+    return f"INSERT INTO {table.name} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+
+
+def _defaults(table: Table, given: Names) -> dict[str, Any]:
+    """The scalar defaults of the columns not given (SQLAlchemy applies them in Python, so a
+    statement in the driver's terms must say them)."""
+    return {
+        c.name: c.default.arg  # type: ignore[union-attr]
+        for c in table.columns
+        if c.name not in given and c.default is not None and c.default.is_scalar
+    }
+
+
+def uuid_texts(count: int, *, dashed: bool) -> list[str]:
+    """`count` random version-4 UUIDs as text: 32 hex digits, or in the dashed form."""
+    hexes = os.urandom(16 * count).hex()
+    out = []
+    for start in range(0, 32 * count, 32):
+        h = hexes[start : start + 32]
+        variant = _VARIANT[int(h[16], 16) & 3]
+        if dashed:
+            out.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}")
+        else:
+            out.append(f"{h[:12]}4{h[13:16]}{variant}{h[17:]}")
+    return out
+
+
+def _processor(table: Table, column: str, dialect: Dialect) -> Processor | None:
+    type_ = table.c[column].type
+    if isinstance(type_, JSON) or isinstance(type_.dialect_impl(dialect), JSON):
+        return _json
+    return type_.dialect_impl(dialect).bind_processor(dialect)  # type: ignore[no-any-return]
+
+
+def _stored(table: Table, column: str, value: Any, dialect: Dialect) -> Any:
+    process = _processor(table, column, dialect)
+    return value if process is None or value is None else process(value)
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,67 @@
+"""Rows inserted as tuples in the driver's terms (COPY on Postgres, the driver's executemany
+on SQLite) read back as the ORM wrote them: UUIDs, JSON, booleans, timestamps; new ids are
+distinct version-4 UUIDs; a refused row leaves nothing of the batch."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from tests.factories import create_cluster
+from volcano_global.db.copy_rows import insert_tuples, uuid_texts
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster, Node
+
+COLUMNS = ("name", "gpu_allocatable", "ready", "labels", "taints", "domain_id")
+ROWS = [
+    ("n0", 8, True, {"zone": "a", "ünï": "ç"}, [{"key": "k", "value": None, "effect": "E"}], None),
+    ("n1", 0, False, {}, [], None),
+]
+
+
+def test_new_ids_are_version_4_uuids() -> None:
+    for dashed in (True, False):
+        texts = uuid_texts(1000, dashed=dashed)
+        ids = [uuid.UUID(t) for t in texts]
+        assert len(set(ids)) == 1000
+        assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+        assert all(("-" in t) == dashed for t in texts)
+
+
+async def test_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncClient) -> None:
+    cluster_id = await _cluster_id(app, api)
+    stamp = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    async with transaction(app.state.sessions) as session:
+        constants = {"cluster_id": cluster_id, "updated_at": stamp, "seq": 7}
+        await insert_tuples(session, Node.__table__, COLUMNS, ROWS, constants=constants)
+    async with transaction(app.state.sessions) as session:
+        nodes = (await session.execute(select(Node).order_by(Node.name))).scalars().all()
+    assert [tuple(getattr(n, c) for c in COLUMNS) for n in nodes] == ROWS
+    assert all(n.cluster_id == cluster_id and n.seq == 7 for n in nodes)
+    assert all(n.updated_at == stamp and n.gpu_used == 0 for n in nodes)
+    assert all(isinstance(n.id, uuid.UUID) and n.id.version == 4 for n in nodes)
+
+
+async def test_a_refused_row_leaves_nothing(app: FastAPI, api: httpx.AsyncClient) -> None:
+    cluster_id = await _cluster_id(app, api)
+    constants = {"cluster_id": cluster_id, "updated_at": datetime.now(UTC), "seq": 1}
+    with pytest.raises(IntegrityError):
+        async with transaction(app.state.sessions) as session:
+            twice = [ROWS[0], ROWS[1], ROWS[0]]  # (cluster, name) is unique
+            await insert_tuples(session, Node.__table__, COLUMNS, twice, constants=constants)
+    async with transaction(app.state.sessions) as session:
+        assert (await session.execute(select(Node.id))).all() == []
+
+
+async def _cluster_id(app: FastAPI, api: httpx.AsyncClient) -> uuid.UUID:
+    await create_cluster(api, "east")
+    async with transaction(app.state.sessions) as session:
+        return (
+            await session.execute(select(Cluster.id).where(Cluster.name == "east"))
+        ).scalar_one()

@@ -1,0 +1,96 @@
+"""The protocol nodes' fast check (`grpc/node_checks.py`) against the schema it stands in
+for: a node it clears is stored as `NodeIn` would store it, and a node it does not clear is
+refused with the schema's own error, naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from volcano_global.errors import Invalid
+from volcano_global.grpc.convert import _node, delta_from, snapshot_from
+from volcano_global.grpc.node_checks import checked_nodes
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.schemas.clusters import NodeIn
+from volcano_global.services.inventory.node_values import node_values
+
+DOMAINS = [pb.Domain(name="tor-0", tier=1)]
+GOOD: list[dict[str, Any]] = [
+    {"name": "n0"},
+    {
+        "name": "n1",
+        "gpu_model": "NVIDIA-H100-80GB-HBM3",  # GFD's product label: stored canonical
+        "gpu_allocatable": 8,
+        "gpu_used": 8,
+        "cpu_allocatable_millis": 2**30,
+        "cpu_used_millis": 5,
+        "memory_allocatable_bytes": 2**46,
+        "memory_used_bytes": 7,
+        "ready": False,
+        "schedulable": True,
+        "domain": "tor-0",
+        "labels": {"zone": "a", "empty": ""},
+        "taints": [{"key": "gpu", "value": "", "effect": "NoSchedule"}],
+    },
+    {"name": "x" * 253, "gpu_model": "  h100 ", "taints": [{"key": "k", "effect": "E"}]},
+]
+BAD = {  # field -> a node the schema refuses for it
+    "name": {"name": ""},
+    "gpu_model": {"name": "n", "gpu_model": "m" * 129},
+    "gpu_allocatable": {"name": "n", "gpu_allocatable": 1025},
+    "cpu_used_millis": {"name": "n", "cpu_used_millis": 2**30 + 1},
+    "memory_allocatable_bytes": {"name": "n", "memory_allocatable_bytes": 2**46 + 1},
+    "gpuUsed": {"name": "n", "gpu_allocatable": 2, "gpu_used": 3},
+    "labels": {"name": "n", "labels": {"a": "b\x00"}},
+    "taints": {"name": "n", "taints": [{"key": "k" * 318, "effect": "E"}]},
+    "domain": {"name": "n", "domain": "nowhere"},
+}
+
+
+def test_a_node_cleared_is_stored_as_the_schema_stores_it() -> None:
+    nodes = [pb.Node(**n) for n in GOOD]
+    fast = checked_nodes(nodes)
+    assert fast is not None
+    assert fast == [node_values(NodeIn.model_validate(_node(n))) for n in nodes]
+    assert fast[1].gpu_model == "H100" and fast[2].gpu_model == "h100"  # trimmed
+    snapshot = snapshot_from(pb.InventorySnapshot(domains=DOMAINS, nodes=nodes))
+    assert snapshot.nodes == fast and [d.name for d in snapshot.domains] == ["tor-0"]
+
+
+@pytest.mark.parametrize("field", sorted(BAD))
+def test_a_node_not_cleared_gets_the_schemas_error(field: str) -> None:
+    node = pb.Node(**BAD[field])
+    if field != "domain":  # (the domain is checked against the message's domains)
+        assert checked_nodes([node]) is None
+    with pytest.raises(Invalid) as refused:
+        snapshot_from(pb.InventorySnapshot(domains=DOMAINS, nodes=[pb.Node(name="ok"), node]))
+    assert field in str(refused.value.errors) and "nodes[1]" in str(refused.value.errors)
+
+
+def test_duplicates_and_removed_upserts_get_the_schemas_error() -> None:
+    twice = [pb.Node(name="n"), pb.Node(name="n")]
+    assert checked_nodes(twice) is None
+    with pytest.raises(Invalid, match="duplicate node"):
+        snapshot_from(pb.InventorySnapshot(nodes=twice))
+    with pytest.raises(Invalid, match="both changed and removed"):
+        delta_from(pb.InventoryDelta(node_upserts=[pb.Node(name="n")], node_removals=["n"]))
+    delta = delta_from(pb.InventoryDelta(node_upserts=[pb.Node(name="n")], node_removals=["m"]))
+    assert [n.name for n in delta.node_upserts] == ["n"] and delta.node_removals == ["m"]
+
+
+def test_more_nodes_than_a_message_may_carry_get_the_schemas_error() -> None:
+    many = [pb.Node(name=f"n{i}") for i in range(20_001)]
+    assert checked_nodes(many) is None
+    with pytest.raises(Invalid, match="at most 20000 items"):
+        snapshot_from(pb.InventorySnapshot(nodes=many))
+    with pytest.raises(Invalid, match="at most 20000 items"):
+        delta_from(pb.InventoryDelta(node_upserts=many))
+
+
+def test_a_sequence_number_beyond_64_signed_bits_is_refused_naming_the_field() -> None:
+    with pytest.raises(Invalid, match=r"snapshot\.seq"):
+        snapshot_from(pb.InventorySnapshot(seq=2**63))
+    with pytest.raises(Invalid, match=r"delta\.seq"):
+        delta_from(pb.InventoryDelta(seq=2**63))
+    assert snapshot_from(pb.InventorySnapshot(seq=2**63 - 1)).nodes == []
