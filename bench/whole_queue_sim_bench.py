@@ -1,0 +1,92 @@
+"""Every waiting job considered, in the simulator: section 3's gang fleets replayed with
+`SimOptions(whole_queue=False)` (the window only, as sections 3-3i were measured) and
+`whole_queue=True` (the default since issue 35 item 2), the same trace as `bench/sim_bench.py`
+(synthetic_llm, gangs of 32 GPUs or more, 300 jobs, load 1.0, window 50, deterministic time
+0.2), for cpsat and first-fit. Each fleet and seed's four runs are judged together
+(`simulation.comparison.judge`: the same jobs, an unfinished one charged until the last finish
+of any of the four). Prints a markdown row per fleet and seed as it completes:
+
+    .venv/bin/python bench/whole_queue_sim_bench.py [--fleets gang-two-regions.yaml,...] [--seeds 1,2,3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from volcano_global.simulation.comparison import judge
+from volcano_global.simulation.engine import SimOptions, SimResult, Simulation
+from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.workload import synthetic_llm
+from volcano_global.solver import Policy
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples" / "simulate"
+FLEETS = ("gang-two-regions.yaml", "gang-lingjun.yaml")
+POLICIES = (Policy.CPSAT, Policy.FIRST_FIT)
+JOBS, LOAD, WINDOW, DETERMINISTIC_TIME = 300, 1.0, 50, 0.2
+
+Case = tuple[str, int, Policy, bool]
+
+
+def _run(case: Case) -> tuple[Case, SimResult, float]:
+    fleet, seed, policy, whole = case
+    scenario = Scenario.load(EXAMPLES / fleet)
+    capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
+    jobs = synthetic_llm(seed=seed, jobs=JOBS, load=LOAD, capacity_gpus=capacity, min_gpus=32)
+    options = SimOptions(window=WINDOW, deterministic_time=DETERMINISTIC_TIME, whole_queue=whole)
+    started = time.monotonic()
+    result = Simulation(scenario, jobs, policy, options).run()
+    return case, result, time.monotonic() - started
+
+
+def _row(fleet: str, seed: int, done: dict[Case, tuple[SimResult, float]]) -> list[str]:
+    cases = [(fleet, seed, p, w) for p in POLICIES for w in (False, True)]
+    judged = dict(zip(cases, judge([done[c][0] for c in cases]), strict=True))
+    rows = []
+    for policy in POLICIES:
+        off, on = judged[(fleet, seed, policy, False)], judged[(fleet, seed, policy, True)]
+        wall = " / ".join(f"{done[(fleet, seed, policy, w)][1]:,.0f}" for w in (False, True))
+        rows.append(
+            f"| {fleet} | {seed} | {policy.value} | {off.finished}/{off.jobs} / "
+            f"{on.finished}/{on.jobs} | {off.avg_jct_s / 3600:.2f} / {on.avg_jct_s / 3600:.2f} "
+            f"| {on.avg_jct_s / off.avg_jct_s:.3f} | {off.large_avg_jct_s / 3600:.2f} / "
+            f"{on.large_avg_jct_s / 3600:.2f} | {on.large_avg_jct_s / off.large_avg_jct_s:.3f} "
+            f"| {wall} |"
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fleets", default=",".join(FLEETS))
+    parser.add_argument("--seeds", default="1,2,3")
+    args = parser.parse_args()
+    fleets, seeds = args.fleets.split(","), [int(s) for s in args.seeds.split(",")]
+    # cpsat first (the long runs), fleet by fleet, so a cut-short run leaves whole fleets.
+    cases = [(f, s, p, w) for f in fleets for p in POLICIES for s in seeds for w in (False, True)]
+    print(
+        "| fleet | seed | policy | finished off / on | avg JCT (h) off / on | on/off "
+        "| large gangs' avg JCT (h) off / on | on/off | simulated wall (s) off / on |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
+    done: dict[Case, tuple[SimResult, float]] = {}
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        for future in as_completed([pool.submit(_run, c) for c in cases]):
+            case, result, seconds = future.result()
+            done[case] = (result, seconds)
+            print(
+                f"done {case[0]} {case[1]} {case[2].value} {case[3]} {seconds:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+            fleet, seed = case[0], case[1]
+            group = [(fleet, seed, p, w) for p in POLICIES for w in (False, True)]
+            if all(c in done for c in group):
+                print("\n".join(_row(fleet, seed, done)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
