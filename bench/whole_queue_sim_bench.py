@@ -4,9 +4,13 @@
 (synthetic_llm, gangs of 32 GPUs or more, 300 jobs, load 1.0, window 50, deterministic time
 0.2), for cpsat and first-fit. Each fleet and seed's four runs are judged together
 (`simulation.comparison.judge`: the same jobs, an unfinished one charged until the last finish
-of any of the four). Prints a markdown row per fleet and seed as it completes:
+of any of the four, so first-fit's figures are not section 3's, judged with five policies).
+"Most waiting": the longest line (`SimResult.timeline`) of the window-only run; at or under
+the window, no job was ever beyond it and the two runs must agree. Prints a markdown row per
+fleet, seed and policy as they complete:
 
-    .venv/bin/python bench/whole_queue_sim_bench.py [--fleets gang-two-regions.yaml,...] [--seeds 1,2,3]
+    .venv/bin/python bench/whole_queue_sim_bench.py [--fleets gang-two-regions.yaml,...] \
+        [--seeds 1,2,3] [--jobs 300] [--load 1.0]
 """
 
 from __future__ import annotations
@@ -26,31 +30,39 @@ from volcano_global.solver import Policy
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples" / "simulate"
 FLEETS = ("gang-two-regions.yaml", "gang-lingjun.yaml")
 POLICIES = (Policy.CPSAT, Policy.FIRST_FIT)
-JOBS, LOAD, WINDOW, DETERMINISTIC_TIME = 300, 1.0, 50, 0.2
+WINDOW, DETERMINISTIC_TIME = 50, 0.2
 
-Case = tuple[str, int, Policy, bool]
+Case = tuple[str, int, Policy, bool, int, float]
 
 
 def _run(case: Case) -> tuple[Case, SimResult, float]:
-    fleet, seed, policy, whole = case
+    fleet, seed, policy, whole, n, load = case
     scenario = Scenario.load(EXAMPLES / fleet)
     capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
-    jobs = synthetic_llm(seed=seed, jobs=JOBS, load=LOAD, capacity_gpus=capacity, min_gpus=32)
+    jobs = synthetic_llm(seed=seed, jobs=n, load=load, capacity_gpus=capacity, min_gpus=32)
     options = SimOptions(window=WINDOW, deterministic_time=DETERMINISTIC_TIME, whole_queue=whole)
     started = time.monotonic()
     result = Simulation(scenario, jobs, policy, options).run()
     return case, result, time.monotonic() - started
 
 
-def _row(fleet: str, seed: int, done: dict[Case, tuple[SimResult, float]]) -> list[str]:
-    cases = [(fleet, seed, p, w) for p in POLICIES for w in (False, True)]
+def _group(case: Case) -> list[Case]:
+    fleet, seed, _, _, n, load = case
+    return [(fleet, seed, p, w, n, load) for p in POLICIES for w in (False, True)]
+
+
+def _row(case: Case, done: dict[Case, tuple[SimResult, float]]) -> list[str]:
+    cases = _group(case)
+    fleet, seed, n, load = case[0], case[1], case[4], case[5]
     judged = dict(zip(cases, judge([done[c][0] for c in cases]), strict=True))
     rows = []
     for policy in POLICIES:
-        off, on = judged[(fleet, seed, policy, False)], judged[(fleet, seed, policy, True)]
-        wall = " / ".join(f"{done[(fleet, seed, policy, w)][1]:,.0f}" for w in (False, True))
+        key = {w: (fleet, seed, policy, w, n, load) for w in (False, True)}
+        off, on = judged[key[False]], judged[key[True]]
+        wall = " / ".join(f"{done[key[w]][1]:,.0f}" for w in (False, True))
+        longest = max((len(s.pending) for s in done[key[False]][0].timeline), default=0)
         rows.append(
-            f"| {fleet} | {seed} | {policy.value} | {off.finished}/{off.jobs} / "
+            f"| {fleet} | {n} | {load} | {seed} | {policy.value} | {longest} | {off.finished}/{off.jobs} / "
             f"{on.finished}/{on.jobs} | {off.avg_jct_s / 3600:.2f} / {on.avg_jct_s / 3600:.2f} "
             f"| {on.avg_jct_s / off.avg_jct_s:.3f} | {off.large_avg_jct_s / 3600:.2f} / "
             f"{on.large_avg_jct_s / 3600:.2f} | {on.large_avg_jct_s / off.large_avg_jct_s:.3f} "
@@ -63,15 +75,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fleets", default=",".join(FLEETS))
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--load", type=float, default=1.0)
     args = parser.parse_args()
     fleets, seeds = args.fleets.split(","), [int(s) for s in args.seeds.split(",")]
     # cpsat first (the long runs), fleet by fleet, so a cut-short run leaves whole fleets.
-    cases = [(f, s, p, w) for f in fleets for p in POLICIES for s in seeds for w in (False, True)]
+    cases = [
+        (f, s, p, w, args.jobs, args.load)
+        for f in fleets
+        for p in POLICIES
+        for s in seeds
+        for w in (False, True)
+    ]
     print(
-        "| fleet | seed | policy | finished off / on | avg JCT (h) off / on | on/off "
+        "| fleet | jobs | load | seed | policy | most waiting | finished off / on | avg JCT (h) off / on | on/off "
         "| large gangs' avg JCT (h) off / on | on/off | simulated wall (s) off / on |"
     )
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     done: dict[Case, tuple[SimResult, float]] = {}
     with ProcessPoolExecutor(max_workers=2) as pool:
         for future in as_completed([pool.submit(_run, c) for c in cases]):
@@ -82,10 +102,8 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            fleet, seed = case[0], case[1]
-            group = [(fleet, seed, p, w) for p in POLICIES for w in (False, True)]
-            if all(c in done for c in group):
-                print("\n".join(_row(fleet, seed, done)), flush=True)
+            if all(c in done for c in _group(case)):
+                print("\n".join(_row(case, done)), flush=True)
 
 
 if __name__ == "__main__":
