@@ -10,7 +10,7 @@ the window, no job was ever beyond it and the two runs must agree. Prints a mark
 fleet, seed and policy as they complete:
 
     .venv/bin/python bench/whole_queue_sim_bench.py [--fleets gang-two-regions.yaml,...] \
-        [--seeds 1,2,3] [--jobs 300] [--load 1.0]
+        [--seeds 1,2,3] [--jobs 300] [--load 1.0] [--window 50]
 """
 
 from __future__ import annotations
@@ -32,37 +32,37 @@ FLEETS = ("gang-two-regions.yaml", "gang-lingjun.yaml")
 POLICIES = (Policy.CPSAT, Policy.FIRST_FIT)
 WINDOW, DETERMINISTIC_TIME = 50, 0.2
 
-Case = tuple[str, int, Policy, bool, int, float]
+Case = tuple[str, int, Policy, bool, int, float, int]
 
 
 def _run(case: Case) -> tuple[Case, SimResult, float]:
-    fleet, seed, policy, whole, n, load = case
+    fleet, seed, policy, whole, n, load, window = case
     scenario = Scenario.load(EXAMPLES / fleet)
     capacity = Simulation(scenario, [], Policy.CPSAT).capacity_gpus
     jobs = synthetic_llm(seed=seed, jobs=n, load=load, capacity_gpus=capacity, min_gpus=32)
-    options = SimOptions(window=WINDOW, deterministic_time=DETERMINISTIC_TIME, whole_queue=whole)
+    options = SimOptions(window=window, deterministic_time=DETERMINISTIC_TIME, whole_queue=whole)
     started = time.monotonic()
     result = Simulation(scenario, jobs, policy, options).run()
     return case, result, time.monotonic() - started
 
 
 def _group(case: Case) -> list[Case]:
-    fleet, seed, _, _, n, load = case
-    return [(fleet, seed, p, w, n, load) for p in POLICIES for w in (False, True)]
+    fleet, seed, _, _, n, load, window = case
+    return [(fleet, seed, p, w, n, load, window) for p in POLICIES for w in (False, True)]
 
 
 def _row(case: Case, done: dict[Case, tuple[SimResult, float]]) -> list[str]:
     cases = _group(case)
-    fleet, seed, n, load = case[0], case[1], case[4], case[5]
+    fleet, seed, n, load, window = case[0], case[1], case[4], case[5], case[6]
     judged = dict(zip(cases, judge([done[c][0] for c in cases]), strict=True))
     rows = []
     for policy in POLICIES:
-        key = {w: (fleet, seed, policy, w, n, load) for w in (False, True)}
+        key = {w: (fleet, seed, policy, w, n, load, window) for w in (False, True)}
         off, on = judged[key[False]], judged[key[True]]
         wall = " / ".join(f"{done[key[w]][1]:,.0f}" for w in (False, True))
         longest = max((len(s.pending) for s in done[key[False]][0].timeline), default=0)
         rows.append(
-            f"| {fleet} | {n} | {load} | {seed} | {policy.value} | {longest} | {off.finished}/{off.jobs} / "
+            f"| {fleet} | {n} | {load} | {window} | {seed} | {policy.value} | {longest} | {off.finished}/{off.jobs} / "
             f"{on.finished}/{on.jobs} | {off.avg_jct_s / 3600:.2f} / {on.avg_jct_s / 3600:.2f} "
             f"| {on.avg_jct_s / off.avg_jct_s:.3f} | {off.large_avg_jct_s / 3600:.2f} / "
             f"{on.large_avg_jct_s / 3600:.2f} | {on.large_avg_jct_s / off.large_avg_jct_s:.3f} "
@@ -77,21 +77,22 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--window", type=int, default=WINDOW)
     args = parser.parse_args()
     fleets, seeds = args.fleets.split(","), [int(s) for s in args.seeds.split(",")]
     # cpsat first (the long runs), fleet by fleet, so a cut-short run leaves whole fleets.
     cases = [
-        (f, s, p, w, args.jobs, args.load)
+        (f, s, p, w, args.jobs, args.load, args.window)
         for f in fleets
         for p in POLICIES
         for s in seeds
         for w in (False, True)
     ]
     print(
-        "| fleet | jobs | load | seed | policy | most waiting | finished off / on | avg JCT (h) off / on | on/off "
+        "| fleet | jobs | load | window | seed | policy | most waiting | finished off / on | avg JCT (h) off / on | on/off "
         "| large gangs' avg JCT (h) off / on | on/off | simulated wall (s) off / on |"
     )
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     done: dict[Case, tuple[SimResult, float]] = {}
     with ProcessPoolExecutor(max_workers=2) as pool:
         for future in as_completed([pool.submit(_run, c) for c in cases]):
