@@ -59,21 +59,26 @@ async def queue_heads(
     return rows
 
 
+# What the line is ordered by: (id, queue id, priority, total GPUs, submitted at, running
+# estimate, attained GPU-seconds).
+_HEAD = (
+    Job.id,
+    Job.queue_id,
+    Job.priority,
+    Job.total_gpus,
+    Job.submitted_at,
+    Job.running_estimate_seconds,
+    Job.attained_gpu_s,
+)
+
+
 def _head_of(
     queue_id: uuid.UUID, limit: int, excluding: Collection[uuid.UUID], least_served: bool
 ) -> Select[tuple[object, ...]]:
     skipped = Job.id.not_in(list(excluding)) if excluding else true()
     served = (Job.attained_gpu_s,) if least_served else ()
     head = (
-        select(
-            Job.id,
-            Job.queue_id,
-            Job.priority,
-            Job.total_gpus,
-            Job.submitted_at,
-            Job.running_estimate_seconds,
-            Job.attained_gpu_s,
-        )
+        select(*_HEAD)
         .where(Job.queue_id == queue_id, WAITING, skipped)
         .order_by(Job.priority.desc(), *served, Job.submitted_at, Job.id)
         .limit(limit)
@@ -89,17 +94,5 @@ async def waiting_rows(
     """Every waiting job by a few columns, no document: (id, queue id, priority, total GPUs,
     submitted at, running estimate, attained GPU-seconds, total pods, GPU model). What a round
     that considers the whole queue orders and screens (`solver.whole_queue`)."""
-    rows = await session.execute(
-        select(
-            Job.id,
-            Job.queue_id,
-            Job.priority,
-            Job.total_gpus,
-            Job.submitted_at,
-            Job.running_estimate_seconds,
-            Job.attained_gpu_s,
-            Job.total_pods,
-            Job.gpu_model,
-        ).where(WAITING)
-    )
+    rows = await session.execute(select(*_HEAD, Job.total_pods, Job.gpu_model).where(WAITING))
     return list(rows.all())
