@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, Table
+from sqlalchemy import JSON, Enum, String, Table
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.types import TypeEngine
 
 Names = tuple[str, ...]
 Processor = Callable[[Any], Any]
@@ -74,10 +75,17 @@ async def insert_tuples(
 
 
 def _pg_insert(table: Table, names: Names) -> str:
-    arrays = ", ".join(
-        f"${i}::{table.c[c].type.compile(dialect=_PG)}[]" for i, c in enumerate(names, 1)
-    )
+    arrays = ", ".join(f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(names, 1))
     return f"INSERT INTO {table.name} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+
+
+def _array_type(column_type: TypeEngine[Any]) -> str:
+    """A column's element type for an array parameter. A bounded string goes as text: an
+    explicit cast to VARCHAR(n) would cut a longer value silently, while the insert's own
+    assignment to the column refuses it."""
+    if isinstance(column_type, String) and not isinstance(column_type, Enum):
+        return "text"
+    return str(column_type.compile(dialect=_PG))
 
 
 def _defaults(table: Table, given: Names) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tests.factories import create_cluster
 from volcano_global.db.copy_rows import insert_tuples, uuid_texts
@@ -65,3 +65,18 @@ async def _cluster_id(app: FastAPI, api: httpx.AsyncClient) -> uuid.UUID:
         return (
             await session.execute(select(Cluster.id).where(Cluster.name == "east"))
         ).scalar_one()
+
+
+async def test_a_name_longer_than_its_column_is_refused_not_cut(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The schemas keep such names out; the database backs them up (Postgres: an explicit
+    cast to the array's VARCHAR(n) would cut it silently). SQLite has no lengths."""
+    if app.state.engine.dialect.name != "postgresql":
+        return  # SQLite stores text of any length: nothing to refuse there
+    cluster_id = await _cluster_id(app, api)
+    constants = {"cluster_id": cluster_id, "updated_at": datetime.now(UTC), "seq": 1}
+    with pytest.raises(DBAPIError, match="too long"):
+        async with transaction(app.state.sessions) as session:
+            long_name = [("n" * 300, *ROWS[0][1:])]
+            await insert_tuples(session, Node.__table__, COLUMNS, long_name, constants=constants)
