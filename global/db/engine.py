@@ -85,6 +85,9 @@ async def reading(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[As
 _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
 
 
+_MID_OPERATION = "another operation"
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """Whether a database error is transient (the database restarting, unreachable, busy or the
     connection lost mid-statement): the caller should be told to retry, not that we failed."""
@@ -101,5 +104,9 @@ def is_unavailable(exc: BaseException) -> bool:
             return True
         if type(error).__name__ in ("ConnectionDoesNotExistError", "InterfaceError"):
             return True  # asyncpg: the connection was closed under the statement
+        if type(error).__name__ == "InternalClientError" and _MID_OPERATION in str(error):
+            # asyncpg: an operation the database's restart cut left the connection mid-way;
+            # the pool's reset fails on it and drops it, so a retry gets a sound one.
+            return True
         error = error.__cause__
     return False

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global import failpoints
 from volcano_global.clock import Clock, SystemClock
-from volcano_global.db.engine import reading, transaction
+from volcano_global.db.engine import is_unavailable, reading, transaction
 from volcano_global.metrics import Metrics, observe_queue_waits
 from volcano_global.scheduler.leader import Leadership
 from volcano_global.services.dispatch.supervision import GangOutcome, supervise
@@ -321,7 +321,9 @@ class Scheduler:
                     timeout_s=self.settings.scheduling.preemption.start_timeout_s,
                     now=self.clock.now(),
                 )
-        except Exception:  # a defect in one nomination must not stop the rounds behind it
+        except Exception as exc:  # a defect in one nomination must not stop the rounds behind it
+            if is_unavailable(exc):
+                raise  # the database restarting: the loop retries, without a traceback
             log.exception("starting the nominated preemptors failed")
             started = []
         for name in started:
@@ -366,7 +368,9 @@ class Scheduler:
         try:
             async with transaction(self.sessions) as session:
                 await take_sample(session, now=self.clock.now())
-        except Exception:  # a missed sample is a gap in a chart, not a reason to stop rounds
+        except Exception as exc:  # a missed sample is a gap in a chart, not a reason to stop
+            if is_unavailable(exc):
+                raise  # the database restarting: the loop retries, without a traceback
             log.exception("sampling the federation for its history failed")
             return False
         return True
