@@ -153,3 +153,34 @@ def test_a_trace_that_places_data_on_a_cluster_the_scenario_lacks_is_refused(
     assert str(result.exception) == (
         "job a: dataset x: datasetClusters names clusters the scenario does not have: us-z"
     )
+
+
+def test_a_replica_ahead_of_demand_lets_a_later_reader_start_without_staging() -> None:
+    scenario = Scenario.model_validate(SCENARIO)
+    # r1 takes us-a for 1 h; r2 stages into us-b (inside the region: per-job copies do not
+    # leave it, margin 100); with two readers, corpus is popular: one copy goes to eu-a,
+    # without GPUs, at 1 s; r3 arrives after it landed (about 881 s) and starts in eu-a at
+    # once. Without replication r3 stages, holding its GPUs for the copy.
+    jobs = [
+        job("r1", 0, 16, 1, "corpus"),
+        job("r2", 1, 16, 1, "corpus"),
+        job("r3", 2000, 16, 1, "corpus"),
+    ]
+    replicate = DataOptions(replicate_readers=2, cross_region_margin=100.0)
+    result = Simulation(scenario, jobs, Policy.CPSAT, SimOptions(data=replicate)).run()
+    r3 = next(r for r in result.records if r.job.id == "r3")
+    assert r3.clusters == ("eu-a",) and r3.staging_s == 0 and r3.finish == 2000 + 3600
+    assert result.replicated_bytes == 10 * TIB == result.between_regions_bytes
+    plain = Simulation(scenario, jobs, Policy.CPSAT, SimOptions()).run()
+    assert next(r for r in plain.records if r.job.id == "r3").staging_s > 800
+    assert plain.replicated_bytes == 0
+
+
+def test_popularity_counts_the_readers_submitted_within_the_window() -> None:
+    scenario = Scenario.model_validate(SCENARIO)
+    jobs = [job("a", 0, 8, 1, "corpus"), job("b", 50, 8, 1, "corpus"), job("c", 90, 8, 1, "shared")]
+    state = Simulation(scenario, jobs, Policy.CPSAT).data
+    seen = state.popularity(now=100, window_s=60)  # b and c; a is older, not counted
+    assert {k: v.readers for k, v in seen.items()} == {"corpus": 1, "shared": 1}
+    assert seen["corpus"].holders == ("us-a",) and seen["corpus"].size_bytes == 10 * TIB
+    assert state.popularity(now=40, window_s=60)["corpus"].readers == 1  # b not yet arrived

@@ -464,3 +464,27 @@ def test_a_copy_between_regions_must_save_its_margin_over_waiting_for_the_holder
     assert plan_round(data, Policy.CPSAT, margin).starts != ()
     none = RoundOptions(data=DataOptions(cross_region_margin=0.0))
     assert plan_round(dataclass_replace(data, regions=regions), Policy.CPSAT, none).starts != ()
+
+
+def test_with_a_margin_prefetch_prefers_a_cluster_inside_the_region() -> None:
+    # west (the holder, region w) is busy for 10 h, east (region e) for 1 h, west2 (region w)
+    # for 2 h; a copy of 1 TiB takes about 88 s over either link. Without a margin the data
+    # goes to east, where room comes first; weighed 101 times (margin 100) the copy to east
+    # counts 2.5 h, so west2 (room in 2 h) is sooner and no byte leaves the region.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 0, 4), cluster("west", 0, 4), cluster("west2", 0, 4)),
+        (LINK, LinkState("west", "west2", 100.0)),
+        waiting=(gang("j", 16),),
+        running=(
+            busy("r", "west", 32, 36000.0),
+            busy("s", "east", 32, 3600.0),
+            busy("t", "west2", 32, 7200.0),
+        ),
+        data={"j": reads(1, "west")},
+        regions={"east": "e", "west": "w", "west2": "w"},
+    )
+    for margin, target in ((0.0, "east"), (100.0, "west2")):
+        options = RoundOptions(data=DataOptions(prefetch=True, cross_region_margin=margin))
+        (copy,) = plan_round(data, Policy.CPSAT, options).prefetch["j"]
+        assert (copy.source, copy.destination) == ("west", target)
