@@ -136,6 +136,28 @@ def test_the_command_reports_what_each_policy_staged(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
     assert line.startswith("cpsat: staged 10 TiB") and "per link:" in line
+    assert "replicas" not in line
+
+
+def test_the_command_replicates_a_popular_dataset_when_asked(tmp_path: Path) -> None:
+    scenario = tmp_path / "fleet.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,arrival,pods,gpusPerPod,duration,dataset\n"
+        "r1,0,2,8,3600,shared\nr2,1,2,8,3600,shared\nr3,2000,2,8,3600,shared\n"
+    )
+    args = ["simulate", "--scenario", str(scenario), "--trace", f"csv:{trace}"]
+    args += ["--policy", "cpsat", "--replicate-readers", "2", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
+    # shared (1 TiB) is in region us: r1 and r2 start there, no job stages; with two readers
+    # it is copied once into eu-a, where r3 then starts.
+    assert line == (
+        "cpsat: staged 1 TiB (1 TiB between regions) for 0 jobs, 0.0 h staging; per link: "
+        "eu-a<->us-b 1 TiB; of which replicas 1 TiB"
+    )
 
 
 def test_a_trace_that_places_data_on_a_cluster_the_scenario_lacks_is_refused(

@@ -11,6 +11,8 @@ import random
 from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
@@ -126,10 +128,17 @@ def test_staging_takes_what_a_split_job_leaves_of_a_link_and_a_second_copy_waits
     assert "waits for bandwidth: 0 Gbps free from west" in plan.outcomes["k"].reason
 
 
-def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() -> None:
+@pytest.mark.parametrize("ahead", [False, True])
+def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link(
+    ahead: bool,
+) -> None:
+    """`ahead`: with prefetch and replication on too (every dataset popular), their copies
+    counted with the rest."""
     rng = random.Random(7)
     names = ("a", "b", "c", "d")
-    copies = splits = evictions = 0
+    copies = splits = evictions = replicas = 0
+    more = DataOptions(prefetch=True, replicate_readers=1) if ahead else DataOptions()
+    regions = {"a": "x", "b": "x", "c": "y", "d": "y"} if ahead else {}
     for round_ in range(40):
         evicting = round_ % 2 == 1
         links = tuple(
@@ -163,22 +172,25 @@ def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() 
             waiting=tuple(waiting),
             running=tuple(victim(f"r{c}", c, rng.choice((600.0, 7200.0))) for c in names),
             data=needs,
+            regions=regions,
         )
         rules = Rules(min_run_s=0, wait_weight=None) if evicting else None
-        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules))
+        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules, data=more))
         held = {x.key: x.reserved_gbps for x in links}
         for d in (*plan.starts, *(e.placement for e in plan.evictions)):
             for r in d.reservations:
                 held[link_key(r.a, r.b)] += r.gbps
-        for group in plan.staging.values():
+        for group in (*plan.staging.values(), *plan.prefetch.values(), plan.replicas):
             for c in group:
                 held[link_key(c.source, c.destination)] += c.gbps
         for x in links:
             assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
         copies += sum(len(g) for g in plan.staging.values())
+        replicas += len(plan.replicas)
         splits += sum(len(d.shares) > 1 for d in plan.starts)
         evictions += len(plan.evictions)
     assert copies > 10 and splits > 5 and evictions > 3  # the rounds staged, split, evicted
+    assert replicas > 5 if ahead else replicas == 0
 
 
 def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:
