@@ -23,6 +23,11 @@ oversubscribes). Policies:
 - this engine with prefetch: a job that waits for its data's cluster has its data copied, now
   and without GPUs, to the cluster expected to have room sooner (`DataOptions.prefetch`; the
   simulator runs it, the server does not yet: an experiment for the next step);
+- this engine with replication ahead of demand (`DataOptions.replicate_readers`: a corpus
+  read by at least 3 jobs submitted in the last 24 h gets a copy, without GPUs, in each
+  region that holds none); with 5 readers and every job's own copy kept inside its region
+  (`cross_region_margin` 100), so bytes cross between regions only as replicas; and that with
+  prefetch (which then also stays inside the region);
 - a reference, not a policy: this engine on the same trace with every corpus everywhere.
 
 Per fleet and seed, the ceiling: first-fit data-oblivious's avg JCT over the no-wait bound (every
@@ -73,11 +78,27 @@ POLICIES = [
     ("this engine (data gravity)", Policy.CPSAT, DataMode.GRAVITY),
     ("first-fit with data gravity", Policy.FIRST_FIT, DataMode.GRAVITY),
     ("this engine, prefetch while waiting (simulator only)", Policy.CPSAT, DataMode.GRAVITY),
+    ("this engine, replication (>= 3 readers)", Policy.CPSAT, DataMode.GRAVITY),
+    (
+        "this engine, replication (>= 5 readers), per-job copies kept in their region",
+        Policy.CPSAT,
+        DataMode.GRAVITY,
+    ),
+    (
+        "the same, with prefetch inside the region (simulator only)",
+        Policy.CPSAT,
+        DataMode.GRAVITY,
+    ),
     # Not a policy: the same trace with every corpus in every cluster (nothing to stage).
     ("reference: this engine, every corpus everywhere", Policy.CPSAT, None),
 ]
 PREFETCH = 6
-REFERENCE = 7
+REPLICATION = 7, 8, 9  # replicate_readers 3; 5 with margin 100; and that with prefetch
+REFERENCE = 10
+# Per replication row: readers that make a dataset popular, and the cross-region margin of
+# its per-job copies (100: a job's own copy leaves its region only when no holder ever has
+# room; a copy between regions is then a replica, once per dataset and region).
+REPLICATE = {7: (3, None), 8: (5, 100.0), 9: (5, 100.0)}
 
 
 def _case(args: tuple[str, int, int, float, float, float]) -> tuple[str, int, list[dict], dict]:  # type: ignore[type-arg]
@@ -95,12 +116,14 @@ def _case(args: tuple[str, int, int, float, float, float]) -> tuple[str, int, li
     seconds = []
     local = scenario.model_copy(update={"datasets": []})
     for i, (_, policy, mode) in enumerate(POLICIES):
+        readers, kept = REPLICATE.get(i, (0, None))
         data = DataOptions(
             mode or DataMode.GRAVITY,
             staging_gbps=staging_gbps,
             reserve=i != 0,
-            prefetch=i == PREFETCH,
-            cross_region_margin=margin,
+            prefetch=i in (PREFETCH, REPLICATION[2]),
+            cross_region_margin=margin if kept is None else kept,
+            replicate_readers=readers,
         )
         options = SimOptions(data=data)
         started = time.monotonic()
@@ -120,6 +143,7 @@ def _case(args: tuple[str, int, int, float, float, float]) -> tuple[str, int, li
                 "avg_jct_s": judged.avg_jct_s,
                 "staged_tib": sum(result.moved_bytes.values()) / TIB,
                 "regions_tib": result.between_regions_bytes / TIB,
+                "replicated_tib": result.replicated_bytes / TIB,
                 "staging_h": sum(r.staging_s for r in result.records) / 3600,
                 "staged_jobs": sum(1 for r in result.records if r.staging_s > 0),
                 "oversubscribed_s": judged.oversubscribed_s,
@@ -166,8 +190,9 @@ def simulation_section(
             "Per seed, separated by /. JCT counts staging. Bytes staged in TiB.",
             "",
             "| policy | finished | avg JCT (h) | staged (TiB) | between regions (TiB) | "
-            "staging (GPU-holding h) | jobs staged | link oversubscribed (s) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            "of which replicas (TiB) | staging (GPU-holding h) | jobs staged | "
+            "link oversubscribed (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for i, (label, _, _) in enumerate(POLICIES):
             rows = [seed_rows[i] for seed_rows in per_seed]
@@ -176,6 +201,7 @@ def simulation_section(
                 f"| {_each(r['avg_jct_s'] / 3600 for r in rows)} "
                 f"| {_each([r['staged_tib'] for r in rows], 0)} "
                 f"| {_each([r['regions_tib'] for r in rows], 0)} "
+                f"| {_each([r['replicated_tib'] for r in rows], 0)} "
                 f"| {_each(r['staging_h'] for r in rows)} "
                 f"| {' / '.join(str(r['staged_jobs']) for r in rows)} "
                 f"| {max(r['oversubscribed_s'] for r in rows):,.0f} |"
@@ -216,17 +242,34 @@ def _ratios(per_seed: list[list[dict]]) -> str:  # type: ignore[type-arg]
     fetch_ff = ratio(0, PREFETCH, "avg_jct_s")
     fetch_filter = ratio(2, PREFETCH, "avg_jct_s")
     everywhere = ratio(0, REFERENCE, "avg_jct_s")
+    return _ratios_engine(vs_ff, vs_ff_reserved, vs_filter, vs_off, regions) + (
+        f" First-fit (copies reserved) gains "
+        f"{_each(ff_gravity, 2)}x from the data term alone. With prefetch (simulator only): "
+        f"{_each(fetch_ff, 2)}x vs first-fit data-oblivious, {_each(fetch_filter, 2)}x vs the "
+        f"hard filter. First-fit data-oblivious / this engine with every corpus everywhere: "
+        f"{_each(everywhere, 2)}x (what removing all staging gives this engine)."
+        + "".join(_replication(ratio, i) for i in REPLICATION)
+    )
+
+
+def _replication(ratio, row: int) -> str:  # type: ignore[no-untyped-def]
+    """One replication row against first-fit data-oblivious: JCT and bytes between regions."""
+    jct, moved = ratio(0, row, "avg_jct_s"), ratio(row, 0, "regions_tib")
+    return (
+        f" {POLICIES[row][0][0].upper()}{POLICIES[row][0][1:]}: **{min(jct):.2f}x** vs first-fit "
+        f"data-oblivious ({_each(jct, 2)}), bytes between regions / first-fit's at most "
+        f"**{max(moved):.2f}** ({_each(moved, 2)})."
+    )
+
+
+def _ratios_engine(vs_ff, vs_ff_reserved, vs_filter, vs_off, regions) -> str:  # type: ignore[no-untyped-def]
     return (
         f"Avg JCT, this engine against: first-fit data-oblivious **{min(vs_ff):.2f}x** "
         f"(per seed {_each(vs_ff, 2)}; with its copies reserved {_each(vs_ff_reserved, 2)}), "
         f"the hard filter **{min(vs_filter):.2f}x** "
         f"({_each(vs_filter, 2)}), its data term off **{min(vs_off):.2f}x** ({_each(vs_off, 2)}) "
         f"(minimum over seeds). Bytes between regions, this engine / first-fit data-oblivious: "
-        f"at most **{max(regions):.2f}** ({_each(regions, 2)}). First-fit (copies reserved) gains "
-        f"{_each(ff_gravity, 2)}x from the data term alone. With prefetch (simulator only): "
-        f"{_each(fetch_ff, 2)}x vs first-fit data-oblivious, {_each(fetch_filter, 2)}x vs the "
-        f"hard filter. First-fit data-oblivious / this engine with every corpus everywhere: "
-        f"{_each(everywhere, 2)}x (what removing all staging gives this engine)."
+        f"at most **{max(regions):.2f}** ({_each(regions, 2)})."
     )
 
 

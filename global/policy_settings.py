@@ -112,6 +112,15 @@ class DataSettings(BaseModel):
         "0: weighed as any copy. Fewer bytes between regions, at some cost in JCT "
         "(docs/benchmarks.md 3e).",
     )
+    replicate_readers: int = Field(
+        0,
+        ge=0,
+        description="A dataset read by at least this many jobs lately (those waiting, and "
+        "the recent readers the round is given) gets a copy, without GPUs, in each region "
+        "where no cluster holds it (`solver/replication.py`), so later jobs there find it "
+        "local. 0: never (the default while the server does not yet run copies that belong "
+        "to no share; docs/data.md).",
+    )
 
     @model_validator(mode="after")
     def _min_within_max(self) -> Self:

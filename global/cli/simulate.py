@@ -139,6 +139,14 @@ def simulate(
     staging_gbps: Annotated[
         float, typer.Option(min=1, help="Most one copy takes on a link (Gbps)")
     ] = DataOptions.staging_gbps,
+    replicate_readers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="A dataset read by at least this many jobs in the last 24 h gets a copy, "
+            "without GPUs, in each region that holds none (0: off)",
+        ),
+    ] = DataOptions.replicate_readers,
     out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
 ) -> None:
     """What-if: replay a job trace through the scheduler's queue order and placement engine,
@@ -180,6 +188,7 @@ def simulate(
             data,
             staging_gbps=staging_gbps,
             min_staging_gbps=min(DataOptions.min_staging_gbps, staging_gbps),
+            replicate_readers=replicate_readers,
         ),
     )
     try:
@@ -262,6 +271,7 @@ def _staging_lines(results: list[SimResult]) -> list[str]:
             f"{r.policy}: staged {size_text(sum(r.moved_bytes.values()))} "
             f"({size_text(r.between_regions_bytes)} between regions) for {len(staged)} jobs, "
             f"{hours:,.1f} h staging; per link: {links}"
+            + (f"; of which replicas {size_text(r.replicated_bytes)}" if r.replicated_bytes else "")
         )
     return lines
 

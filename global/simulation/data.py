@@ -5,6 +5,7 @@ staging to it succeeds (`services.dispatch.staging.data_arrived`)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -13,6 +14,7 @@ from volcano_global.simulation.speed import Pair, pair
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import CHECKPOINT, CheckpointNeed, DataNeeds, DatasetNeed
+from volcano_global.solver.replication import Popularity
 
 
 class DataState:
@@ -36,6 +38,10 @@ class DataState:
                 holders = set(ref.clusters) | in_region.get(ref.region or "", set())
                 if holders and not self.holders.get(ref.name):
                     self.holders[ref.name] = holders
+        # Who reads what, by arrival: what a round counts as read lately (`popularity`).
+        by_arrival = sorted(jobs, key=lambda j: j.arrival_s)
+        self.arrivals = [j.arrival_s for j in by_arrival]
+        self.reads = [{r.name for r in j.datasets} for j in by_arrival]
         self.checkpoints: dict[str, str] = {}  # job -> the cluster of its newest checkpoint
         self.moved: dict[Pair, int] = defaultdict(int)  # bytes staged per link
 
@@ -56,6 +62,20 @@ class DataState:
         where = self.checkpoints.get(job.id)
         point = CheckpointNeed(job.checkpoint_bytes, where) if where is not None else None
         return DataNeeds(datasets, point)
+
+    def popularity(self, now: float, window_s: float) -> dict[str, Popularity]:
+        """The jobs that read each dataset, submitted in the last `window_s` (waiting, running
+        or ended): what the server would count from its jobs' claims."""
+        first = bisect_right(self.arrivals, now - window_s)
+        last = bisect_right(self.arrivals, now)
+        count: dict[str, int] = defaultdict(int)
+        for names in self.reads[first:last]:
+            for name in names:
+                count[name] += 1
+        return {
+            name: Popularity(n, self.sizes.get(name), tuple(sorted(self.holders.get(name, ()))))
+            for name, n in count.items()
+        }
 
     def copied(self, copies: Iterable[Copy]) -> float:
         """Copies begin: bytes counted per link; the seconds until the last ends."""

@@ -88,6 +88,7 @@ class SimResult:
     evictions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, victim, by)
     moved_bytes: dict[speed.Pair, int] = field(default_factory=dict)  # staged, per link
     between_regions_bytes: int = 0  # staged between clusters of different regions
+    replicated_bytes: int = 0  # of which copies ahead of demand (`RoundPlan.replicas`)
 
     @property
     def demotions(self) -> int:
@@ -137,6 +138,7 @@ class Simulation:
         self.data = DataState(scenario, self.jobs)
         self.regions = {c.name: c.region for c in scenario.clusters if c.region}
         self.copies = Copies(self.data, self.options.data)
+        self.replicated = 0  # bytes copied ahead of demand
 
     def _tree(self, held: dict[str, int], pending: dict[str, int]) -> dict[str, QueueNode]:
         """The scenario's queues as the server's fair share and quotas read them."""
@@ -215,6 +217,7 @@ class Simulation:
             )
         result.moved_bytes = dict(self.data.moved)
         result.between_regions_bytes = self.data.between_regions()
+        result.replicated_bytes = self.replicated
         return result
 
     def _round(
@@ -323,6 +326,9 @@ class Simulation:
             copying=self.copies.copying(running),
             time_sharing=self.quanta,
             regions=self.regions,
+            popularity=self.data.popularity(now, self.options.reads_window_s)
+            if self.data and self.options.data.replicate_readers > 0
+            else {},
         )
 
     def _elastic(self, running: dict[str, Running]) -> list[TraceJob]:
@@ -371,6 +377,9 @@ class Simulation:
                 records[jd.job_id].clusters = jd.clusters
         for copies in plan.prefetch.values():
             self.copies.fetch(copies, now)
+        for copy in plan.replicas:  # each its own: its data arrives when it ends
+            self.copies.fetch((copy,), now)
+            self.replicated += copy.bytes
         elastic.unshrink(self.fleet, cuts, running)
         for grow in plan.grows:
             elastic.grow(self.fleet, grow.decision, running[grow.job_id], grow.links)

@@ -33,6 +33,9 @@ class SimOptions:
     resize_restart_s: float = 300.0
     # Where jobs may start given their data, and how fast staging copies (`solver.gravity`).
     data: DataOptions = field(default_factory=DataOptions)
+    # What a round counts as read lately (`DataOptions.replicate_readers`): the jobs that
+    # read each dataset submitted within this many seconds.
+    reads_window_s: float = 24 * 3600.0
     # Long jobs (by runningEstimate) held back while long work holds its share (`long_work`).
     long_work: LongWork | None = None
     # Time-sharing's limits, for the scenario's queues that opt in (`timeSharing: true`).

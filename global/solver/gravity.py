@@ -81,6 +81,9 @@ class DataOptions:
     # if it took this much longer (0.5: 1.5 times as long): it must save more than that over
     # waiting for a holder, and over staging inside the region, to be chosen.
     cross_region_margin: float = 0.0
+    # A dataset read by at least this many jobs lately gets a copy, without GPUs, in each
+    # region without a holder (`replication.replicate`); 0: never.
+    replicate_readers: int = 0
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ def _steer_one(
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     if not faster:
-        target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
+        target = _prefetch_target(job, staged, wait, room, weight) if options.prefetch else None
         if target is not None:
             ready = max(room.wait_s(job, (target,))[0], staged[target][0])
             room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
@@ -207,12 +210,17 @@ def _steer_one(
 
 
 def _prefetch_target(
-    job: JobRequest, staged: Mapping[str, tuple[float, float, str]], wait: float, room: Room
+    job: JobRequest,
+    staged: Mapping[str, tuple[float, float, str]],
+    wait: float,
+    room: Room,
+    weight: Mapping[str, float],
 ) -> str | None:
     """The cluster where a copy started now and room for the job are both expected soonest,
-    if sooner than a holder has room."""
+    if sooner than a holder has room (a copy that leaves its region counted `weight` times
+    its length, as for staging)."""
     ready = {
-        c: max(room.wait_s(job, (c,))[0], seconds)
+        c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
         for c, (seconds, *_) in staged.items()
         if math.isfinite(seconds)
     }

@@ -1,5 +1,6 @@
 """The data steps of a round (`round_plan.plan_round`): 6b, the starts' copies and the
-copies fetched for waiting jobs (`staging`); 7b, a preemptor's copies or no eviction
+copies fetched for waiting jobs, and 6c, the copies of popular datasets ahead of demand
+(`staging`; `replication.py`); 7b, a preemptor's copies or no eviction
 (`preemptor_copies`); and the outcomes' words for what the data decided (`with_data`). Step
 1b, where a job may start given its data, is `gravity.steer`."""
 
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from volcano_global.solver import copies as copies_
-from volcano_global.solver import gravity
+from volcano_global.solver import gravity, replication
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.model import Decision, JobDecision, LinkState, link_key
 from volcano_global.solver.outcomes import Outcome, Status
@@ -25,14 +26,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class _Staged:
-    """What step 6b leaves: the decision less the starts that cannot stage now, the starts,
-    their copies, the copies fetched for waiting jobs, and the links with all of it held."""
+    """What steps 6b and 6c leave: the decision less the starts that cannot stage now, the
+    starts, their copies, the copies fetched for waiting jobs, the copies ahead of demand,
+    and the links with all of it held."""
 
     decision: Decision
     starts: tuple[JobDecision, ...]
     links: tuple[LinkState, ...]
     copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
     fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
+    replicas: tuple[Copy, ...] = ()
 
 
 def staging(
@@ -44,7 +47,8 @@ def staging(
 ) -> _Staged:
     """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
     now is no start: it waits, with the reason, in the decision the later steps read), and
-    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
+    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left; step 6c,
+    the copies of popular datasets ahead of demand on what is left then."""
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     links = _after(data.links, starts)
     if not data.data:
@@ -64,8 +68,33 @@ def staging(
     fetches = copies_.prefetch(
         steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions
     )
-    return _Staged(
-        decision, starts, copies_.reserved(links, fetches, options.data), copies, fetches
+    links = copies_.reserved(links, fetches, options.data)
+    replicas = _replicas(data, links, (*copies.values(), *fetches.values()), options)
+    links = copies_.reserved(links, {"": replicas}, options.data)
+    return _Staged(decision, starts, links, copies, fetches, replicas)
+
+
+def _replicas(
+    data: RoundInput,
+    links: tuple[LinkState, ...],
+    planned: tuple[tuple[Copy, ...], ...],
+    options: RoundOptions,
+) -> tuple[Copy, ...]:
+    """Step 6c (`replication.replicate`), counting the waiting readers and the caller's; the
+    data on its way includes the round's own copies (`planned`)."""
+    if options.data.replicate_readers <= 0:
+        return ()
+    waiting = (w.request.id for w in data.waiting)
+    popular = replication.popularity(data.data, waiting, data.popularity)
+    bound: dict[str, set[str]] = defaultdict(set)
+    for name, where in data.copying.items():
+        bound[name].update(where)
+    for group in planned:
+        for c in group:
+            bound[c.data].add(c.destination)
+    in_flight = {name: tuple(sorted(where)) for name, where in bound.items()}
+    return replication.replicate(
+        popular, data.clusters, links, options.data, data.regions, in_flight
     )
 
 

@@ -31,6 +31,9 @@ admit, requeue, with an explicit status per entry):
    6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
    not gets its copies, reserved on the links the starts left (`copies.stage`); one that
    cannot stage now waits.
+   6c (after 6b). **Replication**: a dataset read lately by enough jobs gets a copy, without
+   GPUs, in each region that holds none (`replication.replicate`; off unless
+   `DataOptions.replicate_readers`), on what the starts and their copies left of the links.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
@@ -89,6 +92,7 @@ from volcano_global.solver.preemption import (
     remaining,
     standings,
 )
+from volcano_global.solver.replication import Popularity
 from volcano_global.solver.round_data import preemptor_copies, staging, with_data
 from volcano_global.solver.round_sharing import demotions
 from volcano_global.solver.timesharing import TimeSharing
@@ -139,6 +143,9 @@ class RoundInput:
     data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
     regions: Mapping[str, str] = field(default_factory=dict)  # cluster -> region, where known
+    # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
+    # its waiting readers only).
+    popularity: Mapping[str, Popularity] = field(default_factory=dict)
     # The queues that time-share (`timesharing`): name -> quantum, in seconds.
     time_sharing: Mapping[str, float] = field(default_factory=dict)
     # Waiting jobs not read in full (the server's fast pass found no room for them, step 1d
@@ -184,6 +191,8 @@ class RoundPlan:
     staging: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)  # by start
     # Copies for waiting jobs, started now without GPUs (`DataOptions.prefetch`).
     prefetch: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)
+    # Copies of popular datasets ahead of demand, belonging to no job (step 6c).
+    replicas: tuple[Copy, ...] = ()
 
     @property
     def waiting(self) -> int:
@@ -231,7 +240,7 @@ def plan_round(
     grows = _grows(data, decision, growth, staged.links)  # 6
     left = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
-        copied = staged.copies | staged.fetches
+        copied = staged.copies | staged.fetches | {"": staged.replicas}
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
     evictions, preempting, unevicted = preemptor_copies(
@@ -261,6 +270,7 @@ def plan_round(
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
+        replicas=staged.replicas,
     )
 
 

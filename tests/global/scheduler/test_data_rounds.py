@@ -307,11 +307,13 @@ def test_the_servers_staging_defaults_are_the_rounds() -> None:
         defaults.staging_gbps,
         defaults.min_staging_gbps,
         defaults.cross_region_margin,
+        defaults.replicate_readers,
     ) == (
         options.mode.value,
         options.staging_gbps,
         options.min_staging_gbps,
         options.cross_region_margin,
+        options.replicate_readers,
     )
 
 

@@ -136,6 +136,28 @@ def test_the_command_reports_what_each_policy_staged(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
     assert line.startswith("cpsat: staged 10 TiB") and "per link:" in line
+    assert "replicas" not in line
+
+
+def test_the_command_replicates_a_popular_dataset_when_asked(tmp_path: Path) -> None:
+    scenario = tmp_path / "fleet.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,arrival,pods,gpusPerPod,duration,dataset\n"
+        "r1,0,2,8,3600,shared\nr2,1,2,8,3600,shared\nr3,2000,2,8,3600,shared\n"
+    )
+    args = ["simulate", "--scenario", str(scenario), "--trace", f"csv:{trace}"]
+    args += ["--policy", "cpsat", "--replicate-readers", "2", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("cpsat: staged"))
+    # shared (1 TiB) is in region us: r1 and r2 start there, no job stages; with two readers
+    # it is copied once into eu-a, where r3 then starts.
+    assert line == (
+        "cpsat: staged 1 TiB (1 TiB between regions) for 0 jobs, 0.0 h staging; per link: "
+        "eu-a<->us-b 1 TiB; of which replicas 1 TiB"
+    )
 
 
 def test_a_trace_that_places_data_on_a_cluster_the_scenario_lacks_is_refused(
@@ -153,3 +175,34 @@ def test_a_trace_that_places_data_on_a_cluster_the_scenario_lacks_is_refused(
     assert str(result.exception) == (
         "job a: dataset x: datasetClusters names clusters the scenario does not have: us-z"
     )
+
+
+def test_a_replica_ahead_of_demand_lets_a_later_reader_start_without_staging() -> None:
+    scenario = Scenario.model_validate(SCENARIO)
+    # r1 takes us-a for 1 h; r2 stages into us-b (inside the region: per-job copies do not
+    # leave it, margin 100); with two readers, corpus is popular: one copy goes to eu-a,
+    # without GPUs, at 1 s; r3 arrives after it landed (about 881 s) and starts in eu-a at
+    # once. Without replication r3 stages, holding its GPUs for the copy.
+    jobs = [
+        job("r1", 0, 16, 1, "corpus"),
+        job("r2", 1, 16, 1, "corpus"),
+        job("r3", 2000, 16, 1, "corpus"),
+    ]
+    replicate = DataOptions(replicate_readers=2, cross_region_margin=100.0)
+    result = Simulation(scenario, jobs, Policy.CPSAT, SimOptions(data=replicate)).run()
+    r3 = next(r for r in result.records if r.job.id == "r3")
+    assert r3.clusters == ("eu-a",) and r3.staging_s == 0 and r3.finish == 2000 + 3600
+    assert result.replicated_bytes == 10 * TIB == result.between_regions_bytes
+    plain = Simulation(scenario, jobs, Policy.CPSAT, SimOptions()).run()
+    assert next(r for r in plain.records if r.job.id == "r3").staging_s > 800
+    assert plain.replicated_bytes == 0
+
+
+def test_popularity_counts_the_readers_submitted_within_the_window() -> None:
+    scenario = Scenario.model_validate(SCENARIO)
+    jobs = [job("a", 0, 8, 1, "corpus"), job("b", 50, 8, 1, "corpus"), job("c", 90, 8, 1, "shared")]
+    state = Simulation(scenario, jobs, Policy.CPSAT).data
+    seen = state.popularity(now=100, window_s=60)  # b and c; a is older, not counted
+    assert {k: v.readers for k, v in seen.items()} == {"corpus": 1, "shared": 1}
+    assert seen["corpus"].holders == ("us-a",) and seen["corpus"].size_bytes == 10 * TIB
+    assert state.popularity(now=40, window_s=60)["corpus"].readers == 1  # b not yet arrived

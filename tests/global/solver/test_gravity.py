@@ -11,6 +11,8 @@ import random
 from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
@@ -126,10 +128,17 @@ def test_staging_takes_what_a_split_job_leaves_of_a_link_and_a_second_copy_waits
     assert "waits for bandwidth: 0 Gbps free from west" in plan.outcomes["k"].reason
 
 
-def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() -> None:
+@pytest.mark.parametrize("ahead", [False, True])
+def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link(
+    ahead: bool,
+) -> None:
+    """`ahead`: with prefetch and replication on too (every dataset popular), their copies
+    counted with the rest."""
     rng = random.Random(7)
     names = ("a", "b", "c", "d")
-    copies = splits = evictions = 0
+    copies = splits = evictions = replicas = 0
+    more = DataOptions(prefetch=True, replicate_readers=1) if ahead else DataOptions()
+    regions = {"a": "x", "b": "x", "c": "y", "d": "y"} if ahead else {}
     for round_ in range(40):
         evicting = round_ % 2 == 1
         links = tuple(
@@ -163,22 +172,25 @@ def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() 
             waiting=tuple(waiting),
             running=tuple(victim(f"r{c}", c, rng.choice((600.0, 7200.0))) for c in names),
             data=needs,
+            regions=regions,
         )
         rules = Rules(min_run_s=0, wait_weight=None) if evicting else None
-        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules))
+        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules, data=more))
         held = {x.key: x.reserved_gbps for x in links}
         for d in (*plan.starts, *(e.placement for e in plan.evictions)):
             for r in d.reservations:
                 held[link_key(r.a, r.b)] += r.gbps
-        for group in plan.staging.values():
+        for group in (*plan.staging.values(), *plan.prefetch.values(), plan.replicas):
             for c in group:
                 held[link_key(c.source, c.destination)] += c.gbps
         for x in links:
             assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
         copies += sum(len(g) for g in plan.staging.values())
+        replicas += len(plan.replicas)
         splits += sum(len(d.shares) > 1 for d in plan.starts)
         evictions += len(plan.evictions)
     assert copies > 10 and splits > 5 and evictions > 3  # the rounds staged, split, evicted
+    assert replicas > 5 if ahead else replicas == 0
 
 
 def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:
@@ -464,3 +476,27 @@ def test_a_copy_between_regions_must_save_its_margin_over_waiting_for_the_holder
     assert plan_round(data, Policy.CPSAT, margin).starts != ()
     none = RoundOptions(data=DataOptions(cross_region_margin=0.0))
     assert plan_round(dataclass_replace(data, regions=regions), Policy.CPSAT, none).starts != ()
+
+
+def test_with_a_margin_prefetch_prefers_a_cluster_inside_the_region() -> None:
+    # west (the holder, region w) is busy for 10 h, east (region e) for 1 h, west2 (region w)
+    # for 2 h; a copy of 1 TiB takes about 88 s over either link. Without a margin the data
+    # goes to east, where room comes first; weighed 101 times (margin 100) the copy to east
+    # counts 2.5 h, so west2 (room in 2 h) is sooner and no byte leaves the region.
+    data = RoundInput(
+        NOW,
+        (cluster("east", 0, 4), cluster("west", 0, 4), cluster("west2", 0, 4)),
+        (LINK, LinkState("west", "west2", 100.0)),
+        waiting=(gang("j", 16),),
+        running=(
+            busy("r", "west", 32, 36000.0),
+            busy("s", "east", 32, 3600.0),
+            busy("t", "west2", 32, 7200.0),
+        ),
+        data={"j": reads(1, "west")},
+        regions={"east": "e", "west": "w", "west2": "w"},
+    )
+    for margin, target in ((0.0, "east"), (100.0, "west2")):
+        options = RoundOptions(data=DataOptions(prefetch=True, cross_region_margin=margin))
+        (copy,) = plan_round(data, Policy.CPSAT, options).prefetch["j"]
+        assert (copy.source, copy.destination) == ("west", target)
