@@ -112,6 +112,13 @@ class DataSettings(BaseModel):
         "0: weighed as any copy. Fewer bytes between regions, at some cost in JCT "
         "(docs/benchmarks.md 3e).",
     )
+    prefetch: bool = Field(
+        True,
+        description="A job waiting for a busy cluster that holds its data has the data copied "
+        "now, without GPUs, to the cluster expected to have room for it sooner (a copy that "
+        "belongs to no share, its bandwidth reserved until it ends; docs/data.md). Off: only "
+        "starts stage.",
+    )
 
     @model_validator(mode="after")
     def _min_within_max(self) -> Self:

@@ -180,6 +180,7 @@ class Scheduler:
                 staging_gbps=scheduling.data.staging_gbps,
                 min_staging_gbps=scheduling.data.min_staging_gbps,
                 cross_region_margin=scheduling.data.cross_region_margin,
+                prefetch=scheduling.data.prefetch,
             ),
             long_work=LongWork(scheduling.long_work.long_s, scheduling.long_work.share)
             if scheduling.long_work.enabled

@@ -74,8 +74,8 @@ class DataOptions:
     # MultiKueue-like baseline of bench/data_bench.py). Never the product's setting.
     reserve: bool = True
     # A job that waits for a holder has its data copied now, without GPUs, to the cluster
-    # expected to have room for it before the holder does (`prefetch`). Simulator only: the
-    # server does not yet run a copy that belongs to no share.
+    # expected to have room for it before the holder does (`prefetch`). The server runs these
+    # copies as `data_copies` (setting `scheduling.data.prefetch`, on by default there).
     prefetch: bool = False
     # A copy that leaves its region (egress, where clusters' regions are known) is weighed as
     # if it took this much longer (0.5: 1.5 times as long): it must save more than that over
@@ -189,6 +189,11 @@ def _steer_one(
     if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
+    if faster and options.prefetch and not any(room.free_now(job, c) for c in faster):
+        # Only an eviction could make room where it would stage: copying the data without
+        # GPUs to where room comes first beats evicting to stage there (GPUs held while it
+        # copies), when such a place exists; else the eviction path stays.
+        faster = () if _prefetch_target(job, staged, wait, room) is not None else faster
     if not faster:
         target = _prefetch_target(job, staged, wait, room) if options.prefetch else None
         if target is not None:
