@@ -39,11 +39,14 @@ async def apply(api: httpx.AsyncClient, *documents: dict[str, Any]) -> None:
     assert response.status_code == 200, response.text
 
 
-async def submit(api: httpx.AsyncClient, name: str, estimate: str, *, reads: bool = True) -> str:
-    """A job that takes a whole 64-GPU cluster (reading corpus, claimed, if `reads`)."""
+async def submit(
+    api: httpx.AsyncClient, name: str, estimate: str, *, reads: bool = True, replicas: int = 8
+) -> str:
+    """A job of `replicas` pods of 8 GPUs, by default a whole 64-GPU cluster (reading corpus,
+    claimed, if `reads`)."""
     if reads:
         await apply(api, data_source_claim(f"{name}-corpus", source="corpus", workload=name))
-    document = job_document(name, replicas=8, runningEstimate=estimate)
+    document = job_document(name, replicas=replicas, runningEstimate=estimate)
     response = await api.post("/api/v1/jobs", json=document)
     assert response.status_code == 201, response.text
     return str(response.json()["uid"])
