@@ -12,8 +12,9 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from tests.data_rounds import clusters_of, corpus, job, put_inventory, reader, rows
-from tests.factories import create_cluster
+from tests.data_documents import data_source, data_source_claim
+from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
+from tests.factories import create_cluster, job_document, split_annotations, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
@@ -145,3 +146,49 @@ async def test_cancelling_the_job_stops_its_copy(app: FastAPI, api: httpx.AsyncC
         assert list(held.scalars()) == []  # the copy's reservation is gone
     await report(app, copy, CopyPhase.STOPPED)
     assert (await copies(app))[0].state is CopyState.STOPPED
+
+
+async def test_a_split_share_staging_and_a_prefetch_never_oversubscribe_the_links(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """gpu-c holds the corpus and is busy for 10 h; `train` (96 GPUs) splits over gpu-a and
+    gpu-b (50 Gbps between them) and stages into both (100 Gbps on each 150 Gbps link from
+    gpu-c); `next` then waits for room (train's hour) and its data is prefetched over what is
+    left of a link from gpu-c: 50 Gbps, the link full, never more."""
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        await create_cluster(api, name)
+        await put_inventory(api, name)
+    for a, b, gbps in (("gpu-a", "gpu-b", 400), ("gpu-a", "gpu-c", 150), ("gpu-b", "gpu-c", 150)):
+        link = {"clusterA": a, "clusterB": b, "capacityGbps": gbps}
+        assert (await api.post("/api/v1/links", json=link)).status_code == 201
+    await corpus(api, where="gpu-c")
+    hog = await reader(api, "hog", estimate="10h")
+    assert (await app.state.scheduler.run_once()).result.placed == [hog]
+    await put_inventory(api, "gpu-c", used=8)
+    await apply(api, data_source_claim("train-corpus", workload="train"))
+    train = job_document("train", replicas=12, runningEstimate="1h")  # 96 GPUs: a split
+    train["metadata"]["annotations"] = split_annotations(4, crossing_gbps=50)
+    uid = (await submit(api, train)).json()["uid"]
+    assert (await app.state.scheduler.run_once()).result.placed == [uid]
+    assert await links(api) == {"gpu-a-gpu-b": 50.0, "gpu-a-gpu-c": 100.0, "gpu-b-gpu-c": 100.0}
+    for name in ("gpu-a", "gpu-b"):
+        await put_inventory(api, name, used=8)
+
+    # `next` reads another corpus of gpu-c (the first is on its way to gpu-a and gpu-b already).
+    await apply(api, data_source("corpus-v4", clusters=("gpu-c",), size="2Ti"))
+    await apply(api, data_source_claim("next-corpus", source="corpus-v4", workload="next"))
+    waiting = await reader(api, "next", estimate="30m", claim=False)
+    for _ in range(2):  # and a second round adds nothing
+        assert (await app.state.scheduler.run_once()).result.placed == []
+    (copy,) = await copies(app)
+    assert (copy.gbps, copy.source_cluster.name) == (50.0, "gpu-c")
+    assert copy.job_id == uuid.UUID(waiting)
+    held = await links(api)
+    assert held[f"{copy.destination_cluster.name}-gpu-c"] == 150.0  # full, not over
+    capacity = {"gpu-a-gpu-b": 400, "gpu-a-gpu-c": 150, "gpu-b-gpu-c": 150}
+    assert all(held[k] <= capacity[k] for k in held)
+
+
+async def links(api: httpx.AsyncClient) -> dict[str, float]:
+    items = (await api.get("/api/v1/links")).json()["items"]
+    return {f"{i['clusterA']}-{i['clusterB']}": i["reservedGbps"] for i in items}

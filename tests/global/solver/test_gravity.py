@@ -11,6 +11,8 @@ import random
 from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from volcano_global.solver import (
     ClusterCapacity,
     JobRequest,
@@ -126,10 +128,14 @@ def test_staging_takes_what_a_split_job_leaves_of_a_link_and_a_second_copy_waits
     assert "waits for bandwidth: 0 Gbps free from west" in plan.outcomes["k"].reason
 
 
-def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() -> None:
+@pytest.mark.parametrize("prefetch", [False, True], ids=["staging", "staging+prefetch"])
+def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link(
+    prefetch: bool,
+) -> None:
+    """With prefetch (the server's default), the copies made for waiting jobs count too."""
     rng = random.Random(7)
     names = ("a", "b", "c", "d")
-    copies = splits = evictions = 0
+    copies = splits = evictions = fetched = 0
     for round_ in range(40):
         evicting = round_ % 2 == 1
         links = tuple(
@@ -165,20 +171,23 @@ def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link() 
             data=needs,
         )
         rules = Rules(min_run_s=0, wait_weight=None) if evicting else None
-        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules))
+        options = RoundOptions(preemption=rules, data=DataOptions(prefetch=prefetch))
+        plan = plan_round(data, Policy.CPSAT, options)
         held = {x.key: x.reserved_gbps for x in links}
         for d in (*plan.starts, *(e.placement for e in plan.evictions)):
             for r in d.reservations:
                 held[link_key(r.a, r.b)] += r.gbps
-        for group in plan.staging.values():
+        for group in (*plan.staging.values(), *plan.prefetch.values()):
             for c in group:
                 held[link_key(c.source, c.destination)] += c.gbps
+        fetched += sum(len(g) for g in plan.prefetch.values())
         for x in links:
             assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
         copies += sum(len(g) for g in plan.staging.values())
         splits += sum(len(d.shares) > 1 for d in plan.starts)
         evictions += len(plan.evictions)
     assert copies > 10 and splits > 5 and evictions > 3  # the rounds staged, split, evicted
+    assert fetched > 3 if prefetch else fetched == 0  # and, with prefetch, fetched
 
 
 def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:
