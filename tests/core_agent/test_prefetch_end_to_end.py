@@ -21,6 +21,7 @@ from tests.data_documents import data_source, data_source_claim
 from tests.factories import create_cluster, eventually, job_document
 from tests.server_process import free_port
 from volcano_global.app import create_app
+from volcano_global.cli.data import staging_rows
 
 SPEC = ClusterSpec.model_validate(
     {
@@ -112,6 +113,16 @@ async def test_a_global_restarted_in_the_middle_of_a_copy_loses_nothing_of_it(
             await fed.reach(await submit(api, "short", "30m", reads=False), "Running")
             uid = await submit(api, "train", "20s")
             await eventually(lambda: _phase(api, "Copying"))
+            # `vglobal get staging` shows it where it shows shares' staging.
+            (row,) = staging_rows((await api.get("/api/v1/staging")).json())
+            assert {k: row[k] for k in ("kind", "job", "data", "from", "to", "gbps")} == {
+                "kind": "prefetch",
+                "job": "ml/train",
+                "data": "corpus",
+                "from": "west",
+                "to": "east",
+                "gbps": 100.0,
+            }
         second = create_app(settings)
         async with second.router.lifespan_context(second), _rest(second) as api:
             fed = Federation(second, api)
