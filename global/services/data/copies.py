@@ -18,6 +18,7 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.models import (
     RUNNING_COPY,
     Cluster,
+    ClusterState,
     CopyState,
     DataCopy,
     EventType,
@@ -151,6 +152,27 @@ async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: s
     for copy in rows.scalars():
         failed = CopyState.STOPPED if copy.state is CopyState.STOPPING else CopyState.FAILED
         await _end(session, copy, failed, copy.reason or reason)
+
+
+async def fail_lost(session: AsyncSession) -> list[DataCopy]:
+    """The running copies into a cluster that is no longer Ready end Failed (its agent cannot
+    report their end; the bandwidth returns), as a lost cluster's shares end."""
+    rows = await session.execute(
+        select(DataCopy)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(SENT), Cluster.state != ClusterState.READY)
+        .with_for_update(of=DataCopy, skip_locked=True)
+    )
+    lost = list(rows.scalars())
+    for copy in lost:
+        where = copy.destination_cluster
+        why = f"cluster {where.name} is {where.state.value}"
+        if copy.state is CopyState.STOPPING:
+            await _end(session, copy, CopyState.STOPPED, copy.reason or why)
+        else:
+            await _end(session, copy, CopyState.FAILED, why)
+            await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
+    return lost
 
 
 async def list_copies(

@@ -10,15 +10,16 @@ import uuid
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
 from tests.factories import create_cluster, job_document, split_annotations, submit
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, CopyState, DataCopy, LinkReservation
+from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data.copies import apply_report
+from volcano_global.services.dispatch.supervision import supervise
 
 
 async def reserved(api: httpx.AsyncClient) -> float:
@@ -192,3 +193,19 @@ async def test_a_split_share_staging_and_a_prefetch_never_oversubscribe_the_link
 async def links(api: httpx.AsyncClient) -> dict[str, float]:
     items = (await api.get("/api/v1/links")).json()["items"]
     return {f"{i['clusterA']}-{i['clusterB']}": i["reservedGbps"] for i in items}
+
+
+async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidth(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+    assert await reserved(api) == 0
+    assert (await job(api, uid))["state"] == "Pending"
