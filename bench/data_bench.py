@@ -22,7 +22,7 @@ oversubscribes). Policies:
   term's share of the result from the solver's);
 - this engine with prefetch: a job that waits for its data's cluster has its data copied, now
   and without GPUs, to the cluster expected to have room sooner (`DataOptions.prefetch`; the
-  simulator runs it, the server does not yet: an experiment for the next step);
+  server runs the same planning, writing the copies as `data_copies`: docs/data.md);
 - a reference, not a policy: this engine on the same trace with every corpus everywhere.
 
 Per fleet and seed, the ceiling: first-fit data-oblivious's avg JCT over the no-wait bound (every

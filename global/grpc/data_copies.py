@@ -11,7 +11,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from volcano_global.db.engine import transaction
+from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import CopyState
 from volcano_global.rpc.copies import CopyStatus, DataCopyCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -29,23 +29,24 @@ async def due(
     runs_copies: bool,
 ) -> list[pb.GlobalMessage]:
     """The copy messages this stream has not sent yet (`sent`: copy id, whether a stop)."""
-    async with transaction(sessions) as session:
+    async with reading(sessions) as session:
         rows = await copies.to_send(session, cluster_id=cluster_id)
-        if rows and not runs_copies:
+    if rows and not runs_copies:
+        async with transaction(sessions) as session:
             await copies.fail_copies(session, cluster_id=cluster_id, reason=OLD_AGENT)
-            return []
-        out = []
-        for row in rows:
-            stop = row.state is CopyState.STOPPING
-            if (row.id, stop) in sent:
-                continue
-            sent.add((row.id, stop))
-            if stop:
-                cancel = DataCopyCancellation(copy_id=str(row.id), reason=row.reason)
-                out.append(pb.GlobalMessage(copy_cancellation=cancel.to_proto()))
-            else:
-                out.append(pb.GlobalMessage(copy=copies.assignment(row).to_proto()))
-        return out
+        return []
+    out = []
+    for row in rows:
+        stop = row.state is CopyState.STOPPING
+        if (row.id, stop) in sent:
+            continue
+        sent.add((row.id, stop))
+        if stop:
+            cancel = DataCopyCancellation(copy_id=str(row.id), reason=row.reason)
+            out.append(pb.GlobalMessage(copy_cancellation=cancel.to_proto()))
+        else:
+            out.append(pb.GlobalMessage(copy=copies.assignment(row).to_proto()))
+    return out
 
 
 async def record_report(

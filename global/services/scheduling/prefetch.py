@@ -102,19 +102,12 @@ async def stop_for_starts(
 ) -> None:
     """The copies made for jobs that now start (job id, its clusters) stop, unless they go
     to a cluster the job starts in: a copy for nobody would hold bandwidth other jobs'
-    staging waits for, and a copy half done is no data anywhere."""
-    if not starts:
-        return
+    staging waits for, and a copy half done is no data anywhere. One query for them all."""
     keep = {
         context.jobs[key]: {context.cluster_ids[c] for c in clusters}
         for key, clusters in starts
         if key in context.jobs
     }
-    where = {key: ", ".join(clusters) for key, clusters in starts}
-    for key, job_id in ((k, context.jobs[k]) for k, _ in starts if k in context.jobs):
-        await stop_copies(
-            session,
-            job_ids=[job_id],
-            reason=f"its job started in {where[key]}",
-            keep={job_id: keep[job_id]},
-        )
+    await stop_copies(
+        session, job_ids=list(keep), reason="its job started in other clusters", keep=keep
+    )
