@@ -128,8 +128,12 @@ def steer(
         s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {})
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
-        if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
-            s = replace(s, prefetch_to=None)
+        moving = [i.name for i in wanted if i.name in (copying or {})]
+        if s.prefetch_to is not None and moving:  # on its way already: said, not fetched again
+            where = {c for name in moving for c in (copying or {})[name]}
+            note = s.note.removesuffix(f"; copying it to {s.prefetch_to} meanwhile")
+            said = f"{', '.join(moving)} is being copied to {_list(sorted(where))} meanwhile"
+            s = replace(s, prefetch_to=None, note=f"{note}; {said}")
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided

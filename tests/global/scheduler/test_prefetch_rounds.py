@@ -93,6 +93,7 @@ async def test_a_waiting_jobs_data_is_copied_where_room_comes_first_and_it_start
 
     assert (await app.state.scheduler.run_once()).result.placed == []
     assert len(await copies(app)) == 1  # one copy into one place, not one a round
+    assert "corpus-v3 is being copied to gpu-a meanwhile" in (await job(api, uid))["pendingReason"]
 
     await report(app, copy, CopyPhase.COPYING)
     await report(app, copy, CopyPhase.SUCCEEDED)
