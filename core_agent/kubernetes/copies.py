@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.staging import Stager
 from core_agent.sources import CopyReport
@@ -48,8 +49,11 @@ def as_share(copy: DataCopyAssignment) -> ShareAssignment:
 
 
 class Copies:
-    def __init__(self, stager: Stager, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, stager: Stager, *, own_namespace: str, retry: RetryPolicy | None = None
+    ) -> None:
         self.stager = stager
+        self.own_namespace = own_namespace  # where it makes no Job, as for shares
         self.retry = retry or RetryPolicy()
         self._running: dict[str, asyncio.Task[None]] = {}
         self._stops: dict[str, asyncio.Event] = {}
@@ -80,6 +84,10 @@ class Copies:
 
     async def _run(self, copy: DataCopyAssignment, report: CopyReport, stop: asyncio.Event) -> None:
         share, total = as_share(copy), copy.item.bytes
+        if (refusal := namespace_refusal(copy.namespace, self.own_namespace)) is not None:
+            failed = CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.FAILED, message=refusal)
+            self._end(report, failed)
+            return
 
         def progress(staged: int) -> None:
             status = CopyStatus(

@@ -67,7 +67,8 @@ class KubernetesSource:
         self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api, staging=staging)
-        self.copies = Copies(self.shares.stager)  # copies that belong to no share
+        # Copies that belong to no share, in the namespaces shares may use.
+        self.copies = Copies(self.shares.stager, own_namespace=self.shares.own_namespace)
         self.data = DataHeld()  # labelled PVCs and Fluid Datasets (presence.py)
         kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS, STAGING_JOBS)
         self._synced = {kind.name: asyncio.Event() for kind in kinds}

@@ -7,6 +7,7 @@ Global: a waiting job's data is prefetched into the emulated cluster and its loc
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from core_agent.kubernetes.source import KubernetesSource
@@ -95,6 +96,15 @@ async def test_a_failed_copy_is_reported_with_the_reason() -> None:
         source.apply_copy(COPY, reports.append)
         await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
         assert "BackoffLimitExceeded" in reports[-1].message
+
+
+async def test_a_copy_into_a_system_namespace_fails_and_makes_no_job() -> None:
+    async with agent() as (emulator, source, _):
+        reports: list[CopyStatus] = []
+        source.apply_copy(replace(COPY, namespace="kube-system"), reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
+        assert "system namespace 'kube-system'" in reports[-1].message
+        assert staging_jobs(emulator) == []
 
 
 def fill(emulator: Any) -> None:
