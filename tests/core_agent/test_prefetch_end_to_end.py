@@ -148,3 +148,31 @@ def _rest(app: Any) -> httpx.AsyncClient:
         base_url="http://t",
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     )
+
+
+async def test_cancelling_the_job_stops_its_copy_in_the_member_cluster(database_url: str) -> None:
+    async with federation(database_url) as fed:
+        clusters = {n: SimulatedCluster.from_spec(n, SPEC) for n in ("east", "west")}
+        for name, cluster in clusters.items():
+            await fed.join(name, cluster)  # time_scale 1: the copy takes 8.6 s
+        await fed.link("east", "west")
+        await fed.ready("east", "west")
+        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
+        await fed.reach(await submit(fed.api, "hog", "1h"), "Running")
+        await fed.reach(await submit(fed.api, "short", "30m", reads=False), "Running")
+        uid = await submit(fed.api, "train", "20s")
+        await eventually(lambda: _phase(fed.api, "Copying"))
+
+        assert (await fed.api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200
+
+        async def stopped() -> bool:
+            found = (await fed.api.get(f"/api/v1/jobs/{uid}/data")).json()["copies"]
+            return [c["state"] for c in found] == ["Stopped"]
+
+        await eventually(stopped)
+        (copy_id,) = clusters["east"].copies
+        assert clusters["east"].copies[copy_id][0].phase.value == "Stopped"  # its agent stopped it
+        source = (await fed.api.get("/api/v1/datasources/corpus")).json()
+        assert source["clusters"] == ["west"]  # nothing arrived
+        links = (await fed.api.get("/api/v1/links")).json()["items"]
+        assert links[0]["reservedGbps"] == 0
