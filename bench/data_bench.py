@@ -22,7 +22,7 @@ oversubscribes). Policies:
   term's share of the result from the solver's);
 - this engine with prefetch: a job that waits for its data's cluster has its data copied, now
   and without GPUs, to the cluster expected to have room sooner (`DataOptions.prefetch`; the
-  simulator runs it, the server does not yet: an experiment for the next step);
+  server runs the same planning, writing the copies as `data_copies`: docs/data.md);
 - this engine with replication ahead of demand (`DataOptions.replicate_readers`: a corpus
   read by at least 3 jobs submitted in the last 24 h gets a copy, without GPUs, in each
   region that holds none); with 5 readers and every job's own copy kept inside its region

@@ -20,6 +20,12 @@ from core_agent.presence import PresenceReports
 from core_agent.reconnect import REFUSED, Reconnect
 from core_agent.sources import InventorySource
 from volcano_global import __version__
+from volcano_global.rpc.copies import (
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+    DataCopyCancellation,
+)
 from volcano_global.rpc.shares import (
     ShareAssignment,
     ShareCancellation,
@@ -80,6 +86,10 @@ class AgentClient:
         self.share_inventory_s = 0.0
         # The data sources the cluster holds, for a Global that takes them (presence.py).
         self.presence = PresenceReports(getattr(source, "data_present", None))
+        # Copies that belong to no share: each one's latest status not yet written (state,
+        # not events: the Global sends a copy again on each stream until it knows its end).
+        self.copy_reports: dict[str, pb.DataCopyReport] = {}
+        self.takes_copies = False  # the Global's Welcome says it takes copy reports
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -184,6 +194,7 @@ class AgentClient:
                 agent_version=__version__,
                 last_acked_seq=self.acked,
                 source=self.source.name,
+                data_copies=getattr(self.source, "apply_copy", None) is not None,
             )
             await call.write(pb.AgentMessage(hello=hello))
             welcome = await call.read()
@@ -193,6 +204,7 @@ class AgentClient:
             self.share_phases = phases_accepted(welcome.welcome)  # an older Global knows fewer
             self.share_inventory_s = float(welcome.welcome.share_inventory_interval_seconds)
             self.presence.begin(welcome.welcome)
+            self.takes_copies = welcome.welcome.data_copies
             # Every unacknowledged report before the list: a share that ended while the last
             # stream was down and was then removed from the cluster (a Volcano Job's TTL, a
             # user) would otherwise be missing from the list, and the Global would take it
@@ -291,11 +303,14 @@ class AgentClient:
                 next_beat = time.monotonic() + self.heartbeat_s
 
     async def _write_reports(self, call: grpc.aio.StreamStreamCall) -> None:
-        """The reports not yet written on this stream, in order."""
+        """The reports not yet written on this stream, in order; then the copies' news."""
         for seq, report in list(self.unacked_reports.items()):
             if seq > self._reports_written:
                 await call.write(pb.AgentMessage(job_status=report_for(report, self.share_phases)))
                 self._reports_written = seq
+        while self.takes_copies and self.copy_reports:
+            copy_id = next(iter(self.copy_reports))
+            await call.write(pb.AgentMessage(copy_report=self.copy_reports.pop(copy_id)))
 
     async def _send_share_inventory(self, call: grpc.aio.StreamStreamCall, reason: str) -> None:
         """Every share the cluster holds, read from it, for the Global to reconcile with its
@@ -372,10 +387,40 @@ class AgentClient:
                             phase=SharePhase.CANCELLED,
                         )
                     )
+            elif kind == "copy":
+                self._apply_copy(message.copy)
+            elif kind == "copy_cancellation":
+                cancel = getattr(self.source, "cancel_copy", None)
+                if cancel is not None:
+                    cancel(
+                        DataCopyCancellation.from_proto(message.copy_cancellation), self.report_copy
+                    )
             elif kind == "resync":
                 log.warning("resync requested: %s", message.resync.reason)
                 self._resync_requested = True
                 self.source.changed.set()  # wake the writer
+
+    def _apply_copy(self, message: pb.DataCopyAssignment) -> None:
+        copy = DataCopyAssignment.from_proto(message)
+        apply = getattr(self.source, "apply_copy", None)
+        if apply is not None:
+            apply(copy, self.report_copy)
+        else:
+            why = f"the {self.source.name} source cannot run copies"
+            self.report_copy(CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.FAILED, message=why))
+
+    def report_copy(self, status: CopyStatus) -> None:
+        """Queue a copy's status for the writer (the latest one per copy)."""
+        if status.phase.ended:
+            log.info(
+                "copy %s: %s%s",
+                status.copy_id,
+                status.phase.value,
+                f" ({status.message})" if status.message else "",
+            )
+        self.copy_reports.pop(status.copy_id, None)
+        self.copy_reports[status.copy_id] = status.to_proto()
+        self.source.changed.set()  # wake the writer
 
     def report(self, status: ShareStatus) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge

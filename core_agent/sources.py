@@ -5,7 +5,8 @@ shares (`apply_share`, `cancel_share`) reports on them through a `Report`, and l
 share its cluster holds (`held_shares() -> list[HeldShare]`, read from the cluster, with the
 assignments it is still applying) for the Global to reconcile with its placements. A source
 that can tell which data its cluster holds says so (`data_present() -> set[str]`: DataSource
-names, core_agent/presence.py) and sets `changed` when that grows."""
+names, core_agent/presence.py) and sets `changed` when that grows. A source that runs copies
+that belong to no share (`apply_copy`, `cancel_copy`) reports on them through a `CopyReport`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from core_agent.inventory import Changes, Inventory
+from volcano_global.rpc.copies import CopyStatus
 from volcano_global.rpc.shares import ShareStatus
 
 Report = Callable[[ShareStatus], None]  # the agent's client numbers and sends the report
+# A copy that belongs to no share (`apply_copy`, `cancel_copy`): where it stands, sent as is.
+CopyReport = Callable[[CopyStatus], None]
 
 
 class InventorySource(Protocol):

@@ -118,8 +118,15 @@ class DataSettings(BaseModel):
         description="A dataset read by at least this many jobs lately (those waiting, and "
         "the recent readers the round is given) gets a copy, without GPUs, in each region "
         "where no cluster holds it (`solver/replication.py`), so later jobs there find it "
-        "local. 0: never (the default while the server does not yet run copies that belong "
-        "to no share; docs/data.md).",
+        "local. 0: never. The simulator runs these copies; the server does not yet (a copy "
+        "of no job has no namespace for its staging Job; docs/data.md).",
+    )
+    prefetch: bool = Field(
+        True,
+        description="A job waiting for a busy cluster that holds its data has the data copied "
+        "now, without GPUs, to the cluster expected to have room for it sooner (a copy that "
+        "belongs to no share, its bandwidth reserved until it ends; docs/data.md). Off: only "
+        "starts stage.",
     )
 
     @model_validator(mode="after")

@@ -16,17 +16,19 @@ from typing import Any
 
 from core_agent.inventory import Changes, Inventory
 from core_agent.kubernetes.adapter import HYPERNODE, Kind, KubeApi
+from core_agent.kubernetes.copies import Copies
 from core_agent.kubernetes.held import held_shares
 from core_agent.kubernetes.hypernodes import HyperNodeTopology
 from core_agent.kubernetes.presence import DataHeld
 from core_agent.kubernetes.shares import VOLCANO_JOBS, MemberJobs
 from core_agent.kubernetes.staging import STAGING_JOBS, StagingConfig
 from core_agent.kubernetes.watcher import Progress, Store, watch_forever
-from core_agent.sources import Report
+from core_agent.sources import CopyReport, Report
 from volcano_global.jobspec.accelerators import VOLCANO_VGPU, is_accelerator, node_model
 from volcano_global.jobspec.fields import Checker
 from volcano_global.jobspec.pods import pod_resources
 from volcano_global.jobspec.quantity import parse_quantity
+from volcano_global.rpc.copies import DataCopyAssignment, DataCopyCancellation
 from volcano_global.rpc.shares import HeldShare, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
@@ -65,6 +67,8 @@ class KubernetesSource:
         self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
         self.shares = MemberJobs(api, global_api=global_api, staging=staging)
+        # Copies that belong to no share, in the namespaces shares may use.
+        self.copies = Copies(self.shares.stager, own_namespace=self.shares.own_namespace)
         self.data = DataHeld()  # labelled PVCs and Fluid Datasets (presence.py)
         kinds = (NODES, BOUND_PODS, HYPERNODES, VOLCANO_JOBS, STAGING_JOBS)
         self._synced = {kind.name: asyncio.Event() for kind in kinds}
@@ -109,6 +113,7 @@ class KubernetesSource:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.shares.stop()
+        await self.copies.stop()
 
     # -- shares of global jobs (Volcano Jobs) ----------------------------------------------------
     def bind_reporter(self, report: Report) -> None:
@@ -119,6 +124,12 @@ class KubernetesSource:
 
     def cancel_share(self, cancellation: ShareCancellation, report: Report) -> None:
         self.shares.cancel_share(cancellation, report)
+
+    def apply_copy(self, copy: DataCopyAssignment, report: CopyReport) -> None:
+        self.copies.apply_copy(copy, report)
+
+    def cancel_copy(self, cancel: DataCopyCancellation, report: CopyReport) -> None:
+        self.copies.cancel_copy(cancel, report)
 
     def held_shares(self) -> list[HeldShare]:
         """Every share the cluster holds: its Volcano Jobs by their placement label."""

@@ -11,9 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core_agent.inventory import Changes, Inventory
-from core_agent.sources import Report
+from core_agent.sources import CopyReport, Report
 from volcano_global.clusterspec import layout
 from volcano_global.clusterspec.spec import ClusterSpec
+from volcano_global.rpc.copies import (
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+    DataCopyCancellation,
+)
 from volcano_global.rpc.shares import (
     HeldShare,
     ShareAssignment,
@@ -78,6 +84,8 @@ class SimulatedCluster:
         self.time_scale = time_scale  # 0.01: a job of 100 s runs for 1 s
         self.start_delay_s = 0.0  # simulated seconds from binding to all pods running
         self.shares: dict[str, _RunningShare] = {}
+        # Copies that belong to no share: where each stands, and its timer while it copies.
+        self.copies: dict[str, tuple[CopyStatus, asyncio.TimerHandle | None]] = {}
         self._touched = Changes()
 
     # -- construction ---------------------------------------------------------------------
@@ -198,6 +206,43 @@ class SimulatedCluster:
             share.assignment.placement_id,
             report,
         )
+
+    # -- copies that belong to no share (prefetch) ---------------------------------------------
+    def apply_copy(self, copy: DataCopyAssignment, report: CopyReport) -> None:
+        """Copying for `bytes * 8 / gbps` simulated seconds (scaled by `time_scale`), then
+        Succeeded. Applying a copy twice changes nothing: where it stands is reported again
+        (in memory: a restarted simulated agent starts a copy sent again from the start)."""
+        known = self.copies.get(copy.copy_id)
+        if known is not None:
+            report(known[0])
+            return
+        status = CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.COPYING, bytes=copy.item.bytes)
+        timer = asyncio.get_running_loop().call_later(
+            copy.item.seconds * self.time_scale, self._copied, copy, report
+        )
+        self.copies[copy.copy_id] = (status, timer)
+        report(status)
+
+    def _copied(self, copy: DataCopyAssignment, report: CopyReport) -> None:
+        done = CopyStatus(
+            copy_id=copy.copy_id,
+            phase=CopyPhase.SUCCEEDED,
+            staged_bytes=copy.item.bytes,
+            bytes=copy.item.bytes,
+        )
+        self.copies[copy.copy_id] = (done, None)
+        report(done)
+
+    def cancel_copy(self, cancel: DataCopyCancellation, report: CopyReport) -> None:
+        known = self.copies.get(cancel.copy_id)
+        if known is not None and known[0].phase.ended:
+            report(known[0])  # it ended before the stop arrived: its end stands
+            return
+        if known is not None and known[1] is not None:
+            known[1].cancel()
+        stopped = CopyStatus(copy_id=cancel.copy_id, phase=CopyPhase.STOPPED, message=cancel.reason)
+        self.copies[cancel.copy_id] = (stopped, None)
+        report(stopped)
 
     def held_shares(self) -> list[HeldShare]:
         """Every share this cluster holds, finished ones too (in memory: a simulated agent that

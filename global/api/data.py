@@ -22,6 +22,7 @@ from volcano_global.jobspec.manifests import Manifest
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.data import (
     CheckpointNeedOut,
+    DataCopyOut,
     DatasetNeedOut,
     DataSourceClaimList,
     DataSourceClaimOut,
@@ -130,9 +131,15 @@ async def delete_claim(
 @router.get("/staging", operation_id="listStaging", responses=error_responses(401, 403))
 async def list_staging(session: Session, caller: Reader) -> StagingList:
     """The shares whose data is being copied into their cluster now, oldest placement first,
-    with the agent's progress; a queue user sees its queues' jobs."""
-    rows = await views.staging_in_progress(session, queues=caller.visible_queues())
-    return StagingList(items=[StagingOut.model_validate(r) for r in rows])
+    with the agent's progress, and the copies that belong to no share running now (prefetch);
+    a queue user sees its queues' jobs."""
+    queues = caller.visible_queues()
+    rows = await views.staging_in_progress(session, queues=queues)
+    copies = await views.copies_in_progress(session, queues=queues)
+    return StagingList(
+        items=[StagingOut.model_validate(r) for r in rows],
+        copies=[DataCopyOut.model_validate(c) for c in copies],
+    )
 
 
 @router.get(
@@ -150,6 +157,7 @@ async def get_job_data(uid: uuid.UUID, session: Session, caller: Reader) -> JobD
         if found.needs.checkpoint
         else None,
         staging=[ShareStagingOut.model_validate(s) for s in found.staging],
+        copies=[DataCopyOut.model_validate(c) for c in found.copies],
     )
 
 

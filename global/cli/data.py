@@ -1,5 +1,6 @@
 """`vglobal get datasources` and `vglobal get datasourceclaims`: where each dataset is and how
-large, and which job reads which (docs/data.md)."""
+large, and which job reads which; `vglobal get staging`: the data in motion, shares' staging
+and the copies that belong to no share (prefetch) (docs/data.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from volcano_global.cli.output import Column, Format, render
 
 DATA_SOURCE_WORDS = frozenset({"datasources", "datasource"})
 CLAIM_WORDS = frozenset({"datasourceclaims", "datasourceclaim"})
+STAGING_WORDS = frozenset({"staging", "copies", "copy"})
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
@@ -40,8 +42,61 @@ CLAIM_COLUMNS: list[Column] = [
 ]
 
 
+STAGING_COLUMNS: list[Column] = [
+    ("KIND", lambda r: r["kind"]),
+    ("JOB", lambda r: r["job"]),
+    ("DATA", lambda r: r["data"]),
+    ("SIZE", lambda r: size(r["bytes"])),
+    ("FROM", lambda r: r["from"] or "-"),
+    ("TO", lambda r: r["to"]),
+    ("GBPS", lambda r: f"{r['gbps']:g}"),
+    ("STATE", lambda r: r["state"]),
+    ("PROGRESS", lambda r: r["message"] or "-"),
+]
+
+
+def staging_rows(listing: dict[str, Any]) -> list[dict[str, Any]]:
+    """`GET /api/v1/staging` as one row per copy: each share's staging items (kind `share`),
+    then the copies that belong to no share (kind: their purpose, e.g. `prefetch`)."""
+    rows = [
+        {
+            "kind": "share",
+            "job": f"{s['namespace']}/{s['name']}",
+            "data": i["dataSource"],
+            "bytes": i["bytes"],
+            "from": i["sourceCluster"],
+            "to": s["cluster"],
+            "gbps": i["gbps"],
+            "state": s["phase"],
+            "message": s["message"],
+        }
+        for s in listing["items"]
+        for i in s["items"]
+    ]
+    rows += [
+        {
+            "kind": c["purpose"],
+            "job": f"{c['namespace']}/{c['name']}" if c["name"] else "-",
+            "data": c["dataSource"],
+            "bytes": c["bytes"],
+            "from": c["sourceCluster"],
+            "to": c["cluster"],
+            "gbps": c["gbps"],
+            "state": c["state"],
+            "message": c["message"],
+        }
+        for c in listing["copies"]
+    ]
+    return rows
+
+
 def get_data(api: Client, what: str, fmt: Format, *, namespace: str | None = None) -> None:
-    """List the DataSources, or the claims (of one namespace when given)."""
+    """List the DataSources, the claims (of one namespace when given), or the staging."""
+    if what in STAGING_WORDS:
+        listing = api.request("GET", "/api/v1/staging")
+        table = fmt not in (Format.JSON, Format.YAML)
+        render({"items": staging_rows(listing)} if table else listing, fmt, STAGING_COLUMNS)
+        return
     if what in DATA_SOURCE_WORDS:
         render(api.request("GET", "/api/v1/datasources"), fmt, DATA_SOURCE_COLUMNS)
         return

@@ -14,7 +14,7 @@ from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
 from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
-from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, get_data
+from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, STAGING_WORDS, get_data
 from volcano_global.cli.output import Column, Format, gpus, render, run_duration
 
 JOB_COLUMNS: list[Column] = [
@@ -120,7 +120,8 @@ def get(
     what: Annotated[
         str,
         typer.Argument(
-            help="jobs | queues | datasources | datasourceclaims (kubectl's words too), or a "
+            help="jobs | queues | datasources | datasourceclaims (kubectl's words too) | "
+            "staging (data being copied: shares' staging and prefetch copies), or a "
             "job: UID, NS/NAME, NAME"
         ),
     ],
@@ -136,10 +137,10 @@ def get(
     ] = 2.0,
 ) -> None:
     """Show one job (state, gang, placement, why pending), or list jobs or queues (`-w`: and
-    follow their changes), or the DataSources and DataSourceClaims."""
+    follow their changes), or the DataSources and DataSourceClaims, or the data in motion."""
     api = client(ctx)
     fmt = options(ctx).output
-    if name is None and (what in DATA_SOURCE_WORDS or what in CLAIM_WORDS):
+    if name is None and (what in DATA_SOURCE_WORDS or what in CLAIM_WORDS or what in STAGING_WORDS):
         get_data(api, what, fmt, namespace=namespace)
         return
     if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):

@@ -10,6 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -19,6 +20,7 @@ from volcano_global import failpoints
 from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import Forbidden, NotFound
+from volcano_global.grpc import data_copies
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.data_presence import record_presence
@@ -114,13 +116,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 share_phases=ACCEPTED_PHASES,
                 share_inventory_interval_seconds=self.settings.agents.share_inventory_interval_s,
                 data_presence=True,
+                data_copies=True,
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
         # Dispatch: the cluster's unacknowledged outbox messages follow at once when a commit
         # wrote some for this cluster (db/notifications), else every poll period, and
         # again on every new stream, until the agent's report acknowledges them.
-        sent: set[uuid.UUID] = set()
+        # Copies that belong to no share come the same way (`data_copies`).
+        sent = _Sent(runs_copies=first.hello.data_copies)
         guard = StreamGuard(self.sessions, claim, self.settings.agents.stream_check_s)
         with outbox.OUTBOX.watch(cluster_id) as woken, guard.held():
             polled = time.monotonic()
@@ -146,17 +150,20 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         agents = self.settings.agents
         return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
 
-    async def _outbox(
-        self, cluster_id: uuid.UUID, sent: set[uuid.UUID]
-    ) -> AsyncIterator[pb.GlobalMessage]:
+    async def _outbox(self, cluster_id: uuid.UUID, sent: _Sent) -> AsyncIterator[pb.GlobalMessage]:
         # Shielded: a stream cancelled mid-query must not leave a database connection half-used.
         messages = await asyncio.shield(self._undelivered(cluster_id))
         for message in messages:
-            if message.id not in sent:
-                sent.add(message.id)
+            if message.id not in sent.outbox:
+                sent.outbox.add(message.id)
                 yield _outbox_message(message)
                 if message.kind is OutboxKind.ASSIGN:
                     failpoints.hit("dispatch-sent")
+        due = data_copies.due(
+            self.sessions, cluster_id=cluster_id, sent=sent.copies, runs_copies=sent.runs_copies
+        )
+        for item in await asyncio.shield(due):
+            yield item
 
     async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
         async with reading(self.sessions) as session:
@@ -186,6 +193,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         if kind == "shares":  # every share the cluster holds: reconcile (level-triggered)
             return await reconcile_stream(
                 self.sessions, cluster_name=cluster_name, message=message.shares
+            )
+        if kind == "copy_report":  # a copy that belongs to no share: progress, or its end
+            return await data_copies.record_report(
+                self.sessions, cluster_id=cluster_id, message=message.copy_report
             )
         if kind == "data":  # data the cluster holds: its DataSources' locality grows
             return await record_presence(
@@ -256,6 +267,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         except (NotFound, Forbidden):
             raise Forbidden(f"{principal.name} may not act for cluster {name!r}") from None
         return cluster
+
+
+@dataclass
+class _Sent:
+    """What a stream has sent: outbox messages, and copies (id, whether a stop)."""
+
+    runs_copies: bool
+    outbox: set[uuid.UUID] = field(default_factory=set)
+    copies: set[tuple[uuid.UUID, bool]] = field(default_factory=set)
 
 
 _GROUPED = frozenset({"delta", "job_status"})

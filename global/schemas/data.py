@@ -77,8 +77,35 @@ class StagingOut(ShareStagingOut):
     queue: str
 
 
+class DataCopyOut(ApiModel):
+    """A copy that belongs to no share: made while a job waits (purpose `prefetch`), run by
+    its destination cluster's agent, its bandwidth reserved on the link until it ends."""
+
+    uid: uuid.UUID
+    purpose: str = Field(description="Why it was made: prefetch (a waiting job's data)")
+    job_uid: uuid.UUID | None = Field(description="The job it was made for (null: none)")
+    namespace: str = Field(description="Where its staging Job runs in the cluster")
+    name: str | None = Field(description="Its job's name (null: made for no job)")
+    queue: str | None
+    data_source: str
+    bytes: int
+    source_cluster: str
+    cluster: str = Field(description="Where the data goes")
+    gbps: float = Field(description="Link bandwidth reserved for it while it runs")
+    state: Literal["Pending", "Copying", "Succeeded", "Failed", "Stopping", "Stopped"]
+    staged_bytes: int = Field(description="Copied so far, as its agent says (0: not said)")
+    message: str = Field(description="The agent's last word (progress, or why it failed)")
+    reason: str = Field(description="Why it failed or was stopped")
+    created_at: datetime
+    reported_at: datetime | None
+    ended_at: datetime | None
+
+
 class StagingList(ApiModel):
     items: list[StagingOut]
+    copies: list[DataCopyOut] = Field(
+        description="The copies that belong to no share running now (prefetch), oldest first"
+    )
 
 
 class DatasetNeedOut(ApiModel):
@@ -103,3 +130,6 @@ class JobDataOut(ApiModel):
     datasets: list[DatasetNeedOut]
     checkpoint: CheckpointNeedOut | None
     staging: list[ShareStagingOut]
+    copies: list[DataCopyOut] = Field(
+        description="The copies made for it while it waited (prefetch), whatever their state"
+    )

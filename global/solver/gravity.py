@@ -74,8 +74,8 @@ class DataOptions:
     # MultiKueue-like baseline of bench/data_bench.py). Never the product's setting.
     reserve: bool = True
     # A job that waits for a holder has its data copied now, without GPUs, to the cluster
-    # expected to have room for it before the holder does (`prefetch`). Simulator only: the
-    # server does not yet run a copy that belongs to no share.
+    # expected to have room for it before the holder does (`prefetch`). The server runs these
+    # copies as `data_copies` (setting `scheduling.data.prefetch`, on by default there).
     prefetch: bool = False
     # A copy that leaves its region (egress, where clusters' regions are known) is weighed as
     # if it took this much longer (0.5: 1.5 times as long): it must save more than that over
@@ -131,8 +131,12 @@ def steer(
         s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {})
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
-        if s.prefetch_to is not None and any(i.name in (copying or {}) for i in wanted):
-            s = replace(s, prefetch_to=None)
+        moving = [i.name for i in wanted if i.name in (copying or {})]
+        if s.prefetch_to is not None and moving:  # on its way already: said, not fetched again
+            where = {c for name in moving for c in (copying or {})[name]}
+            note = s.note.removesuffix(f"; copying it to {s.prefetch_to} meanwhile")
+            said = f"{', '.join(moving)} is being copied to {_list(sorted(where))} meanwhile"
+            s = replace(s, prefetch_to=None, note=f"{note}; {said}")
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided
@@ -192,6 +196,11 @@ def _steer_one(
     if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
+    if faster and options.prefetch and not any(room.free_now(job, c) for c in faster):
+        # Only an eviction could make room where it would stage: copying the data without
+        # GPUs to where room comes first beats evicting to stage there (GPUs held while it
+        # copies), when such a place exists; else the eviction path stays.
+        faster = () if _prefetch_target(job, staged, wait, room, weight) is not None else faster
     if not faster:
         target = _prefetch_target(job, staged, wait, room, weight) if options.prefetch else None
         if target is not None:

@@ -12,15 +12,16 @@ from typing import Any
 import httpx
 import yaml
 from playwright.async_api import Browser, expect
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from tests.conftest import ADMIN_TOKEN
 from tests.console.test_console_browser import open_page, shot, state_of
 from tests.data_documents import data_source, data_source_claim
 from tests.factories import eventually, job_document
 from tests.server_process import ServerProcess
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.db.models import ClusterShare, Placement
+from volcano_global.db.models import Cluster, ClusterShare, CopyState, DataCopy, Placement
 from volcano_global.jobspec.extensions import COMMUNICATION
 from volcano_global.rpc.shares import SharePhase, StagingItem
 
@@ -124,5 +125,76 @@ async def test_the_data_page_and_a_jobs_data(
     await expect(share).to_contain_text("Staging")
     await expect(share).to_contain_text(PROGRESS)
     await shot(page, "job-data")
+    assert errors == []
+    await page.close()
+
+
+COPYING = "copied 1 TiB of 4 TiB (25%)"
+
+
+async def prefetch(server: ServerProcess, uid: str) -> None:
+    """A copy made for the job while it waits, as the round writes it and its agent reports
+    it (the round that prefetches is tests/global/scheduler/test_prefetch_rounds.py's), into
+    the server's database."""
+    engine = create_engine(server.env["VGLOBAL_DATABASE_URL"])
+    try:
+        async with engine.begin() as connection:
+            ids = dict((await connection.execute(select(Cluster.name, Cluster.id))).all())
+            item = StagingItem(  # about 6 min at 100 Gbps: copying while the test looks
+                data_source="corpus-v3",
+                bytes=4 * 2**40,
+                destination="/data/corpus-v3/",
+                source_cluster="west",
+                gbps=100.0,
+            )
+            await connection.execute(
+                insert(DataCopy).values(
+                    id=uuid.uuid4(),
+                    data_source="corpus-v3",
+                    source_cluster_id=ids["west"],
+                    destination_cluster_id=ids["east"],
+                    bytes=4 * 2**40,
+                    gbps=100.0,
+                    job_id=uuid.UUID(uid),
+                    purpose="prefetch",
+                    namespace="ml",
+                    item=item.to_payload(),
+                    state=CopyState.COPYING,
+                    staged_bytes=2**40,
+                    message=COPYING,
+                    reason="",
+                    created_at=utcnow(),
+                )
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_the_data_page_and_a_jobs_page_list_its_copies_while_it_waits(
+    server: ServerProcess, federation: httpx.AsyncClient, browser: Browser
+) -> None:
+    api = federation
+    await apply(api, data_source(clusters=("west",), size="4Ti"))
+    await apply(api, data_source_claim("waiter-corpus", workload="waiter"))
+    document = job_document("waiter", replicas=100, runningEstimate="10h")  # waits: no room
+    uid = (await api.post("/api/v1/jobs", json=document)).json()["uid"]
+    await prefetch(server, uid)
+
+    page, errors = await open_page(browser, "light")
+    await page.goto(server.url + "/")
+    await page.fill("[data-testid=token]", ADMIN_TOKEN)
+    await page.click("button[type=submit]")
+    await page.click("nav >> text=Data")
+    row = page.get_by_test_id("copies").get_by_test_id("copy-corpus-v3-east")
+    await expect(row).to_contain_text("ml/waiter")
+    await expect(row).to_contain_text("corpus-v3 (4 TiB) from west at 100 Gbps")
+    await expect(row).to_contain_text("Copying")
+    await expect(row).to_contain_text(COPYING)
+    await shot(page, "data-copies")
+
+    await row.locator("text=ml/waiter").click()
+    copy = page.get_by_test_id("job-copies").get_by_test_id("copy-corpus-v3-east")
+    await expect(copy).to_contain_text("Copying")
+    await expect(copy).to_contain_text(COPYING)
     assert errors == []
     await page.close()

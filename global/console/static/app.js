@@ -347,7 +347,7 @@ const views = {
       api("/api/v1/datasources"), api("/api/v1/datasourceclaims"), api("/api/v1/staging"),
     ]);
     if (token !== generation) return;
-    fill(main, dataPage(sources.items, claims.items, staging.items));
+    fill(main, dataPage(sources.items, claims.items, staging.items, staging.copies || []));
   },
 
   async history(main, token, _arg, query) {

@@ -1,5 +1,6 @@
 // The console's data (docs/data.md, "Seen by people"): the Data page (DataSources and where each
-// is, DataSourceClaims, the staging in progress) and the Data panel of a job's page. Drawing
+// is, DataSourceClaims, the staging in progress, the copies that belong to no share: prefetch)
+// and the Data panel of a job's page. Drawing
 // only: the views in app.js fetch and call these.
 
 import { badge, fmt, h, when } from "./dom.js";
@@ -35,12 +36,15 @@ function copies(items) {
     + (i.sourceCluster ? ` from ${i.sourceCluster}` : "") + (i.gbps ? ` at ${fmt(i.gbps)} Gbps` : "")).join("; ");
 }
 
-export function dataPage(sources, claims, staging) {
+export function dataPage(sources, claims, staging, prefetch = []) {
   return [
     h("h1", {}, "Data"),
     h("section", { class: "panel" }, h("h2", {}, `Staging in progress (${staging.length})`),
       staging.length ? stagingTable(staging)
         : h("p", { class: "muted" }, "no share is copying its data now")),
+    h("section", { class: "panel" }, h("h2", {}, `Copies while jobs wait (${prefetch.length})`),
+      prefetch.length ? copyTable(prefetch, "copies")
+        : h("p", { class: "muted" }, "no copy without a share (prefetch) runs now")),
     h("section", { class: "panel" }, h("h2", {}, "Data sources"),
       sources.length ? sourceTable(sources)
         : h("p", { class: "muted" }, "no DataSource: vglobal apply -f datasource.yaml (docs/data.md)")),
@@ -85,16 +89,33 @@ function stagingTable(staging) {
       h("td", { class: "muted" }, when(st.placedAt)), h("td", { class: "muted" }, when(st.reportedAt)))));
 }
 
+// Copies that belong to no share (a waiting job's data, copied without its GPUs).
+function copyTable(rows, testid, withJob = true) {
+  return h("table", { "data-testid": testid },
+    h("tr", {}, withJob ? h("th", {}, "for job") : null, h("th", {}, "into cluster"), h("th", {}, "copy"),
+      h("th", {}, "state"), h("th", {}, "progress"), h("th", {}, "started"), h("th", {}, "ended")),
+    rows.map((c) => h("tr", { "data-testid": `copy-${c.dataSource}-${c.cluster}` },
+      withJob ? h("td", {}, c.jobUid ? h("a", { href: `#/jobs/${c.jobUid}` }, `${c.namespace}/${c.name}`)
+        : h("span", { class: "muted" }, c.purpose)) : null,
+      h("td", {}, clusterLink(c.cluster)),
+      h("td", {}, `${c.dataSource} (${size(c.bytes)}) from ${c.sourceCluster} at ${fmt(c.gbps)} Gbps`),
+      h("td", {}, badge(c.state)),
+      h("td", {}, c.reason || c.message || h("span", { class: "muted" }, "no progress reported yet")),
+      h("td", { class: "muted" }, when(c.createdAt)), h("td", { class: "muted" }, when(c.endedAt)))));
+}
+
 // The Data panel of a job's page; `here`: the clusters the job runs in.
 export function jobDataPanel(data, here) {
-  const nothing = !data.datasets.length && !data.checkpoint && !data.staging.length;
+  const fetched = data.copies || [];
+  const nothing = !data.datasets.length && !data.checkpoint && !data.staging.length && !fetched.length;
   return h("section", { class: "panel", "data-testid": "job-data" }, h("h2", {}, "Data"),
     nothing ? h("p", { class: "muted" },
       "No data: no DataSourceClaim names this job and its declaration lists no dataset or checkpoint.") : null,
     data.datasets.length ? datasetTable(data.datasets, here) : null,
     data.checkpoint ? h("p", { "data-testid": "job-checkpoint" }, `Checkpoint (${size(data.checkpoint.sizeBytes)}): `,
       data.checkpoint.cluster ? ["written in ", clusterLink(data.checkpoint.cluster)] : "not written yet") : null,
-    data.staging.length ? shareStagingTable(data.staging) : null);
+    data.staging.length ? shareStagingTable(data.staging) : null,
+    fetched.length ? [h("h3", {}, "Copied while it waited"), copyTable(fetched, "job-copies", false)] : null);
 }
 
 function datasetTable(datasets, here) {

@@ -1,6 +1,7 @@
 """All tables of the Global. Importing this package registers every model on `Base.metadata`."""
 
 from volcano_global.db.models.clusters import Cluster, ClusterGpuCapacity, ClusterState
+from volcano_global.db.models.copies import RUNNING_COPY, CopyState, DataCopy
 from volcano_global.db.models.data import DataSourceClaimRow, DataSourceRow, JobCheckpointLocation
 from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
@@ -20,12 +21,15 @@ from volcano_global.db.models.tokens import ApiToken, TokenRole
 
 __all__ = [
     "ACTIVE_NAME_INDEX",
+    "RUNNING_COPY",
     "TERMINAL_JOB_STATES",
     "ApiToken",
     "Cluster",
     "ClusterGpuCapacity",
     "ClusterShare",
     "ClusterState",
+    "CopyState",
+    "DataCopy",
     "DataSourceClaimRow",
     "DataSourceRow",
     "DomainGpuCapacity",

@@ -99,11 +99,12 @@ class LinkReservation(UUIDPrimaryKey, Base):
     """Bandwidth a placement holds on a link: for its whole life (a split's crossing
     traffic), or, with `staging_share_id`, while that share's data is copied in (deleted when
     its staging ends, `dispatch/staging.note_staging`). Either counts in the link's reserved
-    sum while the placement holds (`inventory/links.reserved_gbps`)."""
+    sum while the placement holds (`inventory/links.reserved_gbps`). With `copy_id` instead of
+    a placement: a copy that belongs to no share (`data_copies`), held until it ends."""
 
     __tablename__ = "link_reservations"
 
-    placement_id: Mapped[uuid.UUID] = mapped_column(
+    placement_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("placements.id", ondelete="CASCADE"), index=True
     )
     link_id: Mapped[uuid.UUID] = mapped_column(
@@ -112,6 +113,9 @@ class LinkReservation(UUIDPrimaryKey, Base):
     gbps: Mapped[float]
     staging_share_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("cluster_shares.id", ondelete="CASCADE"), index=True, default=None
+    )
+    copy_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("data_copies.id", ondelete="CASCADE"), index=True, default=None
     )
 
     link: Mapped[Link] = relationship(lazy="joined")

@@ -17,6 +17,14 @@ class SharePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHARE_PHASE_CANCELLED: _ClassVar[SharePhase]
     SHARE_PHASE_RESTARTING: _ClassVar[SharePhase]
     SHARE_PHASE_STAGING: _ClassVar[SharePhase]
+
+class CopyPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COPY_PHASE_UNSPECIFIED: _ClassVar[CopyPhase]
+    COPY_PHASE_COPYING: _ClassVar[CopyPhase]
+    COPY_PHASE_SUCCEEDED: _ClassVar[CopyPhase]
+    COPY_PHASE_FAILED: _ClassVar[CopyPhase]
+    COPY_PHASE_STOPPED: _ClassVar[CopyPhase]
 SHARE_PHASE_UNSPECIFIED: SharePhase
 SHARE_PHASE_ACCEPTED: SharePhase
 SHARE_PHASE_RUNNING: SharePhase
@@ -25,9 +33,14 @@ SHARE_PHASE_FAILED: SharePhase
 SHARE_PHASE_CANCELLED: SharePhase
 SHARE_PHASE_RESTARTING: SharePhase
 SHARE_PHASE_STAGING: SharePhase
+COPY_PHASE_UNSPECIFIED: CopyPhase
+COPY_PHASE_COPYING: CopyPhase
+COPY_PHASE_SUCCEEDED: CopyPhase
+COPY_PHASE_FAILED: CopyPhase
+COPY_PHASE_STOPPED: CopyPhase
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares", "data")
+    __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares", "data", "copy_report")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +48,7 @@ class AgentMessage(_message.Message):
     JOB_STATUS_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    COPY_REPORT_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     snapshot: InventorySnapshot
     delta: InventoryDelta
@@ -42,51 +56,60 @@ class AgentMessage(_message.Message):
     job_status: JobStatusReport
     shares: ShareInventory
     data: DataPresence
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ..., shares: _Optional[_Union[ShareInventory, _Mapping]] = ..., data: _Optional[_Union[DataPresence, _Mapping]] = ...) -> None: ...
+    copy_report: DataCopyReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., snapshot: _Optional[_Union[InventorySnapshot, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., job_status: _Optional[_Union[JobStatusReport, _Mapping]] = ..., shares: _Optional[_Union[ShareInventory, _Mapping]] = ..., data: _Optional[_Union[DataPresence, _Mapping]] = ..., copy_report: _Optional[_Union[DataCopyReport, _Mapping]] = ...) -> None: ...
 
 class GlobalMessage(_message.Message):
-    __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation", "report_ack")
+    __slots__ = ("welcome", "ack", "resync", "assignment", "cancellation", "report_ack", "copy", "copy_cancellation")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     CANCELLATION_FIELD_NUMBER: _ClassVar[int]
     REPORT_ACK_FIELD_NUMBER: _ClassVar[int]
+    COPY_FIELD_NUMBER: _ClassVar[int]
+    COPY_CANCELLATION_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     ack: Ack
     resync: ResyncRequest
     assignment: ShareAssignment
     cancellation: ShareCancellation
     report_ack: ReportAck
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., assignment: _Optional[_Union[ShareAssignment, _Mapping]] = ..., cancellation: _Optional[_Union[ShareCancellation, _Mapping]] = ..., report_ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
+    copy: DataCopyAssignment
+    copy_cancellation: DataCopyCancellation
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., assignment: _Optional[_Union[ShareAssignment, _Mapping]] = ..., cancellation: _Optional[_Union[ShareCancellation, _Mapping]] = ..., report_ack: _Optional[_Union[ReportAck, _Mapping]] = ..., copy: _Optional[_Union[DataCopyAssignment, _Mapping]] = ..., copy_cancellation: _Optional[_Union[DataCopyCancellation, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("cluster", "agent_version", "last_acked_seq", "source")
+    __slots__ = ("cluster", "agent_version", "last_acked_seq", "source", "data_copies")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     LAST_ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DATA_COPIES_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     agent_version: str
     last_acked_seq: int
     source: str
-    def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
+    data_copies: bool
+    def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ..., data_copies: bool = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds", "data_presence")
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds", "data_presence", "data_copies")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SHARE_PHASES_FIELD_NUMBER: _ClassVar[int]
     SHARE_INVENTORY_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     DATA_PRESENCE_FIELD_NUMBER: _ClassVar[int]
+    DATA_COPIES_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     snapshot_required: bool
     heartbeat_interval_seconds: int
     share_phases: _containers.RepeatedScalarFieldContainer[SharePhase]
     share_inventory_interval_seconds: int
     data_presence: bool
-    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ..., data_presence: bool = ...) -> None: ...
+    data_copies: bool
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ..., data_presence: bool = ..., data_copies: bool = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
@@ -331,3 +354,39 @@ class DataPresence(_message.Message):
     sources: _containers.RepeatedScalarFieldContainer[str]
     reason: str
     def __init__(self, sources: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DataCopyAssignment(_message.Message):
+    __slots__ = ("copy_id", "namespace", "name", "job_uid", "item")
+    COPY_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    JOB_UID_FIELD_NUMBER: _ClassVar[int]
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    copy_id: str
+    namespace: str
+    name: str
+    job_uid: str
+    item: StagingItem
+    def __init__(self, copy_id: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., job_uid: _Optional[str] = ..., item: _Optional[_Union[StagingItem, _Mapping]] = ...) -> None: ...
+
+class DataCopyCancellation(_message.Message):
+    __slots__ = ("copy_id", "reason")
+    COPY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    copy_id: str
+    reason: str
+    def __init__(self, copy_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DataCopyReport(_message.Message):
+    __slots__ = ("copy_id", "phase", "staged_bytes", "bytes", "message")
+    COPY_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    STAGED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    copy_id: str
+    phase: CopyPhase
+    staged_bytes: int
+    bytes: int
+    message: str
+    def __init__(self, copy_id: _Optional[str] = ..., phase: _Optional[_Union[CopyPhase, str]] = ..., staged_bytes: _Optional[int] = ..., bytes: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,6 +1,7 @@
 """What people see of data in motion (docs/data.md, "Seen by people"): the shares whose data is
-being copied into their cluster now, and one job's data: what it needs, where each dataset is,
-and its shares' staging. Reads only."""
+being copied into their cluster now, the copies that belong to no share (prefetch), and one
+job's data: what it needs, where each dataset is, its shares' staging and its copies. Reads
+only."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Cluster, ClusterShare, Job, Placement, Queue
+from volcano_global.db.models import (
+    RUNNING_COPY,
+    Cluster,
+    ClusterShare,
+    DataCopy,
+    Job,
+    Placement,
+    Queue,
+)
 from volcano_global.db.models.placements import PlacementState
 from volcano_global.errors import NotFound
 from volcano_global.rpc.shares import SharePhase, StagingItem
@@ -44,6 +53,7 @@ class JobData:
     queue: str  # for the caller's check: a queue user reads its queues' jobs only
     needs: DataNeeds
     staging: list[ShareStaging]
+    copies: list[CopyView]
 
 
 _COLUMNS = (
@@ -132,4 +142,74 @@ async def job_data(session: AsyncSession, *, job_id: uuid.UUID) -> JobData:
     # Picked here, not in SQL: a share without copies may hold JSON null or SQL NULL.
     shares = [_share(row) for row in rows.all()]
     staging = [s for s in shares if s.items or s.phase is SharePhase.STAGING]
-    return JobData(queue=queue, needs=needs, staging=staging)
+    copies = await copies_in_progress(session, job_id=job_id)
+    return JobData(queue=queue, needs=needs, staging=staging, copies=copies)
+
+
+@dataclass(frozen=True)
+class CopyView:
+    """A copy that belongs to no share (`data_copies`) as people see it."""
+
+    uid: uuid.UUID
+    purpose: str
+    job_uid: uuid.UUID | None
+    namespace: str
+    name: str | None  # its job's (None: made for no job)
+    queue: str | None
+    data_source: str
+    bytes: int
+    source_cluster: str
+    cluster: str  # where the data goes
+    gbps: float
+    state: str
+    staged_bytes: int
+    message: str
+    reason: str
+    created_at: datetime
+    reported_at: datetime | None
+    ended_at: datetime | None
+
+
+async def copies_in_progress(
+    session: AsyncSession, *, queues: tuple[str, ...] | None = None, job_id: uuid.UUID | None = None
+) -> list[CopyView]:
+    """The copies that belong to no share and run now (or every one made for `job_id`),
+    oldest first. `queues`: only those made for the jobs of these queues, and those made for
+    no job (federation inventory, as DataSources are)."""
+    query = (
+        select(DataCopy, Job.name, Queue.name.label("queue"))
+        .outerjoin(Job, Job.id == DataCopy.job_id)
+        .outerjoin(Queue, Queue.id == Job.queue_id)
+        .order_by(DataCopy.created_at, DataCopy.id)
+    )
+    query = (
+        query.where(DataCopy.job_id == job_id)
+        if job_id is not None
+        else query.where(DataCopy.state.in_(RUNNING_COPY))
+    )
+    if queues is not None:
+        query = query.where(or_(Queue.name.in_(queues), DataCopy.job_id.is_(None)))
+    return [_copy(c, name, queue) for c, name, queue in (await session.execute(query)).all()]
+
+
+def _copy(c: DataCopy, name: str | None, queue: str | None) -> CopyView:
+    return CopyView(
+        uid=c.id,
+        purpose=c.purpose,
+        job_uid=c.job_id,
+        namespace=c.namespace,
+        name=name,
+        queue=queue,
+        data_source=c.data_source,
+        bytes=c.bytes,
+        source_cluster=c.source_cluster.name,
+        cluster=c.destination_cluster.name,
+        gbps=c.gbps,
+        state=c.state.value,
+        staged_bytes=c.staged_bytes,
+        message=c.message,
+        reason=c.reason,
+        created_at=c.created_at,
+        reported_at=c.reported_at,
+        ended_at=c.ended_at,
+    )

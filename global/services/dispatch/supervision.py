@@ -37,6 +37,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.jobspec import LifecyclePolicy
 from volcano_global.rpc.shares import SharePhase
+from volcano_global.services.data import copies
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lifecycle_of, transition
 from volcano_global.services.lifecycle.placements import end_placement
@@ -133,8 +134,10 @@ async def supervise(
     session: AsyncSession, *, default_timeout_s: float, now: datetime | None = None
 ) -> list[GangOutcome]:
     """One sweep over the active placements (run by the scheduling leader): withdraw gangs
-    that did not start in time, act on shares whose cluster is NotReady."""
+    that did not start in time, act on shares whose cluster is NotReady (and end the copies
+    that belong to no share into such a cluster)."""
     now = now or utcnow()
+    await copies.fail_lost(session)  # copies into a lost cluster end as its shares do
     due = await _due(session, default_timeout_s=default_timeout_s, now=now)
     if not due:
         return []

@@ -54,11 +54,15 @@ async def list_links(session: AsyncSession) -> list[Link]:
 async def reserved_gbps(
     session: AsyncSession, *, link_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, float]:
-    """Bandwidth held on each link by active (and preemptors' nominated) placements."""
+    """Bandwidth held on each link by active (and preemptors' nominated) placements, and by
+    the copies that belong to no share while they run (their rows go when they end)."""
     rows = await session.execute(
         select(LinkReservation.link_id, func.sum(LinkReservation.gbps))
-        .join(Placement, Placement.id == LinkReservation.placement_id)
-        .where(LinkReservation.link_id.in_(link_ids), Placement.state.in_(HOLDING))
+        .outerjoin(Placement, Placement.id == LinkReservation.placement_id)
+        .where(
+            LinkReservation.link_id.in_(link_ids),
+            or_(Placement.state.in_(HOLDING), LinkReservation.copy_id.is_not(None)),
+        )
         .group_by(LinkReservation.link_id)
     )
     return {link_id: float(total or 0.0) for link_id, total in rows}

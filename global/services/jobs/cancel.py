@@ -18,6 +18,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
+from volcano_global.services.data.copies import stop_copies
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs, transition
 from volcano_global.services.lifecycle.placements import end_placement
@@ -33,7 +34,8 @@ async def get_job(session: AsyncSession, *, uid: uuid.UUID) -> Job:
 
 async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     """Cancel a job; cancelling a cancelled job changes nothing. Its active placement is
-    released, which frees its capacity and link bandwidth."""
+    released, which frees its capacity and link bandwidth, and the copies made for it while
+    it waited are stopped."""
     await get_job(session, uid=uid)
     # Locked placement first, then the job (the order of the rounds and the agents' reports),
     # and both read again as they are now: a nomination started, or a round's placement made,
@@ -60,6 +62,8 @@ async def cancel_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
             state=PlacementState.WITHDRAWN if nominated else PlacementState.RELEASED,
             cancel_reason=None if nominated else f"cancelled by {by}",
         )
+    # A copy made for it while it waited is for nobody now: its bandwidth returns.
+    await stop_copies(session, job_ids=[job.id], reason=f"its job was cancelled by {by}")
     await record_event(session, job_id=job.id, reason="Cancelled", message=f"cancelled by {by}")
     await session.flush()
     return job

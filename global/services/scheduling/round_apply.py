@@ -15,7 +15,8 @@ computed. The steps, in order:
    assignments that use the room they free (the outbox is delivered in order).
 5. **Starts**: placements with their shares and link reservations, the copies each share
    waits for (its staging items, their bandwidth reserved until its staging ends); the jobs
-   Placed.
+   Placed; the copies made for them while they waited into other clusters stopped.
+   5b. **Prefetch**: the copies made for waiting jobs, without GPUs (`prefetch.py`).
 6. **Grows**: elastic jobs restarted at their new width.
 7. **Evictions**: victims requeued, preemptors nominated (`evictions.py`).
 8. **Set aside**: an Unschedulable event for each job the round could not model.
@@ -54,6 +55,7 @@ from volcano_global.services.scheduling.evictions import nominate
 from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.pending_reasons import write_reasons
 from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
+from volcano_global.services.scheduling.prefetch import stop_for_starts, write_copies
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver import JobDecision, planning
 from volcano_global.solver.capacity import ClusterPool
@@ -109,6 +111,14 @@ async def apply_plan(
     if resized:
         await session.flush()  # the cancellations' rows (and times) before the assignments'
     placed = await _start(session, starting, context, generation, plan.staging)  # 5
+    await stop_for_starts(
+        session,
+        starts=[(d.job_id, [s.cluster for s in d.shares]) for d, _, _ in starting],
+        context=context,
+    )
+    await write_copies(  # 5b
+        session, copies=plan.prefetch, context=context, skip=set(placed) | set(checked.deferred)
+    )
     resized += await commit_resizes(  # 6
         session,
         grows=checked.grows,

@@ -43,6 +43,7 @@ from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
+from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.free import free_capacity
@@ -186,7 +187,8 @@ async def _needs_of(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[str
 
 async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
     """The data on its way: each data source a holding placement's share is still copying in
-    (its staging not ended), and where to - a round does not copy it there a second time."""
+    (its staging not ended), or a copy that belongs to no share is (`data_copies`), and where
+    to - a round does not copy it there a second time."""
     rows = await session.execute(
         select(ClusterShare.staging, Cluster.name)
         .join(Placement, Placement.id == ClusterShare.placement_id)
@@ -197,7 +199,7 @@ async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
             ClusterShare.staged_at.is_(None),
         )
     )
-    found: dict[str, set[str]] = {}
+    found = await running_copies(session)
     for staging, cluster in rows.all():
         for item in staging or ():
             found.setdefault(StagingItem.from_payload(item).data_source, set()).add(cluster)

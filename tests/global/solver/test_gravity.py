@@ -136,7 +136,7 @@ def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link(
     counted with the rest."""
     rng = random.Random(7)
     names = ("a", "b", "c", "d")
-    copies = splits = evictions = replicas = 0
+    copies = splits = evictions = replicas = fetched = 0
     more = DataOptions(prefetch=True, replicate_readers=1) if ahead else DataOptions()
     regions = {"a": "x", "b": "x", "c": "y", "d": "y"} if ahead else {}
     for round_ in range(40):
@@ -183,14 +183,18 @@ def test_splits_copies_and_preemptors_of_one_round_never_oversubscribe_a_link(
         for group in (*plan.staging.values(), *plan.prefetch.values(), plan.replicas):
             for c in group:
                 held[link_key(c.source, c.destination)] += c.gbps
+        fetched += sum(len(g) for g in plan.prefetch.values())
         for x in links:
             assert held[x.key] <= x.capacity_gbps + 1e-6, (x, held[x.key])
         copies += sum(len(g) for g in plan.staging.values())
         replicas += len(plan.replicas)
         splits += sum(len(d.shares) > 1 for d in plan.starts)
         evictions += len(plan.evictions)
-    assert copies > 10 and splits > 5 and evictions > 3  # the rounds staged, split, evicted
+    # the rounds staged, split, evicted (fewer evictions ahead: a job that may evict has its
+    # data prefetched where room comes first instead of evicting to stage)
+    assert copies > 10 and splits > 5 and evictions > (1 if ahead else 3)
     assert replicas > 5 if ahead else replicas == 0
+    assert fetched > 3 if ahead else fetched == 0
 
 
 def test_a_start_that_finds_no_bandwidth_for_its_copy_waits() -> None:

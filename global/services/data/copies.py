@@ -1,0 +1,245 @@
+"""Copies that belong to no share (`data_copies`, docs/data.md "Prefetch while waiting"): what
+is on its way (the round reads it, so no copy runs twice into one place), what each cluster's
+agent must run or stop, and the ends an agent reports. A copy's link bandwidth is a
+`LinkReservation` with its `copy_id`, deleted the moment the copy ends or is stopped; ending
+a copy never touches a job's state (a failed prefetch requeues nothing: its job still waits).
+The round writes copies (`services/scheduling/prefetch.py`)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection, Mapping
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from volcano_global.db.base import utcnow
+from volcano_global.db.models import (
+    RUNNING_COPY,
+    Cluster,
+    ClusterState,
+    CopyState,
+    DataCopy,
+    EventType,
+    LinkReservation,
+)
+from volcano_global.errors import NotFound
+from volcano_global.rpc.copies import CopyPhase, CopyStatus, DataCopyAssignment
+from volcano_global.rpc.shares import StagingItem
+from volcano_global.services.data.checkpoints import find_location
+from volcano_global.services.data.sources import add_locality
+from volcano_global.services.events import record_event
+from volcano_global.services.wakeups import OUTBOX, room_may_have_changed
+from volcano_global.solver.data import CHECKPOINT, size_text
+
+log = logging.getLogger(__name__)
+# What a stream sends its agent: the copies to run, and those to stop.
+SENT = (*RUNNING_COPY, CopyState.STOPPING)
+PREFETCH = "prefetch"
+
+
+async def copying(session: AsyncSession) -> dict[str, set[str]]:
+    """Data source -> the clusters a running copy takes it to."""
+    rows = await session.execute(
+        select(DataCopy.data_source, Cluster.name)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY))
+    )
+    found: dict[str, set[str]] = {}
+    for name, cluster in rows.all():
+        found.setdefault(name, set()).add(cluster)
+    return found
+
+
+async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataCopy]:
+    """The copies the cluster's agent must run (or stop), oldest first."""
+    rows = await session.execute(
+        select(DataCopy)
+        .where(DataCopy.destination_cluster_id == cluster_id, DataCopy.state.in_(SENT))
+        .order_by(DataCopy.created_at, DataCopy.id)
+    )
+    return list(rows.scalars())
+
+
+def assignment(copy: DataCopy, *, job_name: str = "") -> DataCopyAssignment:
+    return DataCopyAssignment(
+        copy_id=str(copy.id),
+        namespace=copy.namespace,
+        name=job_name or copy.data_source,
+        job_uid=str(copy.job_id or ""),
+        item=StagingItem.from_payload(copy.item),
+    )
+
+
+async def apply_report(
+    session: AsyncSession, *, cluster_id: uuid.UUID, status: CopyStatus
+) -> DataCopy | None:
+    """An agent's word on a copy into its cluster. A copy that ended stays ended (reports
+    resent after a cut change nothing); a stopped one ends when its agent says so. Success
+    puts the data there (`add_locality`); failure is recorded, with its reason, and requeues
+    nothing."""
+    try:
+        key = uuid.UUID(status.copy_id)
+    except ValueError:
+        return None
+    copy = (
+        await session.execute(
+            select(DataCopy).where(DataCopy.id == key).with_for_update(of=DataCopy)
+        )
+    ).scalar_one_or_none()
+    if copy is None or copy.destination_cluster_id != cluster_id:
+        log.info("report on copy %s, which this cluster does not run: ignored", status.copy_id)
+        return None
+    if copy.state not in SENT:
+        return copy
+    copy.reported_at = utcnow()
+    if status.phase is CopyPhase.COPYING:
+        if copy.state is CopyState.PENDING:
+            copy.state = CopyState.COPYING
+        copy.staged_bytes = max(copy.staged_bytes, status.staged_bytes)
+        copy.message = status.message or _progress(copy.staged_bytes, copy.bytes)
+        return copy
+    if status.phase is CopyPhase.SUCCEEDED:
+        await _end(session, copy, CopyState.SUCCEEDED, "")
+        copy.staged_bytes = copy.bytes
+        await _arrived(session, copy)
+    elif status.phase is CopyPhase.FAILED:
+        await _end(session, copy, CopyState.FAILED, status.message or "failed")
+        await _event(session, copy, "PrefetchFailed", f"failed: {copy.reason}", warning=True)
+    else:
+        await _end(session, copy, CopyState.STOPPED, copy.reason or status.message or "stopped")
+    copy.message = status.message
+    return copy
+
+
+async def stop_copies(
+    session: AsyncSession,
+    *,
+    job_ids: Collection[uuid.UUID],
+    reason: str,
+    keep: Mapping[uuid.UUID, Collection[uuid.UUID]] | None = None,
+) -> list[DataCopy]:
+    """Stop the running copies made for these jobs (their agents are told; the bandwidth
+    returns now), but those into the clusters `keep` names for a job (job -> cluster ids:
+    where it was placed, which will read the copy)."""
+    if not job_ids:
+        return []
+    rows = await session.execute(
+        select(DataCopy)
+        .where(DataCopy.job_id.in_(list(job_ids)), DataCopy.state.in_(RUNNING_COPY))
+        .order_by(DataCopy.id)
+        .with_for_update(of=DataCopy)
+    )
+    stopped = []
+    for copy in rows.scalars():
+        if copy.destination_cluster_id in (keep or {}).get(copy.job_id, ()):  # type: ignore[arg-type]
+            continue
+        await _end(session, copy, CopyState.STOPPING, reason, ended=False)
+        await _event(session, copy, "PrefetchStopped", f"stopped: {reason}")
+        stopped.append(copy)
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in stopped])
+    return stopped
+
+
+async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: str) -> None:
+    """The running copies into a cluster that cannot run them end Failed (`reason`)."""
+    rows = await session.execute(
+        select(DataCopy)
+        .where(DataCopy.destination_cluster_id == cluster_id, DataCopy.state.in_(SENT))
+        .with_for_update(of=DataCopy)
+    )
+    for copy in rows.scalars():
+        failed = CopyState.STOPPED if copy.state is CopyState.STOPPING else CopyState.FAILED
+        await _end(session, copy, failed, copy.reason or reason)
+
+
+async def fail_lost(session: AsyncSession) -> list[DataCopy]:
+    """The running copies into a cluster that is no longer Ready end Failed (its agent cannot
+    report their end; the bandwidth returns), as a lost cluster's shares end."""
+    rows = await session.execute(
+        select(DataCopy)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(SENT), Cluster.state != ClusterState.READY)
+        .with_for_update(of=DataCopy, skip_locked=True)
+    )
+    lost = list(rows.scalars())
+    for copy in lost:
+        where = copy.destination_cluster
+        why = f"cluster {where.name} is {where.state.value}"
+        if copy.state is CopyState.STOPPING:
+            await _end(session, copy, CopyState.STOPPED, copy.reason or why)
+        else:
+            await _end(session, copy, CopyState.FAILED, why)
+            await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
+    return lost
+
+
+async def list_copies(
+    session: AsyncSession, *, running: bool = True, job_ids: Collection[uuid.UUID] | None = None
+) -> list[DataCopy]:
+    """Copies (running ones, or every one of `job_ids`), oldest first."""
+    query = select(DataCopy).order_by(DataCopy.created_at, DataCopy.id)
+    if running:
+        query = query.where(DataCopy.state.in_(RUNNING_COPY))
+    if job_ids is not None:
+        query = query.where(DataCopy.job_id.in_(list(job_ids)))
+    return list((await session.execute(query)).scalars())
+
+
+async def _end(
+    session: AsyncSession, copy: DataCopy, state: CopyState, reason: str, *, ended: bool = True
+) -> None:
+    """The copy's state, and its bandwidth returned (a stop returns it at once: the agent is
+    told, and a copy for nobody should not keep other jobs' staging waiting)."""
+    copy.state, copy.reason = state, reason
+    if ended:
+        copy.ended_at = utcnow()
+    await session.execute(delete(LinkReservation).where(LinkReservation.copy_id == copy.id))
+    room_may_have_changed(session)
+
+
+async def _arrived(session: AsyncSession, copy: DataCopy) -> None:
+    """The data is in the destination now: its DataSource's locality gains the cluster
+    (a job's checkpoint: the job's checkpoint location moves there)."""
+    where = copy.destination_cluster.name
+    await _event(session, copy, "PrefetchEnded", "done")
+    if copy.data_source == CHECKPOINT:
+        row = await find_location(session, job_id=copy.job_id) if copy.job_id else None
+        if row is not None:
+            row.cluster = where
+        return
+    try:
+        await add_locality(session, source=copy.data_source, cluster=where)
+    except NotFound:
+        log.info("data source %s (declared, no DataSource) is now in %s", copy.data_source, where)
+
+
+async def _event(
+    session: AsyncSession, copy: DataCopy, reason: str, what: str, *, warning: bool = False
+) -> None:
+    if copy.job_id is None:
+        return
+    await record_event(
+        session,
+        job_id=copy.job_id,
+        type=EventType.WARNING if warning else EventType.NORMAL,
+        reason=reason,
+        message=f"copy of {described(copy)} {what}",
+        fold=False,
+    )
+
+
+def described(copy: DataCopy) -> str:
+    """`corpus-v3 (1 TiB) from gpu-west to gpu-east at 100 Gbps`."""
+    return (
+        f"{copy.data_source} ({size_text(copy.bytes)}) from {copy.source_cluster.name} to "
+        f"{copy.destination_cluster.name} at {copy.gbps:g} Gbps"
+    )
+
+
+def _progress(staged: int, total: int) -> str:
+    if total <= 0:
+        return ""
+    done = min(staged, total)
+    return f"copied {size_text(done)} of {size_text(total)} ({100 * done / total:.0f}%)"

@@ -1,0 +1,145 @@
+"""Copies that belong to no share in a Kubernetes member cluster, through the real
+kubernetes-asyncio client against the API emulator, whose job controller runs the staging
+Job: created with the copier and the item as environment, labelled with the copy, watched,
+reported Copying and then Succeeded (or Failed with the reason); given again (a new stream,
+an agent restart) nothing is copied twice; a stop deletes the Job. End to end with a real
+Global: a waiting job's data is prefetched into the emulated cluster and its locality grows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from core_agent.kubernetes.source import KubernetesSource
+from core_agent.kubernetes.staging import STAGING_LABEL, StagingConfig
+from core_agent.simulated.cluster import SimulatedCluster
+from tests.core_agent.federation import federation
+from tests.core_agent.kube_objects import pod
+from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, volcano_jobs
+from tests.core_agent.test_kubernetes_staging import CONFIG, CORPUS, agent, staging_jobs
+from tests.core_agent.test_prefetch_end_to_end import SPEC, apply, submit
+from tests.data_documents import data_source
+from tests.factories import eventually
+from tests.k8s_emulator.server import PODS
+from volcano_global.jobspec.members import PLACEMENT_LABEL
+from volcano_global.rpc.copies import (
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+    DataCopyCancellation,
+)
+
+COPY = DataCopyAssignment(
+    copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",
+    namespace="ml",
+    name="train",
+    job_uid="5d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+    item=CORPUS,
+)
+
+
+def ends(reports: list[CopyStatus]) -> list[CopyPhase]:
+    return [r.phase for r in reports if r.phase.ended]
+
+
+async def test_a_copy_runs_as_a_staging_job_and_reports_its_end() -> None:
+    async with agent() as (emulator, source, _):
+        emulator.jobs.run_s = 1.0
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)))
+        [job] = staging_jobs(emulator)
+        labels = job["metadata"]["labels"]
+        assert (labels[PLACEMENT_LABEL], labels[STAGING_LABEL]) == (COPY.copy_id, "true")
+        assert job["metadata"]["name"] == f"train-stage-{COPY.copy_id}"
+        [copier] = job["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in copier["env"]}
+        assert env["VGLOBAL_STAGING_SOURCE"] == "s3://corpora/v3/*"
+        assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {
+            "claimName": CONFIG.volume_claim
+        }
+        await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED])
+        assert reports[0].phase is CopyPhase.COPYING
+
+        source.apply_copy(COPY, reports.append)  # sent again: its end, again, no new Job
+        await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED] * 2)
+        assert len(staging_jobs(emulator)) == 1
+        assert source.held_shares() == []  # a copy is no share
+
+
+async def test_a_restarted_agent_waits_for_the_copys_job_and_a_stop_deletes_it() -> None:
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 60.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()  # the agent restarts: the Job runs on
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        await second.start()
+        try:
+            second.apply_copy(COPY, reports.append)
+            await eventually(lambda: len(reports) >= 2)
+            assert len(staging_jobs(emulator)) == 1  # found again by its name
+            second.cancel_copy(
+                DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append
+            )
+            await eventually(lambda: ends(reports) == [CopyPhase.STOPPED])
+            await eventually(lambda: staging_jobs(emulator) == [])
+        finally:
+            await second.stop()
+
+
+async def test_a_failed_copy_is_reported_with_the_reason() -> None:
+    async with agent(StagingConfig()) as (emulator, source, _):
+        emulator.jobs.run_s, emulator.jobs.fail_reason = 0.5, "BackoffLimitExceeded"
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
+        assert "BackoffLimitExceeded" in reports[-1].message
+
+
+async def test_a_copy_into_a_system_namespace_fails_and_makes_no_job() -> None:
+    async with agent() as (emulator, source, _):
+        reports: list[CopyStatus] = []
+        source.apply_copy(replace(COPY, namespace="kube-system"), reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
+        assert "system namespace 'kube-system'" in reports[-1].message
+        assert staging_jobs(emulator) == []
+
+
+def fill(emulator: Any) -> None:
+    """Every GPU of the emulated cluster's six nodes in use (what its running job's pods do)."""
+    emulator.create(PODS, pod("s1", "n1", 6))
+    for i in range(2, 6):
+        emulator.create(PODS, pod(f"s{i}", f"n{i}", 8))
+
+
+async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
+    database_url: str,
+) -> None:
+    async with member_cluster() as (emulator, kube_api), federation(database_url) as fed:
+        emulator.jobs.run_s = 1.0
+        await fed.join("east", KubernetesSource(kube_api, watch_timeout_s=5, staging=CONFIG))
+        west = SimulatedCluster.from_spec("west", SPEC)
+        await fed.join("west", west)
+        await fed.link("east", "west")
+        await fed.ready("east", "west")
+        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
+        hog = await submit(fed.api, "hog", "1h")  # where the data is, for an hour
+        await fed.reach(hog, "Running")
+        short = await submit(fed.api, "short", "30m", reads=False, replicas=4)  # east
+        await eventually(lambda: len(volcano_jobs(emulator)) == 1)
+        set_phase(emulator, volcano_jobs(emulator)[0], "Running", running=4)
+        fill(emulator)
+        await fed.reach(short, "Running")
+
+        uid = await submit(fed.api, "train", "20s", replicas=4)
+        await fed.event(uid, "PrefetchStarted")
+        await eventually(lambda: bool(staging_jobs(emulator)))
+        [job] = staging_jobs(emulator)
+        assert job["metadata"]["labels"][STAGING_LABEL] == "true"
+        await fed.event(uid, "PrefetchEnded")
+        source = (await fed.api.get("/api/v1/datasources/corpus")).json()
+        assert source["clusters"] == ["west", "east"]
+        assert (await fed.job(uid))["state"] == "Pending"
+        assert len(volcano_jobs(emulator)) == 1  # the copy made no Volcano Job

@@ -1,0 +1,212 @@
+"""Prefetch while waiting on the server (issue 33; SQLite and Postgres): a job waiting for a
+busy cluster that holds its data has the data copied, without GPUs, to the cluster expected
+to have room for it sooner - a `data_copies` row with its link bandwidth reserved - and then
+starts there without staging. The copy's ends: success puts the data there and returns the
+bandwidth, failure returns it and requeues nothing, the job's cancel stops it."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select, update
+
+from tests.data_documents import data_source, data_source_claim
+from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
+from tests.factories import create_cluster, job_document, split_annotations, submit
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
+from volcano_global.rpc.copies import CopyPhase, CopyStatus
+from volcano_global.services.data.copies import apply_report
+from volcano_global.services.dispatch.supervision import supervise
+
+
+async def reserved(api: httpx.AsyncClient) -> float:
+    return float((await api.get("/api/v1/links")).json()["items"][0]["reservedGbps"])
+
+
+async def copies(app: FastAPI) -> list[DataCopy]:
+    async with transaction(app.state.sessions) as session:
+        found = await session.execute(select(DataCopy).order_by(DataCopy.created_at))
+        return list(found.scalars())
+
+
+async def report(app: FastAPI, copy: DataCopy, phase: CopyPhase, message: str = "") -> None:
+    """The destination's agent says where the copy stands."""
+    async with transaction(app.state.sessions) as session:
+        cluster = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-a"))
+        assert cluster is not None
+        await apply_report(
+            session,
+            cluster_id=cluster,
+            status=CopyStatus(copy_id=str(copy.id), phase=phase, message=message),
+        )
+
+
+async def prefetching(app: FastAPI, api: httpx.AsyncClient) -> tuple[str, str]:
+    """gpu-b holds corpus-v3 (2 TiB) and runs `hog` (it reads the corpus) for 10 more hours;
+    gpu-a runs `short` (reads nothing) for 30 more minutes. `train` (64 GPUs, reads the
+    corpus) fits in neither now. By hand: a holder has room in about 10 h; staging into gpu-a
+    at 100 Gbps takes 2 TiB * 8 / 100 Gbps = 176 s, and gpu-a has room in about 30 min; so
+    room and data are both in gpu-a in 30 min, sooner than 10 h: copy it there now."""
+    for name in ("gpu-a", "gpu-b"):
+        await create_cluster(api, name)
+        await put_inventory(api, name)
+    link = {"clusterA": "gpu-a", "clusterB": "gpu-b", "capacityGbps": 400}
+    assert (await api.post("/api/v1/links", json=link)).status_code == 201
+    await corpus(api)
+    hog = await reader(api, "hog", estimate="10h")
+    assert (await app.state.scheduler.run_once()).result.placed == [hog]
+    short = await reader(api, "short", estimate="30m", claim=False)
+    assert (await app.state.scheduler.run_once()).result.placed == [short]
+    assert (await clusters_of(api, hog), await clusters_of(api, short)) == (["gpu-b"], ["gpu-a"])
+    for name in ("gpu-a", "gpu-b"):  # their pods run: the agents' inventories say so
+        await put_inventory(api, name, used=8)
+    uid = await reader(api)
+    assert (await app.state.scheduler.run_once()).result.placed == []
+    return uid, short
+
+
+async def test_a_waiting_jobs_data_is_copied_where_room_comes_first_and_it_starts_there(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uid, short = await prefetching(app, api)
+    shown = await job(api, uid)
+    assert shown["state"] == "Pending"
+    assert "copying it to gpu-a meanwhile" in shown["pendingReason"]
+    (copy,) = await copies(app)
+    assert (copy.data_source, copy.bytes, copy.gbps) == ("corpus-v3", 2 * 2**40, 100.0)
+    assert (copy.state, copy.job_id, copy.purpose) == (
+        CopyState.PENDING,
+        uuid.UUID(uid),
+        "prefetch",
+    )
+    assert copy.item["destination"] == "/data/corpus-v3/"
+    assert await reserved(api) == 100.0
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(
+        e["reason"] == "PrefetchStarted"
+        and "corpus-v3 (2 TiB) from gpu-b to gpu-a at 100 Gbps" in e["message"]
+        for e in events
+    )
+
+    assert (await app.state.scheduler.run_once()).result.placed == []
+    assert len(await copies(app)) == 1  # one copy into one place, not one a round
+    assert "corpus-v3 is being copied to gpu-a meanwhile" in (await job(api, uid))["pendingReason"]
+
+    await report(app, copy, CopyPhase.COPYING)
+    await report(app, copy, CopyPhase.SUCCEEDED)
+    (copy,) = await copies(app)
+    assert copy.state is CopyState.SUCCEEDED and copy.ended_at is not None
+    assert await reserved(api) == 0
+    source = (await api.get("/api/v1/datasources/corpus-v3")).json()
+    assert source["clusters"] == ["gpu-b", "gpu-a"]
+
+    assert (await api.post(f"/api/v1/jobs/{short}/cancel")).status_code == 200
+    await put_inventory(api, "gpu-a")
+    assert (await app.state.scheduler.run_once()).result.placed == [uid]
+    assert await clusters_of(api, uid) == ["gpu-a"]
+    shares, held = await rows(app, api, uid)
+    assert [s.staging for s in shares] == [None]  # its data is there: no staging
+    assert held == []
+
+
+async def test_a_failed_copy_returns_its_bandwidth_and_requeues_nothing(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "staging Job ml/x failed: BackoffLimitExceeded")
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (
+        CopyState.FAILED,
+        "staging Job ml/x failed: BackoffLimitExceeded",
+    )
+    assert await reserved(api) == 0
+    shown = await job(api, uid)
+    assert shown["state"] == "Pending"
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(e["reason"] == "PrefetchFailed" for e in events)
+    source = (await api.get("/api/v1/datasources/corpus-v3")).json()
+    assert source["clusters"] == ["gpu-b"]
+    await report(app, copy, CopyPhase.SUCCEEDED)  # a late report changes nothing
+    assert (await copies(app))[0].state is CopyState.FAILED
+
+
+async def test_cancelling_the_job_stops_its_copy(app: FastAPI, api: httpx.AsyncClient) -> None:
+    uid, _ = await prefetching(app, api)
+    assert (await api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200
+    (copy,) = await copies(app)
+    assert copy.state is CopyState.STOPPING
+    assert copy.reason.startswith("its job was cancelled")
+    assert await reserved(api) == 0
+    async with transaction(app.state.sessions) as session:
+        held = await session.execute(
+            select(LinkReservation).where(LinkReservation.copy_id.is_not(None))
+        )
+        assert list(held.scalars()) == []  # the copy's reservation is gone
+    await report(app, copy, CopyPhase.STOPPED)
+    assert (await copies(app))[0].state is CopyState.STOPPED
+
+
+async def test_a_split_share_staging_and_a_prefetch_never_oversubscribe_the_links(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """gpu-c holds the corpus and is busy for 10 h; `train` (96 GPUs) splits over gpu-a and
+    gpu-b (50 Gbps between them) and stages into both (100 Gbps on each 150 Gbps link from
+    gpu-c); `next` then waits for room (train's hour) and its data is prefetched over what is
+    left of a link from gpu-c: 50 Gbps, the link full, never more."""
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        await create_cluster(api, name)
+        await put_inventory(api, name)
+    for a, b, gbps in (("gpu-a", "gpu-b", 400), ("gpu-a", "gpu-c", 150), ("gpu-b", "gpu-c", 150)):
+        link = {"clusterA": a, "clusterB": b, "capacityGbps": gbps}
+        assert (await api.post("/api/v1/links", json=link)).status_code == 201
+    await corpus(api, where="gpu-c")
+    hog = await reader(api, "hog", estimate="10h")
+    assert (await app.state.scheduler.run_once()).result.placed == [hog]
+    await put_inventory(api, "gpu-c", used=8)
+    await apply(api, data_source_claim("train-corpus", workload="train"))
+    train = job_document("train", replicas=12, runningEstimate="1h")  # 96 GPUs: a split
+    train["metadata"]["annotations"] = split_annotations(4, crossing_gbps=50)
+    uid = (await submit(api, train)).json()["uid"]
+    assert (await app.state.scheduler.run_once()).result.placed == [uid]
+    assert await links(api) == {"gpu-a-gpu-b": 50.0, "gpu-a-gpu-c": 100.0, "gpu-b-gpu-c": 100.0}
+    for name in ("gpu-a", "gpu-b"):
+        await put_inventory(api, name, used=8)
+
+    # `next` reads another corpus of gpu-c (the first is on its way to gpu-a and gpu-b already).
+    await apply(api, data_source("corpus-v4", clusters=("gpu-c",), size="2Ti"))
+    await apply(api, data_source_claim("next-corpus", source="corpus-v4", workload="next"))
+    waiting = await reader(api, "next", estimate="30m", claim=False)
+    for _ in range(2):  # and a second round adds nothing
+        assert (await app.state.scheduler.run_once()).result.placed == []
+    (copy,) = await copies(app)
+    assert (copy.gbps, copy.source_cluster.name) == (50.0, "gpu-c")
+    assert copy.job_id == uuid.UUID(waiting)
+    held = await links(api)
+    assert held[f"{copy.destination_cluster.name}-gpu-c"] == 150.0  # full, not over
+    capacity = {"gpu-a-gpu-b": 400, "gpu-a-gpu-c": 150, "gpu-b-gpu-c": 150}
+    assert all(held[k] <= capacity[k] for k in held)
+
+
+async def links(api: httpx.AsyncClient) -> dict[str, float]:
+    items = (await api.get("/api/v1/links")).json()["items"]
+    return {f"{i['clusterA']}-{i['clusterB']}": i["reservedGbps"] for i in items}
+
+
+async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidth(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+    assert await reserved(api) == 0
+    assert (await job(api, uid))["state"] == "Pending"
