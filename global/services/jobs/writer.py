@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, select, text
+from sqlalchemy import bindparam, insert, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -39,7 +39,7 @@ from volcano_global.db.engine import autocommit
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
-from volcano_global.services.tenancy.submission_rules import FINGERPRINT_SQL, fingerprint
+from volcano_global.services.tenancy.submission_rules import FINGERPRINT_SQL
 
 MAX_BATCH = 500  # jobs per INSERT (each has ~30 columns: well under the bind-parameter limits)
 
@@ -186,7 +186,7 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
         "WITH incoming AS (SELECT * FROM jsonb_to_recordset(CAST(:jobs AS jsonb)) "
         f"AS u({record_of(jobs, job_columns)}, queue_name text, n int, refuse_finished boolean, "
         "rules_mark text)), "
-        f"rules AS (SELECT {FINGERPRINT_SQL} AS mark), "
+        f"rules AS (SELECT {FINGERPRINT_SQL['postgresql']} AS mark), "
         f"found AS (SELECT q.id, q.name, {_USABLE} AS usable FROM queues AS q "
         "WHERE q.name IN (SELECT queue_name FROM incoming)), "
         "holders AS (SELECT DISTINCT ON (i.id) i.id, j.state FROM incoming AS i "
@@ -239,37 +239,53 @@ async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uu
 
 async def _read_found(session: AsyncSession, batch: list[_Item]) -> _Found:
     """The batch's queues, the finished jobs holding the names of the items that refuse them,
-    and the submission rules' fingerprint if an item carries a mark."""
-    queues = text(
-        f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
-    ).bindparams(bindparam("names", expanding=True))
-    found = _Found({}, {}, {})
-    for name, id_, usable in await session.execute(
-        queues, {"names": list({i.queue for i in batch})}
-    ):
-        found.queue_ids[name], found.refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
-    if any(i.rules_mark is not None for i in batch):
-        found.mark = await fingerprint(session)
+    and the submission rules' fingerprint if an item carries a mark: one statement."""
     asking = {(i.job["namespace"], i.job["name"]) for i in batch if i.refuse_finished}
-    if not asking:
-        return found
-    # Two IN lists, not a row-value IN: without statistics SQLite plans the latter on the
-    # state index (every finished job read), the former on (namespace, name).
-    holders = (
-        select(Job.namespace, Job.name, Job.state)
-        .where(
-            Job.namespace.in_({ns for ns, _ in asking}),
-            Job.name.in_({name for _, name in asking}),
-            _FINISHED,
-        )
-        .order_by(Job.submitted_at)
+    marked = any(i.rules_mark is not None for i in batch)
+    statement = cached_statement(
+        ("sqlite found", bool(asking), marked), _sqlite_read, bool(asking), marked
     )
-    by_name = {(ns, name): state for ns, name, state in await session.execute(holders)}
+    parameters: dict[str, Any] = {"names": list({i.queue for i in batch})}
+    if asking:
+        parameters |= {
+            "namespaces": list({n for n, _ in asking}),
+            "jobs": list({n for _, n in asking}),
+        }
+    found, by_name = _Found({}, {}, {}), {}
+    for what, first, second, detail, _ in await session.execute(statement, parameters):
+        if what == "queue":  # name, id, usable
+            found.queue_ids[first] = uuid.UUID(str(second))
+            found.refused[first] = _REFUSALS.get(detail)
+        elif what == "holder":  # namespace, name, state; oldest first: the newest one's stays
+            by_name[(first, second)] = detail
+        else:
+            found.mark = first
     for item in batch:
         key = (item.job["namespace"], item.job["name"])
         if item.refuse_finished and key in by_name:
             found.holders[item.job["id"]] = str(by_name[key])
     return found
+
+
+def _sqlite_read(asking: bool, marked: bool) -> TextClause:
+    """Rows ('queue', name, id, usable, NULL), ('holder', namespace, name, state, submitted)
+    oldest first if `asking`, and ('rules', fingerprint, NULL, NULL, NULL) if `marked`."""
+    parts = [
+        f"SELECT 'queue', q.name, q.id, {_USABLE}, NULL FROM queues AS q WHERE q.name IN :names"
+    ]
+    if asking:
+        # Two IN lists, not a row-value IN: without statistics SQLite plans the latter on the
+        # state index (every finished job read), the former on (namespace, name).
+        parts.append(
+            "SELECT 'holder', j.namespace, j.name, j.state, j.submitted_at FROM jobs AS j "
+            f"WHERE j.namespace IN :namespaces AND j.name IN :jobs AND {_FINISHED_HOLDER}"
+        )
+    if marked:
+        parts.append(f"SELECT 'rules', {FINGERPRINT_SQL['sqlite']}, NULL, NULL, NULL")
+    names = ["names", "namespaces", "jobs"] if asking else ["names"]
+    return text(" UNION ALL ".join(parts) + " ORDER BY 5").bindparams(
+        *(bindparam(name, expanding=True) for name in names)
+    )
 
 
 # Whether a queue takes jobs: Open, and a leaf (no queue names it as parent).
@@ -281,7 +297,6 @@ _USABLE = (
 _REFUSALS = {"closed": WriteOutcome.QUEUE_CLOSED, "parent": WriteOutcome.NOT_LEAF}
 
 # A finished job not deleted: it holds its name as a Kubernetes object does until deleted.
-_FINISHED = and_(Job.deleted_at.is_(None), Job.state.in_(TERMINAL_JOB_STATES))
 _FINISHED_HOLDER = "j.deleted_at IS NULL AND j.state IN ({})".format(
     ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_JOB_STATES))
 )

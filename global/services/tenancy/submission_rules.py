@@ -28,23 +28,24 @@ from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.services.tenancy.boundary import tenancy_rules
 from volcano_global.services.tenancy.priority_classes import resolution_table
 
-# Postgres: one text value, so that the job writer's batch statement can compare it with
-# the mark each submission was checked under.
-FINGERPRINT_SQL = (
-    "concat_ws(',', (SELECT count(*) FROM queues), "
+
+# One text value, so that the job writer's batch can compare it with the mark each submission
+# was checked under. SQLite's sum of stamps as 17 significant digits: the float exactly.
+def _sqlite_part(table: str) -> str:
+    return (
+        f"(SELECT count(*) || ',' || coalesce(max(updated_at), '') || ',' || "
+        f"printf('%!.17g', total(julianday(updated_at))) FROM {table})"
+    )
+
+
+FINGERPRINT_SQL = {
+    "postgresql": "concat_ws(',', (SELECT count(*) FROM queues), "
     "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM queues), "
     "(SELECT count(*) FROM priority_classes), "
-    "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM priority_classes))"
-)
-_FINGERPRINT = {
-    "postgresql": text(f"SELECT {FINGERPRINT_SQL}"),
-    "sqlite": text(
-        "SELECT (SELECT count(*) FROM queues), (SELECT max(updated_at) FROM queues), "
-        "(SELECT total(julianday(updated_at)) FROM queues), "
-        "(SELECT count(*) FROM priority_classes), (SELECT max(updated_at) FROM priority_classes), "
-        "(SELECT total(julianday(updated_at)) FROM priority_classes)"
-    ),
+    "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM priority_classes))",
+    "sqlite": f"{_sqlite_part('queues')} || ';' || {_sqlite_part('priority_classes')}",
 }
+_FINGERPRINT = {dialect: text(f"SELECT {sql}") for dialect, sql in FINGERPRINT_SQL.items()}
 
 
 @dataclass(frozen=True)
@@ -88,5 +89,4 @@ def last_rules(engine: object, defaults: TenancyDefaults) -> SubmissionRules | N
 async def fingerprint(session: AsyncSession) -> str:
     """The queues' and priority classes' fingerprint now, as `SubmissionRules.mark`."""
     statement = _FINGERPRINT[session.get_bind().dialect.name]
-    row = (await session.execute(statement)).one()
-    return str(row[0]) if len(row) == 1 else repr(tuple(row))
+    return str((await session.execute(statement)).scalar_one())
