@@ -21,6 +21,7 @@ from volcano_global.api.deps import (
 )
 from volcano_global.api.documents import body_format, document_body
 from volcano_global.db.models import JobCheckpointLocation, JobState, TokenRole
+from volcano_global.errors import Busy, Forbidden, Invalid
 from volcano_global.jobspec import ParseOptions
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.schemas.common import ListMeta, error_responses
@@ -49,11 +50,16 @@ from volcano_global.services.jobs import views as job_views
 from volcano_global.services.jobs.views import PlacementView
 from volcano_global.services.scheduling import preview
 from volcano_global.services.tenancy.boundary import tenancy_rules
-from volcano_global.services.tenancy.submission_rules import submission_rules
+from volcano_global.services.tenancy.submission_rules import (
+    SubmissionRules,
+    last_rules,
+    submission_rules,
+)
 from volcano_global.services.tenancy.tokens import Principal
 from volcano_global.settings import Settings
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+RULE_CHANGES = 3  # a submission checked again this often at most, then answered 503
 
 DOCUMENT_BODY = document_body(
     "A Volcano Job (batch.volcano.sh/v1alpha1) or HyperJob (training.volcano.sh/v1alpha1), "
@@ -77,17 +83,47 @@ DOCUMENT_BODY = document_body(
 )
 async def submit_job(request: Request, caller: LoneSubmitter) -> JobDetail:
     """Submit a Volcano Job or HyperJob as YAML (`Content-Type: application/yaml`) or JSON."""
-    submission = await submission_for(request, request.app.state.settings, caller)
-
-    job = await submissions.submit_job(
-        submission,
-        submitted_by=caller.name,
-        writer=request.app.state.job_writer,
-        events=[audit.audit_row(request, caller)],
-        refuse_finished=True,
-    )
+    job = await _submit_checked(request, caller)
     request.app.state.scheduler.wake.set()  # a new job: schedule without waiting for the period
     return present_job(job, None)
+
+
+async def _submit_checked(request: Request, caller: Principal) -> dict[str, Any]:
+    """The job checked and written without a statement of its own: checked against the rules
+    this process read last, whose mark the writer's batch compares with the fingerprint where
+    it writes the job. If they moved (RulesMoved), or refuse the job and may have moved, they
+    are read again and the job checked anew: a change on any replica applies to it."""
+    settings: Settings = request.app.state.settings
+    defaults = tenancy_defaults(settings)
+    rules = last_rules(request.app.state.engine.sync_engine, defaults)
+    current = rules is None  # read just now, or not yet known to be
+    if rules is None:
+        rules = await _read_rules(request, defaults)
+    for _ in range(RULE_CHANGES):
+        try:
+            return await submissions.submit_job(
+                await _submission(request, settings, caller, rules, rules_mark=rules.mark),
+                submitted_by=caller.name,
+                writer=request.app.state.job_writer,
+                events=[audit.audit_row(request, caller)],
+                refuse_finished=True,
+            )
+        except submissions.RulesMoved:
+            rules = await _read_rules(request, defaults)
+        except (Invalid, Forbidden):
+            if current:
+                raise
+            fresh = await _read_rules(request, defaults)
+            if fresh.mark == rules.mark:
+                raise
+            rules = fresh
+        current = True
+    raise Busy("queues or priority classes changed throughout the submission: retry it")
+
+
+async def _read_rules(request: Request, defaults: TenancyDefaults) -> SubmissionRules:
+    async with request.app.state.sessions() as own:
+        return await submission_rules(own, defaults)
 
 
 @router.post(
@@ -140,8 +176,20 @@ async def submission_for(
     if session is not None:
         rules = await submission_rules(session, tenancy_defaults(settings))
     else:
-        async with request.app.state.sessions() as own:
-            rules = await submission_rules(own, tenancy_defaults(settings))
+        rules = await _read_rules(request, tenancy_defaults(settings))
+    return await _submission(request, settings, caller, rules)
+
+
+async def _submission(
+    request: Request,
+    settings: Settings,
+    caller: Principal,
+    rules: SubmissionRules,
+    *,
+    rules_mark: str | None = None,
+) -> submissions.Submission:
+    """The request's document and what it is checked against. `rules_mark`: the job writer
+    writes the job only if the rules' fingerprint is still this one."""
     return submissions.Submission(
         body=await request.body(),
         fmt=body_format(request),
@@ -158,6 +206,7 @@ async def submission_for(
         default_queue=settings.scheduling.default_queue,
         tenancy=rules.tenancy,
         allowed_queues=caller.visible_queues(),
+        rules_mark=rules_mark,
     )
 
 

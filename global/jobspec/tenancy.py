@@ -38,6 +38,7 @@ SYSTEM_PRIORITY = "global.volcano.sh/system-priority"
 RESTRICTED_CLASS = "global.volcano.sh/restricted"  # on a PriorityClass
 QUEUE_PLACEHOLDER = "{queue}"
 SYSTEM_NAMESPACE_PREFIX = "kube-"
+MAX_POLICIES = 10_000  # queue policies remembered per TenancyRules
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,19 @@ class TenancyRules:
     annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by queue
     restricted_classes: frozenset[str] = frozenset()
     defaults: TenancyDefaults = TenancyDefaults()
+    # Each queue's policy once built: the rules are read once and checked against by every
+    # submission until a queue or class changes (services/tenancy/submission_rules.py).
+    _policies: dict[str, QueuePolicy] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def policy(self, queue: str) -> QueuePolicy:
-        return queue_policy(queue, self.annotations.get(queue, {}), self.defaults)
+        found = self._policies.get(queue)
+        if found is None:
+            found = queue_policy(queue, self.annotations.get(queue, {}), self.defaults)
+            if len(self._policies) < MAX_POLICIES:  # a name per submission: bounded
+                self._policies[queue] = found
+        return found
 
 
 def queue_policy(

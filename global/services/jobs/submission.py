@@ -41,6 +41,14 @@ class Submission:
     default_queue: str
     tenancy: TenancyRules  # what each queue's jobs may do in a member cluster
     allowed_queues: tuple[str, ...] | None = None  # a queue user's queues; None: any
+    # The fingerprint `options` and `tenancy` were read under: if set, the job is written
+    # only if it is still current (else RulesMoved).
+    rules_mark: str | None = None
+
+
+class RulesMoved(Exception):
+    """The priority classes or queues the submission was checked against changed before it
+    was written: nothing was written; check it again against the rules now."""
 
 
 def read_submission(submission: Submission) -> tuple[dict[str, Any], NormalizedJob, str]:
@@ -115,7 +123,8 @@ async def submit_job(
     from `event_row`, e.g. the call's audit record) in the writer's next batch, which also
     looks its queue up (no session of the caller's is held meanwhile: SQLite has one
     connection, which the writer needs). `refuse_finished`: a finished job not deleted holding
-    the name refuses it (Conflict), checked in the writer's batch. Returns the stored row (every
+    the name refuses it (Conflict), checked in the writer's batch. Raises RulesMoved if the
+    submission carries a rules mark that is no longer current. Returns the stored row (every
     column of the jobs table and `queue_name`, as `jobs/views.py` reads it)."""
     document, job, queue_name = read_submission(submission)
     if check_name is not None:  # (namespace, name): e.g. the Kubernetes API's name check
@@ -169,10 +178,16 @@ async def submit_job(
     async with pending_room(writer, queue_name, len(submission.body)):
         written = await finished(
             writer.add(
-                values, [submitted, *events], queue=queue_name, refuse_finished=refuse_finished
+                values,
+                [submitted, *events],
+                queue=queue_name,
+                refuse_finished=refuse_finished,
+                rules_mark=submission.rules_mark,
             )
         )
     outcome = written.outcome
+    if outcome is WriteOutcome.STALE_RULES:
+        raise RulesMoved()
     if outcome is WriteOutcome.NO_QUEUE:
         raise _no_queue(job, queue_name)
     if outcome is WriteOutcome.QUEUE_CLOSED:

@@ -12,10 +12,14 @@ an earlier row of its own batch, is skipped by `ON CONFLICT DO NOTHING` and its 
 so; the others are written. A job whose queue does not exist is not written and its submitter
 told so. A submission may ask to be refused when a finished job not deleted holds its name
 (`POST /api/v1/jobs`; apply submits a new job then): that check is part of the batch's read,
-not a statement of its own. Any other integrity error (e.g. the queue was deleted between the
-read and the insert) makes the batch be written again one job at a time, so only the job at
-fault fails. A database error fails every submission of the batch (each caller gets the error:
-the client retries); nothing is reported written that is not committed."""
+not a statement of its own. So is the check that the rules a job was checked against are
+current: a submission may carry the mark of the priority classes and tenancy rules it was
+checked under (`services/tenancy/submission_rules.py`), and is not written if the batch finds
+the queues' and classes' fingerprint moved since (its submitter checks it again). Any other
+integrity error (e.g. the queue was deleted between the read and the insert) makes the batch
+be written again one job at a time, so only the job at fault fails. A database error fails
+every submission of the batch (each caller gets the error: the client retries); nothing is
+reported written that is not committed."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, select, text
+from sqlalchemy import bindparam, insert, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -35,6 +39,7 @@ from volcano_global.db.engine import autocommit
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
+from volcano_global.services.tenancy.submission_rules import FINGERPRINT_SQL
 
 MAX_BATCH = 500  # jobs per INSERT (each has ~30 columns: well under the bind-parameter limits)
 
@@ -46,6 +51,7 @@ class WriteOutcome(enum.Enum):
     QUEUE_CLOSED = "its queue is Closed"
     NOT_LEAF = "its queue has child queues (jobs run only in leaf queues)"
     FINISHED_HOLDER = "a finished job not deleted has its name"
+    STALE_RULES = "the rules it was checked against changed since"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class _Item:
     queue: str  # the queue's name
     events: list[dict[str, Any]]  # every column of each event row
     refuse_finished: bool  # refused if a finished job not deleted holds its namespace/name
+    rules_mark: str | None  # not written unless the rules' fingerprint is still this one
 
 
 class JobWriter:
@@ -79,12 +86,13 @@ class JobWriter:
         *,
         queue: str,
         refuse_finished: bool = False,
+        rules_mark: str | None = None,
     ) -> Written:
         """Write the job (into the queue named `queue`, whose id it is given) and its events in
         the next batch, and tell whether it was stored. `refuse_finished`: not if a finished job
-        not deleted holds its name. Raises what the write raised (the job is then not
-        stored)."""
-        return await self._group.add(_Item(job, queue, events, refuse_finished))
+        not deleted holds its name. `rules_mark`: not if the submission rules' fingerprint is
+        no longer this one. Raises what the write raised (the job is then not stored)."""
+        return await self._group.add(_Item(job, queue, events, refuse_finished, rules_mark))
 
     async def _insert(self, batch: list[_Item]) -> list[Written]:
         async with self.sessions() as session:
@@ -98,14 +106,18 @@ class JobWriter:
 
 @dataclass
 class _Found:
-    """What the batch's read found: its queues and the finished jobs holding its names."""
+    """What the batch's read found: its queues, the finished jobs holding its names and the
+    submission rules' fingerprint."""
 
     queue_ids: dict[str, uuid.UUID]  # by name
     refused: dict[str, WriteOutcome | None]  # by queue name: why it takes no jobs
     holders: dict[uuid.UUID, str]  # incoming job id -> the state of the finished holder
+    mark: str | None = None  # the fingerprint (read if an item carries a mark)
 
     def verdict(self, item: _Item) -> Written | None:
         """Why the item is not written, or None if it is to be inserted."""
+        if item.rules_mark is not None and item.rules_mark != self.mark:
+            return Written(WriteOutcome.STALE_RULES)
         if item.queue not in self.queue_ids:
             return Written(WriteOutcome.NO_QUEUE)
         if (refusal := self.refused[item.queue]) is not None:
@@ -119,7 +131,13 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     """Postgres: the whole batch in one statement (atomic on its own: no BEGIN or COMMIT round
     trip), its jobs and events as two JSON parameters (`db/bulk.py`)."""
     jobs = [
-        {**item.job, "queue_name": item.queue, "n": n, "refuse_finished": item.refuse_finished}
+        {
+            **item.job,
+            "queue_name": item.queue,
+            "n": n,
+            "refuse_finished": item.refuse_finished,
+            "rules_mark": item.rules_mark,
+        }
         for n, item in enumerate(batch)
     ]
     events = [{**e, "owner": item.job["id"]} for item in batch for e in item.events]
@@ -135,6 +153,8 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
             stored.add(row_id)
         elif what == "queue":
             found.queue_ids[name], found.refused[name] = row_id, _REFUSALS.get(detail)
+        elif what == "rules":
+            found.mark = name
         else:
             found.holders[row_id] = detail
     written = {}
@@ -149,11 +169,13 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
 
 
 def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...]) -> TextClause:
-    """Read the queues the jobs name and the finished jobs holding the names of those that
-    refuse them; insert, in submission order, the jobs whose queue takes them and whose name
-    no finished job holds (a live name taken: skipped), and the events of the jobs inserted.
-    Returns ('stored', job id) for each job inserted, ('queue', queue id, name, usable) for
-    each queue found and ('holder', job id, NULL, state) for each job refused its name."""
+    """Read the queues the jobs name, the finished jobs holding the names of those that refuse
+    them and the submission rules' fingerprint; insert, in submission order, the jobs whose
+    queue takes them, whose name no finished job holds (a live name taken: skipped) and whose
+    rules' mark, if any, is the fingerprint, and the events of the jobs inserted. Returns
+    ('stored', job id) for each job inserted, ('queue', queue id, name, usable) for each queue
+    found, ('holder', job id, NULL, state) for each job refused its name and ('rules', NULL,
+    fingerprint, NULL)."""
     jobs, events = Job.__table__, Event.__table__
     names = ", ".join(job_columns)
     picked = ", ".join(f"i.{c}" for c in job_columns)
@@ -162,7 +184,9 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
     # Table and column names come from the model, never from input.
     sql = (
         "WITH incoming AS (SELECT * FROM jsonb_to_recordset(CAST(:jobs AS jsonb)) "
-        f"AS u({record_of(jobs, job_columns)}, queue_name text, n int, refuse_finished boolean)), "
+        f"AS u({record_of(jobs, job_columns)}, queue_name text, n int, refuse_finished boolean, "
+        "rules_mark text)), "
+        f"rules AS (SELECT {FINGERPRINT_SQL['postgresql']} AS mark), "
         f"found AS (SELECT q.id, q.name, {_USABLE} AS usable FROM queues AS q "
         "WHERE q.name IN (SELECT queue_name FROM incoming)), "
         "holders AS (SELECT DISTINCT ON (i.id) i.id, j.state FROM incoming AS i "
@@ -171,7 +195,8 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
         "ORDER BY i.id, j.submitted_at DESC), "
         f"new_jobs AS (INSERT INTO jobs ({names}, queue_id) SELECT {picked}, f.id "
         "FROM incoming AS i JOIN found AS f ON f.name = i.queue_name "
-        "WHERE f.usable = 'open' AND i.id NOT IN (SELECT id FROM holders) ORDER BY i.n "
+        "WHERE f.usable = 'open' AND i.id NOT IN (SELECT id FROM holders) "
+        "AND (i.rules_mark IS NULL OR i.rules_mark = (SELECT mark FROM rules)) ORDER BY i.n "
         "ON CONFLICT DO NOTHING RETURNING id)"
     )
     if event_columns:
@@ -185,6 +210,7 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
         " SELECT 'stored', id, CAST(NULL AS text), CAST(NULL AS text) FROM new_jobs"
         " UNION ALL SELECT 'queue', id, name, usable FROM found"
         " UNION ALL SELECT 'holder', id, NULL, state FROM holders"
+        " UNION ALL SELECT 'rules', NULL, mark, NULL FROM rules"
     )
     return text(sql)
 
@@ -212,36 +238,54 @@ async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uu
 
 
 async def _read_found(session: AsyncSession, batch: list[_Item]) -> _Found:
-    """The batch's queues, and the finished jobs holding the names of the items that refuse
-    them."""
-    queues = text(
-        f"SELECT q.name, q.id, {_USABLE} AS usable FROM queues AS q WHERE q.name IN :names"
-    ).bindparams(bindparam("names", expanding=True))
-    found = _Found({}, {}, {})
-    for name, id_, usable in await session.execute(
-        queues, {"names": list({i.queue for i in batch})}
-    ):
-        found.queue_ids[name], found.refused[name] = uuid.UUID(str(id_)), _REFUSALS.get(usable)
+    """The batch's queues, the finished jobs holding the names of the items that refuse them,
+    and the submission rules' fingerprint if an item carries a mark: one statement."""
     asking = {(i.job["namespace"], i.job["name"]) for i in batch if i.refuse_finished}
-    if not asking:
-        return found
-    # Two IN lists, not a row-value IN: without statistics SQLite plans the latter on the
-    # state index (every finished job read), the former on (namespace, name).
-    holders = (
-        select(Job.namespace, Job.name, Job.state)
-        .where(
-            Job.namespace.in_({ns for ns, _ in asking}),
-            Job.name.in_({name for _, name in asking}),
-            _FINISHED,
-        )
-        .order_by(Job.submitted_at)
+    marked = any(i.rules_mark is not None for i in batch)
+    statement = cached_statement(
+        ("sqlite found", bool(asking), marked), _sqlite_read, bool(asking), marked
     )
-    by_name = {(ns, name): state for ns, name, state in await session.execute(holders)}
+    parameters: dict[str, Any] = {"names": list({i.queue for i in batch})}
+    if asking:
+        parameters |= {
+            "namespaces": list({n for n, _ in asking}),
+            "jobs": list({n for _, n in asking}),
+        }
+    found, by_name = _Found({}, {}, {}), {}
+    for what, first, second, detail, _ in await session.execute(statement, parameters):
+        if what == "queue":  # name, id, usable
+            found.queue_ids[first] = uuid.UUID(str(second))
+            found.refused[first] = _REFUSALS.get(detail)
+        elif what == "holder":  # namespace, name, state; oldest first: the newest one's stays
+            by_name[(first, second)] = detail
+        else:
+            found.mark = first
     for item in batch:
         key = (item.job["namespace"], item.job["name"])
         if item.refuse_finished and key in by_name:
             found.holders[item.job["id"]] = str(by_name[key])
     return found
+
+
+def _sqlite_read(asking: bool, marked: bool) -> TextClause:
+    """Rows ('queue', name, id, usable, NULL), ('holder', namespace, name, state, submitted)
+    oldest first if `asking`, and ('rules', fingerprint, NULL, NULL, NULL) if `marked`."""
+    parts = [
+        f"SELECT 'queue', q.name, q.id, {_USABLE}, NULL FROM queues AS q WHERE q.name IN :names"
+    ]
+    if asking:
+        # Two IN lists, not a row-value IN: without statistics SQLite plans the latter on the
+        # state index (every finished job read), the former on (namespace, name).
+        parts.append(
+            "SELECT 'holder', j.namespace, j.name, j.state, j.submitted_at FROM jobs AS j "
+            f"WHERE j.namespace IN :namespaces AND j.name IN :jobs AND {_FINISHED_HOLDER}"
+        )
+    if marked:
+        parts.append(f"SELECT 'rules', {FINGERPRINT_SQL['sqlite']}, NULL, NULL, NULL")
+    names = ["names", "namespaces", "jobs"] if asking else ["names"]
+    return text(" UNION ALL ".join(parts) + " ORDER BY 5").bindparams(
+        *(bindparam(name, expanding=True) for name in names)
+    )
 
 
 # Whether a queue takes jobs: Open, and a leaf (no queue names it as parent).
@@ -253,7 +297,6 @@ _USABLE = (
 _REFUSALS = {"closed": WriteOutcome.QUEUE_CLOSED, "parent": WriteOutcome.NOT_LEAF}
 
 # A finished job not deleted: it holds its name as a Kubernetes object does until deleted.
-_FINISHED = and_(Job.deleted_at.is_(None), Job.state.in_(TERMINAL_JOB_STATES))
 _FINISHED_HOLDER = "j.deleted_at IS NULL AND j.state IN ({})".format(
     ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_JOB_STATES))
 )

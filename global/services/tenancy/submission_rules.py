@@ -2,18 +2,22 @@
 queues' tenancy rules - read again only when queues or classes changed (issue 35: reading them
 for every submission, three statements, took a submission from 3.1 to 5.6 ms of server CPU).
 
-A change on any replica still applies to the next job: each submission reads the tables'
-fingerprint, one small statement, and the rules afresh when it moved. On Postgres the
-fingerprint is each table's row count and the sum of its rows' `xmin` (every insert, update
-and delete changes it, whatever the replicas' clocks say); on SQLite the row count, the newest
-`updated_at` and the sum of every row's (an update stamped before the newest, as a clock that
-stepped back would stamp it, still moves the sum). A transaction sees its own writes in the
-fingerprint too, so a queue applied with its jobs in one request applies to them."""
+A change on any replica still applies to the next job. The tables' fingerprint (`mark`) moves
+with every change: on Postgres each table's row count and the sum of its rows' `xmin` (every
+insert, update and delete changes it, whatever the replicas' clocks say); on SQLite the row
+count, the newest `updated_at` and the sum of every row's (an update stamped before the newest,
+as a clock that stepped back would stamp it, still moves the sum). A transaction sees its own
+writes in the fingerprint too, so a queue applied with its jobs in one request applies to them.
+
+`submission_rules` reads the fingerprint, one small statement, and the rules afresh when it
+moved. `POST /api/v1/jobs` reads nothing: it checks the job against the rules this process
+read last (`last_rules`) and the job writer's batch compares their mark with the fingerprint
+in the statement that writes the job (`fingerprint_sql`), writing none checked under rules
+that have moved since (its submitter reads them again and checks the job anew)."""
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -24,20 +28,24 @@ from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
 from volcano_global.services.tenancy.boundary import tenancy_rules
 from volcano_global.services.tenancy.priority_classes import resolution_table
 
-_FINGERPRINT = {
-    "postgresql": text(
-        "SELECT (SELECT count(*) FROM queues), "
-        "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM queues), "
-        "(SELECT count(*) FROM priority_classes), "
-        "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM priority_classes)"
-    ),
-    "sqlite": text(
-        "SELECT (SELECT count(*) FROM queues), (SELECT max(updated_at) FROM queues), "
-        "(SELECT total(julianday(updated_at)) FROM queues), "
-        "(SELECT count(*) FROM priority_classes), (SELECT max(updated_at) FROM priority_classes), "
-        "(SELECT total(julianday(updated_at)) FROM priority_classes)"
-    ),
+
+# One text value, so that the job writer's batch can compare it with the mark each submission
+# was checked under. SQLite's sum of stamps as 17 significant digits: the float exactly.
+def _sqlite_part(table: str) -> str:
+    return (
+        f"(SELECT count(*) || ',' || coalesce(max(updated_at), '') || ',' || "
+        f"printf('%!.17g', total(julianday(updated_at))) FROM {table})"
+    )
+
+
+FINGERPRINT_SQL = {
+    "postgresql": "concat_ws(',', (SELECT count(*) FROM queues), "
+    "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM queues), "
+    "(SELECT count(*) FROM priority_classes), "
+    "(SELECT coalesce(sum(xmin::text::bigint), 0) FROM priority_classes))",
+    "sqlite": f"{_sqlite_part('queues')} || ';' || {_sqlite_part('priority_classes')}",
 }
+_FINGERPRINT = {dialect: text(f"SELECT {sql}") for dialect, sql in FINGERPRINT_SQL.items()}
 
 
 @dataclass(frozen=True)
@@ -45,10 +53,11 @@ class SubmissionRules:
     classes: dict[str, PriorityClass]
     default_class: str | None
     tenancy: TenancyRules
+    mark: str  # the fingerprint they were read under
 
 
-# Per database engine (each app has its own): the fingerprint and the rules read under it.
-_CACHE: weakref.WeakKeyDictionary[object, tuple[Hashable, TenancyDefaults, SubmissionRules]] = (
+# Per database engine (each app has its own): the rules last read, with the defaults.
+_CACHE: weakref.WeakKeyDictionary[object, tuple[TenancyDefaults, SubmissionRules]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -56,16 +65,28 @@ _CACHE: weakref.WeakKeyDictionary[object, tuple[Hashable, TenancyDefaults, Submi
 async def submission_rules(session: AsyncSession, defaults: TenancyDefaults) -> SubmissionRules:
     """The priority classes, the global default class and the tenancy rules now."""
     engine = session.get_bind()
-    mark = await _fingerprint(session)
-    cached = _CACHE.get(engine)
-    if cached is not None and cached[0] == mark and cached[1] == defaults:
-        return cached[2]
+    mark = await fingerprint(session)
+    cached = last_rules(engine, defaults)
+    if cached is not None and cached.mark == mark:
+        return cached
     classes, default_class = await resolution_table(session)
-    rules = SubmissionRules(classes, default_class, await tenancy_rules(session, defaults=defaults))
-    _CACHE[engine] = (mark, defaults, rules)
+    tenancy = await tenancy_rules(session, defaults=defaults)
+    rules = SubmissionRules(classes, default_class, tenancy, mark)
+    _CACHE[engine] = (defaults, rules)
     return rules
 
 
-async def _fingerprint(session: AsyncSession) -> Hashable:
+def last_rules(engine: object, defaults: TenancyDefaults) -> SubmissionRules | None:
+    """The rules this process read last from `engine`'s database (None if none yet, or under
+    other defaults), not checked against the database: their `mark` is, where the job is
+    written."""
+    cached = _CACHE.get(engine)
+    if cached is None or cached[0] != defaults:
+        return None
+    return cached[1]
+
+
+async def fingerprint(session: AsyncSession) -> str:
+    """The queues' and priority classes' fingerprint now, as `SubmissionRules.mark`."""
     statement = _FINGERPRINT[session.get_bind().dialect.name]
-    return tuple((await session.execute(statement)).one())
+    return str((await session.execute(statement)).scalar_one())

@@ -1,7 +1,8 @@
 """Group commit of submissions (SQLite and Postgres): submissions that arrive together are
 written in fewer INSERTs than jobs, each with its events and audit record; a job whose row
 cannot be stored fails alone, and one whose queue does not exist, or whose name a finished job
-holds when it asks so, is refused alone."""
+holds when it asks so, or which was checked against rules that have changed since, is refused
+alone."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
 from volcano_global.services.jobs.writer import WriteOutcome, Written
+from volcano_global.services.tenancy.submission_rules import fingerprint
 
 
 async def test_submissions_that_arrive_together_share_a_transaction(
@@ -72,9 +74,16 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
     def row(name: str, **changes: object) -> dict:
         return template | {"id": uuid.uuid4(), "name": name} | changes
 
-    def add(job: dict, queue: str = "default", refuse_finished: bool = False) -> Awaitable[Written]:
+    def add(
+        job: dict, queue: str = "default", refuse_finished: bool = False, mark: str | None = None
+    ) -> Awaitable[Written]:
         submitted = event_row(job_id=job["id"], reason="Submitted", message="m")
-        return writer.add(job, [submitted], queue=queue, refuse_finished=refuse_finished)
+        return writer.add(
+            job, [submitted], queue=queue, refuse_finished=refuse_finished, rules_mark=mark
+        )
+
+    async with transaction(app.state.sessions) as session:
+        mark = await fingerprint(session)
 
     good = [row(f"good-{i}") for i in range(5)]
     bad = row("bad", state=None)  # a NOT NULL column without a value: an integrity error
@@ -86,6 +95,8 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         add(row("done"), refuse_finished=True),  # a finished job holds the name
         add(row("done", namespace="other"), refuse_finished=True),  # not in this namespace
         add(row("good-9"), refuse_finished=True),  # no job holds it
+        add(row("checked"), mark=mark),  # checked against the rules now
+        add(row("stale"), mark=mark + "0"),  # checked against rules that have changed since
         return_exceptions=True,
     )
     assert results[:5] == [Written(WriteOutcome.STORED)] * 5
@@ -96,17 +107,19 @@ async def test_a_row_that_cannot_be_stored_fails_alone(
         Written(WriteOutcome.FINISHED_HOLDER, "Cancelled"),
         Written(WriteOutcome.STORED),
         Written(WriteOutcome.STORED),
+        Written(WriteOutcome.STORED),
+        Written(WriteOutcome.STALE_RULES),
     ]
     async with transaction(app.state.sessions) as session:
         rows = {tuple(r) for r in await session.execute(select(Job.namespace, Job.name))}
         events = await session.scalar(
             select(func.count()).select_from(Event).where(Event.reason == "Submitted")
         )
-    good = {(template["namespace"], n) for n in ("seed", "done", "good-9")}
+    good = {(template["namespace"], n) for n in ("seed", "done", "good-9", "checked")}
     assert rows == good | {(template["namespace"], f"good-{i}") for i in range(5)} | {
         ("other", "done")
     }
-    assert events == 9  # the seed's, the finished one's and the good ones': none for the rest
+    assert events == 10  # the seed's, the finished one's and the good ones': none for the rest
 
 
 async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
