@@ -241,7 +241,8 @@ def _load_plan(text: str, check: Checker, path: str) -> _CommunicationInput | No
             return None
         refused = unstorable_text(raw)  # YAML's escapes reach what JSON text could not
         if refused is not None:
-            check.fail(f"{path}.{refused.field}" if refused.field else path, refused.message)
+            below = refused.field if refused.field.startswith("[") else f".{refused.field}"
+            check.fail(path + below if refused.field else path, refused.message)
             return None
     if not isinstance(raw, dict):
         check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")
