@@ -83,6 +83,9 @@ CASES: list[tuple[str, str, bytes, str, str]] = [
      _raw(_job("metadata", "annotations", "team")), JSON, "metadata.annotations.team"),
     ("POST", "/k8s/apis/scheduling.volcano.sh/v1beta1/queues",
      _raw(queue_document("q2", note=LONE)), JSON, "metadata.annotations.note"),
+    ("PATCH", "/k8s/apis/scheduling.volcano.sh/v1beta1/queues/default",
+     _raw({"metadata": {"annotations": {"note": LONE}}}), "application/merge-patch+json",
+     "metadata.annotations.note"),
 ]  # fmt: skip
 
 
