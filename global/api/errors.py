@@ -31,6 +31,7 @@ from volcano_global.errors import (
     UnsupportedMediaType,
     field_error,
 )
+from volcano_global.jobspec.documents import shown_text
 from volcano_global.schemas.common import Status, StatusCause, StatusDetails
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ _REASONS = {
     405: "MethodNotAllowed",
     415: "UnsupportedMediaType",
 }
-_PATH_MESSAGE = re.compile(r"^([A-Za-z_][\w]*(?:\[\d+\]|\.[A-Za-z_]\w*)*): (.+)$", re.S)
+_PATH_MESSAGE = re.compile(r'^([A-Za-z_][\w]*(?:\[\d+\]|\["[^"]*"\]|\.[A-Za-z_]\w*)*): (.+)$', re.S)
 
 
 def status_response(
@@ -184,5 +185,6 @@ def _cause(error: dict[str, Any]) -> FieldError:
 
 
 def _printable(text: str) -> str:
-    """Errors echo the caller's input; a NUL in it is shown escaped, never sent raw."""
-    return text.replace("\x00", "\\u0000")
+    """Errors echo the caller's input; a NUL or a lone surrogate in it is shown escaped, never
+    sent raw (a lone surrogate cannot even be encoded)."""
+    return shown_text(text.replace("\x00", "\\u0000"))

@@ -48,6 +48,15 @@ class UTCDateTime(TypeDecorator[datetime]):
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+def column_length(column: Mapped[Any]) -> int:
+    """The most characters a String column holds (a schema's bound taken from it cannot
+    drift from what the database stores)."""
+    length = column.property.columns[0].type.length  # type: ignore[attr-defined]
+    if length is None:
+        raise TypeError(f"{column} has no length")
+    return int(length)
+
+
 def str_enum(enum_cls: type[enum.StrEnum], *, length: int = 32) -> Enum:
     """An enum stored as its string value (no native type, no CHECK: adding a value later is
     a code change, not a migration)."""

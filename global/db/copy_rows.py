@@ -1,9 +1,9 @@
 """Inserting many rows given as tuples, in the driver's own terms: on Postgres one INSERT of
 `unnest` over one array parameter per column (asyncpg encodes the arrays in C), on SQLite one
 executemany on the driver; both through SQLAlchemy's connection, which translates errors as
-for any statement. Each
-value goes through its column type's bind processing as SQLAlchemy would apply it, taken once
-per column (JSON with orjson), instead of SQLAlchemy's per-row parameter handling, which cost
+for any statement. Each value goes through its column type's bind processing as SQLAlchemy
+would apply it, taken once per column (JSON as `json_text` writes it, as the engine's
+serializer does on SQLite), instead of SQLAlchemy's per-row parameter handling, which cost
 more than the database's own work for an agent's 5,000-node snapshot (docs/benchmarks.md,
 "Ingest at 100 x 5,000").
 
@@ -16,12 +16,13 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
 from sqlalchemy import JSON, Enum, String, Table
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import TypeEngine
+
+from volcano_global.db import json_text
 
 Names = tuple[str, ...]
 Processor = Callable[[Any], Any]
@@ -115,14 +116,10 @@ def uuid_texts(count: int, *, dashed: bool) -> list[str]:
 def _processor(table: Table, column: str, dialect: Dialect) -> Processor | None:
     type_ = table.c[column].type
     if isinstance(type_, JSON) or isinstance(type_.dialect_impl(dialect), JSON):
-        return _json
+        return json_text.dumps
     return type_.dialect_impl(dialect).bind_processor(dialect)  # type: ignore[no-any-return]
 
 
 def _stored(table: Table, column: str, value: Any, dialect: Dialect) -> Any:
     process = _processor(table, column, dialect)
     return value if process is None or value is None else process(value)
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()

@@ -18,6 +18,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from volcano_global.db import json_text
+
 
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     parsed = make_url(url)
@@ -27,7 +29,9 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         # One connection: SQLite has one writer anyway, and a single connection cannot hit
         # SQLITE_BUSY against itself. The busy timeout covers other processes (the CLI).
-        engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=60)
+        engine = create_async_engine(
+            url, pool_size=1, max_overflow=0, pool_timeout=60, json_serializer=json_text.dumps
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     if parsed.get_backend_name() != "postgresql":

@@ -13,10 +13,13 @@ from collections.abc import Collection
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
 from volcano_global.jobspec.gpu_models import canonical_model
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.schemas import clusters
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.node_values import NodeValues
 
-_NAME, _GPU_MODEL, _TAINT_KEY, _TAINT_VALUE = 253, 128, 317, 63  # as schemas/clusters.py
+# The schema's bounds, which take the Node table's column lengths (so none can drift).
+_NAME, _GPU_MODEL = clusters.NODE_NAME_LENGTH, clusters.GPU_MODEL_LENGTH
+_TAINT_KEY, _TAINT_VALUE = clusters.TAINT_KEY_LENGTH, clusters.TAINT_VALUE_LENGTH
 _GPUS, _CPU, _MEMORY = int(GPUS_PER_POD.high), int(CPU_MILLIS.high), int(MEMORY_BYTES.high)
 # Most nodes in one message (a delta's upserts have the same bound as a snapshot's nodes).
 _NODES = next(m.max_length for m in InventorySnapshot.model_fields["nodes"].metadata)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 import yaml
 
-from volcano_global.errors import Invalid
+from volcano_global.errors import FieldError, Invalid
+from volcano_global.jobspec.fields import child
 
 
 class _TooDeep(yaml.YAMLError):
@@ -77,41 +79,73 @@ def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int
         data = load_yaml(text, max_nodes=max_nodes, max_depth=max_depth)
     if not isinstance(data, dict):
         raise Invalid.one("", "the document must be a mapping (a Kubernetes object)")
-    where = nul_path(data)
-    if where is not None:
-        raise Invalid.one(where, "NUL (\\u0000) characters are not allowed")
+    refused = unstorable_text(data)
+    if refused is not None:
+        raise Invalid([refused])
     return data
 
 
-def nul_path(value: Any) -> str | None:
-    """The path of the first string (or key) holding a NUL character, else None. JSON text
-    escapes every NUL as `\\u0000`: one encoding (orjson, in Rust) clears almost every input without
-    walking it in Python; a hit (or a value JSON cannot encode) is walked to find the path."""
+NUL_REFUSED = "NUL (\\u0000) characters are not allowed"
+SURROGATE_REFUSED = (
+    "a lone UTF-16 surrogate (U+D800 to U+DFFF) is not a Unicode character: not allowed "
+    "(send the character itself, or in JSON an escaped surrogate pair)"
+)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def unstorable_text(value: Any) -> FieldError | None:
+    """The first string (or key) the databases cannot hold, and why, else None: Postgres text
+    holds no NUL character, and neither database (nor a JSON response) a lone UTF-16
+    surrogate, which JSON's `\\ud800` and YAML's escapes produce. One encoding (orjson, in
+    Rust) clears almost every input without walking it in Python: it escapes every NUL as
+    `\\u0000` and refuses surrogates; a hit (or a value JSON cannot encode) is walked."""
     try:
         if b"\\u0000" not in orjson.dumps(value, default=str):
             return None
     except (TypeError, ValueError):
         pass
-    return _nul_walk(value, "")
+    return _text_walk(value, "")
 
 
-def _nul_walk(value: Any, path: str) -> str | None:
+def _refusal(text: str) -> str | None:
+    if "\x00" in text:
+        return NUL_REFUSED
+    if not text.isascii() and _SURROGATE.search(text):
+        return SURROGATE_REFUSED
+    return None
+
+
+def _text_walk(value: Any, path: str) -> FieldError | None:
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        why = _refusal(value)
+        return FieldError(path, why) if why else None
     if isinstance(value, dict):
         for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and "\x00" in key:
-                return here
-            found = _nul_walk(item, here)
+            here = _key_path(path, key)
+            why = _refusal(key) if isinstance(key, str) else None
+            if why is not None:
+                return FieldError(here, why)
+            found = _text_walk(item, here)
             if found is not None:
                 return found
     if isinstance(value, list):
         for i, item in enumerate(value):
-            found = _nul_walk(item, f"{path}[{i}]")
+            found = _text_walk(item, f"{path}[{i}]")
             if found is not None:
                 return found
     return None
+
+
+def _key_path(path: str, key: Any) -> str:
+    if not isinstance(key, str):
+        return f"{path}.{key}" if path else str(key)
+    shown = shown_text(key)
+    return child(path, key) if shown == key else f'{path}["{shown}"]'
+
+
+def shown_text(text: str) -> str:
+    """`text` as an answer can carry it: a lone surrogate as its escape (`\\ud800`)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:

@@ -31,7 +31,7 @@ from volcano_global.bounds import (
     STEP_TIME_S,
 )
 from volcano_global.errors import Invalid, field_error
-from volcano_global.jobspec.documents import load_yaml
+from volcano_global.jobspec.documents import load_yaml, unstorable_text
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 from volcano_global.jobspec.model import CheckpointDeclaration, Communication, DatasetDeclaration
 from volcano_global.jobspec.object_metadata import SUBDOMAIN
@@ -238,6 +238,11 @@ def _load_plan(text: str, check: Checker, path: str) -> _CommunicationInput | No
             raw = load_yaml(text, max_nodes=PLAN_NODES, max_depth=PLAN_DEPTH)
         except Invalid as exc:
             check.fail(path, exc.message)
+            return None
+        refused = unstorable_text(raw)  # YAML's escapes reach what JSON text could not
+        if refused is not None:
+            below = refused.field if refused.field.startswith("[") else f".{refused.field}"
+            check.fail(path + below if refused.field else path, refused.message)
             return None
     if not isinstance(raw, dict):
         check.fail(path, "must be a mapping such as {tensorParallel: 8, pipelineParallel: 4}")

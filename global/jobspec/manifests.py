@@ -22,7 +22,7 @@ from volcano_global.jobspec.documents import (
     check_depth,
     check_node_budget,
     is_empty_node,
-    nul_path,
+    unstorable_text,
 )
 
 MAX_DOCUMENTS = 500
@@ -120,7 +120,7 @@ def _construct(index: int, node: yaml.Node, *, max_nodes: int, max_depth: int) -
 def _classify(index: int, value: Any) -> Manifest:
     if not isinstance(value, dict):
         return Manifest(index, errors=[FieldError("", "must be a mapping (a Kubernetes object)")])
-    where = nul_path(value)
+    refused = unstorable_text(value)
     metadata = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
     strings = {
         key: v if isinstance(v, str) else None
@@ -132,8 +132,8 @@ def _classify(index: int, value: Any) -> Manifest:
         )
     }
     errors = []
-    if where is not None:
-        errors.append(FieldError(where, "NUL (\\u0000) characters are not allowed"))
+    if refused is not None:
+        errors.append(refused)
     for key, path in (("api_version", "apiVersion"), ("kind", "kind")):
         if not strings[key]:
             errors.append(FieldError(path, "required"))

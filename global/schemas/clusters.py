@@ -8,6 +8,8 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from volcano_global.bounds import CPU_MILLIS, GPUS_PER_POD, MEMORY_BYTES
+from volcano_global.db.base import column_length
+from volcano_global.db.models import Node
 from volcano_global.jobspec.gpu_models import canonical_or_none
 from volcano_global.schemas.common import ApiModel, DNSLabel, GpuCapacity, ListMeta, RequestBody
 
@@ -63,18 +65,27 @@ class DomainIn(ApiModel):
     parent: str | None = None
 
 
+# Kubernetes' bounds: a taint's key is a qualified name (a 253-character prefix, '/', a
+# 63-character name), its value a label value. Taints are stored as JSON: no column bounds them.
+TAINT_KEY_LENGTH, TAINT_VALUE_LENGTH = 317, 63
+# A node's stored strings are as long as their columns take (the one definition of the bound).
+NODE_NAME_LENGTH = column_length(Node.name)
+GPU_MODEL_LENGTH = column_length(Node.gpu_model)
+
+
 class Taint(ApiModel):
-    key: Annotated[str, Field(max_length=317)]
-    value: Annotated[str, Field(max_length=63)] | None = None
+    key: Annotated[str, Field(max_length=TAINT_KEY_LENGTH)]
+    value: Annotated[str, Field(max_length=TAINT_VALUE_LENGTH)] | None = None
     effect: str
 
 
 class NodeIn(ApiModel):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    name: Annotated[str, Field(min_length=1, max_length=NODE_NAME_LENGTH)]
     # GFD's product label and the short name are one model (jobspec.gpu_models): any agent's
     # report is stored under the name jobs are matched by.
     gpu_model: Annotated[
-        Annotated[str, Field(max_length=128)] | None, AfterValidator(canonical_or_none)
+        Annotated[str, Field(max_length=GPU_MODEL_LENGTH)] | None,
+        AfterValidator(canonical_or_none),
     ] = None
     gpu_allocatable: Annotated[int, GPUS_PER_POD.field()] = 0
     gpu_used: Annotated[int, GPUS_PER_POD.field()] = 0

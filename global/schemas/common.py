@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from volcano_global.jobspec.documents import nul_path
+from volcano_global.jobspec.documents import unstorable_text
 
 DNSLabel = Annotated[
     str,
@@ -27,11 +27,12 @@ class RequestBody(ApiModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        """Postgres text cannot hold NUL characters: refuse them, naming where."""
-        where = nul_path(data)
-        if where is not None:
-            raise ValueError(f"{where or 'body'}: NUL (\\u0000) characters are not allowed")
+    def _storable_text(cls, data: Any) -> Any:
+        """Text the databases cannot hold (a NUL, a lone surrogate): refused, naming where.
+        Pydantic lets a lone surrogate through a plain `str` field."""
+        refused = unstorable_text(data)
+        if refused is not None:
+            raise ValueError(f"{refused.field or 'body'}: {refused.message}")
         return data
 
 

@@ -51,7 +51,8 @@ async def apply_in_sequence(
     """Apply consecutive deltas in the caller's transaction, the cluster's row locked: those
     already applied are skipped, the rest must follow on in sequence (the first that does not
     asks for a resync, and neither it nor those after it apply). The deltas that follow on
-    apply merged (`deltas.merged`), all stamped with the last one's number."""
+    apply merged (`deltas.merged`), all stamped with the last one's number, which the cluster
+    stores even when they change nothing."""
     applied = cluster.inventory_seq
     if snapshot_required(cluster):
         return DeltasOutcome(None, Resync("no inventory yet: send a snapshot", applied))
@@ -70,6 +71,11 @@ async def apply_in_sequence(
         await agent_seen(session, cluster=cluster)  # as good as a heartbeat
     for delta in merged(fresh):
         await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
+    if fresh:
+        # Empty deltas merge to nothing, yet their number is acknowledged: it is stored in
+        # this transaction too, or the next delta would look like a gap.
+        cluster.inventory_seq = last
+        await session.flush()
     if resync is not None and not fresh:
         return DeltasOutcome(None, resync)  # nothing new was applied: only the resync
     return DeltasOutcome(last, resync)

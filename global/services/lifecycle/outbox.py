@@ -129,9 +129,19 @@ async def acknowledge(
         else func.json_remove(payload, "$.job_token")
     )
     message = tuple_(OutboxMessage.cluster_id, OutboxMessage.placement_id, OutboxMessage.kind)
+    unacked = OutboxMessage.acked_at.is_(None)
+    # Locked in id order first: an UPDATE alone locks rows in its plan's scan order, and two
+    # replicas acknowledging overlapping messages (a stream taken over mid-batch) in two orders
+    # would deadlock. The sort comes before the lock in a locking subquery.
+    locked = (
+        select(OutboxMessage.id)
+        .where(message.in_(sorted(delivered)), unacked)
+        .order_by(OutboxMessage.id)
+        .with_for_update(key_share=True)
+    )
     await session.execute(
         update(OutboxMessage)
-        .where(message.in_(sorted(delivered)), OutboxMessage.acked_at.is_(None))
+        .where(OutboxMessage.id.in_(locked.scalar_subquery()), unacked)
         .values(acked_at=utcnow(), payload=scrubbed)
         # this is the one writer of acked_at; no session holds outbox rows it would change
         .execution_options(synchronize_session=False)

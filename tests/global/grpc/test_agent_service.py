@@ -72,6 +72,35 @@ async def test_delta_before_any_snapshot_asks_for_one(app: FastAPI, east: str) -
     await stream.close()
 
 
+async def test_an_empty_delta_moves_the_applied_seq(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """An empty delta (nothing changed since the last one) is acknowledged only once its
+    number is stored: the next delta follows on, no resync, and a reconnect resumes after it."""
+    stream = Stream(app, east)
+    await stream.hello()
+    assert (await stream.send(snapshot(10))).ack.seq == 10
+    assert (await stream.send(pb.AgentMessage(delta=pb.InventoryDelta(seq=11)))).ack.seq == 11
+    delta = pb.InventoryDelta(seq=12, node_upserts=[node("n0", used=8)])
+    reply = await stream.send(pb.AgentMessage(delta=delta))
+    assert reply.WhichOneof("body") == "ack", reply
+    assert reply.ack.seq == 12
+    assert await capacity(api) == [{"gpuModel": "H100", "total": 32, "free": 24, "used": 8}]
+    # Empty deltas at the end of a burst (applied together) count as well.
+    for seq in (13, 14):
+        await stream.call.write(pb.AgentMessage(delta=pb.InventoryDelta(seq=seq)))
+    acked = 0
+    while acked < 14:
+        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        assert reply.WhichOneof("body") == "ack", reply
+        acked = reply.ack.seq
+    await stream.close()
+    again = Stream(app, east)
+    welcome = await again.hello(last_acked=14)
+    assert (welcome.applied_seq, welcome.snapshot_required) == (14, False)
+    await again.close()
+
+
 async def test_token_is_bound_to_its_cluster(
     app: FastAPI, api: httpx.AsyncClient, east: str
 ) -> None:

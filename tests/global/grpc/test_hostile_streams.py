@@ -328,6 +328,41 @@ async def test_a_sequence_number_beyond_64_signed_bits_is_invalid_argument_namin
     assert await nodes(api) == 4
 
 
+async def test_a_lone_surrogate_in_an_agent_string_cannot_arrive(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    """Protobuf strings are UTF-8, which has no surrogates: the Python agent cannot even build
+    such a message, and one whose bytes carry a surrogate as UTF-8 would (ED A0 80) fails to
+    decode in the Global, which ends the stream with INVALID_ARGUMENT before applying it."""
+    with pytest.raises(UnicodeEncodeError):
+        pb.Node(name="n0", labels={"zone": "\ud800"})
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.state.grpc_port}") as channel:
+        call = channel.stream_stream(
+            "/volcano_global.rpc.v1.AgentService/Connect",
+            request_serializer=lambda raw: raw,
+            response_deserializer=pb.GlobalMessage.FromString,
+        )(metadata=(("authorization", f"Bearer {east}"),))
+        await call.write(pb.AgentMessage(hello=pb.Hello(cluster="gpu-east")).SerializeToString())
+        assert (await call.read()).WhichOneof("body") == "welcome"
+        await call.write(snapshot(1, 4).SerializeToString())
+        assert (await call.read()).ack.seq == 1
+        labelled = node("n0", used=8)
+        labelled.labels["zone"] = "XYZ"  # as long as the surrogate's three bytes
+        delta = pb.AgentMessage(delta=pb.InventoryDelta(seq=2, node_upserts=[labelled]))
+        raw = delta.SerializeToString()
+        valid = pb.AgentMessage.FromString(raw.replace(b"XYZ", "\u20ac".encode()))  # a 3-byte €
+        assert valid.delta.node_upserts[0].labels["zone"] == "\u20ac"  # only the surrogate is wrong
+        await call.write(raw.replace(b"XYZ", b"\xed\xa0\x80"))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call.read()
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.value.details() == "a message is not an AgentMessage"
+    assert await nodes(api) == 4
+    stream = Stream(app, east)
+    assert (await stream.hello()).applied_seq == 1  # the delta was not applied
+    await stream.close()
+
+
 def test_a_stray_validation_error_is_invalid_argument_naming_the_field() -> None:
     """Whatever validation error escapes a handler ends the stream with INVALID_ARGUMENT
     naming the field, not UNKNOWN with a traceback."""

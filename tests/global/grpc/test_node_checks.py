@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from volcano_global.db.models import Node
 from volcano_global.errors import Invalid
 from volcano_global.grpc.convert import _node, delta_from, snapshot_from
 from volcano_global.grpc.node_checks import checked_nodes
 from volcano_global.rpc.v1 import agent_pb2 as pb
-from volcano_global.schemas.clusters import NodeIn
+from volcano_global.schemas.clusters import TAINT_KEY_LENGTH, TAINT_VALUE_LENGTH, NodeIn
 from volcano_global.services.inventory.node_values import node_values
 
 DOMAINS = [pb.Domain(name="tor-0", tier=1)]
@@ -66,6 +67,36 @@ def test_a_node_not_cleared_gets_the_schemas_error(field: str) -> None:
     with pytest.raises(Invalid) as refused:
         snapshot_from(pb.InventorySnapshot(domains=DOMAINS, nodes=[pb.Node(name="ok"), node]))
     assert field in str(refused.value.errors) and "nodes[1]" in str(refused.value.errors)
+
+
+NODES = Node.__table__.columns
+LONGEST = {  # field -> its bound where the stored value's bound is defined
+    "name": NODES["name"].type.length,
+    "gpu_model": NODES["gpu_model"].type.length,
+    "taint key": TAINT_KEY_LENGTH,  # (taints are stored as JSON: the schema bounds them)
+    "taint value": TAINT_VALUE_LENGTH,
+}
+
+
+def _with(field: str, length: int) -> pb.Node:
+    text = "m" * length
+    if field == "taint key":
+        return pb.Node(name="n", taints=[pb.Taint(key=text, effect="E")])
+    if field == "taint value":
+        return pb.Node(name="n", taints=[pb.Taint(key="k", value=text, effect="E")])
+    return pb.Node(**{"name": "n", field: text})
+
+
+@pytest.mark.parametrize("field", sorted(LONGEST))
+def test_the_fast_checks_bounds_are_the_columns_and_the_schemas(field: str) -> None:
+    """At its bound a string is cleared and stored as the schema stores it; one character
+    more and the fast check leaves it to the schema, which refuses it."""
+    longest = _with(field, LONGEST[field])
+    assert checked_nodes([longest]) == [node_values(NodeIn.model_validate(_node(longest)))]
+    beyond = _with(field, LONGEST[field] + 1)
+    assert checked_nodes([beyond]) is None
+    with pytest.raises(Invalid, match="at most"):
+        snapshot_from(pb.InventorySnapshot(nodes=[beyond]))
 
 
 def test_duplicates_and_removed_upserts_get_the_schemas_error() -> None:

@@ -7,7 +7,7 @@ import pytest
 from tests.factories import BILLION_LAUGHS
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import load_document
-from volcano_global.jobspec.documents import nul_path
+from volcano_global.jobspec.documents import unstorable_text
 
 LIMITS = {"max_nodes": 10_000, "max_depth": 64}
 
@@ -67,10 +67,24 @@ def test_trailing_document_separator_is_accepted() -> None:
     assert doc == {"kind": "Job"}
 
 
+def where(value: object) -> str | None:
+    refused = unstorable_text(value)
+    return None if refused is None else refused.field
+
+
 def test_nul_characters_are_found_wherever_they_are_and_only_there() -> None:
-    assert nul_path({"spec": {"tasks": [{"name": "ok"}, {"args": ["a", "b\x00"]}]}}) == (
+    assert where({"spec": {"tasks": [{"name": "ok"}, {"args": ["a", "b\x00"]}]}}) == (
         "spec.tasks[1].args[1]"
     )
-    assert nul_path({"labels": {"team\x00": "x"}}) == "labels.team\x00"
-    assert nul_path({"text": "a literal \\u0000 is six characters, not a NUL"}) is None
-    assert nul_path({"when": object(), "n": [1, 2.5, None, True]}) is None  # not JSON: fine
+    assert where({"labels": {"team\x00": "x"}}) == "labels.team\x00"
+    assert where({"text": "a literal \\u0000 is six characters, not a NUL"}) is None
+    assert where({"when": object(), "n": [1, 2.5, None, True]}) is None  # not JSON: fine
+
+
+def test_lone_surrogates_are_found_and_shown_escaped_but_pairs_and_astral_text_pass() -> None:
+    assert where({"spec": {"args": ["ok", "x\udfff"]}}) == "spec.args[1]"
+    assert where({"labels": {"a.b/\ud800": "x"}}) == 'labels["a.b/\\ud800"]'  # printable
+    assert where({"labels": {"a.b/c": "\ud800"}}) == 'labels["a.b/c"]'
+    assert where({"text": "rocket \U0001f680, \u00e9, a literal \\ud800"}) is None
+    refused = unstorable_text(["\ud83d"])
+    assert refused is not None and "lone UTF-16 surrogate" in refused.message

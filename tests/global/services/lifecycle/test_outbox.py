@@ -7,17 +7,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import text
+from sqlalchemy import bindparam, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import _asyncpg_dsn
-from tests.factories import eventually
-from volcano_global.db.engine import create_engine, create_session_factory
-from volcano_global.db.models import ClusterShare, Placement
+from tests.factories import create_cluster, eventually, job_document, submit
+from volcano_global.db.engine import create_engine, create_session_factory, transaction
+from volcano_global.db.models import Cluster, ClusterShare, OutboxKind, OutboxMessage, Placement
 from volcano_global.db.notifications import Listener
 from volcano_global.services.lifecycle import outbox
 from volcano_global.services.lifecycle.outbox import OUTBOX
@@ -121,3 +124,66 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
         listener.cancel()
         await asyncio.gather(listener, return_exceptions=True)
         await other.close()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_acknowledging_locks_the_messages_in_id_order(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Two replicas acknowledging overlapping messages (a stream taken over while the old one
+    finishes its batch) must lock them in one order, or each may hold a row the other waits
+    for. The rows here lie in the table, and in both of its indexes that could serve the
+    statement, in the order opposite to their ids; another transaction holds the later id. The
+    acknowledgement must have locked the earlier id before it waits (in scan order it would
+    wait holding nothing), so a replica going the other way waits instead of deadlocking."""
+    await create_cluster(api, "gpu-east")
+    job = uuid.UUID((await submit(api, job_document("train"))).json()["uid"])
+    early, late = uuid.UUID(int=1), uuid.UUID(int=2**128 - 1)  # message ids
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+        placements = [Placement(id=uuid.uuid4(), job_id=job, generation=g) for g in (1, 2)]
+        session.add_all(placements)
+        await session.flush()
+        first, second = sorted(p.id for p in placements)
+        for message_id, placement_id in ((late, first), (early, second)):  # late written first
+            session.add(
+                OutboxMessage(
+                    id=message_id,
+                    cluster_id=cluster,
+                    placement_id=placement_id,
+                    kind=OutboxKind.ASSIGN,
+                    payload={},
+                )
+            )
+            await session.flush()
+    delivered = {(cluster, first, OutboxKind.ASSIGN), (cluster, second, OutboxKind.ASSIGN)}
+    by_id = select(OutboxMessage.id).where(OutboxMessage.id == bindparam("id"))
+
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(by_id.with_for_update(), {"id": late})
+        acknowledging = asyncio.create_task(_acknowledge(app, delivered))
+        await eventually(lambda: _waiting_for_a_lock(app), within=10)
+        async with app.state.sessions() as probe, probe.begin():
+            with pytest.raises(DBAPIError) as caught:
+                await probe.execute(by_id.with_for_update(nowait=True), {"id": early})
+            assert "could not obtain lock" in str(caught.value)
+    await asyncio.wait_for(acknowledging, timeout=10)
+    async with transaction(app.state.sessions) as session:
+        acked = (await session.execute(select(OutboxMessage.acked_at))).scalars().all()
+    assert len(acked) == 2 and all(acked)
+
+
+async def _acknowledge(app: FastAPI, delivered: set[tuple[uuid.UUID, uuid.UUID, Any]]) -> None:
+    async with transaction(app.state.sessions) as session:
+        await outbox.acknowledge(session, delivered=delivered)
+
+
+async def _waiting_for_a_lock(app: FastAPI) -> bool:
+    async with app.state.engine.connect() as connection:
+        waiting = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE outbox%'"
+            )
+        )
+        return bool(waiting.scalar_one())
