@@ -117,7 +117,8 @@ async def test_unchanged_rules_are_not_read_again(app: FastAPI, api: httpx.Async
     # No statement of the submission's own: the writer's batch compares the fingerprint.
     assert not [s for s in statements if s.startswith(("SELECT concat_ws", "SELECT (SELECT"))]
     if app.state.engine.dialect.name == "postgresql":  # its one statement
-        assert len(statements) == 3 and all(s.startswith("WITH incoming") for s in statements)
+        # (on a slow machine the pending limits' periodic count may run between them)
+        assert len([s for s in statements if s.startswith("WITH incoming")]) == 3
     else:  # its read (queues, finished holders, fingerprint), then the inserts
         reads = [s for s in statements if s.startswith("SELECT 'queue'")]
         assert len(reads) == 3 and all("'rules'" in s for s in reads)
