@@ -102,13 +102,7 @@ class ClusterPool:
     ) -> int:
         """Take up to `pods` pods from one named leaf (capacity held by placements whose pods do
         not show in the inventory yet); returns how many fitted."""
-        if self._named is None:
-            self._named = defaultdict(list)
-            for x in self.leaves:
-                self._named[x.name].append(x)
-        leaves = [
-            x for x in self._named.get(leaf_name, ()) if model is None or x.gpu_model == model
-        ]
+        leaves = [x for x in self._leaves_named(leaf_name) if model is None or x.gpu_model == model]
         taken = 0
         for leaf in leaves:
             hist = list(leaf.hist)
@@ -118,6 +112,26 @@ class ClusterPool:
                 self._set_hist(leaf, hist)
                 taken += got
         return taken
+
+    def give_back(self, leaf_name: str, model: str, pods: int, gpus_per_pod: int) -> None:
+        """Free `pods` pods of `gpus_per_pod` GPUs in the first leaf of that name (and model;
+        "": the leaf's own), each on the node that then has the most free GPUs: what
+        `planning.freed` does to a cluster's state, as a change that can be rolled back."""
+        for leaf in self._leaves_named(leaf_name):
+            if model and leaf.gpu_model != model:
+                continue
+            hist = list(leaf.hist)
+            if give_to(hist, gpus_per_pod, pods):
+                self._journal.append((leaf, leaf.hist))
+                self._set_hist(leaf, hist)
+            return
+
+    def _leaves_named(self, leaf_name: str) -> list[_Leaf]:
+        if self._named is None:
+            self._named = defaultdict(list)
+            for x in self.leaves:
+                self._named[x.name].append(x)
+        return self._named.get(leaf_name, [])
 
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
@@ -371,6 +385,21 @@ def _take_from(hist: list[int], gpus_per_pod: int, pods: int) -> int:
                 taken += pods
                 pods = 0
     return taken
+
+
+def give_to(hist: list[int], gpus_per_pod: int, pods: int) -> int:
+    """Each pod freed on the node with the most free GPUs that can take it back; returns how
+    many were."""
+    given = 0
+    for _ in range(pods):
+        top = len(hist) - 1 - gpus_per_pod
+        source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+        if source is None:
+            break
+        hist[source] -= 1
+        hist[source + gpus_per_pod] += 1
+        given += 1
+    return given
 
 
 def _merge(placed: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -66,10 +66,64 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import pools_of
-from volcano_global.solver.planning import freed
 
 PREEMPT = "preempt"
 RECLAIM = "reclaim"
+
+
+class FreePools:
+    """What is free while a round's evictions are chosen: one pool per cluster, built once.
+    A trial (`fits_without`: victims' pods given back, the job placed) is rolled back after
+    it; `take` keeps its changes. The same answers as placing on `pools_of(without(state,
+    victims))` (`ClusterPool.give_back` is `planning.freed`'s rule), without building the
+    fleet's pools for every trial: at 64 clusters of 625 leaves that took 0.27 s a trial."""
+
+    def __init__(self, clusters: tuple[ClusterCapacity, ...]) -> None:
+        self.pools = pools_of(clusters)
+
+    def fits_without(
+        self,
+        job: JobRequest,
+        victims: list[RunningJob] | tuple[RunningJob, ...],
+        links: dict[tuple[str, str], float],
+    ) -> JobDecision | None:
+        """Where the job would go with the victims gone (None: nowhere); nothing kept."""
+        marks = [(pool, pool.mark()) for pool in self.pools.values()]
+        try:
+            self._give_back(victims)
+            return place_greedily(job, self.pools, with_links_of(links, victims))
+        finally:
+            for pool, mark in marks:
+                pool.rollback(mark)
+
+    def take(
+        self,
+        job: JobRequest,
+        victims: tuple[RunningJob, ...],
+        links: dict[tuple[str, str], float],
+    ) -> JobDecision | None:
+        """The victims gone and the job placed, for good; `links` must already count the
+        victims' bandwidth as free."""
+        self._give_back(victims)
+        return place_greedily(job, self.pools, links)
+
+    def _give_back(self, victims: list[RunningJob] | tuple[RunningJob, ...]) -> None:
+        for v in victims:
+            for cluster, leaf, model, pods, per_pod in v.pods:
+                pool = self.pools.get(cluster)
+                if pool is not None:
+                    pool.give_back(leaf, model, pods, per_pod)
+
+
+def with_links_of(
+    links: dict[tuple[str, str], float], victims: list[RunningJob] | tuple[RunningJob, ...]
+) -> dict[tuple[str, str], float]:
+    """The links' free bandwidth with what the victims reserved given back."""
+    free = dict(links)
+    for v in victims:
+        for b in v.links:
+            free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
+    return free
 
 
 @dataclass(frozen=True)
@@ -193,7 +247,7 @@ def preempt(
     for job in snapshot.jobs:
         if job.id in admitted and job.queue in room:
             room[job.queue] -= job.gpus
-    state = freed(snapshot.clusters, [])
+    free = FreePools(snapshot.clusters)
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
     jobs_left, gpus_left = rules.max_jobs, rules.max_gpus
@@ -213,15 +267,14 @@ def preempt(
             for r in snapshot.running
             if r.id not in taken and (kind := may_take(job, r, rules, queues)) is not None
         ]
-        chosen = _choose(job, allowed, state, links, (jobs_left, gpus_left, lost_left))
+        chosen = _choose(job, allowed, free, links, (jobs_left, gpus_left, lost_left))
         if chosen is None:
             continue
         victims, placement = chosen
-        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], state, links)
+        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], free, links)
         if not _worth(job, victims, wait, rules):
             continue
         kinds = {kind for r, kind in allowed if r in victims}
-        state = without(state, victims)
         for v in victims:
             taken.add(v.id)
             for b in v.links:
@@ -229,9 +282,7 @@ def preempt(
             if v.queue in queues:
                 s = queues[v.queue]
                 queues[v.queue] = replace(s, held=s.held - v.total_gpus)
-        pools = pools_of(state)
-        placement = place_greedily(job, pools, links) or placement
-        state = tuple(pool.state() for pool in pools.values())
+        placement = free.take(job, victims, links) or placement
         for r in placement.reservations:
             links[link_key(r.a, r.b)] -= r.gbps
         if job.queue in queues:
@@ -251,7 +302,7 @@ def preempt(
 def expected_wait(
     job: JobRequest,
     running: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
 ) -> float:
     """Seconds until running work is expected to leave room, with no eviction, for the job
@@ -260,17 +311,9 @@ def expected_wait(
     (more room never undoes a fit of the greedy placement): a large server runs thousands of
     jobs, and a placement tried after each would cost seconds a round."""
     ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
-    frees = [(state, dict(links))]  # what is free once the first i have ended
-    for r in ending:
-        free, room = frees[-1]
-        room = dict(room)
-        for b in r.links:
-            room[link_key(b.a, b.b)] = room.get(link_key(b.a, b.b), 0.0) + b.gbps
-        frees.append((freed(free, list(r.pods)), room))  # one at a time: as all at once
 
-    def fits(i: int) -> bool:
-        free, room = frees[i]
-        return place_greedily(job, pools_of(free), room) is not None
+    def fits(i: int) -> bool:  # the first i ended, as if evicted
+        return free.fits_without(job, ending[:i], links) is not None
 
     if not ending or not fits(len(ending)):
         return float("inf")
@@ -317,11 +360,11 @@ def may_take(
 def _choose(
     job: JobRequest,
     allowed: list[tuple[RunningJob, str]],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
-    if fits_without(job, [], state, links) is not None:
+    if free.fits_without(job, [], links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
     useful = [r for r, _ in allowed if may_help(job, r)]
     pools = [useful] + [
@@ -330,7 +373,7 @@ def _choose(
     ]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for candidates in pools:
-        found = _greedy(job, candidates, state, links, left)
+        found = _greedy(job, candidates, free, links, left)
         if found is None:
             continue
         victims, placement = found
@@ -347,7 +390,7 @@ def _choose(
 def _greedy(
     job: JobRequest,
     candidates: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
@@ -363,14 +406,14 @@ def _greedy(
         ):
             break
         picked.append(victim)
-        placement = fits_without(job, picked, state, links)
+        placement = free.fits_without(job, picked, links)
         if placement is not None:
             break
     if placement is None:
         return None
     for victim in sorted(picked, key=victim_order, reverse=True):  # reprieve
         rest = [v for v in picked if v is not victim]
-        fit = fits_without(job, rest, state, links) if rest else None
+        fit = free.fits_without(job, rest, links) if rest else None
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=victim_order)), placement
@@ -383,25 +426,6 @@ def may_help(job: JobRequest, victim: RunningJob) -> bool:
         and (job.allowed_clusters is None or cluster in job.allowed_clusters)
         for cluster, model, _ in victim.gpus
     )
-
-
-def without(
-    state: tuple[ClusterCapacity, ...], victims: list[RunningJob] | tuple[RunningJob, ...]
-) -> tuple[ClusterCapacity, ...]:
-    return freed(state, [p for v in victims for p in v.pods])
-
-
-def fits_without(
-    job: JobRequest,
-    victims: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
-    links: dict[tuple[str, str], float],
-) -> JobDecision | None:
-    free = dict(links)
-    for v in victims:
-        for b in v.links:
-            free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
-    return place_greedily(job, pools_of(without(state, victims)), free)
 
 
 def _reason(

@@ -6,6 +6,7 @@ import random
 
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
+from volcano_global.solver.planning import freed
 
 
 def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollbacks() -> None:
@@ -87,3 +88,32 @@ def test_pod_slots_kept_as_node_counts_agree_with_a_fresh_pool() -> None:
             )
     # Every pod size counted the same as the leaves' own slots, summed.
     assert pool.slots("H100", 2) == sum(x.slots(2) for x in pool.leaves if x.gpu_model == "H100")
+
+
+def test_a_pod_given_back_frees_what_planning_freed_frees_and_rolls_back() -> None:
+    """`give_back` is `planning.freed` as a change of the pool (what preemption's trials
+    use instead of rebuilding the fleet's pools), and its caches agree with a fresh pool."""
+    rng = random.Random(5)
+    leaves = tuple(
+        Leaf(model, tuple(rng.randrange(4) for _ in range(9)), (f"tor{t}", f"spine{t // 4}"))
+        for t in range(12)
+        for model in ("H100", "A100")
+    )
+    state = ClusterCapacity("c", leaves)
+    pool = ClusterPool(state)
+    job = JobRequest(id="j", pods=4, gpus_per_pod=4, gpu_model="H100", unit_pods=2, unit_tier=1)
+    pool.max_units(job, "H100")  # caches built before the change, kept up to date by it
+    pool.slots("A100", 8)
+    expected = state
+    mark = pool.mark()
+    for _ in range(60):
+        pods = (f"tor{rng.randrange(13)}", rng.choice(["", "H100", "A100"]), rng.randrange(1, 4))
+        per_pod = rng.choice([1, 2, 4, 8, 9])
+        pool.give_back(*pods, per_pod)
+        (expected,) = freed((expected,), [("c", *pods, per_pod)])
+        assert pool.state() == expected
+        fresh = ClusterPool(expected)
+        assert pool.max_units(job, "H100") == fresh.max_units(job, "H100")
+        assert pool.slots("A100", 8) == fresh.slots("A100", 8)
+    pool.rollback(mark)
+    assert pool.state() == state
