@@ -137,7 +137,11 @@ def read(data: RoundInput) -> RoundInput:
 
 
 def whole_queue(
-    quick: bool, seeds: int, deterministic: float | None, rules: Rules | None = None
+    quick: bool,
+    seeds: int,
+    deterministic: float | None,
+    rules: Rules | None = None,
+    sizes: list[tuple[int, int]] | None = None,
 ) -> None:
     """The --whole-queue table (module docstring). With `deterministic`, CP-SAT stops on that
     deterministic work instead of the wall clock (the same answer on a loaded machine); with
@@ -145,6 +149,8 @@ def whole_queue(
     limit = 1.0 if deterministic is None else 30.0
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = [(500, 8, 25)] if quick else [(2000, 64, 625), (10000, 100, 625)]
+    if sizes is not None:
+        cases = [(pending, clusters, 625) for pending, clusters in sizes]
     print(
         "| waiting x clusters | busy | round | p50 / p95 (s) | considered | started (mean) | "
         "beyond the window started (mean) | window's starts the same | evictions (mean) |"
@@ -215,11 +221,20 @@ def main() -> None:
         "--preemption", action="store_true", help="with --whole-queue: preemption on (Rules())"
     )
     parser.add_argument("--deterministic", type=float, default=None, help="CP-SAT work limit")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="with --whole-queue: waiting x clusters, e.g. 2000x64,10000x100",
+    )
     args = parser.parse_args()
     if args.whole_queue:
         plan_round(round_input(planned_case(1, 4, 50, 30.0, 25), evicts=False))  # warm up
         whole_queue(
-            args.quick, args.seeds, args.deterministic, Rules() if args.preemption else None
+            args.quick,
+            args.seeds,
+            args.deterministic,
+            Rules() if args.preemption else None,
+            [tuple(map(int, s.split("x"))) for s in args.sizes.split(",")] if args.sizes else None,  # type: ignore[misc]
         )
         return
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")

@@ -49,11 +49,11 @@ clusters none of which then holds the gang, and filling it takes the big jobs an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from volcano_global.jobspec.priority_classes import NEVER
-from volcano_global.solver.baselines import place_greedily
+from volcano_global.solver.baselines import eligible_clusters, holds_whole, place_greedily
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.fair_share import QueueNode, fair_shares
 from volcano_global.solver.model import (
@@ -76,7 +76,8 @@ class FreePools:
     A trial (`fits_without`: victims' pods given back, the job placed) is rolled back after
     it; `take` keeps its changes. The same answers as placing on `pools_of(without(state,
     victims))` (`ClusterPool.give_back` is `planning.freed`'s rule), without building the
-    fleet's pools for every trial: at 64 clusters of 625 leaves that took 0.27 s a trial."""
+    fleet's pools for every trial: at 64 clusters of 625 leaves that took 0.27 s a trial. A
+    trial gives back only in the clusters the job may use: the placement reads no other."""
 
     def __init__(self, clusters: tuple[ClusterCapacity, ...]) -> None:
         self.pools = pools_of(clusters)
@@ -88,13 +89,12 @@ class FreePools:
         links: dict[tuple[str, str], float],
     ) -> JobDecision | None:
         """Where the job would go with the victims gone (None: nowhere); nothing kept."""
-        marks = [(pool, pool.mark()) for pool in self.pools.values()]
+        marks = self.mark()
         try:
-            self._give_back(victims)
+            self.give_back(victims, self.usable(job))
             return place_greedily(job, self.pools, with_links_of(links, victims))
         finally:
-            for pool, mark in marks:
-                pool.rollback(mark)
+            self.rollback(marks)
 
     def take(
         self,
@@ -104,15 +104,30 @@ class FreePools:
     ) -> JobDecision | None:
         """The victims gone and the job placed, for good; `links` must already count the
         victims' bandwidth as free."""
-        self._give_back(victims)
+        self.give_back(victims, self.pools.keys())
         return place_greedily(job, self.pools, links)
 
-    def _give_back(self, victims: list[RunningJob] | tuple[RunningJob, ...]) -> None:
+    def usable(self, job: JobRequest) -> set[str]:
+        """The clusters the job may use (`baselines.eligible_clusters`: the same while the
+        pools change)."""
+        return set(eligible_clusters(job, self.pools))
+
+    def give_back(self, victims: Iterable[RunningJob], clusters: Collection[str]) -> None:
+        """The victims' pods given back in these clusters (the others' left as they are)."""
+        pods: dict[str, list[tuple[str, str, int, int]]] = {}
         for v in victims:
-            for cluster, leaf, model, pods, per_pod in v.pods:
-                pool = self.pools.get(cluster)
-                if pool is not None:
-                    pool.give_back(leaf, model, pods, per_pod)
+            for cluster, leaf, model, count, per_pod in v.pods:
+                if cluster in clusters:
+                    pods.setdefault(cluster, []).append((leaf, model, count, per_pod))
+        for cluster, given in pods.items():
+            self.pools[cluster].give_back(given)
+
+    def mark(self) -> list[tuple[ClusterPool, int]]:
+        return [(pool, pool.mark()) for pool in self.pools.values()]
+
+    def rollback(self, marks: list[tuple[ClusterPool, int]]) -> None:
+        for pool, mark in marks:
+            pool.rollback(mark)
 
 
 def with_links_of(
@@ -311,17 +326,63 @@ def expected_wait(
     (more room never undoes a fit of the greedy placement): a large server runs thousands of
     jobs, and a placement tried after each would cost seconds a round."""
     ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
-
-    def fits(i: int) -> bool:  # the first i ended, as if evicted
-        return free.fits_without(job, ending[:i], links) is not None
-
-    if not ending or not fits(len(ending)):
+    if not ending:
         return float("inf")
-    low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if fits(mid) else (mid, high)
-    return ending[high - 1].ends_in_s
+    usable = free.usable(job)
+    outer = free.mark()
+    ended, room = 0, dict(links)  # the first `ended` have ended, kept until the answer
+
+    def fits(i: int) -> bool:
+        """Whether the job fits once the first i have ended (i > ended); a miss keeps them
+        ended (bisection only looks further on from a miss), a fit does not."""
+        nonlocal ended, room
+        if _fits_whole_in_one(job, free, ending[ended:i], usable):
+            return True
+        kept = free.mark()
+        free.give_back(ending[ended:i], usable)
+        more = with_links_of(room, ending[ended:i])  # added in the same order as one by one
+        placed = free.mark()
+        found = place_greedily(job, free.pools, more) is not None
+        free.rollback(placed)
+        if found:
+            free.rollback(kept)
+        else:
+            ended, room = i, more
+        return found
+
+    try:
+        if not fits(len(ending)):
+            return float("inf")
+        low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if fits(mid) else (mid, high)
+        return ending[high - 1].ends_in_s
+    finally:
+        free.rollback(outer)
+
+
+def _fits_whole_in_one(
+    job: JobRequest, free: FreePools, ending: list[RunningJob], usable: set[str]
+) -> bool:
+    """A shortcut of `expected_wait`'s fit, exact when it says yes: whether the job fits
+    whole, once these have ended too, in the cluster where they free most (only that
+    cluster's pods given back: at thousands of running jobs, giving back the fleet's costs
+    a second, and the job mostly fits whole in one cluster well before the answer)."""
+    gained: dict[str, int] = {}
+    for r in ending:
+        for cluster, _, _, pods, per_pod in r.pods:
+            if cluster in usable:
+                gained[cluster] = gained.get(cluster, 0) + pods * per_pod
+    if not gained:
+        return False
+    best = max(sorted(gained), key=lambda c: gained[c])
+    kept = free.mark()
+    try:
+        free.give_back(ending, {best})
+        return holds_whole(job, free.pools, best)
+    finally:
+        free.rollback(kept)
 
 
 def _worth(job: JobRequest, victims: tuple[RunningJob, ...], wait: float, rules: Rules) -> bool:
@@ -367,10 +428,11 @@ def _choose(
     if free.fits_without(job, [], links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
     useful = [r for r, _ in allowed if may_help(job, r)]
-    pools = [useful] + [
-        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
-        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
-    ]
+    by_cluster: dict[str, list[RunningJob]] = {}  # each cluster's, in the same order
+    for r in useful:
+        for cluster in dict.fromkeys(c for c, _, _ in r.gpus):
+            by_cluster.setdefault(cluster, []).append(r)
+    pools = [useful] + [by_cluster[c] for c in sorted(by_cluster)]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for candidates in pools:
         found = _greedy(job, candidates, free, links, left)

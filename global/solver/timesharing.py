@@ -198,10 +198,11 @@ def _choose(
     if not candidates or room.free.fits_without(job, [], room.links) is not None:
         return None  # nobody yields, or it waits for another reason: yielding won't help
     useful = [r for r in candidates if may_help(job, r)]
-    pools = [useful] + [
-        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
-        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
-    ]
+    by_cluster: dict[str, list[RunningJob]] = {}  # each cluster's, in the same order
+    for r in useful:
+        for cluster in dict.fromkeys(c for c, _, _ in r.gpus):
+            by_cluster.setdefault(cluster, []).append(r)
+    pools = [useful] + [by_cluster[c] for c in sorted(by_cluster)]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for pool in pools:
         found = _greedy(job, pool, room)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.capacity import ClusterPool, give_to
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
 from volcano_global.solver.planning import freed
 
@@ -107,13 +107,40 @@ def test_a_pod_given_back_frees_what_planning_freed_frees_and_rolls_back() -> No
     expected = state
     mark = pool.mark()
     for _ in range(60):
-        pods = (f"tor{rng.randrange(13)}", rng.choice(["", "H100", "A100"]), rng.randrange(1, 4))
-        per_pod = rng.choice([1, 2, 4, 8, 9])
-        pool.give_back(*pods, per_pod)
-        (expected,) = freed((expected,), [("c", *pods, per_pod)])
+        pods = [
+            (
+                f"tor{rng.randrange(13)}",
+                rng.choice(["", "H100", "A100"]),
+                rng.randrange(1, 4),
+                rng.choice([1, 2, 4, 8, 9]),
+            )
+            for _ in range(rng.randrange(1, 5))
+        ]
+        pool.give_back(pods)
+        (expected,) = freed((expected,), [("c", *p) for p in pods])
         assert pool.state() == expected
         fresh = ClusterPool(expected)
         assert pool.max_units(job, "H100") == fresh.max_units(job, "H100")
         assert pool.slots("A100", 8) == fresh.slots("A100", 8)
     pool.rollback(mark)
     assert pool.state() == state
+
+
+def test_nodes_freed_together_as_one_pod_at_a_time() -> None:
+    def one_at_a_time(hist: list[int], per_pod: int, pods: int) -> int:
+        for given in range(pods):
+            top = len(hist) - 1 - per_pod
+            source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+            if source is None:
+                return given
+            hist[source] -= 1
+            hist[source + per_pod] += 1
+        return pods
+
+    rng = random.Random(1)
+    for _ in range(20000):
+        hist = [rng.randrange(4) for _ in range(rng.choice([5, 9, 17]))]
+        per_pod, pods = rng.randrange(len(hist) + 1), rng.randrange(12)
+        slow, fast = list(hist), list(hist)
+        assert one_at_a_time(slow, per_pod, pods) == give_to(fast, per_pod, pods)
+        assert fast == slow, (hist, per_pod, pods)
