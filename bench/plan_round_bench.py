@@ -12,8 +12,11 @@ Prints a markdown table: p50 / p95 of each, and the median of the per-seed ratio
 (`RoundOptions.whole_queue`) against the window-only round on the same snapshots (the window's
 jobs alone, as the server read them before), interleaved: 2,000 waiting x 64 clusters and
 10,000 x 100, with the clusters 85-97% busy (room for most of the line) and 97-99.5% busy (room
-for little of it). Preemption off: step 7's cost at 64 clusters and more is its own (it weighs
-the window's jobs only, whole queue or not; one round took over a minute here).
+for little of it). With --preemption, step 7 runs (`Rules()`) over running jobs that carry
+their pods and a priority (`with_pods`); --sizes picks the rows (e.g. 2000x64). Wall and CPU
+seconds of the process are both printed: on a shared machine the CPU time is the steadier.
+
+    .venv/bin/python bench/plan_round_bench.py --whole-queue --preemption [--sizes 2000x64]
 """
 
 from __future__ import annotations
@@ -152,13 +155,14 @@ def whole_queue(
     if sizes is not None:
         cases = [(pending, clusters, 625) for pending, clusters in sizes]
     print(
-        "| waiting x clusters | busy | round | p50 / p95 (s) | considered | started (mean) | "
-        "beyond the window started (mean) | window's starts the same | evictions (mean) |"
+        "| waiting x clusters | busy | round | p50 / p95 (s) | CPU p50 / p95 (s) | considered | "
+        "started (mean) | beyond the window started (mean) | window's starts the same | "
+        "evictions (mean) |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for pending, clusters, tors in cases:
         for busy in ((0.85, 0.97), (0.97, 0.995)):
-            rows: dict[bool, list[tuple[float, int, int, int, frozenset[str], int]]] = {
+            rows: dict[bool, list[tuple[float, int, int, int, frozenset[str], int, float]]] = {
                 False: [],
                 True: [],
             }
@@ -176,16 +180,24 @@ def whole_queue(
                         whole_queue=whole,
                         preemption=rules,
                     )
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     plan = plan_round(inputs[whole], Policy.CPSAT, options)
-                    rows[whole].append((time.perf_counter() - start, *_counts(plan, options)))
+                    rows[whole].append(
+                        (
+                            time.perf_counter() - start,
+                            *_counts(plan, options),
+                            time.process_time() - cpu,
+                        )
+                    )
             same = sum(a[4] == b[4] for a, b in zip(rows[False], rows[True], strict=True))
             for whole in (False, True):
                 times = [r[0] for r in rows[whole]]
+                cpus = [r[6] for r in rows[whole]]
                 print(
                     f"| {pending:,} x {clusters} | {busy[0]:.0%}-{busy[1]:.1%} | "
                     f"{'whole queue' if whole else 'window only'} | "
                     f"{statistics.median(times):.2f} / {p95(times):.2f} | "
+                    f"{statistics.median(cpus):.2f} / {p95(cpus):.2f} | "
                     f"{statistics.mean(r[1] for r in rows[whole]):,.0f} | "
                     f"{statistics.mean(r[2] for r in rows[whole]):,.1f} | "
                     f"{statistics.mean(r[3] for r in rows[whole]):,.1f} | "

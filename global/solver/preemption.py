@@ -371,15 +371,15 @@ def _fits_whole_in_one(
     a second, and the job mostly fits whole in one cluster well before the answer)."""
     gained: dict[str, int] = {}
     for r in ending:
-        for cluster, _, _, pods, per_pod in r.pods:
+        for cluster, _, gpus in r.gpus:
             if cluster in usable:
-                gained[cluster] = gained.get(cluster, 0) + pods * per_pod
+                gained[cluster] = gained.get(cluster, 0) + gpus
     if not gained:
         return False
     best = max(sorted(gained), key=lambda c: gained[c])
     kept = free.mark()
     try:
-        free.give_back(ending, {best})
+        free.give_back([r for r in ending if any(p[0] == best for p in r.pods)], {best})
         return holds_whole(job, free.pools, best)
     finally:
         free.rollback(kept)
