@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from volcano_global.jobspec.priority_classes import NEVER
 from volcano_global.solver.baselines import eligible_clusters, holds_whole, place_greedily
@@ -75,12 +76,18 @@ class FreePools:
     """What is free while a round's evictions are chosen: one pool per cluster, built once.
     A trial (`fits_without`: victims' pods given back, the job placed) is rolled back after
     it; `take` keeps its changes. The same answers as placing on `pools_of(without(state,
-    victims))` (`ClusterPool.give_back` is `planning.freed`'s rule), without building the
-    fleet's pools for every trial: at 64 clusters of 625 leaves that took 0.27 s a trial. A
-    trial gives back only in the clusters the job may use: the placement reads no other."""
+    victims))` (`ClusterPool.give_back` is `planning.freed`'s rule), without building every
+    cluster's pool for every trial (a round tries hundreds of victim sets on a fleet of tens
+    of thousands of leaves). A trial gives back only in the clusters the job may use: the
+    placement reads no other."""
 
     def __init__(self, clusters: tuple[ClusterCapacity, ...]) -> None:
-        self.pools = pools_of(clusters)
+        self._clusters = clusters
+
+    @cached_property
+    def pools(self) -> dict[str, ClusterPool]:
+        """Built when a preemptor is first weighed: most rounds have none."""
+        return pools_of(self._clusters)
 
     def fits_without(
         self,
@@ -367,8 +374,8 @@ def _fits_whole_in_one(
 ) -> bool:
     """A shortcut of `expected_wait`'s fit, exact when it says yes: whether the job fits
     whole, once these have ended too, in the cluster where they free most (only that
-    cluster's pods given back: at thousands of running jobs, giving back the fleet's costs
-    a second, and the job mostly fits whole in one cluster well before the answer)."""
+    cluster's pods given back: with thousands of running jobs, the bisection's first steps
+    end most of the fleet's, and the job mostly fits whole in one cluster long before)."""
     gained: dict[str, int] = {}
     for r in ending:
         for cluster, _, gpus in r.gpus:
