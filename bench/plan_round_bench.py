@@ -12,8 +12,11 @@ Prints a markdown table: p50 / p95 of each, and the median of the per-seed ratio
 (`RoundOptions.whole_queue`) against the window-only round on the same snapshots (the window's
 jobs alone, as the server read them before), interleaved: 2,000 waiting x 64 clusters and
 10,000 x 100, with the clusters 85-97% busy (room for most of the line) and 97-99.5% busy (room
-for little of it). Preemption off: step 7's cost at 64 clusters and more is its own (it weighs
-the window's jobs only, whole queue or not; one round took over a minute here).
+for little of it). With --preemption, step 7 runs (`Rules()`) over running jobs that carry
+their pods and a priority (`with_pods`); --sizes picks the rows (e.g. 2000x64). Wall and CPU
+seconds of the process are both printed: on a shared machine the CPU time is the steadier.
+
+    .venv/bin/python bench/plan_round_bench.py --whole-queue --preemption [--sizes 2000x64]
 """
 
 from __future__ import annotations
@@ -79,6 +82,38 @@ def round_input(snapshot: Snapshot, *, evicts: bool) -> RoundInput:
     return RoundInput(NOW, snapshot.clusters, snapshot.links, waiting, running=running)
 
 
+def with_pods(data: RoundInput, seed: int) -> RoundInput:
+    """The running jobs as the server knows them when evictions can happen: where their pods
+    run (8-GPU pods on the leaves' fully busy nodes, what a victim gives back) and a priority
+    of the mix's (0, 500, 1000). round_bench's running jobs have neither, so no victim frees
+    anything and step 7 tries every candidate in vain."""
+    rng = random.Random(seed)
+    full = {
+        c.name: [
+            [leaf.path[0] if leaf.path else c.name, leaf.free_nodes[0]]
+            for leaf in c.leaves
+            if leaf.free_nodes and leaf.free_nodes[0]
+        ]
+        for c in data.clusters
+    }
+    for leaves in full.values():
+        rng.shuffle(leaves)
+    running = []
+    for r in data.running:
+        pods: list[tuple[str, str, str, int, int]] = []
+        for cluster, _, gpus in r.gpus:
+            want = gpus // 8
+            for spot in full[cluster]:
+                got = min(want, spot[1])
+                if got:
+                    pods.append((cluster, spot[0], "", got, 8))
+                    spot[1] -= got
+                    want -= got
+        priority = rng.choices([0, 500, 1000], weights=[6, 3, 1])[0]
+        running.append(replace(r, pods=tuple(pods), priority=priority))
+    return replace(data, running=tuple(running))
+
+
 def old_steps(alone: Snapshot, policy: Policy, options: RoundOptions, data: RoundInput) -> None:
     """What the server ran before `plan_round`: solve, then the evictions over what it left."""
     decision = solve(alone, policy, options.solve)
@@ -104,26 +139,38 @@ def read(data: RoundInput) -> RoundInput:
     return replace(data, waiting=tuple(w for w in data.waiting if w.request.id in first))
 
 
-def whole_queue(quick: bool, seeds: int, deterministic: float | None) -> None:
+def whole_queue(
+    quick: bool,
+    seeds: int,
+    deterministic: float | None,
+    rules: Rules | None = None,
+    sizes: list[tuple[int, int]] | None = None,
+) -> None:
     """The --whole-queue table (module docstring). With `deterministic`, CP-SAT stops on that
-    deterministic work instead of the wall clock (the same answer on a loaded machine)."""
+    deterministic work instead of the wall clock (the same answer on a loaded machine); with
+    `rules`, preemption on over running jobs that carry their pods (`with_pods`)."""
     limit = 1.0 if deterministic is None else 30.0
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = [(500, 8, 25)] if quick else [(2000, 64, 625), (10000, 100, 625)]
+    if sizes is not None:
+        cases = [(pending, clusters, 625) for pending, clusters in sizes]
     print(
-        "| waiting x clusters | busy | round | p50 / p95 (s) | considered | started (mean) | "
-        "beyond the window started (mean) | window's starts the same |"
+        "| waiting x clusters | busy | round | p50 / p95 (s) | CPU p50 / p95 (s) | considered | "
+        "started (mean) | beyond the window started (mean) | window's starts the same | "
+        "evictions (mean) |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for pending, clusters, tors in cases:
         for busy in ((0.85, 0.97), (0.97, 0.995)):
-            rows: dict[bool, list[tuple[float, int, int, int, frozenset[str]]]] = {
+            rows: dict[bool, list[tuple[float, int, int, int, frozenset[str], int, float]]] = {
                 False: [],
                 True: [],
             }
             for seed in range(1, seeds + 1):
                 snapshot = planned_case(seed, clusters, pending, mean, tors, busy)
-                inputs = {True: round_input(snapshot, evicts=False)}
+                inputs = {True: round_input(snapshot, evicts=rules is not None)}
+                if rules is not None:
+                    inputs[True] = with_pods(inputs[True], seed)
                 inputs[False] = read(inputs[True])
                 for whole in (False, True) if seed % 2 else (True, False):
                     options = RoundOptions(
@@ -131,35 +178,50 @@ def whole_queue(quick: bool, seeds: int, deterministic: float | None) -> None:
                             time_limit_s=limit, window=200, deterministic_time=deterministic
                         ),
                         whole_queue=whole,
+                        preemption=rules,
                     )
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     plan = plan_round(inputs[whole], Policy.CPSAT, options)
-                    rows[whole].append((time.perf_counter() - start, *_counts(plan, options)))
+                    rows[whole].append(
+                        (
+                            time.perf_counter() - start,
+                            *_counts(plan, options),
+                            time.process_time() - cpu,
+                        )
+                    )
             same = sum(a[4] == b[4] for a, b in zip(rows[False], rows[True], strict=True))
             for whole in (False, True):
                 times = [r[0] for r in rows[whole]]
+                cpus = [r[6] for r in rows[whole]]
                 print(
                     f"| {pending:,} x {clusters} | {busy[0]:.0%}-{busy[1]:.1%} | "
                     f"{'whole queue' if whole else 'window only'} | "
                     f"{statistics.median(times):.2f} / {p95(times):.2f} | "
+                    f"{statistics.median(cpus):.2f} / {p95(cpus):.2f} | "
                     f"{statistics.mean(r[1] for r in rows[whole]):,.0f} | "
                     f"{statistics.mean(r[2] for r in rows[whole]):,.1f} | "
                     f"{statistics.mean(r[3] for r in rows[whole]):,.1f} | "
-                    f"{same}/{seeds} |",
+                    f"{same}/{seeds} | {statistics.mean(r[5] for r in rows[whole]):.1f} |",
                     flush=True,
                 )
 
 
-def _counts(plan, options: RoundOptions) -> tuple[int, int, int, frozenset[str]]:  # type: ignore[no-untyped-def]
+def _counts(plan, options: RoundOptions) -> tuple[int, int, int, frozenset[str], int]:  # type: ignore[no-untyped-def]
     """Jobs considered (not told they were outside the window or past the backfill limit),
-    started, started beyond the window, and the window's starts."""
+    started, started beyond the window, the window's starts, and the evictions."""
     considered = sum(
         "outside this round's window" not in o.reason and "no room looked for" not in o.reason
         for o in plan.outcomes.values()
     )
     window = {d.job_id for d in plan.decision.jobs[: options.solve.window]}
     starts = {d.job_id for d in plan.starts}
-    return considered, len(starts), len(starts - window), frozenset(starts & window)
+    return (
+        considered,
+        len(starts),
+        len(starts - window),
+        frozenset(starts & window),
+        len(plan.evictions),
+    )
 
 
 def main() -> None:
@@ -167,11 +229,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--whole-queue", action="store_true")
+    parser.add_argument(
+        "--preemption", action="store_true", help="with --whole-queue: preemption on (Rules())"
+    )
     parser.add_argument("--deterministic", type=float, default=None, help="CP-SAT work limit")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="with --whole-queue: waiting x clusters, e.g. 2000x64,10000x100",
+    )
     args = parser.parse_args()
     if args.whole_queue:
         plan_round(round_input(planned_case(1, 4, 50, 30.0, 25), evicts=False))  # warm up
-        whole_queue(args.quick, args.seeds, args.deterministic)
+        whole_queue(
+            args.quick,
+            args.seeds,
+            args.deterministic,
+            Rules() if args.preemption else None,
+            [tuple(map(int, s.split("x"))) for s in args.sizes.split(",")] if args.sizes else None,  # type: ignore[misc]
+        )
         return
     mean, _, _ = kalos_stats(Path(__file__).resolve().parent / "data")
     cases = [(50, 4, 50, 1.0, 25)] if args.quick else [(200, 16, 200, 1.0, 625)]

@@ -47,7 +47,7 @@ def first_fit(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tuple[
     for job in jobs:
         decision = JobDecision(job.id, False)
         if room.get(job.queue, job.gpus) >= job.gpus:
-            for name in sorted(_eligible(job, pools)):
+            for name in sorted(eligible_clusters(job, pools)):
                 shares, failed = pack_job(job, {name: job.units}, pools)
                 if failed is None:
                     decision = JobDecision(job.id, True, shares=shares)
@@ -66,7 +66,7 @@ def proportional(snapshot: Snapshot, jobs: list[JobRequest], base: Pools) -> tup
         decision = JobDecision(job.id, False)
         free = {
             name: max(pools[name].free_gpus(m) for m in job_models(job, pools[name]))
-            for name in _eligible(job, pools)
+            for name in eligible_clusters(job, pools)
         }
         total = sum(free.values())
         if total >= job.gpus and room.get(job.queue, job.gpus) >= job.gpus:
@@ -121,7 +121,7 @@ def place_greedily(
     """The whole job in the tightest cluster that holds it (by `rank` first when given), else a
     split over the clusters with most room whose every pair is linked with enough free
     bandwidth; None if neither fits. With a `book`, within what the holds allow, and charged."""
-    eligible = _eligible(job, pools)
+    eligible = eligible_clusters(job, pools)
     if book is not None:
         links = dict(links)
         for key in book.link_keys & links.keys():  # only links a hold reserved bandwidth on
@@ -160,6 +160,20 @@ def place_greedily(
             {link_key(r.a, r.b): r.gbps for r in placed.reservations},
         )
     return placed
+
+
+def holds_whole(job: JobRequest, pools: dict[str, ClusterPool], name: str) -> bool:
+    """Whether `place_greedily`'s first step places the job whole in this (eligible) cluster
+    when it gets to it; if so `place_greedily` places it somewhere, since a cluster tried
+    before that does not hold it leaves the pools as they were. The pools are left as they
+    are."""
+    pool = pools[name]
+    if _free(job, pool) < job.gpus or _max_units(job, pool) < job.units:
+        return False
+    mark = pool.mark()
+    _, failed = pack_job(job, {name: job.units}, pools)
+    pool.rollback(mark)
+    return failed is None
 
 
 ELASTIC_TRIES = 4  # narrower widths an elastic job is tried at, widest first
@@ -233,7 +247,7 @@ def _proportional_units(units: int, free: dict[str, int]) -> dict[str, int]:
     return {c: u for c, u in result.items() if u}
 
 
-def _eligible(job: JobRequest, pools: dict[str, ClusterPool]) -> list[str]:
+def eligible_clusters(job: JobRequest, pools: dict[str, ClusterPool]) -> list[str]:
     return [
         name
         for name, pool in pools.items()

@@ -11,7 +11,7 @@ everywhere is rolled back cheaply.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from operator import mul
@@ -102,13 +102,7 @@ class ClusterPool:
     ) -> int:
         """Take up to `pods` pods from one named leaf (capacity held by placements whose pods do
         not show in the inventory yet); returns how many fitted."""
-        if self._named is None:
-            self._named = defaultdict(list)
-            for x in self.leaves:
-                self._named[x.name].append(x)
-        leaves = [
-            x for x in self._named.get(leaf_name, ()) if model is None or x.gpu_model == model
-        ]
+        leaves = [x for x in self._leaves_named(leaf_name) if model is None or x.gpu_model == model]
         taken = 0
         for leaf in leaves:
             hist = list(leaf.hist)
@@ -118,6 +112,32 @@ class ClusterPool:
                 self._set_hist(leaf, hist)
                 taken += got
         return taken
+
+    def give_back(self, pods: Iterable[tuple[str, str, int, int]]) -> None:
+        """Free pods (leaf name, model - "" for the leaf's own -, pods, GPUs per pod), in
+        order, each in the first leaf of that name and model, on the node that then has the
+        most free GPUs: what `planning.freed` does to a cluster's state, as changes that can
+        be rolled back (one per leaf however many pods it takes back)."""
+        changed: dict[int, tuple[_Leaf, list[int]]] = {}
+        for leaf_name, model, count, per_pod in pods:
+            leaf = next(
+                (x for x in self._leaves_named(leaf_name) if not model or x.gpu_model == model),
+                None,
+            )
+            if leaf is not None:
+                if id(leaf) not in changed:
+                    changed[id(leaf)] = (leaf, list(leaf.hist))
+                give_to(changed[id(leaf)][1], per_pod, count)
+        for leaf, hist in changed.values():
+            self._journal.append((leaf, leaf.hist))
+            self._set_hist(leaf, hist)
+
+    def _leaves_named(self, leaf_name: str) -> list[_Leaf]:
+        if self._named is None:
+            self._named = defaultdict(list)
+            for x in self.leaves:
+                self._named[x.name].append(x)
+        return self._named.get(leaf_name, [])
 
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
@@ -371,6 +391,23 @@ def _take_from(hist: list[int], gpus_per_pod: int, pods: int) -> int:
                 taken += pods
                 pods = 0
     return taken
+
+
+def give_to(hist: list[int], gpus_per_pod: int, pods: int) -> int:
+    """Each pod freed on the node with the most free GPUs that can take it back; returns how
+    many were. Nodes of one count are freed together while the freed ones cannot take a pod
+    more (the answer of freeing one pod at a time, at a round's thousands of pods)."""
+    top = len(hist) - 1 - gpus_per_pod
+    given = 0
+    while given < pods:
+        source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+        if source is None:
+            break
+        nodes = min(hist[source], pods - given) if source + gpus_per_pod > top else 1
+        hist[source] -= nodes
+        hist[source + gpus_per_pod] += nodes
+        given += nodes
+    return given
 
 
 def _merge(placed: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import combinations
 
+from volcano_global.solver.capacity import give_to
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.model import (
@@ -318,20 +319,17 @@ def freed(
         by_cluster.setdefault(cluster, []).append((leaf, model, count, per_pod))
     out = []
     for state in clusters:
+        if state.name not in by_cluster:
+            out.append(state)  # untouched: no copy of its leaves
+            continue
         leaves = list(state.leaves)
-        for leaf_name, model, count, per_pod in by_cluster.get(state.name, []):
+        for leaf_name, model, count, per_pod in by_cluster[state.name]:
             for i, leaf in enumerate(leaves):
                 name = leaf.path[0] if leaf.path else state.name
                 if name != leaf_name or (model and leaf.gpu_model != model):
                     continue
                 hist = list(leaf.free_nodes)
-                for _ in range(count):
-                    top = len(hist) - 1 - per_pod
-                    source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
-                    if source is None:
-                        break
-                    hist[source] -= 1
-                    hist[source + per_pod] += 1
+                give_to(hist, per_pod, count)
                 leaves[i] = replace(leaf, free_nodes=tuple(hist))
                 break
         out.append(replace(state, leaves=tuple(leaves)))

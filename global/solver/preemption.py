@@ -49,11 +49,12 @@ clusters none of which then holds the gang, and filling it takes the big jobs an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from volcano_global.jobspec.priority_classes import NEVER
-from volcano_global.solver.baselines import place_greedily
+from volcano_global.solver.baselines import eligible_clusters, holds_whole, place_greedily
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.fair_share import QueueNode, fair_shares
 from volcano_global.solver.model import (
@@ -66,10 +67,85 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import pools_of
-from volcano_global.solver.planning import freed
 
 PREEMPT = "preempt"
 RECLAIM = "reclaim"
+
+
+class FreePools:
+    """What is free while a round's evictions are chosen: one pool per cluster, built once.
+    A trial (`fits_without`: victims' pods given back, the job placed) is rolled back after
+    it; `take` keeps its changes. The same answers as placing on `pools_of(without(state,
+    victims))` (`ClusterPool.give_back` is `planning.freed`'s rule), without building every
+    cluster's pool for every trial (a round tries hundreds of victim sets on a fleet of tens
+    of thousands of leaves). A trial gives back only in the clusters the job may use: the
+    placement reads no other."""
+
+    def __init__(self, clusters: tuple[ClusterCapacity, ...]) -> None:
+        self._clusters = clusters
+
+    @cached_property
+    def pools(self) -> dict[str, ClusterPool]:
+        """Built when a preemptor is first weighed: most rounds have none."""
+        return pools_of(self._clusters)
+
+    def fits_without(
+        self,
+        job: JobRequest,
+        victims: list[RunningJob] | tuple[RunningJob, ...],
+        links: dict[tuple[str, str], float],
+    ) -> JobDecision | None:
+        """Where the job would go with the victims gone (None: nowhere); nothing kept."""
+        marks = self.mark()
+        try:
+            self.give_back(victims, self.usable(job))
+            return place_greedily(job, self.pools, with_links_of(links, victims))
+        finally:
+            self.rollback(marks)
+
+    def take(
+        self,
+        job: JobRequest,
+        victims: tuple[RunningJob, ...],
+        links: dict[tuple[str, str], float],
+    ) -> JobDecision | None:
+        """The victims gone and the job placed, for good; `links` must already count the
+        victims' bandwidth as free."""
+        self.give_back(victims, self.pools.keys())
+        return place_greedily(job, self.pools, links)
+
+    def usable(self, job: JobRequest) -> set[str]:
+        """The clusters the job may use (`baselines.eligible_clusters`: the same while the
+        pools change)."""
+        return set(eligible_clusters(job, self.pools))
+
+    def give_back(self, victims: Iterable[RunningJob], clusters: Collection[str]) -> None:
+        """The victims' pods given back in these clusters (the others' left as they are)."""
+        pods: dict[str, list[tuple[str, str, int, int]]] = {}
+        for v in victims:
+            for cluster, leaf, model, count, per_pod in v.pods:
+                if cluster in clusters:
+                    pods.setdefault(cluster, []).append((leaf, model, count, per_pod))
+        for cluster, given in pods.items():
+            self.pools[cluster].give_back(given)
+
+    def mark(self) -> list[tuple[ClusterPool, int]]:
+        return [(pool, pool.mark()) for pool in self.pools.values()]
+
+    def rollback(self, marks: list[tuple[ClusterPool, int]]) -> None:
+        for pool, mark in marks:
+            pool.rollback(mark)
+
+
+def with_links_of(
+    links: dict[tuple[str, str], float], victims: list[RunningJob] | tuple[RunningJob, ...]
+) -> dict[tuple[str, str], float]:
+    """The links' free bandwidth with what the victims reserved given back."""
+    free = dict(links)
+    for v in victims:
+        for b in v.links:
+            free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
+    return free
 
 
 @dataclass(frozen=True)
@@ -193,7 +269,7 @@ def preempt(
     for job in snapshot.jobs:
         if job.id in admitted and job.queue in room:
             room[job.queue] -= job.gpus
-    state = freed(snapshot.clusters, [])
+    free = FreePools(snapshot.clusters)
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
     jobs_left, gpus_left = rules.max_jobs, rules.max_gpus
@@ -213,15 +289,14 @@ def preempt(
             for r in snapshot.running
             if r.id not in taken and (kind := may_take(job, r, rules, queues)) is not None
         ]
-        chosen = _choose(job, allowed, state, links, (jobs_left, gpus_left, lost_left))
+        chosen = _choose(job, allowed, free, links, (jobs_left, gpus_left, lost_left))
         if chosen is None:
             continue
         victims, placement = chosen
-        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], state, links)
+        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], free, links)
         if not _worth(job, victims, wait, rules):
             continue
         kinds = {kind for r, kind in allowed if r in victims}
-        state = without(state, victims)
         for v in victims:
             taken.add(v.id)
             for b in v.links:
@@ -229,9 +304,7 @@ def preempt(
             if v.queue in queues:
                 s = queues[v.queue]
                 queues[v.queue] = replace(s, held=s.held - v.total_gpus)
-        pools = pools_of(state)
-        placement = place_greedily(job, pools, links) or placement
-        state = tuple(pool.state() for pool in pools.values())
+        placement = free.take(job, victims, links) or placement
         for r in placement.reservations:
             links[link_key(r.a, r.b)] -= r.gbps
         if job.queue in queues:
@@ -251,7 +324,7 @@ def preempt(
 def expected_wait(
     job: JobRequest,
     running: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
 ) -> float:
     """Seconds until running work is expected to leave room, with no eviction, for the job
@@ -260,25 +333,63 @@ def expected_wait(
     (more room never undoes a fit of the greedy placement): a large server runs thousands of
     jobs, and a placement tried after each would cost seconds a round."""
     ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
-    frees = [(state, dict(links))]  # what is free once the first i have ended
-    for r in ending:
-        free, room = frees[-1]
-        room = dict(room)
-        for b in r.links:
-            room[link_key(b.a, b.b)] = room.get(link_key(b.a, b.b), 0.0) + b.gbps
-        frees.append((freed(free, list(r.pods)), room))  # one at a time: as all at once
+    if not ending:
+        return float("inf")
+    usable = free.usable(job)
+    outer = free.mark()
+    ended, room = 0, dict(links)  # the first `ended` have ended, kept until the answer
 
     def fits(i: int) -> bool:
-        free, room = frees[i]
-        return place_greedily(job, pools_of(free), room) is not None
+        """Whether the job fits once the first i have ended (i > ended); a miss keeps them
+        ended (bisection only looks further on from a miss), a fit does not."""
+        nonlocal ended, room
+        if _fits_whole_in_one(job, free, ending[ended:i], usable):
+            return True
+        kept = free.mark()
+        free.give_back(ending[ended:i], usable)
+        more = with_links_of(room, ending[ended:i])  # added in the same order as one by one
+        placed = free.mark()
+        found = place_greedily(job, free.pools, more) is not None
+        free.rollback(placed)
+        if found:
+            free.rollback(kept)
+        else:
+            ended, room = i, more
+        return found
 
-    if not ending or not fits(len(ending)):
-        return float("inf")
-    low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if fits(mid) else (mid, high)
-    return ending[high - 1].ends_in_s
+    try:
+        if not fits(len(ending)):
+            return float("inf")
+        low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if fits(mid) else (mid, high)
+        return ending[high - 1].ends_in_s
+    finally:
+        free.rollback(outer)
+
+
+def _fits_whole_in_one(
+    job: JobRequest, free: FreePools, ending: list[RunningJob], usable: set[str]
+) -> bool:
+    """A shortcut of `expected_wait`'s fit, exact when it says yes: whether the job fits
+    whole, once these have ended too, in the cluster where they free most (only that
+    cluster's pods given back: with thousands of running jobs, the bisection's first steps
+    end most of the fleet's, and the job mostly fits whole in one cluster long before)."""
+    gained: dict[str, int] = {}
+    for r in ending:
+        for cluster, _, gpus in r.gpus:
+            if cluster in usable:
+                gained[cluster] = gained.get(cluster, 0) + gpus
+    if not gained:
+        return False
+    best = max(sorted(gained), key=lambda c: gained[c])
+    kept = free.mark()
+    try:
+        free.give_back([r for r in ending if any(p[0] == best for p in r.pods)], {best})
+        return holds_whole(job, free.pools, best)
+    finally:
+        free.rollback(kept)
 
 
 def _worth(job: JobRequest, victims: tuple[RunningJob, ...], wait: float, rules: Rules) -> bool:
@@ -317,20 +428,21 @@ def may_take(
 def _choose(
     job: JobRequest,
     allowed: list[tuple[RunningJob, str]],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
-    if fits_without(job, [], state, links) is not None:
+    if free.fits_without(job, [], links) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
     useful = [r for r, _ in allowed if may_help(job, r)]
-    pools = [useful] + [
-        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
-        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
-    ]
+    by_cluster: dict[str, list[RunningJob]] = {}  # each cluster's, in the same order
+    for r in useful:
+        for cluster in dict.fromkeys(c for c, _, _ in r.gpus):
+            by_cluster.setdefault(cluster, []).append(r)
+    pools = [useful] + [by_cluster[c] for c in sorted(by_cluster)]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for candidates in pools:
-        found = _greedy(job, candidates, state, links, left)
+        found = _greedy(job, candidates, free, links, left)
         if found is None:
             continue
         victims, placement = found
@@ -347,7 +459,7 @@ def _choose(
 def _greedy(
     job: JobRequest,
     candidates: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
+    free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
@@ -363,14 +475,14 @@ def _greedy(
         ):
             break
         picked.append(victim)
-        placement = fits_without(job, picked, state, links)
+        placement = free.fits_without(job, picked, links)
         if placement is not None:
             break
     if placement is None:
         return None
     for victim in sorted(picked, key=victim_order, reverse=True):  # reprieve
         rest = [v for v in picked if v is not victim]
-        fit = fits_without(job, rest, state, links) if rest else None
+        fit = free.fits_without(job, rest, links) if rest else None
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=victim_order)), placement
@@ -383,25 +495,6 @@ def may_help(job: JobRequest, victim: RunningJob) -> bool:
         and (job.allowed_clusters is None or cluster in job.allowed_clusters)
         for cluster, model, _ in victim.gpus
     )
-
-
-def without(
-    state: tuple[ClusterCapacity, ...], victims: list[RunningJob] | tuple[RunningJob, ...]
-) -> tuple[ClusterCapacity, ...]:
-    return freed(state, [p for v in victims for p in v.pods])
-
-
-def fits_without(
-    job: JobRequest,
-    victims: list[RunningJob],
-    state: tuple[ClusterCapacity, ...],
-    links: dict[tuple[str, str], float],
-) -> JobDecision | None:
-    free = dict(links)
-    for v in victims:
-        for b in v.links:
-            free[link_key(b.a, b.b)] = free.get(link_key(b.a, b.b), 0.0) + b.gbps
-    return place_greedily(job, pools_of(without(state, victims)), free)
 
 
 def _reason(

@@ -45,25 +45,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from volcano_global.solver.baselines import place_greedily
 from volcano_global.solver.model import (
-    ClusterCapacity,
     JobDecision,
     JobRequest,
     RunningJob,
     Snapshot,
     link_key,
 )
-from volcano_global.solver.packing import pools_of
-from volcano_global.solver.planning import freed
 from volcano_global.solver.preemption import (
     Eviction,
+    FreePools,
     Standing,
     expected_wait,
-    fits_without,
     lost_gpu_hours,
     may_help,
-    without,
 )
 
 TIMESHARE = "timeshare"  # an `Eviction.kind`: a demotion by attained service
@@ -92,7 +87,7 @@ class _Room:
     """What is left as the round's demotions are chosen: free capacity, links, standings,
     quota room, and the caps."""
 
-    state: tuple[ClusterCapacity, ...]
+    free: FreePools
     links: Links
     queues: dict[str, Standing]
     quota: dict[str, int]
@@ -116,7 +111,7 @@ def demote(
     if not quanta or not waiting:
         return []
     room = _Room(
-        freed(left.clusters, []),
+        FreePools(left.clusters),
         {link.key: link.free_gbps for link in left.links},
         dict(queues),
         {q.name: q.quota_gpus - q.used_gpus for q in left.queues if q.quota_gpus is not None},
@@ -186,7 +181,7 @@ def _worth(
     GPU-hours."""
     if rules.wait_weight is None:
         return True
-    wait = expected_wait(job, running, room.state, room.links)
+    wait = expected_wait(job, running, room.free, room.links)
     lost = sum(lost_gpu_hours(v) for v in victims)
     return job.gpus * wait / 3600.0 * rules.wait_weight >= lost
 
@@ -200,13 +195,14 @@ def _choose(
     job: JobRequest, candidates: list[RunningJob], room: _Room
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
     """Step 3: the best set over all candidates and over each cluster's alone."""
-    if not candidates or fits_without(job, [], room.state, room.links) is not None:
+    if not candidates or room.free.fits_without(job, [], room.links) is not None:
         return None  # nobody yields, or it waits for another reason: yielding won't help
     useful = [r for r in candidates if may_help(job, r)]
-    pools = [useful] + [
-        [r for r in useful if any(c == cluster for c, _, _ in r.gpus)]
-        for cluster in sorted({c for r in useful for c, _, _ in r.gpus})
-    ]
+    by_cluster: dict[str, list[RunningJob]] = {}  # each cluster's, in the same order
+    for r in useful:
+        for cluster in dict.fromkeys(c for c, _, _ in r.gpus):
+            by_cluster.setdefault(cluster, []).append(r)
+    pools = [useful] + [by_cluster[c] for c in sorted(by_cluster)]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for pool in pools:
         found = _greedy(job, pool, room)
@@ -236,14 +232,14 @@ def _greedy(
         if not _keeps_share(job, picked, victim, room.queues):
             continue
         picked.append(victim)
-        placement = fits_without(job, picked, room.state, room.links)
+        placement = room.free.fits_without(job, picked, room.links)
         if placement is not None:
             break
     if placement is None:
         return None
     for victim in sorted(picked, key=_order, reverse=True):  # the least served spared first
         rest = [v for v in picked if v is not victim]
-        fit = fits_without(job, rest, room.state, room.links) if rest else None
+        fit = room.free.fits_without(job, rest, room.links) if rest else None
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=_order)), placement
@@ -269,16 +265,13 @@ def _take(
 ) -> JobDecision:
     """The victims' GPUs and links freed, the job placed on them: what later demotions of the
     round see. Returns the placement as taken."""
-    room.state = without(room.state, victims)
     for v in victims:
         for b in v.links:
             room.links[link_key(b.a, b.b)] = room.links.get(link_key(b.a, b.b), 0.0) + b.gbps
         if v.queue in room.queues:
             s = room.queues[v.queue]
             room.queues[v.queue] = replace(s, held=s.held - v.total_gpus)
-    pools = pools_of(room.state)
-    placement = place_greedily(job, pools, room.links) or placement
-    room.state = tuple(pool.state() for pool in pools.values())
+    placement = room.free.take(job, victims, room.links) or placement
     for r in placement.reservations:
         room.links[link_key(r.a, r.b)] -= r.gbps
     if job.queue in room.queues:

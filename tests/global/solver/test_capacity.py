@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from volcano_global.solver.capacity import ClusterPool
+from volcano_global.solver.capacity import ClusterPool, give_to
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
+from volcano_global.solver.planning import freed
 
 
 def test_the_tightest_leaf_is_the_one_a_scan_finds_through_placements_and_rollbacks() -> None:
@@ -87,3 +88,59 @@ def test_pod_slots_kept_as_node_counts_agree_with_a_fresh_pool() -> None:
             )
     # Every pod size counted the same as the leaves' own slots, summed.
     assert pool.slots("H100", 2) == sum(x.slots(2) for x in pool.leaves if x.gpu_model == "H100")
+
+
+def test_a_pod_given_back_frees_what_planning_freed_frees_and_rolls_back() -> None:
+    """`give_back` is `planning.freed` as a change of the pool (what preemption's trials
+    use instead of rebuilding the fleet's pools), and its caches agree with a fresh pool."""
+    rng = random.Random(5)
+    leaves = tuple(
+        Leaf(model, tuple(rng.randrange(4) for _ in range(9)), (f"tor{t}", f"spine{t // 4}"))
+        for t in range(12)
+        for model in ("H100", "A100")
+    )
+    state = ClusterCapacity("c", leaves)
+    pool = ClusterPool(state)
+    job = JobRequest(id="j", pods=4, gpus_per_pod=4, gpu_model="H100", unit_pods=2, unit_tier=1)
+    pool.max_units(job, "H100")  # caches built before the change, kept up to date by it
+    pool.slots("A100", 8)
+    expected = state
+    mark = pool.mark()
+    for _ in range(60):
+        pods = [
+            (
+                f"tor{rng.randrange(13)}",
+                rng.choice(["", "H100", "A100"]),
+                rng.randrange(1, 4),
+                rng.choice([1, 2, 4, 8, 9]),
+            )
+            for _ in range(rng.randrange(1, 5))
+        ]
+        pool.give_back(pods)
+        (expected,) = freed((expected,), [("c", *p) for p in pods])
+        assert pool.state() == expected
+        fresh = ClusterPool(expected)
+        assert pool.max_units(job, "H100") == fresh.max_units(job, "H100")
+        assert pool.slots("A100", 8) == fresh.slots("A100", 8)
+    pool.rollback(mark)
+    assert pool.state() == state
+
+
+def test_nodes_freed_together_as_one_pod_at_a_time() -> None:
+    def one_at_a_time(hist: list[int], per_pod: int, pods: int) -> int:
+        for given in range(pods):
+            top = len(hist) - 1 - per_pod
+            source = next((v for v in range(top, -1, -1) if hist[v] > 0), None)
+            if source is None:
+                return given
+            hist[source] -= 1
+            hist[source + per_pod] += 1
+        return pods
+
+    rng = random.Random(1)
+    for _ in range(20000):
+        hist = [rng.randrange(4) for _ in range(rng.choice([5, 9, 17]))]
+        per_pod, pods = rng.randrange(len(hist) + 1), rng.randrange(12)
+        slow, fast = list(hist), list(hist)
+        assert one_at_a_time(slow, per_pod, pods) == give_to(fast, per_pod, pods)
+        assert fast == slow, (hist, per_pod, pods)

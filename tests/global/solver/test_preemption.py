@@ -9,6 +9,7 @@ from volcano_global.solver.model import JobRequest, LinkBandwidth, LinkState, Ru
 from volcano_global.solver.preemption import (
     PREEMPT,
     RECLAIM,
+    FreePools,
     Rules,
     Standing,
     expected_wait,
@@ -245,7 +246,7 @@ def test_the_expected_wait_is_the_end_after_which_the_job_fits() -> None:
     # Eight one-node jobs fill a; r7 ends first (1 h), r0 last (8 h). A 4-node gang fits once
     # the four earliest (r7, r6, r5, r4) ended: 4 h; an 8-node gang at 8 h; a 9-node never.
     run = [running(f"r{i}", "a", 8, ends_h=8.0 - i) for i in range(8)]
-    state = (full("a"),)
+    state = FreePools((full("a"),))
     assert expected_wait(waiting(32), run, state, {}) == 4 * HOUR
     assert expected_wait(waiting(64), run, state, {}) == 8 * HOUR
     assert expected_wait(waiting(72), run, state, {}) == float("inf")
