@@ -66,15 +66,15 @@ def replicate(
     or a copy on its way, to that region's cluster with the most free GPUs now that a link
     with at least `min_staging_gbps` left joins to a holder; from the fastest holder, at the
     rate a copy may take of what is left of that link. A cluster whose region is not known is
-    a region of its own."""
+    in no region: never a destination, nor a region's holder (as its own region, every
+    unlabelled cluster would get every popular dataset); it may still be a source."""
     if options.replicate_readers <= 0:
         return ()
-    names = [c.name for c in clusters]
-    region = {c: regions.get(c, c) for c in names}
     gpus = {c.name: sum(leaf.free_gpus for leaf in c.leaves) for c in clusters}
     members: dict[str, list[str]] = defaultdict(list)
-    for c in sorted(names, key=lambda c: (-gpus[c], c)):
-        members[region[c]].append(c)
+    for c in sorted(gpus, key=lambda c: (-gpus[c], c)):
+        if c in regions:
+            members[regions[c]].append(c)
     free = dict(free_links(links))
     wanted = [
         (name, p)

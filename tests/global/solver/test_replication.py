@@ -7,6 +7,7 @@ region is not sent there again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, Policy, RunningJob
@@ -138,3 +139,22 @@ def test_data_a_start_of_the_round_stages_into_a_region_is_not_sent_there_again(
     staged = {c.destination for group in plan.staging.values() for c in group}
     assert staged <= {"eu-a", "eu-b"}
     assert plan.replicas == ()
+
+
+def test_a_cluster_without_a_region_is_never_a_destination_nor_a_region() -> None:
+    data = fleet({"j1": "corpus", "j2": "corpus", "j3": "corpus"})
+    # No region known, or only the holder's: the clusters without one get nothing (as regions
+    # of their own, each would get every popular dataset).
+    for regions in ({}, {"us-a": "us"}):
+        assert plan_round(replace(data, regions=regions), Policy.CPSAT, ON).replicas == ()
+    # A region named like an unlabelled cluster is not that cluster: eu-a (no region) is not
+    # in region "eu-a", which has no holder, so its one cluster, eu-b, gets the copy.
+    named = replace(data, regions={"us-a": "us", "eu-b": "eu-a"})
+    assert [(c.source, c.destination) for c in plan_round(named, Policy.CPSAT, ON).replicas] == [
+        ("us-a", "eu-b")
+    ]
+    # An unlabelled holder is still a source.
+    unlabelled = replace(data, regions={"eu-a": "eu", "eu-b": "eu"})
+    assert [
+        (c.source, c.destination) for c in plan_round(unlabelled, Policy.CPSAT, ON).replicas
+    ] == [("us-a", "eu-a")]
