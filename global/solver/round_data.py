@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import gravity, replication
 from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import DataNeeds, items
 from volcano_global.solver.model import Decision, JobDecision, LinkState, link_key
 from volcano_global.solver.outcomes import Outcome, Status
 from volcano_global.solver.preemption import Eviction
@@ -28,11 +29,12 @@ if TYPE_CHECKING:
 class _Staged:
     """What steps 6b and 6c leave: the decision less the starts that cannot stage now, the
     starts, their copies, the copies fetched for waiting jobs, the copies ahead of demand,
-    and the links with all of it held."""
+    the links with all of it held, and step 1b's word per job true to the prefetches made."""
 
     decision: Decision
     starts: tuple[JobDecision, ...]
     links: tuple[LinkState, ...]
+    steered: Mapping[str, gravity.Steer]
     copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
     fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
     replicas: tuple[Copy, ...] = ()
@@ -52,7 +54,7 @@ def staging(
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     links = _after(data.links, starts)
     if not data.data:
-        return _Staged(decision, starts, links)
+        return _Staged(decision, starts, links, steered)
     copies, refused = copies_.stage(
         starts, data.data, links, options.data, steered, data.copying, data.regions
     )
@@ -65,13 +67,40 @@ def staging(
         starts = tuple(d for d in starts if d.job_id not in refused)
         links = _after(data.links, starts)
     links = copies_.reserved(links, copies, options.data)
+    bound = copies_.bound_earlier(data.copying) | copies_.bound_by(copies, "the start of")
     fetches = copies_.prefetch(
-        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions
+        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions, bound
     )
     links = copies_.reserved(links, fetches, options.data)
+    steered = _unfetched(steered, fetches, data.data, bound)
     replicas = _replicas(data, links, (*copies.values(), *fetches.values()), options)
     links = copies_.reserved(links, {"": replicas}, options.data)
-    return _Staged(decision, starts, links, copies, fetches, replicas)
+    return _Staged(decision, starts, links, steered, copies, fetches, replicas)
+
+
+def _unfetched(
+    steered: Mapping[str, gravity.Steer],
+    fetches: Mapping[str, tuple[Copy, ...]],
+    needs: Mapping[str, DataNeeds],
+    bound: Mapping[tuple[str, str], str],
+) -> dict[str, gravity.Steer]:
+    """The waiting jobs' notes, true to the prefetches made: one step 1b chose to fetch for
+    and that got no copy is told why (a copy of the round already brings its data there, or
+    no link had the bandwidth left)."""
+    out = dict(steered)
+    for job_id, s in steered.items():
+        target = s.prefetch_to
+        if target is None or job_id in fetches:
+            continue
+        note = s.note.removesuffix(f"; copying it to {target} meanwhile")
+        ways = [bound.get((i.name, target)) for i in items(needs[job_id])]
+        said = (
+            f"its data is on its way to {target} ({', '.join(sorted(set(ways)))})"
+            if all(ways)
+            else f"copying it to {target} waits for bandwidth"
+        )
+        out[job_id] = replace(s, prefetch_to=None, note=f"{note}; {said}")
+    return out
 
 
 def _replicas(

@@ -236,7 +236,7 @@ def plan_round(
     decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b
-    decision, starts = staged.decision, staged.starts
+    decision, starts, steered = staged.decision, staged.starts, staged.steered
     grows = _grows(data, decision, growth, staged.links)  # 6
     left = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:

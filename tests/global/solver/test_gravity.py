@@ -317,6 +317,28 @@ def test_prefetch_copies_a_waiting_jobs_data_to_where_room_comes_sooner_once() -
     assert plan_round(data, Policy.CPSAT).prefetch == {}
 
 
+def test_a_prefetch_is_not_made_into_a_cluster_a_start_of_the_round_stages_the_data_to() -> None:
+    # As above, but east has one node free now: "k" (first in order) starts there and stages
+    # the corpus west -> east; "j" waits for east's room, and its prefetch would copy the same
+    # corpus into east a second time (the link has room for both).
+    east = ClusterCapacity("east", (Leaf("H100", (3, 0, 0, 0, 0, 0, 0, 0, 1), ("east",), 8),))
+    data = RoundInput(
+        NOW,
+        (east, cluster("west", 0, 4)),
+        (LinkState("east", "west", 400.0),),
+        waiting=(gang("k", 8, priority=60), gang("j", 16)),
+        running=(busy("r", "west", 32, 36000.0), busy("s", "east", 24, 3600.0)),
+        data={"k": reads(1, "west"), "j": reads(1, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(prefetch=True)))
+    assert [d.job_id for d in plan.starts] == ["k"]
+    assert [(c.data, c.destination) for c in plan.staging["k"]] == [("corpus", "east")]
+    assert plan.prefetch == {}
+    assert "waiting for west; its data is on its way to east (the start of k)" in (
+        plan.outcomes["j"].reason
+    )
+
+
 def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nobody() -> None:
     low = RunningJob(
         "low", (("east", "H100", 32),), ends_in_s=36000.0, run_s=3600.0, lost_s=60.0, name="low",
