@@ -1,10 +1,12 @@
-"""Step 6c of a round: copies of popular datasets ahead of demand (`DataOptions.
+"""Step 7d, the last of a round: copies of popular datasets ahead of demand (`DataOptions.
 replicate_readers`). A dataset read by enough jobs lately gets a copy, without GPUs and
 belonging to no job's start, in each region that has no cluster holding it, so every later
 job there finds it local: its bytes cross between regions once, not once per job that stages
-it. The copies are planned on what the round's starts, their copies and the prefetches left
-of the links (`RoundPlan.replicas`), reserved like every copy, so they never oversubscribe a
-link; a dataset already on its way into a region (`RoundInput.copying`) is not sent again."""
+it. The copies are planned on what every job of the round (starts and their copies,
+prefetches, grows, preemptors and their copies) left of the links (`RoundPlan.replicas`),
+reserved like every copy, so they never oversubscribe a link nor take what a job needs; a
+dataset already on its way into a region (`RoundInput.copying`, or a copy of the round) is not
+sent again."""
 
 from __future__ import annotations
 
