@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import gravity, replication
 from volcano_global.solver.copies import Copy
-from volcano_global.solver.data import DataNeeds, items
+from volcano_global.solver.data import CHECKPOINT, DataNeeds, items
 from volcano_global.solver.model import Decision, JobDecision, LinkState, link_key
 from volcano_global.solver.outcomes import Outcome, Status
 from volcano_global.solver.preemption import Eviction
@@ -97,10 +97,10 @@ def _unfetched(
         if target is None or job_id in fetches:
             continue
         note = s.note.removesuffix(f"; copying it to {target} meanwhile")
-        ways = [bound.get((i.name, target)) for i in items(needs[job_id])]
+        ways = [bound.get((i.name, target)) for i in items(needs[job_id]) if i.name != CHECKPOINT]
         said = (
             f"its data is on its way to {target} ({', '.join(sorted(set(ways)))})"
-            if all(ways)
+            if ways and all(ways)
             else f"copying it to {target} waits for bandwidth"
         )
         out[job_id] = replace(s, prefetch_to=None, note=f"{note}; {said}")
