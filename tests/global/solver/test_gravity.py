@@ -337,6 +337,18 @@ def test_a_prefetch_is_not_made_into_a_cluster_a_start_of_the_round_stages_the_d
     assert "waiting for west; its data is on its way to east (the start of k)" in (
         plan.outcomes["j"].reason
     )
+    # "k" reads another dataset over a link of 100 Gbps: its copy takes all of it, and "j"
+    # is told its prefetch waits for bandwidth (not that it is being copied).
+    thin = dataclass_replace(
+        data,
+        links=(LinkState("east", "west", 100.0),),
+        data={**data.data, "k": reads(1, "west", name="other")},
+    )
+    plan = plan_round(thin, Policy.CPSAT, RoundOptions(data=DataOptions(prefetch=True)))
+    assert [d.job_id for d in plan.starts] == ["k"] and plan.prefetch == {}
+    reason = plan.outcomes["j"].reason
+    assert "waiting for west; copying it to east waits for bandwidth" in reason
+    assert "meanwhile" not in reason
 
 
 def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nobody() -> None:
