@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -112,15 +112,6 @@ class DataSettings(BaseModel):
         "0: weighed as any copy. Fewer bytes between regions, at some cost in JCT "
         "(docs/benchmarks.md 3e).",
     )
-    replicate_readers: int = Field(
-        0,
-        ge=0,
-        description="A dataset read by at least this many jobs lately (those waiting, and "
-        "the recent readers the round is given) gets a copy, without GPUs, in each region "
-        "where no cluster holds it (`solver/replication.py`), so later jobs there find it "
-        "local. 0: never. The simulator runs these copies; the server does not yet (a copy "
-        "of no job has no namespace for its staging Job; docs/data.md).",
-    )
     prefetch: bool = Field(
         True,
         description="A job waiting for a busy cluster that holds its data has the data copied "
@@ -128,6 +119,20 @@ class DataSettings(BaseModel):
         "belongs to no share, its bandwidth reserved until it ends; docs/data.md). Off: only "
         "starts stage.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_replication(cls, values: Any) -> Any:
+        """`replicate_readers` was a setting: refused by name, not ignored as other unknown
+        keys are, so a deployment that set it learns the server plans no replicas."""
+        if isinstance(values, dict) and "replicate_readers" in values:
+            raise ValueError(
+                "scheduling.data.replicate_readers (VGLOBAL_SCHEDULING__DATA__REPLICATE_READERS)"
+                " was removed: the server does not plan copies ahead of demand (they belong to "
+                "no job and it cannot run them yet); unset it. The simulator keeps them: "
+                "vglobal simulate --replicate-readers (docs/data.md)."
+            )
+        return values
 
     @model_validator(mode="after")
     def _min_within_max(self) -> Self:

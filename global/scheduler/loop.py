@@ -180,7 +180,6 @@ class Scheduler:
                 staging_gbps=scheduling.data.staging_gbps,
                 min_staging_gbps=scheduling.data.min_staging_gbps,
                 cross_region_margin=scheduling.data.cross_region_margin,
-                replicate_readers=scheduling.data.replicate_readers,
                 prefetch=scheduling.data.prefetch,
             ),
             long_work=LongWork(scheduling.long_work.long_s, scheduling.long_work.share)

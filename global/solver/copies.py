@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from volcano_global.solver.data import (
@@ -48,16 +48,18 @@ def stage(
     steered: Mapping[str, Steer] | None = None,
     copying: Mapping[str, Sequence[str]] | None = None,
     regions: Mapping[str, str] | None = None,
+    planned: Mapping[tuple[str, str], str] | None = None,
 ) -> tuple[dict[str, tuple[Copy, ...]], dict[str, str]]:
     """The copies each start needs, on the links as the round's starts leave them (each
     start's copies then taken from what is left), and the starts that cannot stage now with
     the reason (they wait): no link with the minimum rate left; data already on its way to
-    that cluster (`copying`, or an earlier start of this round: one copy, not two into the
-    same place); or - for a job step 1b let stage because a holder was busy - copies at the
-    rate left that would end after the holder is expected to have room. `regions`: cluster ->
-    region, where known (among sources as fast, one in the destination's region)."""
+    that cluster (`copying`, from earlier rounds; `planned`, this round's copies so far, see
+    `bound`; or an earlier start of this call: one copy, not two into the same place); or -
+    for a job step 1b let stage because a holder was busy - copies at the rate left that would
+    end after the holder is expected to have room. `regions`: cluster -> region, where known
+    (among sources as fast, one in the destination's region)."""
     free = dict(free_links(links))
-    bound = {(name, d) for name, where in (copying or {}).items() for d in where}
+    bound = bound_earlier(copying) | dict(planned or {})
     copies: dict[str, tuple[Copy, ...]] = {}
     refused: dict[str, str] = {}
     for start in starts:
@@ -70,8 +72,25 @@ def stage(
             refused[start.job_id] = planned
         elif planned:
             copies[start.job_id] = planned
-            bound |= {(c.data, c.destination) for c in planned if c.data != CHECKPOINT}
+            bound |= bound_by({start.job_id: planned}, "the start of")
     return copies, refused
+
+
+def bound_earlier(copying: Mapping[str, Sequence[str]] | None) -> dict[tuple[str, str], str]:
+    """The (data, destination) of the copies earlier rounds started (`RoundInput.copying`),
+    with what they are as `stage` says it."""
+    return {(n, d): "a copy started earlier" for n, where in (copying or {}).items() for d in where}
+
+
+def bound_by(groups: Mapping[str, Sequence[Copy]], what: str) -> dict[tuple[str, str], str]:
+    """The (data, destination) of this round's copies, by job: `what` names the kind of copy
+    ("the start of", "a prefetch for") before the job's id. A checkpoint is a job's own."""
+    return {
+        (c.data, c.destination): f"{what} {job_id}"
+        for job_id, group in groups.items()
+        for c in group
+        if c.data != CHECKPOINT
+    }
 
 
 def _stage_one(
@@ -81,7 +100,7 @@ def _stage_one(
     free: dict[tuple[str, str], float],
     options: DataOptions,
     steer: Steer | None,
-    bound: set[tuple[str, str]],
+    bound: Mapping[tuple[str, str], str],
     regions: Mapping[str, str],
 ) -> tuple[Copy, ...] | str:
     """One start's copies, taken from `free`; or why it waits."""
@@ -94,9 +113,9 @@ def _stage_one(
         return planned
     twice = next((c for c in planned if (c.data, c.destination) in bound), None)
     if twice is not None:
+        what = bound[(twice.data, twice.destination)]
         return (
-            f"{twice.data} is being copied to {twice.destination} for another job: "
-            "waiting for that copy"
+            f"{twice.data} is being copied to {twice.destination} ({what}): waiting for that copy"
         )
     longest = max((c.seconds for c in planned), default=0.0)
     if steer is not None and steer.wait_s is not None and longest > steer.wait_s:
@@ -184,13 +203,15 @@ def prefetch(
     links: Sequence[LinkState],
     options: DataOptions,
     regions: Mapping[str, str] | None = None,
+    bound: Iterable[tuple[str, str]] = (),
 ) -> dict[str, tuple[Copy, ...]]:
     """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
     the links as the round's starts and their copies left them; one per dataset and
-    destination per round."""
+    destination, never one already on its way there (`bound`: (data, destination) of earlier
+    rounds' copies and this round's starts')."""
     free = dict(free_links(links))
     out: dict[str, tuple[Copy, ...]] = {}
-    fetched: set[tuple[str, str]] = set()
+    fetched = set(bound)
     for job_id, s in steered.items():
         if s.prefetch_to is None or job_id in started:
             continue

@@ -1,10 +1,12 @@
-"""Step 6c of a round: copies of popular datasets ahead of demand (`DataOptions.
+"""Step 7d, the last of a round: copies of popular datasets ahead of demand (`DataOptions.
 replicate_readers`). A dataset read by enough jobs lately gets a copy, without GPUs and
 belonging to no job's start, in each region that has no cluster holding it, so every later
 job there finds it local: its bytes cross between regions once, not once per job that stages
-it. The copies are planned on what the round's starts, their copies and the prefetches left
-of the links (`RoundPlan.replicas`), reserved like every copy, so they never oversubscribe a
-link; a dataset already on its way into a region (`RoundInput.copying`) is not sent again."""
+it. The copies are planned on what every job of the round (starts and their copies,
+prefetches, grows, preemptors and their copies) left of the links (`RoundPlan.replicas`),
+reserved like every copy, so they never oversubscribe a link nor take what a job needs; a
+dataset already on its way into a region (`RoundInput.copying`, or a copy of the round) is not
+sent again."""
 
 from __future__ import annotations
 
@@ -66,15 +68,15 @@ def replicate(
     or a copy on its way, to that region's cluster with the most free GPUs now that a link
     with at least `min_staging_gbps` left joins to a holder; from the fastest holder, at the
     rate a copy may take of what is left of that link. A cluster whose region is not known is
-    a region of its own."""
+    in no region: never a destination, nor a region's holder (as its own region, every
+    unlabelled cluster would get every popular dataset); it may still be a source."""
     if options.replicate_readers <= 0:
         return ()
-    names = [c.name for c in clusters]
-    region = {c: regions.get(c, c) for c in names}
     gpus = {c.name: sum(leaf.free_gpus for leaf in c.leaves) for c in clusters}
     members: dict[str, list[str]] = defaultdict(list)
-    for c in sorted(names, key=lambda c: (-gpus[c], c)):
-        members[region[c]].append(c)
+    for c in sorted(gpus, key=lambda c: (-gpus[c], c)):
+        if c in regions:
+            members[regions[c]].append(c)
     free = dict(free_links(links))
     wanted = [
         (name, p)

@@ -1,14 +1,15 @@
 """The data steps of a round (`round_plan.plan_round`): 6b, the starts' copies and the
-copies fetched for waiting jobs, and 6c, the copies of popular datasets ahead of demand
-(`staging`; `replication.py`); 7b, a preemptor's copies or no eviction
-(`preemptor_copies`); and the outcomes' words for what the data decided (`with_data`). Step
-1b, where a job may start given its data, is `gravity.steer`."""
+copies fetched for waiting jobs (`staging`); 7b, a preemptor's copies or no eviction
+(`preemptor_copies`); 7d, last, the copies of popular datasets ahead of demand on what
+everything else left (`replicas`; `replication.py`); and the outcomes' words for what the
+data decided (`with_data`). Step 1b, where a job may start given its data, is
+`gravity.steer`."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -16,26 +17,34 @@ from typing import TYPE_CHECKING
 from volcano_global.solver import copies as copies_
 from volcano_global.solver import gravity, replication
 from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT, DataNeeds, items
 from volcano_global.solver.model import Decision, JobDecision, LinkState, link_key
 from volcano_global.solver.outcomes import Outcome, Status
 from volcano_global.solver.preemption import Eviction
 
 if TYPE_CHECKING:
-    from volcano_global.solver.round_plan import RoundInput, RoundOptions
+    from volcano_global.solver.round_plan import Grow, RoundInput, RoundOptions
 
 
 @dataclass(frozen=True)
 class _Staged:
-    """What steps 6b and 6c leave: the decision less the starts that cannot stage now, the
-    starts, their copies, the copies fetched for waiting jobs, the copies ahead of demand,
-    and the links with all of it held."""
+    """What step 6b leaves: the decision less the starts that cannot stage now, the starts,
+    their copies, the copies fetched for waiting jobs, the links with all of it held, and
+    step 1b's word per job true to the prefetches made."""
 
     decision: Decision
     starts: tuple[JobDecision, ...]
     links: tuple[LinkState, ...]
+    steered: Mapping[str, gravity.Steer]
     copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
     fetches: dict[str, tuple[Copy, ...]] = field(default_factory=dict)
-    replicas: tuple[Copy, ...] = ()
+
+    @property
+    def bound(self) -> dict[tuple[str, str], str]:
+        """(data, destination) of the round's copies so far, with what each is."""
+        return copies_.bound_by(self.copies, "the start of") | copies_.bound_by(
+            self.fetches, "a prefetch for"
+        )
 
 
 def staging(
@@ -47,12 +56,11 @@ def staging(
 ) -> _Staged:
     """Step 6b: the starts' copies on the links the starts leave (a start that cannot stage
     now is no start: it waits, with the reason, in the decision the later steps read), and
-    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left; step 6c,
-    the copies of popular datasets ahead of demand on what is left then."""
+    the copies fetched for waiting jobs (`DataOptions.prefetch`) on what is left."""
     starts = tuple(d for d in decision.jobs if d.admitted and d.job_id not in growing)
     links = _after(data.links, starts)
     if not data.data:
-        return _Staged(decision, starts, links)
+        return _Staged(decision, starts, links, steered)
     copies, refused = copies_.stage(
         starts, data.data, links, options.data, steered, data.copying, data.regions
     )
@@ -65,31 +73,62 @@ def staging(
         starts = tuple(d for d in starts if d.job_id not in refused)
         links = _after(data.links, starts)
     links = copies_.reserved(links, copies, options.data)
+    bound = copies_.bound_earlier(data.copying) | copies_.bound_by(copies, "the start of")
     fetches = copies_.prefetch(
-        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions
+        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions, bound
     )
     links = copies_.reserved(links, fetches, options.data)
-    replicas = _replicas(data, links, (*copies.values(), *fetches.values()), options)
-    links = copies_.reserved(links, {"": replicas}, options.data)
-    return _Staged(decision, starts, links, copies, fetches, replicas)
+    steered = _unfetched(steered, fetches, data.data, bound)
+    return _Staged(decision, starts, links, steered, copies, fetches)
 
 
-def _replicas(
+def _unfetched(
+    steered: Mapping[str, gravity.Steer],
+    fetches: Mapping[str, tuple[Copy, ...]],
+    needs: Mapping[str, DataNeeds],
+    bound: Mapping[tuple[str, str], str],
+) -> dict[str, gravity.Steer]:
+    """The waiting jobs' notes, true to the prefetches made: one step 1b chose to fetch for
+    and that got no copy is told why (a copy of the round already brings its data there, or
+    no link had the bandwidth left)."""
+    out = dict(steered)
+    for job_id, s in steered.items():
+        target = s.prefetch_to
+        if target is None or job_id in fetches:
+            continue
+        note = s.note.removesuffix(f"; copying it to {target} meanwhile")
+        ways = [bound.get((i.name, target)) for i in items(needs[job_id]) if i.name != CHECKPOINT]
+        said = (
+            f"its data is on its way to {target} ({', '.join(sorted(set(ways)))})"
+            if ways and all(ways)
+            else f"copying it to {target} waits for bandwidth"
+        )
+        out[job_id] = replace(s, prefetch_to=None, note=f"{note}; {said}")
+    return out
+
+
+def replicas(
     data: RoundInput,
-    links: tuple[LinkState, ...],
-    planned: tuple[tuple[Copy, ...], ...],
+    staged: _Staged,
+    grows: Sequence[Grow],
+    evictions: Sequence[Eviction],
+    preempting: Mapping[str, tuple[Copy, ...]],
     options: RoundOptions,
 ) -> tuple[Copy, ...]:
-    """Step 6c (`replication.replicate`), counting the waiting readers and the caller's; the
-    data on its way includes the round's own copies (`planned`)."""
-    if options.data.replicate_readers <= 0:
+    """Step 7d, last (`replication.replicate`), counting the waiting readers and the
+    caller's: on what the starts, their copies, the prefetches, the grows, the evictions'
+    placements and the preemptors' copies leave of the links (a replica never takes what a
+    job of the round needs), and with the round's own copies as data on its way."""
+    if options.data.replicate_readers <= 0 or not data.data:
         return ()
+    links = _after(staged.links, tuple(e.placement for e in evictions))
+    links = copies_.reserved(_grown(links, grows, data), preempting, options.data)
     waiting = (w.request.id for w in data.waiting)
     popular = replication.popularity(data.data, waiting, data.popularity)
     bound: dict[str, set[str]] = defaultdict(set)
     for name, where in data.copying.items():
         bound[name].update(where)
-    for group in planned:
+    for group in (*staged.copies.values(), *staged.fetches.values(), *preempting.values()):
         for c in group:
             bound[c.data].add(c.destination)
     in_flight = {name: tuple(sorted(where)) for name, where in bound.items()}
@@ -98,22 +137,41 @@ def _replicas(
     )
 
 
+def _grown(
+    links: tuple[LinkState, ...], grows: Sequence[Grow], data: RoundInput
+) -> tuple[LinkState, ...]:
+    """The links with what each grow reserves beyond what its job holds now (a pair it
+    holds less on once grown is not counted free before the grow runs)."""
+    held = {run.request.id: run.links for run in data.elastic}
+    more: dict[tuple[str, str], float] = defaultdict(float)
+    for g in grows:
+        before: dict[tuple[str, str], float] = defaultdict(float)
+        for b in held.get(g.job_id, ()):
+            before[link_key(b.a, b.b)] += b.gbps
+        for b in g.links:
+            more[link_key(b.a, b.b)] += max(b.gbps - before[link_key(b.a, b.b)], 0.0)
+    return tuple(replace(x, reserved_gbps=x.reserved_gbps + more[x.key]) for x in links)
+
+
 def preemptor_copies(
     data: RoundInput,
     evictions: list[Eviction],
     held: tuple[LinkState, ...],
     steered: Mapping[str, gravity.Steer],
     options: RoundOptions,
+    planned: Mapping[tuple[str, str], str],
 ) -> tuple[list[Eviction], dict[str, tuple[Copy, ...]], dict[str, str]]:
     """Step 7b: the copies a preemptor needs where it will start, on what the round's starts,
     copies, grows and the preemptors' own splits leave of the links; an eviction whose
-    preemptor cannot stage now is not made (the victims keep running), and why is returned."""
+    preemptor cannot stage now is not made (the victims keep running), and why is returned.
+    `planned`: (data, destination) of the round's copies so far (staging, prefetch), as
+    earlier rounds' copies (`RoundInput.copying`): never copied there twice."""
     if not data.data or not evictions:
         return evictions, {}, {}
     placements = tuple(e.placement for e in evictions)
     links = _after(held, placements)
     more, refused = copies_.stage(
-        placements, data.data, links, options.data, steered, data.copying, data.regions
+        placements, data.data, links, options.data, steered, data.copying, data.regions, planned
     )
     return [e for e in evictions if e.preemptor not in refused], more, refused
 

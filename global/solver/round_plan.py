@@ -31,15 +31,22 @@ admit, requeue, with an explicit status per entry):
    6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
    not gets its copies, reserved on the links the starts left (`copies.stage`); one that
    cannot stage now waits.
-   6c (after 6b). **Replication**: a dataset read lately by enough jobs gets a copy, without
-   GPUs, in each region that holds none (`replication.replicate`; off unless
-   `DataOptions.replicate_readers`), on what the starts and their copies left of the links.
+   Prefetch: the copies fetched for waiting jobs (`DataOptions.prefetch`), on what the
+   starts and their copies left, never into a cluster a copy already brings the data to.
 7. **Evictions**: for the jobs still waiting, the running gangs they may evict
    (`preemption.preempt`) over what the round leaves free; an elastic job the round resizes is
    no victim.
+   7b (`round_data.py`). **A preemptor's copies** where it will start (`copies.stage`), on
+   what the starts, their copies, the prefetches and the preemptors' splits left, never into
+   a cluster a copy of the round already brings the data to; or no eviction for it.
    7c. **Time-sharing**: for the jobs still waiting, the running gangs of time-sharing queues
    that received the most GPU-time and ran their quantum yield to them
    (`timesharing.demote`), over what the starts and evictions leave.
+   7d (last). **Replication**: a dataset read lately by enough jobs gets a copy, without
+   GPUs, in each region that holds none (`replication.replicate`; off unless
+   `DataOptions.replicate_readers`), on what every job of the round (starts, their copies,
+   prefetches, grows, preemptors and their copies) left of the links: a replica never takes
+   bandwidth a job needs, nor copies data a copy of the round already brings into a region.
 8. **Outcomes**: one typed outcome per waiting job considered - started, reserved, preempting,
    will preempt (and whom, and when), waiting (with the reason, and when room is expected),
    set aside.
@@ -93,7 +100,7 @@ from volcano_global.solver.preemption import (
     standings,
 )
 from volcano_global.solver.replication import Popularity
-from volcano_global.solver.round_data import preemptor_copies, staging, with_data
+from volcano_global.solver.round_data import preemptor_copies, replicas, staging, with_data
 from volcano_global.solver.round_sharing import demotions
 from volcano_global.solver.timesharing import TimeSharing
 
@@ -191,7 +198,7 @@ class RoundPlan:
     staging: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)  # by start
     # Copies for waiting jobs, started now without GPUs (`DataOptions.prefetch`).
     prefetch: Mapping[str, tuple[Copy, ...]] = field(default_factory=dict)
-    # Copies of popular datasets ahead of demand, belonging to no job (step 6c).
+    # Copies of popular datasets ahead of demand, belonging to no job (step 7d).
     replicas: tuple[Copy, ...] = ()
 
     @property
@@ -236,18 +243,19 @@ def plan_round(
     decision = filled.decision
     growing = {g.id for g in growth}
     staged = staging(data, decision, growing, steered, options)  # 6b
-    decision, starts = staged.decision, staged.starts
+    decision, starts, steered = staged.decision, staged.starts, staged.steered
     grows = _grows(data, decision, growth, staged.links)  # 6
     left = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
-        copied = staged.copies | staged.fetches | {"": staged.replicas}
+        copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
     evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
-    evictions, preempting, unevicted = preemptor_copies(
-        data, evictions, left.links, steered, options
+    evictions, preempting, unevicted = preemptor_copies(  # 7b
+        data, evictions, left.links, steered, options, staged.bound
     )
     resizing = growing | {cut.job_id for cut in shrinks}
     evictions += demotions(left, decision, evictions, resizing, queues, data, options)  # 7c
+    replicated = replicas(data, staged, grows, evictions, preempting, options)  # 7d
     outcomes = explain.outcomes(  # 8
         left,
         decision,
@@ -270,7 +278,7 @@ def plan_round(
         settles_in_s=settles_in(data, options),
         staging=staged.copies | preempting,
         prefetch=staged.fetches,
-        replicas=staged.replicas,
+        replicas=replicated,
     )
 
 

@@ -198,6 +198,25 @@ def test_a_replica_ahead_of_demand_lets_a_later_reader_start_without_staging() -
     assert plain.replicated_bytes == 0
 
 
+def test_a_reader_arriving_while_the_replica_copies_waits_for_it_to_land() -> None:
+    # As above, but r3 arrives at 500 s, while the replica to eu-a (started at 1 s, about
+    # 880 s long) is still copying: the data is not in eu-a yet, and a second copy there is
+    # not made, so r3 starts in eu-a when the replica lands, not at once with no staging.
+    scenario = Scenario.model_validate(SCENARIO)
+    jobs = [
+        job("r1", 0, 16, 1, "corpus"),
+        job("r2", 1, 16, 1, "corpus"),
+        job("r3", 500, 16, 1, "corpus"),
+    ]
+    replicate = DataOptions(replicate_readers=2, cross_region_margin=100.0)
+    result = Simulation(scenario, jobs, Policy.CPSAT, SimOptions(data=replicate)).run()
+    r3 = next(r for r in result.records if r.job.id == "r3")
+    lands = 1 + 10 * TIB * 8 / 100e9
+    assert r3.clusters == ("eu-a",) and r3.staging_s == 0
+    assert r3.start == pytest.approx(lands) and r3.finish == pytest.approx(lands + 3600)
+    assert result.replicated_bytes == 10 * TIB == sum(result.moved_bytes.values()) - 10 * TIB
+
+
 def test_popularity_counts_the_readers_submitted_within_the_window() -> None:
     scenario = Scenario.model_validate(SCENARIO)
     jobs = [job("a", 0, 8, 1, "corpus"), job("b", 50, 8, 1, "corpus"), job("c", 90, 8, 1, "shared")]

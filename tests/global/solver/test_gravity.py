@@ -317,6 +317,40 @@ def test_prefetch_copies_a_waiting_jobs_data_to_where_room_comes_sooner_once() -
     assert plan_round(data, Policy.CPSAT).prefetch == {}
 
 
+def test_a_prefetch_is_not_made_into_a_cluster_a_start_of_the_round_stages_the_data_to() -> None:
+    # As above, but east has one node free now: "k" (first in order) starts there and stages
+    # the corpus west -> east; "j" waits for east's room, and its prefetch would copy the same
+    # corpus into east a second time (the link has room for both).
+    east = ClusterCapacity("east", (Leaf("H100", (3, 0, 0, 0, 0, 0, 0, 0, 1), ("east",), 8),))
+    data = RoundInput(
+        NOW,
+        (east, cluster("west", 0, 4)),
+        (LinkState("east", "west", 400.0),),
+        waiting=(gang("k", 8, priority=60), gang("j", 16)),
+        running=(busy("r", "west", 32, 36000.0), busy("s", "east", 24, 3600.0)),
+        data={"k": reads(1, "west"), "j": reads(1, "west")},
+    )
+    plan = plan_round(data, Policy.CPSAT, RoundOptions(data=DataOptions(prefetch=True)))
+    assert [d.job_id for d in plan.starts] == ["k"]
+    assert [(c.data, c.destination) for c in plan.staging["k"]] == [("corpus", "east")]
+    assert plan.prefetch == {}
+    assert "waiting for west; its data is on its way to east (the start of k)" in (
+        plan.outcomes["j"].reason
+    )
+    # "k" reads another dataset over a link of 100 Gbps: its copy takes all of it, and "j"
+    # is told its prefetch waits for bandwidth (not that it is being copied).
+    thin = dataclass_replace(
+        data,
+        links=(LinkState("east", "west", 100.0),),
+        data={**data.data, "k": reads(1, "west", name="other")},
+    )
+    plan = plan_round(thin, Policy.CPSAT, RoundOptions(data=DataOptions(prefetch=True)))
+    assert [d.job_id for d in plan.starts] == ["k"] and plan.prefetch == {}
+    reason = plan.outcomes["j"].reason
+    assert "waiting for west; copying it to east waits for bandwidth" in reason
+    assert "meanwhile" not in reason
+
+
 def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nobody() -> None:
     low = RunningJob(
         "low", (("east", "H100", 32),), ends_in_s=36000.0, run_s=3600.0, lost_s=60.0, name="low",
@@ -358,6 +392,87 @@ def test_a_preemptor_that_lands_away_from_its_data_gets_its_copies_or_evicts_nob
     assert "it would evict, but staging corpus to east waits for bandwidth" in (
         taken.outcomes["j"].reason
     )
+
+
+def test_a_preemptor_waits_for_the_copy_a_start_of_the_round_makes_where_it_would_start() -> None:
+    # As above on a link with room for two copies, "k" reading the same corpus: its start
+    # stages the corpus into east; the preemptor would copy it there a second time, so it
+    # waits for that copy and nobody is evicted yet.
+    low = RunningJob(
+        "low", (("east", "H100", 32),), ends_in_s=36000.0, run_s=3600.0, name="low",
+        pods=(("east", "east", "", 4, 8),),
+    )  # fmt: skip
+    east = ClusterCapacity("east", (Leaf("H100", (4, 0, 0, 0, 0, 0, 0, 0, 1), ("east",), 8),))
+    data = RoundInput(
+        NOW,
+        (east, cluster("west", 0, 4)),
+        (LinkState("east", "west", 400.0),),
+        waiting=(
+            gang("k", 8, priority=60),
+            gang("j", 32, priority=50, may_evict_for=frozenset({PREEMPT})),
+        ),
+        running=(low, busy("high", "west", 32, 36000.0)),
+        data={"k": reads(1, "west"), "j": reads(1, "west")},
+    )
+    options = RoundOptions(preemption=Rules(min_run_s=0, wait_weight=None))
+    plan = plan_round(data, Policy.CPSAT, options)
+    assert [d.job_id for d in plan.starts] == ["k"]
+    assert [(c.data, c.destination) for c in plan.staging["k"]] == [("corpus", "east")]
+    assert plan.evictions == () and "j" not in plan.staging
+    assert (
+        "it would evict, but corpus is being copied to east (the start of k): waiting for that "
+        "copy" in plan.outcomes["j"].reason
+    )
+
+
+def test_no_copy_of_a_round_brings_data_where_another_copy_brings_it() -> None:
+    """Random rounds with staging, prefetch, preemptors and replication, few datasets read
+    by many jobs, and copies of earlier rounds in flight: no (data, destination) is copied
+    twice, nor into a cluster an earlier copy is bound for."""
+    rng = random.Random(7)
+    names = ("a", "b", "c", "d")
+    holders = ("a", "c", "d")
+    options = DataOptions(prefetch=True, replicate_readers=1)
+    kinds: dict[str, int] = {}
+    for round_ in range(60):
+        links = tuple(
+            LinkState(x, y, rng.choice((50.0, 100.0, 200.0)), rng.choice((0.0, 20.0, 40.0)))
+            for i, x in enumerate(names)
+            for y in names[i + 1 :]
+        )
+        may = {"priority": 10, "may_evict_for": frozenset({PREEMPT})} if round_ % 2 else {}
+        waiting, needs = [], {}
+        for n in range(6):
+            waiting.append(gang(f"j{n}", 8 * rng.randint(1, 3), **may))
+            k = rng.randint(0, 2)
+            needs[f"j{n}"] = reads((0.5, 5.0, 2.0)[k], holders[k], name=f"d{k}")
+        copying = {f"d{rng.randint(0, 2)}": (rng.choice(names),)} if rng.random() < 0.5 else {}
+        data = RoundInput(
+            NOW,
+            tuple(cluster(c, rng.randint(1, 5), rng.randint(0, 3)) for c in names),
+            links,
+            waiting=tuple(waiting),
+            running=tuple(victim(f"r{c}", c, rng.choice((600.0, 7200.0))) for c in names),
+            data=needs,
+            regions={"a": "x", "b": "x", "c": "y", "d": "y"},
+            copying=copying,
+        )
+        rules = Rules(min_run_s=0, wait_weight=None) if round_ % 2 else None
+        plan = plan_round(data, Policy.CPSAT, RoundOptions(preemption=rules, data=options))
+        seen = {(name, d) for name, where in copying.items() for d in where}
+        preemptors = {e.preemptor for e in plan.evictions}
+        for kind, groups in (
+            ("staging", plan.staging.values()),
+            ("prefetch", plan.prefetch.values()),
+            ("replica", (plan.replicas,)),
+        ):
+            for group in groups:
+                for c in group:
+                    assert (c.data, c.destination) not in seen, (round_, kind, c)
+                    seen.add((c.data, c.destination))
+                    kinds[kind] = kinds.get(kind, 0) + 1
+        kinds["preemptor"] = kinds.get("preemptor", 0) + len(preemptors & set(plan.staging))
+    assert all(kinds.get(k, 0) > 3 for k in ("staging", "prefetch", "replica", "preemptor"))
 
 
 def test_a_later_job_is_not_told_the_room_an_earlier_one_takes() -> None:

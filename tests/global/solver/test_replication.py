@@ -7,12 +7,22 @@ region is not sent there again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, Policy, RunningJob
+from volcano_global.solver import (
+    ClusterCapacity,
+    JobRequest,
+    Leaf,
+    LinkState,
+    Policy,
+    RunningJob,
+    planning,
+)
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import DataNeeds, DatasetNeed
 from volcano_global.solver.gravity import DataOptions
+from volcano_global.solver.preemption import PREEMPT, Rules
 from volcano_global.solver.replication import Popularity
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Waiting, plan_round
 
@@ -27,8 +37,8 @@ def cluster(name: str, free_nodes: int, used_nodes: int = 0) -> ClusterCapacity:
     return ClusterCapacity(name, (Leaf("H100", hist, (name,), node_gpus=8),))
 
 
-def gang(job_id: str, gpus: int = 16) -> Waiting:
-    request = JobRequest(job_id, pods=gpus // 8, gpus_per_pod=8, gpu_model="H100")
+def gang(job_id: str, gpus: int = 16, **kw: object) -> Waiting:
+    request = JobRequest(job_id, pods=gpus // 8, gpus_per_pod=8, gpu_model="H100", **kw)  # type: ignore[arg-type]
     return Waiting(request, NOW - timedelta(minutes=5))
 
 
@@ -138,3 +148,85 @@ def test_data_a_start_of_the_round_stages_into_a_region_is_not_sent_there_again(
     staged = {c.destination for group in plan.staging.values() for c in group}
     assert staged <= {"eu-a", "eu-b"}
     assert plan.replicas == ()
+
+
+def test_a_cluster_without_a_region_is_never_a_destination_nor_a_region() -> None:
+    data = fleet({"j1": "corpus", "j2": "corpus", "j3": "corpus"})
+    # No region known, or only the holder's: the clusters without one get nothing (as regions
+    # of their own, each would get every popular dataset).
+    for regions in ({}, {"us-a": "us"}):
+        assert plan_round(replace(data, regions=regions), Policy.CPSAT, ON).replicas == ()
+    # A region named like an unlabelled cluster is not that cluster: eu-a (no region) is not
+    # in region "eu-a", which has no holder, so its one cluster, eu-b, gets the copy.
+    named = replace(data, regions={"us-a": "us", "eu-b": "eu-a"})
+    assert [(c.source, c.destination) for c in plan_round(named, Policy.CPSAT, ON).replicas] == [
+        ("us-a", "eu-b")
+    ]
+    # An unlabelled holder is still a source.
+    unlabelled = replace(data, regions={"eu-a": "eu", "eu-b": "eu"})
+    assert [
+        (c.source, c.destination) for c in plan_round(unlabelled, Policy.CPSAT, ON).replicas
+    ] == [("us-a", "eu-a")]
+
+
+def test_a_preemptor_copies_its_data_before_a_replica_and_only_once() -> None:
+    # "j" (priority 10, reads a 1 TiB corpus held in us-a, full for 10 h) evicts v1 in eu-a
+    # and stages the corpus us-a -> eu-a; read by one job, the corpus is popular at 1.
+    def victim(job_id: str) -> RunningJob:
+        pods = (("eu-a", "eu-a", "", 1, 8),)
+        return RunningJob(
+            job_id, (("eu-a", "H100", 8),), ends_in_s=36000.0, run_s=3600.0, pods=pods
+        )
+
+    def round_(capacity: float) -> RoundInput:
+        return RoundInput(
+            NOW,
+            (cluster("us-a", 0, 2), cluster("eu-a", 0, 2)),
+            (LinkState("us-a", "eu-a", capacity),),
+            waiting=(gang("j", 8, priority=10, may_evict_for=frozenset({PREEMPT})),),
+            running=(
+                RunningJob("r", (("us-a", "H100", 16),), ends_in_s=36000.0),
+                victim("v1"),
+                victim("v2"),
+            ),
+            data={"j": reads("corpus", 1)},
+            regions={"us-a": "us", "eu-a": "eu"},
+        )
+
+    options = RoundOptions(
+        preemption=Rules(min_run_s=0, wait_weight=None), data=DataOptions(replicate_readers=1)
+    )
+    # The link has room for both: the preemptor's copy brings the corpus into eu, no replica
+    # copies it there a second time.
+    plan = plan_round(round_(200.0), Policy.CPSAT, options)
+    assert [e.preemptor for e in plan.evictions] == ["j"]
+    assert [(c.source, c.destination) for c in plan.staging["j"]] == [("us-a", "eu-a")]
+    assert plan.replicas == ()
+    # Room for one: the preemptor's copy, not a replica that would leave it none (and evict
+    # nobody).
+    plan = plan_round(round_(100.0), Policy.CPSAT, options)
+    assert [e.preemptor for e in plan.evictions] == ["j"]
+    assert [c.gbps for c in plan.staging["j"]] == [100.0] and plan.replicas == ()
+
+
+def test_a_replica_takes_only_what_a_grow_leaves_of_a_link() -> None:
+    # "e" runs 2 of its 4 units in us-a (full) and grows into eu-a, its data held in both:
+    # once grown it holds 60 Gbps of us-a - eu-a; a corpus five jobs read lately (held in
+    # us-a) is replicated into eu over the 40 left, not the whole link.
+    request = JobRequest(
+        "e", pods=4, gpus_per_pod=8, gpu_model="H100", unit_pods=1, min_units=1,
+        splittable=True, max_clusters=2, allreduce_gbps=60.0,
+    )  # fmt: skip
+    data = RoundInput(
+        NOW,
+        (cluster("us-a", 0, 2), cluster("eu-a", 4)),
+        (LinkState("us-a", "eu-a", 100.0),),
+        elastic=(planning.ElasticRun(request, units_in=(("us-a", 2),), since_s=36000.0),),
+        data={"e": DataNeeds(datasets=(DatasetNeed("other", TIB, ("us-a", "eu-a")),))},
+        regions={"us-a": "us", "eu-a": "eu"},
+        popularity={"corpus": Popularity(5, 27 * TIB, ("us-a",))},
+    )
+    plan = plan_round(data, Policy.CPSAT, ON)
+    (grow,) = plan.grows
+    assert grow.decision.clusters == ("eu-a",) and [b.gbps for b in grow.links] == [60.0]
+    assert [(c.data, c.destination, c.gbps) for c in plan.replicas] == [("corpus", "eu-a", 40.0)]
