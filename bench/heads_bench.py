@@ -53,7 +53,10 @@ async def main(url: str, runs: int) -> None:
         async with admin_client(app, TOKEN) as api:
             for n in range(OTHERS + 1):
                 await create_queue(api, f"tenant-{n}")
-                first = await submit(api, job_document(f"job-{n}", queue=f"tenant-{n}"))
+                document = job_document(f"job-{n}", queue=f"tenant-{n}")
+                # A queue runs its own namespace's jobs (jobspec/tenancy.py).
+                document["metadata"]["namespace"] = f"tenant-{n}"
+                first = await submit(api, document)
                 count = BACKLOG - 1 if n == 0 else EACH - 1
                 await clone_jobs(app.state.sessions, first.json()["uid"], count)
         sessions = app.state.sessions
