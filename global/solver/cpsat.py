@@ -252,14 +252,14 @@ def _add_shared_limits(
             model.add(sum(g * a for g, a in quota_use[queue.name]) <= room)
 
 
-def _maximise(  # type: ignore[no-untyped-def]
+def _maximise(
     model: cp_model.CpModel,
     vars_: list[_JobVars],
     jobs: list[JobRequest],
     fit_rank: dict[str, int],
     weights: dict[str, int],
     normal: dict[str, int],
-    held_value,
+    held_value: cp_model.LinearExprT,
 ) -> int:
     """Set the objective (the module's docstring); returns W, the weight of the value of what
     starts now and of the reservations over the secondary terms."""
