@@ -7,7 +7,7 @@ import logging
 import signal
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 class SourceKind(StrEnum):
     SIMULATED = "simulated"
     KUBERNETES = "kubernetes"
+
+
+def _existing_file(envvar: str, help: str) -> Any:
+    """An option naming a file that must exist, also read from the environment."""
+    return typer.Option(envvar=envvar, exists=True, dir_okay=False, help=help)
 
 
 # The connection to the Global.
@@ -48,30 +53,17 @@ TokenFileOption = Annotated[
 GlobalOption = Annotated[str, typer.Option("--global", help="The Global's gRPC address HOST:PORT")]
 CaFileOption = Annotated[
     Path | None,
-    typer.Option(
-        envvar="VGLOBAL_AGENT_CA_FILE",
-        exists=True,
-        dir_okay=False,
-        help="TLS: CA bundle the Global's certificate is checked against",
+    _existing_file(
+        "VGLOBAL_AGENT_CA_FILE", "TLS: CA bundle the Global's certificate is checked against"
     ),
 ]
 CertFileOption = Annotated[
     Path | None,
-    typer.Option(
-        envvar="VGLOBAL_AGENT_CERT_FILE",
-        help="Mutual TLS: this agent's client certificate",
-        exists=True,
-        dir_okay=False,
-    ),
+    _existing_file("VGLOBAL_AGENT_CERT_FILE", "Mutual TLS: this agent's client certificate"),
 ]
 KeyFileOption = Annotated[
     Path | None,
-    typer.Option(
-        envvar="VGLOBAL_AGENT_KEY_FILE",
-        help="Mutual TLS: the client certificate's key",
-        exists=True,
-        dir_okay=False,
-    ),
+    _existing_file("VGLOBAL_AGENT_KEY_FILE", "Mutual TLS: the client certificate's key"),
 ]
 CoalesceOption = Annotated[
     float,
@@ -120,11 +112,9 @@ GlobalApiOption = Annotated[
 ]
 StagingConfigOption = Annotated[
     Path | None,
-    typer.Option(
-        envvar="VGLOBAL_AGENT_STAGING_CONFIG",
-        exists=True,
-        dir_okay=False,
-        help="Kubernetes: the copier a share's staging Job runs (YAML: image, command, args, "
+    _existing_file(
+        "VGLOBAL_AGENT_STAGING_CONFIG",
+        "Kubernetes: the copier a share's staging Job runs (YAML: image, command, args, "
         "secret, volume_claim, mount_path, timeout_s; docs/staging.md). Default: s5cmd",
     ),
 ]
