@@ -13,27 +13,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from in_process import admin_client, started_app, timed
 from sqlalchemy import select, text
 
 from tests.backlog import clone_jobs
 from tests.factories import create_queue, job_document, submit
-from volcano_global.app import create_app
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job, Queue
 from volcano_global.services.scheduling import round_input as snapshots
 from volcano_global.services.tenancy.queues import WAITING
-from volcano_global.settings import Settings
 from volcano_global.solver import Policy
 
 TOKEN = "heads-bench-admin-token"
@@ -53,46 +48,31 @@ def before_statement():  # the statement rounds ran before issue 38
     )
 
 
-async def timed(runs: int, read) -> tuple[float, float, object]:
-    times, result = [], None
-    for _ in range(runs):
-        started = time.perf_counter()
-        result = await read()
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))], result
-
-
 async def main(url: str, runs: int) -> None:
-    settings = Settings(
-        database_url=url, admin_token=TOKEN, grpc_port=0, scheduling={"enabled": False}
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://bench", headers=headers
-        ) as api:
+    async with started_app(url, TOKEN) as app:
+        async with admin_client(app, TOKEN) as api:
             for n in range(OTHERS + 1):
                 await create_queue(api, f"tenant-{n}")
-                first = await submit(api, job_document(f"job-{n}", queue=f"tenant-{n}"))
+                document = job_document(f"job-{n}", queue=f"tenant-{n}")
+                # A queue runs its own namespace's jobs (jobspec/tenancy.py).
+                document["metadata"]["namespace"] = f"tenant-{n}"
+                first = await submit(api, document)
                 count = BACKLOG - 1 if n == 0 else EACH - 1
                 await clone_jobs(app.state.sessions, first.json()["uid"], count)
         sessions = app.state.sessions
         kind = app.state.engine.dialect.name
 
-        async def after() -> list:
+        async def after(_: int) -> list:
             async with transaction(sessions) as session:
                 heads, names = await snapshots._heads(session, WINDOW, Policy.CPSAT, utcnow())
             return [names[h.queue_id] for h in heads]
 
-        async def whole() -> list:
+        async def whole(_: int) -> list:
             async with transaction(sessions) as session:
                 data, _ = await snapshots.read_round(session, window=WINDOW, policy=Policy.CPSAT)
             return [w.request.queue for w in data.waiting]
 
-        async def before() -> list:
+        async def before(_: int) -> list:
             async with transaction(sessions) as session:
                 return [row.name for row in await session.execute(before_statement())]
 

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import cpu_stages  # noqa: E402
-from load_bench import job  # noqa: E402
+from load_requests import job  # noqa: E402
 
 from volcano_global.app import create_app  # noqa: E402
 from volcano_global.cli.gc_tuning import tune_gc  # noqa: E402

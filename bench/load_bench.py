@@ -27,281 +27,39 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
-import random
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from subprocess import DEVNULL
-from typing import IO
 
-import aiohttp
 import uvloop
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import (  # noqa: E402
-    Server,
-    cpu_seconds,
-    global_server,
-    machine_busy_seconds,
-    process_tree,
-    wait_acked,
+from harness import Server, cpu_seconds, machine_busy_seconds, process_tree  # noqa: E402
+from load_processes import (  # noqa: E402
+    agents_main,
+    numbered,
+    register_clusters,
+    scheduler_process,
+    start_agents,
+    start_profiler,
+    start_replicas,
 )
-
-from core_agent.client import AgentClient  # noqa: E402
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
-
-
-async def agents_main(
-    targets: str, tokens: dict[str, str], nodes: int, seconds: float, updates_per_s: float
-) -> None:
-    """Child process: full sync of every cluster, then `updates_per_s` node changes a second
-    spread over the clusters (ten batches a second), for `seconds`; prints how many node
-    updates were made. The agents coalesce changes as deployed (their default window).
-    `targets`: the replicas' gRPC addresses, comma-separated; the clusters take them in turn."""
-    addresses = targets.split(",")
-    spec = ClusterSpec.model_validate(
-        {
-            "nodeGroups": [{"count": nodes, "gpusPerNode": 8, "gpuModel": "H100"}],
-            "topology": {"tiers": [{"name": "tor", "size": 8}, {"name": "spine", "size": 25}]},
-        }
-    )
-    clusters = {name: SimulatedCluster.from_spec(name, spec) for name in tokens}
-    clients = [
-        AgentClient(cluster=n, target=addresses[i % len(addresses)], token=t, source=clusters[n])
-        for i, (n, t) in enumerate(tokens.items())
-    ]
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(c.run(stop=stop)) for c in clients]
-    await wait_acked(clients)
-    print("synced", flush=True)
-    rng = random.Random(2)
-    names = {n: list(c.nodes) for n, c in clusters.items()}
-    per_batch = max(1, round(updates_per_s / 10 / len(clusters)))
-    updates, started = 0, time.monotonic()
-    while time.monotonic() - started < seconds:
-        for name, cluster in clusters.items():
-            for node in rng.sample(names[name], per_batch):
-                cluster.update_node(node, used_gpus=rng.randrange(9))
-        updates += per_batch * len(clusters)
-        await asyncio.sleep(0.1)
-    stop.set()
-    await asyncio.gather(*tasks)
-    print(json.dumps({"node_updates": updates, "seconds": time.monotonic() - started}), flush=True)
-
-
-def job(index: int, seconds: float | None = None) -> dict[str, object]:
-    """A one-GPU job; `seconds`: its runningEstimate, how long the simulated agents run it
-    (without one: the default estimate, a minute)."""
-    document: dict[str, object] = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": f"load-{index:06d}", "namespace": "default"},
-        "spec": {
-            "tasks": [
-                {
-                    "name": "worker",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "c",
-                                    "image": "i",
-                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                                }
-                            ]
-                        }
-                    },
-                }
-            ]
-        },
-    }
-    if seconds is not None:
-        document["spec"]["runningEstimate"] = f"{int(seconds * 1000)}ms"  # type: ignore[index]
-    return document
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-async def drive(
-    servers: list[Server],
-    rate: float,
-    reads: float,
-    seconds: float,
-    *,
-    first: int = 0,
-    job_seconds: float | None = None,
-) -> dict:
-    """The load, sent with aiohttp (C-accelerated; the client's own CPU cost per request is a
-    fraction of httpx's, and it shares the machine with the server); jobs numbered from
-    `first`; requests go to the servers (replicas) in turn."""
-    async with contextlib.AsyncExitStack() as stack:
-        apis = [
-            await stack.enter_async_context(
-                aiohttp.ClientSession(
-                    str(server.api.base_url),
-                    connector=aiohttp.TCPConnector(limit=200),
-                    headers={"Authorization": server.api.headers["Authorization"]},
-                    timeout=aiohttp.ClientTimeout(total=60),
-                )
-            )
-            for server in servers
-        ]
-        return await _drive(apis, rate, reads, seconds, first, job_seconds)
-
-
-async def _drive(
-    apis: list[aiohttp.ClientSession],
-    rate: float,
-    reads: float,
-    seconds: float,
-    first: int,
-    job_seconds: float | None,
-) -> dict:
-    latencies: dict[str, list[float]] = {"submit": [], "list": [], "get": []}
-    errors: dict[str, int] = {k: 0 for k in latencies}
-    causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
-    uids: list[str] = []
-    pending: set[asyncio.Task[None]] = set()
-    turn = itertools.count()
-
-    async def call(kind: str, method: str, path: str, **kwargs: object) -> None:
-        started = time.perf_counter()
-        api = apis[next(turn) % len(apis)]
-        try:
-            async with api.request(method, path, **kwargs) as response:  # type: ignore[arg-type]
-                ok = response.status < 400
-                if ok and kind == "submit":
-                    uids.append((await response.json())["uid"])
-                else:
-                    await response.read()
-                cause = str(response.status)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            ok, cause = False, type(exc).__name__
-        if not ok:
-            causes[f"{kind} {cause}"] = causes.get(f"{kind} {cause}", 0) + 1
-        latencies[kind].append(time.perf_counter() - started)
-        if not ok:
-            errors[kind] += 1
-
-    begin = time.perf_counter()
-    submitted = read = 0
-    while (now := time.perf_counter() - begin) < seconds:
-        while submitted < now * rate:
-            pending.add(
-                asyncio.create_task(
-                    call("submit", "POST", "/api/v1/jobs", json=job(first + submitted, job_seconds))
-                )
-            )
-            submitted += 1
-        while read < now * reads:
-            if read % 2 == 0 or not uids:
-                task = call("list", "GET", "/api/v1/jobs", params={"limit": 20})
-            else:
-                task = call("get", "GET", f"/api/v1/jobs/{random.choice(uids)}")
-            pending.add(asyncio.create_task(task))
-            read += 1
-        pending = {t for t in pending if not t.done()}
-        await asyncio.sleep(0.002)
-    await asyncio.gather(*pending)
-    elapsed = time.perf_counter() - begin
-    return {"error_causes": causes} | {
-        kind: {
-            "requests": len(values),
-            "per_s": len(values) / elapsed,
-            "p50_ms": 1000 * percentile(values, 0.5),
-            "p95_ms": 1000 * percentile(values, 0.95),
-            "p99_ms": 1000 * percentile(values, 0.99),
-            "errors": errors[kind],
-        }
-        for kind, values in latencies.items()
-    }
-
-
-def _log_file(path: str | None) -> IO[bytes] | int:
-    """Where a child process's log goes: the file at `path`, else nowhere."""
-    return Path(path).open("wb") if path else DEVNULL
-
-
-STAGES = ("submitted", "placed", "dispatched", "started", "finished")
-
-
-async def lifecycle_stages(
-    database_url: str, window: tuple[datetime, datetime]
-) -> dict[str, float]:
-    """Read from the database after a 2 s grace: per lifecycle stage, how many jobs (the
-    warm-up's too) reached it during the measured `window` a second (the achieved rate), and
-    how long the measured jobs took from submission to it (p50/p99; those not there yet are
-    counted as missing, not as slow)."""
-    await asyncio.sleep(2.0)
-    engine = create_async_engine(database_url)
-    columns = ", ".join(f"{stage}_at" for stage in STAGES)
-    try:
-        async with engine.connect() as db:
-            rows = (await db.execute(text(f"SELECT name, {columns} FROM jobs"))).all()
-    finally:
-        await engine.dispose()
-    begin, end = window
-    seconds = (end - begin).total_seconds()
-    measured = [r for r in rows if r.name.startswith("load-") and int(r.name[5:]) < 10**6]
-    result: dict[str, float] = {"jobs": len(measured)}
-    for index, stage in enumerate(STAGES, start=1):
-        reached = [r[index] for r in rows if r[index] is not None]
-        result[f"{stage}_per_s"] = sum(begin <= _utc(t) < end for t in reached) / seconds
-        if index > 1:
-            delays = [(r[index] - r[1]).total_seconds() for r in measured if r[index]]
-            result[stage] = len(delays)
-            result[f"{stage}_p50_s"] = percentile(delays, 0.5)
-            result[f"{stage}_p99_s"] = percentile(delays, 0.99)
-    return result
-
-
-def _utc(moment: datetime) -> datetime:
-    """SQLite hands back naive UTC datetimes, Postgres aware ones."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+from load_readouts import STAGES, drained, lifecycle_stages  # noqa: E402
+from load_requests import drive  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> dict:
-    env = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
-    if args.scheduler_process or args.no_scheduling:
-        env["VGLOBAL_SCHEDULING__ENABLED"] = "false"
     async with contextlib.AsyncExitStack() as stack:
-        servers = [  # one after the other: the first migrates the database
-            await stack.enter_async_context(
-                global_server(args.database_url, env=env, cprofile=_cprofile_of(args, i))
-            )
-            for i in range(args.replicas)
-        ]
-        scheduler = await _scheduler_process(args)
-        tokens = {}
-        for i in range(args.clusters):
-            name = f"load-{i:02d}"
-            created = await servers[0].api.post("/api/v1/clusters", json={"name": name})
-            tokens[name] = created.json()["agentToken"]
-        agents = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "agents",
-            ",".join(server.grpc_target for server in servers),
-            json.dumps(tokens),
-            str(args.nodes),
-            str(args.idle_s + args.warmup + args.seconds + args.drain + 5),  # through the drain
-            str(args.node_updates),
-            stdout=asyncio.subprocess.PIPE,
-            preexec_fn=_background(args.background_nice),
-        )
+        servers = await start_replicas(stack, args)
+        scheduler = await scheduler_process(args)
+        tokens = await register_clusters(servers[0], args.clusters)
+        agents = await start_agents(servers, tokens, args)
         try:
             assert agents.stdout is not None
             line = await asyncio.wait_for(agents.stdout.readline(), timeout=600)
@@ -326,37 +84,6 @@ async def run(args: argparse.Namespace) -> dict:
         "node_updates_per_s": streamed.get("node_updates", 0) / streamed.get("seconds", 1),
     }
     return result
-
-
-def _cprofile_of(args: argparse.Namespace, replica: int) -> str | None:
-    if args.cprofile is None:
-        return None
-    return args.cprofile if args.replicas == 1 else f"{args.cprofile}.{replica}"
-
-
-def _background(nice: int) -> Callable[[], None]:
-    return lambda: os.nice(nice)  # type: ignore[func-returns-value]
-
-
-async def _scheduler_process(args: argparse.Namespace) -> asyncio.subprocess.Process | None:
-    """`vglobal scheduler` in a process of its own, if asked for."""
-    if not args.scheduler_process or args.no_scheduling:
-        return None
-    interval = ["--interval-s", str(args.scheduler_interval_s)] if args.scheduler_interval_s else []
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "volcano_global.cli.main",
-        "scheduler",
-        *interval,
-        env={
-            **os.environ,
-            "VGLOBAL_DATABASE_URL": args.database_url or "",
-            "VGLOBAL_LOG_LEVEL": "info" if args.scheduler_log else "warning",
-        },
-        stderr=_log_file(args.scheduler_log),
-        preexec_fn=_background(args.background_nice),
-    )
 
 
 class CpuMeter:
@@ -407,11 +134,13 @@ async def _measure(
             servers, args.rate, args.reads, args.warmup, first=10**6, job_seconds=args.job_seconds
         )
     profilers = [
-        await _profiler(s.pid, _numbered(args.profile, i), args.seconds)
+        await start_profiler(s.pid, numbered(args.profile, i), args.seconds)
         for i, s in enumerate(servers)
     ]
     if scheduler is not None and args.profile:
-        profilers.append(await _profiler(scheduler.pid, f"{args.profile}.scheduler", args.seconds))
+        profilers.append(
+            await start_profiler(scheduler.pid, f"{args.profile}.scheduler", args.seconds)
+        )
     meter.start()
     begin = datetime.now(UTC)
     result = await drive(servers, args.rate, args.reads, args.seconds, job_seconds=args.job_seconds)
@@ -421,7 +150,7 @@ async def _measure(
     result["idle_cpu_cores"] = idle
     result["load_average"] = os.getloadavg()
     if args.drain and args.database_url and not args.no_scheduling:
-        result["unfinished"] = await _drained(args.database_url, args.drain)
+        result["unfinished"] = await drained(args.database_url, args.drain)
         used, elapsed = meter.used()
     submitted = max(1, result["submit"]["requests"])
     result["cpu_ms_per_job"] = {
@@ -435,53 +164,6 @@ async def _measure(
     return result
 
 
-async def _drained(database_url: str, within: float) -> int:
-    """Wait until every measured job has finished, at most `within` seconds; how many had
-    not."""
-    engine = create_async_engine(database_url)
-    deadline = time.monotonic() + within
-    unfinished = -1
-    try:
-        while unfinished and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            async with engine.connect() as db:
-                query = text(
-                    "SELECT count(*) FROM jobs WHERE finished_at IS NULL AND name LIKE 'load-0%'"
-                )
-                unfinished = int((await db.execute(query)).scalar_one())
-    finally:
-        await engine.dispose()
-    return unfinished
-
-
-def _numbered(path: str | None, index: int) -> str | None:
-    return None if path is None else path if index == 0 else f"{path}.{index}"
-
-
-async def _profiler(
-    pid: int, output: str | None, seconds: float
-) -> asyncio.subprocess.Process | None:
-    """py-spy sampling the server (all its threads, native frames off) while the load runs."""
-    if output is None:
-        return None
-    return await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "py-spy"),
-        "record",
-        "--subprocesses",  # the workers of `--workers N`
-        "--pid",
-        str(pid),
-        "--duration",
-        str(int(seconds)),
-        "--rate",
-        "50",
-        "--format",
-        "raw",
-        "--output",
-        output,
-        stdout=asyncio.subprocess.DEVNULL,
-    )
-
-
 def main() -> None:
     if sys.argv[1:2] == ["agents"]:
         target, tokens, nodes, seconds, updates = sys.argv[2:7]
@@ -490,6 +172,15 @@ def main() -> None:
         )
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    _add_load_options(parser)
+    _add_process_options(parser)
+    # uvloop: the load generator shares the machine with what it measures; half the CPU.
+    result = uvloop.run(run(parser.parse_args()))
+    _print_report(result)
+
+
+def _add_load_options(parser: argparse.ArgumentParser) -> None:
+    """The load, the server's workers, and how long each phase of the run lasts."""
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     parser.add_argument("--clusters", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=5000)
@@ -535,6 +226,10 @@ def main() -> None:
         "count the CPU per job over the load and that wait (Postgres): what the whole lifecycle "
         "costs, even on a machine too busy to keep up",
     )
+
+
+def _add_process_options(parser: argparse.ArgumentParser) -> None:
+    """The replicas, the scheduler process, the children's nice value, and profiling."""
     parser.add_argument(
         "--replicas",
         type=int,
@@ -583,8 +278,10 @@ def main() -> None:
         help="sample the server with py-spy during the load; collapsed stacks written to FILE "
         "(and the scheduler process's to FILE.scheduler)",
     )
-    # uvloop: the load generator shares the machine with what it measures; half the CPU.
-    result = uvloop.run(run(parser.parse_args()))
+
+
+def _print_report(result: dict) -> None:
+    """The result as JSON, then a summary a line a measure."""
     print(json.dumps(result, indent=2))
     print("errors by cause:", result["error_causes"] or "none")
     print("CPU cores used:", ", ".join(f"{k} {v:.2f}" for k, v in result["cpu_cores"].items()))

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from load_bench import job  # noqa: E402
+from load_requests import job  # noqa: E402
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
 from volcano_global.app import create_app  # noqa: E402

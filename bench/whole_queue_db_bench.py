@@ -16,44 +16,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from in_process import admin_client, started_app, timed
 from sqlalchemy import select
 
 from tests.backlog import clone_jobs
 from tests.factories import create_cluster, create_queue, inventory, job_document, submit
-from volcano_global.app import create_app
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job
 from volcano_global.services.lifecycle.jobs import lock_jobs
 from volcano_global.services.scheduling.heads import waiting_rows
 from volcano_global.services.scheduling.pending_reasons import write_reasons
 from volcano_global.services.scheduling.round_input import read_round
-from volcano_global.settings import Settings
 from volcano_global.solver import Policy, SolveOptions
 from volcano_global.solver.round_plan import RoundOptions
 
 TOKEN = "whole-queue-bench-admin-token"
 WINDOW = 200
 QUEUES = 10
-
-
-async def timed(runs: int, step) -> tuple[float, float, object]:  # type: ignore[no-untyped-def]
-    times, result = [], None
-    for i in range(runs):
-        started = time.perf_counter()
-        result = await step(i)
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))], result
 
 
 async def fill(app, api: httpx.AsyncClient, jobs: int) -> None:  # type: ignore[no-untyped-def]
@@ -76,16 +63,8 @@ async def fill(app, api: httpx.AsyncClient, jobs: int) -> None:  # type: ignore[
 
 
 async def main(url: str, jobs: int, runs: int) -> None:
-    settings = Settings(
-        database_url=url, admin_token=TOKEN, grpc_port=0, scheduling={"enabled": False}
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://bench", headers=headers
-        ) as api:
+    async with started_app(url, TOKEN) as app:
+        async with admin_client(app, TOKEN) as api:
             await fill(app, api, jobs)
         sessions = app.state.sessions
         kind = app.state.engine.dialect.name

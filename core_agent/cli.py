@@ -7,13 +7,15 @@ import logging
 import signal
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from core_agent.inventory import DEFAULT_COALESCE_S
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     import grpc
 
     from core_agent.simulated.cluster import SimulatedCluster
@@ -25,123 +27,128 @@ class SourceKind(StrEnum):
     KUBERNETES = "kubernetes"
 
 
+def _existing_file(envvar: str, help: str) -> Any:
+    """An option naming a file that must exist, also read from the environment."""
+    return typer.Option(envvar=envvar, exists=True, dir_okay=False, help=help)
+
+
+# The connection to the Global.
+ClusterOption = Annotated[str, typer.Option(help="This member cluster's name (as registered)")]
+TokenOption = Annotated[
+    str,
+    typer.Option(
+        envvar="VGLOBAL_AGENT_TOKEN",
+        help="The cluster's agent token [env: VGLOBAL_AGENT_TOKEN]",
+    ),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="VGLOBAL_AGENT_TOKEN_FILE",
+        help="A file holding the agent token, read again before each connection (a "
+        "rotated token mounted from a Secret is picked up without a restart) "
+        "[env: VGLOBAL_AGENT_TOKEN_FILE]",
+    ),
+]
+GlobalOption = Annotated[str, typer.Option("--global", help="The Global's gRPC address HOST:PORT")]
+CaFileOption = Annotated[
+    Path | None,
+    _existing_file(
+        "VGLOBAL_AGENT_CA_FILE", "TLS: CA bundle the Global's certificate is checked against"
+    ),
+]
+CertFileOption = Annotated[
+    Path | None,
+    _existing_file("VGLOBAL_AGENT_CERT_FILE", "Mutual TLS: this agent's client certificate"),
+]
+KeyFileOption = Annotated[
+    Path | None,
+    _existing_file("VGLOBAL_AGENT_KEY_FILE", "Mutual TLS: the client certificate's key"),
+]
+CoalesceOption = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        envvar="VGLOBAL_AGENT_COALESCE_S",
+        help="Inventory changes within this window go to the Global as one delta (each "
+        "delta costs the Global a transaction, whatever its size)",
+    ),
+]
+
+# Where the inventory comes from, and a simulated cluster's shape.
+SourceOption = Annotated[SourceKind, typer.Option(help="Where the inventory comes from")]
+SpecOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Simulated cluster spec (YAML: nodeGroups, topology)", exists=True, dir_okay=False
+    ),
+]
+LingjunBlockOption = Annotated[
+    int | None, typer.Option(help="Simulate this aggregation block of the real Lingjun fabric")
+]
+GpuModelOption = Annotated[str, typer.Option(help="GPU model of a Lingjun-built simulated cluster")]
+TimeScaleOption = Annotated[
+    float,
+    typer.Option(
+        min=0.0001, help="Simulated: wall seconds per job second (0.01: 1 h runs in 36 s)"
+    ),
+]
+
+# A Kubernetes cluster.
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(help="Kubernetes: kubeconfig file (default: in-cluster, then ~/.kube)"),
+]
+KubeHostOption = Annotated[
+    str | None, typer.Option(help="Kubernetes: API server URL without credentials (emulators)")
+]
+GlobalApiOption = Annotated[
+    str,
+    typer.Option(
+        envvar="VGLOBAL_API",
+        help="Kubernetes: the Global's REST URL as the training pods reach it (for their "
+        "measurement reports) [env: VGLOBAL_API]",
+    ),
+]
+StagingConfigOption = Annotated[
+    Path | None,
+    _existing_file(
+        "VGLOBAL_AGENT_STAGING_CONFIG",
+        "Kubernetes: the copier a share's staging Job runs (YAML: image, command, args, "
+        "secret, volume_claim, mount_path, timeout_s; docs/staging.md). Default: s5cmd",
+    ),
+]
+TierLabelOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
+]
+
+
 def agent(
-    cluster: Annotated[str, typer.Option(help="This member cluster's name (as registered)")],
-    token: Annotated[
-        str,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_TOKEN",
-            help="The cluster's agent token [env: VGLOBAL_AGENT_TOKEN]",
-        ),
-    ] = "",
-    token_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_TOKEN_FILE",
-            help="A file holding the agent token, read again before each connection (a "
-            "rotated token mounted from a Secret is picked up without a restart) "
-            "[env: VGLOBAL_AGENT_TOKEN_FILE]",
-        ),
-    ] = None,
-    global_: Annotated[
-        str, typer.Option("--global", help="The Global's gRPC address HOST:PORT")
-    ] = "127.0.0.1:8081",
-    source: Annotated[
-        SourceKind, typer.Option(help="Where the inventory comes from")
-    ] = SourceKind.SIMULATED,
-    spec: Annotated[
-        Path | None,
-        typer.Option(
-            help="Simulated cluster spec (YAML: nodeGroups, topology)", exists=True, dir_okay=False
-        ),
-    ] = None,
-    lingjun_block: Annotated[
-        int | None, typer.Option(help="Simulate this aggregation block of the real Lingjun fabric")
-    ] = None,
-    gpu_model: Annotated[
-        str, typer.Option(help="GPU model of a Lingjun-built simulated cluster")
-    ] = "H800",
-    time_scale: Annotated[
-        float,
-        typer.Option(
-            min=0.0001, help="Simulated: wall seconds per job second (0.01: 1 h runs in 36 s)"
-        ),
-    ] = 1.0,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(help="Kubernetes: kubeconfig file (default: in-cluster, then ~/.kube)"),
-    ] = None,
-    kube_host: Annotated[
-        str | None, typer.Option(help="Kubernetes: API server URL without credentials (emulators)")
-    ] = None,
-    global_api: Annotated[
-        str,
-        typer.Option(
-            envvar="VGLOBAL_API",
-            help="Kubernetes: the Global's REST URL as the training pods reach it (for their "
-            "measurement reports) [env: VGLOBAL_API]",
-        ),
-    ] = "",
-    ca_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_CA_FILE",
-            exists=True,
-            dir_okay=False,
-            help="TLS: CA bundle the Global's certificate is checked against",
-        ),
-    ] = None,
-    cert_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_CERT_FILE",
-            help="Mutual TLS: this agent's client certificate",
-            exists=True,
-            dir_okay=False,
-        ),
-    ] = None,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_KEY_FILE",
-            help="Mutual TLS: the client certificate's key",
-            exists=True,
-            dir_okay=False,
-        ),
-    ] = None,
-    staging_config: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="VGLOBAL_AGENT_STAGING_CONFIG",
-            exists=True,
-            dir_okay=False,
-            help="Kubernetes: the copier a share's staging Job runs (YAML: image, command, args, "
-            "secret, volume_claim, mount_path, timeout_s; docs/staging.md). Default: s5cmd",
-        ),
-    ] = None,
-    tier_label: Annotated[
-        list[str] | None,
-        typer.Option(help="Kubernetes without HyperNodes: node label of tier 1, 2, ... (repeat)"),
-    ] = None,
-    coalesce_s: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            envvar="VGLOBAL_AGENT_COALESCE_S",
-            help="Inventory changes within this window go to the Global as one delta (each "
-            "delta costs the Global a transaction, whatever its size)",
-        ),
-    ] = DEFAULT_COALESCE_S,
+    cluster: ClusterOption,
+    token: TokenOption = "",
+    token_file: TokenFileOption = None,
+    global_: GlobalOption = "127.0.0.1:8081",
+    source: SourceOption = SourceKind.SIMULATED,
+    spec: SpecOption = None,
+    lingjun_block: LingjunBlockOption = None,
+    gpu_model: GpuModelOption = "H800",
+    time_scale: TimeScaleOption = 1.0,
+    kubeconfig: KubeconfigOption = None,
+    kube_host: KubeHostOption = None,
+    global_api: GlobalApiOption = "",
+    ca_file: CaFileOption = None,
+    cert_file: CertFileOption = None,
+    key_file: KeyFileOption = None,
+    staging_config: StagingConfigOption = None,
+    tier_label: TierLabelOption = None,
+    coalesce_s: CoalesceOption = DEFAULT_COALESCE_S,
 ) -> None:
     """Run the agent of one member cluster: stream its inventory to the Global and run the
     shares it is assigned."""
     # The agent's own imports (gRPC, the sources, kubernetes-asyncio) are made when it runs:
     # `vglobal` registers this command for every other command too.
-    import grpc
-    import uvloop
-
     from core_agent.client import AgentClient
-    from core_agent.preflight import TlsMismatch, refusal_line, tls_mismatch
 
     if not token and token_file is None:
         raise typer.BadParameter("give --token or --token-file", param_hint="--token")
@@ -151,10 +158,7 @@ def agent(
     )
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = _stop_on_signals()
         inventory_source: InventorySource
         if source is SourceKind.KUBERNETES:
             inventory_source = await _kubernetes(
@@ -173,7 +177,20 @@ def agent(
         )
         await client.run(stop=stop)
 
-    mismatch = tls_mismatch(global_, tls=ca_file is not None or cert_file is not None)
+    tls = ca_file is not None or cert_file is not None
+    _run_or_exit(main, target=global_, tls=tls, cluster=cluster)
+
+
+def _run_or_exit(
+    main: Callable[[], Coroutine[None, None, None]], *, target: str, tls: bool, cluster: str
+) -> None:
+    """Run the agent's loop; a TLS mismatch or the Global's refusal ends it with one line."""
+    import grpc
+    import uvloop
+
+    from core_agent.preflight import TlsMismatch, refusal_line, tls_mismatch
+
+    mismatch = tls_mismatch(target, tls=tls)
     if mismatch:
         raise SystemExit(f"error: {mismatch}")
     try:
@@ -182,6 +199,15 @@ def agent(
         raise SystemExit(f"error: {refusal_line(exc, cluster)}") from None
     except TlsMismatch as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets (on the running loop): the agent's signal to stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 async def _kubernetes(

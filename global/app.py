@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -50,6 +51,9 @@ from volcano_global.services.tenancy.tokens import ensure_admin_token
 from volcano_global.settings import Settings, get_settings
 from volcano_global.shutdown import Deadline, bounded
 
+if TYPE_CHECKING:
+    import grpc
+
 log = logging.getLogger("volcano_global")
 
 
@@ -58,63 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
-        try:
-            if settings.migrate_on_start:
-                await migrate.upgrade(engine)
-            sessions = create_session_factory(engine)
-            async with transaction(sessions) as session:
-                await advisory_xact_lock(session, BOOTSTRAP_LOCK_KEY)
-                await ensure_queue(session, name=settings.scheduling.default_queue)
-                await seed_priority_classes(session, seeds=settings.scheduling.priority_classes)
-                await cancel_waiting_outside_tenancy(
-                    session, rules=await read_tenancy(session, settings)
-                )
-                generated = None if settings.admin_token else await ensure_admin_token(session)
-            if generated:
-                announce_admin_token(generated)
-            app.state.engine = engine
-            app.state.sessions = sessions
-            app.state.job_writer = JobWriter(sessions)
-            pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
-            grpc_server, app.state.grpc_port = await start_grpc_server(
-                sessions=sessions, settings=settings
-            )
-            log.info(
-                "agent gRPC on %s:%d (%s)",
-                settings.host,
-                app.state.grpc_port,
-                "TLS: agents need --ca-file" if settings.tls.agents_enabled else "plaintext",
-            )
-
-            app.state.kube_feed = ChangeFeed(
-                sessions, poll_s=settings.kube.watch_poll_s, settle_s=settings.kube.watch_settle_s
-            )
-            scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
-            app.state.scheduler = scheduler
-            background = Background(
-                server_loops(
-                    settings=settings,
-                    engine=engine,
-                    sessions=sessions,
-                    scheduler=scheduler,
-                    kube_feed=app.state.kube_feed,
-                )
-            )
-            try:
-                yield
-            finally:
-                deadline = Deadline(stop_budget_s(settings))
-                await background.stop(deadline)
-                watches = getattr(app.state, "kube_watches", None)  # made by the first watch
-                if watches is not None:
-                    await bounded(watches.stop(), name="watch token checks", deadline=deadline)
-                await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
-                grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
-                await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
-        finally:
-            # A second of its own: connections are closed even after a step that overran.
-            await bounded(engine.dispose(), name="database pool", deadline=Deadline(1.0))
+        async with _serving(app, settings):
+            yield
 
     app = FastAPI(
         title="Volcano Global",
@@ -129,6 +78,90 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     install_error_handlers(app)
+    _include_routers(app)
+    console.mount(app)
+    _add_middleware(app, settings)
+    return app
+
+
+@asynccontextmanager
+async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The server's life: migrate and bootstrap, start the agent gRPC server and the loops,
+    serve, then stop them within the shutdown budget and close the database pool."""
+    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    try:
+        if settings.migrate_on_start:
+            await migrate.upgrade(engine)
+        sessions = create_session_factory(engine)
+        generated = await _bootstrap(sessions, settings)
+        if generated:
+            announce_admin_token(generated)
+        app.state.engine = engine
+        app.state.sessions = sessions
+        app.state.job_writer = JobWriter(sessions)
+        pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
+        grpc_server, app.state.grpc_port = await start_grpc_server(
+            sessions=sessions, settings=settings
+        )
+        log.info(
+            "agent gRPC on %s:%d (%s)",
+            settings.host,
+            app.state.grpc_port,
+            "TLS: agents need --ca-file" if settings.tls.agents_enabled else "plaintext",
+        )
+        app.state.kube_feed = ChangeFeed(
+            sessions, poll_s=settings.kube.watch_poll_s, settle_s=settings.kube.watch_settle_s
+        )
+        scheduler = Scheduler(engine, sessions, settings, app.state.metrics)
+        app.state.scheduler = scheduler
+        background = Background(
+            server_loops(
+                settings=settings,
+                engine=engine,
+                sessions=sessions,
+                scheduler=scheduler,
+                kube_feed=app.state.kube_feed,
+            )
+        )
+        try:
+            yield
+        finally:
+            await _stop(app, settings, background, scheduler, grpc_server)
+    finally:
+        # A second of its own: connections are closed even after a step that overran.
+        await bounded(engine.dispose(), name="database pool", deadline=Deadline(1.0))
+
+
+async def _bootstrap(sessions: async_sessionmaker[AsyncSession], settings: Settings) -> str | None:
+    """What every replica makes sure of on start, one replica at a time; returns the admin
+    token when one was generated."""
+    async with transaction(sessions) as session:
+        await advisory_xact_lock(session, BOOTSTRAP_LOCK_KEY)
+        await ensure_queue(session, name=settings.scheduling.default_queue)
+        await seed_priority_classes(session, seeds=settings.scheduling.priority_classes)
+        await cancel_waiting_outside_tenancy(session, rules=await read_tenancy(session, settings))
+        return None if settings.admin_token else await ensure_admin_token(session)
+
+
+async def _stop(
+    app: FastAPI,
+    settings: Settings,
+    background: Background,
+    scheduler: Scheduler,
+    grpc_server: grpc.aio.Server,
+) -> None:
+    """Stop the loops, the watches, the scheduler, then the agents' gRPC server, by one deadline."""
+    deadline = Deadline(stop_budget_s(settings))
+    await background.stop(deadline)
+    watches = getattr(app.state, "kube_watches", None)  # made by the first watch
+    if watches is not None:
+        await bounded(watches.stop(), name="watch token checks", deadline=deadline)
+    await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
+    grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
+    await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
+
+
+def _include_routers(app: FastAPI) -> None:
     # FastAPI tries the routers in order, each by matching every route of it: the jobs API,
     # most of the traffic, first.
     for module in (
@@ -148,7 +181,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # kubectl's API under its own prefix (docs/kubectl.md).
     for module in (kube_resources, kube_discovery, kube_openapi, kube_events):
         app.include_router(module.router)
-    console.mount(app)
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.limits.max_job_bytes,
@@ -161,7 +196,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             admin_token=settings.admin_token.get_secret_value() if settings.admin_token else None,
         )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
-    return app
 
 
 def _pending_limits(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -23,6 +23,29 @@ notes = Console(stderr=True)
 
 OPTIMIZERS = ["none", "zero1", "zero2", "zero3", "fsdp"]
 
+# The options whose help does not fit beside their name.
+OptimizerOption = Annotated[str, typer.Option(help=f"Optimizer sharding: {', '.join(OPTIMIZERS)}")]
+CommShareOption = Annotated[
+    float, typer.Option(help="Share of the step the cross-cluster exchange may take")
+]
+ReplicaInTier1Option = Annotated[
+    bool, typer.Option(help="Keep each DP replica inside one tier-1 HyperNode")
+]
+DatasetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dataset",
+        help="A dataset the run reads: NAME=SIZE (a DataSource's name, e.g. corpus-v3=40Ti), "
+        "or NAME=SIZE@GBPS when it may read it remotely at GBPS instead of staging it",
+    ),
+]
+CheckpointSizeOption = Annotated[
+    str | None, typer.Option(help="The checkpoint's size, e.g. 2Ti (what a restore moves)")
+]
+CheckOption = Annotated[
+    bool, typer.Option(help="Ask the Global where it would run now (POST /api/v1/jobs/preview)")
+]
+
 
 def plan(
     ctx: typer.Context,
@@ -35,61 +58,40 @@ def plan(
     gpus_per_pod: Annotated[int, typer.Option(help="GPUs per pod (node)")] = 8,
     params: Annotated[float | None, typer.Option(help="Model parameters, e.g. 70e9")] = None,
     gradient_bytes: Annotated[float, typer.Option(help="Bytes per gradient value (bf16: 2)")] = 2.0,
-    optimizer: Annotated[str, typer.Option(help=f"Optimizer sharding: {', '.join(OPTIMIZERS)}")] = (
-        "none"
-    ),
+    optimizer: OptimizerOption = "none",
     step_time: Annotated[float | None, typer.Option(help="Target step time (s)")] = None,
-    comm_share: Annotated[
-        float, typer.Option(help="Share of the step the cross-cluster exchange may take")
-    ] = 0.1,
-    replica_in_tier1: Annotated[
-        bool, typer.Option(help="Keep each DP replica inside one tier-1 HyperNode")
-    ] = False,
+    comm_share: CommShareOption = 0.1,
+    replica_in_tier1: ReplicaInTier1Option = False,
     image: Annotated[str, typer.Option(help="Training image")] = "nvcr.io/nvidia/nemo:25.02",
     namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
     queue: Annotated[str | None, typer.Option(help="Queue")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model (nodeSelector)")] = None,
     max_clusters: Annotated[int | None, typer.Option(help="Most clusters a split may span")] = None,
-    dataset: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--dataset",
-            help="A dataset the run reads: NAME=SIZE (a DataSource's name, e.g. corpus-v3=40Ti), "
-            "or NAME=SIZE@GBPS when it may read it remotely at GBPS instead of staging it",
-        ),
-    ] = None,
-    checkpoint_size: Annotated[
-        str | None, typer.Option(help="The checkpoint's size, e.g. 2Ti (what a restore moves)")
-    ] = None,
+    dataset: DatasetOption = None,
+    checkpoint_size: CheckpointSizeOption = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the document here")] = None,
-    check: Annotated[
-        bool, typer.Option(help="Ask the Global where it would run now (POST /api/v1/jobs/preview)")
-    ] = False,
+    check: CheckOption = False,
 ) -> None:
     """Build the Volcano Job for a parallelism plan and show what the scheduler derives from
     it: the unit that stays in one cluster and the bandwidth a cluster crossing needs."""
     if optimizer not in OPTIMIZERS:
         raise typer.BadParameter(f"one of {', '.join(OPTIMIZERS)}", param_hint="--optimizer")
-    try:
-        parallel = ParallelPlan(
-            tensor_parallel=tensor_parallel,
-            pipeline_parallel=pipeline_parallel,
-            data_parallel=data_parallel,
-            context_parallel=context_parallel,
-            expert_parallel=expert_parallel,
-            gpus_per_pod=gpus_per_pod,
-            model_parameters=params,
-            gradient_bytes_per_parameter=gradient_bytes,
-            optimizer_sharding=optimizer,  # type: ignore[arg-type]
-            target_step_time_seconds=step_time,
-            tolerated_communication_share=comm_share,
-            replica_in_tier1=replica_in_tier1,
-            datasets=tuple(_dataset(d) for d in dataset or ()),
-            checkpoint_size=checkpoint_size,
-        )
-    except ValidationError as exc:
-        messages = (e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        raise CliError("; ".join(messages)) from None
+    parallel = _parallel_plan(
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+        data_parallel=data_parallel,
+        context_parallel=context_parallel,
+        expert_parallel=expert_parallel,
+        gpus_per_pod=gpus_per_pod,
+        model_parameters=params,
+        gradient_bytes_per_parameter=gradient_bytes,
+        optimizer_sharding=optimizer,
+        target_step_time_seconds=step_time,
+        tolerated_communication_share=comm_share,
+        replica_in_tier1=replica_in_tier1,
+        datasets=tuple(_dataset(d) for d in dataset or ()),
+        checkpoint_size=checkpoint_size,
+    )
     document = job_document(
         parallel,
         name=name,
@@ -100,13 +102,26 @@ def plan(
         max_clusters=max_clusters,
     )
     text = to_yaml(document)
+    _write(text, out)
+    notes.print(_facts_table(parallel, max_clusters=max_clusters or 4))
+    if check:
+        _check(ctx, text)
+
+
+def _parallel_plan(**fields: Any) -> ParallelPlan:
+    """The plan from the command's options; what is wrong with them is the command's error."""
+    try:
+        return ParallelPlan(**fields)
+    except ValidationError as exc:
+        messages = (e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise CliError("; ".join(messages)) from None
+
+
+def _write(text: str, out: Path | None) -> None:
     if out is not None:
         out.write_text(text)
     else:
         sys.stdout.write(text)  # the document alone on stdout: `vglobal plan ... > job.yaml`
-    notes.print(_facts_table(parallel, max_clusters=max_clusters or 4))
-    if check:
-        _check(ctx, text)
 
 
 def _facts_table(parallel: ParallelPlan, *, max_clusters: int) -> Table:

@@ -33,169 +33,198 @@ from volcano_global.solver.data import size_text
 from volcano_global.solver.gravity import DataMode, DataOptions
 from volcano_global.solver.preemption import Rules
 
+# What is simulated, and where the results go.
+ScenarioOption = Annotated[Path, typer.Option(help="Clusters, links and queues (YAML)")]
+OutOption = Annotated[Path, typer.Option(help="Where the results go")]
+
+# The workload.
+TraceOption = Annotated[
+    str,
+    typer.Option(
+        help="synthetic (the LLM-scale mix), data-heavy (jobs of hours that each read one "
+        "of the scenario's datasets), philly:FILE (Gavel's Philly trace), "
+        "pollux:FILE (a Pollux workload CSV), or your own job history as csv:FILE or "
+        "jsonl:FILE (columns: docs/simulation.md, 'Your own trace')"
+    ),
+]
+JobsOption = Annotated[int, typer.Option(help="Jobs (synthetic: generated; traces: first N)")]
+LoadOption = Annotated[float, typer.Option(help="Synthetic: offered GPU-seconds per second / GPUs")]
+SeedOption = Annotated[int, typer.Option(help="Synthetic: random seed")]
+MinGpusOption = Annotated[
+    int,
+    typer.Option(
+        min=1, help="Synthetic: only jobs of this many GPUs or more (32: the gang-heavy mix)"
+    ),
+]
+MaxGpusOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Synthetic: only jobs of this many GPUs or fewer"),
+]
+ElasticShareOption = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        max=1,
+        help="Synthetic: share of the planned gangs elastic down to half their replicas",
+    ),
+]
+GpuModelOption = Annotated[
+    str | None, typer.Option(help="GPU model the trace's jobs ask for (default: any)")
+]
+HighPriorityShareOption = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        max=1,
+        help="Two priority classes: this share of the jobs at priority 1000, the rest at 0",
+    ),
+]
+
+# The scheduler.
+PolicyOption = Annotated[
+    list[Policy] | None, typer.Option(help="Policies to compare (repeat; default: all)")
+]
+WindowOption = Annotated[int, typer.Option(help="Pending jobs the solver considers per round")]
+WholeQueueOption = Annotated[
+    bool,
+    typer.Option(help="Beyond the window, backfill whole jobs where they fit (whole_queue)"),
+]
+DeterministicTimeOption = Annotated[
+    float, typer.Option(help="CP-SAT work per round (deterministic units)")
+]
+ReserveAfterOption = Annotated[
+    float,
+    typer.Option(
+        min=0, help="Seconds a job waits before it is owed a reservation (cpsat, backfill)"
+    ),
+]
+
+# Preemption, checkpoints and elastic resizes.
+PreemptionOption = Annotated[
+    bool, typer.Option(help="Preemption and reclaim (solver.preemption) in every policy")
+]
+MinRunOption = Annotated[
+    float, typer.Option(min=0, help="Seconds a job runs before it may be evicted")
+]
+PreemptionCapOption = Annotated[int, typer.Option(min=1, help="Jobs evicted per round at most")]
+MaxLostOption = Annotated[
+    float | None,
+    typer.Option(min=0, help="GPU-hours of work evictions may lose per round at most"),
+]
+WaitWeightOption = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        help="Evict only when the preemptor's GPUs x its expected wait, times this, is at "
+        "least the victims' lost GPU-hours (large: whenever victims are found)",
+    ),
+]
+CheckpointOption = Annotated[
+    float | None,
+    typer.Option(min=1, help="An evicted job resumes from its last checkpoint, every this many s"),
+]
+ResizeRestartOption = Annotated[
+    float,
+    typer.Option(
+        min=0, help="Seconds an elastic job's resize (checkpoint-restart) makes no progress"
+    ),
+]
+
+# Data placement.
+DataOption = Annotated[
+    DataMode,
+    typer.Option(
+        help="Where jobs that read data may start: gravity (holders, or staging when it "
+        "ends sooner), holders (only where the data is), oblivious (anywhere, then stage)"
+    ),
+]
+StagingGbpsOption = Annotated[
+    float, typer.Option(min=1, help="Most one copy takes on a link (Gbps)")
+]
+ReplicateReadersOption = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="A dataset read by at least this many jobs in the last 24 h gets a copy, "
+        "without GPUs, in each region that holds none (0: off)",
+    ),
+]
+
 
 def simulate(
-    scenario: Annotated[Path, typer.Option(help="Clusters, links and queues (YAML)")],
-    trace: Annotated[
-        str,
-        typer.Option(
-            help="synthetic (the LLM-scale mix), data-heavy (jobs of hours that each read one "
-            "of the scenario's datasets), philly:FILE (Gavel's Philly trace), "
-            "pollux:FILE (a Pollux workload CSV), or your own job history as csv:FILE or "
-            "jsonl:FILE (columns: docs/simulation.md, 'Your own trace')"
-        ),
-    ] = "synthetic",
-    jobs: Annotated[int, typer.Option(help="Jobs (synthetic: generated; traces: first N)")] = 500,
-    load: Annotated[
-        float, typer.Option(help="Synthetic: offered GPU-seconds per second / GPUs")
-    ] = 1.0,
-    seed: Annotated[int, typer.Option(help="Synthetic: random seed")] = 1,
-    min_gpus: Annotated[
-        int,
-        typer.Option(
-            min=1, help="Synthetic: only jobs of this many GPUs or more (32: the gang-heavy mix)"
-        ),
-    ] = 1,
-    max_gpus: Annotated[
-        int | None,
-        typer.Option(min=1, help="Synthetic: only jobs of this many GPUs or fewer"),
-    ] = None,
-    elastic_share: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            max=1,
-            help="Synthetic: share of the planned gangs elastic down to half their replicas",
-        ),
-    ] = 0.0,
-    reserve_after: Annotated[
-        float,
-        typer.Option(
-            min=0, help="Seconds a job waits before it is owed a reservation (cpsat, backfill)"
-        ),
-    ] = planning.RESERVE_AFTER_S,
-    gpu_model: Annotated[
-        str | None, typer.Option(help="GPU model the trace's jobs ask for (default: any)")
-    ] = None,
-    policy: Annotated[
-        list[Policy] | None, typer.Option(help="Policies to compare (repeat; default: all)")
-    ] = None,
-    window: Annotated[int, typer.Option(help="Pending jobs the solver considers per round")] = 100,
-    whole_queue: Annotated[
-        bool,
-        typer.Option(help="Beyond the window, backfill whole jobs where they fit (whole_queue)"),
-    ] = True,
-    deterministic_time: Annotated[
-        float, typer.Option(help="CP-SAT work per round (deterministic units)")
-    ] = 0.5,
-    high_priority_share: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            max=1,
-            help="Two priority classes: this share of the jobs at priority 1000, the rest at 0",
-        ),
-    ] = 0.0,
-    preemption: Annotated[
-        bool, typer.Option(help="Preemption and reclaim (solver.preemption) in every policy")
-    ] = False,
-    min_run: Annotated[
-        float, typer.Option(min=0, help="Seconds a job runs before it may be evicted")
-    ] = Rules.min_run_s,
-    preemption_cap: Annotated[
-        int, typer.Option(min=1, help="Jobs evicted per round at most")
-    ] = Rules.max_jobs,
-    max_lost: Annotated[
-        float | None,
-        typer.Option(min=0, help="GPU-hours of work evictions may lose per round at most"),
-    ] = None,
-    wait_weight: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            help="Evict only when the preemptor's GPUs x its expected wait, times this, is at "
-            "least the victims' lost GPU-hours (large: whenever victims are found)",
-        ),
-    ] = 1.0,
-    checkpoint: Annotated[
-        float | None,
-        typer.Option(
-            min=1, help="An evicted job resumes from its last checkpoint, every this many s"
-        ),
-    ] = None,
-    resize_restart: Annotated[
-        float,
-        typer.Option(
-            min=0, help="Seconds an elastic job's resize (checkpoint-restart) makes no progress"
-        ),
-    ] = SimOptions.resize_restart_s,
-    data: Annotated[
-        DataMode,
-        typer.Option(
-            help="Where jobs that read data may start: gravity (holders, or staging when it "
-            "ends sooner), holders (only where the data is), oblivious (anywhere, then stage)"
-        ),
-    ] = DataMode.GRAVITY,
-    staging_gbps: Annotated[
-        float, typer.Option(min=1, help="Most one copy takes on a link (Gbps)")
-    ] = DataOptions.staging_gbps,
-    replicate_readers: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="A dataset read by at least this many jobs in the last 24 h gets a copy, "
-            "without GPUs, in each region that holds none (0: off)",
-        ),
-    ] = DataOptions.replicate_readers,
-    out: Annotated[Path, typer.Option(help="Where the results go")] = Path("vglobal-data/sim"),
+    scenario: ScenarioOption,
+    trace: TraceOption = "synthetic",
+    jobs: JobsOption = 500,
+    load: LoadOption = 1.0,
+    seed: SeedOption = 1,
+    min_gpus: MinGpusOption = 1,
+    max_gpus: MaxGpusOption = None,
+    elastic_share: ElasticShareOption = 0.0,
+    reserve_after: ReserveAfterOption = planning.RESERVE_AFTER_S,
+    gpu_model: GpuModelOption = None,
+    policy: PolicyOption = None,
+    window: WindowOption = 100,
+    whole_queue: WholeQueueOption = True,
+    deterministic_time: DeterministicTimeOption = 0.5,
+    high_priority_share: HighPriorityShareOption = 0.0,
+    preemption: PreemptionOption = False,
+    min_run: MinRunOption = Rules.min_run_s,
+    preemption_cap: PreemptionCapOption = Rules.max_jobs,
+    max_lost: MaxLostOption = None,
+    wait_weight: WaitWeightOption = 1.0,
+    checkpoint: CheckpointOption = None,
+    resize_restart: ResizeRestartOption = SimOptions.resize_restart_s,
+    data: DataOption = DataMode.GRAVITY,
+    staging_gbps: StagingGbpsOption = DataOptions.staging_gbps,
+    replicate_readers: ReplicateReadersOption = DataOptions.replicate_readers,
+    out: OutOption = Path("vglobal-data/sim"),
 ) -> None:
     """What-if: replay a job trace through the scheduler's queue order and placement engine,
     per policy, and report JCT, queueing, allocation, splits, link use and the fluid bounds."""
-    try:
-        world = Scenario.load(scenario)
-    except (OSError, ValidationError, ValueError) as exc:
-        raise CliError(f"{scenario}: {exc}") from None
-    probe = Simulation(world, [], Policy.CPSAT)
+    world = _scenario(scenario)
+    capacity = Simulation(world, [], Policy.CPSAT).capacity_gpus
+    datasets = [d.name for d in world.datasets]
     workload = _workload(
-        trace,
-        jobs,
-        load,
-        seed,
-        gpu_model,
-        probe.capacity_gpus,
-        (min_gpus, max_gpus),
-        elastic_share,
-        [d.name for d in world.datasets],
+        trace, jobs, load, seed, gpu_model, capacity, (min_gpus, max_gpus), elastic_share, datasets
     )
     if high_priority_share > 0:
         workload = two_priority_classes(workload, high_priority_share, seed)
+    rules = Rules(
+        min_run_s=min_run,
+        max_jobs=preemption_cap,
+        max_lost_gpu_hours=max_lost,
+        wait_weight=wait_weight,
+    )
     options = SimOptions(
         window=window,
         whole_queue=whole_queue,
         deterministic_time=deterministic_time,
         reserve_after_s=reserve_after,
-        preemption=Rules(
-            min_run_s=min_run,
-            max_jobs=preemption_cap,
-            max_lost_gpu_hours=max_lost,
-            wait_weight=wait_weight,
-        )
-        if preemption
-        else None,
+        preemption=rules if preemption else None,
         checkpoint_s=checkpoint,
         resize_restart_s=resize_restart,
-        data=DataOptions(
-            data,
-            staging_gbps=staging_gbps,
-            min_staging_gbps=min(DataOptions.min_staging_gbps, staging_gbps),
-            replicate_readers=replicate_readers,
-        ),
+        data=_data_options(data, staging_gbps, replicate_readers),
     )
+    results, summaries = _run(world, workload, policy or list(Policy), options)
+    _report(results, summaries, out, capacity, preemption=preemption)
+
+
+def _scenario(path: Path) -> Scenario:
     try:
-        results, summaries = _run(world, workload, policy or list(Policy), options)
-    except ValueError as exc:  # the trace's data and the scenario disagree
-        raise CliError(str(exc)) from None
-    _report(results, summaries, out, probe.capacity_gpus, preemption=preemption)
+        return Scenario.load(path)
+    except (OSError, ValidationError, ValueError) as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+def _data_options(mode: DataMode, staging_gbps: float, replicate_readers: int) -> DataOptions:
+    # A copy's floor never above its ceiling.
+    min_staging_gbps = min(DataOptions.min_staging_gbps, staging_gbps)
+    return DataOptions(
+        mode,
+        staging_gbps=staging_gbps,
+        min_staging_gbps=min_staging_gbps,
+        replicate_readers=replicate_readers,
+    )
 
 
 def _report(
@@ -223,21 +252,24 @@ def _run(
 ) -> tuple[list[SimResult], list[Summary]]:
     """Each policy over the workload, with a progress bar per policy."""
     results, summaries = [], []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        for chosen in policies:
-            task = progress.add_task(f"{chosen.value:>12}", total=len(workload))
-            result = Simulation(world, workload, chosen, options).run(
-                lambda n, task=task: progress.advance(task, n)
-            )
-            results.append(result)
-            summaries.append(summarise(result))
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            for chosen in policies:
+                task = progress.add_task(f"{chosen.value:>12}", total=len(workload))
+                result = Simulation(world, workload, chosen, options).run(
+                    lambda n, task=task: progress.advance(task, n)
+                )
+                results.append(result)
+                summaries.append(summarise(result))
+    except ValueError as exc:  # the trace's data and the scenario disagree
+        raise CliError(str(exc)) from None
     return results, summaries
 
 

@@ -44,18 +44,78 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     field."""
     check = Checker()
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    if (api_version, kind) not in (VOLCANO_JOB, HYPERJOB):
-        if kind not in ("Job", "HyperJob"):
-            check.fail(
-                "kind",
-                f"unsupported kind {kind!r}: expected Job "
-                f"({VOLCANO_JOB[0]}) or HyperJob ({HYPERJOB[0]})",
-            )
-        else:
-            expected = VOLCANO_JOB[0] if kind == "Job" else HYPERJOB[0]
-            check.fail("apiVersion", f"must be {expected} for kind {kind}, got {api_version!r}")
-        check.raise_if_any()
+    _check_kind(api_version, kind, check)
+    metadata = _read_metadata(doc, check)
+    spec = check.mapping(doc, "spec", "", required=True)
+    check.raise_if_any()
+    assert spec is not None and metadata.name is not None
 
+    read = _read_spec(kind, spec, check, gpu_model=metadata.gpu_model, options=options)
+    check.raise_if_any()
+    lifecycle = read_lifecycle(
+        kind, spec, max_retry=read.max_retry, start_timeout_s=metadata.start_timeout
+    )
+    annotations, gang = metadata.annotations, read.gang
+    communication = ext.read_communication(
+        annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
+    )
+    split = _split(kind, read, communication, annotations, check, options)
+    resolved = resolve_priority(
+        read.priority_class, options.priority_classes, options.default_priority_class
+    )
+    if resolved is None:
+        known = ", ".join(sorted(options.priority_classes)) or "none configured"
+        check.fail(
+            read.class_path, f"unknown priority class {read.priority_class!r} (known: {known})"
+        )
+    check.raise_if_any()
+    assert resolved is not None
+    return NormalizedJob(
+        api_version=str(api_version),
+        kind=kind,  # type: ignore[arg-type]
+        name=metadata.name,
+        namespace=metadata.namespace,
+        queue=read.queue,
+        priority_class_name=resolved.class_name,
+        priority=resolved.value,
+        preemption_policy=resolved.preemption_policy,
+        gang=gang,
+        split_policy=split,
+        communication=communication,
+        lifecycle=lifecycle,
+        preemptable=annotations.get(ext.PREEMPTABLE) != "false",
+    )
+
+
+def _check_kind(api_version: Any, kind: Any, check: Checker) -> None:
+    """A Volcano Job or HyperJob at its own apiVersion, or `Invalid` naming the field."""
+    if (api_version, kind) in (VOLCANO_JOB, HYPERJOB):
+        return
+    if kind not in ("Job", "HyperJob"):
+        check.fail(
+            "kind",
+            f"unsupported kind {kind!r}: expected Job "
+            f"({VOLCANO_JOB[0]}) or HyperJob ({HYPERJOB[0]})",
+        )
+    else:
+        expected = VOLCANO_JOB[0] if kind == "Job" else HYPERJOB[0]
+        check.fail("apiVersion", f"must be {expected} for kind {kind}, got {api_version!r}")
+    check.raise_if_any()
+
+
+@dataclass(frozen=True)
+class _Metadata:
+    """What the parser reads from metadata: the identity and the annotations, with the two
+    annotations the spec's reading needs."""
+
+    name: str | None
+    namespace: str
+    annotations: dict[str, str]
+    gpu_model: str | None
+    start_timeout: int | None
+
+
+def _read_metadata(doc: dict[str, Any], check: Checker) -> _Metadata:
     metadata = check.mapping(doc, "metadata", "", required=True) or {}
     name = _name(metadata, check)
     namespace = check.dns_label(metadata, "namespace", "metadata") or "default"
@@ -68,62 +128,65 @@ def normalize_job(doc: dict[str, Any], options: ParseOptions) -> NormalizedJob:
     start_timeout = ext.annotation_int(
         annotations, ext.GANG_START_TIMEOUT, check, minimum=1, maximum=DURATION_S.high
     )
-    spec = check.mapping(doc, "spec", "", required=True)
-    check.raise_if_any()
-    assert spec is not None and name is not None
+    return _Metadata(name, namespace, annotations, gpu_model, start_timeout)
 
+
+@dataclass(frozen=True)
+class _Spec:
+    """What the parser reads from a Job's or a HyperJob's spec."""
+
+    gang: Gang
+    queue: str | None
+    priority_class: str | None
+    class_path: str  # where the priority class was named, for its error
+    max_retry: int | None  # a Job's; a HyperJob's child jobs carry their own
+    hyper: HyperJobSummary | None
+
+
+def _read_spec(
+    kind: str, spec: dict[str, Any], check: Checker, *, gpu_model: str | None, options: ParseOptions
+) -> _Spec:
     if kind == "Job":
         summary = read_job_spec(
             spec, "spec", check, default_gpu_model=gpu_model, max_total_pods=options.max_total_pods
         )
-        gang = _job_gang(summary)
-        queue, priority_class = summary.queue, summary.priority_class_name
-        class_path = "spec.priorityClassName"
-        max_retry = summary.max_retry
-        hyper = None
-    else:
-        hyper = read_hyperjob(
-            spec, check, gpu_model=gpu_model, max_total_pods=options.max_total_pods
+        return _Spec(
+            gang=_job_gang(summary),
+            queue=summary.queue,
+            priority_class=summary.priority_class_name,
+            class_path="spec.priorityClassName",
+            max_retry=summary.max_retry,
+            hyper=None,
         )
-        gang, queue, priority_class = hyper.gang, hyper.queue, hyper.priority_class_name
-        class_path = hyper.class_path
-        max_retry = None
-    check.raise_if_any()
-    lifecycle = read_lifecycle(kind, spec, max_retry=max_retry, start_timeout_s=start_timeout)
-
-    communication = ext.read_communication(
-        annotations, check, world_size=gang.total_gpus, gpus_per_pod=_gpus_per_pod(gang.tasks)
+    hyper = read_hyperjob(spec, check, gpu_model=gpu_model, max_total_pods=options.max_total_pods)
+    return _Spec(
+        gang=hyper.gang,
+        queue=hyper.queue,
+        priority_class=hyper.priority_class_name,
+        class_path=hyper.class_path,
+        max_retry=None,
+        hyper=hyper,
     )
-    split = _split_policy(kind, gang, communication, annotations, check, options, hyper)
+
+
+def _split(
+    kind: str,
+    read: _Spec,
+    communication: Communication | None,
+    annotations: dict[str, str],
+    check: Checker,
+    options: ParseOptions,
+) -> SplitPolicy:
+    """The split policy with what annotations add to it: the crossing rate and the elastic
+    width."""
+    split = _split_policy(kind, read.gang, communication, annotations, check, options, read.hyper)
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
     declared = ext.annotation_flag(annotations, ext.ELASTIC, check)
     if not check.errors:
-        split = _with_width(gang, split, communication, declared, check)
-    resolved = resolve_priority(
-        priority_class, options.priority_classes, options.default_priority_class
-    )
-    if resolved is None:
-        known = ", ".join(sorted(options.priority_classes)) or "none configured"
-        check.fail(class_path, f"unknown priority class {priority_class!r} (known: {known})")
-    check.raise_if_any()
-    assert resolved is not None
-    return NormalizedJob(
-        api_version=str(api_version),
-        kind=kind,  # type: ignore[arg-type]
-        name=name,
-        namespace=namespace,
-        queue=queue,
-        priority_class_name=resolved.class_name,
-        priority=resolved.value,
-        preemption_policy=resolved.preemption_policy,
-        gang=gang,
-        split_policy=split,
-        communication=communication,
-        lifecycle=lifecycle,
-        preemptable=annotations.get(ext.PREEMPTABLE) != "false",
-    )
+        split = _with_width(read.gang, split, communication, declared, check)
+    return split
 
 
 def _name(metadata: dict[str, Any], check: Checker) -> str | None:

@@ -185,20 +185,51 @@ def _solve_once(
     model = cp_model.CpModel()
     links = {link.key: link for link in snapshot.links}
     owed, hinted_holds, rank = plan
-    fit_rank = {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
     weights, normal = job_values(jobs, options.priority_factor)
+    hinted = {d.job_id: frozenset(d.clusters) for d in hint.jobs} if hint else {}
+    vars_ = [
+        _job_vars(
+            model, job, pools, links, options.candidates_per_job, hinted.get(job.id, frozenset())
+        )
+        for job in jobs
+    ]
+    _add_shared_limits(model, vars_, snapshot, pools, links)
+    chosen, held_value = _reservations(model, vars_, owed, weights, normal)
+    fit_rank = {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
+    weight = _maximise(model, vars_, jobs, fit_rank, weights, normal, held_value)
+    if hint is not None:
+        _add_hints(model, vars_, hint)
+        _hint_holds(model, chosen, hinted_holds)
+    solver = _solver(options, deadline)
+    code = solver.solve(model)
+    status = solver.status_name(code)
+    bound = float(solver.best_objective_bound) / weight  # in priority-weighted admitted GPUs
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return {}, status, 0.0, math.inf, []
+    held = [hold for hold, p in chosen if solver.value(p)]
+    units = {
+        v.job.id: {c: int(solver.value(x)) for c, x in v.units.items() if solver.value(x) > 0}
+        for v in vars_
+        if solver.value(v.admitted)
+    }
+    return units, status, float(solver.objective_value) / weight, bound, held
 
-    vars_: list[_JobVars] = []
+
+def _add_shared_limits(
+    model: cp_model.CpModel,
+    vars_: list[_JobVars],
+    snapshot: Snapshot,
+    pools: Pools,
+    links: dict,  # type: ignore[type-arg]
+) -> None:
+    """What the jobs share: GPUs per cluster and model, node slots per pod size, link
+    bandwidth and queue quotas."""
     capacity: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     link_use: dict[tuple[str, str], list[cp_model.IntVar]] = defaultdict(list)
     quota_use: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     pod_terms: dict[tuple[str, str], list[tuple[int, int, cp_model.IntVar]]] = defaultdict(list)
-    hinted = {d.job_id: frozenset(d.clusters) for d in hint.jobs} if hint else {}
-    for job in jobs:
-        v = _job_vars(
-            model, job, pools, links, options.candidates_per_job, hinted.get(job.id, frozenset())
-        )
-        vars_.append(v)
+    for v in vars_:
+        job = v.job
         for c, x in v.units.items():
             capacity[(c, v.model_in[c])].append((job.unit_gpus, x))
             pod_terms[(c, v.model_in[c])].append((job.gpus_per_pod, job.unit, x))
@@ -219,8 +250,19 @@ def _solve_once(
         if queue.quota_gpus is not None and quota_use.get(queue.name):
             room = max(queue.quota_gpus - queue.used_gpus, 0)
             model.add(sum(g * a for g, a in quota_use[queue.name]) <= room)
-    chosen, held_value = _reservations(model, vars_, owed, weights, normal)
 
+
+def _maximise(
+    model: cp_model.CpModel,
+    vars_: list[_JobVars],
+    jobs: list[JobRequest],
+    fit_rank: dict[str, int],
+    weights: dict[str, int],
+    normal: dict[str, int],
+    held_value: cp_model.LinearExprT,
+) -> int:
+    """Set the objective (the module's docstring); returns W, the weight of the value of what
+    starts now and of the reservations over the secondary terms."""
     extra_clusters = sum(sum(v.used.values()) - v.admitted for v in vars_)
     traffic = sum(r for v in vars_ for r in v.reserve.values())
     fit = sum(fit_rank[c] * v.job.unit_gpus * x for v in vars_ for c, x in v.units.items())
@@ -234,12 +276,20 @@ def _solve_once(
     model.maximize(
         (secondary_max + 1) * admitted - CLUSTER_PENALTY * extra_clusters - traffic - fit
     )
+    return secondary_max + 1
 
-    if hint is not None:
-        _add_hints(model, vars_, hint)
-        hinted = {(h.job_id, h.start_in_s, tuple(sorted(h.gpus))) for h in hinted_holds}
-        for hold, p in chosen:
-            model.add_hint(p, (hold.job_id, hold.start_in_s, tuple(sorted(hold.gpus))) in hinted)
+
+def _hint_holds(
+    model: cp_model.CpModel, chosen: list[tuple[Hold, cp_model.IntVar]], hinted: list[Hold]
+) -> None:
+    """Hint the reservations the heuristic chose."""
+    same = {(h.job_id, h.start_in_s, tuple(sorted(h.gpus))) for h in hinted}
+    for hold, p in chosen:
+        model.add_hint(p, (hold.job_id, hold.start_in_s, tuple(sorted(hold.gpus))) in same)
+
+
+def _solver(options: SolveOptions, deadline: float) -> cp_model.CpSolver:
+    """A solver with what is left of the round's time limit, less the packing's reserve."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
         deadline - time.monotonic() - PACKING_RESERVE_S, MIN_SEARCH_S
@@ -251,19 +301,7 @@ def _solve_once(
     # (docs/benchmarks.md, "Server cost: dated runs").
     solver.parameters.max_presolve_iterations = 1
     solver.parameters.random_seed = options.seed
-    code = solver.solve(model)
-    status = solver.status_name(code)
-    weight = secondary_max + 1
-    bound = float(solver.best_objective_bound) / weight  # in priority-weighted admitted GPUs
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return {}, status, 0.0, math.inf, []
-    held = [hold for hold, p in chosen if solver.value(p)]
-    units = {
-        v.job.id: {c: int(solver.value(x)) for c, x in v.units.items() if solver.value(x) > 0}
-        for v in vars_
-        if solver.value(v.admitted)
-    }
-    return units, status, float(solver.objective_value) / weight, bound, held
+    return solver
 
 
 def _reservations(  # type: ignore[no-untyped-def]

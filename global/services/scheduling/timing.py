@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import select
@@ -68,6 +69,54 @@ async def running_jobs(
 ) -> list[RunningJob]:
     """The jobs holding capacity, as the round plans with them; `staging_gbps`: the rate a
     restore of a job's checkpoint in another cluster would copy at (its cost in an eviction)."""
+    holdings = await _holdings(session, clusters, states, now=now)
+    links = await _held_links(session, holdings) if holdings else {}
+    restore = await _restore_s(session, [h.job for h in holdings.values()], staging_gbps)
+    return [
+        planning.running(
+            str(h.job),
+            gpus=tuple((c, m, g) for (c, m), g in sorted(h.gpus.items())),
+            links=tuple(links.get(p, ())),
+            started_at=h.began,
+            estimate_s=h.estimate_s,
+            now=now,
+            durations=durations,
+            lost_s=h.lost_s,
+            priority=h.priority,
+            queue=h.queue,
+            preemptable=h.preemptable,
+            name=h.name,
+            pods=tuple(h.pods),
+            restore_s=restore.get(h.job, 0.0),
+            attained_gpu_s=h.served_gpu_s
+            + sum(h.gpus.values()) * max((now - h.began).total_seconds(), 0.0),
+        )
+        for p, h in holdings.items()
+    ]
+
+
+@dataclass
+class _Holding:
+    """One active placement, added up over its shares' rows: its job's facts, and the GPUs
+    (by cluster and model) and pods (by domain) it holds."""
+
+    job: uuid.UUID
+    began: datetime
+    estimate_s: float | None
+    lost_s: float | None
+    priority: int
+    queue: str
+    preemptable: bool
+    name: str
+    served_gpu_s: float  # GPU-seconds its ended runs received
+    gpus: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    pods: list[tuple[str, str, str, int, int]] = field(default_factory=list)
+
+
+async def _holdings(
+    session: AsyncSession, clusters: list[Cluster], states: list[ClusterCapacity], *, now: datetime
+) -> dict[uuid.UUID, _Holding]:
+    """The active placements of the jobs holding capacity, by placement id."""
     names = {c.id: c.name for c in clusters}
     models = {s.name: _main_model(s) for s in states}
     rows = await session.execute(
@@ -95,63 +144,53 @@ async def running_jobs(
         .join(ClusterShare, ClusterShare.placement_id == Placement.id)
         .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
     )
-    shares: dict[uuid.UUID, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    facts: dict[uuid.UUID, tuple[uuid.UUID, datetime, float | None, float | None]] = {}
-    who: dict[uuid.UUID, tuple[int, str, bool, str]] = {}
-    where: dict[uuid.UUID, list[tuple[str, str, str, int, int]]] = defaultdict(list)
-    served: dict[uuid.UUID, float] = {}  # GPU-seconds its ended runs received
+    holdings: dict[uuid.UUID, _Holding] = {}
     for row in rows:
         placement, job, model, started, placed, estimate, cluster_id, gpus = row[:8]
         pods, domains, priority, queue, namespace, name, preemptable, saved, before = row[8:]
         cluster = names.get(cluster_id)
         if cluster is None or gpus == 0:
             continue  # a cluster not ready holds nothing the round could plan with
-        shares[placement][(cluster, model or models.get(cluster, ""))] += gpus
-        per_pod = gpus // pods if pods else 0
-        where[placement] += [
-            (cluster, leaf, model or "", n, per_pod) for leaf, n in domains.items()
-        ]
         began = started or placed or now
-        facts[placement] = (job, began, given_estimate(estimate), _lost_s(began, saved, now))
-        who[placement] = (priority, queue, preemptable, f"{namespace}/{name}")
-        served[placement] = before or 0.0
+        held = holdings.setdefault(
+            placement,
+            _Holding(
+                job=job,
+                began=began,
+                estimate_s=given_estimate(estimate),
+                lost_s=_lost_s(began, saved, now),
+                priority=priority,
+                queue=queue,
+                preemptable=preemptable,
+                name=f"{namespace}/{name}",
+                served_gpu_s=before or 0.0,
+            ),
+        )
+        held.gpus[(cluster, model or models.get(cluster, ""))] += gpus
+        per_pod = gpus // pods if pods else 0
+        held.pods += [(cluster, leaf, model or "", n, per_pod) for leaf, n in domains.items()]
+    return holdings
+
+
+async def _held_links(
+    session: AsyncSession, holdings: dict[uuid.UUID, _Holding]
+) -> dict[uuid.UUID, list[LinkBandwidth]]:
+    """The link bandwidth each active placement holds."""
+    # Joined rather than listed: an IN list of every active placement outgrows the driver's
+    # parameter limit on a large fleet.
+    held = await session.execute(
+        select(LinkReservation)
+        .join(Placement, Placement.id == LinkReservation.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+        .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
+    )
     links: dict[uuid.UUID, list[LinkBandwidth]] = defaultdict(list)
-    if shares:
-        # Joined rather than listed: an IN list of every active placement outgrows the
-        # driver's parameter limit on a large fleet.
-        held = await session.execute(
-            select(LinkReservation)
-            .join(Placement, Placement.id == LinkReservation.placement_id)
-            .join(Job, Job.id == Placement.job_id)
-            .where(Placement.state == PlacementState.ACTIVE, Job.state.in_(HOLDING_STATES))
-        )
-        for r in held.unique().scalars():
-            if r.placement_id in shares:
-                links[r.placement_id].append(
-                    LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
-                )
-    restore = await _restore_s(session, [f[0] for f in facts.values()], staging_gbps)
-    return [
-        planning.running(
-            str(facts[p][0]),
-            gpus=tuple((c, m, g) for (c, m), g in sorted(by_cluster.items())),
-            links=tuple(links.get(p, ())),
-            started_at=facts[p][1],
-            estimate_s=facts[p][2],
-            now=now,
-            durations=durations,
-            lost_s=facts[p][3],
-            priority=who[p][0],
-            queue=who[p][1],
-            preemptable=who[p][2],
-            name=who[p][3],
-            pods=tuple(where[p]),
-            restore_s=restore.get(facts[p][0], 0.0),
-            attained_gpu_s=served[p]
-            + sum(by_cluster.values()) * max((now - facts[p][1]).total_seconds(), 0.0),
-        )
-        for p, by_cluster in shares.items()
-    ]
+    for r in held.unique().scalars():
+        if r.placement_id in holdings:
+            links[r.placement_id].append(
+                LinkBandwidth(r.link.cluster_a.name, r.link.cluster_b.name, r.gbps)
+            )
+    return links
 
 
 async def _restore_s(

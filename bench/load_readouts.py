@@ -1,0 +1,68 @@
+"""What the database says after a bench/load_bench.py run: whether the measured jobs have
+finished (the drain), and when the jobs reached each lifecycle stage."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+from load_requests import percentile
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+STAGES = ("submitted", "placed", "dispatched", "started", "finished")
+
+
+async def lifecycle_stages(
+    database_url: str, window: tuple[datetime, datetime]
+) -> dict[str, float]:
+    """Read from the database after a 2 s grace: per lifecycle stage, how many jobs (the
+    warm-up's too) reached it during the measured `window` a second (the achieved rate), and
+    how long the measured jobs took from submission to it (p50/p99; those not there yet are
+    counted as missing, not as slow)."""
+    await asyncio.sleep(2.0)
+    engine = create_async_engine(database_url)
+    columns = ", ".join(f"{stage}_at" for stage in STAGES)
+    try:
+        async with engine.connect() as db:
+            rows = (await db.execute(text(f"SELECT name, {columns} FROM jobs"))).all()
+    finally:
+        await engine.dispose()
+    begin, end = window
+    seconds = (end - begin).total_seconds()
+    measured = [r for r in rows if r.name.startswith("load-") and int(r.name[5:]) < 10**6]
+    result: dict[str, float] = {"jobs": len(measured)}
+    for index, stage in enumerate(STAGES, start=1):
+        reached = [r[index] for r in rows if r[index] is not None]
+        result[f"{stage}_per_s"] = sum(begin <= _utc(t) < end for t in reached) / seconds
+        if index > 1:
+            delays = [(r[index] - r[1]).total_seconds() for r in measured if r[index]]
+            result[stage] = len(delays)
+            result[f"{stage}_p50_s"] = percentile(delays, 0.5)
+            result[f"{stage}_p99_s"] = percentile(delays, 0.99)
+    return result
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite hands back naive UTC datetimes, Postgres aware ones."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+async def drained(database_url: str, within: float) -> int:
+    """Wait until every measured job has finished, at most `within` seconds; how many had
+    not."""
+    engine = create_async_engine(database_url)
+    deadline = time.monotonic() + within
+    unfinished = -1
+    try:
+        while unfinished and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            async with engine.connect() as db:
+                query = text(
+                    "SELECT count(*) FROM jobs WHERE finished_at IS NULL AND name LIKE 'load-0%'"
+                )
+                unfinished = int((await db.execute(query)).scalar_one())
+    finally:
+        await engine.dispose()
+    return unfinished
