@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 # What a stream sends its agent: the copies to run, and those to stop.
 SENT = (*RUNNING_COPY, CopyState.STOPPING)
 PREFETCH = "prefetch"
+# After a prefetch of a job's data into a cluster fails, none is made there for the job for
+# this long, doubled per failure there (a refused namespace would fail every round), at most
+# `RETRY_CAP_S`.
+RETRY_AFTER_S = 300.0
+RETRY_CAP_S = 6 * 3600.0
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
@@ -50,6 +56,36 @@ async def copying(session: AsyncSession) -> dict[str, set[str]]:
     for name, cluster in rows.all():
         found.setdefault(name, set()).add(cluster)
     return found
+
+
+async def barred(
+    session: AsyncSession, *, job_ids: Collection[uuid.UUID], now: datetime
+) -> dict[uuid.UUID, set[str]]:
+    """Job id -> the clusters its data is not prefetched into now: those whose agent cannot
+    run a copy without a share (`Cluster.runs_copies` False), and those where a prefetch of
+    its data failed within the backoff (`retry_after`)."""
+    if not job_ids:
+        return {}
+    old = set(
+        (await session.scalars(select(Cluster.name).where(Cluster.runs_copies.is_(False)))).all()
+    )
+    rows = await session.execute(
+        select(DataCopy.job_id, Cluster.name, func.count(), func.max(DataCopy.ended_at))
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.job_id.in_(list(job_ids)), DataCopy.state == CopyState.FAILED)
+        .group_by(DataCopy.job_id, Cluster.name)
+    )
+    found: dict[uuid.UUID, set[str]] = {job_id: set(old) for job_id in job_ids} if old else {}
+    for job_id, cluster, count, last in rows.all():
+        ended = last if last is None or last.tzinfo else last.replace(tzinfo=UTC)
+        if ended is not None and ended + timedelta(seconds=retry_after(count)) > now:
+            found.setdefault(job_id, set()).add(cluster)
+    return found
+
+
+def retry_after(failures: int) -> float:
+    """Seconds no prefetch goes where one failed `failures` times."""
+    return min(RETRY_AFTER_S * 2 ** (failures - 1), RETRY_CAP_S)
 
 
 async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataCopy]:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import grpc
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import select
 
 from tests.grpc_stream import Stream, snapshot
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 
@@ -41,3 +44,16 @@ async def test_a_report_on_a_copy_this_cluster_does_not_run_is_ignored(
     unknown = pb.DataCopyReport(copy_id="0b9c6a4e-0000-0000-0000-000000000000", phase=2)
     await stream.call.write(pb.AgentMessage(copy_report=unknown))
     assert (await stream.reply(snapshot(1), "ack")).ack.seq == 1  # the stream goes on
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["old-agent", "new-agent"])
+async def test_the_cluster_remembers_whether_its_agent_runs_copies(
+    app: FastAPI, east: str, runs: bool
+) -> None:
+    # A round never prefetches into a cluster whose agent said no (`Cluster.runs_copies`).
+    stream = Stream(app, east)
+    hello = pb.Hello(cluster="gpu-east", data_copies=runs)
+    assert (await stream.send(pb.AgentMessage(hello=hello))).welcome.data_copies
+    async with transaction(app.state.sessions) as session:
+        said = await session.scalar(select(Cluster.runs_copies).where(Cluster.name == "gpu-east"))
+    assert said is runs

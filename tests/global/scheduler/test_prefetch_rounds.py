@@ -7,6 +7,7 @@ bandwidth, failure returns it and requeues nothing, the job's cancel stops it.""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 from fastapi import FastAPI
@@ -44,14 +45,17 @@ async def report(app: FastAPI, copy: DataCopy, phase: CopyPhase, message: str = 
         )
 
 
-async def prefetching(app: FastAPI, api: httpx.AsyncClient) -> tuple[str, str]:
+async def prefetching(
+    app: FastAPI, api: httpx.AsyncClient, *, created: bool = False
+) -> tuple[str, str]:
     """gpu-b holds corpus-v3 (2 TiB) and runs `hog` (it reads the corpus) for 10 more hours;
     gpu-a runs `short` (reads nothing) for 30 more minutes. `train` (64 GPUs, reads the
     corpus) fits in neither now. By hand: a holder has room in about 10 h; staging into gpu-a
     at 100 Gbps takes 2 TiB * 8 / 100 Gbps = 176 s, and gpu-a has room in about 30 min; so
     room and data are both in gpu-a in 30 min, sooner than 10 h: copy it there now."""
     for name in ("gpu-a", "gpu-b"):
-        await create_cluster(api, name)
+        if not created:
+            await create_cluster(api, name)
         await put_inventory(api, name)
     link = {"clusterA": "gpu-a", "clusterB": "gpu-b", "capacityGbps": 400}
     assert (await api.post("/api/v1/links", json=link)).status_code == 201
@@ -132,6 +136,55 @@ async def test_a_failed_copy_returns_its_bandwidth_and_requeues_nothing(
     assert source["clusters"] == ["gpu-b"]
     await report(app, copy, CopyPhase.SUCCEEDED)  # a late report changes nothing
     assert (await copies(app))[0].state is CopyState.FAILED
+
+
+async def ended_ago(app: FastAPI, seconds: float) -> None:
+    """Every copy's end moved `seconds` into the past (time passes)."""
+    async with transaction(app.state.sessions) as session:
+        for copy in (await session.execute(select(DataCopy))).scalars():
+            if copy.ended_at is not None:
+                copy.ended_at = datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # A copy refused every time (a namespace the agent refuses) was made again every round:
+    # 5 failures, 6 rows. Now: none into gpu-a for 5 min, then 10 min after the second.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "refused: namespace kube-system")
+    for _ in range(3):
+        assert (await app.state.scheduler.run_once()).result.placed == []
+    assert len(await copies(app)) == 1
+    assert "copying it to" not in (await job(api, uid))["pendingReason"]
+    await ended_ago(app, 301)
+    await app.state.scheduler.run_once()
+    first, second = await copies(app)
+    assert second.state is CopyState.PENDING and second.destination_cluster_id == (
+        first.destination_cluster_id
+    )
+    await report(app, second, CopyPhase.FAILED, "refused: namespace kube-system")
+    await ended_ago(app, 301)  # the second failure's backoff is 10 min
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 2
+    await ended_ago(app, 601)
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 3
+
+
+async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    for name in ("gpu-a", "gpu-b"):
+        await create_cluster(api, name)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(runs_copies=False)
+        )
+    uid, _ = await prefetching(app, api, created=True)
+    assert await copies(app) == []
+    assert "copying it to" not in (await job(api, uid))["pendingReason"]
 
 
 async def test_cancelling_the_job_stops_its_copy(app: FastAPI, api: httpx.AsyncClient) -> None:

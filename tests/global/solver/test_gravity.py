@@ -23,7 +23,7 @@ from volcano_global.solver import (
     RunningJob,
 )
 from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed, Item, source_for
-from volcano_global.solver.gravity import DataMode, DataOptions
+from volcano_global.solver.gravity import DataMode, DataOptions, Steer, steer
 from volcano_global.solver.model import link_key
 from volcano_global.solver.preemption import PREEMPT, Rules
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, Waiting, plan_round
@@ -504,3 +504,31 @@ def test_with_a_margin_prefetch_prefers_a_cluster_inside_the_region() -> None:
         options = RoundOptions(data=DataOptions(prefetch=True, cross_region_margin=margin))
         (copy,) = plan_round(data, Policy.CPSAT, options).prefetch["j"]
         assert (copy.source, copy.destination) == ("west", target)
+
+
+def test_a_job_that_may_evict_prefetches_unless_it_has_room_or_no_copy_may_go() -> None:
+    # west (the holder) is full for 10 h; east has one free node (8 GPUs) of the 16 the job
+    # needs, and the rest ends in 1 h. Evicting in east to stage there holds GPUs while it
+    # copies: the data is copied to east meanwhile instead (8 free GPUs are not room).
+    # Where no copy may go to east now (a copy failed there lately), the eviction path stays.
+    job = gang("j", 16, may_evict_for=frozenset({PREEMPT})).request
+    clusters = (cluster("east", 1, 3), cluster("west", 0, 4))
+    running = (busy("r", "west", 32, 36000.0), busy("s", "east", 24, 3600.0))
+
+    def steered(barred: tuple[str, ...]) -> Steer:
+        _, decided = steer(
+            [job],
+            {"j": reads(1, "west")},
+            clusters=clusters,
+            links=(LINK,),
+            running=running,
+            options=DataOptions(prefetch=True),
+            evicting=True,
+            no_prefetch={"j": barred},
+        )
+        return decided["j"]
+
+    fetch = steered(())
+    assert (fetch.prefetch_to, fetch.allowed) == ("east", ("west",))
+    evict = steered(("east",))
+    assert (evict.prefetch_to, evict.allowed) == (None, ("west", "east"))
