@@ -6,12 +6,14 @@ bandwidth, failure returns it and requeues nothing, the job's cancel stops it.""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
@@ -19,8 +21,10 @@ from tests.factories import create_cluster, job_document, split_annotations, sub
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
+from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import apply_report
 from volcano_global.services.dispatch.supervision import supervise
+from volcano_global.services.scheduling import prefetch
 
 
 async def reserved(api: httpx.AsyncClient) -> float:
@@ -263,3 +267,29 @@ async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidt
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
     assert await reserved(api) == 0
     assert (await job(api, uid))["state"] == "Pending"
+
+
+async def test_a_job_cancelled_while_the_round_commits_its_copy_keeps_no_copy_running(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancel comes after the commit read the job Pending, before it writes the copy: it
+    # waits for the job's row (the commit locked it), then stops the copy. Unlocked
+    # (Postgres), it committed first, found no copy to stop, and the copy ran for nobody.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:  # the next round plans it again,
+        await session.execute(delete(DataCopy))  # the job's reason unchanged (no row written)
+    cancels: list[asyncio.Task[httpx.Response]] = []
+
+    async def uris(*args: object, **kw: object) -> dict[str, str]:
+        cancels.append(asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel")))
+        await asyncio.sleep(0.5)
+        return await source_uris(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prefetch, "source_uris", uris)
+    await app.state.scheduler.run_once()
+    (cancel,) = cancels
+    assert (await cancel).status_code == 200
+    assert (await job(api, uid))["state"] == "Cancelled"
+    (copy,) = await copies(app)
+    assert copy.state is CopyState.STOPPING
+    assert await reserved(api) == 0
