@@ -46,11 +46,12 @@ RETRY_CAP_S = 6 * 3600.0
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
-    """Data source -> the clusters a running copy takes it to."""
+    """Data source -> the clusters a running copy takes it to. Not checkpoints: each job's
+    is its own, though all are named `checkpoint` (another job's bars nothing)."""
     rows = await session.execute(
         select(DataCopy.data_source, Cluster.name)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state.in_(RUNNING_COPY))
+        .where(DataCopy.state.in_(RUNNING_COPY), DataCopy.data_source != CHECKPOINT)
     )
     found: dict[str, set[str]] = {}
     for name, cluster in rows.all():

@@ -54,7 +54,7 @@ from volcano_global.services.scheduling.withdrawals import backing_off, held_bac
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import ClusterCapacity, JobRequest, LinkState, Policy, whole_queue
-from volcano_global.solver.data import DataNeeds
+from volcano_global.solver.data import CHECKPOINT, DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataMode
@@ -208,7 +208,9 @@ async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
     found = await running_copies(session)
     for staging, cluster in rows.all():
         for item in staging or ():
-            found.setdefault(StagingItem.from_payload(item).data_source, set()).add(cluster)
+            name = StagingItem.from_payload(item).data_source
+            if name != CHECKPOINT:  # each job's own (`copying`)
+                found.setdefault(name, set()).add(cluster)
     return {name: tuple(sorted(where)) for name, where in found.items()}
 
 

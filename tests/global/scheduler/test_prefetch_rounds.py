@@ -23,6 +23,7 @@ from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy,
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import apply_report
+from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.services.scheduling import prefetch
 
@@ -293,3 +294,14 @@ async def test_a_job_cancelled_while_the_round_commits_its_copy_keeps_no_copy_ru
     (copy,) = await copies(app)
     assert copy.state is CopyState.STOPPING
     assert await reserved(api) == 0
+
+
+async def test_a_checkpoints_copy_bars_no_other_jobs_checkpoint(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Every job's checkpoint is named `checkpoint`: one job's on its way to gpu-a is not data
+    # another job's start or prefetch must wait for.
+    await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(DataCopy).values(data_source="checkpoint"))
+        assert await running_copies(session) == {}

@@ -22,6 +22,7 @@ from volcano_global.solver import (
     Policy,
     RunningJob,
 )
+from volcano_global.solver import copies as copies_
 from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed, Item, source_for
 from volcano_global.solver.gravity import DataMode, DataOptions, Steer, steer
 from volcano_global.solver.model import link_key
@@ -30,6 +31,7 @@ from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, W
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 TIB = 2**40
+PREFETCH = DataOptions(prefetch=True)
 
 
 def cluster(name: str, free_nodes: int, used_nodes: int = 0) -> ClusterCapacity:
@@ -532,3 +534,15 @@ def test_a_job_that_may_evict_prefetches_unless_it_has_room_or_no_copy_may_go() 
     assert (fetch.prefetch_to, fetch.allowed) == ("east", ("west",))
     evict = steered(("east",))
     assert (evict.prefetch_to, evict.allowed) == (None, ("west", "east"))
+
+
+def test_two_jobs_checkpoints_are_both_prefetched_into_one_cluster() -> None:
+    # Each job's checkpoint is its own, though both are named `checkpoint`: one fetched into
+    # east for a does not stand for b's.
+    needs = {k: DataNeeds(checkpoint=CheckpointNeed(TIB, "west")) for k in ("a", "b")}
+    steered = {k: Steer(("west",), "", 100.0, "east") for k in ("a", "b")}
+    out = copies_.prefetch(steered, set(), needs, (LinkState("west", "east", 400.0),), PREFETCH)
+    assert {k: [(c.data, c.destination) for c in v] for k, v in out.items()} == {
+        "a": [("checkpoint", "east")],
+        "b": [("checkpoint", "east")],
+    }
