@@ -4,6 +4,8 @@ the field."""
 
 from __future__ import annotations
 
+import uuid
+
 import grpc
 import pytest
 from fastapi import FastAPI
@@ -14,14 +16,25 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
+UUID = uuid.UUID("0b9c6a4e-0000-0000-0000-000000000001")
+
 
 @pytest.mark.parametrize(
     ("report", "details"),
     [
         (pb.DataCopyReport(copy_id="c1"), "copy_report.phase"),
         (pb.DataCopyReport(phase=pb.COPY_PHASE_COPYING), "copy_report.copy_id"),
+        (pb.DataCopyReport(copy_id="c1", phase=pb.COPY_PHASE_COPYING), "copy_report.copy_id"),
+        (
+            pb.DataCopyReport(copy_id=str(UUID), phase=pb.COPY_PHASE_COPYING, staged_bytes=2**63),
+            "copy_report.staged_bytes",
+        ),
+        (
+            pb.DataCopyReport(copy_id=str(UUID), phase=pb.COPY_PHASE_SUCCEEDED, bytes=2**64 - 1),
+            "copy_report.bytes",
+        ),
     ],
-    ids=["no-phase", "no-id"],
+    ids=["no-phase", "no-id", "not-a-uuid", "staged-beyond-bigint", "bytes-beyond-bigint"],
 )
 async def test_a_report_that_is_not_a_copys_ends_the_stream_naming_the_field(
     app: FastAPI, east: str, report: pb.DataCopyReport, details: str
