@@ -179,6 +179,38 @@ async def stop_copies(
     return stopped
 
 
+async def stop_cluster_copies(
+    session: AsyncSession, *, cluster_id: uuid.UUID, name: str
+) -> list[DataCopy]:
+    """Before a cluster is deleted (its rows go with it): the running copies into it end
+    Stopped (its agent is cut off with it), those from it into other clusters are stopped
+    (their agents are told). Returns those still being stopped: their rows must outlive the
+    cluster until their agents say the copies stopped, or nothing would tell them."""
+    why = f"cluster {name} is being deleted"
+    rows = await session.execute(
+        select(DataCopy)
+        .where(
+            (DataCopy.source_cluster_id == cluster_id)
+            | (DataCopy.destination_cluster_id == cluster_id),
+            DataCopy.state.in_(SENT),
+        )
+        .order_by(DataCopy.id)
+        .with_for_update(of=DataCopy)
+    )
+    stopping = []
+    for copy in rows.scalars():
+        if copy.state is not CopyState.STOPPING:
+            await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+        if copy.destination_cluster_id == cluster_id:
+            await _end(session, copy, CopyState.STOPPED, copy.reason or why)
+            continue
+        if copy.state is not CopyState.STOPPING:
+            await _end(session, copy, CopyState.STOPPING, why, ended=False)
+        stopping.append(copy)
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in stopping])
+    return stopping
+
+
 async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: str) -> None:
     """The running copies into a cluster that cannot run them end Failed (`reason`)."""
     rows = await session.execute(

@@ -22,7 +22,7 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import source_uris
-from volcano_global.services.data.copies import apply_report
+from volcano_global.services.data.copies import apply_report, to_send
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.services.scheduling import prefetch
@@ -305,3 +305,33 @@ async def test_a_checkpoints_copy_bars_no_other_jobs_checkpoint(
     async with transaction(app.state.sessions) as session:
         await session.execute(update(DataCopy).values(data_source="checkpoint"))
         assert await running_copies(session) == {}
+
+
+async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agents(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The copy runs from gpu-c (a cluster that never held a share: one that did cannot be
+    # deleted) into gpu-a. Its row went with gpu-c (ON DELETE CASCADE): gpu-a's agent was
+    # never told to stop. Now the deletion stops it (gpu-a's agent is sent the stop, an
+    # event says why), and is refused until that agent says it stopped.
+    uid, _ = await prefetching(app, api)
+    await create_cluster(api, "gpu-c")
+    async with transaction(app.state.sessions) as session:
+        where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
+        await session.execute(update(DataCopy).values(source_cluster_id=where))
+    refused = await api.delete("/api/v1/clusters/gpu-c")
+    assert refused.status_code == 409, refused.text
+    assert "corpus-v3 to gpu-a" in refused.json()["message"]
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "cluster gpu-c is being deleted")
+    assert await reserved(api) == 0
+    async with transaction(app.state.sessions) as session:
+        cluster = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-a"))
+        assert cluster is not None
+        assert [c.id for c in await to_send(session, cluster_id=cluster)] == [copy.id]
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(e["reason"] == "PrefetchStopped" and "gpu-c" in e["message"] for e in events)
+    await report(app, copy, CopyPhase.STOPPED)
+    deleted = await api.delete("/api/v1/clusters/gpu-c")
+    assert deleted.status_code == 204, deleted.text
+    assert await copies(app) == []
