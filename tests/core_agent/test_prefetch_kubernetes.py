@@ -185,6 +185,7 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         await eventually(lambda: bool(staging_jobs(emulator)))
         [job] = staging_jobs(emulator)
         assert job["metadata"]["labels"][STAGING_LABEL] == "true"
+        assert job["metadata"]["name"].startswith("train-stage-")  # the job's name, as documented
         await fed.event(uid, "PrefetchEnded")
         source = (await fed.api.get("/api/v1/datasources/corpus")).json()
         assert source["clusters"] == ["west", "east"]

@@ -23,6 +23,7 @@ from volcano_global.db.models import (
     CopyState,
     DataCopy,
     EventType,
+    Job,
     LinkReservation,
 )
 from volcano_global.errors import NotFound
@@ -97,6 +98,15 @@ async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataC
         .order_by(DataCopy.created_at, DataCopy.id)
     )
     return list(rows.scalars())
+
+
+async def job_names(session: AsyncSession, rows: Collection[DataCopy]) -> dict[uuid.UUID, str]:
+    """The name of each copy's job (its staging Job is `<job name>-stage-<copy id>`)."""
+    ids = {c.job_id for c in rows if c.job_id is not None}
+    if not ids:
+        return {}
+    found = await session.execute(select(Job.id, Job.name).where(Job.id.in_(list(ids))))
+    return {job_id: name for job_id, name in found.all()}
 
 
 def assignment(copy: DataCopy, *, job_name: str = "") -> DataCopyAssignment:
