@@ -335,3 +335,18 @@ async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agent
     deleted = await api.delete("/api/v1/clusters/gpu-c")
     assert deleted.status_code == 204, deleted.text
     assert await copies(app) == []
+
+
+async def test_a_copy_made_for_no_job_is_shown_to_admins_only(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:  # its job row deleted since
+        await session.execute(update(DataCopy).values(job_id=None))
+    assert (await api.post("/api/v1/queues", json={"name": "llm", "weight": 1})).status_code == 201
+    issued = await api.post(
+        "/api/v1/tokens", json={"name": "team llm", "role": "queue-user", "queues": ["llm"]}
+    )
+    other = {"Authorization": f"Bearer {issued.json()['token']}"}
+    assert (await api.get("/api/v1/staging", headers=other)).json()["copies"] == []
+    assert len((await api.get("/api/v1/staging")).json()["copies"]) == 1
