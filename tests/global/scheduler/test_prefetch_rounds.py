@@ -350,3 +350,12 @@ async def test_a_copy_made_for_no_job_is_shown_to_admins_only(
     other = {"Authorization": f"Bearer {issued.json()['token']}"}
     assert (await api.get("/api/v1/staging", headers=other)).json()["copies"] == []
     assert len((await api.get("/api/v1/staging")).json()["copies"]) == 1
+
+
+async def test_a_link_held_by_a_copy_alone_is_not_deleted_and_says_why(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    refused = await api.delete("/api/v1/links/gpu-a/gpu-b")
+    assert refused.status_code == 409, refused.text
+    assert "copies in progress" in refused.json()["message"]
