@@ -2,7 +2,8 @@
 share's copy runs as (staging.py), one container, named after the copy (`<name>-stage-<copy
 id>`) and labelled with it. Applying a copy twice (resent on each stream, or after an agent
 restart) creates nothing twice: the Job is found by its name and waited for again, or its end
-reported again. A cancellation deletes the Job (the copy stops)."""
+reported again. A cancellation deletes the Job (the copy stops), found by its label on the
+API server; a copy that ended first reports its end again instead."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from core_agent.kubernetes.adapter import BATCH_JOBS, Kind
 from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
-from core_agent.kubernetes.staging import Stager
+from core_agent.kubernetes.staging import Persist, Stager, job_outcome
 from core_agent.sources import CopyReport
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 from volcano_global.rpc.copies import (
@@ -105,21 +107,46 @@ class Copies:
         self._end(report, CopyStatus(copy_id=copy.copy_id, phase=phase, bytes=total, message=why))
 
     async def _delete(self, cancel: DataCopyCancellation, report: CopyReport) -> None:
-        """Its staging Job deleted, found by its label in the watched staging Jobs (an agent
-        restarted since the copy began finds it too)."""
+        """Its staging Job deleted, listed by its label from the API server (the watch's
+        cache may not have seen a Job just created; an agent restarted since the copy began
+        finds it too). A copy that ended before its stop came reports that end again: a stop
+        after a success would say the data is not there, when it is."""
         task = self._running.get(cancel.copy_id)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
-        for key, job in list(self.stager.store.items()):
-            if (job["metadata"].get("labels") or {}).get(PLACEMENT_LABEL) != cancel.copy_id:
-                continue
-            namespace, name = key.split("/", 1)
-            await self._persist(None)(
-                f"deleting staging Job {key}",
+        ended = self._ended.get(cancel.copy_id)
+        if ended is not None and ended.phase is not CopyPhase.STOPPED:
+            report(ended)
+            return
+        persist = self._persist(None)
+        for job in await self._jobs(cancel.copy_id, persist):
+            namespace, name = job["metadata"].get("namespace", ""), job["metadata"]["name"]
+            if (outcome := job_outcome(job)) is not None:  # it ended while no agent ran
+                phase = CopyPhase.FAILED if outcome else CopyPhase.SUCCEEDED
+                why = outcome and f"staging Job {namespace}/{name} failed: {outcome}"
+                self._end(report, CopyStatus(copy_id=cancel.copy_id, phase=phase, message=why))
+                return
+            await persist(
+                f"deleting staging Job {namespace}/{name}",
                 functools.partial(self.stager.api.delete_batch_job, namespace, name),
             )
         stopped = CopyStatus(copy_id=cancel.copy_id, phase=CopyPhase.STOPPED, message=cancel.reason)
         self._end(report, stopped)
+
+    async def _jobs(self, copy_id: str, persist: Persist) -> list[dict[str, Any]]:
+        """The copy's staging Jobs (one, or none), as the API server has them now."""
+        kind = Kind(BATCH_JOBS, label_selector=f"{PLACEMENT_LABEL}={copy_id}")
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = await persist(
+                f"listing the staging Jobs of copy {copy_id}",
+                functools.partial(self.stager.api.list_page, kind, limit=50, token=token),
+            )
+            found += page.get("items", [])
+            token = page["metadata"].get("continue") or None
+            if not token:
+                return found
 
     def _end(self, report: CopyReport, status: CopyStatus) -> None:
         self._ended[status.copy_id] = status

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from volcano_global.api.deps import Admin, AppSettings, Caller, Reader, Session
+from volcano_global.api.errors import status_response
 from volcano_global.db.models import Cluster, ClusterState
 from volcano_global.schemas.clusters import (
     ClusterCreate,
@@ -23,6 +24,7 @@ from volcano_global.schemas.clusters import (
 from volcano_global.schemas.common import GpuCapacity, ListMeta, error_responses
 from volcano_global.schemas.jobs import EventList, EventOut
 from volcano_global.services import events
+from volcano_global.services.data import copies
 from volcano_global.services.inventory import clusters, fleet_views
 from volcano_global.services.inventory import snapshots as inventory
 from volcano_global.services.inventory.clusters import NodeCounts as NodeCountsView
@@ -81,6 +83,22 @@ async def get_cluster(name: str, session: Session, caller: Caller) -> ClusterOut
     responses=error_responses(401, 403, 404, 409),
 )
 async def delete_cluster(name: str, session: Session, _: Admin) -> Response:
+    """Refused while the cluster holds shares of active jobs, or copies from it into other
+    clusters are being stopped: those stops are committed (their agents are told) with the
+    409, and the deletion goes through once the agents say the copies stopped."""
+    cluster = await clusters.get_cluster(session, name=name)
+    await clusters.require_no_active_shares(session, cluster)
+    stopping = await copies.stop_cluster_copies(session, cluster_id=cluster.id, name=name)
+    if stopping:
+        where = ", ".join(
+            sorted({f"{c.data_source} to {c.destination_cluster.name}" for c in stopping})
+        )
+        return status_response(
+            409,
+            "Conflict",
+            f"cluster {name!r} is the source of copies being stopped ({where}): delete it "
+            "again once their agents say they stopped",
+        )
     await clusters.delete_cluster(session, name=name)
     return Response(status_code=204)
 

@@ -99,6 +99,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             cluster = await self._cluster(session, cluster_name, principal)
             claim = await claim_stream(session, cluster=cluster, token_hash=token_hash)
             await cluster_service.agent_seen(session, cluster=cluster, connected=True)
+            cluster.runs_copies = first.hello.data_copies
             await record_event(
                 session,
                 cluster_id=cluster.id,

@@ -31,6 +31,7 @@ async def due(
     """The copy messages this stream has not sent yet (`sent`: copy id, whether a stop)."""
     async with reading(sessions) as session:
         rows = await copies.to_send(session, cluster_id=cluster_id)
+        names = await copies.job_names(session, rows)
     if rows and not runs_copies:
         async with transaction(sessions) as session:
             await copies.fail_copies(session, cluster_id=cluster_id, reason=OLD_AGENT)
@@ -45,7 +46,8 @@ async def due(
             cancel = DataCopyCancellation(copy_id=str(row.id), reason=row.reason)
             out.append(pb.GlobalMessage(copy_cancellation=cancel.to_proto()))
         else:
-            out.append(pb.GlobalMessage(copy=copies.assignment(row).to_proto()))
+            name = names.get(row.job_id, "") if row.job_id is not None else ""
+            out.append(pb.GlobalMessage(copy=copies.assignment(row, job_name=name).to_proto()))
     return out
 
 

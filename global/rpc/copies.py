@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
 
 from volcano_global.errors import Invalid
 from volcano_global.rpc.shares import StagingItem, _Wire
 from volcano_global.rpc.v1 import agent_pb2 as pb
+
+MAX_BYTES = 2**63 - 1  # a BIGINT column's largest value
 
 
 class CopyPhase(enum.StrEnum):
@@ -89,12 +92,18 @@ class CopyStatus:
 
     @classmethod
     def from_proto(cls, message: pb.DataCopyReport) -> CopyStatus:
-        """Raises Invalid naming the field: no phase, or a copy id too long to be one."""
+        """Raises Invalid naming the field: no phase, a copy id that is no UUID, or a count of
+        bytes beyond what the database stores (a BIGINT)."""
         phase = _FROM_PROTO.get(message.phase)
         if phase is None:
             raise Invalid.one("copy_report.phase", f"must be one of {', '.join(CopyPhase)}")
-        if not message.copy_id or len(message.copy_id) > 64:
-            raise Invalid.one("copy_report.copy_id", "must be a copy's id")
+        try:
+            uuid.UUID(message.copy_id)
+        except ValueError:
+            raise Invalid.one("copy_report.copy_id", "must be a copy's id (a UUID)") from None
+        for name in ("staged_bytes", "bytes"):
+            if getattr(message, name) > MAX_BYTES:
+                raise Invalid.one(f"copy_report.{name}", f"must be at most {MAX_BYTES}")
         return cls(
             copy_id=message.copy_id,
             phase=phase,

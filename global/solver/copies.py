@@ -221,6 +221,7 @@ def prefetch(
             continue
         for copy in planned:
             free[link_key(copy.source, copy.destination)] -= copy.gbps
-            fetched.add((copy.data, copy.destination))
+            if copy.data != CHECKPOINT:  # each job's own, though all share the name
+                fetched.add((copy.data, copy.destination))
         out[job_id] = planned
     return out

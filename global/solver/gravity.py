@@ -109,12 +109,15 @@ def steer(
     copying: Mapping[str, Sequence[str]] | None = None,
     evicting: bool = False,
     regions: Mapping[str, str] | None = None,
+    no_prefetch: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
     (name -> destinations), never fetched again. `evicting`: the round may evict (a job that
     may evict may then be steered where it has no room yet). `regions`: cluster -> region,
-    where known (copies that leave a region weigh `cross_region_margin` more)."""
+    where known (copies that leave a region weigh `cross_region_margin` more). `no_prefetch`:
+    job id -> clusters its data is not copied into while it waits (a copy there failed lately,
+    or the cluster's agent cannot run one)."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
@@ -128,7 +131,8 @@ def steer(
             if lost:
                 decided[job.id] = Steer(None, lost)
             continue
-        s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {})
+        barred = frozenset((no_prefetch or {}).get(job.id, ()))
+        s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {}, barred)
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
         moving = [i.name for i in wanted if i.name in (copying or {})]
@@ -174,6 +178,7 @@ def _steer_one(
     options: DataOptions,
     evicting: bool,
     regions: Mapping[str, str],
+    barred: frozenset[str] = frozenset(),
 ) -> Steer:
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
@@ -196,13 +201,15 @@ def _steer_one(
     if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
-    if faster and options.prefetch and not any(room.free_now(job, c) for c in faster):
+    target = _prefetch_target(job, staged, wait, room, weight, barred) if options.prefetch else None
+    need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
+    if faster and target is not None and not any(room.free_now(job, c) >= need for c in faster):
         # Only an eviction could make room where it would stage: copying the data without
         # GPUs to where room comes first beats evicting to stage there (GPUs held while it
-        # copies), when such a place exists; else the eviction path stays.
-        faster = () if _prefetch_target(job, staged, wait, room, weight) is not None else faster
+        # copies), when such a place exists (one a copy may go to now); else the eviction
+        # path stays.
+        faster = ()
     if not faster:
-        target = _prefetch_target(job, staged, wait, room, weight) if options.prefetch else None
         if target is not None:
             ready = max(room.wait_s(job, (target,))[0], staged[target][0])
             room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
@@ -224,14 +231,15 @@ def _prefetch_target(
     wait: float,
     room: Room,
     weight: Mapping[str, float],
+    barred: frozenset[str] = frozenset(),
 ) -> str | None:
     """The cluster where a copy started now and room for the job are both expected soonest,
     if sooner than a holder has room (a copy that leaves its region counted `weight` times
-    its length, as for staging)."""
+    its length, as for staging); never one of `barred`."""
     ready = {
         c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
         for c, (seconds, *_) in staged.items()
-        if math.isfinite(seconds)
+        if math.isfinite(seconds) and c not in barred
     }
     best = min(ready, key=lambda c: (ready[c], c), default=None)
     return best if best is not None and ready[best] < wait else None

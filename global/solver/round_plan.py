@@ -150,6 +150,9 @@ class RoundInput:
     data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
     regions: Mapping[str, str] = field(default_factory=dict)  # cluster -> region, where known
+    # Job id -> clusters its data is not prefetched into now: a copy there failed lately (its
+    # backoff runs), or the cluster's agent cannot run copies without a share.
+    no_prefetch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)
@@ -310,6 +313,7 @@ def _in_line(
         copying=data.copying,
         evicting=options.preemption is not None,
         regions=data.regions,
+        no_prefetch=data.no_prefetch,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     return waiting, steered, held_back

@@ -89,6 +89,53 @@ async def test_a_restarted_agent_waits_for_the_copys_job_and_a_stop_deletes_it()
             await second.stop()
 
 
+async def test_a_stop_after_the_copy_succeeded_reports_the_success_again() -> None:
+    # The stop crossed the success on the wire: the data is there, and the Global is told so.
+    async with agent() as (emulator, source, _):
+        emulator.jobs.run_s = 0.5
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED])
+        source.cancel_copy(DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append)
+        await eventually(lambda: len(ends(reports)) == 2)
+        assert ends(reports) == [CopyPhase.SUCCEEDED] * 2
+        await stop_after_restart(emulator, source, CopyPhase.SUCCEEDED)
+
+
+async def stop_after_restart(emulator: Any, first: Any, phase: CopyPhase) -> None:
+    """A restarted agent told to stop a copy whose Job ended meanwhile reports that end."""
+    await first.stop()
+    second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+    await second.start()
+    try:
+        reports: list[CopyStatus] = []
+        second.cancel_copy(DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append)
+        await eventually(lambda: ends(reports) == [phase])
+        assert len(staging_jobs(emulator)) == 1
+    finally:
+        await second.stop()
+
+
+async def test_a_stop_finds_the_copys_job_the_watch_has_not_seen() -> None:
+    # An agent whose watch has not listed the Job yet (here: not started) still deletes it:
+    # it lists the Jobs by the copy's label from the API server.
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 60.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        try:
+            second.cancel_copy(
+                DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append
+            )
+            await eventually(lambda: ends(reports) == [CopyPhase.STOPPED])
+            assert staging_jobs(emulator) == []
+        finally:
+            await second.stop()
+
+
 async def test_a_failed_copy_is_reported_with_the_reason() -> None:
     async with agent(StagingConfig()) as (emulator, source, _):
         emulator.jobs.run_s, emulator.jobs.fail_reason = 0.5, "BackoffLimitExceeded"
@@ -138,6 +185,7 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         await eventually(lambda: bool(staging_jobs(emulator)))
         [job] = staging_jobs(emulator)
         assert job["metadata"]["labels"][STAGING_LABEL] == "true"
+        assert job["metadata"]["name"].startswith("train-stage-")  # the job's name, as documented
         await fed.event(uid, "PrefetchEnded")
         source = (await fed.api.get("/api/v1/datasources/corpus")).json()
         assert source["clusters"] == ["west", "east"]

@@ -39,6 +39,9 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     # Raised by each new agent stream: the stream holding this epoch is the cluster's one
     # stream; an older one (of any replica) ends (`services/inventory/agent_streams.py`).
     agent_stream_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Whether its agent runs copies without a share (its last Hello's `data_copies`); None: no
+    # agent said since. A round never prefetches into a cluster where it is False.
+    runs_copies: Mapped[bool | None] = mapped_column(default=None)
 
     capacities: Mapped[list[ClusterGpuCapacity]] = relationship(
         back_populates="cluster", cascade="all, delete-orphan", lazy="selectin"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -22,6 +23,7 @@ from volcano_global.db.models import (
     CopyState,
     DataCopy,
     EventType,
+    Job,
     LinkReservation,
 )
 from volcano_global.errors import NotFound
@@ -37,19 +39,55 @@ log = logging.getLogger(__name__)
 # What a stream sends its agent: the copies to run, and those to stop.
 SENT = (*RUNNING_COPY, CopyState.STOPPING)
 PREFETCH = "prefetch"
+# After a prefetch of a job's data into a cluster fails, none is made there for the job for
+# this long, doubled per failure there (a refused namespace would fail every round), at most
+# `RETRY_CAP_S`.
+RETRY_AFTER_S = 300.0
+RETRY_CAP_S = 6 * 3600.0
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
-    """Data source -> the clusters a running copy takes it to."""
+    """Data source -> the clusters a running copy takes it to. Not checkpoints: each job's
+    is its own, though all are named `checkpoint` (another job's bars nothing)."""
     rows = await session.execute(
         select(DataCopy.data_source, Cluster.name)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state.in_(RUNNING_COPY))
+        .where(DataCopy.state.in_(RUNNING_COPY), DataCopy.data_source != CHECKPOINT)
     )
     found: dict[str, set[str]] = {}
     for name, cluster in rows.all():
         found.setdefault(name, set()).add(cluster)
     return found
+
+
+async def barred(
+    session: AsyncSession, *, job_ids: Collection[uuid.UUID], now: datetime
+) -> dict[uuid.UUID, set[str]]:
+    """Job id -> the clusters its data is not prefetched into now: those whose agent cannot
+    run a copy without a share (`Cluster.runs_copies` False), and those where a prefetch of
+    its data failed within the backoff (`retry_after`)."""
+    if not job_ids:
+        return {}
+    old = set(
+        (await session.scalars(select(Cluster.name).where(Cluster.runs_copies.is_(False)))).all()
+    )
+    rows = await session.execute(
+        select(DataCopy.job_id, Cluster.name, func.count(), func.max(DataCopy.ended_at))
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.job_id.in_(list(job_ids)), DataCopy.state == CopyState.FAILED)
+        .group_by(DataCopy.job_id, Cluster.name)
+    )
+    found: dict[uuid.UUID, set[str]] = {job_id: set(old) for job_id in job_ids} if old else {}
+    for job_id, cluster, count, last in rows.all():
+        ended = last if last is None or last.tzinfo else last.replace(tzinfo=UTC)
+        if ended is not None and ended + timedelta(seconds=retry_after(count)) > now:
+            found.setdefault(job_id, set()).add(cluster)
+    return found
+
+
+def retry_after(failures: int) -> float:
+    """Seconds no prefetch goes where one failed `failures` times."""
+    return min(RETRY_AFTER_S * 2 ** (failures - 1), RETRY_CAP_S)
 
 
 async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataCopy]:
@@ -60,6 +98,15 @@ async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataC
         .order_by(DataCopy.created_at, DataCopy.id)
     )
     return list(rows.scalars())
+
+
+async def job_names(session: AsyncSession, rows: Collection[DataCopy]) -> dict[uuid.UUID, str]:
+    """The name of each copy's job (its staging Job is `<job name>-stage-<copy id>`)."""
+    ids = {c.job_id for c in rows if c.job_id is not None}
+    if not ids:
+        return {}
+    found = await session.execute(select(Job.id, Job.name).where(Job.id.in_(list(ids))))
+    return {job_id: name for job_id, name in found.all()}
 
 
 def assignment(copy: DataCopy, *, job_name: str = "") -> DataCopyAssignment:
@@ -140,6 +187,38 @@ async def stop_copies(
         stopped.append(copy)
     OUTBOX.wrote(session, [c.destination_cluster_id for c in stopped])
     return stopped
+
+
+async def stop_cluster_copies(
+    session: AsyncSession, *, cluster_id: uuid.UUID, name: str
+) -> list[DataCopy]:
+    """Before a cluster is deleted (its rows go with it): the running copies into it end
+    Stopped (its agent is cut off with it), those from it into other clusters are stopped
+    (their agents are told). Returns those still being stopped: their rows must outlive the
+    cluster until their agents say the copies stopped, or nothing would tell them."""
+    why = f"cluster {name} is being deleted"
+    rows = await session.execute(
+        select(DataCopy)
+        .where(
+            (DataCopy.source_cluster_id == cluster_id)
+            | (DataCopy.destination_cluster_id == cluster_id),
+            DataCopy.state.in_(SENT),
+        )
+        .order_by(DataCopy.id)
+        .with_for_update(of=DataCopy)
+    )
+    stopping = []
+    for copy in rows.scalars():
+        if copy.state is not CopyState.STOPPING:
+            await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+        if copy.destination_cluster_id == cluster_id:
+            await _end(session, copy, CopyState.STOPPED, copy.reason or why)
+            continue
+        if copy.state is not CopyState.STOPPING:
+            await _end(session, copy, CopyState.STOPPING, why, ended=False)
+        stopping.append(copy)
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in stopping])
+    return stopping
 
 
 async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: str) -> None:

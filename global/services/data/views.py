@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, or_, select
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
@@ -174,8 +174,8 @@ async def copies_in_progress(
     session: AsyncSession, *, queues: tuple[str, ...] | None = None, job_id: uuid.UUID | None = None
 ) -> list[CopyView]:
     """The copies that belong to no share and run now (or every one made for `job_id`),
-    oldest first. `queues`: only those made for the jobs of these queues, and those made for
-    no job (federation inventory, as DataSources are)."""
+    oldest first. `queues`: only those made for the jobs of these queues (one made for no job,
+    or for a job since deleted, names a namespace and data of someone's: admins only)."""
     query = (
         select(DataCopy, Job.name, Queue.name.label("queue"))
         .outerjoin(Job, Job.id == DataCopy.job_id)
@@ -188,7 +188,7 @@ async def copies_in_progress(
         else query.where(DataCopy.state.in_(RUNNING_COPY))
     )
     if queues is not None:
-        query = query.where(or_(Queue.name.in_(queues), DataCopy.job_id.is_(None)))
+        query = query.where(Queue.name.in_(queues))
     return [_copy(c, name, queue) for c, name, queue in (await session.execute(query)).all()]
 
 

@@ -118,6 +118,14 @@ async def node_counts(
 
 async def delete_cluster(session: AsyncSession, *, name: str) -> None:
     cluster = await get_cluster(session, name=name)
+    await require_no_active_shares(session, cluster)
+    await session.delete(cluster)
+    streams_must_recheck(session, cluster.id)
+    await session.flush()
+
+
+async def require_no_active_shares(session: AsyncSession, cluster: Cluster) -> None:
+    """Raises Conflict when the cluster holds shares of active jobs (naming up to five)."""
     holders = (
         await session.execute(
             select(Job.namespace, Job.name)
@@ -129,10 +137,9 @@ async def delete_cluster(session: AsyncSession, *, name: str) -> None:
     ).all()
     if holders:
         jobs = ", ".join(f"{ns}/{n}" for ns, n in holders)
-        raise Conflict(f"cluster {name!r} holds shares of active jobs ({jobs}); cancel them first")
-    await session.delete(cluster)
-    streams_must_recheck(session, cluster.id)
-    await session.flush()
+        raise Conflict(
+            f"cluster {cluster.name!r} holds shares of active jobs ({jobs}); cancel them first"
+        )
 
 
 async def _find(session: AsyncSession, name: str) -> Cluster | None:

@@ -76,8 +76,8 @@ async def delete_link(session: AsyncSession, *, cluster_a: str, cluster_b: str) 
     held = (await reserved_gbps(session, link_ids=[link.id])).get(link.id, 0.0)
     if held > 0:
         raise Conflict(
-            f"link {first}<->{second} carries {held:g} Gbps reserved by active jobs; "
-            "cancel them first"
+            f"link {first}<->{second} carries {held:g} Gbps reserved by active jobs or copies "
+            "in progress; cancel the jobs (their copies stop), or wait for the copies to end"
         )
     await session.delete(link)
     await session.flush()

@@ -33,7 +33,9 @@ async def write_copies(
     skip: set[str] | frozenset[str] = frozenset(),
 ) -> list[DataCopy]:
     """The copies (by the job they are made for) as rows with their link reservations; a
-    job no longer waiting, or in `skip` (started or deferred by this commit), gets none."""
+    job no longer waiting, or in `skip` (started or deferred by this commit), gets none. The
+    commit has locked the jobs (`round_apply._acted_on`): the state read here holds until
+    it commits."""
     wanted = {k: v for k, v in copies.items() if v and k not in skip and k in context.jobs}
     if not wanted:
         return []

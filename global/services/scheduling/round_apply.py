@@ -193,8 +193,10 @@ async def _check(session: AsyncSession, plan: RoundPlan, context: RoundContext) 
 
 def _acted_on(plan: RoundPlan, context: RoundContext, checked: _Checked) -> list[uuid.UUID]:
     """The waiting jobs the commit does more to than tell them why they wait (they start,
-    are nominated, or get an event): their rows are locked and loaded."""
+    are nominated, get an event, or a copy while they wait: a cancel that commits meanwhile
+    would stop no copy not yet committed): their rows are locked and loaded."""
     keys = {d.job_id for d in plan.starts} | {e.preemptor for e in checked.evictions}
+    keys |= {k for k, group in plan.prefetch.items() if group}
     keys |= {k for k, o in plan.outcomes.items() if o.status is Status.SET_ASIDE}
     return [context.jobs[k] for k in keys if k in context.jobs]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -43,6 +43,7 @@ from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
+from volcano_global.services.data.copies import barred
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
@@ -53,7 +54,7 @@ from volcano_global.services.scheduling.withdrawals import backing_off, held_bac
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import ClusterCapacity, JobRequest, LinkState, Policy, whole_queue
-from volcano_global.solver.data import DataNeeds
+from volcano_global.solver.data import CHECKPOINT, DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataMode
@@ -125,7 +126,12 @@ async def read_round(
         beyond=beyond,
     )
     if data.data:
-        data = replace(data, copying=await _copying(session), regions=await _regions(session))
+        data = replace(
+            data,
+            copying=await _copying(session),
+            regions=await _regions(session),
+            no_prefetch=await _no_prefetch(session, data.data, now),
+        )
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -202,8 +208,18 @@ async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
     found = await running_copies(session)
     for staging, cluster in rows.all():
         for item in staging or ():
-            found.setdefault(StagingItem.from_payload(item).data_source, set()).add(cluster)
+            name = StagingItem.from_payload(item).data_source
+            if name != CHECKPOINT:  # each job's own (`copying`)
+                found.setdefault(name, set()).add(cluster)
     return {name: tuple(sorted(where)) for name, where in found.items()}
+
+
+async def _no_prefetch(
+    session: AsyncSession, needs: Mapping[str, DataNeeds], now: datetime
+) -> dict[str, tuple[str, ...]]:
+    """Job id -> the clusters its data is not prefetched into this round (`barred`)."""
+    found = await barred(session, job_ids=[uuid.UUID(k) for k in needs], now=now)
+    return {str(job_id): tuple(sorted(where)) for job_id, where in found.items()}
 
 
 async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[Cluster]:

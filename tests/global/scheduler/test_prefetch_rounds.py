@@ -6,11 +6,14 @@ bandwidth, failure returns it and requeues nothing, the job's cancel stops it.""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
@@ -18,8 +21,11 @@ from tests.factories import create_cluster, job_document, split_annotations, sub
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
-from volcano_global.services.data.copies import apply_report
+from volcano_global.services.data import source_uris
+from volcano_global.services.data.copies import apply_report, to_send
+from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.dispatch.supervision import supervise
+from volcano_global.services.scheduling import prefetch
 
 
 async def reserved(api: httpx.AsyncClient) -> float:
@@ -44,14 +50,17 @@ async def report(app: FastAPI, copy: DataCopy, phase: CopyPhase, message: str = 
         )
 
 
-async def prefetching(app: FastAPI, api: httpx.AsyncClient) -> tuple[str, str]:
+async def prefetching(
+    app: FastAPI, api: httpx.AsyncClient, *, created: bool = False
+) -> tuple[str, str]:
     """gpu-b holds corpus-v3 (2 TiB) and runs `hog` (it reads the corpus) for 10 more hours;
     gpu-a runs `short` (reads nothing) for 30 more minutes. `train` (64 GPUs, reads the
     corpus) fits in neither now. By hand: a holder has room in about 10 h; staging into gpu-a
     at 100 Gbps takes 2 TiB * 8 / 100 Gbps = 176 s, and gpu-a has room in about 30 min; so
     room and data are both in gpu-a in 30 min, sooner than 10 h: copy it there now."""
     for name in ("gpu-a", "gpu-b"):
-        await create_cluster(api, name)
+        if not created:
+            await create_cluster(api, name)
         await put_inventory(api, name)
     link = {"clusterA": "gpu-a", "clusterB": "gpu-b", "capacityGbps": 400}
     assert (await api.post("/api/v1/links", json=link)).status_code == 201
@@ -134,6 +143,55 @@ async def test_a_failed_copy_returns_its_bandwidth_and_requeues_nothing(
     assert (await copies(app))[0].state is CopyState.FAILED
 
 
+async def ended_ago(app: FastAPI, seconds: float) -> None:
+    """Every copy's end moved `seconds` into the past (time passes)."""
+    async with transaction(app.state.sessions) as session:
+        for copy in (await session.execute(select(DataCopy))).scalars():
+            if copy.ended_at is not None:
+                copy.ended_at = datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # A copy refused every time (a namespace the agent refuses) was made again every round:
+    # 5 failures, 6 rows. Now: none into gpu-a for 5 min, then 10 min after the second.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "refused: namespace kube-system")
+    for _ in range(3):
+        assert (await app.state.scheduler.run_once()).result.placed == []
+    assert len(await copies(app)) == 1
+    assert "copying it to" not in (await job(api, uid))["pendingReason"]
+    await ended_ago(app, 301)
+    await app.state.scheduler.run_once()
+    first, second = await copies(app)
+    assert second.state is CopyState.PENDING and second.destination_cluster_id == (
+        first.destination_cluster_id
+    )
+    await report(app, second, CopyPhase.FAILED, "refused: namespace kube-system")
+    await ended_ago(app, 301)  # the second failure's backoff is 10 min
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 2
+    await ended_ago(app, 601)
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 3
+
+
+async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    for name in ("gpu-a", "gpu-b"):
+        await create_cluster(api, name)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(runs_copies=False)
+        )
+    uid, _ = await prefetching(app, api, created=True)
+    assert await copies(app) == []
+    assert "copying it to" not in (await job(api, uid))["pendingReason"]
+
+
 async def test_cancelling_the_job_stops_its_copy(app: FastAPI, api: httpx.AsyncClient) -> None:
     uid, _ = await prefetching(app, api)
     assert (await api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200
@@ -210,3 +268,94 @@ async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidt
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
     assert await reserved(api) == 0
     assert (await job(api, uid))["state"] == "Pending"
+
+
+async def test_a_job_cancelled_while_the_round_commits_its_copy_keeps_no_copy_running(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancel comes after the commit read the job Pending, before it writes the copy: it
+    # waits for the job's row (the commit locked it), then stops the copy. Unlocked
+    # (Postgres), it committed first, found no copy to stop, and the copy ran for nobody.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:  # the next round plans it again,
+        await session.execute(delete(DataCopy))  # the job's reason unchanged (no row written)
+    cancels: list[asyncio.Task[httpx.Response]] = []
+
+    async def uris(*args: object, **kw: object) -> dict[str, str]:
+        cancels.append(asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel")))
+        await asyncio.sleep(0.5)
+        return await source_uris(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prefetch, "source_uris", uris)
+    await app.state.scheduler.run_once()
+    (cancel,) = cancels
+    assert (await cancel).status_code == 200
+    assert (await job(api, uid))["state"] == "Cancelled"
+    (copy,) = await copies(app)
+    assert copy.state is CopyState.STOPPING
+    assert await reserved(api) == 0
+
+
+async def test_a_checkpoints_copy_bars_no_other_jobs_checkpoint(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Every job's checkpoint is named `checkpoint`: one job's on its way to gpu-a is not data
+    # another job's start or prefetch must wait for.
+    await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(DataCopy).values(data_source="checkpoint"))
+        assert await running_copies(session) == {}
+
+
+async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agents(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The copy runs from gpu-c (a cluster that never held a share: one that did cannot be
+    # deleted) into gpu-a. Its row went with gpu-c (ON DELETE CASCADE): gpu-a's agent was
+    # never told to stop. Now the deletion stops it (gpu-a's agent is sent the stop, an
+    # event says why), and is refused until that agent says it stopped.
+    uid, _ = await prefetching(app, api)
+    await create_cluster(api, "gpu-c")
+    async with transaction(app.state.sessions) as session:
+        where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
+        await session.execute(update(DataCopy).values(source_cluster_id=where))
+    refused = await api.delete("/api/v1/clusters/gpu-c")
+    assert refused.status_code == 409, refused.text
+    assert "corpus-v3 to gpu-a" in refused.json()["message"]
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "cluster gpu-c is being deleted")
+    assert await reserved(api) == 0
+    async with transaction(app.state.sessions) as session:
+        cluster = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-a"))
+        assert cluster is not None
+        assert [c.id for c in await to_send(session, cluster_id=cluster)] == [copy.id]
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(e["reason"] == "PrefetchStopped" and "gpu-c" in e["message"] for e in events)
+    await report(app, copy, CopyPhase.STOPPED)
+    deleted = await api.delete("/api/v1/clusters/gpu-c")
+    assert deleted.status_code == 204, deleted.text
+    assert await copies(app) == []
+
+
+async def test_a_copy_made_for_no_job_is_shown_to_admins_only(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:  # its job row deleted since
+        await session.execute(update(DataCopy).values(job_id=None))
+    assert (await api.post("/api/v1/queues", json={"name": "llm", "weight": 1})).status_code == 201
+    issued = await api.post(
+        "/api/v1/tokens", json={"name": "team llm", "role": "queue-user", "queues": ["llm"]}
+    )
+    other = {"Authorization": f"Bearer {issued.json()['token']}"}
+    assert (await api.get("/api/v1/staging", headers=other)).json()["copies"] == []
+    assert len((await api.get("/api/v1/staging")).json()["copies"]) == 1
+
+
+async def test_a_link_held_by_a_copy_alone_is_not_deleted_and_says_why(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    refused = await api.delete("/api/v1/links/gpu-a/gpu-b")
+    assert refused.status_code == 409, refused.text
+    assert "copies in progress" in refused.json()["message"]

@@ -22,14 +22,16 @@ from volcano_global.solver import (
     Policy,
     RunningJob,
 )
+from volcano_global.solver import copies as copies_
 from volcano_global.solver.data import CheckpointNeed, DataNeeds, DatasetNeed, Item, source_for
-from volcano_global.solver.gravity import DataMode, DataOptions
+from volcano_global.solver.gravity import DataMode, DataOptions, Steer, steer
 from volcano_global.solver.model import link_key
 from volcano_global.solver.preemption import PREEMPT, Rules
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Status, Waiting, plan_round
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 TIB = 2**40
+PREFETCH = DataOptions(prefetch=True)
 
 
 def cluster(name: str, free_nodes: int, used_nodes: int = 0) -> ClusterCapacity:
@@ -619,3 +621,43 @@ def test_with_a_margin_prefetch_prefers_a_cluster_inside_the_region() -> None:
         options = RoundOptions(data=DataOptions(prefetch=True, cross_region_margin=margin))
         (copy,) = plan_round(data, Policy.CPSAT, options).prefetch["j"]
         assert (copy.source, copy.destination) == ("west", target)
+
+
+def test_a_job_that_may_evict_prefetches_unless_it_has_room_or_no_copy_may_go() -> None:
+    # west (the holder) is full for 10 h; east has one free node (8 GPUs) of the 16 the job
+    # needs, and the rest ends in 1 h. Evicting in east to stage there holds GPUs while it
+    # copies: the data is copied to east meanwhile instead (8 free GPUs are not room).
+    # Where no copy may go to east now (a copy failed there lately), the eviction path stays.
+    job = gang("j", 16, may_evict_for=frozenset({PREEMPT})).request
+    clusters = (cluster("east", 1, 3), cluster("west", 0, 4))
+    running = (busy("r", "west", 32, 36000.0), busy("s", "east", 24, 3600.0))
+
+    def steered(barred: tuple[str, ...]) -> Steer:
+        _, decided = steer(
+            [job],
+            {"j": reads(1, "west")},
+            clusters=clusters,
+            links=(LINK,),
+            running=running,
+            options=DataOptions(prefetch=True),
+            evicting=True,
+            no_prefetch={"j": barred},
+        )
+        return decided["j"]
+
+    fetch = steered(())
+    assert (fetch.prefetch_to, fetch.allowed) == ("east", ("west",))
+    evict = steered(("east",))
+    assert (evict.prefetch_to, evict.allowed) == (None, ("west", "east"))
+
+
+def test_two_jobs_checkpoints_are_both_prefetched_into_one_cluster() -> None:
+    # Each job's checkpoint is its own, though both are named `checkpoint`: one fetched into
+    # east for a does not stand for b's.
+    needs = {k: DataNeeds(checkpoint=CheckpointNeed(TIB, "west")) for k in ("a", "b")}
+    steered = {k: Steer(("west",), "", 100.0, "east") for k in ("a", "b")}
+    out = copies_.prefetch(steered, set(), needs, (LinkState("west", "east", 400.0),), PREFETCH)
+    assert {k: [(c.data, c.destination) for c in v] for k, v in out.items()} == {
+        "a": [("checkpoint", "east")],
+        "b": [("checkpoint", "east")],
+    }
