@@ -87,7 +87,7 @@ async def barred(
 
 def retry_after(failures: int) -> float:
     """Seconds no prefetch goes where one failed `failures` times."""
-    return min(RETRY_AFTER_S * 2 ** (failures - 1), RETRY_CAP_S)
+    return min(RETRY_AFTER_S * 2 ** min(failures - 1, 32), RETRY_CAP_S)
 
 
 async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataCopy]:
@@ -207,8 +207,12 @@ async def stop_cluster_copies(
         .order_by(DataCopy.id)
         .with_for_update(of=DataCopy)
     )
+    found = list(rows.scalars())
+    leaving = [c for c in found if c.destination_cluster_id != cluster_id]
     stopping = []
-    for copy in rows.scalars():
+    # While copies from it are being stopped the deletion is refused: the copies into it run
+    # on, told nothing, until the pass that deletes it ends them.
+    for copy in leaving or found:
         if copy.state is not CopyState.STOPPING:
             await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
         if copy.destination_cluster_id == cluster_id:

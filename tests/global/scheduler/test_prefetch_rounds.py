@@ -21,6 +21,7 @@ from tests.factories import create_cluster, job_document, split_annotations, sub
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
+from volcano_global.services.data import copies as copies_service
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import apply_report, to_send
 from volcano_global.services.data.copies import copying as running_copies
@@ -337,6 +338,36 @@ async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agent
     assert await copies(app) == []
 
 
+async def test_a_refused_deletion_leaves_the_copies_into_the_cluster_running(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # gpu-c is the source of one copy and the destination of another. The deletion is
+    # refused while the first is being stopped; the second must run on as it was (its agent
+    # still runs it, its bandwidth still reserved), not end Stopped with no one telling its
+    # agent, and ends only with the deletion itself.
+    await prefetching(app, api)
+    await create_cluster(api, "gpu-c")
+    async with transaction(app.state.sessions) as session:
+        where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
+        first = await session.scalar(select(DataCopy))
+        assert first is not None
+        into = {c.key: getattr(first, c.key) for c in DataCopy.__table__.columns}
+        into |= {"id": uuid.uuid4(), "destination_cluster_id": where}
+        session.add(DataCopy(**into))
+        await session.execute(
+            update(DataCopy).where(DataCopy.id == first.id).values(source_cluster_id=where)
+        )
+    before = {c.id: c.state for c in await copies(app)}
+    refused = await api.delete("/api/v1/clusters/gpu-c")
+    assert refused.status_code == 409, refused.text
+    after = {c.id: c for c in await copies(app)}
+    assert after[into["id"]].state is before[into["id"]]
+    assert after[first.id].state is CopyState.STOPPING
+    await report(app, after[first.id], CopyPhase.STOPPED)
+    assert (await api.delete("/api/v1/clusters/gpu-c")).status_code == 204
+    assert await copies(app) == []
+
+
 async def test_a_copy_made_for_no_job_is_shown_to_admins_only(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -359,3 +390,9 @@ async def test_a_link_held_by_a_copy_alone_is_not_deleted_and_says_why(
     refused = await api.delete("/api/v1/links/gpu-a/gpu-b")
     assert refused.status_code == 409, refused.text
     assert "copies in progress" in refused.json()["message"]
+
+
+def test_the_backoff_stays_at_its_cap_however_many_copies_failed() -> None:
+    # failed rows are kept: after about a thousand, 2**n no longer fits a float
+    assert copies_service.retry_after(1) == copies_service.RETRY_AFTER_S
+    assert copies_service.retry_after(5000) == copies_service.RETRY_CAP_S
