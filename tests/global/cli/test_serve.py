@@ -21,7 +21,7 @@ def config_of(settings: Settings) -> uvicorn.Config:
 
 def test_the_worker_healthcheck_timeout_reaches_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings(database_url=POSTGRES, workers=2)
-    assert config_of(settings).timeout_worker_healthcheck == 30  # uvicorn's own default: 5
+    assert config_of(settings).timeout_worker_healthcheck == 5  # uvicorn's own default
 
     monkeypatch.setenv("VGLOBAL_WORKER_HEALTHCHECK_TIMEOUT_S", "45")
     config = config_of(Settings(database_url=POSTGRES, workers=2))
