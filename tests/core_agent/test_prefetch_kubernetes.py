@@ -13,12 +13,11 @@ from typing import Any
 from core_agent.kubernetes.source import KubernetesSource
 from core_agent.kubernetes.staging import STAGING_LABEL, StagingConfig
 from core_agent.simulated.cluster import SimulatedCluster
+from tests.core_agent.data_federation import SPEC, corpus_in_west, reader
 from tests.core_agent.federation import federation
 from tests.core_agent.kube_objects import pod
 from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, volcano_jobs
 from tests.core_agent.test_kubernetes_staging import CONFIG, CORPUS, agent, staging_jobs
-from tests.core_agent.test_prefetch_end_to_end import SPEC, apply, submit
-from tests.data_documents import data_source
 from tests.factories import eventually
 from tests.k8s_emulator.server import PODS
 from volcano_global.jobspec.members import PLACEMENT_LABEL
@@ -169,18 +168,16 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         await fed.join("east", KubernetesSource(kube_api, watch_timeout_s=5, staging=CONFIG))
         west = SimulatedCluster.from_spec("west", SPEC)
         await fed.join("west", west)
-        await fed.link("east", "west")
-        await fed.ready("east", "west")
-        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
-        hog = await submit(fed.api, "hog", "1h")  # where the data is, for an hour
+        await corpus_in_west(fed)
+        hog = await reader(fed, "hog", "1h")  # where the data is, for an hour
         await fed.reach(hog, "Running")
-        short = await submit(fed.api, "short", "30m", reads=False, replicas=4)  # east
+        short = await reader(fed, "short", "30m", reads=False, replicas=4)  # east
         await eventually(lambda: len(volcano_jobs(emulator)) == 1)
         set_phase(emulator, volcano_jobs(emulator)[0], "Running", running=4)
         fill(emulator)
         await fed.reach(short, "Running")
 
-        uid = await submit(fed.api, "train", "20s", replicas=4)
+        uid = await reader(fed, "train", "20s", replicas=4)
         await fed.event(uid, "PrefetchStarted")
         await eventually(lambda: bool(staging_jobs(emulator)))
         [job] = staging_jobs(emulator)
