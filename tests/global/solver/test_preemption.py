@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from volcano_global.solver import ClusterCapacity, Decision, JobDecision, Leaf, Policy, Snapshot
+from volcano_global.solver.free_pools import FreePools
 from volcano_global.solver.model import JobRequest, LinkBandwidth, LinkState, RunningJob
 from volcano_global.solver.preemption import (
     PREEMPT,
     RECLAIM,
-    FreePools,
     Rules,
     Standing,
     expected_wait,
