@@ -19,7 +19,7 @@ from volcano_global.solver.model import (
     Snapshot,
     link_key,
 )
-from volcano_global.solver.packing import pools_of
+from volcano_global.solver.packing import Pools, pools_of
 
 
 class FreePools:
@@ -31,11 +31,13 @@ class FreePools:
     of thousands of leaves). A trial gives back only in the clusters the job may use: the
     placement reads no other."""
 
-    def __init__(self, clusters: tuple[ClusterCapacity, ...]) -> None:
+    def __init__(self, clusters: tuple[ClusterCapacity, ...], pools: Pools | None = None) -> None:
         self._clusters = clusters
+        if pools is not None:  # the caller's, in the state `clusters` describes
+            self.pools = pools
 
     @cached_property
-    def pools(self) -> dict[str, ClusterPool]:
+    def pools(self) -> Pools:
         """Built when a preemptor is first weighed: most rounds have none."""
         return pools_of(self._clusters)
 

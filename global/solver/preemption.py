@@ -64,6 +64,7 @@ from volcano_global.solver.model import (
     Snapshot,
     link_key,
 )
+from volcano_global.solver.packing import Pools
 
 PREEMPT = "preempt"
 RECLAIM = "reclaim"
@@ -141,10 +142,13 @@ def preempt(
     *,
     rules: Rules | None = None,
     queues: dict[str, Standing] | None = None,
+    pools: Pools | None = None,
 ) -> list[Eviction]:
     """The evictions of one round (see the module docstring). `snapshot.clusters` and `links`
     must be what is free after the round's admitted jobs (the simulator builds it after its
-    starts); the jobs `decision` did not admit, in `snapshot.jobs` order, may evict."""
+    starts); the jobs `decision` did not admit, in `snapshot.jobs` order, may evict.
+    `pools`: the clusters' pools in that state, if the caller has them (else built here);
+    the evictions' placements are taken from them."""
     rules = rules or Rules()
     queues = dict(queues or {})
     admitted = {d.job_id for d in decision.jobs if d.admitted}
@@ -152,7 +156,7 @@ def preempt(
     for job in snapshot.jobs:
         if job.id in admitted and job.queue in room:
             room[job.queue] -= job.gpus
-    free = FreePools(snapshot.clusters)
+    free = FreePools(snapshot.clusters, pools)
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
     jobs_left, gpus_left = rules.max_jobs, rules.max_gpus

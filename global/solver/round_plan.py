@@ -92,6 +92,7 @@ from volcano_global.solver.model import (
     Snapshot,
 )
 from volcano_global.solver.outcomes import Outcome, Status
+from volcano_global.solver.packing import Pools
 from volcano_global.solver.preemption import (
     Eviction,
     Rules,
@@ -249,11 +250,11 @@ def plan_round(
     staged = staging(data, decision, growing, steered, options)  # 6b
     decision, starts, steered = staged.decision, staged.starts, staged.steered
     grows = _grows(data, decision, growth, staged.links)  # 6
-    left = _left(snapshot, decision, filled, rules)
+    left, pools = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
-    evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
+    evictions = _evictions(left, pools, decision, shrinks, growing, queues, rules)  # 7
     evictions, preempting, unevicted = preemptor_copies(  # 7b
         data, evictions, left.links, steered, options, staged.bound
     )
@@ -288,14 +289,15 @@ def plan_round(
 
 def _left(
     snapshot: Snapshot, decision: Decision, filled: whole_queue.Filled, rules: Rules | None
-) -> Snapshot:
+) -> tuple[Snapshot, Pools | None]:
     """What the round's starts and growth leave: where evictions and explanations look (the
-    pools of step 5b, unless staging turned a start away since)."""
+    pools of step 5b, unless staging turned a start away since), and those pools when they
+    hold it (step 7 places on them instead of building 100 clusters' pools again)."""
     if filled.pools is not None and filled.decision is decision:
-        return filled.left(snapshot)
+        return filled.left(snapshot), filled.pools
     if snapshot.running or rules is not None or filled.beyond:
-        return remaining(snapshot, decision, filled.beyond)
-    return snapshot
+        return remaining(snapshot, decision, filled.beyond), None
+    return snapshot, None
 
 
 def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
@@ -403,21 +405,23 @@ def _grows(
 
 def _evictions(
     left: Snapshot,
+    pools: Pools | None,
     decision: Decision,
     shrinks: list[planning.Shrink],
     growing: set[str],
     queues: Mapping[str, Standing],
     rules: Rules | None,
 ) -> list[Eviction]:
-    """Step 7: `preemption.preempt` over what the decision leaves free (`left`); a running
-    elastic job the round resizes (gives back units, or grows) is no victim."""
+    """Step 7: `preemption.preempt` over what the decision leaves free (`left`, and its
+    `pools` when step 5b built them: the evictions change them, no later step reads them);
+    a running elastic job the round resizes (gives back units, or grows) is no victim."""
     if rules is None:
         return []
     grown = {d.job_id for d in decision.jobs if d.admitted and d.job_id in growing}
     resizing = {cut.job_id for cut in shrinks} | grown
     left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
     try:
-        return preempt(left, decision, rules=rules, queues=dict(queues))
+        return preempt(left, decision, rules=rules, queues=dict(queues), pools=pools)
     except Exception:  # a defect: the round's placements still go ahead
         log.exception("choosing the round's evictions failed")
         return []
