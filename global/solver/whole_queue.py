@@ -34,6 +34,7 @@ from volcano_global.jobspec.accelerators import is_npu_model
 from volcano_global.solver import screen
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.free_pools import after
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -42,7 +43,6 @@ from volcano_global.solver.model import (
     Snapshot,
 )
 from volcano_global.solver.packing import Pools, pack_job
-from volcano_global.solver.preemption import after
 from volcano_global.solver.reservations import HoldBook
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Filled:
     links: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def left(self, snapshot: Snapshot) -> Snapshot:
-        """The snapshot with what the starts took (as `preemption.remaining`)."""
+        """The snapshot with what the starts took (as `free_pools.remaining`)."""
         pools = self.pools
         if pools is None:
             return snapshot
