@@ -99,7 +99,9 @@ def rooms(tree: Mapping[str, QueueNode], waiting: Iterable[str]) -> dict[str, in
 @dataclass(frozen=True)
 class Filled:
     """What step 5b leaves: the decision with the jobs beyond the window, and the clusters'
-    pools and the links' bandwidth after every start (None: nothing was beyond)."""
+    pools and the links' bandwidth after every start (None: nothing was beyond). The pools
+    are handed on to step 7, which places its trials on them (`round_plan._left`): read
+    `left()` or the pools before step 7, never after."""
 
     decision: Decision
     beyond: tuple[JobRequest, ...] = ()
