@@ -1,9 +1,9 @@
 """Copies that belong to no share, in a Kubernetes member cluster: the same staging Job a
 share's copy runs as (staging.py), one container, named after the copy (`<name>-stage-<copy
 id>`) and labelled with it. Applying a copy twice (resent on each stream, or after an agent
-restart) creates nothing twice: the Job is found by its name and waited for again, or its end
-reported again. A cancellation deletes the Job (the copy stops), found by its label on the
-API server; a copy that ended first reports its end again instead."""
+restart) creates nothing twice: the Job is found by its label on the API server and waited
+for again, or its end reported again. A cancellation deletes the Job (the copy stops), found
+the same way; a copy that ended first reports its end again instead."""
 
 from __future__ import annotations
 
@@ -97,9 +97,16 @@ class Copies:
             )
             report(status)
 
+        persist = self._persist(stop)
         try:
+            # Its Job, if one runs already, is found by the copy's label, not by its name: the
+            # name follows the job's, and a copy whose job was deleted since is sent with
+            # its data source's name instead (a Job by that name would be a second copier).
+            found = await self._jobs(copy.copy_id, persist)
+            names = [j["metadata"]["name"] for j in found if _namespace(j) == copy.namespace]
+            adopt = names[0] if names else ""
             why = await self.stager.stage(
-                share, persist=self._persist(stop), stop=stop, progress=progress
+                share, persist=persist, stop=stop, progress=progress, adopt=adopt
             )
         except Abandoned:
             return  # cancelled: the cancellation reports
@@ -120,7 +127,7 @@ class Copies:
             return
         persist = self._persist(None)
         for job in await self._jobs(cancel.copy_id, persist):
-            namespace, name = job["metadata"].get("namespace", ""), job["metadata"]["name"]
+            namespace, name = _namespace(job), job["metadata"]["name"]
             if (outcome := job_outcome(job)) is not None:  # it ended while no agent ran
                 phase = CopyPhase.FAILED if outcome else CopyPhase.SUCCEEDED
                 why = outcome and f"staging Job {namespace}/{name} failed: {outcome}"
@@ -163,3 +170,7 @@ class Copies:
             )
 
         return persist
+
+
+def _namespace(job: dict[str, Any]) -> str:
+    return str(job["metadata"].get("namespace", ""))

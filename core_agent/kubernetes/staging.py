@@ -90,16 +90,20 @@ class Stager:
         persist: Persist,
         stop: asyncio.Event,
         progress: Callable[[int], None],
+        adopt: str = "",
     ) -> str:
         """Run the share's copies; "" once the data is there, else why not. Raises Abandoned
-        when `stop` is set (the share was cancelled: the cancellation deletes the Job)."""
-        name = staging_job_name(a)
+        when `stop` is set (the share was cancelled: the cancellation deletes the Job).
+        `adopt`: the name of its Job found on the API server, waited for instead of creating
+        one (its name may differ from the one it would be given now)."""
+        name = adopt or staging_job_name(a)
         what = f"staging Job {a.namespace}/{name}"
         try:
-            await persist(
-                f"creating {what}",
-                functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
-            )
+            if not adopt:
+                await persist(
+                    f"creating {what}",
+                    functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
+                )
         except AlreadyExists:
             pass  # created before an agent restart (or it is not ours: seen below)
         except Refused as exc:
@@ -107,20 +111,20 @@ class Stager:
         moved = asyncio.Event()
         self._waiting.add(moved)
         try:
-            return await self._wait(a, moved, persist=persist, stop=stop, progress=progress)
+            return await self._wait(a, name, moved, persist=persist, stop=stop, progress=progress)
         finally:
             self._waiting.discard(moved)
 
     async def _wait(
         self,
         a: ShareAssignment,
+        name: str,
         moved: asyncio.Event,
         *,
         persist: Persist,
         stop: asyncio.Event,
         progress: Callable[[int], None],
     ) -> str:
-        name = staging_job_name(a)
         what = f"staging Job {a.namespace}/{name}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.timeout_s + self.config.grace_s

@@ -191,3 +191,23 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         assert source["clusters"] == ["west", "east"]
         assert (await fed.job(uid))["state"] == "Pending"
         assert len(volcano_jobs(emulator)) == 1  # the copy made no Volcano Job
+
+
+async def test_a_restarted_agent_adopts_the_copys_job_when_its_name_changed() -> None:
+    # The copy's job was deleted while it ran: the Global now sends it under its data source's
+    # name. The restarted agent finds the running Job by the copy's label and makes no second.
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 2.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        await second.start()
+        try:
+            second.apply_copy(replace(COPY, name="corpus", job_uid=""), reports.append)
+            await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED])
+            [job] = staging_jobs(emulator)
+            assert job["metadata"]["name"] == f"train-stage-{COPY.copy_id}"
+        finally:
+            await second.stop()
