@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -130,11 +130,8 @@ async def apply_report(
         key = uuid.UUID(status.copy_id)
     except ValueError:
         return None
-    copy = (
-        await session.execute(
-            select(DataCopy).where(DataCopy.id == key).with_for_update(of=DataCopy)
-        )
-    ).scalar_one_or_none()
+    found = await _lock_with_jobs(session, DataCopy.id == key)
+    copy = found[0] if found else None
     if copy is None or copy.destination_cluster_id != cluster_id:
         log.info("report on copy %s, which this cluster does not run: ignored", status.copy_id)
         return None
@@ -197,17 +194,12 @@ async def stop_cluster_copies(
     (their agents are told). Returns those still being stopped: their rows must outlive the
     cluster until their agents say the copies stopped, or nothing would tell them."""
     why = f"cluster {name} is being deleted"
-    rows = await session.execute(
-        select(DataCopy)
-        .where(
-            (DataCopy.source_cluster_id == cluster_id)
-            | (DataCopy.destination_cluster_id == cluster_id),
-            DataCopy.state.in_(SENT),
-        )
-        .order_by(DataCopy.id)
-        .with_for_update(of=DataCopy)
+    found = await _lock_with_jobs(
+        session,
+        (DataCopy.source_cluster_id == cluster_id)
+        | (DataCopy.destination_cluster_id == cluster_id),
+        DataCopy.state.in_(SENT),
     )
-    found = list(rows.scalars())
     leaving = [c for c in found if c.destination_cluster_id != cluster_id]
     stopping = []
     # While copies from it are being stopped the deletion is refused: the copies into it run
@@ -240,13 +232,28 @@ async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: s
 async def fail_lost(session: AsyncSession) -> list[DataCopy]:
     """The running copies into a cluster that is no longer Ready end Failed (its agent cannot
     report their end; the bandwidth returns), as a lost cluster's shares end."""
+    # Jobs first, then copies (as `_lock_with_jobs`), skipping what another transaction holds:
+    # a job being cancelled stops its copies itself; the next pass sees what is left.
+    lost_copy = DataCopy.destination_cluster_id.in_(
+        select(Cluster.id).where(Cluster.state != ClusterState.READY)
+    )
+    ids = await session.scalars(
+        select(DataCopy.job_id).where(lost_copy, DataCopy.state.in_(SENT)).distinct()
+    )
+    held = await session.scalars(
+        select(Job.id)
+        .where(Job.id.in_([i for i in ids.all() if i is not None]))
+        .order_by(Job.id)
+        .with_for_update(of=Job, skip_locked=True)
+    )
+    jobs = set(held.all())
     rows = await session.execute(
         select(DataCopy)
-        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state.in_(SENT), Cluster.state != ClusterState.READY)
+        .where(lost_copy, DataCopy.state.in_(SENT))
+        .order_by(DataCopy.id)
         .with_for_update(of=DataCopy, skip_locked=True)
     )
-    lost = list(rows.scalars())
+    lost = [c for c in rows.scalars() if c.job_id is None or c.job_id in jobs]
     for copy in lost:
         where = copy.destination_cluster
         why = f"cluster {where.name} is {where.state.value}"
@@ -268,6 +275,32 @@ async def list_copies(
     if job_ids is not None:
         query = query.where(DataCopy.job_id.in_(list(job_ids)))
     return list((await session.execute(query)).scalars())
+
+
+async def _lock_with_jobs(session: AsyncSession, *where: ColumnElement[bool]) -> list[DataCopy]:
+    """The copies `where` says, locked after their jobs (in id order): the order of a job's
+    cancel and of the round's commit (jobs, then their copies). A copy locked first would be
+    held while its event waits for the job's row (an event's key check), which a cancel holds
+    while it waits for the copy: a deadlock on Postgres. A copy written between the two reads
+    (a round's commit) has its job locked last: its commit held the job until then."""
+    ids = await session.scalars(
+        select(DataCopy.job_id).where(*where, DataCopy.job_id.is_not(None)).distinct()
+    )
+    jobs = await _lock_jobs(session, {i for i in ids.all() if i is not None})
+    rows = await session.execute(
+        select(DataCopy).where(*where).order_by(DataCopy.id).with_for_update(of=DataCopy)
+    )
+    found = list(rows.scalars())
+    await _lock_jobs(session, {c.job_id for c in found if c.job_id is not None} - jobs)
+    return found
+
+
+async def _lock_jobs(session: AsyncSession, ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+    """The jobs' rows locked in id order, as `lifecycle.jobs.lock_jobs` locks them."""
+    if not ids:
+        return set()
+    query = select(Job.id).where(Job.id.in_(list(ids))).order_by(Job.id).with_for_update(of=Job)
+    return set((await session.scalars(query)).all())
 
 
 async def _end(

@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
-from tests.factories import create_cluster, job_document, split_annotations, submit
+from tests.factories import create_cluster, eventually, job_document, split_annotations, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
@@ -336,6 +336,93 @@ async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agent
     deleted = await api.delete("/api/v1/clusters/gpu-c")
     assert deleted.status_code == 204, deleted.text
     assert await copies(app) == []
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_deleting_a_cluster_while_a_job_of_its_copies_is_cancelled_does_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The deletion locked the copy, then wrote its job's event (whose key check waits for the
+    # job's row); the cancel locked the job, then waited for the copy: Postgres found a
+    # deadlock and failed one. The events table held by a third transaction makes both wait
+    # at their worst points: the deletion before its event, the cancel after the deletion's
+    # first lock. Now the deletion locks the job first, and the cancel waits for it.
+    uid, _ = await prefetching(app, api)
+    await create_cluster(api, "gpu-c")
+    async with transaction(app.state.sessions) as session:
+        where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
+        await session.execute(update(DataCopy).values(source_cluster_id=where))
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        deleting = asyncio.create_task(api.delete("/api/v1/clusters/gpu-c"))
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    deleted, cancelled = await asyncio.wait_for(asyncio.gather(deleting, cancelling), 30)
+    assert (deleted.status_code, cancelled.status_code) == (409, 200), (
+        deleted.text,
+        cancelled.text,
+    )
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "cluster gpu-c is being deleted")
+    assert (await job(api, uid))["state"] == "Cancelled"
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_failed_copys_report_and_its_jobs_cancel_at_once_do_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The same order for an agent's report of a failed copy (its PrefetchFailed event).
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        reporting = asyncio.create_task(report(app, copy, CopyPhase.FAILED, "refused"))
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    _, cancelled = await asyncio.wait_for(asyncio.gather(reporting, cancelling), 30)
+    assert cancelled.status_code == 200, cancelled.text
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "refused")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The same order for the supervision that fails the copies into a lost cluster.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+
+    async def supervising() -> None:
+        async with transaction(app.state.sessions) as session:
+            await copies_service.fail_lost(session)
+
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        failing = asyncio.create_task(supervising())
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    _, cancelled = await asyncio.wait_for(asyncio.gather(failing, cancelling), 30)
+    assert cancelled.status_code == 200, cancelled.text
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+async def waiting_for_locks(app: FastAPI, count: int) -> bool:
+    async with app.state.engine.connect() as connection:
+        waiting = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+        )
+        return bool(waiting.scalar_one() >= count)
 
 
 async def test_a_refused_deletion_leaves_the_copies_into_the_cluster_running(
