@@ -28,6 +28,7 @@ from core_agent.kubernetes.adapter import BATCH_JOBS, AlreadyExists, Kind, KubeA
 from core_agent.kubernetes.retry import Abandoned
 from core_agent.kubernetes.watcher import Store
 from volcano_global.jobspec.members import JOB_UID_LABEL, LABEL_PREFIX, PLACEMENT_LABEL
+from volcano_global.rpc.copies import MAX_BYTES
 from volcano_global.rpc.shares import ShareAssignment, StagingItem
 
 STAGING_LABEL = LABEL_PREFIX + "staging"
@@ -218,9 +219,14 @@ def job_outcome(job: dict[str, Any]) -> str | None:
 
 
 def staged_bytes(job: dict[str, Any] | None) -> int:
-    """What the copier says it has copied (0: nothing said)."""
+    """What the copier says it has copied (0: nothing said, or no count in ASCII digits), at
+    most what the Global stores: a larger count made the report one it refuses, which ends
+    the agent's stream (and `int("²")` raises, though `"²".isdigit()`)."""
     value = ((job or {}).get("metadata", {}).get("annotations") or {}).get(STAGED_BYTES_ANNOTATION)
-    return int(value) if isinstance(value, str) and value.isdigit() else 0
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return 0
+    digits = value.lstrip("0") or "0"  # 20 digits are past the most (int() refuses 4,301)
+    return min(int(digits[:20]), MAX_BYTES)
 
 
 async def _first(*events: asyncio.Event, within: float) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from core_agent.kubernetes.source import KubernetesSource
-from core_agent.kubernetes.staging import STAGING_LABEL, StagingConfig
+from core_agent.kubernetes.staging import STAGED_BYTES_ANNOTATION, STAGING_LABEL, StagingConfig
 from core_agent.simulated.cluster import SimulatedCluster
 from tests.core_agent.federation import federation
 from tests.core_agent.kube_objects import pod
@@ -20,9 +22,10 @@ from tests.core_agent.test_kubernetes_staging import CONFIG, CORPUS, agent, stag
 from tests.core_agent.test_prefetch_end_to_end import SPEC, apply, submit
 from tests.data_documents import data_source
 from tests.factories import eventually
-from tests.k8s_emulator.server import PODS
+from tests.k8s_emulator.server import BATCH_JOBS, PODS
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 from volcano_global.rpc.copies import (
+    MAX_BYTES,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
@@ -211,3 +214,26 @@ async def test_a_restarted_agent_adopts_the_copys_job_when_its_name_changed() ->
             assert job["metadata"]["name"] == f"train-stage-{COPY.copy_id}"
         finally:
             await second.stop()
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reported"), [(str(2**64), MAX_BYTES), ("9" * 5000, MAX_BYTES), ("²", 0)]
+)
+async def test_a_copiers_count_past_what_the_global_stores_is_reported_at_most(
+    annotation: str, reported: int
+) -> None:
+    # 2**64 bytes made a report the Global refuses (its stream ended); "²" made the wait's
+    # int() raise (the copy was never reported again). Then the copier counts on.
+    async with agent() as (emulator, source, _):
+        emulator.jobs.run_s = 60.0
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        meta = staging_jobs(emulator)[0]["metadata"]
+        for value in (annotation, "1024"):
+            patch = {"metadata": {"annotations": {STAGED_BYTES_ANNOTATION: value}}}
+            emulator.patch(BATCH_JOBS, meta["name"], patch, meta["namespace"])
+            await eventually(lambda: any(r.staged_bytes == reported for r in reports))
+        await eventually(lambda: reports[-1].staged_bytes == 1024)
+        for r in reports:
+            assert CopyStatus.from_proto(r.to_proto()).staged_bytes == r.staged_bytes
