@@ -110,6 +110,7 @@ def steer(
     evicting: bool = False,
     regions: Mapping[str, str] | None = None,
     no_prefetch: Mapping[str, Sequence[str]] | None = None,
+    no_copies_into: Mapping[str, str] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
@@ -117,7 +118,8 @@ def steer(
     may evict may then be steered where it has no room yet). `regions`: cluster -> region,
     where known (copies that leave a region weigh `cross_region_margin` more). `no_prefetch`:
     job id -> clusters its data is not copied into while it waits (a copy there failed lately,
-    or the cluster's agent cannot run one)."""
+    or the cluster's agent cannot run one). `no_copies_into`: cluster -> why no job's data is
+    copied into it while it waits (copies into it keep failing), said in the job's note."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
@@ -132,7 +134,10 @@ def steer(
                 decided[job.id] = Steer(None, lost)
             continue
         barred = frozenset((no_prefetch or {}).get(job.id, ()))
-        s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {}, barred)
+        s = _steer_one(
+            job, wanted, names, free, room, options, evicting, regions or {}, barred,
+            no_copies_into or {},
+        )  # fmt: skip
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
         moving = [i.name for i in wanted if i.name in (copying or {})]
@@ -179,6 +184,7 @@ def _steer_one(
     evicting: bool,
     regions: Mapping[str, str],
     barred: frozenset[str] = frozenset(),
+    refused: Mapping[str, str] | None = None,
 ) -> Steer:
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
@@ -202,6 +208,11 @@ def _steer_one(
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     target = _prefetch_target(job, staged, wait, room, weight, barred) if options.prefetch else None
+    refusal = ""
+    if target is not None and target in (refused or {}):  # said: the job waits the longer
+        refusal = f"; not copying it to {target} meanwhile: {(refused or {})[target]}"
+        barred |= frozenset(refused or ())
+        target = _prefetch_target(job, staged, wait, room, weight, barred)
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
     if faster and target is not None and not any(room.free_now(job, c) >= need for c in faster):
         # Only an eviction could make room where it would stage: copying the data without
@@ -213,16 +224,16 @@ def _steer_one(
         if target is not None:
             ready = max(room.wait_s(job, (target,))[0], staged[target][0])
             room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
-            note = _waiting_note(wanted, holders, staged, wait)
+            note = _waiting_note(wanted, holders, staged, wait) + refusal
             return Steer(holders, f"{note}; copying it to {target} meanwhile", wait, target)
         if math.isfinite(wait):
             room.claim(group, wait, job.gpus, run)
-        return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
+        return Steer(holders, _waiting_note(wanted, holders, staged, wait) + refusal, wait)
     best = faster[0]
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
-    return Steer(holders + faster, note + sooner, wait)
+    return Steer(holders + faster, note + sooner + refusal, wait)
 
 
 def _prefetch_target(

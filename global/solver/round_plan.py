@@ -153,6 +153,9 @@ class RoundInput:
     # Job id -> clusters its data is not prefetched into now: a copy there failed lately (its
     # backoff runs), or the cluster's agent cannot run copies without a share.
     no_prefetch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Cluster -> why no waiting job's data is copied into it now (copies into it keep failing,
+    # whichever jobs they were for: `services/data/copies.broken_destinations`).
+    no_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)
@@ -314,6 +317,7 @@ def _in_line(
         evicting=options.preemption is not None,
         regions=data.regions,
         no_prefetch=data.no_prefetch,
+        no_copies_into=data.no_copies_into,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     return waiting, steered, held_back

@@ -44,6 +44,12 @@ PREFETCH = "prefetch"
 # `RETRY_CAP_S`.
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
+# A cluster whose last `BROKEN_AFTER` ended copies (any jobs', within `BROKEN_WINDOW_S`) all
+# failed gets none for any job, as one job's failures bar it for that job: a cluster broken
+# for every job (its copier's image cannot be pulled, its volume is full) would otherwise fail
+# one copy per waiting job. 5 min after the third failure in a row, doubled per failure since.
+BROKEN_AFTER = 3
+BROKEN_WINDOW_S = 24 * 3600.0
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
@@ -82,6 +88,51 @@ async def barred(
         ended = last if last is None or last.tzinfo else last.replace(tzinfo=UTC)
         if ended is not None and ended + timedelta(seconds=retry_after(count)) > now:
             found.setdefault(job_id, set()).add(cluster)
+    return found
+
+
+async def broken_destinations(session: AsyncSession, *, now: datetime) -> dict[str, str]:
+    """Cluster -> why no prefetch goes into it now (`BROKEN_AFTER`): the copies into it that
+    failed since its last success, within the window, if enough, and their backoff runs."""
+    ok = (
+        select(
+            DataCopy.destination_cluster_id.label("cluster_id"),
+            func.max(DataCopy.ended_at).label("at"),
+        )
+        .where(DataCopy.state == CopyState.SUCCEEDED)
+        .group_by(DataCopy.destination_cluster_id)
+        .subquery()
+    )
+    rows = await session.execute(
+        select(Cluster.id, Cluster.name, func.count(), func.max(DataCopy.ended_at))
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
+        .where(
+            DataCopy.state == CopyState.FAILED,
+            DataCopy.ended_at > now - timedelta(seconds=BROKEN_WINDOW_S),
+            (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
+        )
+        .group_by(Cluster.id, Cluster.name)
+        .having(func.count() >= BROKEN_AFTER)
+    )
+    found = {}
+    for cluster_id, name, count, last in rows.all():
+        ended = last if last.tzinfo else last.replace(tzinfo=UTC)
+        until = ended + timedelta(seconds=retry_after(count - BROKEN_AFTER + 1))
+        if until <= now:
+            continue  # the next copy there tries again
+        why = await session.scalar(
+            select(DataCopy.reason)
+            .where(
+                DataCopy.destination_cluster_id == cluster_id, DataCopy.state == CopyState.FAILED
+            )
+            .order_by(DataCopy.ended_at.desc())
+            .limit(1)
+        )
+        found[name] = (
+            f"the last {count} copies into it failed (the last: {why}); none goes there "
+            f"before {until:%H:%M} UTC"
+        )
     return found
 
 

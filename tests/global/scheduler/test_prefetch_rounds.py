@@ -179,6 +179,39 @@ async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grow
     assert len(await copies(app)) == 3
 
 
+async def failed_before(app: FastAPI, copy: DataCopy, count: int) -> None:
+    """`count` more failed copies into the copy's destination, for no job (other jobs')."""
+    async with transaction(app.state.sessions) as session:
+        row = await session.get(DataCopy, copy.id)
+        assert row is not None
+        for i in range(count):
+            clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+            clone |= {"id": uuid.uuid4(), "job_id": None, "reason": f"ImagePullBackOff {i}"}
+            clone["ended_at"] = row.ended_at - timedelta(seconds=10 * (i + 1))
+            session.add(DataCopy(**clone))
+
+
+async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_while(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Three copies into gpu-a failed in a row, for three jobs: a fourth job's data is not
+    # copied there (it was: one failed copy per waiting job), and its reason says why; after
+    # the backoff one copy tries again.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 2)
+    other = await reader(api, "other")
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 3
+    reason = (await job(api, other))["pendingReason"]
+    assert "not copying it to gpu-a meanwhile: the last 3 copies into it failed" in reason
+    assert "(the last: ErrImagePull)" in reason
+    await ended_ago(app, 301)
+    await app.state.scheduler.run_once()
+    assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
+
+
 async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
