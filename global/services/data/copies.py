@@ -22,6 +22,7 @@ from volcano_global.db.models import (
     ClusterState,
     CopyState,
     DataCopy,
+    DataSourceRow,
     EventType,
     Job,
     LinkReservation,
@@ -314,6 +315,37 @@ async def fail_lost(session: AsyncSession) -> list[DataCopy]:
             await _end(session, copy, CopyState.FAILED, why)
             await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
     return lost
+
+
+async def stop_arrived(session: AsyncSession) -> list[DataCopy]:
+    """The running copies whose data is in their destination by other means (another copy
+    put it there, its agent found it there, or a DataSource applied says so) are stopped
+    (`data already in <cluster>`): they would hold bandwidth other copies wait for, and copy
+    over data that is there. Not a checkpoint's: it has no DataSource."""
+    rows = await session.execute(
+        select(DataCopy.id, DataCopy.data_source, Cluster.name)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY), DataCopy.data_source != CHECKPOINT)
+    )
+    running = rows.all()
+    if not running:
+        return []
+    held = await session.execute(
+        select(DataSourceRow.name, DataSourceRow.clusters).where(
+            DataSourceRow.name.in_({source for _, source, _ in running})
+        )
+    )
+    holders = {name: set(clusters or ()) for name, clusters in held.all()}
+    there = [i for i, source, where in running if where in holders.get(source, ())]
+    if not there:
+        return []
+    found = await _lock_with_jobs(session, DataCopy.id.in_(there), DataCopy.state.in_(RUNNING_COPY))
+    for copy in found:
+        why = f"data already in {copy.destination_cluster.name}"
+        await _end(session, copy, CopyState.STOPPING, why, ended=False)
+        await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in found])
+    return found
 
 
 async def list_copies(

@@ -25,6 +25,7 @@ from volcano_global.services.data import copies as copies_service
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import apply_report, to_send
 from volcano_global.services.data.copies import copying as running_copies
+from volcano_global.services.data.sources import add_locality
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.services.scheduling import prefetch
 
@@ -302,6 +303,33 @@ async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidt
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
     assert await reserved(api) == 0
     assert (await job(api, uid))["state"] == "Pending"
+
+
+async def test_a_copy_whose_data_got_there_by_other_means_is_stopped(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # gpu-a's agent found corpus-v3 there (or another copy put it there) while the copy ran:
+    # the copy held 100 Gbps and wrote over the data, until it ended. Now the next pass
+    # stops it, and tells gpu-a's agent.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)  # nothing there yet: it runs on
+    assert [c.state for c in await copies(app)] == [CopyState.PENDING]
+    async with transaction(app.state.sessions) as session:
+        await add_locality(session, source="corpus-v3", cluster="gpu-a")
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "data already in gpu-a")
+    assert await reserved(api) == 0
+    async with transaction(app.state.sessions) as session:
+        assert [c.id for c in await to_send(session, cluster_id=copy.destination_cluster_id)] == [
+            copy.id
+        ]
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(
+        e["reason"] == "PrefetchStopped" and "already in gpu-a" in e["message"] for e in events
+    )
 
 
 async def test_a_job_cancelled_while_the_round_commits_its_copy_keeps_no_copy_running(
