@@ -213,6 +213,22 @@ async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_w
     assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
 
 
+async def test_a_success_into_the_cluster_ends_its_run_of_failures(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 3)
+    now = datetime.now(UTC)
+    async with transaction(app.state.sessions) as session:
+        assert list(await copies_service.broken_destinations(session, now=now)) == ["gpu-a"]
+        await session.execute(  # the latest of the four succeeded instead
+            update(DataCopy).where(DataCopy.id == copy.id).values(state=CopyState.SUCCEEDED)
+        )
+        assert await copies_service.broken_destinations(session, now=now) == {}
+
+
 async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
