@@ -182,7 +182,11 @@ async def apply_report(
         key = uuid.UUID(status.copy_id)
     except ValueError:
         return None
-    found = await _lock_with_jobs(session, DataCopy.id == key)
+    if status.phase.ended:  # an event on its job follows
+        found = await _lock_with_jobs(session, DataCopy.id == key)
+    else:  # progress writes the copy alone: its job's row is left to the rounds
+        query = select(DataCopy).where(DataCopy.id == key).with_for_update(of=DataCopy)
+        found = list((await session.execute(query)).scalars())
     copy = found[0] if found else None
     if copy is None or copy.destination_cluster_id != cluster_id:
         log.info("report on copy %s, which this cluster does not run: ignored", status.copy_id)
