@@ -19,7 +19,14 @@ from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
 from tests.factories import create_cluster, eventually, job_document, split_annotations, submit
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
+from volcano_global.db.models import (
+    Cluster,
+    ClusterState,
+    CopyState,
+    DataCopy,
+    Job,
+    LinkReservation,
+)
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import copies as copies_service
 from volcano_global.services.data import source_uris
@@ -489,6 +496,19 @@ async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_
     assert cancelled.status_code == 200, cancelled.text
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_copys_progress_report_does_not_wait_for_its_jobs_row(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Progress writes no event: a round's commit holding the job does not hold up the report.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+        await asyncio.wait_for(report(app, copy, CopyPhase.COPYING), 5)
+    assert (await copies(app))[0].state is CopyState.COPYING
 
 
 async def waiting_for_locks(app: FastAPI, count: int) -> bool:
