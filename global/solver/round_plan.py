@@ -156,6 +156,9 @@ class RoundInput:
     # Cluster -> why no waiting job's data is copied into it now (copies into it keep failing,
     # whichever jobs they were for: `services/data/copies.broken_destinations`).
     no_copies_into: Mapping[str, str] = field(default_factory=dict)
+    # Cluster -> why: copies into it kept failing and their backoff ended; one copy (the first
+    # job's) tries again, the jobs after it are told why not theirs.
+    probe_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)
@@ -318,6 +321,7 @@ def _in_line(
         regions=data.regions,
         no_prefetch=data.no_prefetch,
         no_copies_into=data.no_copies_into,
+        probe_copies_into=data.probe_copies_into,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     return waiting, steered, held_back

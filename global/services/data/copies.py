@@ -8,9 +8,11 @@ The round writes copies (`services/scheduling/prefetch.py`)."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -45,12 +47,29 @@ PREFETCH = "prefetch"
 # `RETRY_CAP_S`.
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
-# A cluster whose last `BROKEN_AFTER` ended copies (any jobs', within `BROKEN_WINDOW_S`) all
-# failed gets none for any job, as one job's failures bar it for that job: a cluster broken
-# for every job (its copier's image cannot be pulled, its volume is full) would otherwise fail
-# one copy per waiting job. 5 min after the third failure in a row, doubled per failure since.
+# A cluster into which copies failed in `BROKEN_AFTER` incidents in a row (since its last
+# success, within `BROKEN_WINDOW_S`), for at least 2 jobs, gets none for any job, as one job's
+# failures bar it for that job: a cluster broken for every job (its copier's image cannot be
+# pulled, its volume is full) would otherwise fail one copy per waiting job. Failures within
+# `INCIDENT_S` of an incident's first are that incident (copies failing together are one
+# cause). 5 min after the third incident, doubled per incident since; then one copy tries
+# again (the probe) and the others wait for its end.
 BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
+INCIDENT_S = 60.0
+# Failures that say nothing of the destination, left out of that count: the cluster was lost
+# for a while (`fail_lost`, whatever its copies were doing), or its agent refused the copy's
+# namespace (the job's choice; the agent's `namespace_refusal` words).
+_REFUSED = "the agent creates no job in "
+_LOST = re.compile(r"cluster \S+ is \S+")
+
+
+class Broken(NamedTuple):
+    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's (a job
+    after it is told why none goes there)."""
+
+    barred: dict[str, str]
+    probe: dict[str, str]
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
@@ -92,9 +111,9 @@ async def barred(
     return found
 
 
-async def broken_destinations(session: AsyncSession, *, now: datetime) -> dict[str, str]:
-    """Cluster -> why no prefetch goes into it now (`BROKEN_AFTER`): the copies into it that
-    failed since its last success, within the window, if enough, and their backoff runs."""
+async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken:
+    """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
+    runs or their probe copy runs, open to one probe copy once it has ended."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -105,7 +124,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> dict[s
         .subquery()
     )
     rows = await session.execute(
-        select(Cluster.id, Cluster.name, func.count(), func.max(DataCopy.ended_at))
+        select(Cluster.name, DataCopy.id, DataCopy.job_id, DataCopy.ended_at, DataCopy.reason)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
@@ -113,28 +132,50 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> dict[s
             DataCopy.ended_at > now - timedelta(seconds=BROKEN_WINDOW_S),
             (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
         )
-        .group_by(Cluster.id, Cluster.name)
-        .having(func.count() >= BROKEN_AFTER)
+        .order_by(DataCopy.ended_at, DataCopy.id)
     )
-    found = {}
-    for cluster_id, name, count, last in rows.all():
-        ended = last if last.tzinfo else last.replace(tzinfo=UTC)
-        until = ended + timedelta(seconds=retry_after(count - BROKEN_AFTER + 1))
-        if until <= now:
-            continue  # the next copy there tries again
-        why = await session.scalar(
-            select(DataCopy.reason)
-            .where(
-                DataCopy.destination_cluster_id == cluster_id, DataCopy.state == CopyState.FAILED
-            )
-            .order_by(DataCopy.ended_at.desc())
-            .limit(1)
+    failed: dict[str, list[tuple[uuid.UUID, datetime, str]]] = {}
+    for name, copy_id, job_id, ended, reason in rows.all():
+        if not reason.startswith(_REFUSED) and not _LOST.fullmatch(reason):
+            failed.setdefault(name, []).append((job_id or copy_id, _aware(ended), reason))
+    running = await session.execute(
+        select(Cluster.name, DataCopy.created_at)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY), Cluster.name.in_(list(failed)))
+    )
+    started: dict[str, list[datetime]] = {}
+    for name, created in running.all():
+        started.setdefault(name, []).append(_aware(created))
+    found = Broken({}, {})
+    for name, failures in failed.items():
+        incidents, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        if incidents < BROKEN_AFTER or jobs < 2:
+            continue
+        last, why = failures[-1][1], failures[-1][2]
+        until = last + timedelta(seconds=retry_after(incidents - BROKEN_AFTER + 1))
+        said = (
+            f"copies into it failed {incidents} times in a row, for {jobs} jobs (the last: {why})"
         )
-        found[name] = (
-            f"the last {count} copies into it failed (the last: {why}); none goes there "
-            f"before {until:%H:%M} UTC"
-        )
+        if until > now:
+            found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
+        elif any(t > last for t in started.get(name, ())):
+            found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
+        else:
+            found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
     return found
+
+
+def _incidents(ended: list[datetime]) -> int:
+    """How many incidents failures ended at these times (sorted) make (`INCIDENT_S`)."""
+    count, first = 0, None
+    for at in ended:
+        if first is None or (at - first).total_seconds() > INCIDENT_S:
+            count, first = count + 1, at
+    return count
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def retry_after(failures: int) -> float:

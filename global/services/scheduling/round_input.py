@@ -126,12 +126,14 @@ async def read_round(
         beyond=beyond,
     )
     if data.data:
+        broken = await broken_destinations(session, now=now)
         data = replace(
             data,
             copying=await _copying(session),
             regions=await _regions(session),
             no_prefetch=await _no_prefetch(session, data.data, now),
-            no_copies_into=await broken_destinations(session, now=now),
+            no_copies_into=broken.barred,
+            probe_copies_into=broken.probe,
         )
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.

@@ -153,11 +153,11 @@ async def test_a_failed_copy_returns_its_bandwidth_and_requeues_nothing(
 
 
 async def ended_ago(app: FastAPI, seconds: float) -> None:
-    """Every copy's end moved `seconds` into the past (time passes)."""
+    """Every copy's end moved `seconds` further into the past (time passes)."""
     async with transaction(app.state.sessions) as session:
         for copy in (await session.execute(select(DataCopy))).scalars():
             if copy.ended_at is not None:
-                copy.ended_at = datetime.now(UTC) - timedelta(seconds=seconds)
+                copy.ended_at -= timedelta(seconds=seconds)
 
 
 async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
@@ -188,23 +188,38 @@ async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grow
 
 
 async def failed_before(app: FastAPI, copy: DataCopy, count: int) -> None:
-    """`count` more failed copies into the copy's destination, for no job (other jobs')."""
+    """`count` more failed copies into the copy's destination, for no job (other jobs'),
+    2 min apart (each its own incident)."""
+    await failed_into(app, copy, [(120.0 * (i + 1), f"ImagePullBackOff {i}") for i in range(count)])
+
+
+async def failed_into(
+    app: FastAPI, copy: DataCopy, failures: list[tuple[float, str]], *, same_job: bool = False
+) -> None:
+    """Failed copies into the copy's destination (seconds before its end, reason), for no
+    job (each another job's) or, `same_job`, for its job."""
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
-        assert row is not None
-        for i in range(count):
+        assert row is not None and row.ended_at is not None
+        for ago, why in failures:
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
-            clone |= {"id": uuid.uuid4(), "job_id": None, "reason": f"ImagePullBackOff {i}"}
-            clone["ended_at"] = row.ended_at - timedelta(seconds=10 * (i + 1))
+            clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
+            clone |= {"job_id": row.job_id if same_job else None}
+            clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
             session.add(DataCopy(**clone))
+
+
+async def broken(app: FastAPI) -> copies_service.Broken:
+    async with transaction(app.state.sessions) as session:
+        return await copies_service.broken_destinations(session, now=datetime.now(UTC))
 
 
 async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_while(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    # Three copies into gpu-a failed in a row, for three jobs: a fourth job's data is not
-    # copied there (it was: one failed copy per waiting job), and its reason says why; after
-    # the backoff one copy tries again.
+    # Copies into gpu-a failed three times in a row, for three jobs: a fourth job's data is
+    # not copied there (it was: one failed copy per waiting job), and its reason says why;
+    # after the backoff one copy tries again (the probe), and while it runs no other goes.
     await prefetching(app, api)
     (copy,) = await copies(app)
     await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
@@ -213,11 +228,58 @@ async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_w
     await app.state.scheduler.run_once()
     assert len(await copies(app)) == 3
     reason = (await job(api, other))["pendingReason"]
-    assert "not copying it to gpu-a meanwhile: the last 3 copies into it failed" in reason
-    assert "(the last: ErrImagePull)" in reason
+    assert "not copying it to gpu-a meanwhile: copies into it failed 3 times in a row" in reason
+    assert "for 3 jobs (the last: ErrImagePull)" in reason
     await ended_ago(app, 301)
+    assert list((await broken(app)).probe) == ["gpu-a"]
     await app.state.scheduler.run_once()
     assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
+    assert "the others wait for it" in (await broken(app)).barred["gpu-a"]
+    await app.state.scheduler.run_once()
+    assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
+
+
+async def test_copies_failing_together_are_one_incident(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Ten copies for ten jobs failing within a minute (one cause) bar nothing; three apart do.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.STOPPED)
+    await failed_into(app, copy, [(5.0 * i, "volume full") for i in range(10)])
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(120.0, "volume full"), (240.0, "volume full")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # fail_lost's copies (the cluster was NotReady a while) and the agent's refusals of a
+    # namespace (the job's choice) say nothing of the destination.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.STOPPED)
+    lost = [(120.0 * i, "cluster gpu-a is NotReady") for i in range(4)]
+    refused = [
+        (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
+    ]
+    await failed_into(app, copy, lost + refused)
+    assert await broken(app) == ({}, {})
+
+
+async def test_one_jobs_failures_alone_do_not_bar_the_cluster(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # One job's copies failing again and again are its own backoff's business (`barred`);
+    # another job's failure too makes the cluster's.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(360.0, "ErrImagePull")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
 
 
 async def test_a_success_into_the_cluster_ends_its_run_of_failures(
@@ -229,11 +291,13 @@ async def test_a_success_into_the_cluster_ends_its_run_of_failures(
     await failed_before(app, copy, 3)
     now = datetime.now(UTC)
     async with transaction(app.state.sessions) as session:
-        assert list(await copies_service.broken_destinations(session, now=now)) == ["gpu-a"]
+        assert list((await copies_service.broken_destinations(session, now=now)).barred) == [
+            "gpu-a"
+        ]
         await session.execute(  # the latest of the four succeeded instead
             update(DataCopy).where(DataCopy.id == copy.id).values(state=CopyState.SUCCEEDED)
         )
-        assert await copies_service.broken_destinations(session, now=now) == {}
+        assert await copies_service.broken_destinations(session, now=now) == ({}, {})
 
 
 async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(

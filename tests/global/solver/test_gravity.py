@@ -661,3 +661,24 @@ def test_two_jobs_checkpoints_are_both_prefetched_into_one_cluster() -> None:
         "a": [("checkpoint", "east")],
         "b": [("checkpoint", "east")],
     }
+
+
+def test_once_a_broken_clusters_backoff_ends_one_job_is_copied_there_the_others_wait() -> None:
+    # Copies into east kept failing and their backoff ended: one copy (the first job's) tries
+    # again; the second job, which would be copied there too, is not, and says why.
+    def steered(probe: dict[str, str]) -> dict[str, Steer]:
+        _, decided = steer(
+            [gang(k, 16).request for k in ("j", "k")],
+            {k: reads(1, "west") for k in ("j", "k")},
+            clusters=(cluster("east", 0, 4), cluster("west", 0, 4)),
+            links=(LinkState("east", "west", 400.0),),
+            running=(busy("r", "west", 32, 36000.0), busy("s", "east", 32, 3600.0)),
+            options=DataOptions(prefetch=True),
+            probe_copies_into=probe,
+        )
+        return decided
+
+    assert [s.prefetch_to for s in steered({}).values()] == ["east", "east"]
+    first, second = steered({"east": "one copy into it tries again"}).values()
+    assert (first.prefetch_to, second.prefetch_to) == ("east", None)
+    assert "not copying it to east meanwhile: one copy into it tries again" in second.note
