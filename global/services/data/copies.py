@@ -326,32 +326,40 @@ async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: s
         await _end(session, copy, failed, copy.reason or reason)
 
 
-async def fail_lost(session: AsyncSession) -> list[DataCopy]:
-    """The running copies into a cluster that is no longer Ready end Failed (its agent cannot
-    report their end; the bandwidth returns), as a lost cluster's shares end."""
-    # Jobs first, then copies (as `_lock_with_jobs`), skipping what another transaction holds:
-    # a job being cancelled stops its copies itself; the next pass sees what is left.
-    lost_copy = DataCopy.destination_cluster_id.in_(
+async def supervise_copies(session: AsyncSession) -> list[DataCopy]:
+    """The supervision pass over copies: those into a cluster no longer Ready end (`fail_lost`),
+    those whose data is in their destination by other means are stopped (`stop_arrived`).
+    The jobs of both are locked first, in one id-ordered statement, skipping those another
+    transaction holds (a job being cancelled stops its copies itself; the next pass sees what
+    is left); then only the copies of the jobs held (or of no job), skipping locked ones. A
+    copy held while a job's row is awaited deadlocks with a cancel (it locks the job, then
+    its copies)."""
+    lost = DataCopy.destination_cluster_id.in_(
         select(Cluster.id).where(Cluster.state != ClusterState.READY)
     )
+    arrived = DataCopy.id.in_(await _data_there(session))
     ids = await session.scalars(
-        select(DataCopy.job_id).where(lost_copy, DataCopy.state.in_(SENT)).distinct()
+        select(DataCopy.job_id).where(DataCopy.state.in_(SENT), lost | arrived).distinct()
     )
-    held = await session.scalars(
-        select(Job.id)
-        .where(Job.id.in_([i for i in ids.all() if i is not None]))
-        .order_by(Job.id)
-        .with_for_update(of=Job, skip_locked=True)
-    )
-    jobs = set(held.all())
+    held = await _lock_jobs(session, {i for i in ids.all() if i is not None}, skip_locked=True)
+    mine = DataCopy.job_id.is_(None) | DataCopy.job_id.in_(list(held))
+    ended = await fail_lost(session, lost, mine)
+    return ended + await stop_arrived(session, arrived, mine)
+
+
+async def fail_lost(
+    session: AsyncSession, lost: ColumnElement[bool], mine: ColumnElement[bool]
+) -> list[DataCopy]:
+    """The running copies into a cluster that is no longer Ready (`lost`) end Failed (its
+    agent cannot report their end; the bandwidth returns), as a lost cluster's shares end."""
     rows = await session.execute(
         select(DataCopy)
-        .where(lost_copy, DataCopy.state.in_(SENT))
+        .where(lost, mine, DataCopy.state.in_(SENT))
         .order_by(DataCopy.id)
         .with_for_update(of=DataCopy, skip_locked=True)
     )
-    lost = [c for c in rows.scalars() if c.job_id is None or c.job_id in jobs]
-    for copy in lost:
+    found = list(rows.scalars())
+    for copy in found:
         where = copy.destination_cluster
         why = f"cluster {where.name} is {where.state.value}"
         if copy.state is CopyState.STOPPING:
@@ -359,14 +367,34 @@ async def fail_lost(session: AsyncSession) -> list[DataCopy]:
         else:
             await _end(session, copy, CopyState.FAILED, why)
             await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
-    return lost
+    return found
 
 
-async def stop_arrived(session: AsyncSession) -> list[DataCopy]:
-    """The running copies whose data is in their destination by other means (another copy
-    put it there, its agent found it there, or a DataSource applied says so) are stopped
-    (`data already in <cluster>`): they would hold bandwidth other copies wait for, and copy
-    over data that is there. Not a checkpoint's: it has no DataSource."""
+async def stop_arrived(
+    session: AsyncSession, arrived: ColumnElement[bool], mine: ColumnElement[bool]
+) -> list[DataCopy]:
+    """The running copies whose data is in their destination by other means (`arrived`:
+    another copy put it there, its agent found it there, or a DataSource applied says so) are
+    stopped (`data already in <cluster>`): they would hold bandwidth other copies wait for,
+    and copy over data that is there."""
+    rows = await session.execute(
+        select(DataCopy)
+        .where(arrived, mine, DataCopy.state.in_(RUNNING_COPY))
+        .order_by(DataCopy.id)
+        .with_for_update(of=DataCopy, skip_locked=True)
+    )
+    found = list(rows.scalars())
+    for copy in found:
+        why = f"data already in {copy.destination_cluster.name}"
+        await _end(session, copy, CopyState.STOPPING, why, ended=False)
+        await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in found])
+    return found
+
+
+async def _data_there(session: AsyncSession) -> list[uuid.UUID]:
+    """The running copies whose data's DataSource lists their destination. Not a
+    checkpoint's: it has no DataSource."""
     rows = await session.execute(
         select(DataCopy.id, DataCopy.data_source, Cluster.name)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
@@ -381,16 +409,7 @@ async def stop_arrived(session: AsyncSession) -> list[DataCopy]:
         )
     )
     holders = {name: set(clusters or ()) for name, clusters in held.all()}
-    there = [i for i, source, where in running if where in holders.get(source, ())]
-    if not there:
-        return []
-    found = await _lock_with_jobs(session, DataCopy.id.in_(there), DataCopy.state.in_(RUNNING_COPY))
-    for copy in found:
-        why = f"data already in {copy.destination_cluster.name}"
-        await _end(session, copy, CopyState.STOPPING, why, ended=False)
-        await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
-    OUTBOX.wrote(session, [c.destination_cluster_id for c in found])
-    return found
+    return [i for i, source, where in running if where in holders.get(source, ())]
 
 
 async def list_copies(
@@ -423,11 +442,19 @@ async def _lock_with_jobs(session: AsyncSession, *where: ColumnElement[bool]) ->
     return found
 
 
-async def _lock_jobs(session: AsyncSession, ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
-    """The jobs' rows locked in id order, as `lifecycle.jobs.lock_jobs` locks them."""
+async def _lock_jobs(
+    session: AsyncSession, ids: Collection[uuid.UUID], *, skip_locked: bool = False
+) -> set[uuid.UUID]:
+    """The jobs' rows locked in id order, as `lifecycle.jobs.lock_jobs` locks them (those
+    another transaction holds left out, `skip_locked`)."""
     if not ids:
         return set()
-    query = select(Job.id).where(Job.id.in_(list(ids))).order_by(Job.id).with_for_update(of=Job)
+    query = (
+        select(Job.id)
+        .where(Job.id.in_(list(ids)))
+        .order_by(Job.id)
+        .with_for_update(of=Job, skip_locked=skip_locked)
+    )
     return set((await session.scalars(query)).all())
 
 

@@ -548,7 +548,7 @@ async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_
 
     async def supervising() -> None:
         async with transaction(app.state.sessions) as session:
-            await copies_service.fail_lost(session)
+            await copies_service.supervise_copies(session)
 
     async with app.state.sessions() as holder, holder.begin():
         await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
@@ -558,6 +558,38 @@ async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_
         await eventually(lambda: waiting_for_locks(app, 2), within=10)
     _, cancelled = await asyncio.wait_for(asyncio.gather(failing, cancelling), 30)
     assert cancelled.status_code == 200, cancelled.text
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_supervision_holds_no_copy_of_a_job_it_cannot_lock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The copy's cluster is lost and its data is there too. A cancel holds the job, then
+    # locks the copy. Supervision locked the copy (fail_lost skipped its job but not the
+    # copy), then waited for the job (stop_arrived): Postgres found a deadlock. Now it
+    # skips the job and its copies; the next pass fails the copy.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+        await add_locality(session, source="corpus-v3", cluster="gpu-a")
+
+    async def supervising() -> None:
+        async with transaction(app.state.sessions) as session:
+            await supervise(session, default_timeout_s=600)
+
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+        passing = asyncio.create_task(supervising())
+        await eventually(lambda: passing.done() or waiting_for_locks(app, 1), within=10)
+        await holder.execute(select(DataCopy.id).where(DataCopy.id == copy.id).with_for_update())
+    await asyncio.wait_for(passing, 30)
+    assert (await copies(app))[0].state is CopyState.PENDING
+    await supervising()
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
 
