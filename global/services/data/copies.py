@@ -29,7 +29,7 @@ from volcano_global.db.models import (
     Job,
     LinkReservation,
 )
-from volcano_global.errors import NotFound
+from volcano_global.errors import Conflict, NotFound
 from volcano_global.rpc.copies import CopyPhase, CopyStatus, DataCopyAssignment
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data.checkpoints import find_location
@@ -291,12 +291,14 @@ async def stop_cluster_copies(
     (their agents are told). Returns those still being stopped: their rows must outlive the
     cluster until their agents say the copies stopped, or nothing would tell them."""
     why = f"cluster {name} is being deleted"
-    found = await _lock_with_jobs(
-        session,
-        (DataCopy.source_cluster_id == cluster_id)
-        | (DataCopy.destination_cluster_id == cluster_id),
-        DataCopy.state.in_(SENT),
+    mine = (DataCopy.source_cluster_id == cluster_id) | (
+        DataCopy.destination_cluster_id == cluster_id
     )
+    found = await _lock_with_jobs(session, mine, DataCopy.state.in_(SENT))
+    held = {c.id for c in found}
+    others = await session.scalars(select(DataCopy.id).where(mine, DataCopy.state.in_(SENT)))
+    if set(others.all()) - held:  # written since the jobs were locked: not stopped here
+        raise Conflict(f"copies into or from cluster {name!r} were made meanwhile: delete it again")
     leaving = [c for c in found if c.destination_cluster_id != cluster_id]
     stopping = []
     # While copies from it are being stopped the deletion is refused: the copies into it run
@@ -342,7 +344,7 @@ async def supervise_copies(session: AsyncSession) -> list[DataCopy]:
         select(DataCopy.job_id).where(DataCopy.state.in_(SENT), lost | arrived).distinct()
     )
     held = await _lock_jobs(session, {i for i in ids.all() if i is not None}, skip_locked=True)
-    mine = DataCopy.job_id.is_(None) | DataCopy.job_id.in_(list(held))
+    mine = _of(held)
     ended = await fail_lost(session, lost, mine)
     return ended + await stop_arrived(session, arrived, mine)
 
@@ -428,18 +430,22 @@ async def _lock_with_jobs(session: AsyncSession, *where: ColumnElement[bool]) ->
     """The copies `where` says, locked after their jobs (in id order): the order of a job's
     cancel and of the round's commit (jobs, then their copies). A copy locked first would be
     held while its event waits for the job's row (an event's key check), which a cancel holds
-    while it waits for the copy: a deadlock on Postgres. A copy written between the two reads
-    (a round's commit) has its job locked last: its commit held the job until then."""
+    while it waits for the copy: a deadlock on Postgres. A copy of another job written
+    between the two reads (a round's commit) is left out (the caller may look for it): its job
+    locked after it would be that deadlock again."""
     ids = await session.scalars(
         select(DataCopy.job_id).where(*where, DataCopy.job_id.is_not(None)).distinct()
     )
     jobs = await _lock_jobs(session, {i for i in ids.all() if i is not None})
     rows = await session.execute(
-        select(DataCopy).where(*where).order_by(DataCopy.id).with_for_update(of=DataCopy)
+        select(DataCopy).where(*where, _of(jobs)).order_by(DataCopy.id).with_for_update(of=DataCopy)
     )
-    found = list(rows.scalars())
-    await _lock_jobs(session, {c.job_id for c in found if c.job_id is not None} - jobs)
-    return found
+    return list(rows.scalars())
+
+
+def _of(jobs: Collection[uuid.UUID]) -> ColumnElement[bool]:
+    """A copy of one of these jobs, or of no job."""
+    return DataCopy.job_id.is_(None) | DataCopy.job_id.in_(list(jobs))
 
 
 async def _lock_jobs(

@@ -27,6 +27,7 @@ from volcano_global.db.models import (
     Job,
     LinkReservation,
 )
+from volcano_global.errors import Conflict
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import copies as copies_service
 from volcano_global.services.data import source_uris
@@ -592,6 +593,43 @@ async def test_supervision_holds_no_copy_of_a_job_it_cannot_lock(
     await supervising()
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_copy_made_while_a_deletion_waits_for_jobs_is_not_locked_before_its_job(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The deletion of gpu-a waits for train's row; meanwhile a round commits a copy for
+    # `other`, whose cancel then holds it. The deletion locked that copy and then other's row
+    # while the cancel waited for the copy: a deadlock. Now the copy is left out of the pass,
+    # and the deletion refused (delete again).
+    uid, _ = await prefetching(app, api)
+    other = await reader(api, "other")
+    (copy,) = await copies(app)
+    fresh = uuid.uuid4()
+
+    async def deletion() -> None:  # its pass over copies (gpu-a runs `short`: refused first)
+        async with transaction(app.state.sessions) as session:
+            where = copy.destination_cluster_id
+            await copies_service.stop_cluster_copies(session, cluster_id=where, name="gpu-a")
+
+    async with app.state.sessions() as second, second.begin():
+        async with app.state.sessions() as first, first.begin():
+            await first.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+            deleting = asyncio.create_task(deletion())
+            await eventually(lambda: waiting_for_locks(app, 1), within=10)
+            async with transaction(app.state.sessions) as session:  # the round's commit
+                row = await session.get(DataCopy, copy.id)
+                clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+                session.add(DataCopy(**clone | {"id": fresh, "job_id": uuid.UUID(other)}))
+            await second.execute(  # the cancel of `other`
+                select(Job.id).where(Job.id == uuid.UUID(other)).with_for_update()
+            )
+        await eventually(lambda: deleting.done() or waiting_for_locks(app, 1), within=10)
+        await second.execute(select(DataCopy.id).where(DataCopy.id == fresh).with_for_update())
+    with pytest.raises(Conflict, match="made meanwhile: delete it again"):
+        await asyncio.wait_for(deleting, 30)
+    assert {c.state for c in await copies(app)} == {CopyState.PENDING}
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
