@@ -215,7 +215,7 @@ def _steer_one(
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     target = _prefetch_target(job, staged, wait, room, weight, barred) if options.prefetch else None
     refusal = ""
-    if target is not None and target in (refused or {}):  # said: the job waits the longer
+    if target is not None and target in (refused or {}):  # said if it waits: the longer
         refusal = f"; not copying it to {target} meanwhile: {(refused or {})[target]}"
         barred |= frozenset(refused or ())
         target = _prefetch_target(job, staged, wait, room, weight, barred)
@@ -239,7 +239,7 @@ def _steer_one(
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
-    return Steer(holders + faster, note + sooner + refusal, wait)
+    return Steer(holders + faster, note + sooner, wait)  # it starts: no prefetch to speak of
 
 
 def _prefetch_target(
