@@ -237,3 +237,39 @@ async def test_a_copiers_count_past_what_the_global_stores_is_reported_at_most(
         await eventually(lambda: reports[-1].staged_bytes == 1024)
         for r in reports:
             assert CopyStatus.from_proto(r.to_proto()).staged_bytes == r.staged_bytes
+
+
+async def test_a_copy_whose_jobs_cannot_be_listed_fails_with_the_reason() -> None:
+    # RBAC refusing the list by the copy's label escaped the copy's task: never reported, the
+    # copy stayed Pending on the Global with its bandwidth held.
+    async with agent() as (emulator, source, _):
+        emulator.faults.add("GET", "/apis/batch/v1/jobs", 403, watch=False)
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
+        assert "forbidden" in reports[-1].message
+        assert staging_jobs(emulator) == []
+
+
+async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_deleted() -> None:
+    # Two copiers for one copy (agents raced): one is waited for, the same whichever order
+    # the API server lists them in (created last; of one second, named last), the other goes.
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 2.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()
+        [job] = staging_jobs(emulator)
+        twin = {**job, "metadata": {**job["metadata"], "name": "zz-twin"}}
+        for key in ("uid", "resourceVersion", "creationTimestamp"):
+            twin["metadata"].pop(key, None)
+        emulator.create(BATCH_JOBS, twin)
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        await second.start()
+        try:
+            second.apply_copy(COPY, reports.append)
+            await eventually(lambda: len(staging_jobs(emulator)) == 1)
+            assert staging_jobs(emulator)[0]["metadata"]["name"] == "zz-twin"  # named last
+        finally:
+            await second.stop()
