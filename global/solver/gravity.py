@@ -220,7 +220,8 @@ def _steer_one(
         barred |= frozenset(refused or ())
         target = _prefetch_target(job, staged, wait, room, weight, barred)
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
-    if faster and target is not None and not any(room.free_now(job, c) >= need for c in faster):
+    waits = not any(room.free_now(job, c) >= need for c in faster)  # no room now to stage in
+    if faster and target is not None and waits:
         # Only an eviction could make room where it would stage: copying the data without
         # GPUs to where room comes first beats evicting to stage there (GPUs held while it
         # copies), when such a place exists (one a copy may go to now); else the eviction
@@ -239,7 +240,8 @@ def _steer_one(
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
-    return Steer(holders + faster, note + sooner, wait)  # it starts: no prefetch to speak of
+    # A refused prefetch is said only to a job that waits (not one that starts staging).
+    return Steer(holders + faster, note + sooner + (refusal if waits else ""), wait)
 
 
 def _prefetch_target(
