@@ -155,6 +155,12 @@ class RoundInput:
     # Job id -> clusters its data is not prefetched into now: a copy there failed lately (its
     # backoff runs), or the cluster's agent cannot run copies without a share.
     no_prefetch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Cluster -> why no waiting job's data is copied into it now (copies into it keep failing,
+    # whichever jobs they were for: `services/data/copies.broken_destinations`).
+    no_copies_into: Mapping[str, str] = field(default_factory=dict)
+    # Cluster -> why: copies into it kept failing and their backoff ended; one copy (the first
+    # job's) tries again, the jobs after it are told why not theirs.
+    probe_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)

@@ -518,3 +518,41 @@ def test_two_jobs_checkpoints_are_both_prefetched_into_one_cluster() -> None:
         "a": [("checkpoint", "east")],
         "b": [("checkpoint", "east")],
     }
+
+
+def test_once_a_broken_clusters_backoff_ends_one_job_is_copied_there_the_others_wait() -> None:
+    # Copies into east kept failing and their backoff ended: one copy (the first job's) tries
+    # again; the second job, which would be copied there too, is not, and says why.
+    def steered(probe: dict[str, str]) -> dict[str, Steer]:
+        _, decided = steer(
+            [gang(k, 16).request for k in ("j", "k")],
+            {k: reads(1, "west") for k in ("j", "k")},
+            clusters=(cluster("east", 0, 4), cluster("west", 0, 4)),
+            links=(LinkState("east", "west", 400.0),),
+            running=(busy("r", "west", 32, 36000.0), busy("s", "east", 32, 3600.0)),
+            options=DataOptions(prefetch=True),
+            probe_copies_into=probe,
+        )
+        return decided
+
+    assert [s.prefetch_to for s in steered({}).values()] == ["east", "east"]
+    first, second = steered({"east": "one copy into it tries again"}).values()
+    assert (first.prefetch_to, second.prefetch_to) == ("east", None)
+    assert "not copying it to east meanwhile: one copy into it tries again" in second.note
+
+
+def test_a_job_that_stages_at_its_start_is_not_told_of_a_prefetch_refused_there() -> None:
+    # east has room now and copies into east keep failing: the job starts in east staging
+    # (a share's staging, not a prefetch), and its reason says nothing of a refused copy.
+    _, decided = steer(
+        [gang("j", 16).request],
+        {"j": reads(1, "west")},
+        clusters=(cluster("east", 4), cluster("west", 0, 4)),
+        links=(LINK,),
+        running=(busy("r", "west", 32, 7200.0),),
+        options=DataOptions(prefetch=True),
+        no_copies_into={"east": "copies into it failed 3 times in a row"},
+    )
+    assert decided["j"].allowed == ("west", "east")  # the holder, and where it stages
+    assert "staging to east" in decided["j"].note
+    assert "not copying it" not in decided["j"].note
