@@ -12,7 +12,7 @@ seccomp profile, and capabilities dropped to ALL (NET_BIND_SERVICE may be added 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +84,17 @@ def _task_templates(spec: dict[str, Any], path: str) -> Iterator[tuple[str, dict
         yield child(child(child(path, "tasks"), index), "template"), template
 
 
-def check_pod_security(document: dict[str, Any], level: str) -> list[Violation]:
-    """What every pod template of the document breaks at `level` (privileged: nothing)."""
+def check_pod_security(
+    document: dict[str, Any],
+    level: str,
+    templates: Sequence[tuple[str, dict[str, Any]]] | None = None,
+) -> list[Violation]:
+    """What every pod template of the document breaks at `level` (privileged: nothing).
+    `templates`: its `pod_templates`, if the caller has them already."""
     if level == PRIVILEGED:
         return []
     found: list[Violation] = []
-    for path, template in pod_templates(document):
+    for path, template in pod_templates(document) if templates is None else templates:
         found += baseline_violations(template, path)
         if level == RESTRICTED:
             found += restricted_violations(template, path)
@@ -132,6 +137,8 @@ def _host_namespaces(pod: dict[str, Any], path: str) -> list[Violation]:
 
 def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
     """The controls a pod's and a container's securityContext share."""
+    if not context:  # most pods and containers set none: nothing below can be broken
+        return []
     found: list[Violation] = []
     if _map(context, "windowsOptions").get("hostProcess") not in (None, False):
         found.append(
@@ -164,6 +171,8 @@ def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
 def _container_violations(
     container: dict[str, Any], context: dict[str, Any], path: str, context_path: str
 ) -> list[Violation]:
+    if not context and "ports" not in container:
+        return []
     found: list[Violation] = []
     if context.get("privileged") not in (None, False):
         found.append(
@@ -196,6 +205,8 @@ def _container_violations(
 
 
 def _sysctls(context: dict[str, Any], path: str) -> list[Violation]:
+    if not context:
+        return []
     found: list[Violation] = []
     for index, sysctl in enumerate(_list(context, "sysctls")):
         name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl

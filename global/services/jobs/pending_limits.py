@@ -32,7 +32,7 @@ import time
 import weakref
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -254,12 +254,7 @@ async def finished(write: Awaitable[T]) -> T:
         raise
 
 
-@asynccontextmanager
-async def pending_room(writer: JobWriter, queue: str, size: int) -> AsyncIterator[None]:
+def pending_room(writer: JobWriter, queue: str, size: int) -> AbstractAsyncContextManager[None]:
     """Admit a submission to `queue` under its pending limits for the time of its write."""
     guard = _GUARDS.get(writer)
-    if guard is None:
-        yield
-        return
-    async with guard.admit(queue, size):
-        yield
+    return contextlib.nullcontext() if guard is None else guard.admit(queue, size)
