@@ -110,20 +110,24 @@ def containers(pod: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, 
 
 def baseline_violations(template: dict[str, Any], path: str) -> list[Violation]:
     pod, spec_path = _map(template, "spec"), child(path, "spec")
-    pod_context = _map(pod, "securityContext")
-    pod_context_path = child(spec_path, "securityContext")
     found = _host_namespaces(pod, spec_path)
-    found += _context_violations(pod_context, pod_context_path)
-    found += _sysctls(pod_context, pod_context_path)
+    # Most pods and containers set no securityContext (and containers no ports): nothing
+    # of theirs below can be broken, and their paths are not built.
+    pod_context = _map(pod, "securityContext")
+    if pod_context:
+        pod_context_path = child(spec_path, "securityContext")
+        found += _context_violations(pod_context, pod_context_path)
+        found += _sysctls(pod_context, pod_context_path)
     for index, volume in enumerate(_list(pod, "volumes")):
         if isinstance(volume, dict) and volume.get("hostPath") is not None:
             volume_path = child(child(child(spec_path, "volumes"), index), "hostPath")
             found.append(Violation(volume_path, BASELINE, "hostPath volumes are not allowed"))
     for container_path, container in containers(pod, spec_path):
-        context_path = child(container_path, "securityContext")
         context = _map(container, "securityContext")
-        found += _context_violations(context, context_path)
-        found += _container_violations(container, context, container_path, context_path)
+        if context or "ports" in container:
+            context_path = child(container_path, "securityContext")
+            found += _context_violations(context, context_path)
+            found += _container_violations(container, context, container_path, context_path)
     return found + _annotation_violations(_map(_map(template, "metadata"), "annotations"), path)
 
 
@@ -137,8 +141,6 @@ def _host_namespaces(pod: dict[str, Any], path: str) -> list[Violation]:
 
 def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
     """The controls a pod's and a container's securityContext share."""
-    if not context:  # most pods and containers set none: nothing below can be broken
-        return []
     found: list[Violation] = []
     if _map(context, "windowsOptions").get("hostProcess") not in (None, False):
         found.append(
@@ -171,8 +173,6 @@ def _context_violations(context: dict[str, Any], path: str) -> list[Violation]:
 def _container_violations(
     container: dict[str, Any], context: dict[str, Any], path: str, context_path: str
 ) -> list[Violation]:
-    if not context and "ports" not in container:
-        return []
     found: list[Violation] = []
     if context.get("privileged") not in (None, False):
         found.append(
@@ -205,8 +205,6 @@ def _container_violations(
 
 
 def _sysctls(context: dict[str, Any], path: str) -> list[Violation]:
-    if not context:
-        return []
     found: list[Violation] = []
     for index, sysctl in enumerate(_list(context, "sysctls")):
         name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl
