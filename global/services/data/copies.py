@@ -113,7 +113,8 @@ async def barred(
 
 async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken:
     """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
-    runs or their probe copy runs, open to one probe copy once it has ended."""
+    runs or their probe copy runs (a copy into it made since the run's third incident
+    began), open to one probe copy once it has ended."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -148,7 +149,8 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         started.setdefault(name, []).append(_aware(created))
     found = Broken({}, {})
     for name, failures in failed.items():
-        incidents, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        began, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        incidents = len(began)
         if incidents < BROKEN_AFTER or jobs < 2:
             continue
         last, why = failures[-1][1], failures[-1][2]
@@ -158,20 +160,23 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         )
         if until > now:
             found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
-        elif any(t > last for t in started.get(name, ())):
+        # A copy made since the bar began is the probe (none other goes there meanwhile),
+        # running still: an older copy failing as it runs must not let a second one go.
+        elif any(t > began[BROKEN_AFTER - 1] for t in started.get(name, ())):
             found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
         else:
             found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
     return found
 
 
-def _incidents(ended: list[datetime]) -> int:
-    """How many incidents failures ended at these times (sorted) make (`INCIDENT_S`)."""
-    count, first = 0, None
+def _incidents(ended: list[datetime]) -> list[datetime]:
+    """When each incident that failures ended at these times (sorted) make began
+    (`INCIDENT_S`)."""
+    began: list[datetime] = []
     for at in ended:
-        if first is None or (at - first).total_seconds() > INCIDENT_S:
-            count, first = count + 1, at
-    return count
+        if not began or (at - began[-1]).total_seconds() > INCIDENT_S:
+            began.append(at)
+    return began
 
 
 def _aware(at: datetime) -> datetime:

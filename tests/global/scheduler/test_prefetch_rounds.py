@@ -240,6 +240,46 @@ async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_w
     assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
 
 
+async def test_an_older_copy_failing_while_the_probe_runs_lets_no_second_probe_go(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Three incidents 2 min apart bar gpu-a; a copy of other data made before the bar still
+    # copies (not a probe: the bar ends and one probe goes). The probe P is made; the old
+    # copy fails a minute later (a fourth incident, after P was made): 12 min on, its
+    # backoff over, P still pending, a second probe went out (P counted as the probe only if
+    # made after the last failure). P is made after the bar began: gpu-a stays barred.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 2)
+    async with transaction(app.state.sessions) as session:
+        row = await session.get(DataCopy, copy.id)
+        assert row is not None
+        clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+        old = uuid.uuid4()
+        clone |= {"id": old, "state": CopyState.COPYING, "ended_at": None, "reason": ""}
+        clone |= {"data_source": "weights-v1", "created_at": row.created_at - timedelta(hours=1)}
+        session.add(DataCopy(**clone))
+    await reader(api, "other")
+    await ended_ago(app, 301)
+    assert list((await broken(app)).probe) == ["gpu-a"]  # the old copy is no probe
+    await app.state.scheduler.run_once()
+    probe = [c for c in await copies(app) if c.state is CopyState.PENDING]
+    assert len(probe) == 1
+    assert "the others wait for it" in (await broken(app)).barred["gpu-a"]
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(DataCopy)
+            .where(DataCopy.id == old)
+            .values(state=CopyState.FAILED, reason="disk full", ended_at=datetime.now(UTC))
+        )
+        later = datetime.now(UTC) + timedelta(minutes=12)
+        found = await copies_service.broken_destinations(session, now=later)
+    assert (found.probe, list(found.barred)) == ({}, ["gpu-a"])
+    assert "failed 4 times in a row" in found.barred["gpu-a"]
+    assert "the others wait for it" in found.barred["gpu-a"]
+
+
 async def test_copies_failing_together_are_one_incident(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
