@@ -30,6 +30,7 @@ from volcano_global.rpc.copies import (
     DataCopyAssignment,
     DataCopyCancellation,
 )
+from volcano_global.services.data.copies import says_nothing_of_destination
 
 COPY = DataCopyAssignment(
     copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",
@@ -154,6 +155,28 @@ async def test_a_copy_into_a_system_namespace_fails_and_makes_no_job() -> None:
         await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
         assert "system namespace 'kube-system'" in reports[-1].message
         assert staging_jobs(emulator) == []
+
+
+async def test_the_agents_refusals_of_a_jobs_namespace_count_nothing_against_its_cluster() -> None:
+    # The Global leaves out of a cluster's run of failed copies those failed for the job's
+    # namespace; it reads the agent's words: these are what the agent reports.
+    async with agent() as (emulator, source, _):
+        reports: list[CopyStatus] = []
+        own = source.shares.own_namespace
+        for i, namespace in enumerate(("kube-system", own, "absent")):
+            copy = replace(COPY, copy_id=f"{i + 1}{COPY.copy_id[1:]}", namespace=namespace)
+            source.apply_copy(copy, reports.append)
+            await eventually(lambda: len(ends(reports)) == 1)
+            [end] = [r for r in reports if r.phase.ended]
+            assert end.phase is CopyPhase.FAILED
+            assert says_nothing_of_destination(end.message), end.message
+            reports.clear()
+        assert staging_jobs(emulator) == []
+        emulator.jobs.run_s, emulator.jobs.fail_reason = 0.5, "BackoffLimitExceeded"
+        source.apply_copy(COPY, reports.append)  # the cluster's own failure counts
+        await eventually(lambda: len(ends(reports)) == 1)
+        assert reports[-1].phase is CopyPhase.FAILED
+        assert not says_nothing_of_destination(reports[-1].message)
 
 
 def fill(emulator: Any) -> None:

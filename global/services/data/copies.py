@@ -30,7 +30,12 @@ from volcano_global.db.models import (
     LinkReservation,
 )
 from volcano_global.errors import Conflict, NotFound
-from volcano_global.rpc.copies import CopyPhase, CopyStatus, DataCopyAssignment
+from volcano_global.rpc.copies import (
+    NAMESPACE_REFUSED,
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+)
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.data.sources import add_locality
@@ -57,11 +62,14 @@ RETRY_CAP_S = 6 * 3600.0
 BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
-# Failures that say nothing of the destination, left out of that count: the cluster was lost
-# for a while (`fail_lost`, whatever its copies were doing), or its agent refused the copy's
-# namespace (the job's choice; the agent's `namespace_refusal` words).
-_REFUSED = "the agent creates no job in "
+# Failures that say nothing of the destination, left out of that count
+# (`says_nothing_of_destination`):
+# the cluster was lost for a while (`fail_lost`, whatever its copies were doing), its agent
+# refused the copy's namespace (`NAMESPACE_REFUSED`, the job's choice), or the API server
+# refused the staging Job for the job's namespace: not there, or one the agent may not
+# write in (RBAC's 403 names the namespace; deploy/ grants the namespaces it serves).
 _LOST = re.compile(r"cluster \S+ is \S+")
+_JOBS_NAMESPACE = re.compile(r'namespaces "[^"]+" not found|is forbidden: .* in the namespace "')
 
 
 class Broken(NamedTuple):
@@ -137,7 +145,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     )
     failed: dict[str, list[tuple[uuid.UUID, datetime, str]]] = {}
     for name, copy_id, job_id, ended, reason in rows.all():
-        if not reason.startswith(_REFUSED) and not _LOST.fullmatch(reason):
+        if not says_nothing_of_destination(reason):
             failed.setdefault(name, []).append((job_id or copy_id, _aware(ended), reason))
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
@@ -167,6 +175,16 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         else:
             found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
     return found
+
+
+def says_nothing_of_destination(reason: str) -> bool:
+    """Whether a failed copy's reason blames the job's namespace, or the cluster's being
+    lost a while: nothing of how copies into the destination fare (see `_LOST`)."""
+    return (
+        reason.startswith(NAMESPACE_REFUSED)
+        or _LOST.fullmatch(reason) is not None
+        or _JOBS_NAMESPACE.search(reason) is not None
+    )
 
 
 def _incidents(ended: list[datetime]) -> list[datetime]:

@@ -293,11 +293,12 @@ async def test_copies_failing_together_are_one_incident(
     assert list((await broken(app)).barred) == ["gpu-a"]
 
 
-async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
+async def test_a_lost_cluster_and_the_jobs_namespace_refused_count_no_failure_into_it(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    # fail_lost's copies (the cluster was NotReady a while) and the agent's refusals of a
-    # namespace (the job's choice) say nothing of the destination.
+    # fail_lost's copies (the cluster was NotReady a while) and the refusals of the job's
+    # namespace (the job's choice: by the agent, or by the API server) say nothing of the
+    # destination.
     await prefetching(app, api)
     (copy,) = await copies(app)
     await report(app, copy, CopyPhase.STOPPED)
@@ -306,6 +307,17 @@ async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
         (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
     ]
     await failed_into(app, copy, lost + refused)
+    assert await broken(app) == ({}, {})
+    # The API server refusing the staging Job for the job's namespace: not in the cluster, or
+    # RBAC grants the agent no write there (a namespace it does not serve).
+    job = "creating staging Job team-a/train-stage-1"
+    missing = f'{job}: namespaces "team-a" not found'
+    forbidden = (
+        f'{job}: jobs.batch is forbidden: User "system:serviceaccount:vg:agent" cannot create '
+        'resource "jobs" in API group "batch" in the namespace "team-a"'
+    )
+    await failed_into(app, copy, [(30.0 + 120.0 * i, missing) for i in range(4)])
+    await failed_into(app, copy, [(90.0 + 120.0 * i, forbidden) for i in range(4)])
     assert await broken(app) == ({}, {})
 
 
