@@ -53,7 +53,8 @@ PREFETCH = "prefetch"
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
 # A cluster into which copies failed in `BROKEN_AFTER` incidents in a row (since its last
-# success, within `BROKEN_WINDOW_S`), for at least 2 jobs, gets none for any job, as one job's
+# success, within `BROKEN_WINDOW_S`), for at least 2 jobs (a deleted job's copies: one per
+# namespace and data source), gets none for any job, as one job's
 # failures bar it for that job: a cluster broken for every job (its copier's image cannot be
 # pulled, its volume is full) would otherwise fail one copy per waiting job. Failures within
 # `INCIDENT_S` of an incident's first are that incident (copies failing together are one
@@ -133,7 +134,14 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         .subquery()
     )
     rows = await session.execute(
-        select(Cluster.name, DataCopy.id, DataCopy.job_id, DataCopy.ended_at, DataCopy.reason)
+        select(
+            Cluster.name,
+            DataCopy.job_id,
+            DataCopy.namespace,
+            DataCopy.data_source,
+            DataCopy.ended_at,
+            DataCopy.reason,
+        )
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
@@ -143,10 +151,13 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         )
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
-    failed: dict[str, list[tuple[uuid.UUID, datetime, str]]] = {}
-    for name, copy_id, job_id, ended, reason in rows.all():
+    failed: dict[str, list[tuple[object, datetime, str]]] = {}
+    for name, job_id, namespace, source, ended, reason in rows.all():
         if not says_nothing_of_destination(reason):
-            failed.setdefault(name, []).append((job_id or copy_id, _aware(ended), reason))
+            # A deleted job leaves its copies without one (job_id NULL): its retries, one
+            # per backoff, are told apart from other jobs' by what they copied, for whom.
+            job = job_id or (namespace, source)
+            failed.setdefault(name, []).append((job, _aware(ended), reason))
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)

@@ -198,14 +198,15 @@ async def failed_into(
     app: FastAPI, copy: DataCopy, failures: list[tuple[float, str]], *, same_job: bool = False
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), for no
-    job (each another job's) or, `same_job`, for its job."""
+    job (each another deleted job's: in its own namespace) or, `same_job`, for its job."""
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
         assert row is not None and row.ended_at is not None
         for ago, why in failures:
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
             clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
-            clone |= {"job_id": row.job_id if same_job else None}
+            if not same_job:
+                clone |= {"job_id": None, "namespace": f"team-{uuid.uuid4().hex[:8]}"}
             clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
             session.add(DataCopy(**clone))
 
@@ -332,6 +333,23 @@ async def test_one_jobs_failures_alone_do_not_bar_the_cluster(
     await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(360.0, "ErrImagePull")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_a_deleted_jobs_failures_count_as_one_job(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Deleting a job leaves its copies without one (job_id NULL): its three failed retries
+    # counted as three jobs, and barred the cluster for one job's failures.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(delete(Job).where(Job.id == copy.job_id))
+    assert {c.job_id for c in await copies(app)} == {None}
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(360.0, "ErrImagePull")])  # another (deleted) job's
     assert list((await broken(app)).barred) == ["gpu-a"]
 
 
