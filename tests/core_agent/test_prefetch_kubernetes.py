@@ -8,6 +8,7 @@ Global: a waiting job's data is prefetched into the emulated cluster and its loc
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -274,6 +275,8 @@ async def test_a_copy_whose_jobs_cannot_be_listed_fails_with_the_reason() -> Non
 async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_deleted() -> None:
     # Two copiers for one copy (agents raced): one is waited for, the same whichever order
     # the API server lists them in (created last; of one second, named last), the other goes.
+    # The newer is named to sort first (the emulator lists by name): adopting the last listed
+    # would take the older.
     async with agent() as (emulator, first, _):
         emulator.jobs.run_s = 2.0
         reports: list[CopyStatus] = []
@@ -281,15 +284,18 @@ async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_delet
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         await first.stop()
         [job] = staging_jobs(emulator)
-        twin = {**job, "metadata": {**job["metadata"], "name": "zz-twin"}}
-        for key in ("uid", "resourceVersion", "creationTimestamp"):
+        created = datetime.strptime(job["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+        later = (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        twin = {**job, "metadata": {**job["metadata"], "name": "aa-twin"}}
+        for key in ("uid", "resourceVersion"):
             twin["metadata"].pop(key, None)
+        twin["metadata"]["creationTimestamp"] = later
         emulator.create(BATCH_JOBS, twin)
         second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
         await second.start()
         try:
             second.apply_copy(COPY, reports.append)
             await eventually(lambda: len(staging_jobs(emulator)) == 1)
-            assert staging_jobs(emulator)[0]["metadata"]["name"] == "zz-twin"  # named last
+            assert staging_jobs(emulator)[0]["metadata"]["name"] == "aa-twin"  # created last
         finally:
             await second.stop()
