@@ -74,8 +74,8 @@ _JOBS_NAMESPACE = re.compile(r'namespaces "[^"]+" not found|is forbidden: .* in 
 
 
 class Broken(NamedTuple):
-    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's (a job
-    after it is told why none goes there)."""
+    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's the round
+    plans (`solver.copies.prefetch`; the others are told why none goes there)."""
 
     barred: dict[str, str]
     probe: dict[str, str]
