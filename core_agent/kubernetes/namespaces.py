@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from volcano_global.rpc.copies import NAMESPACE_REFUSED
+
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_NAMESPACE = "volcano-global-agent"  # deploy/base/agent's
 
@@ -24,9 +26,10 @@ def own_namespace() -> str:
 
 
 def namespace_refusal(namespace: str, own: str) -> str | None:
-    """Why a share may not run in `namespace` (None: it may)."""
+    """Why a share may not run in `namespace` (None: it may). It begins with
+    `NAMESPACE_REFUSED`, which the Global reads as the job's fault, not the cluster's."""
     if namespace.startswith("kube-"):
-        return f"the agent creates no job in the system namespace {namespace!r} (kube-*)"
+        return f"{NAMESPACE_REFUSED} the system namespace {namespace!r} (kube-*)"
     if namespace == own:
-        return f"the agent creates no job in its own namespace {namespace!r}"
+        return f"{NAMESPACE_REFUSED} its own namespace {namespace!r}"
     return None

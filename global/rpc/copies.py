@@ -12,6 +12,10 @@ from volcano_global.rpc.shares import StagingItem, _Wire
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 MAX_BYTES = 2**63 - 1  # a BIGINT column's largest value
+# How an agent's reason begins for a copy it refuses for its namespace (a system namespace,
+# its own): the job's choice, not its cluster's fault. The Global leaves such failures out
+# of a cluster's run of failed copies (`services/data/copies.py`): one wording for both.
+NAMESPACE_REFUSED = "the agent creates no job in"
 
 
 class CopyPhase(enum.StrEnum):

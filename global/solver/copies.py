@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from volcano_global.solver.data import (
@@ -204,16 +204,21 @@ def prefetch(
     options: DataOptions,
     regions: Mapping[str, str] | None = None,
     bound: Iterable[tuple[str, str]] = (),
+    probes: Collection[str] = (),
 ) -> dict[str, tuple[Copy, ...]]:
     """The copies of the waiting jobs step 1b chose to fetch for (`Steer.prefetch_to`), on
     the links as the round's starts and their copies left them; one per dataset and
     destination, never one already on its way there (`bound`: (data, destination) of earlier
-    rounds' copies and this round's starts')."""
+    rounds' copies and this round's starts'). Into a cluster of `probes` (its copies kept
+    failing; one tries again) only the first job's copies actually planned go: decided
+    here, not in step 1b, so a job whose copies find no bandwidth, or that starts, leaves the
+    probe to the next."""
     free = dict(free_links(links))
     out: dict[str, tuple[Copy, ...]] = {}
     fetched = set(bound)
+    probed: set[str] = set()
     for job_id, s in steered.items():
-        if s.prefetch_to is None or job_id in started:
+        if s.prefetch_to is None or job_id in started or s.prefetch_to in probed:
             continue
         wanted = tuple(i for i in items(needs[job_id]) if (i.name, s.prefetch_to) not in fetched)
         planned = _copies(wanted, (s.prefetch_to,), free, options, regions) if wanted else ()
@@ -224,4 +229,6 @@ def prefetch(
             if copy.data != CHECKPOINT:  # each job's own, though all share the name
                 fetched.add((copy.data, copy.destination))
         out[job_id] = planned
+        if s.prefetch_to in probes:
+            probed.add(s.prefetch_to)
     return out

@@ -111,7 +111,6 @@ def steer(
     regions: Mapping[str, str] | None = None,
     no_prefetch: Mapping[str, Sequence[str]] | None = None,
     no_copies_into: Mapping[str, str] | None = None,
-    probe_copies_into: Mapping[str, str] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
@@ -120,15 +119,16 @@ def steer(
     where known (copies that leave a region weigh `cross_region_margin` more). `no_prefetch`:
     job id -> clusters its data is not copied into while it waits (a copy there failed lately,
     or the cluster's agent cannot run one). `no_copies_into`: cluster -> why no job's data is
-    copied into it while it waits (copies into it keep failing), said in the job's note;
-    `probe_copies_into`: the same, but the first job copied there (the probe) is."""
+    copied into it while it waits (copies into it keep failing), said in the job's note. A
+    cluster open to one probe copy is open here: step 6b (`copies.prefetch`) lets one job's
+    copy go there, the first it can plan."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
     room = Room(clusters, running)
     names = [c.name for c in clusters]
     out, decided = [], {}
-    refused = dict(no_copies_into or {})  # gains each probe's cluster once a job takes it
+    refused = no_copies_into or {}
     for job in jobs:
         wanted, lost = _restorable(items(needs.get(job.id, DataNeeds())), names)
         if not wanted:
@@ -149,9 +149,6 @@ def steer(
             note = s.note.removesuffix(f"; copying it to {s.prefetch_to} meanwhile")
             said = f"{', '.join(moving)} is being copied to {_list(sorted(where))} meanwhile"
             s = replace(s, prefetch_to=None, note=f"{note}; {said}")
-        probe = (probe_copies_into or {}).get(s.prefetch_to or "")
-        if probe is not None and s.prefetch_to is not None:
-            refused.setdefault(s.prefetch_to, probe)
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided

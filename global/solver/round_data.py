@@ -74,11 +74,19 @@ def staging(
         links = _after(data.links, starts)
     links = copies_.reserved(links, copies, options.data)
     bound = copies_.bound_earlier(data.copying) | copies_.bound_by(copies, "the start of")
+    probes = data.probe_copies_into
     fetches = copies_.prefetch(
-        steered, {d.job_id for d in starts}, data.data, links, options.data, data.regions, bound
+        steered,
+        {d.job_id for d in starts},
+        data.data,
+        links,
+        options.data,
+        data.regions,
+        bound,
+        probes,
     )
     links = copies_.reserved(links, fetches, options.data)
-    steered = _unfetched(steered, fetches, data.data, bound)
+    steered = _unfetched(steered, fetches, data.data, bound, probes)
     return _Staged(decision, starts, links, steered, copies, fetches)
 
 
@@ -87,22 +95,26 @@ def _unfetched(
     fetches: Mapping[str, tuple[Copy, ...]],
     needs: Mapping[str, DataNeeds],
     bound: Mapping[tuple[str, str], str],
+    probes: Mapping[str, str],
 ) -> dict[str, gravity.Steer]:
     """The waiting jobs' notes, true to the prefetches made: one step 1b chose to fetch for
-    and that got no copy is told why (a copy of the round already brings its data there, or
+    and that got no copy is told why (a copy of the round already brings its data there,
+    another job's copy is the one that tries again where copies kept failing (`probes`), or
     no link had the bandwidth left)."""
     out = dict(steered)
+    probed = {c.destination for group in fetches.values() for c in group} & set(probes)
     for job_id, s in steered.items():
         target = s.prefetch_to
         if target is None or job_id in fetches:
             continue
         note = s.note.removesuffix(f"; copying it to {target} meanwhile")
         ways = [bound.get((i.name, target)) for i in items(needs[job_id]) if i.name != CHECKPOINT]
-        said = (
-            f"its data is on its way to {target} ({', '.join(sorted(set(ways)))})"
-            if ways and all(ways)
-            else f"copying it to {target} waits for bandwidth"
-        )
+        if ways and all(ways):
+            said = f"its data is on its way to {target} ({', '.join(sorted(set(ways)))})"
+        elif target in probed:
+            said = f"not copying it to {target} meanwhile: {probes[target]}"
+        else:
+            said = f"copying it to {target} waits for bandwidth"
         out[job_id] = replace(s, prefetch_to=None, note=f"{note}; {said}")
     return out
 

@@ -159,7 +159,7 @@ class RoundInput:
     # whichever jobs they were for: `services/data/copies.broken_destinations`).
     no_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Cluster -> why: copies into it kept failing and their backoff ended; one copy (the first
-    # job's) tries again, the jobs after it are told why not theirs.
+    # job's the round plans, step 6b) tries again, the jobs after it are told why not theirs.
     probe_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).

@@ -8,6 +8,7 @@ Global: a waiting job's data is prefetched into the emulated cluster and its loc
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from volcano_global.rpc.copies import (
     DataCopyAssignment,
     DataCopyCancellation,
 )
+from volcano_global.services.data.copies import says_nothing_of_destination
 
 COPY = DataCopyAssignment(
     copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",
@@ -156,6 +158,28 @@ async def test_a_copy_into_a_system_namespace_fails_and_makes_no_job() -> None:
         assert staging_jobs(emulator) == []
 
 
+async def test_the_agents_refusals_of_a_jobs_namespace_count_nothing_against_its_cluster() -> None:
+    # The Global leaves out of a cluster's run of failed copies those failed for the job's
+    # namespace; it reads the agent's words: these are what the agent reports.
+    async with agent() as (emulator, source, _):
+        reports: list[CopyStatus] = []
+        own = source.shares.own_namespace
+        for i, namespace in enumerate(("kube-system", own, "absent")):
+            copy = replace(COPY, copy_id=f"{i + 1}{COPY.copy_id[1:]}", namespace=namespace)
+            source.apply_copy(copy, reports.append)
+            await eventually(lambda: len(ends(reports)) == 1)
+            [end] = [r for r in reports if r.phase.ended]
+            assert end.phase is CopyPhase.FAILED
+            assert says_nothing_of_destination(end.message), end.message
+            reports.clear()
+        assert staging_jobs(emulator) == []
+        emulator.jobs.run_s, emulator.jobs.fail_reason = 0.5, "BackoffLimitExceeded"
+        source.apply_copy(COPY, reports.append)  # the cluster's own failure counts
+        await eventually(lambda: len(ends(reports)) == 1)
+        assert reports[-1].phase is CopyPhase.FAILED
+        assert not says_nothing_of_destination(reports[-1].message)
+
+
 def fill(emulator: Any) -> None:
     """Every GPU of the emulated cluster's six nodes in use (what its running job's pods do)."""
     emulator.create(PODS, pod("s1", "n1", 6))
@@ -251,6 +275,8 @@ async def test_a_copy_whose_jobs_cannot_be_listed_fails_with_the_reason() -> Non
 async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_deleted() -> None:
     # Two copiers for one copy (agents raced): one is waited for, the same whichever order
     # the API server lists them in (created last; of one second, named last), the other goes.
+    # The newer is named to sort first (the emulator lists by name): adopting the last listed
+    # would take the older.
     async with agent() as (emulator, first, _):
         emulator.jobs.run_s = 2.0
         reports: list[CopyStatus] = []
@@ -258,15 +284,18 @@ async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_delet
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         await first.stop()
         [job] = staging_jobs(emulator)
-        twin = {**job, "metadata": {**job["metadata"], "name": "zz-twin"}}
-        for key in ("uid", "resourceVersion", "creationTimestamp"):
+        created = datetime.strptime(job["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+        later = (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        twin = {**job, "metadata": {**job["metadata"], "name": "aa-twin"}}
+        for key in ("uid", "resourceVersion"):
             twin["metadata"].pop(key, None)
+        twin["metadata"]["creationTimestamp"] = later
         emulator.create(BATCH_JOBS, twin)
         second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
         await second.start()
         try:
             second.apply_copy(COPY, reports.append)
             await eventually(lambda: len(staging_jobs(emulator)) == 1)
-            assert staging_jobs(emulator)[0]["metadata"]["name"] == "zz-twin"  # named last
+            assert staging_jobs(emulator)[0]["metadata"]["name"] == "aa-twin"  # created last
         finally:
             await second.stop()

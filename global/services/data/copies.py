@@ -30,7 +30,12 @@ from volcano_global.db.models import (
     LinkReservation,
 )
 from volcano_global.errors import Conflict, NotFound
-from volcano_global.rpc.copies import CopyPhase, CopyStatus, DataCopyAssignment
+from volcano_global.rpc.copies import (
+    NAMESPACE_REFUSED,
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+)
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data.checkpoints import find_location
 from volcano_global.services.data.sources import add_locality
@@ -48,7 +53,8 @@ PREFETCH = "prefetch"
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
 # A cluster into which copies failed in `BROKEN_AFTER` incidents in a row (since its last
-# success, within `BROKEN_WINDOW_S`), for at least 2 jobs, gets none for any job, as one job's
+# success, within `BROKEN_WINDOW_S`), for at least 2 jobs (a deleted job's copies: one per
+# namespace and data source), gets none for any job, as one job's
 # failures bar it for that job: a cluster broken for every job (its copier's image cannot be
 # pulled, its volume is full) would otherwise fail one copy per waiting job. Failures within
 # `INCIDENT_S` of an incident's first are that incident (copies failing together are one
@@ -57,16 +63,19 @@ RETRY_CAP_S = 6 * 3600.0
 BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
-# Failures that say nothing of the destination, left out of that count: the cluster was lost
-# for a while (`fail_lost`, whatever its copies were doing), or its agent refused the copy's
-# namespace (the job's choice; the agent's `namespace_refusal` words).
-_REFUSED = "the agent creates no job in "
+# Failures that say nothing of the destination, left out of that count
+# (`says_nothing_of_destination`):
+# the cluster was lost for a while (`fail_lost`, whatever its copies were doing), its agent
+# refused the copy's namespace (`NAMESPACE_REFUSED`, the job's choice), or the API server
+# refused the staging Job for the job's namespace: not there, or one the agent may not
+# write in (RBAC's 403 names the namespace; deploy/ grants the namespaces it serves).
 _LOST = re.compile(r"cluster \S+ is \S+")
+_JOBS_NAMESPACE = re.compile(r'namespaces "[^"]+" not found|is forbidden: .* in the namespace "')
 
 
 class Broken(NamedTuple):
-    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's (a job
-    after it is told why none goes there)."""
+    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's the round
+    plans (`solver.copies.prefetch`; the others are told why none goes there)."""
 
     barred: dict[str, str]
     probe: dict[str, str]
@@ -113,7 +122,8 @@ async def barred(
 
 async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken:
     """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
-    runs or their probe copy runs, open to one probe copy once it has ended."""
+    runs or their probe copy runs (a copy into it made since the run's third incident
+    began), open to one probe copy once it has ended."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -124,7 +134,14 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         .subquery()
     )
     rows = await session.execute(
-        select(Cluster.name, DataCopy.id, DataCopy.job_id, DataCopy.ended_at, DataCopy.reason)
+        select(
+            Cluster.name,
+            DataCopy.job_id,
+            DataCopy.namespace,
+            DataCopy.data_source,
+            DataCopy.ended_at,
+            DataCopy.reason,
+        )
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
@@ -134,10 +151,13 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         )
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
-    failed: dict[str, list[tuple[uuid.UUID, datetime, str]]] = {}
-    for name, copy_id, job_id, ended, reason in rows.all():
-        if not reason.startswith(_REFUSED) and not _LOST.fullmatch(reason):
-            failed.setdefault(name, []).append((job_id or copy_id, _aware(ended), reason))
+    failed: dict[str, list[tuple[object, datetime, str]]] = {}
+    for name, job_id, namespace, source, ended, reason in rows.all():
+        if not says_nothing_of_destination(reason):
+            # A deleted job leaves its copies without one (job_id NULL): its retries, one
+            # per backoff, are told apart from other jobs' by what they copied, for whom.
+            job = job_id or (namespace, source)
+            failed.setdefault(name, []).append((job, _aware(ended), reason))
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
@@ -148,7 +168,8 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         started.setdefault(name, []).append(_aware(created))
     found = Broken({}, {})
     for name, failures in failed.items():
-        incidents, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        began, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        incidents = len(began)
         if incidents < BROKEN_AFTER or jobs < 2:
             continue
         last, why = failures[-1][1], failures[-1][2]
@@ -158,20 +179,33 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         )
         if until > now:
             found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
-        elif any(t > last for t in started.get(name, ())):
+        # A copy made since the bar began is the probe (none other goes there meanwhile),
+        # running still: an older copy failing as it runs must not let a second one go.
+        elif any(t > began[BROKEN_AFTER - 1] for t in started.get(name, ())):
             found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
         else:
             found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
     return found
 
 
-def _incidents(ended: list[datetime]) -> int:
-    """How many incidents failures ended at these times (sorted) make (`INCIDENT_S`)."""
-    count, first = 0, None
+def says_nothing_of_destination(reason: str) -> bool:
+    """Whether a failed copy's reason blames the job's namespace, or the cluster's being
+    lost a while: nothing of how copies into the destination fare (see `_LOST`)."""
+    return (
+        reason.startswith(NAMESPACE_REFUSED)
+        or _LOST.fullmatch(reason) is not None
+        or _JOBS_NAMESPACE.search(reason) is not None
+    )
+
+
+def _incidents(ended: list[datetime]) -> list[datetime]:
+    """When each incident that failures ended at these times (sorted) make began
+    (`INCIDENT_S`)."""
+    began: list[datetime] = []
     for at in ended:
-        if first is None or (at - first).total_seconds() > INCIDENT_S:
-            count, first = count + 1, at
-    return count
+        if not began or (at - began[-1]).total_seconds() > INCIDENT_S:
+            began.append(at)
+    return began
 
 
 def _aware(at: datetime) -> datetime:

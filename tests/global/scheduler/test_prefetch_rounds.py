@@ -198,14 +198,15 @@ async def failed_into(
     app: FastAPI, copy: DataCopy, failures: list[tuple[float, str]], *, same_job: bool = False
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), for no
-    job (each another job's) or, `same_job`, for its job."""
+    job (each another deleted job's: in its own namespace) or, `same_job`, for its job."""
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
         assert row is not None and row.ended_at is not None
         for ago, why in failures:
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
             clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
-            clone |= {"job_id": row.job_id if same_job else None}
+            if not same_job:
+                clone |= {"job_id": None, "namespace": f"team-{uuid.uuid4().hex[:8]}"}
             clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
             session.add(DataCopy(**clone))
 
@@ -240,6 +241,46 @@ async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_w
     assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
 
 
+async def test_an_older_copy_failing_while_the_probe_runs_lets_no_second_probe_go(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Three incidents 2 min apart bar gpu-a; a copy of other data made before the bar still
+    # copies (not a probe: the bar ends and one probe goes). The probe P is made; the old
+    # copy fails a minute later (a fourth incident, after P was made): 12 min on, its
+    # backoff over, P still pending, a second probe went out (P counted as the probe only if
+    # made after the last failure). P is made after the bar began: gpu-a stays barred.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 2)
+    async with transaction(app.state.sessions) as session:
+        row = await session.get(DataCopy, copy.id)
+        assert row is not None
+        clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+        old = uuid.uuid4()
+        clone |= {"id": old, "state": CopyState.COPYING, "ended_at": None, "reason": ""}
+        clone |= {"data_source": "weights-v1", "created_at": row.created_at - timedelta(hours=1)}
+        session.add(DataCopy(**clone))
+    await reader(api, "other")
+    await ended_ago(app, 301)
+    assert list((await broken(app)).probe) == ["gpu-a"]  # the old copy is no probe
+    await app.state.scheduler.run_once()
+    probe = [c for c in await copies(app) if c.state is CopyState.PENDING]
+    assert len(probe) == 1
+    assert "the others wait for it" in (await broken(app)).barred["gpu-a"]
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(DataCopy)
+            .where(DataCopy.id == old)
+            .values(state=CopyState.FAILED, reason="disk full", ended_at=datetime.now(UTC))
+        )
+        later = datetime.now(UTC) + timedelta(minutes=12)
+        found = await copies_service.broken_destinations(session, now=later)
+    assert (found.probe, list(found.barred)) == ({}, ["gpu-a"])
+    assert "failed 4 times in a row" in found.barred["gpu-a"]
+    assert "the others wait for it" in found.barred["gpu-a"]
+
+
 async def test_copies_failing_together_are_one_incident(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -253,11 +294,12 @@ async def test_copies_failing_together_are_one_incident(
     assert list((await broken(app)).barred) == ["gpu-a"]
 
 
-async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
+async def test_a_lost_cluster_and_the_jobs_namespace_refused_count_no_failure_into_it(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    # fail_lost's copies (the cluster was NotReady a while) and the agent's refusals of a
-    # namespace (the job's choice) say nothing of the destination.
+    # fail_lost's copies (the cluster was NotReady a while) and the refusals of the job's
+    # namespace (the job's choice: by the agent, or by the API server) say nothing of the
+    # destination.
     await prefetching(app, api)
     (copy,) = await copies(app)
     await report(app, copy, CopyPhase.STOPPED)
@@ -266,6 +308,17 @@ async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
         (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
     ]
     await failed_into(app, copy, lost + refused)
+    assert await broken(app) == ({}, {})
+    # The API server refusing the staging Job for the job's namespace: not in the cluster, or
+    # RBAC grants the agent no write there (a namespace it does not serve).
+    job = "creating staging Job team-a/train-stage-1"
+    missing = f'{job}: namespaces "team-a" not found'
+    forbidden = (
+        f'{job}: jobs.batch is forbidden: User "system:serviceaccount:vg:agent" cannot create '
+        'resource "jobs" in API group "batch" in the namespace "team-a"'
+    )
+    await failed_into(app, copy, [(30.0 + 120.0 * i, missing) for i in range(4)])
+    await failed_into(app, copy, [(90.0 + 120.0 * i, forbidden) for i in range(4)])
     assert await broken(app) == ({}, {})
 
 
@@ -280,6 +333,23 @@ async def test_one_jobs_failures_alone_do_not_bar_the_cluster(
     await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(360.0, "ErrImagePull")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_a_deleted_jobs_failures_count_as_one_job(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Deleting a job leaves its copies without one (job_id NULL): its three failed retries
+    # counted as three jobs, and barred the cluster for one job's failures.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(delete(Job).where(Job.id == copy.job_id))
+    assert {c.job_id for c in await copies(app)} == {None}
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(360.0, "ErrImagePull")])  # another (deleted) job's
     assert list((await broken(app)).barred) == ["gpu-a"]
 
 

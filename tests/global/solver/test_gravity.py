@@ -520,25 +520,44 @@ def test_two_jobs_checkpoints_are_both_prefetched_into_one_cluster() -> None:
     }
 
 
-def test_once_a_broken_clusters_backoff_ends_one_job_is_copied_there_the_others_wait() -> None:
-    # Copies into east kept failing and their backoff ended: one copy (the first job's) tries
-    # again; the second job, which would be copied there too, is not, and says why.
-    def steered(probe: dict[str, str]) -> dict[str, Steer]:
-        _, decided = steer(
-            [gang(k, 16).request for k in ("j", "k")],
-            {k: reads(1, "west") for k in ("j", "k")},
-            clusters=(cluster("east", 0, 4), cluster("west", 0, 4)),
-            links=(LinkState("east", "west", 400.0),),
-            running=(busy("r", "west", 32, 36000.0), busy("s", "east", 32, 3600.0)),
-            options=DataOptions(prefetch=True),
-            probe_copies_into=probe,
-        )
-        return decided
-
-    assert [s.prefetch_to for s in steered({}).values()] == ["east", "east"]
-    first, second = steered({"east": "one copy into it tries again"}).values()
-    assert (first.prefetch_to, second.prefetch_to) == ("east", None)
-    assert "not copying it to east meanwhile: one copy into it tries again" in second.note
+def test_a_probe_copy_goes_to_the_first_job_whose_copy_is_planned() -> None:
+    # Copies into east kept failing and their backoff ended: one copy tries again. "k" starts
+    # in east and its staging takes all of west -> east; "j" (first in line to be copied to
+    # east) reads from west too, so no copy of its data can be planned; "m" reads from north.
+    # m's copy is the probe (it was refused for j's, which was never made: no probe went);
+    # j and n are told why not theirs.
+    east = ClusterCapacity("east", (Leaf("H100", (3, 0, 0, 0, 0, 0, 0, 0, 1), ("east",), 8),))
+    why = "copies into it failed 3 times in a row; one copy into it tries again"
+    data = RoundInput(
+        NOW,
+        (east, cluster("west", 0, 4), cluster("north", 0, 4)),
+        (LinkState("east", "west", 100.0), LinkState("east", "north", 400.0)),
+        waiting=(gang("k", 8, priority=60), gang("j", 16), gang("m", 16), gang("n", 16)),
+        running=(
+            busy("r", "west", 32, 36000.0),
+            busy("s", "east", 24, 3600.0),
+            busy("t", "north", 32, 36000.0),
+        ),
+        data={
+            "k": reads(1, "west", name="other"),
+            "j": reads(1, "west"),
+            "m": reads(1, "north", name="weights"),
+            "n": reads(1, "north", name="tokens"),
+        },
+        probe_copies_into={"east": why},
+    )
+    options = RoundOptions(data=DataOptions(prefetch=True))
+    plan = plan_round(data, Policy.CPSAT, options)
+    assert [d.job_id for d in plan.starts] == ["k"]
+    assert {k: [(c.data, c.destination) for c in v] for k, v in plan.prefetch.items()} == {
+        "m": [("weights", "east")]
+    }
+    for other in ("j", "n"):  # m's copy is the one: the others wait for its end
+        assert f"not copying it to east meanwhile: {why}" in plan.outcomes[other].reason
+    assert "not copying" not in plan.outcomes["m"].reason
+    # Without the probe, each is copied where the links let it.
+    free = plan_round(dataclass_replace(data, probe_copies_into={}), Policy.CPSAT, options)
+    assert sorted(free.prefetch) == ["m", "n"]
 
 
 def test_a_job_that_stages_at_its_start_is_not_told_of_a_prefetch_refused_there() -> None:
