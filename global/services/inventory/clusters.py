@@ -101,6 +101,21 @@ async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
     return cluster
 
 
+async def lock_clusters(session: AsyncSession, *, names: list[str]) -> dict[str, Cluster]:
+    """The clusters' rows that exist, by name, locked as `lock_cluster` locks one, in name
+    order: every transaction that locks several clusters' rows takes them in this order (the
+    scheduler's round commit too), so two of them never wait on each other."""
+    rows = await session.execute(
+        select(Cluster)
+        .where(Cluster.name.in_(sorted(set(names))))
+        .order_by(Cluster.name)  # Postgres locks the rows as the sort returns them
+        .options(raiseload(Cluster.capacities))
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    )
+    return {cluster.name: cluster for cluster in rows.scalars()}
+
+
 async def node_counts(
     session: AsyncSession, *, cluster_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, NodeCounts]:

@@ -1,0 +1,91 @@
+"""Group commit of agents' inventory deltas (`db/group_commit.py`): the runs of deltas of every
+agent stream of this process that arrive while a transaction of deltas is being written go
+into the next one. One transaction then locks the clusters' rows in name order (as every
+writer that locks several clusters does: `clusters.lock_clusters`), checks each stream's
+standing, applies the runs (the node-only changes of all clusters together: one read, one
+UPDATE, one INSERT and one upsert per aggregate table) and stores each cluster's sequence
+number. A caller learns its run's outcome only once the transaction committed, so an
+acknowledged delta is never lost.
+
+A run refused for its own content or its stream's standing (an unknown domain, the node cap,
+a revoked token, a newer stream) fails the batch, which is then written again one run at a
+time: only the run at fault fails. A database error fails every run of the batch (each stream
+ends; its agent reconnects and resends from its last acknowledged number)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from volcano_global.db.engine import transaction
+from volcano_global.db.group_commit import GroupCommit
+from volcano_global.errors import Busy, DomainError, NotFound
+from volcano_global.services.inventory.agent_streams import StreamClaim, require_standings
+from volcano_global.services.inventory.clusters import lock_clusters
+from volcano_global.services.inventory.sequence import (
+    ClusterRun,
+    DeltasOutcome,
+    NumberedDelta,
+    apply_runs_in_sequence,
+)
+
+# Runs per transaction: one per stream of a process, so a batch is bounded by the streams a
+# process serves; this bounds the one transaction's rows (a run is at most a few thousand
+# nodes once merged) when a process serves more.
+MAX_BATCH = 100
+
+
+@dataclass(frozen=True)
+class DeltaRun:
+    """Consecutive deltas one stream received for its cluster; `claim`: the stream's standing,
+    checked under the cluster's row lock (None: not an agent stream)."""
+
+    cluster: str  # the cluster's name
+    deltas: list[NumberedDelta]
+    claim: StreamClaim | None = None
+
+
+class _SameCluster(DomainError):
+    """Two runs of one batch name the same cluster (an old stream and its replacement): they
+    apply one after the other, where the old stream's is refused."""
+
+
+def _alone(exc: BaseException) -> bool:
+    """Whether the error may come from one run (so the others are written without it)."""
+    return isinstance(exc, IntegrityError | DomainError) and not isinstance(exc, Busy)
+
+
+class DeltaWriter:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], *, max_nodes: int | None = None
+    ) -> None:
+        self.sessions = sessions
+        self._max_nodes = max_nodes  # per cluster (`limits.max_cluster_nodes`)
+        self._group = GroupCommit[DeltaRun, DeltasOutcome](
+            self._write, what="inventory delta runs", max_batch=MAX_BATCH, alone=_alone
+        )
+
+    async def add(self, run: DeltaRun) -> DeltasOutcome:
+        """Apply the run in the next transaction of deltas and return its outcome (what to
+        acknowledge, and whether the agent must resync), once committed. Raises what its write
+        raised (then nothing of it applied)."""
+        return await self._group.add(run)
+
+    async def _write(self, runs: list[DeltaRun]) -> list[DeltasOutcome]:
+        names = [run.cluster for run in runs]
+        if len(set(names)) < len(names):
+            raise _SameCluster("two runs of one batch name the same cluster")
+        async with transaction(self.sessions) as session:
+            clusters = await lock_clusters(session, names=names)
+            for name in names:
+                if name not in clusters:
+                    raise NotFound(f"cluster {name!r} not found")
+            held = [(clusters[r.cluster], r.claim) for r in runs if r.claim is not None]
+            await require_standings(session, held)
+            return await apply_runs_in_sequence(
+                session,
+                runs=[ClusterRun(clusters[r.cluster], r.deltas) for r in runs],
+                max_nodes=self._max_nodes,
+            )
