@@ -47,6 +47,16 @@ class GroupCommit(Generic[Item, Result]):
         self._batch: list[_Entry[Item, Result]] = []  # being written
         self._writing: asyncio.Task[None] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Items queued for the next batch (not the one being written)."""
+        return len(self._queue)
+
+    @property
+    def writing(self) -> int:
+        """Items of the batch being written."""
+        return len(self._batch) if self._writing is not None else 0
+
     async def add(self, item: Item) -> Result:
         """Write `item` in the next batch and return its result; raises what its write raised
         (the item is then not written)."""

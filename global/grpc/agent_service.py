@@ -59,12 +59,18 @@ def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
 
 
 class AgentService(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        *,
+        deltas: DeltaWriter,
+    ) -> None:
         self.sessions = sessions
         self.settings = settings
         self.reports = reports.report_writer(sessions)
         self._cap = settings.limits.max_cluster_nodes  # nodes per cluster, over all messages
-        self.deltas = DeltaWriter(sessions, max_nodes=self._cap)
+        self.deltas = deltas  # inventory deltas, written with other streams'
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext

@@ -67,6 +67,16 @@ class DeltaWriter:
             self._write, what="inventory delta runs", max_batch=MAX_BATCH, alone=_alone
         )
 
+    @property
+    def waiting(self) -> int:
+        """Runs queued for the next transaction."""
+        return self._group.waiting
+
+    @property
+    def writing(self) -> int:
+        """Runs of the transaction being written."""
+        return self._group.writing
+
     async def add(self, run: DeltaRun) -> DeltasOutcome:
         """Apply the run in the next transaction of deltas and return its outcome (what to
         acknowledge, and whether the agent must resync), once committed. Raises what its write

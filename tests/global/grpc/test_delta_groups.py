@@ -1,0 +1,172 @@
+"""Group commit of several agent streams' inventory deltas (`services/inventory/delta_writer.py`)
+over real loopback gRPC, on SQLite and Postgres: while one transaction of deltas is held up by
+another client, the deltas of three more streams queue, then go in one transaction; each
+stream is answered only after it committed, and a bad delta or a gap concerns its own stream
+alone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
+
+from tests.conftest import app_settings
+from tests.factories import create_cluster
+from tests.grpc_stream import Stream, capacity, node, snapshot
+from volcano_global.db.engine import create_engine, transaction
+from volcano_global.db.models import Cluster
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.settings import Settings
+
+CLUSTERS = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    # The streams read nothing on their own meanwhile: on SQLite (one connection) such a read
+    # would wait behind the held transaction and keep its delta from queueing.
+    return app_settings(
+        database_url,
+        agents={"stream_check_s": 600, "outbox_poll_s": 600, "outbox_safety_poll_s": 600},
+    )
+
+
+@contextlib.asynccontextmanager
+async def writes_held(database_url: str) -> AsyncIterator[None]:
+    """Another client holds what a write of deltas needs: on Postgres the clusters' rows, on
+    SQLite the database's write lock."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        holder = sqlite3.connect(str(url.database), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELECT id FROM clusters FOR UPDATE"))
+            try:
+                yield
+            finally:
+                await connection.rollback()
+    finally:
+        await engine.dispose()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 10 s")
+
+
+async def synced(app: FastAPI, api: httpx.AsyncClient) -> dict[str, Stream]:
+    """A stream per cluster, each with its snapshot (seq 1) applied."""
+    streams = {}
+    for name in CLUSTERS:
+        token = str((await create_cluster(api, name))["agentToken"])
+        streams[name] = Stream(app, token)
+        await streams[name].hello(name)
+        assert (await streams[name].send(snapshot(1))).ack.seq == 1
+    return streams
+
+
+def delta(seq: int, *nodes: pb.Node) -> pb.AgentMessage:
+    return pb.AgentMessage(delta=pb.InventoryDelta(seq=seq, node_upserts=list(nodes)))
+
+
+async def grouped(
+    app: FastAPI, streams: dict[str, Stream], messages: dict[str, pb.AgentMessage]
+) -> dict[str, asyncio.Task[pb.GlobalMessage]]:
+    """gpu-a's delta (seq 2) held up in its transaction, then `messages` queued behind it;
+    returns each stream's first reply (a task), gpu-a's among them, not yet answered."""
+    writer = app.state.delta_writer
+    await streams["gpu-a"].call.write(delta(2, node("n0", used=1)))
+    await until(lambda: writer.writing == 1)
+    for name, message in messages.items():
+        await streams[name].call.write(message)
+    await until(lambda: writer.waiting == len(messages))
+    replies = {name: asyncio.create_task(s.call.read()) for name, s in streams.items()}
+    await asyncio.sleep(0.2)
+    assert not any(r.done() for r in replies.values()), "answered before the commit"
+    return replies
+
+
+async def updated_at(app: FastAPI) -> dict[str, object]:
+    async with transaction(app.state.sessions) as session:
+        rows = await session.execute(select(Cluster.name, Cluster.inventory_updated_at))
+        return {name: at for name, at in rows}
+
+
+async def test_several_streams_deltas_are_one_transaction_acked_after_it(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    streams = await synced(app, api)
+    async with writes_held(database_url):
+        replies = await grouped(
+            app,
+            streams,
+            {name: delta(2, node("n1", used=i + 2)) for i, name in enumerate(CLUSTERS[1:])},
+        )
+    for name in CLUSTERS:
+        reply = await asyncio.wait_for(replies[name], timeout=10)
+        assert (reply.WhichOneof("body"), reply.ack.seq) == ("ack", 2), reply
+    for used, name in enumerate(CLUSTERS, start=1):
+        assert await capacity(api, name) == [
+            {"gpuModel": "H100", "total": 32, "free": 32 - used, "used": used}
+        ]
+    # One transaction stamps its clusters alike; gpu-a's was the one before.
+    stamps = await updated_at(app)
+    assert stamps["gpu-b"] == stamps["gpu-c"] == stamps["gpu-d"] != stamps["gpu-a"]
+    for stream in streams.values():
+        await stream.close()
+
+
+async def test_a_bad_delta_fails_alone_and_a_gap_still_asks_for_a_resync(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    streams = await synced(app, api)
+    async with writes_held(database_url):
+        replies = await grouped(
+            app,
+            streams,
+            {
+                "gpu-b": delta(2, node("n1", used=3)),
+                "gpu-c": delta(2, node("n1", used=5), node("n2", domain="nowhere")),
+                "gpu-d": delta(3, node("n1", used=7)),  # seq 2 never sent
+            },
+        )
+    for name in ("gpu-a", "gpu-b"):
+        assert (await asyncio.wait_for(replies[name], timeout=10)).ack.seq == 2
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await asyncio.wait_for(replies["gpu-c"], timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "nodeUpserts[1].domain: unknown domain 'nowhere'"
+    resync = (await asyncio.wait_for(replies["gpu-d"], timeout=10)).resync
+    assert (resync.reason, resync.applied_seq) == ("gap: expected seq 2, got 3", 1)
+
+    assert await capacity(api, "gpu-b") == [
+        {"gpuModel": "H100", "total": 32, "free": 29, "used": 3}
+    ]
+    for name in ("gpu-c", "gpu-d"):  # nothing of theirs applied
+        assert await capacity(api, name) == [
+            {"gpuModel": "H100", "total": 32, "free": 32, "used": 0}
+        ]
+    again = Stream(app, str((await api.post("/api/v1/clusters/gpu-c/token")).json()["agentToken"]))
+    assert (await again.hello("gpu-c")).applied_seq == 1
+    await again.close()
+    for stream in streams.values():
+        await stream.close()
