@@ -14,7 +14,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.bulk import add_to_rows, update_rows
+from volcano_global.db.bulk import add_to_rows
+from volcano_global.db.copy_rows import update_tuples
 from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import (
     Cluster,
@@ -28,6 +29,7 @@ from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventoryS
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.node_values import (
+    STORED,
     CheckedDelta,
     NodeValues,
     checked_delta,
@@ -89,7 +91,7 @@ async def apply_node_deltas(
                 raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
     stored = await _stored_nodes(session, deltas)
     now = utcnow()
-    updates: list[dict[str, Any]] = []
+    updates: list[tuple[Any, ...]] = []  # values for _UPDATED
     inserts: list[dict[str, Any]] = []
     changes: dict[uuid.UUID, dict[Key, list[int]]] = {}
     for d in deltas:
@@ -103,22 +105,25 @@ async def apply_node_deltas(
             cluster.nodes_removed_seq = d.seq
         added = []
         for node in d.delta.node_upserts:
-            values = node._asdict()
-            domain = values.pop("domain")
-            values["domain_id"] = tree.ids[domain] if domain else None
-            values["seq"] = d.seq
-            row = existing.get(node.name)
-            if row is not None and node.name not in removed:
-                updates.append({"id": row["id"], **values})
+            domain_id = tree.ids[node.domain] if node.domain else None
+            if node.name in existing and node.name not in removed:
+                updates.append((*node[:10], node.labels, node.taints, domain_id, d.seq, cluster.id))
             else:
+                values = node._asdict()
+                del values["domain"]
                 extra = {"id": uuid.uuid4(), "cluster_id": cluster.id, "updated_at": now}
-                added.append(values | extra)
+                added.append(values | extra | {"domain_id": domain_id, "seq": d.seq})
         await require_room_for(
             session, cluster_id=cluster.id, cluster=cluster.name, added=len(added), cap=max_nodes
         )
         inserts += added
-    await update_rows(
-        session, Node.__table__, updates, key="id", where={}, values={"updated_at": now}
+    await update_tuples(
+        session,
+        Node.__table__,
+        _UPDATED,
+        updates,
+        keys=("cluster_id", "name"),
+        constants={"updated_at": now},
     )
     await insert_many(session, Node, inserts)
     await _apply_changes(session, changes)
@@ -278,7 +283,9 @@ def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:
 
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres
 # the names go as one array parameter, or the (cluster, name) pairs as two).
-_EXISTING_COLUMNS = (Node.id, Node.cluster_id, Node.name, *NODE_CAPACITY_COLUMNS)
+# The columns an UPDATE of a stored node sets (found by its cluster and name).
+_UPDATED = (*STORED, "domain_id", "seq", "cluster_id")
+_EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
 _IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
 _EXISTING = Read(
     select(*_EXISTING_COLUMNS).where(
@@ -297,7 +304,7 @@ _PAIRS = (
     .render_derived(name="wanted")
 )
 _EXISTING_PAIRS = Read(  # Postgres only
-    select(*_EXISTING_COLUMNS).join(
+    select(Node.cluster_id, *_EXISTING_COLUMNS).join(
         _PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name)
     )
 )
