@@ -80,7 +80,7 @@ async def apply_node_deltas(
     """Apply node-only deltas of distinct clusters in the caller's transaction, together: on
     Postgres one read of the stored nodes they name, one UPDATE, one INSERT and one upsert per
     aggregate table for all of them (the statements' fixed cost, not the rows, was most of
-    a small delta's). A node both removed and upserted in one delta is removed first."""
+    a small delta's)."""
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
@@ -106,7 +106,7 @@ async def apply_node_deltas(
         added = []
         for node in d.delta.node_upserts:
             domain_id = tree.ids[node.domain] if node.domain else None
-            if node.name in existing and node.name not in removed:
+            if node.name in existing:
                 updates.append((*node[:10], node.labels, node.taints, domain_id, d.seq, cluster.id))
             else:
                 values = node._asdict()
