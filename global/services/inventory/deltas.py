@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, any_, bindparam, column, delete, func, select
+from sqlalchemy import Integer, and_, any_, bindparam, column, delete, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -139,7 +139,8 @@ def _change(
     tree: DomainTree, existing: dict[str, dict[str, Any]], delta: CheckedDelta
 ) -> dict[Key, list[int]]:
     """What the delta changes in the cluster's aggregates: (total, free) GPUs by key, the
-    stored nodes it names taken out and its upserts put in."""
+    stored nodes it names taken out and its upserts put in. A node that stays in its domain
+    with its GPU model (most changes: GPUs taken or freed) adds its difference once."""
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
 
     def account(part: tuple[str, int, int] | None, domain_id: uuid.UUID | None, sign: int) -> None:
@@ -151,11 +152,22 @@ def _change(
             entry[0] += sign * total
             entry[1] += sign * free
 
-    for row in existing.values():
-        account(_row_part(row), row["domain_id"], -1)
     domains = tree.ids
     for node in delta.node_upserts:
-        account(_node_part(node), domains[node.domain] if node.domain else None, +1)
+        new, domain_id = _node_part(node), domains[node.domain] if node.domain else None
+        row = existing.get(node.name)
+        if row is None:
+            account(new, domain_id, +1)
+            continue
+        old = _row_part(row)
+        if old is None or new is None or old[0] != new[0] or row["domain_id"] != domain_id:
+            account(old, row["domain_id"], -1)
+            account(new, domain_id, +1)
+        elif old != new:
+            account((new[0], new[1] - old[1], new[2] - old[2]), domain_id, +1)
+    for name in delta.node_removals:  # never also upserted (the schema refuses it)
+        if (row := existing.get(name)) is not None:
+            account(_row_part(row), row["domain_id"], -1)
     return change
 
 
@@ -172,10 +184,15 @@ async def _stored_nodes(
     }
     found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
     if session.get_bind().dialect.name == "postgresql":
-        pairs = [(cid, name) for cid, cluster_names in names.items() for name in cluster_names]
-        params = {"cluster_ids": [c for c, _ in pairs], "names": [n for _, n in pairs]}
+        ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
+        pairs = [(n, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]]
+        params = {
+            "cluster_ids": [ids[n] for n, _ in pairs],
+            "names": [name for _, name in pairs],
+            "runs": [n for n, _ in pairs],
+        }
         for row in await _EXISTING_PAIRS.rows(session, params):
-            found[row["cluster_id"]][row["name"]] = row
+            found[ids[row["run"]]][row["name"]] = row
         return found
     for cluster_id, cluster_names in names.items():
         params = {"cluster_id": cluster_id, "names": cluster_names}
@@ -299,12 +316,17 @@ _PAIRS = (
     func.unnest(
         bindparam("cluster_ids", type_=ARRAY(Node.cluster_id.type)),
         bindparam("names", type_=ARRAY(Node.name.type)),
+        bindparam("runs", type_=ARRAY(Integer())),
     )
-    .table_valued(column("cluster_id", Node.cluster_id.type), column("name", Node.name.type))
+    .table_valued(
+        column("cluster_id", Node.cluster_id.type),
+        column("name", Node.name.type),
+        column("run", Integer()),
+    )
     .render_derived(name="wanted")
 )
 _EXISTING_PAIRS = Read(  # Postgres only
-    select(Node.cluster_id, *_EXISTING_COLUMNS).join(
+    select(_PAIRS.c.run, *_EXISTING_COLUMNS).join(
         _PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name)
     )
 )
