@@ -35,56 +35,71 @@ class GroupCommit(Generic[Item, Result]):
         what: str,
         max_batch: int,
         alone: Callable[[BaseException], bool],
+        writers: int = 1,
     ) -> None:
         """`write(items)` writes the items in one transaction and returns a result per item,
         in order; `alone(error)`: whether the error may come from one item's content; `what`
-        names the items in the log ("jobs")."""
+        names the items in the log ("jobs"). Up to `writers` batches are written at once (each
+        its own transaction): items queue for the next batch once all of them are busy."""
         self._what = what
         self._write_batch = write
         self._max_batch = max_batch
         self._alone = alone
+        self._writers = writers
         self._queue: list[_Entry[Item, Result]] = []
-        self._batch: list[_Entry[Item, Result]] = []  # being written
-        self._writing: asyncio.Task[None] | None = None
+        self._batches: dict[asyncio.Task[None], list[_Entry[Item, Result]]] = {}  # being written
+        self._tasks: set[asyncio.Task[None]] = set()  # writers that take more batches
+
+    @property
+    def writers(self) -> int:
+        return self._writers
 
     @property
     def waiting(self) -> int:
-        """Items queued for the next batch (not the one being written)."""
+        """Items queued for the next batch (not one being written)."""
         return len(self._queue)
 
     @property
     def writing(self) -> int:
-        """Items of the batch being written."""
-        return len(self._batch) if self._writing is not None else 0
+        """Items of the batches being written."""
+        return sum(len(batch) for batch in self._batches.values())
 
     async def add(self, item: Item) -> Result:
         """Write `item` in the next batch and return its result; raises what its write raised
         (the item is then not written)."""
         entry = _Entry[Item, Result](item, asyncio.get_running_loop().create_future())
         self._queue.append(entry)
-        if self._writing is None:
-            self._writing = asyncio.create_task(self._drain())
-            self._writing.add_done_callback(self._abandon)
+        if len(self._tasks) < self._writers:
+            task = asyncio.create_task(self._drain())
+            self._tasks.add(task)
+            task.add_done_callback(self._abandon)
         return await entry.done
 
     async def _drain(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while self._queue:
-                self._batch = self._queue[: self._max_batch]
+                batch = self._batches[task] = self._queue[: self._max_batch]
                 self._queue = self._queue[self._max_batch :]
-                await self._write(self._batch)
+                await self._write(batch)
+                del self._batches[task]
         finally:
-            self._writing = None
+            self._tasks.discard(task)  # at once: an item added from now on starts a writer
 
     def _abandon(self, task: asyncio.Task[None]) -> None:
-        """The writer was cancelled (shutting down), maybe before it started: no caller may
-        wait for ever, and the next item starts a new writer."""
-        if self._writing is task:
-            self._writing = None
+        """A writer was cancelled (shutting down), maybe before it started: no caller of its
+        batch may wait for ever, nor of the queue once no writer is left, and the next item
+        starts a new writer."""
+        self._tasks.discard(task)
+        batch = self._batches.pop(task, [])
         if task.cancelled():
-            for entry in self._batch + self._queue:
+            for entry in batch:
                 entry.done.cancel()
-            self._queue = []
+            if not self._tasks:
+                for entry in self._queue:
+                    entry.done.cancel()
+                self._queue = []
 
     async def _write(self, batch: list[_Entry[Item, Result]]) -> None:
         try:

@@ -15,7 +15,9 @@ class Bad(Exception):
     pass
 
 
-def writer(batches: list[list[int]], *, fail: Exception | None = None) -> GroupCommit[int, int]:
+def writer(
+    batches: list[list[int]], *, fail: Exception | None = None, writers: int = 1
+) -> GroupCommit[int, int]:
     async def write(items: list[int]) -> list[int]:
         batches.append(items)
         await asyncio.sleep(0.01)  # a transaction's round trips
@@ -25,7 +27,9 @@ def writer(batches: list[list[int]], *, fail: Exception | None = None) -> GroupC
             raise Bad("13 cannot be written")
         return [i * 10 for i in items]
 
-    return GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: isinstance(e, Bad))
+    return GroupCommit(
+        write, what="numbers", max_batch=4, alone=lambda e: isinstance(e, Bad), writers=writers
+    )
 
 
 async def test_items_that_arrive_during_a_write_share_the_next_batch() -> None:
@@ -37,6 +41,24 @@ async def test_items_that_arrive_during_a_write_share_the_next_batch() -> None:
     assert await first == 0
     assert await asyncio.gather(*rest) == [10, 20, 30, 40, 50, 60]
     assert batches == [[0], [1, 2, 3, 4], [5, 6]]  # at most max_batch per write
+
+
+async def test_with_two_writers_items_queue_once_both_are_busy() -> None:
+    """A second batch is written while the first one is (its transaction waits on the
+    database, not on the first); what arrives while both are busy shares the next."""
+    batches: list[list[int]] = []
+    group = writer(batches, writers=2)
+    first = asyncio.create_task(group.add(0))
+    await asyncio.sleep(0.001)
+    second = asyncio.create_task(group.add(1))
+    await asyncio.sleep(0.001)
+    assert (group.writing, group.waiting) == (2, 0)
+    rest = [asyncio.create_task(group.add(i)) for i in range(2, 8)]
+    await asyncio.sleep(0.001)
+    assert group.waiting == 6
+    assert await asyncio.gather(first, second, *rest) == [i * 10 for i in range(8)]
+    assert batches == [[0], [1], [2, 3, 4, 5], [6, 7]]
+    assert (group.writing, group.waiting) == (0, 0)
 
 
 async def test_an_error_of_one_item_fails_that_item_alone() -> None:

@@ -1,8 +1,8 @@
 """Group commit of several agent streams' inventory deltas (`services/inventory/delta_writer.py`)
-over real loopback gRPC, on SQLite and Postgres: while one transaction of deltas is held up by
-another client, the deltas of three more streams queue, then go in one transaction; each
-stream is answered only after it committed, and a bad delta or a gap concerns its own stream
-alone."""
+over real loopback gRPC, on SQLite and Postgres: while every writer's transaction of deltas is
+held up by another client, the deltas of three more streams queue, then go in one
+transaction; each stream is answered only after it committed, and a bad delta or a gap
+concerns its own stream alone."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from volcano_global.db.models import Cluster
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.settings import Settings
 
-CLUSTERS = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
+QUEUED = ["gpu-b", "gpu-c", "gpu-d"]
 
 
 @pytest.fixture
@@ -73,10 +73,16 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("condition not reached in 10 s")
 
 
+def holders(app: FastAPI) -> list[str]:
+    """A cluster per writer of deltas (one on SQLite, several on Postgres), whose deltas
+    occupy them all."""
+    return [f"gpu-a{i}" for i in range(app.state.delta_writer.writers)]
+
+
 async def synced(app: FastAPI, api: httpx.AsyncClient) -> dict[str, Stream]:
     """A stream per cluster, each with its snapshot (seq 1) applied."""
     streams = {}
-    for name in CLUSTERS:
+    for name in holders(app) + QUEUED:
         token = str((await create_cluster(api, name))["agentToken"])
         streams[name] = Stream(app, token)
         await streams[name].hello(name)
@@ -91,11 +97,12 @@ def delta(seq: int, *nodes: pb.Node) -> pb.AgentMessage:
 async def grouped(
     app: FastAPI, streams: dict[str, Stream], messages: dict[str, pb.AgentMessage]
 ) -> dict[str, asyncio.Task[pb.GlobalMessage]]:
-    """gpu-a's delta (seq 2) held up in its transaction, then `messages` queued behind it;
-    returns each stream's first reply (a task), gpu-a's among them, not yet answered."""
+    """The holders' deltas (seq 2) held up in their transactions, then `messages` queued
+    behind them; returns each stream's first reply (a task), not yet answered."""
     writer = app.state.delta_writer
-    await streams["gpu-a"].call.write(delta(2, node("n0", used=1)))
-    await until(lambda: writer.writing == 1)
+    for n, name in enumerate(holders(app), start=1):
+        await streams[name].call.write(delta(2, node("n0", used=1)))
+        await until(lambda n=n: writer.writing == n)  # its own transaction
     for name, message in messages.items():
         await streams[name].call.write(message)
     await until(lambda: writer.waiting == len(messages))
@@ -119,18 +126,23 @@ async def test_several_streams_deltas_are_one_transaction_acked_after_it(
         replies = await grouped(
             app,
             streams,
-            {name: delta(2, node("n1", used=i + 2)) for i, name in enumerate(CLUSTERS[1:])},
+            {name: delta(2, node("n1", used=i + 2)) for i, name in enumerate(QUEUED)},
         )
-    for name in CLUSTERS:
-        reply = await asyncio.wait_for(replies[name], timeout=10)
+    for task in replies.values():
+        reply = await asyncio.wait_for(task, timeout=10)
         assert (reply.WhichOneof("body"), reply.ack.seq) == ("ack", 2), reply
-    for used, name in enumerate(CLUSTERS, start=1):
+    for name in holders(app):
+        assert await capacity(api, name) == [
+            {"gpuModel": "H100", "total": 32, "free": 31, "used": 1}
+        ]
+    for used, name in enumerate(QUEUED, start=2):
         assert await capacity(api, name) == [
             {"gpuModel": "H100", "total": 32, "free": 32 - used, "used": used}
         ]
-    # One transaction stamps its clusters alike; gpu-a's was the one before.
+    # One transaction stamps its clusters alike; the holders' were others.
     stamps = await updated_at(app)
-    assert stamps["gpu-b"] == stamps["gpu-c"] == stamps["gpu-d"] != stamps["gpu-a"]
+    assert stamps["gpu-b"] == stamps["gpu-c"] == stamps["gpu-d"]
+    assert not {stamps[name] for name in holders(app)} & {stamps["gpu-b"]}
     for stream in streams.values():
         await stream.close()
 
@@ -149,7 +161,7 @@ async def test_a_bad_delta_fails_alone_and_a_gap_still_asks_for_a_resync(
                 "gpu-d": delta(3, node("n1", used=7)),  # seq 2 never sent
             },
         )
-    for name in ("gpu-a", "gpu-b"):
+    for name in [*holders(app), "gpu-b"]:
         assert (await asyncio.wait_for(replies[name], timeout=10)).ack.seq == 2
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await asyncio.wait_for(replies["gpu-c"], timeout=10)
