@@ -36,16 +36,22 @@ class GroupCommit(Generic[Item, Result]):
         max_batch: int,
         alone: Callable[[BaseException], bool],
         writers: int = 1,
+        weight: Callable[[Item], int] | None = None,
+        max_weight: int | None = None,
     ) -> None:
         """`write(items)` writes the items in one transaction and returns a result per item,
         in order; `alone(error)`: whether the error may come from one item's content; `what`
         names the items in the log ("jobs"). Up to `writers` batches are written at once (each
-        its own transaction): items queue for the next batch once all of them are busy."""
+        its own transaction): items queue for the next batch once all of them are busy. With
+        `max_weight`, a batch also holds items of at most that total `weight` (at least one
+        item)."""
         self._what = what
         self._write_batch = write
         self._max_batch = max_batch
         self._alone = alone
         self._writers = writers
+        self._weight = weight
+        self._max_weight = max_weight
         self._queue: list[_Entry[Item, Result]] = []
         self._batches: dict[asyncio.Task[None], list[_Entry[Item, Result]]] = {}  # being written
         self._tasks: set[asyncio.Task[None]] = set()  # writers that take more batches
@@ -80,12 +86,25 @@ class GroupCommit(Generic[Item, Result]):
         assert task is not None
         try:
             while self._queue:
-                batch = self._batches[task] = self._queue[: self._max_batch]
-                self._queue = self._queue[self._max_batch :]
+                size = self._next_size()
+                batch = self._batches[task] = self._queue[:size]
+                self._queue = self._queue[size:]
                 await self._write(batch)
                 del self._batches[task]
         finally:
             self._tasks.discard(task)  # at once: an item added from now on starts a writer
+
+    def _next_size(self) -> int:
+        """How many queued items the next batch takes."""
+        size = min(len(self._queue), self._max_batch)
+        if self._weight is None or self._max_weight is None:
+            return size
+        total = 0
+        for n, entry in enumerate(self._queue[:size]):
+            total += self._weight(entry.item)
+            if total > self._max_weight:
+                return max(n, 1)
+        return size
 
     def _abandon(self, task: asyncio.Task[None]) -> None:
         """A writer was cancelled (shutting down), maybe before it started: no caller of its

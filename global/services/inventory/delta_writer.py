@@ -31,11 +31,13 @@ from volcano_global.services.inventory.sequence import (
     apply_runs_in_sequence,
 )
 
-# Runs per transaction. Grouping saves each transaction's fixed statements, which matter for
-# small deltas (50 nodes: half the CPU at 20 runs a transaction) and not for large ones (500
-# nodes: the same); a batch's rows are all in memory at once (100 runs of 500 nodes: ~200 MiB
-# more peak RSS on Postgres), so a batch holds a quarter of 100 clusters' streams.
-MAX_BATCH = 25
+# Runs and nodes per transaction. Grouping saves each transaction's fixed statements, which
+# matter for small deltas (50 nodes: half the CPU at 20 runs a transaction) and not for large
+# ones (500 nodes: the same); a batch's rows are all in memory at once (100 runs of 500 nodes:
+# ~200 MiB more peak RSS on Postgres) and are written one after the other, so a batch holds
+# up to 100 runs of at most 5,000 nodes in all.
+MAX_BATCH = 100
+MAX_NODES = 5_000
 # Transactions of deltas written at once on Postgres: while one waits on the database the
 # next is computed (one at a time halved the 100 x 5,000 benchmark's updates/s against a
 # transaction per stream on a pool of 10: the Global's loop and Postgres took turns). SQLite
@@ -63,6 +65,11 @@ def _alone(exc: BaseException) -> bool:
     return isinstance(exc, IntegrityError | DomainError) and not isinstance(exc, Busy)
 
 
+def _nodes(run: DeltaRun) -> int:
+    """The nodes a run names (what its transaction's statements carry)."""
+    return sum(len(d.delta.node_upserts) + len(d.delta.node_removals) for d in run.deltas)
+
+
 class DeltaWriter:
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], *, max_nodes: int | None = None
@@ -76,6 +83,8 @@ class DeltaWriter:
             max_batch=MAX_BATCH,
             alone=_alone,
             writers=POSTGRES_WRITERS if engine.dialect.name == "postgresql" else 1,
+            weight=_nodes,
+            max_weight=MAX_NODES,
         )
 
     @property

@@ -61,6 +61,24 @@ async def test_with_two_writers_items_queue_once_both_are_busy() -> None:
     assert (group.writing, group.waiting) == (0, 0)
 
 
+async def test_a_batch_holds_at_most_its_weight() -> None:
+    batches: list[list[int]] = []
+
+    async def write(items: list[int]) -> list[int]:
+        batches.append(items)
+        await asyncio.sleep(0.01)
+        return items
+
+    group = GroupCommit(
+        write, what="numbers", max_batch=4, alone=lambda e: False, weight=int, max_weight=10
+    )
+    first = asyncio.create_task(group.add(1))
+    await asyncio.sleep(0.001)
+    rest = [asyncio.create_task(group.add(i)) for i in (3, 3, 3, 3, 20, 2)]
+    await asyncio.gather(first, *rest)
+    assert batches == [[1], [3, 3, 3], [3], [20], [2]]  # one item heavier than a batch: alone
+
+
 async def test_an_error_of_one_item_fails_that_item_alone() -> None:
     batches: list[list[int]] = []
     group = writer(batches)
