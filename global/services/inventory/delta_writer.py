@@ -31,18 +31,18 @@ from volcano_global.services.inventory.sequence import (
     apply_runs_in_sequence,
 )
 
-# Runs and nodes per transaction. Grouping saves each transaction's fixed statements, which
-# matter for small deltas (50 nodes: half the CPU at 20 runs a transaction) and not for large
-# ones (500 nodes: the same); a batch's rows are all in memory at once (100 runs of 500 nodes:
-# ~200 MiB more peak RSS on Postgres) and are written one after the other, so a batch holds
-# up to 100 runs of at most 5,000 nodes in all.
-MAX_BATCH = 100
-MAX_NODES = 5_000
-# Transactions of deltas written at once on Postgres: while one waits on the database the
-# next is computed (one at a time halved the 100 x 5,000 benchmark's updates/s against a
-# transaction per stream on a pool of 10: the Global's loop and Postgres took turns). SQLite
-# has one connection: one at a time.
+# Runs per transaction. Grouping saves each transaction's fixed statements, which matter for
+# small deltas (50 nodes: half the CPU at 20 runs a transaction) and not for large ones (500
+# nodes: the same); a batch's rows are all in memory at once (100 runs of 500 nodes: ~200 MiB
+# more peak RSS on Postgres).
+MAX_BATCH = 25
+# On Postgres, nodes per transaction and transactions at once: while one waits on the
+# database the next is computed. One transaction at a time of up to 25 runs halved the
+# 100 x 5,000 benchmark's updates/s against main's transaction per stream on a pool of 10
+# (the Global's loop and Postgres took turns); four of at most 5,000 nodes matched it. SQLite
+# has one connection and one writer: one transaction at a time, as large as it comes.
 POSTGRES_WRITERS = 4
+POSTGRES_MAX_NODES = 5_000
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,15 @@ class DeltaWriter:
     ) -> None:
         self.sessions = sessions
         self._max_nodes = max_nodes  # per cluster (`limits.max_cluster_nodes`)
-        engine = sessions.kw["bind"]
+        postgres = sessions.kw["bind"].dialect.name == "postgresql"
         self._group = GroupCommit[DeltaRun, DeltasOutcome](
             self._write,
             what="inventory delta runs",
             max_batch=MAX_BATCH,
             alone=_alone,
-            writers=POSTGRES_WRITERS if engine.dialect.name == "postgresql" else 1,
+            writers=POSTGRES_WRITERS if postgres else 1,
             weight=_nodes,
-            max_weight=MAX_NODES,
+            max_weight=POSTGRES_MAX_NODES if postgres else None,
         )
 
     @property
