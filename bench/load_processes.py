@@ -30,7 +30,12 @@ async def start_replicas(
 ) -> list[Server]:
     """`--replicas` Global servers on the one database, one after the other: the first
     migrates it."""
-    env = {"VGLOBAL_DB_POOL_SIZE": "20", "VGLOBAL_WORKERS": str(args.workers)}
+    # A loaded 2-core host: uvicorn's 5 s health check killed workers that were only busy.
+    env = {
+        "VGLOBAL_DB_POOL_SIZE": "20",
+        "VGLOBAL_WORKERS": str(args.workers),
+        "VGLOBAL_WORKER_HEALTHCHECK_TIMEOUT_S": "60",
+    }
     if args.scheduler_process or args.no_scheduling:
         env["VGLOBAL_SCHEDULING__ENABLED"] = "false"
     return [

@@ -37,12 +37,12 @@ from workloads import kalos_stats
 
 from volcano_global.solver import Policy, Snapshot, SolveOptions, solve
 from volcano_global.solver.fair_share import quota_states
+from volcano_global.solver.free_pools import remaining
 from volcano_global.solver.preemption import (
     PREEMPT,
     RECLAIM,
     Rules,
     preempt,
-    remaining,
     standings,
 )
 from volcano_global.solver.round_plan import (

@@ -367,6 +367,13 @@ class Settings(BaseSettings):
         description="Server processes sharing the REST and gRPC ports (more than 1 needs "
         "Postgres and a fixed gRPC port); each is a replica, one of them schedules.",
     )
+    worker_healthcheck_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="With workers > 1, how long a worker may take to answer its supervisor's "
+        "health check before it is killed and replaced (uvicorn's 5 s; raise it on a loaded "
+        "host, but it delays the handling of SIGTERM by up to workers x this).",
+    )
     shutdown_budget_s: float = Field(
         20.0,
         gt=0,

@@ -2,7 +2,7 @@
 running jobs whose pods sit on the leaves' busy nodes (some split over two clusters, with
 link bandwidth), waiting gangs of every shape, and the rules varied. `decisions` is what a
 round's evictions come to, in plain values (compared against `tests/solver_support/preemption_decisions.json`,
-written by the code before `preemption.FreePools`)."""
+written by the code before `FreePools` (`free_pools.py`))."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Copies that belong to no share, in a Kubernetes member cluster: the same staging Job a
 share's copy runs as (staging.py), one container, named after the copy (`<name>-stage-<copy
 id>`) and labelled with it. Applying a copy twice (resent on each stream, or after an agent
-restart) creates nothing twice: the Job is found by its name and waited for again, or its end
-reported again. A cancellation deletes the Job (the copy stops), found by its label on the
-API server; a copy that ended first reports its end again instead."""
+restart) creates nothing twice: the Job is found by its label on the API server and waited
+for again, or its end reported again. A cancellation deletes the Job (the copy stops), found
+the same way; a copy that ended first reports its end again instead."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from core_agent.kubernetes.adapter import BATCH_JOBS, Kind
+from core_agent.kubernetes.adapter import BATCH_JOBS, Gone, Kind, Missing, NotFound, Refused
 from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
 from core_agent.kubernetes.staging import Persist, Stager, job_outcome
@@ -29,6 +29,9 @@ from volcano_global.rpc.shares import ShareAssignment
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# What the API server answers that trying again will not change (RBAC's 403, a 404 on the
+# type, an expired continue token): the copy fails with it.
+_REFUSALS = (Refused, NotFound, Missing, Gone)
 
 
 def as_share(copy: DataCopyAssignment) -> ShareAssignment:
@@ -97,12 +100,19 @@ class Copies:
             )
             report(status)
 
+        persist = self._persist(stop)
         try:
+            # Its Job, if one runs already, is found by the copy's label, not by its name: the
+            # name follows the job's, and a copy whose job was deleted since is sent with
+            # its data source's name instead (a Job by that name would be a second copier).
+            adopt = await self._adopt(copy, persist)
             why = await self.stager.stage(
-                share, persist=self._persist(stop), stop=stop, progress=progress
+                share, persist=persist, stop=stop, progress=progress, adopt=adopt
             )
         except Abandoned:
             return  # cancelled: the cancellation reports
+        except _REFUSALS as exc:  # unreported, the copy would stay Pending, its bandwidth held
+            why = f"staging Job of copy {copy.copy_id}: {exc}"
         phase = CopyPhase.FAILED if why else CopyPhase.SUCCEEDED
         self._end(report, CopyStatus(copy_id=copy.copy_id, phase=phase, bytes=total, message=why))
 
@@ -120,7 +130,7 @@ class Copies:
             return
         persist = self._persist(None)
         for job in await self._jobs(cancel.copy_id, persist):
-            namespace, name = job["metadata"].get("namespace", ""), job["metadata"]["name"]
+            namespace, name = _namespace(job), job["metadata"]["name"]
             if (outcome := job_outcome(job)) is not None:  # it ended while no agent ran
                 phase = CopyPhase.FAILED if outcome else CopyPhase.SUCCEEDED
                 why = outcome and f"staging Job {namespace}/{name} failed: {outcome}"
@@ -132,6 +142,27 @@ class Copies:
             )
         stopped = CopyStatus(copy_id=cancel.copy_id, phase=CopyPhase.STOPPED, message=cancel.reason)
         self._end(report, stopped)
+
+    async def _adopt(self, copy: DataCopyAssignment, persist: Persist) -> str:
+        """The name of the copy's Job already on the API server ("": none). Of several (two
+        agents raced), the newest is waited for and the others deleted: one copier writes."""
+        found = [
+            j for j in await self._jobs(copy.copy_id, persist) if _namespace(j) == copy.namespace
+        ]
+        found.sort(
+            key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"])
+        )
+        for job in found[:-1]:
+            name = job["metadata"]["name"]
+            log.warning("copy %s: deleting its second staging Job %s", copy.copy_id, name)
+            try:
+                await persist(
+                    f"deleting staging Job {copy.namespace}/{name}",
+                    functools.partial(self.stager.api.delete_batch_job, copy.namespace, name),
+                )
+            except _REFUSALS as exc:
+                log.warning("copy %s: staging Job %s not deleted: %s", copy.copy_id, name, exc)
+        return found[-1]["metadata"]["name"] if found else ""
 
     async def _jobs(self, copy_id: str, persist: Persist) -> list[dict[str, Any]]:
         """The copy's staging Jobs (one, or none), as the API server has them now."""
@@ -163,3 +194,7 @@ class Copies:
             )
 
         return persist
+
+
+def _namespace(job: dict[str, Any]) -> str:
+    return str(job["metadata"].get("namespace", ""))

@@ -28,6 +28,7 @@ from core_agent.kubernetes.adapter import BATCH_JOBS, AlreadyExists, Kind, KubeA
 from core_agent.kubernetes.retry import Abandoned
 from core_agent.kubernetes.watcher import Store
 from volcano_global.jobspec.members import JOB_UID_LABEL, LABEL_PREFIX, PLACEMENT_LABEL
+from volcano_global.rpc.copies import MAX_BYTES
 from volcano_global.rpc.shares import ShareAssignment, StagingItem
 
 STAGING_LABEL = LABEL_PREFIX + "staging"
@@ -90,16 +91,20 @@ class Stager:
         persist: Persist,
         stop: asyncio.Event,
         progress: Callable[[int], None],
+        adopt: str = "",
     ) -> str:
         """Run the share's copies; "" once the data is there, else why not. Raises Abandoned
-        when `stop` is set (the share was cancelled: the cancellation deletes the Job)."""
-        name = staging_job_name(a)
+        when `stop` is set (the share was cancelled: the cancellation deletes the Job).
+        `adopt`: the name of its Job found on the API server, waited for instead of creating
+        one (its name may differ from the one it would be given now)."""
+        name = adopt or staging_job_name(a)
         what = f"staging Job {a.namespace}/{name}"
         try:
-            await persist(
-                f"creating {what}",
-                functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
-            )
+            if not adopt:
+                await persist(
+                    f"creating {what}",
+                    functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
+                )
         except AlreadyExists:
             pass  # created before an agent restart (or it is not ours: seen below)
         except Refused as exc:
@@ -107,20 +112,20 @@ class Stager:
         moved = asyncio.Event()
         self._waiting.add(moved)
         try:
-            return await self._wait(a, moved, persist=persist, stop=stop, progress=progress)
+            return await self._wait(a, name, moved, persist=persist, stop=stop, progress=progress)
         finally:
             self._waiting.discard(moved)
 
     async def _wait(
         self,
         a: ShareAssignment,
+        name: str,
         moved: asyncio.Event,
         *,
         persist: Persist,
         stop: asyncio.Event,
         progress: Callable[[int], None],
     ) -> str:
-        name = staging_job_name(a)
         what = f"staging Job {a.namespace}/{name}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.timeout_s + self.config.grace_s
@@ -214,9 +219,14 @@ def job_outcome(job: dict[str, Any]) -> str | None:
 
 
 def staged_bytes(job: dict[str, Any] | None) -> int:
-    """What the copier says it has copied (0: nothing said)."""
+    """What the copier says it has copied (0: nothing said, or no count in ASCII digits), at
+    most what the Global stores: a larger count made the report one it refuses, which ends
+    the agent's stream (and `int("²")` raises, though `"²".isdigit()`)."""
     value = ((job or {}).get("metadata", {}).get("annotations") or {}).get(STAGED_BYTES_ANNOTATION)
-    return int(value) if isinstance(value, str) and value.isdigit() else 0
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return 0
+    digits = value.lstrip("0") or "0"  # 20 digits are past the most (int() refuses 4,301)
+    return min(int(digits[:20]), MAX_BYTES)
 
 
 async def _first(*events: asyncio.Event, within: float) -> None:

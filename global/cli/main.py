@@ -73,12 +73,24 @@ def server(
         int | None,
         typer.Option(help="Server processes (Postgres only) [env: VGLOBAL_WORKERS]", min=1),
     ] = None,
+    worker_healthcheck_timeout_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a worker may take to answer its health check before it is replaced "
+            "[env: VGLOBAL_WORKER_HEALTHCHECK_TIMEOUT_S, default 30]"
+        ),
+    ] = None,
 ) -> None:
     """Run the Global server (migrates the database on start)."""
     from volcano_global.cli.serve import run_server
 
     run_server(
-        host=host, port=port, grpc_port=grpc_port, database_url=database_url, workers=workers
+        host=host,
+        port=port,
+        grpc_port=grpc_port,
+        database_url=database_url,
+        workers=workers,
+        worker_healthcheck_timeout_s=worker_healthcheck_timeout_s,
     )
 
 

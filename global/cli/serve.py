@@ -30,6 +30,7 @@ def run_server(
     grpc_port: int | None,
     database_url: str | None,
     workers: int | None = None,
+    worker_healthcheck_timeout_s: float | None = None,
 ) -> None:
     given = {
         "host": host,
@@ -37,6 +38,7 @@ def run_server(
         "grpc_port": grpc_port,
         "database_url": database_url,
         "workers": workers,
+        "worker_healthcheck_timeout_s": worker_healthcheck_timeout_s,
     }
     overrides = {k: v for k, v in given.items() if v is not None}
     settings = settings_or_exit(overrides)
@@ -63,8 +65,13 @@ def run_server(
         share_metrics_between_workers()
         log.info("%d worker processes", settings.workers)
     keep_exit_code_on_signals()
-    uvicorn.run(
-        "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings),
+    app = "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings)
+    uvicorn.run(app, **uvicorn_options(settings))
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The arguments of `uvicorn.run` (and so of its `Config`) besides the app."""
+    return dict(
         factory=settings.workers > 1,
         workers=settings.workers if settings.workers > 1 else None,
         host=settings.host,
@@ -84,6 +91,9 @@ def run_server(
         timeout_keep_alive=75,
         ssl_certfile=settings.tls.cert_file if settings.tls.enabled else None,
         ssl_keyfile=settings.tls.key_file if settings.tls.enabled else None,
+        # With workers > 1, uvicorn's supervisor kills a worker that misses a health check;
+        # its 5 s default killed workers that were only busy on a loaded 2-core host.
+        timeout_worker_healthcheck=settings.worker_healthcheck_timeout_s,
     )
 
 

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -75,6 +75,19 @@ async def autocommit(session: AsyncSession) -> AsyncSession:
     if session.bind is not None and session.bind.dialect.name == "postgresql":
         await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     return session
+
+
+async def take_write_lock(session: AsyncSession) -> None:
+    """SQLite: begin the session's transaction with BEGIN IMMEDIATE, taking the database's
+    write lock before its first read. The driver begins a transaction only at the first write,
+    so what a transaction read before it (and decided its writes on) is not protected from
+    another process writing the file in between. Postgres: nothing (its callers write in one
+    statement). Call first thing in the transaction."""
+    if session.get_bind().dialect.name == "sqlite":
+        await session.execute(_BEGIN_IMMEDIATE)
+
+
+_BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")
 
 
 @asynccontextmanager

@@ -222,6 +222,16 @@ def _job_gang(summary: JobSpecSummary) -> Gang:
     )
 
 
+@dataclass(frozen=True)
+class _SplitAsked:
+    """What a job's split annotations ask (None: not said)."""
+
+    mode: str | None  # auto, never
+    max_clusters: int | None
+    min_share: int | None
+    unit_pods: int | None
+
+
 def _split_policy(
     kind: str,
     gang: Gang,
@@ -235,39 +245,67 @@ def _split_policy(
     if mode not in (None, "auto", "never"):
         check.fail(child(ext.ANNOTATIONS_PATH, ext.SPLIT), "must be auto or never")
         mode = None
-    max_clusters = ext.annotation_int(annotations, ext.MAX_CLUSTERS, check, minimum=1)
-    min_share = ext.annotation_int(annotations, ext.MIN_SHARE_PODS, check, minimum=0)
-    unit_pods = ext.annotation_int(annotations, ext.UNIT_PODS, check, minimum=1)
-
+    asked = _SplitAsked(
+        mode=mode,
+        max_clusters=ext.annotation_int(annotations, ext.MAX_CLUSTERS, check, minimum=1),
+        min_share=ext.annotation_int(annotations, ext.MIN_SHARE_PODS, check, minimum=0),
+        unit_pods=ext.annotation_int(annotations, ext.UNIT_PODS, check, minimum=1),
+    )
     if hyper is not None:
-        children = sum(s.replicas for s in gang.sub_jobs)
-        never = mode == "never"
-        widest = max_clusters or hyper.max_domains
-        if hyper.auto_split and not never:
-            # splitPolicy auto: the placement splits the one replicated job's pool of pods.
-            unit = unit_pods or _smallest_whole_unit(gang)
-            if gang.total_pods % unit or _cut_partition(gang, unit) is not None:
-                check.fail(
-                    child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS),
-                    f"a split unit of {unit} pods must divide the pool's {gang.total_pods} "
-                    "pods at whole partitions",
-                )
-            return SplitPolicy(
-                mode="auto",
-                unit_pods=unit,
-                max_clusters=widest or options.default_max_clusters,
-                min_share_pods=min_share if min_share is not None else unit,
-                source="annotations" if mode else "hyperjob",
+        return _hyperjob_split(gang, hyper, asked, check, options)
+    return _job_split(gang, communication, asked, check, options)
+
+
+def _hyperjob_split(
+    gang: Gang, hyper: HyperJobSummary, asked: _SplitAsked, check: Checker, options: ParseOptions
+) -> SplitPolicy:
+    """A HyperJob's: its child jobs spread over clusters, or with splitPolicy auto the one
+    replicated job's pool of pods split as a Job's."""
+    mode, min_share = asked.mode, asked.min_share
+    children = sum(s.replicas for s in gang.sub_jobs)
+    never = mode == "never"
+    widest = asked.max_clusters or hyper.max_domains
+    if hyper.auto_split and not never:
+        # splitPolicy auto: the placement splits the one replicated job's pool of pods.
+        unit = asked.unit_pods or _smallest_whole_unit(gang)
+        if gang.total_pods % unit or _cut_partition(gang, unit) is not None:
+            check.fail(
+                child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS),
+                f"a split unit of {unit} pods must divide the pool's {gang.total_pods} "
+                "pods at whole partitions",
             )
         return SplitPolicy(
-            mode="never" if never else "auto",
-            unit="subJob",
-            unit_pods=max((s.pods for s in gang.sub_jobs), default=1),
-            max_clusters=1 if never else (widest or children),
-            min_share_pods=min_share or 0,
+            mode="auto",
+            unit_pods=unit,
+            max_clusters=widest or options.default_max_clusters,
+            min_share_pods=min_share if min_share is not None else unit,
             source="annotations" if mode else "hyperjob",
         )
+    return SplitPolicy(
+        mode="never" if never else "auto",
+        unit="subJob",
+        unit_pods=max((s.pods for s in gang.sub_jobs), default=1),
+        max_clusters=1 if never else (widest or children),
+        min_share_pods=min_share or 0,
+        source="annotations" if mode else "hyperjob",
+    )
 
+
+def _job_split(
+    gang: Gang,
+    communication: Communication | None,
+    asked: _SplitAsked,
+    check: Checker,
+    options: ParseOptions,
+) -> SplitPolicy:
+    """A Volcano Job's: split in units of whole partitions, if its annotations or its
+    communication plan allow it."""
+    mode, max_clusters, min_share, unit_pods = (
+        asked.mode,
+        asked.max_clusters,
+        asked.min_share,
+        asked.unit_pods,
+    )
     source = "annotations" if mode or unit_pods or max_clusters else "default"
     if mode is None:
         mode = "auto" if communication is not None else "never"

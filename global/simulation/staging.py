@@ -16,6 +16,7 @@ from volcano_global.simulation.data import DataState
 from volcano_global.simulation.running import Running
 from volcano_global.simulation.workload import TraceJob
 from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.gravity import DataOptions
 
 if TYPE_CHECKING:
@@ -64,12 +65,15 @@ class Copies:
         return out
 
     def copying(self, running: dict[str, Running]) -> dict[str, tuple[str, ...]]:
-        """Data on its way: name -> destinations (never copied there twice)."""
+        """Data on its way: name -> destinations (never copied there twice). Not checkpoints,
+        as on the server (`services/data/copies.copying`): each job's is its own, though all
+        are named `checkpoint`, and another job's on its way bars nothing."""
         bound: dict[str, set[str]] = defaultdict(set)
         in_flight = [copies for _, copies in self.fetching] + [r.copies for r in running.values()]
         for copies in in_flight:
             for c in copies:
-                bound[c.data].add(c.destination)
+                if c.data != CHECKPOINT:
+                    bound[c.data].add(c.destination)
         return {name: tuple(sorted(where)) for name, where in bound.items()}
 
     def reserved(self, running: dict[str, Running]) -> Iterator[tuple[speed.Pair, float]]:

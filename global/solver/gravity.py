@@ -110,6 +110,8 @@ def steer(
     evicting: bool = False,
     regions: Mapping[str, str] | None = None,
     no_prefetch: Mapping[str, Sequence[str]] | None = None,
+    no_copies_into: Mapping[str, str] | None = None,
+    probe_copies_into: Mapping[str, str] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
@@ -117,13 +119,16 @@ def steer(
     may evict may then be steered where it has no room yet). `regions`: cluster -> region,
     where known (copies that leave a region weigh `cross_region_margin` more). `no_prefetch`:
     job id -> clusters its data is not copied into while it waits (a copy there failed lately,
-    or the cluster's agent cannot run one)."""
+    or the cluster's agent cannot run one). `no_copies_into`: cluster -> why no job's data is
+    copied into it while it waits (copies into it keep failing), said in the job's note;
+    `probe_copies_into`: the same, but the first job copied there (the probe) is."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
     room = Room(clusters, running)
     names = [c.name for c in clusters]
     out, decided = [], {}
+    refused = dict(no_copies_into or {})  # gains each probe's cluster once a job takes it
     for job in jobs:
         wanted, lost = _restorable(items(needs.get(job.id, DataNeeds())), names)
         if not wanted:
@@ -132,7 +137,10 @@ def steer(
                 decided[job.id] = Steer(None, lost)
             continue
         barred = frozenset((no_prefetch or {}).get(job.id, ()))
-        s = _steer_one(job, wanted, names, free, room, options, evicting, regions or {}, barred)
+        s = _steer_one(
+            job, wanted, names, free, room, options, evicting, regions or {}, barred,
+            refused,
+        )  # fmt: skip
         if lost:
             s = replace(s, note=f"{lost}; {s.note}")
         moving = [i.name for i in wanted if i.name in (copying or {})]
@@ -141,6 +149,9 @@ def steer(
             note = s.note.removesuffix(f"; copying it to {s.prefetch_to} meanwhile")
             said = f"{', '.join(moving)} is being copied to {_list(sorted(where))} meanwhile"
             s = replace(s, prefetch_to=None, note=f"{note}; {said}")
+        probe = (probe_copies_into or {}).get(s.prefetch_to or "")
+        if probe is not None and s.prefetch_to is not None:
+            refused.setdefault(s.prefetch_to, probe)
         decided[job.id] = s
         out.append(_narrowed(job, s.allowed))
     return out, decided
@@ -179,6 +190,7 @@ def _steer_one(
     evicting: bool,
     regions: Mapping[str, str],
     barred: frozenset[str] = frozenset(),
+    refused: Mapping[str, str] | None = None,
 ) -> Steer:
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
@@ -202,8 +214,14 @@ def _steer_one(
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     target = _prefetch_target(job, staged, wait, room, weight, barred) if options.prefetch else None
+    refusal = ""
+    if target is not None and target in (refused or {}):  # said if it waits: the longer
+        refusal = f"; not copying it to {target} meanwhile: {(refused or {})[target]}"
+        barred |= frozenset(refused or ())
+        target = _prefetch_target(job, staged, wait, room, weight, barred)
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
-    if faster and target is not None and not any(room.free_now(job, c) >= need for c in faster):
+    waits = not any(room.free_now(job, c) >= need for c in faster)  # no room now to stage in
+    if faster and target is not None and waits:
         # Only an eviction could make room where it would stage: copying the data without
         # GPUs to where room comes first beats evicting to stage there (GPUs held while it
         # copies), when such a place exists (one a copy may go to now); else the eviction
@@ -213,16 +231,17 @@ def _steer_one(
         if target is not None:
             ready = max(room.wait_s(job, (target,))[0], staged[target][0])
             room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
-            note = _waiting_note(wanted, holders, staged, wait)
+            note = _waiting_note(wanted, holders, staged, wait) + refusal
             return Steer(holders, f"{note}; copying it to {target} meanwhile", wait, target)
         if math.isfinite(wait):
             room.claim(group, wait, job.gpus, run)
-        return Steer(holders, _waiting_note(wanted, holders, staged, wait), wait)
+        return Steer(holders, _waiting_note(wanted, holders, staged, wait) + refusal, wait)
     best = faster[0]
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
     note = f"{_what(wanted)} is in {_list(_where(wanted))}; {_staging_text(best, *staged[best])}"
-    return Steer(holders + faster, note + sooner, wait)
+    # A refused prefetch is said only to a job that waits (not one that starts staging).
+    return Steer(holders + faster, note + sooner + (refusal if waits else ""), wait)
 
 
 def _prefetch_target(

@@ -6,6 +6,7 @@ import copy
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import mul
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class Leaf:
 
     @property
     def free_gpus(self) -> int:
-        return sum(v * n for v, n in enumerate(self.free_nodes))
+        return sum(map(mul, range(len(self.free_nodes)), self.free_nodes))
 
 
 def evolve(value: _T, **changes: object) -> _T:

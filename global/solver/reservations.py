@@ -150,18 +150,12 @@ class _Timeline:
             for r in run.links:
                 self.link_releases[link_key(r.a, r.b)].append((max(run.ends_in_s, 0.0), r.gbps))
         self.links_now = {link.key: link.free_gbps for link in snapshot.links}
-        self._gpu_curve = {key: _curve(rel) for key, rel in self.releases.items()}
         self._empty: dict[str, ClusterPool | None] = {}
         self._link_curve = {key: _curve(rel) for key, rel in self.link_releases.items()}
         # The links' bandwidth changes only when a running split job ends: asked at every
         # running job's end (thousands on a large fleet), it is worked out once per change.
         self._link_times = sorted(t for rel in self.link_releases.values() for t, _ in rel)
         self._links_seen: dict[int, dict[tuple[str, str], float]] = {}
-
-    def released(self, key: Key, t: float) -> int:
-        """GPUs the running jobs in (cluster, model) are expected to have freed by t."""
-        times, totals = self._gpu_curve.get(key, ((), (0,)))
-        return int(totals[bisect.bisect_right(times, t)])
 
     def most_units(self, job: JobRequest, cluster: str, model: str) -> int:
         """Units of the job the cluster could hold with every node free (all of them when a
@@ -195,14 +189,24 @@ class _Timeline:
         whole_left = {name for name in models if most[name] >= job.units}
         split_found = job.cluster_limit < 2
         out: list[Hold] = []
-        free = {name: self.pools[name].free_gpus(m) for name, m in models.items()}
+        avail = {name: self.pools[name].free_gpus(m) for name, m in models.items()}
+        # The GPUs free at t, kept up to date end by end: worked out anew at every t, they
+        # cost 100 clusters' curves at each of thousands of running jobs' ends, per job.
+        ends = sorted(
+            (t, name, g) for name, m in models.items() for t, g in self.releases[(name, m)]
+        )
+        total, done, unit_gpus = sum(avail.values()), 0, max(job.unit_gpus, 1)
         for t in times:
-            avail = {name: free[name] + self.released((name, m), t) for name, m in models.items()}
+            while done < len(ends) and ends[done][0] <= t:
+                avail[ends[done][1]] += ends[done][2]
+                total += ends[done][2]
+                done += 1
             for name in sorted(whole_left):
-                if avail[name] // max(job.unit_gpus, 1) >= job.units:
+                if avail[name] // unit_gpus >= job.units:
                     whole_left.discard(name)
                     out.append(self._hold(job, t, {name: job.units}, avail, models))
-            if not split_found:
+            # A split needs its units' GPUs free over the clusters (`_split` finds none else).
+            if not split_found and total // unit_gpus >= job.units:
                 units = _split(job, avail, most, self._links_at(t))
                 if units is not None:
                     split_found = True

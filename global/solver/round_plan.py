@@ -7,9 +7,10 @@ decide alike by construction.
 The recipe, in the order it runs (Kueue's cycle has the same shape: heads, snapshot, nominate,
 admit, requeue, with an explicit status per entry):
 
-1. **Order** the waiting jobs: priority, weighted fair share between queues, then submission
-   time - or, for a planned policy, the jobs owed a reservation and then the least expected
-   service first; a planned policy is also told how long each is likely to run.
+1. **Order** the waiting jobs (steps 1-1c: `round_order.py`): priority, weighted fair share
+   between queues, then submission time - or, for a planned policy, the jobs owed a
+   reservation and then the least expected service first; a planned policy is also told how
+   long each is likely to run.
    1b. **Data**: a job that reads data may use the clusters that hold it, and those where
    staging it ends sooner than a holder is expected to have room (`gravity.steer`).
    1c. **Long work**: a job expected (by its runningEstimate) to run for hours waits while
@@ -66,7 +67,6 @@ from volcano_global.solver import (
     SolveOptions,
     failed,
     gravity,
-    long_work,
     planning,
     shrinking,
     solve,
@@ -78,7 +78,8 @@ from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode, quota_states
-from volcano_global.solver.long_work import Estimate, LongWork
+from volcano_global.solver.free_pools import remaining
+from volcano_global.solver.long_work import LongWork
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -91,16 +92,17 @@ from volcano_global.solver.model import (
     Snapshot,
 )
 from volcano_global.solver.outcomes import Outcome, Status
+from volcano_global.solver.packing import Pools
 from volcano_global.solver.preemption import (
     Eviction,
     Rules,
     Standing,
     preempt,
-    remaining,
     standings,
 )
 from volcano_global.solver.replication import Popularity
 from volcano_global.solver.round_data import preemptor_copies, replicas, staging, with_data
+from volcano_global.solver.round_order import in_line, order, window
 from volcano_global.solver.round_sharing import demotions
 from volcano_global.solver.timesharing import TimeSharing
 
@@ -153,6 +155,12 @@ class RoundInput:
     # Job id -> clusters its data is not prefetched into now: a copy there failed lately (its
     # backoff runs), or the cluster's agent cannot run copies without a share.
     no_prefetch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Cluster -> why no waiting job's data is copied into it now (copies into it keep failing,
+    # whichever jobs they were for: `services/data/copies.broken_destinations`).
+    no_copies_into: Mapping[str, str] = field(default_factory=dict)
+    # Cluster -> why: copies into it kept failing and their backoff ended; one copy (the first
+    # job's) tries again, the jobs after it are told why not theirs.
+    probe_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)
@@ -226,7 +234,7 @@ def plan_round(
     """The round (module docstring), step by step."""
     options = options or RoundOptions()
     rules = options.preemption
-    waiting, steered, held_back = _in_line(data, policy, options)  # 1, 1b, 1c
+    waiting, steered, held_back = in_line(data, policy, options)  # 1, 1b, 1c
     line = whole_queue.cut(data, waiting, options, planned=policy.planned)  # 1d
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
     shrinks, clusters = _shrinks(data, line.window, queues, policy, options)  # 3
@@ -248,11 +256,11 @@ def plan_round(
     staged = staging(data, decision, growing, steered, options)  # 6b
     decision, starts, steered = staged.decision, staged.starts, staged.steered
     grows = _grows(data, decision, growth, staged.links)  # 6
-    left = _left(snapshot, decision, filled, rules)
+    left, pools = _left(snapshot, decision, filled, rules)
     if (rules is not None or data.time_sharing) and data.data:
         copied = staged.copies | staged.fetches
         left = replace(left, links=copies_.reserved(left.links, copied, options.data))
-    evictions = _evictions(left, decision, shrinks, growing, queues, rules)  # 7
+    evictions = _evictions(left, pools, decision, shrinks, growing, queues, rules)  # 7
     evictions, preempting, unevicted = preemptor_copies(  # 7b
         data, evictions, left.links, steered, options, staged.bound
     )
@@ -287,59 +295,15 @@ def plan_round(
 
 def _left(
     snapshot: Snapshot, decision: Decision, filled: whole_queue.Filled, rules: Rules | None
-) -> Snapshot:
+) -> tuple[Snapshot, Pools | None]:
     """What the round's starts and growth leave: where evictions and explanations look (the
-    pools of step 5b, unless staging turned a start away since)."""
+    pools of step 5b, unless staging turned a start away since), and those pools when they
+    hold it (step 7 places on them instead of building 100 clusters' pools again)."""
     if filled.pools is not None and filled.decision is decision:
-        return filled.left(snapshot)
+        return filled.left(snapshot), filled.pools
     if snapshot.running or rules is not None or filled.beyond:
-        return remaining(snapshot, decision, filled.beyond)
-    return snapshot
-
-
-def _in_line(
-    data: RoundInput, policy: Policy, options: RoundOptions
-) -> tuple[list[JobRequest], dict[str, gravity.Steer], dict[str, Outcome]]:
-    """Steps 1, 1b and 1c: the waiting jobs in order, where their data lets them start, and
-    the long jobs held back (with their outcomes)."""
-    waiting = order(data, policy, options)  # 1
-    waiting, steered = gravity.steer(  # 1b
-        waiting,
-        data.data,
-        clusters=data.clusters,
-        links=data.links,
-        running=data.running,
-        options=options.data,
-        copying=data.copying,
-        evicting=options.preemption is not None,
-        regions=data.regions,
-        no_prefetch=data.no_prefetch,
-    )
-    waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
-    return waiting, steered, held_back
-
-
-def _keep_room(
-    data: RoundInput, waiting: list[JobRequest], policy: Policy, options: RoundOptions
-) -> tuple[list[JobRequest], dict[str, Outcome]]:
-    """Step 1c: long jobs held back while long work holds its share (`long_work`), for the
-    planned policies (the baselines stand for other systems, which have no such rule)."""
-    rule = options.long_work if policy.planned else None
-    estimates = {
-        w.request.id: Estimate(w.estimate_s, w.request.queue)
-        for w in (data.waiting if rule is not None else ())
-        if w.estimate_s is not None
-    }
-    kept, held_back = long_work.keep_room(
-        waiting,
-        estimates,
-        running=data.running,
-        clusters=data.clusters,
-        fleet_gpus=data.fleet_gpus,
-        durations=data.durations,
-        options=rule,
-    )
-    return kept, {k: Outcome(k, Status.WAITING, why) for k, why in held_back.items()}
+        return remaining(snapshot, decision, filled.beyond), None
+    return snapshot, None
 
 
 def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
@@ -348,48 +312,6 @@ def has_work(data: RoundInput, policy: Policy, options: RoundOptions) -> bool:
     if data.waiting or data.set_aside or data.beyond:
         return True
     return bool(_growth(data, [], [], policy, options))
-
-
-def order(data: RoundInput, policy: Policy, options: RoundOptions) -> list[JobRequest]:
-    """Step 1: the waiting jobs in queue order, with what a planned policy is told about
-    time. Prefix-stable: the first n of a longer list come out in the same order, so the
-    server may read only the window's jobs (`window`)."""
-    candidates = _candidates(data, policy, options)
-    by_id = {w.request.id: w for w in data.waiting}
-    return [
-        planning.with_time(policy, by_id[c.key].request, c, by_id[c.key].estimate_s, data.durations)
-        for c in candidates
-    ]
-
-
-def window(data: RoundInput, policy: Policy, options: RoundOptions, size: int) -> list[str]:
-    """The ids of the first `size` waiting jobs in the order of step 1 (what the server
-    reads in full for a round)."""
-    return [c.key for c in _candidates(data, policy, options)[:size]]
-
-
-def _candidates(data: RoundInput, policy: Policy, options: RoundOptions) -> list:  # type: ignore[type-arg]
-    return planning.order(
-        policy,
-        [
-            planning.waiting(
-                w.request.id,
-                queue=w.request.queue,
-                priority=w.request.priority,
-                gpus=w.request.gpus,
-                submitted_at=w.submitted_at,
-                estimate_s=w.estimate_s,
-                now=data.now,
-                durations=data.durations,
-                reserve_after_s=options.reserve_after_s,
-                level=w.request.served_gpu_s if w.request.queue in data.time_sharing else 0.0,
-            )
-            for w in data.waiting
-        ],
-        held={name: q.held for name, q in data.tree.items()},
-        weights={name: q.weight for name, q in data.tree.items()},
-        tree=data.tree,
-    )
 
 
 def _standings(data: RoundInput) -> dict[str, Standing]:
@@ -489,21 +411,23 @@ def _grows(
 
 def _evictions(
     left: Snapshot,
+    pools: Pools | None,
     decision: Decision,
     shrinks: list[planning.Shrink],
     growing: set[str],
     queues: Mapping[str, Standing],
     rules: Rules | None,
 ) -> list[Eviction]:
-    """Step 7: `preemption.preempt` over what the decision leaves free (`left`); a running
-    elastic job the round resizes (gives back units, or grows) is no victim."""
+    """Step 7: `preemption.preempt` over what the decision leaves free (`left`, and its
+    `pools` when step 5b built them: the evictions change them, no later step reads them);
+    a running elastic job the round resizes (gives back units, or grows) is no victim."""
     if rules is None:
         return []
     grown = {d.job_id for d in decision.jobs if d.admitted and d.job_id in growing}
     resizing = {cut.job_id for cut in shrinks} | grown
     left = replace(left, running=tuple(r for r in left.running if r.id not in resizing))
     try:
-        return preempt(left, decision, rules=rules, queues=dict(queues))
+        return preempt(left, decision, rules=rules, queues=dict(queues), pools=pools)
     except Exception:  # a defect: the round's placements still go ahead
         log.exception("choosing the round's evictions failed")
         return []

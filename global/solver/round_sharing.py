@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from volcano_global.solver import planning
+from volcano_global.solver.free_pools import remaining
 from volcano_global.solver.model import Decision, Policy, Snapshot
-from volcano_global.solver.preemption import Eviction, Standing, remaining
+from volcano_global.solver.preemption import Eviction, Standing
 from volcano_global.solver.timesharing import demote
 
 if TYPE_CHECKING:

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from volcano_global.solver.free_pools import FreePools
 from volcano_global.solver.model import (
     JobDecision,
     JobRequest,
@@ -54,7 +55,6 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.preemption import (
     Eviction,
-    FreePools,
     Standing,
     expected_wait,
     lost_gpu_hours,

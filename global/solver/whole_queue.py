@@ -34,6 +34,7 @@ from volcano_global.jobspec.accelerators import is_npu_model
 from volcano_global.solver import screen
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.fair_share import QueueNode, quota_states
+from volcano_global.solver.free_pools import after
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -42,7 +43,6 @@ from volcano_global.solver.model import (
     Snapshot,
 )
 from volcano_global.solver.packing import Pools, pack_job
-from volcano_global.solver.preemption import after
 from volcano_global.solver.reservations import HoldBook
 
 if TYPE_CHECKING:
@@ -99,7 +99,9 @@ def rooms(tree: Mapping[str, QueueNode], waiting: Iterable[str]) -> dict[str, in
 @dataclass(frozen=True)
 class Filled:
     """What step 5b leaves: the decision with the jobs beyond the window, and the clusters'
-    pools and the links' bandwidth after every start (None: nothing was beyond)."""
+    pools and the links' bandwidth after every start (None: nothing was beyond). The pools
+    are handed on to step 7, which places its trials on them (`round_plan._left`): read
+    `left()` or the pools before step 7, never after."""
 
     decision: Decision
     beyond: tuple[JobRequest, ...] = ()
@@ -107,7 +109,7 @@ class Filled:
     links: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def left(self, snapshot: Snapshot) -> Snapshot:
-        """The snapshot with what the starts took (as `preemption.remaining`)."""
+        """The snapshot with what the starts took (as `free_pools.remaining`)."""
         pools = self.pools
         if pools is None:
             return snapshot

@@ -6,50 +6,16 @@ ends and the data's locality gains the cluster."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import yaml
-
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.core_agent.federation import Federation, federation
-from tests.data_documents import data_source, data_source_claim
-from tests.factories import job_document
-
-SPEC = ClusterSpec.model_validate(
-    {
-        "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
-        "topology": {"tiers": [{"name": "tor", "size": 4}]},
-    }
-)
-
-
-async def apply(fed: Federation, *documents: dict[str, Any]) -> None:
-    response = await fed.api.post(
-        "/api/v1/apply",
-        content=yaml.safe_dump_all(documents),
-        headers={"Content-Type": "application/yaml"},
-    )
-    assert response.status_code == 200, response.text
-
-
-async def reader(fed: Federation, name: str, estimate: str) -> str:
-    """A job reading corpus (claimed) that takes a whole 64-GPU cluster."""
-    await apply(fed, data_source_claim(f"{name}-corpus", source="corpus", workload=name))
-    return await fed.submit(job_document(name, replicas=8, runningEstimate=estimate))
+from tests.core_agent.data_federation import join_east_and_west, reader
+from tests.core_agent.federation import federation
 
 
 async def test_a_job_stages_its_data_into_the_free_cluster_and_runs_there(
     database_url: str,
 ) -> None:
     async with federation(database_url) as fed:
-        for name in ("east", "west"):
-            cluster = SimulatedCluster.from_spec(name, SPEC)
-            cluster.time_scale = 0.1  # 100 GiB at 100 Gbps: 8.6 s simulated, under 1 s here
-            await fed.join(name, cluster)
-        await fed.link("east", "west")
-        await fed.ready("east", "west")
-        await apply(fed, data_source("corpus", clusters=("west",), size="100Gi"))
-
+        # 100 GiB at 100 Gbps: 8.6 s simulated, under 1 s here
+        await join_east_and_west(fed, time_scale=0.1)
         hog = await reader(fed, "hog", "1h")  # where the data is, for an hour
         assert [s["cluster"] for s in (await fed.reach(hog, "Running"))["placement"]["shares"]] == [
             "west"

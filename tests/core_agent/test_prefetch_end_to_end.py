@@ -11,46 +11,23 @@ import asyncio
 from typing import Any
 
 import httpx
-import yaml
 
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
+from core_agent.simulated.cluster import SimulatedCluster
 from tests.agents import run_agent
 from tests.conftest import ADMIN_TOKEN
+from tests.core_agent.data_federation import SPEC, corpus_in_west, join_east_and_west, reader
 from tests.core_agent.federation import Federation, federation, settings_for
-from tests.data_documents import data_source, data_source_claim
-from tests.factories import create_cluster, eventually, job_document
+from tests.factories import create_cluster, eventually
 from tests.server_process import free_port
 from volcano_global.app import create_app
 from volcano_global.cli.data import staging_rows
 
-SPEC = ClusterSpec.model_validate(
-    {
-        "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
-        "topology": {"tiers": [{"name": "tor", "size": 4}]},
-    }
-)
 
-
-async def apply(api: httpx.AsyncClient, *documents: dict[str, Any]) -> None:
-    response = await api.post(
-        "/api/v1/apply",
-        content=yaml.safe_dump_all(documents),
-        headers={"Content-Type": "application/yaml"},
-    )
-    assert response.status_code == 200, response.text
-
-
-async def submit(
-    api: httpx.AsyncClient, name: str, estimate: str, *, reads: bool = True, replicas: int = 8
-) -> str:
-    """A job of `replicas` pods of 8 GPUs, by default a whole 64-GPU cluster (reading corpus,
-    claimed, if `reads`)."""
-    if reads:
-        await apply(api, data_source_claim(f"{name}-corpus", source="corpus", workload=name))
-    document = job_document(name, replicas=replicas, runningEstimate=estimate)
-    response = await api.post("/api/v1/jobs", json=document)
-    assert response.status_code == 201, response.text
-    return str(response.json()["uid"])
+async def busy_west_then_east(fed: Federation, short: str) -> None:
+    """A job of the whole of west, where corpus is, for an hour, then one of the whole of
+    east for `short`: both Running."""
+    await fed.reach(await reader(fed, "hog", "1h"), "Running")
+    await fed.reach(await reader(fed, "short", short, reads=False), "Running")
 
 
 async def staging(api: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -61,19 +38,11 @@ async def test_a_waiting_jobs_data_is_prefetched_and_it_then_starts_there_withou
     database_url: str,
 ) -> None:
     async with federation(database_url) as fed:
-        for name in ("east", "west"):
-            cluster = SimulatedCluster.from_spec(name, SPEC)
-            cluster.time_scale = 0.1  # 100 GiB at 100 Gbps: 8.6 s simulated, under 1 s here
-            await fed.join(name, cluster)
-        await fed.link("east", "west")
-        await fed.ready("east", "west")
-        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
-        hog = await submit(fed.api, "hog", "1h")  # where the data is, for an hour
-        await fed.reach(hog, "Running")
-        short = await submit(fed.api, "short", "2m", reads=False)  # east, for 2 minutes
-        await fed.reach(short, "Running")
+        # 100 GiB at 100 Gbps: 8.6 s simulated, under 1 s here
+        await join_east_and_west(fed, time_scale=0.1)
+        await busy_west_then_east(fed, "2m")
 
-        uid = await submit(fed.api, "train", "20s")
+        uid = await reader(fed, "train", "20s")
         started = await fed.event(uid, "PrefetchStarted")
         assert started.startswith("copying corpus (100 GiB) from west to east at 100 Gbps")
         await fed.event(uid, "PrefetchEnded")
@@ -106,12 +75,9 @@ async def test_a_global_restarted_in_the_middle_of_a_copy_loses_nothing_of_it(
                 token = (await create_cluster(api, name))["agentToken"]
                 tasks.append(run_agent(name, cluster, target=target, token=token, stop=stop))
             fed = Federation(first, api)
-            await fed.link("east", "west")
-            await fed.ready("east", "west")
-            await apply(api, data_source("corpus", clusters=("west",), size="100Gi"))
-            await fed.reach(await submit(api, "hog", "1h"), "Running")
-            await fed.reach(await submit(api, "short", "30m", reads=False), "Running")
-            uid = await submit(api, "train", "20s")
+            await corpus_in_west(fed)
+            await busy_west_then_east(fed, "30m")
+            uid = await reader(fed, "train", "20s")
             await eventually(lambda: _phase(api, "Copying"))
             # `vglobal get staging` shows it where it shows shares' staging.
             (row,) = staging_rows((await api.get("/api/v1/staging")).json())
@@ -152,15 +118,9 @@ def _rest(app: Any) -> httpx.AsyncClient:
 
 async def test_cancelling_the_job_stops_its_copy_in_the_member_cluster(database_url: str) -> None:
     async with federation(database_url) as fed:
-        clusters = {n: SimulatedCluster.from_spec(n, SPEC) for n in ("east", "west")}
-        for name, cluster in clusters.items():
-            await fed.join(name, cluster)  # time_scale 1: the copy takes 8.6 s
-        await fed.link("east", "west")
-        await fed.ready("east", "west")
-        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
-        await fed.reach(await submit(fed.api, "hog", "1h"), "Running")
-        await fed.reach(await submit(fed.api, "short", "30m", reads=False), "Running")
-        uid = await submit(fed.api, "train", "20s")
+        clusters = await join_east_and_west(fed, time_scale=1.0)  # the copy takes 8.6 s
+        await busy_west_then_east(fed, "30m")
+        uid = await reader(fed, "train", "20s")
         await eventually(lambda: _phase(fed.api, "Copying"))
 
         assert (await fed.api.post(f"/api/v1/jobs/{uid}/cancel")).status_code == 200

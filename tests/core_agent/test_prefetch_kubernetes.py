@@ -10,19 +10,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from core_agent.kubernetes.source import KubernetesSource
-from core_agent.kubernetes.staging import STAGING_LABEL, StagingConfig
+from core_agent.kubernetes.staging import STAGED_BYTES_ANNOTATION, STAGING_LABEL, StagingConfig
 from core_agent.simulated.cluster import SimulatedCluster
+from tests.core_agent.data_federation import SPEC, corpus_in_west, reader
 from tests.core_agent.federation import federation
 from tests.core_agent.kube_objects import pod
 from tests.core_agent.test_kubernetes_shares import member_cluster, set_phase, volcano_jobs
 from tests.core_agent.test_kubernetes_staging import CONFIG, CORPUS, agent, staging_jobs
-from tests.core_agent.test_prefetch_end_to_end import SPEC, apply, submit
-from tests.data_documents import data_source
 from tests.factories import eventually
-from tests.k8s_emulator.server import PODS
+from tests.k8s_emulator.server import BATCH_JOBS, PODS
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 from volcano_global.rpc.copies import (
+    MAX_BYTES,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
@@ -169,18 +171,16 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         await fed.join("east", KubernetesSource(kube_api, watch_timeout_s=5, staging=CONFIG))
         west = SimulatedCluster.from_spec("west", SPEC)
         await fed.join("west", west)
-        await fed.link("east", "west")
-        await fed.ready("east", "west")
-        await apply(fed.api, data_source("corpus", clusters=("west",), size="100Gi"))
-        hog = await submit(fed.api, "hog", "1h")  # where the data is, for an hour
+        await corpus_in_west(fed)
+        hog = await reader(fed, "hog", "1h")  # where the data is, for an hour
         await fed.reach(hog, "Running")
-        short = await submit(fed.api, "short", "30m", reads=False, replicas=4)  # east
+        short = await reader(fed, "short", "30m", reads=False, replicas=4)  # east
         await eventually(lambda: len(volcano_jobs(emulator)) == 1)
         set_phase(emulator, volcano_jobs(emulator)[0], "Running", running=4)
         fill(emulator)
         await fed.reach(short, "Running")
 
-        uid = await submit(fed.api, "train", "20s", replicas=4)
+        uid = await reader(fed, "train", "20s", replicas=4)
         await fed.event(uid, "PrefetchStarted")
         await eventually(lambda: bool(staging_jobs(emulator)))
         [job] = staging_jobs(emulator)
@@ -191,3 +191,82 @@ async def test_a_waiting_jobs_data_is_prefetched_into_the_kubernetes_cluster(
         assert source["clusters"] == ["west", "east"]
         assert (await fed.job(uid))["state"] == "Pending"
         assert len(volcano_jobs(emulator)) == 1  # the copy made no Volcano Job
+
+
+async def test_a_restarted_agent_adopts_the_copys_job_when_its_name_changed() -> None:
+    # The copy's job was deleted while it ran: the Global now sends it under its data source's
+    # name. The restarted agent finds the running Job by the copy's label and makes no second.
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 2.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        await second.start()
+        try:
+            second.apply_copy(replace(COPY, name="corpus", job_uid=""), reports.append)
+            await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED])
+            [job] = staging_jobs(emulator)
+            assert job["metadata"]["name"] == f"train-stage-{COPY.copy_id}"
+        finally:
+            await second.stop()
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reported"), [(str(2**64), MAX_BYTES), ("9" * 5000, MAX_BYTES), ("²", 0)]
+)
+async def test_a_copiers_count_past_what_the_global_stores_is_reported_at_most(
+    annotation: str, reported: int
+) -> None:
+    # 2**64 bytes made a report the Global refuses (its stream ended); "²" made the wait's
+    # int() raise (the copy was never reported again). Then the copier counts on.
+    async with agent() as (emulator, source, _):
+        emulator.jobs.run_s = 60.0
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        meta = staging_jobs(emulator)[0]["metadata"]
+        for value in (annotation, "1024"):
+            patch = {"metadata": {"annotations": {STAGED_BYTES_ANNOTATION: value}}}
+            emulator.patch(BATCH_JOBS, meta["name"], patch, meta["namespace"])
+            await eventually(lambda: any(r.staged_bytes == reported for r in reports))
+        await eventually(lambda: reports[-1].staged_bytes == 1024)
+        for r in reports:
+            assert CopyStatus.from_proto(r.to_proto()).staged_bytes == r.staged_bytes
+
+
+async def test_a_copy_whose_jobs_cannot_be_listed_fails_with_the_reason() -> None:
+    # RBAC refusing the list by the copy's label escaped the copy's task: never reported, the
+    # copy stayed Pending on the Global with its bandwidth held.
+    async with agent() as (emulator, source, _):
+        emulator.faults.add("GET", "/apis/batch/v1/jobs", 403, watch=False)
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: ends(reports) == [CopyPhase.FAILED])
+        assert "forbidden" in reports[-1].message
+        assert staging_jobs(emulator) == []
+
+
+async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_deleted() -> None:
+    # Two copiers for one copy (agents raced): one is waited for, the same whichever order
+    # the API server lists them in (created last; of one second, named last), the other goes.
+    async with agent() as (emulator, first, _):
+        emulator.jobs.run_s = 2.0
+        reports: list[CopyStatus] = []
+        first.apply_copy(COPY, reports.append)
+        await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
+        await first.stop()
+        [job] = staging_jobs(emulator)
+        twin = {**job, "metadata": {**job["metadata"], "name": "zz-twin"}}
+        for key in ("uid", "resourceVersion", "creationTimestamp"):
+            twin["metadata"].pop(key, None)
+        emulator.create(BATCH_JOBS, twin)
+        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+        await second.start()
+        try:
+            second.apply_copy(COPY, reports.append)
+            await eventually(lambda: len(staging_jobs(emulator)) == 1)
+            assert staging_jobs(emulator)[0]["metadata"]["name"] == "zz-twin"  # named last
+        finally:
+            await second.stop()

@@ -8,11 +8,13 @@ The round writes copies (`services/scheduling/prefetch.py`)."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -22,11 +24,12 @@ from volcano_global.db.models import (
     ClusterState,
     CopyState,
     DataCopy,
+    DataSourceRow,
     EventType,
     Job,
     LinkReservation,
 )
-from volcano_global.errors import NotFound
+from volcano_global.errors import Conflict, NotFound
 from volcano_global.rpc.copies import CopyPhase, CopyStatus, DataCopyAssignment
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data.checkpoints import find_location
@@ -44,6 +47,29 @@ PREFETCH = "prefetch"
 # `RETRY_CAP_S`.
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
+# A cluster into which copies failed in `BROKEN_AFTER` incidents in a row (since its last
+# success, within `BROKEN_WINDOW_S`), for at least 2 jobs, gets none for any job, as one job's
+# failures bar it for that job: a cluster broken for every job (its copier's image cannot be
+# pulled, its volume is full) would otherwise fail one copy per waiting job. Failures within
+# `INCIDENT_S` of an incident's first are that incident (copies failing together are one
+# cause). 5 min after the third incident, doubled per incident since; then one copy tries
+# again (the probe) and the others wait for its end.
+BROKEN_AFTER = 3
+BROKEN_WINDOW_S = 24 * 3600.0
+INCIDENT_S = 60.0
+# Failures that say nothing of the destination, left out of that count: the cluster was lost
+# for a while (`fail_lost`, whatever its copies were doing), or its agent refused the copy's
+# namespace (the job's choice; the agent's `namespace_refusal` words).
+_REFUSED = "the agent creates no job in "
+_LOST = re.compile(r"cluster \S+ is \S+")
+
+
+class Broken(NamedTuple):
+    """Cluster -> why: `barred` get no copy now; `probe` get one, the first job's (a job
+    after it is told why none goes there)."""
+
+    barred: dict[str, str]
+    probe: dict[str, str]
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
@@ -83,6 +109,73 @@ async def barred(
         if ended is not None and ended + timedelta(seconds=retry_after(count)) > now:
             found.setdefault(job_id, set()).add(cluster)
     return found
+
+
+async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken:
+    """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
+    runs or their probe copy runs, open to one probe copy once it has ended."""
+    ok = (
+        select(
+            DataCopy.destination_cluster_id.label("cluster_id"),
+            func.max(DataCopy.ended_at).label("at"),
+        )
+        .where(DataCopy.state == CopyState.SUCCEEDED)
+        .group_by(DataCopy.destination_cluster_id)
+        .subquery()
+    )
+    rows = await session.execute(
+        select(Cluster.name, DataCopy.id, DataCopy.job_id, DataCopy.ended_at, DataCopy.reason)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
+        .where(
+            DataCopy.state == CopyState.FAILED,
+            DataCopy.ended_at > now - timedelta(seconds=BROKEN_WINDOW_S),
+            (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
+        )
+        .order_by(DataCopy.ended_at, DataCopy.id)
+    )
+    failed: dict[str, list[tuple[uuid.UUID, datetime, str]]] = {}
+    for name, copy_id, job_id, ended, reason in rows.all():
+        if not reason.startswith(_REFUSED) and not _LOST.fullmatch(reason):
+            failed.setdefault(name, []).append((job_id or copy_id, _aware(ended), reason))
+    running = await session.execute(
+        select(Cluster.name, DataCopy.created_at)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY), Cluster.name.in_(list(failed)))
+    )
+    started: dict[str, list[datetime]] = {}
+    for name, created in running.all():
+        started.setdefault(name, []).append(_aware(created))
+    found = Broken({}, {})
+    for name, failures in failed.items():
+        incidents, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
+        if incidents < BROKEN_AFTER or jobs < 2:
+            continue
+        last, why = failures[-1][1], failures[-1][2]
+        until = last + timedelta(seconds=retry_after(incidents - BROKEN_AFTER + 1))
+        said = (
+            f"copies into it failed {incidents} times in a row, for {jobs} jobs (the last: {why})"
+        )
+        if until > now:
+            found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
+        elif any(t > last for t in started.get(name, ())):
+            found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
+        else:
+            found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
+    return found
+
+
+def _incidents(ended: list[datetime]) -> int:
+    """How many incidents failures ended at these times (sorted) make (`INCIDENT_S`)."""
+    count, first = 0, None
+    for at in ended:
+        if first is None or (at - first).total_seconds() > INCIDENT_S:
+            count, first = count + 1, at
+    return count
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def retry_after(failures: int) -> float:
@@ -130,11 +223,12 @@ async def apply_report(
         key = uuid.UUID(status.copy_id)
     except ValueError:
         return None
-    copy = (
-        await session.execute(
-            select(DataCopy).where(DataCopy.id == key).with_for_update(of=DataCopy)
-        )
-    ).scalar_one_or_none()
+    if status.phase.ended:  # an event on its job follows
+        found = await _lock_with_jobs(session, DataCopy.id == key)
+    else:  # progress writes the copy alone: its job's row is left to the rounds
+        query = select(DataCopy).where(DataCopy.id == key).with_for_update(of=DataCopy)
+        found = list((await session.execute(query)).scalars())
+    copy = found[0] if found else None
     if copy is None or copy.destination_cluster_id != cluster_id:
         log.info("report on copy %s, which this cluster does not run: ignored", status.copy_id)
         return None
@@ -197,17 +291,14 @@ async def stop_cluster_copies(
     (their agents are told). Returns those still being stopped: their rows must outlive the
     cluster until their agents say the copies stopped, or nothing would tell them."""
     why = f"cluster {name} is being deleted"
-    rows = await session.execute(
-        select(DataCopy)
-        .where(
-            (DataCopy.source_cluster_id == cluster_id)
-            | (DataCopy.destination_cluster_id == cluster_id),
-            DataCopy.state.in_(SENT),
-        )
-        .order_by(DataCopy.id)
-        .with_for_update(of=DataCopy)
+    mine = (DataCopy.source_cluster_id == cluster_id) | (
+        DataCopy.destination_cluster_id == cluster_id
     )
-    found = list(rows.scalars())
+    found = await _lock_with_jobs(session, mine, DataCopy.state.in_(SENT))
+    held = {c.id for c in found}
+    others = await session.scalars(select(DataCopy.id).where(mine, DataCopy.state.in_(SENT)))
+    if set(others.all()) - held:  # written since the jobs were locked: not stopped here
+        raise Conflict(f"copies into or from cluster {name!r} were made meanwhile: delete it again")
     leaving = [c for c in found if c.destination_cluster_id != cluster_id]
     stopping = []
     # While copies from it are being stopped the deletion is refused: the copies into it run
@@ -237,17 +328,40 @@ async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: s
         await _end(session, copy, failed, copy.reason or reason)
 
 
-async def fail_lost(session: AsyncSession) -> list[DataCopy]:
-    """The running copies into a cluster that is no longer Ready end Failed (its agent cannot
-    report their end; the bandwidth returns), as a lost cluster's shares end."""
+async def supervise_copies(session: AsyncSession) -> list[DataCopy]:
+    """The supervision pass over copies: those into a cluster no longer Ready end (`fail_lost`),
+    those whose data is in their destination by other means are stopped (`stop_arrived`).
+    The jobs of both are locked first, in one id-ordered statement, skipping those another
+    transaction holds (a job being cancelled stops its copies itself; the next pass sees what
+    is left); then only the copies of the jobs held (or of no job), skipping locked ones. A
+    copy held while a job's row is awaited deadlocks with a cancel (it locks the job, then
+    its copies)."""
+    lost = DataCopy.destination_cluster_id.in_(
+        select(Cluster.id).where(Cluster.state != ClusterState.READY)
+    )
+    arrived = DataCopy.id.in_(await _data_there(session))
+    ids = await session.scalars(
+        select(DataCopy.job_id).where(DataCopy.state.in_(SENT), lost | arrived).distinct()
+    )
+    held = await _lock_jobs(session, {i for i in ids.all() if i is not None}, skip_locked=True)
+    mine = _of(held)
+    ended = await fail_lost(session, lost, mine)
+    return ended + await stop_arrived(session, arrived, mine)
+
+
+async def fail_lost(
+    session: AsyncSession, lost: ColumnElement[bool], mine: ColumnElement[bool]
+) -> list[DataCopy]:
+    """The running copies into a cluster that is no longer Ready (`lost`) end Failed (its
+    agent cannot report their end; the bandwidth returns), as a lost cluster's shares end."""
     rows = await session.execute(
         select(DataCopy)
-        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state.in_(SENT), Cluster.state != ClusterState.READY)
+        .where(lost, mine, DataCopy.state.in_(SENT))
+        .order_by(DataCopy.id)
         .with_for_update(of=DataCopy, skip_locked=True)
     )
-    lost = list(rows.scalars())
-    for copy in lost:
+    found = list(rows.scalars())
+    for copy in found:
         where = copy.destination_cluster
         why = f"cluster {where.name} is {where.state.value}"
         if copy.state is CopyState.STOPPING:
@@ -255,7 +369,49 @@ async def fail_lost(session: AsyncSession) -> list[DataCopy]:
         else:
             await _end(session, copy, CopyState.FAILED, why)
             await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
-    return lost
+    return found
+
+
+async def stop_arrived(
+    session: AsyncSession, arrived: ColumnElement[bool], mine: ColumnElement[bool]
+) -> list[DataCopy]:
+    """The running copies whose data is in their destination by other means (`arrived`:
+    another copy put it there, its agent found it there, or a DataSource applied says so) are
+    stopped (`data already in <cluster>`): they would hold bandwidth other copies wait for,
+    and copy over data that is there."""
+    rows = await session.execute(
+        select(DataCopy)
+        .where(arrived, mine, DataCopy.state.in_(RUNNING_COPY))
+        .order_by(DataCopy.id)
+        .with_for_update(of=DataCopy, skip_locked=True)
+    )
+    found = list(rows.scalars())
+    for copy in found:
+        why = f"data already in {copy.destination_cluster.name}"
+        await _end(session, copy, CopyState.STOPPING, why, ended=False)
+        await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+    OUTBOX.wrote(session, [c.destination_cluster_id for c in found])
+    return found
+
+
+async def _data_there(session: AsyncSession) -> list[uuid.UUID]:
+    """The running copies whose data's DataSource lists their destination. Not a
+    checkpoint's: it has no DataSource."""
+    rows = await session.execute(
+        select(DataCopy.id, DataCopy.data_source, Cluster.name)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY), DataCopy.data_source != CHECKPOINT)
+    )
+    running = rows.all()
+    if not running:
+        return []
+    held = await session.execute(
+        select(DataSourceRow.name, DataSourceRow.clusters).where(
+            DataSourceRow.name.in_({source for _, source, _ in running})
+        )
+    )
+    holders = {name: set(clusters or ()) for name, clusters in held.all()}
+    return [i for i, source, where in running if where in holders.get(source, ())]
 
 
 async def list_copies(
@@ -268,6 +424,44 @@ async def list_copies(
     if job_ids is not None:
         query = query.where(DataCopy.job_id.in_(list(job_ids)))
     return list((await session.execute(query)).scalars())
+
+
+async def _lock_with_jobs(session: AsyncSession, *where: ColumnElement[bool]) -> list[DataCopy]:
+    """The copies `where` says, locked after their jobs (in id order): the order of a job's
+    cancel and of the round's commit (jobs, then their copies). A copy locked first would be
+    held while its event waits for the job's row (an event's key check), which a cancel holds
+    while it waits for the copy: a deadlock on Postgres. A copy of another job written
+    between the two reads (a round's commit) is left out (the caller may look for it): its job
+    locked after it would be that deadlock again."""
+    ids = await session.scalars(
+        select(DataCopy.job_id).where(*where, DataCopy.job_id.is_not(None)).distinct()
+    )
+    jobs = await _lock_jobs(session, {i for i in ids.all() if i is not None})
+    rows = await session.execute(
+        select(DataCopy).where(*where, _of(jobs)).order_by(DataCopy.id).with_for_update(of=DataCopy)
+    )
+    return list(rows.scalars())
+
+
+def _of(jobs: Collection[uuid.UUID]) -> ColumnElement[bool]:
+    """A copy of one of these jobs, or of no job."""
+    return DataCopy.job_id.is_(None) | DataCopy.job_id.in_(list(jobs))
+
+
+async def _lock_jobs(
+    session: AsyncSession, ids: Collection[uuid.UUID], *, skip_locked: bool = False
+) -> set[uuid.UUID]:
+    """The jobs' rows locked in id order, as `lifecycle.jobs.lock_jobs` locks them (those
+    another transaction holds left out, `skip_locked`)."""
+    if not ids:
+        return set()
+    query = (
+        select(Job.id)
+        .where(Job.id.in_(list(ids)))
+        .order_by(Job.id)
+        .with_for_update(of=Job, skip_locked=skip_locked)
+    )
+    return set((await session.scalars(query)).all())
 
 
 async def _end(

@@ -157,21 +157,12 @@ async def _apply(
     placement: Placement,
     job: Job | None,
 ) -> None:
-    phase, message = report.phase, report.shown
-    if placement.state is not PlacementState.ACTIVE:
-        return  # a report about a withdrawn or finished placement: acknowledged, nothing else
-    share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
-    if share is None or phase.progress < share.phase.progress:
-        return  # unknown share, or an older report resent after a newer one was stored
-    if job is not None and not job.is_terminal:
-        await note_staging(session, share=share, job=job, phase=phase, message=message)
-    # Restarting is acted on, not stored: replicas of the previous release read the column.
-    stored = SharePhase.FAILED if phase is SharePhase.RESTARTING else phase
-    share.phase, share.reported_at, share.message = stored, utcnow(), message[:1000]
-    if job is None or job.is_terminal:
+    """One report: its share's phase stored, then what that means for the job: the gang
+    broken (`_break_gang`), or the job a step further (`_advance`)."""
+    share = await _store(session, report, placement, job)
+    if share is None or job is None or job.is_terminal:
         return
     phases = {s.phase for s in placement.shares}
-    where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
     if report.warning:
         await record_event(
             session,
@@ -180,6 +171,42 @@ async def _apply(
             reason="ClusterWarning",
             message=f"{share.cluster.name}: {report.warning}",
         )
+    if await _break_gang(session, report, share, placement, job, phases):
+        return
+    await _advance(session, placement, job, phases)
+
+
+async def _store(
+    session: AsyncSession, report: ShareReport, placement: Placement, job: Job | None
+) -> ClusterShare | None:
+    """The report's share with the reported phase stored, or None when the report changes
+    nothing: about a withdrawn or finished placement (acknowledged, nothing else), a share
+    unknown, or older than the report stored (resent after a newer one)."""
+    phase, message = report.phase, report.shown
+    if placement.state is not PlacementState.ACTIVE:
+        return None
+    share = next((s for s in placement.shares if s.cluster_id == report.cluster_id), None)
+    if share is None or phase.progress < share.phase.progress:
+        return None
+    if job is not None and not job.is_terminal:
+        await note_staging(session, share=share, job=job, phase=phase, message=message)
+    # Restarting is acted on, not stored: replicas of the previous release read the column.
+    stored = SharePhase.FAILED if phase is SharePhase.RESTARTING else phase
+    share.phase, share.reported_at, share.message = stored, utcnow(), message[:1000]
+    return share
+
+
+async def _break_gang(
+    session: AsyncSession,
+    report: ShareReport,
+    share: ClusterShare,
+    placement: Placement,
+    job: Job,
+    phases: set[SharePhase],
+) -> bool:
+    """Hand the job to gang supervision if the report breaks its gang; whether it did."""
+    phase, message = report.phase, report.shown
+    where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
     if phase is SharePhase.RESTARTING:
         # Volcano restarted this share's pods alone (a Restart* policy in its cluster): the
         # other clusters' ranks cannot go on with new peers, so the gang restarts everywhere:
@@ -192,7 +219,7 @@ async def _apply(
             action="RestartJob",
             message=f"share in {where}",
         )
-        return
+        return True
     if phase in (SharePhase.FAILED, SharePhase.CANCELLED):
         # Cancelled here means the share was removed in its cluster without our asking.
         await share_lost(
@@ -202,7 +229,7 @@ async def _apply(
             event="PodFailed",
             message=f"share in {where}",
         )
-        return
+        return True
     if phase is SharePhase.SUCCEEDED and job.state in NOT_STARTED and not phases <= _RUNNING:
         # It ended before every share had started: the gang never ran together (its ranks
         # cannot have met), so the job is not Running: withdrawn and requeued. (Every other
@@ -215,7 +242,14 @@ async def _apply(
             event="PodFailed",
             message=f"share in {where} ended before every share started: the gang is broken",
         )
-        return
+        return True
+    return False
+
+
+async def _advance(
+    session: AsyncSession, placement: Placement, job: Job, phases: set[SharePhase]
+) -> None:
+    """The job Dispatched, Running or Succeeded when every share has got that far."""
     # Each transition happens once per placement: its event is new, not folded into another.
     if job.state is JobState.PLACED and phases <= _ACCEPTED:
         transition(job, JobState.DISPATCHED, message="every share accepted")

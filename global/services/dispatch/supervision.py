@@ -135,9 +135,10 @@ async def supervise(
 ) -> list[GangOutcome]:
     """One sweep over the active placements (run by the scheduling leader): withdraw gangs
     that did not start in time, act on shares whose cluster is NotReady (and end the copies
-    that belong to no share into such a cluster)."""
+    that belong to no share into such a cluster, or stop those whose data is there now)."""
     now = now or utcnow()
-    await copies.fail_lost(session)  # copies into a lost cluster end as its shares do
+    # Copies into a lost cluster end as its shares do; those whose data got there stop.
+    await copies.supervise_copies(session)
     due = await _due(session, default_timeout_s=default_timeout_s, now=now)
     if not due:
         return []

@@ -18,7 +18,7 @@ from volcano_global.jobspec.tenancy import TenancyRules, tenancy_refusals
 from volcano_global.services.events import event_row
 from volcano_global.services.jobs import names
 from volcano_global.services.jobs.pending_limits import finished, pending_room
-from volcano_global.services.jobs.writer import JobWriter, WriteOutcome
+from volcano_global.services.jobs.writer import JobWriter, WriteOutcome, Written
 from volcano_global.services.tenancy.queues import find_queue
 
 NOT_YET_SCHEDULED = "waiting for the scheduler's next round"
@@ -129,9 +129,35 @@ async def submit_job(
     document, job, queue_name = read_submission(submission)
     if check_name is not None:  # (namespace, name): e.g. the Kubernetes API's name check
         await check_name(job.namespace, job.name)
+    values = _job_row(submission, document, job, submitted_by=submitted_by)
+    split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
+    submitted = event_row(
+        job_id=values["id"],
+        reason="Submitted",
+        message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
+        f"submitted to queue {queue_name} by {submitted_by}; {split}",
+    )
+    async with pending_room(writer, queue_name, len(submission.body)):
+        written = await finished(
+            writer.add(
+                values,
+                [submitted, *events],
+                queue=queue_name,
+                refuse_finished=refuse_finished,
+                rules_mark=submission.rules_mark,
+            )
+        )
+    _refuse_unwritten(written, job, queue_name)
+    return values | {"queue_name": queue_name}
+
+
+def _job_row(
+    submission: Submission, document: dict[str, Any], job: NormalizedJob, *, submitted_by: str
+) -> dict[str, Any]:
+    """Every column of the new job's row but its queue id (the writer's batch sets it)."""
     lifecycle = job.lifecycle
     now = utcnow()
-    values: dict[str, Any] = {
+    return {
         "id": uuid.uuid4(),
         "name": job.name,
         "namespace": job.namespace,
@@ -168,23 +194,11 @@ async def submit_job(
         "finished_at": None,
         "updated_at": now,
     }
-    split = "may be split" if job.split_policy.mode == "auto" else "runs in one cluster"
-    submitted = event_row(
-        job_id=values["id"],
-        reason="Submitted",
-        message=f"{job.kind} with {job.gang.total_pods} pods / {job.gang.total_gpus} GPUs "
-        f"submitted to queue {queue_name} by {submitted_by}; {split}",
-    )
-    async with pending_room(writer, queue_name, len(submission.body)):
-        written = await finished(
-            writer.add(
-                values,
-                [submitted, *events],
-                queue=queue_name,
-                refuse_finished=refuse_finished,
-                rules_mark=submission.rules_mark,
-            )
-        )
+
+
+def _refuse_unwritten(written: Written, job: NormalizedJob, queue_name: str) -> None:
+    """The error that tells the submitter why the writer did not store the job, if it did not:
+    RulesMoved (check it again), or the refusal the client sees."""
     outcome = written.outcome
     if outcome is WriteOutcome.STALE_RULES:
         raise RulesMoved()
@@ -203,4 +217,3 @@ async def submit_job(
         raise names.finished_holder(job.namespace, job.name, written.holder_state)
     if outcome is WriteOutcome.NAME_TAKEN:
         raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
-    return values | {"queue_name": queue_name}

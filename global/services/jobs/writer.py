@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.sql.elements import TextClause
 
 from volcano_global.db.bulk import as_json, cached_statement, record_of
-from volcano_global.db.engine import autocommit
+from volcano_global.db.engine import autocommit, take_write_lock
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
@@ -100,6 +100,8 @@ class JobWriter:
                 written = await _insert_at_once(await autocommit(session), batch)
             else:
                 async with session.begin():
+                    # The read decides what is inserted: no other process may write between.
+                    await take_write_lock(session)
                     written = await _insert_in_steps(session, batch)
         return [written[item.job["id"]] for item in batch]
 
@@ -217,7 +219,8 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
 
 async def _insert_in_steps(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Written]:
     """SQLite: the queues read (and the finished holders of the names that refuse them), then
-    one multi-row INSERT of the jobs and one of their events, in the caller's transaction."""
+    one multi-row INSERT of the jobs and one of their events, in the caller's transaction
+    (which holds the write lock from its start: `take_write_lock`)."""
     found = await _read_found(session, batch)
     written, rows = {}, []
     for item in batch:

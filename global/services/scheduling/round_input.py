@@ -43,7 +43,7 @@ from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
-from volcano_global.services.data.copies import barred
+from volcano_global.services.data.copies import barred, broken_destinations
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
@@ -126,11 +126,14 @@ async def read_round(
         beyond=beyond,
     )
     if data.data:
+        broken = await broken_destinations(session, now=now)
         data = replace(
             data,
             copying=await _copying(session),
             regions=await _regions(session),
             no_prefetch=await _no_prefetch(session, data.data, now),
+            no_copies_into=broken.barred,
+            probe_copies_into=broken.probe,
         )
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.

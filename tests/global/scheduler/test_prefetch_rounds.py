@@ -13,18 +13,27 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from tests.data_documents import data_source, data_source_claim
 from tests.data_rounds import apply, clusters_of, corpus, job, put_inventory, reader, rows
-from tests.factories import create_cluster, job_document, split_annotations, submit
+from tests.factories import create_cluster, eventually, job_document, split_annotations, submit
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterState, CopyState, DataCopy, LinkReservation
+from volcano_global.db.models import (
+    Cluster,
+    ClusterState,
+    CopyState,
+    DataCopy,
+    Job,
+    LinkReservation,
+)
+from volcano_global.errors import Conflict
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import copies as copies_service
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import apply_report, to_send
 from volcano_global.services.data.copies import copying as running_copies
+from volcano_global.services.data.sources import add_locality
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.services.scheduling import prefetch
 
@@ -145,11 +154,11 @@ async def test_a_failed_copy_returns_its_bandwidth_and_requeues_nothing(
 
 
 async def ended_ago(app: FastAPI, seconds: float) -> None:
-    """Every copy's end moved `seconds` into the past (time passes)."""
+    """Every copy's end moved `seconds` further into the past (time passes)."""
     async with transaction(app.state.sessions) as session:
         for copy in (await session.execute(select(DataCopy))).scalars():
             if copy.ended_at is not None:
-                copy.ended_at = datetime.now(UTC) - timedelta(seconds=seconds)
+                copy.ended_at -= timedelta(seconds=seconds)
 
 
 async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
@@ -177,6 +186,119 @@ async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grow
     await ended_ago(app, 601)
     await app.state.scheduler.run_once()
     assert len(await copies(app)) == 3
+
+
+async def failed_before(app: FastAPI, copy: DataCopy, count: int) -> None:
+    """`count` more failed copies into the copy's destination, for no job (other jobs'),
+    2 min apart (each its own incident)."""
+    await failed_into(app, copy, [(120.0 * (i + 1), f"ImagePullBackOff {i}") for i in range(count)])
+
+
+async def failed_into(
+    app: FastAPI, copy: DataCopy, failures: list[tuple[float, str]], *, same_job: bool = False
+) -> None:
+    """Failed copies into the copy's destination (seconds before its end, reason), for no
+    job (each another job's) or, `same_job`, for its job."""
+    async with transaction(app.state.sessions) as session:
+        row = await session.get(DataCopy, copy.id)
+        assert row is not None and row.ended_at is not None
+        for ago, why in failures:
+            clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+            clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
+            clone |= {"job_id": row.job_id if same_job else None}
+            clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
+            session.add(DataCopy(**clone))
+
+
+async def broken(app: FastAPI) -> copies_service.Broken:
+    async with transaction(app.state.sessions) as session:
+        return await copies_service.broken_destinations(session, now=datetime.now(UTC))
+
+
+async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_while(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Copies into gpu-a failed three times in a row, for three jobs: a fourth job's data is
+    # not copied there (it was: one failed copy per waiting job), and its reason says why;
+    # after the backoff one copy tries again (the probe), and while it runs no other goes.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 2)
+    other = await reader(api, "other")
+    await app.state.scheduler.run_once()
+    assert len(await copies(app)) == 3
+    reason = (await job(api, other))["pendingReason"]
+    assert "not copying it to gpu-a meanwhile: copies into it failed 3 times in a row" in reason
+    assert "for 3 jobs (the last: ErrImagePull)" in reason
+    await ended_ago(app, 301)
+    assert list((await broken(app)).probe) == ["gpu-a"]
+    await app.state.scheduler.run_once()
+    assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
+    assert "the others wait for it" in (await broken(app)).barred["gpu-a"]
+    await app.state.scheduler.run_once()
+    assert [c.state for c in await copies(app)].count(CopyState.PENDING) == 1
+
+
+async def test_copies_failing_together_are_one_incident(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Ten copies for ten jobs failing within a minute (one cause) bar nothing; three apart do.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.STOPPED)
+    await failed_into(app, copy, [(5.0 * i, "volume full") for i in range(10)])
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(120.0, "volume full"), (240.0, "volume full")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_a_lost_cluster_and_a_refused_namespace_count_no_failure_into_it(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # fail_lost's copies (the cluster was NotReady a while) and the agent's refusals of a
+    # namespace (the job's choice) say nothing of the destination.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.STOPPED)
+    lost = [(120.0 * i, "cluster gpu-a is NotReady") for i in range(4)]
+    refused = [
+        (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
+    ]
+    await failed_into(app, copy, lost + refused)
+    assert await broken(app) == ({}, {})
+
+
+async def test_one_jobs_failures_alone_do_not_bar_the_cluster(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # One job's copies failing again and again are its own backoff's business (`barred`);
+    # another job's failure too makes the cluster's.
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(360.0, "ErrImagePull")])
+    assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_a_success_into_the_cluster_ends_its_run_of_failures(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    await failed_before(app, copy, 3)
+    now = datetime.now(UTC)
+    async with transaction(app.state.sessions) as session:
+        assert list((await copies_service.broken_destinations(session, now=now)).barred) == [
+            "gpu-a"
+        ]
+        await session.execute(  # the latest of the four succeeded instead
+            update(DataCopy).where(DataCopy.id == copy.id).values(state=CopyState.SUCCEEDED)
+        )
+        assert await copies_service.broken_destinations(session, now=now) == ({}, {})
 
 
 async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
@@ -271,6 +393,33 @@ async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidt
     assert (await job(api, uid))["state"] == "Pending"
 
 
+async def test_a_copy_whose_data_got_there_by_other_means_is_stopped(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # gpu-a's agent found corpus-v3 there (or another copy put it there) while the copy ran:
+    # the copy held 100 Gbps and wrote over the data, until it ended. Now the next pass
+    # stops it, and tells gpu-a's agent.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)  # nothing there yet: it runs on
+    assert [c.state for c in await copies(app)] == [CopyState.PENDING]
+    async with transaction(app.state.sessions) as session:
+        await add_locality(session, source="corpus-v3", cluster="gpu-a")
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "data already in gpu-a")
+    assert await reserved(api) == 0
+    async with transaction(app.state.sessions) as session:
+        assert [c.id for c in await to_send(session, cluster_id=copy.destination_cluster_id)] == [
+            copy.id
+        ]
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert any(
+        e["reason"] == "PrefetchStopped" and "already in gpu-a" in e["message"] for e in events
+    )
+
+
 async def test_a_job_cancelled_while_the_round_commits_its_copy_keeps_no_copy_running(
     app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -336,6 +485,175 @@ async def test_deleting_a_cluster_stops_the_copies_from_it_and_tells_their_agent
     deleted = await api.delete("/api/v1/clusters/gpu-c")
     assert deleted.status_code == 204, deleted.text
     assert await copies(app) == []
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_deleting_a_cluster_while_a_job_of_its_copies_is_cancelled_does_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The deletion locked the copy, then wrote its job's event (whose key check waits for the
+    # job's row); the cancel locked the job, then waited for the copy: Postgres found a
+    # deadlock and failed one. The events table held by a third transaction makes both wait
+    # at their worst points: the deletion before its event, the cancel after the deletion's
+    # first lock. Now the deletion locks the job first, and the cancel waits for it.
+    uid, _ = await prefetching(app, api)
+    await create_cluster(api, "gpu-c")
+    async with transaction(app.state.sessions) as session:
+        where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
+        await session.execute(update(DataCopy).values(source_cluster_id=where))
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        deleting = asyncio.create_task(api.delete("/api/v1/clusters/gpu-c"))
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    deleted, cancelled = await asyncio.wait_for(asyncio.gather(deleting, cancelling), 30)
+    assert (deleted.status_code, cancelled.status_code) == (409, 200), (
+        deleted.text,
+        cancelled.text,
+    )
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "cluster gpu-c is being deleted")
+    assert (await job(api, uid))["state"] == "Cancelled"
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_failed_copys_report_and_its_jobs_cancel_at_once_do_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The same order for an agent's report of a failed copy (its PrefetchFailed event).
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        reporting = asyncio.create_task(report(app, copy, CopyPhase.FAILED, "refused"))
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    _, cancelled = await asyncio.wait_for(asyncio.gather(reporting, cancelling), 30)
+    assert cancelled.status_code == 200, cancelled.text
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "refused")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_deadlock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The same order for the supervision that fails the copies into a lost cluster.
+    uid, _ = await prefetching(app, api)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+
+    async def supervising() -> None:
+        async with transaction(app.state.sessions) as session:
+            await copies_service.supervise_copies(session)
+
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        failing = asyncio.create_task(supervising())
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    _, cancelled = await asyncio.wait_for(asyncio.gather(failing, cancelling), 30)
+    assert cancelled.status_code == 200, cancelled.text
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_supervision_holds_no_copy_of_a_job_it_cannot_lock(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The copy's cluster is lost and its data is there too. A cancel holds the job, then
+    # locks the copy. Supervision locked the copy (fail_lost skipped its job but not the
+    # copy), then waited for the job (stop_arrived): Postgres found a deadlock. Now it
+    # skips the job and its copies; the next pass fails the copy.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-a").values(state=ClusterState.NOT_READY)
+        )
+        await add_locality(session, source="corpus-v3", cluster="gpu-a")
+
+    async def supervising() -> None:
+        async with transaction(app.state.sessions) as session:
+            await supervise(session, default_timeout_s=600)
+
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+        passing = asyncio.create_task(supervising())
+        await eventually(lambda: passing.done() or waiting_for_locks(app, 1), within=10)
+        await holder.execute(select(DataCopy.id).where(DataCopy.id == copy.id).with_for_update())
+    await asyncio.wait_for(passing, 30)
+    assert (await copies(app))[0].state is CopyState.PENDING
+    await supervising()
+    (copy,) = await copies(app)
+    assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_copy_made_while_a_deletion_waits_for_jobs_is_not_locked_before_its_job(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The deletion of gpu-a waits for train's row; meanwhile a round commits a copy for
+    # `other`, whose cancel then holds it. The deletion locked that copy and then other's row
+    # while the cancel waited for the copy: a deadlock. Now the copy is left out of the pass,
+    # and the deletion refused (delete again).
+    uid, _ = await prefetching(app, api)
+    other = await reader(api, "other")
+    (copy,) = await copies(app)
+    fresh = uuid.uuid4()
+
+    async def deletion() -> None:  # its pass over copies (gpu-a runs `short`: refused first)
+        async with transaction(app.state.sessions) as session:
+            where = copy.destination_cluster_id
+            await copies_service.stop_cluster_copies(session, cluster_id=where, name="gpu-a")
+
+    async with app.state.sessions() as second, second.begin():
+        async with app.state.sessions() as first, first.begin():
+            await first.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+            deleting = asyncio.create_task(deletion())
+            await eventually(lambda: waiting_for_locks(app, 1), within=10)
+            async with transaction(app.state.sessions) as session:  # the round's commit
+                row = await session.get(DataCopy, copy.id)
+                clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
+                session.add(DataCopy(**clone | {"id": fresh, "job_id": uuid.UUID(other)}))
+            await second.execute(  # the cancel of `other`
+                select(Job.id).where(Job.id == uuid.UUID(other)).with_for_update()
+            )
+        await eventually(lambda: deleting.done() or waiting_for_locks(app, 1), within=10)
+        await second.execute(select(DataCopy.id).where(DataCopy.id == fresh).with_for_update())
+    with pytest.raises(Conflict, match="made meanwhile: delete it again"):
+        await asyncio.wait_for(deleting, 30)
+    assert {c.state for c in await copies(app)} == {CopyState.PENDING}
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_copys_progress_report_does_not_wait_for_its_jobs_row(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Progress writes no event: a round's commit holding the job does not hold up the report.
+    uid, _ = await prefetching(app, api)
+    (copy,) = await copies(app)
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
+        await asyncio.wait_for(report(app, copy, CopyPhase.COPYING), 5)
+    assert (await copies(app))[0].state is CopyState.COPYING
+
+
+async def waiting_for_locks(app: FastAPI, count: int) -> bool:
+    async with app.state.engine.connect() as connection:
+        waiting = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+        )
+        return bool(waiting.scalar_one() >= count)
 
 
 async def test_a_refused_deletion_leaves_the_copies_into_the_cluster_running(

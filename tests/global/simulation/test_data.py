@@ -14,11 +14,16 @@ from typer.testing import CliRunner
 
 from volcano_global.cli.client import CliError
 from volcano_global.cli.main import app
+from volcano_global.simulation.data import DataState
 from volcano_global.simulation.engine import SimOptions, Simulation
+from volcano_global.simulation.running import Running
 from volcano_global.simulation.scenario import Scenario
+from volcano_global.simulation.staging import Copies
 from volcano_global.simulation.trace_file import TraceError, read_trace
 from volcano_global.simulation.workload import DatasetRef, TraceJob
 from volcano_global.solver import Policy
+from volcano_global.solver.copies import Copy
+from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.gravity import DataMode, DataOptions
 
 TIB = 2**40
@@ -225,3 +230,18 @@ def test_popularity_counts_the_readers_submitted_within_the_window() -> None:
     assert {k: v.readers for k, v in seen.items()} == {"corpus": 1, "shared": 1}
     assert seen["corpus"].holders == ("us-a",) and seen["corpus"].size_bytes == 10 * TIB
     assert state.popularity(now=40, window_s=60)["corpus"].readers == 1  # b not yet arrived
+
+
+def test_a_checkpoint_on_its_way_is_no_data_on_its_way_for_other_jobs() -> None:
+    # The round's input of the simulator, as the server builds it: a job's checkpoint copy
+    # (every one is named `checkpoint`) bars no other job's checkpoint from that cluster.
+    scenario = Scenario.model_validate(SCENARIO)
+    copies = Copies(DataState(scenario, []), DataOptions())
+    checkpoint = Copy(CHECKPOINT, TIB, "us-a", "eu-a", 100.0)
+    corpus = Copy("corpus", TIB, "us-a", "eu-a", 100.0)
+    copies.fetch((checkpoint, corpus), now=0.0)
+    run = Running(
+        job("a", 0, 8, 1, "corpus"), [], ["us-b"], [], 0.0, 3600.0,
+        copies=(Copy(CHECKPOINT, TIB, "us-a", "us-b", 100.0),),
+    )  # fmt: skip
+    assert copies.copying({"a": run}) == {"corpus": ("eu-a",)}

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from volcano_global.solver import ClusterCapacity, Decision, JobDecision, Leaf, Policy, Snapshot
+from volcano_global.solver.free_pools import FreePools
 from volcano_global.solver.model import JobRequest, LinkBandwidth, LinkState, RunningJob
+from volcano_global.solver.packing import pools_of
 from volcano_global.solver.preemption import (
     PREEMPT,
     RECLAIM,
-    FreePools,
     Rules,
     Standing,
     expected_wait,
@@ -253,3 +254,17 @@ def test_the_expected_wait_is_the_end_after_which_the_job_fits() -> None:
     # A job ending sooner in another cluster frees nothing the gang can use.
     other = [running("b0", "b", 8, ends_h=0.1)]
     assert expected_wait(waiting(32), other + run, state, {}) == 4 * HOUR
+
+
+def test_the_round_s_own_pools_are_used_and_carry_the_preemptors_placement() -> None:
+    # plan_round hands step 7 the pools step 5b left (no second build of a fleet's pools):
+    # the same evictions as on pools built from the snapshot, and the preemptor's GPUs taken
+    # from the pools handed.
+    run = [running("old", "a", 32, ran_h=2.0), running("young", "a", 32, ran_h=1.0)]
+    built = evict(waiting(32), run)
+    pools = pools_of((full("a"),))
+    handed = evict(waiting(32), run, pools=pools)
+    assert ids(handed) == ids(built) == [["young"]]
+    assert handed[0].placement == built[0].placement
+    assert pools["a"].free_gpus("H100") == 0  # young's 32 GPUs given back, then taken by p
+    assert pools["a"].mark() > 0

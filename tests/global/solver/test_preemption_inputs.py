@@ -15,6 +15,7 @@ from volcano_global.solver import (
     Policy,
     Snapshot,
 )
+from volcano_global.solver.free_pools import remaining
 from volcano_global.solver.model import (
     JobRequest,
     LinkBandwidth,
@@ -23,7 +24,7 @@ from volcano_global.solver.model import (
     RunningJob,
     Share,
 )
-from volcano_global.solver.preemption import PREEMPT, RECLAIM, may_evict_for, preempt, remaining
+from volcano_global.solver.preemption import PREEMPT, RECLAIM, may_evict_for, preempt
 
 HOUR = 3600.0
 

@@ -7,11 +7,13 @@ alone."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 from collections import Counter
 from collections.abc import Awaitable
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
@@ -139,3 +141,41 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
     assert all(task.cancelled() for task in done)
     answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
     assert answer.status_code == 201  # a new writer took over
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # Postgres: one statement
+async def test_on_sqlite_no_other_writer_gets_between_the_batch_read_and_its_insert(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    """The batch compares each job's rules mark with the fingerprint it reads, then inserts:
+    another process (the CLI, a second server on the same file) must not change the rules in
+    between, or a job checked against the old rules is stored under the new ones."""
+    seed = (await submit(api, job_document("seed", replicas=1))).json()["uid"]
+    async with transaction(app.state.sessions) as session:
+        row = await session.get(Job, uuid.UUID(seed))
+        assert row is not None
+        template = {c.key: getattr(row, c.key) for c in Job.__table__.columns}
+        mark = await fingerprint(session)
+    other = sqlite3.connect(database_url.removeprefix("sqlite+aiosqlite:///"), timeout=0)
+    refused: list[str] = []
+
+    def change_the_rules_first(conn: object, cursor: object, statement: str, *a: object) -> None:
+        if statement.upper().startswith("INSERT INTO JOBS"):
+            try:
+                with other:
+                    other.execute("UPDATE queues SET updated_at = '2100-01-01 00:00:00'")
+            except sqlite3.OperationalError as exc:
+                refused.append(str(exc))
+
+    engine = app.state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", change_the_rules_first)
+    try:
+        job = template | {"id": uuid.uuid4(), "name": "checked"}
+        written = await app.state.job_writer.add(job, [], queue="default", rules_mark=mark)
+    finally:
+        event.remove(engine, "before_cursor_execute", change_the_rules_first)
+        other.close()
+    assert refused == ["database is locked"]  # the batch's transaction held the write lock
+    assert written == Written(WriteOutcome.STORED)
+    async with transaction(app.state.sessions) as session:
+        assert await fingerprint(session) == mark  # stored under the rules it was checked by

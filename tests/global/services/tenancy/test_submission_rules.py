@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from fastapi import FastAPI
 from sqlalchemy import event, update
@@ -17,6 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.factories import job_document, submit
 from tests.factories import queue_document as queue
+from volcano_global.api.jobs import RULE_CHANGES
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.models import PriorityClassRow, Queue
 from volcano_global.jobspec.tenancy import NAMESPACES
@@ -122,3 +125,48 @@ async def test_unchanged_rules_are_not_read_again(app: FastAPI, api: httpx.Async
     else:  # its read (queues, finished holders, fingerprint), then the inserts
         reads = [s for s in statements if s.startswith("SELECT 'queue'")]
         assert len(reads) == 3 and all("'rules'" in s for s in reads)
+
+
+@pytest.mark.parametrize("changes", [RULE_CHANGES - 1, RULE_CHANGES])
+async def test_rules_that_keep_changing_during_a_submission_give_503(
+    app: FastAPI,
+    api: httpx.AsyncClient,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    changes: int,
+) -> None:
+    """Another replica changes the queues just before each write of the submission: every
+    write finds the rules it was checked against moved, and it is checked again; after
+    RULE_CHANGES of them it is answered 503 (retry), nothing stored. One fewer: it is stored."""
+    assert (await submit(api, job_document("warm"))).status_code == 201  # the rules read
+    writer = app.state.job_writer
+    write = writer.add
+    writes = 0
+
+    async def changed_first(*args: Any, **kwargs: Any) -> Any:
+        nonlocal writes
+        writes += 1
+        if writes <= changes:
+
+            async def change(session: AsyncSession) -> None:
+                await session.execute(
+                    update(Queue)
+                    .where(Queue.name == "default")
+                    .values(annotations={"change": str(writes)}, updated_at=utcnow())
+                )
+
+            await through_another_replica(database_url, change)
+        return await write(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "add", changed_first)
+    answer = await submit(api, job_document("moving"))
+    assert writes == min(changes + 1, RULE_CHANGES)
+    if changes < RULE_CHANGES:
+        assert answer.status_code == 201, answer.text
+        return
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["message"] == (
+        "queues or priority classes changed throughout the submission: retry it"
+    )
+    names = (await api.get("/api/v1/jobs")).json()["items"]
+    assert [job["name"] for job in names] == ["warm"]
