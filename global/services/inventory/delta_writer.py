@@ -1,7 +1,8 @@
 """Group commit of agents' inventory deltas (`db/group_commit.py`): the runs of deltas of every
-agent stream of this process that arrive while a transaction of deltas is being written go
-into the next one. One transaction then locks the clusters' rows in name order (as every
-writer that locks several clusters does: `clusters.lock_clusters`), checks each stream's
+agent stream of this process that arrive while its transactions of deltas are being written
+(one at a time on SQLite, up to four on Postgres) go into the next one. A transaction locks
+its clusters' rows in name order (as every writer that locks several clusters does, so two of
+them never wait on each other: `clusters.lock_clusters`), checks each stream's
 standing, applies the runs (the node-only changes of all clusters together: one read, one
 UPDATE, one INSERT and one upsert per aggregate table) and stores each cluster's sequence
 number. A caller learns its run's outcome only once the transaction committed, so an
@@ -99,7 +100,7 @@ class DeltaWriter:
 
     @property
     def writing(self) -> int:
-        """Runs of the transaction being written."""
+        """Runs of the transactions being written."""
         return self._group.writing
 
     async def add(self, run: DeltaRun) -> DeltasOutcome:
