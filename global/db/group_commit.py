@@ -73,13 +73,18 @@ class GroupCommit(Generic[Item, Result]):
     async def add(self, item: Item) -> Result:
         """Write `item` in the next batch and return its result; raises what its write raised
         (the item is then not written)."""
+        return await self.enqueue(item)
+
+    def enqueue(self, item: Item) -> asyncio.Future[Result]:
+        """As `add`, the item queued now: its result's future (shield it to outlive a caller's
+        cancellation without wrapping the wait in a task of its own)."""
         entry = _Entry[Item, Result](item, asyncio.get_running_loop().create_future())
         self._queue.append(entry)
         if len(self._tasks) < self._writers:
             task = asyncio.create_task(self._drain())
             self._tasks.add(task)
             task.add_done_callback(self._abandon)
-        return await entry.done
+        return entry.done
 
     async def _drain(self) -> None:
         task = asyncio.current_task()

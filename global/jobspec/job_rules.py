@@ -26,7 +26,11 @@ def check_job_rules(spec: dict[str, Any], path: str, check: Checker) -> None:
     tasks = [t for t in spec.get("tasks") or [] if isinstance(t, dict)]
     _check_dag(tasks, path, check)
     for index, task in enumerate(spec.get("tasks") or []):
-        if isinstance(task, dict):
+        # The two task rules apply only to a task with a partition policy or a topology
+        # policy: most tasks skip them (and the building of their path).
+        if isinstance(task, dict) and (
+            "partitionPolicy" in task or task.get("topologyPolicy") not in (None, "", "none")
+        ):
             tpath = child(child(path, "tasks"), index)
             _check_partition_minimum(task, tpath, check)
             _check_whole_cpus(task, tpath, check)

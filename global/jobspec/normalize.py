@@ -352,6 +352,8 @@ def _with_width(
     if declared is False and planned:
         check.fail(path, '"false" contradicts minDataParallel in the communication plan')
         return split
+    if not (declared or planned):  # most jobs: their unit below is not needed
+        return split
     unit = split.unit_pods  # a HyperJob's: one child job, split or not
     if split.mode == "never" and not gang.sub_jobs:
         unit = _smallest_whole_unit(gang)
@@ -359,8 +361,6 @@ def _with_width(
             plan_unit = max(communication.unit_gpus // communication.gpus_per_pod, 1)
             if gang.total_pods % plan_unit == 0 and _cut_partition(gang, plan_unit) is None:
                 unit = plan_unit
-    if not (declared or planned):
-        return split
     fewest = elastic.min_units(gang, unit_pods=unit, communication=communication)
     if not fewest:
         if declared:

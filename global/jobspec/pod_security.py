@@ -12,7 +12,7 @@ seccomp profile, and capabilities dropped to ALL (NET_BIND_SERVICE may be added 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +84,17 @@ def _task_templates(spec: dict[str, Any], path: str) -> Iterator[tuple[str, dict
         yield child(child(child(path, "tasks"), index), "template"), template
 
 
-def check_pod_security(document: dict[str, Any], level: str) -> list[Violation]:
-    """What every pod template of the document breaks at `level` (privileged: nothing)."""
+def check_pod_security(
+    document: dict[str, Any],
+    level: str,
+    templates: Sequence[tuple[str, dict[str, Any]]] | None = None,
+) -> list[Violation]:
+    """What every pod template of the document breaks at `level` (privileged: nothing).
+    `templates`: its `pod_templates`, if the caller has them already."""
     if level == PRIVILEGED:
         return []
     found: list[Violation] = []
-    for path, template in pod_templates(document):
+    for path, template in pod_templates(document) if templates is None else templates:
         found += baseline_violations(template, path)
         if level == RESTRICTED:
             found += restricted_violations(template, path)
@@ -105,20 +110,24 @@ def containers(pod: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, 
 
 def baseline_violations(template: dict[str, Any], path: str) -> list[Violation]:
     pod, spec_path = _map(template, "spec"), child(path, "spec")
-    pod_context = _map(pod, "securityContext")
-    pod_context_path = child(spec_path, "securityContext")
     found = _host_namespaces(pod, spec_path)
-    found += _context_violations(pod_context, pod_context_path)
-    found += _sysctls(pod_context, pod_context_path)
+    # Most pods and containers set no securityContext (and containers no ports): nothing
+    # of theirs below can be broken, and their paths are not built.
+    pod_context = _map(pod, "securityContext")
+    if pod_context:
+        pod_context_path = child(spec_path, "securityContext")
+        found += _context_violations(pod_context, pod_context_path)
+        found += _sysctls(pod_context, pod_context_path)
     for index, volume in enumerate(_list(pod, "volumes")):
         if isinstance(volume, dict) and volume.get("hostPath") is not None:
             volume_path = child(child(child(spec_path, "volumes"), index), "hostPath")
             found.append(Violation(volume_path, BASELINE, "hostPath volumes are not allowed"))
     for container_path, container in containers(pod, spec_path):
-        context_path = child(container_path, "securityContext")
         context = _map(container, "securityContext")
-        found += _context_violations(context, context_path)
-        found += _container_violations(container, context, container_path, context_path)
+        if context or "ports" in container:
+            context_path = child(container_path, "securityContext")
+            found += _context_violations(context, context_path)
+            found += _container_violations(container, context, container_path, context_path)
     return found + _annotation_violations(_map(_map(template, "metadata"), "annotations"), path)
 
 

@@ -4,7 +4,6 @@ plain init container if that is more."""
 
 from __future__ import annotations
 
-from collections import Counter
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
@@ -27,12 +26,13 @@ def pod_resources(template: dict[str, Any], path: str, check: Checker) -> PodRes
     containers = check.sequence(spec, "containers", spec_path, required=True) or []
     init_containers = check.sequence(spec, "initContainers", spec_path) or []
 
-    names = Counter(
-        c.get("name")
-        for c in [*containers, *init_containers]
-        if isinstance(c, dict) and isinstance(c.get("name"), str)
-    )
-    for name in sorted(n for n, count in names.items() if count > 1):
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for container in (*containers, *init_containers):
+        name = container.get("name") if isinstance(container, dict) else None
+        if isinstance(name, str):
+            (repeated if name in seen else seen).add(name)
+    for name in sorted(repeated):
         check.fail(spec_path, f"container name {name!r} is used more than once")
 
     total: dict[str, Decimal] = {}

@@ -143,11 +143,12 @@ def tenancy_refusals(
 ) -> list[Refusal]:
     """Every rule of its queue's policy the job breaks (empty: it may run)."""
     found = _namespace_refusals(namespace, policy, rules.defaults)
+    templates = list(pod_templates(document))  # walked once for both checks
     found += [
         Refusal(v.field, f"pod security {policy.pod_security}", v.message)
-        for v in check_pod_security(document, policy.pod_security)
+        for v in check_pod_security(document, policy.pod_security, templates)
     ]
-    for path, template in pod_templates(document):
+    for path, template in templates:
         found += _template_refusals(template, path, policy, rules)
     if priority_class is not None:
         found += _class_refusals(priority_class, _class_field(document), policy, rules)

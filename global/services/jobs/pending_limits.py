@@ -31,8 +31,8 @@ import contextlib
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -118,22 +118,22 @@ class PendingLimits:
         self._ledger = _Ledger()
         self._reading: dict[str, asyncio.Task[_Usage | None]] = {}
 
-    @asynccontextmanager
-    async def admit(self, queue: str, size: int) -> AsyncIterator[None]:
+    def admit(self, queue: str, size: int) -> AbstractAsyncContextManager[None]:
         """Admit one submission of `size` bytes to `queue` (Forbidden over a limit) for the
         time of its write."""
+        return _Admission(self, queue, size)
+
+    async def _begin(self, queue: str, size: int) -> bool:
+        """Admit the submission (Forbidden over a limit); False if there is no such queue
+        (the writer refuses it)."""
         usage = self._usage.get(queue)
         if usage is None or self._stale(usage) or self._near(queue, usage, 1, size):
             usage = await self._fresh(queue)
-        if usage is None:  # no such queue: the writer refuses it
-            yield
-            return
+        if usage is None:
+            return False
         self._refuse_over(queue, usage, size)
         self._ledger.begin(queue, size)
-        try:
-            yield
-        finally:
-            self._ledger.end(queue, size)
+        return True
 
     def _stale(self, usage: _Usage) -> bool:
         return time.monotonic() - usage.began > self.refresh_s
@@ -233,6 +233,22 @@ def _where(annotation: str) -> str:
     return f"the queue's annotation {annotation} or the server's default"
 
 
+class _Admission:
+    """`PendingLimits.admit`'s context. A class, not an `asynccontextmanager`: an async
+    generator per submission costs its registration with the event loop and more calls."""
+
+    def __init__(self, limits: PendingLimits, queue: str, size: int) -> None:
+        self.limits, self.queue, self.size = limits, queue, size
+        self.begun = False
+
+    async def __aenter__(self) -> None:
+        self.begun = await self.limits._begin(self.queue, self.size)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.begun:
+            self.limits._ledger.end(self.queue, self.size)
+
+
 # The guard of each job writer (`install`, at the server's start); a writer without one (tests
 # that build a writer alone) admits everything.
 _GUARDS: weakref.WeakKeyDictionary[JobWriter, PendingLimits] = weakref.WeakKeyDictionary()
@@ -254,12 +270,7 @@ async def finished(write: Awaitable[T]) -> T:
         raise
 
 
-@asynccontextmanager
-async def pending_room(writer: JobWriter, queue: str, size: int) -> AsyncIterator[None]:
+def pending_room(writer: JobWriter, queue: str, size: int) -> AbstractAsyncContextManager[None]:
     """Admit a submission to `queue` under its pending limits for the time of its write."""
     guard = _GUARDS.get(writer)
-    if guard is None:
-        yield
-        return
-    async with guard.admit(queue, size):
-        yield
+    return contextlib.nullcontext() if guard is None else guard.admit(queue, size)

@@ -139,7 +139,7 @@ async def submit_job(
     )
     async with pending_room(writer, queue_name, len(submission.body)):
         written = await finished(
-            writer.add(
+            writer.enqueue(
                 values,
                 [submitted, *events],
                 queue=queue_name,

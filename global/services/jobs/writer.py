@@ -23,6 +23,7 @@ reported written that is not committed."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import uuid
 from dataclasses import dataclass
@@ -92,7 +93,21 @@ class JobWriter:
         the next batch, and tell whether it was stored. `refuse_finished`: not if a finished job
         not deleted holds its name. `rules_mark`: not if the submission rules' fingerprint is
         no longer this one. Raises what the write raised (the job is then not stored)."""
-        return await self._group.add(_Item(job, queue, events, refuse_finished, rules_mark))
+        return await self.enqueue(
+            job, events, queue=queue, refuse_finished=refuse_finished, rules_mark=rules_mark
+        )
+
+    def enqueue(
+        self,
+        job: dict[str, Any],
+        events: list[dict[str, Any]],
+        *,
+        queue: str,
+        refuse_finished: bool = False,
+        rules_mark: str | None = None,
+    ) -> asyncio.Future[Written]:
+        """As `add`, queued now: the future of its outcome."""
+        return self._group.enqueue(_Item(job, queue, events, refuse_finished, rules_mark))
 
     async def _insert(self, batch: list[_Item]) -> list[Written]:
         async with self.sessions() as session:

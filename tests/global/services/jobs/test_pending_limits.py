@@ -19,6 +19,7 @@ from tests.backlog import clone_jobs
 from tests.conftest import app_settings, running
 from tests.factories import job_document, submit
 from tests.factories import queue_document as queue
+from volcano_global.db.group_commit import GroupCommit
 from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.pending_limits import (
     PENDING_BYTES_ANNOTATION,
@@ -200,3 +201,26 @@ async def test_a_cancelled_submission_is_counted_until_its_write_ends() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     assert ended == [True]
+
+
+async def test_a_cancelled_submission_queued_without_a_task_is_written_all_the_same() -> None:
+    """As submit_job waits: on the future `GroupCommit.enqueue` returns (no task of its own).
+    The caller's cancellation neither drops the item nor lets the caller go before its batch
+    is written."""
+    release, written = asyncio.Event(), []
+
+    async def write(items: list[str]) -> list[str]:
+        await release.wait()
+        written.extend(items)
+        return ["stored" for _ in items]
+
+    group = GroupCommit[str, str](write, what="items", max_batch=10, alone=lambda exc: False)
+    caller = asyncio.ensure_future(pending_limits.finished(group.enqueue("job")))
+    await asyncio.sleep(0)
+    caller.cancel()
+    await asyncio.sleep(0.05)
+    assert not caller.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert written == ["job"]
