@@ -89,6 +89,8 @@ async def apply_node_deltas(
         for i, node in enumerate(d.delta.node_upserts):
             if node.domain is not None and node.domain not in domains:
                 raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
+    for d in deltas:  # every upserted node is there after the delta: no read needed to refuse
+        require_node_cap(d.cluster.name, len(d.delta.node_upserts), max_nodes)
     stored = await _stored_nodes(session, deltas)
     now = utcnow()
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
@@ -99,9 +101,10 @@ async def apply_node_deltas(
         changes[cluster.id] = _change(tree, existing, d.delta)
         removed = set(d.delta.node_removals)
         if removed:
-            await session.execute(
-                delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(removed))
-            )
+            for part in _chunks(list(removed)):
+                await session.execute(
+                    delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
+                )
             cluster.nodes_removed_seq = d.seq
         added = []
         for node in d.delta.node_upserts:
@@ -195,9 +198,23 @@ async def _stored_nodes(
             found[ids[row["run"]]][row["name"]] = row
         return found
     for cluster_id, cluster_names in names.items():
-        params = {"cluster_id": cluster_id, "names": cluster_names}
-        found[cluster_id] = {row["name"]: row for row in await _EXISTING.rows(session, params)}
+        for part in _chunks(cluster_names):
+            params = {"cluster_id": cluster_id, "names": part}
+            found[cluster_id] |= {row["name"]: row for row in await _EXISTING.rows(session, params)}
     return found
+
+
+def _chunks(names: list[str]) -> list[list[str]]:
+    """Names in parts that fit a statement's bind parameters (SQLite and asyncpg: 32,766 and
+    32,767 a statement): a run of merged deltas may name far more than one message's 20,000
+    (13 deltas of 20,000 new nodes: 260,000)."""
+    return [
+        names[start : start + _NAMES_A_STATEMENT]
+        for start in range(0, len(names), _NAMES_A_STATEMENT)
+    ]
+
+
+_NAMES_A_STATEMENT = 20_000
 
 
 def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:

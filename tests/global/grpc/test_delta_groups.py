@@ -10,20 +10,26 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, text
+from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.util.concurrency import await_
 
 from tests.conftest import app_settings
 from tests.factories import create_cluster
 from tests.grpc_stream import Stream, capacity, node, snapshot
 from volcano_global.db.engine import create_engine, transaction
-from volcano_global.db.models import Cluster
+from volcano_global.db.models import Cluster, Node
+from volcano_global.errors import TooLarge
+from volcano_global.grpc.convert import delta_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.inventory.delta_writer import DeltaRun
+from volcano_global.services.inventory.sequence import DeltasOutcome, NumberedDelta
 from volcano_global.settings import Settings
 
 QUEUED = ["gpu-b", "gpu-c", "gpu-d"]
@@ -180,5 +186,109 @@ async def test_a_bad_delta_fails_alone_and_a_gap_still_asks_for_a_resync(
     again = Stream(app, str((await api.post("/api/v1/clusters/gpu-c/token")).json()["agentToken"]))
     assert (await again.hello("gpu-c")).applied_seq == 1
     await again.close()
+    for stream in streams.values():
+        await stream.close()
+
+
+def many(prefix: str, count: int) -> list[pb.Node]:
+    return [node(f"{prefix}{i}", domain="") for i in range(count)]
+
+
+async def written_together(
+    app: FastAPI, database_url: str, runs: dict[str, list[pb.InventoryDelta]]
+) -> dict[str, DeltasOutcome | BaseException]:
+    """Each cluster's run of deltas, written in one batch of the app's delta writer (queued
+    while another client holds what a write needs): each run's outcome or error."""
+    writer = app.state.delta_writer
+    first = [pb.InventoryDelta(seq=2, node_upserts=[node("n0", used=1)])]
+    tasks = {}
+
+    def add(name: str, run: list[pb.InventoryDelta]) -> None:
+        deltas = [NumberedDelta(m.seq, delta_from(m)) for m in run]
+        tasks[name] = asyncio.create_task(writer.add(DeltaRun(name, deltas)))
+
+    async with writes_held(database_url):
+        for n, name in enumerate(holders(app), start=1):
+            add(name, first)
+            await until(lambda n=n: writer.writing == n)  # its own transaction
+        for name, run in runs.items():
+            add(name, run)
+        await until(lambda: writer.waiting == len(runs))
+    done = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    return {name: outcome for name, outcome in zip(tasks, done, strict=True) if name in runs}
+
+
+async def stock_sqlite_limits(app: FastAPI) -> None:
+    """On SQLite, the bind parameters a statement takes as a stock build has them (32,766;
+    Debian's, these tests' own, takes 250,000, which 13 deltas of 20,000 nodes pass): set on
+    the app's connection, opened anew."""
+    engine = app.state.sessions.kw["bind"]
+    if engine.dialect.name != "sqlite":
+        return
+
+    def limited(dbapi_connection: Any, _record: Any) -> None:
+        aio = dbapi_connection.driver_connection
+        await_(aio._execute(aio._conn.setlimit, sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766))
+
+    event.listen(engine.sync_engine, "connect", limited)
+    await engine.dispose()
+
+
+async def test_a_run_above_the_node_cap_is_refused_alone_before_its_nodes_are_read(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    """Two deltas of 20,000 new nodes each merge into one run of 40,000 names: on SQLite, read
+    as bind parameters they were more than a statement takes ('too many SQL variables', an
+    error that failed every run of the batch)."""
+    await stock_sqlite_limits(app)
+    streams = await synced(app, api)
+    outcomes = await written_together(
+        app,
+        database_url,
+        {
+            "gpu-b": [
+                pb.InventoryDelta(seq=2, node_upserts=many("a", 20_000)),
+                pb.InventoryDelta(seq=3, node_upserts=many("b", 20_000)),
+            ],
+            "gpu-c": [pb.InventoryDelta(seq=2, node_upserts=[node("n1", used=2)])],
+        },
+    )
+    assert isinstance(outcomes["gpu-b"], TooLarge), outcomes["gpu-b"]
+    assert "cap of 20,000 nodes per cluster" in str(outcomes["gpu-b"])
+    assert outcomes["gpu-c"] == DeltasOutcome(acked_seq=2, resync=None)
+    assert await capacity(api, "gpu-c") == [
+        {"gpuModel": "H100", "total": 32, "free": 30, "used": 2}
+    ]
+    for stream in streams.values():
+        await stream.close()
+
+
+async def test_a_run_naming_more_nodes_than_a_statement_takes_applies(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    """19,996 new nodes and 20,000 removals in one run (40,000 names, under the node cap): its
+    names are read and removed in parts."""
+    await stock_sqlite_limits(app)
+    streams = await synced(app, api)
+    outcomes = await written_together(
+        app,
+        database_url,
+        {
+            "gpu-b": [
+                pb.InventoryDelta(seq=2, node_upserts=many("a", 19_996)),
+                pb.InventoryDelta(seq=3, node_removals=[f"gone{i}" for i in range(20_000)]),
+            ],
+            "gpu-c": [pb.InventoryDelta(seq=2, node_upserts=[node("n1", used=2)])],
+        },
+    )
+    assert outcomes == {
+        "gpu-b": DeltasOutcome(acked_seq=3, resync=None),
+        "gpu-c": DeltasOutcome(acked_seq=2, resync=None),
+    }
+    async with transaction(app.state.sessions) as session:
+        count = await session.execute(
+            select(func.count()).select_from(Node).join(Cluster).where(Cluster.name == "gpu-b")
+        )
+        assert count.scalar_one() == 20_000
     for stream in streams.values():
         await stream.close()
