@@ -9,18 +9,18 @@ number. A caller learns its run's outcome only once the transaction committed, s
 acknowledged delta is never lost.
 
 A run refused for its own content or its stream's standing (an unknown domain, the node cap,
-a revoked token, a newer stream) fails the batch, which is then written again one run at a
-time: only the run at fault fails. A database error fails every run of the batch (each stream
-ends; its agent reconnects and resends from its last acknowledged number)."""
+a revoked token, a newer stream), or any other error but the database's being unavailable,
+fails the batch, which is then written again one run at a time: only the run at fault fails.
+The database unavailable fails every run of the batch (each stream ends; its agent reconnects
+and resends from its last acknowledged number)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from volcano_global.db.engine import transaction
+from volcano_global.db.engine import is_unavailable, transaction
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.errors import Busy, DomainError, NotFound
 from volcano_global.services.inventory.agent_streams import StreamClaim, require_standings
@@ -62,8 +62,11 @@ class _SameCluster(DomainError):
 
 
 def _alone(exc: BaseException) -> bool:
-    """Whether the error may come from one run (so the others are written without it)."""
-    return isinstance(exc, IntegrityError | DomainError) and not isinstance(exc, Busy)
+    """Whether the error may come from one run (so the others are written without it): any
+    but the database's being unavailable or busy, which a rewrite one run at a time would
+    only meet again once a run. The batch rolled back and each cluster's sequence number is
+    checked again, so a rewrite applies nothing twice."""
+    return not isinstance(exc, Busy) and not is_unavailable(exc)
 
 
 def _nodes(run: DeltaRun) -> int:
