@@ -11,6 +11,7 @@ error fails every caller of the batch (the caller retries)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ class GroupCommit(Generic[Item, Result]):
         entry = _Entry[Item, Result](item, asyncio.get_running_loop().create_future())
         self._queue.append(entry)
         if len(self._tasks) < self._writers:
-            task = asyncio.create_task(self._drain())
+            # Its own empty context: a writer serves every caller, so it sees none's context
+            # variables (the first caller's, copied, would be read as every item's).
+            task = asyncio.create_task(self._drain(), context=contextvars.Context())
             self._tasks.add(task)
             task.add_done_callback(self._abandon)
         return entry.done

@@ -5,6 +5,7 @@ any other error fails the whole batch."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -144,3 +145,21 @@ async def test_every_item_is_written_once_in_arrival_order(size: int) -> None:
         i * 10 for i in range(size)
     ]
     assert [i for b in batches for i in b] == list(range(size))
+
+
+async def test_a_write_does_not_see_its_first_callers_context() -> None:
+    caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")
+    seen = []
+
+    async def write(items: list[int]) -> list[int]:
+        seen.append(caller.get())
+        return items
+
+    group = GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: False)
+
+    async def add(name: str, item: int) -> int:
+        caller.set(name)  # e.g. a stream's guard: the batch's items are other callers' too
+        return await group.add(item)
+
+    assert await asyncio.gather(add("first", 1), add("second", 2)) == [1, 2]
+    assert seen == ["none"]  # one batch, of both callers
