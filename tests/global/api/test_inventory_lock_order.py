@@ -56,3 +56,20 @@ async def test_an_inventory_replacement_waits_for_a_delta_instead_of_deadlocking
     east = (await api.get("/api/v1/clusters/east")).json()
     assert east["nodes"]["total"] == 2
     assert east["capacity"] == [{"gpuModel": "H100", "total": 16, "free": 16, "used": 0}]
+
+
+async def test_another_clusters_agent_is_refused_without_waiting_on_the_row(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await create_cluster(api, "east")
+    west = str((await create_cluster(api, "west"))["agentToken"])
+    base = inventory("east", tors=1, nodes_per_tor=4)
+    async with transaction(app.state.sessions) as session:  # an agent's delta holds east's row
+        await lock_cluster(session, name="east")
+        put = api.put(
+            "/api/v1/clusters/east/inventory",
+            json=base,
+            headers={"Authorization": f"Bearer {west}"},
+        )
+        response = await asyncio.wait_for(put, 10)  # it waited for ever on the row before
+    assert response.status_code == 403, response.text
