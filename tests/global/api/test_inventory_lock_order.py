@@ -27,6 +27,17 @@ def database_url(postgres_url: str) -> str:
     return postgres_url
 
 
+async def a_write_waits_for_a_lock(app: FastAPI) -> bool:
+    async with transaction(app.state.sessions) as session:
+        waiting = await session.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+        )
+    return bool(waiting)
+
+
 async def test_an_inventory_replacement_waits_for_a_delta_instead_of_deadlocking(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -34,21 +45,11 @@ async def test_an_inventory_replacement_waits_for_a_delta_instead_of_deadlocking
     base = inventory("east", tors=1, nodes_per_tor=4)
     assert (await api.put("/api/v1/clusters/east/inventory", json=base)).status_code == 200
 
-    async def a_write_waits_for_a_lock() -> bool:
-        async with transaction(app.state.sessions) as session:
-            waiting = await session.scalar(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND datname = current_database()"
-                )
-            )
-        return bool(waiting)
-
     smaller = {**base, "nodes": base["nodes"][:2]}
     async with transaction(app.state.sessions) as session:  # an agent's delta, its row locked
         cluster = await lock_cluster(session, name="east")
         put = asyncio.create_task(api.put("/api/v1/clusters/east/inventory", json=smaller))
-        await eventually(a_write_waits_for_a_lock)
+        await eventually(lambda: a_write_waits_for_a_lock(app))
         delta = InventoryDelta.model_validate({"nodeUpserts": [base["nodes"][0] | {"gpuUsed": 3}]})
         await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
     response = await asyncio.wait_for(put, 20)
@@ -73,3 +74,21 @@ async def test_another_clusters_agent_is_refused_without_waiting_on_the_row(
         )
         response = await asyncio.wait_for(put, 10)  # it waited for ever on the row before
     assert response.status_code == 403, response.text
+
+
+async def test_a_cluster_deletion_waits_for_a_delta_instead_of_deadlocking(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await create_cluster(api, "east")
+    base = inventory("east", tors=1, nodes_per_tor=4)
+    assert (await api.put("/api/v1/clusters/east/inventory", json=base)).status_code == 200
+    async with transaction(app.state.sessions) as session:  # an agent's delta, its row locked
+        cluster = await lock_cluster(session, name="east")
+        deleted = asyncio.create_task(api.delete("/api/v1/clusters/east"))
+        await eventually(lambda: a_write_waits_for_a_lock(app))
+        delta = InventoryDelta.model_validate({"nodeUpserts": [base["nodes"][0] | {"gpuUsed": 3}]})
+        # It updates the capacity rows the deletion deleted before it waited for the row.
+        await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
+    response = await asyncio.wait_for(deleted, 20)
+    assert response.status_code == 204, response.text
+    assert (await api.get("/api/v1/clusters/east")).status_code == 404
