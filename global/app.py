@@ -41,6 +41,7 @@ from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.inventory.delta_writer import DeltaWriter
 from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.outside_tenancy import cancel_waiting_outside_tenancy
 from volcano_global.services.jobs.writer import JobWriter
@@ -100,8 +101,9 @@ async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
         app.state.sessions = sessions
         app.state.job_writer = JobWriter(sessions)
         pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
+        app.state.delta_writer = DeltaWriter(sessions, max_nodes=settings.limits.max_cluster_nodes)
         grpc_server, app.state.grpc_port = await start_grpc_server(
-            sessions=sessions, settings=settings
+            sessions=sessions, settings=settings, deltas=app.state.delta_writer
         )
         log.info(
             "agent gRPC on %s:%d (%s)",

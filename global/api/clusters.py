@@ -122,8 +122,11 @@ async def replace_inventory(
 ) -> InventoryAccepted:
     """Replace the cluster's whole inventory (nodes and HyperNode tree). Callable by the
     cluster's own agent token or an admin."""
-    cluster = await clusters.get_cluster(session, name=name)
-    caller.require_cluster(cluster.id)
+    # Authorised before anything is locked: another cluster's token must not wait on the row.
+    caller.require_cluster((await clusters.get_cluster(session, name=name)).id)
+    # The cluster's row first, as an agent's inventory writes take it: deleting its nodes
+    # before locking it (the UPDATE at the end) could deadlock with a delta holding the row.
+    cluster = await clusters.lock_cluster(session, name=name)
     cluster = await inventory.replace_inventory(
         session, cluster=cluster, snapshot=body, max_nodes=settings.limits.max_cluster_nodes
     )

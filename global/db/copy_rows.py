@@ -75,6 +75,75 @@ async def insert_tuples(
     await connection.exec_driver_sql(sql, records)
 
 
+async def update_tuples(
+    session: AsyncSession,
+    table: Table,
+    columns: Names,
+    rows: Sequence[Sequence[Any]],
+    *,
+    keys: Names,
+    constants: dict[str, Any],
+) -> None:
+    """In the row of `table` whose `keys` columns hold a tuple's values for them, set its
+    other `columns` (a tuple per row, values for `columns` in order) and the `constants`
+    (column: value): on Postgres one UPDATE from `unnest` over an array per column, on SQLite
+    one executemany on the driver."""
+    if not rows:
+        return
+    connection = await session.connection()
+    dialect = connection.dialect
+    records = _processed(table, columns, rows, dialect)
+    fixed = [(c, _stored(table, c, v, dialect)) for c, v in constants.items()]
+    changed = [c for c in columns if c not in keys]
+    # Table and column names come from the model, never from input.
+    if dialect.name == "postgresql":
+        arrays = ", ".join(
+            f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(columns, 1)
+        )
+        start = len(columns) + 1
+        sets = [f"{c} = u.{c}" for c in changed]
+        sets += [f"{c} = ${n}" for n, (c, _) in enumerate(fixed, start)]
+        matches = " AND ".join(f"t.{k} = u.{k}" for k in keys)
+        sql = (
+            f"UPDATE {table.name} AS t SET {', '.join(sets)} FROM unnest({arrays}) "
+            f"AS u({', '.join(columns)}) WHERE {matches}"
+        )
+        arguments = [list(c) for c in zip(*records, strict=True)] + [v for _, v in fixed]
+        await connection.exec_driver_sql(sql, tuple(arguments))
+        return
+    sets = [f"{c} = ?" for c in changed] + [f"{c} = ?" for c, _ in fixed]
+    matches = " AND ".join(f"{k} = ?" for k in keys)
+    sql = f"UPDATE {table.name} SET {', '.join(sets)} WHERE {matches}"
+    at = {c: i for i, c in enumerate(columns)}
+    order = [at[c] for c in changed]
+    key_order = [at[k] for k in keys]
+    constant_values = tuple(v for _, v in fixed)
+    await connection.exec_driver_sql(
+        sql,
+        [(*(r[i] for i in order), *constant_values, *(r[i] for i in key_order)) for r in records],
+    )
+
+
+def _processed(
+    table: Table, columns: Names, rows: Sequence[Sequence[Any]], dialect: Dialect
+) -> list[Sequence[Any]]:
+    """The rows with each value through its column's bind processing (taken once per
+    column)."""
+    processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
+    processors = [(i, p) for i, p in processors if p is not None]
+    if not processors:
+        return list(rows)
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, process in processors:
+            value = values[i]
+            if value is not None:
+                values[i] = process(value)
+        out.append(values)
+    return out
+
+
 def _pg_insert(table: Table, names: Names) -> str:
     arrays = ", ".join(f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(names, 1))
     return f"INSERT INTO {table.name} ({', '.join(names)}) SELECT * FROM unnest({arrays})"

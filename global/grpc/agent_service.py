@@ -1,7 +1,8 @@
 """`AgentService.Connect`: one stream per member-cluster agent. Authenticates the agent's
 token, binds the stream to its cluster, applies inventory messages in order (each in its own
-transaction, together with the sequence number; deltas that queued up while the previous message
-was handled go in one transaction), and answers with acks or resync requests."""
+transaction, together with the sequence number; deltas that queued up while the previous
+message was handled go in one transaction, with those of other streams: `delta_writer`), and
+answers with acks or resync requests, each after its transaction committed."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_
 from volcano_global.grpc.data_presence import record_presence
 from volcano_global.grpc.errors import grpc_status
 from volcano_global.grpc.share_inventory import reconcile_stream
-from volcano_global.grpc.stream_guard import StreamGuard, require_standing
+from volcano_global.grpc.stream_guard import StreamGuard, current_claim, require_standing
 from volcano_global.rpc.shares import ACCEPTED_PHASES, ShareAssignment, ShareCancellation
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
@@ -35,6 +36,7 @@ from volcano_global.services.events import record_event
 from volcano_global.services.inventory import clusters as cluster_service
 from volcano_global.services.inventory import sequence
 from volcano_global.services.inventory.agent_streams import claim_stream
+from volcano_global.services.inventory.delta_writer import DeltaRun, DeltaWriter
 from volcano_global.services.inventory.snapshots import replace_inventory
 from volcano_global.services.lifecycle import outbox
 from volcano_global.services.tenancy.tokens import (
@@ -57,11 +59,18 @@ def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
 
 
 class AgentService(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        *,
+        deltas: DeltaWriter,
+    ) -> None:
         self.sessions = sessions
         self.settings = settings
         self.reports = reports.report_writer(sessions)
         self._cap = settings.limits.max_cluster_nodes  # nodes per cluster, over all messages
+        self.deltas = deltas  # inventory deltas, written with other streams'
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -227,16 +236,13 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
     async def _deltas(
         self, cluster_name: str, messages: list[pb.InventoryDelta]
     ) -> list[pb.GlobalMessage]:
-        """Consecutive deltas in one transaction (`services/inventory/sequence.py`): answered
-        with one ack, a resync request, or both."""
+        """Consecutive deltas in one transaction, with other streams' (`services/inventory/
+        delta_writer.py`): answered with one ack, a resync request, or both."""
         # each validated, before anything is applied
         deltas = [sequence.NumberedDelta(m.seq, delta_from(m)) for m in messages]
-        async with transaction(self.sessions) as session:
-            cluster = await cluster_service.lock_cluster(session, name=cluster_name)
-            await require_standing(session, cluster)
-            outcome = await sequence.apply_in_sequence(
-                session, cluster=cluster, deltas=deltas, max_nodes=self._cap
-            )
+        # Written with other streams' deltas; answered once the transaction committed.
+        run = DeltaRun(cluster=cluster_name, deltas=deltas, claim=current_claim())
+        outcome = await self.deltas.add(run)
         replies = []
         if outcome.acked_seq is not None:
             replies.append(pb.GlobalMessage(ack=pb.Ack(seq=outcome.acked_seq)))

@@ -8,13 +8,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.grpc.agent_service import AgentService
 from volcano_global.rpc.v1 import agent_pb2, agent_pb2_grpc
+from volcano_global.services.inventory.delta_writer import DeltaWriter
 from volcano_global.settings import Settings
 
 
 async def start_grpc_server(
-    *, sessions: async_sessionmaker[AsyncSession], settings: Settings
+    *, sessions: async_sessionmaker[AsyncSession], settings: Settings, deltas: DeltaWriter
 ) -> tuple[grpc.aio.Server, int]:
-    """Start serving; returns the server and the port it listens on."""
+    """Start serving (the agents' inventory deltas written by `deltas`); returns the server
+    and the port it listens on."""
     limit = settings.agents.max_message_bytes
     server = grpc.aio.server(
         options=[
@@ -26,7 +28,9 @@ async def start_grpc_server(
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ]
     )
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(sessions, settings), server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(
+        AgentService(sessions, settings, deltas=deltas), server
+    )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{settings.host}:{settings.grpc_port}"

@@ -89,3 +89,10 @@ async def require_standing(session: AsyncSession, cluster: Cluster) -> None:
     guard = _CURRENT.get()
     if guard is not None:
         await agent_streams.require_standing(session, cluster=cluster, claim=guard.claim)
+
+
+def current_claim() -> StreamClaim | None:
+    """The claim of the stream the task serves (None outside a stream), for a write made on
+    its behalf by another task (the group commit of deltas)."""
+    guard = _CURRENT.get()
+    return None if guard is None else guard.claim

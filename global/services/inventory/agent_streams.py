@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -75,9 +76,25 @@ async def lost_standing(session: AsyncSession, claim: StreamClaim) -> DomainErro
 async def require_standing(session: AsyncSession, *, cluster: Cluster, claim: StreamClaim) -> None:
     """In a write transaction, after the cluster's row is locked: refuse the write of a stream
     that lost its standing."""
-    reason = await _token_ended(session, claim) or current_epoch(claim, cluster.agent_stream_epoch)
-    if reason is not None:
-        raise reason
+    await require_standings(session, [(cluster, claim)])
+
+
+async def require_standings(session: AsyncSession, held: list[tuple[Cluster, StreamClaim]]) -> None:
+    """`require_standing` for several streams' writes in one transaction (their tokens read
+    in one statement); raises the first refusal."""
+    hashes = sorted({c.token_hash for _, c in held if c.token_hash is not None})
+    tokens: dict[str, tuple[datetime | None, datetime | None]] = {}
+    if hashes:
+        rows = await session.execute(
+            select(ApiToken.token_hash, ApiToken.revoked_at, ApiToken.expires_at).where(
+                ApiToken.token_hash.in_(hashes)
+            )
+        )
+        tokens = {h: (revoked, expires) for h, revoked, expires in rows}
+    for cluster, claim in held:
+        reason = _token_verdict(claim, tokens) or current_epoch(claim, cluster.agent_stream_epoch)
+        if reason is not None:
+            raise reason
 
 
 def current_epoch(claim: StreamClaim, epoch: int) -> DomainError | None:
@@ -99,11 +116,23 @@ async def _token_ended(session: AsyncSession, claim: StreamClaim) -> DomainError
             )
         )
     ).first()
-    if row is None or row.revoked_at is not None:
+    tokens = {} if row is None else {claim.token_hash: (row.revoked_at, row.expires_at)}
+    return _token_verdict(claim, tokens)
+
+
+def _token_verdict(
+    claim: StreamClaim, tokens: dict[str, tuple[datetime | None, datetime | None]]
+) -> DomainError | None:
+    """Why the claim's token no longer holds, given the stored tokens (revoked, expires) by
+    hash: not stored (deleted) or revoked, or expired."""
+    if claim.token_hash is None:
+        return None
+    stored = tokens.get(claim.token_hash)
+    if stored is None or stored[0] is not None:
         return Unauthorized(
             f"the agent token of cluster {claim.cluster_name!r} was revoked (rotated: "
             "configure the agent with the new token)"
         )
-    if row.expires_at is not None and row.expires_at <= utcnow():
+    if stored[1] is not None and stored[1] <= utcnow():
         return Unauthorized(f"the agent token of cluster {claim.cluster_name!r} expired")
     return None

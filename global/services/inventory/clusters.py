@@ -101,6 +101,21 @@ async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
     return cluster
 
 
+async def lock_clusters(session: AsyncSession, *, names: list[str]) -> dict[str, Cluster]:
+    """The clusters' rows that exist, by name, locked as `lock_cluster` locks one, in name
+    order: every transaction that locks several clusters' rows takes them in this order (the
+    scheduler's round commit too), so two of them never wait on each other."""
+    rows = await session.execute(
+        select(Cluster)
+        .where(Cluster.name.in_(sorted(set(names))))
+        .order_by(Cluster.name)  # Postgres locks the rows as the sort returns them
+        .options(raiseload(Cluster.capacities))
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    )
+    return {cluster.name: cluster for cluster in rows.scalars()}
+
+
 async def node_counts(
     session: AsyncSession, *, cluster_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, NodeCounts]:
@@ -117,7 +132,21 @@ async def node_counts(
 
 
 async def delete_cluster(session: AsyncSession, *, name: str) -> None:
-    cluster = await get_cluster(session, name=name)
+    """Delete the cluster, its row locked first (FOR UPDATE, what the DELETE takes): the ORM
+    deletes its capacity rows before the row, so without it the deletion could hold those
+    while waiting for a delta that holds the row and updates them (deadlock). The API's
+    route stops the cluster's copies (jobs, then copies locked) before this: the row comes
+    after them, as before."""
+    cluster = (
+        await session.execute(
+            select(Cluster)
+            .where(Cluster.name == name)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+    if cluster is None:
+        raise NotFound(f"cluster {name!r} not found")
     await require_no_active_shares(session, cluster)
     await session.delete(cluster)
     streams_must_recheck(session, cluster.id)

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import any_, bindparam, delete, select
+from sqlalchemy import Integer, and_, any_, bindparam, column, delete, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.bulk import add_to_rows, update_rows
+from volcano_global.db.bulk import add_to_rows
+from volcano_global.db.copy_rows import update_tuples
 from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import (
     Cluster,
@@ -24,9 +26,10 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
-from volcano_global.services.inventory.domain_trees import domain_trees
+from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.node_values import (
+    STORED,
     CheckedDelta,
     NodeValues,
     checked_delta,
@@ -41,6 +44,15 @@ from volcano_global.services.inventory.snapshots import (
 from volcano_global.services.wakeups import room_may_have_changed
 
 Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
+
+
+@dataclass(frozen=True)
+class ClusterDelta:
+    """A node-only delta (no HyperNode change) for one cluster, stamped `seq`."""
+
+    cluster: Cluster
+    delta: CheckedDelta
+    seq: int
 
 
 async def apply_delta(
@@ -59,16 +71,79 @@ async def apply_delta(
     if delta.domain_upserts or delta.domain_removals:
         await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq, cap=max_nodes)
         return
-    tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
-    domains = tree.ids
-    for i, node in enumerate(delta.node_upserts):
-        if node.domain is not None and node.domain not in domains:
-            raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
-    names = [n.name for n in delta.node_upserts] + list(delta.node_removals)
-    existing = {
-        row["name"]: row
-        for row in await _EXISTING.rows(session, {"cluster_id": cluster.id, "names": names})
-    }
+    await apply_node_deltas(session, [ClusterDelta(cluster, delta, seq)], max_nodes=max_nodes)
+
+
+async def apply_node_deltas(
+    session: AsyncSession, deltas: list[ClusterDelta], *, max_nodes: int | None = None
+) -> None:
+    """Apply node-only deltas of distinct clusters in the caller's transaction, together: on
+    Postgres one read of the stored nodes they name, one UPDATE, one INSERT and one upsert per
+    aggregate table for all of them (the statements' fixed cost, not the rows, was most of
+    a small delta's)."""
+    trees = await domain_trees(
+        session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
+    )
+    for d in deltas:
+        domains = trees[d.cluster.id].ids
+        for i, node in enumerate(d.delta.node_upserts):
+            if node.domain is not None and node.domain not in domains:
+                raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
+    for d in deltas:  # every upserted node is there after the delta: no read needed to refuse
+        require_node_cap(d.cluster.name, len(d.delta.node_upserts), max_nodes)
+    stored = await _stored_nodes(session, deltas)
+    now = utcnow()
+    updates: list[tuple[Any, ...]] = []  # values for _UPDATED
+    inserts: list[dict[str, Any]] = []
+    changes: dict[uuid.UUID, dict[Key, list[int]]] = {}
+    for d in deltas:
+        cluster, tree, existing = d.cluster, trees[d.cluster.id], stored.get(d.cluster.id, {})
+        changes[cluster.id] = _change(tree, existing, d.delta)
+        removed = set(d.delta.node_removals)
+        if removed:
+            for part in _chunks(list(removed)):
+                await session.execute(
+                    delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
+                )
+            cluster.nodes_removed_seq = d.seq
+        added = []
+        for node in d.delta.node_upserts:
+            domain_id = tree.ids[node.domain] if node.domain else None
+            if node.name in existing:
+                updates.append((*node[:10], node.labels, node.taints, domain_id, d.seq, cluster.id))
+            else:
+                values = node._asdict()
+                del values["domain"]
+                extra = {"id": uuid.uuid4(), "cluster_id": cluster.id, "updated_at": now}
+                added.append(values | extra | {"domain_id": domain_id, "seq": d.seq})
+        await require_room_for(
+            session, cluster_id=cluster.id, cluster=cluster.name, added=len(added), cap=max_nodes
+        )
+        inserts += added
+    await update_tuples(
+        session,
+        Node.__table__,
+        _UPDATED,
+        updates,
+        keys=("cluster_id", "name"),
+        constants={"updated_at": now},
+    )
+    await insert_many(session, Node, inserts)
+    await _apply_changes(session, changes)
+    if any(free > 0 for change in changes.values() for _, free in change.values()):
+        room_may_have_changed(session)  # e.g. a job's pods gone
+    for d in deltas:
+        d.cluster.inventory_updated_at = now
+        d.cluster.inventory_seq = d.seq
+    await session.flush()
+
+
+def _change(
+    tree: DomainTree, existing: dict[str, dict[str, Any]], delta: CheckedDelta
+) -> dict[Key, list[int]]:
+    """What the delta changes in the cluster's aggregates: (total, free) GPUs by key, the
+    stored nodes it names taken out and its upserts put in. A node that stays in its domain
+    with its GPU model (most changes: GPUs taken or freed) adds its difference once."""
     change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
 
     def account(part: tuple[str, int, int] | None, domain_id: uuid.UUID | None, sign: int) -> None:
@@ -80,45 +155,66 @@ async def apply_delta(
             entry[0] += sign * total
             entry[1] += sign * free
 
-    for row in existing.values():
-        account(_row_part(row), row["domain_id"], -1)
+    domains = tree.ids
     for node in delta.node_upserts:
-        account(_node_part(node), domains[node.domain] if node.domain else None, +1)
+        new, domain_id = _node_part(node), domains[node.domain] if node.domain else None
+        row = existing.get(node.name)
+        if row is None:
+            account(new, domain_id, +1)
+            continue
+        old = _row_part(row)
+        if old is None or new is None or old[0] != new[0] or row["domain_id"] != domain_id:
+            account(old, row["domain_id"], -1)
+            account(new, domain_id, +1)
+        elif old != new:
+            account((new[0], new[1] - old[1], new[2] - old[2]), domain_id, +1)
+    for name in delta.node_removals:  # never also upserted (the schema refuses it)
+        if (row := existing.get(name)) is not None:
+            account(_row_part(row), row["domain_id"], -1)
+    return change
 
-    if delta.node_removals:
-        await session.execute(
-            delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(delta.node_removals))
-        )
-        cluster.nodes_removed_seq = seq
-    now = utcnow()
-    updates, inserts = [], []
-    for node in delta.node_upserts:
-        values = node._asdict()
-        domain = values.pop("domain")
-        values["domain_id"] = domains[domain] if domain else None
-        if node.name in existing:
-            updates.append(values)  # found by name (the cluster's names are unique)
-        else:
-            extra = {"id": uuid.uuid4(), "cluster_id": cluster.id, "updated_at": now, "seq": seq}
-            inserts.append(values | extra)
-    await update_rows(
-        session,
-        Node.__table__,
-        updates,
-        key="name",
-        where={"cluster_id": cluster.id},
-        values={"updated_at": now, "seq": seq},
-    )
-    await require_room_for(
-        session, cluster_id=cluster.id, cluster=cluster.name, added=len(inserts), cap=max_nodes
-    )
-    await insert_many(session, Node, inserts)
-    await _apply_change(session, cluster.id, change)
-    if any(free > 0 for _, free in change.values()):  # e.g. a job's pods gone
-        room_may_have_changed(session)
-    cluster.inventory_updated_at = now
-    cluster.inventory_seq = seq
-    await session.flush()
+
+async def _stored_nodes(
+    session: AsyncSession, deltas: list[ClusterDelta]
+) -> dict[uuid.UUID, dict[str, dict[str, Any]]]:
+    """The stored rows of the nodes each delta names, by cluster id and name: on Postgres one
+    read for all clusters (the pairs as two arrays); on SQLite one per cluster (its bind
+    parameters are limited to 32,766 a statement, and a read there is a call, not a round
+    trip)."""
+    names = {
+        d.cluster.id: [n.name for n in d.delta.node_upserts] + list(d.delta.node_removals)
+        for d in deltas
+    }
+    found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
+    if session.get_bind().dialect.name == "postgresql":
+        ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
+        pairs = [(n, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]]
+        params = {
+            "cluster_ids": [ids[n] for n, _ in pairs],
+            "names": [name for _, name in pairs],
+            "runs": [n for n, _ in pairs],
+        }
+        for row in await _EXISTING_PAIRS.rows(session, params):
+            found[ids[row["run"]]][row["name"]] = row
+        return found
+    for cluster_id, cluster_names in names.items():
+        for part in _chunks(cluster_names):
+            params = {"cluster_id": cluster_id, "names": part}
+            found[cluster_id] |= {row["name"]: row for row in await _EXISTING.rows(session, params)}
+    return found
+
+
+def _chunks(names: list[str]) -> list[list[str]]:
+    """Names in parts that fit a statement's bind parameters (SQLite and asyncpg: 32,766 and
+    32,767 a statement): a run of merged deltas may name far more than one message's 20,000
+    (13 deltas of 20,000 new nodes: 260,000)."""
+    return [
+        names[start : start + _NAMES_A_STATEMENT]
+        for start in range(0, len(names), _NAMES_A_STATEMENT)
+    ]
+
+
+_NAMES_A_STATEMENT = 20_000
 
 
 def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:
@@ -220,7 +316,9 @@ def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:
 
 
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres
-# the names go as one array parameter).
+# the names go as one array parameter, or the (cluster, name) pairs as two).
+# The columns an UPDATE of a stored node sets (found by its cluster and name).
+_UPDATED = (*STORED, "domain_id", "seq", "cluster_id")
 _EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
 _IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
 _EXISTING = Read(
@@ -230,6 +328,24 @@ _EXISTING = Read(
     postgres=select(*_EXISTING_COLUMNS).where(
         _IN_CLUSTER, Node.name == any_(bindparam("names", type_=ARRAY(Node.name.type)))
     ),
+)
+_PAIRS = (
+    func.unnest(
+        bindparam("cluster_ids", type_=ARRAY(Node.cluster_id.type)),
+        bindparam("names", type_=ARRAY(Node.name.type)),
+        bindparam("runs", type_=ARRAY(Integer())),
+    )
+    .table_valued(
+        column("cluster_id", Node.cluster_id.type),
+        column("name", Node.name.type),
+        column("run", Integer()),
+    )
+    .render_derived(name="wanted")
+)
+_EXISTING_PAIRS = Read(  # Postgres only
+    select(_PAIRS.c.run, *_EXISTING_COLUMNS).join(
+        _PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name)
+    )
 )
 
 
@@ -243,22 +359,24 @@ def _node_part(node: NodeValues) -> tuple[str, int, int] | None:
     )
 
 
-async def _apply_change(
-    session: AsyncSession, cluster_id: uuid.UUID, change: dict[Key, list[int]]
+async def _apply_changes(
+    session: AsyncSession, changes: dict[uuid.UUID, dict[Key, list[int]]]
 ) -> None:
-    """Add the differences to the aggregates, creating rows that do not exist yet: one upsert
-    statement per table, in key order (no read, no ORM objects)."""
-    change = {k: v for k, v in sorted(change.items(), key=_key_order) if v[0] or v[1]}
-    clusters = [
-        {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
-        for (d, m), (t, f) in change.items()
-        if d is None
-    ]
-    domains = [
-        {"domain_id": d, "gpu_model": m, "total_gpus": t, "free_gpus": f}
-        for (d, m), (t, f) in change.items()
-        if d is not None
-    ]
+    """Add each cluster's differences to the aggregates, creating rows that do not exist yet:
+    one upsert statement per table for all clusters, in key order (no read, no ORM objects)."""
+    clusters, domains = [], []
+    for cluster_id, change in changes.items():
+        for (d, m), (t, f) in change.items():
+            if not (t or f):
+                continue
+            if d is None:
+                clusters.append(
+                    {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
+                )
+            else:
+                domains.append({"domain_id": d, "gpu_model": m, "total_gpus": t, "free_gpus": f})
+    clusters.sort(key=lambda r: (str(r["cluster_id"]), r["gpu_model"]))
+    domains.sort(key=lambda r: (str(r["domain_id"]), r["gpu_model"]))
     for model, rows, keys in (
         (ClusterGpuCapacity, clusters, ("cluster_id", "gpu_model")),
         (DomainGpuCapacity, domains, ("domain_id", "gpu_model")),
@@ -266,8 +384,3 @@ async def _apply_change(
         await add_to_rows(
             session, model.__table__, rows, keys=keys, added=("total_gpus", "free_gpus")
         )
-
-
-def _key_order(item: tuple[Key, list[int]]) -> tuple[str, str]:
-    (domain_id, model), _ = item
-    return (str(domain_id) if domain_id else "", model)

@@ -12,7 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.models import Cluster
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import agent_seen
-from volcano_global.services.inventory.deltas import apply_delta, merged
+from volcano_global.services.inventory.deltas import (
+    ClusterDelta,
+    apply_delta,
+    apply_node_deltas,
+    merged,
+)
 from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
 
 
@@ -53,9 +58,57 @@ async def apply_in_sequence(
     asks for a resync, and neither it nor those after it apply). The deltas that follow on
     apply merged (`deltas.merged`), all stamped with the last one's number, which the cluster
     stores even when they change nothing."""
+    (outcome,) = await apply_runs_in_sequence(
+        session, runs=[ClusterRun(cluster, deltas)], max_nodes=max_nodes
+    )
+    return outcome
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """Consecutive deltas of one cluster, its row locked by the caller."""
+
+    cluster: Cluster
+    deltas: list[NumberedDelta]
+
+
+async def apply_runs_in_sequence(
+    session: AsyncSession, *, runs: list[ClusterRun], max_nodes: int | None = None
+) -> list[DeltasOutcome]:
+    """`apply_in_sequence` for runs of distinct clusters in one transaction: the node-only
+    changes of all of them apply together (`deltas.apply_node_deltas`); a run with a
+    HyperNode change applies on its own."""
+    outcomes, together = [], []
+    for run in runs:
+        cluster = run.cluster
+        outcome, fresh = _in_sequence(cluster, run.deltas)
+        outcomes.append(outcome)
+        if not fresh:
+            continue
+        await agent_seen(session, cluster=cluster)  # as good as a heartbeat
+        last = cluster.inventory_seq + len(fresh)
+        pieces = merged(fresh)
+        if len(pieces) == 1 and not (pieces[0].domain_upserts or pieces[0].domain_removals):
+            together.append(ClusterDelta(cluster, pieces[0], last))
+            continue
+        for delta in pieces:
+            await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
+        # Empty deltas merge to nothing, yet their number is acknowledged: it is stored in
+        # this transaction too, or the next delta would look like a gap.
+        cluster.inventory_seq = last
+    if together:
+        await apply_node_deltas(session, together, max_nodes=max_nodes)
+    await session.flush()
+    return outcomes
+
+
+def _in_sequence(
+    cluster: Cluster, deltas: list[NumberedDelta]
+) -> tuple[DeltasOutcome, list[CheckedDelta]]:
+    """What to answer, and the deltas that follow on from the cluster's applied one."""
     applied = cluster.inventory_seq
     if snapshot_required(cluster):
-        return DeltasOutcome(None, Resync("no inventory yet: send a snapshot", applied))
+        return DeltasOutcome(None, Resync("no inventory yet: send a snapshot", applied)), []
     fresh: list[CheckedDelta] = []
     resync = None
     for numbered in deltas:
@@ -66,16 +119,6 @@ async def apply_in_sequence(
             resync = Resync(f"gap: expected seq {expected}, got {numbered.seq}", expected - 1)
             break
         fresh.append(checked_delta(numbered.delta))
-    last = applied + len(fresh)
-    if fresh:
-        await agent_seen(session, cluster=cluster)  # as good as a heartbeat
-    for delta in merged(fresh):
-        await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
-    if fresh:
-        # Empty deltas merge to nothing, yet their number is acknowledged: it is stored in
-        # this transaction too, or the next delta would look like a gap.
-        cluster.inventory_seq = last
-        await session.flush()
     if resync is not None and not fresh:
-        return DeltasOutcome(None, resync)  # nothing new was applied: only the resync
-    return DeltasOutcome(last, resync)
+        return DeltasOutcome(None, resync), []  # nothing new is applied: only the resync
+    return DeltasOutcome(applied + len(fresh), resync), fresh

@@ -153,10 +153,13 @@ async def _check(session: AsyncSession, plan: RoundPlan, context: RoundContext) 
     admitted = plan.admitted()
     # FOR NO KEY UPDATE (as `lock_cluster`): a report holding a placement this commit ends may
     # still write the clusters' cancellations (rows referencing them) instead of deadlocking.
+    # In name order, as the group commit of inventory deltas locks its clusters
+    # (`lock_clusters`): two writers of several clusters never wait on each other.
     current = (
         await session.execute(
             select(Cluster)
             .where(Cluster.name.in_(list(context.versions)))
+            .order_by(Cluster.name)
             .with_for_update(key_share=True)
         )
     ).scalars()

@@ -5,6 +5,7 @@ any other error fails the whole batch."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -15,7 +16,9 @@ class Bad(Exception):
     pass
 
 
-def writer(batches: list[list[int]], *, fail: Exception | None = None) -> GroupCommit[int, int]:
+def writer(
+    batches: list[list[int]], *, fail: Exception | None = None, writers: int = 1
+) -> GroupCommit[int, int]:
     async def write(items: list[int]) -> list[int]:
         batches.append(items)
         await asyncio.sleep(0.01)  # a transaction's round trips
@@ -25,7 +28,9 @@ def writer(batches: list[list[int]], *, fail: Exception | None = None) -> GroupC
             raise Bad("13 cannot be written")
         return [i * 10 for i in items]
 
-    return GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: isinstance(e, Bad))
+    return GroupCommit(
+        write, what="numbers", max_batch=4, alone=lambda e: isinstance(e, Bad), writers=writers
+    )
 
 
 async def test_items_that_arrive_during_a_write_share_the_next_batch() -> None:
@@ -37,6 +42,42 @@ async def test_items_that_arrive_during_a_write_share_the_next_batch() -> None:
     assert await first == 0
     assert await asyncio.gather(*rest) == [10, 20, 30, 40, 50, 60]
     assert batches == [[0], [1, 2, 3, 4], [5, 6]]  # at most max_batch per write
+
+
+async def test_with_two_writers_items_queue_once_both_are_busy() -> None:
+    """A second batch is written while the first one is (its transaction waits on the
+    database, not on the first); what arrives while both are busy shares the next."""
+    batches: list[list[int]] = []
+    group = writer(batches, writers=2)
+    first = asyncio.create_task(group.add(0))
+    await asyncio.sleep(0.001)
+    second = asyncio.create_task(group.add(1))
+    await asyncio.sleep(0.001)
+    assert (group.writing, group.waiting) == (2, 0)
+    rest = [asyncio.create_task(group.add(i)) for i in range(2, 8)]
+    await asyncio.sleep(0.001)
+    assert group.waiting == 6
+    assert await asyncio.gather(first, second, *rest) == [i * 10 for i in range(8)]
+    assert batches == [[0], [1], [2, 3, 4, 5], [6, 7]]
+    assert (group.writing, group.waiting) == (0, 0)
+
+
+async def test_a_batch_holds_at_most_its_weight() -> None:
+    batches: list[list[int]] = []
+
+    async def write(items: list[int]) -> list[int]:
+        batches.append(items)
+        await asyncio.sleep(0.01)
+        return items
+
+    group = GroupCommit(
+        write, what="numbers", max_batch=4, alone=lambda e: False, weight=int, max_weight=10
+    )
+    first = asyncio.create_task(group.add(1))
+    await asyncio.sleep(0.001)
+    rest = [asyncio.create_task(group.add(i)) for i in (3, 3, 3, 3, 20, 2)]
+    await asyncio.gather(first, *rest)
+    assert batches == [[1], [3, 3, 3], [3], [20], [2]]  # one item heavier than a batch: alone
 
 
 async def test_an_error_of_one_item_fails_that_item_alone() -> None:
@@ -104,3 +145,21 @@ async def test_every_item_is_written_once_in_arrival_order(size: int) -> None:
         i * 10 for i in range(size)
     ]
     assert [i for b in batches for i in b] == list(range(size))
+
+
+async def test_a_write_does_not_see_its_first_callers_context() -> None:
+    caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")
+    seen = []
+
+    async def write(items: list[int]) -> list[int]:
+        seen.append(caller.get())
+        return items
+
+    group = GroupCommit(write, what="numbers", max_batch=4, alone=lambda e: False)
+
+    async def add(name: str, item: int) -> int:
+        caller.set(name)  # e.g. a stream's guard: the batch's items are other callers' too
+        return await group.add(item)
+
+    assert await asyncio.gather(add("first", 1), add("second", 2)) == [1, 2]
+    assert seen == ["none"]  # one batch, of both callers

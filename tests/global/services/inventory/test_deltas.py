@@ -20,9 +20,15 @@ from volcano_global.db.models import (
     TopologyDomain,
 )
 from volcano_global.schemas.clusters import InventoryDelta
-from volcano_global.services.inventory.clusters import lock_cluster
-from volcano_global.services.inventory.deltas import apply_delta, merged
+from volcano_global.services.inventory.clusters import lock_cluster, lock_clusters
+from volcano_global.services.inventory.deltas import (
+    ClusterDelta,
+    apply_delta,
+    apply_node_deltas,
+    merged,
+)
 from volcano_global.services.inventory.domain_trees import domain_trees
+from volcano_global.services.inventory.node_values import checked_delta
 from volcano_global.services.inventory.snapshots import contribution
 from volcano_global.services.scheduling.capacity_view import (
     free_histograms,
@@ -177,3 +183,54 @@ def test_merged_deltas_keep_each_nodes_last_change() -> None:
     assert [d.name for d in domains.domain_upserts] == ["tor9"]
     assert [n.name for n in last.node_upserts] == ["a"]
     assert last.node_removals == ["b"]
+
+
+async def test_node_deltas_of_several_clusters_together_keep_the_aggregates_exact(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Deltas of two clusters applied together (one read, one UPDATE: the group commit of
+    agents' deltas) leave each cluster's nodes and aggregates exact, through changes, new
+    nodes and removals; the clusters' nodes have the same names."""
+    nodes: dict[str, dict] = {}
+    for name in ("east", "west"):
+        await create_cluster(api, name)
+        base = inventory(name, tors=2, nodes_per_tor=4)
+        for node in base["nodes"]:
+            node["name"] = node["name"].removeprefix(f"{name}-")
+        await api.put(f"/api/v1/clusters/{name}/inventory", json=base)
+        nodes[name] = {n["name"]: n for n in base["nodes"]}
+    rng = random.Random(5)
+    for step in range(12):
+        async with transaction(app.state.sessions) as session:
+            clusters = await lock_clusters(session, names=["west", "east"])
+            together = []
+            for name, cluster in clusters.items():
+                upserts = []
+                picked = rng.sample(sorted(nodes[name]), 4)
+                for node in (nodes[name][n] for n in picked[:3]):
+                    upserts.append(
+                        node | {"gpuUsed": rng.randrange(9), "ready": rng.random() > 0.2}
+                    )
+                upserts.append({**upserts[0], "name": f"new-{step}"})
+                removals = picked[3:]
+                delta = InventoryDelta.model_validate(
+                    {"nodeUpserts": upserts, "nodeRemovals": removals}
+                )
+                together.append(ClusterDelta(cluster, checked_delta(delta), step + 2))
+                nodes[name].update({u["name"]: u for u in upserts})
+                del nodes[name][picked[3]]
+            await apply_node_deltas(session, together)
+        async with transaction(app.state.sessions) as session:
+            stored_nodes = {
+                (c, n): used
+                for c, n, used in await session.execute(
+                    select(Cluster.name, Node.name, Node.gpu_used).join(Cluster)
+                )
+            }
+        assert stored_nodes == {
+            (c, n): node["gpuUsed"] for c, per in nodes.items() for n, node in per.items()
+        }, f"step {step}"
+        stored, expected = await _aggregates(app)
+        assert stored == expected, f"step {step}"
+        view, recomputed = await _histograms(app)
+        assert view == recomputed, f"step {step}"
