@@ -213,7 +213,7 @@ def _steer_one(
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
     target, refusal = (
-        _prefetch_choice(job, staged, wait, room, weight, barred, refused or {})
+        _prefetch_target(job, staged, wait, room, weight, barred, refused or {})
         if options.prefetch
         else (None, "")
     )
@@ -236,7 +236,7 @@ def _steer_one(
     return Steer(holders + faster, note + sooner + (refusal if waits else ""), wait)
 
 
-def _prefetch_choice(
+def _prefetch_target(
     job: JobRequest,
     staged: Mapping[str, tuple[float, float, str]],
     wait: float,
@@ -245,14 +245,26 @@ def _prefetch_choice(
     barred: frozenset[str],
     refused: Mapping[str, str],
 ) -> tuple[str | None, str]:
-    """Where the job's data is copied while it waits (`_prefetch_target`), and what is said
-    when the cluster it would go to takes no copies now (`refused`: the job then waits the
-    longer, so the caller says it only to a job that waits)."""
-    target = _prefetch_target(job, staged, wait, room, weight, barred)
+    """The cluster where a copy started now and room for the job are both expected soonest,
+    if sooner than a holder has room (a copy that leaves its region counted `weight` times
+    its length, as for staging); never one of `barred`. With what is said when that cluster
+    takes no copies now (`refused`: the next one is chosen, and the job waits the longer, so
+    the caller says it only to a job that waits)."""
+
+    def soonest(barred: frozenset[str]) -> str | None:
+        ready = {
+            c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
+            for c, (seconds, *_) in staged.items()
+            if math.isfinite(seconds) and c not in barred
+        }
+        best = min(ready, key=lambda c: (ready[c], c), default=None)
+        return best if best is not None and ready[best] < wait else None
+
+    target = soonest(barred)
     if target is None or target not in refused:
         return target, ""
     refusal = f"; not copying it to {target} meanwhile: {refused[target]}"
-    return _prefetch_target(job, staged, wait, room, weight, barred | frozenset(refused)), refusal
+    return soonest(barred | frozenset(refused)), refusal
 
 
 def _waits(
@@ -275,26 +287,6 @@ def _waits(
     if math.isfinite(wait):
         room.claim(group, wait, job.gpus, run)
     return Steer(holders, note, wait)
-
-
-def _prefetch_target(
-    job: JobRequest,
-    staged: Mapping[str, tuple[float, float, str]],
-    wait: float,
-    room: Room,
-    weight: Mapping[str, float],
-    barred: frozenset[str] = frozenset(),
-) -> str | None:
-    """The cluster where a copy started now and room for the job are both expected soonest,
-    if sooner than a holder has room (a copy that leaves its region counted `weight` times
-    its length, as for staging); never one of `barred`."""
-    ready = {
-        c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
-        for c, (seconds, *_) in staged.items()
-        if math.isfinite(seconds) and c not in barred
-    }
-    best = min(ready, key=lambda c: (ready[c], c), default=None)
-    return best if best is not None and ready[best] < wait else None
 
 
 def _faster(
