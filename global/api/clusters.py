@@ -123,10 +123,11 @@ async def replace_inventory(
     """Replace the cluster's whole inventory (nodes and HyperNode tree). Callable by the
     cluster's own agent token or an admin."""
     # Authorised before anything is locked: another cluster's token must not wait on the row.
-    caller.require_cluster((await clusters.get_cluster(session, name=name)).id)
+    cluster_id = await clusters.get_cluster_id(session, name=name)
+    caller.require_cluster(cluster_id)
     # The cluster's row first, as an agent's inventory writes take it: deleting its nodes
     # before locking it (the UPDATE at the end) could deadlock with a delta holding the row.
-    cluster = await clusters.lock_cluster(session, name=name)
+    cluster = await clusters.lock_cluster(session, name=name, cluster_id=cluster_id)
     cluster = await inventory.replace_inventory(
         session, cluster=cluster, snapshot=body, max_nodes=settings.limits.max_cluster_nodes
     )

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -115,7 +115,6 @@ def install_error_handlers(app: FastAPI) -> None:
         log.info("integrity error mapped to 409: %s", exc.orig)
         return status_response(409, "Conflict", "the change conflicts with existing data")
 
-    @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)
     @app.exception_handler(OSError)  # the driver could not connect (refused, reset, DNS)
     async def unavailable(_: Request, exc: Exception) -> JSONResponse:

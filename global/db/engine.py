@@ -103,12 +103,20 @@ _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P0
 
 
 _MID_OPERATION = "another operation"
+# SQLite's primary result code for a statement refused for what it holds (SQLITE_ERROR: too
+# many SQL variables, too many terms in compound SELECT, parser stack overflow, expression tree
+# too large, no such table or column): the driver raises it as an OperationalError, as it does
+# "database is locked" (SQLITE_BUSY), but the same statement fails again however often it is
+# retried. "string or blob too big" (SQLITE_TOOBIG) comes as a DataError, never transient.
+_SQLITE_ERROR = 1
 
 
 def is_unavailable(exc: BaseException) -> bool:
     """Whether a database error is transient (the database restarting, unreachable, busy or the
     connection lost mid-statement): the caller should be told to retry, not that we failed."""
-    if isinstance(exc, OperationalError | PoolTimeout | OSError):
+    if isinstance(exc, OperationalError):
+        return not _refused_statement(exc)
+    if isinstance(exc, PoolTimeout | OSError):
         return True
     if not isinstance(exc, DBAPIError):
         return False
@@ -127,3 +135,10 @@ def is_unavailable(exc: BaseException) -> bool:
             return True
         error = error.__cause__
     return False
+
+
+def _refused_statement(exc: OperationalError) -> bool:
+    """Whether SQLite refused the statement itself (`_SQLITE_ERROR`; Python 3.11's sqlite3
+    errors carry the extended result code, whose low byte is the primary one)."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == _SQLITE_ERROR

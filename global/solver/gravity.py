@@ -189,6 +189,8 @@ def _steer_one(
     barred: frozenset[str] = frozenset(),
     refused: Mapping[str, str] | None = None,
 ) -> Steer:
+    """Step 1b for one job: run where its data is if room comes first there, else stage it
+    where it would start sooner (`_faster`), else wait, copying it meanwhile (`_waits`)."""
     usable = [c for c in names if job.allowed_clusters is None or c in job.allowed_clusters]
     holders = tuple(c for c in usable if all(c in i.holders for i in wanted))
     if options.mode is DataMode.HOLDERS:
@@ -210,12 +212,11 @@ def _steer_one(
     if not faster and not math.isfinite(wait):  # no holder ever: copy what has no size too
         staged |= {c: (_UNKNOWN_S, v[1], v[2]) for c, v in staged.items() if v[2] == _NO_SIZE}
         faster = _faster(job, staged, wait, room, evicting and bool(job.may_evict_for), weight)
-    target = _prefetch_target(job, staged, wait, room, weight, barred) if options.prefetch else None
-    refusal = ""
-    if target is not None and target in (refused or {}):  # said if it waits: the longer
-        refusal = f"; not copying it to {target} meanwhile: {(refused or {})[target]}"
-        barred |= frozenset(refused or ())
-        target = _prefetch_target(job, staged, wait, room, weight, barred)
+    target, refusal = (
+        _prefetch_target(job, staged, wait, room, weight, barred, refused or {})
+        if options.prefetch
+        else (None, "")
+    )
     need = job.unit_gpus if job.splittable and job.cluster_limit > 1 else job.gpus
     waits = not any(room.free_now(job, c) >= need for c in faster)  # no room now to stage in
     if faster and target is not None and waits:
@@ -225,14 +226,8 @@ def _steer_one(
         # path stays.
         faster = ()
     if not faster:
-        if target is not None:
-            ready = max(room.wait_s(job, (target,))[0], staged[target][0])
-            room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
-            note = _waiting_note(wanted, holders, staged, wait) + refusal
-            return Steer(holders, f"{note}; copying it to {target} meanwhile", wait, target)
-        if math.isfinite(wait):
-            room.claim(group, wait, job.gpus, run)
-        return Steer(holders, _waiting_note(wanted, holders, staged, wait) + refusal, wait)
+        note = _waiting_note(wanted, holders, staged, wait) + refusal
+        return _waits(job, holders, note, wait, group, room, target, staged)
     best = faster[0]
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""
@@ -247,18 +242,51 @@ def _prefetch_target(
     wait: float,
     room: Room,
     weight: Mapping[str, float],
-    barred: frozenset[str] = frozenset(),
-) -> str | None:
+    barred: frozenset[str],
+    refused: Mapping[str, str],
+) -> tuple[str | None, str]:
     """The cluster where a copy started now and room for the job are both expected soonest,
     if sooner than a holder has room (a copy that leaves its region counted `weight` times
-    its length, as for staging); never one of `barred`."""
-    ready = {
-        c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
-        for c, (seconds, *_) in staged.items()
-        if math.isfinite(seconds) and c not in barred
-    }
-    best = min(ready, key=lambda c: (ready[c], c), default=None)
-    return best if best is not None and ready[best] < wait else None
+    its length, as for staging); never one of `barred`. With what is said when that cluster
+    takes no copies now (`refused`: the next one is chosen, and the job waits the longer, so
+    the caller says it only to a job that waits)."""
+
+    def soonest(barred: frozenset[str]) -> str | None:
+        ready = {
+            c: max(room.wait_s(job, (c,))[0], seconds * weight.get(c, 1.0))
+            for c, (seconds, *_) in staged.items()
+            if math.isfinite(seconds) and c not in barred
+        }
+        best = min(ready, key=lambda c: (ready[c], c), default=None)
+        return best if best is not None and ready[best] < wait else None
+
+    target = soonest(barred)
+    if target is None or target not in refused:
+        return target, ""
+    refusal = f"; not copying it to {target} meanwhile: {refused[target]}"
+    return soonest(barred | frozenset(refused)), refusal
+
+
+def _waits(
+    job: JobRequest,
+    holders: tuple[str, ...],
+    note: str,
+    wait: float,
+    group: tuple[tuple[str, str], ...],
+    room: Room,
+    target: str | None,
+    staged: Mapping[str, tuple[float, float, str]],
+) -> Steer:
+    """The job waits for room where its data is (`group`, in `wait` s), or, with a copy to
+    `target` meanwhile, for the copy and room there, whichever its GPUs are claimed from."""
+    run = job.estimate_s or DEFAULT_RUN_S
+    if target is not None:
+        ready = max(room.wait_s(job, (target,))[0], staged[target][0])
+        room.claim(tuple(room.keys(job, (target,))), ready, job.gpus, run)
+        return Steer(holders, f"{note}; copying it to {target} meanwhile", wait, target)
+    if math.isfinite(wait):
+        room.claim(group, wait, job.gpus, run)
+    return Steer(holders, note, wait)
 
 
 def _faster(

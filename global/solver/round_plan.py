@@ -156,7 +156,7 @@ class RoundInput:
     # backoff runs), or the cluster's agent cannot run copies without a share.
     no_prefetch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Cluster -> why no waiting job's data is copied into it now (copies into it keep failing,
-    # whichever jobs they were for: `services/data/copies.broken_destinations`).
+    # whichever jobs they were for: `services/data/copy_backoff.broken_destinations`).
     no_copies_into: Mapping[str, str] = field(default_factory=dict)
     # Cluster -> why: copies into it kept failing and their backoff ended; one copy (the first
     # job's the round plans, step 6b) tries again, the jobs after it are told why not theirs.

@@ -31,7 +31,7 @@ from volcano_global.rpc.copies import (
     DataCopyAssignment,
     DataCopyCancellation,
 )
-from volcano_global.services.data.copies import says_nothing_of_destination
+from volcano_global.services.data.copy_backoff import says_nothing_of_destination
 
 COPY = DataCopyAssignment(
     copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",

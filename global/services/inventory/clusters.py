@@ -81,16 +81,30 @@ async def get_cluster(session: AsyncSession, *, name: str) -> Cluster:
     return cluster
 
 
-async def lock_cluster(session: AsyncSession, *, name: str) -> Cluster:
+async def get_cluster_id(session: AsyncSession, *, name: str) -> uuid.UUID:
+    """The cluster's id, read alone (no row loaded): what authorising a caller needs."""
+    found = await session.scalar(select(Cluster.id).where(Cluster.name == name))
+    if found is None:
+        raise NotFound(f"cluster {name!r} not found")
+    return found
+
+
+async def lock_cluster(
+    session: AsyncSession, *, name: str, cluster_id: uuid.UUID | None = None
+) -> Cluster:
     """The cluster row, locked for the transaction (Postgres; SQLite has one writer anyway):
     inventory messages of one cluster apply one at a time, whichever replica holds the stream.
     FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the cluster (dispatch messages,
     events) can still be written meanwhile, so a report that holds a placement and writes its
-    cancellations does not wait on a reconciliation that waits on that placement (deadlock)."""
+    cancellations does not wait on a reconciliation that waits on that placement (deadlock).
+    With `cluster_id` (read before, to authorise the caller), the row of that id: a cluster
+    deleted and registered again under its name meanwhile is not it. Read under the lock, the
+    row's columns are current (a counter bumped from an older read would lose an update)."""
+    which = Cluster.id == cluster_id if cluster_id is not None else Cluster.name == name
     cluster = (
         await session.execute(
             select(Cluster)
-            .where(Cluster.name == name)
+            .where(which)
             .options(raiseload(Cluster.capacities))  # one read fewer; refresh it if needed
             .with_for_update(key_share=True)
             .execution_options(populate_existing=True)

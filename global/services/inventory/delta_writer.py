@@ -9,7 +9,8 @@ number. A caller learns its run's outcome only once the transaction committed, s
 acknowledged delta is never lost.
 
 A run refused for its own content or its stream's standing (an unknown domain, the node cap,
-a revoked token, a newer stream), or any other error but the database's being unavailable,
+a revoked token, a newer stream), or any other error but the database's being unavailable (a
+statement SQLite refuses for what it holds is the run's: `db.engine.is_unavailable`),
 fails the batch, which is then written again one run at a time: only the run at fault fails.
 The database unavailable fails every run of the batch (each stream ends; its agent reconnects
 and resends from its last acknowledged number)."""

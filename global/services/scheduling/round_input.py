@@ -43,8 +43,8 @@ from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data import data_needs
-from volcano_global.services.data.copies import barred, broken_destinations
 from volcano_global.services.data.copies import copying as running_copies
+from volcano_global.services.data.copy_backoff import barred, broken_destinations
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.free import free_capacity

@@ -1,12 +1,18 @@
-"""When the database cannot be reached, the API answers 503 (retry), never 500."""
+"""When the database cannot be reached, the API answers 503 (retry), never 500; a statement the
+database refuses for what it holds is no reason to retry (500)."""
 
 from __future__ import annotations
 
 import socket
 
 import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from tests.conftest import ADMIN_TOKEN
+from tests.factories import create_cluster, inventory
+from tests.sqlite_limits import limit_variables
 from volcano_global.app import create_app
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.settings import Settings
@@ -36,3 +42,23 @@ async def test_unreachable_database_gives_503(settings: Settings) -> None:
             assert listed.json()["message"] == "database busy or unreachable; retry"
             assert (await api.get("/healthz")).status_code == 200
         await dead.dispose()
+
+
+async def test_a_statement_sqlite_refuses_gives_500_not_retry(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    """A topology of 61 HyperNodes reads their capacity in one statement of 61 bind
+    parameters, over a limit of 50: 'too many SQL variables' fails it again however often it
+    is retried (it answered 503, retry)."""
+    if make_url(database_url).get_backend_name() != "sqlite":
+        pytest.skip("SQLite's limit on a statement's bind parameters")
+    await create_cluster(api, "gpu-a")
+    put = await api.put(
+        "/api/v1/clusters/gpu-a/inventory", json=inventory("gpu-a", tors=60, nodes_per_tor=1)
+    )
+    assert put.status_code == 200, put.text
+    await limit_variables(app.state.sessions.kw["bind"], 50)
+    response = await api.get("/api/v1/clusters/gpu-a/topology")
+    assert response.status_code == 500, response.text
+    assert response.json()["reason"] == "InternalError"
+    assert "Retry-After" not in response.headers

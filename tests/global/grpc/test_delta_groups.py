@@ -10,19 +10,19 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import grpc
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import event, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.util.concurrency import await_
+from sqlalchemy.exc import OperationalError
 
 from tests.conftest import app_settings
 from tests.factories import create_cluster
 from tests.grpc_stream import Stream, capacity, node, snapshot
+from tests.sqlite_limits import limit_variables
 from volcano_global.db.engine import create_engine, transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.errors import TooLarge
@@ -218,29 +218,13 @@ async def written_together(
     return {name: outcome for name, outcome in zip(tasks, done, strict=True) if name in runs}
 
 
-async def stock_sqlite_limits(app: FastAPI) -> None:
-    """On SQLite, the bind parameters a statement takes as a stock build has them (32,766;
-    Debian's, these tests' own, takes 250,000, which 13 deltas of 20,000 nodes pass): set on
-    the app's connection, opened anew."""
-    engine = app.state.sessions.kw["bind"]
-    if engine.dialect.name != "sqlite":
-        return
-
-    def limited(dbapi_connection: Any, _record: Any) -> None:
-        aio = dbapi_connection.driver_connection
-        await_(aio._execute(aio._conn.setlimit, sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766))
-
-    event.listen(engine.sync_engine, "connect", limited)
-    await engine.dispose()
-
-
 async def test_a_run_above_the_node_cap_is_refused_alone_before_its_nodes_are_read(
     app: FastAPI, api: httpx.AsyncClient, database_url: str
 ) -> None:
     """Two deltas of 20,000 new nodes each merge into one run of 40,000 names: on SQLite, read
     as bind parameters they were more than a statement takes ('too many SQL variables', an
     error that failed every run of the batch)."""
-    await stock_sqlite_limits(app)
+    await limit_variables(app.state.sessions.kw["bind"])
     streams = await synced(app, api)
     outcomes = await written_together(
         app,
@@ -268,7 +252,7 @@ async def test_a_run_naming_more_nodes_than_a_statement_takes_applies(
 ) -> None:
     """19,996 new nodes and 20,000 removals in one run (40,000 names, under the node cap): its
     names are read and removed in parts."""
-    await stock_sqlite_limits(app)
+    await limit_variables(app.state.sessions.kw["bind"])
     streams = await synced(app, api)
     outcomes = await written_together(
         app,
@@ -290,5 +274,34 @@ async def test_a_run_naming_more_nodes_than_a_statement_takes_applies(
             select(func.count()).select_from(Node).join(Cluster).where(Cluster.name == "gpu-b")
         )
         assert count.scalar_one() == 20_000
+    for stream in streams.values():
+        await stream.close()
+
+
+async def test_a_run_whose_statement_sqlite_refuses_fails_alone(
+    app: FastAPI, api: httpx.AsyncClient, database_url: str
+) -> None:
+    """A statement SQLite refuses for what it holds (here the read of a run's 300 names, over a
+    limit of 200 bind parameters: 'too many SQL variables') is the run's fault, not the
+    database's being unavailable: the batch is written again one run at a time and only that
+    run fails (it failed every run of the batch)."""
+    if make_url(database_url).get_backend_name() != "sqlite":
+        pytest.skip("SQLite's limit on a statement's bind parameters")
+    await limit_variables(app.state.sessions.kw["bind"], 200)
+    streams = await synced(app, api)
+    outcomes = await written_together(
+        app,
+        database_url,
+        {
+            "gpu-b": [pb.InventoryDelta(seq=2, node_removals=[f"gone{i}" for i in range(300)])],
+            "gpu-c": [pb.InventoryDelta(seq=2, node_upserts=[node("n1", used=2)])],
+        },
+    )
+    assert isinstance(outcomes["gpu-b"], OperationalError), outcomes["gpu-b"]
+    assert "too many SQL variables" in str(outcomes["gpu-b"])
+    assert outcomes["gpu-c"] == DeltasOutcome(acked_seq=2, resync=None)
+    assert await capacity(api, "gpu-c") == [
+        {"gpuModel": "H100", "total": 32, "free": 30, "used": 2}
+    ]
     for stream in streams.values():
         await stream.close()

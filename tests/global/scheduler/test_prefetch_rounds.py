@@ -30,7 +30,7 @@ from volcano_global.db.models import (
 from volcano_global.errors import Conflict
 from volcano_global.rpc.copies import CopyPhase, CopyStatus
 from volcano_global.services.data import copies as copies_service
-from volcano_global.services.data import source_uris
+from volcano_global.services.data import copy_backoff, source_uris
 from volcano_global.services.data.copies import apply_report, to_send
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.data.sources import add_locality
@@ -211,9 +211,9 @@ async def failed_into(
             session.add(DataCopy(**clone))
 
 
-async def broken(app: FastAPI) -> copies_service.Broken:
+async def broken(app: FastAPI) -> copy_backoff.Broken:
     async with transaction(app.state.sessions) as session:
-        return await copies_service.broken_destinations(session, now=datetime.now(UTC))
+        return await copy_backoff.broken_destinations(session, now=datetime.now(UTC))
 
 
 async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_while(
@@ -275,7 +275,7 @@ async def test_an_older_copy_failing_while_the_probe_runs_lets_no_second_probe_g
             .values(state=CopyState.FAILED, reason="disk full", ended_at=datetime.now(UTC))
         )
         later = datetime.now(UTC) + timedelta(minutes=12)
-        found = await copies_service.broken_destinations(session, now=later)
+        found = await copy_backoff.broken_destinations(session, now=later)
     assert (found.probe, list(found.barred)) == ({}, ["gpu-a"])
     assert "failed 4 times in a row" in found.barred["gpu-a"]
     assert "the others wait for it" in found.barred["gpu-a"]
@@ -362,13 +362,11 @@ async def test_a_success_into_the_cluster_ends_its_run_of_failures(
     await failed_before(app, copy, 3)
     now = datetime.now(UTC)
     async with transaction(app.state.sessions) as session:
-        assert list((await copies_service.broken_destinations(session, now=now)).barred) == [
-            "gpu-a"
-        ]
+        assert list((await copy_backoff.broken_destinations(session, now=now)).barred) == ["gpu-a"]
         await session.execute(  # the latest of the four succeeded instead
             update(DataCopy).where(DataCopy.id == copy.id).values(state=CopyState.SUCCEEDED)
         )
-        assert await copies_service.broken_destinations(session, now=now) == ({}, {})
+        assert await copy_backoff.broken_destinations(session, now=now) == ({}, {})
 
 
 async def test_no_copy_goes_to_a_cluster_whose_agent_cannot_run_one(
@@ -782,5 +780,5 @@ async def test_a_link_held_by_a_copy_alone_is_not_deleted_and_says_why(
 
 def test_the_backoff_stays_at_its_cap_however_many_copies_failed() -> None:
     # failed rows are kept: after about a thousand, 2**n no longer fits a float
-    assert copies_service.retry_after(1) == copies_service.RETRY_AFTER_S
-    assert copies_service.retry_after(5000) == copies_service.RETRY_CAP_S
+    assert copy_backoff.retry_after(1) == copy_backoff.RETRY_AFTER_S
+    assert copy_backoff.retry_after(5000) == copy_backoff.RETRY_CAP_S
