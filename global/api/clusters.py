@@ -27,7 +27,6 @@ from volcano_global.services import events
 from volcano_global.services.data import copies
 from volcano_global.services.inventory import clusters, fleet_views
 from volcano_global.services.inventory import snapshots as inventory
-from volcano_global.services.inventory.clusters import NodeCounts as NodeCountsView
 
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
 
@@ -192,10 +191,10 @@ async def cluster_events(name: str, session: Session, _: Reader) -> EventList:
 
 
 async def present_clusters(session: Session, rows: list[Cluster]) -> list[ClusterOut]:
-    counts = await clusters.node_counts(session, cluster_ids=[c.id for c in rows])
+    # The node counts the inventory's writes keep on the row (`Cluster.nodes_total`): listing
+    # every cluster reads no node.
     result = []
     for cluster in rows:
-        count = counts.get(cluster.id, NodeCountsView())
         result.append(
             ClusterOut(
                 name=cluster.name,
@@ -206,7 +205,7 @@ async def present_clusters(session: Session, rows: list[Cluster]) -> list[Cluste
                 inventory_generation=cluster.inventory_generation,
                 inventory_updated_at=cluster.inventory_updated_at,
                 capacity=_capacity(cluster),
-                nodes=NodeCounts(total=count.total, ready=count.ready),
+                nodes=NodeCounts(total=cluster.nodes_total, ready=cluster.nodes_ready),
                 created_at=cluster.created_at,
             )
         )

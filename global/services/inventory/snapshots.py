@@ -112,6 +112,8 @@ async def replace_inventory(
         },
     )
     await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
+    cluster.nodes_total = len(snapshot.nodes)
+    cluster.nodes_ready = sum(1 for n in snapshot.nodes if n.ready)
     cluster.inventory_generation += 1
     cluster.inventory_updated_at = utcnow()
     if seq is not None:
