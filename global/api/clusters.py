@@ -157,9 +157,7 @@ async def get_topology(
     one level (`top`, then `parent=NAME` for a domain's children: the console's tree)."""
     cluster = await clusters.get_cluster(session, name=name)
     caller.require_cluster_read(cluster.id)
-    level = fleet_views.topology_level(
-        await inventory.topology(session, cluster=cluster), parent=parent, top=top
-    )
+    level = await fleet_views.topology_level(session, cluster=cluster, parent=parent, top=top)
     return Topology(
         cluster=cluster.name,
         domains=[
