@@ -27,7 +27,6 @@ from volcano_global.services import events
 from volcano_global.services.data import copies
 from volcano_global.services.inventory import clusters, fleet_views
 from volcano_global.services.inventory import snapshots as inventory
-from volcano_global.services.inventory.clusters import NodeCounts as NodeCountsView
 
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
 
@@ -159,9 +158,7 @@ async def get_topology(
     one level (`top`, then `parent=NAME` for a domain's children: the console's tree)."""
     cluster = await clusters.get_cluster(session, name=name)
     caller.require_cluster_read(cluster.id)
-    level = fleet_views.topology_level(
-        await inventory.topology(session, cluster=cluster), parent=parent, top=top
-    )
+    level = await fleet_views.topology_level(session, cluster=cluster, parent=parent, top=top)
     return Topology(
         cluster=cluster.name,
         domains=[
@@ -193,10 +190,10 @@ async def cluster_events(name: str, session: Session, _: Reader) -> EventList:
 
 
 async def present_clusters(session: Session, rows: list[Cluster]) -> list[ClusterOut]:
-    counts = await clusters.node_counts(session, cluster_ids=[c.id for c in rows])
+    # The node counts the inventory's writes keep on the row (`Cluster.nodes_total`): listing
+    # every cluster reads no node.
     result = []
     for cluster in rows:
-        count = counts.get(cluster.id, NodeCountsView())
         result.append(
             ClusterOut(
                 name=cluster.name,
@@ -207,7 +204,7 @@ async def present_clusters(session: Session, rows: list[Cluster]) -> list[Cluste
                 inventory_generation=cluster.inventory_generation,
                 inventory_updated_at=cluster.inventory_updated_at,
                 capacity=_capacity(cluster),
-                nodes=NodeCounts(total=count.total, ready=count.ready),
+                nodes=NodeCounts(total=cluster.nodes_total, ready=cluster.nodes_ready),
                 created_at=cluster.created_at,
             )
         )

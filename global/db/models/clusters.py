@@ -42,6 +42,10 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     # Whether its agent runs copies without a share (its last Hello's `data_copies`); None: no
     # agent said since. A round never prefetches into a cluster where it is False.
     runs_copies: Mapped[bool | None] = mapped_column(default=None)
+    # How many nodes the inventory holds, and how many of them are ready: kept by the writes
+    # of nodes (snapshots, deltas) so listing 100 clusters does not count 500,000 rows.
+    nodes_total: Mapped[int] = mapped_column(default=0)
+    nodes_ready: Mapped[int] = mapped_column(default=0)
 
     capacities: Mapped[list[ClusterGpuCapacity]] = relationship(
         back_populates="cluster", cascade="all, delete-orphan", lazy="selectin"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-
-from sqlalchemy import case, func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import raiseload
 
@@ -15,7 +12,6 @@ from volcano_global.db.models import (
     ClusterShare,
     ClusterState,
     Job,
-    Node,
     Placement,
     TokenRole,
 )
@@ -24,12 +20,6 @@ from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
 from volcano_global.services.inventory.agent_streams import streams_must_recheck
 from volcano_global.services.tenancy.tokens import issue_token, revoke_cluster_tokens
-
-
-@dataclass(frozen=True)
-class NodeCounts:
-    total: int = 0
-    ready: int = 0
 
 
 async def register_cluster(
@@ -128,21 +118,6 @@ async def lock_clusters(session: AsyncSession, *, names: list[str]) -> dict[str,
         .execution_options(populate_existing=True)
     )
     return {cluster.name: cluster for cluster in rows.scalars()}
-
-
-async def node_counts(
-    session: AsyncSession, *, cluster_ids: list[uuid.UUID]
-) -> dict[uuid.UUID, NodeCounts]:
-    rows = await session.execute(
-        select(
-            Node.cluster_id,
-            func.count(),
-            func.sum(case((Node.ready.is_(True), 1), else_=0)),
-        )
-        .where(Node.cluster_id.in_(cluster_ids))
-        .group_by(Node.cluster_id)
-    )
-    return {cid: NodeCounts(total=int(total), ready=int(ready or 0)) for cid, total, ready in rows}
 
 
 async def delete_cluster(session: AsyncSession, *, name: str) -> None:

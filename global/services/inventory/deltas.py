@@ -99,6 +99,7 @@ async def apply_node_deltas(
     for d in deltas:
         cluster, tree, existing = d.cluster, trees[d.cluster.id], stored.get(d.cluster.id, {})
         changes[cluster.id] = _change(tree, existing, d.delta)
+        _count_nodes(cluster, existing, d.delta)
         removed = set(d.delta.node_removals)
         if removed:
             for part in _chunks(list(removed)):
@@ -172,6 +173,24 @@ def _change(
         if (row := existing.get(name)) is not None:
             account(_row_part(row), row["domain_id"], -1)
     return change
+
+
+def _count_nodes(
+    cluster: Cluster, existing: dict[str, dict[str, Any]], delta: CheckedDelta
+) -> None:
+    """Keep the cluster's node counts in step with the delta (what the cluster list shows):
+    its new nodes and removed stored ones counted, a stored node's readiness changed."""
+    total = ready = 0
+    for node in delta.node_upserts:
+        row = existing.get(node.name)
+        total += row is None
+        ready += int(node.ready) - (int(row["ready"]) if row is not None else 0)
+    for name in delta.node_removals:
+        if (row := existing.get(name)) is not None:
+            total -= 1
+            ready -= int(row["ready"])
+    cluster.nodes_total += total
+    cluster.nodes_ready += ready
 
 
 async def _stored_nodes(

@@ -7,7 +7,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
@@ -112,6 +112,8 @@ async def replace_inventory(
         },
     )
     await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
+    cluster.nodes_total = len(snapshot.nodes)
+    cluster.nodes_ready = sum(1 for n in snapshot.nodes if n.ready)
     cluster.inventory_generation += 1
     cluster.inventory_updated_at = utcnow()
     if seq is not None:
@@ -175,63 +177,6 @@ async def _insert_tallies(
             for f in [cluster_tally.free[m]]
         ],
     )
-
-
-@dataclass(frozen=True)
-class DomainView:
-    name: str
-    tier: int
-    tier_name: str | None
-    parent: str | None
-    capacity: dict[str, tuple[int, int]]  # model -> (total, free)
-    nodes: int
-    nodes_not_ready: list[str]
-
-
-async def topology(
-    session: AsyncSession, *, cluster: Cluster, max_listed: int = 50
-) -> list[DomainView]:
-    """The cluster's domain tree, top tier first, with capacity and node readiness per domain."""
-    domains = list(
-        (
-            await session.execute(
-                select(TopologyDomain)
-                .where(TopologyDomain.cluster_id == cluster.id)
-                .order_by(TopologyDomain.tier.desc(), TopologyDomain.name)
-            )
-        ).scalars()
-    )
-    by_id = {d.id: d for d in domains}
-    capacity: dict[uuid.UUID, dict[str, tuple[int, int]]] = defaultdict(dict)
-    rows = await session.execute(
-        select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(list(by_id)))
-    )
-    for cap in rows.scalars():
-        capacity[cap.domain_id][cap.gpu_model] = (cap.total_gpus, cap.free_gpus)
-
-    counts: dict[uuid.UUID, int] = defaultdict(int)
-    not_ready: dict[uuid.UUID, list[str]] = defaultdict(list)
-    nodes = await session.execute(
-        select(Node.name, Node.domain_id, Node.ready).where(Node.cluster_id == cluster.id)
-    )
-    for name, domain_id, ready in nodes:
-        while domain_id is not None and domain_id in by_id:
-            counts[domain_id] += 1
-            if not ready and len(not_ready[domain_id]) < max_listed:
-                not_ready[domain_id].append(name)
-            domain_id = by_id[domain_id].parent_id
-    return [
-        DomainView(
-            name=d.name,
-            tier=d.tier,
-            tier_name=d.tier_name,
-            parent=by_id[d.parent_id].name if d.parent_id in by_id else None,
-            capacity=capacity[d.id],
-            nodes=counts[d.id],
-            nodes_not_ready=not_ready[d.id],
-        )
-        for d in domains
-    ]
 
 
 async def insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]

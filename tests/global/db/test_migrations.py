@@ -414,3 +414,45 @@ async def test_stored_jobs_take_their_preemptable_flag_from_their_documents(
         manifests = (await conn.execute(sa.select(JOBS_0015.c.manifest))).scalars().all()
     assert "preemptable" not in columns
     assert sorted(m["metadata"]["name"] for m in manifests) == sorted(given | many)
+
+
+async def test_clusters_get_the_counts_of_the_nodes_they_hold(empty_engine: AsyncEngine) -> None:
+    """0024_cluster_node_counts fills the kept counts from the nodes already stored."""
+    await migrate.upgrade(empty_engine, "0023_cluster_runs_copies")
+    clusters, nodes, now = Base.metadata.tables["clusters"], Base.metadata.tables["nodes"], utcnow()
+    # The clusters table as it was (the model's has the new columns, with defaults).
+    before = sa.table(
+        "clusters",
+        *(
+            sa.column(name, clusters.c[name].type)
+            for name in ("id", "name", "description", "labels", "state", "created_at", "updated_at")
+        ),
+        *(sa.column(name, sa.Integer()) for name in ("inventory_generation", "inventory_seq")),
+        *(sa.column(name, sa.Integer()) for name in ("nodes_removed_seq", "agent_stream_epoch")),
+    )
+    ids = {name: uuid.uuid4() for name in ("east", "west", "empty")}
+    async with empty_engine.begin() as conn:
+        await conn.execute(
+            before.insert(),
+            [
+                {"id": cid, "name": name, "description": "", "labels": {}, "state": "Ready"}
+                | {"created_at": now, "updated_at": now, "inventory_generation": 1}
+                | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
+                for name, cid in ids.items()
+            ],
+        )
+        await conn.execute(
+            nodes.insert(),
+            [
+                {"id": uuid.uuid4(), "cluster_id": ids[name], "name": f"n{i}", "ready": i % 3 > 0}
+                for name, count in (("east", 7), ("west", 4))
+                for i in range(count)
+            ],
+        )
+    await migrate.upgrade(empty_engine)
+    async with empty_engine.connect() as conn:
+        rows = await conn.execute(
+            sa.select(clusters.c.name, clusters.c.nodes_total, clusters.c.nodes_ready)
+        )
+        counts = {name: (total, ready) for name, total, ready in rows}
+    assert counts == {"east": (7, 4), "west": (4, 2), "empty": (0, 0)}
