@@ -278,6 +278,7 @@ async def test_a_run_naming_more_nodes_than_a_statement_takes_applies(
         await stream.close()
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # SQLite's own limit
 async def test_a_run_whose_statement_sqlite_refuses_fails_alone(
     app: FastAPI, api: httpx.AsyncClient, database_url: str
 ) -> None:
@@ -285,8 +286,6 @@ async def test_a_run_whose_statement_sqlite_refuses_fails_alone(
     limit of 200 bind parameters: 'too many SQL variables') is the run's fault, not the
     database's being unavailable: the batch is written again one run at a time and only that
     run fails (it failed every run of the batch)."""
-    if make_url(database_url).get_backend_name() != "sqlite":
-        pytest.skip("SQLite's limit on a statement's bind parameters")
     await limit_variables(app.state.sessions.kw["bind"], 200)
     streams = await synced(app, api)
     outcomes = await written_together(
