@@ -6,6 +6,7 @@ job was checked against moved, and a refusal is checked against the rules read a
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,10 +141,13 @@ async def test_rules_that_keep_changing_during_a_submission_give_503(
     RULE_CHANGES of them it is answered 503 (retry), nothing stored. One fewer: it is stored."""
     assert (await submit(api, job_document("warm"))).status_code == 201  # the rules read
     writer = app.state.job_writer
-    write = writer.add
+    write = writer.enqueue
     writes = 0
 
-    async def changed_first(*args: Any, **kwargs: Any) -> Any:
+    def changed_first(*args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(change_then_write(*args, **kwargs))
+
+    async def change_then_write(*args: Any, **kwargs: Any) -> Any:
         nonlocal writes
         writes += 1
         if writes <= changes:
@@ -158,7 +162,7 @@ async def test_rules_that_keep_changing_during_a_submission_give_503(
             await through_another_replica(database_url, change)
         return await write(*args, **kwargs)
 
-    monkeypatch.setattr(writer, "add", changed_first)
+    monkeypatch.setattr(writer, "enqueue", changed_first)
     answer = await submit(api, job_document("moving"))
     assert writes == min(changes + 1, RULE_CHANGES)
     if changes < RULE_CHANGES:
