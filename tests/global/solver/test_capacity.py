@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from volcano_global.solver.capacity import ClusterPool, give_to
 from volcano_global.solver.model import ClusterCapacity, JobRequest, Leaf
@@ -144,3 +145,55 @@ def test_nodes_freed_together_as_one_pod_at_a_time() -> None:
         slow, fast = list(hist), list(hist)
         assert one_at_a_time(slow, per_pod, pods) == give_to(fast, per_pod, pods)
         assert fast == slow, (hist, per_pod, pods)
+
+
+def test_two_pathless_leaves_of_one_model_place_as_one_leaf() -> None:
+    """Two leaves named alike (here: both the cluster's) are one leaf to the pool: three 8-GPU
+    pods fit on their four free nodes, in that one leaf, and are taken back whole."""
+    free = (0, 0, 0, 0, 0, 0, 0, 0, 2)
+    pool = ClusterPool(ClusterCapacity("c", (Leaf("H100", free), Leaf("H100", free))))
+    job = JobRequest(id="j", pods=3, gpus_per_pod=8, gpu_model="H100", unit_pods=1)
+    mark = pool.mark()
+    assert pool.place(job, 3, "H100") == [("c", 3)]
+    assert [(x.name, tuple(x.hist)) for x in pool.leaves] == [("c", (3,) + (0,) * 7 + (1,))]
+    assert pool.slots("H100", 8) == 1
+    pool.rollback(mark)
+    assert pool.slots("H100", 8) == 4
+    assert pool.take_from_leaf("c", "H100", 8, 5) == 4
+
+
+def test_leaves_named_alike_tie_and_roll_back_without_error() -> None:
+    """The shapes that broke the pool's books (fuzz seeds 95 and 646 of tools/fuzz.py): leaves
+    of one name tied in slots (`sorted` compared the leaves), and a rollback after the bucket
+    of their shared name had been moved by the other (KeyError)."""
+    one = (0, 0, 0, 0, 1, 0, 0, 0, 1)
+    pool = ClusterPool(ClusterCapacity("c", (Leaf("H100", one), Leaf("H100", one))))
+    assert pool._tightest("H100", 4, 1) is not None  # the buckets are kept from here on
+    job = JobRequest(id="j", pods=4, gpus_per_pod=4, gpu_model="H100", unit_pods=1)
+    mark = pool.mark()
+    assert pool.place(job, 4, "H100") == [("c", 4)]
+    pool.rollback(mark)
+    assert pool.place(job, 5, "H100") == [("c", 5)]
+    assert pool.place(job, 2, "H100") is None  # one slot left: nothing taken
+    assert pool.slots("H100", 4) == 1
+
+
+def test_a_hypernode_named_as_its_cluster_merges_with_the_nodes_outside_any() -> None:
+    """A HyperNode may have its cluster's name (nothing forbids it), and the nodes outside any
+    HyperNode form a leaf of that name too: one leaf, its topology dropped (a unit in "c" may be
+    bound on either's nodes), its node size kept only if both know the same one; other models
+    and leaves stay as they were, in their order."""
+    pathless = Leaf("H100", (0, 1), (), node_gpus=8)
+    inside = Leaf("H100", (0, 0, 0, 0, 0, 0, 0, 0, 3), ("c", "spine"), node_gpus=8)
+    other = Leaf("A100", (0, 0, 0, 0, 0, 0, 0, 0, 1), ("c", "spine"), node_gpus=8)
+    tor = Leaf("H100", (0, 0, 0, 0, 0, 0, 0, 0, 2), ("tor", "spine"), node_gpus=4)
+    pool = ClusterPool(ClusterCapacity("c", (pathless, other, inside, tor)))
+    assert [(x.name, x.gpu_model, x.hist, x.path, x.node_gpus) for x in pool.leaves] == [
+        ("c", "H100", (0, 1, 0, 0, 0, 0, 0, 0, 3), (), 8),
+        ("c", "A100", other.free_nodes, ("c", "spine"), 8),
+        ("tor", "H100", tor.free_nodes, ("tor", "spine"), 4),
+    ]
+    assert pool.domain_slots("H100", 2, 8) == {"spine": 2}
+    assert pool.free_gpus("H100") == 1 + 24 + 16
+    mixed = ClusterPool(ClusterCapacity("c", (pathless, replace(inside, node_gpus=4))))
+    assert mixed.leaves[0].node_gpus == 0
