@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -36,6 +38,8 @@ from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.data.sources import add_locality
 from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.services.scheduling import prefetch
+
+T = TypeVar("T")
 
 
 async def reserved(api: httpx.AsyncClient) -> float:
@@ -569,13 +573,7 @@ async def test_deleting_a_cluster_while_a_job_of_its_copies_is_cancelled_does_no
     async with transaction(app.state.sessions) as session:
         where = await session.scalar(select(Cluster.id).where(Cluster.name == "gpu-c"))
         await session.execute(update(DataCopy).values(source_cluster_id=where))
-    async with app.state.sessions() as holder, holder.begin():
-        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
-        deleting = asyncio.create_task(api.delete("/api/v1/clusters/gpu-c"))
-        await eventually(lambda: waiting_for_locks(app, 1), within=10)
-        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
-        await eventually(lambda: waiting_for_locks(app, 2), within=10)
-    deleted, cancelled = await asyncio.wait_for(asyncio.gather(deleting, cancelling), 30)
+    deleted, cancelled = await against_a_cancel(app, api, uid, api.delete("/api/v1/clusters/gpu-c"))
     assert (deleted.status_code, cancelled.status_code) == (409, 200), (
         deleted.text,
         cancelled.text,
@@ -592,13 +590,9 @@ async def test_a_failed_copys_report_and_its_jobs_cancel_at_once_do_not_deadlock
     # The same order for an agent's report of a failed copy (its PrefetchFailed event).
     uid, _ = await prefetching(app, api)
     (copy,) = await copies(app)
-    async with app.state.sessions() as holder, holder.begin():
-        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
-        reporting = asyncio.create_task(report(app, copy, CopyPhase.FAILED, "refused"))
-        await eventually(lambda: waiting_for_locks(app, 1), within=10)
-        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
-        await eventually(lambda: waiting_for_locks(app, 2), within=10)
-    _, cancelled = await asyncio.wait_for(asyncio.gather(reporting, cancelling), 30)
+    _, cancelled = await against_a_cancel(
+        app, api, uid, report(app, copy, CopyPhase.FAILED, "refused")
+    )
     assert cancelled.status_code == 200, cancelled.text
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "refused")
@@ -619,13 +613,7 @@ async def test_a_lost_clusters_copy_failing_while_its_job_is_cancelled_does_not_
         async with transaction(app.state.sessions) as session:
             await copies_service.supervise_copies(session)
 
-    async with app.state.sessions() as holder, holder.begin():
-        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
-        failing = asyncio.create_task(supervising())
-        await eventually(lambda: waiting_for_locks(app, 1), within=10)
-        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
-        await eventually(lambda: waiting_for_locks(app, 2), within=10)
-    _, cancelled = await asyncio.wait_for(asyncio.gather(failing, cancelling), 30)
+    _, cancelled = await against_a_cancel(app, api, uid, supervising())
     assert cancelled.status_code == 200, cancelled.text
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
@@ -711,6 +699,21 @@ async def test_a_copys_progress_report_does_not_wait_for_its_jobs_row(
         await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
         await asyncio.wait_for(report(app, copy, CopyPhase.COPYING), 5)
     assert (await copies(app))[0].state is CopyState.COPYING
+
+
+async def against_a_cancel(
+    app: FastAPI, api: httpx.AsyncClient, uid: str, first: Coroutine[Any, Any, T]
+) -> tuple[T, httpx.Response]:
+    """`first` and a cancel of job `uid`, each made to wait at its worst point: the events
+    table held by a third transaction stops `first` before it writes its event, and the cancel
+    after `first`'s earlier locks. Returns both results once the table is let go."""
+    async with app.state.sessions() as holder, holder.begin():
+        await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
+        started = asyncio.ensure_future(first)
+        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
+        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+    return await asyncio.wait_for(asyncio.gather(started, cancelling), 30)
 
 
 async def waiting_for_locks(app: FastAPI, count: int) -> bool:
