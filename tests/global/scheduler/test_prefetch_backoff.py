@@ -22,6 +22,16 @@ from volcano_global.rpc.copies import CopyPhase
 from volcano_global.services.data import copy_backoff
 
 
+async def a_copy_ended(
+    app: FastAPI, api: httpx.AsyncClient, phase: CopyPhase, message: str = ""
+) -> DataCopy:
+    """A job prefetching into gpu-a, its copy reported ended (`phase`, `message`)."""
+    await prefetching(app, api)
+    (copy,) = await copies(app)
+    await report(app, copy, phase, message)
+    return copy
+
+
 async def ended_ago(app: FastAPI, seconds: float) -> None:
     """Every copy's end moved `seconds` further into the past (time passes)."""
     async with transaction(app.state.sessions) as session:
@@ -91,9 +101,7 @@ async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_w
     # Copies into gpu-a failed three times in a row, for three jobs: a fourth job's data is
     # not copied there (it was: one failed copy per waiting job), and its reason says why;
     # after the backoff one copy tries again (the probe), and while it runs no other goes.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "ErrImagePull")
     await failed_before(app, copy, 2)
     other = await reader(api, "other")
     await app.state.scheduler.run_once()
@@ -118,9 +126,7 @@ async def test_an_older_copy_failing_while_the_probe_runs_lets_no_second_probe_g
     # copy fails a minute later (a fourth incident, after P was made): 12 min on, its
     # backoff over, P still pending, a second probe went out (P counted as the probe only if
     # made after the last failure). P is made after the bar began: gpu-a stays barred.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "ErrImagePull")
     await failed_before(app, copy, 2)
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
@@ -154,9 +160,7 @@ async def test_copies_failing_together_are_one_incident(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     # Ten copies for ten jobs failing within a minute (one cause) bar nothing; three apart do.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.STOPPED)
+    copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
     await failed_into(app, copy, [(5.0 * i, "volume full") for i in range(10)])
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(120.0, "volume full"), (240.0, "volume full")])
@@ -169,9 +173,7 @@ async def test_a_lost_cluster_and_the_jobs_namespace_refused_count_no_failure_in
     # fail_lost's copies (the cluster was NotReady a while) and the refusals of the job's
     # namespace (the job's choice: by the agent, or by the API server) say nothing of the
     # destination.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.STOPPED)
+    copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
     lost = [(120.0 * i, "cluster gpu-a is NotReady") for i in range(4)]
     refused = [
         (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
@@ -196,9 +198,7 @@ async def test_one_jobs_failures_alone_do_not_bar_the_cluster(
 ) -> None:
     # One job's copies failing again and again are its own backoff's business (`barred`);
     # another job's failure too makes the cluster's.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "checksum mismatch")
     await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(360.0, "ErrImagePull")])
@@ -210,9 +210,7 @@ async def test_a_deleted_jobs_failures_count_as_one_job(
 ) -> None:
     # Deleting a job leaves its copies without one (job_id NULL): its three failed retries
     # counted as three jobs, and barred the cluster for one job's failures.
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.FAILED, "checksum mismatch")
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "checksum mismatch")
     await failed_into(app, copy, [(120.0, "checksum mismatch"), (240.0, "x")], same_job=True)
     async with transaction(app.state.sessions) as session:
         await session.execute(delete(Job).where(Job.id == copy.job_id))
@@ -225,9 +223,7 @@ async def test_a_deleted_jobs_failures_count_as_one_job(
 async def test_a_success_into_the_cluster_ends_its_run_of_failures(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, CopyPhase.FAILED, "ErrImagePull")
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "ErrImagePull")
     await failed_before(app, copy, 3)
     now = datetime.now(UTC)
     async with transaction(app.state.sessions) as session:
