@@ -14,11 +14,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.models import ApiToken, Cluster
+from volcano_global.db.models import ApiToken, Cluster, Node
 from volcano_global.errors import DomainError, Superseded, Unauthorized
 from volcano_global.services.wakeups import OUTBOX, stream_standing
 
@@ -37,12 +37,20 @@ class StreamClaim:
 async def claim_stream(
     session: AsyncSession, *, cluster: Cluster, token_hash: str | None
 ) -> StreamClaim:
-    """Make the new stream the cluster's stream; older ones end once this commits."""
+    """Make the new stream the cluster's stream; older ones end once this commits. Its node
+    counts are counted again here: the writes keep them by differences, so a count a writer
+    that did not keep them (a replica of an earlier release, during a roll-out) left wrong
+    would stay wrong; every stream starts from the truth."""
+    nodes = select(func.count()).select_from(Node).where(Node.cluster_id == cluster.id)
     epoch = (
         await session.execute(
             update(Cluster)
             .where(Cluster.id == cluster.id)
-            .values(agent_stream_epoch=Cluster.agent_stream_epoch + 1)
+            .values(
+                agent_stream_epoch=Cluster.agent_stream_epoch + 1,
+                nodes_total=nodes.scalar_subquery(),
+                nodes_ready=nodes.where(Node.ready.is_(True)).scalar_subquery(),
+            )
             .returning(Cluster.agent_stream_epoch)
             .execution_options(synchronize_session=False)
         )

@@ -20,7 +20,7 @@ from volcano_global.db.models import (
     Node,
     TopologyDomain,
 )
-from volcano_global.errors import Invalid
+from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.fields import is_dns_label
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 
@@ -88,7 +88,9 @@ async def topology_level(
     are counted by the database per domain, not read one by one (a cluster of 5,000 nodes)."""
     if parent is not None and top:
         raise Invalid.one("top (query)", "give either parent or top, not both")
-    tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
+    tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation})).get(cluster.id)
+    if tree is None:  # deleted since the caller read it
+        raise NotFound(f"cluster {cluster.name!r} not found")
     if parent is not None and parent not in tree.ids:
         raise Invalid.one("parent (query)", f"no topology domain {parent!r} in this cluster")
     if top:

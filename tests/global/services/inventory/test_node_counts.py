@@ -7,12 +7,13 @@ import random
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, update
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.inventory.agent_streams import claim_stream
 from volcano_global.services.inventory.clusters import lock_cluster, lock_clusters
 from volcano_global.services.inventory.deltas import ClusterDelta, apply_delta, apply_node_deltas
 from volcano_global.services.inventory.node_values import checked_delta
@@ -112,3 +113,22 @@ async def test_node_counts_stay_exact_through_snapshots_and_deltas(
     listed, counted = await _listed_and_counted(app, api)
     assert listed == counted
     assert listed["west"] == (3, 3)
+
+
+async def test_a_new_stream_counts_the_nodes_again(app: FastAPI, api: httpx.AsyncClient) -> None:
+    """Counts a writer left wrong (a replica of the release before the counts, applying a
+    delta during a roll-out) are the truth again once the cluster's agent stream is claimed:
+    the writes after it only add differences to them."""
+    await create_cluster(api, "east")
+    base = inventory("east", tors=2, nodes_per_tor=5)
+    base["nodes"][0]["ready"] = False
+    assert (await api.put("/api/v1/clusters/east/inventory", json=base)).status_code == 200
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(Cluster).values(nodes_total=3, nodes_ready=1))
+    listed, counted = await _listed_and_counted(app, api)
+    assert listed != counted
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name="east")
+        await claim_stream(session, cluster=cluster, token_hash=None)
+    listed, counted = await _listed_and_counted(app, api)
+    assert listed == counted == {"east": (10, 9)}

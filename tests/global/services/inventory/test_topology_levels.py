@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tests.factories import create_cluster
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.errors import NotFound
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import get_cluster, lock_cluster
 from volcano_global.services.inventory.deltas import apply_delta
@@ -178,3 +180,16 @@ async def test_not_ready_names_are_capped_per_domain(app: FastAPI, api: httpx.As
         )
     assert (view.name, view.nodes, children) == ("spine", 30, 1)
     assert view.nodes_not_ready == ["n01", "n03", "n05", "n07"]
+
+
+async def test_a_cluster_deleted_while_its_level_is_read_is_not_found(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The caller read the cluster, then it was deleted: 404's error, not a KeyError (500)."""
+    await create_cluster(api, "gone")
+    async with transaction(app.state.sessions) as session:
+        cluster = await get_cluster(session, name="gone")
+    assert (await api.delete("/api/v1/clusters/gone")).status_code == 204
+    async with transaction(app.state.sessions) as session:
+        with pytest.raises(NotFound, match="cluster 'gone' not found"):
+            await topology_level(session, cluster=cluster, parent=None, top=True)
