@@ -140,6 +140,10 @@ class ClusterPool:
                 self._named[x.name].append(x)
         return self._named.get(leaf_name, [])
 
+    def only_leaf_named(self, leaf_name: str) -> bool:
+        """Whether exactly one leaf of the cluster has this name."""
+        return len(self._leaves_named(leaf_name)) == 1
+
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
         return self._models

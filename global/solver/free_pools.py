@@ -122,7 +122,6 @@ def after(
     admitted jobs reserve per link."""
     pools = {c.name: ClusterPool(c) for c in snapshot.clusters}
     models = {j.id: j.gpu_model for j in (*snapshot.jobs, *more)}
-    taken: dict[tuple[str, str], float] = {}
     for d in decision.jobs:
         if not d.admitted:
             continue
@@ -133,6 +132,37 @@ def after(
                 continue
             for leaf, pods in share.domains:
                 pool.take_from_leaf(leaf, models.get(d.job_id), per_pod, pods)
+    return pools, reserved(decision)
+
+
+def reserved(decision: Decision) -> dict[tuple[str, str], float]:
+    """The bandwidth the decision's admitted jobs reserve per link."""
+    taken: dict[tuple[str, str], float] = {}
+    for d in decision.admitted:
         for r in d.reservations:
             taken[link_key(r.a, r.b)] = taken.get(link_key(r.a, r.b), 0.0) + r.gbps
-    return pools, taken
+    return taken
+
+
+def replays_alike(decision: Decision, pools: Pools) -> bool:
+    """Whether `pools`, the ones the decision's admitted shares were packed into (the solve's,
+    in its packing order), hold what `after` replaying them in decision order would. Sure
+    when every leaf taken from is the only one of its name in its cluster (`after` finds it
+    by name) and takes pods of one size only: `_take_from` of one pod size fills the nodes
+    with the fewest free GPUs first, so taking p pods then q leaves what taking p + q does,
+    in either order. Takes of different sizes need not commute (nodes with 4 and 6 free: a
+    2-GPU pod then a 4-GPU one leave 2 and 2, the other order 0 and 4)."""
+    sizes: dict[tuple[str, str], int] = {}
+    for d in decision.admitted:
+        for share in d.shares:
+            per_pod = share.gpus // share.pods if share.pods else 0
+            if per_pod == 0:
+                continue
+            pool = pools.get(share.cluster)
+            if pool is None:
+                return False
+            for leaf, _ in share.domains:
+                size = sizes.setdefault((share.cluster, leaf), per_pod)
+                if size != per_pod or not pool.only_leaf_named(leaf):
+                    return False
+    return True
