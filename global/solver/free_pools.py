@@ -146,23 +146,27 @@ def reserved(decision: Decision) -> dict[tuple[str, str], float]:
 
 def replays_alike(decision: Decision, pools: Pools) -> bool:
     """Whether `pools`, the ones the decision's admitted shares were packed into (the solve's,
-    in its packing order), hold what `after` replaying them in decision order would. Sure
-    when every leaf taken from is the only one of its name in its cluster (`after` finds it
-    by name) and takes pods of one size only: `_take_from` of one pod size fills the nodes
-    with the fewest free GPUs first, so taking p pods then q leaves what taking p + q does,
-    in either order. Takes of different sizes need not commute (nodes with 4 and 6 free: a
-    2-GPU pod then a 4-GPU one leave 2 and 2, the other order 0 and 4)."""
-    sizes: dict[tuple[str, str], int] = {}
+    in its packing order), hold what `after` replaying them in decision order would. Every
+    leaf taken from must be the only one of its name in its cluster (`after` finds it by
+    name). A leaf that takes pods of one size holds the same in any order: `_take_from` fills
+    the nodes with the fewest free GPUs first, so taking p pods then q leaves what taking
+    p + q does. Takes of different sizes need not commute (nodes with 4 and 6 free: a 2-GPU
+    pod then a 4-GPU one leave 2 and 2, the other order 0 and 4): such a leaf (a few dozen of
+    a round's hundreds) is replayed alone, in decision order, and compared."""
+    takes: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for d in decision.admitted:
         for share in d.shares:
             per_pod = share.gpus // share.pods if share.pods else 0
             if per_pod == 0:
                 continue
-            pool = pools.get(share.cluster)
-            if pool is None:
+            if share.cluster not in pools:
                 return False
-            for leaf, _ in share.domains:
-                size = sizes.setdefault((share.cluster, leaf), per_pod)
-                if size != per_pod or not pool.only_leaf_named(leaf):
-                    return False
+            for leaf, pods in share.domains:
+                takes.setdefault((share.cluster, leaf), []).append((per_pod, pods))
+    for (cluster, leaf), done in takes.items():
+        pool = pools[cluster]
+        if not pool.only_leaf_named(leaf):
+            return False
+        if len({size for size, _ in done}) > 1 and not pool.replays_to(leaf, done):
+            return False
     return True

@@ -1,7 +1,7 @@
 """Step 5b takes the pools the solve packed into (`solve_with_pools`) instead of building the
 clusters' pools again from the decision (`free_pools.after`), where they hold the same
-(`free_pools.replays_alike`): every leaf taken from is the only one of its name and takes
-pods of one size."""
+(`free_pools.replays_alike`): every leaf taken from is the only one of its name, and takes
+pods of one size or, replayed alone in decision order, holds what the solve left."""
 
 from __future__ import annotations
 
@@ -56,6 +56,20 @@ def test_pods_of_two_sizes_in_one_leaf_are_replayed_not_taken() -> None:
     assert pools is not None and [d.job_id for d in decision.admitted] == ["small", "large"]
     assert not replays_alike(decision, pools)
     assert states(pools) != states(after(snapshot, decision)[0])
+
+
+def test_pods_of_two_sizes_packed_in_decision_order_are_taken() -> None:
+    # The same leaf and pods, the 4-GPU job first in the decision as in the packing: the
+    # leaf is replayed alone and holds what the solve left (0 and 4).
+    leaf = Leaf("H100", (0, 0, 0, 0, 1, 0, 1, 0, 0), ("t0",), node_gpus=8)
+    large = JobRequest("large", pods=1, gpus_per_pod=4, gpu_model="H100")
+    small = JobRequest("small", pods=1, gpus_per_pod=2, gpu_model="H100")
+    snapshot = Snapshot((ClusterCapacity("a", (leaf,)),), (), (large, small))
+    decision, pools = solve_with_pools(snapshot, Policy.CPSAT, OPTIONS)
+    assert pools is not None and [d.job_id for d in decision.admitted] == ["large", "small"]
+    assert replays_alike(decision, pools)
+    assert states(pools) == states(after(snapshot, decision)[0])
+    assert states(pools)["a"].leaves[0].free_nodes == (1, 0, 0, 0, 1, 0, 0, 0, 0)
 
 
 def test_two_leaves_of_one_name_are_replayed_not_taken() -> None:
