@@ -60,6 +60,7 @@ __all__ = [
     "SolveOptions",
     "failed",
     "solve",
+    "solve_with_pools",
 ]
 
 
@@ -70,22 +71,31 @@ def solve(
     anything for is set aside with the reason (`screen`), and should the round still fail -
     a defect, logged - the jobs it fails on are found by solving each alone and set aside,
     and the round runs again without them."""
+    return solve_with_pools(snapshot, policy, options)[0]
+
+
+def solve_with_pools(
+    snapshot: Snapshot, policy: Policy = Policy.CPSAT, options: SolveOptions | None = None
+) -> tuple[Decision, Pools | None]:
+    """`solve`, and the clusters' pools its admitted jobs were packed into (None: the round
+    failed). A round that goes on placing (`whole_queue.backfilled`) may take them instead of
+    building the clusters' pools again, where they hold what replaying the decision would."""
     options = options or SolveOptions()
     check_clusters(snapshot)
     jobs, set_aside = screen(snapshot.jobs)
     snapshot = replace(snapshot, jobs=jobs)
     try:
-        decision = _solve(snapshot, policy, options)
+        decision, pools = _solve(snapshot, policy, options)
     except Exception as exc:
         log.exception("a %s round failed; looking for the jobs it fails on", policy.value)
-        decision, more = _without_culprits(snapshot, policy, options, exc)
+        decision, more, pools = _without_culprits(snapshot, policy, options, exc)
         set_aside += more
-    return replace(decision, jobs=decision.jobs + set_aside)
+    return replace(decision, jobs=decision.jobs + set_aside), pools
 
 
 def _without_culprits(
     snapshot: Snapshot, policy: Policy, options: SolveOptions, error: Exception
-) -> tuple[Decision, tuple[JobDecision, ...]]:
+) -> tuple[Decision, tuple[JobDecision, ...], Pools | None]:
     alone = replace(options, time_limit_s=min(options.time_limit_s, ISOLATION_LIMIT_S))
     culprits: list[JobDecision] = []
     for job in snapshot.jobs[: options.window]:
@@ -96,11 +106,12 @@ def _without_culprits(
     aside = {c.job_id for c in culprits}
     rest = replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in aside))
     try:
-        return _solve(rest, policy, options), tuple(culprits)
+        decision, pools = _solve(rest, policy, options)
     except Exception as exc:
         log.exception("the %s round failed again without %d jobs", policy.value, len(aside))
         reason = f"the scheduling round failed ({_why(exc)}; first: {_why(error)})"
-        return failed(policy, rest.jobs, reason), tuple(culprits)
+        return failed(policy, rest.jobs, reason), tuple(culprits), None
+    return decision, tuple(culprits), pools
 
 
 def failed(policy: Policy, jobs: tuple[JobRequest, ...], reason: str) -> Decision:
@@ -112,7 +123,7 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
-def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decision:
+def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> tuple[Decision, Pools]:
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
@@ -156,7 +167,10 @@ def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decisio
         )
         for j in snapshot.jobs[options.window :]
     )
-    return replace(decision, jobs=decision.jobs + outside, solve_seconds=time.monotonic() - start)
+    decision = replace(
+        decision, jobs=decision.jobs + outside, solve_seconds=time.monotonic() - start
+    )
+    return decision, pools
 
 
 def screen(jobs: tuple[JobRequest, ...]) -> tuple[tuple[JobRequest, ...], tuple[JobDecision, ...]]:

@@ -180,6 +180,20 @@ class ClusterPool:
                 self._named[x.name].append(x)
         return self._named.get(leaf_name, [])
 
+    def only_leaf_named(self, leaf_name: str) -> bool:
+        """Whether exactly one leaf of the cluster has this name."""
+        return len(self._leaves_named(leaf_name)) == 1
+
+    def replays_to(self, leaf_name: str, takes: Iterable[tuple[int, int]]) -> bool:
+        """Whether taking these (GPUs per pod, pods), in this order, from the only leaf of
+        this name as the pool was given it leaves what the leaf holds now."""
+        (leaf,) = self._leaves_named(leaf_name)
+        given = next(x for x, y in zip(self._given.leaves, self.leaves, strict=True) if y is leaf)
+        hist = list(given.free_nodes)
+        for gpus_per_pod, pods in takes:
+            _take_from(hist, gpus_per_pod, pods)
+        return tuple(hist) == tuple(leaf.hist)
+
     # -- queries ------------------------------------------------------------------------
     def models(self) -> list[str]:
         return self._models

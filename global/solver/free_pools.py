@@ -122,7 +122,6 @@ def after(
     admitted jobs reserve per link."""
     pools = {c.name: ClusterPool(c) for c in snapshot.clusters}
     models = {j.id: j.gpu_model for j in (*snapshot.jobs, *more)}
-    taken: dict[tuple[str, str], float] = {}
     for d in decision.jobs:
         if not d.admitted:
             continue
@@ -133,6 +132,41 @@ def after(
                 continue
             for leaf, pods in share.domains:
                 pool.take_from_leaf(leaf, models.get(d.job_id), per_pod, pods)
+    return pools, reserved(decision)
+
+
+def reserved(decision: Decision) -> dict[tuple[str, str], float]:
+    """The bandwidth the decision's admitted jobs reserve per link."""
+    taken: dict[tuple[str, str], float] = {}
+    for d in decision.admitted:
         for r in d.reservations:
             taken[link_key(r.a, r.b)] = taken.get(link_key(r.a, r.b), 0.0) + r.gbps
-    return pools, taken
+    return taken
+
+
+def replays_alike(decision: Decision, pools: Pools) -> bool:
+    """Whether `pools`, the ones the decision's admitted shares were packed into (the solve's,
+    in its packing order), hold what `after` replaying them in decision order would. Every
+    leaf taken from must be the only one of its name in its cluster (`after` finds it by
+    name). A leaf that takes pods of one size holds the same in any order: `_take_from` fills
+    the nodes with the fewest free GPUs first, so taking p pods then q leaves what taking
+    p + q does. Takes of different sizes need not commute (nodes with 4 and 6 free: a 2-GPU
+    pod then a 4-GPU one leave 2 and 2, the other order 0 and 4): such a leaf (a few dozen of
+    a round's hundreds) is replayed alone, in decision order, and compared."""
+    takes: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for d in decision.admitted:
+        for share in d.shares:
+            per_pod = share.gpus // share.pods if share.pods else 0
+            if per_pod == 0:
+                continue
+            if share.cluster not in pools:
+                return False
+            for leaf, pods in share.domains:
+                takes.setdefault((share.cluster, leaf), []).append((per_pod, pods))
+    for (cluster, leaf), done in takes.items():
+        pool = pools[cluster]
+        if not pool.only_leaf_named(leaf):
+            return False
+        if len({size for size, _ in done}) > 1 and not pool.replays_to(leaf, done):
+            return False
+    return True

@@ -69,7 +69,7 @@ from volcano_global.solver import (
     gravity,
     planning,
     shrinking,
-    solve,
+    solve_with_pools,
     whole_queue,
 )
 from volcano_global.solver import copies as copies_
@@ -247,9 +247,14 @@ def plan_round(
         quota_states(data.tree, {r.queue for r in requests}),
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
-    decision = _solve(snapshot, policy, options.solve)  # 5
+    decision, solved = _solve(snapshot, policy, options.solve)  # 5
     filled = whole_queue.backfilled(  # 5b
-        snapshot, decision, line, data, evicting=rules is not None or bool(data.time_sharing)
+        snapshot,
+        decision,
+        line,
+        data,
+        evicting=rules is not None or bool(data.time_sharing),
+        solved=solved,
     )
     decision = filled.decision
     growing = {g.id for g in growth}
@@ -373,14 +378,17 @@ def _growth(
     return [gravity.where_held(g, data.data.get(g.id)) for g in growth]
 
 
-def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> Decision:
-    """Step 5. A round the engine fails on still ends: every job waits with the reason."""
+def _solve(
+    snapshot: Snapshot, policy: Policy, options: SolveOptions
+) -> tuple[Decision, Pools | None]:
+    """Step 5, and the pools it packed into (None: none to hand on). A round the engine fails
+    on still ends: every job waits with the reason."""
     try:
-        return solve(snapshot, policy, options)
+        return solve_with_pools(snapshot, policy, options)
     except Exception as exc:  # an inventory the model refuses
         log.exception("scheduling round failed")
         reason = f"the scheduling round failed: {type(exc).__name__}: {exc}"[:500]
-        return failed(policy, snapshot.jobs, reason)
+        return failed(policy, snapshot.jobs, reason), None
 
 
 def _grows(

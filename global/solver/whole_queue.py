@@ -34,7 +34,7 @@ from volcano_global.jobspec.accelerators import is_npu_model
 from volcano_global.solver import screen
 from volcano_global.solver.capacity import ClusterPool, job_models
 from volcano_global.solver.fair_share import QueueNode, quota_states
-from volcano_global.solver.free_pools import after
+from volcano_global.solver.free_pools import after, replays_alike, reserved
 from volcano_global.solver.model import (
     ClusterCapacity,
     Decision,
@@ -124,19 +124,30 @@ class Filled:
 
 
 def backfilled(
-    snapshot: Snapshot, decision: Decision, line: Line, data: RoundInput, *, evicting: bool
+    snapshot: Snapshot,
+    decision: Decision,
+    line: Line,
+    data: RoundInput,
+    *,
+    evicting: bool,
+    solved: Pools | None = None,
 ) -> Filled:
     """Step 5b: the decision with one for every job beyond the window (`backfill`, on what
     the window's starts leave). `evicting`: the round may evict (step 7 runs after this one):
     no job of a lower priority than a window job left unplaced starts here, so that it does
-    not take the room that job would evict for."""
+    not take the room that job would evict for. `solved`: the pools the solve packed the
+    decision into, taken (and changed) instead of built again where they hold what `after`
+    would (`replays_alike`)."""
     if not line.beyond:
         return Filled(decision)
     if decision.status == "ERROR":  # no holds were planned: nothing may start behind the window
         why = next((d.reason for d in decision.jobs), "the round failed")
         more = tuple(JobDecision(j.id, False, reason=why) for j in line.beyond)
         return Filled(replace(decision, jobs=decision.jobs + more), tuple(line.beyond))
-    pools, links = after(snapshot, decision)
+    if solved is not None and replays_alike(decision, solved):
+        pools, links = solved, reserved(decision)
+    else:
+        pools, links = after(snapshot, decision)
     queues = rooms(
         _held_after(data.tree, decision, line.window), {w.request.queue for w in data.waiting}
     )

@@ -219,7 +219,7 @@ def test_when_the_round_fails_nothing_starts_behind_the_window(monkeypatch) -> N
     def fails(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(round_plan, "solve", fails)
+    monkeypatch.setattr(round_plan, "solve_with_pools", fails)
     plan = plan_round(gang_ahead(job("long", 16, estimate_s=5 * HOUR)), Policy.CPSAT, WINDOW_OF_ONE)
     assert plan.starts == ()
     assert "engine bug" in plan.outcomes["long"].reason
