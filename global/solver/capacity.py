@@ -188,6 +188,8 @@ class ClusterPool:
         """Whether taking these (GPUs per pod, pods), in this order, from the only leaf of
         this name as the pool was given it leaves what the leaf holds now."""
         (leaf,) = self._leaves_named(leaf_name)
+        if len(self._given.leaves) != len(self.leaves):
+            return False  # leaves of one name were merged: no given histogram to replay from
         given = next(x for x, y in zip(self._given.leaves, self.leaves, strict=True) if y is leaf)
         hist = list(given.free_nodes)
         for gpus_per_pod, pods in takes:

@@ -72,13 +72,17 @@ def test_pods_of_two_sizes_packed_in_decision_order_are_taken() -> None:
     assert states(pools)["a"].leaves[0].free_nodes == (1, 0, 0, 0, 1, 0, 0, 0, 0)
 
 
-def test_two_leaves_of_one_name_are_replayed_not_taken() -> None:
-    # `after` finds a leaf by name: with two of one name it may take from the other.
-    leaves = tuple(Leaf("H100", (0,) * 8 + (2,), (), node_gpus=8) for _ in range(2))
-    jobs = (JobRequest("j", pods=1, gpus_per_pod=8, gpu_model="H100"),)
+def test_merged_leaves_taking_pods_of_two_sizes_are_rebuilt() -> None:
+    # The pool merges leaves of one name and model: the merged leaf has no given histogram of
+    # its own to replay two pod sizes from, so the pools are built again (it raised).
+    leaves = tuple(Leaf("H100", (0, 0, 0, 0, 1, 0, 1, 0, 0), (), node_gpus=8) for _ in range(2))
+    jobs = (
+        JobRequest("small", pods=1, gpus_per_pod=2, gpu_model="H100"),
+        JobRequest("large", pods=3, gpus_per_pod=4, gpu_model="H100"),
+    )
     snapshot = Snapshot((ClusterCapacity("a", leaves),), (), jobs)
     decision, pools = solve_with_pools(snapshot, Policy.CPSAT, OPTIONS)
-    assert pools is not None and decision.admitted
+    assert pools is not None and len(decision.admitted) == 2
     assert not replays_alike(decision, pools)
 
 
