@@ -40,7 +40,13 @@ async def claim_stream(
     """Make the new stream the cluster's stream; older ones end once this commits. Its node
     counts are counted again here: the writes keep them by differences, so a count a writer
     that did not keep them (a replica of an earlier release, during a roll-out) left wrong
-    would stay wrong; every stream starts from the truth."""
+    would stay wrong; every stream starts from the truth. The row is locked first, as the
+    inventory's writes lock it: the count is then a statement begun after any write of the
+    cluster's nodes in flight committed (counted in the UPDATE that waited for it, it would
+    read the nodes as they were before that write, on Postgres)."""
+    await session.execute(
+        select(Cluster.id).where(Cluster.id == cluster.id).with_for_update(key_share=True)
+    )
     nodes = select(func.count()).select_from(Node).where(Node.cluster_id == cluster.id)
     epoch = (
         await session.execute(

@@ -3,18 +3,20 @@ deltas alone or together, a HyperNode change) and stay what counting the nodes g
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import httpx
+import pytest
 from fastapi import FastAPI
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, func, select, text, update
 
-from tests.factories import create_cluster, inventory
+from tests.factories import create_cluster, eventually, inventory
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.agent_streams import claim_stream
-from volcano_global.services.inventory.clusters import lock_cluster, lock_clusters
+from volcano_global.services.inventory.clusters import get_cluster, lock_cluster, lock_clusters
 from volcano_global.services.inventory.deltas import ClusterDelta, apply_delta, apply_node_deltas
 from volcano_global.services.inventory.node_values import checked_delta
 
@@ -132,3 +134,42 @@ async def test_a_new_stream_counts_the_nodes_again(app: FastAPI, api: httpx.Asyn
         await claim_stream(session, cluster=cluster, token_hash=None)
     listed, counted = await _listed_and_counted(app, api)
     assert listed == counted == {"east": (10, 9)}
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # row locks
+async def test_a_stream_claimed_while_a_write_holds_the_cluster_counts_what_it_wrote(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """The claim waits for the cluster's row, then counts: a node the holder added is
+    counted (counted in the UPDATE that waited, Postgres read the nodes as they were)."""
+    await create_cluster(api, "east")
+    base = inventory("east", tors=1, nodes_per_tor=4)
+    assert (await api.put("/api/v1/clusters/east/inventory", json=base)).status_code == 200
+
+    async def claim() -> None:
+        async with transaction(app.state.sessions) as session:
+            cluster = await get_cluster(session, name="east")
+            await claim_stream(session, cluster=cluster, token_hash=None)
+
+    async with transaction(app.state.sessions) as holder:
+        cluster = await lock_cluster(holder, name="east")
+        extra = (await holder.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
+        template = next(iter(extra))
+        holder.add(Node(cluster_id=cluster.id, name="late", domain_id=template.domain_id))
+        await holder.flush()
+        claiming = asyncio.create_task(claim())
+        await eventually(lambda: _waiting_for_locks(app), within=10)
+    await asyncio.wait_for(claiming, 10)
+    listed, counted = await _listed_and_counted(app, api)
+    assert listed == counted == {"east": (5, 5)}
+
+
+async def _waiting_for_locks(app: FastAPI) -> bool:
+    async with app.state.engine.connect() as connection:
+        waiting = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+        )
+        return bool(waiting.scalar_one() >= 1)
