@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, RunningJob
 from volcano_global.solver.data import DataNeeds, DatasetNeed
+from volcano_global.solver.gravity import DataOptions
 from volcano_global.solver.round_plan import RoundInput, Waiting
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -66,4 +67,26 @@ def random_round(
         data=needs,
         regions=regions,
         copying=copying,
+    )
+
+
+PREFETCH = DataOptions(prefetch=True)
+
+
+def busy(job_id: str, where: str, gpus: int, ends_in_s: float) -> RunningJob:
+    return RunningJob(job_id, ((where, "H100", gpus),), ends_in_s=ends_in_s, name=job_id)
+
+
+LINK = LinkState("east", "west", 100.0)
+
+
+def west_busy(ends_in_s: float, needs: DataNeeds) -> RoundInput:
+    """east free; west, where the data is, full until `ends_in_s`; one 16-GPU job waiting."""
+    return RoundInput(
+        NOW,
+        (cluster("east", 4), cluster("west", 0, 4)),
+        (LINK,),
+        waiting=(gang("j", 16),),
+        running=(busy("r", "west", 32, ends_in_s),),
+        data={"j": needs},
     )
