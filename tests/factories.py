@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import yaml
+from fastapi import FastAPI
+from sqlalchemy import text
 
 from volcano_global.jobspec import load_document
 from volcano_global.rpc.shares import ShareAssignment
@@ -220,3 +222,15 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float 
             return
         assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)
+
+
+async def waiting_for_locks(app: FastAPI, count: int = 1) -> bool:
+    """Whether at least `count` sessions of the app's Postgres database wait for a lock."""
+    async with app.state.engine.connect() as connection:
+        waiting = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+        )
+        return bool(waiting.scalar_one() >= count)

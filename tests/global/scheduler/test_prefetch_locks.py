@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
 from tests.data_rounds import job, reader
-from tests.factories import create_cluster, eventually
+from tests.factories import create_cluster, eventually, waiting_for_locks
 from tests.prefetch_support import copies, prefetching, report
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import (
@@ -188,14 +188,3 @@ async def against_a_cancel(
         cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
         await eventually(lambda: waiting_for_locks(app, 2), within=10)
     return await asyncio.wait_for(asyncio.gather(started, cancelling), 30)
-
-
-async def waiting_for_locks(app: FastAPI, count: int) -> bool:
-    async with app.state.engine.connect() as connection:
-        waiting = await connection.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'"
-            )
-        )
-        return bool(waiting.scalar_one() >= count)

@@ -9,9 +9,9 @@ import random
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import case, func, select, text, update
+from sqlalchemy import case, func, select, update
 
-from tests.factories import create_cluster, eventually, inventory
+from tests.factories import create_cluster, eventually, inventory, waiting_for_locks
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.schemas.clusters import InventoryDelta
@@ -158,18 +158,7 @@ async def test_a_stream_claimed_while_a_write_holds_the_cluster_counts_what_it_w
         holder.add(Node(cluster_id=cluster.id, name="late", domain_id=template.domain_id))
         await holder.flush()
         claiming = asyncio.create_task(claim())
-        await eventually(lambda: _waiting_for_locks(app), within=10)
+        await eventually(lambda: waiting_for_locks(app), within=10)
     await asyncio.wait_for(claiming, 10)
     listed, counted = await _listed_and_counted(app, api)
     assert listed == counted == {"east": (5, 5)}
-
-
-async def _waiting_for_locks(app: FastAPI) -> bool:
-    async with app.state.engine.connect() as connection:
-        waiting = await connection.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'"
-            )
-        )
-        return bool(waiting.scalar_one() >= 1)
