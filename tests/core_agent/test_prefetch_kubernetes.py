@@ -7,6 +7,8 @@ Global: a waiting job's data is prefetched into the emulated cluster and its loc
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,6 +42,21 @@ COPY = DataCopyAssignment(
     job_uid="5d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
     item=CORPUS,
 )
+
+
+@asynccontextmanager
+async def restarted(
+    first: KubernetesSource, *, start: bool = True
+) -> AsyncIterator[KubernetesSource]:
+    """The agent restarted: a new source on the API server `first` used (`first` stopped by the
+    caller), started unless `start` is False (its watch then has listed nothing), stopped after."""
+    second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
+    if start:
+        await second.start()
+    try:
+        yield second
+    finally:
+        await second.stop()
 
 
 def ends(reports: list[CopyStatus]) -> list[CopyPhase]:
@@ -78,9 +95,7 @@ async def test_a_restarted_agent_waits_for_the_copys_job_and_a_stop_deletes_it()
         first.apply_copy(COPY, reports.append)
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         await first.stop()  # the agent restarts: the Job runs on
-        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
-        await second.start()
-        try:
+        async with restarted(first) as second:
             second.apply_copy(COPY, reports.append)
             await eventually(lambda: len(reports) >= 2)
             assert len(staging_jobs(emulator)) == 1  # found again by its name
@@ -89,8 +104,6 @@ async def test_a_restarted_agent_waits_for_the_copys_job_and_a_stop_deletes_it()
             )
             await eventually(lambda: ends(reports) == [CopyPhase.STOPPED])
             await eventually(lambda: staging_jobs(emulator) == [])
-        finally:
-            await second.stop()
 
 
 async def test_a_stop_after_the_copy_succeeded_reports_the_success_again() -> None:
@@ -109,15 +122,11 @@ async def test_a_stop_after_the_copy_succeeded_reports_the_success_again() -> No
 async def stop_after_restart(emulator: Any, first: Any, phase: CopyPhase) -> None:
     """A restarted agent told to stop a copy whose Job ended meanwhile reports that end."""
     await first.stop()
-    second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
-    await second.start()
-    try:
+    async with restarted(first) as second:
         reports: list[CopyStatus] = []
         second.cancel_copy(DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append)
         await eventually(lambda: ends(reports) == [phase])
         assert len(staging_jobs(emulator)) == 1
-    finally:
-        await second.stop()
 
 
 async def test_a_stop_finds_the_copys_job_the_watch_has_not_seen() -> None:
@@ -129,15 +138,12 @@ async def test_a_stop_finds_the_copys_job_the_watch_has_not_seen() -> None:
         first.apply_copy(COPY, reports.append)
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         await first.stop()
-        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
-        try:
+        async with restarted(first, start=False) as second:
             second.cancel_copy(
                 DataCopyCancellation(copy_id=COPY.copy_id, reason="x"), reports.append
             )
             await eventually(lambda: ends(reports) == [CopyPhase.STOPPED])
             assert staging_jobs(emulator) == []
-        finally:
-            await second.stop()
 
 
 async def test_a_failed_copy_is_reported_with_the_reason() -> None:
@@ -226,15 +232,11 @@ async def test_a_restarted_agent_adopts_the_copys_job_when_its_name_changed() ->
         first.apply_copy(COPY, reports.append)
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         await first.stop()
-        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
-        await second.start()
-        try:
+        async with restarted(first) as second:
             second.apply_copy(replace(COPY, name="corpus", job_uid=""), reports.append)
             await eventually(lambda: ends(reports) == [CopyPhase.SUCCEEDED])
             [job] = staging_jobs(emulator)
             assert job["metadata"]["name"] == f"train-stage-{COPY.copy_id}"
-        finally:
-            await second.stop()
 
 
 @pytest.mark.parametrize(
@@ -291,11 +293,7 @@ async def test_of_two_jobs_of_one_copy_the_newest_is_adopted_and_the_other_delet
             twin["metadata"].pop(key, None)
         twin["metadata"]["creationTimestamp"] = later
         emulator.create(BATCH_JOBS, twin)
-        second = KubernetesSource(first.api, watch_timeout_s=5, staging=CONFIG)
-        await second.start()
-        try:
+        async with restarted(first) as second:
             second.apply_copy(COPY, reports.append)
             await eventually(lambda: len(staging_jobs(emulator)) == 1)
             assert staging_jobs(emulator)[0]["metadata"]["name"] == "aa-twin"  # created last
-        finally:
-            await second.stop()
