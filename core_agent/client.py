@@ -42,6 +42,14 @@ log = logging.getLogger(__name__)
 
 MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
 MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
+ENDING = frozenset(
+    {
+        pb.SHARE_PHASE_SUCCEEDED,
+        pb.SHARE_PHASE_FAILED,
+        pb.SHARE_PHASE_CANCELLED,
+        pb.SHARE_PHASE_RESTARTING,
+    }
+)
 KEEPALIVE_MS = 15_000  # the Global accepts pings this often (its grpc server options)
 
 
@@ -284,6 +292,8 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
+            if moved and self._ends_unwritten():  # the nodes a share's end frees go first
+                moved, next_delta = False, await self._delta_window(call)
             await self._write_reports(call)
             if time.monotonic() >= next_list:  # after the reports queued before it
                 await self._send_share_inventory(call, "periodic")
@@ -292,15 +302,23 @@ class AgentClient:
             elif changed in done:
                 await self._send_presence(call, "added")
             if moved and time.monotonic() >= next_delta:
-                moved = False
-                if await self._send_delta(call):
-                    jitter = random.uniform(0.75, 1.25)
-                    next_delta = time.monotonic() + self.coalesce_s * jitter
+                moved, next_delta = False, await self._delta_window(call)
             if time.monotonic() >= next_beat:
                 await call.write(
                     pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=_now_ms()))
                 )
                 next_beat = time.monotonic() + self.heartbeat_s
+
+    def _ends_unwritten(self) -> bool:
+        """Whether a report not yet written ends a share. The delta that frees its nodes then
+        goes before it, whatever the window: the Global applies a stream's messages in order,
+        and a round between the end and the freed nodes would see the ended job's link
+        reservation gone and its GPUs still held (and split a job that one of its clusters was
+        about to hold whole)."""
+        return any(
+            seq > self._reports_written and report.phase in ENDING
+            for seq, report in self.unacked_reports.items()
+        )
 
     async def _write_reports(self, call: grpc.aio.StreamStreamCall) -> None:
         """The reports not yet written on this stream, in order; then the copies' news."""
@@ -325,6 +343,13 @@ class AgentClient:
     async def _send_presence(self, call: grpc.aio.StreamStreamCall, reason: str) -> None:
         for message in self.presence.due(reason):
             await call.write(message)
+
+    async def _delta_window(self, call: grpc.aio.StreamStreamCall) -> float:
+        """Send the changes as a delta; when the next may go (a window jittered by a quarter
+        either way after one was sent, at once if there was nothing to send)."""
+        if await self._send_delta(call):
+            return time.monotonic() + self.coalesce_s * random.uniform(0.75, 1.25)
+        return time.monotonic()
 
     async def _send_delta(self, call: grpc.aio.StreamStreamCall) -> bool:
         """The changes since the last message, if any (a snapshot instead if too many deltas

@@ -157,3 +157,25 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
         elapsed = asyncio.get_running_loop().time() - started
         deltas = client.seq - synced
         assert 2 <= deltas <= elapsed / 0.75 + 1  # one now, then one per 0.75-1.25 s window
+
+
+async def test_the_nodes_a_share_frees_reach_the_global_before_its_end(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A share's end does not wait for the window, nor outrun the delta that frees its nodes:
+    by the time the Global acknowledges the end, it has applied the freed nodes."""
+
+    async def h100_free() -> int:
+        return (await capacity_of(api))["H100"][1]
+
+    async with running_agent(app, api, coalesce_s=60.0) as (cluster, client):
+        await eventually(lambda: client.acked >= 1)  # the snapshot
+        cluster.update_node("sim-g0-00000", used_gpus=8)  # the first change goes at once
+        await eventually(lambda: client.acked >= 2)
+        assert await h100_free() == 504
+        cluster.update_node("sim-g0-00000", used_gpus=0)  # inside the 60 s window
+        client.report(
+            ShareStatus(placement_id=str(uuid.uuid4()), job_uid="", phase=SharePhase.SUCCEEDED)
+        )
+        await eventually(lambda: not client.unacked_reports, within=5)
+        assert await h100_free() == 512
