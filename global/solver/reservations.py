@@ -5,7 +5,7 @@ time `start_in_s` at which, by the running jobs' expected ends, enough GPUs are 
 in one cluster, or in a split whose clusters are pairwise linked with the bandwidth it needs
 then - and the GPUs (and link bandwidth) it will take there. Its options (`Owed`) are the
 earliest such time in each cluster and the earliest split; the heuristic takes the soonest,
-CP-SAT chooses among them with what starts now (`cpsat`). Until then other jobs may still use
+CP-SAT chooses among them with what starts now (`cpsat_holds`). Until then other jobs may still use
 those GPUs, but only jobs likely to end before `start_in_s` (`JobRequest.estimate_s`: the
 user's estimate, else the 75th percentile of what their size class ran), or within the spare:
 what will be free at `start_in_s` beyond the hold (EASY backfilling). Holds are recomputed

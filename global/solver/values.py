@@ -1,5 +1,5 @@
 """What a round's answer is worth: the primary objective the CP-SAT model maximises
-(`cpsat`), the same numbers by which its answer is compared with its warm start, and what
+(`cpsat_model`), the same numbers by which its answer is compared with its warm start, and what
 `Decision.objective` reports. Pure arithmetic on the window in queue order."""
 
 from __future__ import annotations
