@@ -14,7 +14,7 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 
 MAX_BYTES = 2**63 - 1  # a BIGINT column's largest value
 # How an agent's reason begins for a copy it refuses for its namespace (a system namespace,
-# its own). Read only to classify the failures an agent from before `CopyCause` reports.
+# its own). The Global reads these words only from an agent from before `CopyCause`.
 NAMESPACE_REFUSED = "the agent creates no job in"
 # The API server's words refusing the staging Job for the job's namespace (not there; RBAC's
 # 403, which names the namespace), as an agent from before `CopyCause` reports them.
