@@ -112,17 +112,19 @@ async def failed_into(
     cause: CopyCause = CopyCause.DESTINATION,
     namespace: str = "",
     data_source: str = "",
+    state: CopyState = CopyState.FAILED,
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), blaming
     `cause`, for no job (each another deleted job's: in its own namespace, or `namespace`;
-    of the copy's data, or `data_source`) or, `same_job`, for its job."""
+    of the copy's data, or `data_source`) or, `same_job`, for its job. `state`: copies that
+    ended otherwise (SUCCEEDED: ones that worked)."""
     made = []
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
         assert row is not None and row.ended_at is not None
         for ago, why in failures:
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
-            clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
+            clone |= {"id": uuid.uuid4(), "reason": why, "state": state}
             clone |= {"cause": cause, "data_source": data_source or row.data_source}
             if not same_job:
                 clone |= {"job_id": None, "namespace": namespace or f"team-{uuid.uuid4().hex[:8]}"}

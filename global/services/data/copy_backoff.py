@@ -35,10 +35,14 @@ BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
 # What counts against the destination (`counted`): failures it caused, and the API server's
-# refusals of the job's namespace (not there, RBAC's 403) once those of one kind span
-# `NAMESPACES_SPREAD` namespaces (one namespace is the job's; several, the cluster's
-# namespaces or the agent's RBAC there). Never a cluster lost a while (`fail_lost`) nor the
-# agent's refusal of a namespace by its name (kube-*, its own: alike in every cluster).
+# refusals of the job's namespace (not there, RBAC's 403) in namespaces a copy into it once
+# succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a namespace that
+# worked and no longer does is the job's; several, the cluster's namespaces or the agent's
+# RBAC there). A namespace no copy ever succeeded in there says nothing of the cluster: an
+# agent may serve some namespaces on purpose (one RoleBinding each, deploy/overlays/
+# member-gpu-east/served-namespaces.yaml), and jobs of the others must not bar it for all.
+# Never a cluster lost a while (`fail_lost`) nor the agent's refusal of a namespace by its
+# name (kube-*, its own: alike in every cluster).
 _SPREAD = (CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING)
 _MAY_COUNT = (CopyCause.DESTINATION, *_SPREAD)
 NAMESPACES_SPREAD = 2
@@ -92,6 +96,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     runs or their probe copy runs (a copy into it made since the incident that made it
     broken began), open to one probe copy once it has ended."""
     runs = await _runs(session)
+    served = await _served(session, clusters=list(runs))
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
@@ -102,7 +107,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         started.setdefault(name, []).append(_aware(created))
     found = Broken({}, {})
     for name, run in runs.items():
-        failures = counted(run)
+        failures = counted(run, served.get(name, set()))
         began, jobs = _incidents([f.ended for f in failures]), len({f.job for f in failures})
         broke = _broke_at(began)
         if broke is None or jobs < 2:
@@ -164,14 +169,37 @@ async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
     return found
 
 
-def counted(run: list[Failure]) -> list[Failure]:
-    """The failures of a run that count against its destination (`_SPREAD`)."""
+async def _served(session: AsyncSession, *, clusters: list[str]) -> dict[str, set[str]]:
+    """Cluster -> the namespaces a copy into it ever succeeded in (its agent could write
+    there)."""
+    if not clusters:
+        return {}
+    rows = await session.execute(
+        select(Cluster.name, DataCopy.namespace)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state == CopyState.SUCCEEDED, Cluster.name.in_(clusters))
+        .distinct()
+    )
+    found: dict[str, set[str]] = {}
+    for name, namespace in rows.all():
+        found.setdefault(name, set()).add(namespace)
+    return found
+
+
+def counted(run: list[Failure], served: set[str]) -> list[Failure]:
+    """The failures of a run that count against its destination: its own, and refusals of
+    `served` namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
+    refused = [f for f in run if f.cause in _SPREAD and f.namespace in served]
     spread = {
         cause
         for cause in _SPREAD
-        if len({f.namespace for f in run if f.cause is cause}) >= NAMESPACES_SPREAD
+        if len({f.namespace for f in refused if f.cause is cause}) >= NAMESPACES_SPREAD
     }
-    return [f for f in run if f.cause is CopyCause.DESTINATION or f.cause in spread]
+    return [
+        f
+        for f in run
+        if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.namespace in served)
+    ]
 
 
 def _broke_at(began: list[datetime]) -> int | None:

@@ -18,6 +18,7 @@ from tests.prefetch_support import (
     prefetching,
     report,
 )
+from volcano_global.db.models import CopyState
 from volcano_global.rpc.copies import CopyCause, CopyPhase
 
 FORBIDDEN = (
@@ -56,13 +57,21 @@ async def test_the_bar_reads_the_cause_not_the_words(app: FastAPI, api: httpx.As
 
 
 @pytest.mark.parametrize("cause", [CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING])
-async def test_refusals_of_jobs_namespaces_count_once_they_span_two_namespaces(
+async def test_refusals_count_once_they_span_two_namespaces_that_worked_there(
     app: FastAPI, api: httpx.AsyncClient, cause: CopyCause
 ) -> None:
-    # Three jobs of team-a refused (RBAC's 403, or no such namespace) 2 min apart: team-a's
-    # namespace, not the cluster. A job of team-b refused too: the agent's RBAC, or the
-    # cluster's namespaces, are broken: gpu-a is barred (it was not, the 403 never counted).
     copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
+    # Jobs of two namespaces no copy ever worked in there, refused 2 min apart: an agent that
+    # serves some namespaces on purpose (one RoleBinding each), not a broken cluster.
+    for i, namespace in enumerate(("team-x", "team-x", "team-y")):
+        failure = [(120.0 * i, "refused")]
+        await failed_into(app, copy, failure, cause=cause, namespace=namespace)
+    assert await broken(app) == ({}, {})
+    # team-a and team-b worked there an hour ago. Three jobs of team-a refused since: team-a's
+    # namespace (its RoleBinding gone, say). A job of team-b refused too: the agent's RBAC, or
+    # the cluster's namespaces, are broken: gpu-a is barred (it was not, the 403 never counted).
+    for namespace in ("team-a", "team-b"):
+        await failed_into(app, copy, [(3600.0, "")], namespace=namespace, state=CopyState.SUCCEEDED)
     for i in range(3):
         failure = [(120.0 * i, "refused")]
         await failed_into(
