@@ -21,6 +21,7 @@ from core_agent.reconnect import REFUSED, Reconnect
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.rpc.copies import (
+    CopyCause,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
@@ -432,7 +433,13 @@ class AgentClient:
             apply(copy, self.report_copy)
         else:
             why = f"the {self.source.name} source cannot run copies"
-            self.report_copy(CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.FAILED, message=why))
+            failed = CopyStatus(
+                copy_id=copy.copy_id,
+                phase=CopyPhase.FAILED,
+                message=why,
+                cause=CopyCause.DESTINATION,
+            )
+            self.report_copy(failed)
 
     def report_copy(self, status: CopyStatus) -> None:
         """Queue a copy's status for the writer (the latest one per copy)."""

@@ -74,7 +74,12 @@ class AlreadyExists(Exception):
 
 
 class Refused(Exception):
-    """The API server refused a write; the message says why (for the user)."""
+    """The API server refused a write; the message says why (for the user), `status` with
+    which HTTP status (403: RBAC; 404: a create's namespace is not there)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -171,7 +176,7 @@ class KubeApi:
         """A 404 on a create: Refused when it names what is missing (a namespace), else
         Missing or Transient by discovery."""
         if exc.named:
-            return Refused(str(exc))
+            return Refused(str(exc), status=404)
         return await self._missing_or_transient(kind, exc)
 
     async def _missing_or_transient(self, kind: Kind, exc: NotFound) -> Exception:
@@ -417,7 +422,7 @@ def _failure(
         return Transient(f"{status} {reason}: {message}", retry_after=_retry_after(headers))
     if status == 404:
         return NotFound(message, named=bool((status_body.get("details") or {}).get("name")))
-    return Refused(message)
+    return Refused(message, status=status)
 
 
 def _status_body(body: object) -> dict[str, Any]:

@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 from core_agent.kubernetes.adapter import BATCH_JOBS, Gone, Kind, Missing, NotFound, Refused
 from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.retry import Abandoned, RetryPolicy, persistently
-from core_agent.kubernetes.staging import Persist, Stager, job_outcome
+from core_agent.kubernetes.staging import Persist, Stager, job_outcome, staging_job_name
 from core_agent.sources import CopyReport
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 from volcano_global.rpc.copies import (
+    CopyCause,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
@@ -88,10 +89,9 @@ class Copies:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run(self, copy: DataCopyAssignment, report: CopyReport, stop: asyncio.Event) -> None:
-        share, total = as_share(copy), copy.item.bytes
+        total = copy.item.bytes
         if (refusal := namespace_refusal(copy.namespace, self.own_namespace)) is not None:
-            failed = CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.FAILED, message=refusal)
-            self._end(report, failed)
+            self._end(report, _failed(copy.copy_id, refusal, CopyCause.NAMESPACE_REFUSED))
             return
 
         def progress(staged: int) -> None:
@@ -100,21 +100,39 @@ class Copies:
             )
             report(status)
 
-        persist = self._persist(stop)
         try:
-            # Its Job, if one runs already, is found by the copy's label, not by its name: the
-            # name follows the job's, and a copy whose job was deleted since is sent with
-            # its data source's name instead (a Job by that name would be a second copier).
-            adopt = await self._adopt(copy, persist)
-            why = await self.stager.stage(
-                share, persist=persist, stop=stop, progress=progress, adopt=adopt
-            )
+            why, cause = await self._copy(copy, self._persist(stop), stop, progress)
         except Abandoned:
             return  # cancelled: the cancellation reports
         except _REFUSALS as exc:  # unreported, the copy would stay Pending, its bandwidth held
-            why = f"staging Job of copy {copy.copy_id}: {exc}"
-        phase = CopyPhase.FAILED if why else CopyPhase.SUCCEEDED
-        self._end(report, CopyStatus(copy_id=copy.copy_id, phase=phase, bytes=total, message=why))
+            why, cause = f"staging Job of copy {copy.copy_id}: {exc}", CopyCause.DESTINATION
+        if why:
+            self._end(report, _failed(copy.copy_id, why, cause, total=total))
+        else:
+            done = CopyStatus(copy_id=copy.copy_id, phase=CopyPhase.SUCCEEDED, bytes=total)
+            self._end(report, done)
+
+    async def _copy(
+        self,
+        copy: DataCopyAssignment,
+        persist: Persist,
+        stop: asyncio.Event,
+        progress: Callable[[int], None],
+    ) -> tuple[str, CopyCause]:
+        """The copy's staging Job created (or adopted) and waited for: "" once the data is
+        there, else why not and what that blames."""
+        share = as_share(copy)
+        # Its Job, if one runs already, is found by the copy's label, not by its name: the
+        # name follows the job's, and a copy whose job was deleted since is sent with its
+        # data source's name instead (a Job by that name would be a second copier).
+        name = await self._adopt(copy, persist)  # its refusals, of a list: the cluster's
+        try:
+            name = name or await self.stager.create(share, persist=persist)
+        except Refused as exc:  # a write in the job's namespace
+            what = f"creating staging Job {copy.namespace}/{staging_job_name(share)}"
+            return f"{what}: {exc}", _refusal_cause(exc)
+        why = await self.stager.wait(share, name, persist=persist, stop=stop, progress=progress)
+        return why, CopyCause.DESTINATION
 
     async def _delete(self, cancel: DataCopyCancellation, report: CopyReport) -> None:
         """Its staging Job deleted, listed by its label from the API server (the watch's
@@ -132,9 +150,12 @@ class Copies:
         for job in await self._jobs(cancel.copy_id, persist):
             namespace, name = _namespace(job), job["metadata"]["name"]
             if (outcome := job_outcome(job)) is not None:  # it ended while no agent ran
-                phase = CopyPhase.FAILED if outcome else CopyPhase.SUCCEEDED
-                why = outcome and f"staging Job {namespace}/{name} failed: {outcome}"
-                self._end(report, CopyStatus(copy_id=cancel.copy_id, phase=phase, message=why))
+                if outcome:
+                    why = f"staging Job {namespace}/{name} failed: {outcome}"
+                    self._end(report, _failed(cancel.copy_id, why, CopyCause.DESTINATION))
+                else:
+                    done = CopyStatus(copy_id=cancel.copy_id, phase=CopyPhase.SUCCEEDED)
+                    self._end(report, done)
                 return
             await persist(
                 f"deleting staging Job {namespace}/{name}",
@@ -194,6 +215,23 @@ class Copies:
             )
 
         return persist
+
+
+def _failed(copy_id: str, why: str, cause: CopyCause, *, total: int = 0) -> CopyStatus:
+    return CopyStatus(
+        copy_id=copy_id, phase=CopyPhase.FAILED, bytes=total, message=why, cause=cause
+    )
+
+
+def _refusal_cause(exc: Refused) -> CopyCause:
+    """What the API server's refusal of a copy's Job blames: RBAC's 403 and a missing
+    namespace (404), the job's namespace; anything else (an invalid Job), the cluster's
+    copier."""
+    if exc.status == 403:
+        return CopyCause.FORBIDDEN
+    if exc.status == 404:
+        return CopyCause.NAMESPACE_MISSING
+    return CopyCause.DESTINATION
 
 
 def _namespace(job: dict[str, Any]) -> str:

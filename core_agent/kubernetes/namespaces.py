@@ -27,7 +27,8 @@ def own_namespace() -> str:
 
 def namespace_refusal(namespace: str, own: str) -> str | None:
     """Why a share may not run in `namespace` (None: it may). It begins with
-    `NAMESPACE_REFUSED`, which the Global reads as the job's fault, not the cluster's."""
+    `NAMESPACE_REFUSED` (a copy refused so fails with cause `NAMESPACE_REFUSED`: the job's
+    choice, not the cluster's fault; a Global reads the words of an older agent's)."""
     if namespace.startswith("kube-"):
         return f"{NAMESPACE_REFUSED} the system namespace {namespace!r} (kube-*)"
     if namespace == own:

@@ -91,24 +91,39 @@ class Stager:
         persist: Persist,
         stop: asyncio.Event,
         progress: Callable[[int], None],
-        adopt: str = "",
     ) -> str:
         """Run the share's copies; "" once the data is there, else why not. Raises Abandoned
-        when `stop` is set (the share was cancelled: the cancellation deletes the Job).
-        `adopt`: the name of its Job found on the API server, waited for instead of creating
-        one (its name may differ from the one it would be given now)."""
-        name = adopt or staging_job_name(a)
-        what = f"staging Job {a.namespace}/{name}"
+        when `stop` is set (the share was cancelled: the cancellation deletes the Job)."""
         try:
-            if not adopt:
-                await persist(
-                    f"creating {what}",
-                    functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
-                )
-        except AlreadyExists:
-            pass  # created before an agent restart (or it is not ours: seen below)
+            name = await self.create(a, persist=persist)
         except Refused as exc:
-            return f"creating {what}: {exc}"
+            return f"creating staging Job {a.namespace}/{staging_job_name(a)}: {exc}"
+        return await self.wait(a, name, persist=persist, stop=stop, progress=progress)
+
+    async def create(self, a: ShareAssignment, *, persist: Persist) -> str:
+        """The share's staging Job created (one created before an agent restart is kept);
+        its name. Raises Refused when the API server refuses it."""
+        name = staging_job_name(a)
+        try:
+            await persist(
+                f"creating staging Job {a.namespace}/{name}",
+                functools.partial(self.api.create_batch_job, a.namespace, self.job(a)),
+            )
+        except AlreadyExists:
+            pass  # created before an agent restart (or it is not ours: `wait` sees it)
+        return name
+
+    async def wait(
+        self,
+        a: ShareAssignment,
+        name: str,
+        *,
+        persist: Persist,
+        stop: asyncio.Event,
+        progress: Callable[[int], None],
+    ) -> str:
+        """The staging Job `name` waited for: "" once Complete, else why not (Abandoned when
+        `stop` is set)."""
         moved = asyncio.Event()
         self._waiting.add(moved)
         try:

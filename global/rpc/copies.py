@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -13,9 +14,36 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 
 MAX_BYTES = 2**63 - 1  # a BIGINT column's largest value
 # How an agent's reason begins for a copy it refuses for its namespace (a system namespace,
-# its own): the job's choice, not its cluster's fault. The Global leaves such failures out
-# of a cluster's run of failed copies (`services/data/copies.py`): one wording for both.
+# its own). The Global reads these words only from an agent from before `CopyCause`.
 NAMESPACE_REFUSED = "the agent creates no job in"
+# The API server's words refusing the staging Job for the job's namespace (not there; RBAC's
+# 403, which names the namespace), as an agent from before `CopyCause` reports them.
+_MISSING = re.compile(r'namespaces "[^"]+" not found')
+_FORBIDDEN = re.compile(r'is forbidden: .* in the namespace "')
+
+
+class CopyCause(enum.StrEnum):
+    """What a failed copy blames (`data_copies.cause`, what `copy_backoff` counts): its
+    destination cluster, or the job's namespace there; `CLUSTER_LOST`, set by the Global
+    alone, the cluster's being lost a while (its agent could not report the end)."""
+
+    DESTINATION = "destination"
+    NAMESPACE_REFUSED = "namespace-refused"  # by the agent: kube-*, its own
+    NAMESPACE_MISSING = "namespace-missing"  # the API server's 404 on the namespace
+    FORBIDDEN = "forbidden"  # the API server's 403 on the Job in the job's namespace
+    CLUSTER_LOST = "cluster-lost"
+
+    @classmethod
+    def of_words(cls, reason: str) -> CopyCause:
+        """The cause of a failure an agent from before causes reports, read once from its
+        words by the rules the Global read every failure by before."""
+        if reason.startswith(NAMESPACE_REFUSED):
+            return cls.NAMESPACE_REFUSED
+        if _MISSING.search(reason):
+            return cls.NAMESPACE_MISSING
+        if _FORBIDDEN.search(reason):
+            return cls.FORBIDDEN
+        return cls.DESTINATION
 
 
 class CopyPhase(enum.StrEnum):
@@ -33,6 +61,13 @@ class CopyPhase(enum.StrEnum):
 
 _TO_PROTO = {phase: pb.CopyPhase.Value(f"COPY_PHASE_{phase.name}") for phase in CopyPhase}
 _FROM_PROTO = {value: phase for phase, value in _TO_PROTO.items()}
+# The causes an agent reports (not `CLUSTER_LOST`: the Global's alone).
+_CAUSE_TO_PROTO = {
+    cause: pb.CopyCause.Value(f"COPY_CAUSE_{cause.name}")
+    for cause in CopyCause
+    if cause is not CopyCause.CLUSTER_LOST
+}
+_CAUSE_FROM_PROTO = {value: cause for cause, value in _CAUSE_TO_PROTO.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,13 +112,14 @@ class DataCopyCancellation(_Wire[pb.DataCopyCancellation]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CopyStatus:
-    """An agent's word on a copy: where it stands."""
+    """An agent's word on a copy: where it stands; a failure's `cause` (None: unsaid)."""
 
     copy_id: str
     phase: CopyPhase
     staged_bytes: int = 0
     bytes: int = 0
     message: str = ""
+    cause: CopyCause | None = None
 
     def to_proto(self) -> pb.DataCopyReport:
         return pb.DataCopyReport(
@@ -92,12 +128,14 @@ class CopyStatus:
             staged_bytes=self.staged_bytes,
             bytes=self.bytes,
             message=self.message,
+            cause=_CAUSE_TO_PROTO[self.cause] if self.cause in _CAUSE_TO_PROTO else 0,
         )
 
     @classmethod
     def from_proto(cls, message: pb.DataCopyReport) -> CopyStatus:
         """Raises Invalid naming the field: no phase, a copy id that is no UUID, or a count of
-        bytes beyond what the database stores (a BIGINT)."""
+        bytes beyond what the database stores (a BIGINT). A cause this Global does not know
+        is unsaid (None)."""
         phase = _FROM_PROTO.get(message.phase)
         if phase is None:
             raise Invalid.one("copy_report.phase", f"must be one of {', '.join(CopyPhase)}")
@@ -114,4 +152,5 @@ class CopyStatus:
             staged_bytes=message.staged_bytes,
             bytes=message.bytes,
             message=message.message[:2000],
+            cause=_CAUSE_FROM_PROTO.get(message.cause),
         )

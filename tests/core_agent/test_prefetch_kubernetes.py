@@ -28,12 +28,12 @@ from tests.k8s_emulator.server import BATCH_JOBS, PODS
 from volcano_global.jobspec.members import PLACEMENT_LABEL
 from volcano_global.rpc.copies import (
     MAX_BYTES,
+    CopyCause,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
     DataCopyCancellation,
 )
-from volcano_global.services.data.copy_backoff import says_nothing_of_destination
 
 COPY = DataCopyAssignment(
     copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",
@@ -164,26 +164,42 @@ async def test_a_copy_into_a_system_namespace_fails_and_makes_no_job() -> None:
         assert staging_jobs(emulator) == []
 
 
-async def test_the_agents_refusals_of_a_jobs_namespace_count_nothing_against_its_cluster() -> None:
-    # The Global leaves out of a cluster's run of failed copies those failed for the job's
-    # namespace; it reads the agent's words: these are what the agent reports.
+async def test_a_failed_copy_says_whether_it_blames_the_jobs_namespace_or_the_cluster() -> None:
+    # The Global counts a cluster's failed copies by their cause (copy_backoff), not by their
+    # words: the agent says it. Its own refusals (kube-*, its own namespace), the API
+    # server's 404 on the namespace and RBAC's 403 on the Job blame the job's namespace; a
+    # copier failing, or the Jobs' list refused (not in a namespace), the cluster.
     async with agent() as (emulator, source, _):
         reports: list[CopyStatus] = []
         own = source.shares.own_namespace
-        for i, namespace in enumerate(("kube-system", own, "absent")):
+        expected = {
+            "kube-system": CopyCause.NAMESPACE_REFUSED,
+            own: CopyCause.NAMESPACE_REFUSED,
+            "absent": CopyCause.NAMESPACE_MISSING,
+            "ml": CopyCause.FORBIDDEN,
+        }
+        emulator.faults.add("POST", "/apis/batch/v1/namespaces/ml/jobs", 403)
+        for i, (namespace, cause) in enumerate(expected.items()):
             copy = replace(COPY, copy_id=f"{i + 1}{COPY.copy_id[1:]}", namespace=namespace)
             source.apply_copy(copy, reports.append)
             await eventually(lambda: len(ends(reports)) == 1)
             [end] = [r for r in reports if r.phase.ended]
-            assert end.phase is CopyPhase.FAILED
-            assert says_nothing_of_destination(end.message), end.message
+            assert (end.phase, end.cause) == (CopyPhase.FAILED, cause), end.message
+            assert CopyStatus.from_proto(end.to_proto()).cause is cause
             reports.clear()
         assert staging_jobs(emulator) == []
+        emulator.faults.add("GET", "/apis/batch/v1/jobs", 403, watch=False)
+        source.apply_copy(replace(COPY, copy_id=f"8{COPY.copy_id[1:]}"), reports.append)
+        await eventually(lambda: len(ends(reports)) == 1)
+        assert (reports[-1].cause, "forbidden" in reports[-1].message) == (
+            CopyCause.DESTINATION,
+            True,
+        )
+        reports.clear()
         emulator.jobs.run_s, emulator.jobs.fail_reason = 0.5, "BackoffLimitExceeded"
         source.apply_copy(COPY, reports.append)  # the cluster's own failure counts
         await eventually(lambda: len(ends(reports)) == 1)
-        assert reports[-1].phase is CopyPhase.FAILED
-        assert not says_nothing_of_destination(reports[-1].message)
+        assert (reports[-1].phase, reports[-1].cause) == (CopyPhase.FAILED, CopyCause.DESTINATION)
 
 
 def fill(emulator: Any) -> None:

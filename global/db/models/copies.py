@@ -16,6 +16,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
 from volcano_global.db.models.clusters import Cluster
+from volcano_global.rpc.copies import CopyCause
 
 
 class CopyState(enum.StrEnum):
@@ -62,6 +63,9 @@ class DataCopy(UUIDPrimaryKey, Base):
     staged_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     message: Mapped[str] = mapped_column(Text, default="")  # the agent's last word on it
     reason: Mapped[str] = mapped_column(Text, default="")  # why it failed or was stopped
+    # What a failure blames (None: not failed), recorded when it fails: `copy_backoff` reads
+    # it, never the reason's words.
+    cause: Mapped[CopyCause | None] = mapped_column(str_enum(CopyCause), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     reported_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -25,6 +25,14 @@ class CopyPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COPY_PHASE_SUCCEEDED: _ClassVar[CopyPhase]
     COPY_PHASE_FAILED: _ClassVar[CopyPhase]
     COPY_PHASE_STOPPED: _ClassVar[CopyPhase]
+
+class CopyCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COPY_CAUSE_UNSPECIFIED: _ClassVar[CopyCause]
+    COPY_CAUSE_DESTINATION: _ClassVar[CopyCause]
+    COPY_CAUSE_NAMESPACE_REFUSED: _ClassVar[CopyCause]
+    COPY_CAUSE_NAMESPACE_MISSING: _ClassVar[CopyCause]
+    COPY_CAUSE_FORBIDDEN: _ClassVar[CopyCause]
 SHARE_PHASE_UNSPECIFIED: SharePhase
 SHARE_PHASE_ACCEPTED: SharePhase
 SHARE_PHASE_RUNNING: SharePhase
@@ -38,6 +46,11 @@ COPY_PHASE_COPYING: CopyPhase
 COPY_PHASE_SUCCEEDED: CopyPhase
 COPY_PHASE_FAILED: CopyPhase
 COPY_PHASE_STOPPED: CopyPhase
+COPY_CAUSE_UNSPECIFIED: CopyCause
+COPY_CAUSE_DESTINATION: CopyCause
+COPY_CAUSE_NAMESPACE_REFUSED: CopyCause
+COPY_CAUSE_NAMESPACE_MISSING: CopyCause
+COPY_CAUSE_FORBIDDEN: CopyCause
 
 class AgentMessage(_message.Message):
     __slots__ = ("hello", "snapshot", "delta", "heartbeat", "job_status", "shares", "data", "copy_report")
@@ -378,15 +391,17 @@ class DataCopyCancellation(_message.Message):
     def __init__(self, copy_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DataCopyReport(_message.Message):
-    __slots__ = ("copy_id", "phase", "staged_bytes", "bytes", "message")
+    __slots__ = ("copy_id", "phase", "staged_bytes", "bytes", "message", "cause")
     COPY_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     STAGED_BYTES_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
     copy_id: str
     phase: CopyPhase
     staged_bytes: int
     bytes: int
     message: str
-    def __init__(self, copy_id: _Optional[str] = ..., phase: _Optional[_Union[CopyPhase, str]] = ..., staged_bytes: _Optional[int] = ..., bytes: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    cause: CopyCause
+    def __init__(self, copy_id: _Optional[str] = ..., phase: _Optional[_Union[CopyPhase, str]] = ..., staged_bytes: _Optional[int] = ..., bytes: _Optional[int] = ..., message: _Optional[str] = ..., cause: _Optional[_Union[CopyCause, str]] = ...) -> None: ...

@@ -29,6 +29,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.rpc.copies import (
+    CopyCause,
     CopyPhase,
     CopyStatus,
     DataCopyAssignment,
@@ -94,8 +95,8 @@ async def apply_report(
 ) -> DataCopy | None:
     """An agent's word on a copy into its cluster. A copy that ended stays ended (reports
     resent after a cut change nothing); a stopped one ends when its agent says so. Success
-    puts the data there (`add_locality`); failure is recorded, with its reason, and requeues
-    nothing."""
+    puts the data there (`add_locality`); failure is recorded, with its reason and cause, and
+    requeues nothing."""
     try:
         key = uuid.UUID(status.copy_id)
     except ValueError:
@@ -123,7 +124,9 @@ async def apply_report(
         copy.staged_bytes = copy.bytes
         await _arrived(session, copy)
     elif status.phase is CopyPhase.FAILED:
-        await _end(session, copy, CopyState.FAILED, status.message or "failed")
+        # An agent from before causes says none: its words are read once, here.
+        cause = status.cause or CopyCause.of_words(status.message)
+        await _end(session, copy, CopyState.FAILED, status.message or "failed", cause=cause)
         await _event(session, copy, "PrefetchFailed", f"failed: {copy.reason}", warning=True)
     else:
         await _end(session, copy, CopyState.STOPPED, copy.reason or status.message or "stopped")
@@ -201,8 +204,11 @@ async def fail_copies(session: AsyncSession, *, cluster_id: uuid.UUID, reason: s
         .with_for_update(of=DataCopy)
     )
     for copy in rows.scalars():
-        failed = CopyState.STOPPED if copy.state is CopyState.STOPPING else CopyState.FAILED
-        await _end(session, copy, failed, copy.reason or reason)
+        if copy.state is CopyState.STOPPING:
+            await _end(session, copy, CopyState.STOPPED, copy.reason or reason)
+        else:
+            why = copy.reason or reason
+            await _end(session, copy, CopyState.FAILED, why, cause=CopyCause.DESTINATION)
 
 
 async def supervise_copies(session: AsyncSession) -> list[DataCopy]:
@@ -244,7 +250,7 @@ async def fail_lost(
         if copy.state is CopyState.STOPPING:
             await _end(session, copy, CopyState.STOPPED, copy.reason or why)
         else:
-            await _end(session, copy, CopyState.FAILED, why)
+            await _end(session, copy, CopyState.FAILED, why, cause=CopyCause.CLUSTER_LOST)
             await _event(session, copy, "PrefetchFailed", f"failed: {why}", warning=True)
     return found
 
@@ -342,11 +348,18 @@ async def _lock_jobs(
 
 
 async def _end(
-    session: AsyncSession, copy: DataCopy, state: CopyState, reason: str, *, ended: bool = True
+    session: AsyncSession,
+    copy: DataCopy,
+    state: CopyState,
+    reason: str,
+    *,
+    ended: bool = True,
+    cause: CopyCause | None = None,
 ) -> None:
-    """The copy's state, and its bandwidth returned (a stop returns it at once: the agent is
-    told, and a copy for nobody should not keep other jobs' staging waiting)."""
-    copy.state, copy.reason = state, reason
+    """The copy's state (a failure's `cause`), and its bandwidth returned (a stop returns it
+    at once: the agent is told, and a copy for nobody should not keep other jobs' staging
+    waiting)."""
+    copy.state, copy.reason, copy.cause = state, reason, cause
     if ended:
         copy.ended_at = utcnow()
     await session.execute(delete(LinkReservation).where(LinkReservation.copy_id == copy.id))

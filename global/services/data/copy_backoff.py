@@ -4,7 +4,6 @@ any job (`broken_destinations`), with which failures count against a destination
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
@@ -14,32 +13,49 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import RUNNING_COPY, Cluster, CopyState, DataCopy
-from volcano_global.rpc.copies import NAMESPACE_REFUSED
+from volcano_global.rpc.copies import CopyCause
 
 # After a prefetch of a job's data into a cluster fails, none is made there for the job for
 # this long, doubled per failure there (a refused namespace would fail every round), at most
 # `RETRY_CAP_S`.
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
-# A cluster into which copies failed in `BROKEN_AFTER` incidents in a row (since its last
-# success, within `BROKEN_WINDOW_S`), for at least 2 jobs (a deleted job's copies: one per
-# namespace and data source), gets none for any job, as one job's
-# failures bar it for that job: a cluster broken for every job (its copier's image cannot be
-# pulled, its volume is full) would otherwise fail one copy per waiting job. Failures within
-# `INCIDENT_S` of an incident's first are that incident (copies failing together are one
-# cause). 5 min after the third incident, doubled per incident since; then one copy tries
-# again (the probe) and the others wait for its end.
+# A cluster copies into which failed in `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S`, in
+# a run of failures (since its last success) of at least 2 jobs (a deleted job's copies: one
+# per namespace and data source), gets none for any job, as one job's failures bar it for that
+# job: a cluster broken for every job (its copier's image cannot be pulled, its volume is
+# full) would otherwise fail one copy per waiting job. Failures within `INCIDENT_S` of an
+# incident's first are that incident (copies failing together are one cause). 5 min after
+# the incident that made it broken, doubled per incident since; then one copy tries again
+# (the probe) and the others wait for its end. Once broken it stays so until a copy into it
+# succeeds: the window only decides when a run becomes a bar, it never lifts one (the bar
+# would lift as its first incidents aged out, let one copy per waiting job go, and come back
+# 3 failures later, its backoff started over).
 BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
-# Failures that say nothing of the destination, left out of that count
-# (`says_nothing_of_destination`):
-# the cluster was lost for a while (`copies.fail_lost`, whatever its copies were doing), its agent
-# refused the copy's namespace (`NAMESPACE_REFUSED`, the job's choice), or the API server
-# refused the staging Job for the job's namespace: not there, or one the agent may not
-# write in (RBAC's 403 names the namespace; deploy/ grants the namespaces it serves).
-_LOST = re.compile(r"cluster \S+ is \S+")
-_JOBS_NAMESPACE = re.compile(r'namespaces "[^"]+" not found|is forbidden: .* in the namespace "')
+# What counts against the destination (`counted`): failures it caused, and the API server's
+# refusals of the job's namespace (not there, RBAC's 403) in namespaces a copy into it once
+# succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a namespace that
+# worked and no longer does is the job's; several, the cluster's namespaces or the agent's
+# RBAC there). A namespace no copy ever succeeded in there says nothing of the cluster: an
+# agent may serve some namespaces on purpose (one RoleBinding each, deploy/overlays/
+# member-gpu-east/served-namespaces.yaml), and jobs of the others must not bar it for all.
+# Never a cluster lost a while (`fail_lost`) nor the agent's refusal of a namespace by its
+# name (kube-*, its own: alike in every cluster).
+_SPREAD = (CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING)
+_MAY_COUNT = (CopyCause.DESTINATION, *_SPREAD)
+NAMESPACES_SPREAD = 2
+
+
+class Failure(NamedTuple):
+    """A failed copy into a cluster, as the bar reads it."""
+
+    job: object  # the job's id; a deleted job's copies: (namespace, data source)
+    namespace: str
+    cause: CopyCause
+    ended: datetime
+    reason: str
 
 
 class Broken(NamedTuple):
@@ -77,8 +93,45 @@ async def barred(
 
 async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken:
     """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
-    runs or their probe copy runs (a copy into it made since the run's third incident
-    began), open to one probe copy once it has ended."""
+    runs or their probe copy runs (a copy into it made since the incident that made it
+    broken began), open to one probe copy once it has ended."""
+    runs = await _runs(session)
+    served = await _served(session, clusters=list(runs))
+    running = await session.execute(
+        select(Cluster.name, DataCopy.created_at)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state.in_(RUNNING_COPY), Cluster.name.in_(list(runs)))
+    )
+    started: dict[str, list[datetime]] = {}
+    for name, created in running.all():
+        started.setdefault(name, []).append(_aware(created))
+    found = Broken({}, {})
+    for name, run in runs.items():
+        failures = counted(run, served.get(name, set()))
+        began, jobs = _incidents([f.ended for f in failures]), len({f.job for f in failures})
+        broke = _broke_at(began)
+        if broke is None or jobs < 2:
+            continue
+        incidents, last = len(began), failures[-1]
+        until = last.ended + timedelta(seconds=retry_after(incidents - broke))
+        said = (
+            f"copies into it failed {incidents} times in a row, for {jobs} jobs "
+            f"(the last: {last.reason})"
+        )
+        if until > now:
+            found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
+        # A copy made since the bar began is the probe (none other goes there meanwhile),
+        # running still: an older copy failing as it runs must not let a second one go.
+        elif any(t > began[broke] for t in started.get(name, ())):
+            found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
+        else:
+            found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
+    return found
+
+
+async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
+    """Cluster -> the failed copies into it since its last successful one that may count
+    against it (`_MAY_COUNT`), oldest first."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -94,6 +147,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
             DataCopy.job_id,
             DataCopy.namespace,
             DataCopy.data_source,
+            DataCopy.cause,
             DataCopy.ended_at,
             DataCopy.reason,
         )
@@ -101,56 +155,61 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
             DataCopy.state == CopyState.FAILED,
-            DataCopy.ended_at > now - timedelta(seconds=BROKEN_WINDOW_S),
+            DataCopy.cause.in_(_MAY_COUNT),
             (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
         )
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
-    failed: dict[str, list[tuple[object, datetime, str]]] = {}
-    for name, job_id, namespace, source, ended, reason in rows.all():
-        if not says_nothing_of_destination(reason):
-            # A deleted job leaves its copies without one (job_id NULL): its retries, one
-            # per backoff, are told apart from other jobs' by what they copied, for whom.
-            job = job_id or (namespace, source)
-            failed.setdefault(name, []).append((job, _aware(ended), reason))
-    running = await session.execute(
-        select(Cluster.name, DataCopy.created_at)
-        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state.in_(RUNNING_COPY), Cluster.name.in_(list(failed)))
-    )
-    started: dict[str, list[datetime]] = {}
-    for name, created in running.all():
-        started.setdefault(name, []).append(_aware(created))
-    found = Broken({}, {})
-    for name, failures in failed.items():
-        began, jobs = _incidents([f[1] for f in failures]), len({f[0] for f in failures})
-        incidents = len(began)
-        if incidents < BROKEN_AFTER or jobs < 2:
-            continue
-        last, why = failures[-1][1], failures[-1][2]
-        until = last + timedelta(seconds=retry_after(incidents - BROKEN_AFTER + 1))
-        said = (
-            f"copies into it failed {incidents} times in a row, for {jobs} jobs (the last: {why})"
-        )
-        if until > now:
-            found.barred[name] = f"{said}; none goes there before {until:%H:%M} UTC"
-        # A copy made since the bar began is the probe (none other goes there meanwhile),
-        # running still: an older copy failing as it runs must not let a second one go.
-        elif any(t > began[BROKEN_AFTER - 1] for t in started.get(name, ())):
-            found.barred[name] = f"{said}; one copy into it tries again, the others wait for it"
-        else:
-            found.probe[name] = f"{said}; one copy into it tries again, the others wait for it"
+    found: dict[str, list[Failure]] = {}
+    for name, job_id, namespace, source, cause, ended, reason in rows.all():
+        # A deleted job leaves its copies without one (job_id NULL): its retries, one per
+        # backoff, are told apart from other jobs' by what they copied, for whom.
+        job = job_id or (namespace, source)
+        found.setdefault(name, []).append(Failure(job, namespace, cause, _aware(ended), reason))
     return found
 
 
-def says_nothing_of_destination(reason: str) -> bool:
-    """Whether a failed copy's reason blames the job's namespace, or the cluster's being
-    lost a while: nothing of how copies into the destination fare (see `_LOST`)."""
-    return (
-        reason.startswith(NAMESPACE_REFUSED)
-        or _LOST.fullmatch(reason) is not None
-        or _JOBS_NAMESPACE.search(reason) is not None
+async def _served(session: AsyncSession, *, clusters: list[str]) -> dict[str, set[str]]:
+    """Cluster -> the namespaces a copy into it ever succeeded in (its agent could write
+    there)."""
+    if not clusters:
+        return {}
+    rows = await session.execute(
+        select(Cluster.name, DataCopy.namespace)
+        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
+        .where(DataCopy.state == CopyState.SUCCEEDED, Cluster.name.in_(clusters))
+        .distinct()
     )
+    found: dict[str, set[str]] = {}
+    for name, namespace in rows.all():
+        found.setdefault(name, set()).add(namespace)
+    return found
+
+
+def counted(run: list[Failure], served: set[str]) -> list[Failure]:
+    """The failures of a run that count against its destination: its own, and refusals of
+    `served` namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
+    refused = [f for f in run if f.cause in _SPREAD and f.namespace in served]
+    spread = {
+        cause
+        for cause in _SPREAD
+        if len({f.namespace for f in refused if f.cause is cause}) >= NAMESPACES_SPREAD
+    }
+    return [
+        f
+        for f in run
+        if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.namespace in served)
+    ]
+
+
+def _broke_at(began: list[datetime]) -> int | None:
+    """The index of the incident that made the run a bar: the first that ends
+    `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S` (None: none did)."""
+    span = BROKEN_AFTER - 1
+    for i in range(span, len(began)):
+        if (began[i] - began[i - span]).total_seconds() <= BROKEN_WINDOW_S:
+            return i
+    return None
 
 
 def _incidents(ended: list[datetime]) -> list[datetime]:

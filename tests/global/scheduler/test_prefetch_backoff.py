@@ -8,36 +8,27 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, update
 
 from tests.data_rounds import job, reader
-from tests.prefetch_support import copies, prefetching, report
+from tests.prefetch_support import (
+    a_copy_ended,
+    broken,
+    copies,
+    ended_ago,
+    failed_before,
+    failed_into,
+    prefetching,
+    report,
+)
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import (
     CopyState,
     DataCopy,
     Job,
 )
-from volcano_global.rpc.copies import CopyPhase
+from volcano_global.rpc.copies import CopyCause, CopyPhase
 from volcano_global.services.data import copy_backoff
-
-
-async def a_copy_ended(
-    app: FastAPI, api: httpx.AsyncClient, phase: CopyPhase, message: str = ""
-) -> DataCopy:
-    """A job prefetching into gpu-a, its copy reported ended (`phase`, `message`)."""
-    await prefetching(app, api)
-    (copy,) = await copies(app)
-    await report(app, copy, phase, message)
-    return copy
-
-
-async def ended_ago(app: FastAPI, seconds: float) -> None:
-    """Every copy's end moved `seconds` further into the past (time passes)."""
-    async with transaction(app.state.sessions) as session:
-        for copy in (await session.execute(select(DataCopy))).scalars():
-            if copy.ended_at is not None:
-                copy.ended_at -= timedelta(seconds=seconds)
 
 
 async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
@@ -65,34 +56,6 @@ async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grow
     await ended_ago(app, 601)
     await app.state.scheduler.run_once()
     assert len(await copies(app)) == 3
-
-
-async def failed_before(app: FastAPI, copy: DataCopy, count: int) -> None:
-    """`count` more failed copies into the copy's destination, for no job (other jobs'),
-    2 min apart (each its own incident)."""
-    await failed_into(app, copy, [(120.0 * (i + 1), f"ImagePullBackOff {i}") for i in range(count)])
-
-
-async def failed_into(
-    app: FastAPI, copy: DataCopy, failures: list[tuple[float, str]], *, same_job: bool = False
-) -> None:
-    """Failed copies into the copy's destination (seconds before its end, reason), for no
-    job (each another deleted job's: in its own namespace) or, `same_job`, for its job."""
-    async with transaction(app.state.sessions) as session:
-        row = await session.get(DataCopy, copy.id)
-        assert row is not None and row.ended_at is not None
-        for ago, why in failures:
-            clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
-            clone |= {"id": uuid.uuid4(), "reason": why, "state": CopyState.FAILED}
-            if not same_job:
-                clone |= {"job_id": None, "namespace": f"team-{uuid.uuid4().hex[:8]}"}
-            clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
-            session.add(DataCopy(**clone))
-
-
-async def broken(app: FastAPI) -> copy_backoff.Broken:
-    async with transaction(app.state.sessions) as session:
-        return await copy_backoff.broken_destinations(session, now=datetime.now(UTC))
 
 
 async def test_a_cluster_whose_copies_keep_failing_gets_none_for_any_job_for_a_while(
@@ -175,21 +138,24 @@ async def test_a_lost_cluster_and_the_jobs_namespace_refused_count_no_failure_in
     # destination.
     copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
     lost = [(120.0 * i, "cluster gpu-a is NotReady") for i in range(4)]
+    await failed_into(app, copy, lost, cause=CopyCause.CLUSTER_LOST)
     refused = [
         (60.0 + 120.0 * i, "the agent creates no job in its own namespace 'vg'") for i in range(4)
     ]
-    await failed_into(app, copy, lost + refused)
+    await failed_into(app, copy, refused, cause=CopyCause.NAMESPACE_REFUSED)
     assert await broken(app) == ({}, {})
     # The API server refusing the staging Job for the job's namespace: not in the cluster, or
-    # RBAC grants the agent no write there (a namespace it does not serve).
+    # RBAC grants the agent no write there (a namespace it does not serve); in one namespace,
+    # however many jobs' copies.
     job = "creating staging Job team-a/train-stage-1"
     missing = f'{job}: namespaces "team-a" not found'
     forbidden = (
         f'{job}: jobs.batch is forbidden: User "system:serviceaccount:vg:agent" cannot create '
         'resource "jobs" in API group "batch" in the namespace "team-a"'
     )
-    await failed_into(app, copy, [(30.0 + 120.0 * i, missing) for i in range(4)])
-    await failed_into(app, copy, [(90.0 + 120.0 * i, forbidden) for i in range(4)])
+    for ago, why, cause in ((30.0, missing, "namespace-missing"), (90.0, forbidden, "forbidden")):
+        failures = [(ago + 120.0 * i, why) for i in range(4)]
+        await failed_into(app, copy, failures, cause=CopyCause(cause), namespace="team-a")
     assert await broken(app) == ({}, {})
 
 

@@ -26,7 +26,7 @@ from volcano_global.db.models import (
     DataCopy,
     LinkReservation,
 )
-from volcano_global.rpc.copies import CopyPhase
+from volcano_global.rpc.copies import CopyCause, CopyPhase
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.data.copies import to_send
@@ -189,6 +189,7 @@ async def test_a_copy_into_a_cluster_that_is_lost_fails_and_returns_its_bandwidt
         await supervise(session, default_timeout_s=600)
     (copy,) = await copies(app)
     assert (copy.state, copy.reason) == (CopyState.FAILED, "cluster gpu-a is NotReady")
+    assert copy.cause is CopyCause.CLUSTER_LOST  # nothing of how copies into it fare
     assert await reserved(api) == 0
     assert (await job(api, uid))["state"] == "Pending"
 
