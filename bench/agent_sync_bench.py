@@ -19,16 +19,18 @@ import os
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-
-import asyncpg
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import cpu_seconds, global_server, machine_busy_seconds, process_tree, wait_acked
+from harness import (
+    backends,
+    cpu_seconds,
+    global_server,
+    machine_busy_seconds,
+    process_tree,
+    wait_acked,
+)
 
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
@@ -135,33 +137,6 @@ async def drive_deltas(
         await wait_acked(clients)
         updates += args.batch * len(clusters)
     return updates, time.perf_counter() - started
-
-
-@asynccontextmanager
-async def backends(database_url: str | None) -> AsyncIterator[Callable[[], Awaitable[set[int]]]]:
-    """A function listing the process ids of the Postgres backends serving the bench's
-    database (none on SQLite). Postgres must run on this machine for their CPU to be read."""
-    if not (database_url or "").startswith("postgresql"):
-
-        async def none() -> set[int]:
-            return set()
-
-        yield none
-        return
-    url = make_url(database_url).set(drivername="postgresql")
-    connection = await asyncpg.connect(url.render_as_string(hide_password=False))
-
-    async def listed() -> set[int]:
-        rows = await connection.fetch(
-            "SELECT pid FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return {row["pid"] for row in rows}
-
-    try:
-        yield listed
-    finally:
-        await connection.close()
 
 
 def cpu_reading(server_pids: set[int], backend_pids: set[int]) -> dict[str, dict[int, float]]:
