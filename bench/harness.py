@@ -10,13 +10,15 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -144,3 +146,30 @@ async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("agents not acknowledged in time")
         await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def backends(database_url: str | None) -> AsyncIterator[Callable[[], Awaitable[set[int]]]]:
+    """A function listing the process ids of the Postgres backends serving the bench's
+    database (none on SQLite). Postgres must run on this machine for their CPU to be read."""
+    if not (database_url or "").startswith("postgresql"):
+
+        async def none() -> set[int]:
+            return set()
+
+        yield none
+        return
+    url = make_url(database_url).set(drivername="postgresql")
+    connection = await asyncpg.connect(url.render_as_string(hide_password=False))
+
+    async def listed() -> set[int]:
+        rows = await connection.fetch(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return {row["pid"] for row in rows}
+
+    try:
+        yield listed
+    finally:
+        await connection.close()

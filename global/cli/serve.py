@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from volcano_global.api.limits import BoundedHttpProtocol
-from volcano_global.app import create_app
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.db.preflight import database_problem
 from volcano_global.metrics import MULTIPROC_ENV
@@ -144,6 +143,11 @@ def worker_app() -> FastAPI:
 
 def server_app(settings: Settings | None) -> FastAPI:
     """The app of a server process: the API, then the collector tuned for what it built."""
+    # Imported here, not at the top: with workers > 1 the supervisor process never builds an
+    # app, and the import alone would hold ~100 MiB in it for nothing (docs/benchmarks.md,
+    # "Two workers").
+    from volcano_global.app import create_app
+
     app = create_app(settings)
     limits = app.state.settings.limits
     BoundedHttpProtocol.configure(

@@ -1,5 +1,6 @@
-"""Inserting many rows given as tuples, in the driver's own terms: on Postgres one INSERT of
-`unnest` over one array parameter per column (asyncpg encodes the arrays in C), on SQLite one
+"""Inserting many rows given as tuples or as columns, in the driver's own terms: on Postgres one
+INSERT of `unnest` over one array parameter per column (asyncpg encodes the arrays in C; values
+the same in every row are plain parameters, not arrays), on SQLite one
 executemany on the driver; both through SQLAlchemy's connection, which translates errors as
 for any statement. Each value goes through its column type's bind processing as SQLAlchemy
 would apply it, taken once per column (JSON as `json_text` writes it, as the engine's
@@ -8,7 +9,8 @@ more than the database's own work for an agent's 5,000-node snapshot (docs/bench
 "Ingest at 100 x 5,000").
 
 New primary keys are random (version 4) UUIDs made from one read of the OS's randomness for
-the whole batch; building a `uuid.UUID` per row cost as much as the insert."""
+the whole batch; building a `uuid.UUID` per row cost as much as the insert (and Postgres'
+`gen_random_uuid()` costs its backend 1.6 us a row, ten times what parsing the text does)."""
 
 from __future__ import annotations
 
@@ -41,38 +43,56 @@ async def insert_tuples(
 ) -> None:
     """Insert a row per tuple of `rows` (values for `columns`, in order), each also with the
     `constants` (column: value) and, with `new_ids`, a new random UUID as its `id`."""
-    if not rows:
+    if rows:
+        given = dict(zip(columns, zip(*rows, strict=True), strict=True))
+        await insert_columns(session, table, given, constants=constants, new_ids=new_ids)
+
+
+async def insert_columns(
+    session: AsyncSession,
+    table: Table,
+    values: dict[str, Sequence[Any]],
+    *,
+    constants: dict[str, Any],
+    new_ids: bool = True,
+) -> None:
+    """`insert_tuples` given a sequence of values per column (all of one length), a row per
+    position: what a caller holding its rows' columns saves building a tuple per row."""
+    count = len(next(iter(values.values()), ()))
+    if not count:
         return
     connection = await session.connection()
     dialect = connection.dialect
-    given = (*columns, *constants, *(("id",) if new_ids else ()))
+    given = (*values, *constants, *(("id",) if new_ids else ()))
     constants = constants | _defaults(table, given)
-    processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
-    processors = [(i, p) for i, p in processors if p is not None]
-    fixed = tuple(_stored(table, c, v, dialect) for c, v in constants.items())
-    names = columns + tuple(constants) + (("id",) if new_ids else ())
-    ids = uuid_texts(len(rows), dashed=dialect.name == "postgresql") if new_ids else None
-    records = []
-    for n, row in enumerate(rows):
-        values = list(row)
-        for i, process in processors:
-            value = values[i]
-            if value is not None:
-                values[i] = process(value)
-        values.extend(fixed)
-        if ids is not None:
-            values.append(ids[n])
-        records.append(tuple(values))
-    if dialect.name == "postgresql":
-        # One parameter per column, each an array: one statement whatever the number of rows,
-        # its text the same for the same columns (prepared once per connection).
-        sql = _pg_insert(table, names)
-        await connection.exec_driver_sql(sql, tuple(list(c) for c in zip(*records, strict=True)))
+    columns = [_processed_column(table, c, v, dialect) for c, v in values.items()]
+    fixed = [_stored(table, c, v, dialect) for c, v in constants.items()]
+    postgres = dialect.name == "postgresql"
+    if new_ids:
+        columns.append(uuid_texts(count, dashed=postgres))
+    names = (*values, *(("id",) if new_ids else ()), *constants)
+    if postgres:
+        # One array parameter per column and the constants as plain parameters: one statement
+        # whatever the number of rows, its text the same for the same columns (prepared once
+        # per connection).
+        sql = _pg_insert(table, names[: len(columns)], tuple(constants))
+        await connection.exec_driver_sql(sql, (*columns, *fixed))
         return
     marks = ", ".join("?" for _ in names)
     # Table and column names come from the model, never from input.
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})"
-    await connection.exec_driver_sql(sql, records)
+    extra = [[v] * count for v in fixed]
+    await connection.exec_driver_sql(sql, list(zip(*columns, *extra, strict=True)))
+
+
+def _processed_column(
+    table: Table, column: str, values: Sequence[Any], dialect: Dialect
+) -> list[Any]:
+    """A column's values through its type's bind processing."""
+    process = _processor(table, column, dialect)
+    if process is None:
+        return list(values)
+    return [None if v is None else process(v) for v in values]
 
 
 async def update_tuples(
@@ -144,9 +164,13 @@ def _processed(
     return out
 
 
-def _pg_insert(table: Table, names: Names) -> str:
-    arrays = ", ".join(f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(names, 1))
-    return f"INSERT INTO {table.name} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+def _pg_insert(table: Table, columns: Names, constants: Names) -> str:
+    arrays = ", ".join(f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(columns, 1))
+    start = len(columns) + 1
+    scalars = [f"${i}::{_array_type(table.c[c].type)}" for i, c in enumerate(constants, start)]
+    names = ", ".join((*columns, *constants))
+    selected = ", ".join(["u.*", *scalars])
+    return f"INSERT INTO {table.name} ({names}) SELECT {selected} FROM unnest({arrays}) AS u"
 
 
 def _array_type(column_type: TypeEngine[Any]) -> str:

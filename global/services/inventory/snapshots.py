@@ -11,7 +11,7 @@ from sqlalchemy import delete, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
-from volcano_global.db.copy_rows import insert_tuples
+from volcano_global.db.copy_rows import insert_columns, insert_tuples
 from volcano_global.db.models import (
     Cluster,
     ClusterGpuCapacity,
@@ -100,17 +100,8 @@ async def replace_inventory(
         new_ids=False,
     )
     cluster_tally, domain_tally = _tallies(snapshot.nodes, parents)
-    await insert_tuples(
-        session,
-        Node.__table__,
-        (*STORED, "domain_id"),
-        [(*n[:10], n.labels, n.taints, domain_ids.get(n.domain or "")) for n in snapshot.nodes],
-        constants={
-            "cluster_id": cluster.id,
-            "updated_at": utcnow(),
-            "seq": seq if seq is not None else cluster.inventory_seq,
-        },
-    )
+    stored_seq = seq if seq is not None else cluster.inventory_seq
+    await _insert_nodes(session, cluster.id, snapshot.nodes, domain_ids, stored_seq)
     await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
     cluster.nodes_total = len(snapshot.nodes)
     cluster.nodes_ready = sum(1 for n in snapshot.nodes if n.ready)
@@ -123,12 +114,34 @@ async def replace_inventory(
     return cluster
 
 
+async def _insert_nodes(
+    session: AsyncSession,
+    cluster_id: uuid.UUID,
+    nodes: list[NodeValues],
+    domain_ids: dict[str, uuid.UUID],
+    seq: int,
+) -> None:
+    """The nodes' rows, given to the database by column (no tuple built per node)."""
+    if not nodes:
+        return
+    columns = dict(zip(NodeValues._fields, zip(*nodes, strict=True), strict=True))
+    await insert_columns(
+        session,
+        Node.__table__,
+        {
+            **{c: columns[c] for c in STORED},
+            "domain_id": [domain_ids.get(d) for d in columns["domain"]],
+        },
+        constants={"cluster_id": cluster_id, "updated_at": utcnow(), "seq": seq},
+    )
+
+
 def _tallies(
     nodes: list[NodeValues], parents: dict[str, str | None]
 ) -> tuple[GpuTally, dict[str, GpuTally]]:
-    """What the nodes add to the cluster and to each domain (and the domains above it)."""
-    cluster_tally = GpuTally()
-    domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
+    """What the nodes add to the cluster and to each domain (and the domains above it): summed
+    per (domain, model) first, so a domain's chain is walked once per model, not per node."""
+    summed: dict[tuple[str | None, str], list[int]] = defaultdict(lambda: [0, 0])
     for node in nodes:
         part = contribution(
             gpu_model=node.gpu_model,
@@ -137,12 +150,16 @@ def _tallies(
             ready=node.ready,
             schedulable=node.schedulable,
         )
-        if part is None:
-            continue
-        cluster_tally.add(*part)
-        domain = node.domain
+        if part is not None:
+            sums = summed[node.domain, part[0]]
+            sums[0] += part[1]
+            sums[1] += part[2]
+    cluster_tally = GpuTally()
+    domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
+    for (domain, model), (total, free) in summed.items():
+        cluster_tally.add(model, total, free)
         while domain is not None:
-            domain_tally[domain].add(*part)
+            domain_tally[domain].add(model, total, free)
             domain = parents[domain]
     return cluster_tally, domain_tally
 

@@ -1,7 +1,12 @@
 """How `vglobal server`'s settings become uvicorn's: the worker health check's timeout reaches
-uvicorn's Config, and a timeout that is not positive is refused naming the setting."""
+uvicorn's Config, and a timeout that is not positive is refused naming the setting. The module
+that starts the server does not import the app (with workers > 1 the supervisor never builds
+one)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 import uvicorn
@@ -58,3 +63,12 @@ def test_the_command_line_option_is_the_setting() -> None:
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 1
     assert "error: worker_healthcheck_timeout_s: Input should be greater than 0" in done.output
+
+
+def test_the_server_module_leaves_the_app_to_the_workers() -> None:
+    # A fresh interpreter: this one has imported the app through other tests.
+    probe = "import sys, volcano_global.cli.serve; print('volcano_global.app' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "False"
