@@ -51,10 +51,11 @@ def peak_rss_mib(pids: set[int]) -> float:
 
 async def server_processes(root: int, workers: int) -> set[int]:
     """The server's process tree once all its workers are up (a worker that answered /readyz
-    does not mean its siblings have started)."""
+    does not mean its siblings have started): the supervisor, multiprocessing's resource
+    tracker (started with the first worker) and the workers."""
     for _ in range(600):
         pids = process_tree(root)
-        if workers == 1 or len(pids) >= workers + 1:
+        if workers == 1 or len(pids) >= workers + 2:
             return pids
         await asyncio.sleep(0.1)
     raise RuntimeError(f"the server did not start {workers} workers")

@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     args = parser.parse_args()
+    if args.repeats < 2:
+        parser.error("--repeats must be at least 2 (the first write of each shape is left out)")
     url = args.database_url or f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/bench.db"
     checks, writes, database = asyncio.run(run(url, args.nodes, args.repeats))
     per_k = 1000 / args.nodes

@@ -43,6 +43,8 @@ async def insert_tuples(
 ) -> None:
     """Insert a row per tuple of `rows` (values for `columns`, in order), each also with the
     `constants` (column: value) and, with `new_ids`, a new random UUID as its `id`."""
+    if rows and not columns:
+        raise ValueError("rows without columns: name the columns their values are for")
     if rows:
         given = dict(zip(columns, zip(*rows, strict=True), strict=True))
         await insert_columns(session, table, given, constants=constants, new_ids=new_ids)
@@ -59,6 +61,10 @@ async def insert_columns(
     """`insert_tuples` given a sequence of values per column (all of one length), a row per
     position: what a caller holding its rows' columns saves building a tuple per row."""
     count = len(next(iter(values.values()), ()))
+    if any(len(v) != count for v in values.values()):
+        # Postgres' unnest pads shorter arrays with NULLs: rows would be stored half empty.
+        lengths = {c: len(v) for c, v in values.items()}
+        raise ValueError(f"columns of different lengths: {lengths}")
     if not count:
         return
     connection = await session.connection()

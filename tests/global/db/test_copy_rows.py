@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tests.factories import create_cluster
-from volcano_global.db.copy_rows import insert_tuples, uuid_texts
+from volcano_global.db.copy_rows import insert_columns, insert_tuples, uuid_texts
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 
@@ -55,6 +55,23 @@ async def test_a_refused_row_leaves_nothing(app: FastAPI, api: httpx.AsyncClient
         async with transaction(app.state.sessions) as session:
             twice = [ROWS[0], ROWS[1], ROWS[0]]  # (cluster, name) is unique
             await insert_tuples(session, Node.__table__, COLUMNS, twice, constants=constants)
+    async with transaction(app.state.sessions) as session:
+        assert (await session.execute(select(Node.id))).all() == []
+
+
+async def test_columns_of_different_lengths_are_refused(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Postgres' unnest pads the shorter arrays with NULLs: the rows would be stored half empty.
+    cluster_id = await _cluster_id(app, api)
+    constants = {"cluster_id": cluster_id, "updated_at": datetime.now(UTC), "seq": 1}
+    columns = {"name": ["n0", "n1", "n2"], "gpu_allocatable": [8]}
+    with pytest.raises(ValueError, match="different lengths"):
+        async with transaction(app.state.sessions) as session:
+            await insert_columns(session, Node.__table__, columns, constants=constants)
+    with pytest.raises(ValueError, match="without columns"):
+        async with transaction(app.state.sessions) as session:
+            await insert_tuples(session, Node.__table__, (), [(), ()], constants=constants)
     async with transaction(app.state.sessions) as session:
         assert (await session.execute(select(Node.id))).all() == []
 
