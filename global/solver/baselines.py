@@ -35,7 +35,7 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.packing import Pools, pack_job
 from volcano_global.solver.reservations import HoldBook
-from volcano_global.solver.splitting import split_units
+from volcano_global.solver.splitting import may_split, split_units
 from volcano_global.solver.traffic import pair_demand_gbps
 
 
@@ -121,13 +121,71 @@ def place_greedily(
     """The whole job in the tightest cluster that holds it (by `rank` first when given), else a
     split over the clusters with most room whose every pair is linked with enough free
     bandwidth; None if neither fits. With a `book`, within what the holds allow, and charged."""
-    eligible = eligible_clusters(job, pools)
     if book is not None:
         links = dict(links)
         for key in book.link_keys & links.keys():  # only links a hold reserved bandwidth on
             room = book.link_room(job, key)
             if room is not None:
                 links[key] = min(links[key], room)
+    placed, capacity = _whole(job, pools, book, rank)
+    if placed is None and job.cluster_limit >= 2:
+        placed = _split_greedily(job, pools, links, capacity)
+    if placed is None and job.elastic:
+        return _narrower(job, pools, links, book, rank, capacity)
+    if placed is not None and book is not None:
+        book.charge(
+            job,
+            {(s.cluster, job_models(job, pools[s.cluster])[0]): s.gpus for s in placed.shares},
+            {link_key(r.a, r.b): r.gbps for r in placed.reservations},
+        )
+    return placed
+
+
+def placed_reading_links(
+    job: JobRequest, pools: dict[str, ClusterPool], links: dict[tuple[str, str], float]
+) -> tuple[JobDecision | None, bool]:
+    """`place_greedily(job, pools, links)` (no holds, no rank), and whether the answer read
+    the links or the job's `allreduce_gbps`: only when a split was weighed that the units the
+    clusters could take do not already rule out (`splitting.may_split`), or an elastic job
+    was narrowed. Otherwise the answer is the same for any job of its `placement_key`."""
+    placed, capacity = _whole(job, pools, None, None)
+    if placed is not None:
+        return placed, False
+    reads = job.elastic or (job.cluster_limit >= 2 and may_split(job, capacity))
+    if reads and job.cluster_limit >= 2:
+        placed = _split_greedily(job, pools, links, capacity)
+    if placed is None and job.elastic:
+        placed = _narrower(job, pools, links, None, None, capacity)
+    return placed, reads
+
+
+def placement_key(job: JobRequest) -> tuple[object, ...]:
+    """What `placed_reading_links` reads of a job when it reads no link: its shape and where
+    it may run (not its id, priority, queue or `allreduce_gbps`)."""
+    return (
+        job.pods,
+        job.gpus_per_pod,
+        job.gpu_model,
+        job.unit_pods,
+        job.splittable,
+        job.max_clusters,
+        job.min_share_units,
+        job.unit_tier,
+        job.share_tier,
+        job.allowed_clusters,
+        job.min_units,
+    )
+
+
+def _whole(
+    job: JobRequest,
+    pools: dict[str, ClusterPool],
+    book: HoldBook | None,
+    rank: dict[str, int] | None,
+) -> tuple[JobDecision | None, dict[str, int]]:
+    """`place_greedily`'s first step: the whole job in the tightest cluster that holds it;
+    with the units each cluster could take (every eligible one's when none holds it)."""
+    eligible = eligible_clusters(job, pools)
     order = rank or {}
     # Units per cluster are worked out lazily: most rounds place a job whole in one of the
     # first clusters that have its GPUs free, and a large fleet's other clusters are never
@@ -140,26 +198,13 @@ def place_greedily(
         return known[name]
 
     free = {c: _free(job, pools[c]) for c in eligible}
-    placed: JobDecision | None = None
     for name in sorted(eligible, key=lambda c: (order.get(c, 0), free[c], c)):
         if free[name] < job.gpus or units(name) < job.units:
             continue
         shares, failed = pack_job(job, {name: job.units}, pools)
         if failed is None:
-            placed = JobDecision(job.id, True, shares=shares)
-            break
-    capacity = {name: units(name) for name in eligible} if placed is None else known
-    if placed is None and job.cluster_limit >= 2:
-        placed = _split_greedily(job, pools, links, capacity)
-    if placed is None and job.elastic:
-        return _narrower(job, pools, links, book, rank, capacity)
-    if placed is not None and book is not None:
-        book.charge(
-            job,
-            {(s.cluster, job_models(job, pools[s.cluster])[0]): s.gpus for s in placed.shares},
-            {link_key(r.a, r.b): r.gbps for r in placed.reservations},
-        )
-    return placed
+            return JobDecision(job.id, True, shares=shares), known
+    return None, {name: units(name) for name in eligible}
 
 
 def holds_whole(job: JobRequest, pools: dict[str, ClusterPool], name: str) -> bool:

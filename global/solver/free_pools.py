@@ -5,10 +5,15 @@ eviction gives victims' pods back to and rolls back from (`FreePools`)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from volcano_global.solver.baselines import eligible_clusters, place_greedily
+from volcano_global.solver.baselines import (
+    eligible_clusters,
+    place_greedily,
+    placed_reading_links,
+    placement_key,
+)
 from volcano_global.solver.capacity import ClusterPool
 from volcano_global.solver.model import (
     ClusterCapacity,
@@ -20,6 +25,19 @@ from volcano_global.solver.model import (
     link_key,
 )
 from volcano_global.solver.packing import Pools, pools_of
+
+
+@dataclass
+class Asked:
+    """Answers given while the pools and the running jobs stay as they are (between two of
+    a round's evictions: every trial rolls back), by the question: `FreePools.fits_without`'s
+    by the job's `placement_key` and the victims' ids, `preemption.expected_wait`'s by the
+    key and the running jobs' ids. Only answers that read no link are kept: those are the
+    same for any job of that key (two preemptors of one shape differ in their
+    `allreduce_gbps`, which only a split reads)."""
+
+    placements: dict[tuple[object, ...], JobDecision | None] = field(default_factory=dict)
+    waits: dict[tuple[object, ...], float] = field(default_factory=dict)
 
 
 class FreePools:
@@ -46,14 +64,24 @@ class FreePools:
         job: JobRequest,
         victims: list[RunningJob] | tuple[RunningJob, ...],
         links: dict[tuple[str, str], float],
+        asked: Asked | None = None,
     ) -> JobDecision | None:
-        """Where the job would go with the victims gone (None: nowhere); nothing kept."""
+        """Where the job would go with the victims gone (None: nowhere); nothing kept. With
+        `asked`, an answer that read no link is given again to a job of the same
+        `placement_key` with the same victims (`Asked`)."""
+        key = (placement_key(job), tuple(v.id for v in victims))
+        if asked is not None and key in asked.placements:
+            known = asked.placements[key]
+            return None if known is None else replace(known, job_id=job.id)
         marks = self.mark()
         try:
             self.give_back(victims, self.usable(job))
-            return place_greedily(job, self.pools, with_links_of(links, victims))
+            placed, reads = placed_reading_links(job, self.pools, with_links_of(links, victims))
         finally:
             self.rollback(marks)
+        if asked is not None and not reads:
+            asked.placements[key] = placed
+        return placed
 
     def take(
         self,

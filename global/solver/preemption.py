@@ -53,9 +53,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from volcano_global.jobspec.priority_classes import NEVER
-from volcano_global.solver.baselines import holds_whole, place_greedily
+from volcano_global.solver.baselines import holds_whole, placed_reading_links, placement_key
 from volcano_global.solver.fair_share import QueueNode, fair_shares
-from volcano_global.solver.free_pools import FreePools, with_links_of
+from volcano_global.solver.free_pools import Asked, FreePools, with_links_of
 from volcano_global.solver.model import (
     Decision,
     JobDecision,
@@ -159,6 +159,7 @@ def preempt(
     free = FreePools(snapshot.clusters, pools)
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
+    asked = Asked()  # answers that hold until the next eviction
     jobs_left, gpus_left = rules.max_jobs, rules.max_gpus
     lost_left = rules.max_lost_gpu_hours if rules.max_lost_gpu_hours is not None else float("inf")
     out: list[Eviction] = []
@@ -176,11 +177,12 @@ def preempt(
             for r in snapshot.running
             if r.id not in taken and (kind := may_take(job, r, rules, queues)) is not None
         ]
-        chosen = _choose(job, allowed, free, links, (jobs_left, gpus_left, lost_left))
+        chosen = _choose(job, allowed, free, links, (jobs_left, gpus_left, lost_left), asked)
         if chosen is None:
             continue
         victims, placement = chosen
-        wait = expected_wait(job, [r for r in snapshot.running if r.id not in taken], free, links)
+        running = [r for r in snapshot.running if r.id not in taken]
+        wait = expected_wait(job, running, free, links, asked)
         if not _worth(job, victims, wait, rules):
             continue
         kinds = {kind for r, kind in allowed if r in victims}
@@ -192,6 +194,7 @@ def preempt(
                 s = queues[v.queue]
                 queues[v.queue] = replace(s, held=s.held - v.total_gpus)
         placement = free.take(job, victims, links) or placement
+        asked = Asked()  # the pools changed
         for r in placement.reservations:
             links[link_key(r.a, r.b)] -= r.gbps
         if job.queue in queues:
@@ -213,30 +216,51 @@ def expected_wait(
     running: list[RunningJob],
     free: FreePools,
     links: dict[tuple[str, str], float],
+    asked: Asked | None = None,
 ) -> float:
     """Seconds until running work is expected to leave room, with no eviction, for the job
     (which does not fit now): the running jobs end at their `ends_in_s`, earliest first,
-    until it fits (infinite if it never does). Found by bisection over how many have ended
-    (more room never undoes a fit of the greedy placement): a large server runs thousands of
-    jobs, and a placement tried after each would cost seconds a round."""
+    until it fits (infinite if it never does). With `asked`, an answer that read no link is
+    given again to a job of the same `placement_key` (`free_pools.Asked`)."""
+    key = (placement_key(job), tuple(r.id for r in running))
+    if asked is not None and key in asked.waits:
+        return asked.waits[key]
+    wait, reads = _expected_wait(job, running, free, links)
+    if asked is not None and not reads:
+        asked.waits[key] = wait
+    return wait
+
+
+def _expected_wait(
+    job: JobRequest,
+    running: list[RunningJob],
+    free: FreePools,
+    links: dict[tuple[str, str], float],
+) -> tuple[float, bool]:
+    """`expected_wait`, and whether a fit it tried read the links. Found by bisection over
+    how many have ended (more room never undoes a fit of the greedy placement): a large
+    server runs thousands of jobs, and a placement tried after each would cost seconds a
+    round."""
     ending = sorted(running, key=lambda r: (r.ends_in_s, r.id))
     if not ending:
-        return float("inf")
+        return float("inf"), False
     usable = free.usable(job)
     outer = free.mark()
     ended, room = 0, dict(links)  # the first `ended` have ended, kept until the answer
+    reads = False
 
     def fits(i: int) -> bool:
         """Whether the job fits once the first i have ended (i > ended); a miss keeps them
         ended (bisection only looks further on from a miss), a fit does not."""
-        nonlocal ended, room
+        nonlocal ended, room, reads
         if _fits_whole_in_one(job, free, ending[ended:i], usable):
             return True
         kept = free.mark()
         free.give_back(ending[ended:i], usable)
         more = with_links_of(room, ending[ended:i])  # added in the same order as one by one
         placed = free.mark()
-        found = place_greedily(job, free.pools, more) is not None
+        found, read = placed_reading_links(job, free.pools, more)
+        found, reads = found is not None, reads or read
         free.rollback(placed)
         if found:
             free.rollback(kept)
@@ -246,12 +270,12 @@ def expected_wait(
 
     try:
         if not fits(len(ending)):
-            return float("inf")
+            return float("inf"), reads
         low, high = 0, len(ending)  # fits(high); not known at low (0: nothing ended, never fits)
         while high - low > 1:
             mid = (low + high) // 2
             low, high = (low, mid) if fits(mid) else (mid, high)
-        return ending[high - 1].ends_in_s
+        return ending[high - 1].ends_in_s, reads
     finally:
         free.rollback(outer)
 
@@ -318,8 +342,9 @@ def _choose(
     free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
+    asked: Asked | None = None,
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
-    if free.fits_without(job, [], links) is not None:
+    if free.fits_without(job, [], links, asked) is not None:
         return None  # pending for another reason (quota, a reservation): evicting won't help
     useful = [r for r, _ in allowed if may_help(job, r)]
     by_cluster: dict[str, list[RunningJob]] = {}  # each cluster's, in the same order
@@ -329,7 +354,7 @@ def _choose(
     pools = [useful] + [by_cluster[c] for c in sorted(by_cluster)]
     best: tuple[tuple[float, ...], tuple[RunningJob, ...], JobDecision] | None = None
     for candidates in pools:
-        found = _greedy(job, candidates, free, links, left)
+        found = _greedy(job, candidates, free, links, left, asked)
         if found is None:
             continue
         victims, placement = found
@@ -349,6 +374,7 @@ def _greedy(
     free: FreePools,
     links: dict[tuple[str, str], float],
     left: tuple[int, int, float],
+    asked: Asked | None = None,
 ) -> tuple[tuple[RunningJob, ...], JobDecision] | None:
     """Steps 2 and 3 of the rule over these candidates, within what the caps leave."""
     jobs_left, gpus_left, lost_left = left
@@ -362,14 +388,14 @@ def _greedy(
         ):
             break
         picked.append(victim)
-        placement = free.fits_without(job, picked, links)
+        placement = free.fits_without(job, picked, links, asked)
         if placement is not None:
             break
     if placement is None:
         return None
     for victim in sorted(picked, key=victim_order, reverse=True):  # reprieve
         rest = [v for v in picked if v is not victim]
-        fit = free.fits_without(job, rest, links) if rest else None
+        fit = free.fits_without(job, rest, links, asked) if rest else None
         if fit is not None:
             picked, placement = rest, fit
     return tuple(sorted(picked, key=victim_order)), placement

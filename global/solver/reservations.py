@@ -196,22 +196,28 @@ class _Timeline:
             (t, name, g) for name, m in models.items() for t, g in self.releases[(name, m)]
         )
         total, done, unit_gpus = sum(avail.values()), 0, max(job.unit_gpus, 1)
+        # Once one cluster could take every unit, `split_units` stops at it and `_split` finds
+        # no split, then or later (ends only free GPUs): thousands of ends not asked again.
+        need = max(job.units, job.min_share_units)
+        one_holds = any(min(avail[n] // unit_gpus, most[n]) >= need for n in models)
         for t in times:
             while done < len(ends) and ends[done][0] <= t:
-                avail[ends[done][1]] += ends[done][2]
-                total += ends[done][2]
+                _, name, gpus = ends[done]
+                avail[name] += gpus
+                total += gpus
                 done += 1
+                one_holds = one_holds or min(avail[name] // unit_gpus, most[name]) >= need
             for name in sorted(whole_left):
                 if avail[name] // unit_gpus >= job.units:
                     whole_left.discard(name)
                     out.append(self._hold(job, t, {name: job.units}, avail, models))
             # A split needs its units' GPUs free over the clusters (`_split` finds none else).
-            if not split_found and total // unit_gpus >= job.units:
+            if not split_found and not one_holds and total // unit_gpus >= job.units:
                 units = _split(job, avail, most, self._links_at(t))
                 if units is not None:
                     split_found = True
                     out.append(self._hold(job, t, units, avail, models))
-            if not whole_left and split_found:
+            if not whole_left and (split_found or one_holds):
                 break
         # Soonest first; at the same time whole before split, then the tightest cluster.
         return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))

@@ -29,6 +29,14 @@ def split_units(
     return units
 
 
+def may_split(job: JobRequest, capacity: dict[str, int]) -> bool:
+    """Whether `split_units` could find a split on these units per cluster, links aside: its
+    shares are at most `cluster_limit` clusters of at least `min_share_units` units each and
+    cover the job's units, so none is found when the largest such clusters cannot."""
+    room = sorted((u for u in capacity.values() if u >= job.min_share_units), reverse=True)
+    return sum(room[: job.cluster_limit]) >= job.units
+
+
 def _fill(job: JobRequest, chosen: list[str], capacity: dict[str, int]) -> dict[str, int] | None:
     """Units per chosen cluster, biggest first, every share at least the minimum."""
     remaining = job.units
