@@ -109,13 +109,13 @@ async def failed_into(
     failures: list[tuple[float, str]],
     *,
     same_job: bool = False,
-    cause: CopyCause = CopyCause.DESTINATION,
+    cause: CopyCause | None = CopyCause.DESTINATION,
     namespace: str = "",
     data_source: str = "",
     state: CopyState = CopyState.FAILED,
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), blaming
-    `cause`, for no job (each another deleted job's: in its own namespace, or `namespace`;
+    `cause` (None: recorded by a replica from before causes), for no job (each another deleted job's: in its own namespace, or `namespace`;
     of the copy's data, or `data_source`) or, `same_job`, for its job. `state`: copies that
     ended otherwise (SUCCEEDED: ones that worked)."""
     made = []

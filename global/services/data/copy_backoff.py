@@ -4,13 +4,15 @@ any job (`broken_destinations`), with which failures count against a destination
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import case, false, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from volcano_global.db.models import RUNNING_COPY, Cluster, CopyState, DataCopy
 from volcano_global.rpc.copies import CopyCause
@@ -35,17 +37,17 @@ BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
 # What counts against the destination (`counted`): failures it caused, and the API server's
-# refusals of the job's namespace (not there, RBAC's 403) in namespaces a copy into it once
-# succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a namespace that
-# worked and no longer does is the job's; several, the cluster's namespaces or the agent's
-# RBAC there). A namespace no copy ever succeeded in there says nothing of the cluster: an
-# agent may serve some namespaces on purpose (one RoleBinding each, deploy/overlays/
-# member-gpu-east/served-namespaces.yaml), and jobs of the others must not bar it for all.
-# Never a cluster lost a while (`fail_lost`) nor the agent's refusal of a namespace by its
-# name (kube-*, its own: alike in every cluster).
+# refusals of the job's namespace (not there or being deleted, RBAC's 403) in namespaces a
+# copy into it once succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a
+# namespace that worked and no longer does is the job's; several, the cluster's namespaces or
+# the agent's RBAC there). A namespace no copy ever succeeded in there says nothing of the
+# cluster (and is not read): an agent may serve some namespaces on purpose (one RoleBinding
+# each, deploy/overlays/member-gpu-east/served-namespaces.yaml), and jobs of the others must
+# not bar it for all. Never a cluster lost a while (`fail_lost`) nor the agent's refusal of
+# a namespace by its name (kube-*, its own: alike in every cluster).
 _SPREAD = (CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING)
-_MAY_COUNT = (CopyCause.DESTINATION, *_SPREAD)
 NAMESPACES_SPREAD = 2
+_LOST = re.compile(r"cluster \S+ is \S+")  # `copies.fail_lost`'s reason
 
 
 class Failure(NamedTuple):
@@ -56,6 +58,7 @@ class Failure(NamedTuple):
     cause: CopyCause
     ended: datetime
     reason: str
+    served: bool = False  # a copy into the cluster once succeeded in its namespace
 
 
 class Broken(NamedTuple):
@@ -95,8 +98,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
     runs or their probe copy runs (a copy into it made since the incident that made it
     broken began), open to one probe copy once it has ended."""
-    runs = await _runs(session)
-    served = await _served(session, clusters=list(runs))
+    runs = await failure_runs(session)
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
@@ -107,7 +109,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         started.setdefault(name, []).append(_aware(created))
     found = Broken({}, {})
     for name, run in runs.items():
-        failures = counted(run, served.get(name, set()))
+        failures = counted(run)
         began, jobs = _incidents([f.ended for f in failures]), len({f.job for f in failures})
         broke = _broke_at(began)
         if broke is None or jobs < 2:
@@ -129,9 +131,12 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     return found
 
 
-async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
+async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
     """Cluster -> the failed copies into it since its last successful one that may count
-    against it (`_MAY_COUNT`), oldest first."""
+    against it, oldest first: its own (`destination`), and the API server's refusals of a
+    namespace a copy into it once succeeded in (`served`). Refusals of the namespaces never
+    served there are not read: they never count, and an agent that serves some namespaces
+    on purpose refuses one copy per backoff of each job of the others."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -141,6 +146,19 @@ async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
         .group_by(DataCopy.destination_cluster_id)
         .subquery()
     )
+    success = aliased(DataCopy)
+    served = (
+        select(success.id)
+        .where(
+            success.destination_cluster_id == DataCopy.destination_cluster_id,
+            success.state == CopyState.SUCCEEDED,
+            success.namespace == DataCopy.namespace,
+        )
+        .exists()
+    )
+    # A replica from before causes (a rolling upgrade) records failures without one: read
+    # whole, by their words (`_cause`).
+    unsaid = DataCopy.cause.is_(None)
     rows = await session.execute(
         select(
             Cluster.name,
@@ -150,56 +168,46 @@ async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
             DataCopy.cause,
             DataCopy.ended_at,
             DataCopy.reason,
+            case((DataCopy.cause.in_(_SPREAD) | unsaid, served), else_=false()),
         )
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
             DataCopy.state == CopyState.FAILED,
-            DataCopy.cause.in_(_MAY_COUNT),
+            (DataCopy.cause == CopyCause.DESTINATION)
+            | unsaid
+            | (DataCopy.cause.in_(_SPREAD) & served),
             (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
         )
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
     found: dict[str, list[Failure]] = {}
-    for name, job_id, namespace, source, cause, ended, reason in rows.all():
+    for name, job_id, namespace, source, cause, ended, reason, in_served in rows.all():
         # A deleted job leaves its copies without one (job_id NULL): its retries, one per
         # backoff, are told apart from other jobs' by what they copied, for whom.
         job = job_id or (namespace, source)
-        found.setdefault(name, []).append(Failure(job, namespace, cause, _aware(ended), reason))
+        cause = cause or _cause(reason)
+        failure = Failure(job, namespace, cause, _aware(ended), reason, bool(in_served))
+        found.setdefault(name, []).append(failure)
     return found
 
 
-async def _served(session: AsyncSession, *, clusters: list[str]) -> dict[str, set[str]]:
-    """Cluster -> the namespaces a copy into it ever succeeded in (its agent could write
-    there)."""
-    if not clusters:
-        return {}
-    rows = await session.execute(
-        select(Cluster.name, DataCopy.namespace)
-        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state == CopyState.SUCCEEDED, Cluster.name.in_(clusters))
-        .distinct()
-    )
-    found: dict[str, set[str]] = {}
-    for name, namespace in rows.all():
-        found.setdefault(name, set()).add(namespace)
-    return found
+def _cause(reason: str) -> CopyCause:
+    """The cause of a failure recorded without one, by its words: `fail_lost`'s (`cluster
+    gpu-a is NotReady`) or an agent's (`CopyCause.of_words`), as migration 0030 read them."""
+    return CopyCause.CLUSTER_LOST if _LOST.fullmatch(reason) else CopyCause.of_words(reason)
 
 
-def counted(run: list[Failure], served: set[str]) -> list[Failure]:
+def counted(run: list[Failure]) -> list[Failure]:
     """The failures of a run that count against its destination: its own, and refusals of
-    `served` namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
-    refused = [f for f in run if f.cause in _SPREAD and f.namespace in served]
+    served namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
+    refused = [f for f in run if f.cause in _SPREAD and f.served]
     spread = {
         cause
         for cause in _SPREAD
         if len({f.namespace for f in refused if f.cause is cause}) >= NAMESPACES_SPREAD
     }
-    return [
-        f
-        for f in run
-        if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.namespace in served)
-    ]
+    return [f for f in run if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.served)]
 
 
 def _broke_at(began: list[datetime]) -> int | None:
