@@ -23,8 +23,9 @@ from volcano_global.rpc.copies import CopyCause
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
 # A cluster copies into which failed in `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S`, in
-# a run of failures (since its last success) of at least 2 jobs (a deleted job's copies: one
-# per namespace and data source), gets none for any job, as one job's failures bar it for that
+# a run of failures (since its last success) of at least 2 jobs up to the last of them (a
+# job's uid, kept when it is deleted; a copy without one: one per namespace and data
+# source), gets none for any job, as one job's failures bar it for that
 # job: a cluster broken for every job (its copier's image cannot be pulled, its volume is
 # full) would otherwise fail one copy per waiting job. Failures within `INCIDENT_S` of an
 # incident's first are that incident (copies failing together are one cause). 5 min after
@@ -53,7 +54,7 @@ _LOST = re.compile(r"cluster \S+ is \S+")  # `copies.fail_lost`'s reason
 class Failure(NamedTuple):
     """A failed copy into a cluster, as the bar reads it."""
 
-    job: object  # the job's id; a deleted job's copies: (namespace, data source)
+    job: object  # the job's uid; without one (a deleted job's): (namespace, data source)
     namespace: str
     cause: CopyCause
     ended: datetime
@@ -110,14 +111,14 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     found = Broken({}, {})
     for name, run in runs.items():
         failures = counted(run)
-        began, jobs = _incidents([f.ended for f in failures]), len({f.job for f in failures})
-        broke = _broke_at(began)
-        if broke is None or jobs < 2:
+        began, jobs = _incidents(failures)
+        broke = _broke_at(began, jobs)
+        if broke is None:
             continue
         incidents, last = len(began), failures[-1]
         until = last.ended + timedelta(seconds=retry_after(incidents - broke))
         said = (
-            f"copies into it failed {incidents} times in a row, for {jobs} jobs "
+            f"copies into it failed {incidents} times in a row, for {jobs[-1]} jobs "
             f"(the last: {last.reason})"
         )
         if until > now:
@@ -162,7 +163,7 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
     rows = await session.execute(
         select(
             Cluster.name,
-            DataCopy.job_id,
+            func.coalesce(DataCopy.job_uid, DataCopy.job_id),
             DataCopy.namespace,
             DataCopy.data_source,
             DataCopy.cause,
@@ -183,7 +184,8 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
     )
     found: dict[str, list[Failure]] = {}
     for name, job_id, namespace, source, cause, ended, reason, in_served in rows.all():
-        # A deleted job leaves its copies without one (job_id NULL): its retries, one per
+        # A deleted job's copies keep its uid; those made before migration 0031 (or by a
+        # replica from before it) and since deleted keep none: its retries, one per
         # backoff, are told apart from other jobs' by what they copied, for whom.
         job = job_id or (namespace, source)
         cause = cause or _cause(reason)
@@ -210,24 +212,32 @@ def counted(run: list[Failure]) -> list[Failure]:
     return [f for f in run if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.served)]
 
 
-def _broke_at(began: list[datetime]) -> int | None:
+def _broke_at(began: list[datetime], jobs: list[int]) -> int | None:
     """The index of the incident that made the run a bar: the first that ends
-    `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S` (None: none did)."""
+    `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S`, its failures and those before of at
+    least 2 jobs (None: none did). Decided on the run up to it, which later failures do not
+    change: once made, a bar lasts until a success ends the run."""
     span = BROKEN_AFTER - 1
     for i in range(span, len(began)):
-        if (began[i] - began[i - span]).total_seconds() <= BROKEN_WINDOW_S:
+        within = (began[i] - began[i - span]).total_seconds() <= BROKEN_WINDOW_S
+        if within and jobs[i] >= 2:
             return i
     return None
 
 
-def _incidents(ended: list[datetime]) -> list[datetime]:
-    """When each incident that failures ended at these times (sorted) make began
-    (`INCIDENT_S`)."""
+def _incidents(failures: list[Failure]) -> tuple[list[datetime], list[int]]:
+    """When each incident the failures (oldest first) make began (`INCIDENT_S`), and how
+    many jobs' failures there were up to each, its own included."""
     began: list[datetime] = []
-    for at in ended:
-        if not began or (at - began[-1]).total_seconds() > INCIDENT_S:
-            began.append(at)
-    return began
+    jobs: list[int] = []
+    seen: set[object] = set()
+    for failure in failures:
+        if not began or (failure.ended - began[-1]).total_seconds() > INCIDENT_S:
+            began.append(failure.ended)
+            jobs.append(0)
+        seen.add(failure.job)
+        jobs[-1] = len(seen)
+    return began, jobs
 
 
 def _aware(at: datetime) -> datetime:
