@@ -183,11 +183,11 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
     found: dict[str, list[Failure]] = {}
-    for name, job_id, namespace, source, cause, ended, reason, in_served in rows.all():
+    for name, uid, namespace, source, cause, ended, reason, in_served in rows.all():
         # A deleted job's copies keep its uid; those made before migration 0031 (or by a
         # replica from before it) and since deleted keep none: its retries, one per
         # backoff, are told apart from other jobs' by what they copied, for whom.
-        job = job_id or (namespace, source)
+        job = uid or (namespace, source)
         cause = cause or _cause(reason)
         failure = Failure(job, namespace, cause, _aware(ended), reason, bool(in_served))
         found.setdefault(name, []).append(failure)
@@ -196,7 +196,8 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
 
 def _cause(reason: str) -> CopyCause:
     """The cause of a failure recorded without one, by its words: `fail_lost`'s (`cluster
-    gpu-a is NotReady`) or an agent's (`CopyCause.of_words`), as migration 0030 read them."""
+    gpu-a is NotReady`), or an agent's, read as an agent's from before causes is at its
+    report (`CopyCause.of_words`)."""
     return CopyCause.CLUSTER_LOST if _LOST.fullmatch(reason) else CopyCause.of_words(reason)
 
 
