@@ -109,15 +109,16 @@ async def failed_into(
     failures: list[tuple[float, str]],
     *,
     same_job: bool = False,
-    cause: CopyCause = CopyCause.DESTINATION,
+    cause: CopyCause | None = CopyCause.DESTINATION,
     namespace: str = "",
     data_source: str = "",
     state: CopyState = CopyState.FAILED,
+    job: uuid.UUID | None = None,
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), blaming
-    `cause`, for no job (each another deleted job's: in its own namespace, or `namespace`;
-    of the copy's data, or `data_source`) or, `same_job`, for its job. `state`: copies that
-    ended otherwise (SUCCEEDED: ones that worked)."""
+    `cause` (None: recorded by a replica from before causes), for no job (each another deleted job's: in its own namespace, or `namespace`;
+    of the copy's data, or `data_source`) or, `same_job`, for its job (or `job`, in its
+    namespace). `state`: copies that ended otherwise (SUCCEEDED: ones that worked)."""
     made = []
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
@@ -126,8 +127,11 @@ async def failed_into(
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
             clone |= {"id": uuid.uuid4(), "reason": why, "state": state}
             clone |= {"cause": cause, "data_source": data_source or row.data_source}
-            if not same_job:
-                clone |= {"job_id": None, "namespace": namespace or f"team-{uuid.uuid4().hex[:8]}"}
+            if job is not None:
+                clone |= {"job_id": job, "job_uid": job}
+            elif not same_job:
+                clone |= {"job_id": None, "job_uid": None}
+                clone["namespace"] = namespace or f"team-{uuid.uuid4().hex[:8]}"
             clone["ended_at"] = row.ended_at - timedelta(seconds=ago)
             made.append(DataCopy(**clone))
         session.add_all(made)

@@ -64,9 +64,10 @@ class NotFound(Exception):
     namespace it would go in); an unknown path ("the server could not find the requested
     resource", e.g. a CRD not installed) names nothing."""
 
-    def __init__(self, message: str, *, named: bool) -> None:
+    def __init__(self, message: str, *, named: bool, kind: str = "") -> None:
         super().__init__(message)
         self.named = named
+        self.kind = kind  # the Status' `details.kind`: what is not there ("namespaces")
 
 
 class AlreadyExists(Exception):
@@ -75,11 +76,13 @@ class AlreadyExists(Exception):
 
 class Refused(Exception):
     """The API server refused a write; the message says why (for the user), `status` with
-    which HTTP status (403: RBAC; 404: a create's namespace is not there)."""
+    which HTTP status (403: RBAC, or an admission plugin or webhook: the message tells which;
+    404: what `kind` names is not there, e.g. "namespaces")."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ class KubeApi:
         """A 404 on a create: Refused when it names what is missing (a namespace), else
         Missing or Transient by discovery."""
         if exc.named:
-            return Refused(str(exc), status=404)
+            return Refused(str(exc), status=404, kind=exc.kind)
         return await self._missing_or_transient(kind, exc)
 
     async def _missing_or_transient(self, kind: Kind, exc: NotFound) -> Exception:
@@ -420,9 +423,11 @@ def _failure(
     # (status 0 is kubernetes-asyncio refusing to build the request: not worth repeating)
     if status == 429 or (status or 0) >= 500:
         return Transient(f"{status} {reason}: {message}", retry_after=_retry_after(headers))
+    details = status_body.get("details") or {}
+    kind = str(details.get("kind") or "")
     if status == 404:
-        return NotFound(message, named=bool((status_body.get("details") or {}).get("name")))
-    return Refused(message, status=status)
+        return NotFound(message, named=bool(details.get("name")), kind=kind)
+    return Refused(message, status=status, kind=kind)
 
 
 def _status_body(body: object) -> dict[str, Any]:

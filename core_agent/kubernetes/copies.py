@@ -130,7 +130,8 @@ class Copies:
             name = name or await self.stager.create(share, persist=persist)
         except Refused as exc:  # a write in the job's namespace
             what = f"creating staging Job {copy.namespace}/{staging_job_name(share)}"
-            return f"{what}: {exc}", _refusal_cause(exc)
+            cause = CopyCause.of_refusal(status=exc.status, message=str(exc), kind=exc.kind)
+            return f"{what}: {exc}", cause
         why = await self.stager.wait(share, name, persist=persist, stop=stop, progress=progress)
         return why, CopyCause.DESTINATION
 
@@ -221,17 +222,6 @@ def _failed(copy_id: str, why: str, cause: CopyCause, *, total: int = 0) -> Copy
     return CopyStatus(
         copy_id=copy_id, phase=CopyPhase.FAILED, bytes=total, message=why, cause=cause
     )
-
-
-def _refusal_cause(exc: Refused) -> CopyCause:
-    """What the API server's refusal of a copy's Job blames: RBAC's 403 and a missing
-    namespace (404), the job's namespace; anything else (an invalid Job), the cluster's
-    copier."""
-    if exc.status == 403:
-        return CopyCause.FORBIDDEN
-    if exc.status == 404:
-        return CopyCause.NAMESPACE_MISSING
-    return CopyCause.DESTINATION
 
 
 def _namespace(job: dict[str, Any]) -> str:

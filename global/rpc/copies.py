@@ -16,10 +16,26 @@ MAX_BYTES = 2**63 - 1  # a BIGINT column's largest value
 # How an agent's reason begins for a copy it refuses for its namespace (a system namespace,
 # its own). The Global reads these words only from an agent from before `CopyCause`.
 NAMESPACE_REFUSED = "the agent creates no job in"
-# The API server's words refusing the staging Job for the job's namespace (not there; RBAC's
-# 403, which names the namespace), as an agent from before `CopyCause` reports them.
+# kube-apiserver's 403s (k8s.io/apiserver) all have the reason `Forbidden`; their message tells
+# them apart. RBAC denying a verb in a namespace (`responsewriters.forbiddenMessage`, wrapped
+# by `apierrors.NewForbidden` as `<resource>[ "<name>"] is forbidden: ...`); NamespaceLifecycle
+# refusing a new object in a namespace being deleted. Others are the cluster's policy: an
+# admission webhook (`admission webhook "<name>" denied the request: ...`, Gatekeeper's),
+# a ResourceQuota (`... is forbidden: exceeded quota: ...`), a LimitRange, an admission policy.
+# Matched at the message's start: a webhook's message may quote RBAC's words after its own.
+_RESOURCE_FORBIDDEN = r'[^\s"]+(?: "[^"]*")? is forbidden: '
+_RBAC_DENIED = re.compile(
+    _RESOURCE_FORBIDDEN
+    + r'User "[^"]*" cannot [a-z]+ resource "[^"]*" in API group "[^"]*" in the namespace "'
+)
+_NAMESPACE_ENDING = re.compile(
+    _RESOURCE_FORBIDDEN + r"unable to create new content in namespace \S+ because it is being "
+    r"terminated"
+)
+# A 404's message on the namespace (`apierrors.NewNotFound`, `details.kind` "namespaces").
 _MISSING = re.compile(r'namespaces "[^"]+" not found')
-_FORBIDDEN = re.compile(r'is forbidden: .* in the namespace "')
+# How an agent from before `CopyCause` worded the API server's refusal of a copy's Job.
+_CREATING = re.compile(r"creating staging Job \S+: (?P<message>.*)", re.DOTALL)
 
 
 class CopyCause(enum.StrEnum):
@@ -29,21 +45,38 @@ class CopyCause(enum.StrEnum):
 
     DESTINATION = "destination"
     NAMESPACE_REFUSED = "namespace-refused"  # by the agent: kube-*, its own
-    NAMESPACE_MISSING = "namespace-missing"  # the API server's 404 on the namespace
-    FORBIDDEN = "forbidden"  # the API server's 403 on the Job in the job's namespace
+    NAMESPACE_MISSING = "namespace-missing"  # the API server: no such namespace, or ending
+    FORBIDDEN = "forbidden"  # RBAC's 403 on the Job in the job's namespace
     CLUSTER_LOST = "cluster-lost"
+
+    @classmethod
+    def of_refusal(cls, *, status: int | None, message: str, kind: str = "") -> CopyCause:
+        """What the API server's refusal of a copy's Job blames, by its Status: the job's
+        namespace for a 404 on the namespace (`kind` "namespaces", the Status' details) or
+        one being deleted (a 403), and for RBAC's 403; the destination for anything else
+        (an admission webhook, a quota, an invalid Job: the cluster's policy or copier)."""
+        if status == 404:
+            return cls.NAMESPACE_MISSING if kind == "namespaces" else cls.DESTINATION
+        if status == 403 and _RBAC_DENIED.match(message):
+            return cls.FORBIDDEN
+        if status == 403 and _NAMESPACE_ENDING.match(message):
+            return cls.NAMESPACE_MISSING
+        return cls.DESTINATION
 
     @classmethod
     def of_words(cls, reason: str) -> CopyCause:
         """The cause of a failure an agent from before causes reports, read once from its
-        words by the rules the Global read every failure by before."""
+        words by the rules an agent now says it by (`of_refusal`): its words do not say the
+        status, and the namespace's 404 is its message."""
         if reason.startswith(NAMESPACE_REFUSED):
             return cls.NAMESPACE_REFUSED
-        if _MISSING.search(reason):
+        refused = _CREATING.match(reason)
+        if refused is None:  # the copier failed, or the list of Jobs was refused
+            return cls.DESTINATION
+        message = refused["message"]
+        if _MISSING.match(message):
             return cls.NAMESPACE_MISSING
-        if _FORBIDDEN.search(reason):
-            return cls.FORBIDDEN
-        return cls.DESTINATION
+        return cls.of_refusal(status=403, message=message)
 
 
 class CopyPhase(enum.StrEnum):

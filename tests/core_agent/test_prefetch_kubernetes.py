@@ -178,7 +178,7 @@ async def test_a_failed_copy_says_whether_it_blames_the_jobs_namespace_or_the_cl
             "absent": CopyCause.NAMESPACE_MISSING,
             "ml": CopyCause.FORBIDDEN,
         }
-        emulator.faults.add("POST", "/apis/batch/v1/namespaces/ml/jobs", 403)
+        emulator.faults.add("POST", "/apis/batch/v1/namespaces/ml/jobs", 403, message=RBAC_DENIED)
         for i, (namespace, cause) in enumerate(expected.items()):
             copy = replace(COPY, copy_id=f"{i + 1}{COPY.copy_id[1:]}", namespace=namespace)
             source.apply_copy(copy, reports.append)
@@ -200,6 +200,88 @@ async def test_a_failed_copy_says_whether_it_blames_the_jobs_namespace_or_the_cl
         source.apply_copy(COPY, reports.append)  # the cluster's own failure counts
         await eventually(lambda: len(ends(reports)) == 1)
         assert (reports[-1].phase, reports[-1].cause) == (CopyPhase.FAILED, CopyCause.DESTINATION)
+
+
+RBAC_DENIED = (
+    'jobs.batch is forbidden: User "system:serviceaccount:volcano-global:vglobal-agent" cannot '
+    'create resource "jobs" in API group "batch" in the namespace "ml"'
+)
+JOB = f'jobs.batch "train-stage-{COPY.copy_id}" is forbidden'
+# kube-apiserver's other refusals of the staging Job, as it words them: its reason is
+# `Forbidden` (or `NotFound`) for each, the message and details tell them apart.
+REFUSALS = {
+    "Gatekeeper's webhook": (
+        403,
+        'admission webhook "validation.gatekeeper.sh" denied the request: [no-batch-jobs] '
+        "batch Jobs are not allowed in this cluster",
+        None,
+        CopyCause.DESTINATION,
+    ),
+    "a webhook quoting RBAC": (
+        403,
+        f'admission webhook "policy.example.com" denied the request: {RBAC_DENIED}',
+        None,
+        CopyCause.DESTINATION,
+    ),
+    "a ResourceQuota": (
+        403,
+        f"{JOB}: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=50, "
+        "limited: count/jobs.batch=50",
+        None,
+        CopyCause.DESTINATION,
+    ),
+    "a LimitRange": (
+        403,
+        f"{JOB}: maximum memory usage per Container is 1Gi, but limit is 4Gi",
+        None,
+        CopyCause.DESTINATION,
+    ),
+    "an admission policy": (
+        403,
+        f"{JOB}: ValidatingAdmissionPolicy 'no-jobs' with binding 'no-jobs' denied request: no",
+        None,
+        CopyCause.DESTINATION,
+    ),
+    "the namespace being deleted": (
+        403,
+        f"{JOB}: unable to create new content in namespace ml because it is being terminated",
+        None,
+        CopyCause.NAMESPACE_MISSING,
+    ),
+    "RBAC": (403, RBAC_DENIED, None, CopyCause.FORBIDDEN),
+    "no such service account": (
+        404,
+        'serviceaccounts "copier" not found',
+        {"name": "copier", "kind": "serviceaccounts"},
+        CopyCause.DESTINATION,
+    ),
+    "no such namespace": (
+        404,
+        'namespaces "ml" not found',
+        {"name": "ml", "kind": "namespaces"},
+        CopyCause.NAMESPACE_MISSING,
+    ),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+async def test_only_rbac_and_the_namespace_refusing_the_copys_job_blame_the_namespace(
+    refusal: str,
+) -> None:
+    # Every 403 blamed the job's namespace: a cluster-wide policy refusing the copier (a
+    # webhook, a quota) then never counted against the cluster. Only RBAC's words, and the
+    # namespace missing or being deleted, do; and an old agent's words read the same.
+    status, message, details, cause = REFUSALS[refusal]
+    async with agent() as (emulator, source, _):
+        path = "/apis/batch/v1/namespaces/ml/jobs"
+        emulator.faults.add("POST", path, status, message=message, details=details)
+        reports: list[CopyStatus] = []
+        source.apply_copy(COPY, reports.append)
+        await eventually(lambda: len(ends(reports)) == 1)
+        assert (reports[-1].phase, reports[-1].cause) == (CopyPhase.FAILED, cause)
+        assert message in reports[-1].message
+        assert CopyCause.of_words(reports[-1].message) is cause
+        assert staging_jobs(emulator) == []
 
 
 def fill(emulator: Any) -> None:

@@ -7,6 +7,7 @@ method and a path (and, if given, whether the request is a watch) and is used `t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -48,6 +49,8 @@ class Fault:
     retry_after: int | None = None
     watch: bool | None = None  # None: watches and other requests alike
     hits: int = 0
+    message: str = ""  # the Status' message ("": the usual one for the status, MESSAGES)
+    details: dict[str, Any] | None = None  # the Status' details
 
 
 class Faults:
@@ -63,8 +66,12 @@ class Faults:
         times: int = 1,
         retry_after: int | None = None,
         watch: bool | None = None,
+        message: str = "",
+        details: dict[str, Any] | None = None,
     ) -> Fault:
-        fault = Fault(method, path, status, times, retry_after, watch)
+        fault = Fault(
+            method, path, status, times, retry_after, watch, message=message, details=details
+        )
         self.pending.append(fault)
         return fault
 
@@ -95,9 +102,11 @@ def _respond(request: web.Request, fault: Fault) -> web.Response:
         "metadata": {},
         "status": "Failure",
         "reason": REASONS.get(fault.status, "InternalError"),
-        "message": MESSAGES.get(fault.status, f"injected {fault.status}"),
+        "message": fault.message or MESSAGES.get(fault.status, f"injected {fault.status}"),
         "code": fault.status,
     }
+    if fault.details is not None:
+        body["details"] = dict(fault.details)
     if fault.retry_after is not None:
-        body["details"] = {"retryAfterSeconds": fault.retry_after}
+        body["details"] = {**body.get("details", {}), "retryAfterSeconds": fault.retry_after}
     return web.json_response(body, status=fault.status, headers=headers)

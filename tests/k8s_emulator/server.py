@@ -202,7 +202,9 @@ class KubeEmulator:
                 return (
                     web.json_response(obj)
                     if obj
-                    else _status(404, "NotFound", f'{gvr[2]} "{name}" not found', name=name)
+                    else _status(
+                        404, "NotFound", f'{gvr[2]} "{name}" not found', name=name, kind=gvr[2]
+                    )
                 )
             if subresource == "status" and request.method in ("PUT", "PATCH"):
                 return web.json_response(
@@ -214,9 +216,8 @@ class KubeEmulator:
                     body.pop("status", None)
                 if namespace:
                     if ("", namespace) not in self.objects[NAMESPACES]:
-                        return _status(
-                            404, "NotFound", f'namespaces "{namespace}" not found', name=namespace
-                        )
+                        missing = f'namespaces "{namespace}" not found'
+                        return _status(404, "NotFound", missing, name=namespace, kind="namespaces")
                     body.setdefault("metadata", {})["namespace"] = namespace
                 for admit in self.admission:
                     if (refusal := admit(gvr, namespace or "", body)) is not None:
@@ -373,9 +374,12 @@ async def _propagation(request: web.Request) -> str:
     return str(options.get("propagationPolicy", "")) if isinstance(options, dict) else ""
 
 
-def _status(code: int, reason: str, message: str, *, name: str = "") -> web.Response:
-    """A Status; one about a named object (or namespace) says its name in `details`, as
-    kube-apiserver's do, while an unknown path's 404 names nothing."""
+def _status(
+    code: int, reason: str, message: str, *, name: str = "", kind: str = ""
+) -> web.Response:
+    """A Status; one about a named object (or namespace) says its name and its resource
+    (`kind`: "namespaces") in `details`, as kube-apiserver's do, while an unknown path's 404
+    names nothing."""
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -386,7 +390,7 @@ def _status(code: int, reason: str, message: str, *, name: str = "") -> web.Resp
         "code": code,
     }
     if name:
-        body["details"] = {"name": name}
+        body["details"] = {"name": name, **({"kind": kind} if kind else {})}
     return web.json_response(body, status=code)
 
 

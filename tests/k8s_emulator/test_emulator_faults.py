@@ -5,6 +5,7 @@ kubernetes-asyncio client over HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 import pytest
@@ -79,11 +80,11 @@ async def test_a_404_names_the_object_or_namespace_but_an_unknown_path_names_not
     custom = client.CustomObjectsApi(api)
     with pytest.raises(ApiException) as namespace:
         await core.create_namespaced_service("absent", {"metadata": {"name": "s"}})
-    assert '"details": {"name": "absent"}' in namespace.value.body
+    assert json.loads(namespace.value.body)["details"] == {"name": "absent", "kind": "namespaces"}
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
     with pytest.raises(ApiException) as named:
         await core.read_namespaced_service("s", "ml")
-    assert '"details": {"name": "s"}' in named.value.body
+    assert json.loads(named.value.body)["details"] == {"name": "s", "kind": "services"}
     with pytest.raises(ApiException) as unknown:
         await custom.list_cluster_custom_object("batch.volcano.sh", "v1alpha1", "jobs")
     assert unknown.value.status == 404

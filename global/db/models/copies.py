@@ -54,6 +54,10 @@ class DataCopy(UUIDPrimaryKey, Base):
     job_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("jobs.id", ondelete="SET NULL"), index=True, default=None
     )
+    # The job's uid, kept when its row goes (job_id NULL): the failures of deleted jobs are
+    # still told apart (`copy_backoff`). NULL: made before migration 0031, or by a replica
+    # from before it.
+    job_uid: Mapped[uuid.UUID | None] = mapped_column(default=None)
     purpose: Mapped[str] = mapped_column(String(32))
     namespace: Mapped[str] = mapped_column(String(63))  # where its staging Job runs
     item: Mapped[dict[str, Any]] = mapped_column(JSONType)

@@ -4,13 +4,15 @@ any job (`broken_destinations`), with which failures count against a destination
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import case, false, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from volcano_global.db.models import RUNNING_COPY, Cluster, CopyState, DataCopy
 from volcano_global.rpc.copies import CopyCause
@@ -21,8 +23,9 @@ from volcano_global.rpc.copies import CopyCause
 RETRY_AFTER_S = 300.0
 RETRY_CAP_S = 6 * 3600.0
 # A cluster copies into which failed in `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S`, in
-# a run of failures (since its last success) of at least 2 jobs (a deleted job's copies: one
-# per namespace and data source), gets none for any job, as one job's failures bar it for that
+# a run of failures (since its last success) of at least 2 jobs up to the last of them (a
+# job's uid, kept when it is deleted; a copy without one: one per namespace and data
+# source), gets none for any job, as one job's failures bar it for that
 # job: a cluster broken for every job (its copier's image cannot be pulled, its volume is
 # full) would otherwise fail one copy per waiting job. Failures within `INCIDENT_S` of an
 # incident's first are that incident (copies failing together are one cause). 5 min after
@@ -35,27 +38,28 @@ BROKEN_AFTER = 3
 BROKEN_WINDOW_S = 24 * 3600.0
 INCIDENT_S = 60.0
 # What counts against the destination (`counted`): failures it caused, and the API server's
-# refusals of the job's namespace (not there, RBAC's 403) in namespaces a copy into it once
-# succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a namespace that
-# worked and no longer does is the job's; several, the cluster's namespaces or the agent's
-# RBAC there). A namespace no copy ever succeeded in there says nothing of the cluster: an
-# agent may serve some namespaces on purpose (one RoleBinding each, deploy/overlays/
-# member-gpu-east/served-namespaces.yaml), and jobs of the others must not bar it for all.
-# Never a cluster lost a while (`fail_lost`) nor the agent's refusal of a namespace by its
-# name (kube-*, its own: alike in every cluster).
+# refusals of the job's namespace (not there or being deleted, RBAC's 403) in namespaces a
+# copy into it once succeeded in, once those of one kind span `NAMESPACES_SPREAD` of them (a
+# namespace that worked and no longer does is the job's; several, the cluster's namespaces or
+# the agent's RBAC there). A namespace no copy ever succeeded in there says nothing of the
+# cluster (and is not read): an agent may serve some namespaces on purpose (one RoleBinding
+# each, deploy/overlays/member-gpu-east/served-namespaces.yaml), and jobs of the others must
+# not bar it for all. Never a cluster lost a while (`fail_lost`) nor the agent's refusal of
+# a namespace by its name (kube-*, its own: alike in every cluster).
 _SPREAD = (CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING)
-_MAY_COUNT = (CopyCause.DESTINATION, *_SPREAD)
 NAMESPACES_SPREAD = 2
+_LOST = re.compile(r"cluster \S+ is \S+")  # `copies.fail_lost`'s reason
 
 
 class Failure(NamedTuple):
     """A failed copy into a cluster, as the bar reads it."""
 
-    job: object  # the job's id; a deleted job's copies: (namespace, data source)
+    job: object  # the job's uid; without one (a deleted job's): (namespace, data source)
     namespace: str
     cause: CopyCause
     ended: datetime
     reason: str
+    served: bool = False  # a copy into the cluster once succeeded in its namespace
 
 
 class Broken(NamedTuple):
@@ -95,8 +99,7 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     """The clusters copies keep failing into (`BROKEN_AFTER`): barred while their backoff
     runs or their probe copy runs (a copy into it made since the incident that made it
     broken began), open to one probe copy once it has ended."""
-    runs = await _runs(session)
-    served = await _served(session, clusters=list(runs))
+    runs = await failure_runs(session)
     running = await session.execute(
         select(Cluster.name, DataCopy.created_at)
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
@@ -107,15 +110,15 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
         started.setdefault(name, []).append(_aware(created))
     found = Broken({}, {})
     for name, run in runs.items():
-        failures = counted(run, served.get(name, set()))
-        began, jobs = _incidents([f.ended for f in failures]), len({f.job for f in failures})
-        broke = _broke_at(began)
-        if broke is None or jobs < 2:
+        failures = counted(run)
+        began, jobs = _incidents(failures)
+        broke = _broke_at(began, jobs)
+        if broke is None:
             continue
         incidents, last = len(began), failures[-1]
         until = last.ended + timedelta(seconds=retry_after(incidents - broke))
         said = (
-            f"copies into it failed {incidents} times in a row, for {jobs} jobs "
+            f"copies into it failed {incidents} times in a row, for {jobs[-1]} jobs "
             f"(the last: {last.reason})"
         )
         if until > now:
@@ -129,9 +132,12 @@ async def broken_destinations(session: AsyncSession, *, now: datetime) -> Broken
     return found
 
 
-async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
+async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
     """Cluster -> the failed copies into it since its last successful one that may count
-    against it (`_MAY_COUNT`), oldest first."""
+    against it, oldest first: its own (`destination`), and the API server's refusals of a
+    namespace a copy into it once succeeded in (`served`). Refusals of the namespaces never
+    served there are not read: they never count, and an agent that serves some namespaces
+    on purpose refuses one copy per backoff of each job of the others."""
     ok = (
         select(
             DataCopy.destination_cluster_id.label("cluster_id"),
@@ -141,85 +147,98 @@ async def _runs(session: AsyncSession) -> dict[str, list[Failure]]:
         .group_by(DataCopy.destination_cluster_id)
         .subquery()
     )
+    success = aliased(DataCopy)
+    served = (
+        select(success.id)
+        .where(
+            success.destination_cluster_id == DataCopy.destination_cluster_id,
+            success.state == CopyState.SUCCEEDED,
+            success.namespace == DataCopy.namespace,
+        )
+        .exists()
+    )
+    # A replica from before causes (a rolling upgrade) records failures without one: read
+    # whole, by their words (`_cause`).
+    unsaid = DataCopy.cause.is_(None)
     rows = await session.execute(
         select(
             Cluster.name,
-            DataCopy.job_id,
+            func.coalesce(DataCopy.job_uid, DataCopy.job_id),
             DataCopy.namespace,
             DataCopy.data_source,
             DataCopy.cause,
             DataCopy.ended_at,
             DataCopy.reason,
+            case((DataCopy.cause.in_(_SPREAD) | unsaid, served), else_=false()),
         )
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .outerjoin(ok, ok.c.cluster_id == DataCopy.destination_cluster_id)
         .where(
             DataCopy.state == CopyState.FAILED,
-            DataCopy.cause.in_(_MAY_COUNT),
+            (DataCopy.cause == CopyCause.DESTINATION)
+            | unsaid
+            | (DataCopy.cause.in_(_SPREAD) & served),
             (ok.c.at.is_(None)) | (DataCopy.ended_at > ok.c.at),
         )
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
     found: dict[str, list[Failure]] = {}
-    for name, job_id, namespace, source, cause, ended, reason in rows.all():
-        # A deleted job leaves its copies without one (job_id NULL): its retries, one per
+    for name, uid, namespace, source, cause, ended, reason, in_served in rows.all():
+        # A deleted job's copies keep its uid; those made before migration 0031 (or by a
+        # replica from before it) and since deleted keep none: its retries, one per
         # backoff, are told apart from other jobs' by what they copied, for whom.
-        job = job_id or (namespace, source)
-        found.setdefault(name, []).append(Failure(job, namespace, cause, _aware(ended), reason))
+        job = uid or (namespace, source)
+        cause = cause or _cause(reason)
+        failure = Failure(job, namespace, cause, _aware(ended), reason, bool(in_served))
+        found.setdefault(name, []).append(failure)
     return found
 
 
-async def _served(session: AsyncSession, *, clusters: list[str]) -> dict[str, set[str]]:
-    """Cluster -> the namespaces a copy into it ever succeeded in (its agent could write
-    there)."""
-    if not clusters:
-        return {}
-    rows = await session.execute(
-        select(Cluster.name, DataCopy.namespace)
-        .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
-        .where(DataCopy.state == CopyState.SUCCEEDED, Cluster.name.in_(clusters))
-        .distinct()
-    )
-    found: dict[str, set[str]] = {}
-    for name, namespace in rows.all():
-        found.setdefault(name, set()).add(namespace)
-    return found
+def _cause(reason: str) -> CopyCause:
+    """The cause of a failure recorded without one, by its words: `fail_lost`'s (`cluster
+    gpu-a is NotReady`), or an agent's, read as an agent's from before causes is at its
+    report (`CopyCause.of_words`)."""
+    return CopyCause.CLUSTER_LOST if _LOST.fullmatch(reason) else CopyCause.of_words(reason)
 
 
-def counted(run: list[Failure], served: set[str]) -> list[Failure]:
+def counted(run: list[Failure]) -> list[Failure]:
     """The failures of a run that count against its destination: its own, and refusals of
-    `served` namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
-    refused = [f for f in run if f.cause in _SPREAD and f.namespace in served]
+    served namespaces spread over `NAMESPACES_SPREAD` of them (`_SPREAD`)."""
+    refused = [f for f in run if f.cause in _SPREAD and f.served]
     spread = {
         cause
         for cause in _SPREAD
         if len({f.namespace for f in refused if f.cause is cause}) >= NAMESPACES_SPREAD
     }
-    return [
-        f
-        for f in run
-        if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.namespace in served)
-    ]
+    return [f for f in run if f.cause is CopyCause.DESTINATION or (f.cause in spread and f.served)]
 
 
-def _broke_at(began: list[datetime]) -> int | None:
+def _broke_at(began: list[datetime], jobs: list[int]) -> int | None:
     """The index of the incident that made the run a bar: the first that ends
-    `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S` (None: none did)."""
+    `BROKEN_AFTER` incidents within `BROKEN_WINDOW_S`, its failures and those before of at
+    least 2 jobs (None: none did). Decided on the run up to it, which later failures do not
+    change: once made, a bar lasts until a success ends the run."""
     span = BROKEN_AFTER - 1
     for i in range(span, len(began)):
-        if (began[i] - began[i - span]).total_seconds() <= BROKEN_WINDOW_S:
+        within = (began[i] - began[i - span]).total_seconds() <= BROKEN_WINDOW_S
+        if within and jobs[i] >= 2:
             return i
     return None
 
 
-def _incidents(ended: list[datetime]) -> list[datetime]:
-    """When each incident that failures ended at these times (sorted) make began
-    (`INCIDENT_S`)."""
+def _incidents(failures: list[Failure]) -> tuple[list[datetime], list[int]]:
+    """When each incident the failures (oldest first) make began (`INCIDENT_S`), and how
+    many jobs' failures there were up to each, its own included."""
     began: list[datetime] = []
-    for at in ended:
-        if not began or (at - began[-1]).total_seconds() > INCIDENT_S:
-            began.append(at)
-    return began
+    jobs: list[int] = []
+    seen: set[object] = set()
+    for failure in failures:
+        if not began or (failure.ended - began[-1]).total_seconds() > INCIDENT_S:
+            began.append(failure.ended)
+            jobs.append(0)
+        seen.add(failure.job)
+        jobs[-1] = len(seen)
+    return began, jobs
 
 
 def _aware(at: datetime) -> datetime:

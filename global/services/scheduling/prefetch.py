@@ -88,6 +88,7 @@ def _write(
         bytes=copy.bytes,
         gbps=copy.gbps,
         job_id=job_id,
+        job_uid=job_id,
         purpose=purpose,
         namespace=job.namespace,  # type: ignore[attr-defined]
         item=item.to_payload(),

@@ -468,7 +468,8 @@ async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: Asyn
     )
     # The data_copies table as it was (the model's has the cause).
     before = sa.table(
-        "data_copies", *(sa.column(c.name, c.type) for c in copies.c if c.name != "cause")
+        "data_copies",
+        *(sa.column(c.name, c.type) for c in copies.c if c.name not in ("cause", "job_uid")),
     )
     east, west = uuid.uuid4(), uuid.uuid4()
     async with empty_engine.begin() as conn:
@@ -503,3 +504,42 @@ async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: Asyn
     async with empty_engine.connect() as conn:
         found = dict((await conn.execute(sa.select(copies.c.reason, copies.c.cause))).all())
     assert found == {reason: cause for reason, (_, cause) in reasons.items()}
+
+
+async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
+    empty_engine: AsyncEngine,
+) -> None:
+    """0026_data_copy_job_uid fills job_uid from job_id: the bar still tells two jobs' copies
+    apart once both are deleted (a copy whose job went before the migration keeps none)."""
+    await migrate.upgrade(empty_engine, "0025_data_copy_cause")
+    tables = Base.metadata.tables
+    copies = tables["data_copies"]
+    before = sa.table(
+        "data_copies", *(sa.column(c.name, c.type) for c in copies.c if c.name != "job_uid")
+    )
+    queue_id, now, east = uuid.uuid4(), utcnow(), uuid.uuid4()
+    job = _submitted(queue_id, job_document("train"))
+    async with empty_engine.begin() as conn:
+        queue = {"id": queue_id, "name": "default", "weight": 1, "priority": 0, "spec": {}}
+        queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
+        await conn.execute(tables["queues"].insert(), queue)
+        await conn.execute(tables["jobs"].insert(), job)
+        await conn.execute(
+            tables["clusters"].insert(),
+            {"id": east, "name": "east", "description": "", "labels": {}, "state": "Ready"}
+            | {"created_at": now, "updated_at": now, "inventory_generation": 1}
+            | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
+            | {"nodes_total": 0, "nodes_ready": 0},
+        )
+        rows = [
+            {"id": uuid.uuid4(), "data_source": name, "source_cluster_id": east}
+            | {"destination_cluster_id": east, "bytes": 1, "gbps": 1.0, "purpose": "prefetch"}
+            | {"namespace": "a", "item": {}, "state": "Failed", "staged_bytes": 0}
+            | {"message": "", "reason": "x", "created_at": now, "job_id": job_id}
+            for name, job_id in (("made-for-train", job["id"]), ("of-a-deleted-job", None))
+        ]
+        await conn.execute(before.insert(), rows)
+    await migrate.upgrade(empty_engine)
+    async with empty_engine.connect() as conn:
+        found = dict((await conn.execute(sa.select(copies.c.data_source, copies.c.job_uid))).all())
+    assert found == {"made-for-train": job["id"], "of-a-deleted-job": None}

@@ -186,6 +186,37 @@ async def test_a_deleted_jobs_failures_count_as_one_job(
     assert list((await broken(app)).barred) == ["gpu-a"]
 
 
+async def test_a_bar_two_jobs_made_lasts_once_both_are_deleted(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Jobs train and other (both of namespace ml, both reading corpus-v3) bar gpu-a. Both
+    # deleted, their copies lost their job (job_id NULL) and counted as one (ml, corpus-v3):
+    # the bar lifted without any copy into gpu-a succeeding.
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "ErrImagePull")
+    await failed_into(app, copy, [(120.0, "ErrImagePull")], same_job=True)
+    other = uuid.UUID(await reader(api, "other"))
+    await failed_into(app, copy, [(240.0, "ErrImagePull")], job=other)
+    assert "for 2 jobs" in (await broken(app)).barred["gpu-a"]
+    async with transaction(app.state.sessions) as session:
+        await session.execute(delete(Job))
+    assert {c.job_id for c in await copies(app)} == {None}
+    assert "for 2 jobs" in (await broken(app)).barred["gpu-a"]
+
+
+async def test_a_second_jobs_failure_makes_a_bar_from_its_own_incident(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # One job's three failures within 24 h make no bar; another job's failure two days later
+    # made one as of the first job's third: the bar is decided on the failures up to the
+    # incident that makes it, and there are no three incidents within 24 h up to that one.
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "checksum mismatch")
+    earlier = [(120.0 * i, "checksum mismatch") for i in (1, 2)]
+    await failed_into(app, copy, earlier, same_job=True)
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(-48 * 3600.0, "ErrImagePull")])
+    assert await broken(app) == ({}, {})
+
+
 async def test_a_success_into_the_cluster_ends_its_run_of_failures(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:

@@ -18,8 +18,10 @@ from tests.prefetch_support import (
     prefetching,
     report,
 )
+from volcano_global.db.engine import transaction
 from volcano_global.db.models import CopyState
 from volcano_global.rpc.copies import CopyCause, CopyPhase
+from volcano_global.services.data import copy_backoff
 
 FORBIDDEN = (
     'creating staging Job team-a/train-stage-1: jobs.batch is forbidden: User "system:'
@@ -107,3 +109,41 @@ async def test_failures_further_apart_than_the_window_make_no_bar(
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(12 * 3600.0, "ErrImagePull")])
     assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_failures_a_replica_from_before_causes_recorded_are_read_by_their_words(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # In a rolling upgrade, a replica of the previous release records failures without a
+    # cause after the migration ran: they were never read (`cause IN (...)`), and a cluster
+    # broken meanwhile was not barred. Read by their words: the copier's failures count, a
+    # lost cluster's and an unserved namespace's refusals do not.
+    copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
+    lost = [(30.0 + 120.0 * i, "cluster gpu-a is NotReady") for i in range(3)]
+    refused = [(60.0 + 120.0 * i, FORBIDDEN) for i in range(3)]
+    await failed_into(app, copy, lost, cause=None)
+    await failed_into(app, copy, refused, cause=None, namespace="team-a")
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(120.0 * i, "ErrImagePull") for i in range(3)], cause=None)
+    assert "the last: ErrImagePull" in (await broken(app)).barred["gpu-a"]
+
+
+async def test_refusals_in_namespaces_never_served_there_are_not_read(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Every round read every failure since the cluster's last success, the refusals of
+    # namespaces its agent does not serve too (one per job and backoff), to count none.
+    copy = await a_copy_ended(app, api, CopyPhase.STOPPED)
+    await failed_into(app, copy, [(3600.0, "")], namespace="team-a", state=CopyState.SUCCEEDED)
+    for cause in (CopyCause.FORBIDDEN, CopyCause.NAMESPACE_MISSING):
+        unserved = [(10.0 * i, "refused") for i in range(20)]
+        await failed_into(app, copy, unserved, cause=cause, namespace="team-x")
+        await failed_into(app, copy, [(5.0, "refused")], cause=cause, namespace="team-a")
+    await failed_into(app, copy, [(7.0, "ErrImagePull")], namespace="team-x")
+    async with transaction(app.state.sessions) as session:
+        run = (await copy_backoff.failure_runs(session))["gpu-a"]
+    assert sorted((f.namespace, f.cause, f.served) for f in run) == [
+        ("team-a", CopyCause.FORBIDDEN, True),
+        ("team-a", CopyCause.NAMESPACE_MISSING, True),
+        ("team-x", CopyCause.DESTINATION, False),
+    ]
