@@ -156,7 +156,8 @@ async def postgres_rows(
     and untyped columns need none of its type processing, so the rows are the same. A driver
     error runs the statement again through SQLAlchemy, in a transaction, which raises its own
     exception for it (IntegrityError, a lost connection) and invalidates a dead connection: the
-    statement that failed wrote nothing."""
+    statement that failed wrote nothing. A connection whose statement was cancelled is
+    dropped (the driver may still be busy with it)."""
     sql, names = cached_statement(("positional", statement), _positional, statement)
     driver = (await connection.get_raw_connection()).driver_connection
     try:
@@ -164,6 +165,9 @@ async def postgres_rows(
     except Exception:
         async with connection.begin():
             return list(await connection.execute(statement, params))
+    except BaseException:  # cancelled mid-statement: dropped, as SQLAlchemy drops it then
+        await connection.invalidate()
+        raise
 
 
 def _positional(statement: TextClause) -> tuple[str, tuple[str, ...]]:
