@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from fastapi import FastAPI
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from volcano_global.jobspec import load_document
 from volcano_global.rpc.shares import ShareAssignment
+from volcano_global.services.jobs import writer
 
 BILLION_LAUGHS = """
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -234,3 +237,28 @@ async def waiting_for_locks(app: FastAPI, count: int = 1) -> bool:
             )
         )
         return bool(waiting.scalar_one() >= count)
+
+
+@contextlib.contextmanager
+def statements_seen(app: FastAPI) -> Iterator[list[str]]:
+    """The statements the app runs meanwhile, whitespace collapsed: SQLAlchemy's (its cursor
+    events) and the job writer's Postgres batch, which runs on the driver and has none."""
+    seen: list[str] = []
+
+    def cursor(conn: object, cursor: object, statement: str, *args: object) -> None:
+        seen.append(" ".join(statement.split()))
+
+    real = writer.postgres_rows
+
+    async def on_driver(connection: Any, statement: Any, params: Any) -> Any:
+        seen.append(" ".join(str(statement).split()))
+        return await real(connection, statement, params)
+
+    engine = app.state.engine.sync_engine
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(writer, "postgres_rows", on_driver)
+        event.listen(engine, "before_cursor_execute", cursor)
+        try:
+            yield seen
+        finally:
+            event.remove(engine, "before_cursor_execute", cursor)

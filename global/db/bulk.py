@@ -14,8 +14,10 @@ import orjson
 from pydantic import BaseModel
 from sqlalchemy import Executable, Table, bindparam, text, update
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import BindParameter, TextClause
 
 from volcano_global.db.types import stored_form
@@ -23,6 +25,7 @@ from volcano_global.db.types import stored_form
 T = TypeVar("T")
 Names = tuple[str, ...]  # column names
 _PG = postgresql.dialect()
+_ASYNCPG = PGDialect_asyncpg()
 _STATEMENTS: dict[tuple[Any, ...], Any] = {}  # built once: building costs more than running
 
 
@@ -141,6 +144,37 @@ def cached_statement(key: tuple[Any, ...], build: Callable[..., T], *args: Any) 
     if statement is None:
         statement = _STATEMENTS[key] = build(*args)
     return statement  # type: ignore[no-any-return]
+
+
+async def postgres_rows(
+    connection: AsyncConnection, statement: TextClause, params: dict[str, str]
+) -> Sequence[Sequence[Any]]:
+    """Postgres: the rows of `statement`, one statement whose parameters are all text (e.g.
+    `as_json`'s rows), run straight on the connection's asyncpg connection, outside a
+    transaction (atomic on its own). SQLAlchemy's greenlet, cursor and result layers cost more
+    CPU than the driver (docs/benchmarks.md, "Server cost: dated runs"), and text parameters
+    and untyped columns need none of its type processing, so the rows are the same. A driver
+    error runs the statement again through SQLAlchemy, in a transaction, which raises its own
+    exception for it (IntegrityError, a lost connection) and invalidates a dead connection: the
+    statement that failed wrote nothing. A connection whose statement was cancelled is
+    dropped (the driver may still be busy with it)."""
+    sql, names = cached_statement(("positional", statement), _positional, statement)
+    driver = (await connection.get_raw_connection()).driver_connection
+    try:
+        return await driver.fetch(sql, *(params[name] for name in names))  # type: ignore[no-any-return]
+    except Exception:
+        async with connection.begin():
+            return list(await connection.execute(statement, params))
+    except BaseException:  # cancelled mid-statement: dropped, as SQLAlchemy drops it then
+        await connection.invalidate()
+        raise
+
+
+def _positional(statement: TextClause) -> tuple[str, tuple[str, ...]]:
+    """The statement's Postgres SQL with $1, $2... and its parameters' names in that order."""
+    compiled = statement.compile(dialect=_ASYNCPG)
+    assert isinstance(compiled, SQLCompiler)
+    return compiled.string, tuple(compiled.positiontup or ())
 
 
 def _dialect(session: AsyncSession) -> str:

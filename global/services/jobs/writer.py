@@ -32,11 +32,11 @@ from typing import Any
 from sqlalchemy import bindparam, insert, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.sql.elements import TextClause
 
-from volcano_global.db.bulk import as_json, cached_statement, record_of
-from volcano_global.db.engine import autocommit, take_write_lock
+from volcano_global.db.bulk import as_json, cached_statement, postgres_rows, record_of
+from volcano_global.db.engine import take_write_lock
 from volcano_global.db.group_commit import GroupCommit
 from volcano_global.db.models import Event, Job
 from volcano_global.db.models.jobs import TERMINAL_JOB_STATES
@@ -110,14 +110,15 @@ class JobWriter:
         return self._group.enqueue(_Item(job, queue, events, refuse_finished, rules_mark))
 
     async def _insert(self, batch: list[_Item]) -> list[Written]:
-        async with self.sessions() as session:
-            if session.get_bind().dialect.name == "postgresql":
-                written = await _insert_at_once(await autocommit(session), batch)
-            else:
-                async with session.begin():
-                    # The read decides what is inserted: no other process may write between.
-                    await take_write_lock(session)
-                    written = await _insert_in_steps(session, batch)
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        if engine.dialect.name == "postgresql":
+            async with engine.connect() as connection:  # no session: one statement, no ORM
+                written = await _insert_at_once(connection, batch)
+        else:
+            async with self.sessions() as session, session.begin():
+                # The read decides what is inserted: no other process may write between.
+                await take_write_lock(session)
+                written = await _insert_in_steps(session, batch)
         return [written[item.job["id"]] for item in batch]
 
 
@@ -144,9 +145,11 @@ class _Found:
         return None
 
 
-async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uuid.UUID, Written]:
+async def _insert_at_once(
+    connection: AsyncConnection, batch: list[_Item]
+) -> dict[uuid.UUID, Written]:
     """Postgres: the whole batch in one statement (atomic on its own: no BEGIN or COMMIT round
-    trip), its jobs and events as two JSON parameters (`db/bulk.py`)."""
+    trip), its jobs and events as two JSON parameters, on the driver (`db/bulk.py`)."""
     jobs = [
         {
             **item.job,
@@ -163,7 +166,8 @@ async def _insert_at_once(session: AsyncSession, batch: list[_Item]) -> dict[uui
     statement = cached_statement(
         ("job batch", job_columns, event_columns), _batch_statement, job_columns, event_columns
     )
-    rows = await session.execute(statement, {"jobs": as_json(jobs), "events": as_json(events)})
+    parameters = {"jobs": as_json(jobs), "events": as_json(events)}
+    rows = await postgres_rows(connection, statement, parameters)
     found, stored = _Found({}, {}, {}), set()
     for what, row_id, name, detail in rows:
         if what == "stored":

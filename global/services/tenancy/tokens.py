@@ -11,10 +11,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
+from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import ApiToken, Queue, TokenRole
 from volcano_global.errors import Forbidden, Invalid, NotFound, Unauthorized
 from volcano_global.services.tenancy.token_names import check_token_name
@@ -163,23 +164,36 @@ async def authenticate(session: AsyncSession, *, token: str, admin_token: str | 
     admin = configured_admin(token, admin_token)
     if admin is not None:
         return admin
-    digest = hash_token(token)
-    row = (
-        await session.execute(select(ApiToken).where(ApiToken.token_hash == digest))
-    ).scalar_one_or_none()
-    if row is None or row.revoked_at is not None:
+    row = await _BY_DIGEST.one_or_none(session, {"digest": hash_token(token)})
+    if row is None or row["revoked_at"] is not None:
         raise Unauthorized("invalid or revoked token")
-    if row.expires_at is not None and row.expires_at <= utcnow():
+    if row["expires_at"] is not None and row["expires_at"] <= utcnow():
         raise Unauthorized("token expired")
     return Principal(
-        name=row.name,
-        role=row.role,
-        cluster_id=row.cluster_id,
-        job_id=row.job_id,
-        queues=tuple(row.queues or ()),
-        issued_at=row.created_at,
-        token_id=row.id,
+        name=row["name"],
+        role=row["role"],
+        cluster_id=row["cluster_id"],
+        job_id=row["job_id"],
+        queues=tuple(row["queues"] or ()),
+        issued_at=row["created_at"],
+        token_id=row["id"],
     )
+
+
+# Read on every request with a stored token: on the driver, not through the ORM (db/fast_reads).
+_BY_DIGEST = Read(
+    select(
+        ApiToken.id,
+        ApiToken.name,
+        ApiToken.role,
+        ApiToken.cluster_id,
+        ApiToken.job_id,
+        ApiToken.queues,
+        ApiToken.created_at,
+        ApiToken.revoked_at,
+        ApiToken.expires_at,
+    ).where(ApiToken.token_hash == bindparam("digest"))
+)
 
 
 async def ensure_admin_token(session: AsyncSession) -> str | None:

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.factories import job_document, submit
+from tests.factories import job_document, statements_seen, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
@@ -29,20 +29,11 @@ from volcano_global.services.tenancy.submission_rules import fingerprint
 async def test_submissions_that_arrive_together_share_a_transaction(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    inserts = []
-
-    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "INSERT INTO JOBS" in statement.upper():
-            inserts.append(statement)
-
-    engine = app.state.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with statements_seen(app) as statements:
         answers = await asyncio.gather(
             *(submit(api, job_document(f"train-{i}", replicas=1)) for i in range(30))
         )
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
+    inserts = [s for s in statements if "INSERT INTO JOBS" in s.upper()]
     assert [a.status_code for a in answers] == [201] * 30
     assert 1 <= len(inserts) < 30  # batched
     async with transaction(app.state.sessions) as session:

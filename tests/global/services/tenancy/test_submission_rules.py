@@ -14,10 +14,10 @@ import httpx
 import pytest
 import yaml
 from fastapi import FastAPI
-from sqlalchemy import event, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.factories import job_document, submit
+from tests.factories import job_document, statements_seen, submit
 from tests.factories import queue_document as queue
 from volcano_global.api.jobs import RULE_CHANGES
 from volcano_global.db.base import utcnow
@@ -105,17 +105,9 @@ async def through_another_replica(database_url: str, change: Any) -> None:
 
 async def test_unchanged_rules_are_not_read_again(app: FastAPI, api: httpx.AsyncClient) -> None:
     assert (await submit(api, job_document("warm"))).status_code == 201
-    statements: list[str] = []
-
-    def seen(*args: object) -> None:
-        statements.append(" ".join(str(args[2]).split()))
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", seen)
-    try:
+    with statements_seen(app) as statements:
         for n in range(3):
             assert (await submit(api, job_document(f"j{n}"))).status_code == 201
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", seen)
     assert not [s for s in statements if "FROM priority_classes" in s and "annotations" in s]
     assert not [s for s in statements if s.startswith("SELECT queues.name, queues.annotations")]
     # No statement of the submission's own: the writer's batch compares the fingerprint.
