@@ -155,9 +155,11 @@ async def postgres_rows(
     CPU than the driver (docs/benchmarks.md, "Server cost: dated runs"), and text parameters
     and untyped columns need none of its type processing, so the rows are the same. A driver
     error runs the statement again through SQLAlchemy, in a transaction, which raises its own
-    exception for it (IntegrityError, a lost connection) and invalidates a dead connection: the
-    statement that failed wrote nothing. A connection whose statement was cancelled is
-    dropped (the driver may still be busy with it)."""
+    exception for it (IntegrityError, a lost connection) and invalidates a dead connection. An
+    error the server reported wrote nothing; one raised in the client after the server
+    committed (decoding the rows: unlikely with text and uuid columns) would run it again, and
+    the writer's ON CONFLICT would then take its rows for someone else's. A connection whose
+    statement was cancelled is dropped (the driver may still be busy with it)."""
     sql, names = cached_statement(("positional", statement), _positional, statement)
     driver = (await connection.get_raw_connection()).driver_connection
     try:

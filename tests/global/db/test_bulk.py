@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 from fastapi import FastAPI
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
+from sqlalchemy.exc import DBAPIError
 
 from tests.factories import create_cluster
-from volcano_global.db.bulk import add_to_rows, update_rows
-from volcano_global.db.engine import transaction
+from volcano_global.db.bulk import add_to_rows, postgres_rows, update_rows
+from volcano_global.db.engine import create_engine, transaction
 from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node
 
 
@@ -110,3 +113,31 @@ async def _cluster_id(app: FastAPI, api: httpx.AsyncClient, name: str) -> uuid.U
     await create_cluster(api, name)
     async with transaction(app.state.sessions) as session:
         return (await session.execute(select(Cluster.id).where(Cluster.name == name))).scalar_one()
+
+
+async def test_a_raw_statement_cancelled_mid_way_leaves_no_connection_busy(
+    postgres_url: str,
+) -> None:
+    """Postgres only (`postgres_rows` runs on asyncpg): a statement cancelled while the server
+    runs it drops its connection; the pool's next connections work, and a server error comes
+    out as SQLAlchemy's exception, through the statement run again."""
+    engine = create_engine(postgres_url, pool_size=1)
+    sleep = text("SELECT pg_sleep(CAST(CAST(:s AS text) AS float))::text AS slept")
+    try:
+        async with engine.connect() as connection:
+            task = asyncio.create_task(postgres_rows(connection, sleep, {"s": "30"}))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        for _ in range(3):  # the pool's one connection: a sound one
+            async with engine.connect() as connection:
+                assert await postgres_rows(connection, sleep, {"s": "0"}) == [("",)]
+        async with engine.connect() as connection:
+            busy = text("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'")
+            assert (await connection.execute(busy)).scalar_one() == 0
+        async with engine.connect() as connection:
+            with pytest.raises(DBAPIError):
+                await postgres_rows(connection, sleep, {"s": "not a number"})
+    finally:
+        await engine.dispose()
