@@ -124,16 +124,17 @@ def _why(exc: Exception) -> str:
 
 
 def _solve(snapshot: Snapshot, policy: Policy, options: SolveOptions) -> tuple[Decision, Pools]:
+    if policy is Policy.CPSAT:
+        # ortools is imported when a CP-SAT round first runs: a CLI call or an agent that
+        # only reads the solver's types does not pay its second of import time. Imported
+        # before the round's clock starts, or a server's first round spends its limit on it.
+        from volcano_global.solver.cpsat import cpsat_decision
     window = list(snapshot.jobs[: options.window])
     start = time.monotonic()
     base = pools_of(snapshot.clusters)
     rank = stable_rank(snapshot, base)
     owed, holds = plan(snapshot, window, base, options) if policy.planned else ([], [])
     if policy is Policy.CPSAT:
-        # ortools is imported when a CP-SAT round first runs: a CLI call or an agent that
-        # only reads the solver's types does not pay its second of import time.
-        from volcano_global.solver.cpsat import cpsat_decision
-
         decision, pools = cpsat_decision(
             snapshot,
             window,
