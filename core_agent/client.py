@@ -18,6 +18,7 @@ from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
 from core_agent.preflight import TlsMismatch, tls_mismatch
 from core_agent.presence import PresenceReports
 from core_agent.reconnect import REFUSED, Reconnect
+from core_agent.share_reports import ShareReports
 from core_agent.sources import InventorySource
 from volcano_global import __version__
 from volcano_global.rpc.copies import (
@@ -42,15 +43,6 @@ from volcano_global.shutdown import cancelling
 log = logging.getLogger(__name__)
 
 MAX_UNACKED = 1000  # beyond this, the Global gets a snapshot instead of the backlog
-MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
-ENDING = frozenset(
-    {
-        pb.SHARE_PHASE_SUCCEEDED,
-        pb.SHARE_PHASE_FAILED,
-        pb.SHARE_PHASE_CANCELLED,
-        pb.SHARE_PHASE_RESTARTING,
-    }
-)
 KEEPALIVE_MS = 15_000  # the Global accepts pings this often (its grpc server options)
 
 
@@ -82,12 +74,7 @@ class AgentClient:
         self.connected = asyncio.Event()
         self.heartbeat_s = 5.0
         self._resync_requested = False
-        # Status reports, numbered, kept until the Global acknowledges them; each new stream
-        # resends the ones still unacknowledged.
-        self.report_seq = 0
-        self.unacked_reports: OrderedDict[int, pb.JobStatusReport] = OrderedDict()
-        self._reports_written = 0  # the last report written on the current stream
-        self._phases: dict[str, SharePhase] = {}  # each share's last phase logged
+        self.reports = ShareReports()
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
         self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
         # Seconds between full lists of the shares the cluster holds (0: the Global does not
@@ -218,7 +205,7 @@ class AgentClient:
             # stream was down and was then removed from the cluster (a Volcano Job's TTL, a
             # user) would otherwise be missing from the list, and the Global would take it
             # for lost (failing its job) before reading that it had ended.
-            self._reports_written = 0  # resend every unacknowledged report on this stream
+            self.reports.written = 0  # resend every unacknowledged report on this stream
             await self._write_reports(call)
             # Before the inventory: a restarted cluster's lost shares are let go before the
             # GPUs its snapshot shows free can be placed again.
@@ -293,7 +280,7 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
-            if moved and self._ends_unwritten():  # the nodes a share's end frees go first
+            if moved and self.reports.ends_unwritten():  # the nodes a share's end frees go first
                 moved, next_delta = False, await self._delta_window(call)
             await self._write_reports(call)
             if time.monotonic() >= next_list:  # after the reports queued before it
@@ -310,23 +297,11 @@ class AgentClient:
                 )
                 next_beat = time.monotonic() + self.heartbeat_s
 
-    def _ends_unwritten(self) -> bool:
-        """Whether a report not yet written ends a share. The delta that frees its nodes then
-        goes before it, whatever the window: the Global applies a stream's messages in order,
-        and a round between the end and the freed nodes would see the ended job's link
-        reservation gone and its GPUs still held (and split a job that one of its clusters was
-        about to hold whole)."""
-        return any(
-            seq > self._reports_written and report.phase in ENDING
-            for seq, report in self.unacked_reports.items()
-        )
-
     async def _write_reports(self, call: grpc.aio.StreamStreamCall) -> None:
         """The reports not yet written on this stream, in order; then the copies' news."""
-        for seq, report in list(self.unacked_reports.items()):
-            if seq > self._reports_written:
-                await call.write(pb.AgentMessage(job_status=report_for(report, self.share_phases)))
-                self._reports_written = seq
+        for seq, report in self.reports.unwritten():
+            await call.write(pb.AgentMessage(job_status=report_for(report, self.share_phases)))
+            self.reports.written = seq
         while self.takes_copies and self.copy_reports:
             copy_id = next(iter(self.copy_reports))
             await call.write(pb.AgentMessage(copy_report=self.copy_reports.pop(copy_id)))
@@ -384,8 +359,7 @@ class AgentClient:
             if kind == "ack":
                 self._acknowledge(message.ack.seq)
             elif kind == "report_ack":
-                for seq in [s for s in self.unacked_reports if s <= message.report_ack.report_seq]:
-                    del self.unacked_reports[seq]
+                self.reports.acknowledge(message.report_ack.report_seq)
             elif kind == "assignment":
                 assignment = ShareAssignment.from_proto(message.assignment)
                 apply = getattr(self.source, "apply_share", None)
@@ -457,19 +431,12 @@ class AgentClient:
     def report(self, status: ShareStatus) -> None:
         """Number a status report and queue it for the writer (reports also acknowledge
         dispatch messages); kept until the Global acknowledges it."""
-        self._log_phase(status)
-        self.report_seq += 1
-        report = status.to_proto()
-        report.report_seq = self.report_seq
-        self.unacked_reports[self.report_seq] = report
-        if len(self.unacked_reports) > MAX_UNACKED_REPORTS:  # a Global that never acknowledges
-            dropped, _ = self.unacked_reports.popitem(last=False)
-            log.warning(
-                "more than %d reports unacknowledged: report %d dropped",
-                MAX_UNACKED_REPORTS,
-                dropped,
-            )
+        self.reports.add(status)
         self.source.changed.set()  # wake the writer
+
+    @property
+    def unacked_reports(self) -> dict[int, pb.JobStatusReport]:
+        return self.reports.unacked
 
     def _bearer(self) -> str:
         if self.token_file is None:
@@ -479,21 +446,6 @@ class AgentClient:
         except OSError as exc:  # a Secret being updated: the Global refuses, we retry
             log.error("cannot read the token file %s: %s", self.token_file, exc)
             return ""
-
-    def _log_phase(self, status: ShareStatus) -> None:
-        """Each share's phase at info when it changes (a source may report counts often)."""
-        if self._phases.get(status.placement_id) is status.phase:
-            return
-        self._phases[status.placement_id] = status.phase
-        if len(self._phases) > MAX_UNACKED_REPORTS:
-            self._phases.pop(next(iter(self._phases)))
-        log.info(
-            "share %s of job %s: %s%s",
-            status.placement_id,
-            status.job_uid,
-            status.phase.value,
-            f" ({status.message})" if status.message else "",
-        )
 
     def _acknowledge(self, seq: int) -> None:
         self.acked = max(self.acked, seq)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 import yaml
 from alembic.autogenerate import compare_metadata
@@ -27,21 +25,6 @@ from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_engine(
-    request: pytest.FixtureRequest, tmp_path: Path, fresh_database_name: str
-) -> AsyncIterator[AsyncEngine]:
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path}/m.db"
-    else:
-        url = await create_postgres_database(fresh_database_name)
-    engine = create_engine(url)
-    yield engine
-    await engine.dispose()
-    if request.param == "postgres":
-        await drop_postgres_database(fresh_database_name)
 
 
 async def _tables(engine: AsyncEngine) -> set[str]:
@@ -414,96 +397,6 @@ async def test_stored_jobs_take_their_preemptable_flag_from_their_documents(
         manifests = (await conn.execute(sa.select(JOBS_0015.c.manifest))).scalars().all()
     assert "preemptable" not in columns
     assert sorted(m["metadata"]["name"] for m in manifests) == sorted(given | many)
-
-
-async def test_clusters_get_the_counts_of_the_nodes_they_hold(empty_engine: AsyncEngine) -> None:
-    """0024_cluster_node_counts fills the kept counts from the nodes already stored."""
-    await migrate.upgrade(empty_engine, "0023_cluster_runs_copies")
-    clusters, nodes, now = Base.metadata.tables["clusters"], Base.metadata.tables["nodes"], utcnow()
-    # The clusters table as it was (the model's has the new columns, with defaults).
-    before = sa.table(
-        "clusters",
-        *(
-            sa.column(name, clusters.c[name].type)
-            for name in ("id", "name", "description", "labels", "state", "created_at", "updated_at")
-        ),
-        *(sa.column(name, sa.Integer()) for name in ("inventory_generation", "inventory_seq")),
-        *(sa.column(name, sa.Integer()) for name in ("nodes_removed_seq", "agent_stream_epoch")),
-    )
-    ids = {name: uuid.uuid4() for name in ("east", "west", "empty")}
-    async with empty_engine.begin() as conn:
-        await conn.execute(
-            before.insert(),
-            [
-                {"id": cid, "name": name, "description": "", "labels": {}, "state": "Ready"}
-                | {"created_at": now, "updated_at": now, "inventory_generation": 1}
-                | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
-                for name, cid in ids.items()
-            ],
-        )
-        await conn.execute(
-            nodes.insert(),
-            [
-                {"id": uuid.uuid4(), "cluster_id": ids[name], "name": f"n{i}", "ready": i % 3 > 0}
-                for name, count in (("east", 7), ("west", 4))
-                for i in range(count)
-            ],
-        )
-    await migrate.upgrade(empty_engine)
-    async with empty_engine.connect() as conn:
-        rows = await conn.execute(
-            sa.select(clusters.c.name, clusters.c.nodes_total, clusters.c.nodes_ready)
-        )
-        counts = {name: (total, ready) for name, total, ready in rows}
-    assert counts == {"east": (7, 4), "west": (4, 2), "empty": (0, 0)}
-
-
-async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: AsyncEngine) -> None:
-    """0025_data_copy_cause classifies the copies failed before by the words the backoff read."""
-    await migrate.upgrade(empty_engine, "0024_cluster_node_counts")
-    clusters, copies, now = (
-        Base.metadata.tables["clusters"],
-        Base.metadata.tables["data_copies"],
-        utcnow(),
-    )
-    # The data_copies table as it was (the model's has the cause).
-    before = sa.table(
-        "data_copies",
-        *(sa.column(c.name, c.type) for c in copies.c if c.name not in ("cause", "job_uid")),
-    )
-    east, west = uuid.uuid4(), uuid.uuid4()
-    async with empty_engine.begin() as conn:
-        await conn.execute(
-            clusters.insert(),
-            [
-                {"id": cid, "name": name, "description": "", "labels": {}, "state": "Ready"}
-                | {"created_at": now, "updated_at": now, "inventory_generation": 1}
-                | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
-                | {"nodes_total": 0, "nodes_ready": 0}
-                for name, cid in (("east", east), ("west", west))
-            ],
-        )
-        reasons = {
-            "ErrImagePull": ("Failed", "destination"),
-            "cluster east is NotReady": ("Failed", "cluster-lost"),
-            "the agent creates no job in its own namespace 'vg'": ("Failed", "namespace-refused"),
-            'creating staging Job a/x: namespaces "a" not found': ("Failed", "namespace-missing"),
-            'creating staging Job a/x: jobs.batch is forbidden: User "u" cannot create resource '
-            '"jobs" in API group "batch" in the namespace "a"': ("Failed", "forbidden"),
-            "its job was cancelled": ("Stopped", None),
-        }
-        rows = [
-            {"id": uuid.uuid4(), "data_source": "corpus", "source_cluster_id": west}
-            | {"destination_cluster_id": east, "bytes": 1, "gbps": 1.0, "purpose": "prefetch"}
-            | {"namespace": "a", "item": {}, "state": state, "staged_bytes": 0, "message": ""}
-            | {"reason": reason, "created_at": now, "ended_at": now}
-            for reason, (state, _) in reasons.items()
-        ]
-        await conn.execute(before.insert(), rows)
-    await migrate.upgrade(empty_engine)
-    async with empty_engine.connect() as conn:
-        found = dict((await conn.execute(sa.select(copies.c.reason, copies.c.cause))).all())
-    assert found == {reason: cause for reason, (_, cause) in reasons.items()}
 
 
 async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
