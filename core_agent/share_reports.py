@@ -10,7 +10,8 @@ from collections import OrderedDict
 from volcano_global.rpc.shares import SharePhase, ShareStatus
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
-log = logging.getLogger(__name__)
+# The agent's own logger: operators (and their filters) read share phases under its name.
+log = logging.getLogger("core_agent.client")
 
 MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
 # The phases that end a share: its pods are gone, its nodes freed.
