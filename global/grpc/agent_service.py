@@ -49,6 +49,7 @@ from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
 HELLO_TEXT = 128  # longest agent version or source name
+OUTBOX_PAGE = 100  # dispatch messages loaded at once (each carries its job's document)
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
@@ -161,10 +162,16 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
 
     async def _outbox(self, cluster_id: uuid.UUID, sent: _Sent) -> AsyncIterator[pb.GlobalMessage]:
+        """Every unacknowledged message to the cluster this stream has not sent yet, oldest
+        first (loaded a page at a time), however many it sent that the agent has not reported
+        on; then the copies due."""
         # Shielded: a stream cancelled mid-query must not leave a database connection half-used.
-        messages = await asyncio.shield(self._undelivered(cluster_id))
-        for message in messages:
-            if message.id not in sent.outbox:
+        unacked = await asyncio.shield(self._unacknowledged(cluster_id))
+        sent.outbox.intersection_update(unacked)  # the others are acknowledged, for good
+        unsent = [message_id for message_id in unacked if message_id not in sent.outbox]
+        for start in range(0, len(unsent), OUTBOX_PAGE):
+            page = unsent[start : start + OUTBOX_PAGE]
+            for message in await asyncio.shield(self._undelivered(page)):
                 sent.outbox.add(message.id)
                 yield _outbox_message(message)
                 if message.kind is OutboxKind.ASSIGN:
@@ -175,9 +182,13 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         for item in await asyncio.shield(due):
             yield item
 
-    async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
+    async def _unacknowledged(self, cluster_id: uuid.UUID) -> list[uuid.UUID]:
         async with reading(self.sessions) as session:
-            return await outbox.undelivered(session, cluster_id=cluster_id)
+            return await outbox.unacknowledged_ids(session, cluster_id=cluster_id)
+
+    async def _undelivered(self, ids: list[uuid.UUID]) -> list[OutboxMessage]:
+        async with reading(self.sessions) as session:
+            return await outbox.undelivered(session, ids=ids)
 
     async def _handle(
         self,
@@ -278,7 +289,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
 
 @dataclass
 class _Sent:
-    """What a stream has sent: outbox messages, and copies (id, whether a stop)."""
+    """What a stream has sent: outbox messages not yet acknowledged, and copies (id, whether
+    a stop)."""
 
     runs_copies: bool
     outbox: set[uuid.UUID] = field(default_factory=set)
