@@ -297,19 +297,31 @@ class _Sent:
     copies: set[tuple[uuid.UUID, bool]] = field(default_factory=set)
 
 
-_GROUPED = frozenset({"delta", "job_status"})
+# Grouped, in the order a run of them mixed is applied (see `_units`).
+_GROUPED = ("delta", "job_status")
 
 
 def _units(batch: list[pb.AgentMessage]) -> list[list[pb.AgentMessage]]:
-    """The batch cut into what is handled together: runs of consecutive deltas, runs of
-    consecutive status reports, and every other message on its own."""
+    """The batch cut into what is handled together: each run of consecutive deltas and status
+    reports, in any mix, as its deltas then its reports (each in their order), and every other
+    message on its own. An agent that reports as its shares start and end interleaves them
+    (the delta that frees an ended share's nodes goes before its report): cut at each change
+    of kind, a batch became one transaction of each writer after the other, awaited one by one
+    (seconds a batch under load). Deltas first keeps what the agent's order is for, a share's
+    freed nodes seen no later than its end; a delta that comes earlier than the reports before
+    it only shows GPUs in use sooner, and a round's books hold a share's GPUs until it ends
+    (`services/scheduling/books.py`) whatever the inventory says."""
     units: list[list[pb.AgentMessage]] = []
+    run: dict[str, list[pb.AgentMessage]] = {}
     for message in batch:
         kind = message.WhichOneof("body")
-        if kind in _GROUPED and units and units[-1][0].WhichOneof("body") == kind:
-            units[-1].append(message)
-        else:
-            units.append([message])
+        if kind in _GROUPED:
+            run.setdefault(kind, []).append(message)
+            continue
+        units.extend(run[grouped] for grouped in _GROUPED if grouped in run)
+        run = {}
+        units.append([message])
+    units.extend(run[grouped] for grouped in _GROUPED if grouped in run)
     return units
 
 
