@@ -197,8 +197,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         unit: list[pb.AgentMessage],
         context: grpc.aio.ServicerContext,
     ) -> list[pb.GlobalMessage]:
-        """One message, or a run of consecutive deltas or reports (applied together). A domain
-        error ends the stream (`Connect` maps it to a status)."""
+        """One message, or the deltas or the reports of a run of them (`_units`), applied
+        together. A domain error ends the stream (`Connect` maps it to a status)."""
         kind = unit[0].WhichOneof("body")
         if kind == "delta":
             return await self._deltas(cluster_name, [m.delta for m in unit])
