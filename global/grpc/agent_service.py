@@ -1,8 +1,9 @@
 """`AgentService.Connect`: one stream per member-cluster agent. Authenticates the agent's
 token, binds the stream to its cluster, applies inventory messages in order (each in its own
 transaction, together with the sequence number; deltas that queued up while the previous
-message was handled go in one transaction, with those of other streams: `delta_writer`), and
-answers with acks or resync requests, each after its transaction committed."""
+message was handled go in one transaction, with those of other streams: `delta_writer`; status
+reports queued among them go after those deltas, `_units`), and answers with acks or resync
+requests, each after its transaction committed."""
 
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ from volcano_global.settings import Settings
 log = logging.getLogger(__name__)
 HELLO_TEXT = 128  # longest agent version or source name
 OUTBOX_PAGE = 100  # dispatch messages loaded at once (each carries its job's document)
+# The most messages a stream has sent and the agent has not reported on: bounds the ids read
+# at every wake-up, and what one wake-up sends, when an agent stops reporting yet stays.
+OUTBOX_WINDOW = 2000
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
@@ -144,12 +148,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             tick = self.settings.agents.outbox_poll_s  # a tick costs no query: `_poll_s` decides
             async for batch in batches(request_iterator, tick, wake=woken):
                 await guard.verify()  # ends the stream of a revoked token or a replaced stream
-                for unit in _units(batch):
+                units = _units(batch)
+                for unit in units:
                     for reply in await asyncio.shield(
                         self._handle(cluster_id, cluster_name, unit, context)
                     ):
                         yield reply
-                if woken.is_set() or time.monotonic() - polled >= self._poll_s():
+                # Acknowledgements wake no stream: a full window is read again after reports.
+                reported = sent.full and any(u[0].HasField("job_status") for u in units)
+                if woken.is_set() or reported or time.monotonic() - polled >= self._poll_s():
                     woken.clear()
                     polled = time.monotonic()
                     async for item in self._outbox(cluster_id, sent):
@@ -162,11 +169,12 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
 
     async def _outbox(self, cluster_id: uuid.UUID, sent: _Sent) -> AsyncIterator[pb.GlobalMessage]:
-        """Every unacknowledged message to the cluster this stream has not sent yet, oldest
-        first (loaded a page at a time), however many it sent that the agent has not reported
-        on; then the copies due."""
+        """The unacknowledged messages to the cluster this stream has not sent yet, oldest
+        first (loaded a page at a time), among the oldest `OUTBOX_WINDOW` unacknowledged; then
+        the copies due."""
         # Shielded: a stream cancelled mid-query must not leave a database connection half-used.
         unacked = await asyncio.shield(self._unacknowledged(cluster_id))
+        sent.full = len(unacked) >= OUTBOX_WINDOW
         sent.outbox.intersection_update(unacked)  # the others are acknowledged, for good
         unsent = [message_id for message_id in unacked if message_id not in sent.outbox]
         for start in range(0, len(unsent), OUTBOX_PAGE):
@@ -184,7 +192,9 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
 
     async def _unacknowledged(self, cluster_id: uuid.UUID) -> list[uuid.UUID]:
         async with reading(self.sessions) as session:
-            return await outbox.unacknowledged_ids(session, cluster_id=cluster_id)
+            return await outbox.unacknowledged_ids(
+                session, cluster_id=cluster_id, limit=OUTBOX_WINDOW
+            )
 
     async def _undelivered(self, ids: list[uuid.UUID]) -> list[OutboxMessage]:
         async with reading(self.sessions) as session:
@@ -290,9 +300,10 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
 @dataclass
 class _Sent:
     """What a stream has sent: outbox messages not yet acknowledged, and copies (id, whether
-    a stop)."""
+    a stop); `full` when its last read found a whole window unacknowledged."""
 
     runs_copies: bool
+    full: bool = False
     outbox: set[uuid.UUID] = field(default_factory=set)
     copies: set[tuple[uuid.UUID, bool]] = field(default_factory=set)
 

@@ -148,14 +148,17 @@ async def acknowledge(
     )
 
 
-async def unacknowledged_ids(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[uuid.UUID]:
-    """The ids of every message to the cluster not yet acknowledged, oldest first: ids alone,
-    so that a stream reading them on every wake-up does not load again, with their job
-    documents, the messages it sent and the agent has not reported on yet."""
+async def unacknowledged_ids(
+    session: AsyncSession, *, cluster_id: uuid.UUID, limit: int
+) -> list[uuid.UUID]:
+    """The ids of the oldest `limit` messages to the cluster not yet acknowledged, oldest
+    first: ids alone, so that a stream reading them on every wake-up does not load again, with
+    their job documents, the messages it sent and the agent has not reported on yet."""
     rows = await session.execute(
         select(OutboxMessage.id)
         .where(OutboxMessage.cluster_id == cluster_id, OutboxMessage.acked_at.is_(None))
         .order_by(OutboxMessage.created_at, OutboxMessage.id)
+        .limit(limit)
     )
     return list(rows.scalars())
 

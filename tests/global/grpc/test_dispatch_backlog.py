@@ -19,7 +19,10 @@ from tests.factories import eventually, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage, Placement
+from volcano_global.grpc import agent_service
 from volcano_global.rpc.shares import ShareCancellation
+from volcano_global.rpc.v1 import agent_pb2 as pb
+from volcano_global.services.lifecycle import outbox
 from volcano_global.services.lifecycle.outbox import OUTBOX
 from volcano_global.settings import Settings
 
@@ -82,4 +85,32 @@ async def test_a_stream_sends_every_waiting_message_though_none_was_reported_on(
     # The next wake-up sends the new message alone: what was sent is not sent again.
     later = await _write_cancellations(app, job, range(251, 252))
     assert await _read(stream, 1) == later
+    await stream.close()
+
+
+async def test_a_stream_with_a_full_window_sends_more_once_reports_come(
+    app: FastAPI, api: httpx.AsyncClient, east: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent that stops reporting gets at most a window of messages; acknowledgements wake
+    # no stream, so the reports that make room must bring the rest.
+    monkeypatch.setattr(agent_service, "OUTBOX_WINDOW", 5)
+    stream = Stream(app, east)
+    await stream.hello()
+    assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
+    if app.state.engine.dialect.name == "postgresql":
+        await eventually(lambda: OUTBOX.listening, within=10)
+    job = uuid.UUID((await submit(api, job_document("train"))).json()["uid"])
+    written = await _write_cancellations(app, job, range(1, 9))
+    assert await _read(stream, 5) == written[:5]
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+        placements = [uuid.UUID(p) for p in written[:5]]
+        await outbox.acknowledge(
+            session, delivered={(cluster, p, OutboxKind.CANCEL) for p in placements}
+        )
+    report = pb.JobStatusReport(
+        placement_id=str(uuid.uuid4()), phase=pb.SHARE_PHASE_RUNNING, report_seq=1
+    )
+    await stream.call.write(pb.AgentMessage(job_status=report))
+    assert await _read(stream, 3) == written[5:]
     await stream.close()
