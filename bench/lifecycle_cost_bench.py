@@ -59,6 +59,7 @@ def count_stages() -> None:
     """Wrap each stage's entry points (before the app is created: it binds some of them)."""
     cpu_stages.patch(JobWriter, "_insert", "job writer batches")
     cpu_stages.patch(Scheduler, "step", "scheduling rounds")
+    cpu_stages.patch(AgentService, "_unacknowledged", "dispatch (outbox to streams)")
     cpu_stages.patch(AgentService, "_undelivered", "dispatch (outbox to streams)")
     cpu_stages.patch(agent_service, "_outbox_message", "dispatch (outbox to streams)")
     cpu_stages.patch(AgentService, "_deltas", "agents' other messages")

@@ -1,8 +1,9 @@
 """`AgentService.Connect`: one stream per member-cluster agent. Authenticates the agent's
 token, binds the stream to its cluster, applies inventory messages in order (each in its own
 transaction, together with the sequence number; deltas that queued up while the previous
-message was handled go in one transaction, with those of other streams: `delta_writer`), and
-answers with acks or resync requests, each after its transaction committed."""
+message was handled go in one transaction, with those of other streams: `delta_writer`; status
+reports queued among them go after those deltas, `_units`), and answers with acks or resync
+requests, each after its transaction committed."""
 
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ from volcano_global.settings import Settings
 
 log = logging.getLogger(__name__)
 HELLO_TEXT = 128  # longest agent version or source name
+OUTBOX_PAGE = 100  # dispatch messages loaded at once (each carries its job's document)
+# The most messages a stream has sent and the agent has not reported on: bounds the ids read
+# at every wake-up, and what one wake-up sends, when an agent stops reporting yet stays.
+OUTBOX_WINDOW = 2000
 
 
 def _outbox_message(message: OutboxMessage) -> pb.GlobalMessage:
@@ -143,12 +148,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             tick = self.settings.agents.outbox_poll_s  # a tick costs no query: `_poll_s` decides
             async for batch in batches(request_iterator, tick, wake=woken):
                 await guard.verify()  # ends the stream of a revoked token or a replaced stream
-                for unit in _units(batch):
+                units = _units(batch)
+                for unit in units:
                     for reply in await asyncio.shield(
                         self._handle(cluster_id, cluster_name, unit, context)
                     ):
                         yield reply
-                if woken.is_set() or time.monotonic() - polled >= self._poll_s():
+                # Acknowledgements wake no stream: a full window is read again after reports.
+                reported = sent.full and any(u[0].HasField("job_status") for u in units)
+                if woken.is_set() or reported or time.monotonic() - polled >= self._poll_s():
                     woken.clear()
                     polled = time.monotonic()
                     async for item in self._outbox(cluster_id, sent):
@@ -161,10 +169,17 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
 
     async def _outbox(self, cluster_id: uuid.UUID, sent: _Sent) -> AsyncIterator[pb.GlobalMessage]:
+        """The unacknowledged messages to the cluster this stream has not sent yet, oldest
+        first (loaded a page at a time), among the oldest `OUTBOX_WINDOW` unacknowledged; then
+        the copies due."""
         # Shielded: a stream cancelled mid-query must not leave a database connection half-used.
-        messages = await asyncio.shield(self._undelivered(cluster_id))
-        for message in messages:
-            if message.id not in sent.outbox:
+        unacked = await asyncio.shield(self._unacknowledged(cluster_id))
+        sent.full = len(unacked) >= OUTBOX_WINDOW
+        sent.outbox.intersection_update(unacked)  # the others are acknowledged, for good
+        unsent = [message_id for message_id in unacked if message_id not in sent.outbox]
+        for start in range(0, len(unsent), OUTBOX_PAGE):
+            page = unsent[start : start + OUTBOX_PAGE]
+            for message in await asyncio.shield(self._undelivered(page)):
                 sent.outbox.add(message.id)
                 yield _outbox_message(message)
                 if message.kind is OutboxKind.ASSIGN:
@@ -175,9 +190,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         for item in await asyncio.shield(due):
             yield item
 
-    async def _undelivered(self, cluster_id: uuid.UUID) -> list[OutboxMessage]:
+    async def _unacknowledged(self, cluster_id: uuid.UUID) -> list[uuid.UUID]:
         async with reading(self.sessions) as session:
-            return await outbox.undelivered(session, cluster_id=cluster_id)
+            return await outbox.unacknowledged_ids(
+                session, cluster_id=cluster_id, limit=OUTBOX_WINDOW
+            )
+
+    async def _undelivered(self, ids: list[uuid.UUID]) -> list[OutboxMessage]:
+        async with reading(self.sessions) as session:
+            return await outbox.undelivered(session, ids=ids)
 
     async def _handle(
         self,
@@ -186,8 +207,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         unit: list[pb.AgentMessage],
         context: grpc.aio.ServicerContext,
     ) -> list[pb.GlobalMessage]:
-        """One message, or a run of consecutive deltas or reports (applied together). A domain
-        error ends the stream (`Connect` maps it to a status)."""
+        """One message, or the deltas or the reports of a run of them (`_units`), applied
+        together. A domain error ends the stream (`Connect` maps it to a status)."""
         kind = unit[0].WhichOneof("body")
         if kind == "delta":
             return await self._deltas(cluster_name, [m.delta for m in unit])
@@ -278,26 +299,40 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
 
 @dataclass
 class _Sent:
-    """What a stream has sent: outbox messages, and copies (id, whether a stop)."""
+    """What a stream has sent: outbox messages not yet acknowledged, and copies (id, whether
+    a stop); `full` when its last read found a whole window unacknowledged."""
 
     runs_copies: bool
+    full: bool = False
     outbox: set[uuid.UUID] = field(default_factory=set)
     copies: set[tuple[uuid.UUID, bool]] = field(default_factory=set)
 
 
-_GROUPED = frozenset({"delta", "job_status"})
+# Grouped, in the order a run of them mixed is applied (see `_units`).
+_GROUPED = ("delta", "job_status")
 
 
 def _units(batch: list[pb.AgentMessage]) -> list[list[pb.AgentMessage]]:
-    """The batch cut into what is handled together: runs of consecutive deltas, runs of
-    consecutive status reports, and every other message on its own."""
+    """The batch cut into what is handled together: each run of consecutive deltas and status
+    reports, in any mix, as its deltas then its reports (each in their order), and every other
+    message on its own. An agent that reports as its shares start and end interleaves them
+    (the delta that frees an ended share's nodes goes before its report): cut at each change
+    of kind, a batch became one transaction of each writer after the other, awaited one by one
+    (seconds a batch under load). Deltas first keeps what the agent's order is for, a share's
+    freed nodes seen no later than its end; a delta that comes earlier than the reports before
+    it only shows GPUs in use sooner, and a round's books hold a share's GPUs until it ends
+    (`services/scheduling/books.py`) whatever the inventory says."""
     units: list[list[pb.AgentMessage]] = []
+    run: dict[str, list[pb.AgentMessage]] = {}
     for message in batch:
         kind = message.WhichOneof("body")
-        if kind in _GROUPED and units and units[-1][0].WhichOneof("body") == kind:
-            units[-1].append(message)
-        else:
-            units.append([message])
+        if kind in _GROUPED:
+            run.setdefault(kind, []).append(message)
+            continue
+        units.extend(run[grouped] for grouped in _GROUPED if grouped in run)
+        run = {}
+        units.append([message])
+    units.extend(run[grouped] for grouped in _GROUPED if grouped in run)
     return units
 
 

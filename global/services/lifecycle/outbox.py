@@ -148,13 +148,26 @@ async def acknowledge(
     )
 
 
-async def undelivered(
-    session: AsyncSession, *, cluster_id: uuid.UUID, limit: int = 100
-) -> list[OutboxMessage]:
+async def unacknowledged_ids(
+    session: AsyncSession, *, cluster_id: uuid.UUID, limit: int
+) -> list[uuid.UUID]:
+    """The ids of the oldest `limit` messages to the cluster not yet acknowledged, oldest
+    first: ids alone, so that a stream reading them on every wake-up does not load again, with
+    their job documents, the messages it sent and the agent has not reported on yet."""
     rows = await session.execute(
-        select(OutboxMessage)
+        select(OutboxMessage.id)
         .where(OutboxMessage.cluster_id == cluster_id, OutboxMessage.acked_at.is_(None))
         .order_by(OutboxMessage.created_at, OutboxMessage.id)
         .limit(limit)
+    )
+    return list(rows.scalars())
+
+
+async def undelivered(session: AsyncSession, *, ids: Collection[uuid.UUID]) -> list[OutboxMessage]:
+    """Those of the messages not acknowledged (since their ids were read), oldest first."""
+    rows = await session.execute(
+        select(OutboxMessage)
+        .where(OutboxMessage.id.in_(ids), OutboxMessage.acked_at.is_(None))
+        .order_by(OutboxMessage.created_at, OutboxMessage.id)
     )
     return list(rows.scalars())
