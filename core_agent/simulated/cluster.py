@@ -68,10 +68,11 @@ class SimNode:
             domain=self.domain or "",
         )
         # A map given to the constructor, even empty, costs a microsecond (the protocol
-        # map's update is Python's generic one): set its items one by one, if any.
-        labels = message.labels
-        for key, value in self.labels.items():
-            labels[key] = value
+        # map's update is Python's generic one): its items set one by one, if any.
+        if self.labels:
+            labels = message.labels
+            for key, value in self.labels.items():
+                labels[key] = value
         return message
 
 
