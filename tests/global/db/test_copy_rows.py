@@ -116,7 +116,14 @@ async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncC
         await insert_tuples(session, Node.__table__, COLUMNS, ROWS, constants=constants)
     later = datetime(2026, 1, 3, tzinfo=UTC)
     changed = [
-        (*row[:10], {"zone": "b"}, [{"key": "k2", "value": "v", "effect": "E"}], None, 9, cluster_id)
+        (
+            *row[:10],
+            {"zone": "b"},
+            [{"key": "k2", "value": "v", "effect": "E"}],
+            None,
+            9,
+            cluster_id,
+        )
         for row in _full(ROWS)
     ]
     changed[1] = (*changed[1][:2], 4, 3, *changed[1][4:])  # n1: 4 GPUs, 3 used
@@ -139,7 +146,10 @@ async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncC
 def _full(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
     """`ROWS` as values for the first ten of `_UPDATED` (the others at their defaults)."""
     defaults = dict.fromkeys(_UPDATED[:10], 0) | {"gpu_model": None}
-    return [tuple((defaults | dict(zip(COLUMNS, r, strict=True)))[c] for c in _UPDATED[:10]) for r in rows]
+    return [
+        tuple((defaults | dict(zip(COLUMNS, r, strict=True)))[c] for c in _UPDATED[:10])
+        for r in rows
+    ]
 
 
 async def test_the_node_update_type_holds_the_updated_columns_in_order(postgres_url: str) -> None:
