@@ -6,7 +6,9 @@ for any statement. Each value goes through its column type's bind processing as 
 would apply it, taken once per column (JSON as `json_text` writes it, as the engine's
 serializer does on SQLite), instead of SQLAlchemy's per-row parameter handling, which cost
 more than the database's own work for an agent's 5,000-node snapshot (docs/benchmarks.md,
-"Ingest at 100 x 5,000").
+"Ingest at 100 x 5,000"). Updating rows on Postgres takes one array of a composite type
+instead (`update_tuples`): asyncpg checks each element of an array parameter in Python, so an
+array per column costs a check per value, an array of rows one per row.
 
 New primary keys are random (version 4) UUIDs made from one read of the OS's randomness for
 the whole batch; building a `uuid.UUID` per row cost as much as the insert (and Postgres'
