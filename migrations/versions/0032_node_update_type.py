@@ -4,7 +4,10 @@ column: asyncpg checks each element of an array parameter in Python, so one arra
 a check a row where an array per column was a check a value (docs/benchmarks.md, "Deltas,
 session 9"). Its attributes are the columns the UPDATE sets and matches on, in its order
 (`services/inventory/deltas._UPDATED`): a change to those needs a migration of this type
-(tests/global/db/test_copy_rows.py compares the two).
+(tests/global/db/test_copy_rows.py compares the two). Such a change makes a type of a new name
+(`node_update_v2`) and drops this one a release later: replicas still running the old code
+send rows of the old shape, and a type altered in place refuses them ("wrong number of
+columns") on their open connections and new ones alike.
 
 Revision ID: 0027_node_update_type
 Revises: 0026_data_copy_job_uid

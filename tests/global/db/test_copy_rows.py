@@ -162,7 +162,7 @@ async def test_the_node_update_type_holds_the_updated_columns_in_order(postgres_
                 text(
                     "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
                     "JOIN pg_type t ON a.attrelid = t.typrelid WHERE t.typname = :name "
-                    "AND a.attnum > 0 ORDER BY a.attnum"
+                    "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
                 ),
                 {"name": _UPDATED_TYPE},
             )
