@@ -101,6 +101,12 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             await wait_acked(clients)
             full_sync = time.perf_counter() - started
             synced = await read()
+            idle_cpu: dict[str, float] = {}
+            if args.idle_seconds:  # the streams open, nothing sent but heartbeats
+                await asyncio.sleep(args.idle_seconds)
+                idle = await read()
+                idle_cpu = cpu_spent(synced, idle)
+                synced = idle
             updates, ingest_seconds = await drive_deltas(args, clusters, clients)
             end = await read()
         stop.set()
@@ -118,6 +124,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             **{f"sync_{k}": v * 1000 / synced_nodes for k, v in cpu_spent(before, synced).items()},
             **{f"delta_{k}": v * 1000 / updates for k, v in cpu_spent(synced, end).items()},
             "sync_workers": sorted(cpu_by_pid(before, synced, server_pids), reverse=True),
+            **{f"idle_{k}": v / args.idle_seconds for k, v in idle_cpu.items()},
         }
 
 
@@ -176,6 +183,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to drive deltas")
     parser.add_argument("--batch", type=int, default=500, help="node updates per cluster per delta")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="after the full sync, how long to measure the CPU spent with no deltas (per second)",
+    )
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     parser.add_argument(
         "--workers", type=int, default=1, help="the Global's worker processes (Postgres only)"
@@ -198,6 +211,14 @@ def main() -> None:
         + "\nCPU s per 1,000 node updates (Global: all its processes; postgres: the backends "
         "serving the database; machine: every process on every core):"
     )
+    if args.idle_seconds:
+        print(
+            "  CPU s per second with no deltas: "
+            + ", ".join(
+                f"{side} {result[f'idle_{side}']:.3f}"
+                for side in ("global", "agents", "postgres", "machine")
+            )
+        )
     for phase in ("sync", "delta"):
         print(
             f"  {'full sync' if phase == 'sync' else 'deltas':>9}: "

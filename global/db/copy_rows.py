@@ -6,7 +6,9 @@ for any statement. Each value goes through its column type's bind processing as 
 would apply it, taken once per column (JSON as `json_text` writes it, as the engine's
 serializer does on SQLite), instead of SQLAlchemy's per-row parameter handling, which cost
 more than the database's own work for an agent's 5,000-node snapshot (docs/benchmarks.md,
-"Ingest at 100 x 5,000").
+"Ingest at 100 x 5,000"). Updating rows on Postgres takes one array of a composite type
+instead (`update_tuples`): asyncpg checks each element of an array parameter in Python, so an
+array per column costs a check per value, an array of rows one per row.
 
 New primary keys are random (version 4) UUIDs made from one read of the OS's randomness for
 the whole batch; building a `uuid.UUID` per row cost as much as the insert (and Postgres'
@@ -109,11 +111,14 @@ async def update_tuples(
     *,
     keys: Names,
     constants: dict[str, Any],
+    row_type: str,
 ) -> None:
     """In the row of `table` whose `keys` columns hold a tuple's values for them, set its
     other `columns` (a tuple per row, values for `columns` in order) and the `constants`
-    (column: value): on Postgres one UPDATE from `unnest` over an array per column, on SQLite
-    one executemany on the driver."""
+    (column: value): on Postgres one UPDATE from `unnest` of one array of `row_type`, a
+    composite type whose attributes are `columns` in order (asyncpg checks each element of
+    an array parameter in Python: one array of rows is a check a row, an array per column a
+    check a value); on SQLite one executemany on the driver."""
     if not rows:
         return
     connection = await session.connection()
@@ -121,21 +126,16 @@ async def update_tuples(
     records = _processed(table, columns, rows, dialect)
     fixed = [(c, _stored(table, c, v, dialect)) for c, v in constants.items()]
     changed = [c for c in columns if c not in keys]
-    # Table and column names come from the model, never from input.
+    # Table, column and type names come from the code, never from input.
     if dialect.name == "postgresql":
-        arrays = ", ".join(
-            f"${i}::{_array_type(table.c[c].type)}[]" for i, c in enumerate(columns, 1)
-        )
-        start = len(columns) + 1
         sets = [f"{c} = u.{c}" for c in changed]
-        sets += [f"{c} = ${n}" for n, (c, _) in enumerate(fixed, start)]
+        sets += [f"{c} = ${n}" for n, (c, _) in enumerate(fixed, 2)]
         matches = " AND ".join(f"t.{k} = u.{k}" for k in keys)
         sql = (
-            f"UPDATE {table.name} AS t SET {', '.join(sets)} FROM unnest({arrays}) "
-            f"AS u({', '.join(columns)}) WHERE {matches}"
+            f"UPDATE {table.name} AS t SET {', '.join(sets)} "
+            f"FROM unnest($1::{row_type}[]) AS u WHERE {matches}"
         )
-        arguments = [list(c) for c in zip(*records, strict=True)] + [v for _, v in fixed]
-        await connection.exec_driver_sql(sql, tuple(arguments))
+        await connection.exec_driver_sql(sql, (records, *(v for _, v in fixed)))
         return
     sets = [f"{c} = ?" for c in changed] + [f"{c} = ?" for c, _ in fixed]
     matches = " AND ".join(f"{k} = ?" for k in keys)
@@ -152,13 +152,13 @@ async def update_tuples(
 
 def _processed(
     table: Table, columns: Names, rows: Sequence[Sequence[Any]], dialect: Dialect
-) -> list[Sequence[Any]]:
-    """The rows with each value through its column's bind processing (taken once per
-    column)."""
+) -> list[tuple[Any, ...]]:
+    """The rows as tuples (asyncpg takes a list as an array, a tuple as a record), each value
+    through its column's bind processing (taken once per column)."""
     processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
     processors = [(i, p) for i, p in processors if p is not None]
     if not processors:
-        return list(rows)
+        return [tuple(row) for row in rows]
     out = []
     for row in rows:
         values = list(row)
@@ -166,7 +166,7 @@ def _processed(
             value = values[i]
             if value is not None:
                 values[i] = process(value)
-        out.append(values)
+        out.append(tuple(values))
     return out
 
 

@@ -128,6 +128,7 @@ async def apply_node_deltas(
         updates,
         keys=("cluster_id", "name"),
         constants={"updated_at": now},
+        row_type=_UPDATED_TYPE,
     )
     await insert_many(session, Node, inserts)
     await _apply_changes(session, changes)
@@ -336,8 +337,10 @@ def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:
 
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres
 # the names go as one array parameter, or the (cluster, name) pairs as two).
-# The columns an UPDATE of a stored node sets (found by its cluster and name).
+# The columns an UPDATE of a stored node sets (found by its cluster and name), and on Postgres
+# the composite type of those columns in this order (migrations/versions/0032).
 _UPDATED = (*STORED, "domain_id", "seq", "cluster_id")
+_UPDATED_TYPE = "node_update"
 _EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
 _IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
 _EXISTING = Read(

@@ -10,13 +10,20 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tests.factories import create_cluster
-from volcano_global.db.copy_rows import insert_columns, insert_tuples, uuid_texts
-from volcano_global.db.engine import transaction
+from volcano_global.db.copy_rows import (
+    _array_type,
+    insert_columns,
+    insert_tuples,
+    update_tuples,
+    uuid_texts,
+)
+from volcano_global.db.engine import create_engine, transaction
 from volcano_global.db.models import Cluster, Node
+from volcano_global.services.inventory.deltas import _UPDATED, _UPDATED_TYPE
 
 COLUMNS = ("name", "gpu_allocatable", "ready", "labels", "taints", "domain_id")
 ROWS = [
@@ -97,3 +104,70 @@ async def test_a_name_longer_than_its_column_is_refused_not_cut(
         async with transaction(app.state.sessions) as session:
             long_name = [("n" * 300, *ROWS[0][1:])]
             await insert_tuples(session, Node.__table__, COLUMNS, long_name, constants=constants)
+
+
+async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncClient) -> None:
+    """On Postgres the rows go as one array of the `node_update` composite type: each row's
+    values land in their columns, found by (cluster, name); the constants in every row."""
+    cluster_id = await _cluster_id(app, api)
+    first = datetime(2026, 1, 2, tzinfo=UTC)
+    async with transaction(app.state.sessions) as session:
+        constants = {"cluster_id": cluster_id, "updated_at": first, "seq": 1}
+        await insert_tuples(session, Node.__table__, COLUMNS, ROWS, constants=constants)
+    later = datetime(2026, 1, 3, tzinfo=UTC)
+    changed = [
+        (
+            *row[:10],
+            {"zone": "b"},
+            [{"key": "k2", "value": "v", "effect": "E"}],
+            None,
+            9,
+            cluster_id,
+        )
+        for row in _full(ROWS)
+    ]
+    changed[1] = (*changed[1][:2], 4, 3, *changed[1][4:])  # n1: 4 GPUs, 3 used
+    async with transaction(app.state.sessions) as session:
+        await update_tuples(
+            session,
+            Node.__table__,
+            _UPDATED,
+            changed,
+            keys=("cluster_id", "name"),
+            constants={"updated_at": later},
+            row_type=_UPDATED_TYPE,
+        )
+    async with transaction(app.state.sessions) as session:
+        nodes = (await session.execute(select(Node).order_by(Node.name))).scalars().all()
+    assert [tuple(getattr(n, c) for c in _UPDATED) for n in nodes] == changed
+    assert all(n.updated_at == later for n in nodes)
+
+
+def _full(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """`ROWS` as values for the first ten of `_UPDATED` (the others at their defaults)."""
+    defaults = dict.fromkeys(_UPDATED[:10], 0) | {"gpu_model": None}
+    return [
+        tuple((defaults | dict(zip(COLUMNS, r, strict=True)))[c] for c in _UPDATED[:10])
+        for r in rows
+    ]
+
+
+async def test_the_node_update_type_holds_the_updated_columns_in_order(postgres_url: str) -> None:
+    """The delta's UPDATE sends rows of `node_update` (a migration) for `_UPDATED` (the code):
+    the two must not drift apart."""
+    engine = create_engine(postgres_url, pool_size=1)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                    "JOIN pg_type t ON a.attrelid = t.typrelid WHERE t.typname = :name "
+                    "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+                ),
+                {"name": _UPDATED_TYPE},
+            )
+            attributes = [tuple(r) for r in rows]
+    finally:
+        await engine.dispose()
+    expected = [(c, _array_type(Node.__table__.c[c].type).lower()) for c in _UPDATED]
+    assert attributes == expected
