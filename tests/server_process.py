@@ -25,6 +25,7 @@ VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
 # server's shutdown budget (20 s), and more on a loaded host.
 READY_WITHIN_S = 180
 STOP_WITHIN_S = 120
+REQUEST_TIMEOUT_S = 60
 
 
 def free_port() -> int:
@@ -107,10 +108,19 @@ class ServerProcess:
                 f"server still running {STOP_WITHIN_S} s after SIGTERM:\n{self.log.read_text()}"
             ) from None
 
+    def admin(self) -> httpx.Client:
+        """An admin client, waiting for answers as long as a loaded host may need (httpx's
+        default is 5 s)."""
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=REQUEST_TIMEOUT_S,
+        )
+
     def admin_with_cluster(self, name: str = "gpu-east") -> httpx.Client:
         """An admin client, after registering cluster `name` and pushing its inventory with
         the cluster's own agent token."""
-        api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        api = self.admin()
         token = api.post("/api/v1/clusters", json={"name": name}).json()["agentToken"]
         pushed = api.put(
             f"/api/v1/clusters/{name}/inventory",

@@ -151,7 +151,7 @@ async def test_deltas_are_paced_by_the_coalescing_window_and_reports_are_not(
                     ShareStatus(placement_id=unknown, job_uid="", phase=SharePhase.RUNNING)
                 )
                 reported = asyncio.get_running_loop().time()
-                await eventually(lambda: not client.unacked_reports, within=5)
+                await eventually(lambda: not client.unacked_reports)
                 assert asyncio.get_running_loop().time() - reported < 0.5
             await asyncio.sleep(0.05)
         elapsed = asyncio.get_running_loop().time() - started
@@ -177,5 +177,5 @@ async def test_the_nodes_a_share_frees_reach_the_global_before_its_end(
         client.report(
             ShareStatus(placement_id=str(uuid.uuid4()), job_uid="", phase=SharePhase.SUCCEEDED)
         )
-        await eventually(lambda: not client.unacked_reports, within=5)
+        await eventually(lambda: not client.unacked_reports)
         assert await h100_free() == 512
