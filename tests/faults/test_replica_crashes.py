@@ -30,6 +30,9 @@ KILLS = 9  # three at each failpoint
 # Waits bounded by progress, not by the whole run: a replica's start costs ~2.5 s of CPU, 40 s of
 # wall time at a load of 16 on two cores, and each kill takes up to three starts and a stop.
 STALLED_S = 300  # no kill, or no job finished, for this long: the run is stuck
+# Jobs waiting at most while the kills go on: the slower the host, the longer the kills take, and
+# the jobs submitted meanwhile grew the drain after them without bound (over 20 min at load 20).
+BACKLOG = 10
 SPEC = ClusterSpec.model_validate(
     {
         "nodeGroups": [{"count": 8, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -157,6 +160,12 @@ async def call(method: str, replicas: Replicas, path: str, **kwargs: Any) -> htt
         await asyncio.sleep(0.2)
 
 
+async def waiting(replicas: Replicas) -> int:
+    """How many jobs are Pending (up to BACKLOG)."""
+    params = {"state": "Pending", "limit": BACKLOG}
+    return len((await call("GET", replicas, "/api/v1/jobs", params=params)).json()["items"])
+
+
 async def submit(replicas: Replicas, doc: dict[str, Any]) -> str:
     """Submit until an answer; a 409 means an earlier attempt was stored (its answer lost)."""
     response = await call("POST", replicas, "/api/v1/jobs", json=doc)
@@ -200,11 +209,11 @@ async def test_replicas_killed_at_commit_dispatch_and_report(
             progress.check(sum(replicas.kills.values()), f"only {dict(replicas.kills)} kills")
             if watcher.done():
                 watcher.result()  # its failure
-            doc = document(i)
-            accepted[f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"] = await submit(
-                replicas, doc
-            )
-            i += 1
+            if await waiting(replicas) < BACKLOG:
+                doc = document(i)
+                key = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+                accepted[key] = await submit(replicas, doc)
+                i += 1
             await asyncio.sleep(0.4)
 
         async def unfinished() -> list[str]:
