@@ -159,7 +159,7 @@ async def test_a_report_written_mid_window_goes_before_the_windows_delta(
     async with running_agent(app, api, coalesce_s=60.0) as (cluster, client):
         await eventually(lambda: client.acked >= 1)  # the snapshot
         cluster.update_node("sim-g0-00000", used_gpus=8)  # the first change goes at once
-        await eventually(lambda: client.acked >= 2)
+        await eventually(lambda: client.acked >= 2, within=30)  # below the window's 45-75 s
         cluster.update_node("sim-g0-00000", used_gpus=1)  # waits for the window
         # about a placement the Global does not know: acknowledged, nothing else
         unknown = str(uuid.uuid4())
@@ -180,11 +180,12 @@ async def test_the_nodes_a_share_frees_reach_the_global_before_its_end(
     async with running_agent(app, api, coalesce_s=60.0) as (cluster, client):
         await eventually(lambda: client.acked >= 1)  # the snapshot
         cluster.update_node("sim-g0-00000", used_gpus=8)  # the first change goes at once
-        await eventually(lambda: client.acked >= 2)
+        # (waits bounded below the window's 45-75 s: one that waited for it would fail)
+        await eventually(lambda: client.acked >= 2, within=30)
         assert await h100_free() == 504
         cluster.update_node("sim-g0-00000", used_gpus=0)  # inside the 60 s window
         client.report(
             ShareStatus(placement_id=str(uuid.uuid4()), job_uid="", phase=SharePhase.SUCCEEDED)
         )
-        await eventually(lambda: not client.unacked_reports)
+        await eventually(lambda: not client.unacked_reports, within=30)
         assert await h100_free() == 512
