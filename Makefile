@@ -26,8 +26,8 @@ test: setup
 	scripts/ensure-kubectl.sh
 	scripts/ensure-chromium.sh
 	$(MAKE) lint
-	$(BIN)/pytest -n 2 --dist worksteal -m "not serial"
-	$(BIN)/pytest -m serial
+	$(BIN)/pytest -n 2 --dist worksteal --maxfail 10 -m "not serial"
+	$(BIN)/pytest --maxfail 10 -m serial
 
 clean:
 	rm -rf $(VENV) vglobal-data .pytest_cache .ruff_cache

@@ -214,7 +214,15 @@ def to_yaml(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document)
 
 
-async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 15.0) -> None:
+# How long `eventually` waits by default: minutes, for what background loops (rounds, streams,
+# reports) bring about. On a loaded 2-core CI host they take tens of seconds where they take one
+# unloaded, and 15 s failed tests that were right; a test that is wrong still fails, later.
+EVENTUALLY_S = 120.0
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], within: float = EVENTUALLY_S
+) -> None:
     """Wait until `check` holds (polling every 50 ms); fail after `within` seconds."""
     deadline = asyncio.get_running_loop().time() + within
     while True:

@@ -20,6 +20,12 @@ from tests.conftest import ADMIN_TOKEN
 from tests.factories import inventory
 
 VGLOBAL = [sys.executable, "-m", "volcano_global.cli.main"]
+# A start costs ~2.5 s of CPU (imports, migrations): 40 s of wall time at a load of 16 on two
+# cores, where the 30 s this waited once failed the replica-crash test. A stop may take the
+# server's shutdown budget (20 s), and more on a loaded host.
+READY_WITHIN_S = 180
+STOP_WITHIN_S = 120
+REQUEST_TIMEOUT_S = 60
 
 
 def free_port() -> int:
@@ -54,6 +60,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.env['VGLOBAL_GRPC_PORT']}"
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process, without waiting for it to answer."""
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [*VGLOBAL, "server", "--port", str(self.port), "--host", "127.0.0.1"],
@@ -61,32 +72,55 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
+
+    def wait_ready(self) -> None:
+        """Until /readyz answers 200, while the process lives (its log if it dies, or is not
+        ready after READY_WITHIN_S)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + READY_WITHIN_S
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
             try:
-                ready = httpx.get(f"{self.url}/readyz", timeout=1, verify=self.ready_verify)
+                ready = httpx.get(f"{self.url}/readyz", timeout=10, verify=self.ready_verify)
                 if ready.status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+        raise AssertionError(f"server not ready after {READY_WITHIN_S} s:\n{self.log.read_text()}")
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=STOP_WITHIN_S)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=15)
+        """SIGTERM, and wait for the exit; a process still there after STOP_WITHIN_S is killed
+        (not left running into the next tests) and the test fails with its log."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"server still running {STOP_WITHIN_S} s after SIGTERM:\n{self.log.read_text()}"
+            ) from None
+
+    def admin(self) -> httpx.Client:
+        """An admin client, waiting for answers as long as a loaded host may need (httpx's
+        default is 5 s)."""
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=REQUEST_TIMEOUT_S,
+        )
 
     def admin_with_cluster(self, name: str = "gpu-east") -> httpx.Client:
         """An admin client, after registering cluster `name` and pushing its inventory with
         the cluster's own agent token."""
-        api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        api = self.admin()
         token = api.post("/api/v1/clusters", json={"name": name}).json()["agentToken"]
         pushed = api.put(
             f"/api/v1/clusters/{name}/inventory",

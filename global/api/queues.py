@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from volcano_global.api.deps import Admin, AppSettings, Reader, Session
 from volcano_global.api.documents import document_body, read_document, render_document
 from volcano_global.db.models import Queue
-from volcano_global.errors import Invalid
+from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.queue_document import read_queue
 from volcano_global.schemas.common import error_responses
 from volcano_global.schemas.queues import QueueCreate, QueueList, QueueOut, QueuePatch, QueueUsage
@@ -52,7 +52,7 @@ async def create_queue(request: Request, session: Session, _: Admin) -> QueueOut
             gpu_quota=body.gpu_quota,
             priority=body.priority,
         )
-    return (await present_queues(session, [queue]))[0]
+    return await present_queue(session, queue)
 
 
 @router.put(
@@ -67,7 +67,7 @@ async def apply_queue(name: str, request: Request, session: Session, _: Admin) -
     if definition.name != name:
         raise Invalid.one("metadata.name", f"must be {name!r}, the queue in the path")
     queue = await queues.apply_queue(session, definition=definition)
-    return (await present_queues(session, [queue]))[0]
+    return await present_queue(session, queue)
 
 
 @router.get("", operation_id="listQueues", responses=error_responses(401, 403))
@@ -83,7 +83,7 @@ async def list_queues(session: Session, caller: Reader) -> QueueList:
 @router.get("/{name}", operation_id="getQueue", responses=error_responses(401, 403, 404))
 async def get_queue(name: str, session: Session, caller: Reader) -> QueueOut:
     caller.require_queue(name)
-    return (await present_queues(session, [await queues.get_queue(session, name=name)]))[0]
+    return await present_queue(session, await queues.get_queue(session, name=name))
 
 
 @router.get(
@@ -114,7 +114,7 @@ async def update_queue(name: str, body: QueuePatch, session: Session, _: Admin) 
         if key in changes and changes[key] is None:
             raise Invalid.one(key, "must not be null")
     queue = await queues.update_queue(session, name=name, changes=changes)
-    return (await present_queues(session, [queue]))[0]
+    return await present_queue(session, queue)
 
 
 @router.delete(
@@ -128,13 +128,27 @@ async def delete_queue(name: str, session: Session, settings: AppSettings, _: Ad
     return Response(status_code=204)
 
 
+async def present_queue(session: Session, queue: Queue) -> QueueOut:
+    """One queue as the API shows it; deleted since it was read (`present_queues`): not found."""
+    shown = await present_queues(session, [queue])
+    if not shown:
+        raise NotFound(f"queue {queue.name!r} not found")
+    return shown[0]
+
+
 async def present_queues(session: Session, rows: list[Queue]) -> list[QueueOut]:
+    """The queues as the API shows them. A read sees each statement's own snapshot (GETs run in
+    autocommit, `db.engine.autocommit`): a queue deleted after `rows` were read has no share in
+    the later read, and is left out - it is gone (it was a KeyError: a 500 that ended
+    `vglobal get queues -w` when a queue was deleted under it)."""
     usage = await queues.queue_usage(session, queue_ids=[q.id for q in rows])
     shares = await current_shares(session)
     parents = {q.parent for q in await queues.list_queues(session)}
     out = []
     for q in rows:
-        share = shares[q.name]
+        share = shares.get(q.name)
+        if share is None:
+            continue
         out.append(
             QueueOut(
                 name=q.name,

@@ -45,6 +45,7 @@ def run_server(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    keep_exit_code_on_signals()
     log = logging.getLogger("volcano_global")
     scheme = "https" if settings.tls.enabled else "http"
     log.info(
@@ -63,7 +64,6 @@ def run_server(
         os.environ.update({f"VGLOBAL_{k.upper()}": str(v) for k, v in overrides.items()})
         share_metrics_between_workers()
         log.info("%d worker processes", settings.workers)
-    keep_exit_code_on_signals()
     app = "volcano_global.cli.serve:worker_app" if settings.workers > 1 else server_app(settings)
     uvicorn.run(app, **uvicorn_options(settings))
 
@@ -124,13 +124,17 @@ def share_metrics_between_workers() -> None:
 
 
 def keep_exit_code_on_signals() -> None:
-    """A SIGTERM or SIGINT ends the server through uvicorn's graceful shutdown, after which
-    uvicorn raises the signal again for the handler it found: with Python's default that would
-    kill the process (exit -15) after a clean stop. A handler of ours takes it instead, so a
-    clean stop exits 0 (a second signal during the shutdown goes to uvicorn, which hurries)."""
+    """A SIGTERM or SIGINT ends the server with exit code 0. While uvicorn runs, its own
+    handlers take them (graceful shutdown; a second signal hurries it); after its clean stop
+    uvicorn raises the signal again for the handler it found, where Python's default would kill
+    the process (exit -15): this one takes it. Before uvicorn starts (the app is still being
+    built: seconds of imports, a minute on a loaded host) it ends the process at once, as there
+    is nothing to drain yet: a handler that only logged there lost the signal, and the server
+    then ran on after the SIGTERM that should have stopped it."""
 
     def stopped(signum: int, _frame: object) -> None:
         logging.getLogger("volcano_global").info("stopped on %s", signal.Signals(signum).name)
+        raise SystemExit(0)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopped)

@@ -73,7 +73,7 @@ async def test_console_in_a_real_browser(
     async def running() -> bool:
         return {await state_of(api, split_uid), await state_of(api, small_uid)} == {"Running"}
 
-    await eventually(running, within=30)
+    await eventually(running)
 
     for scheme in ("dark", "light"):  # dark: the overview only
         page, errors = await open_page(browser, scheme)

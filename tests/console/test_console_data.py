@@ -85,7 +85,7 @@ async def test_the_data_page_and_a_jobs_data(
     async def running() -> bool:
         return await state_of(api, uid) == "Running"
 
-    await eventually(running, within=30)
+    await eventually(running)
     (here,) = (await api.get(f"/api/v1/jobs/{uid}")).json()["clusters"]
     other = "west" if here == "east" else "east"
     await stage(server, uid, source_cluster=other)

@@ -29,7 +29,7 @@ async def test_the_console_a_new_user_meets(
     async def succeeded() -> bool:
         return await state_of(api, done_uid) == "Succeeded"
 
-    await eventually(succeeded, within=30)
+    await eventually(succeeded)
 
     page, errors = await open_page(browser, "light")
     blocked: list[str] = []  # CSP refusals are console errors, not page errors

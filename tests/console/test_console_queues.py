@@ -68,7 +68,7 @@ async def test_queue_page_shows_the_tree_and_its_fair_share(
         items = (await api.get("/api/v1/clusters")).json()["items"]
         return [c["state"] for c in items] == ["Ready", "Ready"]
 
-    await eventually(ready, within=30)
+    await eventually(ready)
     page, errors = await open_page(browser, "light")
     await page.goto(server.url + "/")
     await page.fill("[data-testid=token]", ADMIN_TOKEN)

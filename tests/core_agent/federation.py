@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from core_agent.client import AgentClient
 from core_agent.sources import InventorySource
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import create_cluster, eventually
+from tests.factories import EVENTUALLY_S, create_cluster, eventually
 from volcano_global.settings import Settings
 from volcano_global.shutdown import settle
 
@@ -88,7 +88,7 @@ class Federation:
         )
         assert response.status_code == 201, response.text
 
-    async def event(self, uid: str, reason: str, within: float = 15.0) -> str:
+    async def event(self, uid: str, reason: str, within: float = EVENTUALLY_S) -> str:
         """Wait for the job's first event with this reason; its message."""
         message = ""
 
@@ -101,7 +101,7 @@ class Federation:
         await eventually(check, within=within)
         return message
 
-    async def reach(self, uid: str, state: str, within: float = 20.0) -> dict[str, Any]:
+    async def reach(self, uid: str, state: str, within: float = EVENTUALLY_S) -> dict[str, Any]:
         job: dict[str, Any] = {}
 
         async def check() -> bool:

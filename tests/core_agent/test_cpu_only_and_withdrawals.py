@@ -55,7 +55,7 @@ async def test_a_gang_refused_at_once_waits_before_it_is_placed_again(database_u
         assert await withdrawals(fed, uid) <= 2
         for node in cluster.nodes.values():
             node.used_gpus = 0
-        await fed.reach(uid, "Succeeded", within=30)
+        await fed.reach(uid, "Succeeded")
 
 
 def test_the_wait_doubles_up_to_a_cap() -> None:

@@ -85,7 +85,7 @@ async def test_a_gang_that_does_not_start_in_time_is_withdrawn_and_requeued(
             split_job(seconds="10h", **{"global.volcano.sh/gang-start-timeout": "2"})
         )
 
-        message = await fed.event(uid, "GangTimeout", within=20)
+        message = await fed.event(uid, "GangTimeout")
         assert "not every share started within 2 s" in message
         assert "west: Accepted" in message
         # Every share was withdrawn: the pods bound in both clusters are gone.
@@ -117,7 +117,7 @@ async def test_a_cluster_lost_while_running_requeues_the_job(database_url: str) 
 
         await fed.leave("west")  # west's agent goes silent: NotReady after 1.5 s
 
-        await fed.event(uid, "PodEvicted", within=20)
+        await fed.event(uid, "PodEvicted")
         job = await fed.job(uid)
         assert job["state"] == "Pending"
         assert "cluster west" in job["stateMessage"]

@@ -67,19 +67,19 @@ async def test_an_elastic_job_starts_narrow_and_grows_when_room_frees(database_u
         narrow = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
         assert [(a.pods, a.world_pods) for a in narrow] == [(4, 4)]
 
-        await fed.reach(blocker, "Succeeded", within=60)
-        message = await fed.event(uid, "Resized", within=30)
+        await fed.reach(blocker, "Succeeded")
+        message = await fed.event(uid, "Resized")
         assert message.startswith("Resized 4 -> 8 replicas")
 
         async def wide() -> bool:
             return await running_shares(fed, uid) == [8]
 
-        await eventually(wide, within=30)
+        await eventually(wide)
         grown = [s.assignment for s in east.shares.values() if s.assignment.job_uid == uid]
         assert [(a.pods, a.world_pods, a.rank_offset) for a in grown] == [(8, 8, 0)]
         job = await fed.job(uid)
         assert job["requeues"] == 0  # a resize is no retry
-        await fed.reach(uid, "Succeeded", within=60)
+        await fed.reach(uid, "Succeeded")
 
 
 async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
@@ -101,14 +101,14 @@ async def test_an_elastic_job_grows_into_a_second_cluster_and_reserves_the_link(
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [(other, 4)]
         assert await link_reserved(fed) == 0  # one cluster: nothing crosses
 
-        await fed.reach(short, "Succeeded", within=60)
-        message = await fed.event(uid, "Resized", within=30)
+        await fed.reach(short, "Succeeded")
+        message = await fed.event(uid, "Resized")
         assert message.startswith("Resized 2 -> 6 replicas")
 
         async def grown() -> bool:
             return len(await running_shares(fed, uid) or []) == 2
 
-        await eventually(grown, within=30)
+        await eventually(grown)
         job = await fed.job(uid)
         assert [(s["cluster"], s["pods"]) for s in job["placement"]["shares"]] == [
             (other, 4),
@@ -145,18 +145,18 @@ async def test_a_higher_priority_job_takes_replicas_an_elastic_job_holds(
                 "vip", replicas=3, runningEstimate="200s", priorityClassName="high-priority"
             )
         )
-        message = await fed.event(uid, "Resized", within=30)
+        message = await fed.event(uid, "Resized")
         assert message.startswith("Resized 8 -> 5 replicas (gives back replicas")
-        await fed.reach(vip, "Running", within=30)
-        job = await fed.reach(uid, "Running", within=30)
+        await fed.reach(vip, "Running")
+        job = await fed.reach(uid, "Running")
         assert [s["pods"] for s in job["placement"]["shares"]] == [5]
-        await fed.reach(vip, "Succeeded", within=60)
+        await fed.reach(vip, "Succeeded")
         # Room again: it grows back to its 8 replicas.
 
         async def wide() -> bool:
             return await running_shares(fed, uid) == [8]
 
-        await eventually(wide, within=30)
+        await eventually(wide)
 
 
 async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_another_takes_it(
@@ -182,7 +182,7 @@ async def test_room_planned_for_a_job_that_cannot_start_is_given_back_before_ano
             )
         )
         filler = await fed.submit(job_document("filler", replicas=3, runningEstimate="200s"))
-        await fed.reach(filler, "Running", within=30)
+        await fed.reach(filler, "Running")
 
         async def placed() -> int:
             pods = 0

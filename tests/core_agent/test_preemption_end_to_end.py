@@ -197,7 +197,7 @@ async def test_a_queue_below_its_deserved_share_reclaims_from_a_reclaimable_queu
             "/api/v1/queues/research", json=volcano_queue("research", weight=1, reclaimable=True)
         )
         assert changed.status_code == 200, changed.text
-        message = await fed.event(first, "Reclaiming", within=20)
+        message = await fed.event(first, "Reclaiming")
         assert "ml/r-" in message, message
         await fed.reach(first, "Running")
         evicted = [uid for uid in research if (await fed.job(uid))["state"] == "Pending"]

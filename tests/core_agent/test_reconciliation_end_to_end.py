@@ -109,7 +109,7 @@ async def test_a_share_gone_without_a_word_is_found_by_the_periodic_list(
         if share.timer is not None:
             share.timer.cancel()
 
-        message = await fed.event(uid, "PodEvicted", within=10)
+        message = await fed.event(uid, "PodEvicted")
         assert "cluster east no longer holds its share (2 pods, 16 GPUs)" in message
         assert "(periodic)" in message
         job = await fed.reach(uid, "Running")  # requeued and placed again

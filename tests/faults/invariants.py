@@ -108,7 +108,7 @@ async def check_invariants(
     checked = Checked()
     engine = create_async_engine(database_url)
     try:
-        await _acknowledged(engine, within=15.0)
+        await _acknowledged(engine, within=120.0)
         async with engine.connect() as db:
             jobs = (await db.execute(text("SELECT id, namespace, name, state FROM jobs"))).all()
             placements = (await db.execute(text("SELECT id, job_id, state FROM placements"))).all()
@@ -159,8 +159,9 @@ async def check_invariants(
 
 async def _acknowledged(engine: Any, *, within: float) -> None:
     """Acknowledgements trail the jobs' ends (a cancellation for a withdrawn placement, an agent
-    reconnecting after the last fault): give them `within` seconds; what is still unacknowledged
-    then fails the check below."""
+    reconnecting after the last fault - to a replica that may still be starting, a minute on a
+    loaded host): give them `within` seconds; what is still unacknowledged then fails the check
+    below."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         async with engine.connect() as db:

@@ -13,7 +13,7 @@ from core_agent.simulated.cluster import ClusterSpec
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
 from tests.faults.invariants import check_invariants, join_recording_agents, write_report
-from tests.server_process import ServerProcess
+from tests.server_process import READY_WITHIN_S, ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SPEC = ClusterSpec.model_validate(
@@ -62,7 +62,7 @@ async def test_global_down_longer_than_the_not_ready_timeout(
             items = (await api.get("/api/v1/jobs", params={"limit": 10})).json()["items"]
             return sorted(j["state"] for j in items)
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + READY_WITHIN_S  # minutes: a loaded host
         while await states() != ["Running"] * 4:
             assert time.monotonic() < deadline, await states()
             await asyncio.sleep(0.2)

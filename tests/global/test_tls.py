@@ -93,7 +93,7 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
             return cluster["state"] == "Ready" and totals == [16]
 
         try:
-            await eventually(arrived, within=20)
+            await eventually(arrived)
         finally:
             stop.set()
             await task

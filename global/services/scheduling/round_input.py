@@ -7,10 +7,11 @@ The reads, in order: the Ready clusters and their inventory versions; what is fr
 queue's line (`heads.py`), less the jobs backing off after a withdrawal, cut to the round's
 window in the order `plan_round` takes them (`solver.round_plan.window`); the window's jobs as the
 solver's requests; the running jobs (planned policies and preemption); the fleet's GPUs and
-which queues are reclaimable (preemption); the running elastic jobs (planned policies); what
-the window's jobs read of data (their DataNeeds), with the running jobs when gravity weighs
-waiting for a cluster that holds it. The links' reserved bandwidth counts the copies still
-running (staging reservations, `inventory/links.reserved_gbps`)."""
+which queues are reclaimable (preemption); the running elastic jobs (planned policies); the
+data on its way (copies running), then what the window's jobs read of data and where it is
+(their DataNeeds), with the running jobs when gravity weighs waiting for a cluster that holds
+it. The links' reserved bandwidth counts the copies still running (staging reservations,
+`inventory/links.reserved_gbps`)."""
 
 from __future__ import annotations
 
@@ -113,6 +114,10 @@ async def read_round(
         session, context, tree, policy, options, durations, now, window, sharing, states
     )
     preempting = options.preemption is not None
+    # What is on its way before where it is: a copy's end moves its data from the one to the
+    # other in one commit, and on Postgres each read has its own snapshot, so a copy that ended
+    # between the reads read the other way round was in neither - and was staged again.
+    copying = await _copying(session) if waiting else {}
     data = RoundInput(
         now,
         tuple(states),
@@ -129,7 +134,7 @@ async def read_round(
         broken = await broken_destinations(session, now=now)
         data = replace(
             data,
-            copying=await _copying(session),
+            copying=copying,
             regions=await _regions(session),
             no_prefetch=await _no_prefetch(session, data.data, now),
             no_copies_into=broken.barred,

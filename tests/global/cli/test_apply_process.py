@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import yaml
 
-from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document, priority_class, volcano_queue
 from tests.server_process import ServerProcess
 
@@ -54,7 +52,7 @@ def test_apply_is_idempotent_and_reports_each_document(
         "job.batch.volcano.sh/ml/first unchanged",
         "job.batch.volcano.sh/ml/second unchanged",
     ]
-    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    api = server.admin()
     names = sorted(j["name"] for j in api.get("/api/v1/jobs").json()["items"])
     assert names == ["first", "second"]  # nothing created twice
 
@@ -71,7 +69,7 @@ def test_get_jobs_watch_follows_a_change_until_interrupted(
     with server.watching("get", "jobs", "-w", "--interval", "0.2") as watched:
         assert watched.readline().startswith("NAMESPACE")
         assert "one" in watched.readline()
-        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        api = server.admin()
         uid = api.get("/api/v1/jobs", params={"name": "one"}).json()["items"][0]["uid"]
         assert api.post(f"/api/v1/jobs/{uid}/cancel").status_code == 200
         line = watched.readline()  # blocks until the watch prints the change
@@ -82,7 +80,7 @@ def test_get_queues_watch_sees_a_new_queue_and_a_deleted_one(server: ServerProce
     with server.watching("get", "queues", "-w", "--interval", "0.2") as watched:
         assert watched.readline().startswith("NAME")
         assert watched.readline().startswith("default")
-        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        api = server.admin()
         assert api.post("/api/v1/queues", json={"name": "llm", "weight": 2}).status_code == 201
         assert watched.readline().startswith("llm")
         assert api.delete("/api/v1/queues/llm").status_code == 204

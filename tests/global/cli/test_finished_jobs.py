@@ -49,7 +49,7 @@ async def test_a_finished_job_shows_its_clusters_and_duration(
         shown = await asyncio.to_thread(east.cli, "get", "ml/short")
         return "Succeeded" in shown.stdout
 
-    await eventually(succeeded, within=30)
+    await eventually(succeeded)
     listed = await asyncio.to_thread(east.cli, "jobs")
     header, row = listed.stdout.strip().splitlines()
     cells = dict(zip(header.split(), row.split(), strict=False))

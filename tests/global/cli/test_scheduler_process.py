@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.factories import job_document
-from tests.server_process import VGLOBAL, ServerProcess, free_port
+from tests.server_process import READY_WITHIN_S, VGLOBAL, ServerProcess, free_port
 from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
 
 Scheduler = Callable[..., subprocess.Popen[bytes]]
@@ -77,7 +77,7 @@ def test_jobs_wait_until_the_scheduler_process_runs_then_are_placed(
 
     metrics_port = free_port()
     process = scheduler("--interval-s", "0.2", "--metrics-port", str(metrics_port))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + READY_WITHIN_S  # a process start under load
     while api.get(f"/api/v1/jobs/{uid}").json()["state"] != "Placed":
         assert process.poll() is None, (tmp_path / "scheduler.log").read_text()
         assert time.monotonic() < deadline, "the scheduler process placed nothing"
@@ -107,7 +107,7 @@ def test_a_quota_raised_through_an_api_replica_wakes_the_scheduler_process(
     process = scheduler("--interval-s", "120")
 
     def until(state: str, why: str) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + READY_WITHIN_S  # a process start under load
         while True:
             job = api.get(f"/api/v1/jobs/{uid}").json()
             if job["state"] == state and job["pendingReason"] != NOT_YET_SCHEDULED:

@@ -16,7 +16,7 @@ from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import job_document
-from tests.server_process import VGLOBAL, ServerProcess
+from tests.server_process import READY_WITHIN_S, VGLOBAL, ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 4, "gpusPerNode": 8}]})
@@ -74,7 +74,7 @@ async def test_two_workers_share_the_ports_and_one_schedules(
                 target = server.grpc_target
                 tasks.append(await join(api, name, cluster, target=target, stop=stop))
             uid = (await api.post("/api/v1/jobs", json=job_document("w", replicas=2))).json()["uid"]
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + READY_WITHIN_S  # minutes: a loaded host
             while (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] != "Running":
                 assert time.monotonic() < deadline, "the job did not run"
                 await asyncio.sleep(0.2)

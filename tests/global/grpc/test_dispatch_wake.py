@@ -31,7 +31,7 @@ async def test_a_placement_reaches_a_quiet_stream_at_once(
     assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
     if app.state.engine.dialect.name == "postgresql":
         # a listener wakes every stream once as it connects: not what is tested
-        await eventually(lambda: OUTBOX.listening, within=10)
+        await eventually(lambda: OUTBOX.listening)
     uid = (await submit(api, job_document("solo", replicas=1))).json()["uid"]
     await asyncio.sleep(0.5)  # the stream is idle, waiting on its next message or poll
     started = time.monotonic()

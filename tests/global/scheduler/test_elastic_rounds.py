@@ -201,7 +201,7 @@ async def test_a_resize_locks_the_placement_before_the_job_as_reports_do(
             select(Placement).where(Placement.id == placement_id).with_for_update(of=Placement)
         )
         round_task = asyncio.create_task(app.state.scheduler.run_once())
-        await eventually(waiting_on_a_lock, within=10)
+        await eventually(waiting_on_a_lock)
         assert not round_task.done()
         jobs = await asyncio.wait_for(lock_jobs(report, [uuid.UUID(uid)]), timeout=10)
         assert list(jobs) == [uuid.UUID(uid)]

@@ -116,7 +116,7 @@ async def test_supervision_holds_no_copy_of_a_job_it_cannot_lock(
     async with app.state.sessions() as holder, holder.begin():
         await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
         passing = asyncio.create_task(supervising())
-        await eventually(lambda: passing.done() or waiting_for_locks(app, 1), within=10)
+        await eventually(lambda: passing.done() or waiting_for_locks(app, 1))
         await holder.execute(select(DataCopy.id).where(DataCopy.id == copy.id).with_for_update())
     await asyncio.wait_for(passing, 30)
     assert (await copies(app))[0].state is CopyState.PENDING
@@ -147,7 +147,7 @@ async def test_a_copy_made_while_a_deletion_waits_for_jobs_is_not_locked_before_
         async with app.state.sessions() as first, first.begin():
             await first.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
             deleting = asyncio.create_task(deletion())
-            await eventually(lambda: waiting_for_locks(app, 1), within=10)
+            await eventually(lambda: waiting_for_locks(app, 1))
             async with transaction(app.state.sessions) as session:  # the round's commit
                 row = await session.get(DataCopy, copy.id)
                 clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
@@ -155,7 +155,7 @@ async def test_a_copy_made_while_a_deletion_waits_for_jobs_is_not_locked_before_
             await second.execute(  # the cancel of `other`
                 select(Job.id).where(Job.id == uuid.UUID(other)).with_for_update()
             )
-        await eventually(lambda: deleting.done() or waiting_for_locks(app, 1), within=10)
+        await eventually(lambda: deleting.done() or waiting_for_locks(app, 1))
         await second.execute(select(DataCopy.id).where(DataCopy.id == fresh).with_for_update())
     with pytest.raises(Conflict, match="made meanwhile: delete it again"):
         await asyncio.wait_for(deleting, 30)
@@ -184,7 +184,7 @@ async def against_a_cancel(
     async with app.state.sessions() as holder, holder.begin():
         await holder.execute(text("LOCK TABLE events IN SHARE MODE"))
         started = asyncio.ensure_future(first)
-        await eventually(lambda: waiting_for_locks(app, 1), within=10)
+        await eventually(lambda: waiting_for_locks(app, 1))
         cancelling = asyncio.create_task(api.post(f"/api/v1/jobs/{uid}/cancel"))
-        await eventually(lambda: waiting_for_locks(app, 2), within=10)
+        await eventually(lambda: waiting_for_locks(app, 2))
     return await asyncio.wait_for(asyncio.gather(started, cancelling), 30)

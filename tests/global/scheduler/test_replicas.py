@@ -46,7 +46,7 @@ def rounds(server: ServerProcess) -> float:
     return sum(float(n) for n in found)
 
 
-def wait_for(check, within: float = 20.0):  # type: ignore[no-untyped-def]
+def wait_for(check, within: float = 120.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         result = check()

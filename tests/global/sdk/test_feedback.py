@@ -54,7 +54,7 @@ async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_
             states = {(await api.get(f"/api/v1/jobs/{u}")).json()["state"] for u in uids}
             return states == {"Running"}
 
-        await eventually(both_running, within=30)
+        await eventually(both_running)
         share = {s.assignment.job_uid: s.assignment for s in cluster.shares.values()}
         first = Runtime.from_env(env_of(share[uids[0]], server.url), procs_per_pod=8)
         figures = await asyncio.to_thread(

@@ -91,7 +91,7 @@ def test_unread_watches_stay_bounded_and_are_dropped(server: ServerProcess) -> N
     pid = server.proc.pid
     before = rss_mib(pid)
     socks = [unread_watch(server.port) for _ in range(WATCHES)]
-    peak, deadline = before, time.monotonic() + 30
+    peak, deadline = before, time.monotonic() + 120
     while len(_drops(server)) < WATCHES:
         assert time.monotonic() < deadline, ("the unread watches were not dropped", before, peak)
         peak = max(peak, rss_mib(pid))
@@ -107,12 +107,12 @@ def test_a_client_that_disconnects_frees_its_watch(server: ServerProcess) -> Non
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     watch = {"watch": "true", "timeoutSeconds": "1"}
     with httpx.Client(base_url=server.url, headers=headers, timeout=30) as api:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while (refused := api.get(JOBS, params=watch)).status_code != 429:
             assert time.monotonic() < deadline, refused.text  # the 20 are being admitted
         assert "kube.watches_per_token" in refused.json()["message"]
         for sock in socks:
             sock.close()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while (answer := api.get(JOBS, params=watch)).status_code != 200:
             assert time.monotonic() < deadline, answer.text

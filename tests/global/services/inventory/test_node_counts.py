@@ -158,7 +158,7 @@ async def test_a_stream_claimed_while_a_write_holds_the_cluster_counts_what_it_w
         holder.add(Node(cluster_id=cluster.id, name="late", domain_id=template.domain_id))
         await holder.flush()
         claiming = asyncio.create_task(claim())
-        await eventually(lambda: waiting_for_locks(app), within=10)
+        await eventually(lambda: waiting_for_locks(app))
     await asyncio.wait_for(claiming, 10)
     listed, counted = await _listed_and_counted(app, api)
     assert listed == counted == {"east": (5, 5)}

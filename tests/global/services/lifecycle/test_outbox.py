@@ -33,9 +33,7 @@ def _placement(*clusters: uuid.UUID) -> Placement:
 
 async def test_a_commit_wakes_the_streams_of_the_clusters_it_wrote_for(app: FastAPI) -> None:
     if app.state.engine.dialect.name == "postgresql":
-        await eventually(
-            lambda: OUTBOX.listening, within=10
-        )  # it wakes every stream as it connects
+        await eventually(lambda: OUTBOX.listening)  # it wakes every stream as it connects
     east, west = uuid.uuid4(), uuid.uuid4()
     with OUTBOX.watch(east) as east_woken, OUTBOX.watch(west) as west_woken:
         async with app.state.sessions() as session:
@@ -104,7 +102,7 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
     east, west = uuid.uuid4(), uuid.uuid4()
     try:
         with OUTBOX.watch(east) as east_woken, OUTBOX.watch(west) as west_woken:
-            await eventually(lambda: OUTBOX.listening, within=10)
+            await eventually(lambda: OUTBOX.listening)
             east_woken.clear()
             west_woken.clear()  # woken as the listener connected
             await other.execute(f"NOTIFY {OUTBOX.name}, '{east}'")
@@ -162,7 +160,7 @@ async def test_acknowledging_locks_the_messages_in_id_order(
     async with app.state.sessions() as holder, holder.begin():
         await holder.execute(by_id.with_for_update(), {"id": late})
         acknowledging = asyncio.create_task(_acknowledge(app, delivered))
-        await eventually(lambda: _waiting_for_a_lock(app), within=10)
+        await eventually(lambda: _waiting_for_a_lock(app))
         async with app.state.sessions() as probe, probe.begin():
             with pytest.raises(DBAPIError) as caught:
                 await probe.execute(by_id.with_for_update(nowait=True), {"id": early})
