@@ -70,16 +70,21 @@ async def _read(stream: Stream, count: int) -> list[str]:
     return received
 
 
-async def test_a_stream_sends_every_waiting_message_though_none_was_reported_on(
-    app: FastAPI, api: httpx.AsyncClient, east: str
-) -> None:
+async def _connected(app: FastAPI, api: httpx.AsyncClient, east: str) -> tuple[Stream, uuid.UUID]:
+    """gpu-east's agent stream, synced, and a job to write its messages about."""
     stream = Stream(app, east)
     await stream.hello()
     assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
     if app.state.engine.dialect.name == "postgresql":
         # a listener wakes every stream once as it connects: not what is tested
         await eventually(lambda: OUTBOX.listening, within=10)
-    job = uuid.UUID((await submit(api, job_document("train"))).json()["uid"])
+    return stream, uuid.UUID((await submit(api, job_document("train"))).json()["uid"])
+
+
+async def test_a_stream_sends_every_waiting_message_though_none_was_reported_on(
+    app: FastAPI, api: httpx.AsyncClient, east: str
+) -> None:
+    stream, job = await _connected(app, api, east)
     first = await _write_cancellations(app, job, range(1, 251))
     assert await _read(stream, 250) == first  # all of them, oldest first, none reported on
     # The next wake-up sends the new message alone: what was sent is not sent again.
@@ -94,12 +99,7 @@ async def test_a_stream_with_a_full_window_sends_more_once_reports_come(
     # An agent that stops reporting gets at most a window of messages; acknowledgements wake
     # no stream, so the reports that make room must bring the rest.
     monkeypatch.setattr(agent_service, "OUTBOX_WINDOW", 5)
-    stream = Stream(app, east)
-    await stream.hello()
-    assert (await stream.send(snapshot(1, nodes=1))).ack.seq == 1
-    if app.state.engine.dialect.name == "postgresql":
-        await eventually(lambda: OUTBOX.listening, within=10)
-    job = uuid.UUID((await submit(api, job_document("train"))).json()["uid"])
+    stream, job = await _connected(app, api, east)
     written = await _write_cancellations(app, job, range(1, 9))
     assert await _read(stream, 5) == written[:5]
     async with transaction(app.state.sessions) as session:
