@@ -418,10 +418,9 @@ async def test_one_stream_per_cluster_across_two_server_processes(
         second = Stream(_at(two), token)
         started = time.monotonic()
         assert (await second.hello()).applied_seq == 1
-        # The replacement may already have ended it (NOTIFY is fast): a write then finds the
-        # RPC finished, and the end is read below either way.
-        with contextlib.suppress(asyncio.InvalidStateError):
-            await first.call.write(added(2, "from-the-first"))
+        # Its end is read before anything is written on it: a write racing the end can make the
+        # client's core replace the Global's status with INTERNAL "Internal error from Core"
+        # (grpc/grpc#36066; seen once in CI), and the status is what is checked.
         error = await end_of(first)
         took = time.monotonic() - started
         assert (error.code(), error.details()) == (grpc.StatusCode.ABORTED, REPLACED)
