@@ -131,15 +131,7 @@ async def read_round(
         beyond=beyond,
     )
     if data.data:
-        broken = await broken_destinations(session, now=now)
-        data = replace(
-            data,
-            copying=copying,
-            regions=await _regions(session),
-            no_prefetch=await _no_prefetch(session, data.data, now),
-            no_copies_into=broken.barred,
-            probe_copies_into=broken.probe,
-        )
+        data = await _with_copies(session, data, copying)
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -159,15 +151,43 @@ async def read_round(
     elif policy.planned and options.long_work is not None:  # its share is of the fleet
         data = replace(data, fleet_gpus=await fleet_gpus(session))
     if policy.planned:
-        elastic = await elastic_running(
-            session, clusters={c.id: c.name for c in clusters}, now=now, durations=durations
-        )
-        context.elastic = {str(e.job_id): e for e in elastic}
-        data = replace(data, elastic=tuple(e.run for e in elastic))
-        if elastic and options.data.mode is not DataMode.OBLIVIOUS:  # growth stays by its data
-            grown = await _needs_of(session, [e.job_id for e in elastic])
-            data = replace(data, data={**data.data, **grown})
+        data = await _with_elastic(session, data, context, clusters, options)
     return data, context
+
+
+async def _with_copies(
+    session: AsyncSession, data: RoundInput, copying: dict[str, tuple[str, ...]]
+) -> RoundInput:
+    """A round with data to place: the copies on their way (read before the data's
+    locality, `read_round`), the regions, and where copies may not go."""
+    broken = await broken_destinations(session, now=data.now)
+    return replace(
+        data,
+        copying=copying,
+        regions=await _regions(session),
+        no_prefetch=await _no_prefetch(session, data.data, data.now),
+        no_copies_into=broken.barred,
+        probe_copies_into=broken.probe,
+    )
+
+
+async def _with_elastic(
+    session: AsyncSession,
+    data: RoundInput,
+    context: RoundContext,
+    clusters: list[Cluster],
+    options: RoundOptions,
+) -> RoundInput:
+    """A planned round: the running elastic jobs, and the data their growth needs."""
+    elastic = await elastic_running(
+        session, clusters={c.id: c.name for c in clusters}, now=data.now, durations=data.durations
+    )
+    context.elastic = {str(e.job_id): e for e in elastic}
+    data = replace(data, elastic=tuple(e.run for e in elastic))
+    if elastic and options.data.mode is not DataMode.OBLIVIOUS:  # growth stays by its data
+        grown = await _needs_of(session, [e.job_id for e in elastic])
+        data = replace(data, data={**data.data, **grown})
+    return data
 
 
 async def _time_sharing(session: AsyncSession) -> dict[str, float]:
