@@ -67,8 +67,8 @@ class SimNode:
             schedulable=self.schedulable,
             domain=self.domain or "",
         )
-        # A map given to the constructor, even empty, costs a microsecond (the protocol
-        # map's update is Python's generic one): its items set one by one, if any.
+        # A map given to the constructor costs even when empty (the protocol map's update is
+        # Python's generic one; docs/benchmarks.md, "Deltas, session 9"): items set, if any.
         if self.labels:
             labels = message.labels
             for key, value in self.labels.items():

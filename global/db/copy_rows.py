@@ -116,9 +116,8 @@ async def update_tuples(
     """In the row of `table` whose `keys` columns hold a tuple's values for them, set its
     other `columns` (a tuple per row, values for `columns` in order) and the `constants`
     (column: value): on Postgres one UPDATE from `unnest` of one array of `row_type`, a
-    composite type whose attributes are `columns` in order (asyncpg checks each element of
-    an array parameter in Python: one array of rows is a check a row, an array per column a
-    check a value); on SQLite one executemany on the driver."""
+    composite type whose attributes are `columns` in order (why: the module's docstring); on
+    SQLite one executemany on the driver."""
     if not rows:
         return
     connection = await session.connection()
