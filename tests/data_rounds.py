@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from tests.data_documents import data_source, data_source_claim
-from tests.factories import inventory, job_document, submit
+from tests.factories import REPLY_S, inventory, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import ClusterShare, LinkReservation
@@ -98,6 +98,6 @@ class Reports:
         )
         await self.stream.call.write(pb.AgentMessage(job_status=status))
         while True:  # stored once acknowledged
-            reply = await asyncio.wait_for(self.stream.call.read(), timeout=10)
+            reply = await asyncio.wait_for(self.stream.call.read(), timeout=REPLY_S)
             if reply.WhichOneof("body") == "report_ack" and reply.report_ack.report_seq >= self.seq:
                 return

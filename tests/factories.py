@@ -219,6 +219,11 @@ def to_yaml(document: dict[str, Any]) -> str:
 # unloaded, and 15 s failed tests that were right; a test that is wrong still fails, later.
 EVENTUALLY_S = 120.0
 
+# How long a test waits for one reply, event or call that should come soon, as a guard against
+# a hang: a hang fails in a minute. 5-10 s was tight on a loaded CI host. A test that checks
+# that something does *not* wait for a period keeps its own bound below that period.
+REPLY_S = 60.0
+
 
 async def eventually(
     check: Callable[[], bool | Awaitable[bool]], within: float = EVENTUALLY_S

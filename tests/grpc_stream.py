@@ -8,6 +8,7 @@ import grpc
 import httpx
 from fastapi import FastAPI
 
+from tests.factories import REPLY_S
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -49,7 +50,7 @@ class Stream:
 
     async def send(self, message: pb.AgentMessage) -> pb.GlobalMessage:
         await self.call.write(message)
-        reply = await asyncio.wait_for(self.call.read(), timeout=10)
+        reply = await asyncio.wait_for(self.call.read(), timeout=REPLY_S)
         assert reply is not grpc.aio.EOF
         return reply
 
@@ -58,7 +59,7 @@ class Stream:
         over the dispatch messages the Global pushes meanwhile."""
         await self.call.write(message)
         while True:
-            reply = await asyncio.wait_for(self.call.read(), timeout=10)
+            reply = await asyncio.wait_for(self.call.read(), timeout=REPLY_S)
             assert reply is not grpc.aio.EOF
             if reply.WhichOneof("body") == kind:
                 return reply

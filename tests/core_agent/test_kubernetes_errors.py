@@ -16,7 +16,7 @@ from core_agent.kubernetes.retry import RetryPolicy
 from core_agent.kubernetes.shares import MemberJobs
 from core_agent.kubernetes.source import KubernetesSource
 from tests.core_agent.kube_objects import node, populate
-from tests.factories import eventually, job_document, share_assignment
+from tests.factories import REPLY_S, eventually, job_document, share_assignment
 from tests.k8s_emulator.faults import DISCONNECT
 from tests.k8s_emulator.server import HYPERNODES, NAMESPACES, NODES, VOLCANO_JOBS, KubeEmulator
 from tests.server_process import free_port
@@ -201,7 +201,7 @@ async def test_an_agent_whose_api_server_never_answers_stops_when_told() -> None
         stop = asyncio.Event()
         running = asyncio.create_task(agent.run(stop=stop))
         stop.set()  # before the first lists could ever end
-        await asyncio.wait_for(running, timeout=5)
+        await asyncio.wait_for(running, timeout=REPLY_S)
         watches = [t for t in asyncio.all_tasks() if t.get_name().startswith("watch-")]
         assert watches == []
     finally:

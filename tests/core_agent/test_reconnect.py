@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from core_agent.client import AgentClient
 from core_agent.reconnect import Reconnect
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.factories import create_cluster, eventually
+from tests.factories import REPLY_S, create_cluster, eventually
 from volcano_global.backoff import Backoff
 
 
@@ -41,7 +41,7 @@ async def running() -> AsyncIterator[list[tuple[asyncio.Event, asyncio.Task[None
     yield agents
     for stop, task in agents:
         stop.set()
-        await asyncio.wait_for(task, timeout=10)
+        await asyncio.wait_for(task, timeout=REPLY_S)
 
 
 def _start(agent: AgentClient, running: list[tuple[asyncio.Event, asyncio.Task[None]]]) -> None:
@@ -80,7 +80,7 @@ async def test_a_refused_agent_backs_off_and_reads_its_rotated_token_file(
     assert not agent.connected.is_set()
 
     token_file.write_text(rotated + "\n")
-    await asyncio.wait_for(agent.connected.wait(), timeout=10)
+    await asyncio.wait_for(agent.connected.wait(), timeout=REPLY_S)
     assert _lines(caplog, refused) == 1
 
 

@@ -13,7 +13,7 @@ import grpc
 from core_agent.client import AgentClient
 from core_agent.simulated.cluster import SimulatedCluster
 from tests.core_agent.test_dispatch_end_to_end import SPEC
-from tests.factories import eventually, share_assignment
+from tests.factories import REPLY_S, eventually, share_assignment
 from volcano_global.rpc.shares import SharePhase, ShareStatus
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
@@ -66,7 +66,7 @@ async def run_agent(interval: int, seconds: float, unacked: ShareStatus | None =
         await asyncio.sleep(seconds)  # what the agent sends on its own meanwhile
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=10)
+        await asyncio.wait_for(task, timeout=REPLY_S)
         await server.stop(None)
     return stand_in
 

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.factories import share_assignment
+from tests.factories import REPLY_S, share_assignment
 from volcano_global.rpc.shares import (
     ShareCancellation,
     SharePhase,
@@ -62,7 +62,7 @@ async def test_a_share_stages_for_its_bytes_over_the_reserved_bandwidth() -> Non
     cluster.apply_share(ASSIGNMENT, report)  # given again: answered, not staged twice
     assert [r.phase for r in reports] == [SharePhase.STAGING] * 2
 
-    await asyncio.wait_for(running.wait(), timeout=5)
+    await asyncio.wait_for(running.wait(), timeout=REPLY_S)
     took = loop.time() - began
     assert 20 * SCALE <= took < 20 * SCALE + 0.5
     assert [r.phase for r in reports[2:]] == [SharePhase.ACCEPTED, SharePhase.RUNNING]

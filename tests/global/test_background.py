@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.factories import REPLY_S
 from volcano_global.background import (
     Background,
     Loop,
@@ -127,7 +128,7 @@ async def test_stopping_cancels_every_loop_then_closes_in_order() -> None:
 
     background = Background([closer("first"), Loop("plain", forever, every_s=0), closer("last")])
     assert [t.get_name() for t in background.tasks] == ["first", "plain", "last"]
-    await asyncio.wait_for(started.wait(), timeout=5)
+    await asyncio.wait_for(started.wait(), timeout=REPLY_S)
     await background.stop()
     assert all(t.cancelled() for t in background.tasks)
     assert closed == ["first", "last"]
@@ -147,8 +148,8 @@ async def test_a_loop_whose_cleanup_fails_while_cancelled_still_stops() -> None:
             raise ConnectionError("rollback: another operation is in progress")
 
     background = Background([Loop("rounds", query_then_failing_rollback, every_s=0)])
-    await asyncio.wait_for(started.wait(), timeout=5)
-    await asyncio.wait_for(background.stop(Deadline(5.0)), timeout=10)
+    await asyncio.wait_for(started.wait(), timeout=REPLY_S)
+    await asyncio.wait_for(background.stop(Deadline(5.0)), timeout=REPLY_S)
     assert background.tasks[0].cancelled()
 
 

@@ -20,7 +20,7 @@ from core_agent.client import AgentClient
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.certificates import issue, write
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import eventually
+from tests.factories import REPLY_S, eventually
 from tests.server_process import ServerProcess
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
@@ -70,7 +70,7 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
             )
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await call.write(pb.AgentMessage(hello=pb.Hello(cluster="gpu-east")))
-                await asyncio.wait_for(call.read(), timeout=10)
+                await asyncio.wait_for(call.read(), timeout=REPLY_S)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
         # With one the CA signed, the agent streams its inventory.

@@ -9,6 +9,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.factories import REPLY_S
 from tests.k8s_emulator.server import (
     HYPERNODES,
     NAMESPACES,
@@ -97,7 +98,7 @@ async def test_watch_from_a_version_and_selector_transitions(kube) -> None:  # t
     emulator.patch(PODS, "p2", {"metadata": {"labels": {"x": "y"}}}, "ml")
     emulator.patch(PODS, "p1", {"status": {"phase": "Succeeded"}}, "ml")  # leaves the selector
     emulator.delete(PODS, "p2", "ml")
-    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(task, REPLY_S)
     assert events == [("ADDED", "p2"), ("MODIFIED", "p2"), ("DELETED", "p1"), ("DELETED", "p2")]
 
 

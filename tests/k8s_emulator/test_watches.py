@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.factories import REPLY_S
 from tests.k8s_emulator.server import NODES, PODS, KubeEmulator
 
 Events = list[tuple[str, dict[str, Any]]]
@@ -128,4 +129,4 @@ async def test_ending_watches_closes_them_cleanly(kube) -> None:  # type: ignore
     url = f"{host}/api/v1/nodes?watch=true&timeoutSeconds=30&resourceVersion={emulator.rv}"
     async with session.get(url) as response:
         emulator.watch_cache.end_watches()
-        assert await asyncio.wait_for(read_events(response), 5) == []
+        assert await asyncio.wait_for(read_events(response), REPLY_S) == []

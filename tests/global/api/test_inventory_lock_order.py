@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from tests.factories import create_cluster, eventually, inventory
+from tests.factories import REPLY_S, create_cluster, eventually, inventory
 from volcano_global.db.engine import transaction
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster
@@ -72,7 +72,7 @@ async def test_another_clusters_agent_is_refused_without_waiting_on_the_row(
             json=base,
             headers={"Authorization": f"Bearer {west}"},
         )
-        response = await asyncio.wait_for(put, 10)  # it waited for ever on the row before
+        response = await asyncio.wait_for(put, REPLY_S)  # it waited for ever on the row before
     assert response.status_code == 403, response.text
 
 

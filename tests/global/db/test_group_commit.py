@@ -9,6 +9,7 @@ import contextvars
 
 import pytest
 
+from tests.factories import REPLY_S
 from volcano_global.db.group_commit import GroupCommit
 
 
@@ -111,7 +112,7 @@ async def test_a_writer_cancelled_before_it_ran_leaves_no_caller_waiting_and_is_
     assert not pending
     assert all(task.cancelled() for task in done)
     assert batches == []  # nothing was written
-    assert await asyncio.wait_for(group.add(5), timeout=5) == 50
+    assert await asyncio.wait_for(group.add(5), timeout=REPLY_S) == 50
 
 
 async def test_a_writer_cancelled_in_a_write_leaves_no_caller_waiting_and_is_replaced() -> None:
@@ -134,7 +135,7 @@ async def test_a_writer_cancelled_in_a_write_leaves_no_caller_waiting_and_is_rep
     assert not pending
     assert all(task.cancelled() for task in done)  # the batch written and the one queued
     assert batches == [[0, 1, 2, 3]]
-    assert await asyncio.wait_for(group.add(5), timeout=5) == 50
+    assert await asyncio.wait_for(group.add(5), timeout=REPLY_S) == 50
 
 
 @pytest.mark.parametrize("size", [1, 4, 9])

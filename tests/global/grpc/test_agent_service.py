@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.factories import create_cluster
+from tests.factories import REPLY_S, create_cluster
 from tests.grpc_stream import Stream, capacity, node, snapshot
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.settings import Settings
@@ -91,7 +91,7 @@ async def test_an_empty_delta_moves_the_applied_seq(
         await stream.call.write(pb.AgentMessage(delta=pb.InventoryDelta(seq=seq)))
     acked = 0
     while acked < 14:
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         assert reply.WhichOneof("body") == "ack", reply
         acked = reply.ack.seq
     await stream.close()
@@ -301,7 +301,7 @@ async def test_a_burst_of_deltas_is_applied_in_order_whatever_the_batching(
         await stream.call.write(message)
     acked = 0
     while acked < 61:
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         assert reply.WhichOneof("body") == "ack", reply
         assert reply.ack.seq >= acked
         acked = reply.ack.seq

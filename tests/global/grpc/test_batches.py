@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.factories import REPLY_S
 from volcano_global.grpc.batches import batches
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
@@ -61,7 +62,7 @@ async def test_leaving_early_stops_the_reader() -> None:
     async for _ in reader:
         break
     await reader.aclose()
-    await asyncio.wait_for(closed.wait(), timeout=5)
+    await asyncio.wait_for(closed.wait(), timeout=REPLY_S)
 
 
 async def test_a_wake_during_silence_comes_out_as_an_empty_batch_at_once() -> None:

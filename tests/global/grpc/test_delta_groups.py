@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from tests.conftest import app_settings
-from tests.factories import create_cluster
+from tests.factories import REPLY_S, create_cluster
 from tests.grpc_stream import Stream, capacity, node, snapshot
 from tests.sqlite_limits import limit_variables
 from volcano_global.db.engine import create_engine, transaction
@@ -135,7 +135,7 @@ async def test_several_streams_deltas_are_one_transaction_acked_after_it(
             {name: delta(2, node("n1", used=i + 2)) for i, name in enumerate(QUEUED)},
         )
     for task in replies.values():
-        reply = await asyncio.wait_for(task, timeout=10)
+        reply = await asyncio.wait_for(task, timeout=REPLY_S)
         assert (reply.WhichOneof("body"), reply.ack.seq) == ("ack", 2), reply
     for name in holders(app):
         assert await capacity(api, name) == [
@@ -168,12 +168,12 @@ async def test_a_bad_delta_fails_alone_and_a_gap_still_asks_for_a_resync(
             },
         )
     for name in [*holders(app), "gpu-b"]:
-        assert (await asyncio.wait_for(replies[name], timeout=10)).ack.seq == 2
+        assert (await asyncio.wait_for(replies[name], timeout=REPLY_S)).ack.seq == 2
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await asyncio.wait_for(replies["gpu-c"], timeout=10)
+        await asyncio.wait_for(replies["gpu-c"], timeout=REPLY_S)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "nodeUpserts[1].domain: unknown domain 'nowhere'"
-    resync = (await asyncio.wait_for(replies["gpu-d"], timeout=10)).resync
+    resync = (await asyncio.wait_for(replies["gpu-d"], timeout=REPLY_S)).resync
     assert (resync.reason, resync.applied_seq) == ("gap: expected seq 2, got 3", 1)
 
     assert await capacity(api, "gpu-b") == [

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from tests.conftest import app_settings
-from tests.factories import eventually, job_document, submit
+from tests.factories import REPLY_S, eventually, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage, Placement
@@ -64,7 +64,7 @@ async def _read(stream: Stream, count: int) -> list[str]:
     """The placements of the next `count` cancellations the stream sends."""
     received = []
     while len(received) < count:
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         if reply.WhichOneof("body") == "cancellation":
             received.append(reply.cancellation.placement_id)
     return received

@@ -4,7 +4,6 @@ stream's next poll (both poll periods here are a minute): the commit wakes the s
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
@@ -34,12 +33,11 @@ async def test_a_placement_reaches_a_quiet_stream_at_once(
         await eventually(lambda: OUTBOX.listening)
     uid = (await submit(api, job_document("solo", replicas=1))).json()["uid"]
     await asyncio.sleep(0.5)  # the stream is idle, waiting on its next message or poll
-    started = time.monotonic()
     report = await app.state.scheduler.run_once()
     assert report is not None
     assert report.result.placed == [uid]
-    reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+    # Bounded well below the 60 s polls: the commit's wake-up brought it, not a poll.
+    reply = await asyncio.wait_for(stream.call.read(), timeout=30)
     assert reply.WhichOneof("body") == "assignment"
     assert reply.assignment.job_uid == uid
-    assert time.monotonic() - started < 5
     await stream.close()

@@ -26,7 +26,7 @@ from tests.conftest import (
     create_postgres_database,
     drop_postgres_database,
 )
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import REPLY_S, create_cluster, job_document, submit
 from tests.grpc_stream import Stream, node, snapshot
 from tests.server_process import ServerProcess
 from volcano_global.db.base import utcnow
@@ -142,13 +142,13 @@ async def test_dispatching_to_a_cluster_does_not_make_its_stream_reread_its_stan
             await submit(api, job_document(name, replicas=1, gpus=1))
             report = await app.state.scheduler.run_once()
             assert report is not None and len(report.result.placed) == 1
-            assigned = await asyncio.wait_for(stream.call.read(), timeout=10)
+            assigned = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
             assert assigned.WhichOneof("body") == "assignment"
             assert assigned.assignment.job_name == name
         beat = pb.AgentMessage(heartbeat=pb.Heartbeat())  # a batch after the wake-ups
         await stream.call.write(beat)
         await stream.call.write(added(2, "after"))
-        assert (await asyncio.wait_for(stream.call.read(), timeout=10)).ack.seq == 2
+        assert (await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)).ack.seq == 2
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert reads == []

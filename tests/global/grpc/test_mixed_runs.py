@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from fastapi import FastAPI
 
-from tests.factories import eventually
+from tests.factories import REPLY_S, eventually
 from tests.grpc_stream import Stream, node, snapshot
 from volcano_global.grpc import agent_service
 from volcano_global.rpc.v1 import agent_pb2 as pb
@@ -71,7 +71,7 @@ async def test_a_mixed_run_of_deltas_and_reports_is_applied_in_two_transactions(
     release.set()
     replies = []
     while len(replies) < 3:
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         replies.append(reply)
     assert applied == [[1], [2, 3]]  # the run's reports in one transaction, in order
     assert [r.WhichOneof("body") for r in replies] == ["report_ack", "ack", "report_ack"]

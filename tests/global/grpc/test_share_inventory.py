@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from tests.factories import job_document, submit
+from tests.factories import REPLY_S, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import reading
 from volcano_global.db.models import OutboxKind, OutboxMessage, Placement
@@ -48,7 +48,7 @@ async def _messages_until(stream: Stream, wanted: set[tuple[str, str]]) -> set[t
     """(kind, placement id) of every message the Global sends until all of `wanted` came."""
     seen: set[tuple[str, str]] = set()
     while not wanted <= seen:
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         assert reply is not grpc.aio.EOF
         kind = reply.WhichOneof("body")
         if kind in ("assignment", "cancellation"):
@@ -143,7 +143,7 @@ async def test_a_listed_share_without_a_phase_is_refused_naming_it(
     await stream.call.write(pb.AgentMessage(shares=listed))
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         while True:
-            await asyncio.wait_for(stream.call.read(), timeout=10)
+            await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "shares.shares[1].phase" in (refused.value.details() or "")
     await stream.close()
@@ -183,7 +183,7 @@ async def test_a_report_writes_a_clusters_messages_while_a_reconciliation_holds_
                     payload={},
                 )
             )
-            await asyncio.wait_for(report.flush(), timeout=5)
+            await asyncio.wait_for(report.flush(), timeout=REPLY_S)
         done = await asyncio.wait_for(
             reconcile_cluster(reconciling, cluster=cluster, held=[]), timeout=5
         )

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import event, select
 
-from tests.factories import create_cluster, job_document, split_annotations, submit
+from tests.factories import REPLY_S, create_cluster, job_document, split_annotations, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxMessage
@@ -54,7 +54,7 @@ async def test_a_burst_of_status_reports_is_applied_in_order_whatever_the_batchi
         await stream.call.write(pb.AgentMessage(job_status=status))
     acks = []
     while not acks or acks[-1] < len(burst):
-        reply = await asyncio.wait_for(stream.call.read(), timeout=10)
+        reply = await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)
         if reply.WhichOneof("body") == "report_ack":
             acks.append(reply.report_ack.report_seq)
     assert acks == sorted(acks)
@@ -166,7 +166,7 @@ async def test_a_reported_warning_is_a_warning_event_and_shows_with_the_share(
     await stream.call.write(pb.AgentMessage(job_status=status))
     kind = None
     while kind != "report_ack":  # (the assignment comes first)
-        kind = (await asyncio.wait_for(stream.call.read(), timeout=10)).WhichOneof("body")
+        kind = (await asyncio.wait_for(stream.call.read(), timeout=REPLY_S)).WhichOneof("body")
     events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
     warnings = [(e["type"], e["message"]) for e in events if e["reason"] == "ClusterWarning"]
     assert warnings == [("Warning", "gpu-east: rank 0 cannot be reached from the other clusters")]

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.factories import create_cluster
+from tests.factories import REPLY_S, create_cluster
 from tests.grpc_stream import Stream, capacity, snapshot
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
@@ -118,7 +118,7 @@ async def one_stream(app: FastAPI, token: str, rng: random.Random) -> grpc.Statu
                 message = pb.AgentMessage.FromString(raw)
             await write(stream, message)
         await stream.call.done_writing()
-        while await asyncio.wait_for(stream.call.read(), timeout=10) is not grpc.aio.EOF:
+        while await asyncio.wait_for(stream.call.read(), timeout=REPLY_S) is not grpc.aio.EOF:
             pass
         return await stream.call.code()
     except _EndedFirst:

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
 from tests.factories import (
+    REPLY_S,
     create_cluster,
     create_queue,
     elastic_document,
@@ -203,9 +204,9 @@ async def test_a_resize_locks_the_placement_before_the_job_as_reports_do(
         round_task = asyncio.create_task(app.state.scheduler.run_once())
         await eventually(waiting_on_a_lock)
         assert not round_task.done()
-        jobs = await asyncio.wait_for(lock_jobs(report, [uuid.UUID(uid)]), timeout=10)
+        jobs = await asyncio.wait_for(lock_jobs(report, [uuid.UUID(uid)]), timeout=REPLY_S)
         assert list(jobs) == [uuid.UUID(uid)]
-    result = await asyncio.wait_for(round_task, timeout=10)
+    result = await asyncio.wait_for(round_task, timeout=REPLY_S)
     assert result is not None and result.result.resized == [uid]
     assert await placed_pods(api, uid) == [("gpu-east", 16)]
 

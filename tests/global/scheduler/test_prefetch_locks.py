@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
 from tests.data_rounds import job, reader
-from tests.factories import create_cluster, eventually, waiting_for_locks
+from tests.factories import REPLY_S, create_cluster, eventually, waiting_for_locks
 from tests.prefetch_support import copies, prefetching, report
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import (
@@ -171,7 +171,7 @@ async def test_a_copys_progress_report_does_not_wait_for_its_jobs_row(
     (copy,) = await copies(app)
     async with app.state.sessions() as holder, holder.begin():
         await holder.execute(select(Job.id).where(Job.id == uuid.UUID(uid)).with_for_update())
-        await asyncio.wait_for(report(app, copy, CopyPhase.COPYING), 5)
+        await asyncio.wait_for(report(app, copy, CopyPhase.COPYING), REPLY_S)
     assert (await copies(app))[0].state is CopyState.COPYING
 
 

@@ -257,7 +257,7 @@ async def test_a_scheduler_of_its_own_works_off_a_backlog_without_waiting_for_th
     ]
     try:
         for _ in uids:  # a job per round (window 1); none waits for the 30 s period
-            await asyncio.wait_for(scheduler.step(), timeout=10)
+            await asyncio.wait_for(scheduler.step(), timeout=20)
         states = [(await api.get(f"/api/v1/jobs/{uid}")).json()["state"] for uid in uids]
         assert states == ["Placed"] * 3
         with pytest.raises(TimeoutError):  # idle: it waits for the period (or a wake-up)

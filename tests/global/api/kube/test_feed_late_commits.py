@@ -10,6 +10,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from tests.conftest import app_settings
+from tests.factories import REPLY_S
 from volcano_global.app import create_app
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import create_engine
@@ -46,7 +47,7 @@ async def test_a_change_committed_late_is_not_missed(postgres_url: str) -> None:
                 await slow.close()
                 seen: list[str] = []  # the queues changed after they were made, in order
                 while "slow" not in seen:
-                    change = await asyncio.wait_for(watch.inbox.get(), timeout=5)
+                    change = await asyncio.wait_for(watch.inbox.get(), timeout=REPLY_S)
                     if change.row.get("kind") == QUEUE and change.row["updated_at"] > created:
                         seen.append(change.row["object"]["metadata"]["name"])
                 assert seen == ["quick", "slow"]

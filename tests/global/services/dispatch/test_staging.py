@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy import select, update
 
 from tests.data_documents import data_source
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import REPLY_S, create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
@@ -64,7 +64,7 @@ class Placed:
             setattr(status, name, value)
         await self.stream.call.write(pb.AgentMessage(job_status=status))
         while True:  # stored once acknowledged
-            reply = await asyncio.wait_for(self.stream.call.read(), timeout=10)
+            reply = await asyncio.wait_for(self.stream.call.read(), timeout=REPLY_S)
             if reply.WhichOneof("body") == "report_ack" and reply.report_ack.report_seq >= self.seq:
                 return
 

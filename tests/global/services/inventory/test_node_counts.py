@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import case, func, select, update
 
-from tests.factories import create_cluster, eventually, inventory, waiting_for_locks
+from tests.factories import REPLY_S, create_cluster, eventually, inventory, waiting_for_locks
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.schemas.clusters import InventoryDelta
@@ -159,6 +159,6 @@ async def test_a_stream_claimed_while_a_write_holds_the_cluster_counts_what_it_w
         await holder.flush()
         claiming = asyncio.create_task(claim())
         await eventually(lambda: waiting_for_locks(app))
-    await asyncio.wait_for(claiming, 10)
+    await asyncio.wait_for(claiming, REPLY_S)
     listed, counted = await _listed_and_counted(app, api)
     assert listed == counted == {"east": (5, 5)}

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.factories import job_document, statements_seen, submit
+from tests.factories import REPLY_S, job_document, statements_seen, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Event, Job
 from volcano_global.services.events import AUDIT, event_row
@@ -130,7 +130,7 @@ async def test_a_cancelled_writer_leaves_no_caller_waiting_and_is_replaced(
     done, pending = await asyncio.wait(callers, timeout=5)
     assert not pending
     assert all(task.cancelled() for task in done)
-    answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=10)
+    answer = await asyncio.wait_for(submit(api, job_document("after", replicas=1)), timeout=REPLY_S)
     assert answer.status_code == 201  # a new writer took over
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import _asyncpg_dsn
-from tests.factories import create_cluster, eventually, job_document, submit
+from tests.factories import REPLY_S, create_cluster, eventually, job_document, submit
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.models import Cluster, ClusterShare, OutboxKind, OutboxMessage, Placement
 from volcano_global.db.notifications import Listener
@@ -81,9 +81,9 @@ async def test_a_commit_notifies_other_processes_and_a_rollback_does_not(
         async with sessions() as session:
             OUTBOX.wrote(session, [marker])
             await session.commit()
-        got = [await asyncio.wait_for(received.get(), timeout=5)]
+        got = [await asyncio.wait_for(received.get(), timeout=REPLY_S)]
         while got[-1] != str(marker):
-            got.append(await asyncio.wait_for(received.get(), timeout=5))
+            got.append(await asyncio.wait_for(received.get(), timeout=REPLY_S))
         # Notifications come in commit order: one of the rolled-back transaction would have
         # come before the marker's.
         assert sorted(got[:-1]) == sorted([str(east), str(west)])
@@ -106,7 +106,7 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
             east_woken.clear()
             west_woken.clear()  # woken as the listener connected
             await other.execute(f"NOTIFY {OUTBOX.name}, '{east}'")
-            await asyncio.wait_for(east_woken.wait(), timeout=5)
+            await asyncio.wait_for(east_woken.wait(), timeout=REPLY_S)
             assert not west_woken.is_set()
             await other.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -116,7 +116,7 @@ async def test_the_listener_wakes_a_cluster_s_streams_and_all_of_them_after_an_o
             assert not OUTBOX.listening
             east_woken.clear()
             listener = asyncio.create_task(Listener(engine, OUTBOX).listen())
-            await asyncio.wait_for(asyncio.gather(east_woken.wait(), west_woken.wait()), 10)
+            await asyncio.wait_for(asyncio.gather(east_woken.wait(), west_woken.wait()), REPLY_S)
             assert OUTBOX.listening
     finally:
         listener.cancel()
@@ -165,7 +165,7 @@ async def test_acknowledging_locks_the_messages_in_id_order(
             with pytest.raises(DBAPIError) as caught:
                 await probe.execute(by_id.with_for_update(nowait=True), {"id": early})
             assert "could not obtain lock" in str(caught.value)
-    await asyncio.wait_for(acknowledging, timeout=10)
+    await asyncio.wait_for(acknowledging, timeout=REPLY_S)
     async with transaction(app.state.sessions) as session:
         acked = (await session.execute(select(OutboxMessage.acked_at))).scalars().all()
     assert len(acked) == 2 and all(acked)
