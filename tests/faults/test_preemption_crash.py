@@ -14,7 +14,7 @@ import pytest
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
+from tests.factories import REPLY_S, job_document
 from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
 from volcano_global.rpc.shares import SharePhase
@@ -55,7 +55,7 @@ async def test_a_crash_between_evicting_and_starting_loses_nothing(
     tasks: list[asyncio.Task] = []
     try:
         await asyncio.to_thread(server.start)
-        async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as api:
+        async with httpx.AsyncClient(timeout=REPLY_S, base_url=server.url, headers=ADMIN) as api:
             tasks += [
                 await join(api, "east", east, target=server.grpc_target, stop=stop),
                 asyncio.create_task(watch_pods(east, stop, most)),

@@ -20,7 +20,7 @@ import pytest
 from core_agent.simulated.cluster import ClusterSpec
 from tests.agents import run_agent
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
-from tests.factories import job_document, split_annotations
+from tests.factories import REPLY_S, job_document, split_annotations
 from tests.faults.invariants import RecordingCluster, check_invariants, write_report
 from tests.server_process import ServerProcess
 
@@ -150,7 +150,9 @@ async def call(method: str, replicas: Replicas, path: str, **kwargs: Any) -> htt
     while True:
         for server in replicas.servers:
             try:
-                async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as api:
+                async with httpx.AsyncClient(
+                    timeout=REPLY_S, base_url=server.url, headers=ADMIN
+                ) as api:
                     response = await api.request(method, path, timeout=10, **kwargs)
                 if response.status_code < 500:
                     return response

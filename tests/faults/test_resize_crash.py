@@ -12,7 +12,7 @@ import httpx
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import elastic_document, job_document
+from tests.factories import REPLY_S, elastic_document, job_document
 from tests.faults.crashes import crashed_at, until
 from tests.server_process import ServerProcess
 
@@ -39,7 +39,7 @@ async def test_a_crash_during_a_resize_loses_nothing(postgres_server: ServerProc
     agent_task = None
     try:
         await asyncio.to_thread(server.start)
-        async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as api:
+        async with httpx.AsyncClient(timeout=REPLY_S, base_url=server.url, headers=ADMIN) as api:
             agent_task = await join(api, "east", east, target=server.grpc_target, stop=stop)
             blocker = (
                 await api.post(

@@ -51,13 +51,16 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
     server.start()
     try:
         api = httpx.AsyncClient(
+            timeout=REPLY_S,
             base_url=server.url,
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
             verify=trust,
         )
         assert (await api.get("/readyz")).status_code == 200
         with pytest.raises(httpx.HTTPError):  # plain http on the same port is refused
-            await httpx.AsyncClient().get(server.url.replace("https://", "http://") + "/readyz")
+            await httpx.AsyncClient(timeout=REPLY_S).get(
+                server.url.replace("https://", "http://") + "/readyz"
+            )
         token = (await api.post("/api/v1/clusters", json={"name": "gpu-east"})).json()["agentToken"]
         target = server.grpc_target
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN_TOKEN
+from tests.factories import REPLY_S
 from tests.server_process import VGLOBAL, ServerProcess
 
 
@@ -56,6 +57,7 @@ def agent_args(server: ServerProcess, token: str) -> list[str]:
 
 def new_cluster(server: ServerProcess, certs: Path) -> str:
     api = httpx.Client(
+        timeout=REPLY_S,
         base_url=server.url,
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
         verify=ssl.create_default_context(cafile=str(certs / "ca.crt")),
@@ -122,7 +124,9 @@ def test_a_running_agent_ends_with_the_fix_when_the_port_turns_to_tls(
     server.start()
     agent: subprocess.Popen[str] | None = None
     try:
-        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        api = httpx.Client(
+            timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
         token = api.post("/api/v1/clusters", json={"name": "gpu-east"}).json()["agentToken"]
         agent = subprocess.Popen(
             [*VGLOBAL, *agent_args(server, token), "--lingjun-block", "0"],

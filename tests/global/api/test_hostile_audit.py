@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import ADMIN_TOKEN, app_settings, running
-from tests.factories import create_queue, job_document, priority_class, volcano_queue
+from tests.factories import REPLY_S, create_queue, job_document, priority_class, volcano_queue
 from tests.server_process import ServerProcess
 
 YAML = {"Content-Type": "application/yaml"}
@@ -185,7 +185,9 @@ def test_a_real_server_records_its_socket_peer_not_a_forged_forwarded_for(
 ) -> None:
     """uvicorn believes X-Forwarded-For from loopback peers unless told not to; the server
     tells it not to, so the record shows the peer."""
-    admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    admin = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     response = admin.post(
         "/api/v1/queues", json={"name": "llm"}, headers={"X-Forwarded-For": "10.9.9.9"}
     )

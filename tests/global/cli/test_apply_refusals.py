@@ -10,7 +10,7 @@ import httpx
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
+from tests.factories import REPLY_S, job_document
 from tests.server_process import VGLOBAL, ServerProcess
 
 
@@ -24,7 +24,9 @@ def apply_as(server: ServerProcess, token: str, path: Path) -> subprocess.Comple
 def test_apply_prints_each_documents_result_and_fails_when_any_was_refused(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    admin = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     assert admin.post("/api/v1/queues", json={"name": "llm"}).status_code == 201
     issued = {
         role: admin.post(

@@ -11,7 +11,7 @@ import httpx
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document, to_yaml
+from tests.factories import REPLY_S, job_document, to_yaml
 from tests.server_process import ServerProcess
 from volcano_global.cli.apply import _WatchTable
 
@@ -83,7 +83,9 @@ def test_tokens_create_list_revoke(server: ServerProcess) -> None:
     created = server.cli("tokens", "create", "grafana", "--role", "reader")
     assert created.returncode == 0, created.stderr
     secret = created.stdout.split("token (shown once): ")[1].strip()
-    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {secret}"})
+    api = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {secret}"}
+    )
     assert api.get("/api/v1/jobs").status_code == 200
     assert "grafana" in server.cli("tokens").stdout
     revoked = server.cli("tokens", "revoke", "grafana")
@@ -127,7 +129,9 @@ def test_a_name_is_taken_until_deleted_for_vglobal_and_kubectl_alike(
         "error: 409 Conflict: job ml/train already exists (Cancelled): delete it first "
         "(vglobal delete ml/train) or choose another name",
     )
-    kube = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    kube = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     jobs = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
     assert kube.post(jobs, json=job_document("train")).status_code == 409  # kubectl create
 

@@ -11,12 +11,14 @@ import httpx
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import example, inventory, job_document, to_yaml
+from tests.factories import REPLY_S, example, inventory, job_document, to_yaml
 from tests.server_process import VGLOBAL, ServerProcess, free_port
 
 
 def test_kill_and_restart_keeps_everything(server: ServerProcess) -> None:
-    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    api = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     token = api.post(
         "/api/v1/clusters", json={"name": "gpu-east", "labels": {"region": "r1"}}
     ).json()["agentToken"]

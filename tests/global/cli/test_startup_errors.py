@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ADMIN_TOKEN, create_postgres_database, drop_postgres_database
+from tests.factories import REPLY_S
 from tests.server_process import VGLOBAL, ServerProcess
 
 
@@ -47,7 +48,9 @@ def test_a_postgresql_url_without_a_driver_is_accepted(
 
 
 def test_an_agent_with_a_wrong_token_or_spec_is_one_line(server: ServerProcess) -> None:
-    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    api = httpx.Client(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     assert api.post("/api/v1/clusters", json={"name": "gpu-east"}).status_code == 201
     target = server.grpc_target
     agent = ["agent", "--cluster", "gpu-east", "--global", target, "--lingjun-block", "0"]

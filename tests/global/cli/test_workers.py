@@ -15,7 +15,7 @@ import httpx
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import job_document
+from tests.factories import REPLY_S, job_document
 from tests.server_process import READY_WITHIN_S, VGLOBAL, ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -26,7 +26,7 @@ HEALTHZ = 'vglobal_http_requests_total{method="GET",route="/healthz",status="200
 
 
 async def _scrape(server: ServerProcess) -> str:
-    async with httpx.AsyncClient(base_url=server.url, headers=ADMIN) as fresh:
+    async with httpx.AsyncClient(timeout=REPLY_S, base_url=server.url, headers=ADMIN) as fresh:
         return (await fresh.get("/metrics")).text
 
 
@@ -63,7 +63,7 @@ async def test_two_workers_share_the_ports_and_one_schedules(
             # PROMETHEUS_MULTIPROC_DIR, so every scrape sums both: the replica leads, and a
             # counter never jumps back and forth between the workers' own counts.
             for calls in range(1, 7):
-                async with httpx.AsyncClient(base_url=server.url) as fresh:
+                async with httpx.AsyncClient(timeout=REPLY_S, base_url=server.url) as fresh:
                     assert (await fresh.get("/healthz")).status_code == 200
                 scraped = await _scrape(server)
                 assert _sample(scraped, "vglobal_scheduler_leader") == 1.0

@@ -412,7 +412,7 @@ async def test_one_stream_per_cluster_across_two_server_processes(
     10 s safety poll (8 s leaves room for a loaded machine)."""
     one, two = replicas
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    async with httpx.AsyncClient(base_url=one.url, headers=admin) as api:
+    async with httpx.AsyncClient(timeout=REPLY_S, base_url=one.url, headers=admin) as api:
         token = str((await create_cluster(api, "gpu-east"))["agentToken"])
         first = await streaming(_at(one), token)
         second = Stream(_at(two), token)

@@ -15,7 +15,7 @@ import pytest
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from tests.agents import join
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import eventually, job_document
+from tests.factories import REPLY_S, eventually, job_document
 from tests.server_process import ServerProcess
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.members import rendezvous_env
@@ -40,7 +40,9 @@ def server(tmp_path: Path) -> ServerProcess:
 
 
 async def test_a_job_reports_with_its_own_token_only(server: ServerProcess, tmp_path: Path) -> None:
-    api = httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    api = httpx.AsyncClient(
+        timeout=REPLY_S, base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     cluster = SimulatedCluster.from_spec("east", SPEC)
     stop = asyncio.Event()
     task = await join(api, "east", cluster, target=server.grpc_target, stop=stop)

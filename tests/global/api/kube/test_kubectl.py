@@ -19,7 +19,7 @@ import yaml
 
 from tests.certificates import issue, write
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import example, job_document, priority_class, volcano_queue
+from tests.factories import REPLY_S, example, job_document, priority_class, volcano_queue
 from tests.server_process import VGLOBAL, ServerProcess
 
 KUBECTL = shutil.which("kubectl")
@@ -42,6 +42,7 @@ class Kubectl:
         self.kubeconfig = tmp / "kubeconfig"
         self.kubeconfig.write_text(printed)
         self.api = httpx.Client(
+            timeout=REPLY_S,
             base_url=server.url,
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
             verify=ssl.create_default_context(cafile=str(ca)),
