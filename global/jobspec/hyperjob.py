@@ -212,6 +212,19 @@ def _split(
                 f"accelerators = {replicas * child_gpus}, not {accelerators}",
             )
         return sub_job.model_copy(update={"accelerators": accelerators})
+    return _auto_split(sub_job, summary, accelerators, spath, check)
+
+
+def _auto_split(
+    sub_job: SubJob,
+    summary: JobSpecSummary,
+    accelerators: int | None,
+    spath: str,
+    check: Checker,
+) -> SubJob | None:
+    """`mode: auto`: the template's one accelerator task as one pool of `accelerators` (by
+    default the replicated job's own), its pods counted from the accelerators per pod."""
+    replicas, child_gpus = sub_job.replicas, sub_job.gpus
     gpu_tasks = [t for t in summary.tasks if t.resources.gpus]
     if len(summary.tasks) != 1 or not gpu_tasks:
         check.fail(
