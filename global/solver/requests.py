@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from volcano_global.jobspec import Communication, Gang, SplitPolicy
+from volcano_global.jobspec import Communication, Gang, SplitPolicy, TaskGang
 from volcano_global.solver.model import JobRequest
 from volcano_global.solver.traffic import allreduce_gbps
 
@@ -45,22 +45,8 @@ def job_request(
         # A Job, or a HyperJob whose one replicated job is split automatically (its pool); an
         # elastic job is placed in its units, split or not.
         unit = split.unit_pods if split.mode == "auto" or split.min_units else 0
-    unit_tier = None
-    for task in gpu_tasks:
-        topology = task.partition.network_topology if task.partition else None
-        if (
-            topology is not None
-            and topology.mode == "hard"
-            and topology.highest_tier_allowed is not None
-        ):
-            unit_tier = _known_tier(topology.highest_tier_allowed)
-            unit = unit or task.partition.partition_size  # type: ignore[union-attr]
-    share = gang.network_topology
-    share_tier = (
-        _known_tier(share.highest_tier_allowed)
-        if share is not None and share.mode == "hard" and share.highest_tier_allowed is not None
-        else None
-    )
+    unit, unit_tier = _unit_tier(gpu_tasks, unit)
+    share_tier = _share_tier(gang)
     if split.crossing_gbps is not None:
         rate = split.crossing_gbps
     else:
@@ -85,6 +71,30 @@ def job_request(
         may_evict_for=may_evict_for,
         served_gpu_s=served_gpu_s,
     )
+
+
+def _unit_tier(gpu_tasks: list[TaskGang], unit: int) -> tuple[int, int | None]:
+    """A hard partition topology's tier and, when the job names no unit of its own, its
+    partition size as the unit."""
+    unit_tier = None
+    for task in gpu_tasks:
+        topology = task.partition.network_topology if task.partition else None
+        if (
+            topology is not None
+            and topology.mode == "hard"
+            and topology.highest_tier_allowed is not None
+        ):
+            unit_tier = _known_tier(topology.highest_tier_allowed)
+            unit = unit or task.partition.partition_size  # type: ignore[union-attr]
+    return unit, unit_tier
+
+
+def _share_tier(gang: Gang) -> int | None:
+    """The tier a share must stay within: the job's hard network topology, if any."""
+    share = gang.network_topology
+    if share is None or share.mode != "hard" or share.highest_tier_allowed is None:
+        return None
+    return _known_tier(share.highest_tier_allowed)
 
 
 def _known_tier(tier: int) -> int:
