@@ -152,10 +152,7 @@ def preempt(
     rules = rules or Rules()
     queues = dict(queues or {})
     admitted = {d.job_id for d in decision.jobs if d.admitted}
-    room = {q.name: q.quota_gpus - q.used_gpus for q in snapshot.queues if q.quota_gpus is not None}
-    for job in snapshot.jobs:
-        if job.id in admitted and job.queue in room:
-            room[job.queue] -= job.gpus
+    room = _quota_room(snapshot, admitted)
     free = FreePools(snapshot.clusters, pools)
     links = {link.key: link.free_gbps for link in snapshot.links}
     taken: set[str] = set()
@@ -186,22 +183,9 @@ def preempt(
         if not _worth(job, victims, wait, rules):
             continue
         kinds = {kind for r, kind in allowed if r in victims}
-        for v in victims:
-            taken.add(v.id)
-            for b in v.links:
-                links[link_key(b.a, b.b)] = links.get(link_key(b.a, b.b), 0.0) + b.gbps
-            if v.queue in queues:
-                s = queues[v.queue]
-                queues[v.queue] = replace(s, held=s.held - v.total_gpus)
-        placement = free.take(job, victims, links) or placement
+        taken.update(v.id for v in victims)
+        placement = _evict(job, victims, placement, free, links, queues, room)
         asked = Asked()  # the pools changed
-        for r in placement.reservations:
-            links[link_key(r.a, r.b)] -= r.gbps
-        if job.queue in queues:
-            s = queues[job.queue]
-            queues[job.queue] = replace(s, held=s.held + job.gpus)
-        if job.queue in room:
-            room[job.queue] -= job.gpus
         jobs_left -= len(victims)
         gpus_left -= sum(v.total_gpus for v in victims)
         lost_left -= sum(lost_gpu_hours(v) for v in victims)
@@ -209,6 +193,43 @@ def preempt(
         reason = _reason(job, victims, placement, wait)
         out.append(Eviction(job.id, victims, placement, kind, reason))
     return out
+
+
+def _quota_room(snapshot: Snapshot, admitted: set[str]) -> dict[str, int]:
+    """GPUs each capped queue has left after the round's admitted jobs."""
+    room = {q.name: q.quota_gpus - q.used_gpus for q in snapshot.queues if q.quota_gpus is not None}
+    for job in snapshot.jobs:
+        if job.id in admitted and job.queue in room:
+            room[job.queue] -= job.gpus
+    return room
+
+
+def _evict(
+    job: JobRequest,
+    victims: tuple[RunningJob, ...],
+    placement: JobDecision,
+    free: FreePools,
+    links: dict[tuple[str, str], float],
+    queues: dict[str, Standing],
+    room: dict[str, int],
+) -> JobDecision:
+    """The books after `job` evicts `victims`: their GPUs, links and queues' holdings freed,
+    the job's taken; its placement in the freed pools (or `placement` if none is found)."""
+    for v in victims:
+        for b in v.links:
+            links[link_key(b.a, b.b)] = links.get(link_key(b.a, b.b), 0.0) + b.gbps
+        if v.queue in queues:
+            s = queues[v.queue]
+            queues[v.queue] = replace(s, held=s.held - v.total_gpus)
+    placement = free.take(job, victims, links) or placement
+    for r in placement.reservations:
+        links[link_key(r.a, r.b)] -= r.gbps
+    if job.queue in queues:
+        s = queues[job.queue]
+        queues[job.queue] = replace(s, held=s.held + job.gpus)
+    if job.queue in room:
+        room[job.queue] -= job.gpus
+    return placement
 
 
 def expected_wait(
