@@ -117,7 +117,7 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     chosen = Placement.id.in_(sorted({r.placement_id for r in reports}))
     placements = {p.id: p for p in await lock_placements(session, chosen)}
     active = [p for p in placements.values() if p.state is PlacementState.ACTIVE]
-    jobs = await lock_jobs(session, [p.job_id for p in active])
+    jobs = await lock_jobs(session, [p.job_id for p in active], documents=False)
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:
