@@ -87,7 +87,9 @@ def count_statements() -> None:
     """Count every statement sent to the database by its text (`--statements`)."""
 
     def counted(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        many = args[-1]  # executemany: a row per parameter set, counted as statements
+        # An executemany runs the statement once per parameter set; a multi-row INSERT (its
+        # rows' parameters in one flat sequence) is one statement.
+        many = args[-1] and parameters and isinstance(parameters[0], (tuple, list, dict))
         key = _PARAMETERS.sub("$n", " ".join(statement.split()))
         if key.startswith("SELECT") and " FROM " in key:  # the columns cut, the rest kept
             key = key[:40] + " ..." + key[key.index(" FROM ") :]
