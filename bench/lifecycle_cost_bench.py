@@ -6,15 +6,17 @@ CPU from the first submission until every job has finished, less what it uses id
 agents connected, divided by the jobs: robust to a shared machine (wall-clock rates are not).
 
     .venv/bin/python bench/lifecycle_cost_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
-    .venv/bin/python bench/lifecycle_cost_bench.py --profile /tmp/lifecycle.txt   # by stage
+    .venv/bin/python bench/lifecycle_cost_bench.py --statements   # and the statements per job
 
 The CPU is broken down by stage (bench/cpu_stages.py: the event loop thread's CPU of each
 stage's coroutines, step by step): the submission requests (HTTP, in-process), the job writer's
 batches, the scheduling rounds (supervision, read, plan, apply; CP-SAT's threads are counted
 apart, as "other threads"), the dispatch (outbox rows read and turned into messages), the status
-reports' transactions, the agents' other messages (inventory deltas, heartbeats), and the rest
-of the loop (gRPC and HTTP plumbing, the bench's own polling). Each stage's idle rate (the
-agents connected, no jobs) is subtracted."""
+reports' transactions, the inventory deltas' transactions, the agents' other messages
+(heartbeats, the deltas' reading), and the rest of the loop (gRPC and HTTP plumbing, the
+bench's own polling). Each stage's idle rate (the agents connected, no jobs) is subtracted.
+`--statements` counts the statements SQLAlchemy sends, by text (not the job writer's batch nor
+the reads and writes that run on the driver: `db/fast_reads`, `db/copy_rows`)."""
 
 from __future__ import annotations
 
