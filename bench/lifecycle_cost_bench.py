@@ -6,21 +6,24 @@ CPU from the first submission until every job has finished, less what it uses id
 agents connected, divided by the jobs: robust to a shared machine (wall-clock rates are not).
 
     .venv/bin/python bench/lifecycle_cost_bench.py --database-url postgresql+asyncpg://postgres@127.0.0.1/DB
-    .venv/bin/python bench/lifecycle_cost_bench.py --profile /tmp/lifecycle.txt   # by stage
+    .venv/bin/python bench/lifecycle_cost_bench.py --statements   # and the statements per job
 
 The CPU is broken down by stage (bench/cpu_stages.py: the event loop thread's CPU of each
 stage's coroutines, step by step): the submission requests (HTTP, in-process), the job writer's
 batches, the scheduling rounds (supervision, read, plan, apply; CP-SAT's threads are counted
 apart, as "other threads"), the dispatch (outbox rows read and turned into messages), the status
-reports' transactions, the agents' other messages (inventory deltas, heartbeats), and the rest
-of the loop (gRPC and HTTP plumbing, the bench's own polling). Each stage's idle rate (the
-agents connected, no jobs) is subtracted."""
+reports' transactions, the inventory deltas' transactions, the agents' other messages
+(heartbeats, the deltas' reading), and the rest of the loop (gRPC and HTTP plumbing, the
+bench's own polling). Each stage's idle rate (the agents connected, no jobs) is subtracted.
+`--statements` counts the statements SQLAlchemy sends, by text (not the job writer's batch nor
+the reads and writes that run on the driver: `db/fast_reads`, `db/copy_rows`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
 import sys
 import tempfile
 import time
@@ -31,7 +34,8 @@ from typing import Any
 import httpx
 import uvloop
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,6 +53,7 @@ from volcano_global.grpc import agent_service  # noqa: E402
 from volcano_global.grpc.agent_service import AgentService  # noqa: E402
 from volcano_global.scheduler.loop import Scheduler  # noqa: E402
 from volcano_global.services.dispatch import reports  # noqa: E402
+from volcano_global.services.inventory.delta_writer import DeltaWriter  # noqa: E402
 from volcano_global.services.jobs.writer import JobWriter  # noqa: E402
 from volcano_global.settings import Settings  # noqa: E402
 
@@ -64,6 +69,7 @@ def count_stages() -> None:
     cpu_stages.patch(agent_service, "_outbox_message", "dispatch (outbox to streams)")
     cpu_stages.patch(AgentService, "_deltas", "agents' other messages")
     cpu_stages.patch(AgentService, "_handle", "agents' other messages")
+    cpu_stages.patch(DeltaWriter, "_write", "inventory deltas' transactions")
     writer = reports.report_writer
 
     def report_writer(sessions: async_sessionmaker[AsyncSession]) -> GroupCommit:
@@ -74,6 +80,27 @@ def count_stages() -> None:
     reports.report_writer = report_writer  # type: ignore[assignment]
 
 
+_TYPE = r"(::(TIMESTAMP WITH TIME ZONE|[A-Z]+))?"
+_PARAMETERS = re.compile(rf"\$\d+{_TYPE}(, \$\d+{_TYPE})*")
+STATEMENTS: dict[str, int] = {}  # statement's text, cut short -> times run
+
+
+def count_statements() -> None:
+    """Count every statement sent to the database by its text (`--statements`)."""
+
+    def counted(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        # An executemany runs the statement once per parameter set; a multi-row INSERT (its
+        # rows' parameters in one flat sequence) is one statement.
+        many = args[-1] and parameters and isinstance(parameters[0], (tuple, list, dict))
+        key = _PARAMETERS.sub("$n", " ".join(statement.split()))
+        if key.startswith("SELECT") and " FROM " in key:  # the columns cut, the rest kept
+            key = key[:40] + " ..." + key[key.index(" FROM ") :]
+        key = key[:220]
+        STATEMENTS[key] = STATEMENTS.get(key, 0) + (len(parameters) if many else 1)
+
+    event.listen(Engine, "before_cursor_execute", counted)
+
+
 async def measure(args: argparse.Namespace) -> dict[str, object]:
     settings = Settings(
         database_url=args.database_url,
@@ -82,6 +109,8 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         log_level="warning",
     )
     count_stages()
+    if args.statements:
+        count_statements()
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         tune_gc()  # as `vglobal server` does once started
@@ -137,10 +166,11 @@ async def _lifecycle(app: FastAPI, api: httpx.AsyncClient, args: argparse.Namesp
     """Idle baseline, then `rate` x `seconds` jobs submitted on schedule and waited for until
     every one has finished; the CPU per job, in all and by stage."""
     await asyncio.sleep(2.0)  # the first round and the streams' settling, not counted
-    meter = _Meter()
+    meter, before_idle = _Meter(), dict(STATEMENTS)
     while meter.wall() < args.idle_s:
         await _unfinished(app)  # the baseline polls as the measured part does
     idle = {stage: seconds / meter.wall() for stage, seconds in meter.used().items()}
+    idle_wall, before_load = meter.wall(), dict(STATEMENTS)
     total = int(args.rate * args.seconds)
     meter = _Meter()
     submitting = asyncio.create_task(_submit(api, args.rate, total, args.job_seconds))
@@ -153,7 +183,22 @@ async def _lifecycle(app: FastAPI, api: httpx.AsyncClient, args: argparse.Namesp
         stage: 1000 * (seconds - idle.get(stage, 0.0) * wall) / total
         for stage, seconds in meter.used().items()
     }
-    return {"jobs": total, "wall_s": wall, "idle_cores": idle["all"], "cpu_ms_per_job": per_job}
+    statements = {
+        text: (
+            n
+            - before_load.get(text, 0)
+            - (before_load.get(text, 0) - before_idle.get(text, 0)) * wall / idle_wall
+        )
+        / total
+        for text, n in STATEMENTS.items()
+    }
+    return {
+        "jobs": total,
+        "wall_s": wall,
+        "idle_cores": idle["all"],
+        "cpu_ms_per_job": per_job,
+        "statements_per_job": statements,
+    }
 
 
 class _Meter:
@@ -208,6 +253,9 @@ def main() -> None:
     parser.add_argument("--job-seconds", type=float, default=1.0, help="how long each job runs")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle baseline's length")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--statements", action="store_true", help="count the statements per job by text"
+    )
     args = parser.parse_args()
     if args.database_url is None:
         args.database_url = f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/lifecycle.db"
@@ -215,6 +263,12 @@ def main() -> None:
     print(f"{result['jobs']} jobs, {result['wall_s']:.1f} s, idle {result['idle_cores']:.2f} cores")
     for stage, ms in result["cpu_ms_per_job"].items():
         print(f"{stage:>32}: {ms:6.2f} ms CPU per job")
+    if args.statements:
+        counts = sorted(result["statements_per_job"].items(), key=lambda item: -item[1])
+        print(f"statements per job: {sum(n for _, n in counts):.2f}")
+        for text, n in counts:
+            if n >= 0.005:
+                print(f"{n:7.3f}  {text}")
 
 
 if __name__ == "__main__":

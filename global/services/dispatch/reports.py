@@ -117,7 +117,7 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     chosen = Placement.id.in_(sorted({r.placement_id for r in reports}))
     placements = {p.id: p for p in await lock_placements(session, chosen)}
     active = [p for p in placements.values() if p.state is PlacementState.ACTIVE]
-    jobs = await lock_jobs(session, [p.job_id for p in active])
+    jobs = await lock_jobs(session, [p.job_id for p in active], documents=False)
     for report in reports:
         placement = placements.get(report.placement_id)
         if placement is not None:
@@ -204,7 +204,9 @@ async def _break_gang(
     job: Job,
     phases: set[SharePhase],
 ) -> bool:
-    """Hand the job to gang supervision if the report breaks its gang; whether it did."""
+    """Hand the job to gang supervision if the report breaks its gang; whether it did. The
+    run's job token is left to `apply_reports`, which revokes those of every run the batch
+    ended in one statement (one here would first flush everything the batch changed so far)."""
     phase, message = report.phase, report.shown
     where = f"{share.cluster.name}: {phase}" + (f" ({message})" if message else "")
     if phase is SharePhase.RESTARTING:
@@ -218,6 +220,7 @@ async def _break_gang(
             event="ShareRestarted",
             action="RestartJob",
             message=f"share in {where}",
+            revoke_tokens=False,
         )
         return True
     if phase in (SharePhase.FAILED, SharePhase.CANCELLED):
@@ -228,6 +231,7 @@ async def _break_gang(
             job=job,
             event="PodFailed",
             message=f"share in {where}",
+            revoke_tokens=False,
         )
         return True
     if phase is SharePhase.SUCCEEDED and job.state in NOT_STARTED and not phases <= _RUNNING:
@@ -241,6 +245,7 @@ async def _break_gang(
             job=job,
             event="PodFailed",
             message=f"share in {where} ended before every share started: the gang is broken",
+            revoke_tokens=False,
         )
         return True
     return False

@@ -70,12 +70,23 @@ def policy_action(policies: Sequence[LifecyclePolicy], event: str) -> str:
 
 
 async def withdraw(
-    session: AsyncSession, *, placement: Placement, job: Job, reason: str, message: str
+    session: AsyncSession,
+    *,
+    placement: Placement,
+    job: Job,
+    reason: str,
+    message: str,
+    revoke_tokens: bool = True,
 ) -> GangOutcome:
     """Take back a placement that has not started: cancel every share, free what it held,
-    and put the job back in the queue."""
+    and put the job back in the queue. `revoke_tokens=False`: the caller revokes the run's
+    job token (`end_placement`)."""
     await end_placement(
-        session, placement=placement, state=PlacementState.WITHDRAWN, cancel_reason=message
+        session,
+        placement=placement,
+        state=PlacementState.WITHDRAWN,
+        cancel_reason=message,
+        revoke_tokens=revoke_tokens,
     )
     transition(job, JobState.PENDING, message=message)
     job.pending_reason = message
@@ -94,19 +105,30 @@ async def share_lost(
     event: str,
     message: str,
     action: str | None = None,
+    revoke_tokens: bool = True,
 ) -> GangOutcome:
     """A share of a job stopped: withdraw if the job had not started, else apply its policy
-    (`action`: the one Volcano already took in the share's cluster, instead of the lookup)."""
+    (`action`: the one Volcano already took in the share's cluster, instead of the lookup).
+    `revoke_tokens=False`: the caller revokes the run's job token (`end_placement`)."""
     if job.state in NOT_STARTED:
         return await withdraw(
-            session, placement=placement, job=job, reason="GangWithdrawn", message=message
+            session,
+            placement=placement,
+            job=job,
+            reason="GangWithdrawn",
+            message=message,
+            revoke_tokens=revoke_tokens,
         )
     lifecycle = lifecycle_of(job)
     action = action or policy_action(lifecycle.policies, event)
     max_retry = lifecycle.max_retry
     name = f"{job.namespace}/{job.name}"
     await end_placement(
-        session, placement=placement, state=PlacementState.RELEASED, cancel_reason=message
+        session,
+        placement=placement,
+        state=PlacementState.RELEASED,
+        cancel_reason=message,
+        revoke_tokens=revoke_tokens,
     )
     if action in REQUEUE and job.requeues < max_retry:
         job.requeues += 1

@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import lazyload
+from sqlalchemy.orm import defer, lazyload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, JobState
@@ -54,9 +54,19 @@ def transition(job: Job, to: JobState, *, message: str = "") -> None:
         job.finished_at = now
 
 
-async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, Job]:
+# What the parser derived for placing a job, and the text it came from: a job's state,
+# times and lifecycle change without them.
+_DOCUMENT = (Job.source, Job.gang, Job.communication, Job.split_policy)
+
+
+async def lock_jobs(
+    session: AsyncSession, job_ids: list[uuid.UUID], *, documents: bool = True
+) -> dict[uuid.UUID, Job]:
     """The jobs, locked for the transaction in one statement (in id order, as every locker
-    of several jobs must, against deadlocks), as they are now."""
+    of several jobs must, against deadlocks), as they are now. `documents=False`: without
+    the job document's text and the gang and split the parser derived from it (each a model
+    validated as it is read), for a writer that only moves jobs through their lifecycle;
+    reading one of them then raises instead of querying."""
     if not job_ids:
         return {}
     query = (
@@ -67,6 +77,8 @@ async def lock_jobs(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[uui
         .with_for_update(of=Job)
         .execution_options(populate_existing=True)
     )
+    if not documents:
+        query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
     return {job.id: job for job in (await session.execute(query)).scalars()}
 
 

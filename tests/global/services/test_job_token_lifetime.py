@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
-from tests.factories import create_cluster, job_document, submit
+from tests.factories import create_cluster, job_document, statements_seen, submit
 from tests.grpc_stream import Stream, snapshot
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
@@ -224,4 +224,37 @@ async def test_a_batch_that_ends_another_run_leaves_the_new_run_of_a_requeued_jo
     assert (await measure(api, other, other_token)).status_code == 401
     assert (await measure(api, again, second)).status_code == 200
     assert (await api.get(f"/api/v1/jobs/{again}")).json()["state"] == "Dispatched"
+    await stream.close()
+
+
+async def test_runs_a_batch_of_reports_breaks_lose_their_tokens_in_its_one_revocation(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Shares that fail in one batch of reports, before and after their jobs started (one
+    withdrawn, one failed as its policy says), beside a run that succeeds: every ended run's
+    token revoked, by the batch's one statement (not one more per broken gang, each flushing
+    the batch's changes before it)."""
+    stream, uids = await placed(app, api, "unstarted", "started", "done")
+    unstarted, started, done = uids
+    runs = {uid: await run_token(app, uid) for uid in uids}
+    async with transaction(app.state.sessions) as session:
+        cluster = (await session.execute(select(Cluster.id))).scalar_one()
+        await apply_reports(
+            session, [ShareReport(cluster, runs[u][0], SharePhase.RUNNING) for u in (started, done)]
+        )
+    with statements_seen(app) as seen:
+        async with transaction(app.state.sessions) as session:
+            await apply_reports(
+                session,
+                [
+                    ShareReport(cluster, runs[unstarted][0], SharePhase.FAILED),
+                    ShareReport(cluster, runs[started][0], SharePhase.FAILED),
+                    ShareReport(cluster, runs[done][0], SharePhase.SUCCEEDED),
+                ],
+            )
+    assert len([s for s in seen if s.startswith("UPDATE api_tokens")]) == 1
+    states = {uid: (await api.get(f"/api/v1/jobs/{uid}")).json()["state"] for uid in uids}
+    assert states == {unstarted: "Pending", started: "Failed", done: "Succeeded"}
+    for uid, (_, token) in runs.items():
+        assert (await measure(api, uid, token)).status_code == 401, uid
     await stream.close()
