@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.models import Cluster, ClusterShare, Placement
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.rpc.shares import StagingItem
-from volcano_global.services.data import data_needs
+from volcano_global.services.data import data_needs, replicas
 from volcano_global.services.data.copies import copying as running_copies
 from volcano_global.services.data.copy_backoff import barred, broken_destinations
 from volcano_global.solver.data import CHECKPOINT, DataNeeds
@@ -35,6 +35,20 @@ async def with_copies(
         no_prefetch=await _no_prefetch(session, data.data, data.now),
         no_copies_into=broken.barred,
         probe_copies_into=broken.probe,
+    )
+
+
+async def with_popularity(
+    session: AsyncSession, data: RoundInput, *, reads_window_s: float
+) -> RoundInput:
+    """A round that may plan replicas (`DataOptions.replicate_readers`): how much each dataset
+    was read within the window (`replicas.popularity`), and where replicas of it do not go
+    now (`replicas.barred_replicas`)."""
+    since = data.now - timedelta(seconds=reads_window_s)
+    return replace(
+        data,
+        popularity=await replicas.popularity(session, since=since),
+        no_replicas=await replicas.barred_replicas(session, now=data.now),
     )
 
 

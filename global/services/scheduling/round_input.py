@@ -63,6 +63,7 @@ CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair sh
 # The planned order serves short work first: it chooses from more of each line (a round reads
 # 16 x window waiting jobs, shared among the queues, and at least the window of each).
 PLANNED_CANDIDATES = 16
+READS_WINDOW_S = 24 * 3600.0  # `scheduling.data.reads_window_s`'s default
 
 
 @dataclass
@@ -89,11 +90,13 @@ async def read_round(
     options: RoundOptions | None = None,
     durations: DurationModel | None = None,
     now: datetime | None = None,
+    reads_window_s: float = READS_WINDOW_S,
 ) -> tuple[RoundInput, RoundContext]:
     """The round's input. A planned policy is told about time: `durations` learnt from
     finished jobs (read here when not given), the running jobs' expected ends, the elastic
     jobs. With preemption on (`options.preemption`), the running jobs (victims) and the
-    queues' standing are read for every policy."""
+    queues' standing are read for every policy. With replicas on
+    (`options.data.replicate_readers`), the datasets read within `reads_window_s`."""
     options = options or RoundOptions()
     now = now or utcnow()
     if policy.planned and durations is None:
@@ -127,6 +130,8 @@ async def read_round(
     )
     if data.data:
         data = await round_data.with_copies(session, data, copying)
+    if data.data and options.data.replicate_readers > 0:
+        data = await round_data.with_popularity(session, data, reads_window_s=reads_window_s)
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
