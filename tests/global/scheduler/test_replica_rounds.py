@@ -22,7 +22,9 @@ from tests.replica_support import (
 )
 from volcano_global.db.models import CopyState
 from volcano_global.rpc.copies import CopyCause, CopyPhase
+from volcano_global.services.data.copies import REPLICA_NAMESPACE
 from volcano_global.settings import Settings
+from volcano_global.simulation.options import SimOptions
 
 
 async def test_a_dataset_read_by_enough_jobs_gets_one_replica_in_the_other_region(
@@ -108,8 +110,8 @@ def test_the_replica_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     data = Settings().scheduling.data
     assert (data.replicate_readers, data.reads_window_s, data.replica_namespace) == (
         0,
-        86400.0,
-        "volcano-global-data",
+        SimOptions().reads_window_s,  # the simulator's
+        REPLICA_NAMESPACE,  # the commit's default, and deploy/base/replicas'
     )
     monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__REPLICATE_READERS", "3")
     assert Settings().scheduling.data.replicate_readers == 3
@@ -117,3 +119,15 @@ def test_the_replica_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__REPLICA_NAMESPACE", bad)
         with pytest.raises(ValueError, match=rf"scheduling.data.replica_namespace .*{said}"):
             Settings()
+
+
+async def test_a_replica_is_shown_to_admins_only(app: FastAPI, api: httpx.AsyncClient) -> None:
+    await two_regions(app, api)
+    assert (await api.post("/api/v1/queues", json={"name": "llm", "weight": 1})).status_code == 201
+    issued = await api.post(
+        "/api/v1/tokens", json={"name": "team llm", "role": "queue-user", "queues": ["llm"]}
+    )
+    other = {"Authorization": f"Bearer {issued.json()['token']}"}
+    assert (await api.get("/api/v1/staging", headers=other)).json()["copies"] == []
+    (shown,) = (await api.get("/api/v1/staging")).json()["copies"]
+    assert (shown["purpose"], shown["jobUid"], shown["cluster"]) == ("replica", None, "gpu-b")
