@@ -20,9 +20,12 @@ from tests.replica_support import (
     report_on,
     two_regions,
 )
+from volcano_global.db.engine import transaction
 from volcano_global.db.models import CopyState
 from volcano_global.rpc.copies import CopyCause, CopyPhase
 from volcano_global.services.data.copies import REPLICA_NAMESPACE
+from volcano_global.services.data.sources import add_locality
+from volcano_global.services.dispatch.supervision import supervise
 from volcano_global.settings import Settings
 from volcano_global.simulation.options import SimOptions
 
@@ -131,3 +134,20 @@ async def test_a_replica_is_shown_to_admins_only(app: FastAPI, api: httpx.AsyncC
     assert (await api.get("/api/v1/staging", headers=other)).json()["copies"] == []
     (shown,) = (await api.get("/api/v1/staging")).json()["copies"]
     assert (shown["purpose"], shown["jobUid"], shown["cluster"]) == ("replica", None, "gpu-b")
+
+
+async def test_a_replica_whose_data_got_there_by_other_means_is_stopped(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_regions(app, api)
+    async with transaction(app.state.sessions) as session:
+        await add_locality(session, source="corpus-v3", cluster="gpu-b")
+    async with transaction(app.state.sessions) as session:
+        await supervise(session, default_timeout_s=600)
+    (copy,) = await replicas(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "data already in gpu-b")
+    assert (await held(api))["gpu-a-gpu-b"] == 0.0
+    assert any(
+        e["reason"] == "ReplicaStopped" and "already in gpu-b" in e["message"]
+        for e in await cluster_events(api, "gpu-b")
+    )
