@@ -122,14 +122,7 @@ async def apply_plan(
     if resized:
         await session.flush()  # the cancellations' rows (and times) before the assignments'
     placed = await _start(session, starting, context, generation, plan.staging)  # 5
-    await stop_for_starts(
-        session,
-        starts=[(d.job_id, [s.cluster for s in d.shares]) for d, _, _ in starting],
-        context=context,
-    )
-    await write_copies(  # 5b
-        session, copies=plan.prefetch, context=context, skip=set(placed) | set(checked.deferred)
-    )
+    await _copies(session, plan, context, starting, set(placed) | set(checked.deferred))  # 5b
     await write_replicas(  # 5c
         session, copies=_replicas(plan, context), context=context, namespace=replica_namespace
     )
@@ -206,6 +199,23 @@ async def _check(session: AsyncSession, plan: RoundPlan, context: RoundContext) 
         )
     grows = [g for g in plan.grows if g.job_id not in deferred]
     return _Checked(deferred, evictions, shrinks, grows)
+
+
+async def _copies(
+    session: AsyncSession,
+    plan: RoundPlan,
+    context: RoundContext,
+    starting: Sequence[tuple[JobDecision, Job, Placement]],
+    skip: set[str],
+) -> None:
+    """Step 5's end and 5b: the copies made for the jobs that start stop where they do not
+    start; the prefetches written for the jobs still waiting (not those in `skip`)."""
+    await stop_for_starts(
+        session,
+        starts=[(d.job_id, [s.cluster for s in d.shares]) for d, _, _ in starting],
+        context=context,
+    )
+    await write_copies(session, copies=plan.prefetch, context=context, skip=skip)
 
 
 def _replicas(plan: RoundPlan, context: RoundContext) -> list[Copy]:
