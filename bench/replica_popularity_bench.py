@@ -88,7 +88,9 @@ async def main(url: str, jobs: int, runs: int) -> None:
 
         async def barred(_: int) -> int:
             async with transaction(sessions) as session:
-                return len(await barred_replicas(session, now=datetime.now(UTC)))
+                return len(
+                    await barred_replicas(session, now=datetime.now(UTC), names=["corpus-0"])
+                )
 
         kind = app.state.engine.dialect.name
         print(f"\n{kind}: {jobs} jobs within the window, {SOURCES} DataSources\n")

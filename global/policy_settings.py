@@ -149,6 +149,11 @@ class DataSettings(BaseModel):
                 f"scheduling.data.replica_namespace {value!r} is not a namespace name (a "
                 "DNS-1123 label: lowercase letters, digits and '-', at most 63 characters)"
             )
+        if value == "volcano-global-agent":
+            raise ValueError(
+                f"scheduling.data.replica_namespace {value!r} is the agents' own namespace "
+                "(deploy/base/agent): agents refuse to run copies there"
+            )
         if value.startswith("kube-"):
             raise ValueError(
                 f"scheduling.data.replica_namespace {value!r} is a system namespace (kube-*): "

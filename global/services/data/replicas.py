@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,17 +102,24 @@ async def _declared(session: AsyncSession, since: datetime) -> list[tuple[Any, A
     return [(job, json.loads(text)) for job, text in rows.all()]
 
 
-async def barred_replicas(session: AsyncSession, *, now: datetime) -> dict[str, tuple[str, ...]]:
-    """Data source -> the clusters no replica of it goes into now: one failed there within
-    the backoff a job's prefetch gets (`copy_backoff.retry_after`, doubled per failure there),
-    so a replica that cannot be made is not tried again every round."""
+async def barred_replicas(
+    session: AsyncSession, *, now: datetime, names: Collection[str]
+) -> dict[str, tuple[str, ...]]:
+    """Data source -> the clusters no replica of it goes into now: those whose agent cannot
+    run a copy without a share (`Cluster.runs_copies` False: every data source of `names`),
+    and those where one failed within the backoff a job's prefetch gets
+    (`copy_backoff.retry_after`, doubled per failure there), so a replica that cannot be made
+    is not tried again every round."""
+    old = (await session.scalars(select(Cluster.name).where(Cluster.runs_copies.is_(False)))).all()
+    found: dict[str, set[str]] = defaultdict(set)
+    for name in names if old else ():
+        found[name].update(old)
     rows = await session.execute(
         select(DataCopy.data_source, Cluster.name, func.count(), func.max(DataCopy.ended_at))
         .join(Cluster, Cluster.id == DataCopy.destination_cluster_id)
         .where(DataCopy.purpose == REPLICA, DataCopy.state == CopyState.FAILED)
         .group_by(DataCopy.data_source, Cluster.name)
     )
-    found: dict[str, set[str]] = defaultdict(set)
     for source, cluster, count, last in rows.all():
         ended = last if last is None or last.tzinfo else last.replace(tzinfo=UTC)
         if ended is not None and ended + timedelta(seconds=retry_after(count)) > now:

@@ -42,14 +42,13 @@ async def with_popularity(
     session: AsyncSession, data: RoundInput, *, reads_window_s: float
 ) -> RoundInput:
     """A round that may plan replicas (`DataOptions.replicate_readers`): how much each dataset
-    was read within the window (`replicas.popularity`), and where replicas of it do not go
-    now (`replicas.barred_replicas`)."""
+    was read within the window (`replicas.popularity`), and where replicas of it (or of what
+    the window's jobs read) do not go now (`replicas.barred_replicas`)."""
     since = data.now - timedelta(seconds=reads_window_s)
-    return replace(
-        data,
-        popularity=await replicas.popularity(session, since=since),
-        no_replicas=await replicas.barred_replicas(session, now=data.now),
-    )
+    popular = await replicas.popularity(session, since=since)
+    read = {d.name for need in data.data.values() for d in need.datasets} | set(popular)
+    barred = await replicas.barred_replicas(session, now=data.now, names=read)
+    return replace(data, popularity=popular, no_replicas=barred)
 
 
 async def waiting_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str, DataNeeds]:

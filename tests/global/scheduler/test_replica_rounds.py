@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import update
 
 from tests.data_rounds import clusters_of, rows
 from tests.replica_support import (
@@ -21,7 +22,7 @@ from tests.replica_support import (
     two_regions,
 )
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import CopyState
+from volcano_global.db.models import Cluster, CopyState
 from volcano_global.rpc.copies import CopyCause, CopyPhase
 from volcano_global.services.data.copies import REPLICA_NAMESPACE
 from volcano_global.services.data.sources import add_locality
@@ -118,7 +119,11 @@ def test_the_replica_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__REPLICATE_READERS", "3")
     assert Settings().scheduling.data.replicate_readers == 3
-    for bad, said in (("kube-data", "system namespace"), ("Data_Copies", "DNS-1123 label")):
+    for bad, said in (
+        ("kube-data", "system namespace"),
+        ("Data_Copies", "DNS-1123 label"),
+        ("volcano-global-agent", "agents. own namespace"),
+    ):
         monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__REPLICA_NAMESPACE", bad)
         with pytest.raises(ValueError, match=rf"scheduling.data.replica_namespace .*{said}"):
             Settings()
@@ -151,3 +156,18 @@ async def test_a_replica_whose_data_got_there_by_other_means_is_stopped(
         e["reason"] == "ReplicaStopped" and "already in gpu-b" in e["message"]
         for e in await cluster_events(api, "gpu-b")
     )
+
+
+async def test_no_replica_goes_to_a_cluster_whose_agent_cannot_run_one(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_regions(app, api)
+    (copy,) = await replicas(app)
+    await report_on(app, copy, CopyPhase.STOPPED)  # ended, and not by a failure
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Cluster).where(Cluster.name == "gpu-b").values(runs_copies=False)
+        )
+    assert (await app.state.scheduler.run_once()).result.placed == []
+    _, again = await replicas(app)
+    assert again.destination_cluster.name == "gpu-c"
