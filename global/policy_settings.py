@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from volcano_global.bounds import BANDWIDTH_GBPS
+from volcano_global.jobspec.fields import is_dns_label
 
 
 class PreemptionSettings(BaseModel):
@@ -120,19 +121,45 @@ class DataSettings(BaseModel):
         "starts stage.",
     )
 
-    @model_validator(mode="before")
+    replicate_readers: int = Field(
+        0,
+        ge=0,
+        description="A dataset read by at least this many jobs submitted within "
+        "`reads_window_s` gets a copy ahead of demand in each region that has no cluster "
+        "holding it (a replica, belonging to no job; docs/data.md). 0: off.",
+    )
+    reads_window_s: float = Field(
+        24 * 3600.0,
+        gt=0,
+        description="How far back a job that read a dataset counts as one of its readers "
+        "(`replicate_readers`).",
+    )
+    replica_namespace: str = Field(
+        "volcano-global-data",
+        description="Where replicas' staging Jobs run in every member cluster (a replica "
+        "belongs to no job, so to no job's namespace): a DNS-1123 label, never kube-*, "
+        "never the agent's own namespace; deploy/ creates it and grants the agent writes there.",
+    )
+
+    @field_validator("replica_namespace")
     @classmethod
-    def _no_replication(cls, values: Any) -> Any:
-        """`replicate_readers` was a setting: refused by name, not ignored as other unknown
-        keys are, so a deployment that set it learns the server plans no replicas."""
-        if isinstance(values, dict) and "replicate_readers" in values:
+    def _replica_namespace(cls, value: str) -> str:
+        if not is_dns_label(value):
             raise ValueError(
-                "scheduling.data.replicate_readers (VGLOBAL_SCHEDULING__DATA__REPLICATE_READERS)"
-                " was removed: the server does not plan copies ahead of demand (they belong to "
-                "no job and it cannot run them yet); unset it. The simulator keeps them: "
-                "vglobal simulate --replicate-readers (docs/data.md)."
+                f"scheduling.data.replica_namespace {value!r} is not a namespace name (a "
+                "DNS-1123 label: lowercase letters, digits and '-', at most 63 characters)"
             )
-        return values
+        if value == "volcano-global-agent":
+            raise ValueError(
+                f"scheduling.data.replica_namespace {value!r} is the agents' own namespace "
+                "(deploy/base/agent): agents refuse to run copies there"
+            )
+        if value.startswith("kube-"):
+            raise ValueError(
+                f"scheduling.data.replica_namespace {value!r} is a system namespace (kube-*): "
+                "agents refuse to run copies there"
+            )
+        return value
 
     @model_validator(mode="after")
     def _min_within_max(self) -> Self:

@@ -127,7 +127,12 @@ class Scheduler:
         plan = await asyncio.to_thread(plan_round, data, policy, options)  # 1-8
         planned = self.clock.monotonic()
         async with transaction(self.sessions) as session:  # 9
-            result = await apply_plan(session, plan=plan, context=context)
+            result = await apply_plan(
+                session,
+                plan=plan,
+                context=context,
+                replica_namespace=self.settings.scheduling.data.replica_namespace,
+            )
         wall = self.clock.monotonic() - started
         self._after_round(plan, result, context)
         await self._observe(plan, result, wall, (read - started, planned - read))  # 10
@@ -181,6 +186,7 @@ class Scheduler:
                 min_staging_gbps=scheduling.data.min_staging_gbps,
                 cross_region_margin=scheduling.data.cross_region_margin,
                 prefetch=scheduling.data.prefetch,
+                replicate_readers=scheduling.data.replicate_readers,
             ),
             long_work=LongWork(scheduling.long_work.long_s, scheduling.long_work.share)
             if scheduling.long_work.enabled
@@ -202,6 +208,7 @@ class Scheduler:
                 options=options,
                 durations=await self._durations(session) if policy.planned else None,
                 now=self.clock.now(),
+                reads_window_s=self.settings.scheduling.data.reads_window_s,
             )
         if not has_work(data, policy, options):
             self._idle_until_moved(context.versions, settles_in(data, options))

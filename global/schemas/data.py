@@ -78,11 +78,15 @@ class StagingOut(ShareStagingOut):
 
 
 class DataCopyOut(ApiModel):
-    """A copy that belongs to no share: made while a job waits (purpose `prefetch`), run by
-    its destination cluster's agent, its bandwidth reserved on the link until it ends."""
+    """A copy that belongs to no share: made while a job waits (purpose `prefetch`), or of a
+    popular dataset ahead of demand, for no job (purpose `replica`); run by its destination
+    cluster's agent, its bandwidth reserved on the link until it ends."""
 
     uid: uuid.UUID
-    purpose: str = Field(description="Why it was made: prefetch (a waiting job's data)")
+    purpose: str = Field(
+        description="Why it was made: prefetch (a waiting job's data), replica (a popular dataset "
+        "copied ahead of demand, for no job)",
+    )
     job_uid: uuid.UUID | None = Field(description="The job it was made for (null: none)")
     namespace: str = Field(description="Where its staging Job runs in the cluster")
     name: str | None = Field(description="Its job's name (null: made for no job)")
@@ -104,7 +108,8 @@ class DataCopyOut(ApiModel):
 class StagingList(ApiModel):
     items: list[StagingOut]
     copies: list[DataCopyOut] = Field(
-        description="The copies that belong to no share running now (prefetch), oldest first"
+        description="The copies that belong to no share running now (prefetch, replica), oldest "
+        "first"
     )
 
 

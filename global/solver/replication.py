@@ -11,7 +11,7 @@ sent again."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from volcano_global.solver.copies import Copy
@@ -62,6 +62,7 @@ def replicate(
     options: DataOptions,
     regions: Mapping[str, str],
     copying: Mapping[str, Sequence[str]],
+    barred: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[Copy, ...]:
     """The round's copies ahead of demand: the most read datasets first (at least
     `replicate_readers` readers, a known size), one copy into each region without a holder
@@ -69,7 +70,9 @@ def replicate(
     with at least `min_staging_gbps` left joins to a holder; from the fastest holder, at the
     rate a copy may take of what is left of that link. A cluster whose region is not known is
     in no region: never a destination, nor a region's holder (as its own region, every
-    unlabelled cluster would get every popular dataset); it may still be a source."""
+    unlabelled cluster would get every popular dataset); it may still be a source. `barred`:
+    dataset -> the clusters it gets no replica into now (copies there keep failing); the
+    region's next cluster by free GPUs may get it instead."""
     if options.replicate_readers <= 0:
         return ()
     gpus = {c.name: sum(leaf.free_gpus for leaf in c.leaves) for c in clusters}
@@ -90,9 +93,9 @@ def replicate(
             if there & set(members[r]):
                 continue
             item = Item(name, p.size_bytes, p.holders)
+            open_ = [d for d in members[r] if d not in (barred or {}).get(name, ())]
             copy = next(
-                (c for c in (_one(item, d, free, options, regions) for d in members[r]) if c),
-                None,
+                (c for c in (_one(item, d, free, options, regions) for d in open_) if c), None
             )
             if copy is not None:
                 free[link_key(copy.source, copy.destination)] -= copy.gbps

@@ -144,8 +144,11 @@ def replicas(
         for c in group:
             bound[c.data].add(c.destination)
     in_flight = {name: tuple(sorted(where)) for name, where in bound.items()}
+    # Where copies keep failing (any copy's), or a replica of the dataset failed lately.
+    closed = set(data.no_copies_into)
+    barred = {name: closed | set(data.no_replicas.get(name, ())) for name in popular}
     return replication.replicate(
-        popular, data.clusters, links, options.data, data.regions, in_flight
+        popular, data.clusters, links, options.data, data.regions, in_flight, barred
     )
 
 

@@ -164,6 +164,8 @@ class RoundInput:
     # Datasets read lately, as the caller counts them (`replication`; empty: the round counts
     # its waiting readers only).
     popularity: Mapping[str, Popularity] = field(default_factory=dict)
+    # Data source -> the clusters no replica of it goes into now (one failed there lately).
+    no_replicas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The queues that time-share (`timesharing`): name -> quantum, in seconds.
     time_sharing: Mapping[str, float] = field(default_factory=dict)
     # Waiting jobs not read in full (the server's fast pass found no room for them, step 1d

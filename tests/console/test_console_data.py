@@ -170,6 +170,43 @@ async def prefetch(server: ServerProcess, uid: str) -> None:
         await engine.dispose()
 
 
+async def replica(server: ServerProcess) -> None:
+    """A copy of corpus-v4 ahead of demand, for no job, from east into west, as the round
+    writes one (tests/global/scheduler/test_replica_rounds.py's round), copying."""
+    engine = create_engine(server.env["VGLOBAL_DATABASE_URL"])
+    try:
+        async with engine.begin() as connection:
+            ids = dict((await connection.execute(select(Cluster.name, Cluster.id))).all())
+            item = StagingItem(
+                data_source="corpus-v4",
+                bytes=2**40,
+                destination="/data/corpus-v4/",
+                source_cluster="east",
+                gbps=50.0,
+            )
+            await connection.execute(
+                insert(DataCopy).values(
+                    id=uuid.uuid4(),
+                    data_source="corpus-v4",
+                    source_cluster_id=ids["east"],
+                    destination_cluster_id=ids["west"],
+                    bytes=2**40,
+                    gbps=50.0,
+                    job_id=None,
+                    purpose="replica",
+                    namespace="volcano-global-data",
+                    item=item.to_payload(),
+                    state=CopyState.COPYING,
+                    staged_bytes=0,
+                    message="",
+                    reason="",
+                    created_at=utcnow(),
+                )
+            )
+    finally:
+        await engine.dispose()
+
+
 async def test_the_data_page_and_a_jobs_page_list_its_copies_while_it_waits(
     server: ServerProcess, federation: httpx.AsyncClient, browser: Browser
 ) -> None:
@@ -179,6 +216,7 @@ async def test_the_data_page_and_a_jobs_page_list_its_copies_while_it_waits(
     document = job_document("waiter", replicas=100, runningEstimate="10h")  # waits: no room
     uid = (await api.post("/api/v1/jobs", json=document)).json()["uid"]
     await prefetch(server, uid)
+    await replica(server)
 
     page, errors = await open_page(browser, "light")
     await page.goto(server.url + "/")
@@ -190,6 +228,9 @@ async def test_the_data_page_and_a_jobs_page_list_its_copies_while_it_waits(
     await expect(row).to_contain_text("corpus-v3 (4 TiB) from west at 100 Gbps")
     await expect(row).to_contain_text("Copying")
     await expect(row).to_contain_text(COPYING)
+    other = page.get_by_test_id("copies").get_by_test_id("copy-corpus-v4-west")
+    await expect(other).to_contain_text("replica")  # for no job: its purpose
+    await expect(other).to_contain_text("corpus-v4 (1 TiB) from east at 50 Gbps")
     await shot(page, "data-copies")
 
     await row.locator("text=ml/waiter").click()

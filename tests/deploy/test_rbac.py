@@ -30,7 +30,22 @@ from tests.k8s_emulator.server import (
     KubeEmulator,
 )
 from volcano_global.jobspec.queue_document import queue_document
+from volcano_global.rpc.copies import (
+    CopyPhase,
+    CopyStatus,
+    DataCopyAssignment,
+    DataCopyCancellation,
+)
 from volcano_global.rpc.shares import ShareCancellation, ShareStatus, StagingItem
+
+REPLICA_NAMESPACE = "volcano-global-data"  # `scheduling.data.replica_namespace`'s default
+REPLICA = DataCopyAssignment(
+    copy_id="0b9c6a4e-2f1d-4c3b-9a8e-7d6f5e4c3b2a",
+    namespace=REPLICA_NAMESPACE,
+    name="corpus",
+    job_uid="",
+    item=StagingItem(data_source="corpus", bytes=2**30, destination="/data/corpus/"),
+)
 
 
 def permission(request: str) -> tuple[str, str, str, str]:
@@ -129,10 +144,12 @@ async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
     emulator.register(SERVICE_EXPORTS, "ServiceExport", namespaced=True)
     emulator.register(FLUID_DATASETS, "Dataset", namespaced=True)
     emulator.create(NAMESPACES, {"metadata": {"name": "ml"}})
+    emulator.create(NAMESPACES, {"metadata": {"name": REPLICA_NAMESPACE}})
     emulator.admission.append(owner_references_enforcement(authorizer(rbac), emulator.types))
     client = await api_client(host=host)
     source = KubernetesSource(KubeApi(client), watch_timeout_s=1)
     reports: list[ShareStatus] = []
+    copies: list[CopyStatus] = []
     try:
         await source.start()
         emulator.create(NODES, {"metadata": {"name": "n1"}, "status": {}})
@@ -153,10 +170,16 @@ async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
             await asyncio.sleep(0.3)
         source.cancel_share(ShareCancellation(placement_id=assignment.placement_id), reports.append)
         await asyncio.sleep(0.3)
+        emulator.jobs.run_s = 60.0  # still copying when stopped
+        source.apply_copy(REPLICA, copies.append)  # a replica's staging Job, then its stop
+        await asyncio.sleep(0.3)
+        source.cancel_copy(DataCopyCancellation(copy_id=REPLICA.copy_id, reason="x"), copies.append)
+        await asyncio.sleep(0.3)
     finally:
         await source.stop()
         await client.close()
         await emulator.stop()
+    assert [c.phase for c in copies if c.phase.ended] == [CopyPhase.STOPPED], copies
     return emulator, reports
 
 
@@ -204,7 +227,12 @@ async def test_rbac_covers_every_call_the_agent_makes() -> None:
 
 def test_the_agent_writes_only_in_the_namespaces_it_serves() -> None:
     rbac = agent_rbac()
-    assert sorted(rbac.namespaced) == ["llm", "ml", "research"]
+    assert sorted(rbac.namespaced) == ["llm", "ml", "research", REPLICA_NAMESPACE]
+    # In the replica namespace: staging Jobs, nothing else (a replica runs no member job).
+    for verb in ("create", "delete", "list", "watch"):
+        assert rbac.allows(verb, "batch", "jobs", REPLICA_NAMESPACE)
+    for group, resource in (("batch.volcano.sh", "jobs"), ("", "services"), ("", "pods")):
+        assert not rbac.allows("create", group, resource, REPLICA_NAMESPACE), resource
     for namespace in ("ml", "llm", "research"):
         assert rbac.allows("create", "batch.volcano.sh", "jobs", namespace)
         assert rbac.allows("delete", "", "services", namespace)

@@ -42,9 +42,9 @@ export function dataPage(sources, claims, staging, prefetch = []) {
     h("section", { class: "panel" }, h("h2", {}, `Staging in progress (${staging.length})`),
       staging.length ? stagingTable(staging)
         : h("p", { class: "muted" }, "no share is copying its data now")),
-    h("section", { class: "panel" }, h("h2", {}, `Copies while jobs wait (${prefetch.length})`),
+    h("section", { class: "panel" }, h("h2", {}, `Copies without a share: prefetch and replicas (${prefetch.length})`),
       prefetch.length ? copyTable(prefetch, "copies")
-        : h("p", { class: "muted" }, "no copy without a share (prefetch) runs now")),
+        : h("p", { class: "muted" }, "no copy without a share (prefetch, replica) runs now")),
     h("section", { class: "panel" }, h("h2", {}, "Data sources"),
       sources.length ? sourceTable(sources)
         : h("p", { class: "muted" }, "no DataSource: vglobal apply -f datasource.yaml (docs/data.md)")),
@@ -89,7 +89,8 @@ function stagingTable(staging) {
       h("td", { class: "muted" }, when(st.placedAt)), h("td", { class: "muted" }, when(st.reportedAt)))));
 }
 
-// Copies that belong to no share (a waiting job's data, copied without its GPUs).
+// Copies that belong to no share (a waiting job's data, copied without its GPUs; a popular
+// dataset copied ahead of demand, for no job): a copy of no job shows its purpose.
 function copyTable(rows, testid, withJob = true) {
   return h("table", { "data-testid": testid },
     h("tr", {}, withJob ? h("th", {}, "for job") : null, h("th", {}, "into cluster"), h("th", {}, "copy"),

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 # What a stream sends its agent: the copies to run, and those to stop.
 SENT = (*RUNNING_COPY, CopyState.STOPPING)
 PREFETCH = "prefetch"
+REPLICA = "replica"  # a copy of a popular dataset ahead of demand, for no job
+REPLICA_NAMESPACE = "volcano-global-data"  # `scheduling.data.replica_namespace`'s default
 
 
 async def copying(session: AsyncSession) -> dict[str, set[str]]:
@@ -385,11 +387,20 @@ async def _arrived(session: AsyncSession, copy: DataCopy) -> None:
 async def _event(
     session: AsyncSession, copy: DataCopy, reason: str, what: str, *, warning: bool = False
 ) -> None:
-    if copy.job_id is None:
+    """An event on the copy's job; a replica's (no job) on its destination cluster, its
+    reason `Replica...` for `Prefetch...`. A prefetch whose job is gone tells no one."""
+    subject: dict[str, uuid.UUID] = {}
+    if copy.job_id is not None:
+        subject["job_id"] = copy.job_id
+    elif copy.purpose == REPLICA:
+        subject["cluster_id"] = copy.destination_cluster_id
+        reason = "Replica" + reason.removeprefix("Prefetch")
+        log.info("replica %s of %s %s", copy.id, copy.data_source, what)
+    else:
         return
     await record_event(
         session,
-        job_id=copy.job_id,
+        **subject,
         type=EventType.WARNING if warning else EventType.NORMAL,
         reason=reason,
         message=f"copy of {described(copy)} {what}",

@@ -1,5 +1,6 @@
 """A round's copies that belong to no share (`RoundPlan.prefetch`: a waiting job's data
-copied, without its GPUs, to the cluster expected to have room for it first): written in the
+copied, without its GPUs, to the cluster expected to have room for it first;
+`RoundPlan.replicas`: a popular dataset copied ahead of demand, for no job): written in the
 round's commit as `data_copies` rows, each with its bandwidth as a link reservation of the
 copy, planned by the round on what its starts and their staging left of the links - the same
 books shares are planned on, so splits, share staging and these copies never oversubscribe a
@@ -7,6 +8,7 @@ link together. The destination's agent stream sends them (`grpc/agent_service.py
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 
@@ -15,13 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import DataCopy, Job, JobState, LinkReservation
 from volcano_global.services.data import source_uris
-from volcano_global.services.data.copies import PREFETCH, described, stop_copies
+from volcano_global.services.data.copies import PREFETCH, REPLICA, described, stop_copies
 from volcano_global.services.events import record_event
 from volcano_global.services.scheduling.placing import staging_item
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.services.wakeups import OUTBOX
 from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import CHECKPOINT, duration_text
+
+log = logging.getLogger(__name__)
 
 
 async def write_copies(
@@ -54,7 +58,17 @@ async def write_copies(
         if job is None or job.state is not JobState.PENDING:
             continue
         for copy in group:
-            rows.append(_write(session, copy, job, context, purpose, uris))
+            rows.append(
+                _write(
+                    session,
+                    copy,
+                    context,
+                    uris,
+                    purpose=purpose,
+                    namespace=job.namespace,
+                    job=job.id,
+                )
+            )
     await session.flush()
     OUTBOX.wrote(session, {row.destination_cluster_id for row in rows})
     for row in rows:
@@ -63,34 +77,69 @@ async def write_copies(
             session,
             job_id=row.job_id,
             reason="PrefetchStarted",
-            message=f"copying {described(row)} while it waits "
-            f"(about {duration_text(row.bytes * 8 / (row.gbps * 1e9))})",
+            message=f"copying {described(row)} while it waits (about {_lasts(row)})",
             fold=False,
         )
     return rows
 
 
+async def write_replicas(
+    session: AsyncSession, *, copies: Sequence[Copy], context: RoundContext, namespace: str
+) -> list[DataCopy]:
+    """The round's copies ahead of demand (`RoundPlan.replicas`) as rows of no job, their
+    staging Jobs in `namespace` (`scheduling.data.replica_namespace`), with their link
+    reservations; each an event on its destination cluster (a replica has no job to tell)."""
+    if not copies:
+        return []
+    uris = await source_uris(session, names={c.data for c in copies})
+    rows = [
+        _write(session, copy, context, uris, purpose=REPLICA, namespace=namespace)
+        for copy in copies
+    ]
+    await session.flush()
+    OUTBOX.wrote(session, {row.destination_cluster_id for row in rows})
+    for row in rows:
+        await session.refresh(row, ["source_cluster", "destination_cluster"])
+        log.info("replica %s: copying %s ahead of demand", row.id, described(row))
+        await record_event(
+            session,
+            cluster_id=row.destination_cluster_id,
+            reason="ReplicaStarted",
+            message=f"copying {described(row)} ahead of demand (about {_lasts(row)})",
+            fold=False,
+        )
+    return rows
+
+
+def _lasts(row: DataCopy) -> str:
+    return duration_text(row.bytes * 8 / (row.gbps * 1e9))
+
+
 def _write(
     session: AsyncSession,
     copy: Copy,
-    job: object,
     context: RoundContext,
-    purpose: str,
     uris: Mapping[str, str],
+    *,
+    purpose: str,
+    namespace: str,
+    job: uuid.UUID | None = None,
 ) -> DataCopy:
-    job_id: uuid.UUID = job.id  # type: ignore[attr-defined]
-    item = staging_item(copy, job_uid=job_id, uris=uris)
+    """The copy's row, for `job` (None: for no job), and its link reservation."""
+    row_id = uuid.uuid4()
+    # The uid names the path of a checkpoint only, which is always a job's.
+    item = staging_item(copy, job_uid=job or row_id, uris=uris)
     row = DataCopy(
-        id=uuid.uuid4(),
+        id=row_id,
+        job_id=job,
+        job_uid=job,
         data_source=copy.data,
         source_cluster_id=context.cluster_ids[copy.source],
         destination_cluster_id=context.cluster_ids[copy.destination],
         bytes=copy.bytes,
         gbps=copy.gbps,
-        job_id=job_id,
-        job_uid=job_id,
         purpose=purpose,
-        namespace=job.namespace,  # type: ignore[attr-defined]
+        namespace=namespace,
         item=item.to_payload(),
     )
     session.add(row)

@@ -17,6 +17,8 @@ computed. The steps, in order:
    waits for (its staging items, their bandwidth reserved until its staging ends); the jobs
    Placed; the copies made for them while they waited into other clusters stopped.
    5b. **Prefetch**: the copies made for waiting jobs, without GPUs (`prefetch.py`).
+   5c. **Replicas**: the copies of popular datasets ahead of demand, for no job, in the
+   replica namespace (`prefetch.write_replicas`).
 6. **Grows**: elastic jobs restarted at their new width.
 7. **Evictions**: victims requeued, preemptors nominated (`evictions.py`).
 8. **Set aside**: an Unschedulable event for each job the round could not model.
@@ -43,6 +45,7 @@ from volcano_global.db.models import (
     Queue,
 )
 from volcano_global.services.data import source_uris
+from volcano_global.services.data.copies import REPLICA_NAMESPACE
 from volcano_global.services.dispatch.supervision import GangOutcome
 from volcano_global.services.events import record_event
 from volcano_global.services.lifecycle.jobs import lock_jobs
@@ -55,7 +58,11 @@ from volcano_global.services.scheduling.evictions import nominate
 from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.pending_reasons import write_reasons
 from volcano_global.services.scheduling.placing import mark_placed, write_holdings, write_staging
-from volcano_global.services.scheduling.prefetch import stop_for_starts, write_copies
+from volcano_global.services.scheduling.prefetch import (
+    stop_for_starts,
+    write_copies,
+    write_replicas,
+)
 from volcano_global.services.scheduling.round_input import RoundContext
 from volcano_global.solver import JobDecision, planning
 from volcano_global.solver.capacity import ClusterPool
@@ -87,7 +94,11 @@ class _Checked:
 
 
 async def apply_plan(
-    session: AsyncSession, *, plan: RoundPlan, context: RoundContext
+    session: AsyncSession,
+    *,
+    plan: RoundPlan,
+    context: RoundContext,
+    replica_namespace: str = REPLICA_NAMESPACE,
 ) -> RoundResult:
     """The steps of the module docstring."""
     checked = await _check(session, plan, context)  # 1
@@ -111,13 +122,9 @@ async def apply_plan(
     if resized:
         await session.flush()  # the cancellations' rows (and times) before the assignments'
     placed = await _start(session, starting, context, generation, plan.staging)  # 5
-    await stop_for_starts(
-        session,
-        starts=[(d.job_id, [s.cluster for s in d.shares]) for d, _, _ in starting],
-        context=context,
-    )
-    await write_copies(  # 5b
-        session, copies=plan.prefetch, context=context, skip=set(placed) | set(checked.deferred)
+    await _copies(session, plan, context, starting, set(placed) | set(checked.deferred))  # 5b
+    await write_replicas(  # 5c
+        session, copies=_replicas(plan, context), context=context, namespace=replica_namespace
     )
     resized += await commit_resizes(  # 6
         session,
@@ -192,6 +199,30 @@ async def _check(session: AsyncSession, plan: RoundPlan, context: RoundContext) 
         )
     grows = [g for g in plan.grows if g.job_id not in deferred]
     return _Checked(deferred, evictions, shrinks, grows)
+
+
+async def _copies(
+    session: AsyncSession,
+    plan: RoundPlan,
+    context: RoundContext,
+    starting: Sequence[tuple[JobDecision, Job, Placement]],
+    skip: set[str],
+) -> None:
+    """Step 5's end and 5b: the copies made for the jobs that start stop where they do not
+    start; the prefetches written for the jobs still waiting (not those in `skip`)."""
+    await stop_for_starts(
+        session,
+        starts=[(d.job_id, [s.cluster for s in d.shares]) for d, _, _ in starting],
+        context=context,
+    )
+    await write_copies(session, copies=plan.prefetch, context=context, skip=skip)
+
+
+def _replicas(plan: RoundPlan, context: RoundContext) -> list[Copy]:
+    """The plan's replicas between Ready clusters (a holder not Ready may be a copy's source
+    in the round's books: its agent could not serve it; the round after plans again)."""
+    ready = context.cluster_ids
+    return [c for c in plan.replicas if c.source in ready and c.destination in ready]
 
 
 def _acted_on(plan: RoundPlan, context: RoundContext, checked: _Checked) -> list[uuid.UUID]:

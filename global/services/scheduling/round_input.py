@@ -9,16 +9,16 @@ window in the order `plan_round` takes them (`solver.round_plan.window`); the wi
 solver's requests; the running jobs (planned policies and preemption); the fleet's GPUs and
 which queues are reclaimable (preemption); the running elastic jobs (planned policies); the
 data on its way (copies running), then what the window's jobs read of data and where it is
-(their DataNeeds), with the running jobs when gravity weighs waiting for a cluster that holds
-it. The links' reserved bandwidth counts the copies still running (staging reservations,
-`inventory/links.reserved_gbps`)."""
+(their DataNeeds; `round_data.py` reads both), with the running jobs when gravity weighs
+waiting for a cluster that holds it. The links' reserved bandwidth counts the copies still
+running (staging reservations, `inventory/links.reserved_gbps`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -38,15 +38,11 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
-from volcano_global.db.models.placements import HOLDING
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
-from volcano_global.rpc.shares import StagingItem
-from volcano_global.services.data import data_needs
-from volcano_global.services.data.copies import copying as running_copies
-from volcano_global.services.data.copy_backoff import barred, broken_destinations
 from volcano_global.services.inventory.links import reserved_gbps
+from volcano_global.services.scheduling import round_data
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
 from volcano_global.services.scheduling.free import free_capacity
 from volcano_global.services.scheduling.heads import heads_per_queue, queue_heads, waiting_rows
@@ -55,7 +51,6 @@ from volcano_global.services.scheduling.withdrawals import backing_off, held_bac
 from volcano_global.services.tenancy.queue_shares import fleet_gpus, queue_tree
 from volcano_global.services.tenancy.queues import WAITING
 from volcano_global.solver import ClusterCapacity, JobRequest, LinkState, Policy, whole_queue
-from volcano_global.solver.data import CHECKPOINT, DataNeeds
 from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataMode
@@ -68,6 +63,7 @@ CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair sh
 # The planned order serves short work first: it chooses from more of each line (a round reads
 # 16 x window waiting jobs, shared among the queues, and at least the window of each).
 PLANNED_CANDIDATES = 16
+READS_WINDOW_S = 24 * 3600.0  # `scheduling.data.reads_window_s`'s default
 
 
 @dataclass
@@ -94,11 +90,13 @@ async def read_round(
     options: RoundOptions | None = None,
     durations: DurationModel | None = None,
     now: datetime | None = None,
+    reads_window_s: float = READS_WINDOW_S,
 ) -> tuple[RoundInput, RoundContext]:
     """The round's input. A planned policy is told about time: `durations` learnt from
     finished jobs (read here when not given), the running jobs' expected ends, the elastic
     jobs. With preemption on (`options.preemption`), the running jobs (victims) and the
-    queues' standing are read for every policy."""
+    queues' standing are read for every policy. With replicas on
+    (`options.data.replicate_readers`), the datasets read within `reads_window_s`."""
     options = options or RoundOptions()
     now = now or utcnow()
     if policy.planned and durations is None:
@@ -117,7 +115,7 @@ async def read_round(
     # What is on its way before where it is: a copy's end moves its data from the one to the
     # other in one commit, and on Postgres each read has its own snapshot, so a copy that ended
     # between the reads read the other way round was in neither - and was staged again.
-    copying = await _copying(session) if waiting else {}
+    copying = await round_data.copying(session) if waiting else {}
     data = RoundInput(
         now,
         tuple(states),
@@ -126,12 +124,14 @@ async def read_round(
         tree,
         durations=durations,
         set_aside=set_aside,
-        data=await _data_needs(session, waiting),
+        data=await round_data.waiting_needs(session, waiting),
         time_sharing=sharing,
         beyond=beyond,
     )
     if data.data:
-        data = await _with_copies(session, data, copying)
+        data = await round_data.with_copies(session, data, copying)
+    if data.data and options.data.replicate_readers > 0:
+        data = await round_data.with_popularity(session, data, reads_window_s=reads_window_s)
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -155,22 +155,6 @@ async def read_round(
     return data, context
 
 
-async def _with_copies(
-    session: AsyncSession, data: RoundInput, copying: dict[str, tuple[str, ...]]
-) -> RoundInput:
-    """A round with data to place: the copies on their way (read before the data's
-    locality, `read_round`), the regions, and where copies may not go."""
-    broken = await broken_destinations(session, now=data.now)
-    return replace(
-        data,
-        copying=copying,
-        regions=await _regions(session),
-        no_prefetch=await _no_prefetch(session, data.data, data.now),
-        no_copies_into=broken.barred,
-        probe_copies_into=broken.probe,
-    )
-
-
 async def _with_elastic(
     session: AsyncSession,
     data: RoundInput,
@@ -185,7 +169,7 @@ async def _with_elastic(
     context.elastic = {str(e.job_id): e for e in elastic}
     data = replace(data, elastic=tuple(e.run for e in elastic))
     if elastic and options.data.mode is not DataMode.OBLIVIOUS:  # growth stays by its data
-        grown = await _needs_of(session, [e.job_id for e in elastic])
+        grown = await round_data.needs_of(session, [e.job_id for e in elastic])
         data = replace(data, data={**data.data, **grown})
     return data
 
@@ -207,49 +191,6 @@ async def _time_sharing(session: AsyncSession) -> dict[str, float]:
     return out
 
 
-async def _data_needs(session: AsyncSession, waiting: list[Waiting]) -> dict[str, DataNeeds]:
-    """What the window's jobs read (`services.data.data_needs`: claims bound now, so one
-    applied while its job waits counts here), by the requests' ids; jobs that read nothing
-    are left out."""
-    return await _needs_of(session, [uuid.UUID(w.request.id) for w in waiting])
-
-
-async def _needs_of(session: AsyncSession, job_ids: list[uuid.UUID]) -> dict[str, DataNeeds]:
-    needs = await data_needs(session, job_ids=job_ids)
-    return {str(job_id): need for job_id, need in needs.items() if not need.empty}
-
-
-async def _copying(session: AsyncSession) -> dict[str, tuple[str, ...]]:
-    """The data on its way: each data source a holding placement's share is still copying in
-    (its staging not ended), or a copy that belongs to no share is (`data_copies`), and where
-    to - a round does not copy it there a second time."""
-    rows = await session.execute(
-        select(ClusterShare.staging, Cluster.name)
-        .join(Placement, Placement.id == ClusterShare.placement_id)
-        .join(Cluster, Cluster.id == ClusterShare.cluster_id)
-        .where(
-            Placement.state.in_(HOLDING),
-            ClusterShare.staging.is_not(None),
-            ClusterShare.staged_at.is_(None),
-        )
-    )
-    found = await running_copies(session)
-    for staging, cluster in rows.all():
-        for item in staging or ():
-            name = StagingItem.from_payload(item).data_source
-            if name != CHECKPOINT:  # each job's own (`copying`)
-                found.setdefault(name, set()).add(cluster)
-    return {name: tuple(sorted(where)) for name, where in found.items()}
-
-
-async def _no_prefetch(
-    session: AsyncSession, needs: Mapping[str, DataNeeds], now: datetime
-) -> dict[str, tuple[str, ...]]:
-    """Job id -> the clusters its data is not prefetched into this round (`barred`)."""
-    found = await barred(session, job_ids=[uuid.UUID(k) for k in needs], now=now)
-    return {str(job_id): tuple(sorted(where)) for job_id, where in found.items()}
-
-
 async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[Cluster]:
     clusters = list(
         (
@@ -262,21 +203,6 @@ async def _ready_clusters(session: AsyncSession, context: RoundContext) -> list[
         context.versions[c.name] = (c.inventory_generation, c.inventory_seq)
         context.cluster_ids[c.name] = c.id
     return clusters
-
-
-REGION_LABELS = ("topology.kubernetes.io/region", "region")  # the first a cluster has
-
-
-async def _regions(session: AsyncSession) -> dict[str, str]:
-    """Cluster -> region, from every cluster's placement labels (where one is set; a cluster
-    not Ready may still hold data a copy comes from): copies that leave a region are weighed
-    as costing more (`DataOptions.cross_region_margin`)."""
-    out = {}
-    for name, labels in await session.execute(select(Cluster.name, Cluster.labels)):
-        region = next((str(labels[k]) for k in REGION_LABELS if (labels or {}).get(k)), None)
-        if region is not None:
-            out[name] = region
-    return out
 
 
 async def _links(session: AsyncSession, context: RoundContext) -> tuple[LinkState, ...]:

@@ -315,18 +315,6 @@ def test_the_servers_staging_defaults_are_the_rounds() -> None:
     )
 
 
-def test_the_server_plans_no_replicas_and_refuses_the_removed_setting(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Replication ahead of demand is the simulator's: the server cannot run a copy of no
-    job, so its rounds plan none (a replica planned and never run would hold bandwidth every
-    round), and the setting that asked for them is refused by name, not ignored."""
-    assert "replicate_readers" not in DataSettings.model_fields
-    monkeypatch.setenv("VGLOBAL_SCHEDULING__DATA__REPLICATE_READERS", "3")
-    with pytest.raises(ValueError, match=r"scheduling.data.replicate_readers .* was removed"):
-        Settings()
-
-
 async def test_an_eviction_counts_the_restore_of_the_victims_checkpoint(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from tests.data_rounds import clusters_of, put_inventory, rows
 from tests.prefetch_support import copies, prefetching, report
 from volcano_global.rpc.copies import CopyPhase
-from volcano_global.services.scheduling import round_input
+from volcano_global.services.scheduling import round_data
 
 
 @pytest.fixture
@@ -33,16 +33,16 @@ async def test_a_copy_that_ends_while_the_round_reads_is_not_staged_again(
     (copy,) = await copies(app)
     assert (await api.post(f"/api/v1/jobs/{short}/cancel")).status_code == 200
     await put_inventory(api, "gpu-a")  # room in gpu-a now
-    real = round_input.running_copies
+    real = round_data.running_copies
 
     async def ended_meanwhile(session: Any) -> Any:
-        monkeypatch.setattr(round_input, "running_copies", real)  # once
+        monkeypatch.setattr(round_data, "running_copies", real)  # once
         await report(app, copy, CopyPhase.SUCCEEDED)  # committed between the round's reads
         return await real(session)
 
-    monkeypatch.setattr(round_input, "running_copies", ended_meanwhile)
+    monkeypatch.setattr(round_data, "running_copies", ended_meanwhile)
     assert (await app.state.scheduler.run_once()).result.placed == [uid]
-    assert round_input.running_copies is real  # the copy ended in the middle of the round
+    assert round_data.running_copies is real  # the copy ended in the middle of the round
     assert await clusters_of(api, uid) == ["gpu-a"]
     shares, _ = await rows(app, api, uid)
     assert [s.staging for s in shares] == [None]  # its data is there: no second copy
