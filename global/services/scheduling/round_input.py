@@ -112,10 +112,6 @@ async def read_round(
         session, context, tree, policy, options, durations, now, window, sharing, states
     )
     preempting = options.preemption is not None
-    # What is on its way before where it is: a copy's end moves its data from the one to the
-    # other in one commit, and on Postgres each read has its own snapshot, so a copy that ended
-    # between the reads read the other way round was in neither - and was staged again.
-    copying = await round_data.copying(session) if waiting else {}
     data = RoundInput(
         now,
         tuple(states),
@@ -124,14 +120,10 @@ async def read_round(
         tree,
         durations=durations,
         set_aside=set_aside,
-        data=await round_data.waiting_needs(session, waiting),
         time_sharing=sharing,
         beyond=beyond,
     )
-    if data.data:
-        data = await round_data.with_copies(session, data, copying)
-    if data.data and options.data.replicate_readers > 0:
-        data = await round_data.with_popularity(session, data, reads_window_s=reads_window_s)
+    data = await _with_data(session, data, options, reads_window_s)
     # Gravity weighs staging against waiting for a cluster that holds the data: when running
     # jobs are expected to leave it room.
     weighing = bool(data.data) and options.data.mode is DataMode.GRAVITY
@@ -153,6 +145,23 @@ async def read_round(
     if policy.planned:
         data = await _with_elastic(session, data, context, clusters, options)
     return data, context
+
+
+async def _with_data(
+    session: AsyncSession, data: RoundInput, options: RoundOptions, reads_window_s: float
+) -> RoundInput:
+    """The waiting jobs' data needs, the copies on their way and, with replicas on, the
+    datasets' popularity."""
+    # What is on its way before where it is: a copy's end moves its data from the one to the
+    # other in one commit, and on Postgres each read has its own snapshot, so a copy that ended
+    # between the reads read the other way round was in neither - and was staged again.
+    copying = await round_data.copying(session) if data.waiting else {}
+    data = replace(data, data=await round_data.waiting_needs(session, list(data.waiting)))
+    if data.data:
+        data = await round_data.with_copies(session, data, copying)
+    if data.data and options.data.replicate_readers > 0:
+        data = await round_data.with_popularity(session, data, reads_window_s=reads_window_s)
+    return data
 
 
 async def _with_elastic(
