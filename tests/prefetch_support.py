@@ -114,11 +114,13 @@ async def failed_into(
     data_source: str = "",
     state: CopyState = CopyState.FAILED,
     job: uuid.UUID | None = None,
+    purpose: str = "",
 ) -> None:
     """Failed copies into the copy's destination (seconds before its end, reason), blaming
     `cause` (None: recorded by a replica from before causes), for no job (each another deleted job's: in its own namespace, or `namespace`;
     of the copy's data, or `data_source`) or, `same_job`, for its job (or `job`, in its
-    namespace). `state`: copies that ended otherwise (SUCCEEDED: ones that worked)."""
+    namespace). `state`: copies that ended otherwise (SUCCEEDED: ones that worked); `purpose`:
+    the copy's, unless given."""
     made = []
     async with transaction(app.state.sessions) as session:
         row = await session.get(DataCopy, copy.id)
@@ -127,6 +129,7 @@ async def failed_into(
             clone = {c.key: getattr(row, c.key) for c in DataCopy.__table__.columns}
             clone |= {"id": uuid.uuid4(), "reason": why, "state": state}
             clone |= {"cause": cause, "data_source": data_source or row.data_source}
+            clone["purpose"] = purpose or row.purpose
             if job is not None:
                 clone |= {"job_id": job, "job_uid": job}
             elif not same_job:

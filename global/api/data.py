@@ -34,7 +34,7 @@ from volcano_global.schemas.data import (
     StagingOut,
     WorkloadOut,
 )
-from volcano_global.services.data import claims, sources, views
+from volcano_global.services.data import claims, copies, sources, views
 from volcano_global.services.kube.data_objects import claim_objects, data_source_objects
 from volcano_global.services.tenancy.tokens import Principal
 
@@ -94,7 +94,7 @@ async def get_data_source(name: str, session: Session, _: Reader) -> DataSourceO
 )
 async def delete_data_source(name: str, session: Session, caller: Submitter) -> Response:
     caller.require_admin()
-    await sources.delete_data_source(session, name=name)
+    await copies.delete_source(session, name=name)
     return Response(status_code=204)
 
 

@@ -144,8 +144,9 @@ def replicas(
         for c in group:
             bound[c.data].add(c.destination)
     in_flight = {name: tuple(sorted(where)) for name, where in bound.items()}
-    # Where copies keep failing (any copy's), or a replica of the dataset failed lately.
-    closed = set(data.no_copies_into)
+    # Where copies keep failing (any copy's), where one copy tries again whether they still
+    # do (a replica is not that copy), or a replica of the dataset failed lately.
+    closed = set(data.no_copies_into) | set(data.probe_copies_into)
     barred = {name: closed | set(data.no_replicas.get(name, ())) for name in popular}
     return replication.replicate(
         popular, data.clusters, links, options.data, data.regions, in_flight, barred

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 from core_agent.kubernetes.adapter import KubeApi, api_client
 from core_agent.kubernetes.source import KubernetesSource
 from tests.deploy.manifests import OVERLAYS, find, render
-from tests.factories import job_document, share_assignment
+from tests.factories import eventually, job_document, share_assignment
 from tests.k8s_emulator.owner_references import Attributes, owner_references_enforcement
 from tests.k8s_emulator.server import (
     FLUID_DATASETS,
@@ -172,9 +172,10 @@ async def run_agent(rbac: AgentRbac) -> tuple[KubeEmulator, list[ShareStatus]]:
         await asyncio.sleep(0.3)
         emulator.jobs.run_s = 60.0  # still copying when stopped
         source.apply_copy(REPLICA, copies.append)  # a replica's staging Job, then its stop
-        await asyncio.sleep(0.3)
+        made = ("create", "batch", "jobs", REPLICA_NAMESPACE)
+        await eventually(lambda: made in {permission(r) for r in emulator.requests})
         source.cancel_copy(DataCopyCancellation(copy_id=REPLICA.copy_id, reason="x"), copies.append)
-        await asyncio.sleep(0.3)
+        await eventually(lambda: any(c.phase.ended for c in copies))
     finally:
         await source.stop()
         await client.close()

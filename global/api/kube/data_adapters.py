@@ -30,7 +30,7 @@ from volcano_global.jobspec.data_sources import (
     read_data_source_claim,
 )
 from volcano_global.jobspec.tenancy import TenancyDefaults, TenancyRules
-from volcano_global.services.data import claims, sources
+from volcano_global.services.data import claims, copies, sources
 from volcano_global.services.kube import cluster_scoped, store
 from volcano_global.services.kube.data_objects import claim_objects, data_source_objects
 from volcano_global.services.tenancy.boundary import tenancy_rules
@@ -54,9 +54,7 @@ class DataSourceAdapter(DocumentAdapter[DataSourceDefinition]):
         read=read_data_source,
         find=_source,
         store=sources.apply_data_source,
-        remove=lambda session, namespace, name, settings: sources.delete_data_source(
-            session, name=name
-        ),
+        remove=lambda session, namespace, name, settings: copies.delete_source(session, name=name),
     )
 
     async def list(

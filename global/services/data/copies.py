@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,7 +36,7 @@ from volcano_global.rpc.copies import (
 )
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.data.checkpoints import find_location
-from volcano_global.services.data.sources import add_locality
+from volcano_global.services.data.sources import add_locality, delete_data_source, get_data_source
 from volcano_global.services.events import record_event
 from volcano_global.services.wakeups import OUTBOX, room_may_have_changed
 from volcano_global.solver.data import CHECKPOINT, size_text
@@ -264,17 +264,50 @@ async def stop_arrived(
     another copy put it there, its agent found it there, or a DataSource applied says so) are
     stopped (`data already in <cluster>`): they would hold bandwidth other copies wait for,
     and copy over data that is there."""
+    return await _stop(
+        session, arrived, mine, why=lambda c: f"data already in {c.destination_cluster.name}"
+    )
+
+
+async def stop_replicas_of(session: AsyncSession, *, source: str) -> list[DataCopy]:
+    """A DataSource deleted: its running replicas stop. Made for no job, nothing else would
+    stop them, and they would hold their bandwidth for data no one can read by that name."""
+    return await _stop(
+        session,
+        DataCopy.data_source == source,
+        DataCopy.purpose == REPLICA,
+        why=lambda _: f"its DataSource {source} was deleted",
+        skip_locked=False,
+    )
+
+
+async def delete_source(session: AsyncSession, *, name: str) -> DataSourceRow:
+    """The DataSource deleted and its running replicas stopped, the copies locked before the
+    DataSource as a copy's end locks them (`_arrived`)."""
+    await get_data_source(session, name=name)  # a missing name is told before anything
+    await stop_replicas_of(session, source=name)
+    return await delete_data_source(session, name=name)
+
+
+async def _stop(
+    session: AsyncSession,
+    *where: ColumnElement[bool],
+    why: Callable[[DataCopy], str],
+    skip_locked: bool = True,
+) -> list[DataCopy]:
+    """The running copies `where` holds stopped, each for `why` it says; those another
+    transaction holds are left to the next pass (`skip_locked`)."""
     rows = await session.execute(
         select(DataCopy)
-        .where(arrived, mine, DataCopy.state.in_(RUNNING_COPY))
+        .where(*where, DataCopy.state.in_(RUNNING_COPY))
         .order_by(DataCopy.id)
-        .with_for_update(of=DataCopy, skip_locked=True)
+        .with_for_update(of=DataCopy, skip_locked=skip_locked)
     )
     found = list(rows.scalars())
     for copy in found:
-        why = f"data already in {copy.destination_cluster.name}"
-        await _end(session, copy, CopyState.STOPPING, why, ended=False)
-        await _event(session, copy, "PrefetchStopped", f"stopped: {why}")
+        reason = why(copy)
+        await _end(session, copy, CopyState.STOPPING, reason, ended=False)
+        await _event(session, copy, "PrefetchStopped", f"stopped: {reason}")
     OUTBOX.wrote(session, [c.destination_cluster_id for c in found])
     return found
 

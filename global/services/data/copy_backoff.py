@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 
 from volcano_global.db.models import RUNNING_COPY, Cluster, CopyState, DataCopy
 from volcano_global.rpc.copies import CopyCause
+from volcano_global.services.data.copies import REPLICA
 
 # After a prefetch of a job's data into a cluster fails, none is made there for the job for
 # this long, doubled per failure there (a refused namespace would fail every round), at most
@@ -166,6 +167,7 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
             func.coalesce(DataCopy.job_uid, DataCopy.job_id),
             DataCopy.namespace,
             DataCopy.data_source,
+            DataCopy.purpose,
             DataCopy.cause,
             DataCopy.ended_at,
             DataCopy.reason,
@@ -183,11 +185,13 @@ async def failure_runs(session: AsyncSession) -> dict[str, list[Failure]]:
         .order_by(DataCopy.ended_at, DataCopy.id)
     )
     found: dict[str, list[Failure]] = {}
-    for name, uid, namespace, source, cause, ended, reason, in_served in rows.all():
+    for name, uid, namespace, source, purpose, cause, ended, reason, in_served in rows.all():
         # A deleted job's copies keep its uid; those made before migration 0031 (or by a
         # replica from before it) and since deleted keep none: its retries, one per
-        # backoff, are told apart from other jobs' by what they copied, for whom.
-        job = uid or (namespace, source)
+        # backoff, are told apart from other jobs' by what they copied, for whom. Replicas
+        # (for no job) count as one job: failures of replicas alone, of however many
+        # datasets, are one job's, and never bar the cluster to every job's copies.
+        job = uid or ((REPLICA,) if purpose == REPLICA else (namespace, source))
         cause = cause or _cause(reason)
         failure = Failure(job, namespace, cause, _aware(ended), reason, bool(in_served))
         found.setdefault(name, []).append(failure)

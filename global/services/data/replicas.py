@@ -25,8 +25,7 @@ from volcano_global.services.data.copies import REPLICA
 from volcano_global.services.data.copy_backoff import retry_after
 from volcano_global.solver.replication import Popularity
 
-# A job told apart from others by its key as stored, not made a UUID: 10,000 of those cost
-# more than the reads.
+# A job told apart from others by its key as stored: no UUID is built per row.
 _JOB_KEY = type_coerce(Job.id, String)
 
 
@@ -51,15 +50,21 @@ async def popularity(session: AsyncSession, *, since: datetime) -> dict[str, Pop
     if not sources:
         return {}
     readers: dict[str, set[Any]] = defaultdict(set)
+    claimed: set[tuple[str, Any]] = set()  # (data source, job): a claim, local or remote
     # Where several DataSources match a claim, the first by name binds it (`data_needs`).
     by_key = {(s.system, s.type, s.source_name): s.name for s in sorted(sources, reverse=True)}
-    for system, kind, name, job_id in await _claimed(session, since):
+    for system, kind, name, job_id, remote in await _claimed(session, since):
         if (bound := by_key.get((system, kind, name))) is not None:
-            readers[bound].add(job_id)
+            claimed.add((bound, job_id))
+            if not remote:
+                readers[bound].add(job_id)
+    # A claim wins over the job's declaration of the same data (`data_needs`).
     for job_id, datasets in await _declared(session, since):
         for d in datasets if isinstance(datasets, list) else ():
-            if isinstance(d, dict) and d.get("readGbps") is None and d.get("name"):
-                readers[str(d["name"])].add(job_id)
+            if not isinstance(d, dict) or d.get("readGbps") is not None or not d.get("name"):
+                continue
+            if (name := str(d["name"])) and (name, job_id) not in claimed:
+                readers[name].add(job_id)
     return {
         s.name: Popularity(len(readers[s.name]), s.size_bytes, tuple(sorted(s.clusters or ())))
         for s in sources
@@ -68,14 +73,15 @@ async def popularity(session: AsyncSession, *, since: datetime) -> dict[str, Pop
 
 
 async def _claimed(session: AsyncSession, since: datetime) -> list[Any]:
-    """(system, type, name, job id) of every claim, not read remotely, of a job submitted
-    since `since`."""
+    """(system, type, name, job id, read remotely) of every claim of a job submitted since
+    `since`."""
     rows = await session.execute(
         select(
             DataSourceClaimRow.system,
             DataSourceClaimRow.data_source_type,
             DataSourceClaimRow.data_source_name,
             _JOB_KEY,
+            DataSourceClaimRow.read_gbps.is_not(None),
         )
         .join(
             Job,
@@ -85,7 +91,7 @@ async def _claimed(session: AsyncSession, since: datetime) -> list[Any]:
                 Job.kind == DataSourceClaimRow.workload_kind,
             ),
         )
-        .where(Job.submitted_at >= since, DataSourceClaimRow.read_gbps.is_(None))
+        .where(Job.submitted_at >= since)
         .distinct()
     )
     return list(rows.all())

@@ -29,6 +29,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.rpc.copies import CopyCause, CopyPhase
 from volcano_global.services.data import copy_backoff
+from volcano_global.services.data.copies import REPLICA, REPLICA_NAMESPACE
 
 
 async def test_a_failed_copy_is_not_made_again_until_its_backoff_ends_which_grows(
@@ -184,6 +185,23 @@ async def test_a_deleted_jobs_failures_count_as_one_job(
     assert await broken(app) == ({}, {})
     await failed_into(app, copy, [(360.0, "ErrImagePull")])  # another (deleted) job's
     assert list((await broken(app)).barred) == ["gpu-a"]
+
+
+async def test_failed_replicas_alone_count_as_one_job(app: FastAPI, api: httpx.AsyncClient) -> None:
+    # Replicas (copies for no job) of three datasets failing into gpu-a, each its own
+    # incident: one job's failures, which bar no cluster to every job's copies.
+    copy = await a_copy_ended(app, api, CopyPhase.FAILED, "ErrImagePull")
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(DataCopy)
+            .where(DataCopy.id == copy.id)
+            .values(job_id=None, job_uid=None, purpose=REPLICA, namespace=REPLICA_NAMESPACE)
+        )
+    for ago, source in ((120.0, "corpus-a"), (240.0, "corpus-b")):
+        await failed_into(app, copy, [(ago, "ErrImagePull")], data_source=source, same_job=True)
+    assert await broken(app) == ({}, {})
+    await failed_into(app, copy, [(360.0, "ErrImagePull")], purpose="prefetch")  # a job's
+    assert "for 2 jobs" in (await broken(app)).barred["gpu-a"]
 
 
 async def test_a_bar_two_jobs_made_lasts_once_both_are_deleted(

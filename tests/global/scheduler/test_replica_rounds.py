@@ -171,3 +171,15 @@ async def test_no_replica_goes_to_a_cluster_whose_agent_cannot_run_one(
     assert (await app.state.scheduler.run_once()).result.placed == []
     _, again = await replicas(app)
     assert again.destination_cluster.name == "gpu-c"
+
+
+async def test_a_deleted_data_sources_running_replica_is_stopped(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    await two_regions(app, api)
+    assert (await api.delete("/api/v1/datasources/corpus-v3")).status_code == 204
+    (copy,) = await replicas(app)
+    assert (copy.state, copy.reason) == (CopyState.STOPPING, "its DataSource corpus-v3 was deleted")
+    assert (await held(api))["gpu-a-gpu-b"] == 0.0
+    assert any(e["reason"] == "ReplicaStopped" for e in await cluster_events(api, "gpu-b"))
+    assert (await api.delete("/api/v1/datasources/corpus-v3")).status_code == 404

@@ -230,3 +230,13 @@ def test_a_replica_takes_only_what_a_grow_leaves_of_a_link() -> None:
     (grow,) = plan.grows
     assert grow.decision.clusters == ("eu-a",) and [b.gbps for b in grow.links] == [60.0]
     assert [(c.data, c.destination, c.gbps) for c in plan.replicas] == [("corpus", "eu-a", 40.0)]
+
+
+def test_no_replica_goes_where_copies_keep_failing_nor_where_one_copy_tries_again() -> None:
+    # eu-a, the region's cluster with the most free GPUs, is barred to copies, then open to
+    # one copy that tries again (the probe, a job's prefetch): the replica goes to eu-b.
+    readers = {"j1": "corpus", "j2": "corpus", "j3": "corpus"}
+    why = "copies into it failed 3 times in a row"
+    for bar in ({"no_copies_into": {"eu-a": why}}, {"probe_copies_into": {"eu-a": why}}):
+        plan = plan_round(fleet(readers, **bar), Policy.CPSAT, ON)
+        assert [(c.data, c.destination) for c in plan.replicas] == [("corpus", "eu-b")]
