@@ -150,14 +150,14 @@ def _header(
     doc = check_kind(check, doc, kind=kind, api_version=API_VERSION)
     check.unknown_fields(doc, _TOP, "")
     metadata, name = named(check, doc)
-    if name is not None and not (len(name) <= 253 and SUBDOMAIN.match(name)):
+    if name is not None and not (len(name) <= 253 and SUBDOMAIN.fullmatch(name)):
         check.fail("metadata.name", f"{name!r} is not a valid name (a DNS subdomain, <= 253)")
     _strings(check, metadata, "labels", "metadata")
     _strings(check, metadata, "annotations", "metadata")
     namespace = DEFAULT_NAMESPACE
     if namespaced:
         given = check.string(metadata, "namespace", "metadata")
-        if given is not None and not (len(given) <= 63 and _LABEL.match(given)):
+        if given is not None and not (len(given) <= 63 and _LABEL.fullmatch(given)):
             check.fail("metadata.namespace", f"{given!r} is not a valid namespace (a DNS label)")
         namespace = given or DEFAULT_NAMESPACE
     return name, namespace, metadata

@@ -331,7 +331,7 @@ def _datasets(
     found: list[DatasetDeclaration] = []
     for index, dataset in enumerate(given):
         where = f"{path}.datasets[{index}]"
-        if not SUBDOMAIN.match(dataset.name):
+        if not SUBDOMAIN.fullmatch(dataset.name):
             check.fail(f"{where}.name", f"{dataset.name!r} is not a DataSource name")
             continue
         if any(d.name == dataset.name for d in found):

@@ -9,7 +9,7 @@ from typing import Any
 from volcano_global.errors import FieldError, Invalid
 
 INT32_MAX = 2**31 - 1
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def child(path: str, key: str | int) -> str:
@@ -118,11 +118,11 @@ class Checker:
 
 
 def is_dns_label(value: str) -> bool:
-    return len(value) <= 63 and bool(_DNS_LABEL.match(value))
+    return len(value) <= 63 and bool(_DNS_LABEL.fullmatch(value))
 
 
 def is_job_name(value: str) -> bool:
     """A name Kubernetes and Volcano both accept for a Job: a DNS-1123 subdomain (dot-separated
     DNS labels, as the API server checks a custom resource's name) of at most 63 characters
     (Volcano's webhook checks it as a qualified name), e.g. `llama3.1-pretrain`."""
-    return len(value) <= 63 and all(_DNS_LABEL.match(part) for part in value.split("."))
+    return len(value) <= 63 and all(_DNS_LABEL.fullmatch(part) for part in value.split("."))

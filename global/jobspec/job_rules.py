@@ -40,7 +40,7 @@ def check_job_rules(spec: dict[str, Any], path: str, check: Checker) -> None:
         if (
             isinstance(value, str)
             and value
-            and (len(value) > longest or not SUBDOMAIN.match(value))
+            and (len(value) > longest or not SUBDOMAIN.fullmatch(value))
         ):
             check.fail(
                 child(path, key), f"{value!r} is not a DNS subdomain (lowercase, at most {longest})"

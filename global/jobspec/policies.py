@@ -72,7 +72,7 @@ def check_policies(owner: dict[str, Any], path: str, check: Checker) -> None:
         action = check.string(entry, "action", here)
         timeout = entry.get("timeout")
         if timeout is not None and (
-            not isinstance(timeout, str) or not _GO_DURATION.match(timeout)
+            not isinstance(timeout, str) or not _GO_DURATION.fullmatch(timeout)
         ):
             check.fail(child(here, "timeout"), "must be a duration such as 10m or 1h30m")
         has_events = bool(events) or entry.get("event") or entry.get("events")

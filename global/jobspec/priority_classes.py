@@ -74,7 +74,7 @@ def read_priority_class(doc: Any) -> PriorityClass:
     check.unknown_fields(doc, _FIELDS, "")
     _, name = named(check, doc)
     if name is not None:
-        if not (len(name) <= 253 and SUBDOMAIN.match(name)):
+        if not (len(name) <= 253 and SUBDOMAIN.fullmatch(name)):
             check.fail("metadata.name", f"{name!r} is not a valid name (DNS subdomain)")
         elif name.startswith(SYSTEM_PREFIX):
             check.fail(

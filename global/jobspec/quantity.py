@@ -34,7 +34,7 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError("must be a quantity such as 4, 500m or 64Gi")
     text = str(value).strip()
-    match = _QUANTITY.match(text)
+    match = _QUANTITY.fullmatch(text)
     if not match or match.group(1) in {".", "+", "-", ""}:
         raise ValueError(f"invalid quantity {text!r}")
     number, exponent, suffix = match.groups()

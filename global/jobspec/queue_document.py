@@ -77,7 +77,7 @@ def read_queue(doc: Any) -> QueueDefinition:
     check = Checker()
     doc = check_kind(check, doc, kind=KIND, api_version=API_VERSION)
     metadata, name = named(check, doc)
-    if name is not None and not (len(name) <= 63 and SUBDOMAIN.match(name)):
+    if name is not None and not (len(name) <= 63 and SUBDOMAIN.fullmatch(name)):
         check.fail("metadata.name", f"{name!r} is not a valid queue name (DNS subdomain, <= 63)")
     if name == ROOT:
         check.fail("metadata.name", "'root' is Volcano's implicit top of the hierarchy")
@@ -96,7 +96,7 @@ def read_queue(doc: Any) -> QueueDefinition:
     if not isinstance(reclaimable, bool):
         check.fail("spec.reclaimable", "must be true or false")
     parent = check.string(spec, "parent", "spec")
-    if parent is not None and not (len(parent) <= 253 and SUBDOMAIN.match(parent)):
+    if parent is not None and not (len(parent) <= 253 and SUBDOMAIN.fullmatch(parent)):
         check.fail("spec.parent", f"{parent!r} is not a valid queue name")
     if parent is not None and parent == name:
         check.fail("spec.parent", f"queue {name} cannot use itself as parent")

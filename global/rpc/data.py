@@ -17,7 +17,7 @@ MAX_SOURCES = 4096  # names in one message (~1 MiB at most); a longer list goes 
 
 def is_data_source_name(text: str) -> bool:
     """Whether `text` can be a DataSource's name (a DNS-1123 subdomain of at most 253)."""
-    return 0 < len(text) <= MAX_NAME and SUBDOMAIN.match(text) is not None
+    return 0 < len(text) <= MAX_NAME and SUBDOMAIN.fullmatch(text) is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
