@@ -100,7 +100,8 @@ async def agents_main(
     print("synced", flush=True)
     rng = random.Random(2)
     names = {n: list(c.nodes) for n, c in clusters.items()}
-    per_batch = max(1, round(updates_per_s / 10 / len(clusters)))
+    # 0 a second is none: at least one node a batch would churn nodes the jobs' pods hold.
+    per_batch = max(1, round(updates_per_s / 10 / len(clusters))) if updates_per_s > 0 else 0
     updates, started = 0, time.monotonic()
     while time.monotonic() - started < seconds:
         for name, cluster in clusters.items():

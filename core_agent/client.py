@@ -280,7 +280,7 @@ class AgentClient:
             if self._resync_requested:
                 self._resync_requested = False
                 await self._send_snapshot(call)
-            if moved and self.reports.ends_unwritten():  # the nodes a share's end frees go first
+            if moved and self.reports.nodes_moved_unwritten():  # a share's nodes go first
                 moved, next_delta = False, await self._delta_window(call)
             await self._write_reports(call)
             if time.monotonic() >= next_list:  # after the reports queued before it

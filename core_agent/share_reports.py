@@ -14,9 +14,10 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 log = logging.getLogger("core_agent.client")
 
 MAX_UNACKED_REPORTS = 10_000  # status reports kept for resending (memory bound)
-# The phases that end a share: its pods are gone, its nodes freed.
-ENDING = frozenset(
+# The phases a share's nodes change with: its pods run on them, or are gone.
+NODES_MOVED = frozenset(
     {
+        pb.SHARE_PHASE_RUNNING,
         pb.SHARE_PHASE_SUCCEEDED,
         pb.SHARE_PHASE_FAILED,
         pb.SHARE_PHASE_CANCELLED,
@@ -52,13 +53,15 @@ class ShareReports:
         """The reports not yet written on the current stream, in order."""
         return [(seq, report) for seq, report in self.unacked.items() if seq > self.written]
 
-    def ends_unwritten(self) -> bool:
-        """Whether a report not yet written ends a share. The delta that frees its nodes then
-        goes before it, whatever the window: the Global applies a stream's messages in order,
-        and a round between the end and the freed nodes would see the ended job's link
-        reservation gone and its GPUs still held (and split a job that one of its clusters was
-        about to hold whole)."""
-        return any(report.phase in ENDING for _, report in self.unwritten())
+    def nodes_moved_unwritten(self) -> bool:
+        """Whether a report not yet written starts or ends a share. The delta that shows its
+        nodes taken or freed then goes before it, whatever the window: the Global applies a
+        stream's messages in order. A round between an end and the freed nodes would see the
+        ended job's link reservation gone and its GPUs still held (and split a job that one of
+        its clusters was about to hold whole); one between a start and the taken nodes would
+        see the running share's GPUs neither held by a placement nor used in the inventory,
+        and place another share on them, which this agent would refuse."""
+        return any(report.phase in NODES_MOVED for _, report in self.unwritten())
 
     def acknowledge(self, seq: int) -> None:
         for done in [s for s in self.unacked if s <= seq]:

@@ -168,11 +168,12 @@ async def test_a_report_written_mid_window_goes_before_the_windows_delta(
         assert client.seq == 2  # the window's delta has not gone yet
 
 
-async def test_the_nodes_a_share_frees_reach_the_global_before_its_end(
+async def test_the_nodes_a_share_frees_or_takes_reach_the_global_before_its_report(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """A share's end does not wait for the window, nor outrun the delta that frees its nodes:
-    by the time the Global acknowledges the end, it has applied the freed nodes."""
+    by the time the Global acknowledges the end, it has applied the freed nodes; and its start
+    (Running) not the delta that shows the nodes it takes."""
 
     async def h100_free() -> int:
         return (await capacity_of(api))["H100"][1]
@@ -189,3 +190,9 @@ async def test_the_nodes_a_share_frees_reach_the_global_before_its_end(
         )
         await eventually(lambda: not client.unacked_reports, within=30)
         assert await h100_free() == 512
+        cluster.update_node("sim-g0-00001", used_gpus=8)  # a share's pods start, inside it
+        client.report(
+            ShareStatus(placement_id=str(uuid.uuid4()), job_uid="", phase=SharePhase.RUNNING)
+        )
+        await eventually(lambda: not client.unacked_reports, within=30)
+        assert await h100_free() == 504
