@@ -13,6 +13,7 @@ from tests.factories import create_cluster, create_queue, inventory, job_documen
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterShare, Job, JobState, Placement
 from volcano_global.rpc.shares import SharePhase
+from volcano_global.services.scheduling import free as free_module
 from volcano_global.services.scheduling.free import free_capacity
 
 
@@ -106,3 +107,48 @@ async def share_domains(app: FastAPI) -> dict[str, dict[str, int]]:
             .join(Job, Job.id == Placement.job_id)
         )
         return {name: domains for domains, name in rows}
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite: one connection
+async def test_a_start_committed_while_a_round_reads_is_caught_at_its_commit(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between the round's read of the inventory and its read of the holdings, the first job's
+    # agent commits the delta with its pods on their nodes, then its Running report: the round
+    # sees its leaf without its pods and without its hold, and plans a third job on its GPUs.
+    # The commit reads the clusters whose inventory moved again and defers it (`_misfits`).
+    await create_cluster(api, "gpu-east")
+    body = inventory("gpu-east", tors=3, nodes_per_tor=4)  # 3 leaves of 32 GPUs
+    assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=body)).status_code == 200
+    await create_queue(api, "llm")
+    await submit(api, job_document("first", queue="llm", replicas=2))  # 16 GPUs
+    assert (report := await app.state.scheduler.run_once()) and len(report.result.placed) == 1
+    leaves = {t: body["nodes"][t * 4 : t * 4 + 4] for t in range(3)}
+    (first_leaf,) = (await share_domains(app))["first"]
+    first = int(first_leaf.removeprefix("gpu-east-tor"))
+    for t, nodes in leaves.items():  # other pods: the rest of first's leaf, all of the others
+        for node in nodes[2:] if t == first else nodes:
+            node["gpuUsed"] = 8
+    assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=body)).status_code == 200
+    third = (await submit(api, job_document("third", queue="llm", replicas=2))).json()["uid"]
+
+    real = free_module.free_states
+
+    async def then_first_starts(*args: object, **kwargs: object) -> object:
+        states = await real(*args, **kwargs)  # type: ignore[arg-type]
+        if not started:
+            started.append(True)
+            for node in leaves[first][:2]:
+                node["gpuUsed"] = 8
+            put = await api.put("/api/v1/clusters/gpu-east/inventory", json=body)
+            assert put.status_code == 200
+            async with transaction(app.state.sessions) as session:
+                running = update(Job).where(Job.name == "first").values(state=JobState.RUNNING)
+                await session.execute(running)
+        return states
+
+    started: list[bool] = []
+    monkeypatch.setattr(free_module, "free_states", then_first_starts)
+    report = await app.state.scheduler.run_once()
+    assert started and report is not None
+    assert (report.result.placed, list(report.result.deferred)) == ([], [third])
