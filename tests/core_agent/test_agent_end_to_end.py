@@ -161,9 +161,10 @@ async def test_a_report_written_mid_window_goes_before_the_windows_delta(
         cluster.update_node("sim-g0-00000", used_gpus=8)  # the first change goes at once
         await eventually(lambda: client.acked >= 2, within=30)  # below the window's 45-75 s
         cluster.update_node("sim-g0-00000", used_gpus=1)  # waits for the window
-        # about a placement the Global does not know: acknowledged, nothing else
+        # about a placement the Global does not know: acknowledged, nothing else (Accepted:
+        # its nodes have not changed; a Running or ended report takes the delta with it)
         unknown = str(uuid.uuid4())
-        client.report(ShareStatus(placement_id=unknown, job_uid="", phase=SharePhase.RUNNING))
+        client.report(ShareStatus(placement_id=unknown, job_uid="", phase=SharePhase.ACCEPTED))
         await eventually(lambda: not client.unacked_reports)
         assert client.seq == 2  # the window's delta has not gone yet
 
