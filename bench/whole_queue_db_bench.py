@@ -14,17 +14,14 @@ before (`lock_jobs` and a flush)."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import sys
-import tempfile
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from in_process import admin_client, started_app, timed
+from in_process import admin_client, run_on_database, started_app, timed
 from sqlalchemy import select
 
 from tests.backlog import clone_jobs
@@ -123,11 +120,4 @@ async def main(url: str, jobs: int, runs: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=10)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
-        asyncio.run(main(url, args.jobs, args.runs))
+    run_on_database(main, __doc__.splitlines()[0])

@@ -129,7 +129,7 @@ class DataSettings(BaseModel):
         "holding it (a replica, belonging to no job; docs/data.md). 0: off.",
     )
     reads_window_s: float = Field(
-        24 * 3600.0,
+        24 * 3600.0,  # solver.replication.READS_WINDOW_S, not imported: settings load light
         gt=0,
         description="How far back a job that read a dataset counts as one of its readers "
         "(`replicate_readers`).",

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from tests.data_documents import data_source_claim
 from tests.data_rounds import apply, corpus, put_inventory
 from tests.factories import create_cluster, job_document, submit
+from tests.prefetch_support import copies
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, DataCopy
 from volcano_global.rpc.copies import CopyCause, CopyPhase, CopyStatus
@@ -61,11 +62,7 @@ async def two_regions(app: FastAPI, api: httpx.AsyncClient) -> str:
 
 
 async def replicas(app: FastAPI) -> list[DataCopy]:
-    async with transaction(app.state.sessions) as session:
-        found = await session.execute(
-            select(DataCopy).where(DataCopy.purpose == "replica").order_by(DataCopy.created_at)
-        )
-        return list(found.scalars())
+    return [c for c in await copies(app) if c.purpose == "replica"]
 
 
 async def report_on(

@@ -9,6 +9,7 @@ from volcano_global.solver import SolveOptions, planning
 from volcano_global.solver.gravity import DataOptions
 from volcano_global.solver.long_work import LongWork
 from volcano_global.solver.preemption import Rules
+from volcano_global.solver.replication import READS_WINDOW_S
 from volcano_global.solver.timesharing import TimeSharing
 
 
@@ -35,7 +36,7 @@ class SimOptions:
     data: DataOptions = field(default_factory=DataOptions)
     # What a round counts as read lately (`DataOptions.replicate_readers`): the jobs that
     # read each dataset submitted within this many seconds.
-    reads_window_s: float = 24 * 3600.0
+    reads_window_s: float = READS_WINDOW_S
     # Long jobs (by runningEstimate) held back while long work holds its share (`long_work`).
     long_work: LongWork | None = None
     # Time-sharing's limits, for the scenario's queues that opt in (`timeSharing: true`).

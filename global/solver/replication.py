@@ -19,6 +19,10 @@ from volcano_global.solver.data import DataNeeds, Item, free_links
 from volcano_global.solver.gravity import DataOptions, copy_source
 from volcano_global.solver.model import ClusterCapacity, LinkState, link_key
 
+# How far back a job that read a dataset counts as one of its readers, by default (the
+# simulator's and the server's `scheduling.data.reads_window_s`).
+READS_WINDOW_S = 24 * 3600.0
+
 
 @dataclass(frozen=True)
 class Popularity:

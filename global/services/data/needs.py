@@ -36,19 +36,7 @@ async def data_needs(
         return {}
     keys = {(j.namespace, j.name, j.kind) for j in jobs}
     claims = await _claims(session, keys)
-    # The columns the needs are made of, not the stored documents.
-    sources = (
-        await session.execute(
-            select(
-                DataSourceRow.name,
-                DataSourceRow.system,
-                DataSourceRow.type,
-                DataSourceRow.source_name,
-                DataSourceRow.clusters,
-                DataSourceRow.size_bytes,
-            )
-        )
-    ).all()
+    sources = await read_sources(session)
     locations = {
         row.job_id: row
         for row in (
@@ -62,9 +50,7 @@ async def data_needs(
         ).all()
     }
     by_name = {s.name: s for s in sources}
-    # Where several DataSources match a claim, the first by name binds it (as the objects show).
-    ordered = sorted(sources, key=lambda s: s.name, reverse=True)
-    by_key = {(s.system, s.type, s.source_name): s for s in ordered}
+    by_key = binding(sources)
     found = {}
     for job in jobs:
         declared = _declaration(job.communication)
@@ -75,6 +61,29 @@ async def data_needs(
             checkpoint=_checkpoint(declared, locations.get(job.id)),
         )
     return found
+
+
+async def read_sources(session: AsyncSession) -> list[Row[Any]]:
+    """Every DataSource, by the columns needs are made of (name, system, type, source_name,
+    clusters, size_bytes), not the stored documents."""
+    rows = await session.execute(
+        select(
+            DataSourceRow.name,
+            DataSourceRow.system,
+            DataSourceRow.type,
+            DataSourceRow.source_name,
+            DataSourceRow.clusters,
+            DataSourceRow.size_bytes,
+        )
+    )
+    return list(rows.all())
+
+
+def binding(sources: Collection[Row[Any]]) -> dict[tuple[str, str, str], Row[Any]]:
+    """The DataSource a claim of (system, type, name) binds: where several match, the first by
+    name (as the objects show)."""
+    ordered = sorted(sources, key=lambda s: s.name, reverse=True)
+    return {(s.system, s.type, s.source_name): s for s in ordered}
 
 
 async def _claims(

@@ -18,11 +18,11 @@ from volcano_global.db.models import (
     CopyState,
     DataCopy,
     DataSourceClaimRow,
-    DataSourceRow,
     Job,
 )
 from volcano_global.services.data.copies import REPLICA
 from volcano_global.services.data.copy_backoff import retry_after
+from volcano_global.services.data.needs import binding, read_sources
 from volcano_global.solver.replication import Popularity
 
 # A job told apart from others by its key as stored: no UUID is built per row.
@@ -35,36 +35,24 @@ async def popularity(session: AsyncSession, *, since: datetime) -> dict[str, Pop
     reads it remotely, `readGbps`, not at all), with its size and holders. Three reads
     whatever the number of jobs: the claims' jobs, the declarations' datasets (not the
     documents), and the DataSources (an inventory of hundreds of rows)."""
-    sources = (
-        await session.execute(
-            select(
-                DataSourceRow.name,
-                DataSourceRow.system,
-                DataSourceRow.type,
-                DataSourceRow.source_name,
-                DataSourceRow.clusters,
-                DataSourceRow.size_bytes,
-            )
-        )
-    ).all()
+    sources = await read_sources(session)
     if not sources:
         return {}
     readers: dict[str, set[Any]] = defaultdict(set)
     claimed: set[tuple[str, Any]] = set()  # (data source, job): a claim, local or remote
-    # Where several DataSources match a claim, the first by name binds it (`data_needs`).
-    by_key = {(s.system, s.type, s.source_name): s.name for s in sorted(sources, reverse=True)}
+    by_key = binding(sources)
     for system, kind, name, job_id, remote in await _claimed(session, since):
-        if (bound := by_key.get((system, kind, name))) is not None:
-            claimed.add((bound, job_id))
+        if (source := by_key.get((system, kind, name))) is not None:
+            claimed.add((source.name, job_id))
             if not remote:
-                readers[bound].add(job_id)
+                readers[source.name].add(job_id)
     # A claim wins over the job's declaration of the same data (`data_needs`).
     for job_id, datasets in await _declared(session, since):
         for d in datasets if isinstance(datasets, list) else ():
             if not isinstance(d, dict) or d.get("readGbps") is not None or not d.get("name"):
                 continue
-            if (name := str(d["name"])) and (name, job_id) not in claimed:
-                readers[name].add(job_id)
+            if (str(d["name"]), job_id) not in claimed:
+                readers[str(d["name"])].add(job_id)
     return {
         s.name: Popularity(len(readers[s.name]), s.size_bytes, tuple(sorted(s.clusters or ())))
         for s in sources

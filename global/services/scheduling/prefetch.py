@@ -69,10 +69,8 @@ async def write_copies(
                     job=job.id,
                 )
             )
-    await session.flush()
-    OUTBOX.wrote(session, {row.destination_cluster_id for row in rows})
+    await _stored(session, rows)
     for row in rows:
-        await session.refresh(row, ["source_cluster", "destination_cluster"])
         await record_event(
             session,
             job_id=row.job_id,
@@ -96,10 +94,8 @@ async def write_replicas(
         _write(session, copy, context, uris, purpose=REPLICA, namespace=namespace)
         for copy in copies
     ]
-    await session.flush()
-    OUTBOX.wrote(session, {row.destination_cluster_id for row in rows})
+    await _stored(session, rows)
     for row in rows:
-        await session.refresh(row, ["source_cluster", "destination_cluster"])
         log.info("replica %s: copying %s ahead of demand", row.id, described(row))
         await record_event(
             session,
@@ -109,6 +105,15 @@ async def write_replicas(
             fold=False,
         )
     return rows
+
+
+async def _stored(session: AsyncSession, rows: Sequence[DataCopy]) -> None:
+    """The rows written, their destinations' streams woken, their clusters loaded (the events
+    name them)."""
+    await session.flush()
+    OUTBOX.wrote(session, {row.destination_cluster_id for row in rows})
+    for row in rows:
+        await session.refresh(row, ["source_cluster", "destination_cluster"])
 
 
 def _lasts(row: DataCopy) -> str:

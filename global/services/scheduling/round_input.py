@@ -55,6 +55,7 @@ from volcano_global.solver.durations import DurationModel
 from volcano_global.solver.fair_share import QueueNode
 from volcano_global.solver.gravity import DataMode
 from volcano_global.solver.preemption import may_evict_for
+from volcano_global.solver.replication import READS_WINDOW_S
 from volcano_global.solver.requests import job_request
 from volcano_global.solver.round_plan import RoundInput, RoundOptions, Waiting, window
 
@@ -63,7 +64,6 @@ CANDIDATES_PER_WINDOW_SLOT = 4  # pending jobs read per window slot, for fair sh
 # The planned order serves short work first: it chooses from more of each line (a round reads
 # 16 x window waiting jobs, shared among the queues, and at least the window of each).
 PLANNED_CANDIDATES = 16
-READS_WINDOW_S = 24 * 3600.0  # `scheduling.data.reads_window_s`'s default
 
 
 @dataclass

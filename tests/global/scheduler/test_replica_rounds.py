@@ -99,7 +99,7 @@ async def test_a_failed_replica_returns_its_bandwidth_and_is_not_tried_again_the
     assert second.state is CopyState.PENDING
 
 
-async def test_replicas_are_off_by_default(app: FastAPI, api: httpx.AsyncClient) -> None:
+async def test_replicas_turned_off_make_no_more(app: FastAPI, api: httpx.AsyncClient) -> None:
     await two_regions(app, api)
     app.state.scheduler.settings.scheduling.data.replicate_readers = 0
     (copy,) = await replicas(app)
