@@ -1,12 +1,13 @@
 """`vglobal demo`: the main job on the embedded default (SQLite). Starts a Global server and
 one agent per simulated member cluster (one cut from the real Lingjun fabric, two from YAML
 specs), links and queues, submits the demo jobs and follows them to the end on a compressed
-clock: placed (one split over two clusters, one waiting for link bandwidth), dispatched,
-running, finished."""
+clock: placed (one split over two clusters, one waiting for link bandwidth, one staging its
+dataset, one waiting for its dataset's cluster), dispatched, running, finished."""
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -14,12 +15,13 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from volcano_global.cli.client import Client, CliError, Connection
+from volcano_global.cli.data import DATA_SOURCE_COLUMNS
 from volcano_global.cli.output import Format, console, render
 from volcano_global.cli.resources import CLUSTER_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
 
@@ -61,6 +63,9 @@ def demo(
     jobs: Annotated[
         str, typer.Option(help="Job documents to submit (glob under --examples)")
     ] = "demo/*.yaml",
+    data: Annotated[
+        str, typer.Option(help="DataSources to apply before the jobs (glob under --examples)")
+    ] = "demo-data/*.yaml",
     time_scale: Annotated[
         float, typer.Option(min=0.0001, help="Wall seconds per simulated second")
     ] = 0.02,
@@ -100,6 +105,7 @@ def demo(
         _wait_ready(api, server)
         agents = _start_agents(api, examples, grpc_port, data_dir, time_scale)
         _populate(api)
+        _apply_data(api, sorted(examples.glob(data)))
         uids = _submit(api, sorted(examples.glob(jobs)))
         _follow(api, uids, time_scale=time_scale, timeout=timeout)
         _summary(api, uids, time_scale=time_scale)
@@ -188,6 +194,21 @@ def _populate(api: Client) -> None:
     render(api.request("GET", "/api/v1/queues"), Format.TABLE, QUEUE_COLUMNS)
 
 
+def _apply_data(api: Client, documents: list[Path]) -> None:
+    """Where the jobs' datasets are: applied as an admin applies DataSources."""
+    if not documents:
+        return
+    console.rule("datasets and where they are")
+    for path in documents:
+        api.request(
+            "POST",
+            "/api/v1/apply",
+            content=path.read_bytes(),
+            headers={"Content-Type": "application/yaml"},
+        )
+    render(api.request("GET", "/api/v1/datasources"), Format.TABLE, DATA_SOURCE_COLUMNS)
+
+
 def _submit(api: Client, documents: list[Path]) -> list[str]:
     console.rule("submitting the jobs")
     if not documents:
@@ -221,14 +242,14 @@ def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) 
 
     console.rule(f"running on a compressed clock (1 simulated hour = {3600 * time_scale:g} s)")
     started = time.monotonic()
-    seen: dict[str, tuple[str, str | None]] = {}
+    seen: dict[str, tuple[str, str, str]] = {}
     shown: set[str] = set()  # placements already described (a poll may not catch Placed)
     while True:
         elapsed = time.monotonic() - started
         jobs = [api.request("GET", f"/api/v1/jobs/{uid}") for uid in uids]
         for job in jobs:
-            now = (job["state"], job["pendingReason"])
-            if seen.get(job["uid"]) != now and now[1] != NOT_YET_SCHEDULED:
+            now = (job["state"], _gist(job["pendingReason"]), _staging(job))
+            if seen.get(job["uid"]) != now and job["pendingReason"] != NOT_YET_SCHEDULED:
                 seen[job["uid"]] = now
                 console.print(
                     f"[dim]{elapsed:6.1f} s (sim {elapsed / time_scale / 60:5.1f} min)[/dim]  "
@@ -242,7 +263,13 @@ def _follow(api: Client, uids: list[str], *, time_scale: float, timeout: float) 
         time.sleep(0.25)
 
 
-def _detail(job: dict[str, object], shown: set[str]) -> str:
+def _gist(reason: str | None) -> str:
+    """A pending reason without its numbers: a wait that only counts down (`room expected in
+    about 2,399 s`, then 2,398 s) is not news; a reason that says something else is."""
+    return re.sub(r"\d[\d,.]*", "#", reason or "")
+
+
+def _detail(job: dict[str, Any], shown: set[str]) -> str:
     """The pending reason, or a placement's shares and reservations the first time the job is
     seen holding it (Placed, or already Dispatched or Running: dispatch may beat the poll)."""
     placement = job.get("placement")
@@ -259,8 +286,15 @@ def _detail(job: dict[str, object], shown: set[str]) -> str:
             f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
             for r in placement["linkReservations"]
         ]
-        return " - " + "; ".join(parts)
-    return ""
+        return " - " + "; ".join(parts + ([_staging(job)] if _staging(job) else []))
+    return f" - {_staging(job)}" if _staging(job) else ""
+
+
+def _staging(job: dict[str, Any]) -> str:
+    """Where the job's shares copy its data in before their pods start, if they do."""
+    placement = job.get("placement") or {}
+    where = [s["cluster"] for s in placement.get("shares", ()) if s["phase"] == "Staging"]
+    return f"staging its data into {', '.join(where)}" if where else ""
 
 
 def _summary(api: Client, uids: list[str], *, time_scale: float) -> None:

@@ -56,7 +56,25 @@ def test_the_demo_tells_the_whole_story_and_ends_by_itself(tmp_path: Path) -> No
     assert re.search(
         r"llm/finetune-moe: (Placed|Dispatched|Running) - 104 pods in gpu-\w+$", out, re.M
     )
-    for job in ("pretrain-405b", "eval-70b", "finetune-moe", "sweep-a100"):
+    # Data: one job stages its dataset where H100s are free, one waits for its dataset's cluster.
+    assert re.search(
+        r"llm/sft-8b .* 16 pods in gpu-\w+; staging sft-mix \(2 TiB\) from gpu-west to gpu-\w+ at "
+        r"100 Gbps",
+        out,
+    )
+    assert (
+        "llm/pretrain-8b: Pending - dataset web-corpus (300 TiB) is in gpu-central; staging to "
+        "gpu-east at 100 Gbps takes 7.3 h; gpu-central has room in about"
+    ) in out
+    assert re.search(
+        r"llm/pretrain-8b: (Placed|Dispatched|Running) - 64 pods in gpu-central$", out, re.M
+    )
+    # A wait that only counts down ("room expected in about 2,399 s", then 2,398 s) is printed
+    # when it says something new, not once a poll (about 15 lines here without that rule).
+    assert len(re.findall(r"llm/finetune-moe: Pending", out)) <= 8
+    for job in (
+        "pretrain-405b", "eval-70b", "finetune-moe", "sweep-a100", "sft-8b", "pretrain-8b"
+    ):  # fmt: skip
         assert f"{job}: Succeeded" in out
     for job in ("pretrain-405b", "finetune-moe"):  # long enough that a poll always sees it run
         assert f"{job}: Running" in out
