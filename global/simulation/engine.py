@@ -324,7 +324,6 @@ class Simulation:
             if self.data
             else {},
             copying=self.copies.copying(running),
-            arriving=self.copies.arriving(running, now),
             time_sharing=self.quanta,
             regions=self.regions,
             popularity=self.data.popularity(now, self.options.reads_window_s)

@@ -7,7 +7,6 @@ where it went (`DataState.arrived`)."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -76,18 +75,6 @@ class Copies:
                 if c.data != CHECKPOINT:
                     bound[c.data].add(c.destination)
         return {name: tuple(sorted(where)) for name, where in bound.items()}
-
-    def arriving(self, running: dict[str, Running], now: float) -> dict[tuple[str, str], float]:
-        """(data, destination) -> seconds until the copy on its way there ends (not
-        checkpoints, as `copying`)."""
-        in_flight = [*self.fetching, *((r.staged_at, r.copies) for r in running.values())]
-        out: dict[tuple[str, str], float] = {}
-        for ends, copies in in_flight:
-            for c in copies:
-                if c.data != CHECKPOINT:
-                    key = (c.data, c.destination)
-                    out[key] = min(out.get(key, math.inf), max(ends - now, 0.0))
-        return out
 
     def reserved(self, running: dict[str, Running]) -> Iterator[tuple[speed.Pair, float]]:
         """What copies hold on links (the round's input)."""

@@ -84,13 +84,6 @@ class DataOptions:
     # A dataset read by at least this many jobs lately gets a copy, without GPUs, in each
     # region without a holder (`replication.replicate`); 0: never.
     replicate_readers: int = 0
-    # A job that waits for a holder while its data is copied elsewhere (prefetch) may be
-    # reserved room there from when the copy is expected to end (`JobRequest.reserve_at`):
-    # the cluster is drained for it while the copy runs, not filled by smaller jobs.
-    hold_at_prefetch: bool = False
-    # EXPERIMENT: a due job that waits gets reservation options at every cluster its data can
-    # be copied to (from the copy's end); a hold chosen there fetches the data (step 6b).
-    drain_for_due: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,7 +95,6 @@ class Steer:
     note: str
     wait_s: float | None = None
     prefetch_to: str | None = None  # copy its data there now, while it waits
-    reserve_at: tuple[tuple[str, float], ...] = ()  # room kept there from then (s)
 
 
 # -- step 1b --------------------------------------------------------------------------------
@@ -119,7 +111,6 @@ def steer(
     regions: Mapping[str, str] | None = None,
     no_prefetch: Mapping[str, Sequence[str]] | None = None,
     no_copies_into: Mapping[str, str] | None = None,
-    arriving: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[list[JobRequest], dict[str, Steer]]:
     """The jobs with the clusters their data lets them use (`allowed_clusters` narrowed),
     and for each job that reads data what was decided. `copying`: data already on its way
@@ -130,8 +121,7 @@ def steer(
     or the cluster's agent cannot run one). `no_copies_into`: cluster -> why no job's data is
     copied into it while it waits (copies into it keep failing), said in the job's note. A
     cluster open to one probe copy is open here: step 6b (`copies.prefetch`) lets one job's
-    copy go there, the first it can plan. `arriving`: (data, destination) -> seconds until
-    the copy on its way there is expected to end (`DataOptions.hold_at_prefetch`)."""
+    copy go there, the first it can plan."""
     if options.mode is DataMode.OBLIVIOUS or not needs:
         return list(jobs), {}
     free = free_links(links)
@@ -159,29 +149,9 @@ def steer(
             note = s.note.removesuffix(f"; copying it to {s.prefetch_to} meanwhile")
             said = f"{', '.join(moving)} is being copied to {_list(sorted(where))} meanwhile"
             s = replace(s, prefetch_to=None, note=f"{note}; {said}")
-        if options.hold_at_prefetch and s.reserve_at:
-            where = {c for i in wanted for c in (copying or {}).get(i.name, ())}
-            later = dict(_arrivals(wanted, where, arriving or {}))
-            kept = [(c, t) for c, t in s.reserve_at if c not in later]
-            if s.prefetch_to is None and not options.drain_for_due:
-                kept = []  # no copy goes to the target: no room kept there
-            s = replace(s, reserve_at=tuple(sorted(kept + list(later.items()))))
         decided[job.id] = s
-        out.append(replace(_narrowed(job, s.allowed), reserve_at=s.reserve_at))
+        out.append(_narrowed(job, s.allowed))
     return out, decided
-
-
-def _arrivals(
-    wanted: tuple[Item, ...], where: set[str], arriving: Mapping[tuple[str, str], float]
-) -> tuple[tuple[str, float], ...]:
-    """The clusters everything `wanted` is held in or on its way to, with when the last
-    copy there is expected to end."""
-    out = []
-    for cluster in sorted(where):
-        ends = [arriving.get((i.name, cluster)) for i in wanted if cluster not in i.holders]
-        if ends and None not in ends:
-            out.append((cluster, max(e for e in ends if e is not None)))
-    return tuple(out)
 
 
 def where_held(job: JobRequest, needs: DataNeeds | None) -> JobRequest:
@@ -257,11 +227,7 @@ def _steer_one(
         faster = ()
     if not faster:
         note = _waiting_note(wanted, holders, staged, wait) + refusal
-        s = _waits(job, holders, note, wait, group, room, target, staged)
-        held = {target} if options.hold_at_prefetch and target is not None else set()
-        if options.drain_for_due and job.due:
-            held |= {c for c, v in staged.items() if math.isfinite(v[0]) and c not in barred}
-        return replace(s, reserve_at=tuple((c, staged[c][0]) for c in sorted(held)))
+        return _waits(job, holders, note, wait, group, room, target, staged)
     best = faster[0]
     room.claim(tuple(room.keys(job, (best,))), 0.0, job.gpus, staged[best][0] + run)
     sooner = f", sooner than room in {_list(holders)} ({wait_text(wait)})" if holders else ""

@@ -116,10 +116,6 @@ class JobRequest:
     # GPU-seconds its earlier runs received (a requeued job's attained service): time-sharing
     # (`timesharing`) demotes only a running gang that received more than the job it yields to.
     served_gpu_s: float = 0.0
-    # Clusters outside `allowed_clusters` where it may be reserved room (not started), each
-    # from a time in seconds: its data is on its way there and expected then
-    # (`DataOptions.hold_at_prefetch`), so the cluster is drained for it while the copy runs.
-    reserve_at: tuple[tuple[str, float], ...] = ()
 
     @property
     def elastic(self) -> bool:

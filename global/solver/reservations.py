@@ -168,28 +168,6 @@ class _Timeline:
         return job.units if pool is None else min(pool.max_units(job, model), job.units)
 
     def options(self, job: JobRequest) -> tuple[Hold, ...]:
-        """Where it may start, and where its data is on its way (`JobRequest.reserve_at`):
-        soonest first; at the same time whole before split, then the tightest cluster."""
-        out = self._allowed(job) + [h for c, t in job.reserve_at if (h := self._after(job, c, t))]
-        return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))
-
-    def _after(self, job: JobRequest, cluster: str, after: float) -> Hold | None:
-        """The earliest time from `after` at which `cluster` has room for the whole job."""
-        pool = self.pools.get(cluster)
-        found = job_models(job, pool) if pool is not None and job.gpus_per_pod else ()
-        if not found:
-            return None
-        model = max(found, key=lambda m: pool.free_gpus(m) + _total(self.releases[(cluster, m)]))
-        if self.most_units(job, cluster, model) < job.units:
-            return None
-        ends = self.releases[(cluster, model)]
-        for t in sorted({after} | {end for end, _ in ends if end > after}):
-            free = pool.free_gpus(model) + sum(g for end, g in ends if end <= t)
-            if free // max(job.unit_gpus, 1) >= job.units:
-                return self._hold(job, t, {cluster: job.units}, {cluster: free}, {cluster: model})
-        return None
-
-    def _allowed(self, job: JobRequest) -> list[Hold]:
         models: dict[str, str] = {}  # cluster -> the model the job would use there
         for name, pool in self.pools.items():
             if job.allowed_clusters is not None and name not in job.allowed_clusters:
@@ -201,7 +179,7 @@ class _Timeline:
                     key=lambda m, p=pool, n=name: p.free_gpus(m) + _total(self.releases[(n, m)]),
                 )
         if not models or job.gpus_per_pod == 0:
-            return []
+            return ()
         times = sorted(
             {0.0}
             | {t for name, m in models.items() for t, _ in self.releases[(name, m)]}
@@ -241,7 +219,8 @@ class _Timeline:
                     out.append(self._hold(job, t, units, avail, models))
             if not whole_left and (split_found or one_holds):
                 break
-        return out
+        # Soonest first; at the same time whole before split, then the tightest cluster.
+        return tuple(sorted(out, key=lambda h: (h.start_in_s, len(h.gpus), sum(h.spare.values()))))
 
     def _links_at(self, t: float) -> dict[tuple[str, str], float]:
         """Free bandwidth per link at t (read only: shared between the times it is the same

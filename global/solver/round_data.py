@@ -75,8 +75,6 @@ def staging(
     links = copies_.reserved(links, copies, options.data)
     bound = copies_.bound_earlier(data.copying) | copies_.bound_by(copies, "the start of")
     probes = data.probe_copies_into
-    if options.data.drain_for_due:
-        steered = _drained(steered, decision)
     fetches = copies_.prefetch(
         steered,
         {d.job_id for d in starts},
@@ -90,20 +88,6 @@ def staging(
     links = copies_.reserved(links, fetches, options.data)
     steered = _unfetched(steered, fetches, data.data, bound, probes)
     return _Staged(decision, starts, links, steered, copies, fetches)
-
-
-def _drained(steered: Mapping[str, gravity.Steer], decision: Decision) -> dict[str, gravity.Steer]:
-    """EXPERIMENT: a job reserved room where its data is not fetches it there."""
-    out = dict(steered)
-    for hold in decision.holds:
-        s = steered.get(hold.job_id)
-        if s is None or s.prefetch_to is not None:
-            continue
-        there = sorted(hold.clusters & {c for c, _ in s.reserve_at})
-        if there:
-            note = f"{s.note}; copying it to {there[0]} meanwhile"
-            out[hold.job_id] = replace(s, prefetch_to=there[0], note=note)
-    return out
 
 
 def _unfetched(

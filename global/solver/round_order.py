@@ -34,7 +34,6 @@ def in_line(
         regions=data.regions,
         no_prefetch=data.no_prefetch,
         no_copies_into=data.no_copies_into,
-        arriving=data.arriving,
     )
     waiting, held_back = _keep_room(data, waiting, policy, options)  # 1c
     return waiting, steered, held_back

@@ -151,9 +151,6 @@ class RoundInput:
     # What waiting jobs and running elastic jobs read (by job id).
     data: Mapping[str, DataNeeds] = field(default_factory=dict)
     copying: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # data -> bound for
-    # (data, destination) -> seconds until that copy is expected to end (the simulator's;
-    # `DataOptions.hold_at_prefetch` reserves room there from then).
-    arriving: Mapping[tuple[str, str], float] = field(default_factory=dict)
     regions: Mapping[str, str] = field(default_factory=dict)  # cluster -> region, where known
     # Job id -> clusters its data is not prefetched into now: a copy there failed lately (its
     # backoff runs), or the cluster's agent cannot run copies without a share.
