@@ -38,9 +38,12 @@ async def simulated(fed: Federation, name: str) -> SimulatedCluster:
 
 
 async def eight_wide(fed: Federation) -> str:
-    """An elastic job of 8 replicas (down to 2) that runs at its full width: its uid."""
+    """An elastic job of 8 replicas (down to 2) that runs at its full width: its uid. It runs
+    for 2 min of wall time (its hour at 50x), so that it is still running when a test on a
+    loaded machine waits for it to grow back (600 s, 12 s here, ended first once under CI's
+    load, and a job that has ended never grows)."""
     uid = await fed.submit(
-        elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="600s")
+        elastic_document("elastic", replicas=8, minAvailable=2, runningEstimate="6000s")
     )
     job = await fed.reach(uid, "Running")
     assert [s["pods"] for s in job["placement"]["shares"]] == [8]

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.conftest import app_settings
-from tests.factories import job_document
+from tests.factories import REPLY_S, job_document
 from tests.kube_api import kube_client, watch_for_a_second, watched_events
 from volcano_global.api.kube.paging import watches_of
 from volcano_global.app import create_app
@@ -147,7 +147,9 @@ async def test_a_list_without_a_limit_is_streamed_in_pages(app: FastAPI) -> None
 
 
 async def test_an_expiring_token_ends_its_open_watch(app: FastAPI) -> None:
-    expires = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    # Long enough that the token is still in the future when a loaded machine gets to its
+    # creation (2 s was not, once: a 422 "must be in the future").
+    expires = (datetime.now(UTC) + timedelta(seconds=6)).isoformat()
     async with kube_client(app) as admin:
         issued = await admin.post(
             "/api/v1/tokens", json={"name": "brief", "role": "reader", "expiresAt": expires}
@@ -159,7 +161,7 @@ async def test_an_expiring_token_ends_its_open_watch(app: FastAPI) -> None:
             kube.get(JOBS, params={"watch": "true", "timeoutSeconds": "60"})
         )
         await _open(app, 1)
-        async with asyncio.timeout(15):
+        async with asyncio.timeout(REPLY_S):
             ended = await watching
         assert ended.status_code == 200
         assert (await kube.get(JOBS)).status_code == 401
