@@ -6,18 +6,16 @@ older replica stored without it (`lifecycle_of_document`)."""
 from __future__ import annotations
 
 import math
-import re
 import sys
 from typing import Any
 
+from volcano_global.jobspec.durations import go_duration_seconds
 from volcano_global.jobspec.extensions import GANG_START_TIMEOUT
 from volcano_global.jobspec.fields import INT32_MAX
 from volcano_global.jobspec.model import Lifecycle, LifecyclePolicy
 
 DEFAULT_RUNNING_ESTIMATE_S = 60.0  # without an estimate (or one that reads as no time)
 DEFAULT_MAX_RETRY = 3  # Volcano's default spec.maxRetry
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def read_lifecycle(
@@ -60,14 +58,18 @@ def lifecycle_of_document(document: dict[str, Any]) -> Lifecycle:
 
 
 def running_estimate_seconds(value: object) -> float:
-    """Volcano's `runningEstimate`, a Go duration such as "1h30m" or "500ms" (h, m, s, ms),
-    in seconds. Anything that is not a duration of more than no time is the default."""
+    """Volcano's `runningEstimate`, a Go duration such as "1h30m" or "500ms"
+    (`durations.go_duration_seconds`), in seconds. Anything that is not a duration of more than
+    no time is the default (submission refuses it: this reads documents stored before it did)."""
     if not isinstance(value, str):
         return DEFAULT_RUNNING_ESTIMATE_S
-    total = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION.findall(value))
+    try:
+        total = go_duration_seconds(value)
+    except ValueError:
+        return DEFAULT_RUNNING_ESTIMATE_S
     if not math.isfinite(total):  # too many digits: stored as the longest time a column holds
         return sys.float_info.max
-    return total or DEFAULT_RUNNING_ESTIMATE_S
+    return total if total > 0 else DEFAULT_RUNNING_ESTIMATE_S
 
 
 def given_estimate(seconds: float | None) -> float | None:

@@ -18,9 +18,9 @@ acts on, and duplicate events were accepted.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from volcano_global.jobspec.durations import GO_DURATION
 from volcano_global.jobspec.fields import INT32_MAX, Checker, child
 
 ALL_EVENTS = (
@@ -49,8 +49,6 @@ USER_ACTIONS = (
     "ResumeJob",
 )
 POLICY_FIELDS = frozenset({"event", "events", "action", "exitCode", "timeout"})
-# A Go duration as metav1.Duration parses it: "1h30m", "90s", "1.5h", "-5m", "0".
-_GO_DURATION = re.compile(r"^[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$")
 
 
 def check_policies(owner: dict[str, Any], path: str, check: Checker) -> None:
@@ -72,7 +70,7 @@ def check_policies(owner: dict[str, Any], path: str, check: Checker) -> None:
         action = check.string(entry, "action", here)
         timeout = entry.get("timeout")
         if timeout is not None and (
-            not isinstance(timeout, str) or not _GO_DURATION.fullmatch(timeout)
+            not isinstance(timeout, str) or not GO_DURATION.fullmatch(timeout)
         ):
             check.fail(child(here, "timeout"), "must be a duration such as 10m or 1h30m")
         has_events = bool(events) or entry.get("event") or entry.get("events")

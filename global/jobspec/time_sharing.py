@@ -10,27 +10,22 @@ same two settings as `timeSharing` and `timeSharingQuantum`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from volcano_global.jobspec.durations import go_duration_seconds
 from volcano_global.jobspec.fields import Checker, child
 
 TIME_SHARING = "global.volcano.sh/time-sharing"
 QUANTUM = "global.volcano.sh/time-sharing-quantum"
 DEFAULT_QUANTUM_S = 3600.0
 MIN_QUANTUM_S = 60.0  # shorter, a gang would spend its quantum restoring its checkpoint
-_GO_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def quantum_seconds(text: str) -> float:
     """A Go duration ("1h", "90m", "1h30m") in seconds, at least `MIN_QUANTUM_S`; raises
     ValueError saying what is wrong."""
-    if not _GO_DURATION.fullmatch(text.strip()):
-        raise ValueError(f'{text!r} is not a duration such as "1h" or "90m"')
-    seconds = sum(float(n) * _SECONDS[unit] for n, unit in _PART.findall(text))
+    seconds = go_duration_seconds(text.strip())
     if seconds < MIN_QUANTUM_S:
         raise ValueError(f"{text!r} is shorter than the minimum quantum, {MIN_QUANTUM_S:g} s")
     return seconds

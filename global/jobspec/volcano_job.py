@@ -12,9 +12,9 @@ from typing import Any
 
 from volcano_global.bounds import DURATION_S
 from volcano_global.jobspec.accelerators import resource_model
+from volcano_global.jobspec.durations import EXAMPLES, go_duration_seconds
 from volcano_global.jobspec.fields import Checker, child
 from volcano_global.jobspec.job_rules import check_job_rules
-from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.model import Partition, TaskGang, TopologyRequirement
 from volcano_global.jobspec.plugins import JOB_PLUGINS, check_mpi_master, read_plugins
 from volcano_global.jobspec.pods import gpu_model_from_template, pod_resources
@@ -118,11 +118,7 @@ def read_job_spec(
     check.integer(spec, "minSuccess", path, minimum=1)
     check.integer(spec, "ttlSecondsAfterFinished", path, minimum=0)
     check.string(spec, "schedulerName", path)
-    estimate = spec.get("runningEstimate")
-    if isinstance(estimate, str):
-        why = DURATION_S.check(running_estimate_seconds(estimate))
-        if why:
-            check.fail(child(path, "runningEstimate"), why)
+    _check_estimate(spec.get("runningEstimate"), child(path, "runningEstimate"), check)
     return JobSpecSummary(
         tasks=tasks,
         min_available=min_available,
@@ -132,6 +128,22 @@ def read_job_spec(
         network_topology=read_network_topology(spec, "networkTopology", path, check),
         max_retry=max_retry,
     )
+
+
+def _check_estimate(estimate: object, path: str, check: Checker) -> None:
+    """A `runningEstimate` must be a Go duration (metav1.Duration) within the bounds: "1d",
+    "90" or "2h30" would be read as no estimate at all, so they are refused, naming it."""
+    if estimate is None:
+        return
+    if not isinstance(estimate, str):
+        check.fail(path, f"must be {EXAMPLES}")
+        return
+    try:
+        why = DURATION_S.check(go_duration_seconds(estimate))
+    except ValueError as exc:
+        why = str(exc)
+    if why:
+        check.fail(path, why)
 
 
 def _read_task(

@@ -20,8 +20,8 @@ from pydantic.alias_generators import to_camel
 from volcano_global.bounds import GPUS_PER_POD
 from volcano_global.errors import FieldError, field_error
 from volcano_global.jobspec import Communication
+from volcano_global.jobspec.durations import GO_DURATION, go_duration_seconds
 from volcano_global.jobspec.gpu_models import canonical_or_none
-from volcano_global.jobspec.lifecycle import running_estimate_seconds
 from volcano_global.jobspec.priority_classes import BUILT_IN
 from volcano_global.jobspec.quantity import parse_quantity
 from volcano_global.settings import SchedulingDefaults
@@ -29,8 +29,6 @@ from volcano_global.simulation.workload import DatasetRef, TraceJob
 from volcano_global.solver import MAX_PODS
 from volcano_global.solver.traffic import allreduce_gbps
 
-# What `running_estimate_seconds` reads, the whole cell: "1h30m", "90s", "500ms".
-_GO_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
 _SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
 MAX_SHOWN = 20  # errors listed; a month of history with one bad column would list every row
 
@@ -132,10 +130,10 @@ class TraceRow(BaseModel):
     @classmethod
     def _seconds_or_go_duration(cls, value: object) -> float:
         # A duration of no time ("0s") would read as the server's default estimate: refused.
-        if isinstance(value, str) and _GO_DURATION.fullmatch(value) and re.search("[1-9]", value):
-            return running_estimate_seconds(value)  # as the server reads a job's estimate
         seconds = math.nan
-        if isinstance(value, str | int | float) and not isinstance(value, bool):
+        if isinstance(value, str) and GO_DURATION.fullmatch(value):
+            seconds = go_duration_seconds(value)  # as the server reads a job's estimate
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
             try:
                 seconds = float(value)
             except ValueError:

@@ -56,12 +56,35 @@ def test_a_job_without_lifecycle_fields_gets_the_defaults() -> None:
         ("500ms", 0.5),
         ("1m500ms", 60.5),
         ("0s", 60.0),  # no time at all: the default
-        ("soon", 60.0),  # not a duration: accepted, as Volcano's CRD does, and the default
-        (600, 60.0),  # not a string: likewise
+        ("0", 60.0),
+        ("1h.5m", 3630.0),  # Go reads "1h" then ".5m"
+        ("250us", 60.0),  # a quarter of a millisecond: more than no time, read as stored
     ],
 )
 def test_the_running_estimate_is_a_go_duration_in_seconds(estimate: object, seconds: float) -> None:
-    assert lifecycle(job_document(runningEstimate=estimate)).running_estimate_seconds == seconds
+    read = lifecycle(job_document(runningEstimate=estimate)).running_estimate_seconds
+    assert read == pytest.approx(seconds if estimate != "250us" else 0.00025)
+
+
+@pytest.mark.parametrize("estimate", ["soon", "1d", "90", "2h30", "10 minutes", "-5m", "h", 600])
+def test_a_running_estimate_that_is_not_a_go_duration_is_refused_naming_it(
+    estimate: object,
+) -> None:
+    # metav1.Duration refuses these (Volcano's webhook cannot decode the job); read as no
+    # estimate ("1d", "90") or as another one ("2h30": 2 h), they would order the queue wrong.
+    with pytest.raises(Invalid) as refused:
+        lifecycle(job_document(runningEstimate=estimate))
+    (error,) = refused.value.errors
+    assert error.field == "spec.runningEstimate"
+    said = "must be in [0, " if estimate == "-5m" else "a duration such as 90m, 1h30m or 500ms"
+    assert said in error.message
+
+
+def test_a_stored_estimate_that_is_not_a_duration_reads_as_none() -> None:
+    # A document stored before submission refused these still reads: as no estimate.
+    assert running_estimate_seconds("soon") == 60.0
+    assert running_estimate_seconds("2h30") == 60.0
+    assert running_estimate_seconds(600) == 60.0
 
 
 def test_an_estimate_too_long_for_a_number_reads_as_the_longest_there_is() -> None:
