@@ -112,12 +112,17 @@ def watch(
         return
 
 
-def job_changes(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
-    """Every job at first, then the jobs changed since the cursor (`updatedSince`, indexed).
+def job_changes(
+    api: Client, cursor: str | None, *, namespace: str | None = None
+) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Every job (of `namespace` if given) at first, then the jobs changed since the cursor
+    (`updatedSince`, indexed).
     The cursor trails the newest change seen by CURSOR_OVERLAP_S, so a change committed late
     or stamped by a replica whose clock lags is still read; what was already shown is not
     shown again (the watch compares)."""
     params: dict[str, Any] = {"limit": 1000}
+    if namespace:
+        params["namespace"] = namespace
     if cursor is not None:
         params["updatedSince"] = cursor
     items: list[dict[str, Any]] = []
