@@ -51,7 +51,10 @@ PREVIEW_COLUMNS: list[Column] = [
 
 def submit(
     ctx: typer.Context,
-    files: Annotated[list[Path], typer.Option("-f", "--file", help="Job YAML/JSON ('-' = stdin)")],
+    files: Annotated[
+        list[Path],
+        typer.Option("-f", "--filename", "--file", help="Job YAML/JSON ('-' = stdin)"),
+    ],
     dry_run: Annotated[
         bool,
         typer.Option(

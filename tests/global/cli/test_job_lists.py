@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.factories import job_document, to_yaml
+from tests.factories import job_document, to_yaml, volcano_queue
 from tests.server_process import ServerProcess
 
 
@@ -39,9 +39,7 @@ def test_a_cut_list_says_so_and_all_follows_every_page(
     assert server.cli("jobs").stderr == ""  # the default 100: nothing cut
 
 
-def test_namespace_and_state_in_any_case_filter_jobs(
-    server: ServerProcess, tmp_path: Path
-) -> None:
+def test_namespace_and_state_in_any_case_filter_jobs(server: ServerProcess, tmp_path: Path) -> None:
     submit(server, tmp_path, "in-ml")
     submit(server, tmp_path, "in-default", namespace="default")
     assert names(server, "get", "jobs", "-n", "default") == ["in-default"]
@@ -61,3 +59,27 @@ def test_the_cli_spells_every_state_as_the_server() -> None:
     from volcano_global.db.models import JobState
 
     assert JOB_STATES == tuple(JobState)
+
+
+def test_apply_takes_a_directory_and_submit_the_filename_spelling(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    folder = tmp_path / "manifests"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "b-job.json").write_text(json.dumps(job_document("first", queue="llm")))
+    (folder / "a-queue.yaml").write_text(to_yaml(volcano_queue("llm", weight=1)))
+    (folder / "nested" / "c-job.yml").write_text(to_yaml(job_document("nested")))
+    (folder / "README.md").write_text("not a document")
+    applied = server.cli("apply", "-f", str(folder))
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "queue.scheduling.volcano.sh/llm created",
+        "job.batch.volcano.sh/ml/first created",
+    ]
+    nested = server.cli("apply", "-f", str(folder / "nested"))  # not recursive: on its own
+    assert nested.stdout.splitlines() == ["job.batch.volcano.sh/ml/nested created"]
+
+    (tmp_path / "second.yaml").write_text(to_yaml(job_document("second")))
+    submitted = server.cli("submit", "--filename", str(tmp_path / "second.yaml"))
+    assert submitted.returncode == 0, submitted.stderr
+    assert sorted(names(server, "jobs")) == ["first", "nested", "second"]
