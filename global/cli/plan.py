@@ -63,7 +63,10 @@ def plan(
     comm_share: CommShareOption = 0.1,
     replica_in_tier1: ReplicaInTier1Option = False,
     image: Annotated[str, typer.Option(help="Training image")] = "nvcr.io/nvidia/nemo:25.02",
-    namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
+    namespace: Annotated[
+        str | None,
+        typer.Option("-n", "--namespace", help="[default: the queue's name, else default]"),
+    ] = None,
     queue: Annotated[str | None, typer.Option(help="Queue")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model (nodeSelector)")] = None,
     max_clusters: Annotated[int | None, typer.Option(help="Most clusters a split may span")] = None,
@@ -96,7 +99,9 @@ def plan(
         parallel,
         name=name,
         image=image,
-        namespace=namespace,
+        # A queue's jobs run in its own namespace unless its tenancy says otherwise
+        # (settings `tenancy.default_namespaces`): `default` would be refused.
+        namespace=namespace or queue or "default",
         queue=queue,
         gpu_model=gpu_model,
         max_clusters=max_clusters,
