@@ -21,16 +21,21 @@ def apply(
     ctx: typer.Context,
     files: Annotated[
         list[Path],
-        typer.Option("-f", "--filename", help="YAML/JSON file of documents ('-' = stdin)"),
+        typer.Option(
+            "-f",
+            "--filename",
+            help="YAML/JSON file of documents, or a directory of them ('-' = stdin)",
+        ),
     ],
 ) -> None:
     """Apply every document of each file in order (Volcano Jobs and HyperJobs, Queues,
     PriorityClasses, DataSources and DataSourceClaims). A job already applied with the same
     document is unchanged; any other kind is created, configured (replaced by the document)
-    or unchanged."""
+    or unchanged. A directory stands for its *.yaml, *.yml and *.json files in name order
+    (not its subdirectories), as with kubectl."""
     api = client(ctx)
     failed = 0
-    for path in files:
+    for path in document_files(files):
         text = sys.stdin.read() if str(path) == "-" else _read(path)
         media = "application/json" if path.suffix == ".json" else "application/yaml"
         result = api.request(
@@ -56,6 +61,25 @@ def apply(
                 typer.echo(f"{kind}.{_group(item['apiVersion'])}/{ref} {item['result']}")
     if failed:
         raise typer.Exit(1)
+
+
+DOCUMENT_SUFFIXES = frozenset({".yaml", ".yml", ".json"})
+
+
+def document_files(paths: list[Path]) -> list[Path]:
+    """The files named, a directory replaced by its document files in name order."""
+    files: list[Path] = []
+    for path in paths:
+        if str(path) != "-" and path.is_dir():
+            found = sorted(
+                p for p in path.iterdir() if p.suffix in DOCUMENT_SUFFIXES and p.is_file()
+            )
+            if not found:
+                raise CliError(f"{path}: no *.yaml, *.yml or *.json file in this directory")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
 
 
 def _group(api_version: str | None) -> str:
@@ -112,12 +136,17 @@ def watch(
         return
 
 
-def job_changes(api: Client, cursor: str | None) -> tuple[list[dict[str, Any]], str | None, bool]:
-    """Every job at first, then the jobs changed since the cursor (`updatedSince`, indexed).
+def job_changes(
+    api: Client, cursor: str | None, *, namespace: str | None = None
+) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """Every job (of `namespace` if given) at first, then the jobs changed since the cursor
+    (`updatedSince`, indexed).
     The cursor trails the newest change seen by CURSOR_OVERLAP_S, so a change committed late
     or stamped by a replica whose clock lags is still read; what was already shown is not
     shown again (the watch compares)."""
     params: dict[str, Any] = {"limit": 1000}
+    if namespace:
+        params["namespace"] = namespace
     if cursor is not None:
         params["updatedSince"] = cursor
     items: list[dict[str, Any]] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def demo(
     server = subprocess.Popen([sys.executable, "-m", "volcano_global.cli.main", "server"], env=env)
     api = Client(Connection(server=url, token=token))
     agents: list[subprocess.Popen[bytes]] = []
+    # `timeout`, CI and service managers stop with SIGTERM: the demo's processes go with it.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         _wait_ready(api, server)
         agents = _start_agents(api, examples, grpc_port, data_dir, time_scale)
@@ -121,11 +124,17 @@ def demo(
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup
         api.close()
         for process in [*agents, server]:
             process.terminate()
         for process in [*agents, server]:
             process.wait(timeout=15)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # the shell's status for a process its signal ended
 
 
 def _start_agents(

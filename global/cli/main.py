@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from core_agent.cli import agent as agent_command
 from volcano_global.cli import certs as certs_command
@@ -14,13 +17,47 @@ from volcano_global.cli import demo as demo_command
 from volcano_global.cli import kubeconfig as kubeconfig_command
 from volcano_global.cli import plan as plan_command
 from volcano_global.cli import resources, tenancy, tokens
-from volcano_global.cli import simulate as simulate_command
 from volcano_global.cli.argv import hoist_output
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import Options
 from volcano_global.cli.output import Format
 
+# Commands whose modules take long to import (`simulate`: the simulator and the solver, ~0.3 s)
+# are imported only when run, not by every other command: name -> (module, one-line help).
+LAZY_COMMANDS = {
+    "simulate": (
+        "volcano_global.cli.simulate",
+        "What-if: replay a job trace through the scheduler's queue order and placement engine.",
+    ),
+}
+
+
+class _Commands(TyperGroup):
+    """The command list with LAZY_COMMANDS: listed from their line of help, imported when one
+    of them is the command to run (its own --help included)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in LAZY_COMMANDS if n not in self.commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][1])
+        return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
+            module = importlib.import_module(LAZY_COMMANDS[args[0]][0])
+            one = typer.Typer()
+            one.command(args[0])(getattr(module, args[0]))
+            self.commands[args[0]] = typer.main.get_command(one)
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Volcano Global: one control plane for the GPU clusters you have.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -129,7 +166,6 @@ app.command()(certs_command.certs)
 app.command()(kubeconfig_command.kubeconfig)
 app.command()(agent_command)
 app.command()(plan_command.plan)
-app.command()(simulate_command.simulate)
 for command in resources.COMMANDS:
     app.command()(command)
 app.add_typer(resources.clusters_app, name="clusters")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -15,8 +15,9 @@ from rich.table import Table
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import client
 from volcano_global.cli.data import size
-from volcano_global.sdk import Dataset, ParallelPlan, job_document
-from volcano_global.sdk.plan import to_yaml
+
+if TYPE_CHECKING:
+    from volcano_global.sdk import Dataset, ParallelPlan
 
 # The derived facts and the check go to stderr, so stdout is the document alone.
 notes = Console(stderr=True)
@@ -63,7 +64,10 @@ def plan(
     comm_share: CommShareOption = 0.1,
     replica_in_tier1: ReplicaInTier1Option = False,
     image: Annotated[str, typer.Option(help="Training image")] = "nvcr.io/nvidia/nemo:25.02",
-    namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
+    namespace: Annotated[
+        str | None,
+        typer.Option("-n", "--namespace", help="[default: the queue's name, else default]"),
+    ] = None,
     queue: Annotated[str | None, typer.Option(help="Queue")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model (nodeSelector)")] = None,
     max_clusters: Annotated[int | None, typer.Option(help="Most clusters a split may span")] = None,
@@ -74,6 +78,11 @@ def plan(
 ) -> None:
     """Build the Volcano Job for a parallelism plan and show what the scheduler derives from
     it: the unit that stays in one cluster and the bandwidth a cluster crossing needs."""
+    # Imported here: the SDK's models take ~0.3 s to import, which every other command of
+    # the CLI would pay.
+    from volcano_global.sdk import job_document
+    from volcano_global.sdk.plan import to_yaml
+
     if optimizer not in OPTIMIZERS:
         raise typer.BadParameter(f"one of {', '.join(OPTIMIZERS)}", param_hint="--optimizer")
     parallel = _parallel_plan(
@@ -96,7 +105,9 @@ def plan(
         parallel,
         name=name,
         image=image,
-        namespace=namespace,
+        # A queue's jobs run in its own namespace unless its tenancy says otherwise
+        # (settings `tenancy.default_namespaces`): `default` would be refused.
+        namespace=namespace or queue or "default",
         queue=queue,
         gpu_model=gpu_model,
         max_clusters=max_clusters,
@@ -110,6 +121,8 @@ def plan(
 
 def _parallel_plan(**fields: Any) -> ParallelPlan:
     """The plan from the command's options; what is wrong with them is the command's error."""
+    from volcano_global.sdk import ParallelPlan
+
     try:
         return ParallelPlan(**fields)
     except ValidationError as exc:
@@ -153,6 +166,8 @@ def _facts_table(parallel: ParallelPlan, *, max_clusters: int) -> Table:
 
 
 def _dataset(text: str) -> Dataset:
+    from volcano_global.sdk import Dataset
+
     name, _, rest = text.partition("=")
     amount, _, gbps = rest.partition("@")
     try:

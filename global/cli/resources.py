@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,7 +51,10 @@ PREVIEW_COLUMNS: list[Column] = [
 
 def submit(
     ctx: typer.Context,
-    files: Annotated[list[Path], typer.Option("-f", "--file", help="Job YAML/JSON ('-' = stdin)")],
+    files: Annotated[
+        list[Path],
+        typer.Option("-f", "--filename", "--file", help="Job YAML/JSON ('-' = stdin)"),
+    ],
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -78,19 +82,22 @@ def submit(
 def jobs(
     ctx: typer.Context,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
-    state: Annotated[str | None, typer.Option(help="Only this state, e.g. Pending")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(help=f"Only this state, in any case: {', '.join(JOB_STATES)}"),
+    ] = None,
     cluster: Annotated[
         str | None, typer.Option(help="Only jobs with a share in this cluster")
     ] = None,
     namespace: Annotated[str | None, typer.Option("-n", "--namespace")] = None,
-    limit: Annotated[int, typer.Option(help="Jobs per page")] = 100,
+    limit: Annotated[int, typer.Option(help="Jobs per page", min=1)] = 100,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow every page")] = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first (the first --limit of them; --all: every one)."""
     api = client(ctx)
     params = {
         "queue": queue,
-        "state": state,
+        "state": job_state(state) if state else None,
         "cluster": cluster,
         "namespace": namespace,
         "limit": limit,
@@ -103,11 +110,25 @@ def jobs(
         if not (all_pages and token):
             break
         params["continue"] = token
+    if token and not all_pages:  # as kubectl does: a cut list says so, out of the way of pipes
+        typer.echo(f"(more jobs than these {len(items)}: a larger --limit, or --all)", err=True)
     render(
         {"items": items, "metadata": {"continue": None if all_pages else token}},
         options(ctx).output,
         JOB_COLUMNS,
     )
+
+
+# The server's spelling of a job's states (JobState), which its list compares exactly.
+JOB_STATES = ("Pending", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled")
+
+
+def job_state(word: str) -> str:
+    """A state as the server spells it, from any case (`running` -> `Running`)."""
+    for state in JOB_STATES:
+        if state.lower() == word.lower():
+            return state
+    raise CliError(f"unknown job state {word!r}: expected one of {', '.join(JOB_STATES)}")
 
 
 DEFAULT_EVENTS = 50
@@ -127,7 +148,8 @@ def get(
     ],
     name: Annotated[str | None, typer.Argument(help="A job, after `jobs`")] = None,
     namespace: Annotated[
-        str | None, typer.Option("-n", "--namespace", help="Only this namespace's claims")
+        str | None,
+        typer.Option("-n", "--namespace", help="Only this namespace's jobs or claims"),
     ] = None,
     watch: Annotated[
         bool, typer.Option("-w", "--watch", help="After the list, print each change until ^C")
@@ -146,18 +168,19 @@ def get(
     if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):
         queues = what in QUEUE_WORDS
         columns = QUEUE_COLUMNS if queues else JOB_COLUMNS
+        read = watching.queue_list if queues else partial(watching.job_changes, namespace=namespace)
         if watch:
             key = (lambda q: q["name"]) if queues else (lambda j: j["uid"])
             watching.watch(
                 api,
-                read=watching.queue_list if queues else watching.job_changes,
+                read=read,
                 key=key,
                 columns=columns if queues else WATCH_JOB_COLUMNS,
                 fmt=fmt,
                 interval_s=interval_s,
             )
         else:
-            items = (watching.queue_list if queues else watching.job_changes)(api, None)[0]
+            items = read(api, None)[0]
             render({"items": items}, fmt, columns)
         return
     job = name if name is not None and what in JOB_WORDS else what

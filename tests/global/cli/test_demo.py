@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,53 @@ def test_every_demo_cluster_has_an_example_spec() -> None:
     for name, args, _ in CLUSTERS:
         assert args[0] == "--spec" and (EXAMPLES / args[1]).is_file(), name
         assert SimulatedCluster.from_yaml(name, EXAMPLES / args[1]).nodes, name
+
+
+def test_sigterm_stops_the_demo_with_its_server_and_agents(tmp_path: Path) -> None:
+    """`timeout` and CI stop the demo with SIGTERM: its server and agents must not outlive it."""
+    demo = subprocess.Popen(
+        [
+            *[sys.executable, "-m", "volcano_global.cli.main", "demo"],
+            *["--data-dir", str(tmp_path), "--examples", str(EXAMPLES), "--time-scale", "0.005"],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    children: list[int] = []
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:  # the agents' inventories arrived: all four children run
+            if "inter-cluster links and queues" in line:
+                break
+        children = _children(demo.pid)
+        assert len(children) == 4, children  # the server and three agents
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(timeout=45) == 128 + signal.SIGTERM
+    finally:
+        demo.kill()
+        left = [pid for pid in children if _alive(pid)]
+        for pid in left:  # not to leave them to the next tests
+            os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
