@@ -28,6 +28,7 @@ from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
+from volcano_global.services.inventory.node_changes import log_upserts, store_seq
 from volcano_global.services.inventory.node_values import (
     STORED,
     CheckedDelta,
@@ -134,9 +135,12 @@ async def apply_node_deltas(
     await _apply_changes(session, changes)
     if any(free > 0 for change in changes.values() for _, free in change.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
+    await log_upserts(
+        session, [(d.cluster, d.seq, [n.name for n in d.delta.node_upserts]) for d in deltas]
+    )
     for d in deltas:
         d.cluster.inventory_updated_at = now
-        d.cluster.inventory_seq = d.seq
+        store_seq(d.cluster, d.seq)
     await session.flush()
 
 

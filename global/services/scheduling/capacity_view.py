@@ -3,11 +3,15 @@ scheduling rounds and brought up to date from the nodes written since the previo
 100,000 nodes changing all the time, re-reading every node each round cost a round more CPU
 than solving it.
 
-Exact because every write of a node stamps it with the cluster's inventory sequence, under the
-cluster's row lock: the nodes with a sequence above the one the view has seen are exactly what
-changed. A new inventory generation (a full replacement) or a delta that removed nodes (a
-removed row leaves nothing to read) makes the view read that cluster whole again. Reading a
-change twice is harmless (each node's state replaces the previous one).
+Exact because every delta that upserts nodes logs their names at the cluster's inventory
+sequence it stores, in its own transaction, under the cluster's row lock
+(`services/inventory/node_changes.py`): the nodes the log names above the sequence the view has
+seen are every node written since. The log is pruned behind a window of sequences; a view whose
+sequence the log no longer reaches back to (checked after reading the log, against the bounds
+the cluster's row keeps in the transactions that move them) reads that cluster whole, as does a
+new inventory generation (a full replacement) or a delta that removed nodes (a removed row
+leaves nothing to read). Reading a change twice is harmless (each node's state replaces the
+previous one).
 
 A cluster's solver input (its leaves, sorted, with their topology paths) is kept too and rebuilt
 only when one of its histograms moved: a round over 20 clusters of 12,500 leaves mostly finds
@@ -20,12 +24,14 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.domain_trees import DomainTree
+from volcano_global.services.inventory.node_changes import changed_nodes, covered
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 from volcano_global.solver import ClusterCapacity, Leaf
 
@@ -168,8 +174,10 @@ async def read_histograms(
 
 
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
-    """Bring the views of `clusters` up to the rows the caller read."""
-    whole, since = [], []
+    """Bring the views of `clusters` up to the rows the caller read: a cluster read whole when
+    its view is of another generation, it removed nodes since, or its change log no longer
+    reaches back to the view's sequence; otherwise the nodes its log names since."""
+    whole, since = [], {}
     for c in clusters:
         view = _views.get(c.id)
         if (
@@ -177,29 +185,25 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
             or view.generation != c.inventory_generation
             or view.removed_seq != c.nodes_removed_seq
         ):
-            view = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
-            _views[c.id] = view
-            whole.append(c.id)
+            whole.append(c)
         elif c.inventory_seq > view.seq:
-            since.append(and_(Node.cluster_id == c.id, Node.seq > view.seq))
-            view.seq = c.inventory_seq
-    conditions = ([Node.cluster_id.in_(whole)] if whole else []) + since
-    if conditions:
-        for (
-            node_id,
-            cluster_id,
-            domain_id,
-            model,
-            allocatable,
-            used,
-            ready,
-            schedulable,
-        ) in await session.execute(select(*_COLUMNS).where(or_(*conditions))):
-            counted = ready and schedulable and allocatable > 0
-            bucket = (
-                domain_id,
-                model or UNKNOWN_GPU_MODEL,
-                max(allocatable - used, 0),
-                allocatable,
-            )
-            _views[cluster_id].put(node_id, bucket if counted else None)
+            since[c.id] = view.seq
+    rows: list[Any] = []
+    if since:
+        dialect = session.get_bind().dialect.name
+        rows = list(await session.execute(changed_nodes(dialect, _COLUMNS, since)))
+        kept = await covered(session, since, {c.id: c.inventory_generation for c in clusters})
+        whole += [c for c in clusters if c.id in since and c.id not in kept]
+        rows = [row for row in rows if row[1] in kept]
+        for c in clusters:
+            if c.id in kept:
+                _views[c.id].seq = c.inventory_seq
+    for c in whole:
+        _views[c.id] = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
+    if whole:
+        ids = [c.id for c in whole]
+        rows += await session.execute(select(*_COLUMNS).where(Node.cluster_id.in_(ids)))
+    for node_id, cluster_id, domain_id, model, allocatable, used, ready, schedulable in rows:
+        counted = ready and schedulable and allocatable > 0
+        bucket = (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0), allocatable)
+        _views[cluster_id].put(node_id, bucket if counted else None)
