@@ -31,10 +31,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, func, or_, select, true
+from sqlalchemy import Select, and_, bindparam, column, delete, func, or_, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
+from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import Cluster, Node, NodeChange
 
 KEPT_SEQS = 32
@@ -76,25 +78,54 @@ async def restart_log(session: AsyncSession, cluster: Cluster, seq: int) -> None
     cluster.node_changes_floor = cluster.node_changes_seq = seq
 
 
-def changed_nodes(
-    dialect: str, columns: Sequence[ColumnElement[Any]], since: Mapping[uuid.UUID, int]
-) -> Select[Any]:
-    """`columns` of the nodes the log names above `since[cluster]` of each cluster (a node
-    named at several sequences comes once for each: its row is the same)."""
-    elements = _JSON_ELEMENTS["postgresql" if dialect == "postgresql" else "sqlite"]
+class ChangedNodes:
+    """A read of `columns` of the nodes the log names above a sequence of each cluster (a
+    node named at several sequences comes once for each: its row is the same). On Postgres
+    one fixed statement on the driver's connection (`fast_reads.Read`: the (cluster, sequence)
+    pairs as two arrays); on SQLite SQLAlchemy runs it with a condition per cluster."""
+
+    def __init__(self, columns: Sequence[ColumnElement[Any]]) -> None:
+        self.columns = columns
+        since = _SINCE.c
+        self._postgres = Read(  # Postgres only
+            _joined(columns, func.jsonb_array_elements_text).join(
+                _SINCE, and_(NodeChange.cluster_id == since.cluster_id, NodeChange.seq > since.seq)
+            )
+        )
+
+    async def rows(self, session: AsyncSession, since: Mapping[uuid.UUID, int]) -> list[Any]:
+        """The rows as tuples of `columns`, `since`: cluster id -> the sequence seen."""
+        if session.get_bind().dialect.name == "postgresql":
+            ids = list(since)
+            params = {"cluster_ids": ids, "seqs": [since[c] for c in ids]}
+            return [tuple(row.values()) for row in await self._postgres.rows(session, params)]
+        above = (and_(NodeChange.cluster_id == c, NodeChange.seq > s) for c, s in since.items())
+        statement = _joined(self.columns, func.json_each).where(or_(*above))
+        return [tuple(row) for row in await session.execute(statement)]
+
+
+def _joined(columns: Sequence[ColumnElement[Any]], elements: Any) -> Select[Any]:
+    """`columns` of the nodes each log row names (`elements`: the database's function listing
+    a JSON array's elements)."""
     names = elements(NodeChange.names).table_valued("value")
     return (
         select(*columns)
         .select_from(NodeChange)
         .join(names, true())
         .join(Node, and_(Node.cluster_id == NodeChange.cluster_id, Node.name == names.c.value))
-        .where(
-            or_(*(and_(NodeChange.cluster_id == c, NodeChange.seq > s) for c, s in since.items()))
-        )
     )
 
 
-_JSON_ELEMENTS = {"postgresql": func.jsonb_array_elements_text, "sqlite": func.json_each}
+_SINCE = (
+    func.unnest(
+        bindparam("cluster_ids", type_=ARRAY(NodeChange.cluster_id.type)),
+        bindparam("seqs", type_=ARRAY(NodeChange.seq.type)),
+    )
+    .table_valued(
+        column("cluster_id", NodeChange.cluster_id.type), column("seq", NodeChange.seq.type)
+    )
+    .render_derived(name="since")
+)
 
 
 async def covered(

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.domain_trees import DomainTree
-from volcano_global.services.inventory.node_changes import changed_nodes, covered
+from volcano_global.services.inventory.node_changes import ChangedNodes, covered
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 from volcano_global.solver import ClusterCapacity, Leaf
 
@@ -81,6 +81,7 @@ def _count(hist: list[int], free: int, nodes: int) -> None:
 _views: dict[uuid.UUID, _ClusterView] = {}
 
 _COLUMNS = (Node.id, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
+_CHANGED = ChangedNodes(_COLUMNS)
 
 
 async def free_histograms(
@@ -190,8 +191,7 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
             since[c.id] = view.seq
     rows: list[Any] = []
     if since:
-        dialect = session.get_bind().dialect.name
-        rows = list(await session.execute(changed_nodes(dialect, _COLUMNS, since)))
+        rows = await _CHANGED.rows(session, since)
         kept = await covered(session, since, {c.id: c.inventory_generation for c in clusters})
         whole += [c for c in clusters if c.id in since and c.id not in kept]
         rows = [row for row in rows if row[1] in kept]
