@@ -1,9 +1,9 @@
-"""node_changes: the names of the nodes each transaction of deltas upserted in a cluster, by
-sequence, with the range each cluster's log covers (clusters.node_changes_floor,
-clusters.node_changes_seq); the index on nodes (cluster_id, seq) dropped and nodes' fillfactor
-set to 85 on Postgres. The scheduler's capacity view reads what changed through the log, so a
-delta's UPDATE of a node changes no indexed column and Postgres can update it in place (HOT:
-no index entries; docs/benchmarks.md, "Deltas, session 11").
+"""node_changes: the nodes each transaction of deltas upserted in a cluster (name, domain,
+capacity columns), by sequence, with the range each cluster's log covers
+(clusters.node_changes_floor, clusters.node_changes_seq); the index on nodes (cluster_id, seq)
+dropped and nodes' fillfactor set to 85 on Postgres. The scheduler's capacity view reads what
+changed from the log, so a delta's UPDATE of a node changes no indexed column and Postgres can
+update it in place (HOT: no index entries; docs/benchmarks.md, "Deltas, session 11").
 
 The fillfactor applies to pages written from now on: a new database gets it before its first
 node; an existing `nodes` table keeps its full pages until rewritten (`VACUUM FULL nodes`, which
@@ -35,7 +35,7 @@ def upgrade() -> None:
         "node_changes",
         sa.Column("cluster_id", sa.Uuid(), nullable=False),
         sa.Column("seq", sa.BigInteger(), nullable=False),
-        sa.Column("names", JSON, nullable=False),
+        sa.Column("nodes", JSON, nullable=False),
         sa.ForeignKeyConstraint(
             ["cluster_id"],
             ["clusters.id"],

@@ -80,10 +80,11 @@ class Node(UUIDPrimaryKey, Base):
 
 
 class NodeChange(Base):
-    """The names of the nodes one transaction of deltas upserted in a cluster, at the sequence
-    it stored: the scheduler's capacity view reads what changed since its last read through
-    these rows (`services/inventory/node_changes.py`), so no index on `nodes` moves with every
-    update. Pruned by the writers behind a window of sequences."""
+    """The nodes one transaction of deltas upserted in a cluster, at the sequence it stored,
+    as written (name, domain and capacity columns: `services/inventory/node_changes.py`): the
+    scheduler's capacity view reads what changed since its last read from these rows, so no
+    index on `nodes` moves with every update. Pruned by the writers behind a window of
+    sequences."""
 
     __tablename__ = "node_changes"
 
@@ -91,4 +92,4 @@ class NodeChange(Base):
         ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True
     )
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    names: Mapped[list[str]] = mapped_column(JSONType)
+    nodes: Mapped[list[list[Any]]] = mapped_column(JSONType)

@@ -1,14 +1,16 @@
-"""The node change log: per cluster, the names of the nodes each transaction of deltas upserted,
-at the inventory sequence it stored (`NodeChange`), written in that transaction. Readers of
-"the nodes changed since sequence s" (the scheduler's capacity view) read the nodes the log
-names above s, instead of an index on the nodes' own sequence: such an index changed with every
-delta's UPDATE of every node, so none could be HOT, and keeping it was 40% of Postgres' CPU in
-the delta benchmark (docs/benchmarks.md, "Deltas, session 9" and "session 11").
+"""The node change log: per cluster, what each transaction of deltas wrote of the nodes it
+upserted (their name and the columns free capacity is counted from: `LOGGED`), at the
+inventory sequence it stored (`NodeChange`), written in that transaction. Readers of "the nodes
+changed since sequence s" (the scheduler's capacity view) read the log's rows above s, in
+order, and not the nodes: an index on the nodes' own sequence, which served that read before,
+changed with every delta's UPDATE of every node, so none could be HOT, and keeping it was 40%
+of Postgres' CPU in the delta benchmark; reading the nodes the log named, by name, cost
+Postgres seven times the index's read (docs/benchmarks.md, "Deltas, session 11").
 
 Each cluster's row says what its log covers: every node upsert of the current inventory
 generation at a sequence in (`node_changes_floor`, `node_changes_seq`]. The writers keep it so:
 
-- a delta that upserts nodes logs their names at its sequence (`log_upserts`);
+- a delta that upserts nodes logs their values at its sequence (`log_upserts`);
 - whatever stores a new sequence moves `node_changes_seq` with it (`store_seq`), unless the log
   already trailed: a writer of an older release stored sequences without logging, and the next
   logging writer raises the floor to the sequence it found (`log_upserts`);
@@ -28,23 +30,30 @@ and readers then read the cluster whole (a removed row leaves nothing to read)."
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, column, delete, func, or_, select, true
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
-from volcano_global.db.fast_reads import Read
-from volcano_global.db.models import Cluster, Node, NodeChange
+from volcano_global.db.models import Cluster, NodeChange
 
 KEPT_SEQS = 32
 
 
-async def log_upserts(session: AsyncSession, upserts: list[tuple[Cluster, int, list[str]]]) -> None:
-    """Log each (cluster, the sequence its delta stores, the names it upserted), pruning the
-    clusters' logs that grew past their window; before `store_seq` of those sequences."""
+# What the log holds of an upserted node, in this order: its name, then its domain's id (a
+# string, or None) and the capacity columns (`snapshots.NODE_CAPACITY_COLUMNS`).
+LOGGED = ("name", "domain_id", "gpu_model", "gpu_allocatable", "gpu_used", "ready", "schedulable")
+LoggedNode = list[Any]  # the values of LOGGED
+
+
+async def log_upserts(
+    session: AsyncSession, upserts: list[tuple[Cluster, int, list[LoggedNode]]]
+) -> None:
+    """Log each (cluster, the sequence its delta stores, the nodes it upserted as written),
+    pruning the clusters' logs that grew past their window; before `store_seq` of those
+    sequences."""
     pruned: list[ColumnElement[bool]] = []
     for cluster, seq, _ in upserts:
         if cluster.node_changes_seq != cluster.inventory_seq:
@@ -57,9 +66,9 @@ async def log_upserts(session: AsyncSession, upserts: list[tuple[Cluster, int, l
     if pruned:
         await session.execute(delete(NodeChange).where(or_(*pruned)))
     rows = [
-        {"cluster_id": cluster.id, "seq": seq, "names": names}
-        for cluster, seq, names in upserts
-        if names
+        {"cluster_id": cluster.id, "seq": seq, "nodes": nodes}
+        for cluster, seq, nodes in upserts
+        if nodes
     ]
     if rows:
         await session.execute(NodeChange.__table__.insert(), rows)
@@ -78,54 +87,16 @@ async def restart_log(session: AsyncSession, cluster: Cluster, seq: int) -> None
     cluster.node_changes_floor = cluster.node_changes_seq = seq
 
 
-class ChangedNodes:
-    """A read of `columns` of the nodes the log names above a sequence of each cluster (a
-    node named at several sequences comes once for each: its row is the same). On Postgres
-    one fixed statement on the driver's connection (`fast_reads.Read`: the (cluster, sequence)
-    pairs as two arrays); on SQLite SQLAlchemy runs it with a condition per cluster."""
-
-    def __init__(self, columns: Sequence[ColumnElement[Any]]) -> None:
-        self.columns = columns
-        since = _SINCE.c
-        self._postgres = Read(  # Postgres only
-            _joined(columns, func.jsonb_array_elements_text).join(
-                _SINCE, and_(NodeChange.cluster_id == since.cluster_id, NodeChange.seq > since.seq)
-            )
-        )
-
-    async def rows(self, session: AsyncSession, since: Mapping[uuid.UUID, int]) -> list[Any]:
-        """The rows as tuples of `columns`, `since`: cluster id -> the sequence seen."""
-        if session.get_bind().dialect.name == "postgresql":
-            ids = list(since)
-            params = {"cluster_ids": ids, "seqs": [since[c] for c in ids]}
-            return [tuple(row.values()) for row in await self._postgres.rows(session, params)]
-        above = (and_(NodeChange.cluster_id == c, NodeChange.seq > s) for c, s in since.items())
-        statement = _joined(self.columns, func.json_each).where(or_(*above))
-        return [tuple(row) for row in await session.execute(statement)]
-
-
-def _joined(columns: Sequence[ColumnElement[Any]], elements: Any) -> Select[Any]:
-    """`columns` of the nodes each log row names (`elements`: the database's function listing
-    a JSON array's elements)."""
-    names = elements(NodeChange.names).table_valued("value")
-    return (
-        select(*columns)
-        .select_from(NodeChange)
-        .join(names, true())
-        .join(Node, and_(Node.cluster_id == NodeChange.cluster_id, Node.name == names.c.value))
+async def logged_since(
+    session: AsyncSession, since: Mapping[uuid.UUID, int]
+) -> list[tuple[uuid.UUID, list[LoggedNode]]]:
+    """(cluster id, the nodes a row logged) of the log's rows above `since[cluster]`, in the
+    order they were written: a node's last values come last."""
+    above = (and_(NodeChange.cluster_id == c, NodeChange.seq > s) for c, s in since.items())
+    rows = await session.execute(
+        select(NodeChange.cluster_id, NodeChange.nodes).where(or_(*above)).order_by(NodeChange.seq)
     )
-
-
-_SINCE = (
-    func.unnest(
-        bindparam("cluster_ids", type_=ARRAY(NodeChange.cluster_id.type)),
-        bindparam("seqs", type_=ARRAY(NodeChange.seq.type)),
-    )
-    .table_valued(
-        column("cluster_id", NodeChange.cluster_id.type), column("seq", NodeChange.seq.type)
-    )
-    .render_derived(name="since")
-)
+    return [(cluster_id, nodes) for cluster_id, nodes in rows]
 
 
 async def covered(

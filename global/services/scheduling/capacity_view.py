@@ -3,15 +3,16 @@ scheduling rounds and brought up to date from the nodes written since the previo
 100,000 nodes changing all the time, re-reading every node each round cost a round more CPU
 than solving it.
 
-Exact because every delta that upserts nodes logs their names at the cluster's inventory
-sequence it stores, in its own transaction, under the cluster's row lock
-(`services/inventory/node_changes.py`): the nodes the log names above the sequence the view has
-seen are every node written since. The log is pruned behind a window of sequences; a view whose
-sequence the log no longer reaches back to (checked after reading the log, against the bounds
-the cluster's row keeps in the transactions that move them) reads that cluster whole, as does a
-new inventory generation (a full replacement) or a delta that removed nodes (a removed row
-leaves nothing to read). Reading a change twice is harmless (each node's state replaces the
-previous one).
+Exact because every delta that upserts nodes logs them as it writes them (name, domain and the
+columns counted here) at the cluster's inventory sequence it stores, in its own transaction,
+under the cluster's row lock (`services/inventory/node_changes.py`): the log's rows above the
+sequence the view has seen, applied in order, are every node written since, at its last
+values; the view reads no node for them. The log is pruned behind a window of sequences; a
+view whose sequence the log no longer reaches back to (checked after reading the log, against
+the bounds the cluster's row keeps in the transactions that move them) reads that cluster
+whole, as does a new inventory generation (a full replacement) or a delta that removed nodes (a
+removed row leaves nothing to read). Reading a change twice is harmless (each node's state
+replaces the previous one). Nodes are known by name, unique in a cluster.
 
 A cluster's solver input (its leaves, sorted, with their topology paths) is kept too and rebuilt
 only when one of its histograms moved: a round over 20 clusters of 12,500 leaves mostly finds
@@ -24,14 +25,13 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.domain_trees import DomainTree
-from volcano_global.services.inventory.node_changes import ChangedNodes, covered
+from volcano_global.services.inventory.node_changes import LoggedNode, covered, logged_since
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 from volcano_global.solver import ClusterCapacity, Leaf
 
@@ -45,21 +45,30 @@ class _ClusterView:
     generation: int
     removed_seq: int
     seq: int  # every node written at or below this sequence is reflected
-    nodes: dict[uuid.UUID, Bucket] = field(default_factory=dict)  # counted nodes only
+    nodes: dict[str, Bucket] = field(default_factory=dict)  # counted nodes by name
+    domains: dict[str, uuid.UUID] = field(default_factory=dict)  # the log's ids, parsed once
     hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
     sizes: dict[LeafKey, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     version: int = field(default_factory=lambda: next(_versions))  # moves with any histogram
     state: tuple[int, ClusterCapacity] | None = None  # (the version it was built at, solver input)
 
-    def put(self, node_id: uuid.UUID, bucket: Bucket | None) -> None:
-        old = self.nodes.pop(node_id, None)
+    def domain_id(self, logged: str | None) -> uuid.UUID | None:
+        if logged is None:
+            return None
+        found = self.domains.get(logged)
+        if found is None:
+            found = self.domains[logged] = uuid.UUID(logged)
+        return found
+
+    def put(self, name: str, bucket: Bucket | None) -> None:
+        old = self.nodes.pop(name, None)
         if old != bucket:
             self.version = next(_versions)
         if old is not None:
             self.hists[old[:2]][old[2]] -= 1
             self.sizes[old[:2]][old[3]] -= 1
         if bucket is not None:
-            self.nodes[node_id] = bucket
+            self.nodes[name] = bucket
             _count(self.hists[bucket[:2]], bucket[2], 1)
             self.sizes[bucket[:2]][bucket[3]] += 1
 
@@ -80,8 +89,7 @@ def _count(hist: list[int], free: int, nodes: int) -> None:
 
 _views: dict[uuid.UUID, _ClusterView] = {}
 
-_COLUMNS = (Node.id, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
-_CHANGED = ChangedNodes(_COLUMNS)
+_COLUMNS = (Node.name, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
 
 
 async def free_histograms(
@@ -177,7 +185,7 @@ async def read_histograms(
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
     """Bring the views of `clusters` up to the rows the caller read: a cluster read whole when
     its view is of another generation, it removed nodes since, or its change log no longer
-    reaches back to the view's sequence; otherwise the nodes its log names since."""
+    reaches back to the view's sequence; otherwise from the nodes its log holds since."""
     whole, since = [], {}
     for c in clusters:
         view = _views.get(c.id)
@@ -189,21 +197,38 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
             whole.append(c)
         elif c.inventory_seq > view.seq:
             since[c.id] = view.seq
-    rows: list[Any] = []
+    logged: list[tuple[uuid.UUID, list[LoggedNode]]] = []
     if since:
-        rows = await _CHANGED.rows(session, since)
+        logged = await logged_since(session, since)
         kept = await covered(session, since, {c.id: c.inventory_generation for c in clusters})
         whole += [c for c in clusters if c.id in since and c.id not in kept]
-        rows = [row for row in rows if row[1] in kept]
+        logged = [(cluster_id, nodes) for cluster_id, nodes in logged if cluster_id in kept]
         for c in clusters:
             if c.id in kept:
                 _views[c.id].seq = c.inventory_seq
     for c in whole:
         _views[c.id] = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
     if whole:
-        ids = [c.id for c in whole]
-        rows += await session.execute(select(*_COLUMNS).where(Node.cluster_id.in_(ids)))
-    for node_id, cluster_id, domain_id, model, allocatable, used, ready, schedulable in rows:
-        counted = ready and schedulable and allocatable > 0
-        bucket = (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0), allocatable)
-        _views[cluster_id].put(node_id, bucket if counted else None)
+        rows = await session.execute(
+            select(*_COLUMNS).where(Node.cluster_id.in_(c.id for c in whole))
+        )
+        for name, cluster_id, *values in rows:
+            _views[cluster_id].put(name, _bucket(*values))
+    for cluster_id, nodes in logged:
+        view = _views[cluster_id]
+        for name, domain, *values in nodes:
+            view.put(name, _bucket(view.domain_id(domain), *values))
+
+
+def _bucket(
+    domain_id: uuid.UUID | None,
+    model: str | None,
+    allocatable: int,
+    used: int,
+    ready: bool,
+    schedulable: bool,
+) -> Bucket | None:
+    """A node's place in the histograms (None: it counts nowhere)."""
+    if not (ready and schedulable and allocatable > 0):
+        return None
+    return (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0), allocatable)

@@ -20,8 +20,8 @@ from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
-from volcano_global.db.models import NODES_FILLFACTOR
 from volcano_global.db.engine import create_engine
+from volcano_global.db.models import NODES_FILLFACTOR
 from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
