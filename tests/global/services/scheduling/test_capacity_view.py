@@ -1,5 +1,5 @@
 """The scheduler's capacity view stays equal to what the stored nodes add up to while it reads
-only what the node change log names: through deltas, empty deltas, the log's pruning and a
+only the node change log: through deltas, empty deltas, the log's pruning and a
 writer that does not log (a replica of an older release), on SQLite and Postgres."""
 
 from __future__ import annotations
@@ -81,11 +81,11 @@ async def test_the_view_stays_exact_when_the_log_is_pruned_past_it(
         assert await _log_rows(app) <= 2 * KEPT  # pruned as it goes
 
 
-async def test_a_view_the_log_covers_reads_only_what_it_names(
+async def test_a_view_the_log_covers_reads_the_log_not_the_nodes(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """A node rewritten behind the log's back (no sequence of its own) is not read again while
-    the log covers the view: the view reads the nodes the log names, not the cluster."""
+    the log covers the view: the view takes the logged nodes' values, it reads no node."""
     await create_cluster(api, "east")
     nodes = inventory("east", tors=3, nodes_per_tor=4)["nodes"]
     await api.put(
