@@ -11,7 +11,8 @@ figures mix with the per-second work of 100 open streams.
 
 Each round changes `--batch` random nodes of every cluster (a GPU count each) and sends each
 cluster's delta; after the last round every cluster's stored nodes are compared with its
-agent's (a mismatch fails the run).
+agent's (a mismatch fails the run). `--view` adds what a scheduling round reads after each
+round of deltas (every cluster's capacity view brought up to date).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from volcano_global.services.inventory import clusters as cluster_service
 from volcano_global.services.inventory.delta_writer import DeltaRun, DeltaWriter
 from volcano_global.services.inventory.sequence import NumberedDelta
 from volcano_global.services.inventory.snapshots import replace_inventory
+from volcano_global.services.scheduling.capacity_view import free_histograms
 
 SPEC = {
     "nodeGroups": [{"count": 5000, "gpusPerNode": 8, "gpuModel": "H100"}],
@@ -51,6 +53,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
     clusters = [SimulatedCluster.from_spec(f"bench-{i:02d}", spec) for i in range(args.clusters)]
     sent = [c.current() for c in clusters]  # what each agent sent: its snapshot
     cpu = {"agents": 0.0, "check": 0.0, "write": 0.0}
+    if args.view:
+        cpu |= {"view": 0.0, "view postgres": 0.0}
     async with started_app(url, "vg_bench") as app, backends(url) as backend_pids:
         sessions = app.state.sessions
         for cluster, view in zip(clusters, sent, strict=True):
@@ -95,11 +99,28 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
             started = time.process_time()
             await asyncio.gather(*(writer.add(run) for run in runs))
             cpu["write"] += time.process_time() - started
+            if args.view:
+                await _read_view(sessions, await backend_pids(), cpu)
         after = cpu_seconds(pids=await backend_pids())
         await _require_stored(sessions, clusters)
     cpu["postgres"] = sum(v - database.get(pid, 0.0) for pid, v in after.items())
+    if args.view:
+        cpu["postgres"] -= cpu["view postgres"]
     updates = args.rounds * args.clusters * args.batch
     return {side: seconds * 1000 / updates for side, seconds in cpu.items()}
+
+
+async def _read_view(sessions, pids: set[int], cpu: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
+    """What a scheduling round reads of the nodes after a round of deltas: every cluster's
+    capacity view brought up to date (the process's CPU, and the backends' apart)."""
+    database = cpu_seconds(pids=pids)
+    started = time.process_time()
+    async with transaction(sessions) as session:
+        rows = list((await session.execute(select(Cluster))).scalars())
+        await free_histograms(session, rows)
+    cpu["view"] += time.process_time() - started
+    after = cpu_seconds(pids=pids)
+    cpu["view postgres"] += sum(v - database.get(pid, 0.0) for pid, v in after.items())
 
 
 async def _require_stored(sessions, clusters: list[SimulatedCluster]) -> None:  # type: ignore[no-untyped-def]
@@ -125,6 +146,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=500, help="node updates per cluster a round")
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument(
+        "--view",
+        action="store_true",
+        help="after each round, bring the scheduler's capacity views of all clusters up to date "
+        "(`view`: the process's CPU; `view postgres`: the backends', taken out of `postgres`)",
+    )
     args = parser.parse_args()
     url = args.database_url or f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/bench.db"
     result = asyncio.run(run(args, url))

@@ -4,7 +4,13 @@ from volcano_global.db.models.clusters import Cluster, ClusterGpuCapacity, Clust
 from volcano_global.db.models.copies import RUNNING_COPY, CopyState, DataCopy
 from volcano_global.db.models.data import DataSourceClaimRow, DataSourceRow, JobCheckpointLocation
 from volcano_global.db.models.events import Event, EventType
-from volcano_global.db.models.inventory import DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models.inventory import (
+    NODES_FILLFACTOR,
+    DomainGpuCapacity,
+    Node,
+    NodeChange,
+    TopologyDomain,
+)
 from volcano_global.db.models.jobs import ACTIVE_NAME_INDEX, TERMINAL_JOB_STATES, Job, JobState
 from volcano_global.db.models.links import Link
 from volcano_global.db.models.outbox import OutboxKind, OutboxMessage
@@ -21,6 +27,7 @@ from volcano_global.db.models.tokens import ApiToken, TokenRole
 
 __all__ = [
     "ACTIVE_NAME_INDEX",
+    "NODES_FILLFACTOR",
     "RUNNING_COPY",
     "TERMINAL_JOB_STATES",
     "ApiToken",
@@ -41,6 +48,7 @@ __all__ = [
     "Link",
     "LinkReservation",
     "Node",
+    "NodeChange",
     "OutboxKind",
     "OutboxMessage",
     "Placement",

@@ -35,6 +35,11 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     # The last sequence whose delta removed nodes (readers of changes since a sequence re-read
     # the whole cluster when it moved: a removed row leaves nothing to read).
     nodes_removed_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The node change log (`NodeChange`) holds every node upsert of this generation at a
+    # sequence above `node_changes_floor` and up to `node_changes_seq`; the latter trails
+    # `inventory_seq` only after a writer that does not log (a replica of an older release).
+    node_changes_floor: Mapped[int] = mapped_column(BigInteger, default=0)
+    node_changes_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
     # Raised by each new agent stream: the stream holding this epoch is the cluster's one
     # stream; an older one (of any replica) ends (`services/inventory/agent_streams.py`).

@@ -87,6 +87,44 @@ async def lost_standing(session: AsyncSession, claim: StreamClaim) -> DomainErro
     return current_epoch(claim, epoch)
 
 
+async def lost_standings(
+    session: AsyncSession, claims: list[StreamClaim]
+) -> list[DomainError | None]:
+    """`lost_standing` of several streams, in two statements (their clusters' epochs, their
+    tokens), in the order of `claims`."""
+    ids = sorted({c.cluster_id for c in claims})
+    epochs = dict(
+        (
+            await session.execute(
+                select(Cluster.id, Cluster.agent_stream_epoch).where(Cluster.id.in_(ids))
+            )
+        ).all()
+    )
+    tokens = await _tokens(session, [c.token_hash for c in claims if c.token_hash is not None])
+    verdicts: list[DomainError | None] = []
+    for claim in claims:
+        epoch = epochs.get(claim.cluster_id)
+        if epoch is None:
+            verdicts.append(Unauthorized(f"cluster {claim.cluster_name!r} was deleted"))
+        else:
+            verdicts.append(_token_verdict(claim, tokens) or current_epoch(claim, epoch))
+    return verdicts
+
+
+async def _tokens(
+    session: AsyncSession, hashes: list[str]
+) -> dict[str, tuple[datetime | None, datetime | None]]:
+    """The stored tokens of these hashes: (revoked, expires) by hash."""
+    if not hashes:
+        return {}
+    rows = await session.execute(
+        select(ApiToken.token_hash, ApiToken.revoked_at, ApiToken.expires_at).where(
+            ApiToken.token_hash.in_(sorted(set(hashes)))
+        )
+    )
+    return {h: (revoked, expires) for h, revoked, expires in rows}
+
+
 async def require_standing(session: AsyncSession, *, cluster: Cluster, claim: StreamClaim) -> None:
     """In a write transaction, after the cluster's row is locked: refuse the write of a stream
     that lost its standing."""
@@ -96,15 +134,7 @@ async def require_standing(session: AsyncSession, *, cluster: Cluster, claim: St
 async def require_standings(session: AsyncSession, held: list[tuple[Cluster, StreamClaim]]) -> None:
     """`require_standing` for several streams' writes in one transaction (their tokens read
     in one statement); raises the first refusal."""
-    hashes = sorted({c.token_hash for _, c in held if c.token_hash is not None})
-    tokens: dict[str, tuple[datetime | None, datetime | None]] = {}
-    if hashes:
-        rows = await session.execute(
-            select(ApiToken.token_hash, ApiToken.revoked_at, ApiToken.expires_at).where(
-                ApiToken.token_hash.in_(hashes)
-            )
-        )
-        tokens = {h: (revoked, expires) for h, revoked, expires in rows}
+    tokens = await _tokens(session, [c.token_hash for _, c in held if c.token_hash is not None])
     for cluster, claim in held:
         reason = _token_verdict(claim, tokens) or current_epoch(claim, cluster.agent_stream_epoch)
         if reason is not None:

@@ -28,6 +28,7 @@ from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
+from volcano_global.services.inventory.node_changes import LoggedNode, log_upserts, store_seq
 from volcano_global.services.inventory.node_values import (
     STORED,
     CheckedDelta,
@@ -96,6 +97,7 @@ async def apply_node_deltas(
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
     inserts: list[dict[str, Any]] = []
     changes: dict[uuid.UUID, dict[Key, list[int]]] = {}
+    logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
     for d in deltas:
         cluster, tree, existing = d.cluster, trees[d.cluster.id], stored.get(d.cluster.id, {})
         changes[cluster.id] = _change(tree, existing, d.delta)
@@ -107,9 +109,11 @@ async def apply_node_deltas(
                     delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
                 )
             cluster.nodes_removed_seq = d.seq
-        added = []
+        added, written = [], []
+        logged.append((cluster, d.seq, written))
         for node in d.delta.node_upserts:
             domain_id = tree.ids[node.domain] if node.domain else None
+            written.append(_logged(node, domain_id))
             if node.name in existing:
                 updates.append((*node[:10], node.labels, node.taints, domain_id, d.seq, cluster.id))
             else:
@@ -134,10 +138,17 @@ async def apply_node_deltas(
     await _apply_changes(session, changes)
     if any(free > 0 for change in changes.values() for _, free in change.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
+    await log_upserts(session, logged)
     for d in deltas:
         d.cluster.inventory_updated_at = now
-        d.cluster.inventory_seq = d.seq
+        store_seq(d.cluster, d.seq)
     await session.flush()
+
+
+def _logged(node: NodeValues, domain_id: uuid.UUID | None) -> LoggedNode:
+    """The node as the change log holds it (`node_changes.LOGGED`)."""
+    domain = None if domain_id is None else str(domain_id)
+    return [node.name, domain, *node[1:4], node.ready, node.schedulable]
 
 
 def _change(

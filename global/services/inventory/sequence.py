@@ -18,6 +18,7 @@ from volcano_global.services.inventory.deltas import (
     apply_node_deltas,
     merged,
 )
+from volcano_global.services.inventory.node_changes import store_seq
 from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
 
 
@@ -95,7 +96,7 @@ async def apply_runs_in_sequence(
             await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
         # Empty deltas merge to nothing, yet their number is acknowledged: it is stored in
         # this transaction too, or the next delta would look like a gap.
-        cluster.inventory_seq = last
+        store_seq(cluster, last)
     if together:
         await apply_node_deltas(session, together, max_nodes=max_nodes)
     await session.flush()

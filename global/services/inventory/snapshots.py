@@ -22,6 +22,7 @@ from volcano_global.db.models import (
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.domain_trees import mark_replaced
 from volcano_global.services.inventory.node_cap import require_node_cap
+from volcano_global.services.inventory.node_changes import restart_log
 from volcano_global.services.inventory.node_values import (
     STORED,
     CheckedSnapshot,
@@ -101,14 +102,14 @@ async def replace_inventory(
     )
     cluster_tally, domain_tally = _tallies(snapshot.nodes, parents)
     stored_seq = seq if seq is not None else cluster.inventory_seq
+    await restart_log(session, cluster, stored_seq)
     await _insert_nodes(session, cluster.id, snapshot.nodes, domain_ids, stored_seq)
     await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
     cluster.nodes_total = len(snapshot.nodes)
     cluster.nodes_ready = sum(1 for n in snapshot.nodes if n.ready)
     cluster.inventory_generation += 1
     cluster.inventory_updated_at = utcnow()
-    if seq is not None:
-        cluster.inventory_seq = seq
+    cluster.inventory_seq = stored_seq
     await session.flush()
     await session.refresh(cluster, ["capacities"])
     return cluster

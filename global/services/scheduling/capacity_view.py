@@ -3,11 +3,16 @@ scheduling rounds and brought up to date from the nodes written since the previo
 100,000 nodes changing all the time, re-reading every node each round cost a round more CPU
 than solving it.
 
-Exact because every write of a node stamps it with the cluster's inventory sequence, under the
-cluster's row lock: the nodes with a sequence above the one the view has seen are exactly what
-changed. A new inventory generation (a full replacement) or a delta that removed nodes (a
-removed row leaves nothing to read) makes the view read that cluster whole again. Reading a
-change twice is harmless (each node's state replaces the previous one).
+Exact because every delta that upserts nodes logs them as it writes them (name, domain and the
+columns counted here) at the cluster's inventory sequence it stores, in its own transaction,
+under the cluster's row lock (`services/inventory/node_changes.py`): the log's rows above the
+sequence the view has seen, applied in order, are every node written since, at its last
+values; the view reads no node for them. The log is pruned behind a window of sequences; a
+view whose sequence the log no longer reaches back to (checked after reading the log, against
+the bounds the cluster's row keeps in the transactions that move them) reads that cluster
+whole, as does a new inventory generation (a full replacement) or a delta that removed nodes (a
+removed row leaves nothing to read). Reading a change twice is harmless (each node's state
+replaces the previous one). Nodes are known by name, unique in a cluster.
 
 A cluster's solver input (its leaves, sorted, with their topology paths) is kept too and rebuilt
 only when one of its histograms moved: a round over 20 clusters of 12,500 leaves mostly finds
@@ -26,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.domain_trees import DomainTree
+from volcano_global.services.inventory.node_changes import LoggedNode, covered, logged_since
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
 from volcano_global.solver import ClusterCapacity, Leaf
 
@@ -39,21 +45,30 @@ class _ClusterView:
     generation: int
     removed_seq: int
     seq: int  # every node written at or below this sequence is reflected
-    nodes: dict[uuid.UUID, Bucket] = field(default_factory=dict)  # counted nodes only
+    nodes: dict[str, Bucket] = field(default_factory=dict)  # counted nodes by name
+    domains: dict[str, uuid.UUID] = field(default_factory=dict)  # the log's ids, parsed once
     hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
     sizes: dict[LeafKey, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     version: int = field(default_factory=lambda: next(_versions))  # moves with any histogram
     state: tuple[int, ClusterCapacity] | None = None  # (the version it was built at, solver input)
 
-    def put(self, node_id: uuid.UUID, bucket: Bucket | None) -> None:
-        old = self.nodes.pop(node_id, None)
+    def domain_id(self, logged: str | None) -> uuid.UUID | None:
+        if logged is None:
+            return None
+        found = self.domains.get(logged)
+        if found is None:
+            found = self.domains[logged] = uuid.UUID(logged)
+        return found
+
+    def put(self, name: str, bucket: Bucket | None) -> None:
+        old = self.nodes.pop(name, None)
         if old != bucket:
             self.version = next(_versions)
         if old is not None:
             self.hists[old[:2]][old[2]] -= 1
             self.sizes[old[:2]][old[3]] -= 1
         if bucket is not None:
-            self.nodes[node_id] = bucket
+            self.nodes[name] = bucket
             _count(self.hists[bucket[:2]], bucket[2], 1)
             self.sizes[bucket[:2]][bucket[3]] += 1
 
@@ -74,7 +89,7 @@ def _count(hist: list[int], free: int, nodes: int) -> None:
 
 _views: dict[uuid.UUID, _ClusterView] = {}
 
-_COLUMNS = (Node.id, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
+_COLUMNS = (Node.name, Node.cluster_id, *NODE_CAPACITY_COLUMNS)
 
 
 async def free_histograms(
@@ -168,8 +183,10 @@ async def read_histograms(
 
 
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
-    """Bring the views of `clusters` up to the rows the caller read."""
-    whole, since = [], []
+    """Bring the views of `clusters` up to the rows the caller read: a cluster read whole when
+    its view is of another generation, it removed nodes since, or its change log no longer
+    reaches back to the view's sequence; otherwise from the nodes its log holds since."""
+    whole, since = [], {}
     for c in clusters:
         view = _views.get(c.id)
         if (
@@ -177,29 +194,41 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
             or view.generation != c.inventory_generation
             or view.removed_seq != c.nodes_removed_seq
         ):
-            view = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
-            _views[c.id] = view
-            whole.append(c.id)
+            whole.append(c)
         elif c.inventory_seq > view.seq:
-            since.append(and_(Node.cluster_id == c.id, Node.seq > view.seq))
-            view.seq = c.inventory_seq
-    conditions = ([Node.cluster_id.in_(whole)] if whole else []) + since
-    if conditions:
-        for (
-            node_id,
-            cluster_id,
-            domain_id,
-            model,
-            allocatable,
-            used,
-            ready,
-            schedulable,
-        ) in await session.execute(select(*_COLUMNS).where(or_(*conditions))):
-            counted = ready and schedulable and allocatable > 0
-            bucket = (
-                domain_id,
-                model or UNKNOWN_GPU_MODEL,
-                max(allocatable - used, 0),
-                allocatable,
-            )
-            _views[cluster_id].put(node_id, bucket if counted else None)
+            since[c.id] = view.seq
+    logged: list[tuple[uuid.UUID, list[LoggedNode]]] = []
+    if since:
+        logged = await logged_since(session, since)
+        kept = await covered(session, since, {c.id: c.inventory_generation for c in clusters})
+        whole += [c for c in clusters if c.id in since and c.id not in kept]
+        logged = [(cluster_id, nodes) for cluster_id, nodes in logged if cluster_id in kept]
+        for c in clusters:
+            if c.id in kept:
+                _views[c.id].seq = c.inventory_seq
+    for c in whole:
+        _views[c.id] = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
+    if whole:
+        rows = await session.execute(
+            select(*_COLUMNS).where(Node.cluster_id.in_(c.id for c in whole))
+        )
+        for name, cluster_id, *values in rows:
+            _views[cluster_id].put(name, _bucket(*values))
+    for cluster_id, nodes in logged:
+        view = _views[cluster_id]
+        for name, domain, *values in nodes:
+            view.put(name, _bucket(view.domain_id(domain), *values))
+
+
+def _bucket(
+    domain_id: uuid.UUID | None,
+    model: str | None,
+    allocatable: int,
+    used: int,
+    ready: bool,
+    schedulable: bool,
+) -> Bucket | None:
+    """A node's place in the histograms (None: it counts nowhere)."""
+    if not (ready and schedulable and allocatable > 0):
+        return None
+    return (domain_id, model or UNKNOWN_GPU_MODEL, max(allocatable - used, 0), allocatable)

@@ -21,6 +21,7 @@ from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
+from volcano_global.db.models import NODES_FILLFACTOR
 from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
 
@@ -102,6 +103,22 @@ async def test_postgres_replicas_starting_together_migrate_once(fresh_database_n
     finally:
         for engine in engines:
             await engine.dispose()
+        await drop_postgres_database(fresh_database_name)
+
+
+async def test_postgres_nodes_leave_room_on_their_pages(fresh_database_name: str) -> None:
+    """The migrated `nodes` fills its pages to the models' fillfactor: a delta's update of a
+    node then finds room on its page and, changing no indexed column, writes no index entry."""
+    engine = create_engine(await create_postgres_database(fresh_database_name))
+    try:
+        await migrate.upgrade(engine)
+        async with engine.connect() as conn:
+            options = await conn.scalar(
+                sa.text("SELECT reloptions FROM pg_class WHERE relname = 'nodes'")
+            )
+        assert options == [f"fillfactor={NODES_FILLFACTOR}"]
+    finally:
+        await engine.dispose()
         await drop_postgres_database(fresh_database_name)
 
 
@@ -417,13 +434,15 @@ async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
         queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
         await conn.execute(tables["queues"].insert(), queue)
         await conn.execute(tables["jobs"].insert(), job)
-        await conn.execute(
-            tables["clusters"].insert(),
+        cluster = (
             {"id": east, "name": "east", "description": "", "labels": {}, "state": "Ready"}
             | {"created_at": now, "updated_at": now, "inventory_generation": 1}
             | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
-            | {"nodes_total": 0, "nodes_ready": 0},
+            | {"nodes_total": 0, "nodes_ready": 0}
         )
+        clusters = tables["clusters"]  # only the columns of 0025 (later ones have defaults)
+        columns = (sa.column(name, clusters.c[name].type) for name in cluster)
+        await conn.execute(sa.table("clusters", *columns).insert(), cluster)
         rows = [
             {"id": uuid.uuid4(), "data_source": name, "source_cluster_id": east}
             | {"destination_cluster_id": east, "bytes": 1, "gbps": 1.0, "purpose": "prefetch"}

@@ -1,5 +1,5 @@
-"""Migrations that fill what they add from the rows stored before them: clusters' node counts
-and failed copies' causes (both databases)."""
+"""Migrations that fill what they add from the rows stored before them: clusters' node counts,
+failed copies' causes and the node change log's bounds (both databases)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, utcnow
@@ -22,6 +22,13 @@ def _cluster(cluster_id: uuid.UUID, name: str, now: datetime, **more: Any) -> di
         | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
         | more
     )
+
+
+async def _insert_clusters(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Clusters rows of the columns they name (the model's later columns have defaults)."""
+    clusters = Base.metadata.tables["clusters"]
+    columns = (sa.column(name, clusters.c[name].type) for name in rows[0])
+    await conn.execute(sa.table("clusters", *columns).insert(), rows)
 
 
 async def test_clusters_get_the_counts_of_the_nodes_they_hold(empty_engine: AsyncEngine) -> None:
@@ -64,11 +71,7 @@ async def test_clusters_get_the_counts_of_the_nodes_they_hold(empty_engine: Asyn
 async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: AsyncEngine) -> None:
     """0025_data_copy_cause classifies the copies failed before by the words the backoff read."""
     await migrate.upgrade(empty_engine, "0024_cluster_node_counts")
-    clusters, copies, now = (
-        Base.metadata.tables["clusters"],
-        Base.metadata.tables["data_copies"],
-        utcnow(),
-    )
+    copies, now = Base.metadata.tables["data_copies"], utcnow()
     # The data_copies table as it was (the model's has the cause).
     before = sa.table(
         "data_copies",
@@ -76,8 +79,8 @@ async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: Asyn
     )
     east, west = uuid.uuid4(), uuid.uuid4()
     async with empty_engine.begin() as conn:
-        await conn.execute(
-            clusters.insert(),
+        await _insert_clusters(
+            conn,
             [
                 _cluster(cid, name, now, nodes_total=0, nodes_ready=0)
                 for name, cid in (("east", east), ("west", west))
@@ -104,3 +107,25 @@ async def test_failed_copies_get_the_cause_their_reasons_said(empty_engine: Asyn
     async with empty_engine.connect() as conn:
         found = dict((await conn.execute(sa.select(copies.c.reason, copies.c.cause))).all())
     assert found == {reason: cause for reason, (_, cause) in reasons.items()}
+
+
+async def test_the_node_change_log_of_a_cluster_starts_at_its_sequence(
+    empty_engine: AsyncEngine,
+) -> None:
+    """0028_node_changes: the log holds nothing of what was written before it, so each cluster's
+    log covers nothing at or below its sequence (a reader behind it reads the cluster whole)."""
+    await migrate.upgrade(empty_engine, "0027_node_update_type")
+    clusters, now = Base.metadata.tables["clusters"], utcnow()
+    rows = [
+        _cluster(uuid.uuid4(), name, now, nodes_total=0, nodes_ready=0) | {"inventory_seq": seq}
+        for name, seq in (("east", 41), ("west", 0))
+    ]
+    async with empty_engine.begin() as conn:
+        await _insert_clusters(conn, rows)
+    await migrate.upgrade(empty_engine)
+    async with empty_engine.connect() as conn:
+        found = await conn.execute(
+            sa.select(clusters.c.name, clusters.c.node_changes_floor, clusters.c.node_changes_seq)
+        )
+        bounds = {name: (floor, seq) for name, floor, seq in found}
+    assert bounds == {"east": (41, 41), "west": (0, 0)}

@@ -1,0 +1,124 @@
+"""The node change log: per cluster, what each transaction of deltas wrote of the nodes it
+upserted (their name and the columns free capacity is counted from: `LOGGED`), at the
+inventory sequence it stored (`NodeChange`), written in that transaction. Readers of "the nodes
+changed since sequence s" (the scheduler's capacity view) read the log's rows above s, in
+order, and not the nodes: an index on the nodes' own sequence, which served that read before,
+changed with every delta's UPDATE of every node, so none could be HOT, and keeping it was 40%
+of Postgres' CPU in the delta benchmark; reading the nodes the log named, by name, cost
+Postgres seven times the index's read (docs/benchmarks.md, "Deltas, session 11").
+
+Each cluster's row says what its log covers: every node upsert of the current inventory
+generation at a sequence in (`node_changes_floor`, `node_changes_seq`]. The writers keep it so:
+
+- a delta that upserts nodes logs their values at its sequence (`log_upserts`);
+- whatever stores a new sequence moves `node_changes_seq` with it (`store_seq`), unless the log
+  already trailed: a writer of an older release stored sequences without logging, and the next
+  logging writer raises the floor to the sequence it found (`log_upserts`);
+- the writers prune: once a cluster's log spans more than `2 * KEPT_SEQS` sequences, the rows
+  at or below the newest less `KEPT_SEQS` go and the floor rises to it (one DELETE a cluster
+  every `KEPT_SEQS` sequences or so, not one a delta). Agents send at most one delta per
+  coalescing window (1 s by default) and the leader's rounds read at least every
+  `scheduler.interval_s` (2 s), so 16-32 sequences are 16 s or more of history: a view further
+  behind than that (a paused or new leader) reads its cluster whole, as at its first read.
+  The log stays bounded: at most 32 rows a cluster, about 33 kB a row of 500 nodes (3,200 rows
+  and ~100 MB for 100 clusters each changing 500 nodes a second, the benchmark's load);
+- a snapshot empties the cluster's log and sets both bounds to its sequence (`restart_log`):
+  its nodes are a new generation, which readers read whole.
+
+Removals are not logged: a delta that removes nodes moves the cluster's `nodes_removed_seq`,
+and readers then read the cluster whole (a removed row leaves nothing to read)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
+
+from volcano_global.db.models import Cluster, NodeChange
+
+KEPT_SEQS = 16
+
+
+# What the log holds of an upserted node, in this order: its name, then its domain's id (a
+# string, or None) and the capacity columns (`snapshots.NODE_CAPACITY_COLUMNS`).
+LOGGED = ("name", "domain_id", "gpu_model", "gpu_allocatable", "gpu_used", "ready", "schedulable")
+LoggedNode = list[Any]  # the values of LOGGED
+
+
+async def log_upserts(
+    session: AsyncSession, upserts: list[tuple[Cluster, int, list[LoggedNode]]]
+) -> None:
+    """Log each (cluster, the sequence its delta stores, the nodes it upserted as written),
+    pruning the clusters' logs that grew past their window; before `store_seq` of those
+    sequences."""
+    pruned: list[ColumnElement[bool]] = []
+    for cluster, seq, _ in upserts:
+        if cluster.node_changes_seq != cluster.inventory_seq:
+            # Sequences stored without logging: the log starts again from the one stored.
+            cluster.node_changes_floor = cluster.node_changes_seq = cluster.inventory_seq
+            pruned.append(NodeChange.cluster_id == cluster.id)
+        elif seq - cluster.node_changes_floor > 2 * KEPT_SEQS:
+            cluster.node_changes_floor = floor = seq - KEPT_SEQS
+            pruned.append(and_(NodeChange.cluster_id == cluster.id, NodeChange.seq <= floor))
+    if pruned:
+        await session.execute(delete(NodeChange).where(or_(*pruned)))
+    rows = [
+        {"cluster_id": cluster.id, "seq": seq, "nodes": nodes}
+        for cluster, seq, nodes in upserts
+        if nodes
+    ]
+    if rows:
+        await session.execute(NodeChange.__table__.insert(), rows)
+
+
+def store_seq(cluster: Cluster, seq: int) -> None:
+    """Store the cluster's applied sequence; the log keeps covering it if it covered the last."""
+    if cluster.node_changes_seq == cluster.inventory_seq:
+        cluster.node_changes_seq = seq
+    cluster.inventory_seq = seq
+
+
+async def restart_log(session: AsyncSession, cluster: Cluster, seq: int) -> None:
+    """A snapshot at `seq` replaced the cluster's nodes: its log starts again from `seq`."""
+    await session.execute(delete(NodeChange).where(NodeChange.cluster_id == cluster.id))
+    cluster.node_changes_floor = cluster.node_changes_seq = seq
+
+
+async def logged_since(
+    session: AsyncSession, since: Mapping[uuid.UUID, int]
+) -> list[tuple[uuid.UUID, list[LoggedNode]]]:
+    """(cluster id, the nodes a row logged) of the log's rows above `since[cluster]`, in the
+    order they were written: a node's last values come last."""
+    above = (and_(NodeChange.cluster_id == c, NodeChange.seq > s) for c, s in since.items())
+    rows = await session.execute(
+        select(NodeChange.cluster_id, NodeChange.nodes).where(or_(*above)).order_by(NodeChange.seq)
+    )
+    return [(cluster_id, nodes) for cluster_id, nodes in rows]
+
+
+async def covered(
+    session: AsyncSession, since: Mapping[uuid.UUID, int], generations: Mapping[uuid.UUID, int]
+) -> set[uuid.UUID]:
+    """The clusters whose log, read before this call, held every node upsert above `since`
+    of generation `generations[cluster]`. Read after the log: within a generation a prune only
+    raises the floor and a writer that did not log leaves `node_changes_seq` behind, both in
+    the transaction of the change, so bounds read afterwards that cover `since` prove the log
+    read before had lost nothing above it."""
+    rows = await session.execute(
+        select(
+            Cluster.id,
+            Cluster.inventory_generation,
+            Cluster.inventory_seq,
+            Cluster.node_changes_floor,
+            Cluster.node_changes_seq,
+        ).where(Cluster.id.in_(list(since)))
+    )
+    return {
+        cluster_id
+        for cluster_id, generation, seq, floor, logged in rows
+        if generation == generations[cluster_id] and floor <= since[cluster_id] and logged == seq
+    }

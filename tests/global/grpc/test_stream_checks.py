@@ -1,0 +1,55 @@
+"""The periodic checks of a process's open agent streams share one read of their standing
+(SQLite and Postgres, real loopback gRPC)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.conftest import app_settings
+from tests.factories import create_cluster
+from tests.grpc_stream import Stream
+from volcano_global.services.inventory import agent_streams
+from volcano_global.settings import Settings
+
+CHECK_S = 0.4
+STREAMS = 8
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return app_settings(database_url, agents={"stream_check_s": CHECK_S, "outbox_poll_s": 0.05})
+
+
+async def test_open_streams_share_one_read_of_their_standing(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: each stream read its own standing every period (8 streams over 2 s: about 40
+    reads). After: a read covers every open stream, about one each half period."""
+    reads: list[int] = []  # the streams each read covered
+    shared, single = agent_streams.lost_standings, agent_streams.lost_standing
+
+    async def counted_shared(session, claims):  # type: ignore[no-untyped-def]
+        reads.append(len(claims))
+        return await shared(session, claims)
+
+    async def counted_single(session, claim):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        return await single(session, claim)
+
+    streams = []
+    for i in range(STREAMS):
+        token = (await create_cluster(api, f"c{i}"))["agentToken"]
+        stream = Stream(app, token)
+        await stream.hello(cluster=f"c{i}")
+        streams.append(stream)
+    monkeypatch.setattr(agent_streams, "lost_standings", counted_shared)
+    monkeypatch.setattr(agent_streams, "lost_standing", counted_single)
+    await asyncio.sleep(5 * CHECK_S)
+    assert 0 < len(reads) <= 5 * 2 + 2, reads
+    assert max(reads) == STREAMS
+    for stream in streams:
+        await stream.close()

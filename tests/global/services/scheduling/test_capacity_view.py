@@ -1,0 +1,123 @@
+"""The scheduler's capacity view stays equal to what the stored nodes add up to while it reads
+only the node change log: through deltas, empty deltas, the log's pruning and a
+writer that does not log (a replica of an older release), on SQLite and Postgres."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select, update
+
+from tests.factories import create_cluster, inventory
+from volcano_global.db.engine import transaction
+from volcano_global.db.models import Cluster, Node, NodeChange
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.inventory import node_changes
+from volcano_global.services.inventory.clusters import lock_cluster
+from volcano_global.services.inventory.sequence import NumberedDelta, apply_in_sequence
+from volcano_global.services.scheduling.capacity_view import free_histograms
+
+KEPT = 3  # sequences the log keeps (at least; at most twice as many), small to prune often
+
+
+@pytest.fixture(autouse=True)
+def _short_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node_changes, "KEPT_SEQS", KEPT)
+
+
+async def _view_and_nodes(app: FastAPI) -> tuple[dict, dict]:
+    """(the view's histograms of cluster east, the same recomputed from its stored nodes)"""
+    async with transaction(app.state.sessions) as session:
+        east = (await session.execute(select(Cluster).where(Cluster.name == "east"))).scalar_one()
+        view = (await free_histograms(session, [east]))[east.id]
+        recomputed: dict = defaultdict(lambda: [0] * 9)
+        for node in (
+            await session.execute(select(Node).where(Node.cluster_id == east.id))
+        ).scalars():
+            if node.ready and node.schedulable and node.gpu_allocatable > 0:
+                hist = recomputed[(node.domain_id, node.gpu_model or "unknown")]
+                hist[max(node.gpu_allocatable - node.gpu_used, 0)] += 1
+    return view, {key: tuple(h) for key, h in recomputed.items()}
+
+
+async def _delta(app: FastAPI, upserts: list[dict[str, Any]]) -> None:
+    """The next delta of east's agent (empty when `upserts` is), as the agent's stream applies it."""
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name="east")
+        delta = InventoryDelta.model_validate({"nodeUpserts": upserts})
+        numbered = NumberedDelta(cluster.inventory_seq + 1, delta)
+        await apply_in_sequence(session, cluster=cluster, deltas=[numbered])
+
+
+async def _log_rows(app: FastAPI) -> int:
+    async with transaction(app.state.sessions) as session:
+        return int(await session.scalar(select(func.count()).select_from(NodeChange)) or 0)
+
+
+async def test_the_view_stays_exact_when_the_log_is_pruned_past_it(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Read after every delta, after a few, and after more than the log keeps: each node
+    changed once, so a change the view missed would stay missing."""
+    await create_cluster(api, "east")
+    nodes = inventory("east", tors=3, nodes_per_tor=4)["nodes"]
+    await api.put(
+        "/api/v1/clusters/east/inventory", json=inventory("east", tors=3, nodes_per_tor=4)
+    )
+    view, expected = await _view_and_nodes(app)
+    assert view == expected
+    used = 0
+    for reads_after in (1, 1, 2, KEPT, 2 * KEPT + 2, 1):
+        for _ in range(reads_after):
+            used += 1
+            await _delta(app, [nodes[used % len(nodes)] | {"gpuUsed": used % 9}])
+            await _delta(app, [])  # an empty delta: only the sequence moves
+        view, expected = await _view_and_nodes(app)
+        assert view == expected, f"read after {reads_after} deltas"
+        assert await _log_rows(app) <= 2 * KEPT  # pruned as it goes
+
+
+async def test_a_view_the_log_covers_reads_the_log_not_the_nodes(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A node rewritten behind the log's back (no sequence of its own) is not read again while
+    the log covers the view: the view takes the logged nodes' values, it reads no node."""
+    await create_cluster(api, "east")
+    nodes = inventory("east", tors=3, nodes_per_tor=4)["nodes"]
+    await api.put(
+        "/api/v1/clusters/east/inventory", json=inventory("east", tors=3, nodes_per_tor=4)
+    )
+    before, _ = await _view_and_nodes(app)
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(Node).where(Node.name == nodes[0]["name"]).values(gpu_used=8))
+    await _delta(app, [nodes[1] | {"gpuUsed": 8}])
+    view, expected = await _view_and_nodes(app)
+    assert view != expected  # nodes[0]'s change is not read
+    assert sum(sum(h) for h in view.values()) == sum(sum(h) for h in before.values())
+    assert sum(h[0] for h in expected.values()) == sum(h[0] for h in view.values()) + 1
+
+
+async def test_sequences_stored_without_logging_make_the_view_read_the_cluster_whole(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """A replica of an older release writes nodes and stores the sequence, and logs nothing:
+    the view reads the cluster whole, then and after the next logged delta."""
+    await create_cluster(api, "east")
+    nodes = inventory("east", tors=3, nodes_per_tor=4)["nodes"]
+    await api.put(
+        "/api/v1/clusters/east/inventory", json=inventory("east", tors=3, nodes_per_tor=4)
+    )
+    await _view_and_nodes(app)
+    for step, name in enumerate((nodes[0]["name"], nodes[1]["name"])):
+        async with transaction(app.state.sessions) as session:
+            cluster = await lock_cluster(session, name="east")
+            await session.execute(update(Node).where(Node.name == name).values(gpu_used=8))
+            cluster.inventory_seq += 1  # as the older release does: no log row, no bounds
+        if step:
+            await _delta(app, [nodes[2] | {"gpuUsed": 7}])
+        view, expected = await _view_and_nodes(app)
+        assert view == expected, f"step {step}"
