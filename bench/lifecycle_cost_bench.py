@@ -16,7 +16,9 @@ reports' transactions, the inventory deltas' transactions, the agents' other mes
 (heartbeats, the deltas' reading), and the rest of the loop (gRPC and HTTP plumbing, the
 bench's own polling). Each stage's idle rate (the agents connected, no jobs) is subtracted.
 `--statements` counts the statements SQLAlchemy sends, by text (not the job writer's batch nor
-the reads and writes that run on the driver: `db/fast_reads`, `db/copy_rows`)."""
+the reads and writes that run on the driver: `db/fast_reads`, `db/copy_rows`). On a Postgres on
+this machine, the CPU of the backends serving the bench's database is counted too, apart (its
+idle rate subtracted; not Postgres' shared background processes: WAL writer, checkpointer)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from typing import Any
 import httpx
 import uvloop
 from fastapi import FastAPI
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -42,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import cpu_stages  # noqa: E402
+from harness import cpu_seconds  # noqa: E402
 from load_requests import job  # noqa: E402
 
 from volcano_global.app import create_app  # noqa: E402
@@ -82,6 +85,7 @@ def count_stages() -> None:
 
 _TYPE = r"(::(TIMESTAMP WITH TIME ZONE|[A-Z]+))?"
 _PARAMETERS = re.compile(rf"\$\d+{_TYPE}(, \$\d+{_TYPE})*")
+POSTGRES = "Postgres backends (apart)"
 STATEMENTS: dict[str, int] = {}  # statement's text, cut short -> times run
 
 
@@ -166,11 +170,12 @@ async def _lifecycle(app: FastAPI, api: httpx.AsyncClient, args: argparse.Namesp
     """Idle baseline, then `rate` x `seconds` jobs submitted on schedule and waited for until
     every one has finished; the CPU per job, in all and by stage."""
     await asyncio.sleep(2.0)  # the first round and the streams' settling, not counted
-    meter, before_idle = _Meter(), dict(STATEMENTS)
+    meter, before_idle, postgres_idle = _Meter(), dict(STATEMENTS), await _postgres_cpu(app)
     while meter.wall() < args.idle_s:
         await _unfinished(app)  # the baseline polls as the measured part does
     idle = {stage: seconds / meter.wall() for stage, seconds in meter.used().items()}
-    idle_wall, before_load = meter.wall(), dict(STATEMENTS)
+    idle_wall, before_load, postgres_load = meter.wall(), dict(STATEMENTS), await _postgres_cpu(app)
+    idle[POSTGRES] = _used(postgres_idle, postgres_load) / idle_wall
     total = int(args.rate * args.seconds)
     meter = _Meter()
     submitting = asyncio.create_task(_submit(api, args.rate, total, args.job_seconds))
@@ -179,9 +184,10 @@ async def _lifecycle(app: FastAPI, api: httpx.AsyncClient, args: argparse.Namesp
             raise TimeoutError(f"{left} of {total} jobs not finished after {args.timeout} s")
     await submitting
     wall = meter.wall()
+    used = meter.used() | {POSTGRES: _used(postgres_load, await _postgres_cpu(app))}
     per_job = {
         stage: 1000 * (seconds - idle.get(stage, 0.0) * wall) / total
-        for stage, seconds in meter.used().items()
+        for stage, seconds in used.items()
     }
     statements = {
         text: (
@@ -235,6 +241,21 @@ async def _submit(api: httpx.AsyncClient, rate: float, total: int, seconds: floa
         assert answer.status_code == 201, answer.text
 
 
+async def _postgres_cpu(app: FastAPI) -> dict[int, float]:
+    """CPU seconds so far of each backend serving the bench's database (Postgres on this
+    machine; none on SQLite)."""
+    if app.state.engine.dialect.name != "postgresql":
+        return {}
+    query = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+    async with reading(app.state.sessions) as session:
+        return cpu_seconds(pids=set((await session.execute(query)).scalars()))
+
+
+def _used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two readings (a backend started in between: all of its own)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
 async def _unfinished(app: FastAPI) -> int:
     """A quarter of a second later: the jobs not finished."""
     await asyncio.sleep(0.25)
@@ -266,9 +287,9 @@ def main() -> None:
     if args.statements:
         counts = sorted(result["statements_per_job"].items(), key=lambda item: -item[1])
         print(f"statements per job: {sum(n for _, n in counts):.2f}")
-        for text, n in counts:
+        for statement, n in counts:
             if n >= 0.005:
-                print(f"{n:7.3f}  {text}")
+                print(f"{n:7.3f}  {statement}")
 
 
 if __name__ == "__main__":
