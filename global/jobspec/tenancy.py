@@ -65,7 +65,7 @@ class TenancyRules:
     """Every queue's policy (those with annotations; the rest take the defaults) and the
     priority classes an admin restricted: what a submission is checked against."""
 
-    annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by queue
+    annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # every queue's
     restricted_classes: frozenset[str] = frozenset()
     defaults: TenancyDefaults = TenancyDefaults()
     # Each queue's policy once built: the rules are read once and checked against by every

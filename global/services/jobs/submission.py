@@ -68,6 +68,11 @@ def read_submission(submission: Submission) -> tuple[dict[str, Any], NormalizedJ
             f"this token may not submit to queue {queue_name!r} "
             f"(allowed: {', '.join(allowed_queues)})"
         )
+    # A misspelt queue is named as such, not as a namespace the queue may not use. The rules
+    # hold every queue they were read with (a queue newer than them: the caller reads them
+    # again on Invalid and checks the job anew).
+    if queue_name not in submission.tenancy.annotations:
+        raise _no_queue(job, queue_name)
     refuse_outside_tenancy(document, job, queue_name, submission.tenancy)
     return document, job, queue_name
 

@@ -119,6 +119,13 @@ async def test_unknown_queue_and_kind_are_refused(api: httpx.AsyncClient) -> Non
     response = await submit(api, job_document(queue="nope"))
     assert response.status_code == 422
     assert response.json()["message"] == "spec.queue: queue 'nope' does not exist"
+    # A misspelt queue in a namespace no queue of that name could use: still the queue named,
+    # not a 403 about the namespace.
+    misspelt = job_document(queue="lm")
+    misspelt["metadata"]["namespace"] = "llm"
+    response = await submit(api, misspelt)
+    assert response.status_code == 422, response.text
+    assert response.json()["message"] == "spec.queue: queue 'lm' does not exist"
     doc = job_document()
     doc["kind"] = "PyTorchJob"
     response = await submit(api, doc)
