@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import reading
@@ -82,7 +83,15 @@ class StreamGuard:
             self.ended = await asyncio.shield(self._read())
         elif self.ended is None and now - self._checked >= self.check_s / 2:
             previous, self._checked = self._checked, now
-            self.ended = await asyncio.shield(_STANDINGS.of(self, since=previous))
+            try:
+                self.ended = await asyncio.shield(_STANDINGS.of(self, since=previous))
+            except (SQLAlchemyError, OSError) as exc:
+                # The read is every open stream's: a failed one (a connection reset, a pool
+                # timeout) must not end them all at once and have every agent reconnect
+                # together. It is due again at the stream's next message; a database truly
+                # gone fails the stream's own writes.
+                self._checked = previous
+                log.warning("agent streams' standing not read (read again next): %s", exc)
         if self.ended is not None:
             log.info("agent stream of %s ended: %s", self.claim.cluster_name, self.ended.message)
             raise self.ended

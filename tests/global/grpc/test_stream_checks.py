@@ -8,6 +8,7 @@ import asyncio
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.exc import OperationalError
 
 from tests.conftest import app_settings
 from tests.factories import create_cluster
@@ -51,5 +52,33 @@ async def test_open_streams_share_one_read_of_their_standing(
     await asyncio.sleep(5 * CHECK_S)
     assert 0 < len(reads) <= 5 * 2 + 2, reads
     assert max(reads) == STREAMS
+    for stream in streams:
+        await stream.close()
+
+
+async def test_a_failed_shared_read_ends_no_stream(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read serves every open stream: when it fails (a connection reset), the streams stay
+    open and read again, instead of all ending and every agent reconnecting at once."""
+    streams = []
+    for i in range(3):
+        token = (await create_cluster(api, f"c{i}"))["agentToken"]
+        stream = Stream(app, token)
+        await stream.hello(cluster=f"c{i}")
+        streams.append(stream)
+    shared = agent_streams.lost_standings
+    failures: list[int] = []
+
+    async def failing(session, claims):  # type: ignore[no-untyped-def]
+        failures.append(len(claims))
+        raise OperationalError("SELECT", {}, ConnectionResetError("connection reset"))
+
+    monkeypatch.setattr(agent_streams, "lost_standings", failing)
+    await asyncio.sleep(4 * CHECK_S)
+    assert failures  # the periodic checks did read, and failed
+    monkeypatch.setattr(agent_streams, "lost_standings", shared)
+    await asyncio.sleep(2 * CHECK_S)
+    assert not any(stream.call.done() for stream in streams)
     for stream in streams:
         await stream.close()
