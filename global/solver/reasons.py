@@ -16,11 +16,15 @@ def explain(
     links: dict[tuple[str, str], float],
     quota_room: dict[str, int],
 ) -> str:
-    model = job.gpu_model or "GPU"
-    need = f"needs {job.pods} pods x {job.gpus_per_pod} {model} ({job.gpus} GPUs)"
+    need = _need(job)
     room = quota_room.get(job.queue)
     if room is not None and room < job.gpus:
         return f"{need}; queue {job.queue} has {room} GPUs of quota left"
+    if not pools:
+        return (
+            f"{need}; no member cluster is Ready with an inventory (each cluster's agent "
+            "reports its nodes: `vglobal clusters` shows their state)"
+        )
     candidates = {
         name: pool
         for name, pool in pools.items()
@@ -30,31 +34,47 @@ def explain(
     if missing:
         return f"{need}; {missing}"
     if job.cluster_limit < 2:
-        # Measured in the job's own units, or in pods when the whole job is one unit.
-        probe = job if job.unit_pods else replace(job, unit_pods=1)
-        pods = {name: _units(probe, pool) * probe.unit for name, pool in candidates.items()}
-        best = max(pods, key=lambda c: (pods[c], c), default=None)
-        if best is None or pods[best] < job.pods:
-            where = f"{pods[best]} pods, in {best}" if best else "nothing"
-            return (
-                f"{need} in one cluster (not splittable); the most any cluster can take is "
-                f"{where}{_tier_note(job)}"
-            )
-        return f"{need}; it fits in {best}, but the round gave that room to jobs ahead of it"
+        return f"{need}{_whole_reason(job, candidates)}"
+    return f"{need}{_split_reason(job, candidates, links)}"
+
+
+def _whole_reason(job: JobRequest, candidates: dict[str, ClusterPool]) -> str:
+    """Why a job that runs in one cluster did not start: the most pods one cluster can take."""
+    # Measured in the job's own units, or in pods when the whole job is one unit.
+    probe = job if job.unit_pods else replace(job, unit_pods=1)
+    pods = {name: _units(probe, pool) * probe.unit for name, pool in candidates.items()}
+    best = max(pods, key=lambda c: (pods[c], c), default=None)
+    if best is None or pods[best] < job.pods:
+        where = (
+            f"the most any cluster can take is {pods[best]} pods, in {best}"
+            if best and pods[best]
+            else "no cluster can take any of its pods now"
+        )
+        return f" in one cluster (not splittable); {where}{_tier_note(job)}"
+    return f"; it fits in {best}, but the round gave that room to jobs ahead of it"
+
+
+def _split_reason(
+    job: JobRequest, candidates: dict[str, ClusterPool], links: dict[tuple[str, str], float]
+) -> str:
+    """Why a job that may split did not start: too few units anywhere, or a link too thin."""
     fits = {name: min(_units(job, pool), job.units) for name, pool in candidates.items()}
     if not any(fits.values()):
         where = f" in clusters {', '.join(job.allowed_clusters)}" if job.allowed_clusters else ""
-        return (
-            f"{need}; no cluster{where} has room for one unit of {job.unit} pods now"
-            f"{_tier_note(job)}"
-        )
+        return f"; no cluster{where} has room for one unit of {job.unit} pods now{_tier_note(job)}"
     ranked = sorted(fits, key=lambda c: (-fits[c], c))[: job.cluster_limit]
     ranked = [c for c in ranked if fits[c] >= job.min_share_units]
     reachable = sum(fits[c] for c in ranked)
     if reachable < job.units:
+        gpus = reachable * job.unit * job.gpus_per_pod
+        if len(ranked) == 1:
+            return (
+                f"; only {ranked[0]} has room for its units now, {gpus} GPUs (it may split over "
+                f"at most {job.cluster_limit} clusters)"
+            )
         return (
-            f"{need}; best split {reachable * job.unit * job.gpus_per_pod} GPUs over "
-            f"{', '.join(ranked) or 'no cluster'} (at most {job.cluster_limit} clusters)"
+            f"; best split {gpus} GPUs over {', '.join(ranked) or 'no cluster'} (at most "
+            f"{job.cluster_limit} clusters)"
         )
     used = _smallest_cover(ranked, fits, job.units)
     demand = pair_demand_gbps(job.allreduce_gbps, len(used))
@@ -62,16 +82,21 @@ def explain(
         for b in used[i + 1 :]:
             free = links.get(link_key(a, b))
             if free is None:
-                return f"{need}; a split over {', '.join(used)} needs a link {a}<->{b}; none exists"
+                return f"; a split over {', '.join(used)} needs a link {a}<->{b}; none exists"
             if free + 1e-9 < demand:
                 return (
-                    f"{need}; best split over {', '.join(used)}: link {a}<->{b} has "
-                    f"{free:g} Gbps free, the split needs {demand:.1f} Gbps"
+                    f"; best split over {', '.join(used)}: link {a}<->{b} has {free:g} Gbps "
+                    f"free, the split needs {demand:.1f} Gbps"
                 )
-    return (
-        f"{need}; a split over {', '.join(used)} fits, but the round gave that room to jobs "
-        "ahead of it"
-    )
+    over = ", ".join(used)
+    return f"; a split over {over} fits, but the round gave that room to jobs ahead of it"
+
+
+def _need(job: JobRequest) -> str:
+    if not job.gpus_per_pod:
+        return f"needs {job.pods} pods (no GPUs)"
+    model = job.gpu_model or "GPU"
+    return f"needs {job.pods} pods x {job.gpus_per_pod} {model} ({job.gpus} GPUs)"
 
 
 def _missing_model(job: JobRequest, pools: dict[str, ClusterPool]) -> str | None:

@@ -99,8 +99,9 @@ async def test_pending_reason_in_numbers_and_held_capacity(
     await app.state.scheduler.run_once()
     job = (await api.get(f"/api/v1/jobs/{second}")).json()
     assert job["state"] == "Pending"
-    assert job["pendingReason"].startswith(
-        "needs 64 pods x 8 H100 (512 GPUs); best split 128 GPUs over"
+    assert job["pendingReason"] == (
+        "needs 64 pods x 8 H100 (512 GPUs); only gpu-west has room for its units now, 128 GPUs "
+        "(it may split over at most 3 clusters)"
     )
     # Too thin a link for the declared rate: the reason names the link.
     await api.post(f"/api/v1/jobs/{first}/cancel")

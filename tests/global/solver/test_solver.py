@@ -103,7 +103,7 @@ def test_unit_tier_keeps_units_inside_one_domain() -> None:
     assert not decision.job("five").admitted
     assert (
         decision.job("five").reason
-        == "needs 10 pods x 8 H100 (80 GPUs) in one cluster (not splittable); the most any cluster can take is 0 pods, in x (each unit of 5 pods must fit inside one tier-1 domain)"
+        == "needs 10 pods x 8 H100 (80 GPUs) in one cluster (not splittable); no cluster can take any of its pods now (each unit of 5 pods must fit inside one tier-1 domain)"
     )
     snapshot = Snapshot(
         clusters=(cluster("x", 16, tors=4),), jobs=(job("four", 8, unit_pods=4, unit_tier=1),)
@@ -237,3 +237,12 @@ def test_a_job_that_pins_no_model_never_lands_on_npus(policy: Policy) -> None:
     assert decision.job("small-gpu").clusters == ("gpu",)
     assert decision.job("npu-job").clusters == ("npu",)
     assert decision.job("cpu-only").admitted
+
+
+def test_a_round_without_a_ready_cluster_says_so() -> None:
+    # Clusters registered but no agent has reported: not a topology problem, an empty fleet.
+    decision = solve(Snapshot(clusters=(), jobs=(job("early", 4),)), Policy.CPSAT, OPTIONS)
+    assert decision.job("early").reason == (
+        "needs 4 pods x 8 H100 (32 GPUs); no member cluster is Ready with an inventory (each "
+        "cluster's agent reports its nodes: `vglobal clusters` shows their state)"
+    )
