@@ -271,7 +271,8 @@ async def patch(
             "spec",
             "a submitted job's spec does not change here: delete the job and create it again",
         )
-    wanted, parsed = normalize_job(document, options), normalize_job(stored, options)
+    wanted = normalize_job(_without_estimates(document), options)
+    parsed = normalize_job(_without_estimates(stored), options)
     # Volcano's preemptable annotation may change on a live job (its column follows below).
     if wanted.model_copy(update={"preemptable": parsed.preemptable}) != parsed:
         raise Invalid.one(
@@ -288,3 +289,17 @@ async def patch(
         job.preemptable = wanted.preemptable
         await session.flush()
     return await row_by_id(session, row["id"])
+
+
+def _without_estimates(document: dict[str, Any]) -> dict[str, Any]:
+    """The document without its `runningEstimate`s, which the spec check above keeps equal on
+    both sides: a job stored before submission refused an estimate that is not a Go duration
+    ("2h30") still takes a label or an annotation."""
+    out = copy.deepcopy(document)
+    spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
+    spec.pop("runningEstimate", None)
+    for entry in spec.get("replicatedJobs") or ():
+        template = entry.get("templateSpec") if isinstance(entry, dict) else None
+        if isinstance(template, dict):
+            template.pop("runningEstimate", None)
+    return out

@@ -4,14 +4,17 @@ paging, tables, watch resume, bookmarks and 410 Expired, patches, roles."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from tests.conftest import app_settings
 from tests.factories import job_document
 from tests.kube_api import kube_client, listed_names, watch_for_a_second, watched_events
 from volcano_global.app import create_app
+from volcano_global.db.models import Job
 
 JOBS = "/k8s/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -279,3 +282,23 @@ async def test_events_of_a_job_as_kubectl_describe_selects_them(kube: httpx.Asyn
     refused = await kube.get(EVENTS, params={"fieldSelector": "reason=Submitted"})
     assert refused.status_code == 400
     assert "fieldSelector" in refused.text
+
+
+async def test_a_job_stored_before_estimates_were_checked_still_takes_a_label(
+    application: FastAPI, kube: httpx.AsyncClient
+) -> None:
+    # Submission now refuses a runningEstimate that is not a Go duration ("2h30"); a job
+    # stored before that (its spec cannot change here) still takes labels and annotations.
+    created = await _create(kube, "old")
+    async with application.state.sessions() as session:
+        job = await session.get(Job, uuid.UUID(created["metadata"]["uid"]))
+        assert job is not None
+        job.manifest = {**job.manifest, "spec": {**job.manifest["spec"], "runningEstimate": "2h30"}}
+        await session.commit()
+    merge = {"Content-Type": "application/merge-patch+json"}
+    labelled = await kube.patch(
+        f"{JOBS}/old", content=json.dumps({"metadata": {"labels": {"team": "a"}}}), headers=merge
+    )
+    assert labelled.status_code == 200, labelled.text
+    assert labelled.json()["metadata"]["labels"]["team"] == "a"
+    assert labelled.json()["spec"]["runningEstimate"] == "2h30"
