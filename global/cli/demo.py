@@ -106,7 +106,7 @@ def demo(
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         _wait_ready(api, server)
-        agents = _start_agents(api, examples, grpc_port, data_dir, time_scale)
+        _start_agents(api, examples, grpc_port, data_dir, time_scale, agents)
         _populate(api)
         _apply_data(api, sorted(examples.glob(data)))
         uids = _submit(api, sorted(examples.glob(jobs)))
@@ -138,11 +138,17 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def _start_agents(
-    api: Client, examples: Path, grpc_port: int, data_dir: Path, time_scale: float
-) -> list[subprocess.Popen[bytes]]:
-    """Register each cluster and start its agent; wait until every inventory has arrived."""
+    api: Client,
+    examples: Path,
+    grpc_port: int,
+    data_dir: Path,
+    time_scale: float,
+    agents: list[subprocess.Popen[bytes]],
+) -> None:
+    """Register each cluster and start its agent; wait until every inventory has arrived.
+    Each agent joins `agents` as it starts: the caller stops them even if this is cut short
+    (a signal, or an agent that exits) while the inventories are awaited."""
     console.rule("member clusters, each with its own agent")
-    agents = []
     for name, arguments, labels in CLUSTERS:
         token = api.request("POST", "/api/v1/clusters", json={"name": name, "labels": labels})[
             "agentToken"
@@ -182,7 +188,6 @@ def _start_agents(
             f"the agents' inventories did not arrive within 60 s; see {data_dir}/agent-*.log"
         )
     render(api.request("GET", "/api/v1/clusters"), Format.TABLE, CLUSTER_COLUMNS)
-    return agents
 
 
 def _populate(api: Client) -> None:
