@@ -417,3 +417,20 @@ async def test_a_stored_job_this_release_cannot_read_is_set_aside_alone(
     async with transaction(app.state.sessions) as session:
         job = await session.get(Job, uuid.UUID(odd))
         assert job is not None and job.pending_reason.startswith("set aside:")
+
+
+async def test_a_job_the_round_cannot_model_is_told_once_not_every_round(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Parts on two GPU models (Volcano's heterogeneous HyperJob) cannot be one gang yet: the
+    # Unschedulable event is written when its reason is new, not by every round (a round a
+    # second wrote hundreds of the same event).
+    await two_clusters(api)
+    uid = (await submit(api, example("hyperjob-heterogeneous.yaml"))).json()["uid"]
+    for i in range(4):  # a new job each time: every round runs (an idle one is skipped)
+        await submit(api, job_document(f"other-{i}", queue="llm", replicas=1))
+        await app.state.scheduler.run_once()
+    job = (await api.get(f"/api/v1/jobs/{uid}")).json()
+    assert job["pendingReason"].startswith("cannot be placed yet: ")
+    events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
+    assert [e["reason"] for e in events].count("Unschedulable") == 1
