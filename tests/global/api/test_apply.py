@@ -110,3 +110,23 @@ async def test_the_same_file_applied_twice_at_once_creates_each_job_once(
     results = sorted(a["result"] + "/" + b["result"] for a, b in zip(first, second, strict=True))
     assert all(r in ("created/unchanged", "unchanged/created") for r in results), results
     assert len((await api.get("/api/v1/jobs")).json()["items"]) == 3
+
+
+async def test_the_readmes_example_queue_and_priority_class_apply_and_serve_its_job(
+    api: httpx.AsyncClient,
+) -> None:
+    # README "Using it": the queue and the PriorityClass it applies, then its example job.
+    documents = [
+        yaml.safe_load(example(name)) for name in ("queue-llm.yaml", "priorityclass-urgent.yaml")
+    ]
+    items = await apply(api, *documents)
+    assert [(i["kind"], i["result"]) for i in items] == [
+        ("Queue", "created"),
+        ("PriorityClass", "created"),
+    ]
+    queue = (await api.get("/api/v1/queues/llm")).json()
+    assert (queue["weight"], queue["gpuQuota"]) == (4, 2048)
+    job = yaml.safe_load(example("llm-pretrain-64x8.yaml"))
+    job["spec"]["priorityClassName"] = "urgent"
+    (submitted,) = await apply(api, job)
+    assert submitted["result"] == "created", submitted

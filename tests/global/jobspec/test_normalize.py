@@ -29,7 +29,19 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
     return {e.field: e.message for e in caught.value.errors}
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+JOB_EXAMPLES = [
+    p
+    for p in sorted(EXAMPLES.glob("*.yaml"))
+    if next(yaml.safe_load_all(p.read_text())).get("kind") in ("Job", "HyperJob")
+]  # the others are the README's Queue and PriorityClass (tests/global/api/test_apply.py)
+
+
+def test_the_examples_are_jobs_but_the_readmes_queue_and_priority_class() -> None:
+    others = sorted(p.name for p in set(EXAMPLES.glob("*.yaml")) - set(JOB_EXAMPLES))
+    assert others == ["priorityclass-urgent.yaml", "queue-llm.yaml"]
+
+
+@pytest.mark.parametrize("path", JOB_EXAMPLES, ids=lambda p: p.name)
 def test_every_shipped_example_parses(path) -> None:  # type: ignore[no-untyped-def]
     job = parse(example(path.name))
     assert job.gang.total_pods > 0
