@@ -85,13 +85,7 @@ async def apply_node_deltas(
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
-    for d in deltas:
-        domains = trees[d.cluster.id].ids
-        for i, node in enumerate(d.delta.node_upserts):
-            if node.domain is not None and node.domain not in domains:
-                raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
-    for d in deltas:  # every upserted node is there after the delta: no read needed to refuse
-        require_node_cap(d.cluster.name, len(d.delta.node_upserts), max_nodes)
+    _refuse_unknown_domains(deltas, trees, max_nodes)
     stored = await _stored_nodes(session, deltas)
     now = utcnow()
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
@@ -143,6 +137,20 @@ async def apply_node_deltas(
         d.cluster.inventory_updated_at = now
         store_seq(d.cluster, d.seq)
     await session.flush()
+
+
+def _refuse_unknown_domains(
+    deltas: list[ClusterDelta], trees: dict[uuid.UUID, DomainTree], max_nodes: int | None
+) -> None:
+    """Before anything is read or written: a node under a domain its cluster does not have,
+    or more nodes upserted than a cluster may hold."""
+    for d in deltas:
+        domains = trees[d.cluster.id].ids
+        for i, node in enumerate(d.delta.node_upserts):
+            if node.domain is not None and node.domain not in domains:
+                raise Invalid.one(f"nodeUpserts[{i}].domain", f"unknown domain {node.domain!r}")
+    for d in deltas:  # every upserted node is there after the delta: no read needed to refuse
+        require_node_cap(d.cluster.name, len(d.delta.node_upserts), max_nodes)
 
 
 def _logged(node: NodeValues, domain_id: uuid.UUID | None) -> LoggedNode:
