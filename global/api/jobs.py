@@ -129,7 +129,7 @@ async def _read_rules(request: Request, defaults: TenancyDefaults) -> Submission
 @router.post(
     "/preview",
     operation_id="previewJob",
-    responses=error_responses(401, 403, 413, 415, 422),
+    responses=error_responses(401, 403, 409, 413, 415, 422),
     openapi_extra=DOCUMENT_BODY,
 )
 async def preview_job(
@@ -137,7 +137,7 @@ async def preview_job(
 ) -> JobPreview:
     """Check a document as submit does and show where it would run if it were first in line
     now (current free GPUs, link reservations and quotas; other pending jobs ignored). Nothing
-    is stored."""
+    is stored. A name a job not deleted holds is a 409, as on submit."""
     result = await preview.preview_job(
         session,
         await submission_for(request, settings, caller, session),

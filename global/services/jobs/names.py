@@ -44,3 +44,20 @@ async def delete_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     await record_event(session, job_id=job.id, reason="Deleted", message=f"deleted by {by}")
     await session.flush()
     return job
+
+
+async def refuse_taken(session: AsyncSession, *, namespace: str, name: str) -> None:
+    """Conflict, as the submission would answer, if a job not deleted holds the name (a
+    preview says so too: `kubectl create --dry-run=server` of a taken name is a 409)."""
+    held = (
+        await session.scalars(
+            select(Job)
+            .where(Job.namespace == namespace, Job.name == name, Job.deleted_at.is_(None))
+            .limit(1)
+        )
+    ).first()
+    if held is None:
+        return
+    if held.is_terminal:
+        raise finished_holder(namespace, name, held.state.value)
+    raise Conflict(f"job {namespace}/{name} already exists and has not finished")

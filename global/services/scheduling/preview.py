@@ -1,5 +1,6 @@
 """A job's placement if it were first in line now: the submission checked as on submit, then
-the solver run on the current free capacity, link reservations and quotas with this job alone.
+the solver run on the current free capacity, link reservations and quotas with this job alone
+(a name a job not deleted holds is a 409, as on submit).
 Nothing is stored. Answers "which clusters could host it now" for `vglobal plan --check` and
 `POST /api/v1/jobs/preview`."""
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.jobspec import NormalizedJob
+from volcano_global.services.jobs.names import refuse_taken
 from volcano_global.services.jobs.submission import Submission, parse_submission
 from volcano_global.services.scheduling.round_input import read_round
 from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, solve
@@ -29,6 +31,7 @@ async def preview_job(
     session: AsyncSession, submission: Submission, *, time_limit_s: float
 ) -> Preview:
     _, job, queue = await parse_submission(session, submission)
+    await refuse_taken(session, namespace=job.namespace, name=job.name)
     # A job placed alone on the free capacity: no queue order, no plan over time to read.
     data, _ = await read_round(session, window=0, policy=Policy.FIRST_FIT)
     try:

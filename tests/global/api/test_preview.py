@@ -64,3 +64,13 @@ async def test_preview_refuses_what_submit_refuses(api: httpx.AsyncClient) -> No
     missing = await api.post("/api/v1/jobs/preview", json=job_document("q", queue="nope"))
     assert missing.status_code == 422
     assert "queue 'nope' does not exist" in missing.text
+
+
+async def test_a_preview_of_a_taken_name_is_the_submissions_409(api: httpx.AsyncClient) -> None:
+    # `vglobal submit --dry-run` said VALID for a name a running job holds; submit then got 409.
+    assert (await api.post("/api/v1/jobs", json=job_document("taken"))).status_code == 201
+    again = await api.post("/api/v1/jobs/preview", json=job_document("taken"))
+    assert again.status_code == 409, again.text
+    assert again.json()["message"] == "job ml/taken already exists and has not finished"
+    free = await api.post("/api/v1/jobs/preview", json=job_document("free"))
+    assert free.status_code == 200, free.text
