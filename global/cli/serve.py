@@ -45,6 +45,9 @@ def run_server(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # ~100 lines a fresh database's migration; `migrate.upgrade` says it in one
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     keep_exit_code_on_signals()
     log = logging.getLogger("volcano_global")
     scheme = "https" if settings.tls.enabled else "http"

@@ -177,3 +177,10 @@ def test_plan_prints_the_document_and_checks_it_with_the_server(server: ServerPr
     bad = server.cli("plan", "x", "--tp", "16", "--dp", "2")
     assert bad.returncode == 1
     assert "tensorParallel (16) must divide gpusPerPod (8)" in bad.stderr
+
+
+def test_the_servers_start_says_its_migration_in_one_line(server: ServerProcess) -> None:
+    # alembic's own lines (about 100 on an empty database) only at DEBUG.
+    started = server.log.read_text()
+    assert started.count("database schema migrated from an empty database to ") == 1, started
+    assert " INFO alembic" not in started
