@@ -95,7 +95,7 @@ POLICIES = [
     ("reference: this engine, every corpus everywhere", Policy.CPSAT, None),
 ]
 GRAVITY = 4
-DEFAULT = PREFETCH = 6  # the server's defaults: gravity, prefetch on
+PREFETCH = 6  # the server's defaults: gravity, prefetch on
 REPLICATION = 7, 8, 9  # replicate_readers 3; 5 with margin 100; and that with prefetch
 REFERENCE = 10
 # Per replication row: readers that make a dataset popular, and the cross-region margin of
@@ -236,7 +236,7 @@ def _ratios(per_seed: list[list[dict]]) -> str:  # type: ignore[type-arg]
         return [rows[i][key] / max(rows[j][key], 1e-9) for rows in per_seed]
 
     return (
-        _against("This engine as the server runs it (gravity + prefetch)", ratio, DEFAULT)
+        _against("This engine as the server runs it (gravity + prefetch)", ratio, PREFETCH)
         + _against(" Data gravity alone (prefetch off)", ratio, GRAVITY)
         + f" First-fit (copies reserved) gains {_each(ratio(1, 5, 'avg_jct_s'), 2)}x from the "
         f"data term alone. First-fit data-oblivious / this engine with every corpus everywhere: "

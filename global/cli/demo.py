@@ -286,7 +286,7 @@ def _gist(reason: str | None) -> str:
 def _detail(job: dict[str, Any], shown: set[str]) -> str:
     """The pending reason, or a placement's shares and reservations the first time the job is
     seen holding it (Placed, or already Dispatched or Running: dispatch may beat the poll)."""
-    placement = job.get("placement")
+    placement, staging = job.get("placement"), _staging(job)
     if job["state"] == "Pending" and job.get("pendingReason"):
         return f" - {job['pendingReason']}"
     if (
@@ -300,8 +300,8 @@ def _detail(job: dict[str, Any], shown: set[str]) -> str:
             f"{r['gbps']:g} Gbps on {r['clusterA']}<->{r['clusterB']}"
             for r in placement["linkReservations"]
         ]
-        return " - " + "; ".join(parts + ([_staging(job)] if _staging(job) else []))
-    return f" - {_staging(job)}" if _staging(job) else ""
+        return " - " + "; ".join(parts + ([staging] if staging else []))
+    return f" - {staging}" if staging else ""
 
 
 def _staging(job: dict[str, Any]) -> str:

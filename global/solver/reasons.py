@@ -40,7 +40,7 @@ def explain(
 
 def _whole_reason(job: JobRequest, candidates: dict[str, ClusterPool]) -> str:
     """Why a job that runs in one cluster did not start: the most pods one cluster can take."""
-    # Measured in the job's own units, or in pods when the whole job is one unit.
+    # Counted in the job's own units, or in pods when the whole job is one unit.
     probe = job if job.unit_pods else replace(job, unit_pods=1)
     pods = {name: _units(probe, pool) * probe.unit for name, pool in candidates.items()}
     best = max(pods, key=lambda c: (pods[c], c), default=None)

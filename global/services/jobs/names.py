@@ -26,6 +26,11 @@ def finished_holder(namespace: str, name: str, state: str | None) -> Conflict:
     )
 
 
+def unfinished_holder(namespace: str, name: str) -> Conflict:
+    """The refusal of a name a job that has not finished holds."""
+    return Conflict(f"job {namespace}/{name} already exists and has not finished")
+
+
 async def delete_job(session: AsyncSession, *, uid: uuid.UUID, by: str) -> Job:
     """Cancel the job if it has not finished, and free its name: it and every older job of
     the name are marked deleted (as `kubectl delete` does)."""
@@ -60,4 +65,4 @@ async def refuse_taken(session: AsyncSession, *, namespace: str, name: str) -> N
         return
     if held.is_terminal:
         raise finished_holder(namespace, name, held.state.value)
-    raise Conflict(f"job {namespace}/{name} already exists and has not finished")
+    raise unfinished_holder(namespace, name)

@@ -221,4 +221,4 @@ def _refuse_unwritten(written: Written, job: NormalizedJob, queue_name: str) -> 
     if outcome is WriteOutcome.FINISHED_HOLDER:
         raise names.finished_holder(job.namespace, job.name, written.holder_state)
     if outcome is WriteOutcome.NAME_TAKEN:
-        raise Conflict(f"job {job.namespace}/{job.name} already exists and has not finished")
+        raise names.unfinished_holder(job.namespace, job.name)

@@ -422,9 +422,9 @@ async def test_a_stored_job_this_release_cannot_read_is_set_aside_alone(
 async def test_a_job_the_round_cannot_model_is_told_once_not_every_round(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    # Parts on two GPU models (Volcano's heterogeneous HyperJob) cannot be one gang yet: the
-    # Unschedulable event is written when its reason is new, not by every round (a round a
-    # second wrote hundreds of the same event).
+    # Parts on two GPU models (Volcano's heterogeneous HyperJob) cannot be one gang yet: every
+    # round tells it so, and the repeats fold into one Unschedulable event (its count rises),
+    # as Kubernetes folds events, not one event a round.
     await two_clusters(api)
     uid = (await submit(api, example("hyperjob-heterogeneous.yaml"))).json()["uid"]
     for i in range(4):  # a new job each time: every round runs (an idle one is skipped)
