@@ -23,8 +23,9 @@ from rich.table import Table
 
 from volcano_global.cli.client import Client, CliError, Connection
 from volcano_global.cli.data import DATA_SOURCE_COLUMNS
+from volcano_global.cli.fleet import CLUSTER_COLUMNS, LINK_COLUMNS
 from volcano_global.cli.output import Format, console, render
-from volcano_global.cli.resources import CLUSTER_COLUMNS, LINK_COLUMNS, QUEUE_COLUMNS
+from volcano_global.cli.resources import QUEUE_COLUMNS
 
 CLUSTERS = [
     # name, agent arguments (examples dir relative), labels

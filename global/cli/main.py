@@ -14,6 +14,7 @@ from typer.core import TyperCommand, TyperGroup
 from core_agent.cli import agent as agent_command
 from volcano_global.cli import certs as certs_command
 from volcano_global.cli import demo as demo_command
+from volcano_global.cli import describe as describe_command
 from volcano_global.cli import kubeconfig as kubeconfig_command
 from volcano_global.cli import plan as plan_command
 from volcano_global.cli import resources, tenancy, tokens
@@ -62,6 +63,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Rich's markup mode keeps a docstring's line breaks in the command list; plain text
+    # joins a paragraph's lines, as the terminal's width then wraps them.
+    rich_markup_mode="markdown",
 )
 
 
@@ -168,6 +172,7 @@ app.command()(agent_command)
 app.command()(plan_command.plan)
 for command in resources.COMMANDS:
     app.command()(command)
+app.command()(describe_command.describe)
 app.add_typer(resources.clusters_app, name="clusters")
 app.add_typer(resources.links_app, name="links")
 app.add_typer(resources.queues_app, name="queues")

@@ -119,15 +119,39 @@ def plan(
         _check(ctx, text)
 
 
+# The plan's fields by the option that sets them, to name the option a refusal is about.
+PLAN_OPTIONS = {
+    "tensor_parallel": "--tp",
+    "pipeline_parallel": "--pp",
+    "data_parallel": "--dp",
+    "context_parallel": "--cp",
+    "expert_parallel": "--ep",
+    "gpus_per_pod": "--gpus-per-pod",
+    "model_parameters": "--params",
+    "gradient_bytes_per_parameter": "--gradient-bytes",
+    "optimizer_sharding": "--optimizer",
+    "target_step_time_seconds": "--step-time",
+    "tolerated_communication_share": "--comm-share",
+    "replica_in_tier1": "--replica-in-tier1",
+    "checkpoint_size": "--checkpoint-size",
+}
+
+
 def _parallel_plan(**fields: Any) -> ParallelPlan:
-    """The plan from the command's options; what is wrong with them is the command's error."""
+    """The plan from the command's options; what is wrong with them is the command's error,
+    naming the option where one field is wrong (`--dp: ...`)."""
     from volcano_global.sdk import ParallelPlan
 
     try:
         return ParallelPlan(**fields)
     except ValidationError as exc:
-        messages = (e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        raise CliError("; ".join(messages)) from None
+        raise CliError("; ".join(_refusal(e) for e in exc.errors())) from None
+
+
+def _refusal(error: Any) -> str:
+    message = error["msg"].removeprefix("Value error, ")
+    option = PLAN_OPTIONS.get(str(error["loc"][0])) if error["loc"] else None
+    return f"{option}: {message}" if option else message
 
 
 def _write(text: str, out: Path | None) -> None:

@@ -16,7 +16,8 @@ from volcano_global.cli.agent_command import agent_command
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
 from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, STAGING_WORDS, get_data
-from volcano_global.cli.output import Column, Format, gpus, render, run_duration
+from volcano_global.cli.fleet import CLUSTER_COLUMNS, FLEET_WORDS, LINK_COLUMNS, get_fleet
+from volcano_global.cli.output import Column, Format, render, run_duration
 
 JOB_COLUMNS: list[Column] = [
     ("NAMESPACE", lambda j: j["namespace"]),
@@ -141,12 +142,15 @@ def get(
     what: Annotated[
         str,
         typer.Argument(
-            help="jobs | queues | datasources | datasourceclaims (kubectl's words too) | "
-            "staging (data being copied: shares' staging and prefetch copies), or a "
-            "job: UID, NS/NAME, NAME"
+            help="jobs | queues | clusters | links | priorityclasses | datasources | "
+            "datasourceclaims (kubectl's words too) | staging (data being copied: shares' "
+            "staging and prefetch copies), or a job: UID, NS/NAME, NAME"
         ),
     ],
-    name: Annotated[str | None, typer.Argument(help="A job, after `jobs`")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="One of them: a job, queue, cluster, PriorityClass; a cluster's links"),
+    ] = None,
     namespace: Annotated[
         str | None,
         typer.Option("-n", "--namespace", help="Only this namespace's jobs or claims"),
@@ -159,9 +163,16 @@ def get(
     ] = 2.0,
 ) -> None:
     """Show one job (state, gang, placement, why pending), or list jobs or queues (`-w`: and
-    follow their changes), or the DataSources and DataSourceClaims, or the data in motion."""
+    follow their changes), clusters, links, PriorityClasses, the DataSources and
+    DataSourceClaims, or the data in motion. `vglobal describe` tells one in full."""
     api = client(ctx)
     fmt = options(ctx).output
+    if what in FLEET_WORDS:
+        get_fleet(api, what, name, fmt)
+        return
+    if name is not None and what in QUEUE_WORDS:
+        render(api.request("GET", f"/api/v1/queues/{name}"), fmt, QUEUE_COLUMNS)
+        return
     if name is None and (what in DATA_SOURCE_WORDS or what in CLAIM_WORDS or what in STAGING_WORDS):
         get_data(api, what, fmt, namespace=namespace)
         return
@@ -184,7 +195,7 @@ def get(
             render({"items": items}, fmt, columns)
         return
     job = name if name is not None and what in JOB_WORDS else what
-    detail = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}")
+    detail = api.request("GET", f"/api/v1/jobs/{resolve_job(api, job)}")
     render(detail, fmt, [*JOB_COLUMNS, ("WHY PENDING", lambda j: j["pendingReason"] or "-")])
 
 
@@ -193,7 +204,7 @@ def cancel(
 ) -> None:
     """Cancel a job (a job already cancelled is said so, and left as it is)."""
     api = client(ctx)
-    uid = _resolve(api, job)
+    uid = resolve_job(api, job)
     before = api.request("GET", f"/api/v1/jobs/{uid}")
     detail = api.request("POST", f"/api/v1/jobs/{uid}/cancel")
     fmt = options(ctx).output
@@ -213,7 +224,7 @@ def delete(
     """Delete a job as `kubectl delete` does: cancel it if it runs and free its name for a new
     submission (it stays readable by UID)."""
     api = client(ctx)
-    detail = api.request("DELETE", f"/api/v1/jobs/{_resolve(api, job)}")
+    detail = api.request("DELETE", f"/api/v1/jobs/{resolve_job(api, job)}")
     if options(ctx).output is not Format.TABLE:
         render(detail, options(ctx).output, JOB_COLUMNS)
         return
@@ -229,7 +240,7 @@ def events(
 ) -> None:
     """Show a job's newest events (a job that retried for hours has thousands)."""
     api = client(ctx)
-    data = api.request("GET", f"/api/v1/jobs/{_resolve(api, job)}/events")
+    data = api.request("GET", f"/api/v1/jobs/{resolve_job(api, job)}/events")
     items = data["items"]
     if limit and len(items) > limit:
         typer.echo(f"({len(items) - limit} older events not shown; --limit 0 shows all)", err=True)
@@ -259,20 +270,6 @@ queues_app = typer.Typer(
     help="Queues (lists them without a subcommand).", invoke_without_command=True
 )
 
-CLUSTER_COLUMNS: list[Column] = [
-    ("NAME", lambda c: c["name"]),
-    ("STATE", lambda c: c["state"]),
-    ("NODES", lambda c: f"{c['nodes']['ready']}/{c['nodes']['total']}"),
-    ("GPUS FREE/TOTAL", lambda c: gpus(c["capacity"])),
-    ("LABELS", lambda c: ",".join(f"{k}={v}" for k, v in c["labels"].items()) or "-"),
-]
-LINK_COLUMNS: list[Column] = [
-    ("CLUSTER A", lambda link: link["clusterA"]),
-    ("CLUSTER B", lambda link: link["clusterB"]),
-    ("CAPACITY GBPS", lambda link: f"{link['capacityGbps']:g}"),
-    ("RESERVED GBPS", lambda link: f"{link['reservedGbps']:g}"),
-    ("LATENCY MS", lambda link: f"{link['latencyMs']:g}"),
-]
 QUEUE_COLUMNS: list[Column] = [
     ("NAME", lambda q: q["name"]),
     ("STATE", lambda q: q.get("state", "Open")),
@@ -378,7 +375,7 @@ def queues_delete(ctx: typer.Context, name: str) -> None:
     typer.echo(f"queue {name} deleted")
 
 
-def _resolve(api: Client, job: str) -> str:
+def resolve_job(api: Client, job: str) -> str:
     """A job's UID from a UID, NAMESPACE/NAME or NAME (the newest job of that name)."""
     try:
         return str(uuid.UUID(job))

@@ -11,18 +11,13 @@ import yaml
 
 from volcano_global.cli.client import CliError
 from volcano_global.cli.context import client, options
-from volcano_global.cli.output import Column, Format, render
+from volcano_global.cli.fleet import CLASS_COLUMNS
+from volcano_global.cli.output import Format, render
 from volcano_global.cli.resources import QUEUE_COLUMNS, queues_app
 
 priorityclasses_app = typer.Typer(
     help="PriorityClasses (lists them without a subcommand).", invoke_without_command=True
 )
-CLASS_COLUMNS: list[Column] = [
-    ("NAME", lambda c: c["metadata"]["name"]),
-    ("VALUE", lambda c: c["value"]),
-    ("GLOBAL-DEFAULT", lambda c: str(c["globalDefault"]).lower()),
-    ("PREEMPTIONPOLICY", lambda c: c["preemptionPolicy"]),
-]
 FileOption = Annotated[list[Path], typer.Option("-f", "--file", help="YAML/JSON ('-' = stdin)")]
 
 

@@ -58,6 +58,20 @@ _StrictLoader.add_constructor(
 )
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line with its place (`invalid YAML at line 5, column 2: expected
+    <block end>, but found '<block mapping start>' (while parsing a block mapping at line 1)`)
+    instead of its dump of both marks with a snippet of the document each."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or not exc.problem:
+        return f"invalid YAML: {exc}"
+    mark, context = exc.problem_mark, ""
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    if exc.context:
+        at = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
+        context = f" ({exc.context}{at})"
+    return f"invalid YAML{where}: {exc.problem}{context}"
+
+
 def load_document(body: bytes | str, *, fmt: str, max_nodes: int, max_depth: int) -> dict[str, Any]:
     """Parse one JSON or YAML document into a dict. YAML alias expansion ("billion laughs")
     and nesting are bounded *before* the document is built."""
@@ -159,7 +173,7 @@ def load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
     except _TooDeep as exc:
         raise Invalid.one("", str(exc)) from None
     except yaml.YAMLError as exc:
-        raise Invalid.one("", f"invalid YAML: {exc}") from None
+        raise Invalid.one("", yaml_problem(exc)) from None
     finally:
         composer.dispose()
     nodes = [n for n in nodes if n is not None and not _is_empty(n)]
@@ -170,7 +184,7 @@ def load_yaml(text: str, *, max_nodes: int, max_depth: int) -> Any:
     try:
         return loader.construct_document(nodes[0])
     except yaml.YAMLError as exc:
-        raise Invalid.one("", f"invalid YAML: {exc}") from None
+        raise Invalid.one("", yaml_problem(exc)) from None
     finally:
         loader.dispose()
 

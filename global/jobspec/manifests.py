@@ -23,6 +23,7 @@ from volcano_global.jobspec.documents import (
     check_node_budget,
     is_empty_node,
     unstorable_text,
+    yaml_problem,
 )
 
 MAX_DOCUMENTS = 500
@@ -89,7 +90,7 @@ def split_manifests(
     except _TooDeep as exc:
         manifests.append(Manifest(len(manifests), errors=[FieldError("", str(exc))]))
     except yaml.YAMLError as exc:
-        manifests.append(Manifest(len(manifests), errors=[FieldError("", f"invalid YAML: {exc}")]))
+        manifests.append(Manifest(len(manifests), errors=[FieldError("", yaml_problem(exc))]))
     finally:
         composer.dispose()
     return manifests
@@ -111,7 +112,7 @@ def _construct(index: int, node: yaml.Node, *, max_nodes: int, max_depth: int) -
     except Invalid as exc:
         return Manifest(index, errors=exc.errors)
     except yaml.YAMLError as exc:
-        return Manifest(index, errors=[FieldError("", f"invalid YAML: {exc}")])
+        return Manifest(index, errors=[FieldError("", yaml_problem(exc))])
     finally:
         loader.dispose()
     return _classify(index, value)

@@ -62,6 +62,16 @@ def test_python_tags_are_not_constructed() -> None:
     assert "invalid YAML" in message("a: !!python/object/apply:os.system ['true']\n")
 
 
+def test_a_yaml_error_is_one_line_with_its_place() -> None:
+    # PyYAML's own text quotes the document around both marks over several lines.
+    broken = "kind: Job\nmetadata:\n  name: x\n spec: [\n"
+    assert message(broken) == (
+        "invalid YAML at line 4, column 2: expected <block end>, but found "
+        "'<block mapping start>' (while parsing a block mapping at line 1)"
+    )
+    assert message("a: 1\na: 2\n") == "invalid YAML at line 2, column 1: duplicate key 'a'"
+
+
 def test_trailing_document_separator_is_accepted() -> None:
     doc = load_document(b"---\nkind: Job\n---\n", fmt="yaml", **LIMITS)
     assert doc == {"kind": "Job"}
