@@ -192,6 +192,12 @@ class AuditSettings(BaseModel):
 class AgentSettings(BaseModel):
     """The agent stream (gRPC)."""
 
+    address: str | None = Field(
+        None,
+        description="host:port the agents dial (the load balancer or Service in front of the "
+        "gRPC port), as `vglobal clusters add` prints it; unset: the host the CLI reached the "
+        "REST API at, with the gRPC port.",
+    )
     heartbeat_interval_s: int = Field(5, ge=1, description="Heartbeat period asked of agents.")
     heartbeat_timeout_s: float = Field(
         30.0, gt=0, description="A cluster silent this long becomes NotReady."
@@ -226,6 +232,16 @@ class AgentSettings(BaseModel):
         description="How often agents list every share their cluster holds (besides on every "
         "connect), for the Global to reconcile with its placements.",
     )
+
+    @field_validator("address")
+    @classmethod
+    def _host_and_port(cls, address: str | None) -> str | None:
+        if address is None:
+            return None
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port, got {address!r}")
+        return address
 
 
 class TenancySettings(BaseModel):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from volcano_global.api.deps import Admin, AppSettings, Caller, Reader, Session
 from volcano_global.api.errors import status_response
 from volcano_global.db.models import Cluster, ClusterState
 from volcano_global.schemas.clusters import (
+    AgentEndpoint,
     ClusterCreate,
     ClusterList,
     ClusterOut,
@@ -37,13 +38,22 @@ router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
     operation_id="registerCluster",
     responses=error_responses(401, 403, 409, 422),
 )
-async def register_cluster(body: ClusterCreate, session: Session, _: Admin) -> ClusterRegistered:
-    """Register a member cluster. The response carries the agent token, shown only this once."""
+async def register_cluster(
+    body: ClusterCreate, session: Session, _: Admin, settings: AppSettings, request: Request
+) -> ClusterRegistered:
+    """Register a member cluster. The response carries the agent token, shown only this once,
+    and where its agent connects."""
     cluster, token = await clusters.register_cluster(
         session, name=body.name, description=body.description, labels=body.labels
     )
     (out,) = await present_clusters(session, [cluster])
-    return ClusterRegistered(**out.model_dump(), agent_token=token)
+    endpoint = AgentEndpoint(
+        address=settings.agents.address,
+        port=getattr(request.app.state, "grpc_port", None) or settings.grpc_port,
+        tls=settings.tls.agents_enabled,
+        client_certificate=settings.tls.agents_enabled and settings.tls.client_ca_file is not None,
+    )
+    return ClusterRegistered(**out.model_dump(), agent_token=token, agent_endpoint=endpoint)
 
 
 @router.get("", operation_id="listClusters", responses=error_responses(401, 403, 422))

@@ -1,16 +1,19 @@
-"""The `vglobal agent` command line a newly added cluster runs, from the Global's address."""
+"""The `vglobal agent` command line a newly added cluster runs, from where the Global says its
+agents connect (`agentEndpoint` of the registration's answer)."""
 
 from __future__ import annotations
 
 import shlex
+from typing import Any
 from urllib.parse import urlsplit
 
-DEFAULT_GRPC_PORT = 8081  # VGLOBAL_GRPC_PORT's default: the REST API does not say the port
 
-
-def agent_command(server: str, cluster: str, token: str) -> str:
-    url = urlsplit(server)
-    host = url.hostname or "127.0.0.1"
+def agent_command(server: str, cluster: str, token: str, endpoint: dict[str, Any]) -> str:
+    """The command, with the Global's advertised agent address, else the REST API's host with
+    the agent port the server listens on; `--ca-file` when that port speaks TLS."""
+    address = (
+        endpoint["address"] or f"{urlsplit(server).hostname or '127.0.0.1'}:{endpoint['port']}"
+    )
     words = [
         "VGLOBAL_AGENT_TOKEN=" + shlex.quote(token),
         "vglobal",
@@ -18,14 +21,25 @@ def agent_command(server: str, cluster: str, token: str) -> str:
         "--cluster",
         shlex.quote(cluster),
         "--global",
-        f"{host}:{DEFAULT_GRPC_PORT}",
+        address,
         "--source",
         "kubernetes",
     ]
+    if endpoint["tls"]:
+        words += ["--ca-file", "CA.pem"]
     return " ".join(words)
 
 
-NOTE = (
-    f"({DEFAULT_GRPC_PORT} is the default VGLOBAL_GRPC_PORT; add --ca-file CA.pem when the "
-    "Global's agent port speaks TLS)"
-)
+def agent_note(endpoint: dict[str, Any]) -> str:
+    """What the printed command leaves to the reader."""
+    notes = []
+    if endpoint["address"] is None:
+        notes.append(
+            f"the Global's host as this CLI reached it, with its agent port {endpoint['port']}; "
+            "set VGLOBAL_AGENTS__ADDRESS on the server to print the address agents dial"
+        )
+    if endpoint["tls"]:
+        notes.append("CA.pem: the CA that signed the Global's certificate")
+    if endpoint["clientCertificate"]:
+        notes.append("the agent port asks for a client certificate: add --cert-file and --key-file")
+    return "(" + "; ".join(notes) + ")" if notes else ""

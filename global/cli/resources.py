@@ -11,8 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from volcano_global.cli import apply as watching
-from volcano_global.cli.agent_command import NOTE as AGENT_NOTE
-from volcano_global.cli.agent_command import agent_command
+from volcano_global.cli.agent_command import agent_command, agent_note
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
 from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, STAGING_WORDS, get_data
@@ -310,8 +309,10 @@ def clusters_add(
     )
     if options(ctx).output is Format.TABLE:
         typer.echo("\nRun its agent (next to the cluster, with its kubeconfig):\n")
-        typer.echo(f"  {agent_command(api.server, name, created['agentToken'])}\n")
-        typer.echo(AGENT_NOTE)
+        endpoint = created["agentEndpoint"]
+        typer.echo(f"  {agent_command(api.server, name, created['agentToken'], endpoint)}\n")
+        if note := agent_note(endpoint):
+            typer.echo(note)
 
 
 @clusters_app.command("delete")

@@ -44,8 +44,23 @@ class ClusterOut(ApiModel):
     created_at: datetime
 
 
+class AgentEndpoint(ApiModel):
+    """Where and how a new cluster's agent reaches the Global."""
+
+    address: str | None = Field(
+        description="host:port the agents dial, when the server is told it (settings "
+        "`agents.address`); null: the REST API's host with `port`."
+    )
+    port: int = Field(description="The agent gRPC port the server listens on.")
+    tls: bool = Field(description="The agent port speaks TLS (the agent needs --ca-file).")
+    client_certificate: bool = Field(
+        description="The agent port asks for a client certificate (mutual TLS)."
+    )
+
+
 class ClusterRegistered(ClusterOut):
     agent_token: str = Field(description="Shown once: the agent's bearer token for this cluster.")
+    agent_endpoint: AgentEndpoint
 
 
 class ClusterToken(ApiModel):

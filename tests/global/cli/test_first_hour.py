@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.conftest import ADMIN_TOKEN
@@ -61,10 +62,35 @@ def test_clusters_add_prints_the_agent_command(server: ServerProcess) -> None:
     added = server.cli("clusters", "add", "gpu-east")
     assert added.returncode == 0, added.stderr
     token = next(w for w in added.stdout.split() if w.startswith("vg_"))
+    # The port the server listens on for agents (the fixture's is not the default 8081, which
+    # the command printed before whatever the server's was).
     assert (
         f"VGLOBAL_AGENT_TOKEN={token} vglobal agent --cluster gpu-east "
-        "--global 127.0.0.1:8081 --source kubernetes"
+        f"--global {server.grpc_target} --source kubernetes"
     ) in added.stdout
+    assert "VGLOBAL_AGENTS__ADDRESS" in added.stdout  # how to print the address agents dial
+
+
+def test_clusters_add_prints_the_address_the_server_is_told(tmp_path: Path) -> None:
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/a.db", tmp_path)
+    server.env["VGLOBAL_AGENTS__ADDRESS"] = "agents.global.example.com:443"
+    server.start()
+    try:
+        added = server.cli("clusters", "add", "gpu-west")
+    finally:
+        server.stop()
+    assert added.returncode == 0, added.stderr
+    assert "--global agents.global.example.com:443 --source kubernetes" in added.stdout
+    assert "VGLOBAL_AGENTS__ADDRESS" not in added.stdout
+
+
+def test_an_agent_address_without_a_port_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from volcano_global.settings import Settings
+
+    with pytest.raises(ValidationError, match="expected host:port"):
+        Settings(agents={"address": "agents.global.example.com"})
 
 
 def test_events_are_bounded(server: ServerProcess, tmp_path: Path) -> None:
