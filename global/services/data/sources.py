@@ -41,8 +41,10 @@ async def apply_data_source(
     session: AsyncSession, *, definition: DataSourceDefinition, create_only: bool = False
 ) -> tuple[DataSourceRow, Outcome]:
     """Create the DataSource, or replace it by the document (`configured`), or leave it
-    (`unchanged`: the document is what is stored). The document's locality replaces what
-    staging and agents added: whoever applies a DataSource says where it is."""
+    (`unchanged`: the document is the one last applied). A changed document's locality
+    replaces what staging and agents added: whoever changes a DataSource says where it is; the
+    same document again (a GitOps tool's re-sync, `kubectl apply` of an unchanged file) keeps
+    what they added, as Kubernetes leaves an object an unchanged apply names."""
     row = await find_data_source(session, name=definition.name)
     if row is not None and create_only:
         raise Conflict(f'datasources.datadependency.volcano.sh "{definition.name}" already exists')
@@ -63,7 +65,7 @@ async def apply_data_source(
 
 
 def _same(row: DataSourceRow, definition: DataSourceDefinition) -> bool:
-    return row.document == definition.document and list(row.clusters) == list(definition.clusters)
+    return bool(row.document == definition.document)
 
 
 async def delete_data_source(session: AsyncSession, *, name: str) -> DataSourceRow:

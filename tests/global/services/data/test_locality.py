@@ -41,6 +41,28 @@ async def test_a_cluster_that_gains_the_data_is_added_once(app: FastAPI) -> None
         assert ("DataLocality", "cluster gpu-east now holds data source corpus-v3") in events
 
 
+async def test_an_unchanged_document_keeps_what_staging_added_and_a_changed_one_replaces_it(
+    app: FastAPI,
+) -> None:
+    # A GitOps tool applies the same file every few minutes: each apply reset the locality to
+    # the document's, forgetting every copy staged since.
+    await _seed(app)
+    async with transaction(app.state.sessions) as session:
+        assert await add_locality(session, source="corpus-v3", cluster="gpu-east") is True
+    async with transaction(app.state.sessions) as session:
+        _, outcome = await apply_data_source(session, definition=read_data_source(data_source()))
+        assert outcome == "unchanged"
+        assert (await get_data_source(session, name="corpus-v3")).clusters == [
+            "gpu-west",
+            "gpu-east",
+        ]
+    changed = data_source(size="80Ti")
+    async with transaction(app.state.sessions) as session:
+        _, outcome = await apply_data_source(session, definition=read_data_source(changed))
+        assert outcome == "configured"
+        assert (await get_data_source(session, name="corpus-v3")).clusters == ["gpu-west"]
+
+
 async def test_two_reports_at_once_both_land(app: FastAPI) -> None:
     await _seed(app)
 
