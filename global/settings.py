@@ -239,8 +239,10 @@ class AgentSettings(BaseModel):
         if address is None:
             return None
         host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"expected host:port, got {address!r}")
+        bracketed = host.startswith("[") and host.endswith("]")  # an IPv6 address
+        bad_host = not host or "/" in host or (":" in host and not bracketed)
+        if not sep or bad_host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port (an IPv6 host in brackets), got {address!r}")
         return address
 
 

@@ -7,13 +7,16 @@ import shlex
 from typing import Any
 from urllib.parse import urlsplit
 
+# What a Global that does not say its agent endpoint is taken to have: the default port.
+OLD_SERVER_ENDPOINT = {"address": None, "port": 8081, "tls": False, "clientCertificate": False}
+
 
 def agent_command(server: str, cluster: str, token: str, endpoint: dict[str, Any]) -> str:
     """The command, with the Global's advertised agent address, else the REST API's host with
     the agent port the server listens on; `--ca-file` when that port speaks TLS."""
-    address = (
-        endpoint["address"] or f"{urlsplit(server).hostname or '127.0.0.1'}:{endpoint['port']}"
-    )
+    host = urlsplit(server).hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, as gRPC targets write it
+    address = endpoint["address"] or f"{host}:{endpoint['port']}"
     words = [
         "VGLOBAL_AGENT_TOKEN=" + shlex.quote(token),
         "vglobal",

@@ -56,7 +56,8 @@ def apply(
                 failed += 1
                 typer.secho(f"error: {item['message']}", fg="red", err=True)
                 for cause in item["causes"]:
-                    typer.secho(f"  {cause['field']}: {cause['message']}", fg="red", err=True)
+                    where = f"{cause['field']}: " if cause["field"] else ""
+                    typer.secho(f"  {where}{cause['message']}", fg="red", err=True)
             elif options(ctx).output is Format.TABLE:
                 typer.echo(f"{kind}.{_group(item['apiVersion'])}/{ref} {item['result']}")
     if failed:

@@ -34,7 +34,9 @@ def resolve_connection(server: str | None, token: str | None, config: Path | Non
         try:
             stored = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise CliError(f"config file {path}: {exc}") from None
+            from volcano_global.jobspec.documents import yaml_problem
+
+            raise CliError(f"config file {path}: {yaml_problem(exc)}") from None
         if not isinstance(stored, dict):
             raise CliError(f"config file {path}: expected a mapping with server and token")
     elif config is not None:
@@ -66,9 +68,9 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise CliError(f"cannot reach {self.server}: {exc}{_tls_hint(exc)}") from None
+            raise CliError(f"cannot reach {self.server}: {exc}{_reach_hint(exc)}") from None
         if response.status_code >= 400 and response.status_code not in ok:
-            raise CliError(_error_line(response))
+            raise CliError(_error_line(response) + _token_hint(response))
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
@@ -77,9 +79,15 @@ class Client:
         self._http.close()
 
 
-def _tls_hint(exc: httpx.HTTPError) -> str:
-    """What to do about a certificate the CLI could not verify (a private CA's)."""
+def _reach_hint(exc: httpx.HTTPError) -> str:
+    """What to do about a Global the CLI could not reach: none listening there, or a
+    certificate it could not verify (a private CA's)."""
     text = str(exc)
+    if isinstance(exc, httpx.ConnectError) and "refused" in text.lower():
+        return (
+            " (no Global listening there: `vglobal server` starts one; --server or "
+            "VGLOBAL_SERVER names another)"
+        )
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         return (
             " (certificate verify failed: set VGLOBAL_CA_FILE to the CA that signed the "
@@ -88,6 +96,15 @@ def _tls_hint(exc: httpx.HTTPError) -> str:
     if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
         return " (the server speaks plain http here: use an http:// address)"
     return ""
+
+
+def _token_hint(response: httpx.Response) -> str:
+    if response.status_code != 401:
+        return ""
+    return (
+        " (give a token by --token, VGLOBAL_TOKEN or the config file; a new server prints "
+        "its admin token once, or takes VGLOBAL_ADMIN_TOKEN)"
+    )
 
 
 def _error_line(response: httpx.Response) -> str:

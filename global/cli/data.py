@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_global.cli.client import Client
+from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.output import Column, Format, render
 
 DATA_SOURCE_WORDS = frozenset({"datasources", "datasource"})
@@ -90,15 +90,27 @@ def staging_rows(listing: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def get_data(api: Client, what: str, fmt: Format, *, namespace: str | None = None) -> None:
-    """List the DataSources, the claims (of one namespace when given), or the staging."""
+def get_data(
+    api: Client, what: str, fmt: Format, *, name: str | None = None, namespace: str | None = None
+) -> None:
+    """List the DataSources, the claims (of one namespace when given), or the staging; or one
+    DataSource or claim by name."""
     if what in STAGING_WORDS:
+        if name is not None:
+            raise CliError(f"`get {what}` lists every copy in motion: it takes no name")
         listing = api.request("GET", "/api/v1/staging")
         table = fmt not in (Format.JSON, Format.YAML)
         render({"items": staging_rows(listing)} if table else listing, fmt, STAGING_COLUMNS)
         return
     if what in DATA_SOURCE_WORDS:
-        render(api.request("GET", "/api/v1/datasources"), fmt, DATA_SOURCE_COLUMNS)
+        path = "/api/v1/datasources" + (f"/{name}" if name else "")
+        render(api.request("GET", path), fmt, DATA_SOURCE_COLUMNS)
         return
     params: dict[str, Any] = {"namespace": namespace} if namespace else {}
-    render(api.request("GET", "/api/v1/datasourceclaims", params=params), fmt, CLAIM_COLUMNS)
+    claims = api.request("GET", "/api/v1/datasourceclaims", params=params)
+    if name is not None:
+        claims = {**claims, "items": [c for c in claims["items"] if c["name"] == name]}
+        if not claims["items"]:
+            where = f" in namespace {namespace}" if namespace else ""
+            raise CliError(f"no DataSourceClaim named {name!r}{where}")
+    render(claims, fmt, CLAIM_COLUMNS)

@@ -121,7 +121,8 @@ def _job_lines(found: dict[str, Any]) -> None:
         for link in placement["linkReservations"]:
             pair = f"{link['clusterA']}<->{link['clusterB']}"
             use = "staging" if link["staging"] else "the run"
-            typer.echo(f"  {link['gbps']:g} Gbps on {pair} ({use})")
+            held = "held" if placement["state"] in ("Active", "Nominated") else "was held"
+            typer.echo(f"  {link['gbps']:g} Gbps on {pair} {held} for {use}")
     _events(found["events"])
 
 
@@ -187,10 +188,19 @@ def _priority(job: dict[str, Any]) -> str:
 
 
 def _gang(job: dict[str, Any]) -> str:
+    """Its pods by task, or a HyperJob's by child job (`trainer x2 (16 pods each)`)."""
     model = f" {job['gpuModel']}" if job["gpuModel"] else ""
     gang = job["gang"]
-    tasks = ", ".join(f"{t['name']} x{t['replicas']}" for t in gang["tasks"])
     gpus_text = f"{job['totalGpus']}{model} GPUs" if job["totalGpus"] else "no GPU"
+    if gang["subJobs"]:
+        parts = ", ".join(
+            f"{s['name']} x{s['replicas']} ({s['pods']} pods each)" for s in gang["subJobs"]
+        )
+        least = gang["minSubJobs"]
+        return f"{job['totalPods']} pods in child jobs {parts}, {gpus_text}" + (
+            f", minSubJobs {least}" if least is not None else ""
+        )
+    tasks = ", ".join(f"{t['name']} x{t['replicas']}" for t in gang["tasks"])
     return f"{job['totalPods']} pods ({tasks}), {gpus_text}, minAvailable {gang['minAvailable']}"
 
 
@@ -199,9 +209,10 @@ def _split(split: dict[str, Any] | None) -> str | None:
         return None
     if split["mode"] == "never":
         return "never: runs whole in one cluster"
-    if split["mode"] != "auto":
-        return f"{split['mode']}: as written, each child whole in one cluster"
-    unit = f"units of {split['unitPods']} pods" if split["unitPods"] else "any pods"
+    if split["unit"] == "subJob":
+        unit = "whole child jobs"
+    else:
+        unit = f"units of {split['unitPods']} pods" if split["unitPods"] else "any pods"
     return f"may split: {unit}, up to {split['maxClusters']} clusters ({split['source']})"
 
 

@@ -3,7 +3,7 @@ PriorityClasses, all of them or one by name."""
 
 from __future__ import annotations
 
-from volcano_global.cli.client import Client, CliError
+from volcano_global.cli.client import Client
 from volcano_global.cli.output import Column, Format, gpus, render
 
 CLUSTER_WORDS = frozenset({"clusters", "cluster"})
@@ -46,9 +46,8 @@ def get_fleet(api: Client, what: str, name: str | None, fmt: Format) -> None:
     elif what in LINK_WORDS:
         links = api.request("GET", "/api/v1/links")
         if name is not None:
+            api.request("GET", f"/api/v1/clusters/{name}")  # a cluster of that name: else 404
             links = {**links, "items": cluster_links(links["items"], name)}
-            if not links["items"]:
-                raise CliError(f"no link of a cluster named {name!r}")
         render(links, fmt, LINK_COLUMNS)
     else:
         path = "/api/v1/priorityclasses" + (f"/{name}" if name else "")

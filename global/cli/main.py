@@ -51,7 +51,7 @@ class _Commands(TyperGroup):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
             module = importlib.import_module(LAZY_COMMANDS[args[0]][0])
-            one = typer.Typer()
+            one = typer.Typer(add_completion=False, rich_markup_mode="markdown")
             one.command(args[0])(getattr(module, args[0]))
             self.commands[args[0]] = typer.main.get_command(one)
         return super().resolve_command(ctx, args)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from volcano_global.cli import apply as watching
-from volcano_global.cli.agent_command import agent_command, agent_note
+from volcano_global.cli.agent_command import OLD_SERVER_ENDPOINT, agent_command, agent_note
 from volcano_global.cli.client import Client, CliError
 from volcano_global.cli.context import client, options
 from volcano_global.cli.data import CLAIM_WORDS, DATA_SOURCE_WORDS, STAGING_WORDS, get_data
@@ -166,14 +166,16 @@ def get(
     DataSourceClaims, or the data in motion. `vglobal describe` tells one in full."""
     api = client(ctx)
     fmt = options(ctx).output
+    if watch and (name is not None or what not in JOB_WORDS | QUEUE_WORDS):
+        raise CliError("-w follows the list of jobs or of queues (`get jobs -w`, `get queues -w`)")
     if what in FLEET_WORDS:
         get_fleet(api, what, name, fmt)
         return
     if name is not None and what in QUEUE_WORDS:
         render(api.request("GET", f"/api/v1/queues/{name}"), fmt, QUEUE_COLUMNS)
         return
-    if name is None and (what in DATA_SOURCE_WORDS or what in CLAIM_WORDS or what in STAGING_WORDS):
-        get_data(api, what, fmt, namespace=namespace)
+    if what in DATA_SOURCE_WORDS or what in CLAIM_WORDS or what in STAGING_WORDS:
+        get_data(api, what, fmt, name=name, namespace=namespace)
         return
     if name is None and (what in JOB_WORDS or what in QUEUE_WORDS):
         queues = what in QUEUE_WORDS
@@ -309,7 +311,8 @@ def clusters_add(
     )
     if options(ctx).output is Format.TABLE:
         typer.echo("\nRun its agent (next to the cluster, with its kubeconfig):\n")
-        endpoint = created["agentEndpoint"]
+        # A Global from before the field does not say its agent port: the default's.
+        endpoint = created.get("agentEndpoint") or OLD_SERVER_ENDPOINT
         typer.echo(f"  {agent_command(api.server, name, created['agentToken'], endpoint)}\n")
         if note := agent_note(endpoint):
             typer.echo(note)

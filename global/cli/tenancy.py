@@ -27,8 +27,12 @@ def _documents(files: list[Path], kind: str) -> list[dict[str, Any]]:
         try:
             text = sys.stdin.read() if str(path) == "-" else path.read_text()
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise CliError(f"{path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            from volcano_global.jobspec.documents import yaml_problem
+
+            raise CliError(f"{path}: {yaml_problem(exc)}") from None
         for doc in docs:
             got = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
             if got != kind:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -41,22 +41,21 @@ async def apply_data_source(
     session: AsyncSession, *, definition: DataSourceDefinition, create_only: bool = False
 ) -> tuple[DataSourceRow, Outcome]:
     """Create the DataSource, or replace it by the document (`configured`), or leave it
-    (`unchanged`: the document is the one last applied). A changed document's locality
-    replaces what staging and agents added: whoever changes a DataSource says where it is; the
-    same document again (a GitOps tool's re-sync, `kubectl apply` of an unchanged file) keeps
-    what they added, as Kubernetes leaves an object an unchanged apply names."""
+    (`unchanged`: the document is the one last applied). A document whose `clusterNames`
+    differ from the last applied one's sets the locality to them (whoever changes where a
+    DataSource is says where it is); otherwise the clusters staging and agents added stay (a
+    GitOps tool's re-sync, a label patched, the size corrected)."""
     row = await find_data_source(session, name=definition.name)
     if row is not None and create_only:
         raise Conflict(f'datasources.datadependency.volcano.sh "{definition.name}" already exists')
     if row is not None and _same(row, definition):
         return row, "unchanged"
     outcome: Outcome = "configured" if row is not None else "created"
-    if row is None:
-        row = DataSourceRow(name=definition.name)
-        session.add(row)
+    if row is None or _declared(row.document) != list(definition.clusters):
+        row = row or _new_row(session, definition.name)
+        row.clusters = list(definition.clusters)
     row.system, row.type = definition.system, definition.type
     row.source_name = definition.source_name
-    row.clusters = list(definition.clusters)
     row.size_bytes = definition.size_bytes
     row.document = definition.document
     room_may_have_changed(session)
@@ -66,6 +65,18 @@ async def apply_data_source(
 
 def _same(row: DataSourceRow, definition: DataSourceDefinition) -> bool:
     return bool(row.document == definition.document)
+
+
+def _new_row(session: AsyncSession, name: str) -> DataSourceRow:
+    row = DataSourceRow(name=name)
+    session.add(row)
+    return row
+
+
+def _declared(document: dict[str, Any]) -> list[str]:
+    """The clusters a stored (checked) document says hold the data, as its definition lists
+    them (in order, without repeats)."""
+    return list(dict.fromkeys(document["spec"]["locality"]["clusterNames"]))
 
 
 async def delete_data_source(session: AsyncSession, *, name: str) -> DataSourceRow:

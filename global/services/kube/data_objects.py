@@ -32,9 +32,11 @@ def _metadata(row: DataSourceRow | DataSourceClaimRow, document: dict[str, Any])
 def data_source_object(row: DataSourceRow, *, bound_claims: int = 0) -> dict[str, Any]:
     obj = copy.deepcopy(row.document)
     obj["metadata"] = _metadata(row, row.document)
-    # Where it is now: what the document said, and the clusters staging and agents added.
-    obj.setdefault("spec", {}).setdefault("locality", {})["clusterNames"] = list(row.clusters)
-    obj["status"] = {"boundClaims": bound_claims}
+    # The spec as applied; where the data is now (what the spec said, and the clusters staging
+    # and agents added) is the Global's observation, in status, as Kubernetes keeps what a
+    # controller observed out of the spec: a patch of the served object or a GitOps tool's
+    # comparison then sees the spec its author wrote.
+    obj["status"] = {"boundClaims": bound_claims, "locality": {"clusterNames": list(row.clusters)}}
     return obj
 
 

@@ -115,7 +115,11 @@ async def test_get_takes_kubectls_words_for_the_fleet(east: ServerProcess) -> No
     assert queue["name"] == "default"
 
     missing = await asyncio.to_thread(east.cli, "get", "links", "nowhere")
-    assert missing.returncode == 1 and "no link of a cluster named 'nowhere'" in missing.stderr
+    assert missing.returncode == 1 and "404 Not Found" in missing.stderr
+    watched = await asyncio.to_thread(east.cli, "get", "clusters", "-w")
+    assert watched.returncode == 1 and "-w follows the list of jobs or of queues" in watched.stderr
+    source = await asyncio.to_thread(east.cli, "get", "datasources", "corpus")
+    assert source.returncode == 1 and "404 Not Found" in source.stderr  # not "no job named"
     wrong = await asyncio.to_thread(east.cli, "describe", "node", "n1")
     assert wrong.returncode == 1
     assert "cannot describe 'node': expected job, cluster or queue" in wrong.stderr

@@ -89,8 +89,10 @@ def test_an_agent_address_without_a_port_is_refused() -> None:
 
     from volcano_global.settings import Settings
 
-    with pytest.raises(ValidationError, match="expected host:port"):
-        Settings(agents={"address": "agents.global.example.com"})
+    for wrong in ("agents.global.example.com", "http://agents:443", "fd00::1:443"):
+        with pytest.raises(ValidationError, match="expected host:port"):
+            Settings(agents={"address": wrong})
+    assert Settings(agents={"address": "[fd00::1]:443"}).agents.address == "[fd00::1]:443"
 
 
 def test_events_are_bounded(server: ServerProcess, tmp_path: Path) -> None:

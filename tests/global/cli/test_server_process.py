@@ -127,11 +127,13 @@ def test_cli_errors_are_one_line_and_non_zero(server: ServerProcess, tmp_path: P
 
     result = server.cli("--token", "vg_wrong", "jobs")
     assert result.returncode == 1
-    assert result.stderr.strip() == "error: 401 Unauthorized: invalid or revoked token"
+    assert result.stderr.startswith("error: 401 Unauthorized: invalid or revoked token (give ")
+    assert "VGLOBAL_TOKEN" in result.stderr  # where a token goes
 
     result = server.cli("--server", f"http://127.0.0.1:{free_port()}", "jobs")
     assert result.returncode == 1
     assert result.stderr.startswith("error: cannot reach http://127.0.0.1:")
+    assert "no Global listening there: `vglobal server` starts one" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

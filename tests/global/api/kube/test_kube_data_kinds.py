@@ -12,6 +12,9 @@ from fastapi import FastAPI
 
 from tests.conftest import app_settings, running
 from tests.data_documents import data_source, data_source_claim
+from tests.factories import to_yaml
+from volcano_global.db.engine import transaction
+from volcano_global.services.data import add_locality
 
 SOURCES = "/k8s/apis/datadependency.volcano.sh/v1alpha1/datasources"
 ALL_CLAIMS = "/k8s/apis/datadependency.volcano.sh/v1alpha1/datasourceclaims"
@@ -74,3 +77,35 @@ async def test_roles_namespaces_paging_and_no_watch(
     assert [c["metadata"]["namespace"] for c in rest["items"]] == ["vision"]
 
     assert (await api.get(SOURCES, params={"watch": "true"})).status_code == 405
+
+
+async def test_a_patch_and_a_gitops_resync_keep_the_clusters_the_global_added(
+    kube: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    # The served spec is the one applied; where the data is now is in status. The spec served
+    # with the added clusters made `kubectl label` store them in the document, and the next
+    # re-sync of the unchanged file then reset the locality, forgetting every staged copy.
+    app, api = kube
+    assert (await api.post(SOURCES, json=data_source())).status_code == 201
+    async with transaction(app.state.sessions) as session:
+        await add_locality(session, source="corpus-v3", cluster="gpu-east")
+    served = (await api.get(f"{SOURCES}/corpus-v3")).json()
+    assert served["spec"]["locality"]["clusterNames"] == ["gpu-west"]
+    assert served["status"]["locality"]["clusterNames"] == ["gpu-west", "gpu-east"]
+
+    labelled = await api.patch(
+        f"{SOURCES}/corpus-v3",
+        json={"metadata": {"labels": {"team": "llm"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert labelled.status_code == 200, labelled.text
+    resync = await api.post(
+        "/api/v1/apply",
+        content=to_yaml(data_source()),
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert resync.status_code == 200, resync.text
+    assert (await api.get("/api/v1/datasources/corpus-v3")).json()["clusters"] == [
+        "gpu-west",
+        "gpu-east",
+    ]

@@ -41,7 +41,7 @@ async def test_a_cluster_that_gains_the_data_is_added_once(app: FastAPI) -> None
         assert ("DataLocality", "cluster gpu-east now holds data source corpus-v3") in events
 
 
-async def test_an_unchanged_document_keeps_what_staging_added_and_a_changed_one_replaces_it(
+async def test_only_a_change_of_its_clusters_replaces_what_staging_added(
     app: FastAPI,
 ) -> None:
     # A GitOps tool applies the same file every few minutes: each apply reset the locality to
@@ -56,11 +56,17 @@ async def test_an_unchanged_document_keeps_what_staging_added_and_a_changed_one_
             "gpu-west",
             "gpu-east",
         ]
-    changed = data_source(size="80Ti")
+    resized = data_source(size="80Ti")  # the same clusters said: what was added stays
     async with transaction(app.state.sessions) as session:
-        _, outcome = await apply_data_source(session, definition=read_data_source(changed))
+        _, outcome = await apply_data_source(session, definition=read_data_source(resized))
         assert outcome == "configured"
-        assert (await get_data_source(session, name="corpus-v3")).clusters == ["gpu-west"]
+        row = await get_data_source(session, name="corpus-v3")
+        assert row.clusters == ["gpu-west", "gpu-east"] and row.size_bytes == 80 * 2**40
+    moved = data_source(size="80Ti", clusters=("gpu-north",))  # other clusters said: they hold it
+    async with transaction(app.state.sessions) as session:
+        _, outcome = await apply_data_source(session, definition=read_data_source(moved))
+        assert outcome == "configured"
+        assert (await get_data_source(session, name="corpus-v3")).clusters == ["gpu-north"]
 
 
 async def test_two_reports_at_once_both_land(app: FastAPI) -> None:
