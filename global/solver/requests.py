@@ -23,18 +23,14 @@ def job_request(
     """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
     yet (GPU pods of different sizes in one Volcano Job or one HyperJob child).
     `served_gpu_s`: what its earlier runs received (time-sharing). A HyperJob whose children
-    differ (GPU model, pods, GPUs per pod, clusters named) is a request of `parts`
-    (`parted_request`)."""
-    if split.crossing_gbps is not None:
-        rate = split.crossing_gbps
-    else:
-        rate = allreduce_gbps(communication) if communication is not None else 0.0
+    differ (GPU model, pods, GPUs per pod, clusters named) is a request of its children
+    (`model.Part`), which step 5c of a round places (`parts.py`), not the model."""
+    rate = _crossing_gbps(split, communication)
     if gang.sub_jobs and split.unit == "subJob" and _children_differ(gang):
-        parts = _parts(gang, split)
         return JobRequest(
             id=job_id,
-            pods=1,
-            gpus_per_pod=sum(p.gpus for p in parts),
+            pods=1,  # (a parted request's GPUs as one lump: what ordering and quotas read)
+            gpus_per_pod=gang.total_gpus,
             gpu_model=gang.gpu_model,
             priority=priority,
             queue=queue,
@@ -42,7 +38,7 @@ def job_request(
             max_clusters=split.max_clusters,
             allreduce_gbps=rate,
             served_gpu_s=served_gpu_s,
-            parts=parts,
+            parts=_parts(gang, split),
         )
     # A task of replicas 0 runs no pod: its pod size and model do not count.
     gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
@@ -56,12 +52,9 @@ def job_request(
         raise ValueError(f"parts on different GPU models {sorted(m or '?' for m in models)}")
     named = [s.cluster_names for s in gang.sub_jobs]
     allowed = tuple(sorted({c for names in named for c in names})) if named and all(named) else None
-    if gang.sub_jobs and split.unit == "subJob":
-        child_pods = {s.pods for s in gang.sub_jobs}
-        if len(child_pods) > 1:
-            raise ValueError(f"HyperJob children of different sizes {sorted(child_pods)}")
+    if gang.sub_jobs and split.unit == "subJob":  # children alike (else parts, above)
         pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
-        unit = child_pods.pop()
+        unit = max((s.pods for s in gang.sub_jobs if s.replicas), default=0)
     else:
         # A Job, or a HyperJob whose one replicated job is split automatically (its pool); an
         # elastic job is placed in its units, split or not.
@@ -88,6 +81,13 @@ def job_request(
         may_evict_for=may_evict_for,
         served_gpu_s=served_gpu_s,
     )
+
+
+def _crossing_gbps(split: SplitPolicy, communication: Communication | None) -> float:
+    """V / tau of the traffic model: declared, measured, or from the plan (0: nothing)."""
+    if split.crossing_gbps is not None:
+        return split.crossing_gbps
+    return allreduce_gbps(communication) if communication is not None else 0.0
 
 
 def _child_tasks(gang: Gang, child: SubJob) -> list[TaskGang]:
