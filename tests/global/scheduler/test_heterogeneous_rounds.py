@@ -13,7 +13,14 @@ import yaml
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from tests.factories import create_cluster, create_queue, example, inventory, submit
+from tests.factories import (
+    create_cluster,
+    create_queue,
+    example,
+    inventory,
+    job_document,
+    submit,
+)
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage, Placement
 from volcano_global.jobspec.members import member_jobs
@@ -22,12 +29,14 @@ from volcano_global.rpc.shares import ShareAssignment
 HETEROGENEOUS = example("hyperjob-heterogeneous.yaml")  # trainer-h100 -> gpu-east, a100 -> west
 
 
-async def h100_east_a100_west(api: httpx.AsyncClient, *, west_used: int = 0) -> None:
-    """gpu-east of H100 nodes and gpu-west of A100 nodes (40 x 8 GPUs each, `west_used` GPUs
-    of every west node busy), linked."""
+async def h100_east_a100_west(
+    api: httpx.AsyncClient, *, west_used: int = 0, tors: int = 5, nodes_per_tor: int = 8
+) -> None:
+    """gpu-east of H100 nodes and gpu-west of A100 nodes (`tors` x `nodes_per_tor` nodes of 8
+    GPUs each, `west_used` GPUs of every west node busy), linked."""
     for name, model, used in (("gpu-east", "H100", 0), ("gpu-west", "A100", west_used)):
         await create_cluster(api, name)
-        body = inventory(name, tors=5, nodes_per_tor=8, gpu_model=model, used=used)
+        body = inventory(name, tors=tors, nodes_per_tor=nodes_per_tor, gpu_model=model, used=used)
         assert (await api.put(f"/api/v1/clusters/{name}/inventory", json=body)).status_code == 200
     await api.post(
         "/api/v1/links", json={"clusterA": "gpu-east", "clusterB": "gpu-west", "capacityGbps": 400}
@@ -97,3 +106,19 @@ async def test_nothing_starts_while_one_child_has_no_room(
     reason = job["pendingReason"]
     assert "child trainer-a100-0" in reason and "A100" in reason and "gpu-west" in reason
     assert "no child starts until all can" in reason
+
+
+async def test_beyond_the_window_it_is_read_and_placed_child_by_child(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # A window of one job (the small one: least expected service first). The heterogeneous
+    # HyperJob is beyond it, and its 128 GPUs fit no one cluster of 72 whole: the fast pass
+    # (step 1d) finds it no cluster, yet it is read in full and its children placed.
+    await h100_east_a100_west(api, tors=1, nodes_per_tor=9)
+    app.state.scheduler.settings.scheduling.window = 1
+    small = (await submit(api, job_document("small", queue="llm", replicas=1))).json()["uid"]
+    uid = (await submit(api, HETEROGENEOUS)).json()["uid"]
+    report = await app.state.scheduler.run_once()
+    assert report is not None and sorted(report.result.placed) == sorted([small, uid])
+    shares = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["shares"]
+    assert [(s["cluster"], s["pods"]) for s in shares] == [("gpu-east", 8), ("gpu-west", 8)]
