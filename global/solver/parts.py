@@ -43,6 +43,7 @@ from volcano_global.solver.model import (
 )
 from volcano_global.solver.packing import Pools, pack_job
 from volcano_global.solver.reservations import HoldBook
+from volcano_global.solver.traffic import pair_demand_gbps
 
 if TYPE_CHECKING:
     from volcano_global.solver.round_plan import RoundInput
@@ -210,13 +211,13 @@ def _candidates(job: JobRequest, frames: list[_Frame], room: Room) -> list[str]:
     used = _clusters(frames)
     before = frames[-1].cluster if frames else None
     if before is not None and job.parts[len(frames) - 1].shape == part.shape:
-        if part.allowed_clusters is None or before in part.allowed_clusters:
+        if _may_use(job, part, before):
             out.append(before)
     if len(used) >= _limit(job):
         return out
     fitting = []
     for name, pool in room.pools.items():
-        if name in used or (part.allowed_clusters and name not in part.allowed_clusters):
+        if name in used or not _may_use(job, part, name):
             continue
         free = max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1)
         if free >= part.gpus:
@@ -250,6 +251,14 @@ def _undo(frame: _Frame, room: Room) -> None:
     if frame.placed and frame.cluster is not None:
         room.pools[frame.cluster].rollback(frame.mark)
     frame.placed, frame.domains = False, ()
+
+
+def _may_use(job: JobRequest, part: Part, cluster: str) -> bool:
+    """Whether the child may run in the cluster: its `clusterNames`, and where the job's data
+    lets it start (step 1b may narrow the job's clusters, `gravity.steer`)."""
+    return all(
+        names is None or cluster in names for names in (part.allowed_clusters, job.allowed_clusters)
+    )
 
 
 def _limit(job: JobRequest) -> int:
@@ -311,7 +320,9 @@ def _why_not(job: JobRequest, room: Room, *, exhausted: bool) -> str:
     for part in job.parts:
         if not _fits_alone(job, part, room):
             model = f" of {part.gpu_model}" if part.gpu_model else ""
-            where = ", ".join(part.allowed_clusters or ()) or "any cluster"
+            where = "any cluster"
+            if part.allowed_clusters is not None or job.allowed_clusters is not None:
+                where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
             return (
                 f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
                 f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
@@ -322,7 +333,8 @@ def _why_not(job: JobRequest, room: Room, *, exhausted: bool) -> str:
             f"no placement of its {len(job.parts)} children found within {MAX_TRIES} tries "
             "this round; no child starts until all can"
         )
-    link = f", linked with {job.allreduce_gbps:g} Gbps" if job.allreduce_gbps else ""
+    demand = pair_demand_gbps(job.allreduce_gbps, 2)
+    link = f", each pair linked with {demand:g} Gbps free for two (less for more)" if demand else ""
     return (
         f"its {len(job.parts)} children fit one by one but not together in at most "
         f"{_limit(job)} clusters{link} (a cluster holds adjacent children of one GPU "
@@ -333,7 +345,7 @@ def _why_not(job: JobRequest, room: Room, *, exhausted: bool) -> str:
 def _fits_alone(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether the child alone fits in a cluster it may use (nothing kept)."""
     for name in room.pools:
-        if part.allowed_clusters is None or name in part.allowed_clusters:
+        if _may_use(job, part, name):
             frame = _Frame([], cluster=name)
             _put(job, part, frame, [frame], room)
             if frame.placed:

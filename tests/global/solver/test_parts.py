@@ -4,6 +4,7 @@ child whole in a cluster with its GPU model, one share per run of adjacent child
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -84,6 +85,20 @@ def test_a_child_goes_only_where_its_cluster_names_allow() -> None:
     plan = plan_round(RoundInput(NOW, fleet, waiting=(job,)), Policy.CPSAT)
     (start,) = plan.starts
     assert [s.cluster for s in start.shares] == ["east", "north"]
+
+
+def test_where_the_job_may_run_bounds_every_child() -> None:
+    # Step 1b (data gravity) may narrow the job's clusters: an unpinned child keeps to them.
+    fleet = (*EAST_WEST, cluster("north", "A100", 10))
+    job = parted("hetero", child("h", "H100"), child("a", "A100"))
+    narrowed = Waiting(replace(job.request, allowed_clusters=("east", "north")), job.submitted_at)
+    (start,) = plan_round(RoundInput(NOW, fleet, waiting=(narrowed,)), Policy.CPSAT).starts
+    assert [s.cluster for s in start.shares] == ["east", "north"]
+    only_east = Waiting(replace(job.request, allowed_clusters=("east",)), job.submitted_at)
+    plan = plan_round(RoundInput(NOW, fleet, waiting=(only_east,)), Policy.CPSAT)
+    assert "child a: 8 pods of 8 GPUs of A100 whole in one cluster it may use (east)" in (
+        plan.outcomes["hetero"].reason
+    )
 
 
 def test_adjacent_children_of_one_shape_share_a_cluster() -> None:
