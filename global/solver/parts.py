@@ -24,7 +24,8 @@ starts only at all its children (a first version: docs/placement.md, "Known limi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -162,7 +163,7 @@ def place_parted(
 class _Frame:
     """One child's turn in the search: the clusters still to try, and where it went."""
 
-    tries: list[str]
+    tries: Iterator[str]
     cluster: str | None = None
     placed: bool = False
     mark: int = 0
@@ -170,7 +171,11 @@ class _Frame:
 
 
 def _place(job: JobRequest, room: Room) -> tuple[JobDecision | None, str]:
-    """The job's children placed (the pools, links and book charged), or None and why."""
+    """The job's children placed (the pools, links and book charged), or None and why. A
+    child no cluster has its GPUs free for (counts only) fails it before any search."""
+    short = next((p for p in _alike(job) if not _counted(job, p, room)), None)
+    if short is not None:
+        return None, _no_room(job, short, room)
     frames, exhausted = _search(job, room)
     if frames is None:
         return None, _why_not(job, room, exhausted=exhausted)
@@ -185,14 +190,15 @@ def _search(job: JobRequest, room: Room) -> tuple[list[_Frame] | None, bool]:
     while frames:
         frame = frames[-1]
         _undo(frame, room)  # a child placed before tries its next cluster
-        while frame.tries and not frame.placed:
+        for cluster in frame.tries:
             if tried >= MAX_TRIES:
                 for f in reversed(frames):
                     _undo(f, room)
                 return None, True
-            tried += 1
-            frame.cluster = frame.tries.pop(0)
+            tried, frame.cluster = tried + 1, cluster
             _put(job, job.parts[len(frames) - 1], frame, frames, room)
+            if frame.placed:
+                break
         if not frame.placed:
             frames.pop()
         elif len(frames) < len(job.parts):
@@ -202,19 +208,24 @@ def _search(job: JobRequest, room: Room) -> tuple[list[_Frame] | None, bool]:
     return None, False
 
 
-def _candidates(job: JobRequest, frames: list[_Frame], room: Room) -> list[str]:
+def _candidates(job: JobRequest, frames: list[_Frame], room: Room) -> Iterator[str]:
     """Where the next child may go: the cluster of the child before it (if of its shape),
-    then the clusters the job does not use yet that hold it, fewest free GPUs first."""
+    then the clusters the job does not use yet that hold it, fewest free GPUs first (looked
+    for only when asked: the pools are then as they were when the frame began)."""
     part = job.parts[len(frames)]
-    request = part_request(job, part)
-    out = []
     used = _clusters(frames)
     before = frames[-1].cluster if frames else None
+    first = []
     if before is not None and job.parts[len(frames) - 1].shape == part.shape:
         if _may_use(job, part, before):
-            out.append(before)
+            first.append(before)
     if len(used) >= _limit(job):
-        return out
+        return iter(first)
+    return itertools.chain(first, _unused(job, part, set(used), room))
+
+
+def _unused(job: JobRequest, part: Part, used: set[str], room: Room) -> Iterator[str]:
+    request = part_request(job, part)
     fitting = []
     for name, pool in room.pools.items():
         if name in used or not _may_use(job, part, name):
@@ -222,7 +233,7 @@ def _candidates(job: JobRequest, frames: list[_Frame], room: Room) -> list[str]:
         free = max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1)
         if free >= part.gpus:
             fitting.append((free, name))
-    return out + [name for _, name in sorted(fitting)]
+    yield from (name for _, name in sorted(fitting))
 
 
 def _put(job: JobRequest, part: Part, frame: _Frame, frames: list[_Frame], room: Room) -> None:
@@ -233,12 +244,13 @@ def _put(job: JobRequest, part: Part, frame: _Frame, frames: list[_Frame], room:
     request = part_request(job, part)
     pool = room.pools[cluster]
     models = job_models(request, pool)
-    before = zip(job.parts, frames[:-1], strict=False)
-    taken = sum(p.gpus for p, f in before if f.cluster == cluster)
-    for m in models:
-        allowed = room.book.room(job, cluster, m)
-        if allowed is not None and allowed < taken + part.gpus:
-            return
+    if room.book.holds:  # within their spare, with what the children before took there
+        before = zip(job.parts, frames[:-1], strict=False)
+        taken = sum(p.gpus for p, f in before if f.cluster == cluster)
+        for m in models:
+            allowed = room.book.room(job, cluster, m)
+            if allowed is not None and allowed < taken + part.gpus:
+                return
     mark = pool.mark()
     shares, missing = pack_job(request, {cluster: request.units}, room.pools)
     if missing is None and models:
@@ -317,17 +329,9 @@ def _started(
 def _why_not(job: JobRequest, room: Room, *, exhausted: bool) -> str:
     """Why the job waits: the first child that fits in no cluster it may use (within the
     round's reservations), else that its children do not fit together."""
-    for part in job.parts:
-        if not _fits_alone(job, part, room):
-            model = f" of {part.gpu_model}" if part.gpu_model else ""
-            where = "any cluster"
-            if part.allowed_clusters is not None or job.allowed_clusters is not None:
-                where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
-            return (
-                f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
-                f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
-                "starts and within its reservations; no child starts until all can"
-            )
+    short = next((p for p in _alike(job) if not _fits_alone(job, p, room)), None)
+    if short is not None:
+        return _no_room(job, short, room)
     if exhausted:
         return (
             f"no placement of its {len(job.parts)} children found within {MAX_TRIES} tries "
@@ -342,11 +346,52 @@ def _why_not(job: JobRequest, room: Room, *, exhausted: bool) -> str:
     )
 
 
+def _alike(job: JobRequest) -> list[Part]:
+    """The first child of each kind (what fitting alone reads), in order."""
+    first: dict[tuple[object, ...], Part] = {}
+    for p in job.parts:
+        first.setdefault(
+            (
+                p.gpu_model,
+                p.pods,
+                p.gpus_per_pod,
+                p.allowed_clusters,
+                p.unit_pods,
+                p.unit_tier,
+                p.share_tier,
+            ),
+            p,
+        )
+    return list(first.values())
+
+
+def _no_room(job: JobRequest, part: Part, room: Room) -> str:
+    model = f" of {part.gpu_model}" if part.gpu_model else ""
+    where = "any cluster"
+    if part.allowed_clusters is not None or job.allowed_clusters is not None:
+        where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
+    return (
+        f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
+        f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
+        "starts and within its reservations; no child starts until all can"
+    )
+
+
+def _counted(job: JobRequest, part: Part, room: Room) -> bool:
+    """Whether a cluster the child may use has its GPUs of its model free (counts only)."""
+    request = part_request(job, part)
+    return any(
+        _may_use(job, part, name)
+        and max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1) >= part.gpus
+        for name, pool in room.pools.items()
+    )
+
+
 def _fits_alone(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether the child alone fits in a cluster it may use (nothing kept)."""
     for name in room.pools:
         if _may_use(job, part, name):
-            frame = _Frame([], cluster=name)
+            frame = _Frame(iter(()), cluster=name)
             _put(job, part, frame, [frame], room)
             if frame.placed:
                 _undo(frame, room)
