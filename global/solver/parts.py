@@ -19,7 +19,8 @@ its queue's quota room and the links' free bandwidth:
 A depth-first search over the children in document order - the cluster before first (fewer
 crossings), then the unused clusters that hold the child, fewest free GPUs of its model first
 - within `MAX_TRIES` placements per job. Such a job never evicts, is owed no reservation and
-starts only at all its children (a first version: docs/placement.md, "Known limits").
+starts only at all its children (a first version: docs/placement.md, "HyperJobs whose
+children differ").
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class _Frame:
     """One child's turn in the search: the clusters still to try, and where it went."""
 
     tries: Iterator[str]
-    cluster: str | None = None
+    cluster: str = ""  # where it went (when placed) or was last tried
     placed: bool = False
     mark: int = 0
     domains: tuple[tuple[str, int], ...] = ()
@@ -214,9 +215,9 @@ def _candidates(job: JobRequest, frames: list[_Frame], room: Room) -> Iterator[s
     for only when asked: the pools are then as they were when the frame began)."""
     part = job.parts[len(frames)]
     used = _clusters(frames)
-    before = frames[-1].cluster if frames else None
+    before = frames[-1].cluster if frames else ""
     first = []
-    if before is not None and job.parts[len(frames) - 1].shape == part.shape:
+    if before and job.parts[len(frames) - 1].shape == part.shape:
         if _may_use(job, part, before):
             first.append(before)
     if len(used) >= _limit(job):
@@ -240,7 +241,6 @@ def _put(job: JobRequest, part: Part, frame: _Frame, frames: list[_Frame], room:
     """The child in `frame.cluster` if it fits there within the holds' spare (with what the
     children before it took there); `frame.placed` says whether it did."""
     cluster = frame.cluster
-    assert cluster is not None
     request = part_request(job, part)
     pool = room.pools[cluster]
     models = job_models(request, pool)
@@ -260,7 +260,7 @@ def _put(job: JobRequest, part: Part, frame: _Frame, frames: list[_Frame], room:
 
 def _undo(frame: _Frame, room: Room) -> None:
     """The frame's child taken back out of its cluster (the children after it already are)."""
-    if frame.placed and frame.cluster is not None:
+    if frame.placed:
         room.pools[frame.cluster].rollback(frame.mark)
     frame.placed, frame.domains = False, ()
 
@@ -280,7 +280,7 @@ def _limit(job: JobRequest) -> int:
 
 def _clusters(frames: list[_Frame]) -> list[str]:
     """The clusters the placed children use, in order of first use."""
-    return list(dict.fromkeys(f.cluster for f in frames if f.placed and f.cluster is not None))
+    return list(dict.fromkeys(f.cluster for f in frames if f.placed))
 
 
 def _links_free(job: JobRequest, links: tuple[LinkBandwidth, ...], room: Room) -> bool:
@@ -302,7 +302,6 @@ def _started(
     gpus: dict[tuple[str, str], int] = {}
     for part, frame in zip(job.parts, frames, strict=True):
         cluster = frame.cluster
-        assert cluster is not None
         for m in job_models(part_request(job, part), room.pools[cluster]) or [""]:
             gpus[(cluster, m)] = gpus.get((cluster, m), 0) + part.gpus
         if shares and shares[-1].cluster == cluster:
