@@ -11,7 +11,9 @@ import pytest
 
 from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, Policy
 from volcano_global.solver.model import Part
-from volcano_global.solver.parts import MAX_TRIES
+from volcano_global.solver.packing import pools_of
+from volcano_global.solver.parts import MAX_TRIES, Room, place_parted
+from volcano_global.solver.reservations import Hold, HoldBook
 from volcano_global.solver.round_plan import RoundInput, Status, Waiting, plan_round
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
@@ -166,3 +168,21 @@ def test_a_search_that_runs_out_of_tries_says_so() -> None:
     job = parted("hetero", *(child(f"h-{i}", "H100", pods=1) for i in range(5)), child("x", "B200"))
     plan = plan_round(RoundInput(NOW, fleet, waiting=(job,)), Policy.CPSAT)
     assert "child x" in plan.outcomes["hetero"].reason
+
+
+def test_a_child_leaves_a_reservation_its_room_and_the_queue_its_quota() -> None:
+    # A hold on west's A100 GPUs from 600 s on: a job that may still run then (no estimate)
+    # takes only the hold's spare; one expected to end before it may use them.
+    held = Hold("big", 600.0, gpus={("west", "A100"): 80}, spare={("west", "A100"): 0})
+    job = parted("hetero", child("h", "H100"), child("a", "A100")).request
+
+    def room(quota: dict[str, int] | None = None) -> Room:
+        return Room(pools_of(EAST_WEST), {}, HoldBook([held]), dict(quota or {}))
+
+    (waits,) = place_parted([job], room())
+    assert not waits.admitted and "child a" in waits.reason
+    (starts,) = place_parted([replace(job, estimate_s=300.0)], room())
+    assert starts.admitted
+    (capped,) = place_parted([replace(job, estimate_s=300.0)], room({"default": 100}))
+    assert not capped.admitted
+    assert capped.reason == "queue default may take 100 more GPUs now; it needs 128"
