@@ -5,7 +5,7 @@ cluster of 80 GPUs, on SQLite and Postgres.
     .venv/bin/python bench/whole_queue_db_bench.py [--database-url postgresql+asyncpg://...]
         [--jobs 10000] [--runs 10]
 
-Prints p50/p95 (ms) of: the narrow read of the whole line (`heads.waiting_rows`: nine
+Prints p50/p95 (ms) of: the narrow read of the whole line (`heads.waiting_rows`: ten
 columns, no document); `read_round` with the whole queue and with the window only (planned
 CP-SAT policy, window 200); and the pending reasons of every waiting job written as a round's
 commit writes them (`pending_reasons.write_reasons`: one executemany UPDATE), when every reason

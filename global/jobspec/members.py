@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from volcano_global.jobspec.extensions import COMMUNICATION
+from volcano_global.jobspec.model import Gang
 from volcano_global.jobspec.naming import (
     member_job_name,
     rendezvous_service_name,
@@ -177,6 +178,26 @@ def member_jobs(
     for document in documents:
         document["metadata"]["annotations"][MEMBERS_ANNOTATION] = str(len(documents))
     return documents
+
+
+def ranks_gpu_model(gang: Gang, first: int, pods: int) -> str | None:
+    """The one GPU model the pods of ranks [first, first + pods) ask for (None: none names
+    one, or they ask for several): a share's of a HyperJob whose children differ."""
+    tasks = gang.tasks
+    if gang.sub_jobs:  # every child in rank order: its replicated job's tasks, per replica
+        tasks = [
+            t
+            for s in gang.sub_jobs
+            for _ in range(s.replicas)
+            for t in gang.tasks
+            if t.sub_job == s.name
+        ]
+    models, rank = set(), 0
+    for task in tasks:
+        if rank < first + pods and first < rank + task.replicas and task.resources.gpus:
+            models.add(task.gpu_model)
+        rank += task.replicas
+    return models.pop() if len(models) == 1 else None
 
 
 def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:

@@ -72,6 +72,34 @@ def link_key(a: str, b: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One child Volcano Job of a HyperJob whose children differ (GPU model, pods, GPUs per
+    pod, or the clusters they name: Volcano's heterogeneous HyperJob): whole in one cluster
+    that has its model and that `allowed_clusters` allows. Its pods are uniform; `unit_pods`
+    / `unit_tier` its partitions, `share_tier` its hard `networkTopology` (the child is one
+    Volcano Job, so one share in the solver's sense)."""
+
+    name: str  # the child's: `<replicatedJob>-<index>`
+    pods: int
+    gpus_per_pod: int
+    gpu_model: str | None = None
+    allowed_clusters: tuple[str, ...] | None = None
+    unit_pods: int = 0
+    unit_tier: int | None = None
+    share_tier: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    @property
+    def shape(self) -> tuple[str | None, int]:
+        """What one cluster's share of the job must have alike (one model, one pod size:
+        what the shares' books read)."""
+        return (self.gpu_model, self.gpus_per_pod)
+
+
+@dataclass(frozen=True)
 class JobRequest:
     """One pending gang. Its pods are uniform (`gpus_per_pod` GPUs of `gpu_model`); they come
     in units of `unit_pods` pods that always stay in one cluster. A splittable job may use up
@@ -116,6 +144,10 @@ class JobRequest:
     # GPU-seconds its earlier runs received (a requeued job's attained service): time-sharing
     # (`timesharing`) demotes only a running gang that received more than the job it yields to.
     served_gpu_s: float = 0.0
+    # A HyperJob whose children differ (`Part`), placed child by child, all or none
+    # (`parts.place_parted`, step 5c of a round), never by the model: its `pods` is then 1 and
+    # `gpus_per_pod` its GPUs in all (what ordering and quotas read).
+    parts: tuple[Part, ...] = ()
 
     @property
     def elastic(self) -> bool:

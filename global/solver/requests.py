@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from volcano_global.jobspec import Communication, Gang, SplitPolicy, TaskGang
-from volcano_global.solver.model import JobRequest
+from volcano_global.jobspec import Communication, Gang, SplitPolicy, SubJob, TaskGang
+from volcano_global.solver.model import JobRequest, Part
 from volcano_global.solver.traffic import allreduce_gbps
 
 
@@ -21,8 +21,25 @@ def job_request(
     served_gpu_s: float = 0.0,
 ) -> JobRequest:
     """The gang as the solver sees it. Raises ValueError for shapes the solver does not model
-    yet (GPU pods of different sizes in one job; HyperJob children of different sizes).
-    `served_gpu_s`: what its earlier runs received (time-sharing)."""
+    yet (GPU pods of different sizes in one Volcano Job or one HyperJob child).
+    `served_gpu_s`: what its earlier runs received (time-sharing). A HyperJob whose children
+    differ (GPU model, pods, GPUs per pod, clusters named) is a request of its children
+    (`model.Part`), which step 5c of a round places (`parts.py`), not the model."""
+    rate = _crossing_gbps(split, communication)
+    if gang.sub_jobs and split.unit == "subJob" and _children_differ(gang):
+        return JobRequest(
+            id=job_id,
+            pods=1,  # (a parted request's GPUs as one lump: what ordering and quotas read)
+            gpus_per_pod=gang.total_gpus,
+            gpu_model=gang.gpu_model,
+            priority=priority,
+            queue=queue,
+            splittable=True,
+            max_clusters=split.max_clusters,
+            allreduce_gbps=rate,
+            served_gpu_s=served_gpu_s,
+            parts=_parts(gang, split),
+        )
     # A task of replicas 0 runs no pod: its pod size and model do not count.
     gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
     sizes = {t.resources.gpus for t in gpu_tasks}
@@ -35,22 +52,15 @@ def job_request(
         raise ValueError(f"parts on different GPU models {sorted(m or '?' for m in models)}")
     named = [s.cluster_names for s in gang.sub_jobs]
     allowed = tuple(sorted({c for names in named for c in names})) if named and all(named) else None
-    if gang.sub_jobs and split.unit == "subJob":
-        child_pods = {s.pods for s in gang.sub_jobs}
-        if len(child_pods) > 1:
-            raise ValueError(f"HyperJob children of different sizes {sorted(child_pods)}")
+    if gang.sub_jobs and split.unit == "subJob":  # children alike (else parts, above)
         pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
-        unit = child_pods.pop()
+        unit = max((s.pods for s in gang.sub_jobs if s.replicas), default=0)
     else:
         # A Job, or a HyperJob whose one replicated job is split automatically (its pool); an
         # elastic job is placed in its units, split or not.
         unit = split.unit_pods if split.mode == "auto" or split.min_units else 0
     unit, unit_tier = _unit_tier(gpu_tasks, unit)
     share_tier = _share_tier(gang)
-    if split.crossing_gbps is not None:
-        rate = split.crossing_gbps
-    else:
-        rate = allreduce_gbps(communication) if communication is not None else 0.0
     unit = unit if unit and pods % unit == 0 else 0
     return JobRequest(
         id=job_id,
@@ -71,6 +81,70 @@ def job_request(
         may_evict_for=may_evict_for,
         served_gpu_s=served_gpu_s,
     )
+
+
+def _crossing_gbps(split: SplitPolicy, communication: Communication | None) -> float:
+    """V / tau of the traffic model: declared, measured, or from the plan (0: nothing)."""
+    if split.crossing_gbps is not None:
+        return split.crossing_gbps
+    return allreduce_gbps(communication) if communication is not None else 0.0
+
+
+def _child_tasks(gang: Gang, child: SubJob) -> list[TaskGang]:
+    """The tasks of one replicated job that run pods."""
+    return [t for t in gang.tasks if t.sub_job == child.name and t.replicas]
+
+
+def _children_differ(gang: Gang) -> bool:
+    """Whether the HyperJob's children differ in GPU model, pod sizes, pods or the clusters
+    they name: then each is placed as itself (`Part`), not as one unit of many alike."""
+    kinds = set()
+    for child in gang.sub_jobs:
+        if not child.replicas:
+            continue
+        tasks = _child_tasks(gang, child)
+        models = frozenset(t.gpu_model for t in tasks if t.resources.gpus)
+        sizes = frozenset(t.resources.gpus for t in tasks)
+        kinds.add((models, sizes, child.pods, tuple(sorted(child.cluster_names))))
+    return len(kinds) > 1
+
+
+def _parts(gang: Gang, split: SplitPolicy) -> tuple[Part, ...]:
+    """Each child Volcano Job in document order (rank order), as a `Part`."""
+    if split.mode != "auto":
+        raise ValueError(
+            "its children differ (GPU model, size or clusters named) and its split policy "
+            "keeps it in one cluster, where a share holds children of one GPU model and pod size"
+        )
+    parts = []
+    for child in gang.sub_jobs:
+        tasks = _child_tasks(gang, child)
+        sizes = {t.resources.gpus for t in tasks}
+        if len(sizes) > 1:
+            raise ValueError(f"child {child.name!r} has pods of different sizes {sorted(sizes)}")
+        models = {t.gpu_model for t in tasks if t.resources.gpus}
+        if len(models) > 1:
+            raise ValueError(f"child {child.name!r} has parts on different GPU models")
+        per_pod = sizes.pop() if sizes else 0
+        model = models.pop() if models else None
+        unit, unit_tier = _unit_tier([t for t in tasks if t.resources.gpus], 0)
+        topology = child.network_topology
+        hard = topology is not None and topology.mode == "hard"
+        tier = topology.highest_tier_allowed if hard and topology is not None else None
+        parts += [
+            Part(
+                name=f"{child.name}-{index}",
+                pods=child.pods,
+                gpus_per_pod=per_pod,
+                gpu_model=model,
+                allowed_clusters=tuple(sorted(child.cluster_names)) or None,
+                unit_pods=unit if unit and child.pods % unit == 0 else 0,
+                unit_tier=unit_tier,
+                share_tier=_known_tier(tier) if tier is not None else None,
+            )
+            for index in range(child.replicas)
+        ]
+    return tuple(parts)
 
 
 def _unit_tier(gpu_tasks: list[TaskGang], unit: int) -> tuple[int, int | None]:

@@ -28,6 +28,9 @@ admit, requeue, with an explicit status per entry):
    5b. **Backfill**: each candidate beyond the window, whole in one cluster on what the
    window's starts left, within the round's reservations (`whole_queue.backfill`). Steps 3,
    7 and 7c weigh the window's jobs only.
+   5c. **Parted jobs**: a HyperJob whose children differ (GPU model, size, clusters named)
+   is not in the model: taken out of the line before 1d, placed child by child, all or none,
+   on what 5 and 5b left, in queue order, within the reservations (`parts.placed`).
 6. **Grows**: the growth the solver admitted and whose new set of clusters is link-safe.
    6b (before it; `round_data.py`). **Staging**: every start that lands where its data is
    not gets its copies, reserved on the links the starts left (`copies.stage`); one that
@@ -67,6 +70,7 @@ from volcano_global.solver import (
     SolveOptions,
     failed,
     gravity,
+    parts,
     planning,
     shrinking,
     solve_with_pools,
@@ -237,7 +241,8 @@ def plan_round(
     options = options or RoundOptions()
     rules = options.preemption
     waiting, steered, held_back = in_line(data, policy, options)  # 1, 1b, 1c
-    line = whole_queue.cut(data, waiting, options, planned=policy.planned)  # 1d
+    modelled, parted = parts.split_off(waiting)  # placed child by child in step 5c
+    line = whole_queue.cut(data, modelled, options, planned=policy.planned)  # 1d
     queues = _standings(data) if rules is not None or data.time_sharing else {}  # 2
     shrinks, clusters = _shrinks(data, line.window, queues, policy, options)  # 3
     growth = _growth(data, waiting, shrinks, policy, options)  # 4
@@ -250,13 +255,12 @@ def plan_round(
         data.running if policy.planned or rules is not None or data.time_sharing else (),
     )
     decision, solved = _solve(snapshot, policy, options.solve)  # 5
+    evicting = rules is not None or bool(data.time_sharing)
     filled = whole_queue.backfilled(  # 5b
-        snapshot,
-        decision,
-        line,
-        data,
-        evicting=rules is not None or bool(data.time_sharing),
-        solved=solved,
+        snapshot, decision, line, data, evicting=evicting, solved=solved
+    )
+    filled = parts.placed(  # 5c
+        snapshot, filled, line, parted, data, evicting=evicting, solved=solved
     )
     decision = filled.decision
     growing = {g.id for g in growth}

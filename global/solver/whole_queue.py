@@ -149,22 +149,22 @@ def backfilled(
     else:
         pools, links = after(snapshot, decision)
     queues = rooms(
-        _held_after(data.tree, decision, line.window), {w.request.queue for w in data.waiting}
+        held_after(data.tree, decision, line.window), {w.request.queue for w in data.waiting}
     )
-    floor = _preemptors_priority(decision, line.window) if evicting else None
+    floor = preemptors_priority(decision, line.window) if evicting else None
     more = backfill(line.beyond, line.assigned, pools, decision, line.window, queues, floor)
     filled = replace(decision, jobs=decision.jobs + more)
     return Filled(filled, tuple(line.beyond), pools, links)
 
 
-def _preemptors_priority(decision: Decision, window: Sequence[JobRequest]) -> int | None:
+def preemptors_priority(decision: Decision, window: Sequence[JobRequest]) -> int | None:
     """The highest priority among the window's jobs the solver left waiting (None: none)."""
     placed = {d.job_id for d in decision.admitted}
     waiting = [j.priority for j in window if j.id not in placed]
     return max(waiting, default=None)
 
 
-def _held_after(
+def held_after(
     tree: Mapping[str, QueueNode], decision: Decision, window: Sequence[JobRequest]
 ) -> dict[str, QueueNode]:
     """The queue tree with what the window's starts hold: the rooms left beyond the window
@@ -279,7 +279,7 @@ def _may_use(job: JobRequest, key: Key) -> bool:
     return job.allowed_clusters is None or key[0] in job.allowed_clusters
 
 
-def _below(floor: int) -> str:
+def below(floor: int) -> str:
     return (
         f"waits behind a job of priority {floor} ahead of it in line, which may evict to "
         "start: the room it would make is not taken from behind"
@@ -321,7 +321,7 @@ def backfill(
     queues' quota room after the window's starts (`quota_room`); none of a priority below
     `floor` (a window job that may evict waits at that priority). A decision for every job
     of `jobs`."""
-    book = _book_after(decision, window, pools)
+    book = book_after(decision, window, pools)
     quota = dict(quota_room)
     out: list[JobDecision] = []
     failed: dict[tuple[object, ...], str] = {}
@@ -331,7 +331,7 @@ def backfill(
             out.append(JobDecision(job.id, False, reason=fast.reason if fast else "waiting"))
             continue
         if floor is not None and job.priority < floor:
-            out.append(JobDecision(job.id, False, reason=_below(floor)))
+            out.append(JobDecision(job.id, False, reason=below(floor)))
             continue
         left = quota.get(job.queue)
         if left is not None and left < job.gpus:
@@ -415,7 +415,7 @@ def _held_by(book: HoldBook, job: JobRequest, cluster: str) -> str:
     )
 
 
-def _book_after(decision: Decision, window: Sequence[JobRequest], pools: Pools) -> HoldBook:
+def book_after(decision: Decision, window: Sequence[JobRequest], pools: Pools) -> HoldBook:
     """The round's holds, with what the window's starts already took of their spare."""
     book = HoldBook(list(decision.holds))
     if not book.holds:

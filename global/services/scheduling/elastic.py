@@ -167,6 +167,8 @@ def _run(
         )
     except ValueError:
         return None  # (it was placed, so it was modelled)
+    if request.parts:
+        return None  # placed child by child, whole: never resized
     elapsed = max((now - (started or now)).total_seconds(), 0.0)
     return planning.ElasticRun(
         request,

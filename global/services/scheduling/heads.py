@@ -90,9 +90,13 @@ def _head_of(
 
 async def waiting_rows(
     session: AsyncSession,
-) -> list[Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None, float, int, str | None]]]:
+) -> list[
+    Row[tuple[uuid.UUID, uuid.UUID, int, int, object, float | None, float, int, str | None, str]]
+]:
     """Every waiting job by a few columns, no document: (id, queue id, priority, total GPUs,
-    submitted at, running estimate, attained GPU-seconds, total pods, GPU model). What a round
-    that considers the whole queue orders and screens (`solver.whole_queue`)."""
-    rows = await session.execute(select(*_HEAD, Job.total_pods, Job.gpu_model).where(WAITING))
+    submitted at, running estimate, attained GPU-seconds, total pods, GPU model, kind). What a
+    round that considers the whole queue orders and screens (`solver.whole_queue`)."""
+    rows = await session.execute(
+        select(*_HEAD, Job.total_pods, Job.gpu_model, Job.kind).where(WAITING)
+    )
     return list(rows.all())

@@ -15,9 +15,11 @@ from volcano_global.jobspec import NormalizedJob
 from volcano_global.services.jobs.names import refuse_taken
 from volcano_global.services.jobs.submission import Submission, parse_submission
 from volcano_global.services.scheduling.round_input import read_round
-from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, solve
+from volcano_global.solver import JobDecision, Policy, Snapshot, SolveOptions, parts, solve
 from volcano_global.solver.fair_share import quota_states
+from volcano_global.solver.packing import pools_of
 from volcano_global.solver.requests import job_request
+from volcano_global.solver.reservations import HoldBook
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,18 @@ async def preview_job(
         decision = JobDecision("preview", False, reason=f"cannot be placed yet: {exc}")
         return Preview(job, queue.name, decision)
     queues = quota_states(data.tree, {request.queue})
+    if request.parts:  # a HyperJob whose children differ: as step 5c of a round places it
+        room = parts.Room(
+            pools_of(data.clusters),
+            {x.key: x.free_gbps for x in data.links},
+            HoldBook([]),
+            {
+                q.name: max(q.quota_gpus - q.used_gpus, 0)
+                for q in queues
+                if q.quota_gpus is not None
+            },
+        )
+        return Preview(job, queue.name, parts.place_parted([request], room)[0])
     alone = Snapshot(data.clusters, data.links, (request,), queues)
     result = await asyncio.to_thread(
         solve, alone, Policy.CPSAT, SolveOptions(time_limit_s=time_limit_s)

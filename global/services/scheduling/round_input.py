@@ -40,6 +40,7 @@ from volcano_global.db.models import (
 )
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.jobspec.normalize import HYPERJOB
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling import round_data
@@ -303,13 +304,19 @@ def _screen(
     options: RoundOptions,
 ) -> tuple[list[str], dict[str, str]]:
     """Step 1d of the round (`solver.whole_queue.assign`) on the jobs beyond the window, by
-    their few columns: the candidates, to be read in full, and why the others wait."""
+    their few columns: the candidates, to be read in full, and why the others wait. A HyperJob
+    the first fit found no cluster for whole is read in full too (at most `backfill_limit`):
+    its children may differ, which its columns cannot tell, and then step 5c places it child
+    by child (`solver.parts`), not the fit of one whole cluster."""
     by_id = {str(c.id): c for c in rows}
     jobs = [_shape(by_id[key], queue_names) for key in tail]
     rooms = whole_queue.rooms(tree, {queue_names[c.queue_id] for c in rows})
     assigned = whole_queue.assign(jobs, states, rooms, limit=options.backfill_limit)
     candidates = [key for key in tail if assigned[key].cluster is not None]
-    return candidates, {key: assigned[key].reason for key in tail if assigned[key].cluster is None}
+    unfit = [key for key in tail if assigned[key].cluster is None]
+    hyper = [key for key in unfit if by_id[key].kind == HYPERJOB[1]][: options.backfill_limit]
+    read = set(hyper)
+    return candidates + hyper, {key: assigned[key].reason for key in unfit if key not in read}
 
 
 def _shape(row: Any, queue_names: dict[uuid.UUID, str]) -> JobRequest:

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import httpx
 
-from tests.factories import create_cluster, inventory, job_document, split_annotations, to_yaml
+from tests.factories import (
+    create_cluster,
+    example,
+    inventory,
+    job_document,
+    split_annotations,
+    to_yaml,
+)
 
 
 async def two_clusters(api: httpx.AsyncClient) -> None:
@@ -74,3 +81,25 @@ async def test_a_preview_of_a_taken_name_is_the_submissions_409(api: httpx.Async
     assert again.json()["message"] == "job ml/taken already exists and has not finished"
     free = await api.post("/api/v1/jobs/preview", json=job_document("free"))
     assert free.status_code == 200, free.text
+
+
+async def test_preview_places_a_heterogeneous_hyperjob_child_by_child(
+    api: httpx.AsyncClient,
+) -> None:
+    # Volcano's HyperJob use case 2 (an H100 child pinned to gpu-east, an A100 one to
+    # gpu-west): previewed as a round places it, each child in a cluster with its model.
+    for name, model in (("gpu-east", "H100"), ("gpu-west", "A100")):
+        await create_cluster(api, name)
+        body = inventory(name, gpu_model=model)
+        assert (await api.put(f"/api/v1/clusters/{name}/inventory", json=body)).status_code == 200
+    response = await api.post(
+        "/api/v1/jobs/preview",
+        content=example("hyperjob-heterogeneous.yaml"),
+        headers={"Content-Type": "application/yaml"},
+    )
+    preview = response.json()
+    assert response.status_code == 200 and preview["admitted"], preview
+    assert [(s["cluster"], s["pods"]) for s in preview["shares"]] == [
+        ("gpu-east", 8),
+        ("gpu-west", 8),
+    ]

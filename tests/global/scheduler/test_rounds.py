@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import time
 import uuid
@@ -422,11 +423,15 @@ async def test_a_stored_job_this_release_cannot_read_is_set_aside_alone(
 async def test_a_job_the_round_cannot_model_is_told_once_not_every_round(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
-    # Parts on two GPU models (Volcano's heterogeneous HyperJob) cannot be one gang yet: every
-    # round tells it so, and the repeats fold into one Unschedulable event (its count rises),
-    # as Kubernetes folds events, not one event a round.
+    # GPU pods of different sizes in one Volcano Job cannot be one gang yet: every round tells
+    # it so, and the repeats fold into one Unschedulable event (its count rises), as
+    # Kubernetes folds events, not one event a round.
     await two_clusters(api)
-    uid = (await submit(api, example("hyperjob-heterogeneous.yaml"))).json()["uid"]
+    mixed = job_document("mixed", queue="llm", replicas=2, gpus=8)
+    small = copy.deepcopy(mixed["spec"]["tasks"][0]) | {"name": "small"}
+    small["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    mixed["spec"]["tasks"].append(small)
+    uid = (await submit(api, mixed)).json()["uid"]
     for i in range(4):  # a new job each time: every round runs (an idle one is skipped)
         await submit(api, job_document(f"other-{i}", queue="llm", replicas=1))
         await app.state.scheduler.run_once()

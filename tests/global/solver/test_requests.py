@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from tests.factories import EXAMPLES
@@ -70,3 +72,44 @@ def test_pair_demand_follows_the_hierarchical_exchange() -> None:
     assert pair_demand_gbps(100.0, 1) == 0
     assert pair_demand_gbps(100.0, 2) == 100.0  # each pair carries 2G/k per direction
     assert pair_demand_gbps(100.0, 4) == 50.0
+
+
+def test_a_heterogeneous_hyperjob_is_a_request_of_its_children() -> None:
+    # Volcano's HyperJob use case 2: an H100 child pinned to gpu-east, an A100 one to gpu-west.
+    _, request = request_for("hyperjob-heterogeneous.yaml")
+    assert [
+        (p.name, p.pods, p.gpus_per_pod, p.gpu_model, p.allowed_clusters) for p in request.parts
+    ] == [
+        ("trainer-h100-0", 8, 8, "H100", ("gpu-east",)),
+        ("trainer-a100-0", 8, 8, "A100", ("gpu-west",)),
+    ]
+    assert (request.gpus, request.max_clusters, request.splittable) == (128, 2, True)
+    # Children alike stay one request of units (the model places them).
+    assert request_for("hyperjob-llm-training.yaml")[1].parts == ()
+
+
+def test_a_child_with_pods_of_different_sizes_is_not_modelled() -> None:
+    doc = load_document(
+        (EXAMPLES / "hyperjob-heterogeneous.yaml").read_bytes(),
+        fmt="yaml",
+        max_nodes=10_000,
+        max_depth=64,
+    )
+    tasks = doc["spec"]["replicatedJobs"][1]["templateSpec"]["tasks"]
+    tasks.append(copy.deepcopy(tasks[0]) | {"name": "small"})
+    tasks[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    job = normalize_job(doc, ParseOptions(priority_classes=SchedulingDefaults().priority_classes))
+    with pytest.raises(ValueError, match=r"child 'trainer-a100' has pods of different sizes"):
+        job_request(
+            job_id="x",
+            gang=job.gang,
+            split=job.split_policy,
+            communication=None,
+            priority=0,
+            queue="q",
+        )
+    never = job.split_policy.model_copy(update={"mode": "never"})
+    with pytest.raises(ValueError, match="keeps it in one cluster"):
+        job_request(
+            job_id="x", gang=job.gang, split=never, communication=None, priority=0, queue="q"
+        )
