@@ -226,12 +226,11 @@ async def _stored_nodes(
     found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
     if session.get_bind().dialect.name == "postgresql":
         ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
-        pairs = [(n, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]]
-        params = {
-            "cluster_ids": [ids[n] for n, _ in pairs],
-            "names": [name for _, name in pairs],
-            "runs": [n for n, _ in pairs],
-        }
+        params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
+        for n, cluster_id in enumerate(ids):  # whole lists at a time, not a pair at a time
+            params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
+            params["names"] += names[cluster_id]
+            params["runs"] += [n] * len(names[cluster_id])
         for row in await _EXISTING_PAIRS.rows(session, params):
             found[ids[row["run"]]][row["name"]] = row
         return found
