@@ -84,21 +84,13 @@ async def apply_node_deltas(
     now = utcnow()
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
     inserts: list[dict[str, Any]] = []
-    changes: dict[uuid.UUID, Change] = {}
-    freed = False
+    changes: dict[uuid.UUID, tuple[Change, bool]] = {}
     logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
     for d in deltas:
         cluster, tree, existing = d.cluster, trees[d.cluster.id], stored.get(d.cluster.id, {})
-        changes[cluster.id], freed_here = _change(tree, existing, d.delta)
-        freed = freed or freed_here
+        changes[cluster.id] = _change(tree, existing, d.delta)
         _count_nodes(cluster, existing, d.delta)
-        removed = set(d.delta.node_removals)
-        if removed:
-            for part in _chunks(list(removed)):
-                await session.execute(
-                    delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
-                )
-            cluster.nodes_removed_seq = d.seq
+        await _remove(session, cluster, d.delta.node_removals, d.seq)
         added, written = [], []
         logged.append((cluster, d.seq, written))
         for node in d.delta.node_upserts:
@@ -125,14 +117,26 @@ async def apply_node_deltas(
         row_type=_UPDATED_TYPE,
     )
     await insert_many(session, Node, inserts)
-    await _apply_changes(session, changes)
-    if freed:
+    await _apply_changes(session, {cluster_id: gpus for cluster_id, (gpus, _) in changes.items()})
+    if any(freed for _, freed in changes.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
     await log_upserts(session, logged)
     for d in deltas:
         d.cluster.inventory_updated_at = now
         store_seq(d.cluster, d.seq)
     await session.flush()
+
+
+async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq: int) -> None:
+    """Delete the cluster's nodes of these names (a removal marks the cluster's sequence: the
+    scheduler's view then reads the cluster whole)."""
+    if not names:
+        return
+    for part in _chunks(list(set(names))):
+        await session.execute(
+            delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
+        )
+    cluster.nodes_removed_seq = seq
 
 
 def _refuse_unknown_domains(
