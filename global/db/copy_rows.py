@@ -153,20 +153,17 @@ def _processed(
     table: Table, columns: Names, rows: Sequence[Sequence[Any]], dialect: Dialect
 ) -> list[tuple[Any, ...]]:
     """The rows as tuples (asyncpg takes a list as an array, a tuple as a record), each value
-    through its column's bind processing (taken once per column)."""
+    through its column's bind processing (taken once per column). Processed a column at a
+    time and put back together by `zip`: a Python loop over each row's values cost a delta's
+    UPDATE more than asyncpg's encoding (docs/benchmarks.md, "Deltas, session 12")."""
     processors = [(i, _processor(table, c, dialect)) for i, c in enumerate(columns)]
     processors = [(i, p) for i, p in processors if p is not None]
-    if not processors:
+    if not processors or not rows:
         return [tuple(row) for row in rows]
-    out = []
-    for row in rows:
-        values = list(row)
-        for i, process in processors:
-            value = values[i]
-            if value is not None:
-                values[i] = process(value)
-        out.append(tuple(values))
-    return out
+    values: list[Sequence[Any]] = list(zip(*rows, strict=True))
+    for i, process in processors:
+        values[i] = [None if v is None else process(v) for v in values[i]]
+    return list(zip(*values, strict=True))
 
 
 def _pg_insert(table: Table, columns: Names, constants: Names) -> str:

@@ -119,6 +119,8 @@ class _Compiled:
         return sql, args
 
     def row(self, record: Any) -> Row:
+        if not self.columns:  # most reads: no value to convert
+            return dict(zip(self.keys, record, strict=True))
         values = list(record)
         for index, process in self.columns:
             values[index] = process(values[index])

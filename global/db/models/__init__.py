@@ -6,7 +6,6 @@ from volcano_global.db.models.data import DataSourceClaimRow, DataSourceRow, Job
 from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import (
     NODES_FILLFACTOR,
-    DomainGpuCapacity,
     Node,
     NodeChange,
     TopologyDomain,
@@ -39,7 +38,6 @@ __all__ = [
     "DataCopy",
     "DataSourceClaimRow",
     "DataSourceRow",
-    "DomainGpuCapacity",
     "Event",
     "EventType",
     "Job",

@@ -27,19 +27,6 @@ class TopologyDomain(UUIDPrimaryKey, Base):
     )
 
 
-class DomainGpuCapacity(Base):
-    """GPUs of one model under one domain (its whole subtree): total and free."""
-
-    __tablename__ = "domain_gpu_capacities"
-
-    domain_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("topology_domains.id", ondelete="CASCADE"), primary_key=True
-    )
-    gpu_model: Mapped[str] = mapped_column(String(128), primary_key=True)
-    total_gpus: Mapped[int] = mapped_column(default=0)
-    free_gpus: Mapped[int] = mapped_column(default=0)
-
-
 NODES_FILLFACTOR = 85  # percent of each page of `nodes` that inserts fill (Postgres)
 
 

@@ -4,7 +4,7 @@ agent stream of this process that arrive while its transactions of deltas are be
 its clusters' rows in name order (as every writer that locks several clusters does, so two of
 them never wait on each other: `clusters.lock_clusters`), checks each stream's
 standing, applies the runs (the node-only changes of all clusters together: one read, one
-UPDATE, one INSERT and one upsert per aggregate table) and stores each cluster's sequence
+UPDATE, one INSERT and one upsert of the clusters' aggregates) and stores each cluster's sequence
 number. A caller learns its run's outcome only once the transaction committed, so an
 acknowledged delta is never lost.
 

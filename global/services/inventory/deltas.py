@@ -1,5 +1,5 @@
-"""Applying an agent's inventory delta: node and HyperNode changes, with the per-domain and
-per-cluster GPU aggregates adjusted by the difference instead of recomputed."""
+"""Applying an agent's inventory delta: node and HyperNode changes, with the cluster's GPU
+aggregates (by model) adjusted by the difference instead of recomputed."""
 
 from __future__ import annotations
 
@@ -17,13 +17,7 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.bulk import add_to_rows
 from volcano_global.db.copy_rows import update_tuples
 from volcano_global.db.fast_reads import Read
-from volcano_global.db.models import (
-    Cluster,
-    ClusterGpuCapacity,
-    DomainGpuCapacity,
-    Node,
-    TopologyDomain,
-)
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
@@ -44,7 +38,7 @@ from volcano_global.services.inventory.snapshots import (
 )
 from volcano_global.services.wakeups import room_may_have_changed
 
-Key = tuple[uuid.UUID | None, str]  # (domain id or None for the cluster, GPU model)
+Change = dict[str, list[int]]  # GPU model -> [total, free] added to the cluster's aggregate
 
 
 @dataclass(frozen=True)
@@ -79,9 +73,9 @@ async def apply_node_deltas(
     session: AsyncSession, deltas: list[ClusterDelta], *, max_nodes: int | None = None
 ) -> None:
     """Apply node-only deltas of distinct clusters in the caller's transaction, together: on
-    Postgres one read of the stored nodes they name, one UPDATE, one INSERT and one upsert per
-    aggregate table for all of them (the statements' fixed cost, not the rows, was most of
-    a small delta's)."""
+    Postgres one read of the stored nodes they name, one UPDATE, one INSERT and one upsert of
+    the clusters' aggregates for all of them (the statements' fixed cost, not the rows, was
+    most of a small delta's)."""
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
@@ -90,19 +84,13 @@ async def apply_node_deltas(
     now = utcnow()
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
     inserts: list[dict[str, Any]] = []
-    changes: dict[uuid.UUID, dict[Key, list[int]]] = {}
+    changes: dict[uuid.UUID, tuple[Change, bool]] = {}
     logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
     for d in deltas:
         cluster, tree, existing = d.cluster, trees[d.cluster.id], stored.get(d.cluster.id, {})
         changes[cluster.id] = _change(tree, existing, d.delta)
         _count_nodes(cluster, existing, d.delta)
-        removed = set(d.delta.node_removals)
-        if removed:
-            for part in _chunks(list(removed)):
-                await session.execute(
-                    delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
-                )
-            cluster.nodes_removed_seq = d.seq
+        await _remove(session, cluster, d.delta.node_removals, d.seq)
         added, written = [], []
         logged.append((cluster, d.seq, written))
         for node in d.delta.node_upserts:
@@ -129,14 +117,26 @@ async def apply_node_deltas(
         row_type=_UPDATED_TYPE,
     )
     await insert_many(session, Node, inserts)
-    await _apply_changes(session, changes)
-    if any(free > 0 for change in changes.values() for _, free in change.values()):
+    await _apply_changes(session, {cluster_id: gpus for cluster_id, (gpus, _) in changes.items()})
+    if any(freed for _, freed in changes.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
     await log_upserts(session, logged)
     for d in deltas:
         d.cluster.inventory_updated_at = now
         store_seq(d.cluster, d.seq)
     await session.flush()
+
+
+async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq: int) -> None:
+    """Delete the cluster's nodes of these names (a removal marks the cluster's sequence: the
+    scheduler's view then reads the cluster whole)."""
+    if not names:
+        return
+    for part in _chunks(list(set(names))):
+        await session.execute(
+            delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
+        )
+    cluster.nodes_removed_seq = seq
 
 
 def _refuse_unknown_domains(
@@ -161,38 +161,41 @@ def _logged(node: NodeValues, domain_id: uuid.UUID | None) -> LoggedNode:
 
 def _change(
     tree: DomainTree, existing: dict[str, dict[str, Any]], delta: CheckedDelta
-) -> dict[Key, list[int]]:
-    """What the delta changes in the cluster's aggregates: (total, free) GPUs by key, the
-    stored nodes it names taken out and its upserts put in. A node that stays in its domain
-    with its GPU model (most changes: GPUs taken or freed) adds its difference once."""
-    change: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
-
-    def account(part: tuple[str, int, int] | None, domain_id: uuid.UUID | None, sign: int) -> None:
-        if part is None:
-            return
-        model, total, free = part
-        for key_domain in [None, *tree.chain(domain_id)]:
-            entry = change[(key_domain, model)]
-            entry[0] += sign * total
-            entry[1] += sign * free
-
-    domains = tree.ids
+) -> tuple[Change, bool]:
+    """What the delta changes in the cluster's aggregates: (total, free) GPUs by model, the
+    stored nodes it names taken out and its upserts put in; and whether free GPUs rose
+    anywhere (a node's in its domain: a move between domains counts, as a waiting job may
+    need the room where it went). Nothing per domain is kept: the topology view sums a
+    cluster's nodes when asked (`fleet_views._node_sums`)."""
+    change: Change = defaultdict(lambda: [0, 0])
+    freed = False
     for node in delta.node_upserts:
-        new, domain_id = _node_part(node), domains[node.domain] if node.domain else None
-        row = existing.get(node.name)
-        if row is None:
-            account(new, domain_id, +1)
+        new, row = _node_part(node), existing.get(node.name)
+        old = None if row is None else _row_part(row)
+        if not freed and new is not None and new[2]:
+            freed = (
+                row is None
+                or old is None
+                or old[0] != new[0]
+                or old[2] < new[2]
+                or row["domain_id"] != (tree.ids[node.domain] if node.domain else None)
+            )
+        if old == new:  # most changes move no GPU the aggregate counts
             continue
-        old = _row_part(row)
-        if old is None or new is None or old[0] != new[0] or row["domain_id"] != domain_id:
-            account(old, row["domain_id"], -1)
-            account(new, domain_id, +1)
-        elif old != new:
-            account((new[0], new[1] - old[1], new[2] - old[2]), domain_id, +1)
+        if old is not None:
+            entry = change[old[0]]
+            entry[0] -= old[1]
+            entry[1] -= old[2]
+        if new is not None:
+            entry = change[new[0]]
+            entry[0] += new[1]
+            entry[1] += new[2]
     for name in delta.node_removals:  # never also upserted (the schema refuses it)
-        if (row := existing.get(name)) is not None:
-            account(_row_part(row), row["domain_id"], -1)
-    return change
+        if (row := existing.get(name)) is not None and (old := _row_part(row)) is not None:
+            entry = change[old[0]]
+            entry[0] -= old[1]
+            entry[1] -= old[2]
+    return change, freed
 
 
 def _count_nodes(
@@ -227,12 +230,11 @@ async def _stored_nodes(
     found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
     if session.get_bind().dialect.name == "postgresql":
         ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
-        pairs = [(n, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]]
-        params = {
-            "cluster_ids": [ids[n] for n, _ in pairs],
-            "names": [name for _, name in pairs],
-            "runs": [n for n, _ in pairs],
-        }
+        params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
+        for n, cluster_id in enumerate(ids):  # whole lists at a time, not a pair at a time
+            params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
+            params["names"] += names[cluster_id]
+            params["runs"] += [n] * len(names[cluster_id])
         for row in await _EXISTING_PAIRS.rows(session, params):
             found[ids[row["run"]]][row["name"]] = row
         return found
@@ -400,28 +402,20 @@ def _node_part(node: NodeValues) -> tuple[str, int, int] | None:
     )
 
 
-async def _apply_changes(
-    session: AsyncSession, changes: dict[uuid.UUID, dict[Key, list[int]]]
-) -> None:
-    """Add each cluster's differences to the aggregates, creating rows that do not exist yet:
-    one upsert statement per table for all clusters, in key order (no read, no ORM objects)."""
-    clusters, domains = [], []
-    for cluster_id, change in changes.items():
-        for (d, m), (t, f) in change.items():
-            if not (t or f):
-                continue
-            if d is None:
-                clusters.append(
-                    {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
-                )
-            else:
-                domains.append({"domain_id": d, "gpu_model": m, "total_gpus": t, "free_gpus": f})
-    clusters.sort(key=lambda r: (str(r["cluster_id"]), r["gpu_model"]))
-    domains.sort(key=lambda r: (str(r["domain_id"]), r["gpu_model"]))
-    for model, rows, keys in (
-        (ClusterGpuCapacity, clusters, ("cluster_id", "gpu_model")),
-        (DomainGpuCapacity, domains, ("domain_id", "gpu_model")),
-    ):
-        await add_to_rows(
-            session, model.__table__, rows, keys=keys, added=("total_gpus", "free_gpus")
-        )
+async def _apply_changes(session: AsyncSession, changes: dict[uuid.UUID, Change]) -> None:
+    """Add each cluster's differences to its aggregates, creating rows that do not exist yet:
+    one upsert statement for all clusters, in key order (no read, no ORM objects)."""
+    rows = [
+        {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
+        for cluster_id, change in changes.items()
+        for m, (t, f) in change.items()
+        if t or f
+    ]
+    rows.sort(key=lambda r: (str(r["cluster_id"]), r["gpu_model"]))
+    await add_to_rows(
+        session,
+        ClusterGpuCapacity.__table__,
+        rows,
+        keys=("cluster_id", "gpu_model"),
+        added=("total_gpus", "free_gpus"),
+    )

@@ -10,19 +10,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import (
-    Cluster,
-    ClusterState,
-    DomainGpuCapacity,
-    Node,
-    TopologyDomain,
-)
+from volcano_global.db.models import Cluster, ClusterState, Node, TopologyDomain
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.fields import is_dns_label
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
+from volcano_global.services.inventory.snapshots import UNKNOWN_GPU_MODEL
 
 
 async def cluster_page(
@@ -101,10 +96,8 @@ async def topology_level(
         chosen = set(tree.names)
     children = Counter(p for p in tree.parents.values() if p in tree.names)
     rows = await _rows(session, list(chosen))
-    counts, not_ready = await _node_counts(session, cluster, tree, chosen, max_listed)
-    capacity: dict[uuid.UUID, dict[str, tuple[int, int]]] = defaultdict(dict)
-    for cap in await _capacities(session, list(chosen)):
-        capacity[cap.domain_id][cap.gpu_model] = (cap.total_gpus, cap.free_gpus)
+    counts, capacity = await _node_sums(session, cluster, tree, chosen)
+    not_ready = await _not_ready(session, cluster, tree, chosen, max_listed)
     return [
         (
             DomainView(
@@ -112,7 +105,7 @@ async def topology_level(
                 tier=tier,
                 tier_name=tier_name,
                 parent=tree.names.get(parent_id) if parent_id is not None else None,
-                capacity=capacity[domain_id],
+                capacity={m: (t, f) for m, (t, f) in sorted(capacity[domain_id].items())},
                 nodes=counts[domain_id],
                 nodes_not_ready=not_ready[domain_id],
             ),
@@ -140,34 +133,60 @@ async def _rows(session: AsyncSession, ids: list[uuid.UUID]) -> list[Any]:
     return sorted(found, key=lambda r: (-r.tier, r.name))
 
 
-async def _capacities(session: AsyncSession, ids: list[uuid.UUID]) -> list[DomainGpuCapacity]:
-    found: list[DomainGpuCapacity] = []
-    for part in _parts(ids):
-        query = select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(part))
-        found += (await session.execute(query)).scalars()
-    return found
+# What a node adds to its domains' free GPUs (`snapshots.contribution`): only on a ready,
+# schedulable node, never below 0.
+_FREE_GPUS = case(
+    (
+        and_(Node.ready, Node.schedulable, Node.gpu_allocatable > Node.gpu_used),
+        Node.gpu_allocatable - Node.gpu_used,
+    ),
+    else_=0,
+)
 
 
-async def _node_counts(
+async def _node_sums(
+    session: AsyncSession, cluster: Cluster, tree: DomainTree, chosen: set[uuid.UUID]
+) -> tuple[dict[uuid.UUID, int], dict[uuid.UUID, dict[str, list[int]]]]:
+    """Nodes under each chosen domain (its whole subtree), and their GPUs by model (total,
+    free) as `snapshots.contribution` counts them: one sum per domain the nodes are in (the
+    ToRs) and GPU model, added up the tree here. A GPU-less node counts as a node only."""
+    counts: dict[uuid.UUID, int] = defaultdict(int)
+    capacity: dict[uuid.UUID, dict[str, list[int]]] = defaultdict(lambda: defaultdict(_pair))
+    sums = await session.execute(
+        select(
+            Node.domain_id,
+            Node.gpu_model,
+            func.count(),
+            func.sum(Node.gpu_allocatable),
+            func.sum(_FREE_GPUS),
+        )
+        .where(Node.cluster_id == cluster.id, Node.domain_id.is_not(None))
+        .group_by(Node.domain_id, Node.gpu_model)
+    )
+    for domain_id, model, count, total, free in sums:
+        for above in tree.chain(domain_id):
+            if above in chosen:
+                counts[above] += count
+                if total:  # a GPU model's entry only where nodes have GPUs
+                    entry = capacity[above][model or UNKNOWN_GPU_MODEL]
+                    entry[0] += total
+                    entry[1] += free
+    return counts, capacity
+
+
+def _pair() -> list[int]:
+    return [0, 0]
+
+
+async def _not_ready(
     session: AsyncSession,
     cluster: Cluster,
     tree: DomainTree,
     chosen: set[uuid.UUID],
     max_listed: int,
-) -> tuple[dict[uuid.UUID, int], dict[uuid.UUID, list[str]]]:
-    """Nodes under each chosen domain (its whole subtree), and the names of the not ready
-    ones: one count per domain the nodes are in (the ToRs), added up the tree here, and the
-    not ready nodes' names (few)."""
-    counts: dict[uuid.UUID, int] = defaultdict(int)
-    per_domain = await session.execute(
-        select(Node.domain_id, func.count())
-        .where(Node.cluster_id == cluster.id, Node.domain_id.is_not(None))
-        .group_by(Node.domain_id)
-    )
-    for domain_id, count in per_domain:
-        for above in tree.chain(domain_id):
-            if above in chosen:
-                counts[above] += count
+) -> dict[uuid.UUID, list[str]]:
+    """The names of the not ready nodes under each chosen domain (few), by name, at most
+    `max_listed` a domain."""
     not_ready: dict[uuid.UUID, list[str]] = defaultdict(list)
     names = await session.execute(
         select(Node.name, Node.domain_id)
@@ -178,7 +197,7 @@ async def _node_counts(
         for above in tree.chain(domain_id):
             if above in chosen and len(not_ready[above]) < max_listed:
                 not_ready[above].append(name)
-    return counts, not_ready
+    return not_ready
 
 
 def _parts(ids: list[uuid.UUID]) -> list[list[uuid.UUID]]:

@@ -1,5 +1,5 @@
-"""A cluster's inventory: replacing it from a snapshot, and the aggregates the solver reads
-(free GPUs by model per topology domain and per cluster)."""
+"""A cluster's inventory: replacing it from a snapshot, and its aggregates (total and free
+GPUs by model per cluster: the cluster list, the overview, the metrics)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.copy_rows import insert_columns, insert_tuples
-from volcano_global.db.models import (
-    Cluster,
-    ClusterGpuCapacity,
-    DomainGpuCapacity,
-    Node,
-    TopologyDomain,
-)
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory.domain_trees import mark_replaced
 from volcano_global.services.inventory.node_cap import require_node_cap
@@ -58,7 +52,8 @@ def contribution(
     *, gpu_model: str | None, gpu_allocatable: int, gpu_used: int, ready: bool, schedulable: bool
 ) -> tuple[str, int, int] | None:
     """(model, total, free) a node adds to its domains and cluster; None for a GPU-less node.
-    Free GPUs count only on ready, schedulable nodes."""
+    Free GPUs count only on ready, schedulable nodes (the topology view's sums in SQL follow
+    the same rule: `fleet_views._FREE_GPUS`)."""
     if gpu_allocatable == 0:
         return None
     free = gpu_allocatable - gpu_used if ready and schedulable else 0
@@ -86,7 +81,6 @@ async def replace_inventory(
         delete(ClusterGpuCapacity).where(ClusterGpuCapacity.cluster_id == cluster.id)
     )
     domain_ids = {d.name: uuid.uuid4() for d in snapshot.domains}
-    parents = {d.name: d.parent for d in snapshot.domains}
     # Parents before children, so the self-referencing foreign key holds row by row.
     ordered = sorted(snapshot.domains, key=lambda d: -d.tier)
     await insert_tuples(
@@ -100,11 +94,10 @@ async def replace_inventory(
         constants={"cluster_id": cluster.id},
         new_ids=False,
     )
-    cluster_tally, domain_tally = _tallies(snapshot.nodes, parents)
     stored_seq = seq if seq is not None else cluster.inventory_seq
     await restart_log(session, cluster, stored_seq)
     await _insert_nodes(session, cluster.id, snapshot.nodes, domain_ids, stored_seq)
-    await _insert_tallies(session, cluster.id, cluster_tally, domain_tally, domain_ids)
+    await _insert_tally(session, cluster.id, _tally(snapshot.nodes))
     cluster.nodes_total = len(snapshot.nodes)
     cluster.nodes_ready = sum(1 for n in snapshot.nodes if n.ready)
     cluster.inventory_generation += 1
@@ -137,12 +130,9 @@ async def _insert_nodes(
     )
 
 
-def _tallies(
-    nodes: list[NodeValues], parents: dict[str, str | None]
-) -> tuple[GpuTally, dict[str, GpuTally]]:
-    """What the nodes add to the cluster and to each domain (and the domains above it): summed
-    per (domain, model) first, so a domain's chain is walked once per model, not per node."""
-    summed: dict[tuple[str | None, str], list[int]] = defaultdict(lambda: [0, 0])
+def _tally(nodes: list[NodeValues]) -> GpuTally:
+    """What the nodes add to the cluster's aggregates."""
+    tally = GpuTally()
     for node in nodes:
         part = contribution(
             gpu_model=node.gpu_model,
@@ -152,47 +142,17 @@ def _tallies(
             schedulable=node.schedulable,
         )
         if part is not None:
-            sums = summed[node.domain, part[0]]
-            sums[0] += part[1]
-            sums[1] += part[2]
-    cluster_tally = GpuTally()
-    domain_tally: dict[str, GpuTally] = defaultdict(GpuTally)
-    for (domain, model), (total, free) in summed.items():
-        cluster_tally.add(model, total, free)
-        while domain is not None:
-            domain_tally[domain].add(model, total, free)
-            domain = parents[domain]
-    return cluster_tally, domain_tally
+            tally.add(*part)
+    return tally
 
 
-async def _insert_tallies(
-    session: AsyncSession,
-    cluster_id: uuid.UUID,
-    cluster_tally: GpuTally,
-    domain_tally: dict[str, GpuTally],
-    domain_ids: dict[str, uuid.UUID],
-) -> None:
-    await insert_many(
-        session,
-        DomainGpuCapacity,
-        [
-            {
-                "domain_id": domain_ids[name],
-                "gpu_model": m,
-                "total_gpus": t,
-                "free_gpus": tally.free[m],
-            }
-            for name, tally in domain_tally.items()
-            for m, t in tally.total.items()
-        ],
-    )
+async def _insert_tally(session: AsyncSession, cluster_id: uuid.UUID, tally: GpuTally) -> None:
     await insert_many(
         session,
         ClusterGpuCapacity,
         [
-            {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": f}
-            for m, t in cluster_tally.total.items()
-            for f in [cluster_tally.free[m]]
+            {"cluster_id": cluster_id, "gpu_model": m, "total_gpus": t, "free_gpus": tally.free[m]}
+            for m, t in tally.total.items()
         ],
     )
 

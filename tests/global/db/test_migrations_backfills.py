@@ -129,3 +129,56 @@ async def test_the_node_change_log_of_a_cluster_starts_at_its_sequence(
         )
         bounds = {name: (floor, seq) for name, floor, seq in found}
     assert bounds == {"east": (41, 41), "west": (0, 0)}
+
+
+async def test_a_downgrade_refills_the_domain_capacities_from_the_nodes(
+    empty_engine: AsyncEngine,
+) -> None:
+    """0029_drop_domain_capacities, undone: the release before reads its per-domain GPUs again,
+    each node's added to its domain and every domain above it (free only on a ready,
+    schedulable node; a node without a model under "unknown"; a GPU-less node adds nothing)."""
+    await migrate.upgrade(empty_engine)
+    tables, now = Base.metadata.tables, utcnow()
+    cluster_id = uuid.uuid4()
+    spine, tor1, tor2, lone = (uuid.uuid4() for _ in range(4))
+    domains = [(spine, "spine", 2, None), (tor1, "tor1", 1, spine), (tor2, "tor2", 1, spine)]
+    domains.append((lone, "lone", 1, None))
+    nodes = [  # name, domain, model, allocatable, used, ready, schedulable
+        ("a", tor1, "H100", 8, 2, True, True),
+        ("b", tor1, "H100", 8, 0, False, True),
+        ("c", tor2, "H100", 8, 1, True, False),
+        ("d", tor2, None, 4, 1, True, True),
+        ("e", tor2, "A100", 0, 0, True, True),
+        ("f", lone, "A100", 8, 8, True, True),
+        ("g", None, "H100", 8, 0, True, True),
+    ]
+    async with empty_engine.begin() as conn:
+        await _insert_clusters(conn, [_cluster(cluster_id, "east", now)])
+        await conn.execute(
+            tables["topology_domains"].insert(),
+            [
+                {"id": i, "cluster_id": cluster_id, "name": n, "tier": t, "parent_id": p}
+                for i, n, t, p in domains
+            ],
+        )
+        await conn.execute(
+            tables["nodes"].insert(),
+            [
+                {"id": uuid.uuid4(), "cluster_id": cluster_id, "name": name, "domain_id": domain}
+                | {"gpu_model": model, "gpu_allocatable": gpus, "gpu_used": used}
+                | {"ready": ready, "schedulable": schedulable}
+                for name, domain, model, gpus, used, ready, schedulable in nodes
+            ],
+        )
+    await migrate.downgrade(empty_engine, "0028_node_changes")
+    async with empty_engine.connect() as conn:
+        rows = await conn.execute(sa.text("SELECT * FROM domain_gpu_capacities"))
+        found = {(uuid.UUID(str(r[0])), r[1]): (r[2], r[3]) for r in rows}
+    assert found == {
+        (tor1, "H100"): (16, 6),
+        (tor2, "H100"): (8, 0),
+        (tor2, "unknown"): (4, 3),
+        (spine, "H100"): (24, 6),
+        (spine, "unknown"): (4, 3),
+        (lone, "A100"): (8, 0),
+    }

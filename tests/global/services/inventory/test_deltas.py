@@ -1,5 +1,6 @@
-"""Inventory deltas keep the per-cluster and per-domain GPU aggregates equal to what the stored
-nodes add up to (SQLite and Postgres), through new nodes, new GPU models, removals and flips."""
+"""Inventory deltas keep the per-cluster GPU aggregates equal to what the stored nodes add up to
+(SQLite and Postgres), through new nodes, new GPU models, removals and flips (per domain nothing
+is kept: tests/global/services/inventory/test_topology_levels.py checks the view's sums)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,7 @@ from sqlalchemy import select
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import (
-    Cluster,
-    ClusterGpuCapacity,
-    DomainGpuCapacity,
-    Node,
-    TopologyDomain,
-)
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster, lock_clusters
 from volcano_global.services.inventory.deltas import (
@@ -38,11 +33,8 @@ from volcano_global.services.scheduling.capacity_view import (
 
 
 async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
-    """(stored, recomputed from the nodes): (domain or None, model) -> (total, free)."""
+    """(stored, recomputed from the nodes): (cluster, model, total|free) -> GPUs."""
     async with transaction(app.state.sessions) as session:
-        parents = dict(
-            (await session.execute(select(TopologyDomain.id, TopologyDomain.parent_id))).all()
-        )
         expected: Counter = Counter()
         for node in (await session.execute(select(Node))).scalars():
             part = contribution(
@@ -55,21 +47,12 @@ async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
             if part is None:
                 continue
             model, total, free = part
-            domain = node.domain_id
-            chain = [None]
-            while domain is not None:
-                chain.append(domain)
-                domain = parents.get(domain)
-            for key in chain:
-                expected[(key, model, "total")] += total
-                expected[(key, model, "free")] += free
+            expected[(node.cluster_id, model, "total")] += total
+            expected[(node.cluster_id, model, "free")] += free
         stored: Counter = Counter()
         for row in (await session.execute(select(ClusterGpuCapacity))).scalars():
-            stored[(None, row.gpu_model, "total")] += row.total_gpus
-            stored[(None, row.gpu_model, "free")] += row.free_gpus
-        for row in (await session.execute(select(DomainGpuCapacity))).scalars():
-            stored[(row.domain_id, row.gpu_model, "total")] += row.total_gpus
-            stored[(row.domain_id, row.gpu_model, "free")] += row.free_gpus
+            stored[(row.cluster_id, row.gpu_model, "total")] += row.total_gpus
+            stored[(row.cluster_id, row.gpu_model, "free")] += row.free_gpus
     return +stored, +expected
 
 

@@ -1,7 +1,10 @@
 """A cluster's topology read one level at a time (the console's tree: `top`, `parent=`, or
 whole) gives what the former computation gave: every node of the cluster read and walked up
-its domains per request. Random trees of three tiers, nodes in leaves and in inner domains,
-without a domain or GPUs, some not ready; after a snapshot and after deltas."""
+its domains per request, its GPUs counted there by the rule the aggregates follow (total: a
+node's allocatable GPUs; free: its unused ones on a ready, schedulable node; a node without a
+model under "unknown"). Random trees of three tiers, nodes in leaves and in inner domains,
+without a domain or GPUs, some not ready or cordoned; after a snapshot and after deltas that
+move nodes between domains, change their model, size and use, flip readiness and remove them."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.factories import create_cluster
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, DomainGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models import Cluster, Node, TopologyDomain
 from volcano_global.errors import NotFound
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import get_cluster, lock_cluster
@@ -39,23 +42,26 @@ async def _former(session: AsyncSession, cluster: Cluster) -> list[tuple[Any, ..
         ).scalars()
     )
     by_id = {d.id: d for d in domains}
-    capacity: dict[uuid.UUID, dict[str, tuple[int, int]]] = defaultdict(dict)
-    rows = await session.execute(
-        select(DomainGpuCapacity).where(DomainGpuCapacity.domain_id.in_(list(by_id)))
-    )
-    for cap in rows.scalars():
-        capacity[cap.domain_id][cap.gpu_model] = (cap.total_gpus, cap.free_gpus)
+    gpus: dict[uuid.UUID, Counter] = defaultdict(Counter)  # domain -> (model, total|free) -> n
     counts: Counter = Counter()
     not_ready: dict[uuid.UUID, list[str]] = defaultdict(list)
-    nodes = await session.execute(
-        select(Node.name, Node.domain_id, Node.ready).where(Node.cluster_id == cluster.id)
-    )
-    for name, domain_id, ready in nodes:
+    nodes = (await session.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
+    for node in nodes:
+        domain_id = node.domain_id
         while domain_id is not None and domain_id in by_id:
             counts[domain_id] += 1
-            if not ready:
-                not_ready[domain_id].append(name)
+            if not node.ready:
+                not_ready[domain_id].append(node.name)
+            if node.gpu_allocatable:
+                model = node.gpu_model or "unknown"
+                gpus[domain_id][model, "total"] += node.gpu_allocatable
+                if node.ready and node.schedulable:
+                    gpus[domain_id][model, "free"] += node.gpu_allocatable - node.gpu_used
             domain_id = by_id[domain_id].parent_id
+    capacity = {
+        domain_id: {m: (sums[m, "total"], sums[m, "free"]) for m, part in sums if part == "total"}
+        for domain_id, sums in gpus.items()
+    }
     children = Counter(d.parent_id for d in domains if d.parent_id in by_id)
     return [
         (
@@ -63,7 +69,7 @@ async def _former(session: AsyncSession, cluster: Cluster) -> list[tuple[Any, ..
             d.tier,
             d.tier_name,
             by_id[d.parent_id].name if d.parent_id in by_id else None,
-            capacity[d.id],
+            capacity.get(d.id, {}),
             counts[d.id],
             sorted(not_ready[d.id]),
             children[d.id],
@@ -126,6 +132,7 @@ def _node(rng: random.Random, name: str, domains: list[str]) -> dict[str, Any]:
         "gpuAllocatable": gpus,
         "gpuUsed": rng.randrange(gpus + 1),
         "ready": rng.random() > 0.3,
+        "schedulable": rng.random() > 0.2,
         "domain": rng.choice([*domains, None]),
     }
 
@@ -161,6 +168,8 @@ async def test_levels_equal_the_former_whole_tree_computation(
             got, expected = await _levels(app, name)
             assert got == expected, (name, step)
     assert any(row[5] for rows in expected.values() for row in rows)  # nodes were counted
+    whole = [row[4] for row in expected[None]]  # GPUs were: some free, some (not all) used
+    assert any(0 < free < total for capacity in whole for total, free in capacity.values())
 
 
 async def test_not_ready_names_are_capped_per_domain(app: FastAPI, api: httpx.AsyncClient) -> None:
