@@ -37,6 +37,9 @@ def free_port() -> int:
 class ServerProcess:
     def __init__(self, database_url: str, tmp: Path, *, scheduling: bool = False) -> None:
         self.port = free_port()
+        grpc_port = free_port()
+        while grpc_port == self.port:  # each port was free when asked, not held: ask again
+            grpc_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -44,7 +47,7 @@ class ServerProcess:
             "VGLOBAL_ADMIN_TOKEN": ADMIN_TOKEN,
             "VGLOBAL_LOG_LEVEL": "info",
             "VGLOBAL_CONFIG": str(tmp / "no-config.yaml"),
-            "VGLOBAL_GRPC_PORT": str(free_port()),
+            "VGLOBAL_GRPC_PORT": str(grpc_port),
             # Off unless asked: tests of persistence and the CLI compare reads, which a
             # scheduling round would change in between.
             "VGLOBAL_SCHEDULING__ENABLED": "true" if scheduling else "false",
