@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from volcano_global.jobspec.model import Communication, Gang, TaskGang
+from volcano_global.jobspec.ranks import ranked_pods, ranked_tasks
 
 NO_RANGE = (
     '"true", but the job gives no width below all of it: set spec.minAvailable below the '
@@ -37,15 +38,20 @@ NO_RANGE = (
 def min_units(gang: Gang, *, unit_pods: int, communication: Communication | None) -> int:
     """The fewest units of `unit_pods` pods the job runs with; 0 when it needs all of them
     (a rigid gang)."""
-    if unit_pods < 1 or gang.total_pods % unit_pods or not gang.total_gpus:
+    ranked_count = ranked_pods(gang)
+    if unit_pods < 1 or ranked_count % unit_pods or not gang.total_gpus:
         return 0  # (a job without GPUs is placed whole: the width is about GPUs)
-    units = gang.total_pods // unit_pods
+    units = ranked_count // unit_pods
     if gang.sub_jobs:
         fewest = gang.min_sub_jobs or units
     else:
-        fewest = math.ceil(gang.min_available / unit_pods) if gang.min_available else units
+        # Tasks without GPUs run whole at any width (`ranks.py`): the rest of the minimum is
+        # the ranked pods'.
+        ranked = ranked_tasks(gang.tasks)
+        least = gang.min_available - (gang.total_pods - ranked_count)
+        fewest = max(1, math.ceil(least / unit_pods)) if gang.min_available else units
         if gang.min_available >= sum(t.min_available for t in gang.tasks):
-            fewest = _tasks_met(gang.tasks, unit_pods, max(fewest, 1), units)
+            fewest = _tasks_met(ranked, unit_pods, max(fewest, 1), units)
     if communication is not None and communication.min_data_parallel is not None:
         per_replica = communication.unit_gpus / communication.gpus_per_pod  # pods (may be < 1)
         pods = math.ceil(communication.min_data_parallel * per_replica)

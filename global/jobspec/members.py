@@ -1,9 +1,11 @@
 """A share of a global job as the Volcano Jobs its member cluster runs.
 
-The job's pods are ranked in document order (tasks in order, replicas in order; for a HyperJob,
-replicated jobs in order, each replica's tasks in order). A share owns the ranks
-[rank_offset, rank_offset + pods): each task keeps the replicas whose ranks fall there, so TP/PP
-groups laid out in rank order stay together. Everything else in the user's document is kept:
+The job's ranked pods (`ranks.py`: its GPU pods, or all of a job without any) are ranked in
+document order (tasks in order, replicas in order; for a HyperJob, replicated jobs in order,
+each replica's tasks in order). A share owns the ranks [rank_offset, rank_offset + pods): each
+ranked task keeps the replicas whose ranks fall there, so TP/PP groups laid out in rank order
+stay together; a task without GPUs in a job with GPU pods (an MPI master) goes whole with the
+share of its Volcano Job's first rank. Everything else in the user's document is kept:
 its labels and annotations (Volcano reads `volcano.sh/preemptable`, `revocable-zone`, plugins'
 settings from the Job), `networkTopology`, `partitionPolicy` (partition counts recomputed for
 the share's replicas: split units hold whole partitions, see normalize), policies, plugins, the
@@ -27,6 +29,7 @@ from volcano_global.jobspec.naming import (
     rendezvous_service_name,
     volcano_job_specs,
 )
+from volcano_global.jobspec.ranks import child_tasks, document_ranked_flags, ranked_tasks
 from volcano_global.rpc.shares import ShareAssignment
 
 VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -109,7 +112,8 @@ def parallelism_env(manifest: dict[str, Any], *, world_pods: int | None = None) 
     declared = sum(
         int(t.get("replicas", 1))
         for _, spec in volcano_job_specs(manifest)
-        for t in spec.get("tasks") or []
+        for t, ranked in zip(spec.get("tasks") or [], document_ranked_flags(spec), strict=True)
+        if ranked
     )
     if "dp" in sizes and world_pods is not None and declared and world_pods != declared:
         sizes["dp"] = sizes["dp"] * world_pods // declared
@@ -136,13 +140,12 @@ def member_jobs(
         spec = copy.deepcopy(spec)
         # An absent task count is 0, as Volcano reads it (an unset int32) and the parser did.
         total = sum(int(t.get("replicas", 0)) for t in spec.get("tasks") or [])
-        tasks = []
-        for task in spec.get("tasks") or []:
-            replicas = int(task.get("replicas", 0))
-            kept = max(0, min(last, rank + replicas) - max(first, rank))
-            rank += replicas
-            if kept:
-                tasks.append(_task_share(task, kept, env))
+        kept, rank = _kept_replicas(spec, rank, first=first, last=last)
+        tasks = [
+            _task_share(task, count, env)
+            for task, count in zip(spec.get("tasks") or [], kept, strict=True)
+            if count
+        ]
         if not tasks:
             continue
         pods = sum(t["replicas"] for t in tasks)
@@ -183,14 +186,13 @@ def member_jobs(
 def ranks_gpu_model(gang: Gang, first: int, pods: int) -> str | None:
     """The one GPU model the pods of ranks [first, first + pods) ask for (None: none names
     one, or they ask for several): a share's of a HyperJob whose children differ."""
-    tasks = gang.tasks
+    tasks = ranked_tasks(gang.tasks)
     if gang.sub_jobs:  # every child in rank order: its replicated job's tasks, per replica
         tasks = [
             t
             for s in gang.sub_jobs
             for _ in range(s.replicas)
-            for t in gang.tasks
-            if t.sub_job == s.name
+            for t in ranked_tasks(child_tasks(gang, s))
         ]
     models, rank = set(), 0
     for task in tasks:
@@ -198,6 +200,28 @@ def ranks_gpu_model(gang: Gang, first: int, pods: int) -> str | None:
             models.add(task.gpu_model)
         rank += task.replicas
     return models.pop() if len(models) == 1 else None
+
+
+def _kept_replicas(
+    spec: dict[str, Any], rank: int, *, first: int, last: int
+) -> tuple[list[int], int]:
+    """How many replicas of each task of one Volcano Job (whose first ranked pod is `rank`)
+    the share of ranks [first, last) runs, and the rank after the Job's. A ranked task keeps
+    its replicas whose ranks fall in the share; a task without rank (`ranks.py`: no GPUs in a
+    Job with GPU pods) goes whole with the share of the Job's first ranked pod."""
+    tasks = spec.get("tasks") or []
+    flags = document_ranked_flags(spec)
+    pods = sum(int(t.get("replicas", 0)) for t, ranked in zip(tasks, flags, strict=True) if ranked)
+    holds_first = pods > 0 and first <= rank < last
+    kept = []
+    for task, ranked in zip(tasks, flags, strict=True):
+        replicas = int(task.get("replicas", 0))
+        if not ranked:
+            kept.append(replicas if holds_first else 0)
+            continue
+        kept.append(max(0, min(last, rank + replicas) - max(first, rank)))
+        rank += replicas
+    return kept, rank
 
 
 def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:

@@ -19,8 +19,7 @@ import hashlib
 import re
 from typing import Any
 
-from volcano_global.jobspec.fields import Checker
-from volcano_global.jobspec.pods import pod_resources
+from volcano_global.jobspec.ranks import task_gpus
 
 MAX_NAME = 63  # a DNS label, and Volcano's qualified-name limit
 RENDEZVOUS_SUFFIX = "-rdzv"
@@ -75,7 +74,7 @@ def auto_pool_spec(
     jobspec/hyperjob.py), partitions and minimum counted again."""
     spec = copy.deepcopy(template)
     task = (spec.get("tasks") or [{}])[0]
-    per_pod = _accelerators_per_pod(task)
+    per_pod = task_gpus(task)  # as the parser counted them (checked at submission)
     if not per_pod:
         return spec
     accelerators = policy.get("accelerators")
@@ -89,11 +88,6 @@ def auto_pool_spec(
         partition["totalPartitions"] = pods // int(partition["partitionSize"])
     spec.pop("minAvailable", None)
     return spec
-
-
-def _accelerators_per_pod(task: dict[str, Any]) -> int:
-    """As the parser counted them (the document was checked at submission)."""
-    return pod_resources(task.get("template") or {}, "", Checker()).gpus
 
 
 def name_budget(manifest: dict[str, Any]) -> int:

@@ -24,6 +24,7 @@ from volcano_global.jobspec.model import (
     TaskGang,
 )
 from volcano_global.jobspec.priority_classes import PriorityClass, resolve_priority
+from volcano_global.jobspec.ranks import child_ranked_pods, gang_ranked_tasks, ranked_pods
 from volcano_global.jobspec.volcano_job import JobSpecSummary, read_job_spec
 
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
@@ -268,10 +269,10 @@ def _hyperjob_split(
     if hyper.auto_split and not never:
         # splitPolicy auto: the placement splits the one replicated job's pool of pods.
         unit = asked.unit_pods or _smallest_whole_unit(gang)
-        if gang.total_pods % unit or _cut_partition(gang, unit) is not None:
+        if ranked_pods(gang) % unit or _cut_partition(gang, unit) is not None:
             check.fail(
                 child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS),
-                f"a split unit of {unit} pods must divide the pool's {gang.total_pods} "
+                f"a split unit of {unit} pods must divide the pool's {ranked_pods(gang)} "
                 "pods at whole partitions",
             )
         return SplitPolicy(
@@ -284,7 +285,7 @@ def _hyperjob_split(
     return SplitPolicy(
         mode="never" if never else "auto",
         unit="subJob",
-        unit_pods=max((s.pods for s in gang.sub_jobs), default=1),
+        unit_pods=max((child_ranked_pods(gang, s) for s in gang.sub_jobs), default=1),
         max_clusters=1 if never else (widest or children),
         min_share_pods=min_share or 0,
         source="annotations" if mode else "hyperjob",
@@ -311,17 +312,16 @@ def _job_split(
         mode = "auto" if communication is not None else "never"
         source = "communication" if communication is not None else source
     if mode == "never":
-        return SplitPolicy(mode="never", unit_pods=gang.total_pods, source=source)  # type: ignore[arg-type]
+        return SplitPolicy(mode="never", unit_pods=ranked_pods(gang), source=source)  # type: ignore[arg-type]
 
     if unit_pods is None and communication is not None:
         unit_pods = max(communication.unit_gpus // communication.gpus_per_pod, 1)
     if unit_pods is None:
         unit_pods = _smallest_whole_unit(gang)
     path = child(ext.ANNOTATIONS_PATH, ext.UNIT_PODS)
-    if gang.total_pods % unit_pods:
-        check.fail(
-            path, f"a split unit of {unit_pods} pods must divide the job's {gang.total_pods} pods"
-        )
+    if (pods := ranked_pods(gang)) % unit_pods:
+        what = "GPU pods" if pods != gang.total_pods else "pods"
+        check.fail(path, f"a split unit of {unit_pods} pods must divide the job's {pods} {what}")
     elif (cut := _cut_partition(gang, unit_pods)) is not None:
         check.fail(
             path,
@@ -359,7 +359,7 @@ def _with_width(
         unit = _smallest_whole_unit(gang)
         if communication is not None:
             plan_unit = max(communication.unit_gpus // communication.gpus_per_pod, 1)
-            if gang.total_pods % plan_unit == 0 and _cut_partition(gang, plan_unit) is None:
+            if ranked_pods(gang) % plan_unit == 0 and _cut_partition(gang, plan_unit) is None:
                 unit = plan_unit
     fewest = elastic.min_units(gang, unit_pods=unit, communication=communication)
     if not fewest:
@@ -375,9 +375,9 @@ def _cut_partition(gang: Gang, unit_pods: int) -> TaskGang | None:
     (`replicas = totalPartitions x partitionSize`, totalPartitions >= 1), so every boundary
     inside a partitioned task must fall between two of its partitions, counted from the task's
     first rank - not only a unit divisible by the partition size (a task starting at an odd
-    rank gave a share `totalPartitions: 0`)."""
+    rank gave a share `totalPartitions: 0`). Only ranked tasks are cut (`ranks.py`)."""
     start = 0
-    for task in gang.tasks:
+    for task in gang_ranked_tasks(gang):
         end = start + task.replicas
         if task.partition:
             size = task.partition.partition_size
@@ -389,10 +389,11 @@ def _cut_partition(gang: Gang, unit_pods: int) -> TaskGang | None:
 
 
 def _smallest_whole_unit(gang: Gang) -> int:
-    """The default unit: the smallest divisor of the job's pods that cuts no partition (1 for
-    a job without partitions; the whole job when nothing smaller fits)."""
-    total = max(gang.total_pods, 1)
-    smallest = min((t.partition.partition_size for t in gang.tasks if t.partition), default=1)
+    """The default unit: the smallest divisor of the job's ranked pods that cuts no partition
+    (1 for a job without partitions; the whole job when nothing smaller fits)."""
+    total = max(ranked_pods(gang), 1)
+    tasks = gang_ranked_tasks(gang)
+    smallest = min((t.partition.partition_size for t in tasks if t.partition), default=1)
     for unit in range(smallest, total + 1):
         if total % unit == 0 and _cut_partition(gang, unit) is None:
             return unit

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from volcano_global.jobspec import Communication, Gang, SplitPolicy, SubJob, TaskGang
+from volcano_global.jobspec.ranks import child_ranked_pods, child_tasks, ranked_pods, ranked_tasks
 from volcano_global.solver.model import JobRequest, Part
 from volcano_global.solver.traffic import allreduce_gbps
 
@@ -40,21 +41,21 @@ def job_request(
             served_gpu_s=served_gpu_s,
             parts=_parts(gang, split),
         )
-    # A task of replicas 0 runs no pod: its pod size and model do not count.
+    # A task of replicas 0 runs no pod: its pod size and model do not count. Tasks without
+    # GPUs beside GPU tasks hold no rank (`jobspec/ranks.py`): neither counted nor split.
     gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
     sizes = {t.resources.gpus for t in gpu_tasks}
     if len(sizes) > 1:
         raise ValueError(f"GPU pods of different sizes {sorted(sizes)}")
     gpus_per_pod = sizes.pop() if sizes else 0
-    pods = sum(t.replicas for t in gpu_tasks) if gpu_tasks else gang.total_pods
+    pods = ranked_pods(gang)
     models = {t.gpu_model for t in gpu_tasks}
     if len(models) > 1:
         raise ValueError(f"parts on different GPU models {sorted(m or '?' for m in models)}")
     named = [s.cluster_names for s in gang.sub_jobs]
     allowed = tuple(sorted({c for names in named for c in names})) if named and all(named) else None
     if gang.sub_jobs and split.unit == "subJob":  # children alike (else parts, above)
-        pods = sum(s.pods * s.replicas for s in gang.sub_jobs)
-        unit = max((s.pods for s in gang.sub_jobs if s.replicas), default=0)
+        unit = max((child_ranked_pods(gang, s) for s in gang.sub_jobs if s.replicas), default=0)
     else:
         # A Job, or a HyperJob whose one replicated job is split automatically (its pool); an
         # elastic job is placed in its units, split or not.
@@ -91,8 +92,8 @@ def _crossing_gbps(split: SplitPolicy, communication: Communication | None) -> f
 
 
 def _child_tasks(gang: Gang, child: SubJob) -> list[TaskGang]:
-    """The tasks of one replicated job that run pods."""
-    return [t for t in gang.tasks if t.sub_job == child.name and t.replicas]
+    """The tasks of one replicated job that run pods and hold ranks."""
+    return [t for t in ranked_tasks(child_tasks(gang, child)) if t.replicas]
 
 
 def _children_differ(gang: Gang) -> bool:
@@ -105,7 +106,8 @@ def _children_differ(gang: Gang) -> bool:
         tasks = _child_tasks(gang, child)
         models = frozenset(t.gpu_model for t in tasks if t.resources.gpus)
         sizes = frozenset(t.resources.gpus for t in tasks)
-        kinds.add((models, sizes, child.pods, tuple(sorted(child.cluster_names))))
+        pods = child_ranked_pods(gang, child)
+        kinds.add((models, sizes, pods, tuple(sorted(child.cluster_names))))
     return len(kinds) > 1
 
 
@@ -131,14 +133,15 @@ def _parts(gang: Gang, split: SplitPolicy) -> tuple[Part, ...]:
         topology = child.network_topology
         hard = topology is not None and topology.mode == "hard"
         tier = topology.highest_tier_allowed if hard and topology is not None else None
+        pods = child_ranked_pods(gang, child)
         parts += [
             Part(
                 name=f"{child.name}-{index}",
-                pods=child.pods,
+                pods=pods,
                 gpus_per_pod=per_pod,
                 gpu_model=model,
                 allowed_clusters=tuple(sorted(child.cluster_names)) or None,
-                unit_pods=unit if unit and child.pods % unit == 0 else 0,
+                unit_pods=unit if unit and pods % unit == 0 else 0,
                 unit_tier=unit_tier,
                 share_tier=_known_tier(tier) if tier is not None else None,
             )
