@@ -432,14 +432,15 @@ async def anything_pending(session: AsyncSession) -> bool:
 
 
 async def narrow_elastic(session: AsyncSession) -> bool:
-    """Whether a running elastic job runs narrower than its document (it may grow)."""
+    """Whether a running elastic job runs narrower than its document (it may grow). In GPUs:
+    its shares hold its GPU pods only, not its pods without GPUs (`jobspec/ranks.py`)."""
     narrow = await session.execute(
         select(Job.id)
         .join(Placement, Placement.job_id == Job.id)
         .join(ClusterShare, ClusterShare.placement_id == Placement.id)
         .where(Job.state == JobState.RUNNING, Placement.state == PlacementState.ACTIVE, ELASTIC)
-        .group_by(Job.id, Job.total_pods)
-        .having(func.sum(ClusterShare.pods) < Job.total_pods)
+        .group_by(Job.id, Job.total_gpus)
+        .having(func.sum(ClusterShare.gpus) < Job.total_gpus)
         .limit(1)
     )
     return narrow.first() is not None

@@ -173,3 +173,12 @@ def test_a_hyperjob_of_children_that_differ_counts_each_childs_gpu_pods() -> Non
     ]
     (big,) = member_jobs(doc, share(4, 4, 1, 2, world=8))
     assert tasks_of([big]) == [[("mpimaster", 1), ("mpiworker", 4)]]
+
+
+def test_an_elastic_width_counts_the_gpu_pods_beside_a_whole_master() -> None:
+    doc = mpi(workers=4)
+    doc["spec"]["minAvailable"] = 3  # the master and 2 of the 4 workers
+    doc["metadata"]["annotations"] = {"global.volcano.sh/elastic": "true"}
+    split = normalize_job(doc, OPTIONS).split_policy
+    # Units of 1 GPU pod; 2 of them with the master make minAvailable (was 3 of 5 pods).
+    assert (split.unit_pods, split.min_units) == (1, 2)

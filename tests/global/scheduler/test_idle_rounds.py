@@ -7,6 +7,7 @@ every commit that may let a job run (a cancel, GPUs freed, a queue's quota raise
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -32,6 +33,7 @@ from volcano_global.db.engine import transaction
 from volcano_global.db.models import Job, JobState
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.jobs.submission import NOT_YET_SCHEDULED
+from volcano_global.services.scheduling.round_input import narrow_elastic
 
 
 async def put_nodes(api: httpx.AsyncClient, nodes: int, *, used: int) -> None:
@@ -180,3 +182,23 @@ async def test_raising_a_queue_s_quota_wakes_the_loop_for_the_job_it_capped(
         raised = await api.patch("/api/v1/queues/llm", json={"gpuQuota": 16})
         assert raised.status_code == 200, raised.text
         await eventually(lambda: placed(api, waiting), within=30)  # before the period
+
+
+async def test_an_elastic_job_with_a_master_at_full_width_is_not_narrow(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # Its placement holds its 4 GPU pods, not its master (docs/placement.md, "Tasks without
+    # GPUs"): it was taken for narrow (4 of 5 pods), and each inventory move cost a round.
+    await create_cluster(api, "gpu-east")
+    await put_nodes(api, 4, used=0)
+    doc = elastic_document("mpi", replicas=4, minAvailable=3)
+    master = copy.deepcopy(doc["spec"]["tasks"][0]) | {"name": "master", "replicas": 1}
+    master["template"]["spec"]["containers"][0].pop("resources", None)
+    doc["spec"]["tasks"].insert(0, master)
+    uid = str((await submit(api, doc)).json()["uid"])
+    assert (await app.state.scheduler.run_once()).result.placed == [uid]  # its 4 GPU pods
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job).where(Job.id == uuid.UUID(uid)).values(state=JobState.RUNNING)
+        )
+        assert not await narrow_elastic(session)
