@@ -42,6 +42,7 @@ from volcano_global.jobspec.members import (
     RENDEZVOUS_PORT,
     VOLCANO_API_VERSION,
     member_jobs,
+    rank_0_task,
     share_member_name,
 )
 from volcano_global.jobspec.naming import rendezvous_service_name
@@ -219,14 +220,14 @@ class MemberJobs:
         self, a: ShareAssignment, document: dict[str, Any], created: dict[str, Any]
     ) -> str:
         """The rank-0 share of a split job publishes rank 0's endpoint to the other clusters:
-        a Service `<member>-rdzv` selecting the first pod, exported with a Multi-Cluster
+        a Service `<member>-rdzv` selecting rank 0's pod, exported with a Multi-Cluster
         Services ServiceExport; both owned by the Volcano Job and labelled with the placement
         (a cancellation deletes them itself, not leaving them to the garbage collector).
         Returns a warning for the user when the cluster cannot export it."""
         pid = a.placement_id
         name = rendezvous_service_name(share_member_name(json.loads(a.manifest_json), a))
         job_name = document["metadata"]["name"]
-        task = document["spec"]["tasks"][0]["name"]
+        task = rank_0_task(document["spec"])  # the share of rank 0 holds it in its first job
         # No blockOwnerDeletion: the Job is deleted in the background and these are deleted
         # explicitly, so nothing needs to wait; setting it would need update on jobs/finalizers
         # under OwnerReferencesPermissionEnforcement.

@@ -41,7 +41,13 @@ CLUSTER_INDEX_LABEL = LABEL_PREFIX + "cluster-index"
 MEMBERS_ANNOTATION = LABEL_PREFIX + "members"  # how many Volcano Jobs the share has
 
 
-__all__ = ["member_job_name", "member_jobs", "rendezvous_address", "share_member_name"]
+__all__ = [
+    "member_job_name",
+    "member_jobs",
+    "rank_0_task",
+    "rendezvous_address",
+    "share_member_name",
+]
 
 
 def share_member_name(manifest: dict[str, Any], share: ShareAssignment) -> str:
@@ -55,17 +61,24 @@ def share_member_name(manifest: dict[str, Any], share: ShareAssignment) -> str:
 def rendezvous_address(
     manifest: dict[str, Any], *, member: str, namespace: str, split: bool
 ) -> str:
-    """Where rank 0 listens. One cluster: the first pod's DNS name under the headless service
+    """Where rank 0 listens. One cluster: rank 0's pod's DNS name under the headless service
     Volcano's `svc` plugin creates. Split: the `<member>-rdzv` service the rank-0 cluster's
     agent exports through Multi-Cluster Services (`clusterset.local`)."""
     if split:
         service = rendezvous_service_name(member)
         return f"{service}.{namespace}.svc.clusterset.local:{RENDEZVOUS_PORT}"
     job, spec = _volcano_jobs(manifest, member)[0]
-    # Rank 0 is the first pod of the first task that has pods (a task of replicas 0 has none).
-    running = [t for t in spec.get("tasks") or [] if int(t.get("replicas", 0)) > 0]
-    task = (running or [{}])[0].get("name", "task")
-    return f"{job}-{task}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
+    return f"{job}-{rank_0_task(spec)}-0.{job}.{namespace}.svc:{RENDEZVOUS_PORT}"
+
+
+def rank_0_task(spec: dict[str, Any]) -> str:
+    """The task of a Volcano Job's first rank: the first ranked task that has pods (a task of
+    replicas 0 has none; an MPI master without GPUs beside GPU workers holds no rank)."""
+    tasks = spec.get("tasks") or []
+    for task, ranked in zip(tasks, document_ranked_flags(spec), strict=True):
+        if ranked and int(task.get("replicas", 0)) > 0:
+            return str(task.get("name", "task"))
+    return "task"
 
 
 def rendezvous_env(share: ShareAssignment, *, api_url: str = "") -> dict[str, str]:

@@ -2,7 +2,7 @@
 through a real round, the real gRPC stream and the real agent into an emulated member cluster:
 its Volcano Job has all 3 pods (it had the master and 1 worker: the placement counts GPU
 pods, the member job was cut by rank over every task). Split, the master goes to the rank-0
-cluster only and is the rendezvous that cluster exports."""
+cluster only, which exports rank 0's pod (the first worker) as the rendezvous."""
 
 from __future__ import annotations
 
@@ -80,10 +80,11 @@ async def test_a_split_mpi_job_has_one_master_in_the_rank_0_cluster(database_url
         assert tasks_of(vcjobs[other]) == [("mpiworker", 4)]
         assert vcjobs[first]["spec"]["minAvailable"] == 5
         assert vcjobs[other]["spec"]["minAvailable"] == 4
-        # The rendezvous is the master, in the cluster that exports it.
+        # The exported rendezvous selects rank 0's pod: the first worker, not the master.
         await eventually(lambda: len(members[first].objects[SERVICES]) == 1)
         (service,) = members[first].objects[SERVICES].values()
-        assert service["spec"]["selector"]["volcano.sh/task-spec"] == "mpimaster"
+        assert service["spec"]["selector"]["volcano.sh/task-spec"] == "mpiworker"
+        assert service["spec"]["selector"]["volcano.sh/task-index"] == "0"
 
         set_phase(members[first], vcjobs[first], "Running", running=5)
         set_phase(members[other], vcjobs[other], "Running", running=4)

@@ -63,10 +63,11 @@ def test_a_split_mpi_job_has_its_master_in_the_rank_0_share_only() -> None:
     assert tasks_of(first) == [[("mpimaster", 1), ("mpiworker", 2)]]
     assert tasks_of(second) == [[("mpiworker", 2)]]
     assert [first[0]["spec"]["minAvailable"], second[0]["spec"]["minAvailable"]] == [3, 2]
-    # The rendezvous (the first pod in document order) is in the share that exports it.
+    # The rendezvous is rank 0's pod (where the SDK runtime's torch rank 0 listens), not the
+    # master's: it was the first pod in document order.
     member = first[0]["metadata"]["name"]
     assert rendezvous_address(doc, member=member, namespace="research", split=False) == (
-        f"{member}-mpimaster-0.{member}.research.svc:29500"
+        f"{member}-mpiworker-0.{member}.research.svc:29500"
     )
     # Three shares of the GPU ranks: the master still goes once, with rank 0.
     thirds = [
