@@ -321,7 +321,7 @@ def _screen(
 
 def _shape(row: Any, queue_names: dict[uuid.UUID, str]) -> JobRequest:
     """A waiting job's request as far as its columns tell: its pods, GPUs and model."""
-    pods = row.total_pods if row.total_pods and row.total_gpus % row.total_pods == 0 else 1
+    pods = _gpu_pods(row.total_pods, row.total_gpus)
     return JobRequest(
         str(row.id),
         pods=pods,
@@ -330,6 +330,21 @@ def _shape(row: Any, queue_names: dict[uuid.UUID, str]) -> JobRequest:
         priority=row.priority,
         queue=queue_names[row.queue_id],
     )
+
+
+def _gpu_pods(total_pods: int, total_gpus: int) -> int:
+    """The most pods, at most the job's, that share its GPUs evenly. Its pods without GPUs (an
+    MPI master, `jobspec/ranks.py`) are in `total_pods` but hold none: 4 pods of 8 GPUs and a
+    master are 4 pods of 8 (they were 1 of 32, which no node holds). Never fewer pods than the
+    GPU pods, so the fit is never stricter than the job's: a candidate is then read in full."""
+    if not total_gpus or not total_pods or total_gpus % total_pods == 0:
+        return max(total_pods, 1)
+    best, divisor = 1, 1
+    while divisor * divisor <= total_gpus:  # (a few hundred steps for the largest job)
+        if total_gpus % divisor == 0:
+            best = max([best, *(p for p in (divisor, total_gpus // divisor) if p <= total_pods)])
+        divisor += 1
+    return best
 
 
 async def _whole_queue(

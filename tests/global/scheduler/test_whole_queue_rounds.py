@@ -83,3 +83,21 @@ async def test_the_reasons_of_many_waiting_jobs_take_no_more_statements_than_a_f
         reasons = (await session.execute(select(Job.pending_reason))).scalars().all()
     # The window's job has the solver's reason, the 32 beyond it the fast pass's.
     assert len(reasons) == 33 and sum("no room now: " in (r or "") for r in reasons) == 32
+
+
+async def test_a_job_with_a_master_beyond_the_window_starts(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # 4 pods of 8 GPUs and a master without GPUs: its columns say 5 pods and 32 GPUs, which
+    # read as one pod of 32 GPUs, that no 8-GPU node holds (docs/placement.md, "Tasks without
+    # GPUs"): it waited for its turn in the window.
+    await one_cluster(app, api)
+    small = (await submit(api, job_document("small", replicas=1, gpus=8))).json()["uid"]
+    doc = job_document("mpi", replicas=4, gpus=8)
+    master = {**doc["spec"]["tasks"][0], "name": "master", "replicas": 1}
+    master["template"] = {"spec": {"containers": [{"name": "m", "image": "mpi"}]}}
+    doc["spec"]["tasks"].insert(0, master)
+    mpi = (await submit(api, doc)).json()["uid"]
+    await app.state.scheduler.run_once()
+    assert (await state(api, small))["state"] == "Placed"  # the window
+    assert (await state(api, mpi))["state"] == "Placed"  # beyond it
