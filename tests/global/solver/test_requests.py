@@ -113,3 +113,27 @@ def test_a_child_with_pods_of_different_sizes_is_not_modelled() -> None:
         job_request(
             job_id="x", gang=job.gang, split=never, communication=None, priority=0, queue="q"
         )
+
+
+def test_a_child_of_no_replicas_does_not_make_the_job_heterogeneous() -> None:
+    # Its tasks ran no pod but their GPU model counted: an H100 HyperJob declaring an A100
+    # child of replicas 0 was refused as parts on different GPU models.
+    doc = load_document(
+        (EXAMPLES / "hyperjob-heterogeneous.yaml").read_bytes(),
+        fmt="yaml",
+        max_nodes=10_000,
+        max_depth=64,
+    )
+    doc["spec"]["replicatedJobs"][0]["replicas"] = 2
+    doc["spec"]["replicatedJobs"][1]["replicas"] = 0
+    doc["spec"]["minAvailable"] = 2
+    job = normalize_job(doc, ParseOptions(priority_classes=SchedulingDefaults().priority_classes))
+    request = job_request(
+        job_id="x", gang=job.gang, split=job.split_policy, communication=None, priority=0, queue="q"
+    )
+    assert (request.parts, request.gpu_model, request.pods, request.gpus_per_pod) == (
+        (),
+        "H100",
+        16,
+        8,
+    )
