@@ -117,11 +117,11 @@ def demo(
             f"\nThe web console is at {url}/ and the REST API at {url}/api/v1; the admin "
             f"token of this run is {token}"
         )
-        console.print(
-            f"The CLI against it: export VGLOBAL_SERVER={url} VGLOBAL_TOKEN={token}; then "
-            "e.g. `vglobal jobs`, `vglobal describe cluster gpu-central`"
-        )
         if keep_running:
+            console.print(
+                f"The CLI against it: export VGLOBAL_SERVER={url} VGLOBAL_TOKEN={token}; then "
+                "e.g. `vglobal jobs`, `vglobal describe cluster gpu-central`"
+            )
             console.print("The server keeps running; Ctrl-C stops it.")
             server.wait()
         else:

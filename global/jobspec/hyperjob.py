@@ -88,7 +88,7 @@ def read_hyperjob(
         min_available=sum(s.min_available * s.replicas for s in sub_jobs),
         total_pods=sum(s.pods * s.replicas for s in sub_jobs),
         total_gpus=sum(s.gpus * s.replicas for s in sub_jobs),
-        gpu_model=common_gpu_model(tasks),
+        gpu_model=common_gpu_model([t for t in tasks if t.sub_job not in _idle(sub_jobs)]),
         sub_jobs=sub_jobs,
         min_sub_jobs=total_children if min_sub_jobs is None else min_sub_jobs,
     )
@@ -282,5 +282,11 @@ def _one_value(values: dict[str, str], check: Checker, what: str) -> str | None:
 
 
 def common_gpu_model(tasks: list[TaskGang]) -> str | None:
-    models = {t.gpu_model for t in tasks if t.resources.gpus}
+    """The one GPU model the pods that run ask for (a task of replicas 0 runs none)."""
+    models = {t.gpu_model for t in tasks if t.resources.gpus and t.replicas}
     return models.pop() if len(models) == 1 else None
+
+
+def _idle(sub_jobs: list[SubJob]) -> set[str]:
+    """The replicated jobs of replicas 0: their tasks run no pod."""
+    return {s.name for s in sub_jobs if not s.replicas}

@@ -229,7 +229,7 @@ def _unused(job: JobRequest, part: Part, used: set[str], room: Room) -> Iterator
     request = part_request(job, part)
     fitting = []
     for name, pool in room.pools.items():
-        if name in used or not _may_use(job, part, name):
+        if name in used or not _may_host(job, part, name, room):
             continue
         free = max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1)
         if free >= part.gpus:
@@ -271,6 +271,14 @@ def _may_use(job: JobRequest, part: Part, cluster: str) -> bool:
     return all(
         names is None or cluster in names for names in (part.allowed_clusters, job.allowed_clusters)
     )
+
+
+def _may_host(job: JobRequest, part: Part, cluster: str, room: Room) -> bool:
+    """Whether the child may open a share in the cluster: it may use it, and the cluster has
+    one GPU model. A parted job names no model of its own, and the server's books replay a
+    share by the job's model (`take_from_leaf`), which in a cluster of several models could
+    credit a share to the other model's leaf of the same name (docs/placement.md)."""
+    return _may_use(job, part, cluster) and len(room.pools[cluster].models()) <= 1
 
 
 def _limit(job: JobRequest) -> int:
@@ -369,10 +377,12 @@ def _no_room(job: JobRequest, part: Part, room: Room) -> str:
     where = "any cluster"
     if part.allowed_clusters is not None or job.allowed_clusters is not None:
         where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
+    mixed = [n for n in room.pools if _may_use(job, part, n) and not _may_host(job, part, n, room)]
+    skipped = f"; not in clusters of several GPU models ({', '.join(mixed)})" if mixed else ""
     return (
         f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
         f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
-        "starts and within its reservations; no child starts until all can"
+        f"starts and within its reservations{skipped}; no child starts until all can"
     )
 
 
@@ -380,7 +390,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether a cluster the child may use has its GPUs of its model free (counts only)."""
     request = part_request(job, part)
     return any(
-        _may_use(job, part, name)
+        _may_host(job, part, name, room)
         and max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1) >= part.gpus
         for name, pool in room.pools.items()
     )
@@ -389,7 +399,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
 def _fits_alone(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether the child alone fits in a cluster it may use (nothing kept)."""
     for name in room.pools:
-        if _may_use(job, part, name):
+        if _may_host(job, part, name, room):
             frame = _Frame(iter(()), cluster=name)
             _put(job, part, frame, [frame], room)
             if frame.placed:

@@ -28,22 +28,12 @@ def job_request(
     (`model.Part`), which step 5c of a round places (`parts.py`), not the model."""
     rate = _crossing_gbps(split, communication)
     if gang.sub_jobs and split.unit == "subJob" and _children_differ(gang):
-        return JobRequest(
-            id=job_id,
-            pods=1,  # (a parted request's GPUs as one lump: what ordering and quotas read)
-            gpus_per_pod=gang.total_gpus,
-            gpu_model=gang.gpu_model,
-            priority=priority,
-            queue=queue,
-            splittable=True,
-            max_clusters=split.max_clusters,
-            allreduce_gbps=rate,
-            served_gpu_s=served_gpu_s,
-            parts=_parts(gang, split),
-        )
-    # A task of replicas 0 runs no pod: its pod size and model do not count. Tasks without
-    # GPUs beside GPU tasks hold no rank (`jobspec/ranks.py`): neither counted nor split.
-    gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas]
+        return _parted_request(job_id, gang, split, rate, priority, queue, served_gpu_s)
+    # A task of replicas 0 (or of a child of replicas 0) runs no pod: its pod size and model
+    # do not count. Tasks without GPUs beside GPU tasks hold no rank (`jobspec/ranks.py`):
+    # neither counted nor split.
+    idle = {s.name for s in gang.sub_jobs if not s.replicas}
+    gpu_tasks = [t for t in gang.tasks if t.resources.gpus and t.replicas and t.sub_job not in idle]
     sizes = {t.resources.gpus for t in gpu_tasks}
     if len(sizes) > 1:
         raise ValueError(f"GPU pods of different sizes {sorted(sizes)}")
@@ -148,6 +138,31 @@ def _parts(gang: Gang, split: SplitPolicy) -> tuple[Part, ...]:
             for index in range(child.replicas)
         ]
     return tuple(parts)
+
+
+def _parted_request(
+    job_id: str,
+    gang: Gang,
+    split: SplitPolicy,
+    rate: float,
+    priority: int,
+    queue: str,
+    served_gpu_s: float,
+) -> JobRequest:
+    """A HyperJob whose children differ, as the request of its children (`model.Part`)."""
+    return JobRequest(
+        id=job_id,
+        pods=1,  # (a parted request's GPUs as one lump: what ordering and quotas read)
+        gpus_per_pod=gang.total_gpus,
+        gpu_model=gang.gpu_model,
+        priority=priority,
+        queue=queue,
+        splittable=True,
+        max_clusters=split.max_clusters,
+        allreduce_gbps=rate,
+        served_gpu_s=served_gpu_s,
+        parts=_parts(gang, split),
+    )
 
 
 def _unit_tier(gpu_tasks: list[TaskGang], unit: int) -> tuple[int, int | None]:

@@ -8,12 +8,10 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.agents import join
-from tests.conftest import ADMIN_TOKEN
+from core_agent.simulated.cluster import ClusterSpec
+from tests.agents import scheduling_server
 from tests.factories import eventually, job_document, to_yaml
 from tests.server_process import ServerProcess
 
@@ -29,23 +27,12 @@ SPEC = ClusterSpec.model_validate(
 async def east(tmp_path: Path) -> AsyncIterator[ServerProcess]:
     """A scheduling server with `east` (a simulated cluster with two spines over four ToRs,
     streaming) and `west` (registered, no agent), linked at 100 Gbps."""
-    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/d.db", tmp_path, scheduling=True)
-    await asyncio.to_thread(server.start)
-    stop = asyncio.Event()
-    async with httpx.AsyncClient(
-        base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60
-    ) as api:
-        task = await join(api, "east", SimulatedCluster.from_spec("east", SPEC),
-                          target=server.grpc_target, stop=stop)  # fmt: skip
-        assert (await api.post("/api/v1/clusters", json={"name": "west"})).status_code == 201
-        link = {"clusterA": "east", "clusterB": "west", "capacityGbps": 100, "latencyMs": 5}
-        assert (await api.post("/api/v1/links", json=link)).status_code == 201
-    try:
+    async with scheduling_server(tmp_path, "east", SPEC) as server:
+        with server.admin() as api:
+            assert api.post("/api/v1/clusters", json={"name": "west"}).status_code == 201
+            link = {"clusterA": "east", "clusterB": "west", "capacityGbps": 100, "latencyMs": 5}
+            assert api.post("/api/v1/links", json=link).status_code == 201
         yield server
-    finally:
-        stop.set()
-        await task
-        server.stop()
 
 
 async def cli(server: ServerProcess, *args: str) -> str:

@@ -7,12 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
-from tests.agents import join
-from tests.conftest import ADMIN_TOKEN
+from core_agent.simulated.cluster import ClusterSpec
+from tests.agents import scheduling_server
 from tests.factories import eventually, job_document, to_yaml
 from tests.server_process import ServerProcess
 
@@ -22,20 +20,8 @@ SPEC = ClusterSpec.model_validate({"nodeGroups": [{"count": 2, "gpusPerNode": 8}
 @pytest.fixture
 async def east(tmp_path: Path) -> AsyncIterator[ServerProcess]:
     """A scheduling server with one simulated cluster, `east`, streaming to it."""
-    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/ran.db", tmp_path, scheduling=True)
-    await asyncio.to_thread(server.start)
-    stop = asyncio.Event()
-    async with httpx.AsyncClient(
-        base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
-    ) as api:
-        east = SimulatedCluster.from_spec("east", SPEC)
-        task = await join(api, "east", east, target=server.grpc_target, stop=stop)
-    try:
+    async with scheduling_server(tmp_path, "east", SPEC) as server:
         yield server
-    finally:
-        stop.set()
-        await task
-        server.stop()
 
 
 async def test_a_finished_job_shows_its_clusters_and_duration(

@@ -77,6 +77,26 @@ def test_nothing_starts_when_one_child_has_no_room_and_the_reason_names_it() -> 
     assert "no child starts until all can" in reason
 
 
+def test_a_child_never_goes_to_a_cluster_of_several_gpu_models() -> None:
+    # The server replays a share by its job's GPU model, which a parted job does not have: in
+    # a cluster whose leaves of two models share a name, its H100 share was credited to the
+    # A100 leaf and the H100s looked free to the next round.
+    mixed = ClusterCapacity(
+        "mixed",
+        (
+            Leaf("H100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
+            Leaf("A100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
+        ),
+    )
+    job = parted("hetero", child("trainer-h100-0", "H100"), child("trainer-a100-0", "A100"))
+    plan = plan_round(RoundInput(NOW, (mixed,), waiting=(job,)), Policy.CPSAT)
+    assert plan.starts == ()
+    assert "not in clusters of several GPU models (mixed)" in plan.outcomes["hetero"].reason
+    plan = plan_round(RoundInput(NOW, (mixed, *EAST_WEST), waiting=(job,)), Policy.CPSAT)
+    (start,) = plan.starts
+    assert [s.cluster for s in start.shares] == ["east", "west"]
+
+
 def test_a_child_goes_only_where_its_cluster_names_allow() -> None:
     fleet = (*EAST_WEST, cluster("north", "A100", 10, used_nodes=0))
     job = parted(

@@ -13,8 +13,12 @@ from volcano_global.solver.requests import job_request
 from volcano_global.solver.traffic import allreduce_gbps, pair_demand_gbps
 
 
+def example_document(name: str) -> dict:  # type: ignore[type-arg]
+    return load_document((EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=10_000, max_depth=64)
+
+
 def request_for(name: str, **annotations: str):  # type: ignore[no-untyped-def]
-    doc = load_document((EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=10_000, max_depth=64)
+    doc = example_document(name)
     doc["metadata"].setdefault("annotations", {}).update(annotations)
     job = normalize_job(doc, ParseOptions(priority_classes=SchedulingDefaults().priority_classes))
     return job, job_request(
@@ -89,12 +93,7 @@ def test_a_heterogeneous_hyperjob_is_a_request_of_its_children() -> None:
 
 
 def test_a_child_with_pods_of_different_sizes_is_not_modelled() -> None:
-    doc = load_document(
-        (EXAMPLES / "hyperjob-heterogeneous.yaml").read_bytes(),
-        fmt="yaml",
-        max_nodes=10_000,
-        max_depth=64,
-    )
+    doc = example_document("hyperjob-heterogeneous.yaml")
     tasks = doc["spec"]["replicatedJobs"][1]["templateSpec"]["tasks"]
     tasks.append(copy.deepcopy(tasks[0]) | {"name": "small"})
     tasks[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
@@ -113,3 +112,22 @@ def test_a_child_with_pods_of_different_sizes_is_not_modelled() -> None:
         job_request(
             job_id="x", gang=job.gang, split=never, communication=None, priority=0, queue="q"
         )
+
+
+def test_a_child_of_no_replicas_does_not_make_the_job_heterogeneous() -> None:
+    # Its tasks ran no pod but their GPU model counted: an H100 HyperJob declaring an A100
+    # child of replicas 0 was refused as parts on different GPU models.
+    doc = example_document("hyperjob-heterogeneous.yaml")
+    doc["spec"]["replicatedJobs"][0]["replicas"] = 2
+    doc["spec"]["replicatedJobs"][1]["replicas"] = 0
+    doc["spec"]["minAvailable"] = 2
+    job = normalize_job(doc, ParseOptions(priority_classes=SchedulingDefaults().priority_classes))
+    request = job_request(
+        job_id="x", gang=job.gang, split=job.split_policy, communication=None, priority=0, queue="q"
+    )
+    assert (request.parts, request.gpu_model, request.pods, request.gpus_per_pod) == (
+        (),
+        "H100",
+        16,
+        8,
+    )
