@@ -141,7 +141,7 @@ class SplitPolicy(Frozen):
     crossing_gbps: float | None = Field(
         None, description="Declared all-reduce rate V/tau (Gbps); overrides the derived one"
     )
-    source: Literal["default", "annotations", "communication", "hyperjob"] = "default"
+    source: Literal["default", "annotations", "communication", "hyperjob", "plugins"] = "default"
     # Elastic width (`jobspec/elastic.py`): the job may run with as few as `min_units` of its
     # units of `unit_pods` pods (0: all of them, a rigid gang). A job that never splits has the
     # whole job as its unit unless it is elastic: then `unit_pods` is its replica.

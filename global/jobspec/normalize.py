@@ -142,6 +142,7 @@ class _Spec:
     class_path: str  # where the priority class was named, for its error
     max_retry: int | None  # a Job's; a HyperJob's child jobs carry their own
     hyper: HyperJobSummary | None
+    plugins: frozenset[str] = frozenset()  # a Job's Volcano plugins
 
 
 def _read_spec(
@@ -158,6 +159,7 @@ def _read_spec(
             class_path="spec.priorityClassName",
             max_retry=summary.max_retry,
             hyper=None,
+            plugins=summary.plugins,
         )
     hyper = read_hyperjob(spec, check, gpu_model=gpu_model, max_total_pods=options.max_total_pods)
     return _Spec(
@@ -181,6 +183,7 @@ def _split(
     """The split policy with what annotations add to it: the crossing rate and the elastic
     width."""
     split = _split_policy(kind, read.gang, communication, annotations, check, options, read.hyper)
+    split = _whole_if_wired(split, read, annotations, check)
     crossing = ext.annotation_gbps(annotations, check)
     if crossing is not None:
         split = split.model_copy(update={"crossing_gbps": crossing})
@@ -188,6 +191,31 @@ def _split(
     if not check.errors:
         split = _with_width(read.gang, split, communication, declared, check)
     return split
+
+
+# Volcano's job plugins that wire a job's pods together inside its one Volcano Job: each
+# cluster's member Job would get its own keys, host list and master check, so a launcher would
+# reach only its own cluster's pods (and the mpi plugin's webhook refuses a member Job without
+# its master task).
+WIRED_PLUGINS = ("mpi", "ssh")
+
+
+def _whole_if_wired(
+    split: SplitPolicy, read: _Spec, annotations: dict[str, str], check: Checker
+) -> SplitPolicy:
+    """A job wired by the mpi or ssh plugin runs whole in one cluster: asked to split, it is
+    refused naming the annotation; split by its communication plan, it is not split."""
+    wired = sorted(p for p in WIRED_PLUGINS if p in read.plugins)
+    if not wired or split.mode != "auto":
+        return split
+    if annotations.get(ext.SPLIT) == "auto":
+        check.fail(
+            child(ext.ANNOTATIONS_PATH, ext.SPLIT),
+            f"a job wired by Volcano's {' and '.join(wired)} plugin cannot be split over "
+            "clusters: each cluster's member job would be wired alone (its own keys and "
+            "hosts), and the launcher would reach only its own cluster's pods",
+        )
+    return SplitPolicy(mode="never", unit_pods=ranked_pods(read.gang), source="plugins")
 
 
 def _name(metadata: dict[str, Any], check: Checker) -> str | None:

@@ -65,6 +65,7 @@ class JobSpecSummary:
     priority_class_name: str | None
     network_topology: TopologyRequirement | None
     max_retry: int | None
+    plugins: frozenset[str] = frozenset()  # Volcano job plugins named (`ssh`, `mpi`, ...)
 
 
 def read_job_spec(
@@ -127,6 +128,7 @@ def read_job_spec(
         priority_class_name=check.string(spec, "priorityClassName", path),
         network_topology=read_network_topology(spec, "networkTopology", path, check),
         max_retry=max_retry,
+        plugins=frozenset(plugins),
     )
 
 

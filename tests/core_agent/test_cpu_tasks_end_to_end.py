@@ -66,6 +66,9 @@ async def test_a_split_mpi_job_has_one_master_in_the_rank_0_cluster(database_url
             "limits": {"nvidia.com/gpu": "8"},
         }
         doc["spec"]["minAvailable"] = 9
+        # A launcher beside its workers, not wired by the ssh plugin (a job wired by it is
+        # never split: normalize.WIRED_PLUGINS).
+        doc["spec"]["plugins"] = {"svc": []}
         doc["metadata"]["annotations"] = split_annotations(2, crossing_gbps=50)
         uid = await fed.submit(doc)
 

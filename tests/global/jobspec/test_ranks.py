@@ -95,6 +95,7 @@ def test_a_job_without_gpus_ranks_all_its_pods() -> None:
 
 def test_the_split_unit_divides_the_gpu_pods() -> None:
     doc = mpi(workers=4)
+    doc["spec"]["plugins"] = {"svc": []}  # not wired by ssh: it may split
     doc["metadata"]["annotations"] = {
         "global.volcano.sh/split": "auto",
         "global.volcano.sh/unit-pods": "2",
@@ -183,3 +184,22 @@ def test_an_elastic_width_counts_the_gpu_pods_beside_a_whole_master() -> None:
     split = normalize_job(doc, OPTIONS).split_policy
     # Units of 1 GPU pod; 2 of them with the master make minAvailable (was 3 of 5 pods).
     assert (split.unit_pods, split.min_units) == (1, 2)
+
+
+def test_a_job_wired_by_the_ssh_or_mpi_plugin_is_never_split() -> None:
+    # Each cluster's member job would get its own keys and host list: the launcher would
+    # reach only its own cluster's workers (and the mpi plugin's webhook refuses a member job
+    # without its master).
+    doc = mpi(workers=4)
+    doc["metadata"]["annotations"] = {"global.volcano.sh/split": "auto"}
+    with pytest.raises(Invalid) as refused:
+        normalize_job(doc, OPTIONS)
+    (error,) = refused.value.errors
+    assert error.field == 'metadata.annotations["global.volcano.sh/split"]'
+    assert "wired by Volcano's ssh plugin cannot be split" in error.message
+    doc["metadata"]["annotations"] = {}
+    doc["metadata"]["annotations"]["global.volcano.sh/communication"] = (
+        '{"tensorParallel": 1, "dataParallel": 4, "gpusPerPod": 1}'
+    )
+    split = normalize_job(doc, OPTIONS).split_policy  # a plan that would split it: whole
+    assert (split.mode, split.max_clusters, split.source) == ("never", 1, "plugins")
