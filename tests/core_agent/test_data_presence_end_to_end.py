@@ -92,13 +92,14 @@ async def test_a_bound_labelled_pvc_adds_its_cluster_to_the_data_source(
         await holds(fed, "corpus-v3", ["gpu-west", "k8s"])
         assert (await connects(fed)) == 1  # no message of the agent ended its stream
 
-        # An admin shrinks the locality while the agent is away; the data is still there, so
-        # its next stream's full list adds the cluster back (level-triggered).
+        # An admin sets the locality (a changed clusterNames: the same document again would
+        # keep what agents added) while the agent is away; the data is still there, so its
+        # next stream's full list adds the cluster back (level-triggered).
         await fed.leave("k8s")
-        await apply(fed.api, data_source("corpus-v3", clusters=("gpu-west",)))
-        assert await clusters(fed.api, "corpus-v3") == ["gpu-west"]
+        await apply(fed.api, data_source("corpus-v3", clusters=("gpu-west", "gpu-north")))
+        assert await clusters(fed.api, "corpus-v3") == ["gpu-west", "gpu-north"]
         await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
-        await holds(fed, "corpus-v3", ["gpu-west", "k8s"])
+        await holds(fed, "corpus-v3", ["gpu-west", "gpu-north", "k8s"])
         assert (await connects(fed)) == 2
 
 
