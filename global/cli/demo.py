@@ -88,16 +88,7 @@ def demo(
     grpc_port = _free_port()
     token = "vg_demo_" + secrets.token_urlsafe(24)
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "VGLOBAL_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir.resolve()}/demo.db",
-        "VGLOBAL_ADMIN_TOKEN": token,
-        "VGLOBAL_HOST": "127.0.0.1",
-        "VGLOBAL_PORT": str(port),
-        "VGLOBAL_GRPC_PORT": str(grpc_port),
-        "VGLOBAL_LOG_LEVEL": "warning",
-        "VGLOBAL_SCHEDULING__INTERVAL_S": "0.5",
-    }
+    env = _server_env(data_dir, port, grpc_port, token)
     console.rule("[bold]Volcano Global demo")
     console.print(f"starting the Global server on {url} (SQLite in {data_dir}/demo.db)")
     server = subprocess.Popen([sys.executable, "-m", "volcano_global.cli.main", "server"], env=env)
@@ -113,19 +104,7 @@ def demo(
         uids = _submit(api, sorted(examples.glob(jobs)))
         _follow(api, uids, time_scale=time_scale, timeout=timeout)
         _summary(api, uids, time_scale=time_scale)
-        console.print(
-            f"\nThe web console is at {url}/ and the REST API at {url}/api/v1; the admin "
-            f"token of this run is {token}"
-        )
-        if keep_running:
-            console.print(
-                f"The CLI against it: export VGLOBAL_SERVER={url} VGLOBAL_TOKEN={token}; then "
-                "e.g. `vglobal jobs`, `vglobal describe cluster gpu-central`"
-            )
-            console.print("The server keeps running; Ctrl-C stops it.")
-            server.wait()
-        else:
-            console.print("(`vglobal demo --keep-running` leaves it up to look around.)")
+        _ending(url, token, server if keep_running else None)
     except KeyboardInterrupt:
         pass
     finally:
@@ -136,6 +115,37 @@ def demo(
         for process in [*agents, server]:
             process.wait(timeout=15)
         signal.signal(signal.SIGTERM, previous)
+
+
+def _server_env(data_dir: Path, port: int, grpc_port: int, token: str) -> dict[str, str]:
+    """The demo server's settings: its own SQLite file, ports and admin token."""
+    return {
+        **os.environ,
+        "VGLOBAL_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir.resolve()}/demo.db",
+        "VGLOBAL_ADMIN_TOKEN": token,
+        "VGLOBAL_HOST": "127.0.0.1",
+        "VGLOBAL_PORT": str(port),
+        "VGLOBAL_GRPC_PORT": str(grpc_port),
+        "VGLOBAL_LOG_LEVEL": "warning",
+        "VGLOBAL_SCHEDULING__INTERVAL_S": "0.5",
+    }
+
+
+def _ending(url: str, token: str, kept: subprocess.Popen[bytes] | None) -> None:
+    """Where to look around; with the server `kept` running, how to reach it, until it ends."""
+    console.print(
+        f"\nThe web console is at {url}/ and the REST API at {url}/api/v1; the admin "
+        f"token of this run is {token}"
+    )
+    if kept is None:
+        console.print("(`vglobal demo --keep-running` leaves it up to look around.)")
+        return
+    console.print(
+        f"The CLI against it: export VGLOBAL_SERVER={url} VGLOBAL_TOKEN={token}; then "
+        "e.g. `vglobal jobs`, `vglobal describe cluster gpu-central`"
+    )
+    console.print("The server keeps running; Ctrl-C stops it.")
+    kept.wait()
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -6,15 +6,11 @@ import copy
 
 import pytest
 
-from tests.factories import EXAMPLES
-from volcano_global.jobspec import ParseOptions, load_document, normalize_job
+from tests.factories import example_document
+from volcano_global.jobspec import ParseOptions, normalize_job
 from volcano_global.settings import SchedulingDefaults
 from volcano_global.solver.requests import job_request
 from volcano_global.solver.traffic import allreduce_gbps, pair_demand_gbps
-
-
-def example_document(name: str) -> dict:  # type: ignore[type-arg]
-    return load_document((EXAMPLES / name).read_bytes(), fmt="yaml", max_nodes=10_000, max_depth=64)
 
 
 def request_for(name: str, **annotations: str):  # type: ignore[no-untyped-def]
