@@ -41,7 +41,9 @@ from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
 from volcano_global.metrics import Metrics, MetricsMiddleware
 from volcano_global.scheduler.loop import Scheduler
+from volcano_global.services.inventory import heartbeat_writer
 from volcano_global.services.inventory.delta_writer import DeltaWriter
+from volcano_global.services.inventory.heartbeat_writer import HeartbeatWriter
 from volcano_global.services.jobs import pending_limits
 from volcano_global.services.jobs.outside_tenancy import cancel_waiting_outside_tenancy
 from volcano_global.services.jobs.writer import JobWriter
@@ -102,8 +104,14 @@ async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
         app.state.job_writer = JobWriter(sessions)
         pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
         app.state.delta_writer = DeltaWriter(sessions, max_nodes=settings.limits.max_cluster_nodes)
+        app.state.heartbeat_writer = HeartbeatWriter(
+            sessions, delay_s=heartbeat_writer.delay_for(settings.agents.heartbeat_timeout_s)
+        )
         grpc_server, app.state.grpc_port = await start_grpc_server(
-            sessions=sessions, settings=settings, deltas=app.state.delta_writer
+            sessions=sessions,
+            settings=settings,
+            deltas=app.state.delta_writer,
+            heartbeats=app.state.heartbeat_writer,
         )
         log.info(
             "agent gRPC on %s:%d (%s)",
@@ -161,6 +169,7 @@ async def _stop(
     await bounded(scheduler.stop(), name="scheduler", deadline=deadline)
     grace = min(settings.agents.shutdown_grace_s, deadline.left() / 2)
     await bounded(grpc_server.stop(grace=grace), name="agent gRPC", deadline=deadline)
+    await bounded(app.state.heartbeat_writer.close(), name="heartbeats", deadline=deadline)
 
 
 def _include_routers(app: FastAPI) -> None:

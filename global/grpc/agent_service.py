@@ -38,6 +38,7 @@ from volcano_global.services.inventory import clusters as cluster_service
 from volcano_global.services.inventory import sequence
 from volcano_global.services.inventory.agent_streams import claim_stream
 from volcano_global.services.inventory.delta_writer import DeltaRun, DeltaWriter
+from volcano_global.services.inventory.heartbeat_writer import HeartbeatWriter
 from volcano_global.services.inventory.snapshots import replace_inventory
 from volcano_global.services.lifecycle import outbox
 from volcano_global.services.tenancy.tokens import (
@@ -70,12 +71,14 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         settings: Settings,
         *,
         deltas: DeltaWriter,
+        heartbeats: HeartbeatWriter,
     ) -> None:
         self.sessions = sessions
         self.settings = settings
         self.reports = reports.report_writer(sessions)
         self._cap = settings.limits.max_cluster_nodes  # nodes per cluster, over all messages
         self.deltas = deltas  # inventory deltas, written with other streams'
+        self.heartbeats = heartbeats
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -233,10 +236,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             return await record_presence(
                 self.sessions, cluster_name=cluster_name, message=message.data
             )
-        if kind == "heartbeat":
-            async with transaction(self.sessions) as session:
-                cluster = await cluster_service.get_cluster(session, name=cluster_name)
-                await cluster_service.agent_seen(session, cluster=cluster)
+        if kind == "heartbeat":  # written with other streams' within a second
+            self.heartbeats.note(cluster_id, cluster_name)
             return []
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, f"unexpected message {kind or 'empty'}"

@@ -9,14 +9,19 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from volcano_global.grpc.agent_service import AgentService
 from volcano_global.rpc.v1 import agent_pb2, agent_pb2_grpc
 from volcano_global.services.inventory.delta_writer import DeltaWriter
+from volcano_global.services.inventory.heartbeat_writer import HeartbeatWriter
 from volcano_global.settings import Settings
 
 
 async def start_grpc_server(
-    *, sessions: async_sessionmaker[AsyncSession], settings: Settings, deltas: DeltaWriter
+    *,
+    sessions: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    deltas: DeltaWriter,
+    heartbeats: HeartbeatWriter,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start serving (the agents' inventory deltas written by `deltas`); returns the server
-    and the port it listens on."""
+    """Start serving (the agents' inventory deltas written by `deltas`, their heartbeats by
+    `heartbeats`); returns the server and the port it listens on."""
     limit = settings.agents.max_message_bytes
     server = grpc.aio.server(
         options=[
@@ -29,7 +34,7 @@ async def start_grpc_server(
         ]
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
-        AgentService(sessions, settings, deltas=deltas), server
+        AgentService(sessions, settings, deltas=deltas, heartbeats=heartbeats), server
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

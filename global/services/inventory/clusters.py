@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,9 +53,11 @@ async def rotate_agent_token(session: AsyncSession, *, name: str) -> str:
     return token
 
 
-async def agent_seen(session: AsyncSession, *, cluster: Cluster, connected: bool = False) -> None:
-    """An agent connected or sent a heartbeat: the cluster is Ready."""
-    cluster.last_heartbeat_at = utcnow()
+async def agent_seen(
+    session: AsyncSession, *, cluster: Cluster, connected: bool = False, at: datetime | None = None
+) -> None:
+    """An agent connected or sent a heartbeat (`at`, default now): the cluster is Ready."""
+    cluster.last_heartbeat_at = at or utcnow()
     if cluster.state is not ClusterState.READY:
         previous = cluster.state
         cluster.state = ClusterState.READY
