@@ -148,8 +148,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
             polled = time.monotonic()
             async for item in self._outbox(cluster_id, sent):
                 yield item
-            tick = self.settings.agents.outbox_poll_s  # a tick costs no query: `_poll_s` decides
-            async for batch in batches(request_iterator, tick, wake=woken):
+            # A tick costs no query: `_poll_s` and the guard decide.
+            async for batch in batches(request_iterator, self._tick_s, wake=woken):
                 await guard.verify()  # ends the stream of a revoked token or a replaced stream
                 units = _units(batch)
                 for unit in units:
@@ -164,6 +164,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                     polled = time.monotonic()
                     async for item in self._outbox(cluster_id, sent):
                         yield item
+
+    def _tick_s(self) -> float:
+        """How long a silent stream waits: while commits of every process wake it (dispatch
+        and its standing alike, `streams_must_recheck`), half the standing's check period;
+        else the outbox's poll."""
+        agents = self.settings.agents
+        if outbox.OUTBOX.listening:
+            return min(agents.stream_check_s / 2, agents.outbox_safety_poll_s)
+        return agents.outbox_poll_s
 
     def _poll_s(self) -> float:
         """How often a stream reads its outbox unwoken: rarely while commits of every process

@@ -6,7 +6,7 @@ transaction instead of queueing one transaction each. Bounded: at most `limit` m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.shutdown import cancelling
@@ -16,14 +16,16 @@ _END = object()
 
 async def batches(
     requests: AsyncIterator[pb.AgentMessage],
-    every_s: float,
+    every_s: float | Callable[[], float],
     *,
     wake: asyncio.Event | None = None,
     limit: int = 256,
 ) -> AsyncIterator[list[pb.AgentMessage]]:
     """The agent's messages in order, in batches of up to `limit`; an empty batch after every
-    `every_s` of silence, and at once when `wake` is set during a silence (the caller clears
-    it). An error reading the stream is raised after the messages before it."""
+    `every_s` of silence (a callable: asked before each wait), and at once when `wake` is set
+    during a silence (the caller clears it). An error reading the stream is raised after the
+    messages before it."""
+    silence_s = every_s if callable(every_s) else lambda: every_s
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=limit)
 
     async def read() -> None:
@@ -47,7 +49,7 @@ async def batches(
                 waker = asyncio.ensure_future(wake.wait())
             waiting = {getter} if waker is None else {getter, waker}
             done, _ = await asyncio.wait(
-                waiting, timeout=every_s, return_when=asyncio.FIRST_COMPLETED
+                waiting, timeout=silence_s(), return_when=asyncio.FIRST_COMPLETED
             )
             if waker in done:
                 waker = None

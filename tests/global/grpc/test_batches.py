@@ -88,3 +88,21 @@ async def test_a_wake_during_silence_comes_out_as_an_empty_batch_at_once() -> No
         wake.clear()  # as the stream does before reading its outbox
     assert [b for b, _ in seen] == [[1], [], [2]]
     assert seen[1][1] < 5  # the wake, not the 60 s silence
+
+
+async def test_the_silence_may_be_asked_before_each_wait() -> None:
+    """A stream's tick follows whether commits wake it (a callable `every_s`)."""
+    asked: list[float] = []
+
+    def every_s() -> float:
+        asked.append(0.05)
+        return 0.05
+
+    async def stream() -> AsyncIterator[pb.AgentMessage]:
+        await asyncio.sleep(0.4)
+        yield beat(1)
+
+    batches_seen = [batch async for batch in batches(stream(), every_s)]
+    assert batches_seen[-1] and batches_seen[-1][0].heartbeat.sent_unix_millis == 1
+    # an empty batch per silence, each after its own ask; the last wait ended with the message
+    assert len(asked) >= 4 and len(batches_seen) == len(asked)
