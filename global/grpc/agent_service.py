@@ -22,7 +22,7 @@ from volcano_global import failpoints
 from volcano_global.db.engine import reading, transaction
 from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage
 from volcano_global.errors import Forbidden, NotFound
-from volcano_global.grpc import data_copies
+from volcano_global.grpc import data_copies, dispatch_census
 from volcano_global.grpc.batches import batches
 from volcano_global.grpc.convert import delta_from, share_report_from, snapshot_from
 from volcano_global.grpc.data_presence import record_presence
@@ -140,7 +140,8 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)
         # Dispatch: the cluster's unacknowledged outbox messages follow at once when a commit
         # wrote some for this cluster (db/notifications), else every poll period, and
-        # again on every new stream, until the agent's report acknowledges them.
+        # again on every new stream, until the agent's report acknowledges them; unwoken, a
+        # stream reads its own only when the process's census says something may wait.
         # Copies that belong to no share come the same way (`data_copies`).
         sent = _Sent(runs_copies=first.hello.data_copies)
         guard = StreamGuard(self.sessions, claim, self.settings.agents.stream_check_s)
@@ -159,11 +160,15 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                         yield reply
                 # Acknowledgements wake no stream: a full window is read again after reports.
                 reported = sent.full and any(u[0].HasField("job_status") for u in units)
-                if woken.is_set() or reported or time.monotonic() - polled >= self._poll_s():
+                due = woken.is_set() or reported
+                if due or time.monotonic() - polled >= self._poll_s():
                     woken.clear()
-                    polled = time.monotonic()
-                    async for item in self._outbox(cluster_id, sent):
-                        yield item
+                    previous, polled = polled, time.monotonic()
+                    if due or await dispatch_census.may_wait(
+                        self.sessions, cluster_id, since=previous
+                    ):
+                        async for item in self._outbox(cluster_id, sent):
+                            yield item
 
     def _tick_s(self) -> float:
         """How long a silent stream waits: while commits of every process wake it (dispatch

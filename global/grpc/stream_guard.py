@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -22,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from volcano_global.db.engine import reading
 from volcano_global.db.models import Cluster
 from volcano_global.errors import DomainError
+from volcano_global.grpc.shared_reads import SharedRead
 from volcano_global.services.inventory import agent_streams
 from volcano_global.services.inventory.agent_streams import StreamClaim
 from volcano_global.services.wakeups import OUTBOX, stream_standing
@@ -72,7 +72,7 @@ class StreamGuard:
     async def verify(self) -> None:
         """Raise why the stream must end, if it must: re-read when woken, else within
         `check_s` (a token's expiry, or a wake-up lost with the notification connection).
-        The periodic check takes the process's read of all its streams (`_Standings`) begun
+        The periodic check takes the process's read of all its streams (`_STANDINGS`) begun
         after this stream's previous check, or begins one; checked every half period, a
         change is then seen within one."""
         now = time.monotonic()
@@ -83,8 +83,14 @@ class StreamGuard:
             self.ended = await asyncio.shield(self._read())
         elif self.ended is None and now - self._checked >= self.check_s / 2:
             previous, self._checked = self._checked, now
+            standing = _STANDINGS.of(
+                self,
+                since=previous,
+                read_all=lambda: _read_all(self.sessions, list(_OPEN)),
+                alone=self._read,
+            )
             try:
-                self.ended = await asyncio.shield(_STANDINGS.of(self, since=previous))
+                self.ended = await asyncio.shield(standing)
             except (SQLAlchemyError, OSError) as exc:
                 # The read is every open stream's: a failed one (a connection reset, a pool
                 # timeout) must not end them all at once and have every agent reconnect
@@ -101,26 +107,6 @@ class StreamGuard:
             return await agent_streams.lost_standing(session, self.claim)
 
 
-class _Standings:
-    """The standing of every open stream of this process, read in one transaction for all of
-    them (100 streams each reading its own every 2 s were 50 transactions a second) and
-    shared by the streams whose periodic check falls due after it began."""
-
-    def __init__(self) -> None:
-        self._began = float("-inf")
-        self._read: asyncio.Task[dict[StreamGuard, DomainError | None]] | None = None
-
-    async def of(self, guard: StreamGuard, *, since: float) -> DomainError | None:
-        """The guard's standing as read by a read begun after `since`."""
-        if self._read is None or self._began < since or _failed(self._read):
-            self._began = time.monotonic()
-            self._read = asyncio.create_task(_read_all(guard.sessions, list(_OPEN)))
-        standings = await self._read
-        if guard not in standings:  # opened after the read began
-            return await guard._read()
-        return standings[guard]
-
-
 async def _read_all(
     sessions: async_sessionmaker[AsyncSession], guards: list[StreamGuard]
 ) -> dict[StreamGuard, DomainError | None]:
@@ -129,13 +115,15 @@ async def _read_all(
     return dict(zip(guards, verdicts, strict=True))
 
 
-def _failed(read: asyncio.Task[Any]) -> bool:
-    """Whether a read ended in an error (not shared later: the next check reads again)."""
-    return read.done() and (read.cancelled() or read.exception() is not None)
+def open_clusters() -> list[uuid.UUID]:
+    """The clusters of this process's open streams."""
+    return [guard.claim.cluster_id for guard in _OPEN]
 
 
 _OPEN: set[StreamGuard] = set()  # this process's open streams
-_STANDINGS = _Standings()
+# Every open stream's standing in one transaction (100 streams each reading its own every 2 s
+# were 50 transactions a second).
+_STANDINGS: SharedRead[StreamGuard, DomainError | None] = SharedRead()
 
 
 async def require_standing(session: AsyncSession, cluster: Cluster) -> None:

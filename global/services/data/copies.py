@@ -73,6 +73,18 @@ async def to_send(session: AsyncSession, *, cluster_id: uuid.UUID) -> list[DataC
     return list(rows.scalars())
 
 
+async def clusters_to_send(
+    session: AsyncSession, *, cluster_ids: Collection[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Those of the clusters with a copy their agent must run or stop (`to_send`)."""
+    rows = await session.scalars(
+        select(DataCopy.destination_cluster_id)
+        .where(DataCopy.destination_cluster_id.in_(cluster_ids), DataCopy.state.in_(SENT))
+        .distinct()
+    )
+    return set(rows)
+
+
 async def job_names(session: AsyncSession, rows: Collection[DataCopy]) -> dict[uuid.UUID, str]:
     """The name of each copy's job (its staging Job is `<job name>-stage-<copy id>`)."""
     ids = {c.job_id for c in rows if c.job_id is not None}

@@ -165,6 +165,18 @@ async def unacknowledged_ids(
     return list(rows.scalars())
 
 
+async def clusters_unacknowledged(
+    session: AsyncSession, *, cluster_ids: Collection[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Those of the clusters with a message not yet acknowledged."""
+    rows = await session.scalars(
+        select(OutboxMessage.cluster_id)
+        .where(OutboxMessage.cluster_id.in_(cluster_ids), OutboxMessage.acked_at.is_(None))
+        .distinct()
+    )
+    return set(rows)
+
+
 async def undelivered(session: AsyncSession, *, ids: Collection[uuid.UUID]) -> list[OutboxMessage]:
     """Those of the messages not acknowledged (since their ids were read), oldest first."""
     rows = await session.execute(
