@@ -39,6 +39,7 @@ PLACEMENT_LABEL = LABEL_PREFIX + "placement"
 JOB_UID_LABEL = LABEL_PREFIX + "job-uid"
 CLUSTER_INDEX_LABEL = LABEL_PREFIX + "cluster-index"
 MEMBERS_ANNOTATION = LABEL_PREFIX + "members"  # how many Volcano Jobs the share has
+TASK_POD_OFFSET = "VGLOBAL_TASK_POD_OFFSET"  # the place in the share of a task's first pod
 
 
 __all__ = [
@@ -155,8 +156,8 @@ def member_jobs(
         total = sum(int(t.get("replicas", 0)) for t in spec.get("tasks") or [])
         kept, rank = _kept_replicas(spec, rank, first=first, last=last)
         tasks = [
-            _task_share(task, count, env)
-            for task, count in zip(spec.get("tasks") or [], kept, strict=True)
+            _task_share(task, count, env + _task_env(start))
+            for task, (count, start) in zip(spec.get("tasks") or [], kept, strict=True)
             if count
         ]
         if not tasks:
@@ -217,24 +218,32 @@ def ranks_gpu_model(gang: Gang, first: int, pods: int) -> str | None:
 
 def _kept_replicas(
     spec: dict[str, Any], rank: int, *, first: int, last: int
-) -> tuple[list[int], int]:
+) -> tuple[list[tuple[int, int | None]], int]:
     """How many replicas of each task of one Volcano Job (whose first ranked pod is `rank`)
-    the share of ranks [first, last) runs, and the rank after the Job's. A ranked task keeps
-    its replicas whose ranks fall in the share; a task without rank (`ranks.py`: no GPUs in a
-    Job with GPU pods) goes whole with the share of the Job's first ranked pod."""
+    the share of ranks [first, last) runs, with the place in the share of the first of them
+    (None for a task without rank), and the rank after the Job's. A ranked task keeps its
+    replicas whose ranks fall in the share; a task without rank (`ranks.py`: no GPUs in a Job
+    with GPU pods) goes whole with the share of the Job's first ranked pod."""
     tasks = spec.get("tasks") or []
     flags = document_ranked_flags(spec)
     pods = sum(int(t.get("replicas", 0)) for t, ranked in zip(tasks, flags, strict=True) if ranked)
     holds_first = pods > 0 and first <= rank < last
-    kept = []
+    kept: list[tuple[int, int | None]] = []
     for task, ranked in zip(tasks, flags, strict=True):
         replicas = int(task.get("replicas", 0))
         if not ranked:
-            kept.append(replicas if holds_first else 0)
+            kept.append((replicas if holds_first else 0, None))
             continue
-        kept.append(max(0, min(last, rank + replicas) - max(first, rank)))
+        start = max(first, rank)
+        kept.append((max(0, min(last, rank + replicas) - start), start - first))
         rank += replicas
     return kept, rank
+
+
+def _task_env(start: int | None) -> list[dict[str, str]]:
+    """A ranked task's place in the share: Volcano's `VC_TASK_INDEX` counts a pod within its
+    task, so a pod's place in the share is this plus its index (`sdk/runtime.py`)."""
+    return [] if start is None else [{"name": TASK_POD_OFFSET, "value": str(start)}]
 
 
 def _volcano_jobs(manifest: dict[str, Any], member: str) -> list[tuple[str, dict[str, Any]]]:

@@ -6,7 +6,9 @@ The agent injects (see docs/agents.md): VGLOBAL_WORLD_PODS, VGLOBAL_SHARE_PODS,
 VGLOBAL_RANK_OFFSET (global index of this share's first pod), VGLOBAL_CLUSTER_INDEX,
 VGLOBAL_CLUSTER_COUNT, VGLOBAL_RENDEZVOUS_ADDR (host:port of rank 0) and VGLOBAL_PARALLELISM
 (`tp=8,pp=4,cp=1,dp=16`, from the job's communication declaration). Volcano's `env` plugin
-gives each pod VC_TASK_INDEX (its index in the share); torchrun gives each process LOCAL_RANK.
+gives each pod VC_TASK_INDEX (its index in its task), the agent each task
+VGLOBAL_TASK_POD_OFFSET (the place in the share of the task's first pod); torchrun gives each
+process LOCAL_RANK.
 
     rt = Runtime.from_env()                  # or Runtime.from_env(tensor_parallel=8, ...)
     rt.rank, rt.world_size, rt.master_addr, rt.master_port
@@ -16,8 +18,9 @@ or with torchrun (static rendezvous; one torchrun per pod):
 
     torchrun $(python -m volcano_global.sdk.runtime torchrun-args --nproc-per-node 8) train.py
 
-Global rank of a process: (VGLOBAL_RANK_OFFSET + VC_TASK_INDEX) * procs_per_pod + LOCAL_RANK,
-and within the job rank = ((dp * PP + pp) * CP + cp) * TP + tp: TP innermost, DP outermost.
+Global rank of a process: (VGLOBAL_RANK_OFFSET + VGLOBAL_TASK_POD_OFFSET + VC_TASK_INDEX) *
+procs_per_pod + LOCAL_RANK, and within the job rank = ((dp * PP + pp) * CP + cp) * TP + tp:
+TP innermost, DP outermost.
 Shares hold whole data-parallel replicas in rank order, so every TP, CP and PP group lies in
 one cluster and each DP group has one member per replica, across the clusters as placed.
 """
@@ -40,6 +43,15 @@ class LayoutError(ValueError):
 
 class ReportError(RuntimeError):
     """A measurement could not be reported (missing environment, refused by the Global)."""
+
+
+def _pod_index(env: Mapping[str, str]) -> int:
+    """This pod's place in its share: its task's first pod's place (VGLOBAL_TASK_POD_OFFSET,
+    0 for an agent from before it, which was right for a share of one task) plus its index in
+    the task (Volcano's VC_TASK_INDEX); VGLOBAL_POD_INDEX outside Volcano."""
+    if "VC_TASK_INDEX" in env:
+        return int(env.get("VGLOBAL_TASK_POD_OFFSET", "0")) + int(env["VC_TASK_INDEX"])
+    return int(env.get("VGLOBAL_POD_INDEX", "0"))
 
 
 @dataclass(frozen=True)
@@ -221,7 +233,7 @@ class Runtime:
                 f"VGLOBAL_PARALLELISM says dp={declared['dp']}, the world gives "
                 f"{layout.data_parallel}"
             )
-        pod_index = int(env.get("VC_TASK_INDEX", env.get("VGLOBAL_POD_INDEX", "0")))
+        pod_index = _pod_index(env)
         if not 0 <= pod_index < share.share_pods:
             raise LayoutError(f"pod index {pod_index} is outside this share of {share.share_pods}")
         local_rank = int(env.get("LOCAL_RANK", "0"))

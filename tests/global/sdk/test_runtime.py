@@ -4,8 +4,11 @@ as placed; and it reads exactly the environment the agent's member Volcano Jobs 
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
+from tests.factories import job_document as factory_job_document
 from tests.factories import share_layout
 from volcano_global.jobspec.members import member_jobs
 from volcano_global.sdk import Layout, LayoutError, ParallelPlan, Runtime, job_document
@@ -111,3 +114,34 @@ def test_a_bad_environment_is_refused_with_the_reason(
             env[key] = value
     with pytest.raises(LayoutError, match=message.replace("|", r"\|")):
         Runtime.from_env(env, procs_per_pod=8)
+
+
+@pytest.mark.parametrize("split", [[6], [4, 2], [1, 5]], ids=["whole", "4+2", "1+5"])
+def test_a_job_of_several_gpu_tasks_gives_every_pod_its_own_rank(split: list[int]) -> None:
+    """Before: a pod's place in its share was Volcano's VC_TASK_INDEX alone, which counts
+    within the task: the pods of a second GPU task took the first task's ranks (two rank 0s).
+    After: the agent gives each task its first pod's place in the share."""
+    doc = factory_job_document("two", replicas=3)
+    second = copy.deepcopy(doc["spec"]["tasks"][0])
+    second["name"] = "critic"
+    doc["spec"]["tasks"].append(second)
+    ranks: list[int] = []
+    offset = 0
+    for index, pods in enumerate(split):
+        share = share_layout(offset=offset, pods=pods, world=6, index=index, count=len(split))
+        for member in member_jobs(doc, share):
+            for task in member["spec"]["tasks"]:
+                container = task["template"]["spec"]["containers"][0]
+                env = {e["name"]: e["value"] for e in container["env"]}
+                for pod in range(task["replicas"]):
+                    runtime = Runtime.from_env({**env, "VC_TASK_INDEX": str(pod)}, procs_per_pod=1)
+                    ranks.append(runtime.rank)
+        offset += pods
+    assert sorted(ranks) == list(range(6))
+
+
+def test_an_agent_from_before_the_task_offset_reads_as_before() -> None:
+    env = env_for(0, 4, 0, 2, PLAN.facts().world_pods)
+    del env["VGLOBAL_TASK_POD_OFFSET"]
+    runtime = Runtime.from_env({**env, "VC_TASK_INDEX": "3"}, procs_per_pod=8)
+    assert runtime.pod_index == 3
