@@ -8,7 +8,7 @@ import grpc
 import httpx
 from fastapi import FastAPI
 
-from tests.factories import REPLY_S
+from tests.factories import REPLY_S, create_cluster
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -74,6 +74,17 @@ class Stream:
     async def close(self) -> None:
         self.call.cancel()
         await self.channel.close()
+
+
+async def open_streams(app: FastAPI, api: httpx.AsyncClient, count: int) -> list[Stream]:
+    """Streams of `count` new clusters c0, c1, ..., each past its hello."""
+    streams = []
+    for i in range(count):
+        token = (await create_cluster(api, f"c{i}"))["agentToken"]
+        stream = Stream(app, token)
+        await stream.hello(cluster=f"c{i}")
+        streams.append(stream)
+    return streams
 
 
 async def capacity(api: httpx.AsyncClient, cluster: str = "gpu-east") -> list[dict]:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from tests.conftest import app_settings
 from tests.factories import create_cluster, job_document, submit
-from tests.grpc_stream import Stream, snapshot
+from tests.grpc_stream import Stream, open_streams, snapshot
 from volcano_global.db.notifications import Channel
 from volcano_global.services.lifecycle import outbox
 from volcano_global.settings import Settings
@@ -35,12 +35,7 @@ async def test_quiet_streams_share_one_census(
     """Before: each quiet stream read its outbox and its copies every poll period (6 streams
     over 2 s: about 60 reads of each). After: one census a period covers them all, and none
     reads its own while nothing waits for it."""
-    streams = []
-    for i in range(STREAMS):
-        token = (await create_cluster(api, f"c{i}"))["agentToken"]
-        stream = Stream(app, token)
-        await stream.hello(cluster=f"c{i}")
-        streams.append(stream)
+    streams = await open_streams(app, api, STREAMS)
     await asyncio.sleep(2 * POLL_S)  # past every stream's read as it opened
     own: list[uuid.UUID] = []
     census: list[int] = []

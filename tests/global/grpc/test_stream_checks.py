@@ -11,8 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import OperationalError
 
 from tests.conftest import app_settings
-from tests.factories import create_cluster
-from tests.grpc_stream import Stream
+from tests.grpc_stream import open_streams
 from volcano_global.services.inventory import agent_streams
 from volcano_global.settings import Settings
 
@@ -41,12 +40,7 @@ async def test_open_streams_share_one_read_of_their_standing(
         reads.append(1)
         return await single(session, claim)
 
-    streams = []
-    for i in range(STREAMS):
-        token = (await create_cluster(api, f"c{i}"))["agentToken"]
-        stream = Stream(app, token)
-        await stream.hello(cluster=f"c{i}")
-        streams.append(stream)
+    streams = await open_streams(app, api, STREAMS)
     monkeypatch.setattr(agent_streams, "lost_standings", counted_shared)
     monkeypatch.setattr(agent_streams, "lost_standing", counted_single)
     await asyncio.sleep(5 * CHECK_S)
@@ -61,12 +55,7 @@ async def test_a_failed_shared_read_ends_no_stream(
 ) -> None:
     """One read serves every open stream: when it fails (a connection reset), the streams stay
     open and read again, instead of all ending and every agent reconnecting at once."""
-    streams = []
-    for i in range(3):
-        token = (await create_cluster(api, f"c{i}"))["agentToken"]
-        stream = Stream(app, token)
-        await stream.hello(cluster=f"c{i}")
-        streams.append(stream)
+    streams = await open_streams(app, api, 3)
     shared = agent_streams.lost_standings
     failures: list[int] = []
 
