@@ -251,16 +251,27 @@ async def test_silent_agent_makes_its_cluster_not_ready_and_back(
             break
         await asyncio.sleep(0.05)
     assert await state() == "NotReady"
-    await stream.call.write(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=1)))
-    for _ in range(100):
-        if await state() == "Ready":
-            break
-        await asyncio.sleep(0.05)
-    assert await state() == "Ready"
+
+    async def beating() -> None:  # as an agent does; a loaded machine may exceed the timeout
+        while True:
+            await stream.call.write(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=1)))
+            await asyncio.sleep(0.2)
+
+    beats = asyncio.create_task(beating())
+    try:
+        for _ in range(100):
+            if await state() == "Ready":
+                break
+            await asyncio.sleep(0.05)
+        assert await state() == "Ready"
+    finally:
+        beats.cancel()
     reasons = [
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]
-    assert reasons[:3] == ["Ready", "NotReady", "AgentConnected"]
+    oldest_first = reasons[::-1]  # the API lists the newest first
+    not_ready = oldest_first.index("NotReady", oldest_first.index("AgentConnected"))
+    assert "Ready" in oldest_first[not_ready:], reasons
     await stream.close()
 
 
