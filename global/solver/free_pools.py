@@ -158,8 +158,9 @@ def after(
             per_pod = share.gpus // share.pods if share.pods else 0
             if pool is None or per_pod == 0:
                 continue
+            model = share.gpu_model or models.get(d.job_id)
             for leaf, pods in share.domains:
-                pool.take_from_leaf(leaf, models.get(d.job_id), per_pod, pods)
+                pool.take_from_leaf(leaf, model, per_pod, pods)
     return pools, reserved(decision)
 
 

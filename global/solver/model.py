@@ -229,13 +229,16 @@ class SolveOptions:
 @dataclass(frozen=True)
 class Share:
     """A job's part in one cluster: `units` units, i.e. `pods` pods; `domains` maps the
-    topology domain (or leaf) each pod group went to -> pods."""
+    topology domain (or leaf) each pod group went to -> pods. `gpu_model`: the model of its
+    GPUs where the job names none of its own (a HyperJob whose children differ: its
+    children's, `parts.py`); None: the job's."""
 
     cluster: str
     units: int
     pods: int
     gpus: int
     domains: tuple[tuple[str, int], ...] = ()
+    gpu_model: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ before the window is cut (`split_off`) and placed after the solve and the backfi
 what they left, in queue order, within the round's reservations (`reservations.HoldBook`),
 its queue's quota room and the links' free bandwidth:
 
-- each child whole in one cluster that has its GPU model and that its `clusterNames` allow;
+- each child whole in one cluster that has its GPU model (among others or alone) and that
+  its `clusterNames` allow;
 - a cluster's share holds children of one GPU model and pod size (the shares' books read one
-  pod size per share), and only children next to each other in the document (a share owns a
+  model and pod size per share: the share carries its model, `Share.gpu_model`, as the job
+  names none), and only children next to each other in the document (a share owns a
   contiguous range of the job's ranks, `jobspec/members.py`): a cluster, once left, is not
   returned to;
 - at most `max_clusters` clusters (`spec.maxDomains`), and for a job that declares
@@ -229,7 +231,7 @@ def _unused(job: JobRequest, part: Part, used: set[str], room: Room) -> Iterator
     request = part_request(job, part)
     fitting = []
     for name, pool in room.pools.items():
-        if name in used or not _may_host(job, part, name, room):
+        if name in used or not _may_use(job, part, name):
             continue
         free = max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1)
         if free >= part.gpus:
@@ -271,14 +273,6 @@ def _may_use(job: JobRequest, part: Part, cluster: str) -> bool:
     return all(
         names is None or cluster in names for names in (part.allowed_clusters, job.allowed_clusters)
     )
-
-
-def _may_host(job: JobRequest, part: Part, cluster: str, room: Room) -> bool:
-    """Whether the child may open a share in the cluster: it may use it, and the cluster has
-    one GPU model. A parted job names no model of its own, and the server's books replay a
-    share by the job's model (`take_from_leaf`), which in a cluster of several models could
-    credit a share to the other model's leaf of the same name (docs/placement.md)."""
-    return _may_use(job, part, cluster) and len(room.pools[cluster].models()) <= 1
 
 
 def _limit(job: JobRequest) -> int:
@@ -323,9 +317,10 @@ def _started(
                 last.pods + part.pods,
                 last.gpus + part.gpus,
                 tuple(sorted(domains.items())),
+                part.gpu_model,
             )
         else:
-            shares.append(Share(cluster, 1, part.pods, part.gpus, frame.domains))
+            shares.append(Share(cluster, 1, part.pods, part.gpus, frame.domains, part.gpu_model))
     charged = {link_key(r.a, r.b): r.gbps for r in links}
     room.book.charge(job, gpus, charged)
     for key, gbps in charged.items():
@@ -377,12 +372,10 @@ def _no_room(job: JobRequest, part: Part, room: Room) -> str:
     where = "any cluster"
     if part.allowed_clusters is not None or job.allowed_clusters is not None:
         where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
-    mixed = [n for n in room.pools if _may_use(job, part, n) and not _may_host(job, part, n, room)]
-    skipped = f"; not in clusters of several GPU models ({', '.join(mixed)})" if mixed else ""
     return (
         f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
         f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
-        f"starts and within its reservations{skipped}; no child starts until all can"
+        "starts and within its reservations; no child starts until all can"
     )
 
 
@@ -390,7 +383,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether a cluster the child may use has its GPUs of its model free (counts only)."""
     request = part_request(job, part)
     return any(
-        _may_host(job, part, name, room)
+        _may_use(job, part, name)
         and max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1) >= part.gpus
         for name, pool in room.pools.items()
     )
@@ -399,7 +392,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
 def _fits_alone(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether the child alone fits in a cluster it may use (nothing kept)."""
     for name in room.pools:
-        if _may_host(job, part, name, room):
+        if _may_use(job, part, name):
             frame = _Frame(iter(()), cluster=name)
             _put(job, part, frame, [frame], room)
             if frame.placed:

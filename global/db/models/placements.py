@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Text, text
+from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, str_enum, utcnow
@@ -81,6 +81,11 @@ class ClusterShare(UUIDPrimaryKey, Base):
     units: Mapped[int]
     rank_offset: Mapped[int] = mapped_column(default=0)
     domains: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # The GPU model its pods run on, as dispatched (the job's, or for a HyperJob whose
+    # children differ its children's): the books take its GPUs from that model's leaves.
+    # None: the job names none, or the share was written before revision 0030 (read as the
+    # job's model).
+    gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
     # What the cluster's agent last reported (Assigned: nothing yet).
     phase: Mapped[SharePhase] = mapped_column(
         str_enum(SharePhase, length=16), default=SharePhase.ASSIGNED

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select, true
+from sqlalchemy import ColumnElement, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import (
@@ -71,7 +71,7 @@ async def _holding_shares(
             ClusterShare.gpus,
             ClusterShare.pods,
             ClusterShare.domains,
-            Job.gpu_model,
+            share_model(),
         )
         .join(Placement, Placement.id == ClusterShare.placement_id)
         .join(Job, Job.id == Placement.job_id)
@@ -86,6 +86,14 @@ async def _holding_shares(
     for row in rows:
         by_cluster[row.cluster_id].append(row)
     return by_cluster
+
+
+def share_model() -> ColumnElement[str | None]:
+    """The GPU model a share's GPUs are of, as a column: its own, or (a share written before
+    it had one) its job's. A HyperJob whose children differ has no model of its own: its
+    shares' GPUs taken as its job's would come off any leaf of the name, in a cluster of two
+    models whose leaves share one the other model's, and leave its own free to a next round."""
+    return func.coalesce(ClusterShare.gpu_model, Job.gpu_model).label("gpu_model")
 
 
 def _taken(state: ClusterCapacity, held: list[Any], excess: int) -> ClusterCapacity:

@@ -213,7 +213,7 @@ async def resize(
     new = Placement(id=uuid.uuid4(), job_id=job.id, generation=generation)
     session.add(new)
     await session.flush()
-    rows = write_shares(session, shares=shares, placement=new, cluster_ids=cluster_ids)
+    rows = write_shares(session, job=job, shares=shares, placement=new, cluster_ids=cluster_ids)
     if links is None:
         links = [
             (held.link_id, held.gbps)

@@ -107,6 +107,7 @@ async def nominate(
     await session.flush()
     shares, _ = write_holdings(
         session,
+        job=preemptor,
         decision=eviction.placement,
         placement=nominated,
         cluster_ids=context.cluster_ids,
@@ -213,10 +214,11 @@ async def _not_yet(session: AsyncSession, placement: Placement, job: Job) -> str
         if per_pod == 0:
             continue
         pool = pools[s.cluster.name]
-        if not s.domains and pool.free_gpus(job.gpu_model or "") < s.gpus:
+        model = s.gpu_model or job.gpu_model
+        if not s.domains and pool.free_gpus(model or "") < s.gpus:
             return f"{s.gpus} GPUs in {s.cluster.name} are not free yet"
         for leaf, n in (s.domains or {}).items():
-            if pool.take_from_leaf(leaf, job.gpu_model, per_pod, int(n)) < int(n):
+            if pool.take_from_leaf(leaf, model, per_pod, int(n)) < int(n):
                 return (
                     f"the GPUs of {n} pods in {leaf} ({s.cluster.name}) are not free yet "
                     "(the evicted pods are terminating)"

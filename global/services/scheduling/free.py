@@ -19,7 +19,7 @@ from volcano_global.db.models import (
     PlacementState,
 )
 from volcano_global.services.inventory.domain_trees import domain_trees
-from volcano_global.services.scheduling.books import within_books
+from volcano_global.services.scheduling.books import share_model, within_books
 from volcano_global.services.scheduling.capacity_view import (
     free_states,
     read_histograms,
@@ -56,7 +56,7 @@ async def free_capacity(
         }
     pools: dict[uuid.UUID, ClusterPool] = {}  # the clusters where a share holds capacity
     holding = await session.execute(
-        select(ClusterShare, Job.gpu_model)
+        select(ClusterShare, share_model())
         .join(Placement, Placement.id == ClusterShare.placement_id)
         .join(Job, Job.id == Placement.job_id)
         .where(

@@ -19,6 +19,7 @@ from volcano_global.db.models import (
     Placement,
     Queue,
 )
+from volcano_global.jobspec.members import ranks_gpu_model
 from volcano_global.rpc.shares import StagingItem
 from volcano_global.services.events import record_event
 from volcano_global.services.jobs.measurements import issue_job_token
@@ -36,11 +37,14 @@ DATA_ROOT = "/data"
 def write_shares(
     session: AsyncSession,
     *,
+    job: Job,
     shares: Sequence[Share],
     placement: Placement,
     cluster_ids: dict[str, uuid.UUID],
 ) -> list[ClusterShare]:
-    """The placement's shares, ranks in the order given."""
+    """The job's placement's shares, ranks in the order given, each with the GPU model its
+    pods run on: the job's, or for a HyperJob whose children differ (no model of its own) the
+    one its ranks' children ask for - what its assignment tells the agent and the books read."""
     rows, offset = [], 0
     for share in shares:
         row = ClusterShare(
@@ -52,6 +56,7 @@ def write_shares(
             units=share.units,
             rank_offset=offset,
             domains=dict(share.domains),
+            gpu_model=job.gpu_model or ranks_gpu_model(job.gang, offset, share.pods),
         )
         session.add(row)
         rows.append(row)
@@ -62,6 +67,7 @@ def write_shares(
 def write_holdings(
     session: AsyncSession,
     *,
+    job: Job,
     decision: JobDecision,
     placement: Placement,
     cluster_ids: dict[str, uuid.UUID],
@@ -70,7 +76,7 @@ def write_holdings(
     """The placement's shares (ranks in the decision's order) and link reservations; returns
     the shares and a line per share and reservation for the Placed event."""
     rows = write_shares(
-        session, shares=decision.shares, placement=placement, cluster_ids=cluster_ids
+        session, job=job, shares=decision.shares, placement=placement, cluster_ids=cluster_ids
     )
     lines = [f"{share.pods} pods in {share.cluster}" for share in decision.shares]
     for r in decision.reservations:

@@ -303,6 +303,7 @@ async def _start(
     for d, job, placement in starting:
         rows, lines = write_holdings(
             session,
+            job=job,
             decision=d,
             placement=placement,
             cluster_ids=context.cluster_ids,
@@ -447,13 +448,15 @@ async def _misfits(
     return misfits
 
 
-def _misfit(d: JobDecision, pools: dict[str, ClusterPool], model: str | None) -> str | None:
-    """Take the job's shares from `pools`; why one does not fit, or None."""
+def _misfit(d: JobDecision, pools: dict[str, ClusterPool], job_model: str | None) -> str | None:
+    """Take the job's shares from `pools` (each of its own model, else the job's); why one
+    does not fit, or None."""
     for share in d.shares:
         pool = pools.get(share.cluster)
         per_pod = share.gpus // share.pods if share.pods else 0
         if pool is None or per_pod == 0:
             continue
+        model = share.gpu_model or job_model
         if not share.domains and model and pool.free_gpus(model) < share.gpus:
             return f"cluster {share.cluster} no longer has {share.gpus} GPUs free"
         for leaf, pods in share.domains:

@@ -25,6 +25,7 @@ from volcano_global.db.models import (
     Queue,
 )
 from volcano_global.jobspec.lifecycle import given_estimate
+from volcano_global.services.scheduling.books import share_model
 from volcano_global.services.tenancy.queues import HOLDING_STATES
 from volcano_global.solver import ClusterCapacity, LinkBandwidth, RunningJob, planning
 from volcano_global.solver.durations import KEPT, DurationModel
@@ -123,7 +124,7 @@ async def _holdings(
         select(
             Placement.id,
             Job.id,
-            Job.gpu_model,
+            share_model(),
             Job.started_at,
             Job.placed_at,
             Job.running_estimate_seconds,

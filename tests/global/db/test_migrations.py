@@ -21,9 +21,10 @@ from tests.factories import elastic_document, example, job_document
 from volcano_global.db import migrate
 from volcano_global.db.base import Base, JSONType, utcnow
 from volcano_global.db.engine import create_engine
-from volcano_global.db.models import NODES_FILLFACTOR
+from volcano_global.db.models import NODES_FILLFACTOR, ClusterShare, Job, Placement
 from volcano_global.jobspec import LifecyclePolicy, ParseOptions, normalize_job
 from volcano_global.jobspec.extensions import COMMUNICATION, ELASTIC, GANG_START_TIMEOUT
+from volcano_global.services.scheduling.books import share_model
 
 HEAD = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
 
@@ -455,3 +456,64 @@ async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
     async with empty_engine.connect() as conn:
         found = dict((await conn.execute(sa.select(copies.c.data_source, copies.c.job_uid))).all())
     assert found == {"made-for-train": job["id"], "of-a-deleted-job": None}
+
+
+async def test_shares_stored_before_their_model_are_read_by_their_jobs(
+    empty_engine: AsyncEngine,
+) -> None:
+    """0030_share_gpu_model adds a nullable column and fills nothing: a share stored before
+    keeps its row and reads as its job's model (`books.share_model`), as before; a downgrade
+    drops the column and keeps the shares."""
+    await migrate.upgrade(empty_engine, "0029_drop_domain_capacities")
+    tables = Base.metadata.tables
+    shares = tables["cluster_shares"]
+    before = sa.table(
+        "cluster_shares", *(sa.column(c.name, c.type) for c in shares.c if c.name != "gpu_model")
+    )
+    queue_id, now, east = uuid.uuid4(), utcnow(), uuid.uuid4()
+    jobs = [
+        _submitted(queue_id, job_document("pinned")) | {"gpu_model": "H100"},
+        _submitted(queue_id, job_document("any")) | {"gpu_model": None},
+    ]
+    placements = [
+        {"id": uuid.uuid4(), "job_id": job["id"], "generation": 1, "state": "Active"}
+        | {"created_at": now}
+        for job in jobs
+    ]
+    async with empty_engine.begin() as conn:
+        queue = {"id": queue_id, "name": "default", "weight": 1, "priority": 0, "spec": {}}
+        queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
+        await conn.execute(tables["queues"].insert(), queue)
+        await conn.execute(tables["jobs"].insert(), jobs)
+        cluster = {
+            "id": east,
+            "name": "east",
+            "description": "",
+            "labels": {},
+            "state": "Ready",
+        } | {"created_at": now, "updated_at": now, "inventory_generation": 1}
+        await conn.execute(tables["clusters"].insert(), cluster)
+        await conn.execute(tables["placements"].insert(), placements)
+        rows = [
+            {"id": uuid.uuid4(), "placement_id": p["id"], "cluster_id": east, "pods": 8}
+            | {"gpus": 64, "units": 1, "rank_offset": 0, "domains": {"east": 8}}
+            | {"phase": "Running", "message": ""}
+            for p in placements
+        ]
+        await conn.execute(before.insert(), rows)
+    await migrate.upgrade(empty_engine)
+    read = (
+        sa.select(Job.name, ClusterShare.gpu_model, share_model())
+        .join(Placement, Placement.id == ClusterShare.placement_id)
+        .join(Job, Job.id == Placement.job_id)
+    )
+    async with empty_engine.connect() as conn:
+        found = {name: (own, read) for name, own, read in await conn.execute(read)}
+    assert found == {"pinned": (None, "H100"), "any": (None, None)}
+    await migrate.downgrade(empty_engine, "0029_drop_domain_capacities")
+    async with empty_engine.connect() as conn:
+        columns = await conn.run_sync(
+            lambda c: {col["name"] for col in inspect(c).get_columns("cluster_shares")}
+        )
+        kept = await conn.scalar(sa.select(sa.func.count()).select_from(before))
+    assert "gpu_model" not in columns and kept == 2

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import httpx
+import pytest
 import yaml
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.factories import (
     create_cluster,
@@ -21,10 +23,23 @@ from tests.factories import (
     job_document,
     submit,
 )
+from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, OutboxKind, OutboxMessage, Placement
+from volcano_global.db.models import (
+    Cluster,
+    ClusterShare,
+    Job,
+    JobState,
+    OutboxKind,
+    OutboxMessage,
+    Placement,
+)
 from volcano_global.jobspec.members import member_jobs
-from volcano_global.rpc.shares import ShareAssignment
+from volcano_global.rpc.shares import ShareAssignment, SharePhase
+from volcano_global.services.scheduling import free as free_module
+from volcano_global.services.scheduling.free import free_capacity
+from volcano_global.services.scheduling.timing import running_jobs
+from volcano_global.solver.durations import DurationModel
 
 HETEROGENEOUS = example("hyperjob-heterogeneous.yaml")  # trainer-h100 -> gpu-east, a100 -> west
 
@@ -122,3 +137,135 @@ async def test_beyond_the_window_it_is_read_and_placed_child_by_child(
     assert report is not None and sorted(report.result.placed) == sorted([small, uid])
     shares = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]["shares"]
     assert [(s["cluster"], s["pods"]) for s in shares] == [("gpu-east", 8), ("gpu-west", 8)]
+
+
+def mixed_nodes(cluster: str, **counts: int) -> dict[str, Any]:
+    """8-GPU nodes, so many of each model, outside any HyperNode: every model's leaf is named
+    after the cluster."""
+    return {
+        "domains": [],
+        "nodes": [
+            {"name": f"{cluster}-{model.lower()}-{n}", "gpuModel": model, "gpuAllocatable": 8}
+            | {"cpuAllocatableMillis": 192_000, "memoryAllocatableBytes": 2 << 40}
+            for model, count in counts.items()
+            for n in range(count)
+        ],
+    }
+
+
+def pinned(name: str, model: str) -> dict[str, Any]:
+    """A job of 8 pods of 8 GPUs of `model`."""
+    document = job_document(name, queue="llm", replicas=8)
+    document["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {
+        "nvidia.com/gpu.product": model
+    }
+    return document
+
+
+async def two_models_east(api: httpx.AsyncClient) -> dict[str, Any]:
+    """gpu-east of 8 H100 and 10 A100 nodes outside any HyperNode (both models' leaves are
+    named gpu-east), gpu-west of 8 A100 nodes, and queue llm: gpu-east's inventory."""
+    await create_cluster(api, "gpu-east")
+    east = mixed_nodes("gpu-east", H100=8, A100=10)
+    assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=east)).status_code == 200
+    await create_cluster(api, "gpu-west")
+    body = inventory("gpu-west", gpu_model="A100")
+    assert (await api.put("/api/v1/clusters/gpu-west/inventory", json=body)).status_code == 200
+    await create_queue(api, "llm")
+    return east
+
+
+async def placed_in_two_models(app: FastAPI, api: httpx.AsyncClient) -> str:
+    """The example placed, its H100 child in gpu-east (`two_models_east`), its A100 child in
+    gpu-west: the job's uid."""
+    await two_models_east(api)
+    uid = (await submit(api, HETEROGENEOUS)).json()["uid"]
+    assert (report := await app.state.scheduler.run_once()) and report.result.placed == [uid]
+    return str(uid)
+
+
+async def runs(app: FastAPI, uid: str) -> None:
+    """The job Running, its shares too, its pods ended before its report came (the inventory
+    shows every GPU free)."""
+    async with transaction(app.state.sessions) as session:
+        await session.execute(
+            update(Job).where(Job.id == uuid.UUID(uid)).values(state=JobState.RUNNING)
+        )
+        await session.execute(update(ClusterShare).values(phase=SharePhase.RUNNING))
+
+
+async def test_a_child_in_a_cluster_of_two_models_holds_its_own_models_gpus(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # The H100 child's share holds the H100s: while it is placed (its hold), and while it
+    # runs with its pods not in the inventory (the books). Booked by its job's model - a
+    # parted job has none - it came off the A100 leaf of the same name, the H100s left free.
+    uid = await placed_in_two_models(app, api)
+    async with transaction(app.state.sessions) as session:
+        rows = await session.execute(
+            select(Cluster.name, ClusterShare.gpu_model).join(
+                Cluster, Cluster.id == ClusterShare.cluster_id
+            )
+        )
+        assert sorted(rows.all()) == [("gpu-east", "H100"), ("gpu-west", "A100")]
+    assert (await assignments(app, uid))["gpu-east"].gpu_model == "H100"
+
+    h100 = (await submit(api, pinned("h100", "H100"))).json()["uid"]
+    assert (report := await app.state.scheduler.run_once()) and report.result.placed == []
+
+    await runs(app, uid)  # now the books hold the H100s; the A100s of gpu-east are free
+    a100 = (await submit(api, pinned("a100", "A100"))).json()["uid"]
+    assert (report := await app.state.scheduler.run_once()) and report.result.placed == [a100]
+    shares = (await api.get(f"/api/v1/jobs/{a100}")).json()["placement"]["shares"]
+    assert [s["cluster"] for s in shares] == ["gpu-east"]
+    assert (await api.get(f"/api/v1/jobs/{h100}")).json()["state"] == "Pending"
+
+
+async def test_a_round_plans_with_a_child_running_on_its_own_model(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # What the job frees when it ends (planning) or is evicted: the H100s of gpu-east, not
+    # the model of most of its nodes (A100), as a share of a job that names none is read.
+    uid = await placed_in_two_models(app, api)
+    await runs(app, uid)
+    async with transaction(app.state.sessions) as session:
+        clusters = list((await session.execute(select(Cluster))).scalars())
+        states = await free_capacity(session, clusters)
+        running = await running_jobs(
+            session, clusters, states, now=utcnow(), durations=DurationModel()
+        )
+    (job,) = running
+    assert job.gpus == (("gpu-east", "H100", 64), ("gpu-west", "A100", 64))
+    assert {(cluster, model) for cluster, _, model, *_ in job.pods} == {
+        ("gpu-east", "H100"),
+        ("gpu-west", "A100"),
+    }
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite: one connection
+async def test_a_child_whose_gpus_were_taken_while_the_round_read_waits(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between the round's read and its commit, other pods take gpu-east's H100s. The commit
+    # reads the clusters whose inventory moved again and takes each start's shares from them
+    # (`round_apply._misfits`), by the share's model: the H100 child no longer fits and the
+    # job waits. By its job's model (none), it came off the A100s of the same leaf name.
+    east = await two_models_east(api)
+    uid = (await submit(api, HETEROGENEOUS)).json()["uid"]
+    real = free_module.free_states
+
+    async def then_h100s_taken(*args: object, **kwargs: object) -> object:
+        states = await real(*args, **kwargs)  # type: ignore[arg-type]
+        if not taken:
+            taken.append(True)
+            for node in east["nodes"]:
+                node["gpuUsed"] = 8 if node["gpuModel"] == "H100" else 0
+            put = await api.put("/api/v1/clusters/gpu-east/inventory", json=east)
+            assert put.status_code == 200
+        return states
+
+    taken: list[bool] = []
+    monkeypatch.setattr(free_module, "free_states", then_h100s_taken)
+    report = await app.state.scheduler.run_once()
+    assert taken and report is not None
+    assert (report.result.placed, list(report.result.deferred)) == ([], [uid])

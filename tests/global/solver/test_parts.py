@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from volcano_global.solver import ClusterCapacity, JobRequest, Leaf, LinkState, Policy
-from volcano_global.solver.model import Part
+from volcano_global.solver.free_pools import after
+from volcano_global.solver.model import Part, Snapshot
 from volcano_global.solver.packing import pools_of
 from volcano_global.solver.parts import MAX_TRIES, Room, place_parted
 from volcano_global.solver.reservations import Hold, HoldBook
@@ -77,24 +78,27 @@ def test_nothing_starts_when_one_child_has_no_room_and_the_reason_names_it() -> 
     assert "no child starts until all can" in reason
 
 
-def test_a_child_never_goes_to_a_cluster_of_several_gpu_models() -> None:
-    # The server replays a share by its job's GPU model, which a parted job does not have: in
-    # a cluster whose leaves of two models share a name, its H100 share was credited to the
-    # A100 leaf and the H100s looked free to the next round.
+def test_a_child_goes_to_a_cluster_of_several_gpu_models_and_its_share_names_its_model() -> None:
+    # A cluster of H100 and A100 nodes outside any HyperNode: both models' leaves are named
+    # after the cluster. A parted job names no model of its own, so its share carries its
+    # child's: replayed by the job's (none), the H100 share came off the A100 leaf of the same
+    # name and left the H100s free (the guard before this kept such a child out of the cluster).
     mixed = ClusterCapacity(
         "mixed",
         (
-            Leaf("H100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
             Leaf("A100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
+            Leaf("H100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
         ),
     )
+    fleet = (mixed, cluster("west", "A100", 10))
     job = parted("hetero", child("trainer-h100-0", "H100"), child("trainer-a100-0", "A100"))
-    plan = plan_round(RoundInput(NOW, (mixed,), waiting=(job,)), Policy.CPSAT)
-    assert plan.starts == ()
-    assert "not in clusters of several GPU models (mixed)" in plan.outcomes["hetero"].reason
-    plan = plan_round(RoundInput(NOW, (mixed, *EAST_WEST), waiting=(job,)), Policy.CPSAT)
+    plan = plan_round(RoundInput(NOW, fleet, waiting=(job,)), Policy.CPSAT)
     (start,) = plan.starts
-    assert [s.cluster for s in start.shares] == ["east", "west"]
+    assert [(s.cluster, s.gpu_model) for s in start.shares] == [("mixed", "H100"), ("west", "A100")]
+    # What the start leaves, as the round replays it (`free_pools.after`): the H100s taken.
+    pools, _ = after(Snapshot(fleet, jobs=(job.request,)), plan.decision)
+    left = {leaf.gpu_model: leaf.free_gpus for leaf in pools["mixed"].state().leaves}
+    assert left == {"A100": 80, "H100": 16}
 
 
 def test_a_child_goes_only_where_its_cluster_names_allow() -> None:
