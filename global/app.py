@@ -104,8 +104,9 @@ async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
         app.state.job_writer = JobWriter(sessions)
         pending_limits.install(app.state.job_writer, _pending_limits(sessions, settings))
         app.state.delta_writer = DeltaWriter(sessions, max_nodes=settings.limits.max_cluster_nodes)
+        timeout_s = settings.agents.heartbeat_timeout_s
         app.state.heartbeat_writer = HeartbeatWriter(
-            sessions, delay_s=heartbeat_writer.delay_for(settings.agents.heartbeat_timeout_s)
+            sessions, delay_s=heartbeat_writer.delay_for(timeout_s), stale_s=timeout_s
         )
         grpc_server, app.state.grpc_port = await start_grpc_server(
             sessions=sessions,

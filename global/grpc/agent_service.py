@@ -176,14 +176,18 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
         else the outbox's poll."""
         agents = self.settings.agents
         if outbox.OUTBOX.listening:
-            return min(agents.stream_check_s / 2, agents.outbox_safety_poll_s)
+            return min(agents.stream_check_s, agents.outbox_safety_poll_s) / 2
         return agents.outbox_poll_s
 
     def _poll_s(self) -> float:
         """How often a stream reads its outbox unwoken: rarely while commits of every process
-        wake it, else often."""
+        wake it, else often. While they wake it, every half `outbox_safety_poll_s`: the census
+        a stream takes may have begun up to a period before (`dispatch_census`), and a message
+        whose wake-up was lost must still arrive within the setting."""
         agents = self.settings.agents
-        return agents.outbox_safety_poll_s if outbox.OUTBOX.listening else agents.outbox_poll_s
+        if outbox.OUTBOX.listening:
+            return agents.outbox_safety_poll_s / 2
+        return agents.outbox_poll_s
 
     async def _outbox(self, cluster_id: uuid.UUID, sent: _Sent) -> AsyncIterator[pb.GlobalMessage]:
         """The unacknowledged messages to the cluster this stream has not sent yet, oldest

@@ -9,7 +9,6 @@ import asyncio
 import logging
 import uuid
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from volcano_global.db.engine import reading
@@ -36,7 +35,7 @@ async def may_wait(
     try:
         # Shielded: the read is every stream's; one stream cancelled must not cancel it.
         return await asyncio.shield(census)
-    except (SQLAlchemyError, OSError) as exc:
+    except Exception as exc:  # every stream waits on this read: none must end for it
         log.warning("open streams' dispatch census not read (each reads its own): %s", exc)
         return True
 

@@ -110,16 +110,19 @@ async def lock_cluster(
     return cluster
 
 
-async def lock_clusters(session: AsyncSession, *, names: list[str]) -> dict[str, Cluster]:
+async def lock_clusters(
+    session: AsyncSession, *, names: list[str], skip_locked: bool = False
+) -> dict[str, Cluster]:
     """The clusters' rows that exist, by name, locked as `lock_cluster` locks one, in name
     order: every transaction that locks several clusters' rows takes them in this order (the
-    scheduler's round commit too), so two of them never wait on each other."""
+    scheduler's round commit too), so two of them never wait on each other. `skip_locked`:
+    rows another transaction holds are left out (Postgres; SQLite has one writer)."""
     rows = await session.execute(
         select(Cluster)
         .where(Cluster.name.in_(sorted(set(names))))
         .order_by(Cluster.name)  # Postgres locks the rows as the sort returns them
         .options(raiseload(Cluster.capacities))
-        .with_for_update(key_share=True)
+        .with_for_update(key_share=True, skip_locked=skip_locked)
         .execution_options(populate_existing=True)
     )
     return {cluster.name: cluster for cluster in rows.scalars()}
