@@ -13,19 +13,15 @@ from fastapi import FastAPI
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import selectinload
 
-from tests.factories import submit
+from tests.factories import create_cluster, create_queue, job_document, submit
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import ClusterShare, Job, OutboxMessage, Placement
 from volcano_global.services.lifecycle.outbox import enqueue_assignments
 
 # `global` is a keyword: the neighbour module is imported by name.
 _rounds = importlib.import_module("tests.global.scheduler.test_heterogeneous_rounds")
-assignments, pinned, runs, two_models_east = (
-    _rounds.assignments,
-    _rounds.pinned,
-    _rounds.runs,
-    _rounds.two_models_east,
-)
+assignments, mixed_nodes, pinned = _rounds.assignments, _rounds.mixed_nodes, _rounds.pinned
+runs, two_models_east = _rounds.runs, _rounds.two_models_east
 
 
 async def test_a_share_written_without_a_model_is_assigned_its_jobs(
@@ -49,3 +45,25 @@ async def test_a_share_written_without_a_model_is_assigned_its_jobs(
         ).scalar_one()
         enqueue_assignments(session, job=job, placement=placement, shares=placement.shares)
     assert (await assignments(app, uid))["gpu-east"].gpu_model == "H100"
+
+
+async def test_a_job_naming_no_model_holds_the_model_it_was_packed_on(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    # A job that names no model is packed on gpu-east's H100s (the most free): its share
+    # says so, and its hold takes the H100 leaf, not the A100 leaf of the same name.
+    await create_cluster(api, "gpu-east")
+    east = mixed_nodes("gpu-east", A100=8, H100=10)
+    assert (await api.put("/api/v1/clusters/gpu-east/inventory", json=east)).status_code == 200
+    await create_queue(api, "llm")
+    anyone = (await submit(api, job_document("any", queue="llm", replicas=8))).json()["uid"]
+    assert (r := await app.state.scheduler.run_once()) and r.result.placed == [anyone]
+    async with transaction(app.state.sessions) as session:
+        assert (await session.execute(select(ClusterShare.gpu_model))).scalars().all() == ["H100"]
+    assert (await assignments(app, anyone))["gpu-east"].gpu_model == "H100"
+
+    h100 = (await submit(api, pinned("h100", "H100"))).json()["uid"]
+    assert (r := await app.state.scheduler.run_once()) and r.result.placed == []
+    a100 = (await submit(api, pinned("a100", "A100"))).json()["uid"]
+    assert (r := await app.state.scheduler.run_once()) and r.result.placed == [a100]
+    assert (await api.get(f"/api/v1/jobs/{h100}")).json()["state"] == "Pending"
