@@ -210,7 +210,13 @@ def ranks_gpu_model(gang: Gang, first: int, pods: int) -> str | None:
         ]
     models, rank = set(), 0
     for task in tasks:
-        if rank < first + pods and first < rank + task.replicas and task.resources.gpus:
+        # a task of no replicas has no pods to run (the solver's requests leave it out)
+        if (
+            task.replicas
+            and task.resources.gpus
+            and rank < first + pods
+            and first < rank + task.replicas
+        ):
             models.add(task.gpu_model)
         rank += task.replicas
     return models.pop() if len(models) == 1 else None

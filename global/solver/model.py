@@ -230,8 +230,8 @@ class SolveOptions:
 class Share:
     """A job's part in one cluster: `units` units, i.e. `pods` pods; `domains` maps the
     topology domain (or leaf) each pod group went to -> pods. `gpu_model`: the model of its
-    GPUs where the job names none of its own (a HyperJob whose children differ: its
-    children's, `parts.py`); None: the job's."""
+    GPUs - the job's, the one `packing.pack_job` chose for a job that names none, or a
+    HyperJob whose children differ its children's (`parts.py`); None: the job's."""
 
     cluster: str
     units: int

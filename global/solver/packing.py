@@ -18,8 +18,9 @@ def pools_of(clusters: Iterable[ClusterCapacity]) -> Pools:
 def pack_job(
     job: JobRequest, units_by_cluster: dict[str, int], pools: dict[str, ClusterPool]
 ) -> tuple[tuple[Share, ...], str | None]:
-    """Place the job's units; on success the pools are consumed and the shares returned, on
-    failure the pools are unchanged and the failing cluster is named."""
+    """Place the job's units; on success the pools are consumed and the shares returned (each
+    with the GPU model it was packed on, chosen here for a job that names none), on failure
+    the pools are unchanged and the failing cluster is named."""
     taken: list[tuple[ClusterPool, Share]] = []
     marks: dict[str, int] = {}
     for cluster, units in sorted(units_by_cluster.items()):
@@ -27,7 +28,7 @@ def pack_job(
             continue
         pool = pools[cluster]
         marks[cluster] = pool.mark()
-        placed = None
+        placed, model = None, None
         for model in job_models(job, pool):
             placed = pool.place(job, units, model)
             if placed is not None:
@@ -46,6 +47,8 @@ def pack_job(
                     pods=pods,
                     gpus=pods * job.gpus_per_pod,
                     domains=tuple(placed),
+                    # the model packed on: the books replay the share from its leaves
+                    gpu_model=model,
                 ),
             )
         )

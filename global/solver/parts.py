@@ -7,8 +7,9 @@ before the window is cut (`split_off`) and placed after the solve and the backfi
 what they left, in queue order, within the round's reservations (`reservations.HoldBook`),
 its queue's quota room and the links' free bandwidth:
 
-- each child whole in one cluster that has its GPU model (among others or alone) and that
-  its `clusterNames` allow;
+- each child whole in one cluster that has its GPU model (among others or alone; a child
+  that names none, a cluster of one model: its member Job pins none) and that its
+  `clusterNames` allow;
 - a cluster's share holds children of one GPU model and pod size (the shares' books read one
   model and pod size per share: the share carries its model, `Share.gpu_model`, as the job
   names none), and only children next to each other in the document (a share owns a
@@ -231,7 +232,7 @@ def _unused(job: JobRequest, part: Part, used: set[str], room: Room) -> Iterator
     request = part_request(job, part)
     fitting = []
     for name, pool in room.pools.items():
-        if name in used or not _may_use(job, part, name):
+        if name in used or not _may_host(job, part, name, room):
             continue
         free = max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1)
         if free >= part.gpus:
@@ -273,6 +274,15 @@ def _may_use(job: JobRequest, part: Part, cluster: str) -> bool:
     return all(
         names is None or cluster in names for names in (part.allowed_clusters, job.allowed_clusters)
     )
+
+
+def _may_host(job: JobRequest, part: Part, cluster: str, room: Room) -> bool:
+    """Whether the child may open a share in the cluster: it may use it, and a child of GPUs
+    that names no model only in a cluster of one model. Its member Job pins no model (a
+    Kubernetes agent adds no node selector for the share's), so in a cluster of several its
+    pods could run on another model's GPUs than the ones its share's books hold."""
+    unpinned = part.gpu_model is None and part.gpus_per_pod > 0
+    return _may_use(job, part, cluster) and not (unpinned and len(room.pools[cluster].models()) > 1)
 
 
 def _limit(job: JobRequest) -> int:
@@ -372,10 +382,14 @@ def _no_room(job: JobRequest, part: Part, room: Room) -> str:
     where = "any cluster"
     if part.allowed_clusters is not None or job.allowed_clusters is not None:
         where = ", ".join(n for n in room.pools if _may_use(job, part, n)) or "none"
+    mixed = [n for n in room.pools if _may_use(job, part, n) and not _may_host(job, part, n, room)]
+    skipped = (
+        f"; naming no GPU model, not in clusters of several ({', '.join(mixed)})" if mixed else ""
+    )
     return (
         f"no room now for child {part.name}: {part.pods} pods of {part.gpus_per_pod} "
         f"GPUs{model} whole in one cluster it may use ({where}), after the round's "
-        "starts and within its reservations; no child starts until all can"
+        f"starts and within its reservations{skipped}; no child starts until all can"
     )
 
 
@@ -383,7 +397,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether a cluster the child may use has its GPUs of its model free (counts only)."""
     request = part_request(job, part)
     return any(
-        _may_use(job, part, name)
+        _may_host(job, part, name, room)
         and max((pool.free_gpus(m) for m in job_models(request, pool)), default=-1) >= part.gpus
         for name, pool in room.pools.items()
     )
@@ -392,7 +406,7 @@ def _counted(job: JobRequest, part: Part, room: Room) -> bool:
 def _fits_alone(job: JobRequest, part: Part, room: Room) -> bool:
     """Whether the child alone fits in a cluster it may use (nothing kept)."""
     for name in room.pools:
-        if _may_use(job, part, name):
+        if _may_host(job, part, name, room):
             frame = _Frame(iter(()), cluster=name)
             _put(job, part, frame, [frame], room)
             if frame.placed:

@@ -21,7 +21,7 @@ from volcano_global.db.models import (
     Placement,
     Queue,
 )
-from volcano_global.jobspec.members import member_job_name, rendezvous_address
+from volcano_global.jobspec.members import member_job_name, ranks_gpu_model, rendezvous_address
 from volcano_global.jobspec.queue_document import queue_document
 from volcano_global.rpc.shares import ShareAssignment, ShareCancellation, StagingItem
 from volcano_global.services.lifecycle.jobs import lifecycle_of
@@ -77,7 +77,7 @@ def enqueue_assignments(
             member_job_name=member,
             manifest_json=manifest,
             gpus_per_pod=share.gpus // share.pods if share.pods else 0,
-            gpu_model=share.gpu_model or "",  # its job's, or its children's (written with it)
+            gpu_model=_model(job, share),
             domains={k: int(v) for k, v in (share.domains or {}).items()},
             duration_seconds=duration,
             job_token=job_token,
@@ -92,6 +92,17 @@ def enqueue_assignments(
                 payload=assignment.to_payload(),
             )
         )
+
+
+def _model(job: Job, share: ClusterShare) -> str:
+    """The GPU model the share's pods run on (`books.share_model`): its own, or - a share
+    written before it had one - its job's or its ranks' children's; "" when none names one."""
+    return (
+        share.gpu_model
+        or job.gpu_model
+        or ranks_gpu_model(job.gang, share.rank_offset, share.pods)
+        or ""
+    )
 
 
 async def enqueue_cancellations(

@@ -1,6 +1,8 @@
 """The Global's books bound what a round may place: a cluster never has more free GPUs than
 its allocatable GPUs minus the GPUs its shares hold (shares that have not ended, of placements
-that hold capacity), whatever its inventory says.
+that hold capacity), whatever its inventory says - and no more free GPUs of a model than its
+GPUs of that model minus what the shares of that model hold (a share whose model is unknown,
+NULL of a job that names none, counts against the cluster only).
 
 The inventory is the cluster's word and the placements the Global's, and the two travel on
 different paths: a share whose pods ended frees its GPUs in an inventory delta before its
@@ -41,25 +43,45 @@ async def within_books(
     excluding: uuid.UUID | None = None,
 ) -> list[ClusterCapacity]:
     """`states` (free capacity from the inventory, holds taken) with each cluster's free GPUs
-    cut down to what its books leave: first on the leaves where its shares run, then anywhere."""
+    cut down to what its books leave (`_bounded`): first on the leaves where its shares run,
+    then anywhere."""
     ids = [c.id for c in clusters]
-    totals = dict(
-        (
-            await session.execute(
-                select(ClusterGpuCapacity.cluster_id, func.sum(ClusterGpuCapacity.total_gpus))
-                .where(ClusterGpuCapacity.cluster_id.in_(ids))
-                .group_by(ClusterGpuCapacity.cluster_id)
-            )
-        ).all()
+    rows = await session.execute(
+        select(
+            ClusterGpuCapacity.cluster_id,
+            ClusterGpuCapacity.gpu_model,
+            ClusterGpuCapacity.total_gpus,
+        ).where(ClusterGpuCapacity.cluster_id.in_(ids))
     )
+    totals: dict[uuid.UUID, dict[str, int]] = defaultdict(dict)
+    for cluster_id, model, total in rows.all():
+        totals[cluster_id][model] = int(total or 0)
     shares = await _holding_shares(session, ids, excluding)
-    bounded = []
-    for cluster, state in zip(clusters, states, strict=True):
-        held = shares.get(cluster.id, [])
-        free = sum(leaf.free_gpus for leaf in state.leaves)
-        excess = free - (int(totals.get(cluster.id) or 0) - sum(s.gpus for s in held))
-        bounded.append(_taken(state, held, excess) if excess > 0 else state)
-    return bounded
+    return [
+        _bounded(state, shares.get(cluster.id, []), totals.get(cluster.id, {}))
+        for cluster, state in zip(clusters, states, strict=True)
+    ]
+
+
+def _bounded(state: ClusterCapacity, held: list[Any], totals: dict[str, int]) -> ClusterCapacity:
+    """Each model's free GPUs cut to its total less its shares' GPUs, taken from its own
+    leaves (in a cluster of several models, a share whose pods are not in the inventory yet
+    must not be booked twice because another model's GPUs are busy with pods the Global did
+    not place); then the cluster's to its total less all its shares', shares of no known model
+    (NULL, and a job that names none) first."""
+    by_model: dict[str, list[Any]] = defaultdict(list)
+    for share in held:
+        if share.gpu_model is not None:
+            by_model[share.gpu_model].append(share)
+    for model, shares in by_model.items():
+        free = sum(leaf.free_gpus for leaf in state.leaves if leaf.gpu_model == model)
+        excess = free - (totals.get(model, 0) - sum(s.gpus for s in shares))
+        if excess > 0:
+            state = _taken(state, shares, excess, model)
+    free = sum(leaf.free_gpus for leaf in state.leaves)
+    excess = free - (sum(totals.values()) - sum(s.gpus for s in held))
+    unknown = [s for s in held if s.gpu_model is None]
+    return _taken(state, unknown, excess, None) if excess > 0 else state
 
 
 async def _holding_shares(
@@ -96,9 +118,11 @@ def share_model() -> ColumnElement[str | None]:
     return func.coalesce(ClusterShare.gpu_model, Job.gpu_model).label("gpu_model")
 
 
-def _taken(state: ClusterCapacity, held: list[Any], excess: int) -> ClusterCapacity:
+def _taken(
+    state: ClusterCapacity, held: list[Any], excess: int, model: str | None
+) -> ClusterCapacity:
     """`excess` GPUs taken from the state: pods of the held shares on their own leaves (where
-    the GPUs are busy), then single GPUs from any leaf."""
+    the GPUs are busy), then single GPUs from any leaf (of `model`, when given)."""
     pool = ClusterPool(state)
     for share in held:
         per_pod = share.gpus // share.pods if share.pods else 0
@@ -110,5 +134,6 @@ def _taken(state: ClusterCapacity, held: list[Any], excess: int) -> ClusterCapac
     for leaf in pool.leaves:
         if excess <= 0:
             break
-        excess -= pool.take_from_leaf(leaf.name, leaf.gpu_model, 1, excess)
+        if model is None or leaf.gpu_model == model:
+            excess -= pool.take_from_leaf(leaf.name, leaf.gpu_model, 1, excess)
     return pool.state()

@@ -244,7 +244,8 @@ async def resize(
 def grown(
     current: list[ClusterShare], names: dict[uuid.UUID, str], added: list[Share]
 ) -> list[Share]:
-    """The current shares plus what a growth decision added (same clusters; domains summed)."""
+    """The current shares plus what a growth decision added (same clusters; domains summed;
+    a share keeps its GPU model: the one its pods run on, chosen when it was first placed)."""
     extra = {s.cluster: s for s in added}
     out = []
     for share in current:
@@ -258,7 +259,7 @@ def grown(
             for leaf, count in more.domains:
                 domains[leaf] += count
             pods, gpus, units = pods + more.pods, gpus + more.gpus, units + more.units
-        out.append(Share(name, units, pods, gpus, tuple(domains.items())))
+        out.append(Share(name, units, pods, gpus, tuple(domains.items()), share.gpu_model))
     have = {s.cluster for s in out}
     return out + [s for s in added if s.cluster not in have]  # new clusters: the last ranks
 
@@ -267,7 +268,8 @@ def shrunk(
     current: list[ClusterShare], names: dict[uuid.UUID, str], cuts: dict[str, int]
 ) -> list[Share]:
     """The current shares less `cuts` (cluster -> units given back), the pods taken from the
-    share's last domains (`planning.taken_back`, as the round freed them)."""
+    share's last domains (`planning.taken_back`, as the round freed them), each keeping its
+    GPU model."""
     out = []
     for share in current:
         name = names[share.cluster_id]
@@ -281,7 +283,7 @@ def shrunk(
             domains[leaf] -= count
         pods = units * per_unit
         kept = tuple((leaf, count) for leaf, count in domains.items() if count)
-        out.append(Share(name, units, pods, pods * per_pod, kept))
+        out.append(Share(name, units, pods, pods * per_pod, kept, share.gpu_model))
     return out
 
 

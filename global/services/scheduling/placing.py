@@ -43,8 +43,9 @@ def write_shares(
     cluster_ids: dict[str, uuid.UUID],
 ) -> list[ClusterShare]:
     """The job's placement's shares, ranks in the order given, each with the GPU model its
-    pods run on: the job's, or for a HyperJob whose children differ (no model of its own) the
-    one its ranks' children ask for - what its assignment tells the agent and the books read."""
+    pods run on: the one the round packed it on (for a job that names none, the round chose
+    it), else the job's, or for a HyperJob whose children differ the one its ranks' children
+    ask for - what its assignment tells the agent and the books read."""
     rows, offset = [], 0
     for share in shares:
         row = ClusterShare(
@@ -56,7 +57,9 @@ def write_shares(
             units=share.units,
             rank_offset=offset,
             domains=dict(share.domains),
-            gpu_model=job.gpu_model or ranks_gpu_model(job.gang, offset, share.pods),
+            gpu_model=share.gpu_model
+            or job.gpu_model
+            or ranks_gpu_model(job.gang, offset, share.pods),
         )
         session.add(row)
         rows.append(row)

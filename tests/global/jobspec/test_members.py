@@ -12,7 +12,12 @@ import pytest
 
 from volcano_global.errors import Invalid
 from volcano_global.jobspec import ParseOptions, normalize_job
-from volcano_global.jobspec.members import member_job_name, member_jobs, rendezvous_address
+from volcano_global.jobspec.members import (
+    member_job_name,
+    member_jobs,
+    ranks_gpu_model,
+    rendezvous_address,
+)
 from volcano_global.rpc.shares import ShareAssignment
 from volcano_global.settings import SchedulingDefaults
 
@@ -268,3 +273,26 @@ def test_a_dotted_job_name_gives_a_dns_1035_member_name() -> None:
     # `llama3.1-pretrain` is a valid Job name (a DNS subdomain); a Service name is not.
     member = member_job_name("llama3.1-pretrain", PLACEMENT, manifest=JOB)
     assert re.fullmatch(r"llama3-1-pretrain-[0-9a-f]{8}", member), member
+
+
+def _gpu_task(name: str, replicas: int, model: str) -> dict[str, Any]:
+    spec = task(name, replicas)
+    pod = spec["template"]["spec"]
+    pod["nodeSelector"] = {"nvidia.com/gpu.product": model}
+    pod["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
+    return spec
+
+
+def test_a_task_of_no_replicas_is_no_model_of_a_share() -> None:
+    # The A100 task has no pods (the solver does not count it): the share's ranks are H100s.
+    job = copy.deepcopy(JOB)
+    job["spec"] = {
+        "minAvailable": 4,
+        "tasks": [
+            _gpu_task("first", 2, "H100"),
+            _gpu_task("none", 0, "A100"),
+            _gpu_task("second", 2, "H100"),
+        ],
+    }
+    gang = normalize_job(job, OPTIONS).gang
+    assert ranks_gpu_model(gang, 0, 4) == "H100"

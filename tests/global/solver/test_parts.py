@@ -101,6 +101,29 @@ def test_a_child_goes_to_a_cluster_of_several_gpu_models_and_its_share_names_its
     assert left == {"A100": 80, "H100": 16}
 
 
+def test_a_child_that_names_no_model_goes_only_to_a_cluster_of_one_model() -> None:
+    # Its member Job pins no model (a Kubernetes agent adds no node selector for its share's):
+    # in a cluster of H100 and A100 nodes its pods could run on the GPUs its share does not hold.
+    mixed = ClusterCapacity(
+        "mixed",
+        (
+            Leaf("A100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
+            Leaf("H100", (0,) * 8 + (10,), ("mixed",), node_gpus=8),
+        ),
+    )
+    job = parted("hetero", child("any", None), child("trainer-a100-0", "A100"))  # type: ignore[arg-type]
+    fleet = (mixed, cluster("west", "A100", 10))
+    plan = plan_round(RoundInput(NOW, fleet, waiting=(job,)), Policy.CPSAT)
+    (start,) = plan.starts
+    assert [(s.cluster, s.gpu_model) for s in start.shares] == [("west", None), ("mixed", "A100")]
+
+    plan = plan_round(RoundInput(NOW, (mixed,), waiting=(job,)), Policy.CPSAT)
+    assert plan.starts == ()
+    assert (
+        "naming no GPU model, not in clusters of several (mixed)" in plan.outcomes["hetero"].reason
+    )
+
+
 def test_a_child_goes_only_where_its_cluster_names_allow() -> None:
     fleet = (*EAST_WEST, cluster("north", "A100", 10, used_nodes=0))
     job = parted(
