@@ -41,6 +41,9 @@ async def test_open_streams_share_one_read_of_their_standing(
         return await single(session, claim)
 
     streams = await open_streams(app, api, STREAMS)
+    # Each stream's claim wakes it to read its own standing once (in process, and on Postgres
+    # again by the NOTIFY echo): counted are the periodic checks after those.
+    await asyncio.sleep(2 * CHECK_S)
     monkeypatch.setattr(agent_streams, "lost_standings", counted_shared)
     monkeypatch.setattr(agent_streams, "lost_standing", counted_single)
     await asyncio.sleep(5 * CHECK_S)
