@@ -19,9 +19,9 @@ from ortools.sat.python import cp_model
 from volcano_global.solver.baselines import greedy, place_greedily, reservations_for
 from volcano_global.solver.cpsat_holds import add_reservations, hint_holds
 from volcano_global.solver.cpsat_model import (
-    FIT_RANKS,
     add_hints,
     add_shared_limits,
+    fit_ranks,
     job_vars,
     maximise,
 )
@@ -38,6 +38,7 @@ from volcano_global.solver.model import (
 from volcano_global.solver.packing import Pools, pack_job, packing_order
 from volcano_global.solver.reservations import Hold, HoldBook, Owed
 from volcano_global.solver.values import job_values, score
+from volcano_global.solver.warm_start_bound import at_fit_floors, fit_floors, whole_at_full_width
 
 PACKING_RESERVE_S = 0.15  # of the round's time limit, kept for packing and explaining
 MIN_SEARCH_S = 0.1
@@ -120,7 +121,7 @@ def _solve_once(
     ]
     add_shared_limits(model, vars_, snapshot, pools, links)
     chosen, held_value = add_reservations(model, vars_, owed, weights, normal)
-    fit_rank = {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
+    fit_rank = fit_ranks(rank, pools)
     weight = maximise(model, vars_, jobs, fit_rank, weights, normal, held_value)
     if hint is not None:
         add_hints(model, vars_, hint)
@@ -171,22 +172,14 @@ def cpsat_decision(
     marks = {name: pool.mark() for name, pool in base.items()}
     owed, holds = plan
     hint, _ = greedy(snapshot, jobs, base, HoldBook(holds), rank)
+    if not (owed or holds) and _proven_optimal(jobs, hint, base, marks, rank):
+        # Room for the whole window, each job whole where the fit term is lowest: nothing a
+        # search finds is worth more (`warm_start_bound`).
+        return _warm_start_answer(jobs, hint, options, plan, start, proven=True), base
     if deadline - time.monotonic() < MIN_SEARCH_S + PACKING_RESERVE_S:
         # The warm start used the round's time: building a model and searching would only
         # overrun it (a 500-job window on a busy machine). Its answer is the round's.
-        weights, normal = job_values(jobs, options.priority_factor)
-        decision = Decision(
-            policy=Policy.CPSAT,
-            status="SKIPPED+GREEDY",
-            jobs=hint.jobs,
-            objective=float(score(jobs, hint.jobs, holds, owed, weights, normal)),
-            bound=math.inf,
-            solve_seconds=time.monotonic() - start,
-            reserved=tuple((h.job_id, h.describe()) for h in holds),
-            reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
-            holds=tuple(holds),
-        )
-        return decision, base
+        return _warm_start_answer(jobs, hint, options, plan, start, proven=False), base
     undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
     shares, pools, status, _, bound, held = solve_cpsat(
         snapshot, jobs, options, hint, base, deadline, (owed, holds, rank)
@@ -217,3 +210,45 @@ def cpsat_decision(
         holds=tuple(held),
     )
     return decision, pools
+
+
+def _proven_optimal(
+    jobs: list[JobRequest], hint: Decision, base: Pools, marks: dict[str, int], rank: dict[str, int]
+) -> bool:
+    """Whether the warm start (placed in `base` since `marks`) meets the objective's bound;
+    the fit floors are read on the round's starting capacity, only when the rest is met."""
+    if not jobs or not whole_at_full_width(jobs, hint):
+        return False
+    undone = {name: pool.rollback(marks[name]) for name, pool in base.items()}
+    fit_rank = fit_ranks(rank, base)
+    floors = fit_floors(jobs, base, fit_rank)
+    for name, pool in base.items():
+        pool.redo(undone[name])
+    return at_fit_floors(jobs, hint, floors, fit_rank)
+
+
+def _warm_start_answer(
+    jobs: list[JobRequest],
+    hint: Decision,
+    options: SolveOptions,
+    plan: tuple[list[Owed], list[Hold]],
+    start: float,
+    *,
+    proven: bool,
+) -> Decision:
+    """The warm start as the round's answer: proven optimal (its objective is the bound), or
+    taken for want of time to search (no bound)."""
+    owed, holds = plan
+    weights, normal = job_values(jobs, options.priority_factor)
+    objective = float(score(jobs, hint.jobs, holds, owed, weights, normal))
+    return Decision(
+        policy=Policy.CPSAT,
+        status="OPTIMAL+GREEDY" if proven else "SKIPPED+GREEDY",
+        jobs=hint.jobs,
+        objective=objective,
+        bound=objective if proven else math.inf,
+        solve_seconds=time.monotonic() - start,
+        reserved=tuple((h.job_id, h.describe()) for h in holds),
+        reserved_in_s=tuple((h.job_id, h.start_in_s) for h in holds),
+        holds=tuple(holds),
+    )

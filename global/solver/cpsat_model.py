@@ -85,6 +85,11 @@ CLUSTER_PENALTY = 10_000  # one more cluster for a job costs as much as 1 Tbps o
 FIT_RANKS = 4
 
 
+def fit_ranks(rank: dict[str, int], pools: Pools) -> dict[str, int]:
+    """Each cluster's ρ_c: the quartile of its place in the stable `rank` (0: smallest)."""
+    return {name: rank.get(name, 0) * FIT_RANKS // max(len(rank), 1) for name in pools}
+
+
 @dataclass
 class JobVars:
     job: JobRequest

@@ -27,8 +27,10 @@ FIRST_ROUND = textwrap.dedent(
 
     assert "ortools" not in sys.modules
     leaf = Leaf("H100", (0, 0, 0, 0, 0, 0, 0, 0, 4), ("t0",), node_gpus=8)
+    # j and k do not both fit: the warm start is not proven optimal, the search must run.
     job = JobRequest("j", pods=2, gpus_per_pod=8, gpu_model="H100")
-    snapshot = Snapshot((ClusterCapacity("a", (leaf,)),), (), (job,))
+    other = JobRequest("k", pods=3, gpus_per_pod=8, gpu_model="H100")
+    snapshot = Snapshot((ClusterCapacity("a", (leaf,)),), (), (job, other))
     decision = solve(snapshot, Policy.CPSAT, SolveOptions(time_limit_s=1.0))
     print(decision.status, len(decision.admitted))
     """

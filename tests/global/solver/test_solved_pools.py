@@ -33,6 +33,11 @@ NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 OPTIONS = SolveOptions(deterministic_time=0.2, time_limit_s=10.0)
 
 
+# A job no node has room for: with it in the window the warm start is not proven optimal
+# (`warm_start_bound`), so the round builds the model and searches, as these tests need.
+NO_ROOM = JobRequest("no-room", pods=1, gpus_per_pod=8, gpu_model="H100")
+
+
 def states(pools):  # type: ignore[no-untyped-def]
     return {name: pool.state() for name, pool in pools.items()}
 
@@ -59,7 +64,7 @@ def test_pods_of_two_sizes_in_one_leaf_are_replayed_not_taken() -> None:
     leaf = Leaf("H100", (0, 0, 0, 0, 1, 0, 1, 0, 0), ("t0",), node_gpus=8)
     small = JobRequest("small", pods=1, gpus_per_pod=2, gpu_model="H100")
     large = JobRequest("large", pods=1, gpus_per_pod=4, gpu_model="H100")
-    snapshot = Snapshot((ClusterCapacity("a", (leaf,)),), (), (small, large))
+    snapshot = Snapshot((ClusterCapacity("a", (leaf,)),), (), (small, large, NO_ROOM))
     decision, pools = solve_with_pools(snapshot, Policy.CPSAT, OPTIONS)
     assert pools is not None and [d.job_id for d in decision.admitted] == ["small", "large"]
     assert not replays_alike(decision, pools)
@@ -190,8 +195,9 @@ def test_the_skipped_search_hands_on_the_warm_starts_pools() -> None:
     # No time left after the warm start: its answer (A, B) and the pools it placed them on
     # are the round's. Beyond the window, C takes the last node and D finds none.
     leaf = Leaf("H100", node(8, 3), ("t0", "s"), node_gpus=8)
+    wide = JobRequest("wide", pods=4, gpus_per_pod=8, gpu_model="H100")  # never fits
     data, options = beyond_the_window(
-        {"a": (leaf,)}, [eight("A"), eight("B")], [eight("C"), eight("D")]
+        {"a": (leaf,)}, [eight("A"), eight("B"), wide], [eight("C"), eight("D")]
     )
     options = replace(options, solve=replace(options.solve, time_limit_s=1e-6))
     both = step_5b_both_ways(data, options)
@@ -269,6 +275,7 @@ def test_the_round_solved_again_without_its_culprit_hands_on_its_pools(
             JobRequest("bad", pods=1, gpus_per_pod=2, gpu_model="H100"),
             JobRequest("small", pods=1, gpus_per_pod=2, gpu_model="H100"),
             JobRequest("large", pods=1, gpus_per_pod=4, gpu_model="H100"),
+            NO_ROOM,
         ],
         [JobRequest("late", pods=1, gpus_per_pod=4, gpu_model="H100")],
     )
