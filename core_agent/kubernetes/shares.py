@@ -22,12 +22,13 @@ import functools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from operator import attrgetter
 from typing import Any, TypeVar
 
 from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
 from core_agent.kubernetes.cleanup import remove_placement
+from core_agent.kubernetes.model_pinning import model_requirement, pin_model, several_models
 from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.namespaces import own_namespace as own_namespace_of_agent
 from core_agent.kubernetes.queues import ensure_queue
@@ -70,8 +71,10 @@ class MemberJobs:
         page_size: int = 500,
         own_namespace: str | None = None,
         staging: StagingConfig | None = None,
+        nodes: Callable[[], Iterable[dict[str, Any]]] | None = None,
     ) -> None:
         self.api = api
+        self.nodes = nodes  # the cluster's nodes as watched (to pin a share's GPU model)
         self.stager = Stager(api, staging)
         self.own_namespace = own_namespace or own_namespace_of_agent()
         self.global_api = global_api  # the Global's REST address as pods reach it
@@ -136,6 +139,20 @@ class MemberJobs:
             if seen or pid in self.cancelled or self.reported.get(pid) is SharePhase.FAILED:
                 self.applying.pop(pid, None)
 
+    def _pin_model(self, a: ShareAssignment, documents: list[dict[str, Any]]) -> None:
+        """In a cluster of several GPU models, the share's GPU pods run on the model the
+        Global counted them against (`model_pinning`)."""
+        if not a.gpu_model or self.nodes is None:
+            return
+        nodes = list(self.nodes())
+        if not several_models(nodes):
+            return
+        requirement = model_requirement(nodes, a.gpu_model)
+        if not requirement:
+            log.warning("share %s: no node here has %s: not pinned", a.placement_id, a.gpu_model)
+            return
+        pin_model(documents, a.gpu_model, requirement)
+
     async def _create(self, a: ShareAssignment) -> None:
         pid = a.placement_id
         if (refusal := namespace_refusal(a.namespace, self.own_namespace)) is not None:
@@ -151,6 +168,7 @@ class MemberJobs:
         except (ValueError, KeyError, TypeError) as exc:
             self._send(pid, SharePhase.FAILED, f"cannot build the Volcano Job: {exc}", force=True)
             return
+        self._pin_model(a, documents)
         problem = await ensure_queue(self.api, a, documents, self._persist)
         if problem is not None:
             self._send(pid, SharePhase.FAILED, problem, force=True)

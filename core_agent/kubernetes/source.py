@@ -66,7 +66,9 @@ class KubernetesSource:
         self.topology = HyperNodeTopology(on_problem=self._hypernode_problem)
         self._events: set[asyncio.Task[None]] = set()
         self.changed = asyncio.Event()
-        self.shares = MemberJobs(api, global_api=global_api, staging=staging)
+        self.shares = MemberJobs(
+            api, global_api=global_api, staging=staging, nodes=lambda: self.nodes.values()
+        )
         # Copies that belong to no share, in the namespaces shares may use.
         self.copies = Copies(self.shares.stager, own_namespace=self.shares.own_namespace)
         self.data = DataHeld()  # labelled PVCs and Fluid Datasets (presence.py)
