@@ -133,13 +133,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def app_settings(database_url: str, **sections: Any) -> Settings:
     """The in-process Global of the tests (admin token, any free gRPC port). The scheduling
     loop is off (API tests check states it would change; the scheduler tests drive rounds
-    themselves); `sections` replace whole settings sections, e.g. `agents={...}`."""
+    themselves). Its stop gives open agent streams 0.2 s, not 2 s: tests leave streams open
+    that nothing will end. `sections` replace whole settings sections, e.g. `agents={...}`."""
     return Settings(
         **{
             "database_url": database_url,
             "admin_token": ADMIN_TOKEN,
             "grpc_port": 0,
             "scheduling": {"enabled": False},
+            "agents": {"shutdown_grace_s": 0.2},
             **sections,
         }
     )
