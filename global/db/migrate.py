@@ -3,11 +3,13 @@ replicas starting together migrate once) and from tests."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -27,9 +29,21 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+@functools.cache
+def head_revisions() -> frozenset[str]:
+    """The chain's heads: the migration files do not change while the process runs."""
+    return frozenset(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Migrate to `revision`, saying it in one line (the server shows alembic's own, about
-    100 on an empty database, only at DEBUG: `cli/serve.py`)."""
+    100 on an empty database, only at DEBUG: `cli/serve.py`).
+
+    A database already at the head is left alone without alembic (which reads every migration
+    file) and without the advisory lock: a replica migrating holds the old revision until its
+    transaction commits, so a reader that sees the head has nothing left to wait for."""
+    if revision == "head" and await _stored_revisions(engine) == head_revisions():
+        return
     before = await current_revision(engine)
     await _run(engine, lambda cfg: command.upgrade(cfg, revision))
     after = await current_revision(engine)
@@ -49,6 +63,17 @@ async def current_revision(engine: AsyncEngine) -> str | None:
         if not has_table:
             return None
         return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+
+
+async def _stored_revisions(engine: AsyncEngine) -> frozenset[str]:
+    async with engine.connect() as conn:
+        has_table = await conn.run_sync(
+            lambda sync: sync.dialect.has_table(sync, "alembic_version")
+        )
+        if not has_table:
+            return frozenset()
+        rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        return frozenset(rows.scalars())
 
 
 async def _run(engine: AsyncEngine, action) -> None:  # type: ignore[no-untyped-def]

@@ -107,6 +107,45 @@ async def test_postgres_replicas_starting_together_migrate_once(fresh_database_n
         await drop_postgres_database(fresh_database_name)
 
 
+async def _a_lock_waits(conn: AsyncConnection) -> bool:
+    """Whether a session comes to wait on an advisory lock within 60 s."""
+    query = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    for _ in range(1200):
+        if (await conn.execute(query)).scalar_one():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_postgres_a_start_at_the_head_does_not_wait_for_a_migrating_replica(
+    fresh_database_name: str,
+) -> None:
+    """A replica whose database is at the head starts while another holds the migration lock;
+    one whose database is behind waits for the lock, then migrates."""
+    url = await create_postgres_database(fresh_database_name)
+    holder, starter = create_engine(url), create_engine(url)
+    try:
+        await migrate.upgrade(starter)
+        assert migrate.head_revisions() == {HEAD}
+        async with holder.connect() as conn:
+            lock = sa.text("SELECT pg_advisory_xact_lock(:key)")
+            await conn.execute(lock, {"key": migrate.MIGRATION_LOCK_KEY})
+            await asyncio.wait_for(migrate.upgrade(starter), timeout=60)
+            await conn.commit()
+            await migrate.downgrade(starter, "-1")
+            await conn.execute(lock, {"key": migrate.MIGRATION_LOCK_KEY})
+            behind = asyncio.create_task(migrate.upgrade(starter))
+            assert await _a_lock_waits(conn)
+            assert not behind.done()
+            await conn.commit()
+        await asyncio.wait_for(behind, timeout=60)
+        assert await migrate.current_revision(starter) == HEAD
+    finally:
+        await holder.dispose()
+        await starter.dispose()
+        await drop_postgres_database(fresh_database_name)
+
+
 async def test_postgres_nodes_leave_room_on_their_pages(fresh_database_name: str) -> None:
     """The migrated `nodes` fills its pages to the models' fillfactor: a delta's update of a
     node then finds room on its page and, changing no indexed column, writes no index entry."""

@@ -23,9 +23,9 @@ from volcano_global.services.dispatch.reports import ShareReport, apply_reports
 @pytest.fixture
 def database_url(postgres_url: str) -> str:
     """Postgres only: the race is between row locks, which SQLite does not have."""
-    from tests.conftest import _truncate
+    from tests.conftest import empty_postgres
 
-    asyncio.run(_truncate(postgres_url))
+    asyncio.run(empty_postgres(postgres_url))
     return postgres_url
 
 

@@ -20,9 +20,9 @@ from volcano_global.services.scheduling import round_data
 @pytest.fixture
 def database_url(postgres_url: str) -> str:
     """Postgres only: see the module's docstring."""
-    from tests.conftest import _truncate
+    from tests.conftest import empty_postgres
 
-    asyncio.run(_truncate(postgres_url))
+    asyncio.run(empty_postgres(postgres_url))
     return postgres_url
 
 

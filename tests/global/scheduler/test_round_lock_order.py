@@ -22,9 +22,9 @@ from volcano_global.services.inventory.sequence import NumberedDelta
 @pytest.fixture
 def database_url(postgres_url: str) -> str:
     """Postgres only: SQLite has one writer at a time, no row locks."""
-    from tests.conftest import _truncate
+    from tests.conftest import empty_postgres
 
-    asyncio.run(_truncate(postgres_url))
+    asyncio.run(empty_postgres(postgres_url))
     return postgres_url
 
 

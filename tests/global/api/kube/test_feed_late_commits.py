@@ -19,9 +19,9 @@ from volcano_global.services.kube.cluster_scoped import QUEUE
 
 
 async def test_a_change_committed_late_is_not_missed(postgres_url: str) -> None:
-    from tests.conftest import _truncate
+    from tests.conftest import empty_postgres
 
-    await _truncate(postgres_url)
+    await empty_postgres(postgres_url)
     settings = app_settings(postgres_url, kube={"watch_poll_s": 0.05, "watch_settle_s": 0.1})
     app = create_app(settings)
     engine = create_engine(postgres_url)
