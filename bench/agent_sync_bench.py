@@ -131,38 +131,8 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
 async def drive_deltas(
     args: argparse.Namespace, clusters: list[SimulatedCluster], clients: list[AgentClient]
 ) -> tuple[int, float]:
-    """`args.batch` node changes in a cluster each time its previous ones were acknowledged,
-    every cluster on its own (as a fleet's agents send), for `args.seconds`: the node updates
-    made and the seconds until the last was acknowledged. With `args.lockstep`, rounds of a
-    batch in every cluster instead, each round acknowledged before the next (the Global idles
-    at each round's end while the slowest cluster's delta is written)."""
-    if args.lockstep:
-        return await _drive_rounds(args, clusters, clients)
-    rng = random.Random(1)
-    names = [list(c.nodes) for c in clusters]
-    sent_after = [-1] * len(clusters)  # the client's seq when its cluster last changed
-    updates = 0
-    started = time.perf_counter()
-    while True:
-        driving = time.perf_counter() - started < args.seconds
-        waiting = False
-        for i, (cluster, client) in enumerate(zip(clusters, clients, strict=True)):
-            if client.seq <= sent_after[i] or client.acked < client.seq:
-                waiting = True  # its changes not yet sent, or not yet acknowledged
-            elif driving:
-                for name in rng.sample(names[i], args.batch):
-                    cluster.update_node(name, used_gpus=rng.randrange(9))
-                sent_after[i] = client.seq
-                updates += args.batch
-                waiting = True
-        if not waiting:
-            return updates, time.perf_counter() - started
-        await asyncio.sleep(0.005)
-
-
-async def _drive_rounds(
-    args: argparse.Namespace, clusters: list[SimulatedCluster], clients: list[AgentClient]
-) -> tuple[int, float]:
+    """Rounds of `args.batch` node changes in every cluster, each round acknowledged before the
+    next, for `args.seconds`: the node updates made and the seconds they took."""
     rng = random.Random(1)
     names = [list(c.nodes) for c in clusters]
     updates = 0
@@ -214,12 +184,6 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to drive deltas")
     parser.add_argument("--batch", type=int, default=500, help="node updates per cluster per delta")
     parser.add_argument(
-        "--lockstep",
-        action="store_true",
-        help="drive deltas in rounds over every cluster, each acknowledged before the next "
-        "(the benchmark's way until 2026-12-06; default: each cluster on its own)",
-    )
-    parser.add_argument(
         "--idle-seconds",
         type=float,
         default=0.0,
@@ -239,8 +203,7 @@ def main() -> None:
     print(
         f"{db}: {args.clusters} clusters x {args.nodes} nodes: full sync {result['full_sync_s']:.1f} s; "
         f"deltas: {result['updates_per_s']:,.0f} node updates/s ({result['updates']:,} in {args.seconds:g} s, "
-        f"batches of {args.batch} per cluster, "
-        f"{'in rounds over every cluster' if args.lockstep else 'each cluster on its own'})\n"
+        f"batches of {args.batch} per cluster)\n"
         f"Global ({args.workers} worker(s), {result['server_processes']} processes): "
         f"peak RSS {result['peak_rss_mib']:.0f} MiB (sum of each process's peak); "
         f"its processes' CPU s in the full sync: "
