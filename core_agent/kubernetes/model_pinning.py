@@ -24,31 +24,36 @@ log = logging.getLogger(__name__)
 Requirement = dict[str, list[str]]  # model label -> the values that name the model
 
 
-def model_requirement(nodes: Iterable[dict[str, Any]], model: str) -> Requirement:
-    """The label values by which this cluster's nodes say they hold `model` (canonical)."""
-    values: defaultdict[str, set[str]] = defaultdict(set)
+def label_values(nodes: Iterable[dict[str, Any]]) -> dict[str, Requirement]:
+    """Each GPU model of this cluster's nodes (canonical; '' for nodes that name none) with
+    the label values by which its nodes say they hold it, in one pass over the nodes."""
+    values: defaultdict[str, defaultdict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
         status = node.get("status") or {}
         for resource in status.get("allocatable") or status.get("capacity") or {}:
-            for key in model_labels(resource):
-                value = labels.get(key)
-                if isinstance(value, str) and value and node_model(resource, labels) == model:
-                    values[key].add(value)
-                    break
-    return {key: sorted(found) for key, found in sorted(values.items())}
+            keys = model_labels(resource)
+            if not keys and resource_model(resource) is None:
+                continue  # not an accelerator
+            found = values[node_model(resource, labels)]
+            # the label `node_model` read (the first present), if any
+            key = next((k for k in keys if isinstance(labels.get(k), str) and labels[k]), None)
+            if key is not None:
+                found[key].add(labels[key])
+    return {
+        model: {key: sorted(found) for key, found in sorted(by_key.items())}
+        for model, by_key in values.items()
+    }
+
+
+def model_requirement(nodes: Iterable[dict[str, Any]], model: str) -> Requirement:
+    """The label values by which this cluster's nodes say they hold `model` (canonical)."""
+    return label_values(nodes).get(model, {})
 
 
 def several_models(nodes: Iterable[dict[str, Any]]) -> bool:
     """Whether this cluster's nodes hold GPUs of more than one model (labelled or implied)."""
-    models = set()
-    for node in nodes:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        status = node.get("status") or {}
-        for resource in status.get("allocatable") or status.get("capacity") or {}:
-            if model_labels(resource) or resource_model(resource):
-                models.add(node_model(resource, labels))
-    return len(models) > 1
+    return len(label_values(nodes)) > 1
 
 
 def pin_model(documents: list[dict[str, Any]], model: str, requirement: Requirement) -> int:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from core_agent.kubernetes.adapter import AlreadyExists, Kind, KubeApi, Missing, Refused, Transient
 from core_agent.kubernetes.cleanup import remove_placement
-from core_agent.kubernetes.model_pinning import model_requirement, pin_model, several_models
+from core_agent.kubernetes.model_pinning import label_values, pin_model
 from core_agent.kubernetes.namespaces import namespace_refusal
 from core_agent.kubernetes.namespaces import own_namespace as own_namespace_of_agent
 from core_agent.kubernetes.queues import ensure_queue
@@ -144,10 +144,10 @@ class MemberJobs:
         Global counted them against (`model_pinning`)."""
         if not a.gpu_model or self.nodes is None:
             return
-        nodes = list(self.nodes())
-        if not several_models(nodes):
+        models = label_values(self.nodes())
+        if len(models) < 2:
             return
-        requirement = model_requirement(nodes, a.gpu_model)
+        requirement = models.get(a.gpu_model)
         if not requirement:
             log.warning("share %s: no node here has %s: not pinned", a.placement_id, a.gpu_model)
             return

@@ -56,16 +56,11 @@ async def downgrade(engine: AsyncEngine, revision: str) -> None:
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:
-    async with engine.connect() as conn:
-        has_table = await conn.run_sync(
-            lambda sync: sync.dialect.has_table(sync, "alembic_version")
-        )
-        if not has_table:
-            return None
-        return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+    return next(iter(sorted(await _stored_revisions(engine))), None)
 
 
 async def _stored_revisions(engine: AsyncEngine) -> frozenset[str]:
+    """The revisions stored in `alembic_version` (none on an empty database)."""
     async with engine.connect() as conn:
         has_table = await conn.run_sync(
             lambda sync: sync.dialect.has_table(sync, "alembic_version")
