@@ -60,7 +60,7 @@ def phases(reports: list[ShareStatus]) -> list[SharePhase]:
 
 async def test_the_data_is_staged_by_a_job_before_the_volcano_job_is_created() -> None:
     async with agent() as (emulator, source, reports):
-        emulator.jobs.run_s = 1.0
+        emulator.jobs.run_s = 300.0  # until finish(), within the Job's deadline
         source.apply_share(ASSIGNMENT, reports.append)
         await eventually(lambda: bool(staging_jobs(emulator)) and bool(reports))
         [job] = staging_jobs(emulator)
@@ -92,6 +92,7 @@ async def test_the_data_is_staged_by_a_job_before_the_volcano_job_is_created() -
         emulator.patch(BATCH_JOBS, meta["name"], annotations, meta["namespace"])
         await eventually(lambda: any(r.staged_bytes == 2**30 for r in reports))
 
+        emulator.jobs.finish()
         await eventually(lambda: len(volcano_jobs(emulator)) == 1)
         await eventually(lambda: reports[-1].phase is SharePhase.ACCEPTED)
         assert set(phases(reports)) == {SharePhase.STAGING, SharePhase.ACCEPTED}

@@ -50,7 +50,7 @@ async def test_a_job_stages_its_data_then_runs_in_the_member_cluster(database_ur
         member_cluster() as (emulator, kube_api),
         federation(database_url) as fed,
     ):
-        emulator.jobs.run_s = 1.0
+        emulator.jobs.run_s = 3600.0  # until finish()
         source = KubernetesSource(kube_api, watch_timeout_s=5, staging=StagingConfig())
         await fed.join("k8s", source)
         await fed.ready("k8s")
@@ -66,6 +66,7 @@ async def test_a_job_stages_its_data_then_runs_in_the_member_cluster(database_ur
         assert [s["phase"] for s in job["placement"]["shares"]] == ["Staging"]
         assert volcano_jobs(emulator) == []
 
+        emulator.jobs.finish()
         await fed.event(uid, "StagingEnded")
         await eventually(lambda: len(volcano_jobs(emulator)) == 1)
         await fed.reach(uid, "Dispatched")
@@ -109,7 +110,7 @@ async def test_the_round_stages_a_job_into_the_member_cluster_when_its_data_is_b
         member_cluster() as (emulator, kube_api),
         federation(database_url) as fed,
     ):
-        emulator.jobs.run_s = 1.0
+        emulator.jobs.run_s = 3600.0  # until finish()
         await fed.join("k8s", KubernetesSource(kube_api, watch_timeout_s=5))
         await fed.join("west", west)
         await fed.link("k8s", "west")
@@ -135,6 +136,7 @@ async def test_the_round_stages_a_job_into_the_member_cluster_when_its_data_is_b
         assert {"name": "VGLOBAL_STAGING_DESTINATION", "value": "/data/corpus-v3/"} in env
         assert volcano_jobs(emulator) == []
 
+        emulator.jobs.finish()
         await fed.event(uid, "StagingEnded")
         await eventually(lambda: len(volcano_jobs(emulator)) == 1)
         job = await fed.reach(uid, "Dispatched")

@@ -1,13 +1,16 @@
 """The emulator's job controller for batch/v1 Jobs (a share's staging copies): a created Job is
 active at once and, `run_s` seconds later, Complete, or Failed when the test says so
 (`fail_reason`) or when its `activeDeadlineSeconds` comes first (DeadlineExceeded, as the real
-controller reports it; `deadlines` False plays a cluster that does not enforce it). A Job deleted before then is left alone. Deviation: no pods are made;
-the status is what kube-controller-manager would write for a one-pod Job."""
+controller reports it; `deadlines` False plays a cluster that does not enforce it). A Job deleted
+before then is left alone. A test that looks at what holds while a Job runs sets a long `run_s`
+and ends the Jobs with `finish()` when it is done looking: a short `run_s` races a loaded
+machine. Deviation: no pods are made; the status is what kube-controller-manager would write for
+a one-pod Job."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,7 @@ class JobController:
     run_s: float = 0.05  # how long a Job runs before it ends
     fail_reason: str = ""  # e.g. "BackoffLimitExceeded": the Jobs created from now on fail
     deadlines: bool = True  # activeDeadlineSeconds enforced
+    _ending: list[tuple[asyncio.TimerHandle, tuple[Any, ...]]] = field(default_factory=list)
 
     def started(self, emulator: KubeEmulator, gvr: Any, job: dict[str, Any]) -> None:
         """Run a Job just created (the caller holds the emulator's loop)."""
@@ -37,7 +41,16 @@ class JobController:
             after, ending = self.run_s, _failed(self.fail_reason, BACKOFF)
         else:
             after, ending = self.run_s, _complete()
-        asyncio.get_running_loop().call_later(after, _end, emulator, gvr, job, ending)
+        args = (emulator, gvr, job, ending)
+        self._ending.append((asyncio.get_running_loop().call_later(after, _end, *args), args))
+
+    def finish(self) -> None:
+        """End now every Job not ended yet, each as it would have ended."""
+        ending, self._ending = self._ending, []
+        for handle, args in ending:
+            if not handle.cancelled() and handle.when() > asyncio.get_running_loop().time():
+                handle.cancel()
+                _end(*args)
 
 
 def _end(emulator: KubeEmulator, gvr: Any, job: dict[str, Any], status: dict[str, Any]) -> None:
