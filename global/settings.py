@@ -136,6 +136,13 @@ class SchedulingDefaults(BaseModel):
         "withdrawn and the job requeued (per job: the annotation "
         "global.volcano.sh/gang-start-timeout).",
     )
+    gang_sweep_interval_s: float = Field(
+        1.0,
+        ge=0,
+        description="Shortest time between two sweeps for gangs not started within their "
+        "timeout or on a cluster no longer Ready (a sweep reads every active placement; "
+        "rounds come every 0.2 s under load). 0: every round.",
+    )
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
     time_sharing: TimeSharingSettings = Field(default_factory=TimeSharingSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)

@@ -99,6 +99,7 @@ class Scheduler:
         self._last_start = float("-inf")  # monotonic time the last step began
         self._last_busy = 0.0  # how long it took
         self._last_sample = float("-inf")  # monotonic time of the last history sample
+        self._last_gang_sweep = float("-inf")  # monotonic time of the last gang supervision
         self._learnt: tuple[float, DurationModel] | None = None  # (monotonic time, durations)
         # The inventory versions of the last round that had only elastic growth to consider
         # and grew nothing: until they move (or a placement ends, or a queue changes), such a
@@ -316,12 +317,7 @@ class Scheduler:
         preemptors whose victims are gone (leader only)."""
         if not await self._lead():
             return []
-        async with transaction(self.sessions) as session:
-            outcomes = await supervise(
-                session,
-                default_timeout_s=self.settings.scheduling.gang_start_timeout_s,
-                now=self.clock.now(),
-            )
+        outcomes = await self._sweep_gangs()
         try:
             async with transaction(self.sessions) as session:
                 started = await start_nominated(
@@ -340,6 +336,22 @@ class Scheduler:
             self.metrics.gang.labels(outcome.action).inc()
             log.warning("%s %s: %s", outcome.job, outcome.action.lower(), outcome.message)
         return outcomes
+
+    async def _sweep_gangs(self) -> list[GangOutcome]:
+        """Supervise the gangs, at most once a `gang_sweep_interval_s`: its timeouts are
+        minutes and a lost cluster takes a heartbeat timeout to notice, while under load
+        rounds come every `min_interval_s` and each sweep read every active placement (a
+        fifth of Postgres' CPU at 200 jobs/s; docs/benchmarks.md, session 15)."""
+        now = self.clock.monotonic()
+        if now - self._last_gang_sweep < self.settings.scheduling.gang_sweep_interval_s:
+            return []
+        self._last_gang_sweep = now
+        async with transaction(self.sessions) as session:
+            return await supervise(
+                session,
+                default_timeout_s=self.settings.scheduling.gang_start_timeout_s,
+                now=self.clock.now(),
+            )
 
     async def step(self) -> None:
         """What the background task runs: supervision and a round, then (unless a backlog is

@@ -1,5 +1,6 @@
 """Gang supervision (`services.dispatch.supervision.supervise`) on both databases: which
-placements a sweep withdraws, when, and that it leaves the others alone (the scheduler runs it every round)."""
+placements a sweep withdraws, when, and that it leaves the others alone; and that the
+scheduler sweeps at most once a `gang_sweep_interval_s`, however often its rounds come."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy import update
 
 from tests.factories import create_cluster, job_document, submit
 from tests.grpc_stream import Stream, snapshot
+from volcano_global.clock import ManualClock
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, ClusterState, Job, JobState
@@ -145,3 +147,18 @@ async def test_a_running_job_on_a_lost_cluster_follows_its_policies_and_max_retr
         "aborts": ("Failed", 0),
         "no-retry": ("Failed", 0),
     }
+
+
+async def test_the_scheduler_sweeps_at_most_once_an_interval(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    scheduler = app.state.scheduler
+    scheduler.clock = clock = ManualClock()
+    await _placed(app, api, _timed({"a": None}))
+    assert await scheduler.supervise() == []  # swept: nothing late
+    async with transaction(app.state.sessions) as session:
+        await session.execute(update(Cluster).values(state=ClusterState.NOT_READY))
+    clock.advance(scheduler.settings.scheduling.gang_sweep_interval_s / 2)
+    assert await scheduler.supervise() == []  # too soon after the last sweep: not swept
+    clock.advance(scheduler.settings.scheduling.gang_sweep_interval_s / 2)
+    assert [(o.job, o.action) for o in await scheduler.supervise()] == [("ml/a", "Withdrawn")]
