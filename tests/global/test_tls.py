@@ -1,6 +1,6 @@
 """TLS on both ports of a real `vglobal server` process: the REST API over https, the agent
 stream over TLS with mutual authentication (an agent without a client certificate the CA
-signed is refused during the handshake)."""
+signed is refused during the handshake); a stop not held up by an idle https client."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -120,3 +121,27 @@ async def test_https_and_mutual_tls_for_agents(tmp_path: Path, pki: dict[str, Pa
         await api.aclose()
     finally:
         server.stop()
+
+
+def test_an_idle_https_client_does_not_hold_up_the_stop(
+    tmp_path: Path, pki: dict[str, Path]
+) -> None:
+    # Closing a TLS connection waits for the client's close_notify, which a client idle on its
+    # kept-alive connection never sends: the stop waited out its graceful budget (10 s here).
+    server = ServerProcess(f"sqlite+aiosqlite:///{tmp_path}/tls.db", tmp_path)
+    server.url = server.url.replace("http://", "https://")
+    server.env |= {
+        "VGLOBAL_TLS__CERT_FILE": str(pki["server_cert"]),
+        "VGLOBAL_TLS__KEY_FILE": str(pki["server_key"]),
+        "VGLOBAL_SHUTDOWN_BUDGET_S": "20",
+    }
+    trust = ssl.create_default_context(cafile=str(pki["ca"]))
+    server.ready_verify = trust
+    server.start()
+    with httpx.Client(base_url=server.url, verify=trust, timeout=REPLY_S) as idle:
+        assert idle.get("/readyz").status_code == 200  # its connection kept for the next
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 5
+        with pytest.raises(httpx.TransportError):
+            idle.get("/readyz")  # the connection is gone (and so is the server)
