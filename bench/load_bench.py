@@ -40,6 +40,7 @@ import uvloop
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import pg_statements  # noqa: E402
 from harness import Server, cpu_seconds, machine_busy_seconds, process_tree  # noqa: E402
 from load_processes import (  # noqa: E402
     agents_main,
@@ -55,6 +56,12 @@ from load_requests import drive  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> dict:
+    if args.pg_statements:
+        why = "--pg-statements needs --database-url (Postgres)"
+        if args.database_url:
+            why = await pg_statements.reset(args.database_url)
+        if why is not None:
+            raise SystemExit(why)
     async with contextlib.AsyncExitStack() as stack:
         servers = await start_replicas(stack, args)
         scheduler = await scheduler_process(args)
@@ -141,6 +148,8 @@ async def _measure(
         profilers.append(
             await start_profiler(scheduler.pid, f"{args.profile}.scheduler", args.seconds)
         )
+    if args.pg_statements:
+        await pg_statements.reset(args.database_url)
     meter.start()
     begin = datetime.now(UTC)
     result = await drive(servers, args.rate, args.reads, args.seconds, job_seconds=args.job_seconds)
@@ -159,6 +168,9 @@ async def _measure(
     for profiler in profilers:
         if profiler is not None:
             await profiler.wait()
+    if args.pg_statements:  # before the readouts' own statements
+        found = await pg_statements.top(args.database_url, args.pg_statements)
+        result["pg_statements"] = [s._asdict() for s in found]
     if args.database_url and not args.no_scheduling:
         result["lifecycle"] = await lifecycle_stages(args.database_url, (begin, end))
     return result
@@ -278,6 +290,15 @@ def _add_process_options(parser: argparse.ArgumentParser) -> None:
         help="sample the server with py-spy during the load; collapsed stacks written to FILE "
         "(and the scheduler process's to FILE.scheduler)",
     )
+    parser.add_argument(
+        "--pg-statements",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the run, the N statements that touched the most of Postgres' shared "
+        "buffers from the measured load on, from pg_stat_statements (it must be preloaded: "
+        "bench/pg_statements.py)",
+    )
 
 
 def _print_report(result: dict) -> None:
@@ -301,6 +322,9 @@ def _print_report(result: dict) -> None:
                 f"  {stage}: {d[stage]} (p50 {d[stage + '_p50_s']:.2f} s, "
                 f"p99 {d[stage + '_p99_s']:.2f} s after submission)"
             )
+    if "pg_statements" in result:
+        statements = [pg_statements.Statement(**s) for s in result["pg_statements"]]
+        pg_statements.print_top(statements, jobs=result["submit"]["requests"])
     for kind in ("submit", "list", "get"):
         r = result[kind]
         print(

@@ -340,8 +340,9 @@ class Scheduler:
     async def _sweep_gangs(self) -> list[GangOutcome]:
         """Supervise the gangs, at most once a `gang_sweep_interval_s`: its timeouts are
         minutes and a lost cluster takes a heartbeat timeout to notice, while under load
-        rounds come every `min_interval_s` and each sweep read every active placement (a
-        fifth of Postgres' CPU at 200 jobs/s; docs/benchmarks.md, session 15)."""
+        rounds come every `min_interval_s` and each sweep read every active placement (at
+        200 jobs/s a fifth of the shared buffers Postgres touched, though no measurable part
+        of its CPU; docs/benchmarks.md, session 15)."""
         now = self.clock.monotonic()
         if now - self._last_gang_sweep < self.settings.scheduling.gang_sweep_interval_s:
             return []

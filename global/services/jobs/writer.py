@@ -210,10 +210,12 @@ def _batch_statement(job_columns: tuple[str, ...], event_columns: tuple[str, ...
         f"rules AS (SELECT {FINGERPRINT_SQL['postgresql']} AS mark), "
         f"found AS (SELECT q.id, q.name, {_USABLE} AS usable FROM queues AS q "
         "WHERE q.name IN (SELECT queue_name FROM incoming)), "
-        "holders AS (SELECT DISTINCT ON (i.id) i.id, j.state FROM incoming AS i "
-        "JOIN jobs AS j ON j.namespace = i.namespace AND j.name = i.name "
-        f"WHERE i.refuse_finished AND {_FINISHED_HOLDER} "
-        "ORDER BY i.id, j.submitted_at DESC), "
+        # A lookup by name per incoming job (LATERAL): a join let the planner, with
+        # statistics from before the finished jobs piled up, hash every finished job.
+        "holders AS (SELECT i.id, h.state FROM incoming AS i CROSS JOIN LATERAL "
+        "(SELECT j.state FROM jobs AS j WHERE j.namespace = i.namespace AND j.name = i.name "
+        f"AND {_FINISHED_HOLDER} ORDER BY j.submitted_at DESC LIMIT 1) AS h "
+        "WHERE i.refuse_finished), "
         f"new_jobs AS (INSERT INTO jobs ({names}, queue_id) SELECT {picked}, f.id "
         "FROM incoming AS i JOIN found AS f ON f.name = i.queue_name "
         "WHERE f.usable = 'open' AND i.id NOT IN (SELECT id FROM holders) "
