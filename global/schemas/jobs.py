@@ -26,6 +26,12 @@ class ShareOut(ApiModel):
         "Cancelled."
     )
     message: str
+    gpu_model: str | None = Field(
+        None,
+        description="The GPU model its pods run on: the job's, its HyperJob children's where "
+        "they differ, or for a job that names none the model the round packed it on (null for "
+        "such a share placed before the Global recorded it).",
+    )
 
 
 class LinkReservationOut(ApiModel):

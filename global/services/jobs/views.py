@@ -66,7 +66,7 @@ async def job_view(session: AsyncSession, *, uid: uuid.UUID) -> tuple[Row, Place
     if not rows:
         return job, None
     first = rows[0]
-    shares = [{k: row[k] for k in _SHARE_KEYS} for row in rows if row["cluster"] is not None]
+    shares = [_share(row, job["gpu_model"]) for row in rows if row["cluster"] is not None]
     reservations = []
     # Only a split, or a share that copies its data in, reserves link bandwidth.
     if len(shares) > 1 or any(row["staging"] for row in rows):
@@ -237,6 +237,14 @@ _JOB = Read(
     .where(Job.id == bindparam("uid", type_=Job.id.type))
 )
 _SHARE_KEYS = ("cluster", "pods", "gpus", "units", "rank_offset", "domains", "phase", "message")
+
+
+def _share(row: Row, job_model: str | None) -> dict[str, Any]:
+    """A share as the API shows it; its GPU model the job's where it stored none (written
+    before revision 0030)."""
+    return {**{k: row[k] for k in _SHARE_KEYS}, "gpu_model": row["gpu_model"] or job_model}
+
+
 _LATEST = (
     select(Placement.id)
     .where(Placement.job_id == bindparam("job_id", type_=Placement.job_id.type))
@@ -259,6 +267,7 @@ _LATEST_PLACEMENT = Read(
         ClusterShare.phase,
         ClusterShare.message,
         ClusterShare.staging,
+        ClusterShare.gpu_model,
     )
     .outerjoin(ClusterShare, ClusterShare.placement_id == Placement.id)
     .outerjoin(Cluster, Cluster.id == ClusterShare.cluster_id)

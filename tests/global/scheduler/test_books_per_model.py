@@ -1,7 +1,7 @@
 """Shares in a cluster of several GPU models, per model (SQLite and Postgres): an assignment
 names the model of a share written before shares had one, a job naming no model holds the
-leaf of the model it was packed on, and the books bound each model's free GPUs by that
-model's shares."""
+leaf of the model it was packed on (and the API shows it), and the books bound each model's
+free GPUs by that model's shares."""
 
 from __future__ import annotations
 
@@ -47,6 +47,13 @@ async def test_a_share_written_without_a_model_is_assigned_its_jobs(
         ).scalar_one()
         enqueue_assignments(session, job=job, placement=placement, shares=placement.shares)
     assert (await assignments(app, uid))["gpu-east"].gpu_model == "H100"
+    assert await shown_models(api, uid) == ["H100"]
+
+
+async def shown_models(api: httpx.AsyncClient, uid: str) -> list[str | None]:
+    """The GPU model of each share of the job's placement, as the API shows them."""
+    placement = (await api.get(f"/api/v1/jobs/{uid}")).json()["placement"]
+    return [share["gpuModel"] for share in placement["shares"]]
 
 
 async def test_a_job_naming_no_model_holds_the_model_it_was_packed_on(
@@ -63,6 +70,7 @@ async def test_a_job_naming_no_model_holds_the_model_it_was_packed_on(
     async with transaction(app.state.sessions) as session:
         assert (await session.execute(select(ClusterShare.gpu_model))).scalars().all() == ["H100"]
     assert (await assignments(app, anyone))["gpu-east"].gpu_model == "H100"
+    assert await shown_models(api, anyone) == ["H100"]
 
     h100 = (await submit(api, pinned("h100", "H100"))).json()["uid"]
     assert (r := await app.state.scheduler.run_once()) and r.result.placed == []
