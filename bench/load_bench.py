@@ -56,7 +56,7 @@ from load_requests import drive  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> dict:
-    if args.pg_statements:
+    if args.pg_statements:  # refused before a minute of setup, not after it
         why = "--pg-statements needs --database-url (Postgres)"
         if args.database_url:
             why = await pg_statements.reset(args.database_url)

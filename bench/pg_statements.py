@@ -22,15 +22,10 @@ class Statement(NamedTuple):
     query: str
 
 
+_THIS_DATABASE = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 _TOP = text(
-    """
-    SELECT calls, shared_blks_hit + shared_blks_read AS blocks, total_exec_time AS exec_ms,
-           query
-    FROM pg_stat_statements
-    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-    ORDER BY blocks DESC
-    LIMIT :n
-    """
+    "SELECT calls, shared_blks_hit + shared_blks_read AS blocks, total_exec_time AS exec_ms, "
+    f"query FROM pg_stat_statements WHERE dbid = {_THIS_DATABASE} ORDER BY blocks DESC LIMIT :n"
 )
 
 
@@ -46,12 +41,7 @@ async def reset(database_url: str) -> str | None:
                     "= 'pg_stat_statements', then restart Postgres"
                 )
             await db.execute(text("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
-            await db.execute(
-                text(
-                    "SELECT pg_stat_statements_reset(0, "
-                    "(SELECT oid FROM pg_database WHERE datname = current_database()), 0)"
-                )
-            )
+            await db.execute(text(f"SELECT pg_stat_statements_reset(0, {_THIS_DATABASE}, 0)"))
     finally:
         await engine.dispose()
     return None

@@ -46,16 +46,6 @@ def label_values(nodes: Iterable[dict[str, Any]]) -> dict[str, Requirement]:
     }
 
 
-def model_requirement(nodes: Iterable[dict[str, Any]], model: str) -> Requirement:
-    """The label values by which this cluster's nodes say they hold `model` (canonical)."""
-    return label_values(nodes).get(model, {})
-
-
-def several_models(nodes: Iterable[dict[str, Any]]) -> bool:
-    """Whether this cluster's nodes hold GPUs of more than one model (labelled or implied)."""
-    return len(label_values(nodes)) > 1
-
-
 def pin_model(documents: list[dict[str, Any]], model: str, requirement: Requirement) -> int:
     """Require `requirement` of every GPU task of the Volcano Jobs `documents` whose template
     pins no model; the tasks pinned. A model its resource implies (an Ascend chip) needs none."""

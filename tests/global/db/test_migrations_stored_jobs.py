@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import uuid
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -316,6 +317,25 @@ async def test_stored_jobs_take_their_preemptable_flag_from_their_documents(
     assert sorted(m["metadata"]["name"] for m in manifests) == sorted(given | many)
 
 
+async def _default_queue_and_east(
+    conn: AsyncConnection, queue_id: uuid.UUID, east: uuid.UUID, now: datetime
+) -> None:
+    """The queue `default` and a Ready cluster `east`, in the columns both have since 0025
+    (later ones have defaults)."""
+    queue = {"id": queue_id, "name": "default", "weight": 1, "priority": 0, "spec": {}}
+    queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
+    await conn.execute(Base.metadata.tables["queues"].insert(), queue)
+    cluster = (
+        {"id": east, "name": "east", "description": "", "labels": {}, "state": "Ready"}
+        | {"created_at": now, "updated_at": now, "inventory_generation": 1}
+        | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
+        | {"nodes_total": 0, "nodes_ready": 0}
+    )
+    clusters = Base.metadata.tables["clusters"]
+    columns = (sa.column(name, clusters.c[name].type) for name in cluster)
+    await conn.execute(sa.table("clusters", *columns).insert(), cluster)
+
+
 async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
     empty_engine: AsyncEngine,
 ) -> None:
@@ -330,19 +350,8 @@ async def test_copies_keep_the_uid_of_the_job_they_were_made_for(
     queue_id, now, east = uuid.uuid4(), utcnow(), uuid.uuid4()
     job = _submitted(queue_id, job_document("train"))
     async with empty_engine.begin() as conn:
-        queue = {"id": queue_id, "name": "default", "weight": 1, "priority": 0, "spec": {}}
-        queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
-        await conn.execute(tables["queues"].insert(), queue)
+        await _default_queue_and_east(conn, queue_id, east, now)
         await conn.execute(tables["jobs"].insert(), job)
-        cluster = (
-            {"id": east, "name": "east", "description": "", "labels": {}, "state": "Ready"}
-            | {"created_at": now, "updated_at": now, "inventory_generation": 1}
-            | {"inventory_seq": 0, "nodes_removed_seq": 0, "agent_stream_epoch": 0}
-            | {"nodes_total": 0, "nodes_ready": 0}
-        )
-        clusters = tables["clusters"]  # only the columns of 0025 (later ones have defaults)
-        columns = (sa.column(name, clusters.c[name].type) for name in cluster)
-        await conn.execute(sa.table("clusters", *columns).insert(), cluster)
         rows = [
             {"id": uuid.uuid4(), "data_source": name, "source_cluster_id": east}
             | {"destination_cluster_id": east, "bytes": 1, "gbps": 1.0, "purpose": "prefetch"}
@@ -380,18 +389,8 @@ async def test_shares_stored_before_their_model_are_read_by_their_jobs(
         for job in jobs
     ]
     async with empty_engine.begin() as conn:
-        queue = {"id": queue_id, "name": "default", "weight": 1, "priority": 0, "spec": {}}
-        queue |= {"labels": {}, "annotations": {}, "created_at": now, "updated_at": now}
-        await conn.execute(tables["queues"].insert(), queue)
+        await _default_queue_and_east(conn, queue_id, east, now)
         await conn.execute(tables["jobs"].insert(), jobs)
-        cluster = {
-            "id": east,
-            "name": "east",
-            "description": "",
-            "labels": {},
-            "state": "Ready",
-        } | {"created_at": now, "updated_at": now, "inventory_generation": 1}
-        await conn.execute(tables["clusters"].insert(), cluster)
         await conn.execute(tables["placements"].insert(), placements)
         rows = [
             {"id": uuid.uuid4(), "placement_id": p["id"], "cluster_id": east, "pods": 8}
