@@ -19,6 +19,7 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -131,20 +132,38 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
 async def drive_deltas(
     args: argparse.Namespace, clusters: list[SimulatedCluster], clients: list[AgentClient]
 ) -> tuple[int, float]:
-    """Rounds of `args.batch` node changes in every cluster, each round acknowledged before the
-    next, for `args.seconds`: the node updates made and the seconds they took."""
+    """Rounds of `args.batch` node changes in every cluster for `args.seconds`, each change a
+    real one (a node's used GPUs set to a value it does not hold: a change to the same value
+    is no update, and the agent sends none); at most `args.in_flight` rounds unacknowledged
+    (1: each acknowledged before the next is made). The node updates made and the seconds
+    until the last was acknowledged."""
     rng = random.Random(1)
     names = [list(c.nodes) for c in clusters]
+    rounds: deque[list[int]] = deque()  # each unacknowledged round's sequences, by client
     updates = 0
     started = time.perf_counter()
     while time.perf_counter() - started < args.seconds:
+        sent = [c.seq for c in clients]
         for cluster, nodes in zip(clusters, names, strict=True):
             for name in rng.sample(nodes, args.batch):
-                cluster.update_node(name, used_gpus=rng.randrange(9))
-        await asyncio.sleep(0)
-        await wait_acked(clients)
+                used = cluster.nodes[name].used_gpus
+                cluster.update_node(name, used_gpus=(used + rng.randrange(1, 9)) % 9)
         updates += args.batch * len(clusters)
+        await wait_sent(clients, sent)  # each round its own deltas: none merged with the next
+        rounds.append([c.seq for c in clients])
+        if len(rounds) >= args.in_flight:
+            await wait_acked(clients, upto=rounds.popleft())
+    await wait_acked(clients)
     return updates, time.perf_counter() - started
+
+
+async def wait_sent(clients: list[AgentClient], before: list[int], within: float = 600) -> None:
+    """Until every client has sent a delta after sequence `before[i]`."""
+    deadline = time.monotonic() + within
+    while any(c.seq <= seq for c, seq in zip(clients, before, strict=True)):
+        if time.monotonic() > deadline:
+            raise TimeoutError("agents did not send their deltas in time")
+        await asyncio.sleep(0.001)
 
 
 def cpu_reading(server_pids: set[int], backend_pids: set[int]) -> dict[str, dict[int, float]]:
@@ -184,6 +203,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to drive deltas")
     parser.add_argument("--batch", type=int, default=500, help="node updates per cluster per delta")
     parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=2,
+        help="rounds of deltas unacknowledged at most (1: each round acknowledged before the "
+        "next is made, which leaves the Global idle while the agents build a round)",
+    )
+    parser.add_argument(
         "--idle-seconds",
         type=float,
         default=0.0,
@@ -196,6 +222,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.in_flight < 1:
+        parser.error("--in-flight must be at least 1")
     if args.workers > 1 and not (args.database_url or "").startswith("postgresql"):
         parser.error("--workers > 1 needs Postgres (--database-url postgresql+asyncpg://...)")
     result = asyncio.run(run(args))
@@ -203,7 +231,7 @@ def main() -> None:
     print(
         f"{db}: {args.clusters} clusters x {args.nodes} nodes: full sync {result['full_sync_s']:.1f} s; "
         f"deltas: {result['updates_per_s']:,.0f} node updates/s ({result['updates']:,} in {args.seconds:g} s, "
-        f"batches of {args.batch} per cluster)\n"
+        f"batches of {args.batch} per cluster, {args.in_flight} round(s) in flight)\n"
         f"Global ({args.workers} worker(s), {result['server_processes']} processes): "
         f"peak RSS {result['peak_rss_mib']:.0f} MiB (sum of each process's peak); "
         f"its processes' CPU s in the full sync: "

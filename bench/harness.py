@@ -140,9 +140,17 @@ def machine_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-async def wait_acked(clients: list[AgentClient], within: float = 600) -> None:
+async def wait_acked(
+    clients: list[AgentClient], within: float = 600, *, upto: list[int] | None = None
+) -> None:
+    """Until every client's messages are acknowledged (with `upto`: up to sequence `upto[i]`)
+    and each has sent one at least."""
     deadline = time.monotonic() + within
-    while any(c.acked < c.seq or c.seq == 0 for c in clients):
+    wanted = upto or [None] * len(clients)
+    while any(
+        c.acked < (c.seq if seq is None else seq) or c.seq == 0
+        for c, seq in zip(clients, wanted, strict=True)
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError("agents not acknowledged in time")
         await asyncio.sleep(0.01)
