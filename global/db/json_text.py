@@ -1,8 +1,8 @@
 """The one text form of the JSON values SQLite stores: compact, UTF-8, keys sorted. Every
 write path uses it (ORM and Core statements through the engine's serializer, bulk inserts
 through `copy_rows`), so a value is stored as the same text whoever wrote it and in whatever
-order its source listed the keys (an agent's protobuf map has none). Postgres stores JSONB,
-which has a canonical form of its own."""
+order its source listed the keys (an agent's protobuf map has none). Postgres' engine encodes
+with it too (orjson is the cheaper encoder); its JSONB has a canonical form of its own."""
 
 from __future__ import annotations
 

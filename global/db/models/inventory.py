@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, utcnow
@@ -79,4 +79,6 @@ class NodeChange(Base):
         ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True
     )
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    nodes: Mapped[list[list[Any]]] = mapped_column(JSONType)
+    # json, not JSONB, on Postgres: written once, read whole, never queried inside (migration
+    # 0031 also compresses it with lz4).
+    nodes: Mapped[list[list[Any]]] = mapped_column(JSON)

@@ -152,3 +152,23 @@ async def test_postgres_nodes_leave_room_on_their_pages(fresh_database_name: str
     finally:
         await engine.dispose()
         await drop_postgres_database(fresh_database_name)
+
+
+async def test_postgres_node_change_log_is_json_compressed_with_lz4(
+    fresh_database_name: str,
+) -> None:
+    """The log's rows are written once and read whole: json (no JSONB parse) and lz4 where the
+    server has it (this one has: Debian builds it in)."""
+    url = await create_postgres_database(fresh_database_name)
+    engine = create_engine(url)
+    try:
+        await migrate.upgrade(engine)
+        async with engine.begin() as conn:
+            column = sa.text(
+                "SELECT atttypid::regtype::text, attcompression::text FROM pg_attribute "
+                "WHERE attrelid = 'node_changes'::regclass AND attname = 'nodes'"
+            )
+            assert (await conn.execute(column)).one() == ("json", "l")
+    finally:
+        await engine.dispose()
+        await drop_postgres_database(fresh_database_name)
