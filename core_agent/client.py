@@ -86,6 +86,7 @@ class AgentClient:
         # not events: the Global sends a copy again on each stream until it knows its end).
         self.copy_reports: dict[str, pb.DataCopyReport] = {}
         self.takes_copies = False  # the Global's Welcome says it takes copy reports
+        self.takes_usages = False  # ... and node usages in deltas (else whole nodes)
 
     async def run(self, *, stop: asyncio.Event | None = None) -> None:
         """Stream until `stop` is set, reconnecting with exponential backoff and jitter (up to
@@ -201,6 +202,7 @@ class AgentClient:
             self.share_inventory_s = float(welcome.welcome.share_inventory_interval_seconds)
             self.presence.begin(welcome.welcome)
             self.takes_copies = welcome.welcome.data_copies
+            self.takes_usages = welcome.welcome.node_usages
             # Every unacknowledged report before the list: a share that ended while the last
             # stream was down and was then removed from the cluster (a Volcano Job's TTL, a
             # user) would otherwise be missing from the list, and the Global would take it
@@ -230,6 +232,9 @@ class AgentClient:
             not welcome.snapshot_required
             and applied <= self.seq
             and (applied == self.seq or (pending and pending[0] == applied + 1))
+            # usages sent to a Global that took them, resent to one that does not: it would
+            # drop them unread
+            and (self.takes_usages or not any(self._has_usages(s) for s in pending))
         )
         if resumable:
             for seq in pending:
@@ -237,6 +242,10 @@ class AgentClient:
             return
         self.seq = max(self.seq, applied)
         await self._send_snapshot(call)
+
+    def _has_usages(self, seq: int) -> bool:
+        message = self.unacked[seq]
+        return message.WhichOneof("body") == "delta" and len(message.delta.node_usages) > 0
 
     async def _send_snapshot(self, call: grpc.aio.StreamStreamCall) -> None:
         self.source.take_changes()  # the snapshot carries them
@@ -333,11 +342,13 @@ class AgentClient:
         changes = self.source.take_changes()
         if changes is None:  # the source cannot tell what moved: compare everything
             view = self.source.current()
-            delta = self.sent_view.delta_to(view, self.seq + 1)
+            delta = self.sent_view.delta_to(view, self.seq + 1, usages=self.takes_usages)
             self.sent_view = view
         else:
             part = self.source.view_of(changes)
-            delta = self.sent_view.delta_to(part, self.seq + 1, within=changes)
+            delta = self.sent_view.delta_to(
+                part, self.seq + 1, within=changes, usages=self.takes_usages
+            )
             self.sent_view.patch(part, changes)
         if delta is None:
             return False

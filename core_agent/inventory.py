@@ -34,19 +34,26 @@ class Inventory:
         )
 
     def delta_to(
-        self, newer: Inventory, seq: int, *, within: Changes | None = None
+        self, newer: Inventory, seq: int, *, within: Changes | None = None, usages: bool = False
     ) -> pb.InventoryDelta | None:
         """What turns this view into `newer`; None when nothing changed. With `within`, only
-        those names are compared (`newer` need hold no other)."""
+        those names are compared (`newer` need hold no other). With `usages`, a node whose
+        usage alone changed goes as its usage, not whole."""
         nodes = self.nodes.keys() | newer.nodes.keys() if within is None else within.nodes
         domains = self.domains.keys() | newer.domains.keys() if within is None else within.domains
+        upserts, node_usages = [], []
+        for name in sorted(nodes):
+            new, old = newer.nodes.get(name), self.nodes.get(name)
+            if new is None or old == new:
+                continue
+            if usages and old is not None and _usage_alone_changed(old, new):
+                node_usages.append(_usage(new))
+            else:
+                upserts.append(new)
         delta = pb.InventoryDelta(
             seq=seq,
-            node_upserts=[
-                newer.nodes[n]
-                for n in sorted(nodes)
-                if n in newer.nodes and self.nodes.get(n) != newer.nodes[n]
-            ],
+            node_upserts=upserts,
+            node_usages=node_usages,
             node_removals=sorted(n for n in nodes if n in self.nodes and n not in newer.nodes),
             domain_upserts=_parents_first(
                 newer.domains[d]
@@ -59,6 +66,7 @@ class Inventory:
         )
         empty = not (
             delta.node_upserts
+            or delta.node_usages
             or delta.node_removals
             or delta.domain_upserts
             or delta.domain_removals
@@ -82,3 +90,22 @@ class Inventory:
 def _parents_first(domains: Iterable[pb.Domain]) -> list[pb.Domain]:
     """Parents before children, as the Global stores them."""
     return sorted(domains, key=lambda d: (-d.tier, d.name))
+
+
+def _usage_alone_changed(old: pb.Node, new: pb.Node) -> bool:
+    """Whether the two differ in what the node's pods use only (`old != new` known)."""
+    other = pb.Node()
+    other.CopyFrom(old)
+    other.gpu_used = new.gpu_used
+    other.cpu_used_millis = new.cpu_used_millis
+    other.memory_used_bytes = new.memory_used_bytes
+    return other == new
+
+
+def _usage(node: pb.Node) -> pb.NodeUsage:
+    return pb.NodeUsage(
+        name=node.name,
+        gpu_used=node.gpu_used,
+        cpu_used_millis=node.cpu_used_millis,
+        memory_used_bytes=node.memory_used_bytes,
+    )

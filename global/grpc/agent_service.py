@@ -135,6 +135,7 @@ class AgentService(agent_pb2_grpc.AgentServiceServicer):
                 share_inventory_interval_seconds=self.settings.agents.share_inventory_interval_s,
                 data_presence=True,
                 data_copies=True,
+                node_usages=True,
             )
         )
         log.info("agent of %s connected (applied seq %d)", cluster_name, applied)

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from volcano_global.errors import Invalid, field_error
-from volcano_global.grpc.node_checks import checked_nodes
+from volcano_global.grpc.node_checks import checked_nodes, checked_usages
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
@@ -17,6 +17,8 @@ from volcano_global.services.dispatch.reports import WARNING_PREFIX, ShareReport
 from volcano_global.services.inventory.node_values import (
     CheckedDelta,
     CheckedSnapshot,
+    NodeUsage,
+    NodeValues,
     checked_delta,
     checked_snapshot,
 )
@@ -46,19 +48,30 @@ def delta_from(message: pb.InventoryDelta) -> CheckedDelta:
     """The delta checked, as `snapshot_from`."""
     _require_seq(message.seq, "delta.seq")
     nodes = checked_nodes(message.node_upserts)
+    usages = checked_usages(message.node_usages) if len(message.node_usages) else []
     payload: dict[str, Any] = {
         "node_removals": list(message.node_removals),
         "domain_upserts": [_domain(d) for d in message.domain_upserts],
         "domain_removals": list(message.domain_removals),
     }
-    if nodes is not None:
+    if nodes is not None and usages is not None:
         shell = _validate(InventoryDelta, payload, "delta")
-        if not shell.node_removals or not {n.name for n in nodes} & set(shell.node_removals):
+        if _disjoint(nodes, shell.node_removals, usages):
             return CheckedDelta(
-                nodes, shell.node_removals, shell.domain_upserts, shell.domain_removals
+                nodes, shell.node_removals, shell.domain_upserts, shell.domain_removals, usages
             )
     payload["node_upserts"] = [_node(n) for n in message.node_upserts]
+    payload["node_usages"] = [_usage(u) for u in message.node_usages]
     return checked_delta(_validate(InventoryDelta, payload, "delta"))
+
+
+def _disjoint(nodes: list[NodeValues], removals: list[str], usages: list[NodeUsage]) -> bool:
+    """Whether no node is named in two of a delta's lists (the schema says which when one is)."""
+    if not removals and not usages:
+        return True
+    upserted = {n.name for n in nodes}
+    named = upserted | set(removals)
+    return not (upserted & set(removals)) and not any(u.name in named for u in usages)
 
 
 def _require_seq(seq: int, field: str) -> None:
@@ -127,6 +140,15 @@ def _node(node: pb.Node) -> dict[str, Any]:
         "taints": [
             {"key": t.key, "value": t.value or None, "effect": t.effect} for t in node.taints
         ],
+    }
+
+
+def _usage(usage: pb.NodeUsage) -> dict[str, Any]:
+    return {
+        "name": usage.name,
+        "gpu_used": usage.gpu_used,
+        "cpu_used_millis": usage.cpu_used_millis,
+        "memory_used_bytes": usage.memory_used_bytes,
     }
 
 

@@ -1,7 +1,9 @@
-"""Protocol nodes checked straight into `NodeValues`, without a pydantic model per node.
+"""Protocol nodes checked straight into `NodeValues` (usages into `NodeUsage`), without a
+pydantic model per node.
 
 Conservative: `checked_nodes` accepts only nodes that `NodeIn` certainly accepts, as `NodeIn`
-would store them, and answers None at the first node it does not clear. The caller then
+would store them (`checked_usages`: usages `NodeUsageIn` accepts), and answers None at the
+first one it does not clear. The caller then
 validates the message with the schemas, which name the field at fault (or accept a node that
 was only unusual). So an error reads the same either way, and the schema stays the one
 definition of a valid node (tests/global/grpc/test_node_checks.py holds the two together)."""
@@ -15,7 +17,7 @@ from volcano_global.jobspec.gpu_models import canonical_model
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas import clusters
 from volcano_global.schemas.clusters import InventorySnapshot
-from volcano_global.services.inventory.node_values import NodeValues
+from volcano_global.services.inventory.node_values import NodeUsage, NodeValues
 
 # The schema's bounds, which take the Node table's column lengths (so none can drift).
 _NAME, _GPU_MODEL = clusters.NODE_NAME_LENGTH, clusters.GPU_MODEL_LENGTH
@@ -39,6 +41,29 @@ def checked_nodes(nodes: Collection[pb.Node]) -> list[NodeValues] | None:
             return None
         names.add(values.name)
         out.append(values)
+    return out
+
+
+def checked_usages(usages: Collection[pb.NodeUsage]) -> list[NodeUsage] | None:
+    """The usages as `NodeUsageIn` takes them (names distinct), or None as `checked_nodes`."""
+    if len(usages) > _NODES:
+        return None
+    out = []
+    names = set()
+    for usage in usages:
+        name, cpu, memory = usage.name, usage.cpu_used_millis, usage.memory_used_bytes
+        gpus = usage.gpu_used
+        if not (
+            0 < len(name) <= _NAME
+            and gpus <= _GPUS
+            and cpu <= _CPU
+            and memory <= _MEMORY
+            and "\x00" not in name
+            and name not in names
+        ):
+            return None
+        names.add(name)
+        out.append(NodeUsage(name, gpus, cpu, memory))
     return out
 
 

@@ -181,12 +181,24 @@ class Topology(ApiModel):
     domains: list[DomainOut]
 
 
+class NodeUsageIn(ApiModel):
+    """What a node's pods use, for a node the cluster holds whose usage alone changed. Its
+    GPUs used must be within the stored node's allocatable ones (checked when applied)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=NODE_NAME_LENGTH)]
+    gpu_used: Annotated[int, GPUS_PER_POD.field()] = 0
+    cpu_used_millis: Annotated[int, CPU_MILLIS.field()] = 0
+    memory_used_bytes: Annotated[int, MEMORY_BYTES.field()] = 0
+
+
 class InventoryDelta(RequestBody):
-    """Changes to a cluster's inventory: whole nodes added or changed, nodes removed, and
-    HyperNode changes. Applied in one transaction."""
+    """Changes to a cluster's inventory: whole nodes added or changed, nodes removed, the
+    usage of nodes whose usage alone changed, and HyperNode changes. Applied in one
+    transaction."""
 
     node_upserts: list[NodeIn] = Field(default_factory=list, max_length=20_000)
     node_removals: list[str] = Field(default_factory=list, max_length=20_000)
+    node_usages: list[NodeUsageIn] = Field(default_factory=list, max_length=20_000)
     domain_upserts: list[DomainIn] = Field(default_factory=list, max_length=100_000)
     domain_removals: list[str] = Field(default_factory=list, max_length=100_000)
 
@@ -200,4 +212,11 @@ class InventoryDelta(RequestBody):
         for i, name in enumerate(self.node_removals):
             if name in seen:
                 raise ValueError(f"nodeRemovals[{i}]: node {name!r} is both changed and removed")
+        removed = set(self.node_removals)
+        for i, usage in enumerate(self.node_usages):
+            if usage.name in seen or usage.name in removed:
+                raise ValueError(
+                    f"nodeUsages[{i}].name: node {usage.name!r} is named twice in the delta"
+                )
+            seen.add(usage.name)
         return self

@@ -107,7 +107,7 @@ class Hello(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., agent_version: _Optional[str] = ..., last_acked_seq: _Optional[int] = ..., source: _Optional[str] = ..., data_copies: bool = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds", "data_presence", "data_copies")
+    __slots__ = ("applied_seq", "snapshot_required", "heartbeat_interval_seconds", "share_phases", "share_inventory_interval_seconds", "data_presence", "data_copies", "node_usages")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,7 @@ class Welcome(_message.Message):
     SHARE_INVENTORY_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     DATA_PRESENCE_FIELD_NUMBER: _ClassVar[int]
     DATA_COPIES_FIELD_NUMBER: _ClassVar[int]
+    NODE_USAGES_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     snapshot_required: bool
     heartbeat_interval_seconds: int
@@ -122,7 +123,8 @@ class Welcome(_message.Message):
     share_inventory_interval_seconds: int
     data_presence: bool
     data_copies: bool
-    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ..., data_presence: bool = ..., data_copies: bool = ...) -> None: ...
+    node_usages: bool
+    def __init__(self, applied_seq: _Optional[int] = ..., snapshot_required: bool = ..., heartbeat_interval_seconds: _Optional[int] = ..., share_phases: _Optional[_Iterable[_Union[SharePhase, str]]] = ..., share_inventory_interval_seconds: _Optional[int] = ..., data_presence: bool = ..., data_copies: bool = ..., node_usages: bool = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
@@ -193,19 +195,33 @@ class InventorySnapshot(_message.Message):
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     def __init__(self, seq: _Optional[int] = ..., domains: _Optional[_Iterable[_Union[Domain, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
 
+class NodeUsage(_message.Message):
+    __slots__ = ("name", "gpu_used", "cpu_used_millis", "memory_used_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_USED_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    gpu_used: int
+    cpu_used_millis: int
+    memory_used_bytes: int
+    def __init__(self, name: _Optional[str] = ..., gpu_used: _Optional[int] = ..., cpu_used_millis: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ...) -> None: ...
+
 class InventoryDelta(_message.Message):
-    __slots__ = ("seq", "node_upserts", "node_removals", "domain_upserts", "domain_removals")
+    __slots__ = ("seq", "node_upserts", "node_removals", "domain_upserts", "domain_removals", "node_usages")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     NODE_UPSERTS_FIELD_NUMBER: _ClassVar[int]
     NODE_REMOVALS_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_UPSERTS_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_REMOVALS_FIELD_NUMBER: _ClassVar[int]
+    NODE_USAGES_FIELD_NUMBER: _ClassVar[int]
     seq: int
     node_upserts: _containers.RepeatedCompositeFieldContainer[Node]
     node_removals: _containers.RepeatedScalarFieldContainer[str]
     domain_upserts: _containers.RepeatedCompositeFieldContainer[Domain]
     domain_removals: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, seq: _Optional[int] = ..., node_upserts: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., node_removals: _Optional[_Iterable[str]] = ..., domain_upserts: _Optional[_Iterable[_Union[Domain, _Mapping]]] = ..., domain_removals: _Optional[_Iterable[str]] = ...) -> None: ...
+    node_usages: _containers.RepeatedCompositeFieldContainer[NodeUsage]
+    def __init__(self, seq: _Optional[int] = ..., node_upserts: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., node_removals: _Optional[_Iterable[str]] = ..., domain_upserts: _Optional[_Iterable[_Union[Domain, _Mapping]]] = ..., domain_removals: _Optional[_Iterable[str]] = ..., node_usages: _Optional[_Iterable[_Union[NodeUsage, _Mapping]]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("sent_unix_millis",)

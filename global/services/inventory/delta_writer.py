@@ -72,7 +72,10 @@ def _alone(exc: BaseException) -> bool:
 
 def _nodes(run: DeltaRun) -> int:
     """The nodes a run names (what its transaction's statements carry)."""
-    return sum(len(d.delta.node_upserts) + len(d.delta.node_removals) for d in run.deltas)
+    return sum(
+        len(d.delta.node_upserts) + len(d.delta.node_removals) + len(d.delta.node_usages)
+        for d in run.deltas
+    )
 
 
 class DeltaWriter:

@@ -23,9 +23,19 @@ from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventoryS
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.node_changes import LoggedNode, log_upserts, store_seq
+from volcano_global.services.inventory.node_usages import (
+    USAGE_TYPE,
+    USAGE_UPDATED,
+    Change,
+    StaleUsage,
+    apply_to_models,
+    fold,
+    usage_changes,
+)
 from volcano_global.services.inventory.node_values import (
     STORED,
     CheckedDelta,
+    NodeUsage,
     NodeValues,
     checked_delta,
     node_model,
@@ -37,8 +47,6 @@ from volcano_global.services.inventory.snapshots import (
     replace_inventory,
 )
 from volcano_global.services.wakeups import room_may_have_changed
-
-Change = dict[str, list[int]]  # GPU model -> [total, free] added to the cluster's aggregate
 
 
 @dataclass(frozen=True)
@@ -66,23 +74,33 @@ async def apply_delta(
     if delta.domain_upserts or delta.domain_removals:
         await _with_domain_changes(session, cluster=cluster, delta=delta, seq=seq, cap=max_nodes)
         return
-    await apply_node_deltas(session, [ClusterDelta(cluster, delta, seq)], max_nodes=max_nodes)
+    stale = await apply_node_deltas(
+        session, [ClusterDelta(cluster, delta, seq)], max_nodes=max_nodes
+    )
+    if stale:
+        raise stale[0][1]
 
 
 async def apply_node_deltas(
     session: AsyncSession, deltas: list[ClusterDelta], *, max_nodes: int | None = None
-) -> None:
+) -> list[tuple[ClusterDelta, StaleUsage]]:
     """Apply node-only deltas of distinct clusters in the caller's transaction, together: on
-    Postgres one read of the stored nodes they name, one UPDATE, one INSERT and one upsert of
-    the clusters' aggregates for all of them (the statements' fixed cost, not the rows, was
-    most of a small delta's)."""
+    Postgres one read of the stored nodes they name, one UPDATE of whole nodes and one of
+    usages, one INSERT and one upsert of the clusters' aggregates for all of them (the
+    statements' fixed cost, not the rows, was most of a small delta's). A delta with a usage
+    of a node its cluster does not hold is not applied: it is answered, with why."""
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
     _refuse_unknown_domains(deltas, trees, max_nodes)
     stored = await _stored_nodes(session, deltas)
+    stale = _stale(deltas, stored)
+    if stale:
+        refused = {id(d) for d, _ in stale}
+        deltas = [d for d in deltas if id(d) not in refused]
     now = utcnow()
     updates: list[tuple[Any, ...]] = []  # values for _UPDATED
+    usage_rows: list[tuple[Any, ...]] = []  # values for node_usages.USAGE_UPDATED
     inserts: list[dict[str, Any]] = []
     changes: dict[uuid.UUID, tuple[Change, bool]] = {}
     logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
@@ -93,6 +111,13 @@ async def apply_node_deltas(
         await _remove(session, cluster, d.delta.node_removals, d.seq)
         added, written = [], []
         logged.append((cluster, d.seq, written))
+        if d.delta.node_usages:
+            change, freed, rows, usages_logged = usage_changes(
+                d.delta.node_usages, existing, seq=d.seq, cluster_id=cluster.id
+            )
+            changes[cluster.id] = _sum(changes[cluster.id], (change, freed))
+            usage_rows += rows
+            written += usages_logged
         for node in d.delta.node_upserts:
             domain_id = tree.ids[node.domain] if node.domain else None
             written.append(_logged(node, domain_id))
@@ -116,6 +141,15 @@ async def apply_node_deltas(
         constants={"updated_at": now},
         row_type=_UPDATED_TYPE,
     )
+    await update_tuples(
+        session,
+        Node.__table__,
+        USAGE_UPDATED,
+        usage_rows,
+        keys=("cluster_id", "name"),
+        constants={"updated_at": now},
+        row_type=USAGE_TYPE,
+    )
     await insert_many(session, Node, inserts)
     await _apply_changes(session, {cluster_id: gpus for cluster_id, (gpus, _) in changes.items()})
     if any(freed for _, freed in changes.values()):
@@ -125,6 +159,32 @@ async def apply_node_deltas(
         d.cluster.inventory_updated_at = now
         store_seq(d.cluster, d.seq)
     await session.flush()
+    return stale
+
+
+def _stale(
+    deltas: list[ClusterDelta], stored: dict[uuid.UUID, dict[str, dict[str, Any]]]
+) -> list[tuple[ClusterDelta, StaleUsage]]:
+    """The deltas with a usage of a node their cluster does not hold (upserts and removals of
+    the same delta name other nodes: the schema refuses a node named twice)."""
+    stale = []
+    for d in deltas:
+        existing = stored.get(d.cluster.id, {})
+        for usage in d.delta.node_usages:
+            if usage.name not in existing:
+                stale.append((d, StaleUsage(usage.name)))
+                break
+    return stale
+
+
+def _sum(a: tuple[Change, bool], b: tuple[Change, bool]) -> tuple[Change, bool]:
+    """Two changes of a cluster's aggregates as one (and whether either freed GPUs)."""
+    change: Change = defaultdict(lambda: [0, 0])
+    for part in (a[0], b[0]):
+        for model, (total, free) in part.items():
+            change[model][0] += total
+            change[model][1] += free
+    return change, a[1] or b[1]
 
 
 async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq: int) -> None:
@@ -224,7 +284,9 @@ async def _stored_nodes(
     parameters are limited to 32,766 a statement, and a read there is a call, not a round
     trip)."""
     names = {
-        d.cluster.id: [n.name for n in d.delta.node_upserts] + list(d.delta.node_removals)
+        d.cluster.id: [n.name for n in d.delta.node_upserts]
+        + list(d.delta.node_removals)
+        + [u.name for u in d.delta.node_usages]
         for d in deltas
     }
     found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
@@ -242,6 +304,17 @@ async def _stored_nodes(
         for part in _chunks(cluster_names):
             params = {"cluster_id": cluster_id, "names": part}
             found[cluster_id] |= {row["name"]: row for row in await _EXISTING.rows(session, params)}
+    return found
+
+
+async def stored_names(session: AsyncSession, cluster_id: uuid.UUID, names: set[str]) -> set[str]:
+    """Which of these names the cluster's stored nodes hold."""
+    found: set[str] = set()
+    for part in _chunks(sorted(names)):
+        rows = await session.execute(
+            select(Node.name).where(Node.cluster_id == cluster_id, Node.name.in_(part))
+        )
+        found.update(rows.scalars())
     return found
 
 
@@ -263,14 +336,17 @@ def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:
     removals come before upserts, as `apply_delta` applies them); a delta that changes
     HyperNodes stays on its own."""
     out: list[CheckedDelta] = []
-    nodes: dict[str, NodeValues | None] = {}  # name -> its last upsert, None: removed
+    # name -> its last upsert or usage, None: removed
+    nodes: dict[str, NodeValues | NodeUsage | None] = {}
 
     def close() -> None:
         if nodes:
+            values = nodes.values()
             out.append(
                 CheckedDelta(
-                    node_upserts=[n for n in nodes.values() if n is not None],
+                    node_upserts=[n for n in values if isinstance(n, NodeValues)],
                     node_removals=[name for name, n in nodes.items() if n is None],
+                    node_usages=[n for n in values if isinstance(n, NodeUsage)],
                 )
             )
             nodes.clear()
@@ -282,6 +358,8 @@ def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:
             continue
         nodes.update(dict.fromkeys(delta.node_removals))
         nodes.update({n.name: n for n in delta.node_upserts})
+        for usage in delta.node_usages:
+            fold(nodes, usage)
     close()
     return out
 
@@ -328,6 +406,7 @@ async def _with_domain_changes(
     for name in delta.node_removals:
         nodes.pop(name, None)
     nodes.update({n.name: node_model(n) for n in delta.node_upserts})
+    apply_to_models(nodes, delta.node_usages)
     for node in nodes.values():
         if node.domain is not None and node.domain not in domains:
             node.domain = None  # its domain was removed

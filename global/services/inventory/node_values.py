@@ -35,6 +35,15 @@ class NodeValues(NamedTuple):
 STORED = (*NodeValues._fields[:10], "labels", "taints")
 
 
+class NodeUsage(NamedTuple):
+    """A checked usage of a node the cluster holds, its fields named as the Node table's."""
+
+    name: str
+    gpu_used: int
+    cpu_used_millis: int
+    memory_used_bytes: int
+
+
 @dataclass
 class CheckedSnapshot:
     domains: list[DomainIn] = field(default_factory=list)
@@ -47,6 +56,7 @@ class CheckedDelta:
     node_removals: list[str] = field(default_factory=list)
     domain_upserts: list[DomainIn] = field(default_factory=list)
     domain_removals: list[str] = field(default_factory=list)
+    node_usages: list[NodeUsage] = field(default_factory=list)
 
 
 def node_values(node: NodeIn) -> NodeValues:
@@ -81,6 +91,10 @@ def checked_delta(delta: InventoryDelta | CheckedDelta) -> CheckedDelta:
         list(delta.node_removals),
         list(delta.domain_upserts),
         list(delta.domain_removals),
+        [
+            NodeUsage(u.name, u.gpu_used, u.cpu_used_millis, u.memory_used_bytes)
+            for u in delta.node_usages
+        ],
     )
 
 

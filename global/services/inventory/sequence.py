@@ -17,8 +17,10 @@ from volcano_global.services.inventory.deltas import (
     apply_delta,
     apply_node_deltas,
     merged,
+    stored_names,
 )
 from volcano_global.services.inventory.node_changes import store_seq
+from volcano_global.services.inventory.node_usages import StaleUsage, require_known
 from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
 
 
@@ -80,7 +82,7 @@ async def apply_runs_in_sequence(
     changes of all of them apply together (`deltas.apply_node_deltas`); a run with a
     HyperNode change applies on its own."""
     outcomes, together = [], []
-    for run in runs:
+    for n, run in enumerate(runs):
         cluster = run.cluster
         outcome, fresh = _in_sequence(cluster, run.deltas)
         outcomes.append(outcome)
@@ -88,9 +90,14 @@ async def apply_runs_in_sequence(
             continue
         await agent_seen(session, cluster=cluster)  # as good as a heartbeat
         last = cluster.inventory_seq + len(fresh)
-        pieces = merged(fresh)
-        if len(pieces) == 1 and not (pieces[0].domain_upserts or pieces[0].domain_removals):
-            together.append(ClusterDelta(cluster, pieces[0], last))
+        try:
+            pieces = merged(fresh)
+            if len(pieces) == 1 and not (pieces[0].domain_upserts or pieces[0].domain_removals):
+                together.append((n, ClusterDelta(cluster, pieces[0], last)))
+                continue
+            await _require_known_usages(session, cluster, pieces)
+        except StaleUsage as exc:
+            outcomes[n] = _stale(cluster, exc)
             continue
         for delta in pieces:
             await apply_delta(session, cluster=cluster, delta=delta, seq=last, max_nodes=max_nodes)
@@ -98,9 +105,27 @@ async def apply_runs_in_sequence(
         # this transaction too, or the next delta would look like a gap.
         store_seq(cluster, last)
     if together:
-        await apply_node_deltas(session, together, max_nodes=max_nodes)
+        run_of = {id(d): n for n, d in together}
+        stale = await apply_node_deltas(session, [d for _, d in together], max_nodes=max_nodes)
+        for delta, exc in stale:
+            outcomes[run_of[id(delta)]] = _stale(delta.cluster, exc)
     await session.flush()
     return outcomes
+
+
+def _stale(cluster: Cluster, exc: StaleUsage) -> DeltasOutcome:
+    """A run with a usage of a node the cluster does not hold: nothing of it applied, the
+    agent asked for a snapshot."""
+    return DeltasOutcome(None, Resync(exc.message, cluster.inventory_seq))
+
+
+async def _require_known_usages(
+    session: AsyncSession, cluster: Cluster, pieces: list[CheckedDelta]
+) -> None:
+    """Before a run of several pieces writes any: each usage names a node held by then."""
+    names = {u.name for piece in pieces for u in piece.node_usages}
+    if names:
+        require_known(pieces, await stored_names(session, cluster.id, names))
 
 
 def _in_sequence(

@@ -23,7 +23,7 @@ from volcano_global.services.inventory.deltas import (
     merged,
 )
 from volcano_global.services.inventory.domain_trees import domain_trees
-from volcano_global.services.inventory.node_values import checked_delta
+from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
 from volcano_global.services.inventory.snapshots import contribution
 from volcano_global.services.scheduling.capacity_view import (
     free_histograms,
@@ -145,8 +145,8 @@ async def _states(app: FastAPI, recomputed: dict) -> tuple[dict, dict]:
 
 
 def test_merged_deltas_keep_each_nodes_last_change() -> None:
-    def delta(**fields: object) -> InventoryDelta:
-        return InventoryDelta.model_validate(fields)
+    def delta(**fields: object) -> CheckedDelta:
+        return checked_delta(InventoryDelta.model_validate(fields))
 
     node = inventory("east")["nodes"][0]
     a, b = node | {"name": "a"}, node | {"name": "b"}
