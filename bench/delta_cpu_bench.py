@@ -31,6 +31,7 @@ from harness import (
 from in_process import started_app
 from sqlalchemy import select
 
+from core_agent.inventory import delta_of_changes
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
@@ -83,9 +84,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
                 for name in rng.sample(list(cluster.nodes), args.batch):
                     cluster.update_node(name, used_gpus=rng.randrange(9))
                 changes = cluster.take_changes()
-                part = cluster.view_of(changes)
-                delta = view.delta_to(part, n + 2, within=changes)
-                view.patch(part, changes)
+                delta = delta_of_changes(view, cluster, changes, n + 2, usages=True)
                 if delta is not None:  # what gRPC sends
                     sent_bytes.append((cluster.name, delta.SerializeToString()))
             cpu["agents"] += time.thread_time() - started

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from load_requests import job  # noqa: E402
 
+from core_agent.inventory import delta_of_changes  # noqa: E402
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster  # noqa: E402
 from volcano_global.app import create_app  # noqa: E402
 from volcano_global.cli.gc_tuning import tune_gc  # noqa: E402
@@ -194,7 +195,7 @@ async def delta_cost(sessions: async_sessionmaker[AsyncSession], deltas: int) ->
         for node in rng.sample(names, 50):
             cluster.update_node(node, used_gpus=rng.randrange(9))
         changes = cluster.take_changes()
-        messages.append(sent.delta_to(cluster.view_of(changes), seq, within=changes))
+        messages.append(delta_of_changes(sent, cluster, changes, seq, usages=True))
     started = time.process_time()
     for message in messages:
         async with transaction(sessions) as session:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from core_agent.inventory import DEFAULT_COALESCE_S, Inventory
+from core_agent.inventory import DEFAULT_COALESCE_S, Inventory, delta_of_changes
 from core_agent.preflight import TlsMismatch, tls_mismatch
 from core_agent.presence import PresenceReports
 from core_agent.reconnect import REFUSED, Reconnect
@@ -345,11 +345,9 @@ class AgentClient:
             delta = self.sent_view.delta_to(view, self.seq + 1, usages=self.takes_usages)
             self.sent_view = view
         else:
-            part = self.source.view_of(changes)
-            delta = self.sent_view.delta_to(
-                part, self.seq + 1, within=changes, usages=self.takes_usages
+            delta = delta_of_changes(
+                self.sent_view, self.source, changes, self.seq + 1, usages=self.takes_usages
             )
-            self.sent_view.patch(part, changes)
         if delta is None:
             return False
         if len(self.unacked) >= MAX_UNACKED:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
@@ -14,13 +15,19 @@ from volcano_global.rpc.v1 import agent_pb2 as pb
 DEFAULT_COALESCE_S = 1.0
 
 
+Usage = tuple[int, int, int]  # what a node's pods use: GPUs, CPU millis, memory bytes
+
+
 @dataclass
 class Changes:
     """Names of nodes and domains touched since a source last reported its changes. A touched
-    name may hold the same value as before, or be gone."""
+    name may hold the same value as before, or be gone. A source that can tell keeps apart in
+    `usages` the nodes whose usage alone was touched (never also in `nodes`), and answers
+    `usages_of(names) -> dict[str, Usage]`."""
 
     nodes: set[str] = field(default_factory=set)
     domains: set[str] = field(default_factory=set)
+    usages: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -34,14 +41,21 @@ class Inventory:
         )
 
     def delta_to(
-        self, newer: Inventory, seq: int, *, within: Changes | None = None, usages: bool = False
+        self,
+        newer: Inventory,
+        seq: int,
+        *,
+        within: Changes | None = None,
+        usages: bool = False,
+        node_usages: list[pb.NodeUsage] | None = None,
     ) -> pb.InventoryDelta | None:
         """What turns this view into `newer`; None when nothing changed. With `within`, only
         those names are compared (`newer` need hold no other). With `usages`, a node whose
-        usage alone changed goes as its usage, not whole."""
+        usage alone changed goes as its usage, not whole; `node_usages` go with them (usages
+        of other names, already found)."""
         nodes = self.nodes.keys() | newer.nodes.keys() if within is None else within.nodes
         domains = self.domains.keys() | newer.domains.keys() if within is None else within.domains
-        upserts, node_usages = [], []
+        upserts, node_usages = [], list(node_usages or ())
         for name in sorted(nodes):
             new, old = newer.nodes.get(name), self.nodes.get(name)
             if new is None or old == new:
@@ -53,7 +67,7 @@ class Inventory:
         delta = pb.InventoryDelta(
             seq=seq,
             node_upserts=upserts,
-            node_usages=node_usages,
+            node_usages=sorted(node_usages, key=lambda u: u.name),
             node_removals=sorted(n for n in nodes if n in self.nodes and n not in newer.nodes),
             domain_upserts=_parents_first(
                 newer.domains[d]
@@ -72,6 +86,25 @@ class Inventory:
             or delta.domain_removals
         )
         return None if empty else delta
+
+    def take_usages(self, usages: dict[str, Usage]) -> tuple[list[pb.NodeUsage], set[str]]:
+        """Bring this view's nodes to these usages: the usages that changed one, and the names
+        this view does not hold (they must go whole)."""
+        changed, whole = [], set()
+        for name, (gpus, cpu, memory) in usages.items():
+            node = self.nodes.get(name)
+            if node is None:
+                whole.add(name)
+                continue
+            if (node.gpu_used, node.cpu_used_millis, node.memory_used_bytes) == (gpus, cpu, memory):
+                continue
+            node.gpu_used, node.cpu_used_millis, node.memory_used_bytes = gpus, cpu, memory
+            changed.append(
+                pb.NodeUsage(
+                    name=name, gpu_used=gpus, cpu_used_millis=cpu, memory_used_bytes=memory
+                )
+            )
+        return changed, whole
 
     def patch(self, newer: Inventory, within: Changes) -> None:
         """Make the names in `within` what they are in `newer` (a view of just those names)."""
@@ -109,3 +142,23 @@ def _usage(node: pb.Node) -> pb.NodeUsage:
         cpu_used_millis=node.cpu_used_millis,
         memory_used_bytes=node.memory_used_bytes,
     )
+
+
+def delta_of_changes(
+    sent: Inventory, source: Any, changes: Changes, seq: int, *, usages: bool
+) -> pb.InventoryDelta | None:
+    """The delta of what `changes` touched in `source` (None: nothing changed), with `sent`,
+    the view as last sent, brought up to it. With `usages`, the names whose usage alone was
+    touched go as usages, read without building their nodes; else whole."""
+    node_usages: list[pb.NodeUsage] = []
+    names = changes.nodes
+    if changes.usages:
+        whole = changes.usages
+        if usages:
+            node_usages, whole = sent.take_usages(source.usages_of(changes.usages))
+        names = names | whole
+    within = Changes(nodes=names, domains=changes.domains)
+    part = source.view_of(within)
+    delta = sent.delta_to(part, seq, within=within, usages=usages, node_usages=node_usages)
+    sent.patch(part, within)
+    return delta

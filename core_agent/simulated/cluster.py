@@ -7,10 +7,11 @@ cluster runs its staging Job, before its pods are bound."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core_agent.inventory import Changes, Inventory
+from core_agent.inventory import Changes, Inventory, Usage
 from core_agent.sources import CopyReport, Report
 from volcano_global.clusterspec import layout
 from volcano_global.clusterspec.spec import ClusterSpec
@@ -28,6 +29,9 @@ from volcano_global.rpc.shares import (
     ShareStatus,
 )
 from volcano_global.rpc.v1 import agent_pb2 as pb
+
+# The SimNode fields that are what its pods use (`Changes.usages`).
+_USAGE_FIELDS = {"used_gpus", "used_cpu_millis", "used_memory_bytes"}
 
 
 @dataclass
@@ -157,8 +161,24 @@ class SimulatedCluster:
             nodes={n: self.nodes[n].message() for n in changes.nodes if n in self.nodes},
         )
 
+    def usages_of(self, names: Iterable[str]) -> dict[str, Usage]:
+        """What the pods of these nodes use now (those that still exist)."""
+        nodes = self.nodes
+        return {
+            n: (node.used_gpus, node.used_cpu_millis, node.used_memory_bytes)
+            for n in names
+            if (node := nodes.get(n)) is not None
+        }
+
     def _touch(self, *nodes: str) -> None:
         self._touched.nodes.update(nodes)
+        self._touched.usages.difference_update(nodes)
+        self.changed.set()
+
+    def _touch_usage(self, *nodes: str) -> None:
+        """Nodes whose usage alone changed (unless touched otherwise since the last report)."""
+        touched = self._touched
+        touched.usages.update(n for n in nodes if n not in touched.nodes)
         self.changed.set()
 
     # -- running assigned shares ---------------------------------------------------------------
@@ -313,14 +333,14 @@ class SimulatedCluster:
                 node = min(fitting, key=lambda n: (n.gpus - n.used_gpus, n.name))
                 node.used_gpus += g
                 bound.append((node.name, g))
-        self._touch(*(node for node, _ in bound))
+        self._touch_usage(*(node for node, _ in bound))
         return bound
 
     def _release(self, share: _RunningShare) -> None:
         for node, gpus in share.bound:
             if node in self.nodes:
                 self.nodes[node].used_gpus = max(self.nodes[node].used_gpus - gpus, 0)
-        self._touch(*(node for node, _ in share.bound))
+        self._touch_usage(*(node for node, _ in share.bound))
         share.bound = []
 
     def _status(
@@ -343,7 +363,10 @@ class SimulatedCluster:
             if not hasattr(node, key):
                 raise AttributeError(f"SimNode has no field {key!r}")
             setattr(node, key, value)
-        self._touch(name)
+        if changes.keys() <= _USAGE_FIELDS:
+            self._touch_usage(name)
+        else:
+            self._touch(name)
 
     def add_node(self, node: SimNode) -> None:
         self.nodes[node.name] = node

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 
-from core_agent.inventory import Changes
+import pytest
+
+from core_agent.inventory import Changes, delta_of_changes
 from core_agent.simulated.cluster import ClusterSpec, SimNode, SimulatedCluster
 from tests.factories import share_assignment
 from volcano_global.rpc.shares import ShareCancellation, ShareStatus
@@ -21,7 +23,8 @@ def _cluster() -> SimulatedCluster:
     return SimulatedCluster.from_spec("east", spec)
 
 
-async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
+@pytest.mark.parametrize("usages", [False, True], ids=["whole nodes", "usages"])
+async def test_deltas_from_touched_names_equal_full_comparisons(usages: bool) -> None:
     cluster = _cluster()
     rng = random.Random(7)
     cluster.take_changes()
@@ -55,11 +58,9 @@ async def test_deltas_from_touched_names_equal_full_comparisons() -> None:
             placement = live.pop(rng.randrange(len(live)))
             cluster.cancel_share(ShareCancellation(placement_id=placement), reports.append)
         whole = cluster.current()
-        expected = sent.delta_to(whole, step)
+        expected = sent.delta_to(whole, step, usages=usages)
         changes = cluster.take_changes()
-        part = cluster.view_of(changes)
-        assert sent.delta_to(part, step, within=changes) == expected
-        sent.patch(part, changes)
+        assert delta_of_changes(sent, cluster, changes, step, usages=usages) == expected
         assert sent == whole
     phases = {r.phase for r in reports}
     assert {"Running", "Cancelled"} <= phases  # binds and releases happened
@@ -72,3 +73,23 @@ def test_nothing_touched_means_no_delta() -> None:
     changes = cluster.take_changes()
     assert changes == Changes()
     assert sent.delta_to(cluster.view_of(changes), 1, within=changes) is None
+
+
+def test_a_node_whose_usage_alone_changed_goes_as_its_usage() -> None:
+    cluster = _cluster()
+    cluster.take_changes()
+    sent = cluster.current()
+    a, b, c = sorted(cluster.nodes)[:3]
+    cluster.update_node(a, used_gpus=3, used_cpu_millis=500, used_memory_bytes=7)
+    cluster.update_node(b, used_gpus=2, ready=False)  # more than its usage: whole
+    cluster.update_node(c, schedulable=False)
+    whole = cluster.current()
+    delta = sent.delta_to(whole, 1, usages=True)
+    assert delta is not None
+    assert [
+        (u.name, u.gpu_used, u.cpu_used_millis, u.memory_used_bytes) for u in delta.node_usages
+    ] == [(a, 3, 500, 7)]
+    assert [n.name for n in delta.node_upserts] == [b, c]
+    older_global = sent.delta_to(whole, 1)  # a Global that does not take usages
+    assert older_global is not None and not older_global.node_usages
+    assert [n.name for n in older_global.node_upserts] == [a, b, c]

@@ -24,6 +24,7 @@ from volcano_global.db.copy_rows import (
 from volcano_global.db.engine import create_engine, transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.deltas import _UPDATED, _UPDATED_TYPE
+from volcano_global.services.inventory.node_usages import USAGE_TYPE, USAGE_UPDATED
 
 COLUMNS = ("name", "gpu_allocatable", "ready", "labels", "taints", "domain_id")
 ROWS = [
@@ -152,9 +153,14 @@ def _full(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
     ]
 
 
-async def test_the_node_update_type_holds_the_updated_columns_in_order(postgres_url: str) -> None:
-    """The delta's UPDATE sends rows of `node_update` (a migration) for `_UPDATED` (the code):
-    the two must not drift apart."""
+@pytest.mark.parametrize(
+    ("type_name", "columns"), [(_UPDATED_TYPE, _UPDATED), (USAGE_TYPE, USAGE_UPDATED)]
+)
+async def test_the_node_update_types_hold_the_updated_columns_in_order(
+    postgres_url: str, type_name: str, columns: tuple[str, ...]
+) -> None:
+    """The delta's UPDATEs send rows of `node_update` and `node_usage` (migrations) for
+    `_UPDATED` and `USAGE_UPDATED` (the code): each pair must not drift apart."""
     engine = create_engine(postgres_url, pool_size=1)
     try:
         async with engine.connect() as connection:
@@ -164,10 +170,10 @@ async def test_the_node_update_type_holds_the_updated_columns_in_order(postgres_
                     "JOIN pg_type t ON a.attrelid = t.typrelid WHERE t.typname = :name "
                     "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
                 ),
-                {"name": _UPDATED_TYPE},
+                {"name": type_name},
             )
             attributes = [tuple(r) for r in rows]
     finally:
         await engine.dispose()
-    expected = [(c, _array_type(Node.__table__.c[c].type).lower()) for c in _UPDATED]
+    expected = [(c, _array_type(Node.__table__.c[c].type).lower()) for c in columns]
     assert attributes == expected

@@ -10,8 +10,8 @@ import pytest
 
 from volcano_global.db.models import Node
 from volcano_global.errors import Invalid
-from volcano_global.grpc.convert import _node, delta_from, snapshot_from
-from volcano_global.grpc.node_checks import checked_nodes
+from volcano_global.grpc.convert import _node, _usage, delta_from, snapshot_from
+from volcano_global.grpc.node_checks import checked_nodes, checked_usages
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.schemas.clusters import TAINT_KEY_LENGTH, TAINT_VALUE_LENGTH, NodeIn
 from volcano_global.services.inventory.node_values import node_values
@@ -125,3 +125,47 @@ def test_a_sequence_number_beyond_64_signed_bits_is_refused_naming_the_field() -
     with pytest.raises(Invalid, match=r"delta\.seq"):
         delta_from(pb.InventoryDelta(seq=2**63))
     assert snapshot_from(pb.InventorySnapshot(seq=2**63 - 1)).nodes == []
+
+
+USAGE_BAD = {  # field -> a usage the schema refuses for it
+    "name": {"name": ""},
+    "gpu_used": {"name": "n", "gpu_used": 1025},
+    "cpu_used_millis": {"name": "n", "cpu_used_millis": 2**30 + 1},
+    "memory_used_bytes": {"name": "n", "memory_used_bytes": 2**46 + 1},
+}
+
+
+def test_a_usage_cleared_is_taken_as_the_schema_takes_it() -> None:
+    usages = [
+        pb.NodeUsage(name="a"),
+        pb.NodeUsage(name="b", gpu_used=8, cpu_used_millis=2**30, memory_used_bytes=2**46),
+    ]
+    fast = checked_usages(usages)
+    assert fast == [tuple(_usage(u).values()) for u in usages]
+    delta = delta_from(pb.InventoryDelta(node_usages=usages, node_upserts=[pb.Node(name="c")]))
+    assert delta.node_usages == fast and [n.name for n in delta.node_upserts] == ["c"]
+
+
+@pytest.mark.parametrize("field", sorted(USAGE_BAD))
+def test_a_usage_not_cleared_gets_the_schemas_error(field: str) -> None:
+    usage = pb.NodeUsage(**USAGE_BAD[field])
+    assert checked_usages([usage]) is None
+    with pytest.raises(Invalid) as refused:
+        delta_from(pb.InventoryDelta(node_usages=[pb.NodeUsage(name="ok"), usage]))
+    assert f"delta.node_usages[1].{field}" in str(refused.value.errors)
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        pb.InventoryDelta(node_usages=[pb.NodeUsage(name="n"), pb.NodeUsage(name="n")]),
+        pb.InventoryDelta(node_usages=[pb.NodeUsage(name="n")], node_upserts=[pb.Node(name="n")]),
+        pb.InventoryDelta(node_usages=[pb.NodeUsage(name="n")], node_removals=["n"]),
+    ],
+    ids=["twice", "upserted", "removed"],
+)
+def test_a_usage_of_a_node_named_elsewhere_in_the_delta_is_refused(
+    delta: pb.InventoryDelta,
+) -> None:
+    with pytest.raises(Invalid, match=r"nodeUsages\[\d\]\.name: node 'n' is named twice"):
+        delta_from(delta)

@@ -102,15 +102,17 @@ async def test_random_deltas_keep_the_aggregates_exact(
             }
             upserts = [u for u in upserts if u["name"] != name] + [node]
         removals = [r for r in removals if r not in {u["name"] for u in upserts}]
+        usages = _usages(rng, nodes, named={u["name"] for u in upserts} | set(removals))
         async with transaction(app.state.sessions) as session:
             cluster = await lock_cluster(session, name="east")
             delta = InventoryDelta.model_validate(
-                {"nodeUpserts": upserts, "nodeRemovals": removals}
+                {"nodeUpserts": upserts, "nodeRemovals": removals, "nodeUsages": usages}
             )
             await apply_delta(session, cluster=cluster, delta=delta, seq=cluster.inventory_seq + 1)
         for name in removals:
             nodes.pop(name)
         nodes.update({u["name"]: u for u in upserts})
+        nodes.update({u["name"]: nodes[u["name"]] | u for u in usages})
         stored, expected = await _aggregates(app)
         assert stored == expected, f"step {step}"
         view, recomputed = await _histograms(app)
@@ -118,6 +120,20 @@ async def test_random_deltas_keep_the_aggregates_exact(
         states, expected_states = await _states(app, recomputed)
         assert states["east"] == expected_states["east"], f"step {step}"
         assert states["west"] is west  # unchanged: the cached solver input, not rebuilt
+
+
+def _usages(rng: random.Random, nodes: dict[str, dict], *, named: set[str]) -> list[dict]:
+    """New usages of up to three stored nodes the delta names nowhere else."""
+    others = sorted(set(nodes) - named)
+    return [
+        {
+            "name": name,
+            "gpuUsed": rng.randrange(nodes[name].get("gpuAllocatable", 0) + 1),
+            "cpuUsedMillis": rng.randrange(1000),
+            "memoryUsedBytes": rng.randrange(1 << 30),
+        }
+        for name in rng.sample(others, min(3, len(others)))
+    ]
 
 
 async def _states(app: FastAPI, recomputed: dict) -> tuple[dict, dict]:
@@ -196,11 +212,14 @@ async def test_node_deltas_of_several_clusters_together_keep_the_aggregates_exac
                     )
                 upserts.append({**upserts[0], "name": f"new-{step}"})
                 removals = picked[3:]
+                named = {u["name"] for u in upserts} | set(removals)
+                usages = _usages(rng, nodes[name], named=named)
                 delta = InventoryDelta.model_validate(
-                    {"nodeUpserts": upserts, "nodeRemovals": removals}
+                    {"nodeUpserts": upserts, "nodeRemovals": removals, "nodeUsages": usages}
                 )
                 together.append(ClusterDelta(cluster, checked_delta(delta), step + 2))
                 nodes[name].update({u["name"]: u for u in upserts})
+                nodes[name].update({u["name"]: nodes[name][u["name"]] | u for u in usages})
                 del nodes[name][picked[3]]
             await apply_node_deltas(session, together)
         async with transaction(app.state.sessions) as session:
