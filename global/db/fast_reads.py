@@ -15,7 +15,7 @@ connection, invalidates the pool as for any other statement."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Float, Numeric, Select
@@ -53,6 +53,29 @@ class Read:
         except Exception:  # SQLAlchemy raises (and handles) it in its own terms
             return await self._through_sqlalchemy(connection, params, self.postgres)
         return [compiled.row(record) for record in records]
+
+    async def records(
+        self, session: AsyncSession, params: Mapping[str, Any]
+    ) -> Sequence[Mapping[str, Any]]:
+        """The rows as `rows` reads them, for a caller that only reads values by key: on
+        Postgres the driver's own records when they already hold what `rows` would (no value
+        to convert, the same keys), without a dict built per row (the delta writer's read of
+        the nodes a delta names: 10% of the Global's CPU in the delta benchmark)."""
+        connection = await session.connection()
+        if connection.dialect.name != "postgresql":
+            return await self._through_sqlalchemy(connection, params)
+        compiled = self._compiled_for(connection.dialect)
+        if compiled.columns:
+            return await self.rows(session, params)
+        sql, args = compiled.arguments(params)
+        driver = (await connection.get_raw_connection()).driver_connection
+        try:
+            records = await driver.fetch(sql, *args)
+        except Exception:  # SQLAlchemy raises (and handles) it in its own terms
+            return await self._through_sqlalchemy(connection, params, self.postgres)
+        if records and list(records[0].keys()) != compiled.keys:
+            return [compiled.row(record) for record in records]
+        return records
 
     async def one_or_none(self, session: AsyncSession, params: Mapping[str, Any]) -> Row | None:
         rows = await self.rows(session, params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,7 @@ async def apply_node_deltas(
 
 
 def _stale(
-    deltas: list[ClusterDelta], stored: dict[uuid.UUID, dict[str, dict[str, Any]]]
+    deltas: list[ClusterDelta], stored: dict[uuid.UUID, dict[str, Mapping[str, Any]]]
 ) -> list[tuple[ClusterDelta, StaleUsage]]:
     """The deltas with a usage of a node their cluster does not hold (upserts and removals of
     the same delta name other nodes: the schema refuses a node named twice)."""
@@ -220,7 +221,7 @@ def _logged(node: NodeValues, domain_id: uuid.UUID | None) -> LoggedNode:
 
 
 def _change(
-    tree: DomainTree, existing: dict[str, dict[str, Any]], delta: CheckedDelta
+    tree: DomainTree, existing: dict[str, Mapping[str, Any]], delta: CheckedDelta
 ) -> tuple[Change, bool]:
     """What the delta changes in the cluster's aggregates: (total, free) GPUs by model, the
     stored nodes it names taken out and its upserts put in; and whether free GPUs rose
@@ -259,7 +260,7 @@ def _change(
 
 
 def _count_nodes(
-    cluster: Cluster, existing: dict[str, dict[str, Any]], delta: CheckedDelta
+    cluster: Cluster, existing: dict[str, Mapping[str, Any]], delta: CheckedDelta
 ) -> None:
     """Keep the cluster's node counts in step with the delta (what the cluster list shows):
     its new nodes and removed stored ones counted, a stored node's readiness changed."""
@@ -278,7 +279,7 @@ def _count_nodes(
 
 async def _stored_nodes(
     session: AsyncSession, deltas: list[ClusterDelta]
-) -> dict[uuid.UUID, dict[str, dict[str, Any]]]:
+) -> dict[uuid.UUID, dict[str, Mapping[str, Any]]]:
     """The stored rows of the nodes each delta names, by cluster id and name: on Postgres one
     read for all clusters (the pairs as two arrays); on SQLite one per cluster (its bind
     parameters are limited to 32,766 a statement, and a read there is a call, not a round
@@ -289,7 +290,7 @@ async def _stored_nodes(
         + [u.name for u in d.delta.node_usages]
         for d in deltas
     }
-    found: dict[uuid.UUID, dict[str, dict[str, Any]]] = {d.cluster.id: {} for d in deltas}
+    found: dict[uuid.UUID, dict[str, Mapping[str, Any]]] = {d.cluster.id: {} for d in deltas}
     if session.get_bind().dialect.name == "postgresql":
         ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
         params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
@@ -297,7 +298,7 @@ async def _stored_nodes(
             params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
             params["names"] += names[cluster_id]
             params["runs"] += [n] * len(names[cluster_id])
-        for row in await _EXISTING_PAIRS.rows(session, params):
+        for row in await _EXISTING_PAIRS.records(session, params):
             found[ids[row["run"]]][row["name"]] = row
         return found
     for cluster_id, cluster_names in names.items():
@@ -425,7 +426,7 @@ def _inventory_after(domains: list[DomainIn], nodes: list[NodeIn]) -> InventoryS
         raise Invalid([field_error(e["loc"], e["msg"], prefix="delta") for e in errors]) from None
 
 
-def _row_part(row: dict[str, Any]) -> tuple[str, int, int] | None:
+def _row_part(row: Mapping[str, Any]) -> tuple[str, int, int] | None:
     return contribution(
         gpu_model=row["gpu_model"],
         gpu_allocatable=row["gpu_allocatable"],

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from volcano_global.errors import Conflict, Invalid
 from volcano_global.schemas.clusters import NodeIn
 from volcano_global.services.inventory.node_changes import LoggedNode
 from volcano_global.services.inventory.node_values import CheckedDelta, NodeUsage, NodeValues
-from volcano_global.services.inventory.snapshots import contribution
+from volcano_global.services.inventory.snapshots import UNKNOWN_GPU_MODEL
 
 Change = dict[str, list[int]]  # GPU model -> [total, free] added to the cluster's aggregate
 
@@ -66,52 +67,43 @@ def require_known(deltas: list[CheckedDelta], stored: set[str]) -> None:
 
 def usage_changes(
     usages: list[NodeUsage],
-    existing: dict[str, dict[str, Any]],
+    existing: Mapping[str, Mapping[str, Any]],
     *,
     seq: int,
     cluster_id: uuid.UUID,
 ) -> tuple[Change, bool, list[tuple[Any, ...]], list[LoggedNode]]:
-    """For usages of stored nodes (`existing`, by name): what they change in the cluster's
-    aggregates, whether free GPUs rose, the rows for `USAGE_UPDATED` and the nodes as the
-    change log holds them."""
+    """For usages of stored nodes (`existing`, by name: rows with the capacity columns):
+    what they change in the cluster's aggregates (free GPUs only: `contribution`'s rule),
+    whether free GPUs rose, the rows for `USAGE_UPDATED` and the nodes as the change log holds
+    them. Written out rather than through `contribution` twice a node: this runs for every
+    usage an agent sends."""
     change: Change = defaultdict(lambda: [0, 0])
     freed = False
     rows, logged = [], []
-    domains: dict[uuid.UUID | None, str | None] = {}  # a domain's id as the log writes it
+    domains: dict[Any, str | None] = {}  # a domain's id as the log writes it
     for usage in usages:
         row = existing[usage.name]
-        _require_within(usage, row["gpu_allocatable"], "nodeUsages")
-        old, new = _part(row, row["gpu_used"]), _part(row, usage.gpu_used)
-        if old is not None and new is not None and old != new:
-            freed = freed or new[2] > old[2]
-            entry = change[old[0]]
-            entry[1] += new[2] - old[2]
+        allocatable, used, ready, schedulable = (
+            row["gpu_allocatable"],
+            usage.gpu_used,
+            row["ready"],
+            row["schedulable"],
+        )
+        if used > allocatable:
+            _refuse_above(usage, allocatable)
+        if allocatable and ready and schedulable and used != (old := row["gpu_used"]):
+            gained = max(allocatable - used, 0) - max(allocatable - old, 0)
+            change[row["gpu_model"] or UNKNOWN_GPU_MODEL][1] += gained
+            freed = freed or gained > 0
         rows.append((*usage, seq, cluster_id))
         domain_id = row["domain_id"]
         if domain_id not in domains:
             domains[domain_id] = None if domain_id is None else str(domain_id)
+        model = row["gpu_model"]
         logged.append(
-            [
-                usage.name,
-                domains[domain_id],
-                row["gpu_model"],
-                row["gpu_allocatable"],
-                usage.gpu_used,
-                row["ready"],
-                row["schedulable"],
-            ]
+            [usage.name, domains[domain_id], model, allocatable, used, ready, schedulable]
         )
     return change, freed, rows, logged
-
-
-def _part(row: dict[str, Any], gpu_used: int) -> tuple[str, int, int] | None:
-    return contribution(
-        gpu_model=row["gpu_model"],
-        gpu_allocatable=row["gpu_allocatable"],
-        gpu_used=gpu_used,
-        ready=row["ready"],
-        schedulable=row["schedulable"],
-    )
 
 
 def apply_to_models(nodes: dict[str, NodeIn], usages: list[NodeUsage]) -> None:
@@ -132,7 +124,11 @@ def apply_to_models(nodes: dict[str, NodeIn], usages: list[NodeUsage]) -> None:
 
 def _require_within(usage: NodeUsage, allocatable: int, field: str) -> None:
     if usage.gpu_used > allocatable:
-        raise Invalid.one(
-            f"{field}.gpuUsed",
-            f"node {usage.name!r}: {usage.gpu_used} GPUs used exceed its {allocatable} allocatable",
-        )
+        _refuse_above(usage, allocatable, field)
+
+
+def _refuse_above(usage: NodeUsage, allocatable: int, field: str = "nodeUsages") -> None:
+    raise Invalid.one(
+        f"{field}.gpuUsed",
+        f"node {usage.name!r}: {usage.gpu_used} GPUs used exceed its {allocatable} allocatable",
+    )

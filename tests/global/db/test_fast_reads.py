@@ -66,6 +66,29 @@ async def test_rows_are_what_sqlalchemy_returns_with_the_same_types(
             await JOBS.one_or_none(session, {"names": ["a", "b"], "p": 0})
 
 
+async def test_records_read_by_key_as_rows(app: FastAPI, api: httpx.AsyncClient) -> None:
+    """`records` answers what `rows` does, read by key: the driver's records where they hold
+    the same (no value to convert), else the rows (JOBS converts values; a key taken twice
+    differs from the driver's)."""
+    for name in ("a", "b"):
+        assert (await submit(api, job_document(name))).status_code == 201
+    await create_cluster(api, "east")
+    names = Read(
+        select(Job.name, Job.priority).where(Job.name.in_(bindparam("names", expanding=True)))
+    )
+    twice = Read(select(Queue.name, Cluster.name).join(Cluster, Cluster.id != Queue.id))
+    for read, params in (
+        (names, {"names": ["a", "b"]}),
+        (JOBS, {"names": ["a", "b"], "p": 0}),
+        (twice, {}),
+    ):
+        async with reading(app.state.sessions) as session:
+            rows = await read.rows(session, params)
+            records = await read.records(session, params)
+        assert rows
+        assert [{key: record[key] for key in read.keys} for record in records] == rows
+
+
 async def test_a_postgres_form_gives_the_same_rows(app: FastAPI, api: httpx.AsyncClient) -> None:
     for name in ("a", "b", "c"):
         assert (await submit(api, job_document(name))).status_code == 201
