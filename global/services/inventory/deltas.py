@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Integer, and_, any_, bindparam, column, delete, func, select
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.bulk import add_to_rows
 from volcano_global.db.copy_rows import update_tuples
-from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
@@ -42,11 +39,11 @@ from volcano_global.services.inventory.node_values import (
     node_model,
 )
 from volcano_global.services.inventory.snapshots import (
-    NODE_CAPACITY_COLUMNS,
     contribution,
     insert_many,
     replace_inventory,
 )
+from volcano_global.services.inventory.stored_nodes import StoredRow, chunks, stored_nodes
 from volcano_global.services.wakeups import room_may_have_changed
 
 
@@ -94,7 +91,15 @@ async def apply_node_deltas(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
     _refuse_unknown_domains(deltas, trees, max_nodes)
-    stored = await _stored_nodes(session, deltas)
+    stored = await stored_nodes(
+        session,
+        {
+            d.cluster.id: [n.name for n in d.delta.node_upserts]
+            + list(d.delta.node_removals)
+            + [u.name for u in d.delta.node_usages]
+            for d in deltas
+        },
+    )
     stale = _stale(deltas, stored)
     if stale:
         refused = {id(d) for d, _ in stale}
@@ -164,7 +169,7 @@ async def apply_node_deltas(
 
 
 def _stale(
-    deltas: list[ClusterDelta], stored: dict[uuid.UUID, dict[str, Mapping[str, Any]]]
+    deltas: list[ClusterDelta], stored: dict[uuid.UUID, dict[str, StoredRow]]
 ) -> list[tuple[ClusterDelta, StaleUsage]]:
     """The deltas with a usage of a node their cluster does not hold (upserts and removals of
     the same delta name other nodes: the schema refuses a node named twice)."""
@@ -193,7 +198,7 @@ async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq
     scheduler's view then reads the cluster whole)."""
     if not names:
         return
-    for part in _chunks(list(set(names))):
+    for part in chunks(list(set(names))):
         await session.execute(
             delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
         )
@@ -221,7 +226,7 @@ def _logged(node: NodeValues, domain_id: uuid.UUID | None) -> LoggedNode:
 
 
 def _change(
-    tree: DomainTree, existing: dict[str, Mapping[str, Any]], delta: CheckedDelta
+    tree: DomainTree, existing: dict[str, StoredRow], delta: CheckedDelta
 ) -> tuple[Change, bool]:
     """What the delta changes in the cluster's aggregates: (total, free) GPUs by model, the
     stored nodes it names taken out and its upserts put in; and whether free GPUs rose
@@ -259,9 +264,7 @@ def _change(
     return change, freed
 
 
-def _count_nodes(
-    cluster: Cluster, existing: dict[str, Mapping[str, Any]], delta: CheckedDelta
-) -> None:
+def _count_nodes(cluster: Cluster, existing: dict[str, StoredRow], delta: CheckedDelta) -> None:
     """Keep the cluster's node counts in step with the delta (what the cluster list shows):
     its new nodes and removed stored ones counted, a stored node's readiness changed."""
     total = ready = 0
@@ -275,61 +278,6 @@ def _count_nodes(
             ready -= int(row["ready"])
     cluster.nodes_total += total
     cluster.nodes_ready += ready
-
-
-async def _stored_nodes(
-    session: AsyncSession, deltas: list[ClusterDelta]
-) -> dict[uuid.UUID, dict[str, Mapping[str, Any]]]:
-    """The stored rows of the nodes each delta names, by cluster id and name: on Postgres one
-    read for all clusters (the pairs as two arrays); on SQLite one per cluster (its bind
-    parameters are limited to 32,766 a statement, and a read there is a call, not a round
-    trip)."""
-    names = {
-        d.cluster.id: [n.name for n in d.delta.node_upserts]
-        + list(d.delta.node_removals)
-        + [u.name for u in d.delta.node_usages]
-        for d in deltas
-    }
-    found: dict[uuid.UUID, dict[str, Mapping[str, Any]]] = {d.cluster.id: {} for d in deltas}
-    if session.get_bind().dialect.name == "postgresql":
-        ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
-        params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
-        for n, cluster_id in enumerate(ids):  # whole lists at a time, not a pair at a time
-            params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
-            params["names"] += names[cluster_id]
-            params["runs"] += [n] * len(names[cluster_id])
-        for row in await _EXISTING_PAIRS.records(session, params):
-            found[ids[row["run"]]][row["name"]] = row
-        return found
-    for cluster_id, cluster_names in names.items():
-        for part in _chunks(cluster_names):
-            params = {"cluster_id": cluster_id, "names": part}
-            found[cluster_id] |= {row["name"]: row for row in await _EXISTING.rows(session, params)}
-    return found
-
-
-async def stored_names(session: AsyncSession, cluster_id: uuid.UUID, names: set[str]) -> set[str]:
-    """Which of these names the cluster's stored nodes hold."""
-    found: set[str] = set()
-    for part in _chunks(sorted(names)):
-        rows = await session.execute(
-            select(Node.name).where(Node.cluster_id == cluster_id, Node.name.in_(part))
-        )
-        found.update(rows.scalars())
-    return found
-
-
-def _chunks(names: list[str]) -> list[list[str]]:
-    """Names in parts that fit a statement's bind parameters (SQLite and asyncpg: 32,766 and
-    32,767 a statement): a run of merged deltas may name far more than one message's 20,000
-    (13 deltas of 20,000 new nodes: 260,000)."""
-    return [
-        names[start : start + _NAMES_A_STATEMENT]
-        for start in range(0, len(names), _NAMES_A_STATEMENT)
-    ]
-
-
-_NAMES_A_STATEMENT = 20_000
 
 
 def merged(deltas: list[CheckedDelta]) -> list[CheckedDelta]:
@@ -426,7 +374,7 @@ def _inventory_after(domains: list[DomainIn], nodes: list[NodeIn]) -> InventoryS
         raise Invalid([field_error(e["loc"], e["msg"], prefix="delta") for e in errors]) from None
 
 
-def _row_part(row: Mapping[str, Any]) -> tuple[str, int, int] | None:
+def _row_part(row: StoredRow) -> tuple[str, int, int] | None:
     return contribution(
         gpu_model=row["gpu_model"],
         gpu_allocatable=row["gpu_allocatable"],
@@ -436,40 +384,10 @@ def _row_part(row: Mapping[str, Any]) -> tuple[str, int, int] | None:
     )
 
 
-# The stored state of the nodes a delta names (read on the driver's connection; on Postgres
-# the names go as one array parameter, or the (cluster, name) pairs as two).
 # The columns an UPDATE of a stored node sets (found by its cluster and name), and on Postgres
 # the composite type of those columns in this order (migrations/versions/0032).
 _UPDATED = (*STORED, "domain_id", "seq", "cluster_id")
 _UPDATED_TYPE = "node_update"
-_EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
-_IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
-_EXISTING = Read(
-    select(*_EXISTING_COLUMNS).where(
-        _IN_CLUSTER, Node.name.in_(bindparam("names", expanding=True))
-    ),
-    postgres=select(*_EXISTING_COLUMNS).where(
-        _IN_CLUSTER, Node.name == any_(bindparam("names", type_=ARRAY(Node.name.type)))
-    ),
-)
-_PAIRS = (
-    func.unnest(
-        bindparam("cluster_ids", type_=ARRAY(Node.cluster_id.type)),
-        bindparam("names", type_=ARRAY(Node.name.type)),
-        bindparam("runs", type_=ARRAY(Integer())),
-    )
-    .table_valued(
-        column("cluster_id", Node.cluster_id.type),
-        column("name", Node.name.type),
-        column("run", Integer()),
-    )
-    .render_derived(name="wanted")
-)
-_EXISTING_PAIRS = Read(  # Postgres only
-    select(_PAIRS.c.run, *_EXISTING_COLUMNS).join(
-        _PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name)
-    )
-)
 
 
 def _node_part(node: NodeValues) -> tuple[str, int, int] | None:

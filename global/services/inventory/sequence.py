@@ -17,11 +17,11 @@ from volcano_global.services.inventory.deltas import (
     apply_delta,
     apply_node_deltas,
     merged,
-    stored_names,
 )
 from volcano_global.services.inventory.node_changes import store_seq
 from volcano_global.services.inventory.node_usages import StaleUsage, require_known
 from volcano_global.services.inventory.node_values import CheckedDelta, checked_delta
+from volcano_global.services.inventory.stored_nodes import stored_names
 
 
 @dataclass(frozen=True)
