@@ -91,15 +91,7 @@ async def apply_node_deltas(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
     _refuse_unknown_domains(deltas, trees, max_nodes)
-    stored = await stored_nodes(
-        session,
-        {
-            d.cluster.id: [n.name for n in d.delta.node_upserts]
-            + list(d.delta.node_removals)
-            + [u.name for u in d.delta.node_usages]
-            for d in deltas
-        },
-    )
+    stored = await stored_nodes(session, {d.cluster.id: _named(d.delta) for d in deltas})
     stale = _stale(deltas, stored)
     if stale:
         refused = {id(d) for d, _ in stale}
@@ -166,6 +158,15 @@ async def apply_node_deltas(
         store_seq(d.cluster, d.seq)
     await session.flush()
     return stale
+
+
+def _named(delta: CheckedDelta) -> list[str]:
+    """The nodes a delta names (upserted, removed, or their usage)."""
+    return (
+        [n.name for n in delta.node_upserts]
+        + list(delta.node_removals)
+        + [u.name for u in delta.node_usages]
+    )
 
 
 def _stale(
