@@ -74,6 +74,7 @@ class AgentClient:
         self.connected = asyncio.Event()
         self.heartbeat_s = 5.0
         self._resync_requested = False
+        self._snapshot_seq = 0  # the sequence of the last snapshot this stream sent
         self.reports = ShareReports()
         self.share_phases: frozenset[int] = frozenset()  # what the Global's Welcome accepts
         self.reconnect = Reconnect(cluster, target)  # how long to wait after a stream ends
@@ -213,6 +214,7 @@ class AgentClient:
             # GPUs its snapshot shows free can be placed again.
             await self._send_share_inventory(call, "connect")
             await self._send_presence(call, "connect")
+            self._snapshot_seq = 0  # requests on this stream answer its messages only
             await self._catch_up(call, welcome.welcome)
             self.connected.set()
             log.info("connected to the Global at %s as cluster %s", self.target, self.cluster)
@@ -251,6 +253,7 @@ class AgentClient:
         self.source.take_changes()  # the snapshot carries them
         view = self.source.current()
         self.seq += 1
+        self._snapshot_seq = self.seq
         message = pb.AgentMessage(snapshot=view.snapshot(self.seq))
         self.unacked.clear()
         self.unacked[self.seq] = message
@@ -405,9 +408,19 @@ class AgentClient:
                         DataCopyCancellation.from_proto(message.copy_cancellation), self.report_copy
                     )
             elif kind == "resync":
-                log.warning("resync requested: %s", message.resync.reason)
-                self._resync_requested = True
-                self.source.changed.set()  # wake the writer
+                self._resync(message.resync)
+
+    def _resync(self, request: pb.ResyncRequest) -> None:
+        """Send a snapshot, unless one sent since answers the request: the Global applies a
+        stream's messages in order, so a request naming an applied sequence below the last
+        snapshot's was made before that snapshot was applied (each delta queued behind a
+        refused one is answered with its own request)."""
+        if request.applied_seq < self._snapshot_seq:
+            log.info("resync request before the last snapshot: ignored (%s)", request.reason)
+            return
+        log.warning("resync requested: %s", request.reason)
+        self._resync_requested = True
+        self.source.changed.set()  # wake the writer
 
     def _apply_copy(self, message: pb.DataCopyAssignment) -> None:
         copy = DataCopyAssignment.from_proto(message)
