@@ -114,7 +114,44 @@ def demo(
             process.terminate()
         for process in [*agents, server]:
             process.wait(timeout=15)
+        _stop_strays({p.pid for p in [*agents, server]})
         signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_strays(known: set[int]) -> None:
+    """Terminate and reap the demo's other children: an agent forked just as a SIGTERM came,
+    whose `Popen` the handler cut short before it joined the list the cleanup stops."""
+    strays = [pid for pid in _children(os.getpid()) if pid not in known]
+    for pid in strays:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + 15
+    while strays and time.monotonic() < deadline:
+        strays = [pid for pid in strays if _running(pid)]
+        time.sleep(0.05)
+
+
+def _running(child: int) -> bool:
+    """Whether the child has not ended (reaping it if it has)."""
+    try:
+        return os.waitpid(child, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # reaped already
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (Linux's /proc; elsewhere none are found)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _server_env(data_dir: Path, port: int, grpc_port: int, token: str) -> dict[str, str]:

@@ -48,11 +48,10 @@ async def test_a_round_commit_and_a_delta_group_wait_for_each_other_without_dead
         await stream.hello(name)
         assert (await stream.send(snapshot(1))).ack.seq == 1
         await stream.close()
-    async with transaction(app.state.sessions) as session:
-        physical = list(
-            (await session.execute(text("SELECT name FROM clusters ORDER BY ctid"))).scalars()
-        )
-    assert physical == ["west", "east"]  # else the round's old scan order was name order too
+    # West's row before east's in the table (else the round's old scan order was name order
+    # too): a later write of west's row (a heartbeat's, written within a second) moves it
+    # behind east's, so east's is rewritten last until the order holds.
+    await eventually(lambda: _west_first(app))
     uid = (await submit(api, job_document("one", replicas=1))).json()["uid"]
 
     delta = InventoryDelta.model_validate(
@@ -88,6 +87,16 @@ async def test_a_round_commit_and_a_delta_group_wait_for_each_other_without_dead
         await engine.dispose()
     job = (await api.get(f"/api/v1/jobs/{uid}")).json()
     assert job["placement"] is not None, job
+
+
+async def _west_first(app: FastAPI) -> bool:
+    async with transaction(app.state.sessions) as session:
+        await session.execute(text("UPDATE clusters SET name = name WHERE name = 'east'"))
+    async with transaction(app.state.sessions) as session:
+        physical = list(
+            (await session.execute(text("SELECT name FROM clusters ORDER BY ctid"))).scalars()
+        )
+    return physical == ["west", "east"]
 
 
 async def _at_least(app: FastAPI, count: int) -> bool:
