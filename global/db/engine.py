@@ -45,8 +45,8 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     # under a burst every extra checkout would pay for a new Postgres backend. Past
     # `pool_size`, work waits for a connection (up to the pool timeout, then 503).
     # JSON through orjson as on SQLite (JSONB keeps a canonical form of its own): the standard
-    # library's encoder was 3% of the Global's CPU in the delta benchmark, most of it the node
-    # change log's rows.
+    # library's encoder cost more than the statements it fed (docs/benchmarks.md, "Deltas,
+    # session 16").
     return create_async_engine(
         url, pool_size=pool_size, max_overflow=0, json_serializer=json_text.dumps
     )

@@ -46,11 +46,8 @@ class Read:
         if connection.dialect.name != "postgresql":
             return await self._through_sqlalchemy(connection, params)
         compiled = self._compiled_for(connection.dialect)
-        sql, args = compiled.arguments(params)
-        driver = (await connection.get_raw_connection()).driver_connection
-        try:
-            records = await driver.fetch(sql, *args)
-        except Exception:  # SQLAlchemy raises (and handles) it in its own terms
+        records = await self._fetch(connection, compiled, params)
+        if records is None:  # SQLAlchemy raises (and handles) the driver's error in its terms
             return await self._through_sqlalchemy(connection, params, self.postgres)
         return [compiled.row(record) for record in records]
 
@@ -59,19 +56,16 @@ class Read:
     ) -> Sequence[Mapping[str, Any]]:
         """The rows as `rows` reads them, for a caller that only reads values by key: on
         Postgres the driver's own records when they already hold what `rows` would (no value
-        to convert, the same keys), without a dict built per row (the delta writer's read of
-        the nodes a delta names: 10% of the Global's CPU in the delta benchmark)."""
+        to convert, the same keys), without a dict built per row (for the hottest reads: the
+        delta writer's of the nodes a delta names, docs/benchmarks.md "Deltas, session 16")."""
         connection = await session.connection()
         if connection.dialect.name != "postgresql":
             return await self._through_sqlalchemy(connection, params)
         compiled = self._compiled_for(connection.dialect)
         if compiled.columns:
             return await self.rows(session, params)
-        sql, args = compiled.arguments(params)
-        driver = (await connection.get_raw_connection()).driver_connection
-        try:
-            records = await driver.fetch(sql, *args)
-        except Exception:  # SQLAlchemy raises (and handles) it in its own terms
+        records = await self._fetch(connection, compiled, params)
+        if records is None:
             return await self._through_sqlalchemy(connection, params, self.postgres)
         if records and list(records[0].keys()) != compiled.keys:
             return [compiled.row(record) for record in records]
@@ -82,6 +76,19 @@ class Read:
         if len(rows) > 1:
             raise ValueError(f"expected at most one row, got {len(rows)}")
         return rows[0] if rows else None
+
+    @staticmethod
+    async def _fetch(
+        connection: AsyncConnection, compiled: _Compiled, params: Mapping[str, Any]
+    ) -> list[Any] | None:
+        """The driver's records; None if the driver raised (the caller runs the statement
+        again through SQLAlchemy)."""
+        sql, args = compiled.arguments(params)
+        driver = (await connection.get_raw_connection()).driver_connection
+        try:
+            return await driver.fetch(sql, *args)
+        except Exception:
+            return None
 
     async def _through_sqlalchemy(
         self,

@@ -1,11 +1,9 @@
 """node_changes.nodes as json, compressed with lz4 where the server has it, on Postgres.
 
 The log's rows are written once, read whole by the scheduler and never queried inside: JSONB's
-parsed form bought nothing and cost its parse and, with pglz, a slow compression. For a row of
-~1,260 nodes (107 kB of text; 100 of them inserted in one statement): 3.4 ms as JSONB with
-pglz, 0.73 ms as json with lz4, and reading one back as text 0.67 ms against 0.24 ms, at about
-the same size (31 kB against 33 kB; docs/benchmarks.md, "Deltas, session 16"). A server built
-without lz4 keeps pglz. SQLite: unchanged (its JSON is text).
+parsed form bought nothing and cost its parse and, with pglz, a slow compression, for about the
+same size (docs/benchmarks.md, "Deltas, session 16"). A server built without lz4 keeps pglz.
+SQLite: unchanged (its JSON is text).
 
 Revision ID: 0031_node_changes_json
 Revises: 0030_share_gpu_model

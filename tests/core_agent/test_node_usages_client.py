@@ -5,15 +5,14 @@ unread): the agent sends a snapshot instead, and whole nodes from then on."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import SimulatedCluster
+from tests.core_agent.stand_in import agent_streaming_to
 from tests.core_agent.test_dispatch_end_to_end import SPEC
-from tests.factories import REPLY_S, eventually
+from tests.factories import eventually
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -57,27 +56,14 @@ def _kinds(messages: list[pb.AgentMessage]) -> list[str]:
 
 async def test_usages_go_only_to_a_global_that_takes_them() -> None:
     stand_in = StandIn()
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(stand_in, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
     cluster = SimulatedCluster.from_spec("east", SPEC)
     node = sorted(cluster.nodes)[0]
-    agent = AgentClient(
-        cluster="east", target=f"127.0.0.1:{port}", token="t", source=cluster, coalesce_s=0
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(agent.run(stop=stop))
-    try:
+    async with agent_streaming_to(stand_in, cluster) as agent:
         await eventually(lambda: agent.acked == 1)  # the first stream's snapshot
         cluster.update_node(node, used_gpus=3)
         await eventually(lambda: len(stand_in.streams) == 2 and agent.acked >= 2)
         cluster.update_node(node, used_gpus=5)
         await eventually(lambda: any(m.HasField("delta") for m in stand_in.streams[1]))
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=REPLY_S)
-        await server.stop(None)
     first, second = stand_in.streams
     (usage_delta,) = [m.delta for m in first if m.HasField("delta")]
     assert [(u.name, u.gpu_used) for u in usage_delta.node_usages] == [(node, 3)]

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from core_agent.client import AgentClient
 from core_agent.simulated.cluster import SimulatedCluster
+from tests.core_agent.stand_in import agent_streaming_to
 from tests.core_agent.test_dispatch_end_to_end import SPEC
-from tests.factories import REPLY_S, eventually
+from tests.factories import eventually
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.rpc.v1 import agent_pb2_grpc
 
@@ -61,18 +61,9 @@ class StandIn(agent_pb2_grpc.AgentServiceServicer):
 
 async def test_one_snapshot_answers_the_requests_made_before_it() -> None:
     stand_in = StandIn()
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(stand_in, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
     cluster = SimulatedCluster.from_spec("east", SPEC)
     nodes = sorted(cluster.nodes)
-    agent = AgentClient(
-        cluster="east", target=f"127.0.0.1:{port}", token="t", source=cluster, coalesce_s=0
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(agent.run(stop=stop))
-    try:
+    async with agent_streaming_to(stand_in, cluster) as agent:
         await eventually(lambda: agent.acked == 1)
         for n in range(HELD):
             cluster.update_node(nodes[n], ready=False)
@@ -84,7 +75,3 @@ async def test_one_snapshot_answers_the_requests_made_before_it() -> None:
         await eventually(lambda: stand_in.kinds.count("snapshot") >= 3)
         await asyncio.sleep(0.5)
         assert stand_in.kinds.count("snapshot") == 3
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=REPLY_S)
-        await server.stop(None)

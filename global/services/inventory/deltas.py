@@ -130,24 +130,19 @@ async def apply_node_deltas(
             session, cluster_id=cluster.id, cluster=cluster.name, added=len(added), cap=max_nodes
         )
         inserts += added
-    await update_tuples(
-        session,
-        Node.__table__,
-        _UPDATED,
-        updates,
-        keys=("cluster_id", "name"),
-        constants={"updated_at": now},
-        row_type=_UPDATED_TYPE,
-    )
-    await update_tuples(
-        session,
-        Node.__table__,
-        USAGE_UPDATED,
-        usage_rows,
-        keys=("cluster_id", "name"),
-        constants={"updated_at": now},
-        row_type=USAGE_TYPE,
-    )
+    for columns, rows, row_type in (
+        (_UPDATED, updates, _UPDATED_TYPE),
+        (USAGE_UPDATED, usage_rows, USAGE_TYPE),
+    ):
+        await update_tuples(
+            session,
+            Node.__table__,
+            columns,
+            rows,
+            keys=("cluster_id", "name"),
+            constants={"updated_at": now},
+            row_type=row_type,
+        )
     await insert_many(session, Node, inserts)
     await _apply_changes(session, {cluster_id: gpus for cluster_id, (gpus, _) in changes.items()})
     if any(freed for _, freed in changes.values()):
