@@ -26,7 +26,7 @@ from tests.server_process import ServerProcess
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 POINTS = ("round-commit", "dispatch-sent", "report-commit")
-KILLS = 9  # three at each failpoint
+KILLS = 6  # two at each failpoint
 # Waits bounded by progress, not by the whole run: a replica's start costs ~2.5 s of CPU, 40 s of
 # wall time at a load of 16 on two cores, and each kill takes up to three starts and a stop.
 STALLED_S = 300  # no kill, or no job finished, for this long: the run is stuck
