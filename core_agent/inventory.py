@@ -16,6 +16,7 @@ DEFAULT_COALESCE_S = 1.0
 
 
 Usage = tuple[int, int, int]  # what a node's pods use: GPUs, CPU millis, memory bytes
+NamedUsage = tuple[str, int, int, int]  # a node's name and its Usage, as a NodeUsage holds them
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Inventory:
         *,
         within: Changes | None = None,
         usages: bool = False,
-        node_usages: list[pb.NodeUsage] | None = None,
+        node_usages: list[NamedUsage] | None = None,
     ) -> pb.InventoryDelta | None:
         """What turns this view into `newer`; None when nothing changed. With `within`, only
         those names are compared (`newer` need hold no other). With `usages`, a node whose
@@ -67,7 +68,6 @@ class Inventory:
         delta = pb.InventoryDelta(
             seq=seq,
             node_upserts=upserts,
-            node_usages=sorted(node_usages, key=lambda u: u.name),
             node_removals=sorted(n for n in nodes if n in self.nodes and n not in newer.nodes),
             domain_upserts=_parents_first(
                 newer.domains[d]
@@ -78,6 +78,7 @@ class Inventory:
                 d for d in domains if d in self.domains and d not in newer.domains
             ),
         )
+        _add_usages(delta, node_usages)
         empty = not (
             delta.node_upserts
             or delta.node_usages
@@ -87,7 +88,7 @@ class Inventory:
         )
         return None if empty else delta
 
-    def take_usages(self, usages: dict[str, Usage]) -> tuple[list[pb.NodeUsage], set[str]]:
+    def take_usages(self, usages: dict[str, Usage]) -> tuple[list[NamedUsage], set[str]]:
         """Bring this view's nodes to these usages: the usages that changed one, and the names
         this view does not hold (they must go whole)."""
         changed, whole = [], set()
@@ -99,11 +100,7 @@ class Inventory:
             if (node.gpu_used, node.cpu_used_millis, node.memory_used_bytes) == (gpus, cpu, memory):
                 continue
             node.gpu_used, node.cpu_used_millis, node.memory_used_bytes = gpus, cpu, memory
-            changed.append(
-                pb.NodeUsage(
-                    name=name, gpu_used=gpus, cpu_used_millis=cpu, memory_used_bytes=memory
-                )
-            )
+            changed.append((name, gpus, cpu, memory))
         return changed, whole
 
     def patch(self, newer: Inventory, within: Changes) -> None:
@@ -135,13 +132,17 @@ def _usage_alone_changed(old: pb.Node, new: pb.Node) -> bool:
     return other == new
 
 
-def _usage(node: pb.Node) -> pb.NodeUsage:
-    return pb.NodeUsage(
-        name=node.name,
-        gpu_used=node.gpu_used,
-        cpu_used_millis=node.cpu_used_millis,
-        memory_used_bytes=node.memory_used_bytes,
-    )
+def _usage(node: pb.Node) -> NamedUsage:
+    return node.name, node.gpu_used, node.cpu_used_millis, node.memory_used_bytes
+
+
+def _add_usages(delta: pb.InventoryDelta, usages: list[NamedUsage]) -> None:
+    """The usages into the delta in name order, each built in place: a NodeUsage built apart
+    is copied when a message takes it (the agent's largest cost per usage, with the sort by
+    a message's field)."""
+    add = delta.node_usages.add
+    for name, gpus, cpu, memory in sorted(usages):
+        add(name=name, gpu_used=gpus, cpu_used_millis=cpu, memory_used_bytes=memory)
 
 
 def delta_of_changes(
@@ -150,7 +151,7 @@ def delta_of_changes(
     """The delta of what `changes` touched in `source` (None: nothing changed), with `sent`,
     the view as last sent, brought up to it. With `usages`, the names whose usage alone was
     touched go as usages, read without building their nodes; else whole."""
-    node_usages: list[pb.NodeUsage] = []
+    node_usages: list[NamedUsage] = []
     names = changes.nodes
     if changes.usages:
         whole = changes.usages

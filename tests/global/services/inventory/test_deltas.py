@@ -184,18 +184,22 @@ def test_merged_deltas_keep_each_nodes_last_change() -> None:
     assert last.node_removals == ["b"]
 
 
+ODD_NAMES = ("", ' "quoted" ', "\\back\\slash", "'single'", "é✓ 😀", "\t[1,2]{}")
+
+
 async def test_node_deltas_of_several_clusters_together_keep_the_aggregates_exact(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     """Deltas of two clusters applied together (one read, one UPDATE: the group commit of
     agents' deltas) leave each cluster's nodes and aggregates exact, through changes, new
-    nodes and removals; the clusters' nodes have the same names."""
+    nodes and removals; the clusters' nodes have the same names, some of them characters
+    that need escaping in JSON and SQL (Postgres reads the names a delta names as JSON)."""
     nodes: dict[str, dict] = {}
     for name in ("east", "west"):
         await create_cluster(api, name)
         base = inventory(name, tors=2, nodes_per_tor=4)
-        for node in base["nodes"]:
-            node["name"] = node["name"].removeprefix(f"{name}-")
+        for i, node in enumerate(base["nodes"]):
+            node["name"] = node["name"].removeprefix(f"{name}-") + ODD_NAMES[i % len(ODD_NAMES)]
         await api.put(f"/api/v1/clusters/{name}/inventory", json=base)
         nodes[name] = {n["name"]: n for n in base["nodes"]}
     rng = random.Random(5)
