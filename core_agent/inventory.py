@@ -138,8 +138,7 @@ def _usage(node: pb.Node) -> NamedUsage:
 
 def _add_usages(delta: pb.InventoryDelta, usages: list[NamedUsage]) -> None:
     """The usages into the delta in name order, each built in place: a NodeUsage built apart
-    is copied when a message takes it (the agent's largest cost per usage, with the sort by
-    a message's field)."""
+    is copied again when the delta takes it, and sorting messages reads a field of each."""
     add = delta.node_usages.add
     for name, gpus, cpu, memory in sorted(usages):
         add(name=name, gpu_used=gpus, cpu_used_millis=cpu, memory_used_bytes=memory)

@@ -192,8 +192,8 @@ async def test_node_deltas_of_several_clusters_together_keep_the_aggregates_exac
 ) -> None:
     """Deltas of two clusters applied together (one read, one UPDATE: the group commit of
     agents' deltas) leave each cluster's nodes and aggregates exact, through changes, new
-    nodes and removals; the clusters' nodes have the same names, some of them characters
-    that need escaping in JSON and SQL (Postgres reads the names a delta names as JSON)."""
+    nodes and removals; the clusters' nodes have the same names, some of them with characters
+    that need quoting or escaping (Postgres reads and updates them as array elements)."""
     nodes: dict[str, dict] = {}
     for name in ("east", "west"):
         await create_cluster(api, name)
