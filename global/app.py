@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -9,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from volcano_global import __version__
 from volcano_global.api import (
@@ -35,7 +36,7 @@ from volcano_global.api.kube import resources as kube_resources
 from volcano_global.api.limits import BodyLimitMiddleware
 from volcano_global.api.rate_limit import RateLimitMiddleware, TokenBuckets
 from volcano_global.background import Background, server_loops
-from volcano_global.db import migrate
+from volcano_global.db import checkpoints, migrate
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
 from volcano_global.db.locks import BOOTSTRAP_LOCK_KEY, advisory_xact_lock
 from volcano_global.grpc.server import start_grpc_server
@@ -91,8 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
     """The server's life: migrate and bootstrap, start the agent gRPC server and the loops,
     serve, then stop them within the shutdown budget and close the database pool."""
-    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
-    try:
+    async with _database(settings) as engine:
         if settings.migrate_on_start:
             await migrate.upgrade(engine)
         sessions = create_session_factory(engine)
@@ -138,7 +138,26 @@ async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
             yield
         finally:
             await _stop(app, settings, background, scheduler, grpc_server)
+
+
+@asynccontextmanager
+async def _database(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    """The server's engine, closed at the end; on an SQLite file, with its log checkpointed in
+    a thread of its own (`db/checkpoints.py`)."""
+    path = checkpoints.sqlite_file(settings.database_url)
+    engine = create_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        background_checkpoints=path is not None,
+    )
+    checkpointer = checkpoints.Checkpointer(path) if path is not None else None
+    if checkpointer is not None:
+        checkpointer.start()
+    try:
+        yield engine
     finally:
+        if checkpointer is not None:
+            await asyncio.to_thread(checkpointer.stop, 1.0)
         # A second of its own: connections are closed even after a step that overran.
         await bounded(engine.dispose(), name="database pool", deadline=Deadline(1.0))
 

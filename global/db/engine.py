@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,14 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from volcano_global.db import json_text
+from volcano_global.db import checkpoints, json_text
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 10, background_checkpoints: bool = False
+) -> AsyncEngine:
+    """`background_checkpoints` (SQLite): a `checkpoints.Checkpointer` copies the log, so this
+    engine's connection checkpoints only at its backstop (why: `checkpoints.py`)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
@@ -32,7 +37,10 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         engine = create_async_engine(
             url, pool_size=1, max_overflow=0, pool_timeout=60, json_serializer=json_text.dumps
         )
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        pragmas = _sqlite_pragmas
+        if background_checkpoints:
+            pragmas = partial(_sqlite_pragmas, autocheckpoint=checkpoints.BACKSTOP_PAGES)
+        event.listen(engine.sync_engine, "connect", pragmas)
         return engine
     if parsed.get_backend_name() != "postgresql":
         raise ValueError(
@@ -52,12 +60,16 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     )
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(
+    dbapi_connection: Any, _record: Any, *, autocheckpoint: int | None = None
+) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    if autocheckpoint is not None:
+        cursor.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint)}")
     cursor.close()
 
 

@@ -1,0 +1,86 @@
+"""SQLite's WAL checkpoints in a thread of their own, for a server writing a file database.
+
+A checkpoint copies the pages committed to the write-ahead log back into the database file and
+syncs it. SQLite runs one by default inside the commit that grows the log past 1,000 pages:
+in the writer's thread, so the server's one connection waits for every page copy, read and
+sync (at 100 clusters x 5,000 nodes, checkpoints were a fifth of that thread's time,
+docs/benchmarks.md "SQLite's checkpoints in a thread of their own"). Here a second connection
+copies the log in the background, outside the GIL (SQLite's C code), while the server's
+connection keeps writing.
+
+The server's connection keeps an automatic checkpoint at `BACKSTOP_PAGES` (`engine.py`): a
+background checkpoint cannot copy frames appended while it runs, and the log restarts from
+its beginning only once it has all been copied, so under constant writes the log would grow
+without bound. The backstop's checkpoint, in the writer, finds most of the log already
+copied: it copies the rest, and the next transaction restarts the log."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+
+from sqlalchemy.engine import make_url
+
+log = logging.getLogger(__name__)
+
+BACKSTOP_PAGES = 20_000  # 80 MB of log at SQLite's 4 KiB pages
+PERIOD_S = 0.2
+
+
+def sqlite_file(url: str) -> str | None:
+    """The database file of an SQLite URL; None for another database or one in memory."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:") or parsed.query.get("uri"):
+        return None  # a URI database (e.g. shared memory): left to SQLite's own checkpoints
+    return database
+
+
+class Checkpointer:
+    """Checkpoints `path`'s log every `period_s` in a daemon thread with its own connection,
+    until `stop`. PASSIVE: it never waits for the writer or blocks it."""
+
+    def __init__(self, path: str, *, period_s: float = PERIOD_S) -> None:
+        self.path = path
+        self.period_s = period_s
+        self.copied_pages = 0  # how many pages the background checkpoints copied, about
+        self._backfilled = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sqlite-checkpoints", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop after the checkpoint under way, if any (waits at most `timeout_s`)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        try:
+            connection = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)
+        except sqlite3.Error:
+            log.exception("no background checkpoints of %s: SQLite's own remain", self.path)
+            return
+        try:
+            while not self._stopping.wait(self.period_s):
+                self._checkpoint(connection)
+        finally:
+            connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        try:
+            _, _, backfilled = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:  # locked now (e.g. a schema change): the next period
+            log.debug("background checkpoint of %s skipped: %s", self.path, exc)
+            return
+        if backfilled < 0:
+            return  # not (yet) in WAL mode: the engine's first connection sets it
+        # `backfilled` counts the log's pages copied since the log last restarted.
+        restarted = backfilled < self._backfilled
+        self.copied_pages += backfilled if restarted else backfilled - self._backfilled
+        self._backfilled = backfilled
