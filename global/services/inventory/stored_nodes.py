@@ -1,6 +1,6 @@
 """What the delta writer reads of the stored nodes a delta names: their name and the columns
 free capacity is counted from (`snapshots.NODE_CAPACITY_COLUMNS`), read by key (on Postgres
-the driver's records: `fast_reads.Read.records`)."""
+the driver's records: `fast_reads.Read.records`; on SQLite one statement on the driver)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Integer, and_, any_, bindparam, column, func, select
+from sqlalchemy import Integer, and_, bindparam, column, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from volcano_global.db import json_text
 from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import Node
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS
@@ -22,25 +23,46 @@ StoredRow = Mapping[str, Any]  # a stored node's name and capacity columns, by k
 async def stored_nodes(
     session: AsyncSession, names: dict[uuid.UUID, list[str]]
 ) -> dict[uuid.UUID, dict[str, StoredRow]]:
-    """The stored rows of the nodes named (`StoredRow`), by cluster id and name: on
-    Postgres one read for all clusters (the pairs as two arrays); on SQLite one per cluster
-    (its bind parameters are limited to 32,766 a statement, and a read there is a call, not a
-    round trip)."""
+    """The stored rows of the nodes named (`StoredRow`), by cluster id and name: one read for
+    all clusters (on Postgres the pairs as two arrays)."""
     found: dict[uuid.UUID, dict[str, StoredRow]] = {cluster_id: {} for cluster_id in names}
-    if session.get_bind().dialect.name == "postgresql":
-        ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
-        params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
-        for n, cluster_id in enumerate(ids):  # whole lists at a time, not a pair at a time
-            params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
-            params["names"] += names[cluster_id]
-            params["runs"] += [n] * len(names[cluster_id])
-        for row in await _EXISTING_PAIRS.records(session, params):
-            found[ids[row["run"]]][row["name"]] = row
-        return found
-    for cluster_id, cluster_names in names.items():
-        for part in chunks(cluster_names):
-            params = {"cluster_id": cluster_id, "names": part}
-            found[cluster_id] |= {row["name"]: row for row in await _EXISTING.rows(session, params)}
+    if session.get_bind().dialect.name != "postgresql":
+        return await _sqlite_stored_nodes(session, names, found)
+    ids = list(names)  # each row comes back with its cluster's index (no UUID to convert)
+    params: dict[str, list[Any]] = {"cluster_ids": [], "names": [], "runs": []}
+    for n, cluster_id in enumerate(ids):  # whole lists at a time, not a pair at a time
+        params["cluster_ids"] += [cluster_id] * len(names[cluster_id])
+        params["names"] += names[cluster_id]
+        params["runs"] += [n] * len(names[cluster_id])
+    for row in await _EXISTING_PAIRS.records(session, params):
+        found[ids[row["run"]]][row["name"]] = row
+    return found
+
+
+async def _sqlite_stored_nodes(
+    session: AsyncSession,
+    names: dict[uuid.UUID, list[str]],
+    found: dict[uuid.UUID, dict[str, StoredRow]],
+) -> dict[uuid.UUID, dict[str, StoredRow]]:
+    """SQLite: one statement for every cluster, the (cluster, name) pairs as one JSON
+    parameter SQLite unpacks itself (`json_each`), run in the driver's terms. A statement per
+    cluster with a parameter per name cost the writer's event loop more than anything else in
+    a delta (SQLAlchemy rendering the names' parameters and converting each row's values;
+    docs/benchmarks.md, "SQLite's checkpoints in a thread of their own"), and SQLite's own
+    work runs outside the GIL."""
+    ids = list(names)
+    pairs = [
+        (n, cluster_id.hex, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]
+    ]
+    connection = await session.connection()
+    result = await connection.exec_driver_sql(_SQLITE_PAIRS, (json_text.dumps(pairs),))
+    domains: dict[str, uuid.UUID] = {}  # a cluster's nodes share a few hundred domains
+    for run, *values in result:
+        row = dict(zip(SQLITE_KEYS, values, strict=True))
+        if (domain := row["domain_id"]) is not None:  # stored as 32 hex digits
+            row["domain_id"] = domains.get(domain) or domains.setdefault(domain, uuid.UUID(domain))
+        row["ready"], row["schedulable"] = bool(row["ready"]), bool(row["schedulable"])
+        found[ids[run]][row["name"]] = row
     return found
 
 
@@ -69,16 +91,24 @@ _NAMES_A_STATEMENT = 20_000
 
 
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres
-# the names go as one array parameter, or the (cluster, name) pairs as two).
+# the (cluster, name) pairs go as two array parameters, on SQLite as one JSON array).
 _EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
-_IN_CLUSTER = Node.cluster_id == bindparam("cluster_id", type_=Node.cluster_id.type)
-_EXISTING = Read(
-    select(*_EXISTING_COLUMNS).where(
-        _IN_CLUSTER, Node.name.in_(bindparam("names", expanding=True))
-    ),
-    postgres=select(*_EXISTING_COLUMNS).where(
-        _IN_CLUSTER, Node.name == any_(bindparam("names", type_=ARRAY(Node.name.type)))
-    ),
+# SQLite's read: the same columns (by their keys).
+SQLITE_KEYS = (
+    "name",
+    "domain_id",
+    "gpu_model",
+    "gpu_allocatable",
+    "gpu_used",
+    "ready",
+    "schedulable",
+)
+# Table and column names come from the model, never from input; json_each first (CROSS JOIN
+# keeps that order): each pair finds its node through the (cluster_id, name) index.
+_SQLITE_PAIRS = (
+    f"SELECT p.value ->> 0, {', '.join(f'n.{k}' for k in SQLITE_KEYS)} "
+    f"FROM json_each(?) AS p CROSS JOIN {Node.__tablename__} AS n "
+    "WHERE n.cluster_id = p.value ->> 1 AND n.name = p.value ->> 2"
 )
 _PAIRS = (
     func.unnest(
