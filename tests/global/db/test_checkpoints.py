@@ -82,5 +82,7 @@ async def test_the_server_checkpoints_its_sqlite_file_in_the_background(tmp_path
         assert len(_checkpoint_threads()) == 1
         async with engine.connect() as connection:
             pages = (await connection.execute(text("PRAGMA wal_autocheckpoint"))).scalar()
+            cache = (await connection.execute(text("PRAGMA cache_size"))).scalar()
         assert pages == BACKSTOP_PAGES
+        assert cache == -65536  # KiB: 64 MiB of pages
     assert not _checkpoint_threads()
