@@ -105,10 +105,12 @@ SQLITE_KEYS = (
 )
 # Table and column names come from the model, never from input; json_each first (CROSS JOIN
 # keeps that order): each pair finds its node through the (cluster_id, name) index.
+# json_extract rather than `->>`, which needs SQLite 3.38.
 _SQLITE_PAIRS = (
-    f"SELECT p.value ->> 0, {', '.join(f'n.{k}' for k in SQLITE_KEYS)} "
+    f"SELECT json_extract(p.value, '$[0]'), {', '.join(f'n.{k}' for k in SQLITE_KEYS)} "
     f"FROM json_each(?) AS p CROSS JOIN {Node.__tablename__} AS n "
-    "WHERE n.cluster_id = p.value ->> 1 AND n.name = p.value ->> 2"
+    "WHERE n.cluster_id = json_extract(p.value, '$[1]') "
+    "AND n.name = json_extract(p.value, '$[2]')"
 )
 _PAIRS = (
     func.unnest(
