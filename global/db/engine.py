@@ -74,6 +74,7 @@ def _sqlite_pragmas(
     cursor.execute("PRAGMA cache_size=-65536")
     if autocheckpoint is not None:
         cursor.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint)}")
+        cursor.execute(f"PRAGMA journal_size_limit={checkpoints.LOG_SIZE_LIMIT}")
     cursor.close()
 
 
