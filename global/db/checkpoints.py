@@ -3,8 +3,7 @@
 A checkpoint copies the pages committed to the write-ahead log back into the database file and
 syncs it. SQLite runs one by default inside the commit that grows the log past 1,000 pages:
 in the writer's thread, so the server's one connection waits for every page copy, read and
-sync (at 100 clusters x 5,000 nodes, checkpoints were a fifth of that thread's time,
-docs/benchmarks.md "SQLite's checkpoints in a thread of their own"). Here a second connection
+sync (docs/benchmarks.md, "SQLite's checkpoints in a thread of their own"). Here a second connection
 copies the log in the background, outside the GIL (SQLite's C code), while the server's
 connection keeps writing.
 

@@ -68,8 +68,8 @@ def _sqlite_pragmas(
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    # 64 MiB of pages, not SQLite's 2 MiB: at 100 clusters x 5,000 nodes each node written
-    # missed the cache and was read from the OS again (docs/benchmarks.md, "SQLite's
+    # 64 MiB of pages, not SQLite's 2 MiB: a fleet's nodes are written at random, and each
+    # page missing from the cache is read from the OS again (docs/benchmarks.md, "SQLite's
     # checkpoints in a thread of their own").
     cursor.execute("PRAGMA cache_size=-65536")
     if autocheckpoint is not None:

@@ -45,11 +45,9 @@ async def _sqlite_stored_nodes(
     found: dict[uuid.UUID, dict[str, StoredRow]],
 ) -> dict[uuid.UUID, dict[str, StoredRow]]:
     """SQLite: one statement for every cluster, the (cluster, name) pairs as one JSON
-    parameter SQLite unpacks itself (`json_each`), run in the driver's terms. A statement per
-    cluster with a parameter per name cost the writer's event loop more than anything else in
-    a delta (SQLAlchemy rendering the names' parameters and converting each row's values;
-    docs/benchmarks.md, "SQLite's checkpoints in a thread of their own"), and SQLite's own
-    work runs outside the GIL."""
+    parameter SQLite unpacks itself (`json_each`), run in the driver's terms: no parameter
+    per name for SQLAlchemy to render, no row converted by its types, and SQLite's own work
+    outside the GIL (docs/benchmarks.md, "SQLite's checkpoints in a thread of their own")."""
     ids = list(names)
     pairs = [
         (n, cluster_id.hex, name) for n, cluster_id in enumerate(ids) for name in names[cluster_id]
@@ -58,7 +56,7 @@ async def _sqlite_stored_nodes(
     result = await connection.exec_driver_sql(_SQLITE_PAIRS, (json_text.dumps(pairs),))
     domains: dict[str, uuid.UUID] = {}  # a cluster's nodes share a few hundred domains
     for run, *values in result:
-        row = dict(zip(SQLITE_KEYS, values, strict=True))
+        row = dict(zip(_KEYS, values, strict=True))
         if (domain := row["domain_id"]) is not None:  # stored as 32 hex digits
             row["domain_id"] = domains.get(domain) or domains.setdefault(domain, uuid.UUID(domain))
         row["ready"], row["schedulable"] = bool(row["ready"]), bool(row["schedulable"])
@@ -93,21 +91,12 @@ _NAMES_A_STATEMENT = 20_000
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres
 # the (cluster, name) pairs go as two array parameters, on SQLite as one JSON array).
 _EXISTING_COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)
-# SQLite's read: the same columns (by their keys).
-SQLITE_KEYS = (
-    "name",
-    "domain_id",
-    "gpu_model",
-    "gpu_allocatable",
-    "gpu_used",
-    "ready",
-    "schedulable",
-)
+_KEYS = tuple(c.key for c in _EXISTING_COLUMNS)
 # Table and column names come from the model, never from input; json_each first (CROSS JOIN
 # keeps that order): each pair finds its node through the (cluster_id, name) index.
 # json_extract rather than `->>`, which needs SQLite 3.38.
 _SQLITE_PAIRS = (
-    f"SELECT json_extract(p.value, '$[0]'), {', '.join(f'n.{k}' for k in SQLITE_KEYS)} "
+    f"SELECT json_extract(p.value, '$[0]'), {', '.join(f'n.{k}' for k in _KEYS)} "
     f"FROM json_each(?) AS p CROSS JOIN {Node.__tablename__} AS n "
     "WHERE n.cluster_id = json_extract(p.value, '$[1]') "
     "AND n.name = json_extract(p.value, '$[2]')"

@@ -12,8 +12,9 @@ from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS
-from volcano_global.services.inventory.stored_nodes import SQLITE_KEYS, stored_nodes
+from volcano_global.services.inventory.stored_nodes import stored_nodes
 
+COLUMNS = (Node.name, *NODE_CAPACITY_COLUMNS)  # what the delta writer reads of a node
 ODD_NAMES = ('n "quoted"', "n\\back\\slash", "n'single'", "n é✓ 😀", "n\t[1,2]{}", "n?,->>0")
 
 
@@ -25,10 +26,6 @@ def _odd_inventory(cluster: str) -> dict:
     document["nodes"][1] |= {"schedulable": False, "gpuModel": None, "gpuAllocatable": 0}
     document["nodes"][2].pop("domain")
     return document
-
-
-def test_sqlite_reads_the_columns_postgres_reads() -> None:
-    assert set(SQLITE_KEYS) == {"name", *(c.key for c in NODE_CAPACITY_COLUMNS)}
 
 
 async def test_the_named_nodes_of_several_clusters_in_one_statement(
@@ -61,16 +58,13 @@ async def test_the_named_nodes_of_several_clusters_in_one_statement(
         assert len(statements) == 1, statements
     expected = {
         cluster_id: {
-            name: {
-                c.key: getattr(stored[(cluster_id, name)], c.key)
-                for c in (Node.name, *NODE_CAPACITY_COLUMNS)
-            }
+            name: {c.key: getattr(stored[(cluster_id, name)], c.key) for c in COLUMNS}
             for name in names
             if (cluster_id, name) in stored
         }
         for cluster_id, names in wanted.items()
     }
-    keys = SQLITE_KEYS  # Postgres' records also hold the cluster's index ("run")
+    keys = [c.key for c in COLUMNS]  # Postgres' records also hold the cluster's index ("run")
     read = {c: {n: {k: r[k] for k in keys} for n, r in rows.items()} for c, rows in found.items()}
     assert read == expected
     assert len(expected[east]) == 8 and len(expected[west]) == 3
