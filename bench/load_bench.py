@@ -331,6 +331,12 @@ def _print_report(result: dict) -> None:
             f"{kind:>6}: {r['requests']} requests, {r['per_s']:.0f}/s, p50 {r['p50_ms']:.1f} ms, "
             f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, {r['errors']} errors"
         )
+    if len(result["by_replica"]) > 1:
+        print("every request by replica (each kind sent to the replicas in turn):")
+        for i, r in enumerate(result["by_replica"]):
+            print(
+                f"  replica {i}: {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+            )
 
 
 if __name__ == "__main__":

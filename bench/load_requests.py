@@ -122,11 +122,16 @@ class _Calls:
         self.errors: dict[str, int] = {k: 0 for k in self.latencies}
         self.causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
         self.uids: list[str] = []
-        self.turn = itertools.count()
+        # Each kind goes to the replicas in turn on its own: one turn for all kinds sent every
+        # get to one replica and every list to the other (the driver interleaves the kinds in
+        # a fixed pattern), so "get" measured that replica, not the endpoint.
+        self.turns = {kind: itertools.count() for kind in self.latencies}
+        self.by_replica: list[list[float]] = [[] for _ in apis]  # every kind's latencies
 
     async def call(self, kind: str, method: str, path: str, **kwargs: object) -> None:
         started = time.perf_counter()
-        api = self.apis[next(self.turn) % len(self.apis)]
+        replica = next(self.turns[kind]) % len(self.apis)
+        api = self.apis[replica]
         try:
             async with api.request(method, path, **kwargs) as response:  # type: ignore[arg-type]
                 ok = response.status < 400
@@ -140,11 +145,20 @@ class _Calls:
         if not ok:
             self.causes[f"{kind} {cause}"] = self.causes.get(f"{kind} {cause}", 0) + 1
         self.latencies[kind].append(time.perf_counter() - started)
+        self.by_replica[replica].append(time.perf_counter() - started)
         if not ok:
             self.errors[kind] += 1
 
     def summary(self, elapsed: float) -> dict:
-        return {"error_causes": self.causes} | {
+        replicas = [
+            {
+                "requests": len(values),
+                "p50_ms": 1000 * percentile(values, 0.5),
+                "p99_ms": 1000 * percentile(values, 0.99),
+            }
+            for values in self.by_replica
+        ]
+        return {"error_causes": self.causes, "by_replica": replicas} | {
             kind: {
                 "requests": len(values),
                 "per_s": len(values) / elapsed,

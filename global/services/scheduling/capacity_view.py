@@ -20,8 +20,10 @@ nothing changed in most of them."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Cluster, Node
+from volcano_global.loop_turns import Turns
 from volcano_global.services.inventory.domain_trees import DomainTree
 from volcano_global.services.inventory.node_changes import LoggedNode, covered, logged_since
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS, UNKNOWN_GPU_MODEL
@@ -97,10 +100,12 @@ async def free_histograms(
 ) -> dict[uuid.UUID, dict[LeafKey, tuple[int, ...]]]:
     """Per cluster: (leaf domain, model) -> `h` where `h[v]` nodes have exactly `v` free GPUs
     (ready, schedulable nodes with GPUs), as of the clusters' rows the caller read."""
-    await _refresh(session, clusters)
-    return {
-        c.id: {key: tuple(h) for key, h in _views[c.id].hists.items() if any(h)} for c in clusters
-    }
+    async with _one_at_a_time():
+        await _refresh(session, clusters)
+        return {
+            c.id: {key: tuple(h) for key, h in _views[c.id].hists.items() if any(h)}
+            for c in clusters
+        }
 
 
 async def free_states(
@@ -108,15 +113,18 @@ async def free_states(
 ) -> dict[uuid.UUID, ClusterCapacity]:
     """Per cluster: its free capacity as solver input (leaves sorted by path and model), as of
     the clusters' rows the caller read; `trees` at the generations of those rows."""
-    await _refresh(session, clusters)
-    states = {}
-    for c in clusters:
-        view = _views[c.id]
-        if view.state is None or view.state[0] != view.version or view.state[1].name != c.name:
-            sizes = {key: node_size(counted) for key, counted in view.sizes.items()}
-            view.state = (view.version, solver_state(c.name, view.hists, trees[c.id], sizes))
-        states[c.id] = view.state[1]
-    return states
+    async with _one_at_a_time():
+        await _refresh(session, clusters)
+        states = {}
+        turns = Turns()
+        for c in clusters:
+            await turns.take()
+            view = _views[c.id]
+            if view.state is None or view.state[0] != view.version or view.state[1].name != c.name:
+                sizes = {key: node_size(counted) for key, counted in view.sizes.items()}
+                view.state = (view.version, solver_state(c.name, view.hists, trees[c.id], sizes))
+            states[c.id] = view.state[1]
+        return states
 
 
 def solver_state(
@@ -182,10 +190,28 @@ async def read_histograms(
     }
 
 
+def _one_at_a_time() -> asyncio.Lock:
+    """The views are brought up to date and read by one caller at a time (a round and an API
+    preview of the same replica): `_refresh` yields the event loop while it works, and a
+    second caller would otherwise see a view whose sequence claims nodes not yet put in it.
+    One lock per event loop (tests run many loops in one process)."""
+    loop = asyncio.get_running_loop()
+    lock = _locks.get(loop)
+    if lock is None:
+        lock = _locks[loop] = asyncio.Lock()
+    return lock
+
+
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
     """Bring the views of `clusters` up to the rows the caller read: a cluster read whole when
     its view is of another generation, it removed nodes since, or its change log no longer
-    reaches back to the view's sequence; otherwise from the nodes its log holds since."""
+    reaches back to the view's sequence; otherwise from the nodes its log holds since. The
+    caller holds `_one_at_a_time`; the event loop gets its turns every few milliseconds."""
     whole, since = [], {}
     for c in clusters:
         view = _views.get(c.id)
@@ -208,13 +234,17 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
                 _views[c.id].seq = c.inventory_seq
     for c in whole:
         _views[c.id] = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
+    turns = Turns()
     if whole:
         rows = await session.execute(
             select(*_COLUMNS).where(Node.cluster_id.in_(c.id for c in whole))
         )
-        for name, cluster_id, *values in rows:
+        for i, (name, cluster_id, *values) in enumerate(rows):
+            if i % 500 == 0:
+                await turns.take()
             _views[cluster_id].put(name, _bucket(*values))
     for cluster_id, nodes in logged:
+        await turns.take()
         view = _views[cluster_id]
         for name, domain, *values in nodes:
             view.put(name, _bucket(view.domain_id(domain), *values))

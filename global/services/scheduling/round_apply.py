@@ -44,6 +44,7 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
+from volcano_global.loop_turns import Turns
 from volcano_global.services.data import source_uris
 from volcano_global.services.data.copies import REPLICA_NAMESPACE
 from volcano_global.services.dispatch.supervision import GangOutcome
@@ -70,6 +71,11 @@ from volcano_global.solver.copies import Copy
 from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.preemption import Eviction
 from volcano_global.solver.round_plan import Grow, RoundPlan, Status
+
+# Starts written per flush: a flush of a whole round's rows (600 jobs' shares, events,
+# dispatch messages and tokens) held the leader's event loop for one long stretch of
+# SQLAlchemy's unit of work (docs/benchmarks.md, "The leader's stalls").
+FLUSH_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -300,7 +306,11 @@ async def _start(
     copied = {c.data for d, _, _ in starting for c in staging.get(d.job_id, ())}
     uris = await source_uris(session, names=copied - {CHECKPOINT})
     placed = []
-    for d, job, placement in starting:
+    turns = Turns()
+    for i, (d, job, placement) in enumerate(starting):
+        if i and i % FLUSH_EVERY == 0:
+            await session.flush()
+        await turns.take()
         rows, lines = write_holdings(
             session,
             job=job,

@@ -4,6 +4,7 @@ writer that does not log (a replica of an older release), on SQLite and Postgres
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from typing import Any
 
@@ -13,6 +14,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
 from tests.factories import create_cluster, inventory
+from volcano_global import loop_turns
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node, NodeChange
 from volcano_global.schemas.clusters import InventoryDelta
@@ -121,3 +123,31 @@ async def test_sequences_stored_without_logging_make_the_view_read_the_cluster_w
             await _delta(app, [nodes[2] | {"gpuUsed": 7}])
         view, expected = await _view_and_nodes(app)
         assert view == expected, f"step {step}"
+
+
+async def test_a_reader_in_the_middle_of_another_ones_read_sees_the_whole_cluster(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round reads a cluster whole and yields the event loop in the middle (its first turn,
+    before any node is counted); a preview reads the view then: it waits for the round's
+    read rather than see a view that claims nodes not yet in it. (On SQLite's one connection
+    the second reader waits for the first one's transaction either way.)"""
+    await create_cluster(api, "east")
+    await api.put(
+        "/api/v1/clusters/east/inventory", json=inventory("east", tors=3, nodes_per_tor=4)
+    )
+    take = loop_turns.Turns.take
+    second: list[asyncio.Task[tuple[dict, dict]]] = []
+
+    async def take_and_let_a_second_reader_run(turns: loop_turns.Turns) -> None:
+        if not second:
+            second.append(asyncio.create_task(_view_and_nodes(app)))
+            await asyncio.wait(second, timeout=0.5)  # as far as it gets while the first waits
+        await take(turns)
+
+    monkeypatch.setattr(loop_turns.Turns, "take", take_and_let_a_second_reader_run)
+    view, expected = await _view_and_nodes(app)
+    assert view == expected
+    assert second, "the first reader took no turn while it read the cluster whole"
+    view, expected = await second[0]
+    assert view == expected

@@ -1,0 +1,26 @@
+"""Long loops on the event loop hand it back every few milliseconds: a round that places 600
+jobs builds their rows in one loop with nothing to await, and every request and agent message
+of its replica waited for it (stalls of 100-200 ms on the leader at 200 jobs/s:
+docs/benchmarks.md, "The leader's stalls"). Pure asyncio, no I/O."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+SLICE_S = 0.005  # the longest a loop holds the event loop between two turns
+
+
+class Turns:
+    """`await turns.take()` once an item in a long loop: it yields to the event loop when
+    `slice_s` has passed since the last time it did (or since it was made), else returns at
+    once, so a short loop costs nothing."""
+
+    def __init__(self, slice_s: float | None = None) -> None:
+        self._slice = SLICE_S if slice_s is None else slice_s
+        self._since = time.perf_counter()
+
+    async def take(self) -> None:
+        if time.perf_counter() - self._since >= self._slice:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
