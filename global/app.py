@@ -132,6 +132,7 @@ async def _serving(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
                 sessions=sessions,
                 scheduler=scheduler,
                 kube_feed=app.state.kube_feed,
+                metrics=app.state.metrics,
             )
         )
         try:

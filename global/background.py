@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from volcano_global.backoff import Backoff
 from volcano_global.db.engine import create_engine, is_unavailable
 from volcano_global.db.notifications import Listener
+from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.services.inventory.heartbeats import HeartbeatMonitor
 from volcano_global.services.kube.feed import ChangeFeed
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 # this: a database that is back is noticed within seconds, one that stays away is not asked
 # (and logged about) every second.
 FAILURE_PAUSE_CAP_S = 5.0
+LAG_PROBE_S = 0.25  # the event loop's lag probed this often (`event_loop_lag`)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ def server_loops(
     sessions: async_sessionmaker[AsyncSession],
     scheduler: Scheduler,
     kube_feed: ChangeFeed,
+    metrics: Metrics,
 ) -> list[Loop]:
     """An API replica's loops. Made once the agent port is open: silence is counted from
     then."""
@@ -64,6 +68,7 @@ def server_loops(
             every_s=max(settings.agents.heartbeat_timeout_s / 5, 0.2),
         ),
         kube_change_feed(kube_feed),
+        event_loop_lag(metrics),
     ]
     if engine.dialect.name == "postgresql":  # on a connection of its own, not the pool's
         # Commits of other processes wake this one's agent streams (they poll meanwhile).
@@ -79,6 +84,19 @@ def server_loops(
     if settings.scheduling.enabled:
         loops += scheduling_loops(settings, engine, scheduler)
     return loops
+
+
+def event_loop_lag(metrics: Metrics, probe_s: float = LAG_PROBE_S) -> Loop:
+    """How late a timer fires, every `probe_s`, into `vglobal_event_loop_lag_seconds`: a
+    callback that holds the loop (a round's long stretch, a large snapshot) shows as lag that
+    every request of the process also waited."""
+
+    async def probe() -> None:
+        asked = time.perf_counter()
+        await asyncio.sleep(probe_s)
+        metrics.loop_lag.observe(max(0.0, time.perf_counter() - asked - probe_s))
+
+    return Loop("event-loop-lag", probe, every_s=0)
 
 
 def kube_change_feed(feed: ChangeFeed) -> Loop:

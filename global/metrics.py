@@ -80,6 +80,13 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "vglobal_event_loop_lag_seconds",
+            "How late a timer of the process's event loop fired (probed every 0.25 s): what a "
+            "request or an agent message waits behind work that holds the loop",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=r,
+        )
         self.placed = Counter("vglobal_jobs_placed_total", "Jobs placed", registry=r)
         self.deferred = Counter(
             "vglobal_jobs_deferred_total",

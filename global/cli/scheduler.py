@@ -16,7 +16,7 @@ import signal
 import uvloop
 from prometheus_client import start_http_server
 
-from volcano_global.background import Background, scheduling_loops
+from volcano_global.background import Background, event_loop_lag, scheduling_loops
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.cli.serve import refuse_unusable_database
 from volcano_global.db.engine import create_engine, create_session_factory
@@ -57,7 +57,9 @@ async def _schedule(settings: Settings, metrics_port: int | None) -> None:
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-    background = Background(scheduling_loops(settings, engine, scheduler))
+    background = Background(
+        [*scheduling_loops(settings, engine, scheduler), event_loop_lag(metrics)]
+    )
     log.info("scheduling (looking for waiting jobs every %.2f s)", settings.scheduling.interval_s)
     try:
         await stopping.wait()
