@@ -51,7 +51,13 @@ from load_processes import (  # noqa: E402
     start_profiler,
     start_replicas,
 )
-from load_readouts import STAGES, drained, lifecycle_stages  # noqa: E402
+from load_readouts import (  # noqa: E402
+    STAGES,
+    drained,
+    lag_quantile,
+    lifecycle_stages,
+    loop_lag_buckets,
+)
 from load_requests import drive  # noqa: E402
 
 
@@ -151,9 +157,14 @@ async def _measure(
     if args.pg_statements:
         await pg_statements.reset(args.database_url)
     meter.start()
+    lags = [await loop_lag_buckets(s) for s in servers]
     begin = datetime.now(UTC)
     result = await drive(servers, args.rate, args.reads, args.seconds, job_seconds=args.job_seconds)
     end = datetime.now(UTC)
+    result["loop_lag_p99_s"] = [
+        lag_quantile(before, await loop_lag_buckets(s), 0.99)
+        for before, s in zip(lags, servers, strict=True)
+    ]
     used, elapsed = meter.used()
     result["cpu_cores"] = {k: v / elapsed for k, v in used.items()}
     result["idle_cpu_cores"] = idle
@@ -331,6 +342,10 @@ def _print_report(result: dict) -> None:
             f"{kind:>6}: {r['requests']} requests, {r['per_s']:.0f}/s, p50 {r['p50_ms']:.1f} ms, "
             f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, {r['errors']} errors"
         )
+    print(
+        "event loop lag p99 in the measured load, by replica (a bucket's upper bound):",
+        ", ".join(f"{v * 1000:g} ms" for v in result["loop_lag_p99_s"]),
+    )
     if len(result["by_replica"]) > 1:
         print("every request by replica (each kind sent to the replicas in turn):")
         for i, r in enumerate(result["by_replica"]):

@@ -4,10 +4,13 @@ finished (the drain), and when the jobs reached each lifecycle stage."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from datetime import UTC, datetime
 
+from harness import Server
 from load_requests import percentile
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -66,3 +69,29 @@ async def drained(database_url: str, within: float) -> int:
     finally:
         await engine.dispose()
     return unfinished
+
+
+async def loop_lag_buckets(server: Server) -> dict[float, float]:
+    """The server's `vglobal_event_loop_lag_seconds` histogram as it stands: cumulative
+    counts by upper bound (+Inf included)."""
+    scraped = (await server.api.get("/metrics")).text
+    return {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(scraped)
+        if family.name == "vglobal_event_loop_lag_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_bucket")
+    }
+
+
+def lag_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The upper bound of the bucket that holds quantile `q` of the probes between two
+    scrapes (inf: beyond the last bound; 0: no probe)."""
+    bounds = sorted(after)
+    total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
+    if total <= 0:
+        return 0.0
+    for bound in bounds:
+        if after[bound] - before.get(bound, 0.0) >= q * total:
+            return bound
+    return math.inf
