@@ -144,8 +144,9 @@ class _Calls:
             ok, cause = False, type(exc).__name__
         if not ok:
             self.causes[f"{kind} {cause}"] = self.causes.get(f"{kind} {cause}", 0) + 1
-        self.latencies[kind].append(time.perf_counter() - started)
-        self.by_replica[replica].append(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.latencies[kind].append(took)
+        self.by_replica[replica].append(took)
         if not ok:
             self.errors[kind] += 1
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-SLICE_S = 0.005  # the longest a loop holds the event loop between two turns
+SLICE_S = 0.005  # a loop yields at its next item once it has held the event loop this long
 
 
 class Turns:
-    """`await turns.take()` once an item in a long loop: it yields to the event loop when
+    """`await turns.take()` between the items of a long loop: it yields to the event loop when
     `slice_s` has passed since the last time it did (or since it was made), else returns at
-    once, so a short loop costs nothing."""
+    once, so a short loop costs nothing. An item longer than the slice still holds the loop
+    for all of it."""
 
     def __init__(self, slice_s: float | None = None) -> None:
         self._slice = SLICE_S if slice_s is None else slice_s

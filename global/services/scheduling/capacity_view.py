@@ -192,9 +192,12 @@ async def read_histograms(
 
 def _one_at_a_time() -> asyncio.Lock:
     """The views are brought up to date and read by one caller at a time (a round and an API
-    preview of the same replica): `_refresh` yields the event loop while it works, and a
-    second caller would otherwise see a view whose sequence claims nodes not yet put in it.
-    One lock per event loop (tests run many loops in one process)."""
+    preview of the same replica): `_refresh` yields the event loop while it works, and two
+    callers would otherwise apply the log's nodes over each other. One lock per event loop
+    (tests run many loops in one process). A caller takes it holding its connection already
+    (it has read the clusters in its transaction): on SQLite's one connection, a caller that
+    waited for the connection while holding the lock would wait on the holder's transaction,
+    which waits on the lock."""
     loop = asyncio.get_running_loop()
     lock = _locks.get(loop)
     if lock is None:
@@ -210,8 +213,11 @@ _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
 async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
     """Bring the views of `clusters` up to the rows the caller read: a cluster read whole when
     its view is of another generation, it removed nodes since, or its change log no longer
-    reaches back to the view's sequence; otherwise from the nodes its log holds since. The
-    caller holds `_one_at_a_time`; the event loop gets its turns every few milliseconds."""
+    reaches back to the view's sequence; otherwise from the nodes its log holds since. A view
+    never claims more than it counts: a cluster read whole replaces its view once all its
+    nodes are in, and a view's sequence moves once its log's nodes are, so a refresh cancelled
+    or failed half-way leaves views behind (caught up by the next), not wrong. The caller
+    holds `_one_at_a_time`; between items the event loop gets a turn once 5 ms have passed."""
     whole, since = [], {}
     for c in clusters:
         view = _views.get(c.id)
@@ -224,30 +230,39 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
         elif c.inventory_seq > view.seq:
             since[c.id] = view.seq
     logged: list[tuple[uuid.UUID, list[LoggedNode]]] = []
+    kept: set[uuid.UUID] = set()
     if since:
         logged = await logged_since(session, since)
         kept = await covered(session, since, {c.id: c.inventory_generation for c in clusters})
         whole += [c for c in clusters if c.id in since and c.id not in kept]
         logged = [(cluster_id, nodes) for cluster_id, nodes in logged if cluster_id in kept]
-        for c in clusters:
-            if c.id in kept:
-                _views[c.id].seq = c.inventory_seq
-    for c in whole:
-        _views[c.id] = _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
     turns = Turns()
-    if whole:
-        rows = await session.execute(
-            select(*_COLUMNS).where(Node.cluster_id.in_(c.id for c in whole))
-        )
-        for i, (name, cluster_id, *values) in enumerate(rows):
-            if i % 500 == 0:
-                await turns.take()
-            _views[cluster_id].put(name, _bucket(*values))
+    await _read_whole(session, whole, turns)
     for cluster_id, nodes in logged:
         await turns.take()
         view = _views[cluster_id]
         for name, domain, *values in nodes:
             view.put(name, _bucket(view.domain_id(domain), *values))
+    for c in clusters:
+        if c.id in kept:
+            _views[c.id].seq = c.inventory_seq
+
+
+async def _read_whole(session: AsyncSession, clusters: list[Cluster], turns: Turns) -> None:
+    """New views of `clusters` from all their nodes, each in `_views` once filled (a turn
+    every 500 rows: a row costs a few microseconds)."""
+    if not clusters:
+        return
+    fresh = {
+        c.id: _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
+        for c in clusters
+    }
+    rows = await session.execute(select(*_COLUMNS).where(Node.cluster_id.in_(list(fresh))))
+    for i, (name, cluster_id, *values) in enumerate(rows):
+        if i % 500 == 0:
+            await turns.take()
+        fresh[cluster_id].put(name, _bucket(*values))
+    _views.update(fresh)
 
 
 def _bucket(

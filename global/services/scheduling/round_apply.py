@@ -289,9 +289,10 @@ async def _start(
     staging: Mapping[str, tuple[Copy, ...]],
 ) -> list[str]:
     """Step 5. The placements first, in one flush: the rows that point at them (shares,
-    reservations, dispatch messages) then go together in the round's last flush, a statement
-    per table. A start that lands where its data is not gets its copies (`staging`) on the
-    shares they go to, their bandwidth held until each share's staging ends."""
+    reservations, dispatch messages) then go in flushes of `FLUSH_EVERY` starts (a statement
+    per table each; the last with the round's last flush), a job's rows all in one. A start
+    that lands where its data is not gets its copies (`staging`) on the shares they go to,
+    their bandwidth held until each share's staging ends."""
     session.add_all([placement for _, _, placement in starting])
     await session.flush()
     queue_ids = {job.queue_id for _, job, _ in starting}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import math
 import time
 import uuid
@@ -11,7 +12,7 @@ import uuid
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import event, update
+from sqlalchemy import event, func, select, update
 
 from tests.factories import (
     create_cluster,
@@ -24,11 +25,12 @@ from tests.factories import (
 from volcano_global.db.base import utcnow
 from volcano_global.db.engine import transaction
 from volcano_global.db.fast_reads import Read
-from volcano_global.db.models import Job
+from volcano_global.db.models import ClusterShare, Job, JobState, OutboxMessage, Placement
 from volcano_global.scheduler.loop import Scheduler
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.inventory.deltas import apply_delta
+from volcano_global.services.scheduling import round_apply
 from volcano_global.services.scheduling.round_apply import apply_plan
 from volcano_global.services.scheduling.round_input import RoundContext, read_round
 from volcano_global.services.scheduling.rounds import record_round
@@ -439,3 +441,33 @@ async def test_a_job_the_round_cannot_model_is_told_once_not_every_round(
     assert job["pendingReason"].startswith("cannot be placed yet: ")
     events = (await api.get(f"/api/v1/jobs/{uid}/events")).json()["items"]
     assert [e["reason"] for e in events].count("Unschedulable") == 1
+
+
+async def test_a_round_flushed_in_parts_writes_every_start_whole(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten starts flushed three at a time: each job Placed with its shares and one assignment
+    in the outbox, the assignments in start order, part after part."""
+    monkeypatch.setattr(round_apply, "FLUSH_EVERY", 3)
+    await two_clusters(api)
+    for i in range(10):
+        await submit(api, job_document(f"small-{i}", replicas=1))
+    report = await app.state.scheduler.run_once()
+    assert report is not None and len(report.result.placed) == 10
+    async with transaction(app.state.sessions) as session:
+        rows = (
+            await session.execute(
+                select(Placement.job_id, OutboxMessage.created_at, func.count(ClusterShare.id))
+                .join(OutboxMessage, OutboxMessage.placement_id == Placement.id)
+                .join(ClusterShare, ClusterShare.placement_id == Placement.id)
+                .group_by(Placement.job_id, OutboxMessage.id, OutboxMessage.created_at)
+            )
+        ).all()
+        states = set((await session.execute(select(Job.state))).scalars())
+    assert sorted(str(job_id) for job_id, _, _ in rows) == sorted(report.result.placed)
+    assert all(shares == 1 for _, _, shares in rows)
+    assert states == {JobState.PLACED}
+    written = {str(job_id): at for job_id, at, _ in rows}
+    parts = [report.result.placed[i : i + 3] for i in range(0, 10, 3)]
+    for earlier, later in itertools.pairwise(parts):
+        assert max(written[uid] for uid in earlier) <= min(written[uid] for uid in later)

@@ -151,3 +151,30 @@ async def test_a_reader_in_the_middle_of_another_ones_read_sees_the_whole_cluste
     assert second, "the first reader took no turn while it read the cluster whole"
     view, expected = await second[0]
     assert view == expected
+
+
+@pytest.mark.parametrize("read", ["whole", "from the log"])
+async def test_a_refresh_cut_off_half_way_leaves_the_view_behind_not_wrong(
+    app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """The refresh fails at its first turn (a cancelled round, a database gone): the next one
+    still finds every node, whether the view was being read whole or from the log."""
+    await create_cluster(api, "east")
+    nodes = inventory("east", tors=3, nodes_per_tor=4)["nodes"]
+    await api.put(
+        "/api/v1/clusters/east/inventory", json=inventory("east", tors=3, nodes_per_tor=4)
+    )
+    if read == "from the log":
+        await _view_and_nodes(app)
+        await _delta(app, [nodes[0] | {"gpuUsed": 5}])
+    take = loop_turns.Turns.take
+
+    async def cut_off(turns: loop_turns.Turns) -> None:
+        raise RuntimeError("cut off")
+
+    monkeypatch.setattr(loop_turns.Turns, "take", cut_off)
+    with pytest.raises(RuntimeError, match="cut off"):
+        await _view_and_nodes(app)
+    monkeypatch.setattr(loop_turns.Turns, "take", take)
+    view, expected = await _view_and_nodes(app)
+    assert view == expected
