@@ -350,7 +350,8 @@ def _print_report(result: dict) -> None:
         print("every request by replica (each kind sent to the replicas in turn):")
         for i, r in enumerate(result["by_replica"]):
             print(
-                f"  replica {i}: {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+                f"  replica {i}: {r['requests']} requests, "
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
             )
 
 

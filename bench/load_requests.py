@@ -122,9 +122,9 @@ class _Calls:
         self.errors: dict[str, int] = {k: 0 for k in self.latencies}
         self.causes: dict[str, int] = {}  # "503", "ReadTimeout", ...
         self.uids: list[str] = []
-        # Each kind goes to the replicas in turn on its own: one turn for all kinds sent every
-        # get to one replica and every list to the other (the driver interleaves the kinds in
-        # a fixed pattern), so "get" measured that replica, not the endpoint.
+        # Each kind goes to the replicas in turn on its own, so every kind meets every replica:
+        # the driver interleaves the kinds in a fixed pattern, which one shared turn would
+        # line up with the replicas.
         self.turns = {kind: itertools.count() for kind in self.latencies}
         self.by_replica: list[list[float]] = [[] for _ in apis]  # every kind's latencies
 

@@ -1,7 +1,7 @@
-"""Long loops on the event loop hand it back every few milliseconds: a round that places 600
-jobs builds their rows in one loop with nothing to await, and every request and agent message
-of its replica waited for it (stalls of 100-200 ms on the leader at 200 jobs/s:
-docs/benchmarks.md, "The leader's stalls"). Pure asyncio, no I/O."""
+"""Long loops on the event loop hand it back every few milliseconds: a round builds the rows
+of all its starts in one loop with nothing to await, and every request and agent message of
+its replica would wait for the whole of it (docs/benchmarks.md, "The leader's stalls"). Pure
+asyncio, no I/O."""
 
 from __future__ import annotations
 

@@ -249,8 +249,8 @@ async def _refresh(session: AsyncSession, clusters: list[Cluster]) -> None:
 
 
 async def _read_whole(session: AsyncSession, clusters: list[Cluster], turns: Turns) -> None:
-    """New views of `clusters` from all their nodes, each in `_views` once filled (a turn
-    every 500 rows: a row costs a few microseconds)."""
+    """New views of `clusters` from all their nodes, each in `_views` once filled (the turn
+    checked every 500 rows: a row's own work is short next to the check)."""
     if not clusters:
         return
     fresh = {

@@ -72,9 +72,9 @@ from volcano_global.solver.data import CHECKPOINT
 from volcano_global.solver.preemption import Eviction
 from volcano_global.solver.round_plan import Grow, RoundPlan, Status
 
-# Starts written per flush: a flush of a whole round's rows (600 jobs' shares, events,
-# dispatch messages and tokens) held the leader's event loop for one long stretch of
-# SQLAlchemy's unit of work (docs/benchmarks.md, "The leader's stalls").
+# Starts written per flush: SQLAlchemy's unit of work holds the event loop through a flush, so
+# a round's rows go in parts rather than in one flush as long as the round is large
+# (docs/benchmarks.md, "The leader's stalls").
 FLUSH_EVERY = 100
 
 
