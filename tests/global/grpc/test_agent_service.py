@@ -240,32 +240,32 @@ async def test_silent_agent_makes_its_cluster_not_ready_and_back(
     app: FastAPI, api: httpx.AsyncClient, east: str
 ) -> None:
     stream = Stream(app, east)
-    await stream.hello()
-    assert (await api.get("/api/v1/clusters/gpu-east")).json()["state"] == "Ready"
 
     async def state() -> str:
         return str((await api.get("/api/v1/clusters/gpu-east")).json()["state"])
 
-    for _ in range(100):
-        if await state() == "NotReady":
-            break
-        await asyncio.sleep(0.05)
-    assert await state() == "NotReady"
-
-    async def beating() -> None:  # as an agent does; a loaded machine may exceed the timeout
-        while True:
-            await stream.call.write(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=1)))
-            await asyncio.sleep(0.2)
-
-    beats = asyncio.create_task(beating())
-    try:
+    async def becomes(wanted: str) -> None:
         for _ in range(100):
-            if await state() == "Ready":
-                break
+            if await state() == wanted:
+                return
             await asyncio.sleep(0.05)
-        assert await state() == "Ready"
-    finally:
-        beats.cancel()
+        assert await state() == wanted
+
+    async def beating_until(wanted: str) -> None:
+        """Heartbeats every 0.2 s, as an agent sends them (a loaded machine may exceed the
+        timeout between two), until the state is `wanted`; never cut mid-write, which would
+        end the stream."""
+        for _ in range(100):
+            await stream.call.write(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_millis=1)))
+            if await state() == wanted:
+                return
+            await asyncio.sleep(0.2)
+        assert await state() == wanted
+
+    await stream.hello()
+    await beating_until("Ready")
+    await becomes("NotReady")
+    await beating_until("Ready")
     reasons = [
         e["reason"] for e in (await api.get("/api/v1/clusters/gpu-east/events")).json()["items"]
     ]
