@@ -40,6 +40,7 @@ class Cluster(UUIDPrimaryKey, Timestamps, Base):
     # `inventory_seq` only after a writer that does not log (a replica of an older release).
     node_changes_floor: Mapped[int] = mapped_column(BigInteger, default=0)
     node_changes_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    node_changes_nodes: Mapped[int] = mapped_column(default=0)  # how many nodes the log holds
     inventory_updated_at: Mapped[datetime | None] = mapped_column(default=None)
     # Raised by each new agent stream: the stream holding this epoch is the cluster's one
     # stream; an older one (of any replica) ends (`services/inventory/agent_streams.py`).

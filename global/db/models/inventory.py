@@ -70,8 +70,8 @@ class NodeChange(Base):
     """The nodes one transaction of deltas upserted in a cluster, at the sequence it stored,
     as written (name, domain and capacity columns: `services/inventory/node_changes.py`): the
     scheduler's capacity view reads what changed since its last read from these rows, so no
-    index on `nodes` moves with every update. Pruned by the writers behind a window of
-    sequences."""
+    index on `nodes` moves with every update. Pruned by the writers once it holds more
+    nodes than its cluster."""
 
     __tablename__ = "node_changes"
 
@@ -82,3 +82,4 @@ class NodeChange(Base):
     # json, not JSONB, on Postgres: written once, read whole, never queried inside (migration
     # 0031 also compresses it with lz4).
     nodes: Mapped[list[list[Any]]] = mapped_column(JSON)
+    node_count: Mapped[int] = mapped_column(default=0)  # len(nodes), read by the pruning

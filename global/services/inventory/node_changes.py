@@ -14,14 +14,20 @@ generation at a sequence in (`node_changes_floor`, `node_changes_seq`]. The writ
 - whatever stores a new sequence moves `node_changes_seq` with it (`store_seq`), unless the log
   already trailed: a writer of an older release stored sequences without logging, and the next
   logging writer raises the floor to the sequence it found (`log_upserts`);
-- the writers prune: once a cluster's log spans more than `2 * KEPT_SEQS` sequences, the rows
-  at or below the newest less `KEPT_SEQS` go and the floor rises to it (one DELETE a cluster
-  every `KEPT_SEQS` sequences or so, not one a delta). Agents send at most one delta per
-  coalescing window (1 s by default) and the leader's rounds read at least every
-  `scheduler.interval_s` (2 s), so 16-32 sequences are 16 s or more of history: a view further
-  behind than that (a paused or new leader) reads its cluster whole, as at its first read.
-  The log stays bounded: at most 32 rows a cluster, about 33 kB a row of 500 nodes (3,200 rows
-  and ~100 MB for 100 clusters each changing 500 nodes a second, the benchmark's load);
+- the writers prune, bounded by the nodes the log holds (`node_changes_nodes`, each row's
+  `node_count`) rather than by sequences: once a cluster's log holds more than twice
+  `kept_nodes` (as many as the cluster has, at least `KEPT_NODES`) over more than
+  `2 * KEPT_SEQS` sequences, the oldest rows go until it holds at most `kept_nodes`, keeping
+  the newest `KEPT_SEQS` sequences whatever they hold. A busy cluster's agent sends a delta
+  of a few nodes each time a share's pods come or go (20-70 a second at 200 jobs/s), which a
+  window of 16-32 sequences covered for under two seconds, less than a round's period, so the
+  leader read such clusters whole every round; bounded by nodes, the same log covers minutes
+  of them, and a cluster changing 500 nodes a delta is pruned as before, every 16 sequences.
+  A view that is behind reads at most about twice the cluster's nodes from the log, and a
+  view further behind (a paused or new leader) reads its cluster whole, as at its first
+  read. One DELETE a cluster every `KEPT_SEQS` sequences and `kept_nodes` nodes at most;
+  the log stays bounded: at most twice the cluster's nodes, or 32 rows of large deltas
+  (about 33 kB a row of 500 nodes);
 - a snapshot empties the cluster's log and sets both bounds to its sequence (`restart_log`):
   its nodes are a new generation, which readers read whole.
 
@@ -41,6 +47,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from volcano_global.db.models import Cluster, NodeChange
 
 KEPT_SEQS = 16
+KEPT_NODES = 1_000
 
 
 # What the log holds of an upserted node, in this order: its name, then its domain's id (a
@@ -49,30 +56,77 @@ LOGGED = ("name", "domain_id", "gpu_model", "gpu_allocatable", "gpu_used", "read
 LoggedNode = list[Any]  # the values of LOGGED
 
 
+def kept_nodes(cluster: Cluster) -> int:
+    """How many logged nodes the cluster's log keeps after a prune (at most)."""
+    return max(KEPT_NODES, cluster.nodes_total)
+
+
 async def log_upserts(
     session: AsyncSession, upserts: list[tuple[Cluster, int, list[LoggedNode]]]
 ) -> None:
-    """Log each (cluster, the sequence its delta stores, the nodes it upserted as written),
-    pruning the clusters' logs that grew past their window; before `store_seq` of those
-    sequences."""
-    pruned: list[ColumnElement[bool]] = []
-    for cluster, seq, _ in upserts:
+    """Log each (cluster, the sequence its delta stores, the nodes it upserted as written) of
+    distinct clusters, pruning the clusters' logs that grew past their bound; before
+    `store_seq` of those sequences."""
+    restarted = []
+    for cluster, _, nodes in upserts:
         if cluster.node_changes_seq != cluster.inventory_seq:
             # Sequences stored without logging: the log starts again from the one stored.
             cluster.node_changes_floor = cluster.node_changes_seq = cluster.inventory_seq
-            pruned.append(NodeChange.cluster_id == cluster.id)
-        elif seq - cluster.node_changes_floor > 2 * KEPT_SEQS:
-            cluster.node_changes_floor = floor = seq - KEPT_SEQS
-            pruned.append(and_(NodeChange.cluster_id == cluster.id, NodeChange.seq <= floor))
-    if pruned:
-        await session.execute(delete(NodeChange).where(or_(*pruned)))
+            cluster.node_changes_nodes = 0
+            restarted.append(cluster.id)
+        cluster.node_changes_nodes += len(nodes)
+    if restarted:
+        await session.execute(delete(NodeChange).where(NodeChange.cluster_id.in_(restarted)))
     rows = [
-        {"cluster_id": cluster.id, "seq": seq, "nodes": nodes}
+        {"cluster_id": cluster.id, "seq": seq, "nodes": nodes, "node_count": len(nodes)}
         for cluster, seq, nodes in upserts
         if nodes
     ]
     if rows:
         await session.execute(NodeChange.__table__.insert(), rows)
+    await _prune(session, [(c, seq) for c, seq, _ in upserts if _over_bound(c, seq)])
+
+
+def _over_bound(cluster: Cluster, seq: int) -> bool:
+    return (
+        seq - cluster.node_changes_floor > 2 * KEPT_SEQS
+        and cluster.node_changes_nodes > 2 * kept_nodes(cluster)
+    )
+
+
+async def _prune(session: AsyncSession, logs: list[tuple[Cluster, int]]) -> None:
+    """Raise each cluster's floor (at `seq`, the sequence just logged) until its log holds at
+    most `kept_nodes`, or only its newest `KEPT_SEQS` sequences; delete the rows below."""
+    if not logs:
+        return
+    rows = await session.execute(
+        select(NodeChange.cluster_id, NodeChange.seq, NodeChange.node_count)
+        .where(NodeChange.cluster_id.in_([cluster.id for cluster, _ in logs]))
+        .order_by(NodeChange.cluster_id, NodeChange.seq.desc())
+    )
+    newest_first: dict[uuid.UUID, list[tuple[int, int]]] = {}
+    for cluster_id, seq, count in rows:
+        newest_first.setdefault(cluster_id, []).append((seq, count))
+    pruned: list[ColumnElement[bool]] = []
+    for cluster, seq in logs:
+        floor, held = _floor_for(newest_first.get(cluster.id, []), seq, kept_nodes(cluster))
+        cluster.node_changes_floor, cluster.node_changes_nodes = floor, held
+        pruned.append(and_(NodeChange.cluster_id == cluster.id, NodeChange.seq <= floor))
+    await session.execute(delete(NodeChange).where(or_(*pruned)))
+
+
+def _floor_for(newest_first: list[tuple[int, int]], seq: int, kept: int) -> tuple[int, int]:
+    """(the new floor, the nodes the rows above it hold) of a log whose rows are
+    (sequence, node count), newest first, and whose newest sequence is `seq`."""
+    floor, held = seq - KEPT_SEQS, 0
+    for row_seq, count in newest_first:
+        if row_seq > floor:
+            held += count
+        elif held + count <= kept:
+            floor, held = row_seq - 1, held + count
+        else:
+            break
+    return floor, held
 
 
 def store_seq(cluster: Cluster, seq: int) -> None:
@@ -86,6 +140,7 @@ async def restart_log(session: AsyncSession, cluster: Cluster, seq: int) -> None
     """A snapshot at `seq` replaced the cluster's nodes: its log starts again from `seq`."""
     await session.execute(delete(NodeChange).where(NodeChange.cluster_id == cluster.id))
     cluster.node_changes_floor = cluster.node_changes_seq = seq
+    cluster.node_changes_nodes = 0
 
 
 async def logged_since(

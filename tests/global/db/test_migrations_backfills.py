@@ -1,5 +1,5 @@
 """Migrations that fill what they add from the rows stored before them: clusters' node counts,
-failed copies' causes and the node change log's bounds (both databases)."""
+failed copies' causes and the node change log's bounds and counts (both databases)."""
 
 from __future__ import annotations
 
@@ -129,6 +129,40 @@ async def test_the_node_change_log_of_a_cluster_starts_at_its_sequence(
         )
         bounds = {name: (floor, seq) for name, floor, seq in found}
     assert bounds == {"east": (41, 41), "west": (0, 0)}
+
+
+async def test_the_node_change_log_is_counted(empty_engine: AsyncEngine) -> None:
+    """0033_node_changes_count: each row's nodes counted, and each cluster's sum."""
+    await migrate.upgrade(empty_engine, "0032_node_usage_type")
+    clusters, now = Base.metadata.tables["clusters"], utcnow()
+    ids = {name: uuid.uuid4() for name in ("east", "west")}
+    rows = [
+        _cluster(cid, name, now, nodes_total=0, nodes_ready=0) | {"inventory_seq": 3}
+        for name, cid in ids.items()
+    ]
+    log = sa.table(
+        "node_changes",
+        sa.column("cluster_id", sa.Uuid()),
+        sa.column("seq", sa.BigInteger()),
+        sa.column("nodes", Base.metadata.tables["node_changes"].c.nodes.type),
+    )
+    node = ["n", None, "H100", 8, 0, True, True]
+    async with empty_engine.begin() as conn:
+        await _insert_clusters(conn, rows)
+        await conn.execute(
+            log.insert(),
+            [
+                {"cluster_id": ids["east"], "seq": 2, "nodes": [node] * 3},
+                {"cluster_id": ids["east"], "seq": 3, "nodes": [node] * 2},
+            ],
+        )
+    await migrate.upgrade(empty_engine)
+    changes = Base.metadata.tables["node_changes"]
+    async with empty_engine.connect() as conn:
+        counts = dict((await conn.execute(sa.select(changes.c.seq, changes.c.node_count))).all())
+        held = (await conn.execute(sa.select(clusters.c.name, clusters.c.node_changes_nodes))).all()
+    assert counts == {2: 3, 3: 2}
+    assert dict(held) == {"east": 5, "west": 0}
 
 
 async def test_a_downgrade_refills_the_domain_capacities_from_the_nodes(

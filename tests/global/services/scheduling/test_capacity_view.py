@@ -29,6 +29,7 @@ KEPT = 3  # sequences the log keeps (at least; at most twice as many), small to 
 @pytest.fixture(autouse=True)
 def _short_log(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(node_changes, "KEPT_SEQS", KEPT)
+    monkeypatch.setattr(node_changes, "kept_nodes", lambda cluster: 1)
 
 
 async def _view_and_nodes(app: FastAPI) -> tuple[dict, dict]:
