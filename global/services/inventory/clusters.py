@@ -21,6 +21,7 @@ from volcano_global.db.models import (
 from volcano_global.db.models.placements import HOLDING
 from volcano_global.errors import Conflict, NotFound
 from volcano_global.services.events import record_event
+from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.agent_streams import streams_must_recheck
 from volcano_global.services.tenancy.tokens import issue_token, revoke_cluster_tokens
 
@@ -147,6 +148,7 @@ async def delete_cluster(session: AsyncSession, *, name: str) -> None:
     await require_no_active_shares(session, cluster)
     await session.delete(cluster)
     streams_must_recheck(session, cluster.id)
+    node_cache.forget(session, cluster.id)
     await session.flush()
 
 

@@ -18,6 +18,7 @@ from volcano_global.db.copy_rows import update_tuples
 from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
+from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.node_changes import LoggedNode, log_upserts, store_seq
@@ -91,7 +92,7 @@ async def apply_node_deltas(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
     _refuse_unknown_domains(deltas, trees, max_nodes)
-    stored = await stored_nodes(session, {d.cluster.id: _named(d.delta) for d in deltas})
+    stored = await _stored(session, deltas)
     stale = _stale(deltas, stored)
     if stale:
         refused = {id(d) for d, _ in stale}
@@ -148,11 +149,60 @@ async def apply_node_deltas(
     if any(freed for _, freed in changes.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
     await log_upserts(session, logged)
+    if node_cache.caches(session):
+        _keep_stored(session, deltas, stored, trees)
     for d in deltas:
         d.cluster.inventory_updated_at = now
         store_seq(d.cluster, d.seq)
     await session.flush()
     return stale
+
+
+async def _stored(
+    session: AsyncSession, deltas: list[ClusterDelta]
+) -> dict[uuid.UUID, dict[str, StoredRow]]:
+    """The stored rows of the nodes each delta names, by cluster id and name: the cached rows
+    of a cluster where `node_cache` has them (every row it holds of the cluster: a superset),
+    the others read."""
+    if not node_cache.caches(session):
+        return await stored_nodes(session, {d.cluster.id: _named(d.delta) for d in deltas})
+    found: dict[uuid.UUID, dict[str, StoredRow]] = {}
+    missing: dict[uuid.UUID, list[str]] = {}
+    for d in deltas:
+        rows = found[d.cluster.id] = node_cache.take(d.cluster) or {}
+        if unread := [name for name in _named(d.delta) if name not in rows]:
+            missing[d.cluster.id] = unread
+    if missing:
+        for cluster_id, read in (await stored_nodes(session, missing)).items():
+            found[cluster_id].update(read)
+    return found
+
+
+def _keep_stored(
+    session: AsyncSession,
+    deltas: list[ClusterDelta],
+    stored: dict[uuid.UUID, dict[str, Any]],
+    trees: dict[uuid.UUID, DomainTree],
+) -> None:
+    """Each applied delta's cluster's rows (`_stored`) changed as the delta wrote its nodes,
+    cached once the transaction commits."""
+    for d in deltas:
+        rows, ids = stored[d.cluster.id], trees[d.cluster.id].ids
+        for name in d.delta.node_removals:
+            rows.pop(name, None)
+        for usage in d.delta.node_usages:
+            rows[usage.name]["gpu_used"] = usage.gpu_used
+        for node in d.delta.node_upserts:
+            rows[node.name] = {
+                "name": node.name,
+                "domain_id": ids[node.domain] if node.domain else None,
+                "gpu_model": node.gpu_model,
+                "gpu_allocatable": node.gpu_allocatable,
+                "gpu_used": node.gpu_used,
+                "ready": node.ready,
+                "schedulable": node.schedulable,
+            }
+        node_cache.keep(session, d.cluster, d.seq, rows)
 
 
 def _named(delta: CheckedDelta) -> list[str]:

@@ -14,6 +14,7 @@ from volcano_global.db.base import utcnow
 from volcano_global.db.copy_rows import insert_columns, insert_tuples
 from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
 from volcano_global.schemas.clusters import InventorySnapshot
+from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.domain_trees import mark_replaced
 from volcano_global.services.inventory.node_cap import require_node_cap
 from volcano_global.services.inventory.node_changes import restart_log
@@ -74,6 +75,7 @@ async def replace_inventory(
     snapshot = checked_snapshot(snapshot)
     require_node_cap(cluster.name, len(snapshot.nodes), max_nodes)
     mark_replaced(session, cluster.id)
+    node_cache.forget(session, cluster.id)
     room_may_have_changed(session)
     await session.execute(delete(Node).where(Node.cluster_id == cluster.id))
     await session.execute(delete(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
