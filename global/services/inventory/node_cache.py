@@ -1,9 +1,9 @@
 """SQLite: the stored nodes' capacity columns (`stored_nodes.StoredRow`) of each cluster as the
 last committed transaction of deltas left them, kept in this process for the next: a delta's
-usages then need no read of the nodes they name. The read was a fifth of the event loop's time
-in the 100 x 5,000 delta benchmark, and SQLite's one connection does nothing else meanwhile
-(docs/benchmarks.md, "SQLite's deltas, session 20"). Postgres, whose readers and writers are
-many and whose read runs beside the loop, reads as before.
+usages then need no read of the nodes they name, which on SQLite's one connection holds every
+other writer back (docs/benchmarks.md, "SQLite's deltas and the node change log, session
+20"). Postgres, whose writers are many processes and whose read runs beside the event loop,
+reads as before.
 
 A cluster's rows are exact at the generation and sequence they were kept at: every writer of
 nodes stores a new sequence (a delta) or generation (a snapshot), so rows kept at another

@@ -19,10 +19,11 @@ generation at a sequence in (`node_changes_floor`, `node_changes_seq`]. The writ
   `kept_nodes` (as many as the cluster has, at least `KEPT_NODES`) over more than
   `2 * KEPT_SEQS` sequences, the oldest rows go until it holds at most `kept_nodes`, keeping
   the newest `KEPT_SEQS` sequences whatever they hold. A busy cluster's agent sends a delta
-  of a few nodes each time a share's pods come or go (20-70 a second at 200 jobs/s), which a
-  window of 16-32 sequences covered for under two seconds, less than a round's period, so the
-  leader read such clusters whole every round; bounded by nodes, the same log covers minutes
-  of them, and a cluster changing 500 nodes a delta is pruned as before, every 16 sequences.
+  of a few nodes each time a share's pods come or go, many a second, which a window of
+  sequences covered for less than a round's period (the leader then read such clusters whole
+  every round: docs/benchmarks.md, "SQLite's deltas and the node change log, session 20");
+  bounded by nodes, the same log covers minutes of them, and a cluster changing hundreds of
+  nodes a delta is pruned as before, every `KEPT_SEQS` sequences or so.
   A view that is behind reads at most about twice the cluster's nodes from the log, and a
   view further behind (a paused or new leader) reads its cluster whole, as at its first
   read. One DELETE a cluster every `KEPT_SEQS` sequences and `kept_nodes` nodes at most;
