@@ -3,9 +3,9 @@ the nodes it holds, not by a window of sequences (`services/inventory/node_chang
 busy cluster's agent sends many small deltas a second, which a window of 16-32 sequences
 covered for less than a round's period.
 
-Existing rows are counted here. A replica of an older release writes rows counted 0 and
-leaves the cluster's count as it was: its log is then pruned later than it should be (the
-older replica still prunes by sequences), until a snapshot restarts it.
+Existing rows are counted here. A replica of an older release still prunes by sequences,
+writes rows counted 0 and leaves the cluster's count as it was: until every replica runs this
+release, the log may be pruned earlier or later than the new rule says (never read wrong).
 
 Revision ID: 0033_node_changes_count
 Revises: 0032_node_usage_type

@@ -70,8 +70,8 @@ class NodeChange(Base):
     """The nodes one transaction of deltas upserted in a cluster, at the sequence it stored,
     as written (name, domain and capacity columns: `services/inventory/node_changes.py`): the
     scheduler's capacity view reads what changed since its last read from these rows, so no
-    index on `nodes` moves with every update. Pruned by the writers once it holds more
-    nodes than its cluster."""
+    index on `nodes` moves with every update. Pruned by the writers by the nodes it holds
+    (`node_changes.kept_nodes`)."""
 
     __tablename__ = "node_changes"
 

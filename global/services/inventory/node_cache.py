@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from volcano_global.db.models import Cluster
 
@@ -60,8 +60,9 @@ def forget(session: AsyncSession, cluster_id: uuid.UUID) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _committed(session: Session) -> None:
-    kept = session.info.pop(_KEPT, None) if session.info else None
-    for cluster_id, entry in (kept or {}).items():
+    if not session.info or session.in_nested_transaction():  # a SAVEPOINT released
+        return
+    for cluster_id, entry in (session.info.pop(_KEPT, None) or {}).items():
         if entry is None:
             _cache.pop(cluster_id, None)
         else:
@@ -70,5 +71,13 @@ def _committed(session: Session) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _rolled_back(session: Session) -> None:
+    """Any rollback, a SAVEPOINT's too: rows kept before it may hold what it undid."""
     if session.info:
+        session.info.pop(_KEPT, None)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    """A session closed without commit or rollback keeps nothing for a later transaction."""
+    if transaction.parent is None and session.info:
         session.info.pop(_KEPT, None)

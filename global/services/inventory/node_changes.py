@@ -24,11 +24,11 @@ generation at a sequence in (`node_changes_floor`, `node_changes_seq`]. The writ
   every round: docs/benchmarks.md, "SQLite's deltas and the node change log, session 20");
   bounded by nodes, the same log covers minutes of them, and a cluster changing hundreds of
   nodes a delta is pruned as before, every `KEPT_SEQS` sequences or so.
-  A view that is behind reads at most about twice the cluster's nodes from the log, and a
-  view further behind (a paused or new leader) reads its cluster whole, as at its first
-  read. One DELETE a cluster every `KEPT_SEQS` sequences and `kept_nodes` nodes at most;
-  the log stays bounded: at most twice the cluster's nodes, or 32 rows of large deltas
-  (about 33 kB a row of 500 nodes);
+  A view that is behind reads from the log at most about twice `kept_nodes` (twice the
+  cluster's nodes, 2,000 for a cluster under 1,000) or 32 rows of large deltas, and a view
+  further behind (a paused or new leader) reads its cluster whole, as at its first read.
+  One DELETE a cluster every `KEPT_SEQS` sequences and `kept_nodes` nodes at most; the log
+  stays bounded likewise (about 33 kB a row of 500 nodes);
 - a snapshot empties the cluster's log and sets both bounds to its sequence (`restart_log`):
   its nodes are a new generation, which readers read whole.
 
@@ -110,20 +110,25 @@ async def _prune(session: AsyncSession, logs: list[tuple[Cluster, int]]) -> None
         newest_first.setdefault(cluster_id, []).append((seq, count))
     pruned: list[ColumnElement[bool]] = []
     for cluster, seq in logs:
-        floor, held = _floor_for(newest_first.get(cluster.id, []), seq, kept_nodes(cluster))
+        floor, held = _floor_for(
+            newest_first.get(cluster.id, []), seq, kept_nodes(cluster), cluster.node_changes_floor
+        )
         cluster.node_changes_floor, cluster.node_changes_nodes = floor, held
         pruned.append(and_(NodeChange.cluster_id == cluster.id, NodeChange.seq <= floor))
     await session.execute(delete(NodeChange).where(or_(*pruned)))
 
 
-def _floor_for(newest_first: list[tuple[int, int]], seq: int, kept: int) -> tuple[int, int]:
+def _floor_for(
+    newest_first: list[tuple[int, int]], seq: int, kept: int, floor_before: int
+) -> tuple[int, int]:
     """(the new floor, the nodes the rows above it hold) of a log whose rows are
-    (sequence, node count), newest first, and whose newest sequence is `seq`."""
-    floor, held = seq - KEPT_SEQS, 0
+    (sequence, node count), newest first, whose newest sequence is `seq` and whose floor was
+    `floor_before` (it never goes lower: the log covers nothing below)."""
+    floor, held = max(seq - KEPT_SEQS, floor_before), 0
     for row_seq, count in newest_first:
         if row_seq > floor:
             held += count
-        elif held + count <= kept:
+        elif row_seq > floor_before and held + count <= kept:
             floor, held = row_seq - 1, held + count
         else:
             break

@@ -127,6 +127,28 @@ async def test_a_rolled_back_delta_leaves_nothing_cached(
     assert kept == summed == 24 - 2
 
 
+async def test_rows_of_a_rolled_back_delta_are_not_taken_for_another_writers_same_sequence(
+    app: FastAPI, api: httpx.AsyncClient, reads: list[str]
+) -> None:
+    """A delta at s+1 rolls back; another writer then stores s+1 with other values: rows the
+    delta kept before its commit would carry s+1 too, and must never have been cached."""
+    a, b, _ = await _east(api)
+    await _usages(app, {a: 1})
+    await _usages(app, {a: 7}, fail=True)
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name="east")
+        await session.execute(update(Node).where(Node.name == a).values(gpu_used=3))
+        capacity = await session.scalar(select(ClusterGpuCapacity))
+        assert capacity is not None
+        capacity.free_gpus -= 2
+        cluster.inventory_seq += 1
+    reads.clear()
+    await _usages(app, {a: 2, b: 1})
+    assert reads == [a, b]
+    kept, summed = await _free(app)
+    assert kept == summed == 24 - 3
+
+
 async def test_a_snapshot_replaces_what_is_cached(
     app: FastAPI, api: httpx.AsyncClient, reads: list[str]
 ) -> None:

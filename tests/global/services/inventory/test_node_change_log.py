@@ -105,19 +105,28 @@ async def test_a_snapshot_empties_the_log_and_its_count(
 
 
 @pytest.mark.parametrize(
-    ("newest_first", "seq", "kept", "floor", "held"),
+    ("newest_first", "seq", "kept", "floor_before", "floor", "held"),
     [
         # the newest KEPT sequences stay whatever they hold
-        ([(20, 9), (19, 9), (18, 9), (17, 1)], 20, 5, 17, 27),
+        ([(20, 9), (19, 9), (18, 9), (17, 1)], 20, 5, 0, 17, 27),
         # older rows stay while the kept nodes allow
-        ([(20, 1), (19, 1), (18, 1), (15, 2), (12, 4), (11, 1)], 20, 5, 14, 5),
+        ([(20, 1), (19, 1), (18, 1), (15, 2), (12, 4), (11, 1)], 20, 5, 0, 14, 5),
         # empty deltas leave gaps: the window counts sequences, not rows
-        ([(20, 1), (14, 1), (13, 1)], 20, 2, 13, 2),
+        ([(20, 1), (14, 1), (13, 1)], 20, 2, 0, 13, 2),
         # an older release's rows, counted 0
-        ([(20, 1), (19, 0), (10, 0), (9, 0)], 20, 5, 8, 1),
+        ([(20, 1), (19, 0), (10, 0), (9, 0)], 20, 5, 0, 8, 1),
+        # never below the floor before, nor keeping a row at it (logged by the transaction
+        # that restarted the log at that sequence)
+        ([(20, 1), (19, 1), (10, 1)], 20, 5, 10, 17, 2),
+        ([(20, 1), (19, 1), (12, 1)], 20, 5, 10, 11, 3),
     ],
 )
 def test_the_floor_keeps_the_window_then_what_fits(
-    newest_first: list[tuple[int, int]], seq: int, kept: int, floor: int, held: int
+    newest_first: list[tuple[int, int]],
+    seq: int,
+    kept: int,
+    floor_before: int,
+    floor: int,
+    held: int,
 ) -> None:
-    assert _floor_for(newest_first, seq, kept) == (floor, held)
+    assert _floor_for(newest_first, seq, kept, floor_before) == (floor, held)
