@@ -164,3 +164,31 @@ async def test_a_snapshot_replaces_what_is_cached(
     async with transaction(app.state.sessions) as session:
         east = (await session.execute(select(Cluster))).scalar_one()
     assert east.nodes_total == 3
+
+
+async def test_a_run_with_a_hypernode_change_caches_what_follows_the_change(
+    app: FastAPI, api: httpx.AsyncClient, reads: list[str]
+) -> None:
+    """Usages, a new HyperNode (the inventory rebuilt: a new generation), usages again, in
+    one run: the rows cached are those read after the rebuild, at the new generation."""
+    a, b, c = await _east(api)
+    await _usages(app, {a: 1, b: 1})
+    reads.clear()
+    run = [
+        {"nodeUsages": [{"name": a, "gpuUsed": 2}]},
+        {"domainUpserts": [{"name": "east-tor9", "tier": 1, "parent": "east-spine"}]},
+        {"nodeUsages": [{"name": a, "gpuUsed": 5}, {"name": c, "gpuUsed": 1}]},
+    ]
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name="east")
+        numbered = [
+            NumberedDelta(cluster.inventory_seq + i, InventoryDelta.model_validate(d))
+            for i, d in enumerate(run, 1)
+        ]
+        await apply_in_sequence(session, cluster=cluster, deltas=numbered)
+    await _usages(app, {a: 4, b: 2})
+    assert reads == (
+        [a, c, b] if _sqlite(app) else [a, a, c, a, b]
+    )  # b: not read since the rebuild
+    kept, summed = await _free(app)
+    assert kept == summed == 24 - 7
