@@ -15,8 +15,12 @@ import yaml
 from fastapi import FastAPI
 from sqlalchemy import event, text
 
+from volcano_global.db.engine import transaction
 from volcano_global.jobspec import load_document
 from volcano_global.rpc.shares import ShareAssignment
+from volcano_global.schemas.clusters import InventoryDelta
+from volcano_global.services.inventory.clusters import lock_cluster
+from volcano_global.services.inventory.sequence import NumberedDelta, apply_in_sequence
 from volcano_global.services.jobs import writer
 
 BILLION_LAUGHS = """
@@ -80,6 +84,14 @@ def inventory(
                 }
             )
     return {"domains": domains, "nodes": nodes}
+
+
+async def next_delta(app: FastAPI, cluster: str, fields: dict[str, Any]) -> None:
+    """The cluster's agent's next delta (an InventoryDelta's fields), as its stream applies it."""
+    async with transaction(app.state.sessions) as session:
+        locked = await lock_cluster(session, name=cluster)
+        numbered = NumberedDelta(locked.inventory_seq + 1, InventoryDelta.model_validate(fields))
+        await apply_in_sequence(session, cluster=locked, deltas=[numbered])
 
 
 async def create_queue(

@@ -73,6 +73,18 @@ async def _free(app: FastAPI) -> tuple[int, int]:
     return int(kept or 0), sum(max(a - u, 0) for a, u in nodes)
 
 
+async def _written_by_another(app: FastAPI, name: str, *, used: int, fewer_free: int) -> None:
+    """As another process or release would: the node, east's free GPUs and its next
+    sequence written, nothing kept in this process."""
+    async with transaction(app.state.sessions) as session:
+        cluster = await lock_cluster(session, name="east")
+        await session.execute(update(Node).where(Node.name == name).values(gpu_used=used))
+        capacity = await session.scalar(select(ClusterGpuCapacity))
+        assert capacity is not None
+        capacity.free_gpus -= fewer_free
+        cluster.inventory_seq += 1
+
+
 def _sqlite(app: FastAPI) -> bool:
     return bool(app.state.sessions.kw["bind"].dialect.name == "sqlite")
 
@@ -97,13 +109,7 @@ async def test_nodes_written_since_by_another_writer_are_read_again(
     of an older sequence, so the next delta reads, and counts from what the node holds."""
     a, b, _ = await _east(api)
     await _usages(app, {a: 1, b: 1})
-    async with transaction(app.state.sessions) as session:
-        cluster = await lock_cluster(session, name="east")
-        await session.execute(update(Node).where(Node.name == a).values(gpu_used=5))
-        capacity = await session.scalar(select(ClusterGpuCapacity))
-        assert capacity is not None
-        capacity.free_gpus -= 4
-        cluster.inventory_seq += 1
+    await _written_by_another(app, a, used=5, fewer_free=4)
     reads.clear()
     await _usages(app, {a: 2})
     assert reads == [a]
@@ -135,13 +141,7 @@ async def test_rows_of_a_rolled_back_delta_are_not_taken_for_another_writers_sam
     a, b, _ = await _east(api)
     await _usages(app, {a: 1})
     await _usages(app, {a: 7}, fail=True)
-    async with transaction(app.state.sessions) as session:
-        cluster = await lock_cluster(session, name="east")
-        await session.execute(update(Node).where(Node.name == a).values(gpu_used=3))
-        capacity = await session.scalar(select(ClusterGpuCapacity))
-        assert capacity is not None
-        capacity.free_gpus -= 2
-        cluster.inventory_seq += 1
+    await _written_by_another(app, a, used=3, fewer_free=2)
     reads.clear()
     await _usages(app, {a: 2, b: 1})
     assert reads == [a, b]

@@ -11,14 +11,11 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from tests.factories import create_cluster, inventory
+from tests.factories import create_cluster, inventory, next_delta
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, NodeChange
-from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory import node_changes
-from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.inventory.node_changes import _floor_for
-from volcano_global.services.inventory.sequence import NumberedDelta, apply_in_sequence
 
 KEPT = 3
 
@@ -37,11 +34,7 @@ async def _east(api: httpx.AsyncClient) -> list[dict[str, Any]]:
 
 
 async def _delta(app: FastAPI, upserts: list[dict[str, Any]]) -> None:
-    async with transaction(app.state.sessions) as session:
-        cluster = await lock_cluster(session, name="east")
-        delta = InventoryDelta.model_validate({"nodeUpserts": upserts})
-        numbered = NumberedDelta(cluster.inventory_seq + 1, delta)
-        await apply_in_sequence(session, cluster=cluster, deltas=[numbered])
+    await next_delta(app, "east", {"nodeUpserts": upserts})
 
 
 async def _log(app: FastAPI) -> tuple[int, int, int, list[tuple[int, int]]]:

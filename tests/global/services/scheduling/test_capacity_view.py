@@ -13,14 +13,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
-from tests.factories import create_cluster, inventory
+from tests.factories import create_cluster, inventory, next_delta
 from volcano_global import loop_turns
 from volcano_global.db.engine import transaction
 from volcano_global.db.models import Cluster, Node, NodeChange
-from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory import node_changes
 from volcano_global.services.inventory.clusters import lock_cluster
-from volcano_global.services.inventory.sequence import NumberedDelta, apply_in_sequence
 from volcano_global.services.scheduling.capacity_view import free_histograms
 
 KEPT = 3  # sequences the log keeps (at least; at most twice as many), small to prune often
@@ -49,11 +47,7 @@ async def _view_and_nodes(app: FastAPI) -> tuple[dict, dict]:
 
 async def _delta(app: FastAPI, upserts: list[dict[str, Any]]) -> None:
     """The next delta of east's agent (empty when `upserts` is), as the agent's stream applies it."""
-    async with transaction(app.state.sessions) as session:
-        cluster = await lock_cluster(session, name="east")
-        delta = InventoryDelta.model_validate({"nodeUpserts": upserts})
-        numbered = NumberedDelta(cluster.inventory_seq + 1, delta)
-        await apply_in_sequence(session, cluster=cluster, deltas=[numbered])
+    await next_delta(app, "east", {"nodeUpserts": upserts})
 
 
 async def _log_rows(app: FastAPI) -> int:
