@@ -5,9 +5,11 @@ from volcano_global.db.models.copies import RUNNING_COPY, CopyState, DataCopy
 from volcano_global.db.models.data import DataSourceClaimRow, DataSourceRow, JobCheckpointLocation
 from volcano_global.db.models.events import Event, EventType
 from volcano_global.db.models.inventory import (
+    NODE_USE,
     NODES_FILLFACTOR,
     Node,
     NodeChange,
+    NodeUse,
     TopologyDomain,
 )
 from volcano_global.db.models.jobs import ACTIVE_NAME_INDEX, TERMINAL_JOB_STATES, Job, JobState
@@ -27,6 +29,7 @@ from volcano_global.db.models.tokens import ApiToken, TokenRole
 __all__ = [
     "ACTIVE_NAME_INDEX",
     "NODES_FILLFACTOR",
+    "NODE_USE",
     "RUNNING_COPY",
     "TERMINAL_JOB_STATES",
     "ApiToken",
@@ -47,6 +50,7 @@ __all__ = [
     "LinkReservation",
     "Node",
     "NodeChange",
+    "NodeUse",
     "OutboxKind",
     "OutboxMessage",
     "Placement",

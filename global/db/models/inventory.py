@@ -6,7 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ColumnElement,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    String,
+    UniqueConstraint,
+    and_,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from volcano_global.db.base import Base, JSONType, UUIDPrimaryKey, utcnow
@@ -44,11 +54,8 @@ class Node(UUIDPrimaryKey, Base):
     name: Mapped[str] = mapped_column(String(253))
     gpu_model: Mapped[str | None] = mapped_column(String(128), default=None)
     gpu_allocatable: Mapped[int] = mapped_column(default=0)
-    gpu_used: Mapped[int] = mapped_column(default=0)
     cpu_allocatable_millis: Mapped[int] = mapped_column(BigInteger, default=0)
-    cpu_used_millis: Mapped[int] = mapped_column(BigInteger, default=0)
     memory_allocatable_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
-    memory_used_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     ready: Mapped[bool] = mapped_column(default=True)
     schedulable: Mapped[bool] = mapped_column(default=True)
     domain_id: Mapped[uuid.UUID | None] = mapped_column(
@@ -61,9 +68,34 @@ class Node(UUIDPrimaryKey, Base):
     # indexed: readers of what changed go through `NodeChange`).
     seq: Mapped[int] = mapped_column(BigInteger, default=0)
 
-    @property
-    def gpu_free(self) -> int:
-        return max(self.gpu_allocatable - self.gpu_used, 0)
+
+class NodeUse(Base):
+    """What the pods on a stored node use, in a row of its own: agents' usages change many
+    nodes a second, and an update of this narrow row writes a third of the pages the node's
+    whole row did (docs/benchmarks.md, "Where SQLite's deltas go, session 21"). Every node
+    has one, written with it and removed with it."""
+
+    __tablename__ = "node_usages"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ("cluster_id", "name"), ("nodes.cluster_id", "nodes.name"), ondelete="CASCADE"
+        ),
+        {"sqlite_with_rowid": False, "postgresql_with": {"fillfactor": NODES_FILLFACTOR}},
+    )
+
+    cluster_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    gpu_used: Mapped[int] = mapped_column(default=0)
+    cpu_used_millis: Mapped[int] = mapped_column(BigInteger, default=0)
+    memory_used_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The cluster's inventory sequence of the snapshot, delta or usage that last wrote it.
+    seq: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# A node's usage row, for readers of both: `select(...).join(NodeUse, NODE_USE)`.
+NODE_USE: ColumnElement[bool] = and_(
+    NodeUse.cluster_id == Node.cluster_id, NodeUse.name == Node.name
+)
 
 
 class NodeChange(Base):

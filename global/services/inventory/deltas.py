@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,7 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.bulk import add_to_rows
 from volcano_global.db.copy_rows import update_tuples
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models import (
+    NODE_USE,
+    Cluster,
+    ClusterGpuCapacity,
+    Node,
+    NodeUse,
+    TopologyDomain,
+)
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory import node_cache
@@ -98,9 +106,7 @@ async def apply_node_deltas(
         refused = {id(d) for d, _ in stale}
         deltas = [d for d in deltas if id(d) not in refused]
     now = utcnow()
-    updates: list[tuple[Any, ...]] = []  # values for _UPDATED
-    usage_rows: list[tuple[Any, ...]] = []  # values for node_usages.USAGE_UPDATED
-    inserts: list[dict[str, Any]] = []
+    rows = _Rows()
     changes: dict[uuid.UUID, tuple[Change, bool]] = {}
     logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
     for d in deltas:
@@ -108,43 +114,24 @@ async def apply_node_deltas(
         changes[cluster.id] = _change(tree, existing, d.delta)
         _count_nodes(cluster, existing, d.delta)
         await _remove(session, cluster, d.delta.node_removals, d.seq)
-        added, written = [], []
+        written: list[LoggedNode] = []
         logged.append((cluster, d.seq, written))
         if d.delta.node_usages:
-            change, freed, rows, usages_logged = usage_changes(
+            change, freed, usages, usages_logged = usage_changes(
                 d.delta.node_usages, existing, seq=d.seq, cluster_id=cluster.id
             )
             changes[cluster.id] = _sum(changes[cluster.id], (change, freed))
-            usage_rows += rows
+            rows.usages += usages
             written += usages_logged
+        added = 0
         for node in d.delta.node_upserts:
             domain_id = tree.ids[node.domain] if node.domain else None
             written.append(_logged(node, domain_id))
-            if node.name in existing:
-                updates.append((*node[:10], node.labels, node.taints, domain_id, d.seq, cluster.id))
-            else:
-                values = node._asdict()
-                del values["domain"]
-                extra = {"id": uuid.uuid4(), "cluster_id": cluster.id, "updated_at": now}
-                added.append(values | extra | {"domain_id": domain_id, "seq": d.seq})
+            added += rows.upsert(node, d, domain_id, stored=node.name in existing, now=now)
         await require_room_for(
-            session, cluster_id=cluster.id, cluster=cluster.name, added=len(added), cap=max_nodes
+            session, cluster_id=cluster.id, cluster=cluster.name, added=added, cap=max_nodes
         )
-        inserts += added
-    for columns, rows, row_type in (
-        (_UPDATED, updates, _UPDATED_TYPE),
-        (USAGE_UPDATED, usage_rows, USAGE_TYPE),
-    ):
-        await update_tuples(
-            session,
-            Node.__table__,
-            columns,
-            rows,
-            keys=("cluster_id", "name"),
-            constants={"updated_at": now},
-            row_type=row_type,
-        )
-    await insert_many(session, Node, inserts)
+    await rows.write(session, now)
     await _apply_changes(session, {cluster_id: gpus for cluster_id, (gpus, _) in changes.items()})
     if any(freed for _, freed in changes.values()):
         room_may_have_changed(session)  # e.g. a job's pods gone
@@ -156,6 +143,51 @@ async def apply_node_deltas(
         store_seq(d.cluster, d.seq)
     await session.flush()
     return stale
+
+
+@dataclass
+class _Rows:
+    """What a transaction of deltas writes to `nodes` and `node_usages`."""
+
+    updates: list[tuple[Any, ...]] = field(default_factory=list)  # values for _UPDATED
+    usages: list[tuple[Any, ...]] = field(default_factory=list)  # for USAGE_UPDATED
+    inserts: list[dict[str, Any]] = field(default_factory=list)  # new nodes
+    new_usages: list[dict[str, Any]] = field(default_factory=list)  # their node_usages rows
+
+    def upsert(
+        self, node: NodeValues, d: ClusterDelta, domain_id: Any, *, stored: bool, now: Any
+    ) -> bool:
+        """The node's rows (an update of both if `stored`, else an insert of both); whether
+        it is new."""
+        used = (node.name, node.gpu_used, node.cpu_used_millis, node.memory_used_bytes)
+        if stored:
+            self.updates.append((*_STORED_OF(node), domain_id, d.seq, d.cluster.id))
+            self.usages.append((*used, d.seq, d.cluster.id))
+            return False
+        values = dict(zip(STORED, _STORED_OF(node), strict=True))
+        extra = {"id": uuid.uuid4(), "cluster_id": d.cluster.id, "updated_at": now}
+        self.inserts.append(values | extra | {"domain_id": domain_id, "seq": d.seq})
+        usage = (*used, d.seq, d.cluster.id)
+        self.new_usages.append(dict(zip(USAGE_UPDATED, usage, strict=True)))
+        return True
+
+    async def write(self, session: AsyncSession, now: Any) -> None:
+        """The UPDATEs of stored nodes and usages, then the new nodes and their usages."""
+        for table, columns, rows, row_type, constants in (
+            (Node.__table__, _UPDATED, self.updates, _UPDATED_TYPE, {"updated_at": now}),
+            (NodeUse.__table__, USAGE_UPDATED, self.usages, USAGE_TYPE, {}),
+        ):
+            await update_tuples(
+                session,
+                table,
+                columns,
+                rows,
+                keys=("cluster_id", "name"),
+                constants=constants,
+                row_type=row_type,
+            )
+        await insert_many(session, Node, self.inserts)
+        await insert_many(session, NodeUse, self.new_usages)
 
 
 async def _stored(
@@ -379,24 +411,26 @@ async def _with_domain_changes(
     for name in delta.domain_removals:
         domains.pop(name, None)
     domains.update({d.name: d for d in delta.domain_upserts})
-    node_rows = (await session.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
+    node_rows = await session.execute(
+        select(Node, NodeUse).join(NodeUse, NODE_USE).where(Node.cluster_id == cluster.id)
+    )
     nodes = {
         n.name: NodeIn(
             name=n.name,
             gpu_model=n.gpu_model,
             gpu_allocatable=n.gpu_allocatable,
-            gpu_used=n.gpu_used,
+            gpu_used=u.gpu_used,
             cpu_allocatable_millis=n.cpu_allocatable_millis,
-            cpu_used_millis=n.cpu_used_millis,
+            cpu_used_millis=u.cpu_used_millis,
             memory_allocatable_bytes=n.memory_allocatable_bytes,
-            memory_used_bytes=n.memory_used_bytes,
+            memory_used_bytes=u.memory_used_bytes,
             ready=n.ready,
             schedulable=n.schedulable,
             domain=by_id[n.domain_id].name if n.domain_id in by_id else None,
             labels=n.labels,
             taints=n.taints,
         )
-        for n in node_rows
+        for n, u in node_rows
     }
     for name in delta.node_removals:
         nodes.pop(name, None)
@@ -430,6 +464,7 @@ def _row_part(row: StoredRow) -> tuple[str, int, int] | None:
     )
 
 
+_STORED_OF = attrgetter(*STORED)  # a NodeValues' values for the columns STORED, in order
 # The columns an UPDATE of a stored node sets (found by its cluster and name), and on Postgres
 # the composite type of those columns in this order (migrations/versions/0032).
 _UPDATED = (*STORED, "domain_id", "seq", "cluster_id")

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Cluster, ClusterState, Node, TopologyDomain
+from volcano_global.db.models import NODE_USE, Cluster, ClusterState, Node, NodeUse, TopologyDomain
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.fields import is_dns_label
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
@@ -137,8 +137,8 @@ async def _rows(session: AsyncSession, ids: list[uuid.UUID]) -> list[Any]:
 # schedulable node, never below 0.
 _FREE_GPUS = case(
     (
-        and_(Node.ready, Node.schedulable, Node.gpu_allocatable > Node.gpu_used),
-        Node.gpu_allocatable - Node.gpu_used,
+        and_(Node.ready, Node.schedulable, Node.gpu_allocatable > NodeUse.gpu_used),
+        Node.gpu_allocatable - NodeUse.gpu_used,
     ),
     else_=0,
 )
@@ -160,6 +160,7 @@ async def _node_sums(
             func.sum(Node.gpu_allocatable),
             func.sum(_FREE_GPUS),
         )
+        .join(NodeUse, NODE_USE)
         .where(Node.cluster_id == cluster.id, Node.domain_id.is_not(None))
         .group_by(Node.domain_id, Node.gpu_model)
     )

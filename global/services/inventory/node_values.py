@@ -31,8 +31,11 @@ class NodeValues(NamedTuple):
     taints: list[dict[str, Any]]
 
 
-# The Node columns a NodeValues fills as they are (all but `domain`, stored as `domain_id`).
-STORED = (*NodeValues._fields[:10], "labels", "taints")
+# What a node's pods use: the columns of its `node_usages` row (`models.NodeUse`).
+USED = ("gpu_used", "cpu_used_millis", "memory_used_bytes")
+# The Node columns a NodeValues fills as they are (all but `domain`, stored as `domain_id`,
+# and what is USED).
+STORED = (*(f for f in NodeValues._fields[:10] if f not in USED), "labels", "taints")
 
 
 class NodeUsage(NamedTuple):

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.copy_rows import insert_columns, insert_tuples
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, TopologyDomain
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, NodeUse, TopologyDomain
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.domain_trees import mark_replaced
@@ -20,6 +20,7 @@ from volcano_global.services.inventory.node_cap import require_node_cap
 from volcano_global.services.inventory.node_changes import restart_log
 from volcano_global.services.inventory.node_values import (
     STORED,
+    USED,
     CheckedSnapshot,
     NodeValues,
     checked_snapshot,
@@ -32,7 +33,7 @@ NODE_CAPACITY_COLUMNS = (
     Node.domain_id,
     Node.gpu_model,
     Node.gpu_allocatable,
-    Node.gpu_used,
+    NodeUse.gpu_used,
     Node.ready,
     Node.schedulable,
 )
@@ -117,7 +118,8 @@ async def _insert_nodes(
     domain_ids: dict[str, uuid.UUID],
     seq: int,
 ) -> None:
-    """The nodes' rows, given to the database by column (no tuple built per node)."""
+    """The nodes' rows and their usages' rows, given to the database by column (no tuple
+    built per node)."""
     if not nodes:
         return
     columns = dict(zip(NodeValues._fields, zip(*nodes, strict=True), strict=True))
@@ -129,6 +131,13 @@ async def _insert_nodes(
             "domain_id": [domain_ids.get(d) for d in columns["domain"]],
         },
         constants={"cluster_id": cluster_id, "updated_at": utcnow(), "seq": seq},
+    )
+    await insert_columns(
+        session,
+        NodeUse.__table__,
+        {c: columns[c] for c in ("name", *USED)},
+        constants={"cluster_id": cluster_id, "seq": seq},
+        new_ids=False,
     )
 
 

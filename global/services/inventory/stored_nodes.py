@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db import json_text
 from volcano_global.db.fast_reads import Read
-from volcano_global.db.models import Node
+from volcano_global.db.models import NODE_USE, Node, NodeUse
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS
 
 StoredRow = Mapping[str, Any]  # a stored node's name and capacity columns, by key
@@ -95,9 +95,13 @@ _KEYS = tuple(c.key for c in _EXISTING_COLUMNS)
 # Table and column names come from the model, never from input; json_each first (CROSS JOIN
 # keeps that order): each pair finds its node through the (cluster_id, name) index.
 # json_extract rather than `->>`, which needs SQLite 3.38.
+_SQLITE_COLUMNS = ", ".join(
+    f"{'u' if c.table is NodeUse.__table__ else 'n'}.{c.key}" for c in _EXISTING_COLUMNS
+)
 _SQLITE_PAIRS = (
-    f"SELECT json_extract(p.value, '$[0]'), {', '.join(f'n.{k}' for k in _KEYS)} "
+    f"SELECT json_extract(p.value, '$[0]'), {_SQLITE_COLUMNS} "
     f"FROM json_each(?) AS p CROSS JOIN {Node.__tablename__} AS n "
+    f"JOIN {NodeUse.__tablename__} AS u ON u.cluster_id = n.cluster_id AND u.name = n.name "
     "WHERE n.cluster_id = json_extract(p.value, '$[1]') "
     "AND n.name = json_extract(p.value, '$[2]')"
 )
@@ -115,7 +119,8 @@ _PAIRS = (
     .render_derived(name="wanted")
 )
 _EXISTING_PAIRS = Read(  # Postgres only
-    select(_PAIRS.c.run, *_EXISTING_COLUMNS).join(
-        _PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name)
-    )
+    select(_PAIRS.c.run, *_EXISTING_COLUMNS)
+    .select_from(Node)
+    .join(_PAIRS, and_(Node.cluster_id == _PAIRS.c.cluster_id, Node.name == _PAIRS.c.name))
+    .join(NodeUse, NODE_USE)
 )

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import NODE_USE, Cluster, Node, NodeUse
 from volcano_global.loop_turns import Turns
 from volcano_global.services.inventory.domain_trees import DomainTree
 from volcano_global.services.inventory.node_changes import LoggedNode, covered, logged_since
@@ -161,10 +161,11 @@ async def read_histograms(
             Node.cluster_id,
             Node.domain_id,
             Node.gpu_model,
-            (Node.gpu_allocatable - Node.gpu_used).label("free"),
+            (Node.gpu_allocatable - NodeUse.gpu_used).label("free"),
             Node.gpu_allocatable,
             func.count(),
         )
+        .join(NodeUse, NODE_USE)
         .where(
             Node.cluster_id.in_([c.id for c in clusters]),
             Node.ready.is_(True),
@@ -257,7 +258,9 @@ async def _read_whole(session: AsyncSession, clusters: list[Cluster], turns: Tur
         c.id: _ClusterView(c.inventory_generation, c.nodes_removed_seq, c.inventory_seq)
         for c in clusters
     }
-    rows = await session.execute(select(*_COLUMNS).where(Node.cluster_id.in_(list(fresh))))
+    rows = await session.execute(
+        select(*_COLUMNS).join(NodeUse, NODE_USE).where(Node.cluster_id.in_(list(fresh)))
+    )
     for i, (name, cluster_id, *values) in enumerate(rows):
         if i % 500 == 0:
             await turns.take()

@@ -32,7 +32,6 @@ async def test_rows_are_updated_by_key_within_the_given_rows_only(
                     "cluster_id": c,
                     "name": f"n{i}",
                     "gpu_allocatable": 8,
-                    "gpu_used": 0,
                     "labels": {},
                     "taints": [],
                     "updated_at": before,
@@ -48,9 +47,14 @@ async def test_rows_are_updated_by_key_within_the_given_rows_only(
             session,
             Node.__table__,
             [
-                {"name": "n0", "gpu_used": 5, "labels": {"rack": 'a"b'}, "taints": [{"k": 1}]},
-                {"name": "n2", "gpu_used": 8, "labels": {}, "taints": []},
-                {"name": "gone", "gpu_used": 1, "labels": {}, "taints": []},  # no such node
+                {
+                    "name": "n0",
+                    "gpu_allocatable": 5,
+                    "labels": {"rack": 'a"b'},
+                    "taints": [{"k": 1}],
+                },
+                {"name": "n2", "gpu_allocatable": 4, "labels": {}, "taints": []},
+                {"name": "gone", "gpu_allocatable": 1, "labels": {}, "taints": []},  # no such node
             ],
             key="name",
             where={"cluster_id": east},
@@ -62,7 +66,7 @@ async def test_rows_are_updated_by_key_within_the_given_rows_only(
                 select(
                     Node.cluster_id,
                     Node.name,
-                    Node.gpu_used,
+                    Node.gpu_allocatable,
                     Node.labels,
                     Node.taints,
                     Node.updated_at,
@@ -73,12 +77,17 @@ async def test_rows_are_updated_by_key_within_the_given_rows_only(
     got = {(r.cluster_id, r.name): r for r in rows}
     assert len(got) == 6
     n0 = got[(east, "n0")]
-    assert (n0.gpu_used, n0.labels, n0.taints, n0.seq) == (5, {"rack": 'a"b'}, [{"k": 1}], 7)
+    assert (n0.gpu_allocatable, n0.labels, n0.taints, n0.seq) == (
+        5,
+        {"rack": 'a"b'},
+        [{"k": 1}],
+        7,
+    )
     assert n0.updated_at == now
-    assert got[(east, "n2")].gpu_used == 8
+    assert got[(east, "n2")].gpu_allocatable == 4
     assert got[(east, "n1")].seq == 1
     assert got[(east, "n1")].updated_at == before  # not given
-    assert all(got[(west, f"n{i}")].gpu_used == 0 for i in range(3))  # another cluster's
+    assert all(got[(west, f"n{i}")].gpu_allocatable == 8 for i in range(3))  # another cluster's
 
 
 async def test_added_rows_are_inserted_or_summed_into_existing_ones(

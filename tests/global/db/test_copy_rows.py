@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, text
+from sqlalchemy import Table, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tests.factories import create_cluster
@@ -22,9 +22,10 @@ from volcano_global.db.copy_rows import (
     uuid_texts,
 )
 from volcano_global.db.engine import create_engine, transaction
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import Cluster, Node, NodeUse
 from volcano_global.services.inventory.deltas import _UPDATED, _UPDATED_TYPE
 from volcano_global.services.inventory.node_usages import USAGE_TYPE, USAGE_UPDATED
+from volcano_global.services.inventory.node_values import STORED
 
 COLUMNS = ("name", "gpu_allocatable", "ready", "labels", "taints", "domain_id")
 ROWS = [
@@ -52,7 +53,7 @@ async def test_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncClient) -
         nodes = (await session.execute(select(Node).order_by(Node.name))).scalars().all()
     assert [tuple(getattr(n, c) for c in COLUMNS) for n in nodes] == ROWS
     assert all(n.cluster_id == cluster_id and n.seq == 7 for n in nodes)
-    assert all(n.updated_at == stamp and n.gpu_used == 0 for n in nodes)
+    assert all(n.updated_at == stamp for n in nodes)
     assert all(isinstance(n.id, uuid.UUID) and n.id.version == 4 for n in nodes)
 
 
@@ -118,7 +119,7 @@ async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncC
     later = datetime(2026, 1, 3, tzinfo=UTC)
     changed = [
         (
-            *row[:10],
+            *row[:_SCALARS],
             {"zone": "b"},
             [{"key": "k2", "value": "v", "effect": "E"}],
             None,
@@ -127,7 +128,7 @@ async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncC
         )
         for row in _full(ROWS)
     ]
-    changed[1] = (*changed[1][:2], 4, 3, *changed[1][4:])  # n1: 4 GPUs, 3 used
+    changed[1] = (*changed[1][:2], 4, *changed[1][3:])  # n1: 4 GPUs
     async with transaction(app.state.sessions) as session:
         await update_tuples(
             session,
@@ -144,20 +145,24 @@ async def test_updated_rows_read_back_as_written(app: FastAPI, api: httpx.AsyncC
     assert all(n.updated_at == later for n in nodes)
 
 
+_SCALARS = len(STORED) - 2  # the columns of _UPDATED before labels and taints
+
+
 def _full(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-    """`ROWS` as values for the first ten of `_UPDATED` (the others at their defaults)."""
-    defaults = dict.fromkeys(_UPDATED[:10], 0) | {"gpu_model": None}
+    """`ROWS` as values for the scalar columns of `_UPDATED` (the others at their defaults)."""
+    defaults = dict.fromkeys(_UPDATED[:_SCALARS], 0) | {"gpu_model": None}
     return [
-        tuple((defaults | dict(zip(COLUMNS, r, strict=True)))[c] for c in _UPDATED[:10])
+        tuple((defaults | dict(zip(COLUMNS, r, strict=True)))[c] for c in _UPDATED[:_SCALARS])
         for r in rows
     ]
 
 
 @pytest.mark.parametrize(
-    ("type_name", "columns"), [(_UPDATED_TYPE, _UPDATED), (USAGE_TYPE, USAGE_UPDATED)]
+    ("type_name", "table", "columns"),
+    [(_UPDATED_TYPE, Node.__table__, _UPDATED), (USAGE_TYPE, NodeUse.__table__, USAGE_UPDATED)],
 )
 async def test_the_node_update_types_hold_the_updated_columns_in_order(
-    postgres_url: str, type_name: str, columns: tuple[str, ...]
+    postgres_url: str, type_name: str, table: Table, columns: tuple[str, ...]
 ) -> None:
     """The delta's UPDATEs send rows of `node_update` and `node_usage` (migrations) for
     `_UPDATED` and `USAGE_UPDATED` (the code): each pair must not drift apart."""
@@ -175,5 +180,5 @@ async def test_the_node_update_types_hold_the_updated_columns_in_order(
             attributes = [tuple(r) for r in rows]
     finally:
         await engine.dispose()
-    expected = [(c, _array_type(Node.__table__.c[c].type).lower()) for c in columns]
+    expected = [(c, _array_type(table.c[c].type).lower()) for c in columns]
     assert attributes == expected

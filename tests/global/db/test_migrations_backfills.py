@@ -24,6 +24,15 @@ def _cluster(cluster_id: uuid.UUID, name: str, now: datetime, **more: Any) -> di
     )
 
 
+def _nodes_before_usages() -> sa.Table:
+    """The nodes table as it was before 0034_node_usages (the usages in its rows)."""
+    nodes = Base.metadata.tables["nodes"].to_metadata(sa.MetaData())
+    nodes.append_column(sa.Column("gpu_used", sa.Integer(), default=0))
+    for name in ("cpu_used_millis", "memory_used_bytes"):
+        nodes.append_column(sa.Column(name, sa.BigInteger(), default=0))
+    return nodes
+
+
 async def _insert_clusters(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     """Clusters rows of the columns they name (the model's later columns have defaults)."""
     clusters = Base.metadata.tables["clusters"]
@@ -34,7 +43,7 @@ async def _insert_clusters(conn: AsyncConnection, rows: list[dict[str, Any]]) ->
 async def test_clusters_get_the_counts_of_the_nodes_they_hold(empty_engine: AsyncEngine) -> None:
     """0024_cluster_node_counts fills the kept counts from the nodes already stored."""
     await migrate.upgrade(empty_engine, "0023_cluster_runs_copies")
-    clusters, nodes, now = Base.metadata.tables["clusters"], Base.metadata.tables["nodes"], utcnow()
+    clusters, nodes, now = Base.metadata.tables["clusters"], _nodes_before_usages(), utcnow()
     # The clusters table as it was (the model's has the new columns, with defaults).
     before = sa.table(
         "clusters",
@@ -199,9 +208,16 @@ async def test_a_downgrade_refills_the_domain_capacities_from_the_nodes(
             tables["nodes"].insert(),
             [
                 {"id": uuid.uuid4(), "cluster_id": cluster_id, "name": name, "domain_id": domain}
-                | {"gpu_model": model, "gpu_allocatable": gpus, "gpu_used": used}
+                | {"gpu_model": model, "gpu_allocatable": gpus}
                 | {"ready": ready, "schedulable": schedulable}
-                for name, domain, model, gpus, used, ready, schedulable in nodes
+                for name, domain, model, gpus, _, ready, schedulable in nodes
+            ],
+        )
+        await conn.execute(
+            tables["node_usages"].insert(),
+            [
+                {"cluster_id": cluster_id, "name": name, "gpu_used": used}
+                for name, _, _, _, used, _, _ in nodes
             ],
         )
     await migrate.downgrade(empty_engine, "0028_node_changes")
@@ -216,3 +232,62 @@ async def test_a_downgrade_refills_the_domain_capacities_from_the_nodes(
         (spine, "unknown"): (4, 3),
         (lone, "A100"): (8, 0),
     }
+
+
+async def test_usages_move_to_their_own_rows_and_back(empty_engine: AsyncEngine) -> None:
+    """0034_node_usages copies each node's usages into its node_usages row before dropping the
+    columns; its downgrade puts them back; a node's removal takes its usage row with it."""
+    await migrate.upgrade(empty_engine, "0033_node_changes_count")
+    ids = {name: uuid.uuid4() for name in ("east", "west")}
+    nodes, now = _nodes_before_usages(), utcnow()
+    used = {("east", "a"): (3, 1_500, 2 << 30), ("east", "b"): (0, 0, 0), ("west", "a"): (8, 7, 9)}
+    async with empty_engine.begin() as conn:
+        await _insert_clusters(
+            conn,
+            [_cluster(cid, name, now, nodes_total=0, nodes_ready=0) for name, cid in ids.items()],
+        )
+        await conn.execute(
+            nodes.insert(),
+            [
+                {
+                    "id": uuid.uuid4(),
+                    "cluster_id": ids[c],
+                    "name": n,
+                    "gpu_allocatable": 8,
+                    "seq": 4,
+                }
+                | dict(zip(("gpu_used", "cpu_used_millis", "memory_used_bytes"), u, strict=True))
+                for (c, n), u in used.items()
+            ],
+        )
+    await migrate.upgrade(empty_engine)
+    usages = Base.metadata.tables["node_usages"]
+    names = {cid: name for name, cid in ids.items()}
+    read = sa.select(
+        usages.c.cluster_id,
+        usages.c.name,
+        usages.c.gpu_used,
+        usages.c.cpu_used_millis,
+        usages.c.memory_used_bytes,
+        usages.c.seq,
+    )
+    async with empty_engine.connect() as conn:
+        found = {(names[r[0]], r[1]): (r[2], r[3], r[4], r[5]) for r in await conn.execute(read)}
+    assert found == {key: (*u, 4) for key, u in used.items()}
+    async with empty_engine.begin() as conn:  # the server's engine: SQLite's foreign keys on
+        await conn.execute(sa.text("DELETE FROM nodes WHERE name = 'b'"))
+        left = (await conn.execute(sa.select(usages.c.name).order_by(usages.c.name))).all()
+    assert [r[0] for r in left] == ["a", "a"]  # b's usage row went with its node
+    await migrate.downgrade(empty_engine, "0033_node_changes_count")
+    async with empty_engine.connect() as conn:
+        back = await conn.execute(
+            sa.select(
+                nodes.c.cluster_id,
+                nodes.c.name,
+                nodes.c.gpu_used,
+                nodes.c.cpu_used_millis,
+                nodes.c.memory_used_bytes,
+            )
+        )
+        restored = {(names[r[0]], r[1]): tuple(r[2:]) for r in back}
+    assert restored == {key: u for key, u in used.items() if key != ("east", "b")}

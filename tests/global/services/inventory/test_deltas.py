@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node
+from volcano_global.db.models import NODE_USE, Cluster, ClusterGpuCapacity, Node, NodeUse
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster, lock_clusters
 from volcano_global.services.inventory.deltas import (
@@ -36,11 +36,11 @@ async def _aggregates(app: FastAPI) -> tuple[Counter, Counter]:
     """(stored, recomputed from the nodes): (cluster, model, total|free) -> GPUs."""
     async with transaction(app.state.sessions) as session:
         expected: Counter = Counter()
-        for node in (await session.execute(select(Node))).scalars():
+        for node, use in await session.execute(select(Node, NodeUse).join(NodeUse, NODE_USE)):
             part = contribution(
                 gpu_model=node.gpu_model,
                 gpu_allocatable=node.gpu_allocatable,
-                gpu_used=node.gpu_used,
+                gpu_used=use.gpu_used,
                 ready=node.ready,
                 schedulable=node.schedulable,
             )
@@ -62,10 +62,10 @@ async def _histograms(app: FastAPI) -> tuple[dict, dict]:
         clusters = list((await session.execute(select(Cluster).order_by(Cluster.name))).scalars())
         view = await free_histograms(session, clusters)
         recomputed: dict = {c.id: defaultdict(lambda: [0] * 9) for c in clusters}
-        for node in (await session.execute(select(Node))).scalars():
+        for node, use in await session.execute(select(Node, NodeUse).join(NodeUse, NODE_USE)):
             if node.ready and node.schedulable and node.gpu_allocatable > 0:
                 hist = recomputed[node.cluster_id][(node.domain_id, node.gpu_model or "unknown")]
-                hist[max(node.gpu_allocatable - node.gpu_used, 0)] += 1
+                hist[max(node.gpu_allocatable - use.gpu_used, 0)] += 1
     return view, {cid: {key: tuple(h) for key, h in per.items()} for cid, per in recomputed.items()}
 
 
@@ -230,7 +230,9 @@ async def test_node_deltas_of_several_clusters_together_keep_the_aggregates_exac
             stored_nodes = {
                 (c, n): used
                 for c, n, used in await session.execute(
-                    select(Cluster.name, Node.name, Node.gpu_used).join(Cluster)
+                    select(Cluster.name, NodeUse.name, NodeUse.gpu_used)
+                    .select_from(NodeUse)
+                    .join(Cluster, Cluster.id == NodeUse.cluster_id)
                 )
             }
         assert stored_nodes == {

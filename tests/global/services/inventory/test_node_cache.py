@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node
+from volcano_global.db.models import NODE_USE, Cluster, ClusterGpuCapacity, Node, NodeUse
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory import deltas as deltas_module
 from volcano_global.services.inventory.clusters import lock_cluster
@@ -69,7 +69,11 @@ async def _free(app: FastAPI) -> tuple[int, int]:
     """(east's free H100 GPUs as kept, as its nodes add up)"""
     async with transaction(app.state.sessions) as session:
         kept = await session.scalar(select(ClusterGpuCapacity.free_gpus))
-        nodes = (await session.execute(select(Node.gpu_allocatable, Node.gpu_used))).all()
+        nodes = (
+            await session.execute(
+                select(Node.gpu_allocatable, NodeUse.gpu_used).join(NodeUse, NODE_USE)
+            )
+        ).all()
     return int(kept or 0), sum(max(a - u, 0) for a, u in nodes)
 
 
@@ -78,7 +82,7 @@ async def _written_by_another(app: FastAPI, name: str, *, used: int, fewer_free:
     sequence written, nothing kept in this process."""
     async with transaction(app.state.sessions) as session:
         cluster = await lock_cluster(session, name="east")
-        await session.execute(update(Node).where(Node.name == name).values(gpu_used=used))
+        await session.execute(update(NodeUse).where(NodeUse.name == name).values(gpu_used=used))
         capacity = await session.scalar(select(ClusterGpuCapacity))
         assert capacity is not None
         capacity.free_gpus -= fewer_free
@@ -127,7 +131,7 @@ async def test_a_rolled_back_delta_leaves_nothing_cached(
     await _usages(app, {b: 1})
     assert reads == [b]  # the cached rows went with the rollback: read again
     async with transaction(app.state.sessions) as session:
-        used = dict((await session.execute(select(Node.name, Node.gpu_used))).all())
+        used = dict((await session.execute(select(NodeUse.name, NodeUse.gpu_used))).all())
     assert (used[a], used[b]) == (1, 1)
     kept, summed = await _free(app)
     assert kept == summed == 24 - 2

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node
+from volcano_global.db.models import Cluster, ClusterGpuCapacity, NodeUse
 from volcano_global.errors import Invalid
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import lock_cluster
@@ -46,7 +46,9 @@ async def _stored(app: FastAPI) -> tuple[dict[str, tuple[int, int, int]], int, i
     """Each node's (GPUs, CPU, memory) used, the cluster's free H100 GPUs and sequence."""
     async with transaction(app.state.sessions) as session:
         rows = await session.execute(
-            select(Node.name, Node.gpu_used, Node.cpu_used_millis, Node.memory_used_bytes)
+            select(
+                NodeUse.name, NodeUse.gpu_used, NodeUse.cpu_used_millis, NodeUse.memory_used_bytes
+            )
         )
         used = {name: (gpus, cpu, memory) for name, gpus, cpu, memory in rows}
         free = await session.scalar(select(ClusterGpuCapacity.free_gpus))

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from tests.factories import inventory
 from volcano_global.db.engine import create_engine, create_session_factory, transaction
-from volcano_global.db.models import Cluster, ClusterState, Node
+from volcano_global.db.models import Cluster, ClusterState, NodeUse
 from volcano_global.schemas.clusters import InventoryDelta, InventorySnapshot
 from volcano_global.services.inventory.clusters import lock_cluster, register_cluster
 from volcano_global.services.inventory.sequence import (
@@ -52,7 +52,7 @@ async def held(sessions: async_sessionmaker[AsyncSession]) -> tuple[int, int | N
     """(the cluster's applied sequence number, the GPUs in use on its node)"""
     async with transaction(sessions) as session:
         seq = (await session.execute(select(Cluster.inventory_seq))).scalar_one()
-        gpus = (await session.execute(select(Node.gpu_used))).scalar_one_or_none()
+        gpus = (await session.execute(select(NodeUse.gpu_used))).scalar_one_or_none()
     return seq, gpus
 
 

@@ -4,13 +4,15 @@ same values and Python types an ORM read of the nodes gives, for names JSON and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from fastapi import FastAPI
 from sqlalchemy import event, select
 
 from tests.factories import create_cluster, inventory
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import NODE_USE, Cluster, Node, NodeUse
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS
 from volcano_global.services.inventory.stored_nodes import stored_nodes
 
@@ -28,6 +30,12 @@ def _odd_inventory(cluster: str) -> dict:
     return document
 
 
+def _value(node_and_use: tuple[Node, NodeUse], column: Any) -> Any:
+    """The column's value in the node's row or in its usage's."""
+    node, use = node_and_use
+    return getattr(use if column.table is NodeUse.__table__ else node, column.key)
+
+
 async def test_the_named_nodes_of_several_clusters_in_one_statement(
     app: FastAPI, api: httpx.AsyncClient
 ) -> None:
@@ -37,9 +45,8 @@ async def test_the_named_nodes_of_several_clusters_in_one_statement(
         assert response.status_code == 200, response.text
     async with transaction(app.state.sessions) as session:
         clusters = {c.name: c for c in (await session.execute(select(Cluster))).scalars()}
-        stored = {
-            (n.cluster_id, n.name): n for n in (await session.execute(select(Node))).scalars()
-        }
+        both = select(Node, NodeUse).join(NodeUse, NODE_USE)
+        stored = {(n.cluster_id, n.name): (n, u) for n, u in await session.execute(both)}
     east, west = clusters["east"].id, clusters["west"].id
     wanted = {
         east: [n for c, n in stored if c == east] + ["east-missing"],
@@ -58,7 +65,7 @@ async def test_the_named_nodes_of_several_clusters_in_one_statement(
         assert len(statements) == 1, statements
     expected = {
         cluster_id: {
-            name: {c.key: getattr(stored[(cluster_id, name)], c.key) for c in COLUMNS}
+            name: {c.key: _value(stored[(cluster_id, name)], c) for c in COLUMNS}
             for name in names
             if (cluster_id, name) in stored
         }

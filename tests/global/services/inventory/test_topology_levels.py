@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.factories import create_cluster
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node, TopologyDomain
+from volcano_global.db.models import NODE_USE, Cluster, Node, NodeUse, TopologyDomain
 from volcano_global.errors import NotFound
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.clusters import get_cluster, lock_cluster
@@ -45,8 +45,10 @@ async def _former(session: AsyncSession, cluster: Cluster) -> list[tuple[Any, ..
     gpus: dict[uuid.UUID, Counter] = defaultdict(Counter)  # domain -> (model, total|free) -> n
     counts: Counter = Counter()
     not_ready: dict[uuid.UUID, list[str]] = defaultdict(list)
-    nodes = (await session.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
-    for node in nodes:
+    nodes = await session.execute(
+        select(Node, NodeUse).join(NodeUse, NODE_USE).where(Node.cluster_id == cluster.id)
+    )
+    for node, use in nodes:
         domain_id = node.domain_id
         while domain_id is not None and domain_id in by_id:
             counts[domain_id] += 1
@@ -56,7 +58,7 @@ async def _former(session: AsyncSession, cluster: Cluster) -> list[tuple[Any, ..
                 model = node.gpu_model or "unknown"
                 gpus[domain_id][model, "total"] += node.gpu_allocatable
                 if node.ready and node.schedulable:
-                    gpus[domain_id][model, "free"] += node.gpu_allocatable - node.gpu_used
+                    gpus[domain_id][model, "free"] += node.gpu_allocatable - use.gpu_used
             domain_id = by_id[domain_id].parent_id
     capacity = {
         domain_id: {m: (sums[m, "total"], sums[m, "free"]) for m, part in sums if part == "total"}

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from tests.factories import create_cluster, inventory, next_delta
 from volcano_global import loop_turns
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node, NodeChange
+from volcano_global.db.models import NODE_USE, Cluster, Node, NodeChange, NodeUse
 from volcano_global.services.inventory import node_changes
 from volcano_global.services.inventory.clusters import lock_cluster
 from volcano_global.services.scheduling.capacity_view import free_histograms
@@ -36,12 +36,11 @@ async def _view_and_nodes(app: FastAPI) -> tuple[dict, dict]:
         east = (await session.execute(select(Cluster).where(Cluster.name == "east"))).scalar_one()
         view = (await free_histograms(session, [east]))[east.id]
         recomputed: dict = defaultdict(lambda: [0] * 9)
-        for node in (
-            await session.execute(select(Node).where(Node.cluster_id == east.id))
-        ).scalars():
+        east_nodes = select(Node, NodeUse).join(NodeUse, NODE_USE).where(Node.cluster_id == east.id)
+        for node, use in (await session.execute(east_nodes)).all():
             if node.ready and node.schedulable and node.gpu_allocatable > 0:
                 hist = recomputed[(node.domain_id, node.gpu_model or "unknown")]
-                hist[max(node.gpu_allocatable - node.gpu_used, 0)] += 1
+                hist[max(node.gpu_allocatable - use.gpu_used, 0)] += 1
     return view, {key: tuple(h) for key, h in recomputed.items()}
 
 
@@ -90,7 +89,9 @@ async def test_a_view_the_log_covers_reads_the_log_not_the_nodes(
     )
     before, _ = await _view_and_nodes(app)
     async with transaction(app.state.sessions) as session:
-        await session.execute(update(Node).where(Node.name == nodes[0]["name"]).values(gpu_used=8))
+        await session.execute(
+            update(NodeUse).where(NodeUse.name == nodes[0]["name"]).values(gpu_used=8)
+        )
     await _delta(app, [nodes[1] | {"gpuUsed": 8}])
     view, expected = await _view_and_nodes(app)
     assert view != expected  # nodes[0]'s change is not read
@@ -112,7 +113,7 @@ async def test_sequences_stored_without_logging_make_the_view_read_the_cluster_w
     for step, name in enumerate((nodes[0]["name"], nodes[1]["name"])):
         async with transaction(app.state.sessions) as session:
             cluster = await lock_cluster(session, name="east")
-            await session.execute(update(Node).where(Node.name == name).values(gpu_used=8))
+            await session.execute(update(NodeUse).where(NodeUse.name == name).values(gpu_used=8))
             cluster.inventory_seq += 1  # as the older release does: no log row, no bounds
         if step:
             await _delta(app, [nodes[2] | {"gpuUsed": 7}])
