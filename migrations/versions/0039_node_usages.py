@@ -1,5 +1,6 @@
 """node_usages: what the pods on each node use, moved out of `nodes` into a narrow row per
-node (keyed by cluster and name, removed with its node). An agent's usages change many nodes
+node (keyed by cluster and name, written and removed with its node by the code: no foreign
+key, whose row-at-a-time check slowed Postgres' full sync). An agent's usages change many nodes
 a second; on SQLite, updating the node's whole row dirtied most of a cluster's pages for 500
 random nodes (docs/benchmarks.md, "Where SQLite's deltas go, session 21"). Existing nodes'
 usages are copied, then `nodes.gpu_used`, `cpu_used_millis` and `memory_used_bytes` dropped
@@ -44,12 +45,6 @@ def upgrade() -> None:
         sa.Column("cpu_used_millis", sa.BigInteger(), nullable=False),
         sa.Column("memory_used_bytes", sa.BigInteger(), nullable=False),
         sa.Column("seq", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster_id", "name"],
-            ["nodes.cluster_id", "nodes.name"],
-            name=op.f("fk_node_usages_cluster_id_nodes"),
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("cluster_id", "name", name=op.f("pk_node_usages")),
         sqlite_with_rowid=False,
         postgresql_with={"fillfactor": 85},  # models.NODES_FILLFACTOR

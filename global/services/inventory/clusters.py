@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import raiseload
 
@@ -15,6 +15,7 @@ from volcano_global.db.models import (
     ClusterShare,
     ClusterState,
     Job,
+    NodeUse,
     Placement,
     TokenRole,
 )
@@ -147,6 +148,7 @@ async def delete_cluster(session: AsyncSession, *, name: str) -> None:
         raise NotFound(f"cluster {name!r} not found")
     await require_no_active_shares(session, cluster)
     await session.delete(cluster)
+    await session.execute(delete(NodeUse).where(NodeUse.cluster_id == cluster.id))
     streams_must_recheck(session, cluster.id)
     node_cache.forget(session, cluster.id)
     await session.flush()

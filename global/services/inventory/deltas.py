@@ -277,9 +277,10 @@ async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq
     if not names:
         return
     for part in chunks(list(set(names))):
-        await session.execute(
-            delete(Node).where(Node.cluster_id == cluster.id, Node.name.in_(part))
-        )
+        for table in (Node, NodeUse):
+            await session.execute(
+                delete(table).where(table.cluster_id == cluster.id, table.name.in_(part))
+            )
     cluster.nodes_removed_seq = seq
 
 

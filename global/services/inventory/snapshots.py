@@ -79,6 +79,7 @@ async def replace_inventory(
     node_cache.forget(session, cluster.id)
     room_may_have_changed(session)
     await session.execute(delete(Node).where(Node.cluster_id == cluster.id))
+    await session.execute(delete(NodeUse).where(NodeUse.cluster_id == cluster.id))
     await session.execute(delete(TopologyDomain).where(TopologyDomain.cluster_id == cluster.id))
     await session.execute(
         delete(ClusterGpuCapacity).where(ClusterGpuCapacity.cluster_id == cluster.id)
