@@ -34,7 +34,7 @@ from sqlalchemy import select
 from core_agent.inventory import delta_of_changes
 from core_agent.simulated.cluster import ClusterSpec, SimulatedCluster
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import Cluster, NodeUse
 from volcano_global.grpc.convert import delta_from, snapshot_from
 from volcano_global.rpc.v1 import agent_pb2 as pb
 from volcano_global.services.inventory import clusters as cluster_service
@@ -126,7 +126,9 @@ async def _require_stored(sessions, clusters: list[SimulatedCluster]) -> None:  
     """Every cluster's stored nodes hold what its agent holds (the GPUs used, the counts)."""
     async with transaction(sessions) as session:
         rows = await session.execute(
-            select(Cluster.name, Node.name, Node.gpu_used).join(Node, Node.cluster_id == Cluster.id)
+            select(Cluster.name, NodeUse.name, NodeUse.gpu_used).join(
+                NodeUse, NodeUse.cluster_id == Cluster.id
+            )
         )
         stored: dict[str, dict[str, int]] = {}
         for cluster, node, used in rows:

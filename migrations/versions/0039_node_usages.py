@@ -51,9 +51,12 @@ def upgrade() -> None:
     )
     columns = ", ".join(_COPIED)
     op.execute(f"INSERT INTO node_usages ({columns}) SELECT {columns} FROM nodes")
-    for column in _USAGES:  # SQLite >= 3.35 drops a column in place, as Postgres does
-        op.execute(f"ALTER TABLE nodes DROP COLUMN {column}")
+    with op.batch_alter_table("nodes") as batch:  # SQLite: the table copied once, any version
+        for column in _USAGES:
+            batch.drop_column(column)
     if op.get_bind().dialect.name == "postgresql":
+        # Altered in place, not renamed as migration 0027 advises: a replica of an earlier
+        # release fails on the dropped columns anyway, so none may run beside this schema.
         op.execute(
             "ALTER TYPE node_update " + ", ".join(f"DROP ATTRIBUTE {column}" for column in _USAGES)
         )

@@ -93,8 +93,9 @@ async def apply_node_deltas(
 ) -> list[tuple[ClusterDelta, StaleUsage]]:
     """Apply node-only deltas of distinct clusters in the caller's transaction, together: on
     Postgres one read of the stored nodes they name, one UPDATE of whole nodes and one of
-    usages, one INSERT and one upsert of the clusters' aggregates for all of them (the
-    statements' fixed cost, not the rows, was most of a small delta's). A delta with a usage
+    usages (`node_usages`), one INSERT of new nodes and one of their usages, one upsert of
+    the clusters' aggregates for all of them (the statements' fixed cost, not the rows, was
+    most of a small delta's). A delta with a usage
     of a node its cluster does not hold is not applied: it is answered, with why."""
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
@@ -412,19 +413,20 @@ async def _with_domain_changes(
     for name in delta.domain_removals:
         domains.pop(name, None)
     domains.update({d.name: d for d in delta.domain_upserts})
+    # An outer join: a node without its usage row (never written so) is kept, as using nothing.
     node_rows = await session.execute(
-        select(Node, NodeUse).join(NodeUse, NODE_USE).where(Node.cluster_id == cluster.id)
+        select(Node, NodeUse).outerjoin(NodeUse, NODE_USE).where(Node.cluster_id == cluster.id)
     )
     nodes = {
         n.name: NodeIn(
             name=n.name,
             gpu_model=n.gpu_model,
             gpu_allocatable=n.gpu_allocatable,
-            gpu_used=u.gpu_used,
+            gpu_used=u.gpu_used if u else 0,
             cpu_allocatable_millis=n.cpu_allocatable_millis,
-            cpu_used_millis=u.cpu_used_millis,
+            cpu_used_millis=u.cpu_used_millis if u else 0,
             memory_allocatable_bytes=n.memory_allocatable_bytes,
-            memory_used_bytes=u.memory_used_bytes,
+            memory_used_bytes=u.memory_used_bytes if u else 0,
             ready=n.ready,
             schedulable=n.schedulable,
             domain=by_id[n.domain_id].name if n.domain_id in by_id else None,

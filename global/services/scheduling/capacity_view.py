@@ -168,6 +168,7 @@ async def read_histograms(
         .join(NodeUse, NODE_USE)
         .where(
             Node.cluster_id.in_([c.id for c in clusters]),
+            NodeUse.cluster_id.in_([c.id for c in clusters]),  # the planner does not infer it
             Node.ready.is_(True),
             Node.schedulable.is_(True),
             Node.gpu_allocatable > 0,
@@ -259,7 +260,9 @@ async def _read_whole(session: AsyncSession, clusters: list[Cluster], turns: Tur
         for c in clusters
     }
     rows = await session.execute(
-        select(*_COLUMNS).join(NodeUse, NODE_USE).where(Node.cluster_id.in_(list(fresh)))
+        select(*_COLUMNS)
+        .join(NodeUse, NODE_USE)
+        .where(Node.cluster_id.in_(list(fresh)), NodeUse.cluster_id.in_(list(fresh)))
     )
     for i, (name, cluster_id, *values) in enumerate(rows):
         if i % 500 == 0:

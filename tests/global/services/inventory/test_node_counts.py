@@ -13,7 +13,7 @@ from sqlalchemy import case, func, select, update
 
 from tests.factories import REPLY_S, create_cluster, eventually, inventory, waiting_for_locks
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import Cluster, Node, NodeUse
 from volcano_global.schemas.clusters import InventoryDelta
 from volcano_global.services.inventory.agent_streams import claim_stream
 from volcano_global.services.inventory.clusters import get_cluster, lock_cluster, lock_clusters
@@ -156,6 +156,7 @@ async def test_a_stream_claimed_while_a_write_holds_the_cluster_counts_what_it_w
         extra = (await holder.execute(select(Node).where(Node.cluster_id == cluster.id))).scalars()
         template = next(iter(extra))
         holder.add(Node(cluster_id=cluster.id, name="late", domain_id=template.domain_id))
+        holder.add(NodeUse(cluster_id=cluster.id, name="late"))  # as every writer of nodes does
         await holder.flush()
         claiming = asyncio.create_task(claim())
         await eventually(lambda: waiting_for_locks(app))

@@ -1,6 +1,7 @@
 """Every stored node has exactly one `node_usages` row, holding what its pods use: written by a
-snapshot and by a delta's new nodes, changed by usages and whole upserts, removed with the
-node by a delta, by the next snapshot and with its cluster (no foreign key does it: the
+snapshot and by a delta's new nodes, changed by usages and whole upserts, kept through a
+HyperNode change's rebuild, removed with the node by a delta, by the next snapshot and with
+its cluster (no foreign key does it: the
 writers do; both databases)."""
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ async def test_each_node_has_one_usage_row_whatever_wrote_it(
     assert usages["east-n0-3"] == (5, 0, 0)  # a new node's
     assert usages["east-n0-1"] == (1, 900, 0)  # a whole node's
     assert usages["east-n0-0"] == (7, 0, 1 << 30)  # a usage's
+
+    tor = {"name": "east-tor9", "tier": 1, "parent": "east-spine"}
+    await next_delta(app, "east", {"domainUpserts": [tor]})  # the inventory rebuilt
+    assert await _rows(app) == (nodes, usages)  # what the pods use kept through it
 
     smaller = inventory("east", tors=1, nodes_per_tor=2)
     assert (await api.put("/api/v1/clusters/east/inventory", json=smaller)).status_code == 200

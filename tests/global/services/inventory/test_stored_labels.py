@@ -14,7 +14,7 @@ from sqlalchemy import String, cast, select
 from tests.factories import create_cluster, inventory
 from tests.grpc_stream import Stream, node
 from volcano_global.db.engine import transaction
-from volcano_global.db.models import Cluster, Node
+from volcano_global.db.models import Cluster, Node, NodeUse
 from volcano_global.rpc.v1 import agent_pb2 as pb
 
 LABELS = {"zone": "zürich-1", "b": "1", "topology.kubernetes.io/region": "eu"}  # not in order
@@ -70,6 +70,7 @@ async def test_every_write_path_stores_the_same_text(app: FastAPI, api: httpx.As
             await session.execute(select(Cluster).where(Cluster.name == "gpu-west"))
         ).scalar_one()
         session.add(Node(cluster_id=west.id, name="orm", labels=dict(LABELS), taints=list(TAINTS)))
+        session.add(NodeUse(cluster_id=west.id, name="orm"))
 
     stored = await _stored(app)
     paths = [("gpu-west", "rest"), ("gpu-east", "sync"), ("gpu-east", "inserted")]
