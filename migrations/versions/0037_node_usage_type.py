@@ -1,5 +1,5 @@
-"""node_usage: the composite type of the rows a delta's node usages set in `nodes` (Postgres
-only), as `node_update` is for whole nodes (migration 0027, whose notes on changing such a
+"""node_usage: the composite type of the rows a delta's node usages set (Postgres only; in
+`nodes` until migration 0039 moved them to `node_usages`), as `node_update` is for whole nodes (migration 0027, whose notes on changing such a
 type hold here too): its attributes are the columns that UPDATE sets and matches on, in its
 order (`services/inventory/node_usages.USAGE_UPDATED`; tests/global/db/test_copy_rows.py
 compares the two).

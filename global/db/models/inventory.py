@@ -63,8 +63,9 @@ class Node(UUIDPrimaryKey, Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     taints: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
-    # The cluster's inventory sequence of the snapshot or delta that last wrote the node (not
-    # indexed: readers of what changed go through `NodeChange`).
+    # The cluster's inventory sequence of the snapshot or delta that last wrote the node's row
+    # (a usage writes its NodeUse row only; not indexed: readers of what changed go through
+    # `NodeChange`).
     seq: Mapped[int] = mapped_column(BigInteger, default=0)
 
 

@@ -13,8 +13,9 @@ from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventoryS
 
 
 class NodeValues(NamedTuple):
-    """A checked node, its fields named as the Node table's columns (`domain` is the name of
-    its domain, the table stores its id; `taints` in their stored form)."""
+    """A checked node, its fields named as the Node table's columns and its NodeUse row's
+    (the USED ones; `domain` is the name of its domain, the table stores its id; `taints` in
+    their stored form)."""
 
     name: str
     gpu_model: str | None
@@ -39,7 +40,7 @@ STORED = (*(f for f in NodeValues._fields[:10] if f not in USED), "labels", "tai
 
 
 class NodeUsage(NamedTuple):
-    """A checked usage of a node the cluster holds, its fields named as the Node table's."""
+    """A checked usage of a node the cluster holds, its fields named as its NodeUse row's."""
 
     name: str
     gpu_used: int
