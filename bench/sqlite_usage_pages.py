@@ -1,7 +1,8 @@
 """What a delta's usage UPDATE costs SQLite, by where the usage columns live: the `nodes` table
-as the Global writes it (the UPDATE `copy_rows.update_tuples` issues for `node_usages.USAGE_UPDATED`)
-against a narrow table of the usages alone (a prototype, keyed by cluster and name, WITHOUT
-ROWID), for nodes with as many labels as you give them. No server: sqlite3 on a file, one
+as it was before migration 0039, the usages in each node's row (the UPDATE
+`copy_rows.update_tuples` issued then), against a narrow table of the usages alone, keyed by
+cluster and name, WITHOUT ROWID (what `node_usages` is since), for nodes with as many labels
+as you give them. No server: sqlite3 on a file, one
 transaction per batch of `--clusters-a-batch` clusters x `--batch` random nodes each, as the
 delta writer's group commit makes them.
 
@@ -35,6 +36,7 @@ _NARROW = (
     "gpu_used INTEGER NOT NULL, cpu_used_millis BIGINT NOT NULL, memory_used_bytes BIGINT "
     "NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (cluster_id, name)) WITHOUT ROWID"
 )
+_USED = ("gpu_used", "cpu_used_millis", "memory_used_bytes")
 _SET = "gpu_used = ?, cpu_used_millis = ?, memory_used_bytes = ?, seq = ?"
 
 
@@ -53,8 +55,11 @@ def _create(db: sqlite3.Connection, clusters: list[str], nodes: int, labels: int
     db.execute(str(CreateTable(Node.__table__).compile(dialect=dialect)))
     for index in Node.__table__.indexes:
         db.execute(str(CreateIndex(index).compile(dialect=dialect)))
+    for column, kind in zip(_USED, ("INTEGER", "BIGINT", "BIGINT"), strict=True):
+        # `nodes` as it was before migration 0039: the usages in each node's row.
+        db.execute(f"ALTER TABLE nodes ADD COLUMN {column} {kind} NOT NULL DEFAULT 0")
     db.execute(_NARROW)
-    columns = [c.name for c in Node.__table__.columns]
+    columns = [c.name for c in Node.__table__.columns] + list(_USED)
     insert = f"INSERT INTO nodes ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     db.execute("BEGIN")
     for cluster in clusters:
