@@ -95,8 +95,8 @@ async def apply_node_deltas(
     Postgres one read of the stored nodes they name, one UPDATE of whole nodes and one of
     usages (`node_usages`), one INSERT of new nodes and one of their usages, one upsert of
     the clusters' aggregates for all of them (the statements' fixed cost, not the rows, was
-    most of a small delta's). A delta with a usage
-    of a node its cluster does not hold is not applied: it is answered, with why."""
+    most of a small delta's). A delta with a usage of a node its cluster does not hold is not
+    applied: it is answered, with why."""
     trees = await domain_trees(
         session, {d.cluster.id: d.cluster.inventory_generation for d in deltas}
     )
