@@ -1,8 +1,9 @@
 """node_usage: the composite type of the rows a delta's node usages set (Postgres only; in
-`nodes` until migration 0039 moved them to `node_usages`), as `node_update` is for whole nodes (migration 0027, whose notes on changing such a
-type hold here too): its attributes are the columns that UPDATE sets and matches on, in its
-order (`services/inventory/node_usages.USAGE_UPDATED`; tests/global/db/test_copy_rows.py
-compares the two).
+`nodes` until migration 0039 moved them to `node_usages`), as `node_update` is for whole
+nodes (migration 0027, whose notes on changing such a type hold here too): its attributes
+are the columns that UPDATE sets and matches on, in its order
+(`services/inventory/node_usages.USAGE_UPDATED`; tests/global/db/test_copy_rows.py compares
+the two).
 
 Revision ID: 0032_node_usage_type
 Revises: 0031_node_changes_json
