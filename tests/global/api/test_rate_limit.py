@@ -52,18 +52,21 @@ async def test_a_token_over_its_rate_gets_429_with_retry_after_in_both_apis(
             assert answers == [200] * BURST
             refused = await api.post("/api/v1/jobs", json=job_document("a"))
             assert refused.status_code == 429
-            assert refused.headers["Retry-After"] == "10"
+            # A token each 10 s, less what refilled while the burst was sent (a slow machine)
+            retry = int(refused.headers["Retry-After"])
+            assert 1 <= retry <= 10
             assert refused.json() == {
                 "kind": "Status",
                 "apiVersion": "v1",
                 "status": "Failure",
                 "reason": "TooManyRequests",
                 "message": "too many requests: this token may make 0.1 requests a second "
-                "(bursts of 5); retry after 10 s",
+                f"(bursts of 5); retry after {retry} s",
                 "code": 429,
             }
             kubectl = await api.get(KUBE_JOBS)
-            assert kubectl.status_code == 429 and kubectl.headers["Retry-After"] == "10"
+            assert kubectl.status_code == 429
+            assert 1 <= int(kubectl.headers["Retry-After"]) <= retry
             # Nothing was submitted; another token and the admin are not held back.
             assert (await neighbour.get("/api/v1/jobs")).json()["items"] == []
         for _ in range(3 * BURST):
