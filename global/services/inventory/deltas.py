@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.bulk import add_to_rows
-from volcano_global.db.copy_rows import update_tuples
 from volcano_global.db.models import (
     NODE_USE,
     Cluster,
@@ -30,9 +28,8 @@ from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.node_cap import require_node_cap, require_room_for
 from volcano_global.services.inventory.node_changes import LoggedNode, log_upserts, store_seq
+from volcano_global.services.inventory.node_rows import NodeRows
 from volcano_global.services.inventory.node_usages import (
-    USAGE_TYPE,
-    USAGE_UPDATED,
     Change,
     StaleUsage,
     apply_to_models,
@@ -40,7 +37,6 @@ from volcano_global.services.inventory.node_usages import (
     usage_changes,
 )
 from volcano_global.services.inventory.node_values import (
-    STORED,
     CheckedDelta,
     NodeUsage,
     NodeValues,
@@ -49,7 +45,6 @@ from volcano_global.services.inventory.node_values import (
 )
 from volcano_global.services.inventory.snapshots import (
     contribution,
-    insert_many,
     replace_inventory,
 )
 from volcano_global.services.inventory.stored_nodes import StoredRow, chunks, stored_nodes
@@ -107,7 +102,7 @@ async def apply_node_deltas(
         refused = {id(d) for d, _ in stale}
         deltas = [d for d in deltas if id(d) not in refused]
     now = utcnow()
-    rows = _Rows()
+    rows = NodeRows()
     changes: dict[uuid.UUID, tuple[Change, bool]] = {}
     logged: list[tuple[Cluster, int, list[LoggedNode]]] = []
     for d in deltas:
@@ -128,7 +123,9 @@ async def apply_node_deltas(
         for node in d.delta.node_upserts:
             domain_id = tree.ids[node.domain] if node.domain else None
             written.append(_logged(node, domain_id))
-            added += rows.upsert(node, d, domain_id, stored=node.name in existing, now=now)
+            added += rows.upsert(
+                node, cluster.id, d.seq, domain_id, stored=node.name in existing, now=now
+            )
         await require_room_for(
             session, cluster_id=cluster.id, cluster=cluster.name, added=added, cap=max_nodes
         )
@@ -144,51 +141,6 @@ async def apply_node_deltas(
         store_seq(d.cluster, d.seq)
     await session.flush()
     return stale
-
-
-@dataclass
-class _Rows:
-    """What a transaction of deltas writes to `nodes` and `node_usages`."""
-
-    updates: list[tuple[Any, ...]] = field(default_factory=list)  # values for _UPDATED
-    usages: list[tuple[Any, ...]] = field(default_factory=list)  # for USAGE_UPDATED
-    inserts: list[dict[str, Any]] = field(default_factory=list)  # new nodes
-    new_usages: list[dict[str, Any]] = field(default_factory=list)  # their node_usages rows
-
-    def upsert(
-        self, node: NodeValues, d: ClusterDelta, domain_id: Any, *, stored: bool, now: Any
-    ) -> bool:
-        """The node's rows (an update of both if `stored`, else an insert of both); whether
-        it is new."""
-        used = (node.name, node.gpu_used, node.cpu_used_millis, node.memory_used_bytes)
-        if stored:
-            self.updates.append((*_STORED_OF(node), domain_id, d.seq, d.cluster.id))
-            self.usages.append((*used, d.seq, d.cluster.id))
-            return False
-        values = dict(zip(STORED, _STORED_OF(node), strict=True))
-        extra = {"id": uuid.uuid4(), "cluster_id": d.cluster.id, "updated_at": now}
-        self.inserts.append(values | extra | {"domain_id": domain_id, "seq": d.seq})
-        usage = (*used, d.seq, d.cluster.id)
-        self.new_usages.append(dict(zip(USAGE_UPDATED, usage, strict=True)))
-        return True
-
-    async def write(self, session: AsyncSession, now: Any) -> None:
-        """The UPDATEs of stored nodes and usages, then the new nodes and their usages."""
-        for table, columns, rows, row_type, constants in (
-            (Node.__table__, _UPDATED, self.updates, _UPDATED_TYPE, {"updated_at": now}),
-            (NodeUse.__table__, USAGE_UPDATED, self.usages, USAGE_TYPE, {}),
-        ):
-            await update_tuples(
-                session,
-                table,
-                columns,
-                rows,
-                keys=("cluster_id", "name"),
-                constants=constants,
-                row_type=row_type,
-            )
-        await insert_many(session, Node, self.inserts)
-        await insert_many(session, NodeUse, self.new_usages)
 
 
 async def _stored(
@@ -465,13 +417,6 @@ def _row_part(row: StoredRow) -> tuple[str, int, int] | None:
         ready=row["ready"],
         schedulable=row["schedulable"],
     )
-
-
-_STORED_OF = attrgetter(*STORED)  # a NodeValues' values for the columns STORED, in order
-# The columns an UPDATE of a stored node sets (found by its cluster and name), and on Postgres
-# the composite type of those columns in this order (migrations/versions/0032).
-_UPDATED = (*STORED, "domain_id", "seq", "cluster_id")
-_UPDATED_TYPE = "node_update"
 
 
 def _node_part(node: NodeValues) -> tuple[str, int, int] | None:

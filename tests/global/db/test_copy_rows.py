@@ -23,7 +23,8 @@ from volcano_global.db.copy_rows import (
 )
 from volcano_global.db.engine import create_engine, transaction
 from volcano_global.db.models import Cluster, Node, NodeUse
-from volcano_global.services.inventory.deltas import _UPDATED, _UPDATED_TYPE
+from volcano_global.services.inventory.node_rows import UPDATED as _UPDATED
+from volcano_global.services.inventory.node_rows import UPDATED_TYPE as _UPDATED_TYPE
 from volcano_global.services.inventory.node_usages import USAGE_TYPE, USAGE_UPDATED
 from volcano_global.services.inventory.node_values import STORED
 
