@@ -48,7 +48,12 @@ class _ClusterView:
     generation: int
     removed_seq: int
     seq: int  # every node written at or below this sequence is reflected
-    nodes: dict[str, Bucket] = field(default_factory=dict)  # counted nodes by name
+    # Counted nodes by name: (index in `keys`, free GPUs, its GPUs). Ints only, so the garbage
+    # collector stops tracking them: 100,000 nodes kept as (domain id, ...) tuples were half the
+    # objects every full collection of the scheduling replica walked (docs/benchmarks.md).
+    nodes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    keys: list[LeafKey] = field(default_factory=list)  # each leaf key once, ids shared
+    key_index: dict[LeafKey, int] = field(default_factory=dict)
     domains: dict[str, uuid.UUID] = field(default_factory=dict)  # the log's ids, parsed once
     hists: dict[LeafKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0] * 9))
     sizes: dict[LeafKey, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
@@ -64,16 +69,26 @@ class _ClusterView:
         return found
 
     def put(self, name: str, bucket: Bucket | None) -> None:
+        counted = None if bucket is None else (self._key(bucket[:2]), bucket[2], bucket[3])
         old = self.nodes.pop(name, None)
-        if old != bucket:
+        if old != counted:
             self.version = next(_versions)
         if old is not None:
-            self.hists[old[:2]][old[2]] -= 1
-            self.sizes[old[:2]][old[3]] -= 1
-        if bucket is not None:
-            self.nodes[name] = bucket
-            _count(self.hists[bucket[:2]], bucket[2], 1)
-            self.sizes[bucket[:2]][bucket[3]] += 1
+            key = self.keys[old[0]]
+            self.hists[key][old[1]] -= 1
+            self.sizes[key][old[2]] -= 1
+        if counted is not None:
+            self.nodes[name] = counted
+            key = self.keys[counted[0]]
+            _count(self.hists[key], counted[1], 1)
+            self.sizes[key][counted[2]] += 1
+
+    def _key(self, key: LeafKey) -> int:
+        index = self.key_index.get(key)
+        if index is None:
+            index = self.key_index[key] = len(self.keys)
+            self.keys.append(key)
+        return index
 
 
 def node_size(sizes: Counter[int]) -> int:
