@@ -27,6 +27,13 @@ class DomainTree:
     _paths: dict[uuid.UUID, tuple[str, ...]] = field(default_factory=dict)
     _chains: dict[uuid.UUID | None, tuple[uuid.UUID, ...]] = field(default_factory=dict)
 
+    def share_ids(self) -> None:
+        """Each parent held as the id object its own row gave: a tree is kept for as long as
+        its generation lasts, and every object it holds is one more for each full collection
+        of the garbage collector to walk."""
+        own = {domain_id: domain_id for domain_id in self.names}
+        self.parents = {d: None if p is None else own.get(p, p) for d, p in self.parents.items()}
+
     def chain(self, domain_id: uuid.UUID | None) -> tuple[uuid.UUID, ...]:
         """The domain and its ancestors, lowest first (none for a domain not in the tree);
         kept per domain (a delta asks for it twice per node)."""
@@ -100,4 +107,6 @@ async def _read(
             tree.ids[name] = domain_id
             tree.names[domain_id] = name
             tree.parents[domain_id] = parent_id
+    for _, tree in read.values():
+        tree.share_ids()
     return read

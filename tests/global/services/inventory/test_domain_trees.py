@@ -63,3 +63,18 @@ async def test_deltas_and_rounds_use_the_tree_of_the_current_generation(
     (east,) = data.clusters
     leaves = {leaf.path: leaf.free_nodes for leaf in east.leaves}
     assert leaves[("east-tor2", "east-spine")][0] == 1  # the changed node, in the new domain
+
+
+async def test_a_read_tree_holds_each_domain_id_once(app: FastAPI, api: httpx.AsyncClient) -> None:
+    """A parent is the very id object of its own domain (the driver gives each row's value an
+    object of its own): trees are kept, and each object is walked by full collections."""
+    await create_cluster(api, "east")
+    await api.put("/api/v1/clusters/east/inventory", json=inventory("east", tors=3))
+    async with app.state.sessions() as session:
+        cluster = (await session.execute(select(Cluster))).scalar_one()
+        tree = (await domain_trees(session, {cluster.id: cluster.inventory_generation}))[cluster.id]
+    spine = tree.ids["east-spine"]
+    assert [tree.parents[tree.ids[f"east-tor{i}"]] for i in range(3)] == [spine] * 3
+    assert all(tree.parents[tree.ids[f"east-tor{i}"]] is spine for i in range(3))
+    assert tree.parents[spine] is None
+    assert {id(d) for d in tree.names} == {id(d) for d in tree.ids.values()}
