@@ -19,6 +19,8 @@ const STATES = ["Pending", "Placed", "Dispatched", "Running", "Succeeded", "Fail
 
 let timer = null;
 let generation = 0; // bumps on navigation so a late response never draws on the wrong page
+let pressed = null; // while a pointer button is down: a promise of its release
+let release = () => {};
 
 // How long a job's run ran (started to finished, or to now while it runs).
 function duration(timestamps) {
@@ -50,6 +52,7 @@ async function api(path, options = {}) {
     throw new ApiError(401, body);
   }
   if (!response.ok) throw new ApiError(response.status, body);
+  if (pressed) await pressed; // the view draws from it: not between a click's press and release
   return body;
 }
 
@@ -560,7 +563,26 @@ function navigate() {
   }
   clearInterval(timer);
   refresh();
-  timer = setInterval(refresh, REFRESH_MS);
+  timer = setInterval(liveTick, REFRESH_MS);
+}
+
+// A redraw between a click's press and its release replaces the element pressed, and the
+// browser then sends no click: while a button is down no tick starts a redraw, and an answer
+// that arrives meanwhile is handed to its view once the button is up (`api`).
+function liveTick() {
+  if (!pressed) refresh();
+}
+
+document.addEventListener("pointerdown", () => {
+  if (!pressed) pressed = new Promise((resolve) => { release = resolve; });
+}, true);
+for (const type of ["pointerup", "pointercancel"]) {
+  document.addEventListener(type, () => {
+    // Released in a task of its own: after the browser has sent the click.
+    const done = release;
+    pressed = null;
+    setTimeout(done, 0);
+  }, true);
 }
 
 function logout(message) {
