@@ -127,6 +127,23 @@ async def test_console_in_a_real_browser(
         await expect(page.get_by_test_id("topology")).to_contain_text("east-spine0000")
         await shot(page, "cluster")
 
+        # A press that a context menu ends, with no release, leaves the page live.
+        asked: list[str] = []
+        page.on(
+            "request",
+            lambda r, asked=asked: (
+                asked.append(r.url) if "/clusters/east/events" in r.url else None
+            ),
+        )
+        box = await page.locator("h1").bounding_box()
+        assert box is not None
+        await page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+        await page.mouse.down()
+        await page.evaluate("document.dispatchEvent(new MouseEvent('contextmenu'))")
+        await page.wait_for_timeout(2500)
+        assert asked, "no redraw after a press that a context menu ended"
+        await page.mouse.up()
+
         await page.click("nav >> text=Queues")
         await expect(page.get_by_test_id("queues")).to_contain_text("default")
         await shot(page, "queues")

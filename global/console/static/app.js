@@ -267,6 +267,7 @@ const views = {
     const cancel = TERMINAL.has(job.state) ? null : h("button", { class: "danger", "data-testid": "cancel-job",
       onclick: async (event) => {
         event.target.disabled = true;
+        generation += 1; // an answer read before the cancel would draw the button enabled again
         try { await api(`/api/v1/jobs/${uid}/cancel`, { method: "POST" }); } catch (e) { alert(e.message); }
         refresh();
       } }, "Cancel job");
@@ -573,17 +574,30 @@ function liveTick() {
   if (!pressed) refresh();
 }
 
-document.addEventListener("pointerdown", () => {
-  if (!pressed) pressed = new Promise((resolve) => { release = resolve; });
-}, true);
-for (const type of ["pointerup", "pointercancel"]) {
-  document.addEventListener(type, () => {
-    // Released in a task of its own: after the browser has sent the click.
-    const done = release;
-    pressed = null;
-    setTimeout(done, 0);
-  }, true);
+const HELD_AT_MOST_MS = 10000; // a press whose release never comes (a missed event) ends here
+
+function press(event) {
+  if (event.button !== 0 || !event.isPrimary || pressed) return;
+  const held = new Promise((resolve) => { release = resolve; });
+  pressed = held;
+  setTimeout(() => { if (pressed === held) unpress(); }, HELD_AT_MOST_MS);
 }
+
+function unpress() {
+  if (!pressed) return;
+  const done = release;
+  pressed = null;
+  setTimeout(done, 0); // a task of its own: after the browser has sent the click
+}
+
+// A context menu, a drag or leaving the window can end a press with no pointerup: each ends it
+// too, as does a move with no button down.
+document.addEventListener("pointerdown", press, true);
+for (const type of ["pointerup", "pointercancel", "contextmenu", "dragstart"]) {
+  document.addEventListener(type, unpress, true);
+}
+document.addEventListener("pointermove", (event) => { if (pressed && event.buttons === 0) unpress(); }, true);
+window.addEventListener("blur", unpress);
 
 function logout(message) {
   sessionStorage.removeItem(TOKEN_KEY);
