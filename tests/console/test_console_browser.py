@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import httpx
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, FloatRect, Locator, Page, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document, split_annotations
@@ -51,6 +51,17 @@ async def open_page(browser: Browser, scheme: str) -> tuple[Page, list[str]]:
 async def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def box_of(locator: Locator) -> FloatRect:
+    """Where the element is: a redraw that replaces it while Playwright measures gives no box,
+    so it is measured again (the redraw draws it in the same place)."""
+    for _ in range(20):
+        await expect(locator).to_be_visible()
+        box = await locator.bounding_box()
+        if box is not None:
+            return box
+    raise AssertionError(f"{locator} has no box")
 
 
 async def state_of(api: httpx.AsyncClient, uid: str) -> str:
@@ -118,8 +129,7 @@ async def test_console_in_a_real_browser(
         # A press held across the job page's live redraw (every 2 s) still clicks the link: a
         # redraw replacing the link between the press and the release would lose the click.
         link = page.get_by_test_id("share-east").get_by_role("link", name="east", exact=True)
-        box = await link.bounding_box()
-        assert box is not None
+        box = await box_of(link)
         await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         await page.mouse.down()
         await page.wait_for_timeout(2500)
@@ -135,8 +145,7 @@ async def test_console_in_a_real_browser(
                 asked.append(r.url) if "/clusters/east/events" in r.url else None
             ),
         )
-        box = await page.locator("h1").bounding_box()
-        assert box is not None
+        box = await box_of(page.locator("h1"))
         await page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
         await page.mouse.down()
         await page.evaluate("document.dispatchEvent(new MouseEvent('contextmenu'))")
