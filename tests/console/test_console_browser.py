@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import httpx
-from playwright.async_api import Browser, FloatRect, Locator, Page, expect
+from playwright.async_api import Browser, FloatRect, Locator, Page, Request, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import eventually, job_document, split_annotations
@@ -62,6 +62,44 @@ async def box_of(locator: Locator) -> FloatRect:
         if box is not None:
             return box
     raise AssertionError(f"{locator} has no box")
+
+
+async def redraw_keeps_a_selection(page: Page, uid: str) -> None:
+    """The live redraw keeps the elements it draws again: the placement panel and the text
+    selected in it are still there after two redraws (a redraw that replaced the panel would
+    drop the selection with it)."""
+    asked: list[str] = []
+
+    def note(request: Request) -> None:
+        if f"/jobs/{uid}/events" in request.url:
+            asked.append(request.url)
+
+    await page.evaluate(
+        """() => {
+            const panel = document.querySelector('[data-testid=placement]');
+            panel.keptAcrossRedraws = true;
+            const range = document.createRange();
+            range.selectNodeContents(panel);
+            getSelection().removeAllRanges();
+            getSelection().addRange(range);
+        }"""
+    )
+    page.on("request", note)
+    for _ in range(50):
+        if len(asked) >= 2:
+            break
+        await page.wait_for_timeout(200)
+    assert len(asked) >= 2, "no redraw within 10 s"
+    await page.wait_for_timeout(300)  # the second redraw's answers drawn
+    page.remove_listener("request", note)
+    kept = await page.evaluate(
+        """() => [
+            document.querySelector('[data-testid=placement]').keptAcrossRedraws === true,
+            getSelection().toString().includes('50 Gbps on east'),
+        ]"""
+    )
+    assert kept == [True, True], "the redraw replaced the panel or lost the selection"
+    await page.evaluate("getSelection().removeAllRanges()")
 
 
 async def state_of(api: httpx.AsyncClient, uid: str) -> str:
@@ -124,6 +162,7 @@ async def test_console_in_a_real_browser(
         await expect(page.get_by_test_id("share-west")).to_contain_text("Running")
         await expect(page.get_by_test_id("placement")).to_contain_text("50 Gbps on east")
         await shot(page, "job-split")
+        await redraw_keeps_a_selection(page, split_uid)
 
         # A cluster page: the topology tree with free GPUs per domain.
         # A press held across the job page's live redraw (every 2 s) still clicks the link: a

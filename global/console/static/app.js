@@ -1,7 +1,8 @@
 // Volcano Global admin console: a dependency-free single page over the REST API.
-// Views re-fetch their data every 2 seconds (live updates); forms are never redrawn by it.
+// Views re-fetch their data every 2 seconds and redraw over what is shown (live updates, dom.js's
+// `redraw`); forms are drawn once (`fill`) and never redrawn by it.
 
-import { badge, fill, fmt, h, s, when } from "./dom.js";
+import { badge, fill, fmt, h, redraw, s, when } from "./dom.js";
 import { dataPage, jobDataPanel } from "./data.js";
 import {
   capacityBar, CLUSTERS_PER_PAGE, clusterFilters, clusterPage, clusterTable, ratioBar, resetClusterPager,
@@ -149,7 +150,7 @@ const views = {
     const active = j.Placed + j.Dispatched;
     const finished = j.Succeeded + j.Failed + j.Cancelled;
     const clusterCount = Object.values(overview.clusters).reduce((a, b) => a + b, 0);
-    fill(main,
+    redraw(main,
       h("h1", {}, "Overview"),
       h("div", { class: "counters" },
         counter("Pending", fmt(j.Pending), "counter-pending"),
@@ -188,13 +189,13 @@ const views = {
     }
     const page = await clusterPage(api, form, refresh);
     if (token !== generation) return;
-    main.querySelector("#cluster-page").replaceChildren(...page);
+    redraw(main.querySelector("#cluster-page"), ...page);
   },
 
   async links(main, token) {
     const [clusters, links] = await Promise.all([api("/api/v1/clusters"), api("/api/v1/links")]);
     if (token !== generation) return;
-    fill(main, h("h1", {}, "Links"),
+    redraw(main, h("h1", {}, "Links"),
       h("section", { class: "panel" }, h("h2", {}, "Inter-cluster links (reserved / capacity)"),
         linkGraph(clusters.items, links.items)),
       h("section", { class: "panel" }, links.items.length ? linkTable(links.items)
@@ -210,7 +211,7 @@ const views = {
     if (token !== generation) return;
     // The top tier holds every node: its domains' lists of nodes not ready cover the cluster.
     const notReady = levels.get("").flatMap((d) => d.nodesNotReady.map((n) => [n, d.name]));
-    fill(main,
+    redraw(main,
       h("h1", {}, `Cluster ${cluster.name} `, badge(cluster.state)),
       h("p", { class: "muted" },
         `${fmt(cluster.nodes.ready)} of ${fmt(cluster.nodes.total)} nodes ready · inventory generation ${cluster.inventoryGeneration}`
@@ -244,7 +245,7 @@ const views = {
       jobChoices(form).catch(() => {}); // a filter still works by the address without them
     }
     const table = main.querySelector("#job-table");
-    table.replaceChildren(jobTable(page.items), h("div", { class: "pager" },
+    redraw(table, jobTable(page.items), h("div", { class: "pager" },
       h("button", { disabled: pager.cursors.length <= 1, onclick: () => { pager.cursors.pop(); refresh(); } }, "Previous"),
       h("span", { class: "muted" }, `page ${pager.cursors.length}`),
       h("button", { "data-testid": "next-page", disabled: !page.metadata.continue,
@@ -271,7 +272,7 @@ const views = {
         try { await api(`/api/v1/jobs/${uid}/cancel`, { method: "POST" }); } catch (e) { alert(e.message); }
         refresh();
       } }, "Cancel job");
-    fill(main, 
+    redraw(main, 
       h("div", { class: "title" }, h("h1", {}, `${job.namespace}/${job.name} `, badge(job.state)), cancel),
       h("p", { class: "muted" },
         `${job.kind} in queue ${job.queue} · priority ${job.priority} · ${job.totalPods} pods · `
@@ -313,7 +314,7 @@ const views = {
   async queues(main, token) {
     const [queues, classes] = await Promise.all([api("/api/v1/queues"), api("/api/v1/priorityclasses")]);
     if (token !== generation) return;
-    fill(main, h("h1", {}, "Queues"), h("section", { class: "panel" },
+    redraw(main, h("h1", {}, "Queues"), h("section", { class: "panel" },
       h("table", { "data-testid": "queues" },
         h("tr", {}, h("th", {}, "queue"), h("th", {}, "state"), h("th", { class: "num" }, "weight"),
           h("th", { class: "num" }, "priority"), h("th", { class: "num" }, "capability"),
@@ -351,13 +352,13 @@ const views = {
       api("/api/v1/datasources"), api("/api/v1/datasourceclaims"), api("/api/v1/staging"),
     ]);
     if (token !== generation) return;
-    fill(main, dataPage(sources.items, claims.items, staging.items, staging.copies || []));
+    redraw(main, dataPage(sources.items, claims.items, staging.items, staging.copies || []));
   },
 
   async history(main, token, _arg, query) {
     const page = await historyPage(api, query);
     if (token !== generation) return;
-    fill(main, ...page);
+    redraw(main, ...page);
   },
 
   submit(main) {

@@ -2,6 +2,20 @@
 // children, and the small pieces every page draws (state badges, numbers, times).
 
 const SVG_NS = "http://www.w3.org/2000/svg";
+// Each element's event handlers, by event type: an element a redraw keeps takes the new
+// drawing's handlers (their closures hold the data just read) without listening twice.
+const HANDLERS = new WeakMap();
+
+function dispatch(event) {
+  const handler = HANDLERS.get(this)?.get(event.type);
+  return handler ? handler.call(this, event) : undefined;
+}
+
+function listen(el, type, handler) {
+  if (!HANDLERS.has(el)) HANDLERS.set(el, new Map());
+  HANDLERS.get(el).set(type, handler);
+  el.addEventListener(type, dispatch); // the same function twice is one listener
+}
 
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -20,7 +34,7 @@ export function s(tag, attrs = {}, ...children) {
 function setAttrs(el, attrs) {
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
-    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    if (key.startsWith("on")) listen(el, key.slice(2), value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
 }
@@ -36,6 +50,47 @@ export function fill(el, ...children) {
   el.replaceChildren();
   append(el, children);
 }
+
+// `el` made to show `children`, as a live view's redraw does: the elements drawn again
+// unchanged are kept (a text selection, a hover's tooltip, a pressed button, an input's focus
+// and a scroll survive it); what changed is changed in place, what is new added, what is gone
+// removed. A kept element's handlers are the new drawing's, so they must not hold the new
+// drawing's elements (which are dropped): a handler reaches its element as `event.target`.
+export function redraw(el, ...children) {
+  const fresh = document.createElement("div");
+  append(fresh, children);
+  morphChildren(el, [...fresh.childNodes]);
+}
+
+function morphChildren(parent, fresh) {
+  fresh.forEach((next, i) => {
+    const old = parent.childNodes[i];
+    if (!old) parent.append(next);
+    else if (!morph(old, next)) old.replaceWith(next);
+  });
+  while (parent.childNodes.length > fresh.length) parent.lastChild.remove();
+}
+
+// Whether `old` could be made to show `next` (then it does); not across kinds of node, nor
+// from one keyed element (a row's data-testid, an id) to another.
+function morph(old, next) {
+  if (old.nodeType !== next.nodeType || old.nodeName !== next.nodeName) return false;
+  if (old.nodeType === Node.TEXT_NODE) {
+    if (old.data !== next.data) old.data = next.data;
+    return true;
+  }
+  if (old.nodeType !== Node.ELEMENT_NODE || old.namespaceURI !== next.namespaceURI) return false;
+  if (key(old) !== key(next)) return false;
+  for (const { name } of [...old.attributes]) if (!next.hasAttribute(name)) old.removeAttribute(name);
+  for (const { name, value } of next.attributes) if (old.getAttribute(name) !== value) old.setAttribute(name, value);
+  for (const [type, handler] of HANDLERS.get(next) || []) listen(old, type, handler);
+  const gone = HANDLERS.get(old);
+  if (gone) for (const type of gone.keys()) if (!HANDLERS.get(next)?.has(type)) gone.delete(type);
+  morphChildren(old, [...next.childNodes]);
+  return true;
+}
+
+const key = (el) => el.getAttribute("data-testid") ?? el.id;
 
 export const badge = (state) => h("span", { class: `badge ${state}`, "data-state": state }, state);
 export const fmt = (n) => Number(n).toLocaleString("en-US");
