@@ -31,6 +31,7 @@ from volcano_global.db.models import (
     Placement,
     PlacementState,
 )
+from volcano_global.loop_turns import Turns
 from volcano_global.rpc.shares import SharePhase
 from volcano_global.services.dispatch.staging import note_staging, progress_text
 from volcano_global.services.dispatch.supervision import NOT_STARTED, share_lost
@@ -118,7 +119,9 @@ async def apply_reports(session: AsyncSession, reports: list[ShareReport]) -> No
     placements = {p.id: p for p in await lock_placements(session, chosen)}
     active = [p for p in placements.values() if p.state is PlacementState.ACTIVE]
     jobs = await lock_jobs(session, [p.job_id for p in active], documents=False)
+    turns = Turns()  # a batch of many reports is ORM work with nothing to await
     for report in reports:
+        await turns.take()
         placement = placements.get(report.placement_id)
         if placement is not None:
             await _apply(session, report, placement, jobs.get(placement.job_id))

@@ -57,29 +57,34 @@ def transition(job: Job, to: JobState, *, message: str = "") -> None:
 # What the parser derived for placing a job, and the text it came from: a job's state,
 # times and lifecycle change without them.
 _DOCUMENT = (Job.source, Job.gang, Job.communication, Job.split_policy)
+LOCKED_PER_READ = 100  # jobs locked and loaded by one statement (`lock_jobs`)
 
 
 async def lock_jobs(
     session: AsyncSession, job_ids: list[uuid.UUID], *, documents: bool = True
 ) -> dict[uuid.UUID, Job]:
-    """The jobs, locked for the transaction in one statement (in id order, as every locker
-    of several jobs must, against deadlocks), as they are now. `documents=False`: without
-    the job document's text and the gang and split the parser derived from it (each a model
-    validated as it is read), for a writer that only moves jobs through their lifecycle;
-    reading one of them then raises instead of querying."""
-    if not job_ids:
-        return {}
-    query = (
-        select(Job)
-        .where(Job.id.in_(job_ids))
-        .order_by(Job.id)
-        .options(lazyload(Job.queue))
-        .with_for_update(of=Job)
-        .execution_options(populate_existing=True)
-    )
-    if not documents:
-        query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
-    return {job.id: job for job in (await session.execute(query)).scalars()}
+    """The jobs, locked for the transaction in id order (as every locker of several jobs
+    must, against deadlocks), as they are now, `LOCKED_PER_READ` a statement: each job is
+    loaded (its models validated) as the statement's rows are buffered, with nothing to
+    await, and a round locks hundreds. `documents=False`: without the job document's text and
+    the gang and split the parser derived from it (each a model validated as it is read), for
+    a writer that only moves jobs through their lifecycle; reading one of them then raises
+    instead of querying."""
+    ordered = sorted(set(job_ids))  # Postgres orders uuids as Python does: by their bytes
+    jobs: dict[uuid.UUID, Job] = {}
+    for i in range(0, len(ordered), LOCKED_PER_READ):
+        query = (
+            select(Job)
+            .where(Job.id.in_(ordered[i : i + LOCKED_PER_READ]))
+            .order_by(Job.id)
+            .options(lazyload(Job.queue))
+            .with_for_update(of=Job)
+            .execution_options(populate_existing=True)
+        )
+        if not documents:
+            query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
+        jobs.update((job.id, job) for job in (await session.execute(query)).scalars())
+    return jobs
 
 
 def lifecycle_of(job: Job) -> Lifecycle:

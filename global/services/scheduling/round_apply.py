@@ -288,13 +288,16 @@ async def _start(
     generation: int,
     staging: Mapping[str, tuple[Copy, ...]],
 ) -> list[str]:
-    """Step 5. The placements first, in one flush: the rows that point at them (shares,
-    reservations, dispatch messages) then go in flushes of `FLUSH_EVERY` starts (a statement
-    per table each; the last with the round's last flush), a job's rows all in one. A start
+    """Step 5. The placements first, then the rows that point at them (shares, reservations,
+    dispatch messages), each in flushes of `FLUSH_EVERY` starts (a statement per table each;
+    the last with the round's last flush), a job's rows all in one. A start
     that lands where its data is not gets its copies (`staging`) on the shares they go to,
     their bandwidth held until each share's staging ends."""
-    session.add_all([placement for _, _, placement in starting])
-    await session.flush()
+    turns = Turns()
+    for i in range(0, len(starting), FLUSH_EVERY):
+        await turns.take()
+        session.add_all([placement for _, _, placement in starting[i : i + FLUSH_EVERY]])
+        await session.flush()
     queue_ids = {job.queue_id for _, job, _ in starting}
     queues = (
         {
@@ -307,7 +310,6 @@ async def _start(
     copied = {c.data for d, _, _ in starting for c in staging.get(d.job_id, ())}
     uris = await source_uris(session, names=copied - {CHECKPOINT})
     placed = []
-    turns = Turns()
     for i, (d, job, placement) in enumerate(starting):
         if i and i % FLUSH_EVERY == 0:
             await session.flush()

@@ -42,6 +42,7 @@ from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.normalize import HYPERJOB
 from volcano_global.jobspec.time_sharing import QUANTUM, time_sharing_quantum
+from volcano_global.loop_turns import Turns
 from volcano_global.services.inventory.links import reserved_gbps
 from volcano_global.services.scheduling import round_data
 from volcano_global.services.scheduling.elastic import ELASTIC, ElasticPlacement, elastic_running
@@ -81,6 +82,9 @@ class RoundContext:
     # The running elastic jobs by job id (planned policies), with their placements.
     elastic: dict[str, ElasticPlacement] = field(default_factory=dict)
     links: tuple[LinkState, ...] = ()  # as the round saw them
+
+
+FIELDS_PER_READ = 50  # waiting jobs read in full by one statement (`_fields`)
 
 
 async def read_round(
@@ -281,7 +285,9 @@ async def _waiting(
     by_id = {w.request.id: w for w in light}
     parents = {q.parent for q in tree.values() if q.parent}
     waiting, set_aside = [], {}
+    turns = Turns()
     for key in chosen:
+        await turns.take()
         job = fields.get(uuid.UUID(key))
         if job is None:
             continue
@@ -358,23 +364,30 @@ async def _whole_queue(
 
 
 async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
-    rows = await session.execute(
-        select(
-            Job.id,
-            Queue.name.label("queue"),
-            Job.priority,
-            Job.gpu_model,
-            Job.gang,
-            Job.split_policy,
-            Job.communication,
-            Job.measurements,
-            Job.preemption_policy,
-            Job.attained_gpu_s,
+    """The waiting jobs' fields a request is built from, read `FIELDS_PER_READ` jobs at a
+    time: each row's models (gang, split, communication) are validated as the statement's
+    rows are buffered, with nothing to await, so a read of a whole window at once would hold
+    the event loop for all of them."""
+    fields = {}
+    for i in range(0, len(ids), FIELDS_PER_READ):
+        rows = await session.execute(
+            select(
+                Job.id,
+                Queue.name.label("queue"),
+                Job.priority,
+                Job.gpu_model,
+                Job.gang,
+                Job.split_policy,
+                Job.communication,
+                Job.measurements,
+                Job.preemption_policy,
+                Job.attained_gpu_s,
+            )
+            .join(Queue, Queue.id == Job.queue_id)
+            .where(Job.id.in_(ids[i : i + FIELDS_PER_READ]))
         )
-        .join(Queue, Queue.id == Job.queue_id)
-        .where(Job.id.in_(ids))
-    )
-    return {row.id: row for row in rows}
+        fields.update((row.id, row) for row in rows)
+    return fields
 
 
 def _request(
