@@ -19,7 +19,6 @@ from prometheus_client import start_http_server
 from volcano_global.background import Background, event_loop_lag, scheduling_loops
 from volcano_global.cli.gc_tuning import tune_gc
 from volcano_global.cli.serve import refuse_unusable_database
-from volcano_global.cli.thread_switching import tune_thread_switching
 from volcano_global.db.engine import create_engine, create_session_factory
 from volcano_global.metrics import Metrics
 from volcano_global.scheduler.loop import Scheduler
@@ -55,7 +54,6 @@ async def _schedule(settings: Settings, metrics_port: int | None) -> None:
         start_http_server(metrics_port, addr=settings.host, registry=metrics.registry)
         log.info("metrics on %s:%d", settings.host, metrics_port)
     tune_gc()
-    tune_thread_switching()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)

@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from volcano_global.api.limits import BoundedHttpProtocol
 from volcano_global.cli.gc_tuning import tune_gc
-from volcano_global.cli.thread_switching import tune_thread_switching
 from volcano_global.db.preflight import database_problem
 from volcano_global.metrics import MULTIPROC_ENV
 from volcano_global.settings import Settings
@@ -164,7 +163,6 @@ def server_app(settings: Settings | None) -> FastAPI:
         header_timeout_s=limits.header_timeout_s,
     )
     tune_gc()
-    tune_thread_switching()
     return app
 
 
