@@ -70,20 +70,20 @@ async def lock_jobs(
     the gang and split the parser derived from it (each a model validated as it is read), for
     a writer that only moves jobs through their lifecycle; reading one of them then raises
     instead of querying."""
+    query = (
+        select(Job)
+        .order_by(Job.id)
+        .options(lazyload(Job.queue))
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    if not documents:
+        query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
     ordered = sorted(set(job_ids))  # Postgres orders uuids as Python does: by their bytes
     jobs: dict[uuid.UUID, Job] = {}
     for i in range(0, len(ordered), LOCKED_PER_READ):
-        query = (
-            select(Job)
-            .where(Job.id.in_(ordered[i : i + LOCKED_PER_READ]))
-            .order_by(Job.id)
-            .options(lazyload(Job.queue))
-            .with_for_update(of=Job)
-            .execution_options(populate_existing=True)
-        )
-        if not documents:
-            query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
-        jobs.update((job.id, job) for job in (await session.execute(query)).scalars())
+        part = query.where(Job.id.in_(ordered[i : i + LOCKED_PER_READ]))
+        jobs.update((job.id, job) for job in (await session.execute(part)).scalars())
     return jobs
 
 
