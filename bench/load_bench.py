@@ -10,7 +10,8 @@ leave on a fixed schedule whatever the answers, so latency includes queueing at 
 schedules), requests sent to them in turn, the clusters' agents connected to them in turn.
 
 Reports p50/p95/p99 latency and errors per request kind, achieved rates, each process group's CPU
-(cores, and milliseconds per job submitted, less each group's rate in `--idle-s` seconds of the
+(with `--replicas` over 1, each replica's too: the one that schedules and the others; in
+cores, and milliseconds per job submitted, less each group's rate in `--idle-s` seconds of the
 agents streaming alone first; with `--drain S` counted until every measured job has finished,
 the whole lifecycle's cost even when the machine cannot keep up), the
 jobs' lifecycle (Postgres: how many jobs a second were submitted, placed, dispatched, started
@@ -136,6 +137,9 @@ async def _measure(
         "postgres": lambda: cpu_seconds("postgres"),
         "load client": lambda: cpu_seconds(pids={os.getpid()}),
     }
+    if len(servers) > 1:  # each replica's share: the one that schedules and the others
+        for i, server in enumerate(servers):
+            groups[f"replica {i}"] = lambda pid=server.pid: cpu_seconds(pids=process_tree(pid))
     if scheduler is not None:
         groups["scheduler"] = lambda: cpu_seconds(pids={scheduler.pid})
     meter = CpuMeter(groups)
