@@ -22,6 +22,7 @@ from volcano_global.db.models import (
     NodeUse,
     TopologyDomain,
 )
+from volcano_global.db.parts import parts
 from volcano_global.errors import Invalid, field_error
 from volcano_global.schemas.clusters import DomainIn, InventoryDelta, InventorySnapshot, NodeIn
 from volcano_global.services.inventory import node_cache
@@ -47,7 +48,11 @@ from volcano_global.services.inventory.snapshots import (
     contribution,
     replace_inventory,
 )
-from volcano_global.services.inventory.stored_nodes import StoredRow, chunks, stored_nodes
+from volcano_global.services.inventory.stored_nodes import (
+    NAMES_A_STATEMENT,
+    StoredRow,
+    stored_nodes,
+)
 from volcano_global.services.wakeups import room_may_have_changed
 
 
@@ -229,7 +234,7 @@ async def _remove(session: AsyncSession, cluster: Cluster, names: list[str], seq
     scheduler's view then reads the cluster whole)."""
     if not names:
         return
-    for part in chunks(list(set(names))):
+    for part in parts(list(set(names)), NAMES_A_STATEMENT):
         for table in (Node, NodeUse):
             await session.execute(
                 delete(table).where(table.cluster_id == cluster.id, table.name.in_(part))

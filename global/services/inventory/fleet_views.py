@@ -14,10 +14,13 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import NODE_USE, Cluster, ClusterState, Node, NodeUse, TopologyDomain
+from volcano_global.db.parts import parts
 from volcano_global.errors import Invalid, NotFound
 from volcano_global.jobspec.fields import is_dns_label
 from volcano_global.services.inventory.domain_trees import DomainTree, domain_trees
 from volcano_global.services.inventory.snapshots import UNKNOWN_GPU_MODEL
+
+IDS_A_STATEMENT = 10_000  # domain ids a read takes (a whole tree may be large)
 
 
 async def cluster_page(
@@ -118,7 +121,7 @@ async def topology_level(
 async def _rows(session: AsyncSession, ids: list[uuid.UUID]) -> list[Any]:
     """The domains' rows (id, name, tier, tier name, parent id), top tier first, by name."""
     found: list[Any] = []
-    for part in _parts(ids):
+    for part in parts(ids, IDS_A_STATEMENT):
         found += (
             await session.execute(
                 select(
@@ -199,8 +202,3 @@ async def _not_ready(
             if above in chosen and len(not_ready[above]) < max_listed:
                 not_ready[above].append(name)
     return not_ready
-
-
-def _parts(ids: list[uuid.UUID]) -> list[list[uuid.UUID]]:
-    """Ids in parts a statement's bind parameters take (a whole tree may be large)."""
-    return [ids[start : start + 10_000] for start in range(0, len(ids), 10_000)]

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db.base import utcnow
 from volcano_global.db.copy_rows import insert_columns, insert_tuples
 from volcano_global.db.models import Cluster, ClusterGpuCapacity, Node, NodeUse, TopologyDomain
+from volcano_global.db.parts import parts
 from volcano_global.schemas.clusters import InventorySnapshot
 from volcano_global.services.inventory import node_cache
 from volcano_global.services.inventory.domain_trees import mark_replaced
@@ -172,5 +173,5 @@ async def _insert_tally(session: AsyncSession, cluster_id: uuid.UUID, tally: Gpu
 async def insert_many(session: AsyncSession, model: type, rows: list[dict]) -> None:  # type: ignore[type-arg]
     """Core executemany on the table: the ORM's bulk path costs several times more per row."""
     table = model.__table__  # type: ignore[attr-defined]
-    for start in range(0, len(rows), _BATCH):
-        await session.execute(insert(table), rows[start : start + _BATCH])
+    for part in parts(rows, _BATCH):
+        await session.execute(insert(table), part)

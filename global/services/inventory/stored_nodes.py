@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from volcano_global.db import json_text
 from volcano_global.db.fast_reads import Read
 from volcano_global.db.models import NODE_USE, Node, NodeUse
+from volcano_global.db.parts import parts
 from volcano_global.services.inventory.snapshots import NODE_CAPACITY_COLUMNS
 
 StoredRow = Mapping[str, Any]  # a stored node's name and capacity columns, by key
@@ -67,7 +68,7 @@ async def _sqlite_stored_nodes(
 async def stored_names(session: AsyncSession, cluster_id: uuid.UUID, names: set[str]) -> set[str]:
     """Which of these names the cluster's stored nodes hold."""
     found: set[str] = set()
-    for part in chunks(sorted(names)):
+    for part in parts(sorted(names), NAMES_A_STATEMENT):
         rows = await session.execute(
             select(Node.name).where(Node.cluster_id == cluster_id, Node.name.in_(part))
         )
@@ -75,17 +76,10 @@ async def stored_names(session: AsyncSession, cluster_id: uuid.UUID, names: set[
     return found
 
 
-def chunks(names: list[str]) -> list[list[str]]:
-    """Names in parts that fit a statement's bind parameters (SQLite and asyncpg: 32,766 and
-    32,767 a statement): a run of merged deltas may name far more than one message's 20,000
-    (13 deltas of 20,000 new nodes: 260,000)."""
-    return [
-        names[start : start + _NAMES_A_STATEMENT]
-        for start in range(0, len(names), _NAMES_A_STATEMENT)
-    ]
-
-
-_NAMES_A_STATEMENT = 20_000
+# Node names a statement takes, within its bind parameters (SQLite and asyncpg: 32,766 and
+# 32,767 a statement): a run of merged deltas may name far more than one message's 20,000 (13
+# deltas of 20,000 new nodes: 260,000).
+NAMES_A_STATEMENT = 20_000
 
 
 # The stored state of the nodes a delta names (read on the driver's connection; on Postgres

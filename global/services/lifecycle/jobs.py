@@ -11,6 +11,7 @@ from sqlalchemy.orm import defer, lazyload
 
 from volcano_global.db.base import utcnow
 from volcano_global.db.models import Job, JobState
+from volcano_global.db.parts import parts
 from volcano_global.errors import Conflict
 from volcano_global.jobspec import Lifecycle
 from volcano_global.jobspec.lifecycle import lifecycle_of_document
@@ -81,9 +82,9 @@ async def lock_jobs(
         query = query.options(*(defer(column, raiseload=True) for column in _DOCUMENT))
     ordered = sorted(set(job_ids))  # Postgres orders uuids as Python does: by their bytes
     jobs: dict[uuid.UUID, Job] = {}
-    for i in range(0, len(ordered), LOCKED_PER_READ):
-        part = query.where(Job.id.in_(ordered[i : i + LOCKED_PER_READ]))
-        jobs.update((job.id, job) for job in (await session.execute(part)).scalars())
+    for part in parts(ordered, LOCKED_PER_READ):
+        locked = (await session.execute(query.where(Job.id.in_(part)))).scalars()
+        jobs.update((job.id, job) for job in locked)
     return jobs
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Row, Select, select, true, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from volcano_global.db.models import Job
+from volcano_global.db.parts import parts
 from volcano_global.services.tenancy.queues import WAITING
 
 # Compound SELECTs hold at most 500 terms on SQLite; 100 keeps each statement modest.
@@ -51,10 +52,9 @@ async def queue_heads(
     queues -, `excluding` some: rows of (id, queue id, priority, total GPUs, submitted at,
     running estimate, attained GPU-seconds)."""
     rows: list[Row] = []
-    for start in range(0, len(queue_ids), QUEUES_PER_STATEMENT):
-        chunk = queue_ids[start : start + QUEUES_PER_STATEMENT]
-        parts = [_head_of(q, per_queue, excluding, q in sharing) for q in chunk]
-        statement = parts[0] if len(parts) == 1 else union_all(*parts)
+    for chunk in parts(queue_ids, QUEUES_PER_STATEMENT):
+        heads = [_head_of(q, per_queue, excluding, q in sharing) for q in chunk]
+        statement = heads[0] if len(heads) == 1 else union_all(*heads)
         rows += (await session.execute(statement)).all()
     return rows
 

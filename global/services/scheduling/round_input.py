@@ -38,6 +38,7 @@ from volcano_global.db.models import (
     PlacementState,
     Queue,
 )
+from volcano_global.db.parts import parts
 from volcano_global.jobspec import SplitPolicy
 from volcano_global.jobspec.lifecycle import given_estimate
 from volcano_global.jobspec.normalize import HYPERJOB
@@ -369,7 +370,7 @@ async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID
     rows are buffered, with nothing to await, so a read of a whole window at once would hold
     the event loop for all of them."""
     fields = {}
-    for i in range(0, len(ids), FIELDS_PER_READ):
+    for part in parts(ids, FIELDS_PER_READ):
         rows = await session.execute(
             select(
                 Job.id,
@@ -384,7 +385,7 @@ async def _fields(session: AsyncSession, ids: list[uuid.UUID]) -> dict[uuid.UUID
                 Job.attained_gpu_s,
             )
             .join(Queue, Queue.id == Job.queue_id)
-            .where(Job.id.in_(ids[i : i + FIELDS_PER_READ]))
+            .where(Job.id.in_(part))
         )
         fields.update((row.id, row) for row in rows)
     return fields
