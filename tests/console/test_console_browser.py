@@ -102,6 +102,26 @@ async def redraw_keeps_a_selection(page: Page, uid: str) -> None:
     await page.evaluate("getSelection().removeAllRanges()")
 
 
+async def a_second_fingers_release_leaves_the_press_held(page: Page, asked: list[str]) -> None:
+    """A second pointer (a second finger) pressed and lifted while the first is down does not
+    end the first's press: the page still draws nothing until the first is released."""
+    box = await box_of(page.locator("h1"))
+    await page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+    await page.mouse.down()
+    for kind in ("pointerdown", "pointerup"):
+        await page.evaluate(
+            "kind => document.dispatchEvent(new PointerEvent(kind, "
+            "{pointerId: 7, pointerType: 'touch', isPrimary: false, bubbles: true}))",
+            kind,
+        )
+    asked.clear()
+    await page.wait_for_timeout(2500)  # more than a redraw's period
+    assert not asked, "a second finger's release ended the first finger's press"
+    await page.mouse.up()
+    await page.wait_for_timeout(2500)
+    assert asked, "no redraw after the press was released"
+
+
 async def state_of(api: httpx.AsyncClient, uid: str) -> str:
     return str((await api.get(f"/api/v1/jobs/{uid}")).json()["state"])
 
@@ -191,6 +211,7 @@ async def test_console_in_a_real_browser(
         await page.wait_for_timeout(2500)
         assert asked, "no redraw after a press that a context menu ended"
         await page.mouse.up()
+        await a_second_fingers_release_leaves_the_press_held(page, asked)
 
         await page.click("nav >> text=Queues")
         await expect(page.get_by_test_id("queues")).to_contain_text("default")

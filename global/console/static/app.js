@@ -22,6 +22,7 @@ let timer = null;
 let generation = 0; // bumps on navigation so a late response never draws on the wrong page
 let pressed = null; // while a pointer button is down: a promise of its release
 let release = () => {};
+let presser = null; // the pointer whose press it is: another finger's release does not end it
 
 // How long a job's run ran (started to finished, or to now while it runs).
 function duration(timestamps) {
@@ -581,6 +582,7 @@ function press(event) {
   if (event.button !== 0 || !event.isPrimary || pressed) return;
   const held = new Promise((resolve) => { release = resolve; });
   pressed = held;
+  presser = event.pointerId;
   setTimeout(() => { if (pressed === held) unpress(); }, HELD_AT_MOST_MS);
 }
 
@@ -588,16 +590,21 @@ function unpress() {
   if (!pressed) return;
   const done = release;
   pressed = null;
+  presser = null;
   setTimeout(done, 0); // a task of its own: after the browser has sent the click
 }
 
-// A context menu, a drag or leaving the window can end a press with no pointerup: each ends it
-// too, as does a move with no button down.
-document.addEventListener("pointerdown", press, true);
-for (const type of ["pointerup", "pointercancel", "contextmenu", "dragstart"]) {
-  document.addEventListener(type, unpress, true);
+// The pressing pointer's release ends a press (a second finger's does not: the first is still
+// down). A context menu, a drag or leaving the window can end it with no pointerup: each ends
+// it too, as does the pressing pointer moving with no button down.
+function unpressBy(event) {
+  if (event.pointerId === presser) unpress();
 }
-document.addEventListener("pointermove", (event) => { if (pressed && event.buttons === 0) unpress(); }, true);
+
+document.addEventListener("pointerdown", press, true);
+for (const type of ["pointerup", "pointercancel"]) document.addEventListener(type, unpressBy, true);
+for (const type of ["contextmenu", "dragstart"]) document.addEventListener(type, unpress, true);
+document.addEventListener("pointermove", (event) => { if (event.buttons === 0) unpressBy(event); }, true);
 window.addEventListener("blur", unpress);
 
 function logout(message) {
