@@ -29,6 +29,10 @@ class Leadership:
         if self._connection is not None:
             try:
                 await self._connection.execute(text("SELECT 1"))
+                # The lock is the session's, not the transaction's: no transaction is left
+                # open for as long as this replica leads (long-transaction alerts, the vacuum
+                # horizon, `idle_in_transaction_session_timeout` ending the session and lock).
+                await self._connection.commit()
                 return True
             except Exception:  # the connection (and with it the lock) is gone
                 log.warning("lost the scheduler lock's connection; no longer leading")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 from volcano_global.db.engine import create_engine
-from volcano_global.scheduler.leader import Leadership
+from volcano_global.scheduler.leader import SCHEDULER_LOCK_KEY, Leadership
 
 
 async def test_one_replica_leads_on_postgres(postgres_url: str) -> None:
@@ -20,6 +22,34 @@ async def test_one_replica_leads_on_postgres(postgres_url: str) -> None:
         await second.release()
         for engine in engines:
             await engine.dispose()
+
+
+async def test_the_lock_is_held_outside_a_transaction(postgres_url: str) -> None:
+    """The lock's connection holds the session-level lock, not a transaction: one left open
+    for as long as a replica leads shows in every long-transaction alert, holds the vacuum
+    horizon back to the last check, and is ended by an `idle_in_transaction_session_timeout`
+    (the lock with it)."""
+    engine, probe = create_engine(postgres_url), create_engine(postgres_url)
+    leadership = Leadership(engine)
+    try:
+        assert await leadership.acquire() is True
+        assert await leadership.acquire() is True  # the check that it still leads
+        async with probe.connect() as connection:
+            states = (
+                await connection.execute(
+                    text(
+                        "SELECT a.state FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                        "WHERE l.locktype = 'advisory' AND l.granted "
+                        "AND l.objid = :key AND a.datname = current_database()"
+                    ),
+                    {"key": SCHEDULER_LOCK_KEY},
+                )
+            ).scalars()
+            assert list(states) == ["idle"]
+    finally:
+        await leadership.release()
+        await engine.dispose()
+        await probe.dispose()
 
 
 async def test_sqlite_replica_leads(tmp_path) -> None:  # type: ignore[no-untyped-def]
