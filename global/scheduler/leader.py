@@ -29,21 +29,20 @@ class Leadership:
         if self._connection is not None:
             try:
                 await self._connection.execute(text("SELECT 1"))
-                # The lock is the session's, not the transaction's: no transaction is left
-                # open for as long as this replica leads (long-transaction alerts, the vacuum
-                # horizon, `idle_in_transaction_session_timeout` ending the session and lock).
-                await self._connection.commit()
                 return True
             except Exception:  # the connection (and with it the lock) is gone
                 log.warning("lost the scheduler lock's connection; no longer leading")
                 await self.release()
+        # The lock is the session's, not a transaction's: in autocommit, no transaction is left
+        # open for as long as this replica leads (a long-transaction alert, the vacuum horizon
+        # held back, an `idle_in_transaction_session_timeout` ending the session and the lock).
         connection = await self.engine.connect()
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
         got = (
             await connection.execute(
                 text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEDULER_LOCK_KEY}
             )
         ).scalar()
-        await connection.commit()
         if got:
             self._connection = connection
             log.info("this replica leads the scheduler")
@@ -57,7 +56,6 @@ class Leadership:
                 await self._connection.execute(
                     text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEDULER_LOCK_KEY}
                 )
-                await self._connection.commit()
             except Exception:
                 pass
             await self._connection.close()
