@@ -3,6 +3,7 @@ connection for as long as this replica leads. On SQLite (one replica) this repli
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from sqlalchemy import text
@@ -51,12 +52,16 @@ class Leadership:
         return False
 
     async def release(self) -> None:
-        if self._connection is not None:
-            try:
-                await self._connection.execute(
-                    text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEDULER_LOCK_KEY}
-                )
-            except Exception:
-                pass
-            await self._connection.close()
-            self._connection = None
+        """Give the lock up. A connection the unlock failed on is discarded, not pooled: it may
+        still hold the lock, and back in the pool it would keep every replica from leading."""
+        connection, self._connection = self._connection, None
+        if connection is None:
+            return
+        try:
+            await connection.execute(
+                text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEDULER_LOCK_KEY}
+            )
+        except Exception:
+            with contextlib.suppress(Exception):
+                await connection.invalidate()
+        await connection.close()

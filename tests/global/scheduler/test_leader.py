@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from volcano_global.db.engine import create_engine
 from volcano_global.scheduler.leader import SCHEDULER_LOCK_KEY, Leadership
@@ -34,12 +35,14 @@ async def test_the_lock_is_held_outside_a_transaction(postgres_url: str) -> None
     try:
         assert await leadership.acquire() is True
         assert await leadership.acquire() is True  # the check that it still leads
+        other = Leadership(probe)
+        assert await other.acquire() is False  # the lock is still held
         async with probe.connect() as connection:
             states = (
                 await connection.execute(
                     text(
                         "SELECT a.state FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                        "WHERE l.locktype = 'advisory' AND l.granted "
+                        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 "
                         "AND l.objid = :key AND a.datname = current_database()"
                     ),
                     {"key": SCHEDULER_LOCK_KEY},
@@ -58,3 +61,37 @@ async def test_sqlite_replica_leads(tmp_path) -> None:  # type: ignore[no-untype
         assert await Leadership(engine).acquire() is True
     finally:
         await engine.dispose()
+
+
+class _UnlockFails:
+    """The lock's connection, its statements failing from now on (the unlock among them)."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self.connection = connection
+
+    async def execute(self, *args: object, **kwargs: object) -> None:
+        raise OSError("the unlock did not reach the server")
+
+    async def invalidate(self) -> None:
+        await self.connection.invalidate()
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+
+async def test_a_failed_unlock_does_not_pool_the_locked_connection(postgres_url: str) -> None:
+    """An unlock that fails on a live connection leaves the session holding the lock: the
+    connection is discarded (its session ends, and the lock with it), not put back into the
+    pool, where it would keep every replica from leading."""
+    engines = [create_engine(postgres_url) for _ in range(2)]
+    first, second = (Leadership(e) for e in engines)
+    try:
+        assert await first.acquire() is True
+        assert first._connection is not None
+        first._connection = _UnlockFails(first._connection)  # type: ignore[assignment]
+        await first.release()
+        assert await second.acquire() is True
+    finally:
+        await second.release()
+        for engine in engines:
+            await engine.dispose()
