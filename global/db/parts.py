@@ -12,7 +12,6 @@ T = TypeVar("T")
 
 def parts(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     """`items` in order, `size` at a time (the last part may be shorter; none if empty)."""
-    if size < 1:
+    if size < 1:  # said at the call, not at the first part
         raise ValueError(f"a part holds at least one item, not {size}")
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    return (items[start : start + size] for start in range(0, len(items), size))

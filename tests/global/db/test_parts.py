@@ -14,4 +14,4 @@ def test_nothing_gives_no_part() -> None:
 
 def test_a_part_holds_at_least_one_item() -> None:
     with pytest.raises(ValueError, match="at least one item"):
-        list(parts([1], 0))
+        parts([1], 0)
