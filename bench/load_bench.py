@@ -56,6 +56,7 @@ from load_readouts import (  # noqa: E402
     STAGES,
     drained,
     lag_quantile,
+    leading,
     lifecycle_stages,
     loop_lag_buckets,
 )
@@ -170,6 +171,7 @@ async def _measure(
         lag_quantile(before, await loop_lag_buckets(s), 0.99)
         for before, s in zip(lags, servers, strict=True)
     ]
+    result["leading"] = [await leading(s) for s in servers]  # which replica schedules
     result["cpu_cores"] = {k: v / elapsed for k, v in used.items()}
     result["idle_cpu_cores"] = idle
     result["load_average"] = os.getloadavg()
@@ -353,8 +355,9 @@ def _print_report(result: dict) -> None:
     if len(result["by_replica"]) > 1:
         print("every request by replica (each kind sent to the replicas in turn):")
         for i, r in enumerate(result["by_replica"]):
+            leads = " (leads: runs the rounds)" if result["leading"][i] else ""
             print(
-                f"  replica {i}: {r['requests']} requests, "
+                f"  replica {i}{leads}: {r['requests']} requests, "
                 f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
             )
 

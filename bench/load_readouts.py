@@ -74,14 +74,26 @@ async def drained(database_url: str, within: float) -> int:
 async def loop_lag_buckets(server: Server) -> dict[float, float]:
     """The server's `vglobal_event_loop_lag_seconds` histogram as it stands: cumulative
     counts by upper bound (+Inf included)."""
-    scraped = (await server.api.get("/metrics")).text
     return {
         float(sample.labels["le"]): sample.value
-        for family in text_string_to_metric_families(scraped)
-        if family.name == "vglobal_event_loop_lag_seconds"
-        for sample in family.samples
+        for sample in await _samples(server, "vglobal_event_loop_lag_seconds")
         if sample.name.endswith("_bucket")
     }
+
+
+async def leading(server: Server) -> bool:
+    """Whether the server runs the scheduling loop now (its `vglobal_scheduler_leader`)."""
+    return any(s.value == 1 for s in await _samples(server, "vglobal_scheduler_leader"))
+
+
+async def _samples(server: Server, name: str) -> list:  # type: ignore[type-arg]
+    scraped = (await server.api.get("/metrics")).text
+    return [
+        sample
+        for family in text_string_to_metric_families(scraped)
+        if family.name == name
+        for sample in family.samples
+    ]
 
 
 def lag_quantile(before: dict[float, float], after: dict[float, float], q: float) -> str:
