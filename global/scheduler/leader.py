@@ -38,12 +38,16 @@ class Leadership:
         # open for as long as this replica leads (a long-transaction alert, the vacuum horizon
         # held back, an `idle_in_transaction_session_timeout` ending the session and the lock).
         connection = await self.engine.connect()
-        await connection.execution_options(isolation_level="AUTOCOMMIT")
-        got = (
-            await connection.execute(
-                text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEDULER_LOCK_KEY}
-            )
-        ).scalar()
+        try:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            got = (
+                await connection.execute(
+                    text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEDULER_LOCK_KEY}
+                )
+            ).scalar()
+        except BaseException:  # a database going away mid-way: the connection back, not lost
+            await connection.close()
+            raise
         if got:
             self._connection = connection
             log.info("this replica leads the scheduler")

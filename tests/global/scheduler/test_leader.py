@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
+
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -95,3 +99,28 @@ async def test_a_failed_unlock_does_not_pool_the_locked_connection(postgres_url:
         await second.release()
         for engine in engines:
             await engine.dispose()
+
+
+async def test_a_failed_try_gives_its_connection_back(postgres_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A try for the lock that fails (the database going away) leaves no connection checked
+    out of the pool: the next try has the pool's connections."""
+    engine = create_engine(postgres_url)
+    leadership = Leadership(engine)
+
+    async def fails(*args: object, **kwargs: object) -> None:
+        raise OSError("the connection was lost")
+
+    try:
+        with warnings.catch_warnings(record=True) as caught, monkeypatch.context() as patched:
+            warnings.simplefilter("always")
+            patched.setattr(AsyncConnection, "execute", fails)
+            with pytest.raises(OSError):
+                await leadership.acquire()
+            gc.collect()
+        # Dropped, the connection would be collected back into the pool with a warning.
+        assert not [w for w in caught if "non-checked-in" in str(w.message)]
+        assert engine.sync_engine.pool.checkedout() == 0
+        assert await leadership.acquire() is True
+    finally:
+        await leadership.release()
+        await engine.dispose()
