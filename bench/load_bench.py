@@ -59,6 +59,7 @@ from load_readouts import (  # noqa: E402
     leading,
     lifecycle_stages,
     loop_lag_buckets,
+    scrape,
 )
 from load_requests import drive  # noqa: E402
 
@@ -159,7 +160,8 @@ async def _measure(
         profilers.append(
             await start_profiler(scheduler.pid, f"{args.profile}.scheduler", args.seconds)
         )
-    lags = [await loop_lag_buckets(s) for s in servers]  # before the statements' counts reset
+    # Before the statements' counts reset.
+    lags = [loop_lag_buckets(await scrape(s)) for s in servers]
     if args.pg_statements:
         await pg_statements.reset(args.database_url)
     meter.start()
@@ -167,11 +169,12 @@ async def _measure(
     result = await drive(servers, args.rate, args.reads, args.seconds, job_seconds=args.job_seconds)
     end = datetime.now(UTC)
     used, elapsed = meter.used()
+    scraped = [await scrape(s) for s in servers]
     result["loop_lag_p99"] = [
-        lag_quantile(before, await loop_lag_buckets(s), 0.99)
-        for before, s in zip(lags, servers, strict=True)
+        lag_quantile(before, loop_lag_buckets(after), 0.99)
+        for before, after in zip(lags, scraped, strict=True)
     ]
-    result["leading"] = [await leading(s) for s in servers]  # which replica schedules
+    result["leading"] = [leading(after) for after in scraped]  # which replica schedules
     result["cpu_cores"] = {k: v / elapsed for k, v in used.items()}
     result["idle_cpu_cores"] = idle
     result["load_average"] = os.getloadavg()

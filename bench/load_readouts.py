@@ -71,23 +71,27 @@ async def drained(database_url: str, within: float) -> int:
     return unfinished
 
 
-async def loop_lag_buckets(server: Server) -> dict[float, float]:
-    """The server's `vglobal_event_loop_lag_seconds` histogram as it stands: cumulative
-    counts by upper bound (+Inf included)."""
+async def scrape(server: Server) -> str:
+    """The server's `/metrics` as they stand."""
+    return (await server.api.get("/metrics")).text
+
+
+def loop_lag_buckets(scraped: str) -> dict[float, float]:
+    """The `vglobal_event_loop_lag_seconds` histogram of a scrape: cumulative counts by upper
+    bound (+Inf included)."""
     return {
         float(sample.labels["le"]): sample.value
-        for sample in await _samples(server, "vglobal_event_loop_lag_seconds")
+        for sample in _samples(scraped, "vglobal_event_loop_lag_seconds")
         if sample.name.endswith("_bucket")
     }
 
 
-async def leading(server: Server) -> bool:
-    """Whether the server runs the scheduling loop now (its `vglobal_scheduler_leader`)."""
-    return any(s.value == 1 for s in await _samples(server, "vglobal_scheduler_leader"))
+def leading(scraped: str) -> bool:
+    """Whether the scraped server ran the scheduling loop (its `vglobal_scheduler_leader`)."""
+    return any(s.value == 1 for s in _samples(scraped, "vglobal_scheduler_leader"))
 
 
-async def _samples(server: Server, name: str) -> list:  # type: ignore[type-arg]
-    scraped = (await server.api.get("/metrics")).text
+def _samples(scraped: str, name: str) -> list:  # type: ignore[type-arg]
     return [
         sample
         for family in text_string_to_metric_families(scraped)
